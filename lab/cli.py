@@ -1,0 +1,277 @@
+"""`fieldlab`: the lab's command line (up, down, status, ssh, reboot, provision, image)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from lab.config import LabPaths, LabSpec
+from lab.errors import LabError, NotRootError
+from lab.progress import Timings, say, warn
+from lab.providers import provider_for
+from lab.providers.base import LabRecord
+
+# The provisioning playbooks in the order site.yml runs them; each one is also a phase of lab-up.
+PROVISION_STEPS = (
+    ("node_base.yml", "provision: node base"),
+    ("vault.yml", "provision: openbao + pki"),
+    ("consul.yml", "provision: consul"),
+    ("docker.yml", "provision: docker engine"),
+    ("cni.yml", "provision: cni"),
+    ("workloads.yml", "provision: workload images"),
+    ("agent.yml", "provision: fieldlab agent"),
+)
+
+
+def _require_root() -> None:
+    if os.geteuid() != 0:
+        raise NotRootError("the lab needs root on the controller (docker, debootstrap): run as root or with sudo")
+
+
+def _record(paths: LabPaths) -> LabRecord | None:
+    return LabRecord.load(paths)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    _require_root()
+    from lab.inventory import write_inventory
+    from lab.playbook import run_playbook
+    from lab.wheelhouse import build_wheelhouse
+
+    spec = LabSpec(name=args.lab, provider=args.provider, clients=args.clients, subnet=args.subnet,
+                   static_inventory=Path(args.inventory) if args.inventory else None)
+    paths = LabPaths(spec.name)
+    existed = paths.lab_file.exists()
+    provider = provider_for(spec.provider)
+    timings = Timings(command="lab up")
+    say(f"lab {spec.name}: provider {spec.provider}, {spec.clients} client(s), subnet {spec.subnet}"
+        + (" (converging the running lab)" if existed else ""))
+    try:
+        with timings.phase("nodes") as ph:
+            record = provider.up(spec, paths)
+            ph.detail = f"{len(record.nodes)} nodes"
+        with timings.phase("inventory"):
+            inv = write_inventory(record, paths)
+        if not args.no_provision:
+            with timings.phase("agent wheelhouse") as ph:
+                digest, built = build_wheelhouse(paths.wheelhouse)
+                ph.detail = f"{'built' if built else 'cached'} {digest}"
+            changed = 0
+            for playbook, phase in PROVISION_STEPS:
+                with timings.phase(phase) as ph:
+                    recap = run_playbook(playbook, paths, extra={"fieldlab_agent_wheel_hash": digest})
+                    changed += recap.changed
+                    ph.detail = f"changed={recap.changed}"
+    except BaseException:
+        timings.write(paths.timings) if paths.state_dir.exists() else None
+        if not existed and not args.keep and paths.lab_file.exists():
+            warn("lab-up failed: removing what it created (set KEEP_LAB=1 or --keep to keep it for debugging)")
+            rec = _record(paths)
+            if rec is not None:
+                provider.down(rec, paths)
+            _forget(paths)
+        raise
+    timings.write(paths.timings)
+    _summary(record, paths, inv, timings, provisioned=not args.no_provision)
+    return 0
+
+
+def _summary(record: LabRecord, paths: LabPaths, inv: Path, timings: Timings, *, provisioned: bool) -> None:
+    from lab.providers.base import ssh_argv
+
+    print("\n" + "=" * 72)
+    print(f"lab {record.name} is up ({record.provider} provider" + (f", image {record.image}" if record.image else "")
+          + ")")
+    services = {"server": "openbao (vault api :8200), consul if installable",
+                "client": "dockerd, cni plugins, fieldlab-agent (mTLS api :4646)"}
+    for n in record.nodes:
+        print(f"  {n.name:<9} {n.address:<15} {services[n.role] if provisioned else '(not provisioned)'}")
+    print(f"inventory:   {inv}")
+    print(f"state dir:   {paths.state_dir}   (secrets in {paths.secrets_dir}, mode 0600)")
+    print(f"ssh:         fieldlab lab ssh {record.nodes[-1].name}   or   {' '.join(ssh_argv(record.nodes[-1], paths))}")
+    print("phases:")
+    print(timings.table())
+    print("=" * 72, flush=True)
+
+
+def _forget(paths: LabPaths) -> None:
+    for f in [paths.lab_file, paths.inventory, paths.state_dir / "known_hosts"]:
+        f.unlink(missing_ok=True)
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    _require_root()
+    paths = LabPaths(args.lab)
+    record = _record(paths)
+    removed: list[str] = []
+    if record is not None:
+        removed = provider_for(record.provider).down(record, paths)
+    elif args.lab:
+        # No record, but a crashed run may have left labelled docker objects: remove those too.
+        from lab.providers.docker import DockerProvider
+
+        try:
+            removed = DockerProvider().down(LabRecord(args.lab, "docker", []), paths)
+        except LabError:
+            removed = []
+    _forget(paths)
+    if not removed and record is None:
+        say(f"lab {args.lab}: nothing to remove (no lab is up)")
+    else:
+        say(f"lab {args.lab}: removed {len(removed)} objects" + (f": {', '.join(removed)}" if removed else ""))
+    if args.image:
+        from lab.image import IMAGE_REPO
+        from lab.providers.docker import DockerProvider
+
+        client = DockerProvider().docker
+        for img in client.images.list(name=IMAGE_REPO):
+            for tag in img.tags:
+                client.images.remove(tag, force=True)
+                say(f"removed image {tag}")
+    return 0
+
+
+def _need_record(paths: LabPaths) -> LabRecord:
+    record = _record(paths)
+    if record is None:
+        raise LabError(f"lab {paths.name} is not up: run `make lab-up` (or `fieldlab lab up --lab {paths.name}`)")
+    return record
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    paths = LabPaths(args.lab)
+    record = _record(paths)
+    if record is None:
+        say(f"lab {args.lab}: not up")
+        return 0
+    states = provider_for(record.provider).status(record, paths)
+    if args.json:
+        print(json.dumps([s.__dict__ for s in states], indent=2))
+    else:
+        print(f"lab {record.name} ({record.provider}), inventory {paths.inventory}")
+        for s in states:
+            print(f"  {s.name:<9} {s.address:<15} {s.state:<12} {s.detail}")
+    return 0 if all(s.state in ("running", "reachable") for s in states) else 1
+
+
+def cmd_ssh(args: argparse.Namespace) -> int:
+    paths = LabPaths(args.lab)
+    record = _need_record(paths)
+    argv = provider_for(record.provider).ssh_argv(record, paths, args.node) + list(args.command)
+    os.execvp(argv[0], argv)
+    return 127  # pragma: no cover - exec does not return
+
+
+def cmd_reboot(args: argparse.Namespace) -> int:
+    paths = LabPaths(args.lab)
+    record = _need_record(paths)
+    kind = "hard" if args.hard else "clean"
+    say(f"{args.node}: {kind} reboot ...")
+    secs = provider_for(record.provider).reboot(record, paths, args.node, hard=args.hard)
+    say(f"{args.node}: back with a new boot id after {secs:.1f}s")
+    if record.node(args.node).role == "server" and not args.no_unseal:
+        from lab.playbook import run_playbook
+
+        run_playbook("vault.yml", paths, tags="unseal", quiet=True)
+    return 0
+
+
+def cmd_provision(args: argparse.Namespace) -> int:
+    from lab.playbook import run_playbook
+    from lab.wheelhouse import build_wheelhouse
+
+    paths = LabPaths(args.lab)
+    _need_record(paths)
+    digest, _ = build_wheelhouse(paths.wheelhouse)
+    t0 = time.monotonic()
+    recap = run_playbook(args.playbook, paths, extra={"fieldlab_agent_wheel_hash": digest})
+    say(f"{args.playbook}: changed={recap.changed} in {time.monotonic() - t0:.1f}s")
+    return 0
+
+
+def cmd_image(args: argparse.Namespace) -> int:
+    _require_root()
+    from lab.providers.docker import DockerProvider
+
+    t0 = time.monotonic()
+    tag, built = DockerProvider().image()
+    say(f"node image {tag}: {'built' if built else 'cached'} ({time.monotonic() - t0:.1f}s)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fieldlab", description="fieldlab: build, provision and disrupt a test lab")
+    top = p.add_subparsers(dest="area", required=True)
+    labp = top.add_parser("lab", help="lab lifecycle")
+    sub = labp.add_subparsers(dest="cmd", required=True)
+
+    def with_lab(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sp.add_argument("--lab", default=os.environ.get("LAB", "default"), help="lab name (env LAB)")
+        return sp
+
+    up = with_lab(sub.add_parser("up", help="create and provision a lab (converges if it is up)"))
+    up.add_argument("--provider", default=os.environ.get("PROVIDER", "docker"), help="docker (default) or static")
+    up.add_argument("--clients", type=int, default=int(os.environ.get("CLIENTS", "2")), help="client nodes (1-8)")
+    up.add_argument("--subnet", default=os.environ.get("SUBNET", "10.213.0.0/24"), help="lab network (private)")
+    up.add_argument("--inventory", default=os.environ.get("INVENTORY"), help="static provider: your inventory")
+    up.add_argument("--no-provision", action="store_true", help="only create nodes and the inventory")
+    up.add_argument("--keep", action="store_true", default=os.environ.get("KEEP_LAB") == "1",
+                    help="keep a half-created lab after a failure (env KEEP_LAB=1)")
+    up.set_defaults(func=cmd_up)
+
+    down = with_lab(sub.add_parser("down", help="remove the lab (keeps the cached node image)"))
+    down.add_argument("--image", action="store_true", help="remove the node image too (make lab-clean)")
+    down.set_defaults(func=cmd_down)
+
+    st = with_lab(sub.add_parser("status", help="show the nodes and their state"))
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_status)
+
+    ssh = with_lab(sub.add_parser("ssh", help="ssh to a node (optionally run a command)"))
+    ssh.add_argument("node")
+    ssh.add_argument("command", nargs=argparse.REMAINDER)
+    ssh.set_defaults(func=cmd_ssh)
+
+    rb = with_lab(sub.add_parser("reboot", help="reboot a node: clean (systemctl reboot) or --hard"))
+    rb.add_argument("node")
+    rb.add_argument("--hard", action="store_true", help="kill the node and power it on again")
+    rb.add_argument("--no-unseal", action="store_true", help="leave OpenBao sealed after a server reboot")
+    rb.set_defaults(func=cmd_reboot)
+
+    pv = with_lab(sub.add_parser("provision", help="re-run one playbook on the running lab"))
+    pv.add_argument("--playbook", default="site.yml", help="e.g. agent.yml (make deploy-agent)")
+    pv.set_defaults(func=cmd_provision)
+
+    im = sub.add_parser("image", help="build (or find cached) the node image")
+    im.set_defaults(func=cmd_image)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rc: int = args.func(args)
+        return rc
+    except LabError as exc:
+        print(f"fieldlab: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"fieldlab: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if type(exc).__module__.startswith("docker"):
+            print(f"fieldlab: error: dockerd refused: {exc}", file=sys.stderr)
+            return 2
+        raise
+    except KeyboardInterrupt:
+        print("fieldlab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

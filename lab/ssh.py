@@ -1,0 +1,122 @@
+"""SSH to lab nodes with paramiko: run a command, wait until a node answers, read its boot id.
+
+Used by the providers (readiness after create and reboot) and by the e2e harness, so that both see
+a node the same way Ansible does: as root over SSH with the lab's key.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+
+from lab.errors import ProviderError
+from lab.waits import WaitTimeout, wait_until
+
+SSH_CONNECT_TIMEOUT = 5.0
+# paramiko logs every refused connection with a traceback; polling a booting node makes many.
+logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    name: str
+    host: str
+    port: int = 22
+    user: str = "root"
+    key_file: Path | None = None
+    known_hosts: Path | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    rc: int
+    stdout: str
+    stderr: str
+
+
+class _RememberNewHost(paramiko.MissingHostKeyPolicy):
+    """Accept a host key not yet known and record it (ssh's StrictHostKeyChecking=accept-new).
+
+    A key that differs from a recorded one is still refused by paramiko itself.
+    """
+
+    def __init__(self, known_hosts: Path | None) -> None:
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        if self.known_hosts is not None:
+            self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+            with self.known_hosts.open("a") as fh:
+                fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+def connect(target: SshTarget, timeout: float = SSH_CONNECT_TIMEOUT) -> paramiko.SSHClient:
+    client = paramiko.SSHClient()
+    if target.known_hosts is not None and target.known_hosts.exists():
+        client.load_host_keys(str(target.known_hosts))
+    client.set_missing_host_key_policy(_RememberNewHost(target.known_hosts))
+    client.connect(
+        target.host, port=target.port, username=target.user,
+        key_filename=str(target.key_file) if target.key_file else None,
+        timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
+        allow_agent=False, look_for_keys=target.key_file is None,
+    )
+    return client
+
+
+def run(target: SshTarget, command: str, timeout: float = 60.0) -> Result:
+    """Run one command on a node; a transport failure raises ProviderError naming the node."""
+    try:
+        client = connect(target)
+    except (OSError, paramiko.SSHException) as exc:
+        raise ProviderError(f"{target.name} ({target.host}): ssh failed: {exc}") from None
+    try:
+        _, out, err = client.exec_command(command, timeout=timeout)
+        rc = out.channel.recv_exit_status()
+        return Result(rc, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+    except (OSError, paramiko.SSHException) as exc:
+        raise ProviderError(f"{target.name}: `{command}` broke off: {exc}") from None
+    finally:
+        client.close()
+
+
+def answers(target: SshTarget) -> bool:
+    try:
+        return run(target, "true", timeout=SSH_CONNECT_TIMEOUT).rc == 0
+    except ProviderError:
+        return False
+
+
+def boot_id(target: SshTarget) -> str | None:
+    """The node's current boot id, or None while it does not answer."""
+    try:
+        res = run(target, "cat /proc/sys/kernel/random/boot_id", timeout=SSH_CONNECT_TIMEOUT)
+    except ProviderError:
+        return None
+    return res.stdout.strip() if res.rc == 0 else None
+
+
+def wait_ssh(target: SshTarget, timeout: float, *, not_boot_id: str | None = None,
+             what: str = "ssh answers") -> str:
+    """Poll until the node answers over ssh (with a boot id other than `not_boot_id`); return the id."""
+
+    def ready() -> tuple[str | None, str]:
+        try:
+            with socket.create_connection((target.host, target.port), timeout=1.0):
+                pass
+        except OSError as exc:
+            return None, f"port {target.port}: {exc}"
+        bid = boot_id(target)
+        if bid and bid != not_boot_id:
+            return bid, "up"
+        return None, ("same boot id as before the reboot" if bid else "ssh does not accept the lab key yet")
+
+    try:
+        return wait_until(ready, timeout=timeout, what=f"{target.name} ({target.host}): {what}")
+    except WaitTimeout as exc:
+        raise ProviderError(str(exc)) from None
