@@ -29,7 +29,9 @@ PROVISION_STEPS = (
 
 def _require_root() -> None:
     if os.geteuid() != 0:
-        raise NotRootError("the lab needs root on the controller (docker, debootstrap): run as root or with sudo")
+        raise NotRootError(
+            "the lab needs root on the controller (docker, debootstrap): run as root or with sudo"
+        )
 
 
 def _record(paths: LabPaths) -> LabRecord | None:
@@ -42,14 +44,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     from lab.playbook import run_playbook
     from lab.wheelhouse import build_wheelhouse
 
-    spec = LabSpec(name=args.lab, provider=args.provider, clients=args.clients, subnet=args.subnet,
-                   static_inventory=Path(args.inventory) if args.inventory else None)
+    spec = LabSpec(
+        name=args.lab,
+        provider=args.provider,
+        clients=args.clients,
+        subnet=args.subnet,
+        static_inventory=Path(args.inventory) if args.inventory else None,
+    )
     paths = LabPaths(spec.name)
     existed = paths.lab_file.exists()
     provider = provider_for(spec.provider)
     timings = Timings(command="lab up")
-    say(f"lab {spec.name}: provider {spec.provider}, {spec.clients} client(s), subnet {spec.subnet}"
-        + (" (converging the running lab)" if existed else ""))
+    say(
+        f"lab {spec.name}: provider {spec.provider}, {spec.clients} client(s), subnet {spec.subnet}"
+        + (" (converging the running lab)" if existed else "")
+    )
     try:
         with timings.phase("nodes") as ph:
             record = provider.up(spec, paths)
@@ -69,7 +78,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     except BaseException:
         timings.write(paths.timings) if paths.state_dir.exists() else None
         if not existed and not args.keep and paths.lab_file.exists():
-            warn("lab-up failed: removing what it created (set KEEP_LAB=1 or --keep to keep it for debugging)")
+            warn(
+                "lab-up failed: removing what it created (set KEEP_LAB=1 or --keep to keep it for debugging)"
+            )
             rec = _record(paths)
             if rec is not None:
                 provider.down(rec, paths)
@@ -84,15 +95,21 @@ def _summary(record: LabRecord, paths: LabPaths, inv: Path, timings: Timings, *,
     from lab.providers.base import ssh_argv
 
     print("\n" + "=" * 72)
-    print(f"lab {record.name} is up ({record.provider} provider" + (f", image {record.image}" if record.image else "")
-          + ")")
-    services = {"server": "openbao (vault api :8200), consul if installable",
-                "client": "dockerd, cni plugins, fieldlab-agent (mTLS api :4646)"}
+    print(
+        f"lab {record.name} is up ({record.provider} provider"
+        + (f", image {record.image}" if record.image else "")
+        + ")"
+    )
+    services = {
+        "server": "openbao (vault api :8200), consul if installable",
+        "client": "dockerd, cni plugins, fieldlab-agent (mTLS api :4646)",
+    }
     for n in record.nodes:
         print(f"  {n.name:<9} {n.address:<15} {services[n.role] if provisioned else '(not provisioned)'}")
     print(f"inventory:   {inv}")
     print(f"state dir:   {paths.state_dir}   (secrets in {paths.secrets_dir}, mode 0600)")
-    print(f"ssh:         fieldlab lab ssh {record.nodes[-1].name}   or   {' '.join(ssh_argv(record.nodes[-1], paths))}")
+    last = record.nodes[-1]
+    print(f"ssh:         fieldlab lab ssh {last.name}   (or: {' '.join(ssh_argv(last, paths))})")
     print("phases:")
     print(timings.table())
     print("=" * 72, flush=True)
@@ -122,7 +139,9 @@ def cmd_down(args: argparse.Namespace) -> int:
     if not removed and record is None:
         say(f"lab {args.lab}: nothing to remove (no lab is up)")
     else:
-        say(f"lab {args.lab}: removed {len(removed)} objects" + (f": {', '.join(removed)}" if removed else ""))
+        say(
+            f"lab {args.lab}: removed {len(removed)} objects" + (f": {', '.join(removed)}" if removed else "")
+        )
     if args.image:
         from lab.image import IMAGE_REPO
         from lab.providers.docker import DockerProvider
@@ -138,7 +157,9 @@ def cmd_down(args: argparse.Namespace) -> int:
 def _need_record(paths: LabPaths) -> LabRecord:
     record = _record(paths)
     if record is None:
-        raise LabError(f"lab {paths.name} is not up: run `make lab-up` (or `fieldlab lab up --lab {paths.name}`)")
+        raise LabError(
+            f"lab {paths.name} is not up: run `make lab-up` (or `fieldlab lab up --lab {paths.name}`)"
+        )
     return record
 
 
@@ -162,7 +183,7 @@ def cmd_ssh(args: argparse.Namespace) -> int:
     paths = LabPaths(args.lab)
     record = _need_record(paths)
     argv = provider_for(record.provider).ssh_argv(record, paths, args.node) + list(args.command)
-    os.execvp(argv[0], argv)
+    os.execvp(argv[0], argv)  # noqa: S606 - hands the terminal to ssh
     return 127  # pragma: no cover - exec does not return
 
 
@@ -204,7 +225,9 @@ def cmd_image(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fieldlab", description="fieldlab: build, provision and disrupt a test lab")
+    p = argparse.ArgumentParser(
+        prog="fieldlab", description="fieldlab: build, provision and disrupt a test lab"
+    )
     top = p.add_subparsers(dest="area", required=True)
     labp = top.add_parser("lab", help="lab lifecycle")
     sub = labp.add_subparsers(dest="cmd", required=True)
@@ -214,13 +237,25 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     up = with_lab(sub.add_parser("up", help="create and provision a lab (converges if it is up)"))
-    up.add_argument("--provider", default=os.environ.get("PROVIDER", "docker"), help="docker (default) or static")
-    up.add_argument("--clients", type=int, default=int(os.environ.get("CLIENTS", "2")), help="client nodes (1-8)")
-    up.add_argument("--subnet", default=os.environ.get("SUBNET", "10.213.0.0/24"), help="lab network (private)")
-    up.add_argument("--inventory", default=os.environ.get("INVENTORY"), help="static provider: your inventory")
+    up.add_argument(
+        "--provider", default=os.environ.get("PROVIDER", "docker"), help="docker (default) or static"
+    )
+    up.add_argument(
+        "--clients", type=int, default=int(os.environ.get("CLIENTS", "2")), help="client nodes (1-8)"
+    )
+    up.add_argument(
+        "--subnet", default=os.environ.get("SUBNET", "10.213.0.0/24"), help="lab network (private)"
+    )
+    up.add_argument(
+        "--inventory", default=os.environ.get("INVENTORY"), help="static provider: your inventory"
+    )
     up.add_argument("--no-provision", action="store_true", help="only create nodes and the inventory")
-    up.add_argument("--keep", action="store_true", default=os.environ.get("KEEP_LAB") == "1",
-                    help="keep a half-created lab after a failure (env KEEP_LAB=1)")
+    up.add_argument(
+        "--keep",
+        action="store_true",
+        default=os.environ.get("KEEP_LAB") == "1",
+        help="keep a half-created lab after a failure (env KEEP_LAB=1)",
+    )
     up.set_defaults(func=cmd_up)
 
     down = with_lab(sub.add_parser("down", help="remove the lab (keeps the cached node image)"))

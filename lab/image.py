@@ -62,8 +62,8 @@ def apt_mirror() -> str:
     for src in [Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list")]:
         if not src.exists():
             continue
-        for line in src.read_text().splitlines():
-            line = line.strip()
+        for raw in src.read_text().splitlines():
+            line = raw.strip()
             if line.startswith("URIs:"):
                 uri = line.split()[1]
                 if "security" not in uri:
@@ -97,13 +97,21 @@ def ensure_image(client: Any, cache_dir: Path = Path("/var/cache/fieldlab")) -> 
     try:
         mirror = apt_mirror()
         say(f"debootstrap {SUITE} from {mirror} with {len(packages())} packages (takes ~2 minutes) ...")
-        _run(["debootstrap", "--variant=minbase", f"--include={','.join(packages())}",
-              SUITE, str(tree), mirror], "debootstrap")
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(packages())}",
+                SUITE,
+                str(tree),
+                mirror,
+            ],
+            "debootstrap",
+        )
         _customise(tree)
         rootfs_tag = f"{IMAGE_REPO}-rootfs:{input_hash()}"
         say("importing the rootfs into docker ...")
-        tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(tree), "-c", "."],
-                               stdout=subprocess.PIPE)
+        tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(tree), "-c", "."], stdout=subprocess.PIPE)
         assert tar.stdout is not None
         _run(["docker", "import", "-", rootfs_tag], "docker import", stdin=tar.stdout)
         if tar.wait() != 0:
@@ -116,8 +124,14 @@ def ensure_image(client: Any, cache_dir: Path = Path("/var/cache/fieldlab")) -> 
             info.size = len(dockerfile)
             tf.addfile(info, io.BytesIO(dockerfile))
         ctx.seek(0)
-        client.images.build(fileobj=ctx, custom_context=True, tag=tag,
-                            buildargs={"ROOTFS": rootfs_tag}, rm=True, labels={"fieldlab.hash": input_hash()})
+        client.images.build(
+            fileobj=ctx,
+            custom_context=True,
+            tag=tag,
+            buildargs={"ROOTFS": rootfs_tag},
+            rm=True,
+            labels={"fieldlab.hash": input_hash()},
+        )
         client.images.remove(rootfs_tag, noprune=False)
     except docker.errors.DockerException as exc:
         raise ImageBuildError(f"docker could not build {tag}: {exc}") from None

@@ -23,9 +23,11 @@ def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
     lab_vars: dict[str, Any] = {
         "ansible_user": "root",
         "ansible_python_interpreter": "/usr/bin/python3",
-        "ansible_ssh_common_args": (f"-o UserKnownHostsFile={paths.state_dir / 'known_hosts'} "
-                                    "-o StrictHostKeyChecking=accept-new -o ControlMaster=auto "
-                                    "-o ControlPersist=120s -o ServerAliveInterval=5"),
+        "ansible_ssh_common_args": (
+            f"-o UserKnownHostsFile={paths.state_dir / 'known_hosts'} "
+            "-o StrictHostKeyChecking=accept-new -o ControlMaster=auto "
+            "-o ControlPersist=120s -o ServerAliveInterval=5"
+        ),
         "fieldlab_lab_name": record.name,
         "fieldlab_provider": record.provider,
         "fieldlab_state_dir": str(paths.state_dir),

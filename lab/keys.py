@@ -25,11 +25,13 @@ def ensure_ssh_key(path: Path, comment: str) -> str:
     pub = path.with_suffix(".pub")
     if not path.exists():
         key = Ed25519PrivateKey.generate()
-        private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                    serialization.NoEncryption())
+        private = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        )
         write_secret(path, private)
-        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                               serialization.PublicFormat.OpenSSH)
+        public = key.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        )
         pub.write_bytes(public + f" {comment}\n".encode())
     path.chmod(0o600)
     return pub.read_text().strip()

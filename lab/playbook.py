@@ -16,7 +16,9 @@ from lab.errors import LabError, PlaybookError
 from lab.progress import say
 
 _RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
-_SHOW_RE = re.compile(r"^(PLAY \[|TASK \[|changed:|fatal:|failed:|FAILED|ERROR|\[WARNING\]|skipping: .*=> \(item=|ok: .*msg)")
+_SHOW_RE = re.compile(
+    r"^(PLAY \[|TASK \[|changed:|fatal:|failed:|FAILED|ERROR|\[WARNING\]|skipping: .*=> \(item=|ok: .*msg)"
+)
 
 
 @dataclass(frozen=True)
@@ -47,35 +49,56 @@ def controller_vars(paths: LabPaths) -> dict[str, str]:
     }
 
 
-def run_playbook(name: str, paths: LabPaths, *, extra: dict[str, str] | None = None,
-                 inventory: Path | None = None, tags: str | None = None, quiet: bool = False) -> Recap:
+def run_playbook(
+    name: str,
+    paths: LabPaths,
+    *,
+    extra: dict[str, str] | None = None,
+    inventory: Path | None = None,
+    tags: str | None = None,
+    quiet: bool = False,
+) -> Recap:
     playbook = PLAYBOOK_DIR / name
     if not playbook.exists():
         raise LabError(f"no playbook {playbook}")
     log_dir = paths.state_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{time.strftime('%Y%m%d-%H%M%S')}-{playbook.stem}.log"
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory or paths.inventory),
-            str(playbook)]
+    argv = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        str(inventory or paths.inventory),
+        str(playbook),
+    ]
     for k, v in {**controller_vars(paths), **(extra or {})}.items():
         argv += ["-e", f"{k}={v}"]
     if tags:
         argv += ["--tags", tags]
-    env = {**os.environ, "ANSIBLE_CONFIG": str(LAB_DIR / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(LAB_DIR / "ansible.cfg"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    }
     recap = Recap(0, 0, 0, 0)
     tail: list[str] = []
-    with log.open("w") as fh, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                               text=True, env=env) as proc:
+    with (
+        log.open("w") as fh,
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc,
+    ):
         assert proc.stdout is not None
-        for line in proc.stdout:
-            fh.write(line)
-            line = line.rstrip()
-            tail = (tail + [line])[-25:]
+        for raw in proc.stdout:
+            fh.write(raw)
+            line = raw.rstrip()
+            tail = [*tail, line][-25:]
             m = _RECAP_RE.match(line)
             if m:
-                recap = Recap(recap.ok + int(m[2]), recap.changed + int(m[3]),
-                              recap.failed + int(m[5]), recap.unreachable + int(m[4]))
+                recap = Recap(
+                    recap.ok + int(m[2]),
+                    recap.changed + int(m[3]),
+                    recap.failed + int(m[5]),
+                    recap.unreachable + int(m[4]),
+                )
             elif not quiet and _SHOW_RE.match(line):
                 print(f"    {line[:160]}", flush=True)
         rc = proc.wait()

@@ -57,8 +57,10 @@ class Timings:
 
     def table(self) -> str:
         width = max((len(p.name) for p in self.phases), default=5)
-        rows = [f"  {p.name:<{width}}  {p.seconds:7.1f}s  {'' if p.ok else 'FAILED'}{p.detail}"
-                for p in self.phases]
+        rows = [
+            f"  {p.name:<{width}}  {p.seconds:7.1f}s  {'' if p.ok else 'FAILED'}{p.detail}"
+            for p in self.phases
+        ]
         rows.append(f"  {'total':<{width}}  {self.total:7.1f}s")
         return "\n".join(rows)
 
@@ -71,12 +73,16 @@ class Timings:
                 runs = loaded if isinstance(loaded, list) else []
             except json.JSONDecodeError:
                 runs = []
-        runs.append({
-            "command": self.command,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
-            "total_seconds": round(self.total, 2),
-            "phases": [{"name": p.name, "seconds": round(p.seconds, 2), "ok": p.ok, "detail": p.detail}
-                       for p in self.phases],
-        })
+        runs.append(
+            {
+                "command": self.command,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+                "total_seconds": round(self.total, 2),
+                "phases": [
+                    {"name": p.name, "seconds": round(p.seconds, 2), "ok": p.ok, "detail": p.detail}
+                    for p in self.phases
+                ],
+            }
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(runs, indent=2) + "\n")

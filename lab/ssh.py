@@ -61,10 +61,15 @@ def connect(target: SshTarget, timeout: float = SSH_CONNECT_TIMEOUT) -> paramiko
         client.load_host_keys(str(target.known_hosts))
     client.set_missing_host_key_policy(_RememberNewHost(target.known_hosts))
     client.connect(
-        target.host, port=target.port, username=target.user,
+        target.host,
+        port=target.port,
+        username=target.user,
         key_filename=str(target.key_file) if target.key_file else None,
-        timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
-        allow_agent=False, look_for_keys=target.key_file is None,
+        timeout=timeout,
+        banner_timeout=timeout,
+        auth_timeout=timeout,
+        allow_agent=False,
+        look_for_keys=target.key_file is None,
     )
     return client
 
@@ -101,8 +106,9 @@ def boot_id(target: SshTarget) -> str | None:
     return res.stdout.strip() if res.rc == 0 else None
 
 
-def wait_ssh(target: SshTarget, timeout: float, *, not_boot_id: str | None = None,
-             what: str = "ssh answers") -> str:
+def wait_ssh(
+    target: SshTarget, timeout: float, *, not_boot_id: str | None = None, what: str = "ssh answers"
+) -> str:
     """Poll until the node answers over ssh (with a boot id other than `not_boot_id`); return the id."""
 
     def ready() -> tuple[str | None, str]:

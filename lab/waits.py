@@ -21,8 +21,9 @@ class WaitTimeout(LabError):
         super().__init__(f"timed out after {timeout:.0f}s waiting for {what} (last seen: {last})")
 
 
-def wait_until(condition: Callable[[], tuple[T | None, str]], *, timeout: float, what: str,
-               interval: float = 0.5) -> T:
+def wait_until(
+    condition: Callable[[], tuple[T | None, str]], *, timeout: float, what: str, interval: float = 0.5
+) -> T:
     """Call `condition` every `interval` seconds until it returns a value that is not None.
 
     `condition` returns (value, observation): value None means "not yet", and the observation is

@@ -18,7 +18,11 @@ def source_hash() -> str:
     h = hashlib.sha256()
     for top in SOURCES:
         p = PROJECT_DIR / top
-        files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+        files = (
+            [p]
+            if p.is_file()
+            else sorted(f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+        )
         for f in files:
             h.update(str(f.relative_to(PROJECT_DIR)).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -34,8 +38,12 @@ def build_wheelhouse(dest: Path) -> tuple[str, bool]:
     for old in dest.iterdir():
         if old != out and old.is_dir():
             subprocess.run(["rm", "-rf", str(old)], check=False)
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(out),
-                           str(PROJECT_DIR)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(out), str(PROJECT_DIR)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
         raise LabError(f"building the agent wheelhouse failed (is PyPI reachable?):\n{tail}")

@@ -59,8 +59,9 @@ class LabRecord:
             nodes = [Node(**n) for n in raw.pop("nodes")]
             return cls(nodes=nodes, **raw)
         except (json.JSONDecodeError, TypeError, KeyError) as exc:
-            raise ProviderError(f"{paths.lab_file}: unreadable lab record ({exc}); "
-                                "remove it after checking what runs") from None
+            raise ProviderError(
+                f"{paths.lab_file}: unreadable lab record ({exc}); remove it after checking what runs"
+            ) from None
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -89,9 +90,15 @@ class Provider(Protocol):
 
 def ssh_argv(node: Node, paths: LabPaths) -> list[str]:
     """An interactive `ssh` command line for a node, as printed in the summary."""
-    argv = ["ssh", "-i", str(paths.ssh_key), "-o", f"UserKnownHostsFile={paths.state_dir / 'known_hosts'}",
-            "-o", "StrictHostKeyChecking=accept-new"]
+    argv = [
+        "ssh",
+        "-i",
+        str(paths.ssh_key),
+        "-o",
+        f"UserKnownHostsFile={paths.state_dir / 'known_hosts'}",
+        "-o",
+        "StrictHostKeyChecking=accept-new",
+    ]
     if node.port != 22:
         argv += ["-p", str(node.port)]
     return [*argv, f"{node.user}@{node.address}"]
-

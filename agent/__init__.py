@@ -1,0 +1,5 @@
+"""fieldlab's reference client agent for Nomad-style orchestrators."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

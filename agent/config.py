@@ -1,0 +1,135 @@
+"""Typed agent config, loaded once from a JSON file, validated with errors that name the key."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from agent.errors import ConfigError
+
+DEFAULT_CONFIG = Path("/etc/fieldlab-agent/config.json")
+
+
+@dataclass(frozen=True)
+class TLSConfig:
+    """mTLS for the agent's HTTP API: its own cert and key, and the CA that client certs must chain to."""
+
+    cert_file: Path
+    key_file: Path
+    ca_file: Path
+
+
+@dataclass(frozen=True)
+class VaultConfig:
+    address: str = ""
+    approle_file: Path | None = None  # JSON with role_id and secret_id, mode 0600
+
+
+@dataclass(frozen=True)
+class Config:
+    node_name: str
+    data_dir: Path = Path("/var/lib/fieldlab-agent")
+    bind_address: str = "0.0.0.0"  # noqa: S104 - the agent API serves the lab network, over mTLS
+    port: int = 4646
+    tls: TLSConfig | None = None
+    vault: VaultConfig = field(default_factory=VaultConfig)
+    consul_address: str = ""
+    cni_plugin_dir: Path = Path("/usr/lib/cni")
+    cni_conf_dir: Path = Path("/etc/cni/net.d")
+    log_level: str = "INFO"
+    shutdown_timeout: float = 10.0
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _section(path: str, raw: dict[str, Any], name: str, cls: type[Any]) -> dict[str, Any]:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(path, f"{name}{unknown[0]}", f"unknown key (known: {', '.join(sorted(known))})")
+    return raw
+
+
+def _abs_path(p: str, raw: dict[str, Any], key: str) -> Path:
+    if not isinstance(raw[key], str) or not raw[key].startswith("/"):
+        raise ConfigError(p, key, "must be an absolute path")
+    return Path(raw[key])
+
+
+def _port(p: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
+        raise ConfigError(p, "port", f"{value!r} is not a TCP port (1-65535)")
+    return value
+
+
+def _log_level(p: str, value: Any) -> str:
+    if value not in _LOG_LEVELS:
+        raise ConfigError(p, "log_level", f"{value!r}: choose one of {', '.join(_LOG_LEVELS)}")
+    return str(value)
+
+
+def _tls(p: str, tls: Any) -> TLSConfig:
+    if not isinstance(tls, dict):
+        raise ConfigError(p, "tls", "must be an object with cert_file, key_file, ca_file")
+    _section(p, tls, "tls.", TLSConfig)
+    for key in ("cert_file", "key_file", "ca_file"):
+        if not isinstance(tls.get(key), str):
+            raise ConfigError(p, f"tls.{key}", "required, a path")
+    return TLSConfig(Path(tls["cert_file"]), Path(tls["key_file"]), Path(tls["ca_file"]))
+
+
+def _vault(p: str, v: Any) -> VaultConfig:
+    if not isinstance(v, dict):
+        raise ConfigError(p, "vault", "must be an object")
+    _section(p, v, "vault.", VaultConfig)
+    addr = v.get("address", "")
+    if not isinstance(addr, str) or (addr and not addr.startswith(("http://", "https://"))):
+        raise ConfigError(p, "vault.address", f"{addr!r} is not an http(s) URL")
+    approle = v.get("approle_file")
+    return VaultConfig(addr, Path(approle) if approle else None)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    p = str(path)
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(p, "", "no such config file") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(p, "", f"unreadable: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(p, "", "must be a JSON object")
+    return raw
+
+
+def load_config(path: Path = DEFAULT_CONFIG) -> Config:
+    p = str(path)
+    raw = _read(path)
+    _section(p, raw, "", Config)
+    if not isinstance(raw.get("node_name"), str) or not raw["node_name"]:
+        raise ConfigError(p, "node_name", "required, a non-empty string")
+    kw: dict[str, Any] = {"node_name": raw["node_name"]}
+    for key in ("data_dir", "cni_plugin_dir", "cni_conf_dir"):
+        if key in raw:
+            kw[key] = _abs_path(p, raw, key)
+    for key in ("bind_address", "consul_address"):
+        if key in raw:
+            if not isinstance(raw[key], str):
+                raise ConfigError(p, key, "must be a string")
+            kw[key] = raw[key]
+    if "port" in raw:
+        kw["port"] = _port(p, raw["port"])
+    if "log_level" in raw:
+        kw["log_level"] = _log_level(p, raw["log_level"])
+    if "shutdown_timeout" in raw:
+        if not isinstance(raw["shutdown_timeout"], int | float) or raw["shutdown_timeout"] <= 0:
+            raise ConfigError(p, "shutdown_timeout", "must be a positive number of seconds")
+        kw["shutdown_timeout"] = float(raw["shutdown_timeout"])
+    if raw.get("tls") is not None:
+        kw["tls"] = _tls(p, raw["tls"])
+    if raw.get("vault") is not None:
+        kw["vault"] = _vault(p, raw["vault"])
+    return Config(**kw)
