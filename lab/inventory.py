@@ -19,6 +19,9 @@ def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
             hv["ansible_port"] = n.port
         if n.user != "root":
             hv["ansible_user"] = n.user
+            hv["ansible_become"] = True
+        if n.key_file:
+            hv["ansible_ssh_private_key_file"] = n.key_file
         groups["servers" if n.role == "server" else "clients"]["hosts"][n.name] = hv
     lab_vars: dict[str, Any] = {
         "ansible_user": "root",
@@ -37,6 +40,12 @@ def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
         lab_vars["ansible_ssh_private_key_file"] = str(paths.ssh_key)
     if record.static_inventory:
         lab_vars["fieldlab_static_inventory"] = record.static_inventory
+        # The user's own group vars (install methods, become settings, ...) carry over; the lab's
+        # fieldlab_* vars stay the lab's.
+        user = yaml.safe_load(Path(record.static_inventory).read_text()) or {}
+        for k, v in ((user.get("all") or {}).get("vars") or {}).items():
+            if not str(k).startswith("fieldlab_"):
+                lab_vars[k] = v
     return {"all": {"vars": lab_vars, "children": groups}}
 
 

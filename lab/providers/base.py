@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Protocol
 
 from lab.config import LabPaths, LabSpec
@@ -22,9 +23,13 @@ class Node:
     address: str
     port: int = 22
     user: str = "root"
+    key_file: str = ""  # a bring-your-own host's key; docker nodes use the lab's own key
 
     def target(self, paths: LabPaths) -> SshTarget:
-        key = paths.ssh_key if paths.ssh_key.exists() else None
+        if self.key_file:
+            key: Path | None = Path(self.key_file).expanduser()
+        else:
+            key = paths.ssh_key if paths.ssh_key.exists() else None
         return SshTarget(self.name, self.address, self.port, self.user, key, paths.state_dir / "known_hosts")
 
 

@@ -29,7 +29,9 @@ def read_static_inventory(path: Path) -> list[Node]:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-    children: dict[str, Any] = ((data or {}).get("all") or {}).get("children") or {}
+    top: dict[str, Any] = (data or {}).get("all") or {}
+    children: dict[str, Any] = top.get("children") or {}
+    group_vars: dict[str, Any] = top.get("vars") or {}
     nodes: list[Node] = []
     for group, role in REQUIRED_GROUPS.items():
         hosts = (children.get(group) or {}).get("hosts") or {}
@@ -43,13 +45,15 @@ def read_static_inventory(path: Path) -> list[Node]:
             addr = hv.get("ansible_host")
             if not addr:
                 raise ConfigError(f"{path}: all.children.{group}.hosts.{name}.ansible_host is not set")
+            merged = {**group_vars, **hv}
             nodes.append(
                 Node(
                     str(name),
                     role,
                     str(addr),
-                    int(hv.get("ansible_port", 22)),
-                    str(hv.get("ansible_user", "root")),
+                    int(merged.get("ansible_port", 22)),
+                    str(merged.get("ansible_user", "root")),
+                    str(merged.get("ansible_ssh_private_key_file", "")),
                 )
             )
     return nodes
