@@ -8,6 +8,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(CURDIR)/lab/ansible.cfg
+export ANSIBLE_ROLES_PATH := $(CURDIR)/lab/roles
 export PY_COLORS := 0
 export ANSIBLE_FORCE_COLOR := 0
 export NO_COLOR := 1
