@@ -64,7 +64,7 @@ def test_nodes_reach_each_other_but_not_beyond_the_lab(
 
 
 def test_second_up_converges_without_new_containers(lab: tuple[DockerProvider, LabRecord, LabPaths]) -> None:
-    provider, record, paths = lab
+    provider, _, paths = lab
     before = {c.name: c.id for c in provider.docker.containers.list(filters={"label": "fieldlab.lab=itest"})}
     provider.up(LabSpec(name="itest", clients=1, subnet=SUBNET), paths)
     after = {c.name: c.id for c in provider.docker.containers.list(filters={"label": "fieldlab.lab=itest"})}
