@@ -15,17 +15,6 @@ from lab.progress import Timings, say, warn
 from lab.providers import provider_for
 from lab.providers.base import LabRecord
 
-# The provisioning playbooks in the order site.yml runs them; each one is also a phase of lab-up.
-PROVISION_STEPS = (
-    ("node_base.yml", "provision: node base"),
-    ("vault.yml", "provision: openbao + pki"),
-    ("consul.yml", "provision: consul"),
-    ("docker.yml", "provision: docker engine"),
-    ("cni.yml", "provision: cni"),
-    ("workloads.yml", "provision: workload images"),
-    ("agent.yml", "provision: fieldlab agent"),
-)
-
 
 def _require_root() -> None:
     if os.geteuid() != 0:
@@ -41,7 +30,7 @@ def _record(paths: LabPaths) -> LabRecord | None:
 def cmd_up(args: argparse.Namespace) -> int:
     _require_root()
     from lab.inventory import write_inventory
-    from lab.playbook import run_playbook
+    from lab.playbook import PlayTimer, run_playbook
     from lab.wheelhouse import build_wheelhouse
 
     spec = LabSpec(
@@ -60,6 +49,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         + (" (converging the running lab)" if existed else "")
     )
     try:
+        if hasattr(provider, "image"):
+            with timings.phase("node image") as ph:
+                tag, built = provider.image()
+                ph.detail = f"{'built' if built else 'cached'} {tag}"
         with timings.phase("nodes") as ph:
             record = provider.up(spec, paths)
             ph.detail = f"{len(record.nodes)} nodes"
@@ -69,12 +62,15 @@ def cmd_up(args: argparse.Namespace) -> int:
             with timings.phase("agent wheelhouse") as ph:
                 digest, built = build_wheelhouse(paths.wheelhouse)
                 ph.detail = f"{'built' if built else 'cached'} {digest}"
-            changed = 0
-            for playbook, phase in PROVISION_STEPS:
-                with timings.phase(phase) as ph:
-                    recap = run_playbook(playbook, paths, extra={"fieldlab_agent_wheel_hash": digest})
-                    changed += recap.changed
-                    ph.detail = f"changed={recap.changed}"
+            timer = PlayTimer(timings)
+            try:
+                recap = run_playbook(
+                    "site.yml", paths, extra={"fieldlab_agent_wheel_hash": digest}, on_line=timer
+                )
+            except BaseException:
+                timer.fail()
+                raise
+            say(f"provisioned: ok={recap.ok} changed={recap.changed}")
     except BaseException:
         timings.write(paths.timings) if paths.state_dir.exists() else None
         if not existed and not args.keep and paths.lab_file.exists():

@@ -8,12 +8,13 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab.config import LAB_DIR, PLAYBOOK_DIR, LabPaths
 from lab.errors import LabError, PlaybookError
-from lab.progress import say
+from lab.progress import Timings, say
 
 _RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)")
 _SHOW_RE = re.compile(
@@ -57,6 +58,7 @@ def run_playbook(
     inventory: Path | None = None,
     tags: str | None = None,
     quiet: bool = False,
+    on_line: Callable[[str], None] | None = None,
 ) -> Recap:
     playbook = PLAYBOOK_DIR / name
     if not playbook.exists():
@@ -91,6 +93,8 @@ def run_playbook(
             fh.write(raw)
             line = raw.rstrip()
             tail = [*tail, line][-25:]
+            if on_line is not None:
+                on_line(line)
             m = _RECAP_RE.match(line)
             if m:
                 recap = Recap(
@@ -106,3 +110,33 @@ def run_playbook(
         raise PlaybookError(playbook.name, rc, "\n".join(tail) + f"\n(full log: {log})")
     say(f"{playbook.name}: ok={recap.ok} changed={recap.changed} (log: {log})")
     return recap
+
+
+class PlayTimer:
+    """Turns one site.yml run into phases: a phase per play, timed from its PLAY line to the next."""
+
+    def __init__(self, timings: Timings) -> None:
+        self.timings = timings
+        self._name = ""
+        self._start = 0.0
+        self._changed = 0
+
+    def __call__(self, line: str) -> None:
+        if line.startswith("PLAY [") and not line.startswith("PLAY RECAP"):
+            self._close(ok=True)
+            self._name = "provision: " + line[len("PLAY [") : line.index("]")]
+            self._start = time.monotonic()
+            self._changed = 0
+            say(f"{self._name} ...")
+        elif line.startswith("PLAY RECAP"):
+            self._close(ok=True)
+        elif line.startswith("changed:"):
+            self._changed += 1
+
+    def _close(self, *, ok: bool) -> None:
+        if self._name:
+            self.timings.add(self._name, time.monotonic() - self._start, ok, f"changed={self._changed}")
+            self._name = ""
+
+    def fail(self) -> None:
+        self._close(ok=False)

@@ -51,6 +51,11 @@ class Timings:
             extra = f" ({ph.detail})" if ph.detail else ""
             say(f"{name}: {status} in {ph.seconds:.1f}s{extra}")
 
+    def add(self, name: str, seconds: float, ok: bool, detail: str = "") -> None:
+        """Record a phase timed elsewhere (e.g. one play of a playbook run)."""
+        self.phases.append(Phase(name, seconds, ok, detail))
+        say(f"{name}: {'done' if ok else 'FAILED'} in {seconds:.1f}s ({detail})")
+
     @property
     def total(self) -> float:
         return sum(p.seconds for p in self.phases)

@@ -1,0 +1,149 @@
+"""Fault flags: put one field bug from FIELD-BUGS.md back on demand.
+
+`FIELDLAB_AGENT_FAULTS=flag,flag` (off by default). Each flag restores exactly one known bug so the lab
+can show its symptom and prove that the suite guarding it fails while the bug is present. An unknown
+flag is a startup error, never ignored, and asking the code for an unknown flag is an error too (a
+typo there would make a fault flag silently do nothing). Every active flag is announced with a loud
+WARNING at start.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from agent.errors import AgentError
+
+ENV_VAR = "FIELDLAB_AGENT_FAULTS"
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    flag: str
+    bug: str  # the field bug id(s) in FIELD-BUGS.md
+    description: str  # what the agent does wrong while the flag is on
+
+
+_CATALOGUE: tuple[FaultSpec, ...] = (
+    # Agent core: pause container, CNI, restore, orphans.
+    FaultSpec(
+        "no-network-check-on-restore",
+        "nomad-24292",
+        "restore trusts a running pause container and skips verifying the alloc's network (no CNI CHECK, "
+        "no own checks), so after a reboot the alloc runs with no routes",
+    ),
+    FaultSpec(
+        "reuse-dead-pause",
+        "nomad-12216",
+        "a dead pause container is not detected: tasks are restarted into it as it is ('cannot join network "
+        "of a non running container') instead of recovering the group's network",
+    ),
+    FaultSpec(
+        "no-orphan-sweep",
+        "nomad-12216 orphans",
+        "the orphan sweeper never runs, so containers, netns, IP reservations and CNI chains of dead allocs "
+        "stay behind",
+    ),
+    FaultSpec(
+        "sweep-untracked-pause",
+        "nomad-16338",
+        "the sweeper does not consult restored allocs and reaps their pause containers as untracked "
+        "dangling containers",
+    ),
+    FaultSpec(
+        "ipam-stale-after-reboot",
+        "nomad-11272/15763",
+        "host-local IPAM reservations are kept across reboots and restarts without reconciling, so a new "
+        "ADD fails with 'duplicate allocation is not allowed'",
+    ),
+    FaultSpec(
+        "leak-portmap-chains",
+        "nomad-6385 family",
+        "teardown leaves the portmap/CNI iptables chains and jumps behind when CNI DEL fails or the pause "
+        "container is gone, blackholing a reused host port",
+    ),
+    # Templates and change_mode.
+    FaultSpec(
+        "last-event-wins",
+        "nomad-24140",
+        "one render-event slot per template: a later no-op render overwrites the one that changed the file "
+        "before it is handled, so change_mode never fires",
+    ),
+    FaultSpec(
+        "no-change-on-restore",
+        "nomad-9636",
+        "on restore, a re-rendered template whose content differs from what the task has loaded does not "
+        "fire change_mode",
+    ),
+    FaultSpec(
+        "signal-while-restarting",
+        "nomad-27960",
+        "a change action is fired into a task that is restarting instead of being queued until it runs, "
+        "and is lost",
+    ),
+    FaultSpec(
+        "noop-runner-dies",
+        "nomad-28016",
+        "with only noop templates the template watcher gives up after its retries and never comes back, "
+        "so secrets go stale silently",
+    ),
+)
+
+FAULTS: dict[str, FaultSpec] = {f.flag: f for f in _CATALOGUE}
+KNOWN_FAULTS: dict[str, str] = {f.flag: f"{f.bug}: {f.description}" for f in _CATALOGUE}
+"""flag -> "<bug id>: <what the agent does wrong>"."""
+
+
+class FaultError(AgentError):
+    """An unknown fault flag, in the environment or asked for by the code."""
+
+    def __init__(self, flags: Iterable[str], source: str = ENV_VAR) -> None:
+        self.flags = tuple(flags)
+        self.source = source
+        names = []
+        for flag in self.flags:
+            close = difflib.get_close_matches(flag, KNOWN_FAULTS, n=1)
+            names.append(f"{flag!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        noun = "flag" if len(self.flags) == 1 else "flags"
+        super().__init__(
+            f"{source}: unknown fault {noun} {', '.join(names)}; known: {', '.join(sorted(KNOWN_FAULTS))}"
+        )
+
+
+@dataclass(frozen=True)
+class Faults:
+    """The active fault flags; `Faults()` is the default: none."""
+
+    active: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        unknown = sorted(self.active - KNOWN_FAULTS.keys())
+        if unknown:
+            raise FaultError(unknown, source="Faults")
+
+    @classmethod
+    def parse(cls, value: str, source: str = ENV_VAR) -> Faults:
+        """A comma-separated list of flags; blanks around names and empty items are allowed."""
+        flags = [item.strip() for item in value.split(",")]
+        flags = [f for f in flags if f]
+        unknown = sorted(set(flags) - KNOWN_FAULTS.keys())
+        if unknown:
+            raise FaultError(unknown, source)
+        return cls(frozenset(flags))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Faults:
+        return cls.parse(environ.get(ENV_VAR, ""))
+
+    def enabled(self, flag: str) -> bool:
+        if flag not in KNOWN_FAULTS:
+            raise FaultError([flag], source="Faults.enabled")
+        return flag in self.active
+
+    def announce(self, logger: logging.Logger) -> None:
+        """One loud WARNING per active flag, so nobody mistakes a faulty run for a real one."""
+        for flag in sorted(self.active):
+            spec = FAULTS[flag]
+            logger.warning("FAULT INJECTION ACTIVE: %s puts back %s: %s", flag, spec.bug, spec.description)

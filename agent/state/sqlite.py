@@ -1,0 +1,409 @@
+"""The real state store: one SQLite file in WAL mode, fsync'd on every commit.
+
+Schema changes are a list of upgrade steps (version N -> N+1), all applied in one transaction when
+the store is opened; a fresh file runs every step from version 0, so the upgrade path is exercised
+on every start. A DB from a newer agent is refused rather than guessed at.
+
+Rows are read back one by one: a value that is not UTF-8, not JSON or not a JSON object is reported
+as a CorruptRecord and never stops the other rows from loading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from agent.state.store import (
+    CorruptRecord,
+    CorruptRecordError,
+    Event,
+    EventList,
+    LoadResult,
+    Record,
+    SchemaTooNewError,
+    StateError,
+    check_name,
+    decode,
+    encode,
+)
+
+log = logging.getLogger(__name__)
+
+DB_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def _upgrade_0_to_1(conn: sqlite3.Connection) -> None:
+    """Version 1: a meta table and one table of JSON records keyed by (kind, key)."""
+    conn.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE records (kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,"
+        " PRIMARY KEY (kind, key))"
+    )
+
+
+def _upgrade_1_to_2(conn: sqlite3.Connection) -> None:
+    """Version 2: when each record was last written, and the task event log."""
+    conn.execute("ALTER TABLE records ADD COLUMN updated_at REAL NOT NULL DEFAULT 0")
+    conn.execute(
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL,"
+        " alloc_id TEXT NOT NULL, task TEXT NOT NULL, type TEXT NOT NULL, message TEXT NOT NULL,"
+        " details TEXT NOT NULL)"
+    )
+    conn.execute("CREATE INDEX events_by_alloc ON events (alloc_id, task, seq)")
+
+
+UPGRADES: tuple[Callable[[sqlite3.Connection], None], ...] = (_upgrade_0_to_1, _upgrade_1_to_2)
+"""UPGRADES[n] takes the schema from version n to n + 1."""
+
+SCHEMA_VERSION = len(UPGRADES)
+
+
+def _text(raw: bytes) -> str:
+    # TEXT columns never raise on bad UTF-8 (record values are read as BLOBs and checked strictly).
+    return raw.decode("utf-8", "replace")
+
+
+class SqliteStore:
+    """`StateStore` on SQLite. One connection, guarded by a lock; a transaction holds the lock.
+
+    The file is created 0600 and its directory is made 0700, so give the store a directory of its
+    own (e.g. `<data_dir>/state/state.db`); a world-writable parent such as /tmp is refused.
+    """
+
+    def __init__(
+        self, path: str | Path, *, timeout: float = 5.0, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._path = Path(path)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._depth = 0  # transaction nesting of the thread holding the lock
+        self._prepare_files()
+        try:
+            conn = sqlite3.connect(
+                str(self._path), timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as e:
+            raise StateError(self._path, f"cannot open: {e}") from e
+        conn.text_factory = _text
+        self._conn: sqlite3.Connection | None = conn
+        try:
+            self._configure(conn, timeout)
+            self._upgrade(conn)
+            self._chmod_files()  # -wal and -shm exist now
+        except BaseException:
+            conn.close()
+            self._conn = None
+            raise
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def _prepare_files(self) -> None:
+        parent = self._path.parent
+        try:
+            parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            st = parent.stat()
+            if st.st_mode & (stat.S_IWOTH | stat.S_ISVTX):
+                raise StateError(
+                    self._path,
+                    f"directory {parent} is world-writable; the state DB needs a directory of its own",
+                )
+            os.chmod(parent, DIR_MODE)
+            created = not self._path.exists()
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, DB_MODE)
+            os.close(fd)
+            self._chmod_files()
+            if created:  # make the new directory entry durable too
+                dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
+        except OSError as e:
+            raise StateError(self._path, f"cannot prepare the state file: {e}") from e
+
+    def _chmod_files(self) -> None:
+        for p in (self._path, Path(f"{self._path}-wal"), Path(f"{self._path}-shm")):
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(p, DB_MODE, follow_symlinks=False)
+
+    def _configure(self, conn: sqlite3.Connection, timeout: float) -> None:
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            conn.execute("PRAGMA synchronous = FULL")
+        except sqlite3.DatabaseError as e:
+            raise StateError(self._path, f"not a usable SQLite database: {e}") from e
+        if mode.lower() != "wal":
+            raise StateError(
+                self._path, f"cannot switch to WAL journal mode (got {mode!r}); is it a local disk?"
+            )
+
+    def _read_version(self, conn: sqlite3.Connection) -> int:
+        tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "meta" not in tables:
+            others = sorted(tables - {"sqlite_sequence"})
+            if others:
+                raise StateError(self._path, f"not a fieldlab state DB: no meta table, but tables {others}")
+            return 0
+        row = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        if row is None:
+            raise StateError(self._path, "meta table has no schema_version")
+        try:
+            version = int(row[0])
+        except (TypeError, ValueError):
+            raise StateError(self._path, f"schema_version {row[0]!r} is not an integer") from None
+        if version < 1:
+            raise StateError(self._path, f"schema_version {version} is not a valid version")
+        return version
+
+    def _upgrade(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise StateError(self._path, f"cannot lock for the schema check: {e}") from e
+        try:
+            found = self._read_version(conn)
+            if found > SCHEMA_VERSION:
+                raise SchemaTooNewError(self._path, found, SCHEMA_VERSION)
+            if found < SCHEMA_VERSION:
+                if found:
+                    log.info("state %s: upgrading schema %d -> %d", self._path, found, SCHEMA_VERSION)
+                for version in range(found, SCHEMA_VERSION):
+                    UPGRADES[version](conn)
+                conn.execute(
+                    "INSERT INTO meta (name, value) VALUES ('schema_version', ?)"
+                    " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    (str(SCHEMA_VERSION),),
+                )
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            self._rollback(conn)
+            raise StateError(self._path, f"schema check/upgrade failed: {e}") from e
+        except BaseException:
+            self._rollback(conn)
+            raise
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        return str(self._path)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _live(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StateError(self._path, "the state store is closed")
+        return self._conn
+
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error as e:  # the connection is unusable; the next call will say so
+                log.error("state %s: rollback failed: %s", self._path, e)
+
+    def _query(
+        self, what: str, sql: str, params: tuple[Any, ...], kind: str = "", key: str = ""
+    ) -> list[Any]:
+        with self._lock:
+            conn = self._live()
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.Error as e:
+                raise StateError(self._path, f"{what} failed: {e}", kind=kind, key=key) from e
+
+    def _write(
+        self, what: str, sql: str, params: tuple[Any, ...], kind: str = "", key: str = ""
+    ) -> sqlite3.Cursor:
+        # Outside a transaction the statement commits on its own (autocommit), fsync'd.
+        with self._lock:
+            conn = self._live()
+            try:
+                return conn.execute(sql, params)
+            except sqlite3.Error as e:
+                raise StateError(self._path, f"{what} failed: {e}", kind=kind, key=key) from e
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def put(self, kind: str, key: str, value: Record) -> None:
+        check_name(self.location, "kind", kind)
+        check_name(self.location, "key", key)
+        text = encode(self.location, kind, key, value)
+        self._write(
+            "put",
+            "INSERT INTO records (kind, key, value, updated_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            (kind, key, text, self._clock()),
+            kind,
+            key,
+        )
+
+    def get(self, kind: str, key: str) -> Record | None:
+        check_name(self.location, "kind", kind)
+        check_name(self.location, "key", key)
+        rows = self._query(
+            "get",
+            "SELECT CAST(value AS BLOB) FROM records WHERE kind = ? AND key = ?",
+            (kind, key),
+            kind,
+            key,
+        )
+        if not rows:
+            return None
+        value = decode(rows[0][0])
+        if isinstance(value, str):
+            raise CorruptRecordError(self._path, value, kind=kind, key=key)
+        return value
+
+    def list(self, kind: str) -> LoadResult:
+        check_name(self.location, "kind", kind)
+        rows = self._query(
+            "list", "SELECT key, CAST(value AS BLOB) FROM records WHERE kind = ? ORDER BY key", (kind,), kind
+        )
+        result = LoadResult()
+        for key, raw in rows:
+            value = decode(raw)
+            if isinstance(value, str):
+                log.warning("state %s: record %s/%s is unreadable: %s", self._path, kind, key, value)
+                result.corrupt.append(CorruptRecord(kind, str(key), value))
+            else:
+                result.records[str(key)] = value
+        return result
+
+    def delete(self, kind: str, key: str) -> bool:
+        check_name(self.location, "kind", kind)
+        check_name(self.location, "key", key)
+        cur = self._write("delete", "DELETE FROM records WHERE kind = ? AND key = ?", (kind, key), kind, key)
+        return cur.rowcount > 0
+
+    def delete_prefix(self, kind: str, key_prefix: str) -> int:
+        check_name(self.location, "kind", kind)
+        check_name(self.location, "key prefix", key_prefix)
+        cur = self._write(
+            "delete_prefix",
+            "DELETE FROM records WHERE kind = ? AND substr(key, 1, ?) = ?",
+            (kind, len(key_prefix), key_prefix),
+            kind,
+            key_prefix,
+        )
+        return max(cur.rowcount, 0)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            conn = self._live()
+            depth = self._depth
+            savepoint = f"sp{depth}"
+            try:
+                conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {savepoint}")
+            except sqlite3.Error as e:
+                raise StateError(self._path, f"cannot begin a transaction: {e}") from e
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                self._undo(conn, depth, savepoint)
+                raise
+            self._depth -= 1
+            try:
+                conn.execute("COMMIT" if depth == 0 else f"RELEASE {savepoint}")
+            except sqlite3.Error as e:
+                self._undo(conn, depth, savepoint)
+                raise StateError(self._path, f"commit failed, nothing written: {e}") from e
+
+    def _undo(self, conn: sqlite3.Connection, depth: int, savepoint: str) -> None:
+        if depth == 0:
+            self._rollback(conn)
+            return
+        try:
+            conn.execute(f"ROLLBACK TO {savepoint}")
+            conn.execute(f"RELEASE {savepoint}")
+        except sqlite3.Error as e:
+            log.error("state %s: rollback to %s failed: %s", self._path, savepoint, e)
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def append_event(
+        self, alloc_id: str, task: str, type: str, message: str, details: dict[str, Any] | None = None
+    ) -> Event:
+        check_name(self.location, "alloc id", alloc_id)
+        check_name(self.location, "event type", type)
+        if not isinstance(task, str) or not isinstance(message, str):
+            raise StateError(self._path, f"event task and message must be strings, got {task!r}, {message!r}")
+        text = encode(self.location, "event", alloc_id, {} if details is None else details)
+        now = self._clock()
+        cur = self._write(
+            "append_event",
+            "INSERT INTO events (time, alloc_id, task, type, message, details) VALUES (?, ?, ?, ?, ?, ?)",
+            (now, alloc_id, task, type, message, text),
+            "event",
+            alloc_id,
+        )
+        seq = cur.lastrowid
+        assert seq is not None
+        return Event(seq, now, alloc_id, task, type, message, json.loads(text))
+
+    def events(self, alloc_id: str, task: str | None = None) -> EventList:
+        check_name(self.location, "alloc id", alloc_id)
+        cols = "SELECT seq, time, alloc_id, task, type, message, CAST(details AS BLOB) FROM events"
+        if task is None:
+            rows = self._query("events", f"{cols} WHERE alloc_id = ? ORDER BY seq", (alloc_id,))
+        else:
+            rows = self._query(
+                "events", f"{cols} WHERE alloc_id = ? AND task = ? ORDER BY seq", (alloc_id, task)
+            )
+        out: EventList = []
+        for seq, when, alloc, tsk, typ, msg, raw in rows:
+            details = decode(raw)
+            if isinstance(details, str):
+                log.warning(
+                    "state %s: details of event %d of alloc %s are unreadable: %s",
+                    self._path,
+                    seq,
+                    alloc,
+                    details,
+                )
+                details = {"unreadable": details}
+            out.append(Event(int(seq), float(when), str(alloc), str(tsk), str(typ), str(msg), details))
+        return out
+
+    def delete_events(self, alloc_id: str) -> int:
+        check_name(self.location, "alloc id", alloc_id)
+        cur = self._write(
+            "delete_events", "DELETE FROM events WHERE alloc_id = ?", (alloc_id,), "event", alloc_id
+        )
+        return max(cur.rowcount, 0)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is None:
+                return
+            if self._depth:
+                raise StateError(self._path, "close() inside a transaction")
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self._path)!r})"

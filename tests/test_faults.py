@@ -1,0 +1,79 @@
+"""Fault flags: off by default, exact names, loud when on, never silently ignored."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from agent.faults import ENV_VAR, KNOWN_FAULTS, FaultError, Faults
+
+AGENT_FLAGS = {
+    "no-network-check-on-restore": "nomad-24292",
+    "reuse-dead-pause": "nomad-12216",
+    "no-orphan-sweep": "nomad-12216",
+    "sweep-untracked-pause": "nomad-16338",
+    "ipam-stale-after-reboot": "nomad-11272",
+    "leak-portmap-chains": "nomad-6385",
+}
+TEMPLATE_FLAGS = {
+    "last-event-wins": "nomad-24140",
+    "no-change-on-restore": "nomad-9636",
+    "signal-while-restarting": "nomad-27960",
+    "noop-runner-dies": "nomad-28016",
+}
+
+
+def test_catalogue_names_each_bug() -> None:
+    expected = AGENT_FLAGS | TEMPLATE_FLAGS
+    assert set(KNOWN_FAULTS) == set(expected)
+    for flag, bug in expected.items():
+        assert KNOWN_FAULTS[flag].startswith(bug), flag
+        assert len(KNOWN_FAULTS[flag]) > len(bug) + 20, flag  # a real description
+
+
+def test_off_by_default() -> None:
+    for env in ({}, {ENV_VAR: ""}, {ENV_VAR: " , "}):
+        f = Faults.from_env(env)
+        assert f.active == frozenset()
+        assert not any(f.enabled(flag) for flag in KNOWN_FAULTS)
+    assert Faults() == Faults.from_env({})
+
+
+def test_flags_from_env() -> None:
+    f = Faults.from_env({ENV_VAR: "reuse-dead-pause, last-event-wins,,reuse-dead-pause", "OTHER": "x"})
+    assert f.active == frozenset({"reuse-dead-pause", "last-event-wins"})
+    assert f.enabled("reuse-dead-pause") and f.enabled("last-event-wins")
+    assert not f.enabled("no-orphan-sweep")
+
+
+def test_unknown_flag_is_a_startup_error() -> None:
+    with pytest.raises(FaultError) as e:
+        Faults.from_env({ENV_VAR: "no-orphan-sweep,no-orphan-swep,bogus"})
+    msg = str(e.value)
+    assert e.value.flags == ("bogus", "no-orphan-swep")
+    assert msg.startswith(f"{ENV_VAR}: unknown fault flags 'bogus', 'no-orphan-swep'")
+    assert "did you mean 'no-orphan-sweep'?" in msg
+    assert all(flag in msg for flag in KNOWN_FAULTS)  # lists the known ones
+    with pytest.raises(FaultError, match="unknown fault flag 'Reuse-Dead-Pause'"):
+        Faults.from_env({ENV_VAR: "Reuse-Dead-Pause"})  # names are exact
+
+
+def test_asking_for_an_unknown_flag_is_an_error() -> None:
+    with pytest.raises(FaultError, match=r"Faults\.enabled: unknown fault flag 'reuse-dead-paus'"):
+        Faults().enabled("reuse-dead-paus")
+    with pytest.raises(FaultError, match="Faults: unknown"):
+        Faults(frozenset({"nope"}))
+
+
+def test_announce_one_loud_line_per_flag(caplog: pytest.LogCaptureFixture) -> None:
+    log = logging.getLogger("agent.test")
+    with caplog.at_level(logging.DEBUG, logger="agent.test"):
+        Faults().announce(log)
+    assert caplog.records == []
+    with caplog.at_level(logging.DEBUG, logger="agent.test"):
+        Faults.from_env({ENV_VAR: "no-network-check-on-restore,noop-runner-dies"}).announce(log)
+    assert [r.levelno for r in caplog.records] == [logging.WARNING, logging.WARNING]
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("FAULT INJECTION ACTIVE: no-network-check-on-restore puts back nomad-24292: ")
+    assert lines[1].startswith("FAULT INJECTION ACTIVE: noop-runner-dies puts back nomad-28016: ")
