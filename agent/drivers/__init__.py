@@ -1,0 +1,1 @@
+"""Task drivers: how a task's process is started, watched, signalled and stopped."""

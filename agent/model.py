@@ -1,0 +1,113 @@
+"""The agent's data model: what a job asks for (immutable specs) and what the agent keeps about it.
+
+Specs are produced by `agent.jobspec` from HCL or JSON and never change after parsing. Durations
+are seconds (float), sizes are MB, signals are names ("SIGHUP").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Port:
+    label: str
+    to: int = 0  # port inside the alloc's network namespace; 0 means "same as the host port"
+    static: int = 0  # fixed host port; 0 means "pick a dynamic host port"
+
+
+@dataclass(frozen=True)
+class Network:
+    mode: str = "none"  # "bridge" (CNI, own netns), "host" or "none"
+    ports: tuple[Port, ...] = ()
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    attempts: int = 2
+    interval: float = 1800.0
+    delay: float = 15.0
+    mode: str = "fail"  # "fail" or "delay"
+
+
+@dataclass(frozen=True)
+class ChangeScript:
+    command: str
+    args: tuple[str, ...] = ()
+    timeout: float = 5.0
+    fail_on_error: bool = False
+
+
+@dataclass(frozen=True)
+class Template:
+    destination: str  # relative to the task dir: "local/..." or "secrets/..."
+    data: str = ""
+    source: str = ""
+    change_mode: str = "restart"  # "noop", "signal", "restart", "script"
+    change_signal: str = ""
+    change_script: ChangeScript | None = None
+    perms: str = "0644"
+    splay: float = 5.0
+    wait_min: float = 0.0
+    wait_max: float = 0.0
+    error_on_missing_key: bool = False
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    type: str  # "http", "tcp", "script"
+    path: str = ""
+    interval: float = 10.0
+    timeout: float = 2.0
+    port: str = ""  # a port label of the group's network; "" means the service's port
+    command: str = ""  # script checks: run inside the task
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    port: str = ""  # a port label of the group's network
+    tags: tuple[str, ...] = ()
+    checks: tuple[Check, ...] = ()
+    provider: str = "consul"
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpu: int = 100  # MHz shares, as Nomad: applied as cpu shares
+    memory: int = 300  # MB, applied as a hard limit
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    driver: str  # "docker" or "exec"
+    config: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    resources: Resources = field(default_factory=Resources)
+    kill_timeout: float = 5.0
+    kill_signal: str = "SIGTERM"
+    templates: tuple[Template, ...] = ()
+    services: tuple[Service, ...] = ()
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    tasks: tuple[Task, ...]
+    count: int = 1
+    network: Network | None = None
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    services: tuple[Service, ...] = ()
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    groups: tuple[Group, ...]
+    type: str = "service"
+    meta: Mapping[str, str] = field(default_factory=dict)
