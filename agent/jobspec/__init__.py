@@ -1,0 +1,65 @@
+"""Jobspecs: Nomad's HCL2 (a documented subset) or JSON -> the agent's `Job`.
+
+    parsed = parse_jobspec(text, source="<request>")   # raises JobspecError listing every problem
+    parsed.job, parsed.warnings
+
+Nomad fields the agent does not implement are accepted with one warning each, naming the field's path
+(see `agent.jobspec.fields`); fields that are not Nomad's and invalid values are rejected, all of them at
+once, each with its path and reason. Durations become seconds, signals stay names ("SIGHUP"), template
+destinations become "local/..." or "secrets/..." paths, and `${...}` inside strings is kept verbatim for
+runtime interpolation.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.jobspec.api_json import parse_json
+from agent.jobspec.build import Builder
+from agent.jobspec.durations import parse_duration
+from agent.jobspec.errors import JobspecError
+from agent.jobspec.hcl import parse_hcl
+from agent.jobspec.tree import Report
+from agent.model import Job
+
+__all__ = ["JobspecError", "ParsedJob", "load_jobspec", "parse_duration", "parse_jobspec"]
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("hcl", "json")
+_SUFFIX_FORMATS = {".json": "json", ".hcl": "hcl", ".nomad": "hcl"}
+
+
+@dataclass(frozen=True)
+class ParsedJob:
+    job: Job
+    warnings: tuple[str, ...]
+
+
+def parse_jobspec(text: str, *, source: str, fmt: str | None = None) -> ParsedJob:
+    """Parse a jobspec; `fmt` is "hcl", "json" or None (JSON when the text starts with "{")."""
+    if fmt is None:
+        fmt = "json" if text.lstrip().startswith("{") else "hcl"
+    if fmt not in FORMATS:
+        raise JobspecError(source, [("", f'unknown jobspec format "{fmt}": use "hcl" or "json"')])
+    report = Report()
+    top = parse_json(text, report) if fmt == "json" else parse_hcl(text, report)
+    job = Builder(report).job(top) if top is not None else None
+    if report.problems or job is None:
+        log.debug("jobspec %s rejected with %d problems", source, len(report.problems))
+        raise JobspecError(source, report.problems or [("", "no job found")])
+    for warning in report.warnings:
+        log.info("jobspec %s: %s", source, warning)
+    return ParsedJob(job=job, warnings=tuple(report.warnings))
+
+
+def load_jobspec(path: Path) -> ParsedJob:
+    """Read and parse a jobspec file; the format comes from the suffix (.json, .hcl, .nomad) or the text."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise JobspecError(str(path), [("", f"cannot read the jobspec: {reason}")]) from e
+    return parse_jobspec(text, source=str(path), fmt=_SUFFIX_FORMATS.get(path.suffix))

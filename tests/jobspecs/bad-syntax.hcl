@@ -1,0 +1,10 @@
+job "broken" {
+  group "web" {
+    task "http" {
+      driver = "docker"
+      config {
+        image = "fieldlab/busybox:latest"
+      }
+    }
+  # the group is never closed
+}

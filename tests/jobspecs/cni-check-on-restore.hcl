@@ -1,0 +1,29 @@
+# From seeds/cni-check-on-restore.txt (nomad#24292 test job), as written apart from the image:
+# nginx:latest -> the lab's busybox serving HTTP on port 80.
+job "example" {
+
+  group "nginx" {
+    network {
+      mode = "bridge"
+      port "http" {
+        to = 80
+      }
+    }
+
+    task "nginx" {
+      driver = "docker"
+
+      config {
+        image   = "fieldlab/busybox:latest"
+        command = "httpd"
+        args    = ["-f", "-p", "80"]
+        ports   = ["http"]
+      }
+
+      resources {
+        cpu    = 500
+        memory = 256
+      }
+    }
+  }
+}

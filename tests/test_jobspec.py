@@ -1,0 +1,739 @@
+"""Jobspecs: the seeds' jobs parse to the expected model, HCL and JSON agree, Nomad fields the agent does not
+implement warn with their path, and every invalid input is rejected with its path and reason, all at once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent.errors import AgentError
+from agent.jobspec import JobspecError, ParsedJob, load_jobspec, parse_duration, parse_jobspec
+from agent.jobspec.fields import UNIMPLEMENTED
+from agent.model import ChangeScript, Check, Network, Port, RestartPolicy
+
+SPECS = Path(__file__).parent / "jobspecs"
+NOT_IMPLEMENTED = "accepted but not implemented by fieldlab-agent"
+
+
+def _parse(text: str, fmt: str | None = None) -> ParsedJob:
+    return parse_jobspec(text, source="<request>", fmt=fmt)
+
+
+def _problems(text: str, fmt: str | None = None) -> list[tuple[str, str]]:
+    with pytest.raises(JobspecError) as info:
+        _parse(text, fmt)
+    assert info.value.source == "<request>"
+    return info.value.problems
+
+
+# --- the seeds' jobspecs ------------------------------------------------------------------------------
+
+
+def test_cni_check_seed_is_a_bridge_job_with_a_mapped_port() -> None:
+    parsed = load_jobspec(SPECS / "cni-check-on-restore.hcl")
+    job = parsed.job
+    assert parsed.warnings == ()
+    assert (job.id, job.type, [g.name for g in job.groups]) == ("example", "service", ["nginx"])
+    (group,) = job.groups
+    assert group.network == Network(mode="bridge", ports=(Port(label="http", to=80),))
+    assert group.count == 1
+    assert group.restart == RestartPolicy(attempts=2, interval=1800.0, delay=15.0, mode="fail")  # Nomad's
+    (task,) = group.tasks
+    assert (task.name, task.driver) == ("nginx", "docker")
+    assert dict(task.config) == {
+        "image": "fieldlab/busybox:latest",
+        "command": "httpd",
+        "args": ["-f", "-p", "80"],
+        "ports": ["http"],
+    }
+    assert (task.resources.cpu, task.resources.memory) == (500, 256)
+    assert (task.kill_timeout, task.kill_signal) == (5.0, "SIGTERM")
+
+
+def test_pause_container_seed_job_keeps_its_template_and_warns_about_datacenters() -> None:
+    parsed = load_jobspec(SPECS / "pause-container-example.hcl")
+    assert parsed.warnings == (f"job.example.datacenters: {NOT_IMPLEMENTED}",)
+    (group,) = parsed.job.groups
+    assert group.network == Network(mode="bridge", ports=(Port(label="www", to=8001),))
+    (task,) = group.tasks
+    assert task.config["args"] == ["-v", "-f", "-p", "8001", "-h", "/local"]
+    (template,) = task.templates
+    assert (template.data, template.destination) == ("<html>hello, world</html>", "local/index.html")
+    assert (template.change_mode, template.splay, template.perms) == ("restart", 5.0, "0644")
+
+
+def test_pause_container_reporters_job_completed_keeps_its_structure() -> None:
+    parsed = load_jobspec(SPECS / "pause-container-orphans.hcl")
+    assert parsed.warnings == (f"job.orphans.group.app.task.app.config.auth: {NOT_IMPLEMENTED}",)
+    (group,) = parsed.job.groups
+    assert group.network == Network(mode="bridge", ports=())
+    assert [s.name for s in group.services] == ["orphans-app"] and group.services[0].port == ""
+    (task,) = group.tasks
+    assert task.kill_timeout == 20.0
+    assert dict(task.env) == {"APP_MODE": "orphans"}
+    assert (task.resources.cpu, task.resources.memory) == (200, 300)
+    assert task.config["auth"] == [{"username": "fieldlab", "password": "placeholder-not-a-secret"}]
+
+
+def test_template_change_mode_job_reads_modes_signals_and_durations() -> None:
+    parsed = load_jobspec(SPECS / "template-change-mode.hcl")
+    assert parsed.warnings == (f"job.pki-probe.group.probe.task.probe.vault: {NOT_IMPLEMENTED}",)
+    job = parsed.job
+    assert dict(job.meta) == {"seed": "nomad-24140"}
+    (group,) = job.groups
+    assert group.restart == RestartPolicy(attempts=3, interval=300.0, delay=10.0, mode="fail")
+    (task,) = group.tasks
+    assert (task.kill_timeout, task.kill_signal) == (90.0, "SIGINT")
+    assert task.env["PROBE_ALLOC"] == "${NOMAD_ALLOC_ID}"  # kept for runtime interpolation
+    cert, key, serial, noop = task.templates
+    assert (cert.destination, cert.change_mode, cert.change_signal) == (
+        "secrets/cert.pem",
+        "signal",
+        "SIGHUP",
+    )
+    assert (cert.perms, cert.splay, cert.wait_min, cert.wait_max) == ("0600", 0.25, 2.0, 10.0)
+    assert cert.data.startswith('{{ with secret "pki_int/issue/workload"') and cert.data.endswith(
+        "{{ end }}\n"
+    )
+    assert (key.destination, key.change_mode, key.error_on_missing_key) == (
+        "secrets/key.pem",
+        "restart",
+        True,
+    )
+    assert serial.change_mode == "script"
+    assert serial.change_script == ChangeScript(
+        command="/bin/sh", args=("-c", "kill -USR1 1"), timeout=20.0, fail_on_error=True
+    )
+    assert serial.data == '${not_interpolated} serial={{ key "fieldlab/serial" }}\n'
+    assert noop.change_mode == "noop"
+    (service,) = task.services
+    assert (service.name, service.port, service.tags, service.provider) == (
+        "pki-probe",
+        "https",
+        ("probe", "tls"),
+        "nomad",
+    )
+    assert service.checks == (
+        Check(name='service: "pki-probe" check', type="tcp", interval=10.0, timeout=2.0),
+    )
+
+
+# --- HCL and JSON ----------------------------------------------------------------------------------------
+
+
+def test_hcl_and_api_json_forms_give_the_same_job() -> None:
+    hcl = load_jobspec(SPECS / "pause-container-example.hcl")
+    api = load_jobspec(SPECS / "pause-container-example.json")
+    assert api.job == hcl.job
+    assert api.warnings == hcl.warnings
+
+
+def test_hcl_json_syntax_gives_the_same_job() -> None:
+    doc = {
+        "job": {
+            "example": {
+                "group": {
+                    "nginx": {
+                        "network": {"mode": "bridge", "port": {"http": {"to": 80}}},
+                        "task": {
+                            "nginx": {
+                                "driver": "docker",
+                                "config": {
+                                    "image": "fieldlab/busybox:latest",
+                                    "command": "httpd",
+                                    "args": ["-f", "-p", "80"],
+                                    "ports": ["http"],
+                                },
+                                "resources": {"cpu": 500, "memory": 256},
+                            }
+                        },
+                    }
+                }
+            }
+        }
+    }
+    assert _parse(json.dumps(doc)).job == load_jobspec(SPECS / "cni-check-on-restore.hcl").job
+
+
+def test_api_json_durations_are_nanoseconds_and_strings_are_rejected() -> None:
+    job = {
+        "ID": "j",
+        "TaskGroups": [
+            {
+                "Name": "g",
+                "RestartPolicy": {
+                    "Attempts": 1,
+                    "Interval": 60_000_000_000,
+                    "Delay": 250_000_000,
+                    "Mode": "delay",
+                },
+                "Tasks": [
+                    {
+                        "Name": "t",
+                        "Driver": "exec",
+                        "Config": {"command": "/bin/sleep", "args": ["60"]},
+                        "KillTimeout": 20_000_000_000,
+                        "KillSignal": "SIGHUP",
+                        "Services": [
+                            {
+                                "Name": "t-svc",
+                                "PortLabel": "p",
+                                "Tags": ["a"],
+                                "AddressMode": "auto",
+                                "Checks": [
+                                    {"Type": "tcp", "Interval": 10_000_000_000, "Timeout": 2_000_000_000}
+                                ],
+                            }
+                        ],
+                    }
+                ],
+                "Networks": [{"Mode": "host", "ReservedPorts": [{"Label": "p", "Value": 8080}]}],
+            }
+        ],
+    }
+    parsed = _parse(json.dumps(job))  # the envelope {"Job": ...} may be left out
+    (group,) = parsed.job.groups
+    assert group.restart == RestartPolicy(attempts=1, interval=60.0, delay=0.25, mode="delay")
+    assert (group.tasks[0].kill_timeout, group.tasks[0].kill_signal) == (20.0, "SIGHUP")
+    assert group.network == Network(mode="host", ports=(Port(label="p", static=8080),))
+    (service,) = group.tasks[0].services
+    assert (service.name, service.port, service.tags, service.provider) == ("t-svc", "p", ("a",), "consul")
+    assert service.checks == (Check(name='service: "t-svc" check', type="tcp", interval=10.0, timeout=2.0),)
+    assert parsed.warnings == ()
+    job["TaskGroups"][0]["Tasks"][0]["KillTimeout"] = "20s"  # type: ignore[index]
+    ((path, reason),) = _problems(json.dumps({"Job": job}))
+    assert path == "job.j.group.g.task.t.kill_timeout" and "nanoseconds" in reason
+
+
+def test_format_is_guessed_and_can_be_forced() -> None:
+    text = (SPECS / "pause-container-example.json").read_text()
+    assert _parse(text).job.id == "example"
+    ((path, reason),) = _problems(text, fmt="hcl")
+    assert path == "" and reason.startswith("HCL syntax error at line 1")
+    ((_, reason),) = _problems(text, fmt="yaml")
+    assert 'unknown jobspec format "yaml"' in reason
+
+
+# --- warnings: Nomad fields the agent does not implement --------------------------------------------------
+
+_SKELETON = """
+job "w" {
+  %(job)s
+  group "g" {
+    %(group)s
+    network {
+      mode = "bridge"
+      %(network)s
+      port "www" {
+        to = 80
+        %(port)s
+      }
+    }
+    restart {
+      %(restart)s
+    }
+    service {
+      port = "www"
+      %(service)s
+      check {
+        type = "tcp"
+        interval = "10s"
+        timeout = "2s"
+        %(check)s
+      }
+    }
+    task "d" {
+      driver = "docker"
+      %(task)s
+      config {
+        image = "fieldlab/busybox:latest"
+        %(config.docker)s
+      }
+      resources {
+        %(resources)s
+      }
+      template {
+        data = "x"
+        destination = "local/x"
+        %(template)s
+      }
+    }
+    task "e" {
+      driver = "exec"
+      config {
+        command = "/bin/true"
+        %(config.exec)s
+      }
+    }
+  }
+}
+"""
+_PATHS = {
+    "job": "job.w",
+    "group": "job.w.group.g",
+    "network": "job.w.group.g.network",
+    "port": "job.w.group.g.network.port.www",
+    "restart": "job.w.group.g.restart",
+    "service": "job.w.group.g.service[0]",
+    "check": "job.w.group.g.service[0].check[0]",
+    "task": "job.w.group.g.task.d",
+    "config.docker": "job.w.group.g.task.d.config",
+    "resources": "job.w.group.g.task.d.resources",
+    "template": "job.w.group.g.task.d.template[0]",
+    "config.exec": "job.w.group.g.task.e.config",
+}
+
+
+@pytest.mark.parametrize("context", sorted(_PATHS))
+def test_every_unimplemented_nomad_field_is_accepted_with_one_warning_naming_its_path(context: str) -> None:
+    fields = sorted(UNIMPLEMENTED[context])
+    slots = dict.fromkeys(_PATHS, "")
+    slots[context] = "\n".join(f'{name} = "anything"' for name in fields)
+    parsed = _parse(_SKELETON % slots)
+    assert sorted(parsed.warnings) == sorted(
+        f"{_PATHS[context]}.{name}: {NOT_IMPLEMENTED}" for name in fields
+    )
+
+
+def test_unimplemented_blocks_warn_once_each_with_their_path() -> None:
+    text = """
+job "example" {
+  datacenters = ["dc1"]
+  region = "global"
+  priority = 50
+  constraint {
+    attribute = "${attr.kernel.name}"
+    value     = "linux"
+  }
+  update {
+    max_parallel = 1
+  }
+  group "g" {
+    ephemeral_disk {
+      size = 300
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image = "fieldlab/busybox:latest"
+        auth {
+          username = "u"
+        }
+        volumes = ["/tmp:/tmp"]
+      }
+      artifact {
+        source = "https://example.invalid/x.tgz"
+      }
+      logs {
+        max_files = 3
+      }
+      lifecycle {
+        hook = "prestart"
+      }
+      meta {
+        a = "b"
+      }
+    }
+  }
+}
+"""
+    assert sorted(_parse(text).warnings) == sorted(
+        f"{path}: {NOT_IMPLEMENTED}"
+        for path in (
+            "job.example.datacenters",
+            "job.example.region",
+            "job.example.priority",
+            "job.example.constraint",
+            "job.example.update",
+            "job.example.group.g.ephemeral_disk",
+            "job.example.group.g.task.t.config.auth",
+            "job.example.group.g.task.t.config.volumes",
+            "job.example.group.g.task.t.artifact",
+            "job.example.group.g.task.t.logs",
+            "job.example.group.g.task.t.lifecycle",
+            "job.example.group.g.task.t.meta",
+        )
+    )
+
+
+def test_api_json_zero_values_of_unimplemented_fields_do_not_warn() -> None:
+    # Go writes every unset field as its zero value; the seed's JSON carries many of them.
+    parsed = load_jobspec(SPECS / "pause-container-example.json")
+    assert parsed.warnings == (f"job.example.datacenters: {NOT_IMPLEMENTED}",)
+
+
+# --- rejections -------------------------------------------------------------------------------------------
+
+_BASE = """
+job "t" {
+  group "g" {
+    count = 1
+    network {
+      mode = "bridge"
+      port "www" {
+        to = 8080
+      }
+    }
+    task "web" {
+      driver = "docker"
+      kill_signal = "SIGTERM"
+      kill_timeout = "5s"
+      config {
+        image = "fieldlab/busybox:latest"
+        ports = ["www"]
+      }
+      template {
+        data = "x"
+        destination = "local/x"
+        change_mode = "restart"
+      }
+    }
+  }
+}
+"""
+_T = "job.t.group.g.task.web"
+
+
+def _mutated(old: str, new: str) -> str:
+    assert old in _BASE, old
+    return _BASE.replace(old, new, 1)
+
+
+def test_the_base_of_the_rejection_cases_is_valid() -> None:
+    assert _parse(_BASE).warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "path", "reason"),
+    [
+        ('driver = "docker"', 'driver = "raw_exec"', f"{_T}.driver", 'unsupported driver "raw_exec"'),
+        (
+            'change_mode = "restart"',
+            'change_mode = "reload"',
+            f"{_T}.template[0].change_mode",
+            '"reload" is not one of "noop", "signal", "restart", "script"',
+        ),
+        (
+            'change_mode = "restart"',
+            'change_mode = "signal"',
+            f"{_T}.template[0].change_signal",
+            'required with change_mode "signal"',
+        ),
+        (
+            'change_mode = "restart"',
+            'change_mode = "script"',
+            f"{_T}.template[0].change_script",
+            'required with change_mode "script"',
+        ),
+        ("count = 1", "count = -1", "job.t.group.g.count", "must not be negative"),
+        ("to = 8080", "to = 0", "job.t.group.g.network.port.www.to", "0 is not a port number (1-65535)"),
+        ("to = 8080", "to = 65536", "job.t.group.g.network.port.www.to", "65536 is not a port number"),
+        (
+            "to = 8080",
+            "static = 70000",
+            "job.t.group.g.network.port.www.static",
+            "70000 is not a port number",
+        ),
+        ('ports = ["www"]', 'ports = ["www", "http"]', f"{_T}.config.ports[1]", 'port "http" is not defined'),
+        ('mode = "bridge"', 'mode = "overlay"', "job.t.group.g.network.mode", '"overlay" is not one of'),
+        ('mode = "bridge"', 'mode = "cni/mynet"', "job.t.group.g.network.mode", "CNI networks"),
+        (
+            'image = "fieldlab/busybox:latest"',
+            'command = "httpd"',
+            f"{_T}.config.image",
+            "required",
+        ),
+        ('image = "fieldlab/busybox:latest"', 'image = ""', f"{_T}.config.image", "must not be empty"),
+        (
+            'destination = "local/x"',
+            'destination = "/etc/passwd"',
+            f"{_T}.template[0].destination",
+            "must be a file under local/ or secrets/",
+        ),
+        (
+            'destination = "local/x"',
+            'destination = "local/../../x"',
+            f"{_T}.template[0].destination",
+            'without ".."',
+        ),
+        (
+            'destination = "local/x"',
+            'destination = "alloc/x"',
+            f"{_T}.template[0].destination",
+            "under local/",
+        ),
+        (
+            'destination = "local/x"',
+            'destination = "local/"',
+            f"{_T}.template[0].destination",
+            "a file under",
+        ),
+        ('destination = "local/x"', 'source = "x"', f"{_T}.template[0].destination", "required"),
+        ('data = "x"', 'perms = "0644"', f"{_T}.template[0]", 'needs "data" or "source"'),
+        ('data = "x"', 'data = "x"\nsource = "y"', f"{_T}.template[0]", 'either "data" or "source"'),
+        ('data = "x"', 'data = "x"\nperms = "rw"', f"{_T}.template[0].perms", "not octal file permissions"),
+        (
+            'kill_signal = "SIGTERM"',
+            'kill_signal = "SIGBOGUS"',
+            f"{_T}.kill_signal",
+            '"SIGBOGUS" is not a signal',
+        ),
+        ('kill_signal = "SIGTERM"', 'kill_signal = "HUP"', f"{_T}.kill_signal", 'did you mean "SIGHUP"?'),
+        (
+            'change_mode = "restart"',
+            'change_mode = "signal"\nchange_signal = "sighup"',
+            f"{_T}.template[0].change_signal",
+            '"sighup" is not a signal name (did you mean "SIGHUP"?)',
+        ),
+        ('kill_timeout = "5s"', 'kill_timeout = "5 sec"', f"{_T}.kill_timeout", 'invalid duration "5 sec"'),
+        ('kill_timeout = "5s"', "kill_timeout = 5", f"{_T}.kill_timeout", 'expected a duration like "20s"'),
+        ('kill_timeout = "5s"', 'kill_timeout = "-5s"', f"{_T}.kill_timeout", "must not be negative"),
+        ('kill_timeout = "5s"', 'kill_timout = "5s"', f"{_T}.kill_timout", 'did you mean "kill_timeout"?'),
+        ("count = 1", 'colour = "blue"', "job.t.group.g.colour", "not a Nomad jobspec field"),
+        ('image = "fieldlab/busybox:latest"', "image = var.image", f"{_T}.config.image", "HCL expressions"),
+        ("count = 1", "count = 1 + 1", "job.t.group.g.count", "HCL expressions are not supported"),
+        ('data = "x"', 'data = "${var.x}"', f"{_T}.template[0].data", "HCL variables are not supported"),
+        ('data = "x"', 'data = "${file(\\"x\\")}"', f"{_T}.template[0].data", "HCL functions"),
+        ("count = 1", 'count = "many"', "job.t.group.g.count", 'expected a whole number, not "many"'),
+        ("count = 1", "count = 1\ncount = 2", "job.t.group.g.count", "set more than once"),
+        ('ports = ["www"]', 'ports = "www"', f"{_T}.config.ports", "expected a list of strings"),
+        ('port "www" {', 'port "w-w" {', "job.t.group.g.network.port.w-w", "must match [A-Za-z0-9_]+"),
+        ('task "web" {', 'task "a/b" {', "job.t.group.g.task.a/b", 'task name "a/b" must be'),
+        (
+            'mode = "bridge"',
+            'mode = "none"',
+            "job.t.group.g.network.port",
+            'ports need network mode "bridge"',
+        ),
+    ],
+)
+def test_invalid_values_are_rejected_with_path_and_reason(old: str, new: str, path: str, reason: str) -> None:
+    problems = _problems(_mutated(old, new))
+    assert any(p == path and reason in r for p, r in problems), problems
+
+
+def test_duplicate_task_names_are_rejected() -> None:
+    text = _mutated(
+        '    task "web" {',
+        '    task "web" {\n      driver = "exec"\n      config {\n'
+        '        command = "/bin/true"\n      }\n    }\n    task "web" {',
+    )
+    assert (f"{_T}", 'duplicate task name "web"') in _problems(text)
+
+
+def test_exec_without_a_command_is_rejected() -> None:
+    text = _mutated('driver = "docker"', 'driver = "exec"').replace('ports = ["www"]', "")
+    assert _problems(text) == [
+        (f"{_T}.config.image", "not a config field of Nomad's exec driver"),
+        (f"{_T}.config.command", "required"),
+    ]
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    with pytest.raises(JobspecError) as info:
+        load_jobspec(SPECS / "bad-values.hcl")
+    paths = [p for p, _ in info.value.problems]
+    assert paths == [
+        "job.bad.colour",
+        "job.bad.type",
+        "job.bad.group.web.count",
+        "job.bad.group.web.network.mode",
+        "job.bad.group.web.network.port.www.to",
+        "job.bad.group.web.task.http.config.image",
+        "job.bad.group.web.task.http.config.ports[0]",
+        "job.bad.group.web.task.http.kill_timeout",
+        "job.bad.group.web.task.http.kill_signal",
+        "job.bad.group.web.task.http.template[0].destination",
+        "job.bad.group.web.task.http.template[0].change_mode",
+        "job.bad.group.web.task.http",
+        "job.bad.group.web.task.http.driver",
+    ]
+
+
+def test_api_json_problems_use_the_same_paths() -> None:
+    with pytest.raises(JobspecError) as info:
+        load_jobspec(SPECS / "bad-api.json")
+    assert [p for p, _ in info.value.problems] == [
+        "job.bad-api.Colour",
+        "job.bad-api.group.web.network.port.www.static",
+        "job.bad-api.group.web.task.http.config.command",
+        "job.bad-api.group.web.task.http.kill_timeout",
+        "job.bad-api.group.web.task.http.template[0].change_signal",
+    ]
+
+
+def test_services_and_checks_are_validated_against_the_groups_ports() -> None:
+    text = _mutated(
+        '    task "web" {',
+        """    service {
+      name = "web_app"
+      port = "nope"
+      check {
+        type = "http"
+        interval = "500ms"
+      }
+      check {
+        type = "script"
+        command = "/bin/check"
+        interval = "10s"
+        timeout = "2s"
+      }
+    }
+    task "web" {""",
+    )
+    s = "job.t.group.g.service[0]"
+    assert _problems(text) == [
+        (f"{s}.name", '"web_app" is not a valid service name (letters, digits and dashes, at most 63)'),
+        (f"{s}.port", 'port "nope" is not defined in the group\'s network'),
+        (f"{s}.check[0].path", "required for http checks"),
+        (f"{s}.check[0].timeout", "required"),
+        (f"{s}.check[0].interval", "must be at least 1s"),
+        (f"{s}.check[1]", "script checks need a task-level service (the script runs in the task)"),
+    ]
+
+
+def test_restart_policy_is_checked_like_nomad_and_defaults_follow_the_job_type() -> None:
+    text = _mutated(
+        "    count = 1", '    count = 1\n    restart {\n      attempts = 40\n      delay = "1m"\n    }'
+    )
+    assert _problems(text) == [
+        ("job.t.group.g.restart", "40 attempts with a delay of 60s do not fit in an interval of 1800s")
+    ]
+    batch = _parse(_BASE.replace('job "t" {', 'job "t" {\n  type = "batch"'))
+    assert batch.job.groups[0].restart == RestartPolicy(attempts=3, interval=86400.0, delay=15.0, mode="fail")
+    exec_task = _parse(_BASE.replace('kill_signal = "SIGTERM"', "")).job.groups[0].tasks[0]
+    assert exec_task.kill_signal == "SIGTERM"  # docker's default; exec's is SIGINT, as Nomad
+
+
+def test_implemented_config_fields_are_stored_normalised_and_the_rest_as_written() -> None:
+    text = _mutated('ports = ["www"]', 'ports = ["www"]\nargs = ["-p", 8080]\nmount {\n  type = "bind"\n}')
+    parsed = _parse(text)
+    config = parsed.job.groups[0].tasks[0].config
+    assert config["args"] == ["-p", "8080"]
+    assert config["mount"] == [{"type": "bind"}]  # a block, as Nomad's API JSON writes it
+    assert parsed.warnings == (f"{_T}.config.mount: {NOT_IMPLEMENTED}",)
+
+
+def test_hcl_strings_are_normalised() -> None:
+    text = (
+        _mutated(
+            'data = "x"',
+            'data = <<EOT\n  "quoted" \\n $${escaped} ${NOMAD_TASK_DIR}\nEOT\nperms = "600"',
+        )
+        .replace(
+            "kill_timeout",
+            'env = { "A.B" = "c", N = 3, T = true }\n      kill_timeout',
+        )
+        .replace('destination = "local/x"', 'destination = "${NOMAD_SECRETS_DIR}/x.pem"')
+    )
+    task = _parse(text).job.groups[0].tasks[0]
+    (template,) = task.templates
+    assert (
+        template.data == '  "quoted" \\n ${escaped} ${NOMAD_TASK_DIR}\n'
+    )  # heredoc: no escapes, final newline
+    assert (template.destination, template.perms) == ("secrets/x.pem", "0600")
+    assert dict(task.env) == {"A.B": "c", "N": "3", "T": "true"}
+
+
+def test_json_syntax_errors_and_duplicate_keys_are_rejected() -> None:
+    ((path, reason),) = _problems('{"Job": {"ID": "x",}}')
+    assert path == "" and reason.startswith("JSON syntax error at line 1, column 20")
+    ((_, reason),) = _problems('{"Job": {"ID": "x", "ID": "y"}}')
+    assert "the key 'ID' appears twice" in reason
+    ((_, reason),) = _problems("[1]", fmt="json")
+    assert "a JSON jobspec is an object" in reason
+
+
+def test_a_jobspec_needs_one_job_with_a_group_and_a_task() -> None:
+    assert _problems('variable "x" {}') == [
+        ("variable", "HCL variables are not supported by fieldlab-agent"),
+        ("job", "required: one job block"),
+    ]
+    assert _problems('job "a" {}') == [("job.a.group", "required: at least one group")]
+    assert _problems('job "a" {\n  group "g" {}\n}') == [
+        ("job.a.group.g.task", "required: at least one task")
+    ]
+
+
+# --- errors are messages, not tracebacks --------------------------------------------------------------------
+
+
+def test_error_message_names_the_source_one_line_per_problem_and_no_traceback() -> None:
+    path = SPECS / "bad-syntax.hcl"
+    with pytest.raises(JobspecError) as info:
+        load_jobspec(path)
+    err = info.value
+    assert isinstance(err, AgentError)
+    assert err.source == str(path)
+    assert (
+        str(err) == f'{path}: HCL syntax error at line 11, column 1: unexpected end of input; expected "}}"'
+    )
+    with pytest.raises(JobspecError) as info:
+        load_jobspec(SPECS / "bad-values.hcl")
+    lines = str(info.value).splitlines()
+    assert len(lines) == len(info.value.problems) == 13
+    assert all(line.startswith(f"{SPECS / 'bad-values.hcl'}: job.bad") for line in lines)
+    assert "Traceback" not in str(info.value) and "lark" not in str(info.value)
+    assert f"{SPECS / 'bad-values.hcl'}: job.bad.group.web.task.http.config.image: required" in lines
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    start=st.integers(min_value=0, max_value=len(_BASE)), cut=st.integers(0, 12), insert=st.text(max_size=3)
+)
+def test_damaged_jobspecs_raise_only_jobspec_errors(start: int, cut: int, insert: str) -> None:
+    text = _BASE[:start] + insert + _BASE[start + cut :]
+    try:
+        _parse(text)
+    except JobspecError as e:
+        assert e.problems and all("\n" not in line for line in e.lines())
+
+
+def test_unreadable_file_is_a_jobspec_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.hcl"
+    with pytest.raises(JobspecError) as info:
+        load_jobspec(missing)
+    assert str(info.value) == f"{missing}: cannot read the jobspec: No such file or directory"
+
+
+# --- durations ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("20s", 20.0),
+        ("5m", 300.0),
+        ("1h30m", 5400.0),
+        ("250ms", 0.25),
+        ("1.5h", 5400.0),
+        ("0", 0.0),
+        ("-5s", -5.0),
+        ("1m0.5s", 60.5),
+        ("10us", 0.00001),
+        ("3ns", 3e-9),
+    ],
+)
+def test_parse_duration_reads_go_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5", "5x", "s", "1h 30m", "h1", "1.2.3s", "--1s"])
+def test_parse_duration_rejects_what_go_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+@given(
+    h=st.integers(min_value=0, max_value=10_000),
+    m=st.integers(min_value=0, max_value=10_000),
+    s=st.integers(min_value=0, max_value=10_000),
+    ms=st.integers(min_value=0, max_value=999),
+)
+def test_parse_duration_is_the_arithmetic_of_its_parts(h: int, m: int, s: int, ms: int) -> None:
+    assert parse_duration(f"{h}h{m}m{s}s") == h * 3600 + m * 60 + s
+    assert parse_duration(f"{h}h{m}m{s}s{ms}ms") == ((h * 3600 + m * 60 + s) * 1000 + ms) / 1000
