@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import ssl
 import threading
 from collections.abc import Callable
@@ -15,7 +16,14 @@ from agent.errors import AgentError
 
 log = logging.getLogger(__name__)
 
-Route = Callable[[], tuple[int, str, bytes]]
+Response = tuple[int, str, bytes]
+# A handler gets the path's regex groups and the request body.
+Handler = Callable[[tuple[str, ...], bytes], Response]
+Route = Callable[[], Response]
+
+
+def json_response(status: int, body: Any) -> Response:
+    return status, "application/json", json.dumps(body, indent=2, default=str).encode()
 
 
 def server_ssl_context(config: Config) -> ssl.SSLContext:
@@ -71,18 +79,22 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     routes: dict[str, Route]
+    handlers: list[tuple[str, re.Pattern[str], Handler]]
 
 
 class ApiServer:
     """Serves `routes` (path -> handler) on the configured address until `stop()`."""
 
-    def __init__(self, config: Config, routes: dict[str, Route]) -> None:
+    def __init__(
+        self, config: Config, routes: dict[str, Route], handlers: list[tuple[str, str, Handler]] | None = None
+    ) -> None:
         ctx = server_ssl_context(config)
         try:
             self._httpd = _Server((config.bind_address, config.port), _Handler)
         except OSError as exc:
             raise AgentError(f"cannot listen on {config.bind_address}:{config.port}: {exc}") from None
         self._httpd.routes = routes
+        self._httpd.handlers = [(m, re.compile(rx), h) for m, rx, h in handlers or []]
         self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="api", daemon=True)
 

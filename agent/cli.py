@@ -25,7 +25,33 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("run", help="run the agent until SIGTERM/SIGINT")
     sub.add_parser("check-config", help="validate the config file and exit")
+    job = sub.add_parser(
+        "job", help="submit or stop jobs (env FIELDLAB_AGENT_ADDR, _CACERT, _CLIENT_CERT, _CLIENT_KEY)"
+    )
+    job_sub = job.add_subparsers(dest="job_cmd", required=True)
+    jr = job_sub.add_parser("run", help="submit a jobspec file (HCL or JSON)")
+    jr.add_argument("file", type=Path)
+    js = job_sub.add_parser("stop", help="stop a job's allocations")
+    js.add_argument("job_id")
+    job_sub.add_parser("list", help="list jobs")
+    alloc = sub.add_parser("alloc", help="inspect allocations")
+    alloc_sub = alloc.add_subparsers(dest="alloc_cmd", required=True)
+    alloc_sub.add_parser("list", help="list allocations")
+    ast = alloc_sub.add_parser("status", help="an allocation's detail and events")
+    ast.add_argument("alloc_id")
+    for name in ("restart", "signal"):
+        sp = alloc_sub.add_parser(name, help=f"{name} a task")
+        sp.add_argument("alloc_id")
+        sp.add_argument("task")
+        if name == "signal":
+            sp.add_argument("signal", help="e.g. SIGHUP")
     args = p.parse_args(argv)
+    if args.cmd in ("job", "alloc"):
+        try:
+            return _client_command(args)
+        except AgentError as exc:
+            print(f"fieldlab-agent: error: {exc}", file=sys.stderr)
+            return 2
     try:
         config = load_config(args.config)
         if args.cmd == "check-config":
@@ -45,6 +71,45 @@ def main(argv: list[str] | None = None) -> int:
     except AgentError as exc:
         print(f"fieldlab-agent: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # e.g. dockerd unreachable at start: one line, not a traceback
+        if type(exc).__module__.startswith(("docker", "requests", "urllib3")):
+            print(f"fieldlab-agent: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+def _client_command(args: argparse.Namespace) -> int:
+    import json
+
+    from agent.client import ApiClient
+
+    api = ApiClient.from_env()
+    out: object
+    if args.cmd == "job" and args.job_cmd == "run":
+        try:
+            text = args.file.read_text()
+        except OSError as exc:
+            raise AgentError(f"{args.file}: {exc.strerror}") from None
+        out = api.request("POST", "/v1/jobs", {"jobspec": text, "source": str(args.file)})
+    elif args.cmd == "job" and args.job_cmd == "stop":
+        out = api.request("DELETE", f"/v1/job/{args.job_id}")
+    elif args.cmd == "job":
+        out = api.request("GET", "/v1/jobs")
+    elif args.alloc_cmd == "list":
+        out = api.request("GET", "/v1/allocations")
+    elif args.alloc_cmd == "status":
+        out = {
+            "alloc": api.request("GET", f"/v1/allocation/{args.alloc_id}"),
+            "events": api.request("GET", f"/v1/allocation/{args.alloc_id}/events"),
+        }
+    elif args.alloc_cmd == "restart":
+        out = api.request("POST", f"/v1/allocation/{args.alloc_id}/restart", {"task": args.task})
+    else:
+        out = api.request(
+            "POST", f"/v1/allocation/{args.alloc_id}/signal", {"task": args.task, "signal": args.signal}
+        )
+    print(json.dumps(out, indent=2))
+    return 0
 
 
 if __name__ == "__main__":

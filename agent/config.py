@@ -38,6 +38,9 @@ class Config:
     consul_address: str = ""
     cni_plugin_dir: Path = Path("/usr/lib/cni")
     cni_conf_dir: Path = Path("/etc/cni/net.d")
+    cni_network: str = "fieldlab"  # the conflist <cni_conf_dir>/<cni_network>.conflist
+    cni_bridge: str = "fieldlab0"
+    jobs_enabled: bool = True  # false: only the health/metrics API (tests of the API layer)
     log_level: str = "INFO"
     shutdown_timeout: float = 10.0
 
@@ -63,6 +66,12 @@ def _port(p: str, value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
         raise ConfigError(p, "port", f"{value!r} is not a TCP port (1-65535)")
     return value
+
+
+def _bool(p: str, raw: dict[str, Any], key: str) -> bool:
+    if not isinstance(raw[key], bool):
+        raise ConfigError(p, key, "must be true or false")
+    return bool(raw[key])
 
 
 def _log_level(p: str, value: Any) -> str:
@@ -115,15 +124,19 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
     for key in ("data_dir", "cni_plugin_dir", "cni_conf_dir"):
         if key in raw:
             kw[key] = _abs_path(p, raw, key)
-    for key in ("bind_address", "consul_address"):
+    for key in ("bind_address", "consul_address", "cni_network", "cni_bridge"):
         if key in raw:
             if not isinstance(raw[key], str):
                 raise ConfigError(p, key, "must be a string")
             kw[key] = raw[key]
-    if "port" in raw:
-        kw["port"] = _port(p, raw["port"])
-    if "log_level" in raw:
-        kw["log_level"] = _log_level(p, raw["log_level"])
+    checks: dict[str, Any] = {
+        "port": lambda: _port(p, raw["port"]),
+        "jobs_enabled": lambda: _bool(p, raw, "jobs_enabled"),
+        "log_level": lambda: _log_level(p, raw["log_level"]),
+    }
+    for key, check in checks.items():
+        if key in raw:
+            kw[key] = check()
     if "shutdown_timeout" in raw:
         if not isinstance(raw["shutdown_timeout"], int | float) or raw["shutdown_timeout"] <= 0:
             raise ConfigError(p, "shutdown_timeout", "must be a positive number of seconds")

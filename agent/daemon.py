@@ -17,6 +17,13 @@ from types import FrameType
 from agent import __version__
 from agent.api import ApiServer
 from agent.config import Config
+from agent.core import Core
+from agent.drivers.docker import DockerDriver
+from agent.errors import AgentError
+from agent.faults import Faults
+from agent.network.cni import CniNetwork
+from agent.routes import build_routes
+from agent.state import SqliteStore
 from agent.vault import VaultStatus, check_vault
 
 log = logging.getLogger(__name__)
@@ -30,10 +37,14 @@ class Agent:
         self._signals = 0
         self._api: ApiServer | None = None
         self.vault = VaultStatus(configured=bool(config.vault.address))
+        self.faults = Faults.from_env(os.environ)
+        self.core: Core | None = None
+        self._store: SqliteStore | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def startup(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.faults.announce(log)
         self.vault = check_vault(self.config.vault)
         if self.vault.configured:
             log.info(
@@ -41,13 +52,12 @@ class Agent:
                 self.config.vault.address,
                 "authenticated with approle" if self.vault.authenticated else self.vault.error,
             )
-        self._api = ApiServer(
-            self.config,
-            {
-                "/v1/agent/health": self._health,
-                "/v1/metrics": self._metrics,
-            },
-        )
+        handlers = []
+        if self.config.jobs_enabled:
+            self.core = self._start_core()
+            handlers = build_routes(self.core)
+        routes = {"/v1/agent/health": self._health, "/v1/metrics": self._metrics}
+        self._api = ApiServer(self.config, routes, handlers)
         self._api.start()
         log.info(
             "fieldlab-agent %s on node %s serving mTLS API on %s:%d",
@@ -57,6 +67,27 @@ class Agent:
             self._api.port,
         )
 
+    def _start_core(self) -> Core:
+        cfg = self.config
+        if not cfg.cni_plugin_dir.is_dir():
+            raise AgentError(f"CNI plugin dir {cfg.cni_plugin_dir} does not exist (config cni_plugin_dir)")
+        conflist = cfg.cni_conf_dir / f"{cfg.cni_network}.conflist"
+        cni = None
+        if conflist.exists():
+            cni = CniNetwork(conflist, cfg.cni_plugin_dir, cfg.data_dir / "cni")
+        else:
+            log.warning("no CNI conflist at %s: bridge networking is unavailable", conflist)
+        store = SqliteStore(cfg.data_dir / "state" / "state.db")
+        core = Core(
+            store, DockerDriver(), cni, bridge=cfg.cni_bridge, data_dir=cfg.data_dir, faults=self.faults
+        )
+        loop = threading.Thread(target=core.run_loop, name="core", daemon=True)
+        loop.start()
+        core.call(core.restore, timeout=600)
+        threading.Thread(target=core.watch_docker, name="docker-events", daemon=True).start()
+        self._store = store
+        return core
+
     def run(self) -> None:
         self._stop.wait()
 
@@ -64,6 +95,10 @@ class Agent:
         log.info("shutting down (tasks keep running)")
         if self._api is not None:
             self._api.stop(self.config.shutdown_timeout)
+        if self.core is not None:
+            self.core.stop()
+        if self._store is not None:
+            self._store.close()
         log.info("stopped")
 
     def stop(self) -> None:
@@ -92,7 +127,15 @@ class Agent:
         return 200, "application/json", json.dumps(body).encode()
 
     def _metrics(self) -> tuple[int, str, bytes]:
+        allocs = list(self.core.runners.values()) if self.core else []
+        running = sum(1 for r in allocs if r.rec.get("status") == "running")
         lines = [
+            "# HELP fieldlab_agent_allocs_running Allocations running on this node.",
+            "# TYPE fieldlab_agent_allocs_running gauge",
+            f"fieldlab_agent_allocs_running {running}",
+            "# HELP fieldlab_agent_restore_seconds How long the last restore on start took.",
+            "# TYPE fieldlab_agent_restore_seconds gauge",
+            f"fieldlab_agent_restore_seconds {self.core.restore_seconds if self.core else 0:.3f}",
             "# HELP fieldlab_agent_up The agent is running.",
             "# TYPE fieldlab_agent_up gauge",
             "fieldlab_agent_up 1",

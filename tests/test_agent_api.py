@@ -34,6 +34,7 @@ def running_agent(tmp_path: Path) -> Iterator[tuple[Agent, TestCA, int]]:
         bind_address="127.0.0.1",
         port=port,
         tls=TLSConfig(srv.cert, srv.key, ca.ca_file),
+        jobs_enabled=False,
     )
     agent = Agent(cfg)
     agent.startup()

@@ -1,0 +1,374 @@
+"""One allocation's life on this node: set up its network and tasks, watch them, restart them by
+policy, recover from a dead pause container, restore after an agent restart, and tear down.
+
+Every transition is written to the state store before it is acted on, so a crash at any point
+leaves a record the next start can act on. All methods run on the agent's main loop thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.decisions import ObservedAlloc, RestoreAction, plan_restore, plan_task_restart
+from agent.drivers.base import DriverError, TaskHandle
+from agent.drivers.docker import DockerDriver
+from agent.errors import AgentError
+from agent.faults import Faults
+from agent.model import Group, Job, Task
+from agent.network import netns
+from agent.network.cni import CniError, CniNetwork, PortMapping
+from agent.network.verify import verify_network
+from agent.state import StateStore
+from agent.templates import render
+
+log = logging.getLogger(__name__)
+
+PAUSE = "<pause>"  # handle key of the alloc's pause container
+
+
+@dataclass
+class RunnerDeps:
+    store: StateStore
+    docker: DockerDriver
+    cni: CniNetwork | None
+    bridge: str
+    data_dir: Path
+    faults: Faults
+    schedule: Callable[[float, Callable[[], None]], None]
+    replace: Callable[[AllocRunner, str], None]
+
+
+class AllocRunner:
+    def __init__(self, deps: RunnerDeps, record: dict[str, Any], job: Job, group: Group) -> None:
+        self.d = deps
+        self.rec = record
+        self.job = job
+        self.group = group
+        self.id: str = record["id"]
+
+    # -- records -------------------------------------------------------------------------------
+    @property
+    def bridge(self) -> bool:
+        return self.group.network is not None and self.group.network.mode == "bridge"
+
+    @property
+    def alloc_dir(self) -> Path:
+        return self.d.data_dir / "alloc" / self.id
+
+    def task_dir(self, task: Task) -> Path:
+        return self.alloc_dir / task.name
+
+    def _save(self, **changes: Any) -> None:
+        self.rec.update(changes)
+        self.d.store.put("alloc", self.id, self.rec)
+
+    def event(self, task: str, type_: str, message: str, **details: Any) -> None:
+        self.d.store.append_event(self.id, task, type_, message, details or None)
+        log.info("alloc=%s task=%s event=%r %s", self.id[:8], task or "-", type_, message)
+
+    def _handle(self, name: str) -> TaskHandle | None:
+        rec = self.d.store.get("handle", f"{self.id}/{name}")
+        return TaskHandle.from_record(rec) if rec else None
+
+    def _task_state(self, task: str) -> dict[str, Any]:
+        return self.d.store.get("task", f"{self.id}/{task}") or {
+            "state": "pending",
+            "restarts": 0,
+            "restart_times": [],
+        }
+
+    def _put_task_state(self, task: str, **changes: Any) -> None:
+        st = self._task_state(task)
+        st.update(changes)
+        self.d.store.put("task", f"{self.id}/{task}", st)
+
+    def port_mappings(self) -> list[PortMapping]:
+        return [PortMapping(int(p["host"]), int(p["to"])) for p in self.rec.get("ports", [])]
+
+    def owns_container(self, container_id: str) -> str | None:
+        for name in [PAUSE, *(t.name for t in self.group.tasks)]:
+            h = self._handle(name)
+            if h and h.id == container_id:
+                return name
+        return None
+
+    # -- start ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        for t in self.group.tasks:
+            self.event(t.name, "Received", "Task received by client")
+        try:
+            self._setup_dirs()
+            if self.bridge:
+                self._setup_network()
+            for t in self.group.tasks:
+                self._start_task(t)
+            self._save(status="running", reason="")
+        except (AgentError, OSError) as exc:
+            self._fail_setup(f"failed to setup alloc: {exc}")
+
+    def _setup_dirs(self) -> None:
+        for t in self.group.tasks:
+            self.event(t.name, "Task Setup", "Building Task Directory")
+            for sub, mode in (("local", 0o755), ("secrets", 0o700)):
+                p = self.task_dir(t) / sub
+                p.mkdir(parents=True, exist_ok=True)
+                p.chmod(mode)
+            for tpl in t.templates:
+                _, digest, _ = render(tpl, self.task_dir(t), {**t.env, "NOMAD_ALLOC_ID": self.id})
+                self.d.store.put("template", f"{self.id}/{t.name}/{tpl.destination}", {"rendered": digest})
+                self.event(t.name, "Template Rendered", f"rendered {tpl.destination}")
+
+    def _setup_network(self) -> None:
+        if self.d.cni is None:
+            raise AgentError("bridge networking needs a CNI conflist (config cni_conf_dir)")
+        pause = self.d.docker.start_pause(self.job.id, self.group.name, self.id)
+        self.d.store.put("handle", f"{self.id}/{PAUSE}", pause.to_record())
+        ns = self.d.docker.netns_path(pause)
+        self._save(network_state="adding")
+        result = self.d.cni.add(self.id, ns, port_mappings=self.port_mappings())
+        self._save(network_state="ready", address=result.primary_ip or "")
+
+    def _start_task(self, t: Task) -> None:
+        pause = self._handle(PAUSE) if self.bridge else None
+        env = {
+            **t.env,
+            "NOMAD_ALLOC_ID": self.id,
+            "NOMAD_TASK_NAME": t.name,
+            "NOMAD_JOB_NAME": self.job.id,
+            "NOMAD_GROUP_NAME": self.group.name,
+            "NOMAD_ALLOC_IP": str(self.rec.get("address", "")),
+        }
+        for p in self.rec.get("ports", []):
+            env[f"NOMAD_PORT_{p['label']}"] = str(p["to"])
+            env[f"NOMAD_HOST_PORT_{p['label']}"] = str(p["host"])
+        self._put_task_state(t.name, state="starting")
+        h = self.d.docker.start_task(
+            self.job.id, self.group.name, self.id, t, pause=pause, task_dir=self.task_dir(t), env=env
+        )
+        self.d.store.put("handle", f"{self.id}/{t.name}", h.to_record())
+        self._put_task_state(t.name, state="running", failed=False)
+        self.event(t.name, "Started", "Task started by client")
+
+    def _fail_setup(self, reason: str) -> None:
+        for t in self.group.tasks:
+            self.event(t.name, "Setup Failure", reason)
+        self._teardown()
+        self._save(status="failed", reason=reason)
+
+    # -- run time ------------------------------------------------------------------------------
+    def on_container_exit(self, container_id: str) -> None:
+        """docker reported that one of this alloc's containers died."""
+        name = self.owns_container(container_id)
+        if name is None or self.rec.get("status") != "running":
+            return
+        if name == PAUSE:
+            self.event("", "Network Lost", "pause container died; recovering the group's network")
+            if self.d.faults.enabled("reuse-dead-pause"):
+                # nomad-12216: tasks are restarted into the dead pause's network and fail there.
+                for t in self.group.tasks:
+                    self._restart_task(t, "pause container died")
+                return
+            self.recover_network("pause container died")
+            return
+        task = next(t for t in self.group.tasks if t.name == name)
+        h = self._handle(name)
+        code = self.d.docker.status(h).exit_code if h else None
+        self.event(name, "Terminated", f"Exit Code: {code}")
+        self._put_task_state(name, state="dead")
+        decision = plan_task_restart(
+            self.group.restart, self._task_state(name).get("restart_times", []), time.time()
+        )
+        if not decision.restart:
+            self._put_task_state(name, failed=True)
+            self.event(name, "Not Restarting", decision.reason)
+            self._fail_alloc(f"task {name} failed: {decision.reason}")
+            return
+        self.event(name, "Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})")
+        self.d.schedule(decision.delay, lambda: self._restart_task(task, "restart policy"))
+
+    def _restart_task(self, t: Task, why: str) -> None:
+        if self.rec.get("status") != "running":
+            return
+        st = self._task_state(t.name)
+        self._put_task_state(
+            t.name,
+            restarts=int(st.get("restarts", 0)) + 1,
+            restart_times=[*st.get("restart_times", []), time.time()][-20:],
+        )
+        try:
+            self._start_task(t)
+        except DriverError as exc:
+            self.event(t.name, "Driver Failure", str(exc))
+            if self.bridge and not self.d.faults.enabled("reuse-dead-pause"):
+                self.recover_network(f"task {t.name} could not start: {exc.reason}")
+            else:
+                self._fail_alloc(f"task {t.name} could not start: {exc}")
+
+    def recover_network(self, why: str) -> None:
+        """Recreate the whole network of the group (DEL, fresh pause, ADD) and restart its tasks.
+        If that fails, the alloc is failed and replaced: never a dead end, never a second set."""
+        for t in self.group.tasks:
+            self.event(t.name, "Restart Signaled", f"network recreated: {why}")
+            h = self._handle(t.name)
+            if h:
+                self.d.docker.stop(h, t.kill_timeout)
+        try:
+            self._del_network()
+            pause = self._handle(PAUSE)
+            if pause:
+                self.d.docker.remove(pause.id)
+            self._setup_network()
+            for t in self.group.tasks:
+                self._restart_task(t, why)
+            self.event("", "Network Recovered", f"network recreated ({why})", address=self.rec.get("address"))
+        except (AgentError, OSError) as exc:
+            self._fail_alloc(f"network recovery failed: {exc}")
+
+    def _del_network(self) -> None:
+        if self.d.cni is None:
+            return
+        pause = self._handle(PAUSE)
+        ns: Path | None = None
+        if pause and self.d.docker.pid(pause):
+            ns = self.d.docker.netns_path(pause)
+        report = self.d.cni.delete(self.id, ns)
+        if report.plugin_errors:
+            self.event("", "Network Teardown", "CNI DEL reported: " + "; ".join(report.plugin_errors))
+        self._save(network_state="deleted")
+
+    def _fail_alloc(self, reason: str) -> None:
+        self._save(status="failed", reason=reason)
+        self.event("", "Alloc Failed", reason)
+        self._teardown()
+        self.d.replace(self, reason)
+
+    # -- restore -------------------------------------------------------------------------------
+    def observe(self) -> ObservedAlloc:
+        tasks_running: list[bool] = []
+        share: list[bool] = []
+        pause = self._handle(PAUSE)
+        pause_pid = self.d.docker.pid(pause) if pause else 0
+        pause_status = self.d.docker.status(pause) if pause else None
+        for t in self.group.tasks:
+            h = self._handle(t.name)
+            st = self.d.docker.status(h) if h else None
+            running = bool(st and st.running and st.detail != "restarted by docker")
+            tasks_running.append(running)
+            pid = self.d.docker.pid(h) if (h and running) else 0
+            share.append(bool(pid and pause_pid and netns.pid_netns_id(pid) == netns.pid_netns_id(pause_pid)))
+        diffs: list[str] = []
+        cached = self.d.cni.cached_result(self.id) if (self.d.cni and self.bridge) else None
+        if self.bridge and cached is not None and pause_pid:
+            diffs = verify_network(f"/proc/{pause_pid}/ns/net", cached, self.d.bridge, self.port_mappings())
+        return ObservedAlloc(
+            alloc_dir_exists=self.alloc_dir.is_dir(),
+            bridge=self.bridge,
+            pause_running=bool(pause_status and pause_status.running),
+            pause_same_start=bool(pause_status and pause_status.detail != "restarted by docker"),
+            tasks_running=tasks_running,
+            tasks_share_pause_netns=share,
+            network_diffs=diffs,
+            has_cni_result=cached is not None,
+        )
+
+    def restore(self) -> RestoreAction:
+        obs = self.observe()
+        plan = plan_restore(obs, check_network=not self.d.faults.enabled("no-network-check-on-restore"))
+        log.info("alloc=%s restore: %s (%s)", self.id[:8], plan.action.value, plan.reason)
+        if plan.action is RestoreAction.REATTACH:
+            self.event("", "Restored", f"reattached: {plan.reason}")
+        elif plan.action is RestoreAction.RESTART_TASKS:
+            self.event("", "Restored", plan.reason)
+            for t, running in zip(self.group.tasks, obs.tasks_running, strict=True):
+                if not running:
+                    self._restart_task(t, "exited while the agent was down")
+        elif plan.action is RestoreAction.RECREATE_NETWORK:
+            self.event("", "Restore Network", plan.reason)
+            self.recover_network(plan.reason)
+        else:
+            self.event("", "Restore Failed", plan.reason)
+            self._fail_alloc(plan.reason)
+        return plan.action
+
+    # -- stop ----------------------------------------------------------------------------------
+    def stop(self, reason: str = "job stopped") -> None:
+        self._save(desired="stop")
+        for t in self.group.tasks:
+            h = self._handle(t.name)
+            if h:
+                self.event(t.name, "Killing", f"Sent interrupt ({reason})")
+                self.d.docker.stop(h, t.kill_timeout)
+                self._put_task_state(t.name, state="dead")
+        self._teardown()
+        self._save(status="complete", reason=reason)
+
+    def _teardown(self) -> None:
+        for t in self.group.tasks:
+            h = self._handle(t.name)
+            if h:
+                self.d.docker.remove(h.id)
+        if self.bridge:
+            try:
+                self._del_network()
+            except CniError as exc:
+                self.event("", "Network Teardown", str(exc))
+            pause = self._handle(PAUSE)
+            if pause:
+                self.d.docker.remove(pause.id)
+
+    # -- API view ------------------------------------------------------------------------------
+    def view(self) -> dict[str, Any]:
+        tasks = {}
+        for t in self.group.tasks:
+            st = self._task_state(t.name)
+            h = self._handle(t.name)
+            tasks[t.name] = {
+                "state": st.get("state"),
+                "restarts": st.get("restarts", 0),
+                "failed": st.get("failed", False),
+                "container": h.id if h else None,
+            }
+        pause = self._handle(PAUSE)
+        return {
+            **{
+                k: self.rec.get(k)
+                for k in (
+                    "id",
+                    "job",
+                    "group",
+                    "status",
+                    "desired",
+                    "reason",
+                    "replaced_by",
+                    "replaces",
+                    "created",
+                )
+            },
+            "network": {
+                "mode": self.group.network.mode if self.group.network else "none",
+                "address": self.rec.get("address", ""),
+                "ports": self.rec.get("ports", []),
+                "pause_container": pause.id if pause else None,
+            },
+            "tasks": tasks,
+        }
+
+    # -- user actions (API) ----------------------------------------------------------------------
+    def user_restart(self, t: Task) -> None:
+        h = self._handle(t.name)
+        self.event(t.name, "Restart Signaled", "User requested task to restart")
+        if h:
+            self.d.docker.stop(h, t.kill_timeout)
+        self._restart_task(t, "user request")
+
+    def user_signal(self, task: str, sig: str) -> None:
+        h = self._handle(task)
+        if h is None:
+            raise AgentError(f"alloc {self.id} has no running task {task!r}")
+        self.event(task, "Signaling", f"Task being sent signal {sig}")
+        self.d.docker.signal(h, sig)

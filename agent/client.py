@@ -1,0 +1,68 @@
+"""A small client for the agent's mTLS API, used by the `fieldlab-agent job|alloc` commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from agent.errors import AgentError
+
+
+class ApiError(AgentError):
+    def __init__(self, status: int, body: Any) -> None:
+        self.status, self.body = status, body
+        msg = body.get("error") if isinstance(body, dict) else body
+        super().__init__(f"HTTP {status}: {msg}")
+
+
+@dataclass(frozen=True)
+class ApiClient:
+    address: str  # https://host:4646
+    ca_file: str
+    cert_file: str
+    key_file: str
+    timeout: float = 60.0
+
+    @classmethod
+    def from_env(cls) -> ApiClient:
+        env = os.environ
+        missing = [
+            k
+            for k in ("FIELDLAB_AGENT_CACERT", "FIELDLAB_AGENT_CLIENT_CERT", "FIELDLAB_AGENT_CLIENT_KEY")
+            if not env.get(k)
+        ]
+        if missing:
+            raise AgentError(f"set {', '.join(missing)} (the lab's ca.pem, operator.crt, operator.key)")
+        return cls(
+            env.get("FIELDLAB_AGENT_ADDR", "https://127.0.0.1:4646"),
+            env["FIELDLAB_AGENT_CACERT"],
+            env["FIELDLAB_AGENT_CLIENT_CERT"],
+            env["FIELDLAB_AGENT_CLIENT_KEY"],
+        )
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        if not self.address.startswith("https://"):
+            raise AgentError(f"agent address {self.address!r} must be an https:// URL (the API is mTLS only)")
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        ctx.load_cert_chain(self.cert_file, self.key_file)
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(  # noqa: S310 - https only, checked above
+            self.address + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=self.timeout) as resp:  # noqa: S310
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                parsed = json.loads(raw)
+            except json.JSONDecodeError:
+                parsed = raw.decode(errors="replace")
+            raise ApiError(exc.code, parsed) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise AgentError(f"cannot reach the agent at {self.address}: {exc}") from None

@@ -1,0 +1,120 @@
+"""The agent's HTTP API routes over the core: jobs, allocations, events, restart and signal."""
+
+from __future__ import annotations
+
+import json
+import signal
+from typing import Any
+
+from agent.api import Handler, Response, json_response
+from agent.core import Conflict, Core, NotFound
+from agent.errors import AgentError
+from agent.jobspec import JobspecError
+
+
+def _body_json(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body or b"{}")
+    except json.JSONDecodeError as exc:
+        raise AgentError(f"request body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise AgentError("request body must be a JSON object")
+    return data
+
+
+def _guard(fn: Handler) -> Handler:
+    def wrapped(groups: tuple[str, ...], body: bytes) -> Response:
+        try:
+            return fn(groups, body)
+        except JobspecError as exc:
+            return json_response(
+                400, {"error": str(exc), "problems": [{"path": p, "reason": r} for p, r in exc.problems]}
+            )
+        except NotFound as exc:
+            return json_response(404, {"error": str(exc)})
+        except Conflict as exc:
+            return json_response(409, {"error": str(exc)})
+        except AgentError as exc:
+            return json_response(400, {"error": str(exc)})
+
+    return wrapped
+
+
+def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
+    def submit(groups: tuple[str, ...], body: bytes) -> Response:
+        data = _body_json(body)
+        text = data.get("jobspec")
+        if not isinstance(text, str) or not text.strip():
+            raise AgentError('body needs "jobspec": the job file\'s text (HCL or JSON)')
+        fmt = data.get("format")
+        out = core.call(
+            lambda: core.submit(
+                text, fmt if isinstance(fmt, str) else None, source=str(data.get("source") or "<request>")
+            )
+        )
+        return json_response(201, out)
+
+    def jobs(groups: tuple[str, ...], body: bytes) -> Response:
+        def view() -> list[dict[str, Any]]:
+            return [
+                {"id": j, "allocs": [r.id for r in core.runners.values() if r.job.id == j]} for j in core.jobs
+            ]
+
+        return json_response(200, core.call(view))
+
+    def stop_job(groups: tuple[str, ...], body: bytes) -> Response:
+        return json_response(200, {"stopped": core.call(lambda: core.stop_job(groups[0]))})
+
+    def allocs(groups: tuple[str, ...], body: bytes) -> Response:
+        return json_response(200, core.call(lambda: [r.view() for r in core.runners.values()]))
+
+    def alloc(groups: tuple[str, ...], body: bytes) -> Response:
+        return json_response(200, core.call(lambda: core.runner(groups[0]).view()))
+
+    def events(groups: tuple[str, ...], body: bytes) -> Response:
+        def view() -> list[dict[str, Any]]:
+            r = core.runner(groups[0])
+            return [
+                {"time": e.time, "task": e.task, "type": e.type, "message": e.message, "details": e.details}
+                for e in core.store.events(r.id)
+            ]
+
+        return json_response(200, core.call(view))
+
+    def restart(groups: tuple[str, ...], body: bytes) -> Response:
+        data = _body_json(body)
+
+        def do() -> dict[str, Any]:
+            r = core.runner(groups[0])
+            task = next((t for t in r.group.tasks if t.name == data.get("task")), None)
+            if task is None:
+                raise NotFound(f"alloc {r.id} has no task {data.get('task')!r}")
+            r.user_restart(task)
+            return r.view()
+
+        return json_response(200, core.call(do))
+
+    def send_signal(groups: tuple[str, ...], body: bytes) -> Response:
+        data = _body_json(body)
+        sig = str(data.get("signal", ""))
+        if sig not in signal.Signals.__members__:
+            raise AgentError(f"signal {sig!r} is not a signal name like SIGHUP")
+
+        def do() -> dict[str, Any]:
+            r = core.runner(groups[0])
+            r.user_signal(str(data.get("task")), sig)
+            return {"signalled": data.get("task"), "signal": sig}
+
+        return json_response(200, core.call(do))
+
+    table: list[tuple[str, str, Handler]] = [
+        ("POST", r"/v1/jobs", submit),
+        ("GET", r"/v1/jobs", jobs),
+        ("DELETE", r"/v1/job/([A-Za-z0-9_.-]+)", stop_job),
+        ("GET", r"/v1/allocations", allocs),
+        ("GET", r"/v1/allocation/([0-9a-f-]+)", alloc),
+        ("GET", r"/v1/allocation/([0-9a-f-]+)/events", events),
+        ("POST", r"/v1/allocation/([0-9a-f-]+)/restart", restart),
+        ("POST", r"/v1/allocation/([0-9a-f-]+)/signal", send_signal),
+    ]
+    return [(m, rx, _guard(h)) for m, rx, h in table]

@@ -1,0 +1,215 @@
+"""The agent on a real dockerd with real CNI plugins (root): the seeds' jobs run and answer on their
+mapped port; a killed pause container is recovered without orphans (nomad-12216); an agent restart
+reattaches without touching anything; a simulated host reboot is detected and the network rebuilt
+(nomad-24292); and each fault flag makes the matching check fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lab.waits import wait_until
+from tests.agent_lab import AgentLab, AgentUnderTest, build_workload_images, why_not_ready
+
+pytestmark = [pytest.mark.root]
+REASON = why_not_ready()
+if REASON:
+    pytestmark.append(pytest.mark.skip(reason=REASON))
+
+JOBS = Path(__file__).parent / "jobspecs"
+TIMEOUT = 60.0
+# cni-check-on-restore.hcl runs busybox httpd serving "/": its own binary is a file it can serve.
+PROBE = "/bin/busybox"
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> None:
+    build_workload_images(tmp_path_factory.mktemp("images"))
+
+
+@pytest.fixture
+def lab(images: None, tmp_path: Path) -> Iterator[AgentLab]:
+    lab = AgentLab(tmp_path / "agentlab")
+    yield lab
+    lab.cleanup()
+
+
+def _submit(agent: AgentUnderTest, name: str) -> str:
+    text = (JOBS / name).read_text()
+    out = agent.core.call(lambda: agent.core.submit(text, None, source=name))
+    assert len(out["allocs"]) == 1, out
+    return str(out["allocs"][0])
+
+
+def _view(agent: AgentUnderTest, alloc_id: str) -> dict[str, object]:
+    return agent.core.call(lambda: agent.core.runner(alloc_id).view())
+
+
+def _host_port(view: dict[str, object]) -> int:
+    net = view["network"]
+    assert isinstance(net, dict)
+    return int(net["ports"][0]["host"])
+
+
+def _running_containers(lab: AgentLab, alloc_id: str) -> dict[str, str]:
+    return {
+        c.labels["org.fieldlab.role"] + ":" + c.labels["org.fieldlab.task"]: c.id
+        for c in lab.containers(alloc_id)
+        if c.status == "running"
+    }
+
+
+def _orphans(lab: AgentLab, live: set[str]) -> list[str]:
+    """Resources that no live alloc owns: containers, CNI cache entries, IPAM reservations."""
+    found = [
+        f"container {c.name}" for c in lab.containers() if c.labels.get("org.fieldlab.alloc") not in live
+    ]
+    found += [f"cni cache {k.container_id}" for k in lab_cni(lab).cached_ids() if k.container_id not in live]
+    return found
+
+
+def lab_cni(lab: AgentLab):  # type: ignore[no-untyped-def]
+    from agent.network.cni import CniNetwork
+    from tests.agent_lab import PLUGIN_DIR
+
+    return CniNetwork(lab.conflist, PLUGIN_DIR, lab.data_dir / "cni")
+
+
+def test_seed_job_runs_and_answers_on_its_mapped_port(lab: AgentLab) -> None:
+    agent = lab.start_agent()
+    try:
+        alloc = _submit(agent, "pause-container-example.hcl")
+        view = _view(agent, alloc)
+        assert view["status"] == "running", view
+        status, body = lab.wait_http(_host_port(view), TIMEOUT, "/index.html")
+        assert (status, body) == (200, "<html>hello, world</html>")
+        assert sorted(_running_containers(lab, alloc)) == ["pause:", "task:http"]
+        assert len(lab.reservations()) == 1
+    finally:
+        agent.stop()
+
+
+def test_agent_restart_reattaches_without_touching_the_alloc(lab: AgentLab) -> None:
+    agent = lab.start_agent()
+    alloc = _submit(agent, "cni-check-on-restore.hcl")
+    before = _running_containers(lab, alloc)
+    port = _host_port(_view(agent, alloc))
+    lab.wait_http(port, TIMEOUT)
+    agent.stop()
+    agent = lab.start_agent()
+    try:
+        view = _view(agent, alloc)
+        assert view["status"] == "running"
+        assert _running_containers(lab, alloc) == before, "containers were replaced by a plain agent restart"
+        tasks = view["tasks"]
+        assert isinstance(tasks, dict) and tasks["nginx"]["restarts"] == 0
+        assert lab.wait_http(port, TIMEOUT, PROBE)[0] == 200
+        events = [e.type for e in agent.core.store.events(alloc)]
+        assert "Restored" in events
+    finally:
+        agent.stop()
+
+
+def _kill_pause_and_wait_recovered(lab: AgentLab, agent: AgentUnderTest, alloc: str) -> dict[str, str]:
+    before = _running_containers(lab, alloc)
+    lab.docker.client.containers.get(before["pause:"]).kill()
+
+    def recovered() -> tuple[dict[str, str] | None, str]:
+        now = _running_containers(lab, alloc)
+        events = [e.type for e in agent.core.store.events(alloc)]
+        ok = "Network Recovered" in events and len(now) == 2 and now["task:http"] != before["task:http"]
+        return (now if ok else None), f"containers {sorted(now)}, events {events[-4:]}"
+
+    return wait_until(recovered, timeout=TIMEOUT, what=f"alloc {alloc[:8]} to recover its network")
+
+
+def test_killed_pause_container_is_recovered_without_orphans(lab: AgentLab) -> None:
+    agent = lab.start_agent()
+    try:
+        alloc = _submit(agent, "pause-container-example.hcl")
+        port = _host_port(_view(agent, alloc))
+        lab.wait_http(port, TIMEOUT)
+        _kill_pause_and_wait_recovered(lab, agent, alloc)
+        assert lab.wait_http(port, TIMEOUT, "/index.html")[0] == 200
+        # Then the task, then the pause again followed by an agent restart (the seed's sequence).
+        task = _running_containers(lab, alloc)["task:http"]
+        lab.docker.client.containers.get(task).kill()
+        wait_until(
+            lambda: (
+                True if _running_containers(lab, alloc).get("task:http") not in (None, task) else None,
+                str(_running_containers(lab, alloc)),
+            ),
+            timeout=TIMEOUT,
+            what="task restarted by policy",
+        )
+        _kill_pause_and_wait_recovered(lab, agent, alloc)
+        agent.stop()
+        agent = lab.start_agent()
+        view = _view(agent, alloc)
+        assert view["status"] == "running", view
+        assert len(lab.containers(alloc)) == 2, [c.name for c in lab.containers(alloc)]
+        assert lab.wait_http(port, TIMEOUT, "/index.html")[0] == 200
+        assert _orphans(lab, {alloc}) == []
+        assert len(lab.reservations()) == 1
+        messages = " ".join(e.message for e in agent.core.store.events(alloc))
+        assert "duplicate allocation" not in messages
+        assert "cannot join network of a non running container" not in messages
+    finally:
+        agent.stop()
+
+
+def _simulate_reboot(lab: AgentLab, alloc: str) -> None:
+    """What a host reboot leaves: every process gone, netns and CNI iptables rules gone, tmpfs IPAM
+    gone; docker then brings back the unless-stopped pause container with a new, empty netns."""
+    for c in lab.containers(alloc):
+        c.kill()
+    for name in lab.chains():
+        from agent.network import iptables
+
+        for ch in iptables.list_cni_chains():
+            if ch.name == name:
+                iptables.remove_chain(ch.table, ch.name)
+    for r in lab.reservations():
+        (lab.ipam_dir / "flrun" / r).unlink()
+    pause = next(c for c in lab.containers(alloc) if c.labels["org.fieldlab.role"] == "pause")
+    pause.start()
+
+
+def test_host_reboot_is_detected_and_the_network_rebuilt(lab: AgentLab) -> None:
+    agent = lab.start_agent()
+    alloc = _submit(agent, "cni-check-on-restore.hcl")
+    port = _host_port(_view(agent, alloc))
+    lab.wait_http(port, TIMEOUT)
+    agent.stop()
+    _simulate_reboot(lab, alloc)
+    agent = lab.start_agent()
+    try:
+        view = _view(agent, alloc)
+        assert view["status"] == "running", view
+        assert lab.wait_http(port, TIMEOUT, PROBE)[0] == 200
+        kinds = [e.type for e in agent.core.store.events(alloc)]
+        assert "Restore Network" in kinds and "Network Recovered" in kinds
+        assert len(lab.reservations()) == 1
+    finally:
+        agent.stop()
+
+
+def test_fault_no_network_check_on_restore_reproduces_nomad_24292(lab: AgentLab) -> None:
+    """With the flag the agent trusts the running pause container: the alloc says running, yet
+    the port is dead."""
+    agent = lab.start_agent()
+    alloc = _submit(agent, "cni-check-on-restore.hcl")
+    port = _host_port(_view(agent, alloc))
+    lab.wait_http(port, TIMEOUT)
+    agent.stop()
+    _simulate_reboot(lab, alloc)
+    agent = lab.start_agent(faults="no-network-check-on-restore")
+    try:
+        assert _view(agent, alloc)["status"] == "running"
+        with pytest.raises(Exception, match="timed out"):
+            lab.wait_http(port, 8.0)
+    finally:
+        agent.stop()
