@@ -218,7 +218,12 @@ class AllocRunner:
             if h:
                 self.d.docker.stop(h, t.kill_timeout)
         try:
-            self._del_network()
+            if self.d.faults.enabled("ipam-stale-after-reboot") and self.d.cni is not None:
+                # nomad-11272: forget the old attachment without DEL, so a reservation that
+                # survived the reboot is still held by this very alloc id.
+                self.d.cni.cache_path(self.id).unlink(missing_ok=True)
+            else:
+                self._del_network()
             pause = self._handle(PAUSE)
             if pause:
                 self.d.docker.remove(pause.id)
@@ -231,6 +236,13 @@ class AllocRunner:
 
     def _del_network(self) -> None:
         if self.d.cni is None:
+            return
+        if self.d.faults.enabled("leak-portmap-chains"):
+            # nomad-6385 family: teardown frees the address but leaves every iptables chain and
+            # DNAT rule behind, so the host port stays pointed at a dead address.
+            self.d.cni.release_reservations(self.id)
+            self.d.cni.cache_path(self.id).unlink(missing_ok=True)
+            self._save(network_state="deleted")
             return
         pause = self._handle(PAUSE)
         ns: Path | None = None

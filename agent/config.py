@@ -40,6 +40,9 @@ class Config:
     cni_conf_dir: Path = Path("/etc/cni/net.d")
     cni_network: str = "fieldlab"  # the conflist <cni_conf_dir>/<cni_network>.conflist
     cni_bridge: str = "fieldlab0"
+    sweep_interval: float = 60.0  # seconds between orphan sweeps
+    sweep_grace: float = 60.0  # containers younger than this are never swept
+    sweep_dry_run: bool = False  # only report what the sweeper would remove
     jobs_enabled: bool = True  # false: only the health/metrics API (tests of the API layer)
     log_level: str = "INFO"
     shutdown_timeout: float = 10.0
@@ -66,6 +69,13 @@ def _port(p: str, value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 65535:
         raise ConfigError(p, "port", f"{value!r} is not a TCP port (1-65535)")
     return value
+
+
+def _seconds(p: str, raw: dict[str, Any], key: str) -> float:
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(p, key, "must be a positive number of seconds")
+    return float(value)
 
 
 def _bool(p: str, raw: dict[str, Any], key: str) -> bool:
@@ -132,15 +142,16 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
     checks: dict[str, Any] = {
         "port": lambda: _port(p, raw["port"]),
         "jobs_enabled": lambda: _bool(p, raw, "jobs_enabled"),
+        "sweep_dry_run": lambda: _bool(p, raw, "sweep_dry_run"),
+        "sweep_interval": lambda: _seconds(p, raw, "sweep_interval"),
+        "sweep_grace": lambda: _seconds(p, raw, "sweep_grace"),
         "log_level": lambda: _log_level(p, raw["log_level"]),
     }
     for key, check in checks.items():
         if key in raw:
             kw[key] = check()
     if "shutdown_timeout" in raw:
-        if not isinstance(raw["shutdown_timeout"], int | float) or raw["shutdown_timeout"] <= 0:
-            raise ConfigError(p, "shutdown_timeout", "must be a positive number of seconds")
-        kw["shutdown_timeout"] = float(raw["shutdown_timeout"])
+        kw["shutdown_timeout"] = _seconds(p, raw, "shutdown_timeout")
     if raw.get("tls") is not None:
         kw["tls"] = _tls(p, raw["tls"])
     if raw.get("vault") is not None:

@@ -26,6 +26,7 @@ from agent.jobspec import JobspecError, parse_jobspec
 from agent.model import Job
 from agent.network.cni import CniNetwork
 from agent.state import StateStore
+from agent.sweeper import Sweeper, SweepPolicy, SweepReport
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -59,6 +60,8 @@ class Core:
         bridge: str,
         data_dir: Path,
         faults: Faults,
+        sweep_grace: float = 60.0,
+        sweep_dry_run: bool = False,
     ) -> None:
         self.store = store
         self.docker = docker
@@ -73,6 +76,9 @@ class Core:
         self.deps = RunnerDeps(store, docker, cni, bridge, data_dir, faults, self.schedule, self._replace)
         self.restore_seconds = 0.0
         self._events: Any = None
+        policy = SweepPolicy(grace=sweep_grace, untracked_pause=faults.enabled("sweep-untracked-pause"))
+        self.sweeper = Sweeper(docker, cni, data_dir, policy=policy, dry_run=sweep_dry_run)
+        self.last_sweep: SweepReport | None = None
 
     # -- loop ----------------------------------------------------------------------------------
     def call(self, fn: Callable[[], T], timeout: float = 120.0) -> T:
@@ -182,6 +188,29 @@ class Core:
                 runner._fail_alloc(f"restore failed: {exc}")
         self.restore_seconds = time.monotonic() - t0
         log.info("restored %d alloc(s) in %.2fs", len(self.runners), self.restore_seconds)
+        self.sweep()
+
+    # -- orphans -------------------------------------------------------------------------------
+    def live_allocs(self) -> set[str]:
+        return {a for a, r in self.runners.items() if r.rec.get("status") in ("running", "pending")}
+
+    def sweep(self) -> SweepReport | None:
+        """Remove what no live alloc owns (on start after restore, then every sweep_interval)."""
+        if self.faults.enabled("no-orphan-sweep"):
+            log.warning("orphan sweep skipped: fault no-orphan-sweep is active")
+            return None
+        report = self.sweeper.sweep(self.live_allocs())
+        self.last_sweep = report
+        if report.errors:
+            log.error("sweeper could not remove: %s", "; ".join(report.errors))
+        return report
+
+    def start_periodic_sweep(self, interval: float) -> None:
+        def tick() -> None:
+            self.sweep()
+            self.schedule(interval, tick)
+
+        self.schedule(interval, tick)
 
     # -- jobs ----------------------------------------------------------------------------------
     def submit(self, text: str, fmt: str | None, source: str = "<request>") -> dict[str, Any]:

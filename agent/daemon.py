@@ -79,11 +79,19 @@ class Agent:
             log.warning("no CNI conflist at %s: bridge networking is unavailable", conflist)
         store = SqliteStore(cfg.data_dir / "state" / "state.db")
         core = Core(
-            store, DockerDriver(), cni, bridge=cfg.cni_bridge, data_dir=cfg.data_dir, faults=self.faults
+            store,
+            DockerDriver(),
+            cni,
+            bridge=cfg.cni_bridge,
+            data_dir=cfg.data_dir,
+            faults=self.faults,
+            sweep_grace=cfg.sweep_grace,
+            sweep_dry_run=cfg.sweep_dry_run,
         )
         loop = threading.Thread(target=core.run_loop, name="core", daemon=True)
         loop.start()
         core.call(core.restore, timeout=600)
+        core.start_periodic_sweep(cfg.sweep_interval)
         threading.Thread(target=core.watch_docker, name="docker-events", daemon=True).start()
         self._store = store
         return core
@@ -136,6 +144,12 @@ class Agent:
             "# HELP fieldlab_agent_restore_seconds How long the last restore on start took.",
             "# TYPE fieldlab_agent_restore_seconds gauge",
             f"fieldlab_agent_restore_seconds {self.core.restore_seconds if self.core else 0:.3f}",
+            "# HELP fieldlab_agent_orphans_removed_total Orphaned resources the sweeper removed, by kind.",
+            "# TYPE fieldlab_agent_orphans_removed_total counter",
+            *(
+                f'fieldlab_agent_orphans_removed_total{{kind="{k}"}} {n}'
+                for k, n in sorted((self.core.sweeper.totals if self.core else {}).items())
+            ),
             "# HELP fieldlab_agent_up The agent is running.",
             "# TYPE fieldlab_agent_up gauge",
             "fieldlab_agent_up 1",

@@ -123,11 +123,17 @@ class AgentLab:
         self.conflist = write_conflist(root / f"{NETWORK}.conflist", self.ipam_dir)
         self.docker = DockerDriver()
 
-    def start_agent(self, faults: str = "") -> AgentUnderTest:
+    def start_agent(self, faults: str = "", sweep_grace: float = 60.0) -> AgentUnderTest:
         store = SqliteStore(self.data_dir / "state" / "state.db")
         cni = CniNetwork(self.conflist, PLUGIN_DIR, self.data_dir / "cni")
         core = Core(
-            store, self.docker, cni, bridge=BRIDGE, data_dir=self.data_dir, faults=Faults.parse(faults)
+            store,
+            self.docker,
+            cni,
+            bridge=BRIDGE,
+            data_dir=self.data_dir,
+            faults=Faults.parse(faults),
+            sweep_grace=sweep_grace,
         )
         loop = threading.Thread(target=core.run_loop, daemon=True)
         loop.start()

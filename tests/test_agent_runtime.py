@@ -213,3 +213,187 @@ def test_fault_no_network_check_on_restore_reproduces_nomad_24292(lab: AgentLab)
             lab.wait_http(port, 8.0)
     finally:
         agent.stop()
+
+
+def _plant_orphans(lab: AgentLab) -> str:
+    """What a crashed agent can leave behind for an alloc that no longer exists."""
+    ghost = "99999999-0000-4000-8000-00000000dead"
+    lab.docker.client.containers.run(
+        "fieldlab/busybox:latest",
+        ["sleep", "600"],
+        name=f"ghost-{ghost}",
+        detach=True,
+        init=True,
+        labels={
+            "org.fieldlab.managed": "true",
+            "org.fieldlab.alloc": ghost,
+            "org.fieldlab.role": "task",
+            "org.fieldlab.task": "ghost",
+            "org.fieldlab.job": "ghost",
+            "org.fieldlab.group": "ghost",
+        },
+    )
+    (lab.data_dir / "alloc" / ghost / "ghost" / "local").mkdir(parents=True)
+    res_dir = lab.ipam_dir / "flrun"
+    res_dir.mkdir(parents=True, exist_ok=True)
+    (res_dir / "10.213.251.200").write_text(f"{ghost}\r\neth0")
+    return ghost
+
+
+def test_sweeper_removes_planted_orphans_and_nothing_live(lab: AgentLab) -> None:
+    agent = lab.start_agent(sweep_grace=0.0)
+    try:
+        alloc = _submit(agent, "cni-check-on-restore.hcl")
+        port = _host_port(_view(agent, alloc))
+        before = _running_containers(lab, alloc)
+        ghost = _plant_orphans(lab)
+        report = agent.core.call(agent.core.sweep)
+        assert report is not None and not report.errors, report
+        assert dict(report.removed) == {"container": 1, "ipam": 1, "alloc_dir": 1}, report.planned
+        assert [c.labels["org.fieldlab.alloc"] for c in lab.containers()] == [alloc, alloc]
+        assert not (lab.data_dir / "alloc" / ghost).exists()
+        assert _running_containers(lab, alloc) == before
+        assert lab.wait_http(port, TIMEOUT, PROBE)[0] == 200
+    finally:
+        agent.stop()
+
+
+def test_fault_sweep_untracked_pause_reproduces_nomad_16338(lab: AgentLab) -> None:
+    agent = lab.start_agent(faults="sweep-untracked-pause", sweep_grace=0.0)
+    try:
+        alloc = _submit(agent, "cni-check-on-restore.hcl")
+        agent.core.call(agent.core.sweep)
+        roles = sorted(c.labels["org.fieldlab.role"] for c in lab.containers(alloc))
+        assert roles == ["task"], f"the live alloc's pause container was expected to be swept, have {roles}"
+    finally:
+        agent.stop()
+
+
+def test_fault_no_orphan_sweep_leaves_orphans(lab: AgentLab) -> None:
+    agent = lab.start_agent(faults="no-orphan-sweep", sweep_grace=0.0)
+    try:
+        ghost = _plant_orphans(lab)
+        assert agent.core.call(agent.core.sweep) is None
+        assert [c.labels["org.fieldlab.alloc"] for c in lab.containers()] == [ghost]
+    finally:
+        agent.stop()
+
+
+@pytest.mark.parametrize("fault", ["", "leak-portmap-chains"])
+def test_stopping_a_job_leaves_no_chains_unless_the_leak_fault_is_on(lab: AgentLab, fault: str) -> None:
+    agent = lab.start_agent(faults=fault)
+    try:
+        alloc = _submit(agent, "cni-check-on-restore.hcl")
+        assert lab.chains(), "a running bridge alloc has CNI chains"
+        agent.core.call(lambda: agent.core.stop_job("example"))
+        assert lab.containers(alloc) == []
+        assert lab.reservations() == []
+        if fault:
+            assert lab.chains(), "the leak fault should leave the alloc's CNI chains behind (nomad-6385)"
+        else:
+            assert lab.chains() == []
+    finally:
+        agent.stop()
+
+
+def test_fault_ipam_stale_after_reboot_reproduces_duplicate_allocation(lab: AgentLab) -> None:
+    """With IPAM state that survives the reboot (a persistent dataDir) and no reconcile, the alloc's
+    own stale reservation makes ADD fail with host-local's "duplicate allocation" (nomad-11272)."""
+    agent = lab.start_agent()
+    alloc = _submit(agent, "cni-check-on-restore.hcl")
+    agent.stop()
+    for c in lab.containers(alloc):
+        c.kill()
+    next(c for c in lab.containers(alloc) if c.labels["org.fieldlab.role"] == "pause").start()
+    assert lab.reservations(), "the reservation survived the 'reboot' (persistent dataDir)"
+    agent = lab.start_agent(faults="ipam-stale-after-reboot")
+    try:
+        messages = " ".join(e.message for e in agent.core.store.events(alloc))
+        assert "duplicate allocation" in messages
+    finally:
+        agent.stop()
+
+
+def test_ipam_reservation_that_survived_a_reboot_does_not_block_restore(lab: AgentLab) -> None:
+    agent = lab.start_agent()
+    alloc = _submit(agent, "cni-check-on-restore.hcl")
+    port = _host_port(_view(agent, alloc))
+    agent.stop()
+    for c in lab.containers(alloc):
+        c.kill()
+    next(c for c in lab.containers(alloc) if c.labels["org.fieldlab.role"] == "pause").start()
+    agent = lab.start_agent()
+    try:
+        assert _view(agent, alloc)["status"] == "running"
+        assert lab.wait_http(port, TIMEOUT, PROBE)[0] == 200
+        messages = " ".join(e.message for e in agent.core.store.events(alloc))
+        assert "duplicate allocation" not in messages
+        assert len(lab.reservations()) == 1
+    finally:
+        agent.stop()
+
+
+def _recovered_cleanly(
+    lab: AgentLab, agent: AgentUnderTest, alloc: str, port: int
+) -> tuple[bool | None, str]:
+    """The check that guards nomad-12216: the same alloc runs, its port answers, no dead-end event."""
+    view = _view(agent, alloc)
+    events = agent.core.store.events(alloc)
+    dead_end = [e.message for e in events if "cannot join network" in e.message]
+    status, _ = lab.http_get(port, PROBE)
+    ok = view["status"] == "running" and status == 200 and not dead_end
+    return (True if ok else None), f"status={view['status']} http={status} dead_end={dead_end[:1]}"
+
+
+def test_fault_reuse_dead_pause_reproduces_nomad_12216(lab: AgentLab) -> None:
+    """With the flag, tasks are restarted into whatever the pause container now is: either docker
+    has not brought it back yet ("cannot join network of a non running container") or it has, with a
+    new, empty netns (the port is dead). Either way the recovery check must fail."""
+    agent = lab.start_agent(faults="reuse-dead-pause")
+    try:
+        alloc = _submit(agent, "cni-check-on-restore.hcl")
+        port = _host_port(_view(agent, alloc))
+        assert lab.wait_http(port, TIMEOUT, PROBE)[0] == 200
+        pause = _running_containers(lab, alloc)["pause:"]
+        lab.docker.client.containers.get(pause).kill()
+        wait_until(
+            lambda: (
+                True
+                if any(
+                    e.type in ("Restarting", "Driver Failure", "Started")
+                    for e in agent.core.store.events(alloc)[-3:]
+                )
+                else None,
+                "",
+            ),
+            timeout=TIMEOUT,
+            what="the agent to react to the pause container's death",
+        )
+        with pytest.raises(Exception, match="timed out"):
+            wait_until(
+                lambda: _recovered_cleanly(lab, agent, alloc, port),
+                timeout=10.0,
+                what="clean recovery (must not happen with the fault)",
+            )
+    finally:
+        agent.stop()
+
+
+def test_without_the_fault_the_same_pause_kill_recovers_cleanly(lab: AgentLab) -> None:
+    agent = lab.start_agent()
+    try:
+        alloc = _submit(agent, "cni-check-on-restore.hcl")
+        port = _host_port(_view(agent, alloc))
+        assert lab.wait_http(port, TIMEOUT, PROBE)[0] == 200
+        lab.docker.client.containers.get(_running_containers(lab, alloc)["pause:"]).kill()
+        wait_until(
+            lambda: (
+                _recovered_cleanly(lab, agent, alloc, port)
+                if any(e.type == "Network Recovered" for e in agent.core.store.events(alloc))
+                else (None, "not yet")
+            ),
+            timeout=TIMEOUT,
+            what="clean recovery after a pause kill",
+        )
+    finally:
+        agent.stop()

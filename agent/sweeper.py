@@ -1,0 +1,176 @@
+"""The orphan sweeper: remove what no live alloc owns, never what one does (nomad-16338).
+
+`plan_sweep` is pure: given the live alloc ids and what was observed on the node it returns the
+removals. `Sweeper` observes, plans and executes; it runs after restore on start and periodically,
+with a grace period for young containers and a dry-run mode that only reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
+from agent.drivers.docker import DockerDriver
+from agent.network import iptables
+from agent.network.cni import CniNetwork
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SeenContainer:
+    id: str
+    name: str
+    alloc: str
+    role: str  # "pause" or "task"
+    age: float  # seconds since created
+
+
+@dataclass(frozen=True)
+class SeenChain:
+    table: str
+    name: str
+    owner: str | None
+
+
+@dataclass(frozen=True)
+class Observed:
+    containers: Sequence[SeenContainer] = ()
+    cni_cache_ids: Sequence[str] = ()
+    reservations: Sequence[tuple[str, str]] = ()  # (ip, container id)
+    chains: Sequence[SeenChain] = ()
+    alloc_dirs: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Removal:
+    kind: str  # container, cni, ipam, chain, alloc_dir
+    target: str
+    owner: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class SweepPolicy:
+    grace: float = 60.0  # containers younger than this are left alone (they may be starting)
+    # Fault `sweep-untracked-pause` (nomad-16338): pause containers are not counted as tracked by
+    # their alloc, so the sweeper removes live allocs' pause containers.
+    untracked_pause: bool = False
+
+
+def plan_sweep(live: Iterable[str], obs: Observed, policy: SweepPolicy = SweepPolicy()) -> list[Removal]:
+    live_ids = set(live)
+    out: list[Removal] = []
+    for c in obs.containers:
+        owned = c.alloc in live_ids and not (policy.untracked_pause and c.role == "pause")
+        if not owned and c.age >= policy.grace:
+            out.append(Removal("container", c.id, c.alloc, c.name))
+    # CNI DEL for cached results of dead allocs also releases their IPAM and iptables chains.
+    cached_dead = [cid for cid in obs.cni_cache_ids if cid not in live_ids]
+    out += [Removal("cni", cid, cid, "DEL with the cached result") for cid in cached_dead]
+    gone = live_ids | set(cached_dead)
+    out += [Removal("ipam", ip, cid, f"reservation {ip}") for ip, cid in obs.reservations if cid not in gone]
+    out += [
+        Removal("chain", f"{ch.table}/{ch.name}", ch.owner or "?")
+        for ch in obs.chains
+        if ch.owner not in live_ids and ch.owner not in cached_dead
+    ]
+    out += [Removal("alloc_dir", d, d) for d in obs.alloc_dirs if d not in live_ids]
+    return out
+
+
+@dataclass
+class SweepReport:
+    planned: list[Removal] = field(default_factory=list)
+    removed: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+
+class Sweeper:
+    def __init__(
+        self,
+        docker: DockerDriver,
+        cni: CniNetwork | None,
+        data_dir: Path,
+        *,
+        policy: SweepPolicy = SweepPolicy(),
+        dry_run: bool = False,
+    ) -> None:
+        self.docker = docker
+        self.cni = cni
+        self.data_dir = data_dir
+        self.policy = policy
+        self.dry_run = dry_run
+        self.totals: Counter[str] = Counter()
+
+    def observe(self) -> Observed:
+        now = time.time()
+        containers = []
+        for c in self.docker.managed_containers():
+            created = c.attrs.get("Created", "")
+            age = now - _parse_docker_time(created) if created else 1e9
+            containers.append(
+                SeenContainer(c.id, c.name, c.labels.get(LABEL_ALLOC, ""), c.labels.get(LABEL_ROLE, ""), age)
+            )
+        cache_ids: list[str] = []
+        reservations: list[tuple[str, str]] = []
+        chains: list[SeenChain] = []
+        if self.cni is not None:
+            cache_ids = sorted({k.container_id for k in self.cni.cached_ids()})
+            reservations = [(r.ip, r.container_id) for r in self.cni.ipam_reservations()]
+            chains = [
+                SeenChain(c.table, c.name, c.container_id)
+                for c in iptables.list_cni_chains()
+                if c.network == self.cni.name
+            ]
+        alloc_root = self.data_dir / "alloc"
+        dirs = sorted(p.name for p in alloc_root.iterdir() if p.is_dir()) if alloc_root.is_dir() else []
+        return Observed(containers, cache_ids, reservations, chains, dirs)
+
+    def sweep(self, live: Iterable[str]) -> SweepReport:
+        report = SweepReport(plan_sweep(live, self.observe(), self.policy), dry_run=self.dry_run)
+        for r in report.planned:
+            log.warning(
+                "sweeper %s orphan %s %s (owner alloc %s) %s",
+                "would remove" if self.dry_run else "removes",
+                r.kind,
+                r.target,
+                r.owner,
+                r.detail,
+            )
+            if self.dry_run:
+                continue
+            try:
+                self._remove(r)
+                report.removed[r.kind] += 1
+            except Exception as exc:
+                report.errors.append(f"{r.kind} {r.target}: {exc}")
+        self.totals.update(report.removed)
+        return report
+
+    def _remove(self, r: Removal) -> None:
+        if r.kind == "container":
+            self.docker.remove(r.target)
+        elif r.kind == "cni" and self.cni is not None:
+            self.cni.delete(r.target)
+        elif r.kind == "ipam" and self.cni is not None:
+            self.cni.release_reservations(r.owner)
+        elif r.kind == "chain":
+            table, name = r.target.split("/", 1)
+            iptables.remove_chain(table, name)
+        elif r.kind == "alloc_dir":
+            shutil.rmtree(self.data_dir / "alloc" / r.target)
+
+
+def _parse_docker_time(text: str) -> float:
+    """Docker's "2026-11-30T04:10:20.123456789Z" as epoch seconds (sub-second part dropped)."""
+    base = text.split(".", maxsplit=1)[0].rstrip("Z")
+    return datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()

@@ -1,0 +1,56 @@
+"""The sweeper's plan: orphans go, anything a live alloc owns stays (nomad-16338)."""
+
+from __future__ import annotations
+
+from agent.sweeper import Observed, SeenChain, SeenContainer, SweepPolicy, plan_sweep
+
+LIVE = "11111111-live"
+DEAD = "22222222-dead"
+
+
+def _obs() -> Observed:
+    return Observed(
+        containers=[
+            SeenContainer("c-live-pause", "fieldlab_init_live", LIVE, "pause", 900.0),
+            SeenContainer("c-live-task", "http-live", LIVE, "task", 900.0),
+            SeenContainer("c-dead-task", "http-dead", DEAD, "task", 900.0),
+            SeenContainer("c-young", "http-young", "33333333-unknown", "task", 5.0),
+        ],
+        cni_cache_ids=[LIVE, DEAD],
+        reservations=[("10.0.0.2", LIVE), ("10.0.0.3", DEAD), ("10.0.0.4", "44444444-stale")],
+        chains=[
+            SeenChain("nat", "CNI-aaa", LIVE),
+            SeenChain("nat", "CNI-bbb", "44444444-stale"),
+            SeenChain("nat", "CNI-DN-ccc", None),
+        ],
+        alloc_dirs=[LIVE, DEAD],
+    )
+
+
+def test_live_alloc_resources_are_never_planned_for_removal() -> None:
+    plan = plan_sweep({LIVE}, _obs())
+    assert all(r.owner != LIVE for r in plan), [r for r in plan if r.owner == LIVE]
+
+
+def test_orphans_are_planned_once_each() -> None:
+    plan = {(r.kind, r.target) for r in plan_sweep({LIVE}, _obs())}
+    assert plan == {
+        ("container", "c-dead-task"),
+        ("cni", DEAD),  # DEL releases the dead alloc's IPAM and chains itself
+        ("ipam", "10.0.0.4"),
+        ("chain", "nat/CNI-bbb"),
+        ("chain", "nat/CNI-DN-ccc"),
+        ("alloc_dir", DEAD),
+    }
+
+
+def test_young_containers_wait_for_the_grace_period() -> None:
+    plan = plan_sweep({LIVE}, _obs(), SweepPolicy(grace=1.0))
+    assert ("container", "c-young") in {(r.kind, r.target) for r in plan}
+    assert ("container", "c-young") not in {(r.kind, r.target) for r in plan_sweep({LIVE}, _obs())}
+
+
+def test_fault_sweep_untracked_pause_removes_a_live_pause_container() -> None:
+    """nomad-16338 put back: the live alloc's pause container is swept."""
+    plan = plan_sweep({LIVE}, _obs(), SweepPolicy(untracked_pause=True))
+    assert ("container", "c-live-pause") in {(r.kind, r.target) for r in plan}
