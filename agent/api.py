@@ -48,16 +48,34 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        route = self.server.routes.get(self.path.split("?", 1)[0])
-        if route is None:
-            self._send(404, "application/json", json.dumps({"error": f"no route {self.path}"}).encode())
-            return
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
         try:
-            status, ctype, body = route()
+            status, ctype, out = self._route(method, path, body)
         except Exception:
-            log.exception("handler for %s failed", self.path)
-            status, ctype, body = 500, "application/json", b'{"error": "internal error, see agent log"}'
-        self._send(status, ctype, body)
+            log.exception("handler for %s %s failed", method, path)
+            status, ctype, out = json_response(500, {"error": "internal error, see agent log"})
+        self._send(status, ctype, out)
+
+    def _route(self, method: str, path: str, body: bytes) -> Response:
+        route = self.server.routes.get(path) if method == "GET" else None
+        if route is not None:
+            return route()
+        for m, rx, handler in self.server.handlers:
+            match = rx.fullmatch(path)
+            if match and m == method:
+                return handler(match.groups(), body)
+        return json_response(404, {"error": f"no route {method} {path}"})
 
     def _send(self, status: int, ctype: str, body: bytes) -> None:
         self.send_response(status)

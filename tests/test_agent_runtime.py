@@ -397,3 +397,48 @@ def test_without_the_fault_the_same_pause_kill_recovers_cleanly(lab: AgentLab) -
         )
     finally:
         agent.stop()
+
+
+def test_the_http_api_runs_stops_and_refuses_bad_jobs(lab: AgentLab, tmp_path: Path) -> None:
+    """The same flow through the mTLS API and the CLI's client, as an operator would use it."""
+    import socket
+
+    from agent.api import ApiServer
+    from agent.client import ApiClient, ApiError
+    from agent.config import Config, TLSConfig
+    from agent.routes import build_routes
+    from tests.pki import TestCA
+
+    ca = TestCA(tmp_path)
+    srv, op = ca.issue("client1.agent.fieldlab", server=True), ca.issue("operator.fieldlab", server=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    cfg = Config(
+        node_name="t", bind_address="127.0.0.1", port=port, tls=TLSConfig(srv.cert, srv.key, ca.ca_file)
+    )
+    agent = lab.start_agent()
+    server = ApiServer(cfg, {}, build_routes(agent.core))
+    server.start()
+    api = ApiClient(f"https://127.0.0.1:{port}", str(ca.ca_file), str(op.cert), str(op.key))
+    try:
+        out = api.request("POST", "/v1/jobs", {"jobspec": (JOBS / "cni-check-on-restore.hcl").read_text()})
+        alloc = out["allocs"][0]
+        detail = api.request("GET", f"/v1/allocation/{alloc[:8]}")
+        assert detail["status"] == "running" and detail["tasks"]["nginx"]["state"] == "running"
+        assert [a["id"] for a in api.request("GET", "/v1/allocations")] == [alloc]
+        with pytest.raises(ApiError) as conflict:
+            api.request("POST", "/v1/jobs", {"jobspec": (JOBS / "cni-check-on-restore.hcl").read_text()})
+        assert conflict.value.status == 409
+        bad = 'job "x" {\n  group "g" {\n    task "t" {\n      driver = "rkt"\n    }\n  }\n}\n'
+        with pytest.raises(ApiError) as refused:
+            api.request("POST", "/v1/jobs", {"jobspec": bad, "source": "bad.hcl"})
+        assert refused.value.status == 400
+        assert any(p["path"] == "job.x.group.g.task.t.driver" for p in refused.value.body["problems"])
+        api.request("POST", f"/v1/allocation/{alloc}/signal", {"task": "nginx", "signal": "SIGHUP"})
+        assert "Signaling" in [e["type"] for e in api.request("GET", f"/v1/allocation/{alloc}/events")]
+        assert api.request("DELETE", "/v1/job/example") == {"stopped": [alloc]}
+        assert lab.containers(alloc) == []
+    finally:
+        server.stop(5)
+        agent.stop()
