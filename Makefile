@@ -63,8 +63,8 @@ deploy-agent: install ## Rebuild the agent's wheelhouse and redeploy it on the r
 # --- tests -------------------------------------------------------------------------------------
 .PHONY: lint
 lint: install ## ruff, mypy (strict), yamllint, ansible-lint (production profile)
-	$(BIN)/ruff check agent lab e2e tests
-	$(BIN)/ruff format --check agent lab e2e tests
+	$(BIN)/ruff check agent lab e2e tests scripts
+	$(BIN)/ruff format --check agent lab e2e tests scripts
 	$(BIN)/mypy
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint
@@ -88,6 +88,10 @@ molecule: bootstrap ## Every role's molecule scenario: converge, idempotence, ve
 .PHONY: smoke
 smoke: install ## Smoke e2e suite against the running lab (LAB=default)
 	$(BIN)/pytest e2e -m "e2e and not nightly" --lab $(LAB) --junitxml=reports/e2e-smoke.xml
+
+.PHONY: bench-agent
+bench-agent: bootstrap ## Agent restore time, task restarts and RSS with 1, 10, 50 allocs (BENCH_ALLOCS=1,10,50)
+	$(BIN)/python scripts/bench_agent.py
 
 .PHONY: test
 test: ## lint + unit + integration + molecule + lab-up + smoke e2e + lab-down (what CI runs)

@@ -44,6 +44,7 @@ class Agent:
     # -- lifecycle ---------------------------------------------------------------------------
     def startup(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.faults.require_implemented()
         self.faults.announce(log)
         self.vault = check_vault(self.config.vault)
         if self.vault.configured:

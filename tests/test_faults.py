@@ -77,3 +77,11 @@ def test_announce_one_loud_line_per_flag(caplog: pytest.LogCaptureFixture) -> No
     lines = [r.getMessage() for r in caplog.records]
     assert lines[0].startswith("FAULT INJECTION ACTIVE: no-network-check-on-restore puts back nomad-24292: ")
     assert lines[1].startswith("FAULT INJECTION ACTIVE: noop-runner-dies puts back nomad-28016: ")
+
+
+def test_flags_not_implemented_yet_are_refused_rather_than_ignored() -> None:
+    from agent.faults import IMPLEMENTED_FAULTS, FaultError, Faults
+
+    Faults(IMPLEMENTED_FAULTS).require_implemented()
+    with pytest.raises(FaultError, match=r"not implemented yet.*last-event-wins"):
+        Faults(frozenset({"last-event-wins"})).require_implemented()
