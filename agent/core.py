@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent.allocrunner import AllocRunner, RunnerDeps
-from agent.drivers.base import LABEL_MANAGED
+from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_MANAGED
 from agent.drivers.docker import DockerDriver
 from agent.errors import AgentError
 from agent.faults import Faults
@@ -163,6 +163,7 @@ class Core:
             except (JobspecError, KeyError) as exc:
                 log.error("state: job %s does not parse any more: %s", job_id, exc)
         allocs = self.store.list("alloc")
+        replace_corrupt = [bad.key for bad in allocs.corrupt]
         for bad in allocs.corrupt:
             log.error("state: alloc %s unreadable (%s): replacing it", bad.key, bad.reason)
             self.store.append_event(bad.key, "", "Restore Failed", f"alloc record unreadable: {bad.reason}")
@@ -186,9 +187,29 @@ class Core:
             except Exception as exc:
                 log.exception("alloc=%s: restore failed", alloc_id[:8])
                 runner._fail_alloc(f"restore failed: {exc}")
+        for alloc_id in replace_corrupt:
+            self._replace_unreadable(alloc_id)
         self.restore_seconds = time.monotonic() - t0
         log.info("restored %d alloc(s) in %.2fs", len(self.runners), self.restore_seconds)
         self.sweep()
+
+    def _replace_unreadable(self, alloc_id: str) -> None:
+        """An alloc whose record cannot be read: its containers' labels still say which job and
+        group it ran, so a replacement starts; the sweeper then removes the old containers."""
+        labels = [c.labels for c in self.docker.managed_containers() if c.labels.get(LABEL_ALLOC) == alloc_id]
+        job = self.jobs.get(labels[0].get(LABEL_JOB, "")) if labels else None
+        group = labels[0].get(LABEL_GROUP, "") if labels else ""
+        if job is None or not any(g.name == group for g in job.groups):
+            log.error(
+                "alloc=%s: unreadable and no job/group known from its containers; nothing to replace",
+                alloc_id[:8],
+            )
+            return
+        self.store.delete("alloc", alloc_id)
+        new = self._new_alloc(job, group, replaces=alloc_id)
+        self.store.append_event(
+            alloc_id, "", "Replaced", f"replaced by alloc {new.id}: its record was unreadable"
+        )
 
     # -- orphans -------------------------------------------------------------------------------
     def live_allocs(self) -> set[str]:

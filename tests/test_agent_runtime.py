@@ -37,8 +37,10 @@ def lab(images: None, tmp_path: Path) -> Iterator[AgentLab]:
     lab.cleanup()
 
 
-def _submit(agent: AgentUnderTest, name: str) -> str:
+def _submit(agent: AgentUnderTest, name: str, job_id: str = "") -> str:
     text = (JOBS / name).read_text()
+    if job_id:
+        text = text.replace('job "example"', f'job "{job_id}"', 1)
     out = agent.core.call(lambda: agent.core.submit(text, None, source=name))
     assert len(out["allocs"]) == 1, out
     return str(out["allocs"][0])
@@ -441,4 +443,28 @@ def test_the_http_api_runs_stops_and_refuses_bad_jobs(lab: AgentLab, tmp_path: P
         assert lab.containers(alloc) == []
     finally:
         server.stop(5)
+        agent.stop()
+
+
+def test_an_unreadable_alloc_record_is_replaced_while_the_others_restore(lab: AgentLab) -> None:
+    import sqlite3
+
+    agent = lab.start_agent(sweep_grace=0.0)
+    keep = _submit(agent, "cni-check-on-restore.hcl")
+    broken = _submit(agent, "pause-container-example.hcl", job_id="other")
+    kept_containers = _running_containers(lab, keep)
+    agent.stop()
+    db = sqlite3.connect(lab.data_dir / "state" / "state.db")
+    db.execute("UPDATE records SET value = ? WHERE kind = 'alloc' AND key = ?", (b"{not json", broken))
+    db.commit()
+    db.close()
+    agent = lab.start_agent(sweep_grace=0.0)
+    try:
+        assert _view(agent, keep)["status"] == "running"
+        assert _running_containers(lab, keep) == kept_containers, "a healthy alloc was disturbed"
+        replacements = [r for r in agent.core.runners.values() if r.rec.get("replaces") == broken]
+        assert len(replacements) == 1 and replacements[0].rec["status"] == "running"
+        assert lab.containers(broken) == [], "the unreadable alloc's containers were not swept"
+        assert "Restore Failed" in [e.type for e in agent.core.store.events(broken)]
+    finally:
         agent.stop()
