@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.decisions import ObservedAlloc, RestoreAction, plan_restore, plan_task_restart
 from agent.drivers.base import DriverError, TaskHandle
 from agent.drivers.docker import DockerDriver
+from agent.drivers.exec import ExecDriver
 from agent.errors import AgentError
 from agent.faults import Faults
 from agent.model import Group, Job, Task
@@ -41,6 +42,7 @@ class RunnerDeps:
     faults: Faults
     schedule: Callable[[float, Callable[[], None]], None]
     replace: Callable[[AllocRunner, str], None]
+    exec: ExecDriver = field(default_factory=ExecDriver)
 
 
 class AllocRunner:
@@ -55,6 +57,29 @@ class AllocRunner:
     @property
     def bridge(self) -> bool:
         return self.group.network is not None and self.group.network.mode == "bridge"
+
+    @property
+    def uses_pause(self) -> bool:
+        """A docker task in a bridge group: a pause container owns the netns (upstream's way).
+        Otherwise (exec only) the agent creates a named netns and the tasks join it by path."""
+        return self.bridge and any(t.driver == "docker" for t in self.group.tasks)
+
+    @property
+    def netns_name(self) -> str:
+        return f"fl-{self.id}"
+
+    def driver(self, t: Task) -> DockerDriver | ExecDriver:
+        return self.d.docker if t.driver == "docker" else self.d.exec
+
+    def netns_path(self) -> Path | None:
+        """The alloc's network namespace as a path, or None when it has none (host mode) or it is gone."""
+        if not self.bridge:
+            return None
+        if self.uses_pause:
+            pause = self._handle(PAUSE)
+            return self.d.docker.netns_path(pause) if pause and self.d.docker.pid(pause) else None
+        path = netns.netns_path(self.netns_name)
+        return path if netns.is_netns(path) else None
 
     @property
     def alloc_dir(self) -> Path:
@@ -126,15 +151,18 @@ class AllocRunner:
     def _setup_network(self) -> None:
         if self.d.cni is None:
             raise AgentError("bridge networking needs a CNI conflist (config cni_conf_dir)")
-        pause = self.d.docker.start_pause(self.job.id, self.group.name, self.id)
-        self.d.store.put("handle", f"{self.id}/{PAUSE}", pause.to_record())
-        ns = self.d.docker.netns_path(pause)
+        if self.uses_pause:
+            pause = self.d.docker.start_pause(self.job.id, self.group.name, self.id)
+            self.d.store.put("handle", f"{self.id}/{PAUSE}", pause.to_record())
+            ns = self.d.docker.netns_path(pause)
+        else:
+            ns = netns.create(self.netns_name, exist_ok=True)
         self._save(network_state="adding")
         result = self.d.cni.add(self.id, ns, port_mappings=self.port_mappings())
         self._save(network_state="ready", address=result.primary_ip or "")
 
     def _start_task(self, t: Task) -> None:
-        pause = self._handle(PAUSE) if self.bridge else None
+        pause = self._handle(PAUSE) if self.uses_pause else None
         env = {
             **t.env,
             "NOMAD_ALLOC_ID": self.id,
@@ -147,9 +175,22 @@ class AllocRunner:
             env[f"NOMAD_PORT_{p['label']}"] = str(p["to"])
             env[f"NOMAD_HOST_PORT_{p['label']}"] = str(p["host"])
         self._put_task_state(t.name, state="starting")
-        h = self.d.docker.start_task(
-            self.job.id, self.group.name, self.id, t, pause=pause, task_dir=self.task_dir(t), env=env
-        )
+        if t.driver == "docker":
+            mode = self.group.network.mode if self.group.network else "none"
+            h = self.d.docker.start_task(
+                self.job.id,
+                self.group.name,
+                self.id,
+                t,
+                pause=pause,
+                network_mode=mode if mode in ("host", "none") else "",
+                task_dir=self.task_dir(t),
+                env=env,
+            )
+        else:
+            h = self.d.exec.start_task(
+                self.id, t, netns=self.netns_path(), task_dir=self.task_dir(t), env=env
+            )
         self.d.store.put("handle", f"{self.id}/{t.name}", h.to_record())
         self._put_task_state(t.name, state="running", failed=False)
         self.event(t.name, "Started", "Task started by client")
@@ -177,7 +218,7 @@ class AllocRunner:
             return
         task = next(t for t in self.group.tasks if t.name == name)
         h = self._handle(name)
-        code = self.d.docker.status(h).exit_code if h else None
+        code = self.driver(task).status(h).exit_code if h else None
         self.event(name, "Terminated", f"Exit Code: {code}")
         self._put_task_state(name, state="dead")
         decision = plan_task_restart(
@@ -214,9 +255,7 @@ class AllocRunner:
         If that fails, the alloc is failed and replaced: never a dead end, never a second set."""
         for t in self.group.tasks:
             self.event(t.name, "Restart Signaled", f"network recreated: {why}")
-            h = self._handle(t.name)
-            if h:
-                self.d.docker.stop(h, t.kill_timeout)
+            self._stop_task(t)
         try:
             if self.d.faults.enabled("ipam-stale-after-reboot") and self.d.cni is not None:
                 # nomad-11272: forget the old attachment without DEL, so a reservation that
@@ -227,6 +266,8 @@ class AllocRunner:
             pause = self._handle(PAUSE)
             if pause:
                 self.d.docker.remove(pause.id)
+            if not self.uses_pause:
+                netns.delete(self.netns_name)
             self._setup_network()
             for t in self.group.tasks:
                 self._restart_task(t, why)
@@ -244,11 +285,7 @@ class AllocRunner:
             self.d.cni.cache_path(self.id).unlink(missing_ok=True)
             self._save(network_state="deleted")
             return
-        pause = self._handle(PAUSE)
-        ns: Path | None = None
-        if pause and self.d.docker.pid(pause):
-            ns = self.d.docker.netns_path(pause)
-        report = self.d.cni.delete(self.id, ns)
+        report = self.d.cni.delete(self.id, self.netns_path())
         if report.plugin_errors:
             self.event("", "Network Teardown", "CNI DEL reported: " + "; ".join(report.plugin_errors))
         self._save(network_state="deleted")
@@ -263,25 +300,33 @@ class AllocRunner:
     def observe(self) -> ObservedAlloc:
         tasks_running: list[bool] = []
         share: list[bool] = []
-        pause = self._handle(PAUSE)
-        pause_pid = self.d.docker.pid(pause) if pause else 0
-        pause_status = self.d.docker.status(pause) if pause else None
+        ns_path = self.netns_path()
+        ns_id = netns.netns_id(ns_path) if ns_path else None
+        if self.uses_pause:
+            pause = self._handle(PAUSE)
+            pause_status = self.d.docker.status(pause) if pause else None
+            owner_alive = bool(pause_status and pause_status.running)
+            same_start = bool(pause_status and pause_status.detail != "restarted by docker")
+        else:
+            owner_alive, same_start = ns_path is not None, True
         for t in self.group.tasks:
             h = self._handle(t.name)
-            st = self.d.docker.status(h) if h else None
+            st = self.driver(t).status(h) if h else None
             running = bool(st and st.running and st.detail != "restarted by docker")
             tasks_running.append(running)
-            pid = self.d.docker.pid(h) if (h and running) else 0
-            share.append(bool(pid and pause_pid and netns.pid_netns_id(pid) == netns.pid_netns_id(pause_pid)))
+            pid = self.driver(t).pid(h) if (h and running) else 0
+            share.append(bool(pid and ns_id and netns.pid_netns_id(pid) == ns_id))
+            if running and h and t.driver == "exec":
+                self.d.exec.watch(self.id, h)
         diffs: list[str] = []
         cached = self.d.cni.cached_result(self.id) if (self.d.cni and self.bridge) else None
-        if self.bridge and cached is not None and pause_pid:
-            diffs = verify_network(f"/proc/{pause_pid}/ns/net", cached, self.d.bridge, self.port_mappings())
+        if self.bridge and cached is not None and ns_path is not None:
+            diffs = verify_network(ns_path, cached, self.d.bridge, self.port_mappings())
         return ObservedAlloc(
             alloc_dir_exists=self.alloc_dir.is_dir(),
             bridge=self.bridge,
-            pause_running=bool(pause_status and pause_status.running),
-            pause_same_start=bool(pause_status and pause_status.detail != "restarted by docker"),
+            pause_running=owner_alive,
+            pause_same_start=same_start,
             tasks_running=tasks_running,
             tasks_share_pause_netns=share,
             network_diffs=diffs,
@@ -311,10 +356,9 @@ class AllocRunner:
     def stop(self, reason: str = "job stopped") -> None:
         self._save(desired="stop")
         for t in self.group.tasks:
-            h = self._handle(t.name)
-            if h:
-                self.event(t.name, "Killing", f"Sent interrupt ({reason})")
-                self.d.docker.stop(h, t.kill_timeout)
+            if self._handle(t.name):
+                self.event(t.name, "Killing", f"Sent {t.kill_signal} ({reason})")
+                self._stop_task(t)
                 self._put_task_state(t.name, state="dead")
         self._teardown()
         self._save(status="complete", reason=reason)
@@ -322,8 +366,11 @@ class AllocRunner:
     def _teardown(self) -> None:
         for t in self.group.tasks:
             h = self._handle(t.name)
-            if h:
+            if h and t.driver == "docker":
                 self.d.docker.remove(h.id)
+            elif h:
+                self.d.exec.stop(h, t.kill_timeout, t.kill_signal)
+                self.d.exec.remove_cgroups(self.id, t.name)
         if self.bridge:
             try:
                 self._del_network()
@@ -332,6 +379,8 @@ class AllocRunner:
             pause = self._handle(PAUSE)
             if pause:
                 self.d.docker.remove(pause.id)
+            if not self.uses_pause:
+                netns.delete(self.netns_name)
 
     # -- API view ------------------------------------------------------------------------------
     def view(self) -> dict[str, Any]:
@@ -372,10 +421,8 @@ class AllocRunner:
 
     # -- user actions (API) ----------------------------------------------------------------------
     def user_restart(self, t: Task) -> None:
-        h = self._handle(t.name)
         self.event(t.name, "Restart Signaled", "User requested task to restart")
-        if h:
-            self.d.docker.stop(h, t.kill_timeout)
+        self._stop_task(t)
         self._restart_task(t, "user request")
 
     def user_signal(self, task: str, sig: str) -> None:
@@ -383,4 +430,14 @@ class AllocRunner:
         if h is None:
             raise AgentError(f"alloc {self.id} has no running task {task!r}")
         self.event(task, "Signaling", f"Task being sent signal {sig}")
-        self.d.docker.signal(h, sig)
+        t = next(x for x in self.group.tasks if x.name == task)
+        self.driver(t).signal(h, sig)
+
+    def _stop_task(self, t: Task) -> None:
+        h = self._handle(t.name)
+        if h is None:
+            return
+        if t.driver == "docker":
+            self.d.docker.stop(h, t.kill_timeout)
+        else:
+            self.d.exec.stop(h, t.kill_timeout, t.kill_signal)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from agent.allocrunner import AllocRunner, RunnerDeps
 from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_MANAGED
 from agent.drivers.docker import DockerDriver
+from agent.drivers.exec import ExecDriver
 from agent.errors import AgentError
 from agent.faults import Faults
 from agent.jobspec import JobspecError, parse_jobspec
@@ -73,7 +74,10 @@ class Core:
         self._timers: list[_Timer] = []
         self._seq = itertools.count()
         self._stop = threading.Event()
-        self.deps = RunnerDeps(store, docker, cni, bridge, data_dir, faults, self.schedule, self._replace)
+        exec_driver = ExecDriver(on_exit=lambda alloc, pid: self._q.put(self._died_callback(alloc, pid)))
+        self.deps = RunnerDeps(
+            store, docker, cni, bridge, data_dir, faults, self.schedule, self._replace, exec_driver
+        )
         self.restore_seconds = 0.0
         self._events: Any = None
         policy = SweepPolicy(grace=sweep_grace, untracked_pause=faults.enabled("sweep-untracked-pause"))

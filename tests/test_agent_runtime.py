@@ -468,3 +468,74 @@ def test_an_unreadable_alloc_record_is_replaced_while_the_others_restore(lab: Ag
         assert "Restore Failed" in [e.type for e in agent.core.store.events(broken)]
     finally:
         agent.stop()
+
+
+def _exec_pid(agent: AgentUnderTest, alloc: str) -> int:
+    rec = agent.core.store.get("handle", f"{alloc}/httpd")
+    assert rec is not None
+    return int(rec["id"])
+
+
+def test_exec_task_runs_in_the_alloc_netns_with_limits_and_survives_agent_restart(lab: AgentLab) -> None:
+    from agent.network import netns
+
+    agent = lab.start_agent()
+    alloc = _submit(agent, "exec-bridge.hcl")
+    view = _view(agent, alloc)
+    assert view["status"] == "running", view
+    port = _host_port(view)
+    assert lab.wait_http(port, TIMEOUT, "/index.html") == (200, "exec says hello")
+    pid = _exec_pid(agent, alloc)
+    assert netns.pid_netns_id(pid) == netns.netns_id(netns.netns_path(f"fl-{alloc}"))
+    cg = Path(f"/sys/fs/cgroup/memory/fieldlab/{alloc}.httpd")
+    if cg.exists():  # cgroup v1 (these machines); v2 hosts put it under /sys/fs/cgroup/fieldlab
+        assert int((cg / "memory.limit_in_bytes").read_text()) == 64 * 1024 * 1024
+        assert str(pid) in (cg / "cgroup.procs").read_text().split()
+    agent.stop()
+    agent = lab.start_agent()
+    try:
+        assert _exec_pid(agent, alloc) == pid, "the exec task was restarted by a plain agent restart"
+        assert _view(agent, alloc)["tasks"]["httpd"]["restarts"] == 0  # type: ignore[index]
+        assert lab.wait_http(port, TIMEOUT, "/index.html")[0] == 200
+        # Killed behind the agent's back: the pidfd watch sees it and the restart policy restarts it.
+        import os
+        import signal
+
+        os.kill(pid, signal.SIGKILL)
+        wait_until(
+            lambda: (
+                True if agent.core.store.get("handle", f"{alloc}/httpd")["id"] != str(pid) else None,
+                "same pid",
+            ),
+            timeout=TIMEOUT,
+            what="exec task restarted after SIGKILL",
+        )
+        assert lab.wait_http(port, TIMEOUT, "/index.html")[0] == 200
+        agent.core.call(lambda: agent.core.stop_job("exec-web"))
+        assert not netns.exists(f"fl-{alloc}") and lab.reservations() == []
+    finally:
+        agent.stop()
+
+
+def test_exec_alloc_is_rebuilt_after_a_simulated_reboot(lab: AgentLab) -> None:
+    import os
+    import signal
+
+    from agent.network import netns
+
+    agent = lab.start_agent()
+    alloc = _submit(agent, "exec-bridge.hcl")
+    port = _host_port(_view(agent, alloc))
+    pid = _exec_pid(agent, alloc)
+    agent.stop()
+    os.killpg(pid, signal.SIGKILL)
+    netns.delete(f"fl-{alloc}")
+    for r in lab.reservations():
+        (lab.ipam_dir / "flrun" / r).unlink()
+    agent = lab.start_agent()
+    try:
+        assert _view(agent, alloc)["status"] == "running"
+        assert lab.wait_http(port, TIMEOUT, "/index.html")[0] == 200
+        assert "Network Recovered" in [e.type for e in agent.core.store.events(alloc)]
+    finally:
+        agent.stop()

@@ -123,6 +123,7 @@ class DockerDriver:
         task: Task,
         *,
         pause: TaskHandle | None,
+        network_mode: str = "",
         task_dir: Path,
         env: Mapping[str, str],
     ) -> TaskHandle:
@@ -147,6 +148,8 @@ class DockerDriver:
         }
         if pause is not None:
             kw["network_mode"] = f"container:{pause.id}"
+        elif network_mode:
+            kw["network_mode"] = network_mode
         if cfg.get("command"):
             kw["entrypoint"] = [str(cfg["command"])]
             kw["command"] = [str(a) for a in cfg.get("args", [])]
