@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.consul import ConsulClient, ConsulError, registrations
 from agent.decisions import ObservedAlloc, RestoreAction, plan_restore, plan_task_restart
 from agent.drivers.base import DriverError, TaskHandle
 from agent.drivers.docker import DockerDriver
@@ -43,6 +44,8 @@ class RunnerDeps:
     schedule: Callable[[float, Callable[[], None]], None]
     replace: Callable[[AllocRunner, str], None]
     exec: ExecDriver = field(default_factory=ExecDriver)
+    consul: ConsulClient | None = None
+    advertise_address: str = ""
 
 
 class AllocRunner:
@@ -133,6 +136,7 @@ class AllocRunner:
             for t in self.group.tasks:
                 self._start_task(t)
             self._save(status="running", reason="")
+            self._register_services()
         except (AgentError, OSError) as exc:
             self._fail_setup(f"failed to setup alloc: {exc}")
 
@@ -363,7 +367,36 @@ class AllocRunner:
         self._teardown()
         self._save(status="complete", reason=reason)
 
+    def services(self) -> list[dict[str, Any]]:
+        """This alloc's service definitions (group and task services) in Consul's shape."""
+        addr = self.d.advertise_address or str(self.rec.get("address", ""))
+        ports = self.rec.get("ports", [])
+        out = registrations(self.id, "", self.group.services, addr, ports)
+        for t in self.group.tasks:
+            out += registrations(self.id, t.name, t.services, addr, ports)
+        return out
+
+    def _register_services(self) -> None:
+        if self.d.consul is None:
+            return
+        for svc in self.services():
+            try:
+                self.d.consul.register(svc)
+                self.event(str(svc["Meta"]["task"]), "Service Registered", f"{svc['Name']} in Consul")
+            except ConsulError as exc:
+                self.event(str(svc["Meta"]["task"]), "Service Registration Failed", str(exc))
+
+    def _deregister_services(self) -> None:
+        if self.d.consul is None:
+            return
+        for svc in self.services():
+            try:
+                self.d.consul.deregister(str(svc["ID"]))
+            except ConsulError as exc:
+                self.event(str(svc["Meta"]["task"]), "Service Deregistration Failed", str(exc))
+
     def _teardown(self) -> None:
+        self._deregister_services()
         for t in self.group.tasks:
             h = self._handle(t.name)
             if h and t.driver == "docker":

@@ -36,6 +36,7 @@ class Config:
     tls: TLSConfig | None = None
     vault: VaultConfig = field(default_factory=VaultConfig)
     consul_address: str = ""
+    advertise_address: str = ""  # this node's address for service registrations
     cni_plugin_dir: Path = Path("/usr/lib/cni")
     cni_conf_dir: Path = Path("/etc/cni/net.d")
     cni_network: str = "fieldlab"  # the conflist <cni_conf_dir>/<cni_network>.conflist
@@ -134,7 +135,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
     for key in ("data_dir", "cni_plugin_dir", "cni_conf_dir"):
         if key in raw:
             kw[key] = _abs_path(p, raw, key)
-    for key in ("bind_address", "consul_address", "cni_network", "cni_bridge"):
+    for key in ("bind_address", "consul_address", "cni_network", "cni_bridge", "advertise_address"):
         if key in raw:
             if not isinstance(raw[key], str):
                 raise ConfigError(p, key, "must be a string")

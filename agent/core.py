@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent.allocrunner import AllocRunner, RunnerDeps
+from agent.consul import ConsulClient
 from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_MANAGED
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
@@ -63,6 +64,8 @@ class Core:
         faults: Faults,
         sweep_grace: float = 60.0,
         sweep_dry_run: bool = False,
+        consul: ConsulClient | None = None,
+        advertise_address: str = "",
     ) -> None:
         self.store = store
         self.docker = docker
@@ -76,7 +79,17 @@ class Core:
         self._stop = threading.Event()
         exec_driver = ExecDriver(on_exit=lambda alloc, pid: self._q.put(self._died_callback(alloc, pid)))
         self.deps = RunnerDeps(
-            store, docker, cni, bridge, data_dir, faults, self.schedule, self._replace, exec_driver
+            store,
+            docker,
+            cni,
+            bridge,
+            data_dir,
+            faults,
+            self.schedule,
+            self._replace,
+            exec_driver,
+            consul,
+            advertise_address,
         )
         self.restore_seconds = 0.0
         self._events: Any = None

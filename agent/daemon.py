@@ -17,6 +17,7 @@ from types import FrameType
 from agent import __version__
 from agent.api import ApiServer
 from agent.config import Config
+from agent.consul import ConsulClient
 from agent.core import Core
 from agent.drivers.docker import DockerDriver
 from agent.errors import AgentError
@@ -88,6 +89,8 @@ class Agent:
             faults=self.faults,
             sweep_grace=cfg.sweep_grace,
             sweep_dry_run=cfg.sweep_dry_run,
+            consul=ConsulClient(cfg.consul_address) if cfg.consul_address else None,
+            advertise_address=cfg.advertise_address,
         )
         loop = threading.Thread(target=core.run_loop, name="core", daemon=True)
         loop.start()

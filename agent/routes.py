@@ -107,7 +107,16 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
 
         return json_response(200, core.call(do))
 
+    def services(groups: tuple[str, ...], body: bytes) -> Response:
+        def view() -> list[dict[str, Any]]:
+            return [
+                svc for r in core.runners.values() if r.rec.get("status") == "running" for svc in r.services()
+            ]
+
+        return json_response(200, core.call(view))
+
     table: list[tuple[str, str, Handler]] = [
+        ("GET", r"/v1/services", services),
         ("POST", r"/v1/jobs", submit),
         ("GET", r"/v1/jobs", jobs),
         ("DELETE", r"/v1/job/([A-Za-z0-9_.-]+)", stop_job),
