@@ -18,7 +18,8 @@ from pathlib import Path
 
 from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
 from agent.drivers.docker import DockerDriver
-from agent.network import iptables
+from agent.drivers.exec import Cgroups
+from agent.network import iptables, netns
 from agent.network.cni import CniNetwork
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ class Observed:
     reservations: Sequence[tuple[str, str]] = ()  # (ip, container id)
     chains: Sequence[SeenChain] = ()
     alloc_dirs: Sequence[str] = ()
+    netns: Sequence[str] = ()  # names of agent-created netns: "fl-<alloc id>"
+    task_cgroups: Sequence[tuple[str, Sequence[int]]] = ()  # ("<alloc>.<task>", pids) of exec tasks
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,11 @@ def plan_sweep(live: Iterable[str], obs: Observed, policy: SweepPolicy = SweepPo
         if ch.owner not in live_ids and ch.owner not in cached_dead
     ]
     out += [Removal("alloc_dir", d, d) for d in obs.alloc_dirs if d not in live_ids]
+    out += [Removal("netns", n, n[3:]) for n in obs.netns if n.startswith("fl-") and n[3:] not in live_ids]
+    for name, pids in obs.task_cgroups:
+        alloc = name.rsplit(".", 1)[0]
+        if alloc not in live_ids:
+            out.append(Removal("task_process", name, alloc, f"pids {list(pids)}"))
     return out
 
 
@@ -133,7 +141,9 @@ class Sweeper:
             ]
         alloc_root = self.data_dir / "alloc"
         dirs = sorted(p.name for p in alloc_root.iterdir() if p.is_dir()) if alloc_root.is_dir() else []
-        return Observed(containers, cache_ids, reservations, chains, dirs)
+        spaces = [n for n in netns.list_names() if n.startswith("fl-")]
+        cgroups = [(name, Cgroups(name).pids()) for name in Cgroups.names()]
+        return Observed(containers, cache_ids, reservations, chains, dirs, spaces, cgroups)
 
     def sweep(self, live: Iterable[str]) -> SweepReport:
         report = SweepReport(plan_sweep(live, self.observe(), self.policy), dry_run=self.dry_run)
@@ -168,6 +178,10 @@ class Sweeper:
             iptables.remove_chain(table, name)
         elif r.kind == "alloc_dir":
             shutil.rmtree(self.data_dir / "alloc" / r.target)
+        elif r.kind == "netns":
+            netns.delete(r.target)
+        elif r.kind == "task_process":
+            Cgroups(r.target).kill_all()
 
 
 def _parse_docker_time(text: str) -> float:

@@ -242,6 +242,24 @@ def _plant_orphans(lab: AgentLab) -> str:
     return ghost
 
 
+def _plant_exec_orphans(ghost: str) -> int:
+    """An agent-created netns and an exec task process (in its cgroup) of an alloc that is gone."""
+    import subprocess as sp
+
+    from agent.drivers.exec import Cgroups
+    from agent.network import netns
+
+    netns.create(f"fl-{ghost}", exist_ok=True)
+    cg = Cgroups(f"{ghost}.web")
+    cg.create(32, 100)
+    joins = "; ".join(f"echo $$ > {p}" for p in cg.procs_files())
+    proc = sp.Popen(["/bin/sh", "-c", f"{joins}; exec sleep 600"], start_new_session=True)
+    wait_until(
+        lambda: (True if proc.pid in cg.pids() else None, str(cg.pids())), timeout=10, what="orphan in cgroup"
+    )
+    return proc.pid
+
+
 def test_sweeper_removes_planted_orphans_and_nothing_live(lab: AgentLab) -> None:
     agent = lab.start_agent(sweep_grace=0.0)
     try:
@@ -249,9 +267,25 @@ def test_sweeper_removes_planted_orphans_and_nothing_live(lab: AgentLab) -> None
         port = _host_port(_view(agent, alloc))
         before = _running_containers(lab, alloc)
         ghost = _plant_orphans(lab)
+        orphan_pid = _plant_exec_orphans(ghost)
+        exec_alloc = _submit(agent, "exec-bridge.hcl")
+        exec_pid = int(agent.core.store.get("handle", f"{exec_alloc}/httpd")["id"])  # type: ignore[index]
         report = agent.core.call(agent.core.sweep)
         assert report is not None and not report.errors, report
-        assert dict(report.removed) == {"container": 1, "ipam": 1, "alloc_dir": 1}, report.planned
+        assert dict(report.removed) == {
+            "container": 1,
+            "ipam": 1,
+            "alloc_dir": 1,
+            "netns": 1,
+            "task_process": 1,
+        }, report.planned
+        from agent.drivers.exec import proc_start_time
+        from agent.network import netns
+
+        assert proc_start_time(orphan_pid) is None, "the orphaned exec process survived the sweep"
+        assert not netns.exists(f"fl-{ghost}")
+        assert proc_start_time(exec_pid) is not None, "the live exec task was swept"
+        assert netns.exists(f"fl-{exec_alloc}")
         assert [c.labels["org.fieldlab.alloc"] for c in lab.containers()] == [alloc, alloc]
         assert not (lab.data_dir / "alloc" / ghost).exists()
         assert _running_containers(lab, alloc) == before

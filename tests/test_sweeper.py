@@ -54,3 +54,12 @@ def test_fault_sweep_untracked_pause_removes_a_live_pause_container() -> None:
     """nomad-16338 put back: the live alloc's pause container is swept."""
     plan = plan_sweep({LIVE}, _obs(), SweepPolicy(untracked_pause=True))
     assert ("container", "c-live-pause") in {(r.kind, r.target) for r in plan}
+
+
+def test_agent_netns_and_exec_processes_of_dead_allocs_are_planned() -> None:
+    obs = Observed(
+        netns=[f"fl-{LIVE}", f"fl-{DEAD}", "someone-elses-netns"],
+        task_cgroups=[(f"{LIVE}.web", [10]), (f"{DEAD}.web", [11, 12])],
+    )
+    plan = {(r.kind, r.target) for r in plan_sweep({LIVE}, obs)}
+    assert plan == {("netns", f"fl-{DEAD}"), ("task_process", f"{DEAD}.web")}

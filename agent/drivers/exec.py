@@ -81,6 +81,31 @@ class Cgroups:
     def procs_files(self) -> list[Path]:
         return [d / "cgroup.procs" for d in self.dirs if (d / "cgroup.procs").exists()]
 
+    @classmethod
+    def names(cls, root: Path = CGROUP_ROOT) -> list[str]:
+        """Names of the task cgroups the agent made (for the orphan sweeper)."""
+        base = root / "fieldlab" if (root / "cgroup.controllers").exists() else root / "memory" / "fieldlab"
+        return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+    def pids(self) -> list[int]:
+        found: set[int] = set()
+        for f in self.procs_files():
+            with contextlib.suppress(OSError):
+                found.update(int(x) for x in f.read_text().split())
+        return sorted(found)
+
+    def kill_all(self) -> None:
+        """SIGKILL every process in the cgroup, then remove it (an orphaned exec task)."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in self.pids():  # reaped by their parent (init) soon; rmdir needs them gone
+            with contextlib.suppress(OSError):
+                fd = os.pidfd_open(pid)
+                select.select([fd], [], [], 5.0)
+                os.close(fd)
+        self.remove()
+
     def remove(self) -> None:
         for d in self.dirs:
             with contextlib.suppress(OSError):
