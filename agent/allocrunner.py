@@ -26,7 +26,8 @@ from agent.network import netns
 from agent.network.cni import CniError, CniNetwork, PortMapping
 from agent.network.verify import verify_network
 from agent.state import StateStore
-from agent.templates import render
+from agent.tasktemplates import TaskTemplates
+from agent.templates import ConsulSource, SecretSource
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ class RunnerDeps:
     schedule: Callable[[float, Callable[[], None]], None]
     replace: Callable[[AllocRunner, str], None]
     exec: ExecDriver = field(default_factory=ExecDriver)
+    vault: SecretSource | None = None
+    consul_kv: ConsulSource | None = None
     consul: ConsulClient | None = None
     advertise_address: str = ""
 
@@ -55,6 +58,47 @@ class AllocRunner:
         self.job = job
         self.group = group
         self.id: str = record["id"]
+        self._templates: dict[str, TaskTemplates] = {}
+
+    # -- templates -----------------------------------------------------------------------------
+    def templates(self, t: Task) -> TaskTemplates:
+        if t.name not in self._templates:
+            self._templates[t.name] = TaskTemplates(self, t)
+        return self._templates[t.name]
+
+    def task_env(self, t: Task) -> dict[str, str]:
+        env = {
+            **t.env,
+            "NOMAD_ALLOC_ID": self.id,
+            "NOMAD_TASK_NAME": t.name,
+            "NOMAD_JOB_NAME": self.job.id,
+            "NOMAD_GROUP_NAME": self.group.name,
+            "NOMAD_ALLOC_IP": str(self.rec.get("address", "")),
+        }
+        for p in self.rec.get("ports", []):
+            env[f"NOMAD_PORT_{p['label']}"] = str(p["to"])
+            env[f"NOMAD_HOST_PORT_{p['label']}"] = str(p["host"])
+        return env
+
+    def task_running(self, t: Task) -> bool:
+        return self._task_state(t.name).get("state") == "running"
+
+    def signal_task(self, t: Task, sig: str) -> None:
+        h = self._handle(t.name)
+        if h is not None:
+            self.driver(t).signal(h, sig)
+
+    def exec_in_task(self, t: Task, argv: list[str], timeout: float) -> tuple[int, str]:
+        h = self._handle(t.name)
+        if h is None:
+            return -1, "task has no handle"
+        if t.driver == "docker":
+            return self.d.docker.exec(h, argv)
+        return self.d.exec.exec(h, argv, timeout)
+
+    def restart_for_template(self, t: Task) -> None:
+        self._stop_task(t)
+        self._restart_task(t, "template re-rendered")
 
     # -- records -------------------------------------------------------------------------------
     @property
@@ -147,10 +191,8 @@ class AllocRunner:
                 p = self.task_dir(t) / sub
                 p.mkdir(parents=True, exist_ok=True)
                 p.chmod(mode)
-            for tpl in t.templates:
-                _, digest, _ = render(tpl, self.task_dir(t), {**t.env, "NOMAD_ALLOC_ID": self.id})
-                self.d.store.put("template", f"{self.id}/{t.name}/{tpl.destination}", {"rendered": digest})
-                self.event(t.name, "Template Rendered", f"rendered {tpl.destination}")
+            if t.templates:
+                self.templates(t).render_all()
 
     def _setup_network(self) -> None:
         if self.d.cni is None:
@@ -167,17 +209,7 @@ class AllocRunner:
 
     def _start_task(self, t: Task) -> None:
         pause = self._handle(PAUSE) if self.uses_pause else None
-        env = {
-            **t.env,
-            "NOMAD_ALLOC_ID": self.id,
-            "NOMAD_TASK_NAME": t.name,
-            "NOMAD_JOB_NAME": self.job.id,
-            "NOMAD_GROUP_NAME": self.group.name,
-            "NOMAD_ALLOC_IP": str(self.rec.get("address", "")),
-        }
-        for p in self.rec.get("ports", []):
-            env[f"NOMAD_PORT_{p['label']}"] = str(p["to"])
-            env[f"NOMAD_HOST_PORT_{p['label']}"] = str(p["host"])
+        env = self.task_env(t)
         self._put_task_state(t.name, state="starting")
         if t.driver == "docker":
             mode = self.group.network.mode if self.group.network else "none"
@@ -196,6 +228,8 @@ class AllocRunner:
                 self.id, t, netns=self.netns_path(), task_dir=self.task_dir(t), env=env
             )
         self.d.store.put("handle", f"{self.id}/{t.name}", h.to_record())
+        if t.templates:
+            self.templates(t).task_started()
         self._put_task_state(t.name, state="running", failed=False)
         self.event(t.name, "Started", "Task started by client")
 
@@ -337,12 +371,29 @@ class AllocRunner:
             has_cni_result=cached is not None,
         )
 
+    def _rerender_on_restore(self) -> None:
+        """Dynamic secrets are issued again on every agent start (as in the field): render them
+        before anything restarts, so a restarted task reads fresh content."""
+        for t in self.group.tasks:
+            if not t.templates:
+                continue
+            try:
+                self.templates(t).render_all()
+            except AgentError as exc:
+                self.event(t.name, "Template Failed", f"{exc}; retrying")
+                self.templates(t).schedule_rerender(1.0)
+
     def restore(self) -> RestoreAction:
         obs = self.observe()
         plan = plan_restore(obs, check_network=not self.d.faults.enabled("no-network-check-on-restore"))
         log.info("alloc=%s restore: %s (%s)", self.id[:8], plan.action.value, plan.reason)
+        if plan.action is not RestoreAction.REPLACE:
+            self._rerender_on_restore()
         if plan.action is RestoreAction.REATTACH:
             self.event("", "Restored", f"reattached: {plan.reason}")
+            for t in self.group.tasks:
+                if t.templates:
+                    self.templates(t).after_restore()
         elif plan.action is RestoreAction.RESTART_TASKS:
             self.event("", "Restored", plan.reason)
             for t, running in zip(self.group.tasks, obs.tasks_running, strict=True):

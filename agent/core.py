@@ -29,6 +29,7 @@ from agent.model import Job
 from agent.network.cni import CniNetwork
 from agent.state import StateStore
 from agent.sweeper import Sweeper, SweepPolicy, SweepReport
+from agent.templates import SecretSource
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,6 +67,7 @@ class Core:
         sweep_dry_run: bool = False,
         consul: ConsulClient | None = None,
         advertise_address: str = "",
+        vault: SecretSource | None = None,
     ) -> None:
         self.store = store
         self.docker = docker
@@ -87,9 +89,10 @@ class Core:
             faults,
             self.schedule,
             self._replace,
-            exec_driver,
-            consul,
-            advertise_address,
+            exec=exec_driver,
+            consul=consul,
+            advertise_address=advertise_address,
+            vault=vault,
         )
         self.restore_seconds = 0.0
         self._events: Any = None

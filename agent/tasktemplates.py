@@ -1,0 +1,167 @@
+"""A task's templates over time: render, persist the change_mode states, re-render before dynamic
+secrets expire, and deliver exactly one action per change (see agent.changemode).
+
+Owned by an AllocRunner and driven on the agent's main loop. Vault being down is retried with
+backoff and reported as task events; the watcher never stops silently (nomad-28016) unless the
+`noop-runner-dies` fault puts that bug back.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from agent.changemode import Plan, TemplateState, on_delivered, on_render, on_task_started, plan_actions
+from agent.errors import AgentError
+from agent.model import Task
+from agent.templates import RenderContext, render
+
+if TYPE_CHECKING:
+    from agent.allocrunner import AllocRunner
+
+log = logging.getLogger(__name__)
+RETRY_BASE, RETRY_MAX = 1.0, 60.0
+NOOP_RUNNER_GIVES_UP_AFTER = 3  # only under the noop-runner-dies fault
+
+
+class TaskTemplates:
+    def __init__(self, runner: AllocRunner, task: Task) -> None:
+        self.r = runner
+        self.t = task
+        self.failures = 0
+        self.generation = 0  # invalidates timers of an earlier schedule
+        self.dead = False  # the noop-runner-dies fault: the watcher gave up
+
+    # -- persisted states ----------------------------------------------------------------------
+    def _key(self, dest: str) -> str:
+        return f"{self.r.id}/{self.t.name}/{dest}"
+
+    def states(self) -> list[TemplateState]:
+        out = []
+        for tpl in self.t.templates:
+            rec = self.r.d.store.get("template", self._key(tpl.destination))
+            out.append(
+                TemplateState.from_record(rec)
+                if rec and "dest" in rec
+                else TemplateState(tpl.destination, tpl.change_mode, tpl.change_signal)
+            )
+        return out
+
+    def save(self, states: list[TemplateState]) -> None:
+        with self.r.d.store.transaction():
+            for s in states:
+                self.r.d.store.put("template", self._key(s.dest), s.to_record())
+
+    # -- rendering -----------------------------------------------------------------------------
+    def render_all(self) -> bool:
+        """Render every template (one fetch per distinct secret); persist; schedule the next pass.
+        Returns whether any content changed. Raises TemplateRenderError (a task event upstream)."""
+        ctx = RenderContext(self.r.task_env(self.t), vault=self.r.d.vault, consul=self.r.d.consul_kv)
+        states = {s.dest: s for s in self.states()}
+        changed = False
+        for tpl in self.t.templates:
+            _, digest, did_change = render(tpl, self.r.task_dir(self.t), ctx)
+            states[tpl.destination] = on_render(states[tpl.destination], digest)
+            changed |= did_change
+            if did_change:
+                self.r.event(self.t.name, "Template Rendered", f"rendered {tpl.destination}")
+        self.save(list(states.values()))
+        self.failures = 0
+        if ctx.min_ttl > 0:
+            self.schedule_rerender(ctx.min_ttl * random.uniform(0.6, 0.8))  # noqa: S311 - jitter, not crypto
+        return changed
+
+    def schedule_rerender(self, delay: float) -> None:
+        self.generation += 1
+        gen = self.generation
+        self.r.d.schedule(delay, lambda: self._rerender(gen))
+
+    def _rerender(self, gen: int) -> None:
+        if gen != self.generation or self.dead or self.r.rec.get("status") != "running":
+            return
+        try:
+            self.render_all()
+        except AgentError as exc:
+            self.failures += 1
+            all_noop = all(tpl.change_mode == "noop" for tpl in self.t.templates)
+            if (
+                self.r.d.faults.enabled("noop-runner-dies")
+                and all_noop
+                and self.failures >= NOOP_RUNNER_GIVES_UP_AFTER
+            ):
+                self.dead = True
+                log.error(
+                    "alloc=%s task=%s template runner gave up after %d failures",
+                    self.r.id[:8],
+                    self.t.name,
+                    self.failures,
+                )
+                return
+            delay = min(RETRY_MAX, RETRY_BASE * 2 ** min(self.failures, 6)) * random.uniform(0.8, 1.2)  # noqa: S311
+            self.r.event(self.t.name, "Template Failed", f"{exc}; retrying in {delay:.1f}s")
+            self.schedule_rerender(delay)
+            return
+        self.act_after_splay()
+
+    # -- actions -------------------------------------------------------------------------------
+    def task_started(self) -> None:
+        """The task's process started and read the templates: nothing is owed to it."""
+        self.save(on_task_started(self.states()))
+
+    def act_after_splay(self) -> None:
+        splay = min((tpl.splay for tpl in self.t.templates), default=0.0)
+        wait = max((tpl.wait_min for tpl in self.t.templates), default=0.0)
+        self.r.d.schedule(wait + random.uniform(0, splay), self.act)  # noqa: S311 - spreading load
+
+    def act(self) -> None:
+        """Deliver the one action the changed templates call for, if the task is running."""
+        if self.r.rec.get("status") != "running":
+            return
+        faults = self.r.d.faults
+        lew = faults.enabled("last-event-wins")
+        running = self.r.task_running(self.t)
+        states = self.states()
+        plan = plan_actions(
+            states,
+            task_running=running,
+            last_event_wins=lew,
+            signal_while_restarting=faults.enabled("signal-while-restarting"),
+        )
+        if plan.empty:
+            return
+        if plan.restart:
+            self.r.event(self.t.name, "Restart Signaled", "Template with change_mode restart re-rendered")
+            self.r.restart_for_template(self.t)  # its start records on_task_started
+            return
+        self._deliver(plan, running)
+        self.save(on_delivered(states, plan, last_event_wins=lew))
+
+    def _deliver(self, plan: Plan, running: bool) -> None:
+        for sig in plan.signals:
+            self.r.event(self.t.name, "Signaling", f"Template re-rendered; sending {sig}")
+            if running:
+                self.r.signal_task(self.t, sig)
+        for dest in plan.scripts:
+            tpl = next(x for x in self.t.templates if x.destination == dest)
+            if tpl.change_script is None or not running:
+                continue
+            rc, out = self.r.exec_in_task(
+                self.t, [tpl.change_script.command, *tpl.change_script.args], tpl.change_script.timeout
+            )
+            kind = "Template Script" if rc == 0 else "Template Script Failed"
+            self.r.event(self.t.name, kind, f"{tpl.change_script.command} exited {rc}: {out.strip()[-200:]}")
+            if rc != 0 and tpl.change_script.fail_on_error:
+                self.r.restart_for_template(self.t)
+
+    def after_restore(self) -> None:
+        """After an agent restart and re-render: the running task is owed exactly one action if the
+        content differs from what it was given (nomad-9636)."""
+        if self.r.d.faults.enabled("no-change-on-restore"):
+            self.save(on_task_started(self.states()))  # the pre-9636 behaviour: pretend it was given
+            return
+        self.act_after_splay()
+
+
+Factory = Callable[[Task], TaskTemplates]
