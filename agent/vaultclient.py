@@ -1,0 +1,350 @@
+"""The agent's Vault (OpenBao) client over hvac: AppRole login, token renewal, KV reads and PKI issue.
+
+- The token is renewed (renew-self) once 2/3 of its TTL have passed; when renewal fails, when the
+  token has expired by our clock, or when the server capped the renewal (the token is near its max
+  TTL), the client logs in afresh with the AppRole credentials file instead. A token the server no
+  longer knows (revoked, or the server's storage was rebuilt) leads to one fresh login and a retry.
+- A dynamic secret (a PKI certificate, a leased secret) is fetched again at `reissue_at`: a random
+  point between 60 % and 80 % of its TTL, so that many templates do not re-issue in lock step.
+- Errors: `VaultUnavailable` (connection refused, timeout, sealed, 5xx, 429) is for the caller to
+  retry with `backoff(attempt)`; `VaultDenied` (403) and `VaultNotFound` (404) are not retried.
+
+The token and the AppRole secret_id are never logged nor put into an error message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hvac
+import hvac.exceptions
+import requests
+
+from agent.errors import AgentError
+
+log = logging.getLogger(__name__)
+
+RENEW_FRACTION = 2 / 3
+REISSUE_FRACTION = (0.6, 0.8)
+BACKOFF_BASE = 1.0
+BACKOFF_CAP = 60.0
+LOGIN_PATH = "auth/approle/login"
+
+_rng = random.Random()  # noqa: S311 - jitter, not secrets
+
+
+class VaultError(AgentError):
+    """A Vault request failed; the message names the operation and the path, never a secret."""
+
+    def __init__(self, op: str, path: str, reason: str) -> None:
+        self.op, self.path, self.reason = op, path, reason
+        super().__init__(f"vault {op} {path}: {reason}")
+
+
+class VaultUnavailable(VaultError):
+    """Vault cannot answer now (refused, timeout, sealed, 5xx, rate limited): retry with backoff."""
+
+
+class VaultDenied(VaultError):
+    """Permission denied on the path (403), or the AppRole credentials were refused: not retried."""
+
+
+class VaultNotFound(VaultError):
+    """Nothing at the path (404): no such secret, or a KV v2 version that was deleted."""
+
+
+@dataclass(frozen=True)
+class SecretResult:
+    """What a read or write returned: `data` is the response's `data`; `ttl` is the lease duration,
+    or for a certificate the seconds from `fetched_at` until its `expiration` (0: not dynamic)."""
+
+    data: dict[str, Any]
+    ttl: float
+    renewable: bool
+    fetched_at: float
+    lease_id: str = ""
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def expires_at(self) -> float | None:
+        return self.fetched_at + self.ttl if self.ttl > 0 else None
+
+
+def reissue_at(
+    result: SecretResult,
+    fraction: tuple[float, float] = REISSUE_FRACTION,
+    rng: random.Random | None = None,
+) -> float | None:
+    """When a dynamic secret must be fetched again: a random point between fraction[0] and
+    fraction[1] of its TTL after it was fetched (jitter, never a fixed interval). None for a static
+    secret (no TTL), which only changes when it is written again."""
+    lo, hi = fraction
+    if not 0 < lo <= hi < 1:
+        raise ValueError(f"reissue fraction {fraction}: need 0 < low <= high < 1")
+    if result.ttl <= 0:
+        return None
+    return result.fetched_at + result.ttl * (rng or _rng).uniform(lo, hi)
+
+
+def backoff(
+    attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP, rng: random.Random | None = None
+) -> float:
+    """Seconds to wait before retry number `attempt` (0-based): exponential, capped, with jitter
+    (between half and all of base * 2**attempt, never under `base` nor over `cap`)."""
+    ceiling = min(cap, base * 2.0 ** min(max(attempt, 0), 32))
+    return max(base, ceiling * (rng or _rng).uniform(0.5, 1.0))
+
+
+_UNAVAILABLE = (
+    hvac.exceptions.InternalServerError,  # 500
+    hvac.exceptions.VaultNotInitialized,  # 501
+    hvac.exceptions.BadGateway,  # 502
+    hvac.exceptions.RateLimitExceeded,  # 429
+    hvac.exceptions.UnexpectedError,  # any other status
+)
+
+
+def _classify(exc: Exception, op: str, path: str) -> VaultError:
+    """One of our errors for an hvac or requests exception; the reason names no secret."""
+    if isinstance(exc, requests.RequestException):
+        if isinstance(exc, requests.Timeout):
+            reason = "timed out (server hung or unreachable)"
+        elif isinstance(exc, requests.ConnectionError):
+            reason = "connection failed (server down or unreachable)"
+        else:
+            reason = type(exc).__name__
+        return VaultUnavailable(op, path, reason)
+    if not isinstance(exc, hvac.exceptions.VaultError):
+        return VaultError(op, path, f"{type(exc).__name__}: {exc}")
+    errors = "; ".join(" ".join(str(e).split()) for e in (exc.errors or []) if e) or type(exc).__name__
+    cls: type[VaultError] = VaultError
+    if isinstance(exc, hvac.exceptions.Forbidden):
+        cls, errors = VaultDenied, f"permission denied ({errors})"
+    elif isinstance(exc, hvac.exceptions.InvalidPath):
+        cls, errors = VaultNotFound, "not found"
+    elif isinstance(exc, hvac.exceptions.VaultDown):  # 503
+        cls, errors = VaultUnavailable, f"sealed or unavailable ({errors})"
+    elif isinstance(exc, _UNAVAILABLE):
+        cls, errors = VaultUnavailable, f"server error ({errors})"
+    return cls(op, path, errors)
+
+
+class VaultClient:
+    """A Vault client logged in with the AppRole credentials in `approle_file` (JSON with role_id and
+    secret_id, as the lab deploys it at /etc/fieldlab-agent/approle.json). Safe to share between
+    threads: token state changes under a lock, each request carries the token it was given."""
+
+    def __init__(
+        self,
+        address: str,
+        approle_file: Path | str,
+        *,
+        timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.address = address.rstrip("/")
+        self.approle_file = Path(approle_file)
+        self.timeout = timeout
+        self.clock = clock
+        # hvac's client carries no token (token="" also keeps it from reading VAULT_TOKEN or
+        # ~/.vault-token): each request passes the current one in its headers.
+        self._hvac = hvac.Client(url=self.address, token="", timeout=timeout)
+        self._lock = threading.RLock()
+        self._token = ""
+        self._accessor = ""
+        self._token_ttl = 0.0  # as granted at the last login or renewal
+        self._login_ttl = 0.0  # as granted at the last login
+        self._token_at = 0.0  # clock() when that TTL was granted
+        self._renewable = False
+        self._capped = False  # the server capped a renewal: the token is near its max TTL
+        self.logins = 0
+        self.renewals = 0
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"VaultClient({self.address}, approle_file={self.approle_file})"
+
+    # --- token
+
+    @property
+    def token_accessor(self) -> str:
+        """The accessor of the current token ("" before the first login): not a secret, it names the
+        token for lookup or revocation without granting its use."""
+        return self._accessor
+
+    @property
+    def token_expires_at(self) -> float:
+        return self._token_at + self._token_ttl
+
+    @property
+    def token_capped(self) -> bool:
+        """The last renewal was capped by the token's max TTL: the next renewal is a fresh login."""
+        return self._capped
+
+    def token_needs_renewal(self, now: float | None = None) -> bool:
+        """True once RENEW_FRACTION of the token's TTL has passed (or there is no token)."""
+        now = self.clock() if now is None else now
+        return not self._token or now >= self._token_at + self._token_ttl * RENEW_FRACTION
+
+    def _credentials(self) -> tuple[str, str]:
+        try:
+            creds = json.loads(self.approle_file.read_text())
+            return str(creds["role_id"]), str(creds["secret_id"])
+        except OSError as exc:
+            reason = f"cannot read the AppRole credentials file {self.approle_file}: {exc.strerror}"
+        except (ValueError, KeyError, TypeError):
+            reason = f"{self.approle_file}: not a JSON object with role_id and secret_id"
+        raise VaultDenied("login", LOGIN_PATH, reason)
+
+    def login(self) -> None:
+        """Log in with AppRole; keep the token and its TTL."""
+        role_id, secret_id = self._credentials()
+        with self._lock:
+            try:
+                resp = self._hvac.auth.approle.login(role_id=role_id, secret_id=secret_id, use_token=False)
+            except (hvac.exceptions.InvalidRequest, hvac.exceptions.Unauthorized) as exc:
+                # 400 "invalid role or secret ID": the credentials themselves were refused.
+                reason = _classify(exc, "login", LOGIN_PATH).reason
+                raise VaultDenied("login", LOGIN_PATH, f"AppRole credentials refused ({reason})") from None
+            except (hvac.exceptions.VaultError, requests.RequestException) as exc:
+                raise _classify(exc, "login", LOGIN_PATH) from None
+            auth = resp["auth"]
+            self._set_token(auth, login=True)
+            self.logins += 1
+        log.info(
+            "vault: logged in to %s with AppRole (token ttl %.0fs, renewable %s)",
+            self.address,
+            self._token_ttl,
+            self._renewable,
+        )
+
+    def _set_token(self, auth: dict[str, Any], *, login: bool, warnings: list[str] | None = None) -> None:
+        ttl = float(auth.get("lease_duration") or 0)
+        if login:
+            self._token = str(auth["client_token"])
+            self._accessor = str(auth.get("accessor") or "")
+            self._login_ttl = ttl
+            self._capped = False
+        elif ttl < self._login_ttl or any("max_ttl" in w for w in warnings or ()):
+            # renew-self returns less than the token's period only when its max TTL caps it (and
+            # warns 'TTL of "10s" exceeded the effective max_ttl of "9s"').
+            self._capped = True
+        self._token_ttl = ttl
+        self._renewable = bool(auth.get("renewable"))
+        self._token_at = self.clock()
+
+    def renew(self) -> None:
+        """Renew the token (renew-self); log in afresh instead when it is not renewable, expired by
+        our clock or near its max TTL, and when the renewal is refused."""
+        with self._lock:
+            now = self.clock()
+            if not self._token or not self._renewable or self._capped or now >= self.token_expires_at:
+                self.login()
+                return
+            try:
+                resp = self._hvac.adapter.post(
+                    "/v1/auth/token/renew-self", headers={"X-Vault-Token": self._token}
+                )
+            except (hvac.exceptions.VaultError, requests.RequestException) as exc:
+                err = _classify(exc, "renew", "auth/token/renew-self")
+                if isinstance(err, VaultUnavailable):
+                    raise err from None
+                log.warning("vault: token renewal refused (%s); logging in again", err.reason)
+                self.login()
+                return
+            self._set_token(resp["auth"], login=False, warnings=resp.get("warnings"))
+            self.renewals += 1
+        log.debug("vault: token renewed (ttl %.0fs, capped %s)", self._token_ttl, self._capped)
+
+    def _current_token(self) -> str:
+        with self._lock:
+            if not self._token or self.clock() >= self.token_expires_at:
+                self.login()
+            elif self.token_needs_renewal():
+                self.renew()
+            return self._token
+
+    def _token_is_valid(self, token: str) -> bool:
+        """After a 403: does the server still know this token? (It answers 403 to both.)"""
+        try:
+            self._hvac.adapter.get("/v1/auth/token/lookup-self", headers={"X-Vault-Token": token})
+        except hvac.exceptions.Forbidden:
+            return False
+        except (hvac.exceptions.VaultError, requests.RequestException):
+            return True  # cannot tell: report the original denial
+        return True
+
+    # --- requests
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        op = "read" if method == "get" else "write"
+        path = path.strip("/")
+        for attempt in (1, 2):
+            token = self._current_token()
+            try:
+                call = self._hvac.adapter.get if method == "get" else self._hvac.adapter.post
+                kwargs: dict[str, Any] = {"headers": {"X-Vault-Token": token}}
+                if body is not None:
+                    kwargs["json"] = body
+                resp = call(f"/v1/{path}", **kwargs)
+            except (hvac.exceptions.VaultError, requests.RequestException) as exc:
+                err = _classify(exc, op, path)
+                if isinstance(err, VaultDenied) and attempt == 1 and not self._token_is_valid(token):
+                    log.info("vault: the server no longer knows our token; logging in again")
+                    with self._lock:
+                        if self._token == token:
+                            self._token = ""
+                    continue
+                raise err from None
+            if isinstance(resp, requests.Response):  # 204 or a non-JSON 200
+                return {}
+            return dict(resp)
+        raise VaultDenied(op, path, "permission denied")  # pragma: no cover - the loop returns or raises
+
+    def _result(self, resp: dict[str, Any], fetched_at: float) -> SecretResult:
+        data = resp.get("data") or {}
+        ttl = float(resp.get("lease_duration") or 0)
+        renewable = bool(resp.get("renewable"))
+        if ttl <= 0 and isinstance(data.get("expiration"), int | float):
+            # PKI: no lease unless the role asks for one; the certificate's expiration is its TTL.
+            ttl = max(0.0, float(data["expiration"]) - fetched_at)
+        return SecretResult(
+            data=dict(data),
+            ttl=ttl,
+            renewable=renewable,
+            fetched_at=fetched_at,
+            lease_id=str(resp.get("lease_id") or ""),
+            warnings=tuple(resp.get("warnings") or ()),
+        )
+
+    def read_result(self, path: str) -> SecretResult:
+        """GET the path; the whole result, lease information included."""
+        fetched_at = self.clock()
+        return self._result(self._request("get", path, None), fetched_at)
+
+    def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """What a template's `secret(path, **params)` gets (agent.templates.SecretSource): a write
+        when there are params or the path issues (`<mount>/issue/<role>`), otherwise a read; the
+        data and its TTL in seconds (0 when it does not expire)."""
+        result = self.write(path, **params) if params or "/issue/" in path else self.read_result(path)
+        return result.data, result.ttl
+
+    def read(self, path: str) -> dict[str, Any]:
+        """GET the path and return its `data`. For a KV v2 path (`secret/data/...`, given as such)
+        that is {"data": {the secret's keys}, "metadata": {version, created_time, ...}}; for other
+        paths, the response's data as it is."""
+        return self.read_result(path).data
+
+    def write(self, path: str, **params: Any) -> SecretResult:
+        """POST params to the path (e.g. `pki_int/issue/<role>` with common_name, ttl, ...). For a
+        certificate, `data` holds certificate, private_key, issuing_ca, ca_chain, serial_number and
+        expiration (unix time), and `ttl` is the seconds until that expiration."""
+        fetched_at = self.clock()
+        return self._result(self._request("post", path, params), fetched_at)

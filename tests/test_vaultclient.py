@@ -1,0 +1,237 @@
+"""agent.vaultclient against a real OpenBao server (tests/openbao_server.py): AppRole login, PKI issue
+with re-issue jitter, KV v2 reads, denials, outages, token renewal and fresh logins."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import re
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from agent.vaultclient import (
+    SecretResult,
+    VaultClient,
+    VaultDenied,
+    VaultError,
+    VaultNotFound,
+    VaultUnavailable,
+    backoff,
+    reissue_at,
+)
+from lab.waits import wait_until
+from tests.openbao_server import WORKLOAD_ROLE, OpenBaoServer
+
+ISSUE = f"pki_int/issue/{WORKLOAD_ROLE}"
+SHARED = "secret/data/fieldlab/shared"
+
+
+class Clock:
+    """A clock the test moves; starts at the real time so that the server's times still make sense."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def client(openbao: OpenBaoServer) -> VaultClient:
+    return VaultClient(openbao.address, openbao.approle_file, timeout=2.0)
+
+
+# --- pure helpers
+
+
+def test_reissue_at_is_a_random_point_between_60_and_80_percent_of_the_ttl() -> None:
+    result = SecretResult(data={}, ttl=100.0, renewable=False, fetched_at=1000.0)
+    rng = random.Random(7)
+    draws = [reissue_at(result, rng=rng) for _ in range(200)]
+    assert all(d is not None and 1060.0 <= d <= 1080.0 for d in draws)
+    assert len(set(draws)) > 150  # jitter, not a fixed interval
+    assert reissue_at(SecretResult(data={}, ttl=0, renewable=False, fetched_at=1.0)) is None
+    with pytest.raises(ValueError, match="fraction"):
+        reissue_at(result, fraction=(0.8, 0.6))
+
+
+def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:
+    rng = random.Random(3)
+    assert backoff(0, rng=rng) == 1.0
+    for attempt in range(1, 6):
+        draws = {backoff(attempt, rng=rng) for _ in range(50)}
+        assert min(draws) >= 2**attempt / 2 and max(draws) <= 2**attempt
+        assert len(draws) > 1
+    late = [backoff(a, rng=rng) for a in range(7, 200)]
+    assert all(30.0 <= d <= 60.0 for d in late) and len(set(late)) > 1
+
+
+# --- against OpenBao
+
+
+def test_approle_login_keeps_the_token_ttl(client: VaultClient) -> None:
+    clock_before = time.time()
+    client.login()
+    assert client.logins == 1 and client.token_accessor
+    assert client.token_expires_at == pytest.approx(clock_before + 3600, abs=5)
+    assert not client.token_needs_renewal()
+    assert "client_token" not in repr(client) and client.token_accessor not in repr(client)
+
+
+def test_workload_cert_has_the_role_ttl_and_reissue_is_jittered(client: VaultClient) -> None:
+    result = client.write(ISSUE, common_name="web.service.fieldlab", ip_sans="127.0.0.1")
+    assert result.data["certificate"].startswith("-----BEGIN CERTIFICATE-----")
+    assert result.data["private_key"] and result.data["serial_number"]
+    assert 25.0 <= result.ttl <= 31.0, result.ttl
+    assert not result.renewable
+    cert = x509.load_pem_x509_certificate(result.data["certificate"].encode())
+    assert cert.not_valid_after_utc == dt.datetime.fromtimestamp(result.data["expiration"], dt.UTC)
+    assert result.expires_at == pytest.approx(result.data["expiration"], abs=1)
+
+    draws = [reissue_at(result) for _ in range(20)]
+    assert all(
+        d is not None and result.fetched_at + 0.6 * result.ttl <= d <= result.fetched_at + 0.8 * result.ttl
+        for d in draws
+    )
+    assert len(set(draws)) > 1
+
+    data, ttl = client.fetch(ISSUE, {"common_name": "db.service.fieldlab"})
+    assert data["serial_number"] != result.data["serial_number"] and 25.0 <= ttl <= 31.0
+
+
+def test_kv_v2_read_returns_data_and_metadata(client: VaultClient) -> None:
+    got = client.read(SHARED)
+    assert got["data"] == {"greeting": "hello"}
+    assert got["metadata"]["version"] >= 1
+    assert client.fetch(SHARED, {}) == (got, 0.0)
+    with pytest.raises(VaultNotFound, match="secret/data/fieldlab/missing"):
+        client.read("secret/data/fieldlab/missing")
+
+
+def test_paths_outside_the_policy_are_denied_naming_the_path(client: VaultClient) -> None:
+    client.login()
+    with pytest.raises(VaultDenied, match=r"secret/data/other: permission denied") as denied:
+        client.read("secret/data/other")
+    assert denied.value.path == "secret/data/other" and denied.value.op == "read"
+    with pytest.raises(VaultDenied, match="pki/root/generate/internal"):
+        client.write("pki/root/generate/internal", common_name="evil")
+    assert client.logins == 1  # a denial is not mistaken for an unknown token
+
+
+def test_refused_or_unreadable_credentials_are_denied_without_the_secret(
+    openbao: OpenBaoServer, tmp_path: Path
+) -> None:
+    creds = json.loads(openbao.approle_file.read_text())
+    bad = tmp_path / "approle.json"
+    bad.write_text(json.dumps({"role_id": creds["role_id"], "secret_id": "not-the-secret-id"}))
+    with pytest.raises(VaultDenied, match="AppRole credentials refused") as refused:
+        VaultClient(openbao.address, bad).read(SHARED)
+    assert "not-the-secret-id" not in str(refused.value)
+    with pytest.raises(VaultDenied, match=re.escape(str(tmp_path / "missing.json"))):
+        VaultClient(openbao.address, tmp_path / "missing.json").login()
+    bad.write_text("{}")
+    with pytest.raises(VaultDenied, match="role_id and secret_id"):
+        VaultClient(openbao.address, bad).login()
+
+
+def test_a_token_the_server_no_longer_knows_leads_to_one_fresh_login(
+    openbao: OpenBaoServer, client: VaultClient
+) -> None:
+    client.login()
+    first = client.token_accessor
+    openbao.api("POST", "auth/token/revoke-accessor", {"accessor": first})
+    assert client.read(SHARED)["data"] == {"greeting": "hello"}
+    assert client.logins == 2 and client.token_accessor != first
+
+
+def test_token_is_renewed_at_two_thirds_of_its_ttl_and_a_too_old_token_logs_in_afresh(
+    openbao: OpenBaoServer,
+) -> None:
+    clock = Clock()
+    client = VaultClient(openbao.address, openbao.approle_file, clock=clock)
+    client.login()
+    accessor, expires = client.token_accessor, client.token_expires_at
+    assert not client.token_needs_renewal(clock.now + 0.6 * 3600)
+    assert client.token_needs_renewal(clock.now + 0.67 * 3600)
+
+    clock.now += 0.7 * 3600  # the next request renews first
+    client.read(SHARED)
+    assert (client.renewals, client.logins) == (1, 1)
+    assert client.token_accessor == accessor and client.token_expires_at > expires
+
+    clock.now += 2 * 3600  # expired by our clock: a renewal would fail, so log in again
+    client.read(SHARED)
+    assert (client.renewals, client.logins) == (1, 2)
+    assert client.token_accessor != accessor
+
+
+def test_a_renewal_capped_by_the_max_ttl_is_followed_by_a_fresh_login(
+    openbao: OpenBaoServer, tmp_path: Path
+) -> None:
+    creds = tmp_path / "short.json"
+    openbao.add_approle("fieldlab-agent-short", creds, token_ttl="10s", token_max_ttl="10s")
+    client = VaultClient(openbao.address, creds)
+    client.login()
+    accessor = client.token_accessor
+
+    def capped() -> tuple[bool | None, str]:
+        client.renew()
+        return (True if client.token_capped else None), f"token expires at {client.token_expires_at:.1f}"
+
+    # The server caps a renewal once the token has lived about a second of its 10 s max TTL.
+    wait_until(capped, timeout=8, what="a renewal capped by the token's max TTL", interval=0.5)
+    assert client.token_accessor == accessor and client.logins == 1
+    client.renew()
+    assert client.logins == 2 and client.token_accessor != accessor and not client.token_capped
+
+
+def test_a_server_that_does_not_answer_fails_within_the_timeout(openbao: OpenBaoServer) -> None:
+    with socket.socket() as hung:  # accepts connections (the kernel does) but never answers
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)
+        port = hung.getsockname()[1]
+        client = VaultClient(f"http://127.0.0.1:{port}", openbao.approle_file, timeout=0.5)
+        started = time.monotonic()
+        with pytest.raises(VaultUnavailable, match="timed out"):
+            client.read(SHARED)
+        assert time.monotonic() - started < 2.0
+
+
+@pytest.fixture
+def outage(openbao: OpenBaoServer) -> Iterator[OpenBaoServer]:
+    """The test stops or seals the server; it is running and unsealed again afterwards."""
+    yield openbao
+    openbao.start()
+    if openbao.is_sealed():
+        openbao.unseal()
+
+
+def test_vault_down_or_sealed_is_unavailable_and_calls_work_again_after_it_returns(
+    outage: OpenBaoServer, client: VaultClient
+) -> None:
+    client.login()
+    outage.stop()
+    started = time.monotonic()
+    with pytest.raises(VaultUnavailable, match=f"read {SHARED}: connection failed") as down:
+        client.read(SHARED)
+    with pytest.raises(VaultUnavailable):
+        client.write(ISSUE, common_name="web.service.fieldlab")
+    assert time.monotonic() - started < client.timeout
+    assert isinstance(down.value, VaultError)
+
+    outage.start()  # unseals with the kept key; raft kept the token
+    assert client.read(SHARED)["data"] == {"greeting": "hello"}
+    assert 25.0 <= client.write(ISSUE, common_name="web.service.fieldlab").ttl <= 31.0
+
+    outage.seal()
+    with pytest.raises(VaultUnavailable, match="sealed"):
+        client.read(SHARED)
+    outage.unseal()
+    assert client.read(SHARED)["data"] == {"greeting": "hello"}
+    assert client.logins == 1
