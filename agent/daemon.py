@@ -26,6 +26,7 @@ from agent.network.cni import CniNetwork
 from agent.routes import build_routes
 from agent.state import SqliteStore
 from agent.vault import VaultStatus, check_vault
+from agent.vaultclient import VaultClient
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,9 @@ class Agent:
             sweep_grace=cfg.sweep_grace,
             sweep_dry_run=cfg.sweep_dry_run,
             consul=ConsulClient(cfg.consul_address) if cfg.consul_address else None,
+            vault=VaultClient(cfg.vault.address, cfg.vault.approle_file)
+            if cfg.vault.address and cfg.vault.approle_file
+            else None,
             advertise_address=cfg.advertise_address,
         )
         loop = threading.Thread(target=core.run_loop, name="core", daemon=True)

@@ -105,6 +105,10 @@ IMPLEMENTED_FAULTS = frozenset(
         "sweep-untracked-pause",
         "ipam-stale-after-reboot",
         "leak-portmap-chains",
+        "last-event-wins",
+        "no-change-on-restore",
+        "signal-while-restarting",
+        "noop-runner-dies",
     }
 )
 

@@ -61,12 +61,16 @@ class TaskTemplates:
         ctx = RenderContext(self.r.task_env(self.t), vault=self.r.d.vault, consul=self.r.d.consul_kv)
         states = {s.dest: s for s in self.states()}
         changed = False
-        for tpl in self.t.templates:
-            _, digest, did_change = render(tpl, self.r.task_dir(self.t), ctx)
-            states[tpl.destination] = on_render(states[tpl.destination], digest)
-            changed |= did_change
-            if did_change:
-                self.r.event(self.t.name, "Template Rendered", f"rendered {tpl.destination}")
+        # Two passes, as consul-template's runner does: the second re-runs every template on the
+        # data already fetched (a no-op render). The sticky change_mode state does not care; under
+        # the last-event-wins fault that no-op render overwrites the change (nomad-24140).
+        for _pass in range(2):
+            for tpl in self.t.templates:
+                _, digest, did_change = render(tpl, self.r.task_dir(self.t), ctx)
+                states[tpl.destination] = on_render(states[tpl.destination], digest)
+                changed |= did_change
+                if did_change:
+                    self.r.event(self.t.name, "Template Rendered", f"rendered {tpl.destination}")
         self.save(list(states.values()))
         self.failures = 0
         if ctx.min_ttl > 0:

@@ -8,11 +8,7 @@ restored within 3 s and RSS under 80 MB.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,9 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.client import ApiClient
-from lab.waits import wait_until
-from tests.agent_lab import BRIDGE, NETWORK, AgentLab, build_workload_images, why_not_ready
+from tests.agent_lab import AgentLab, Daemon, build_workload_images, why_not_ready
 from tests.pki import TestCA
 
 JOB = """job "bench-{i}" {{
@@ -54,73 +48,6 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-class Daemon:
-    def __init__(self, lab: AgentLab, ca: TestCA, root: Path) -> None:
-        srv = ca.issue("bench.agent.fieldlab", server=True)
-        op = ca.issue("operator.fieldlab", server=False)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
-        self.config = root / "config.json"
-        self.config.write_text(
-            json.dumps(
-                {
-                    "node_name": "bench",
-                    "data_dir": str(lab.data_dir),
-                    "bind_address": "127.0.0.1",
-                    "port": self.port,
-                    "tls": {"cert_file": str(srv.cert), "key_file": str(srv.key), "ca_file": str(ca.ca_file)},
-                    "cni_conf_dir": str(lab.root),
-                    "cni_network": NETWORK,
-                    "cni_bridge": BRIDGE,
-                    "log_level": "WARNING",
-                }
-            )
-        )
-        self.api = ApiClient(f"https://127.0.0.1:{self.port}", str(ca.ca_file), str(op.cert), str(op.key))
-        self.log = root / "agent.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> float:
-        t0 = time.monotonic()
-        with self.log.open("ab") as fh:
-            self.proc = subprocess.Popen(
-                [str(Path(sys.executable).parent / "fieldlab-agent"), "--config", str(self.config), "run"],
-                stdout=fh,
-                stderr=fh,
-            )
-
-        def healthy() -> tuple[bool | None, str]:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"agent exited {self.proc.returncode}; see {self.log}")
-            try:
-                self.api.request("GET", "/v1/jobs")
-                return True, "up"
-            except Exception as exc:
-                return None, str(exc)
-
-        wait_until(healthy, timeout=300, what="agent API", interval=0.1)
-        return time.monotonic() - t0
-
-    def metric(self, name: str) -> float:
-        import ssl
-        import urllib.request
-
-        ctx = ssl.create_default_context(cafile=self.api.ca_file)
-        ctx.load_cert_chain(self.api.cert_file, self.api.key_file)
-        with urllib.request.urlopen(f"{self.api.address}/v1/metrics", context=ctx, timeout=10) as r:  # noqa: S310
-            for line in r.read().decode().splitlines():
-                if line.startswith(name + " "):
-                    return float(line.split()[1])
-        return float("nan")
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(30)
 
 
 def run(sizes: list[int]) -> int:

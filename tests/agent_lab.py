@@ -5,16 +5,21 @@ role, and a Core driven like the daemon drives it. Traffic stays on that bridge.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.client import ApiClient
 from agent.core import Core
 from agent.drivers.base import LABEL_ALLOC, LABEL_MANAGED
 from agent.drivers.docker import DockerDriver
@@ -24,6 +29,7 @@ from agent.network.cni import CniNetwork
 from agent.state import SqliteStore
 from lab.config import PROJECT_DIR
 from lab.waits import wait_until
+from tests.pki import TestCA
 
 PLUGIN_DIR = Path("/usr/lib/cni")
 NETWORK = "flrun"
@@ -32,7 +38,6 @@ GATEWAY = "10.213.251.1"
 
 
 def why_not_ready() -> str | None:
-    import os
 
     if os.geteuid() != 0:
         return "needs root (docker, netns, iptables)"
@@ -178,3 +183,81 @@ class AgentLab:
                 iptables.remove_chain(c.table, c.name)
         subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Daemon:
+    def __init__(
+        self, lab: AgentLab, ca: TestCA, root: Path, *, vault: dict[str, str] | None = None, faults: str = ""
+    ) -> None:
+        self.faults = faults
+        srv = ca.issue("bench.agent.fieldlab", server=True)
+        op = ca.issue("operator.fieldlab", server=False)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        self.config = root / "config.json"
+        self.config.write_text(
+            json.dumps(
+                {
+                    "node_name": "bench",
+                    "data_dir": str(lab.data_dir),
+                    "bind_address": "127.0.0.1",
+                    "port": self.port,
+                    "tls": {"cert_file": str(srv.cert), "key_file": str(srv.key), "ca_file": str(ca.ca_file)},
+                    "cni_conf_dir": str(lab.root),
+                    "cni_network": NETWORK,
+                    "cni_bridge": BRIDGE,
+                    "log_level": "INFO",
+                    **({"vault": vault} if vault else {}),
+                }
+            )
+        )
+        self.api = ApiClient(f"https://127.0.0.1:{self.port}", str(ca.ca_file), str(op.cert), str(op.key))
+        self.log = root / "agent.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> float:
+        t0 = time.monotonic()
+        with self.log.open("ab") as fh:
+            self.proc = subprocess.Popen(
+                [str(Path(sys.executable).parent / "fieldlab-agent"), "--config", str(self.config), "run"],
+                stdout=fh,
+                stderr=fh,
+                env={**os.environ, "FIELDLAB_AGENT_FAULTS": self.faults},
+            )
+
+        def healthy() -> tuple[bool | None, str]:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"agent exited {self.proc.returncode}; see {self.log}")
+            try:
+                self.api.request("GET", "/v1/jobs")
+                return True, "up"
+            except Exception as exc:
+                return None, str(exc)
+
+        wait_until(healthy, timeout=300, what="agent API", interval=0.1)
+        return time.monotonic() - t0
+
+    def metric(self, name: str) -> float:
+        import ssl
+        import urllib.request
+
+        ctx = ssl.create_default_context(cafile=self.api.ca_file)
+        ctx.load_cert_chain(self.api.cert_file, self.api.key_file)
+        with urllib.request.urlopen(f"{self.api.address}/v1/metrics", context=ctx, timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return float("nan")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(30)
+
+    def kill(self) -> None:
+        """SIGKILL: the agent dies wherever it is; its tasks keep running."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)

@@ -79,9 +79,8 @@ def test_announce_one_loud_line_per_flag(caplog: pytest.LogCaptureFixture) -> No
     assert lines[1].startswith("FAULT INJECTION ACTIVE: noop-runner-dies puts back nomad-28016: ")
 
 
-def test_flags_not_implemented_yet_are_refused_rather_than_ignored() -> None:
-    from agent.faults import IMPLEMENTED_FAULTS, FaultError, Faults
+def test_every_known_flag_is_implemented() -> None:
+    from agent.faults import IMPLEMENTED_FAULTS, KNOWN_FAULTS, Faults
 
+    assert set(KNOWN_FAULTS) == IMPLEMENTED_FAULTS
     Faults(IMPLEMENTED_FAULTS).require_implemented()
-    with pytest.raises(FaultError, match=r"not implemented yet.*last-event-wins"):
-        Faults(frozenset({"last-event-wins"})).require_implemented()

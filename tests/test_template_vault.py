@@ -1,0 +1,150 @@
+"""nomad-24140 on the real thing: the agent daemon (a subprocess, SIGKILLed and restarted again and
+again) renders a short-TTL PKI certificate from a real OpenBao into an exec task running the probe
+workload, with change_mode "signal". After every restart the agent issues a new certificate; the
+probe must have LOADED the certificate that is on disk within a deadline, and the probe must have
+received exactly one SIGHUP per change. With the `last-event-wins` fault it does not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lab.waits import wait_until
+from tests.agent_lab import AgentLab, Daemon, why_not_ready
+from tests.openbao_server import OpenBaoServer
+from tests.pki import TestCA
+
+pytestmark = [pytest.mark.root]
+REASON = why_not_ready()
+if REASON:
+    pytestmark.append(pytest.mark.skip(reason=REASON))
+
+RESTARTS = 5
+DELIVERY = 30.0  # from agent start to the probe having loaded the new cert
+
+JOB = """
+job "pki-probe" {{
+  group "g" {{
+    network {{
+      mode = "bridge"
+      port "probe" {{ to = 8080 }}
+    }}
+    task "probe" {{
+      driver = "exec"
+      config {{
+        command = "{python}"
+        args    = ["-m", "agent.probe", "--port", "8080", "--cert", "secrets/cert.pem"]
+      }}
+      template {{
+        data          = <<EOT
+{{{{ secret('pki_int/issue/fieldlab-workload', common_name='probe.service.fieldlab').certificate }}}}
+EOT
+        destination   = "secrets/cert.pem"
+        change_mode   = "signal"
+        change_signal = "SIGHUP"
+        splay         = "0s"
+      }}
+    }}
+  }}
+}}
+"""
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[AgentLab]:
+    lab = AgentLab(tmp_path / "agentlab")
+    yield lab
+    lab.cleanup()
+
+
+def _der_sha256(pem: str) -> str:
+    import base64
+
+    body = re.search(r"-----BEGIN CERTIFICATE-----(.+?)-----END CERTIFICATE-----", pem, re.S)
+    assert body, "no certificate in the file"
+    return hashlib.sha256(base64.b64decode("".join(body.group(1).split()))).hexdigest()
+
+
+def _probe(port: int) -> dict[str, object]:
+    with urllib.request.urlopen(f"http://10.213.251.1:{port}/status", timeout=3) as r:
+        return dict(json.loads(r.read()))
+
+
+def _run(lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path, faults: str) -> list[str]:
+    """Submit the job, then SIGKILL and restart the agent RESTARTS times; return what went wrong."""
+    import os
+
+    os.environ.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    ca = TestCA(tmp_path)
+    d = Daemon(
+        lab,
+        ca,
+        lab.root,
+        vault={"address": openbao.address, "approle_file": str(openbao.approle_file)},
+        faults=faults,
+    )
+    problems: list[str] = []
+    try:
+        d.start()
+        out = d.api.request("POST", "/v1/jobs", {"jobspec": JOB.format(python=sys.executable)})
+        alloc = out["allocs"][0]
+        view = d.api.request("GET", f"/v1/allocation/{alloc}")
+        events = d.api.request("GET", f"/v1/allocation/{alloc}/events")
+        assert view["status"] == "running", [(e["type"], e["message"]) for e in events]
+        port = int(view["network"]["ports"][0]["host"])
+        cert_file = lab.data_dir / "alloc" / alloc / "probe" / "secrets" / "cert.pem"
+
+        def loaded_is_on_disk() -> tuple[str | None, str]:
+            try:
+                st = _probe(port)
+            except OSError as exc:
+                return None, f"probe: {exc}"
+            on_disk = _der_sha256(cert_file.read_text())
+            cert = st.get("cert") or {}
+            live = cert.get("sha256", "") if isinstance(cert, dict) else ""
+            return (
+                on_disk if live.replace(":", "").lower() == on_disk else None
+            ), f"probe {live} disk {on_disk}"
+
+        wait_until(loaded_is_on_disk, timeout=DELIVERY, what="probe to load the first cert")
+        seen = {_der_sha256(cert_file.read_text())}
+        for i in range(RESTARTS):
+            d.kill()
+            d.start()
+            try:
+                seen.add(
+                    wait_until(
+                        loaded_is_on_disk, timeout=DELIVERY, what=f"new cert loaded after restart {i + 1}"
+                    )
+                )
+            except Exception as exc:
+                problems.append(str(exc))
+                break
+        hups = [s for s in _probe(port)["signals"] if s["signal"] == "SIGHUP"]  # type: ignore[union-attr,index]
+        changes = len(seen) - 1
+        if not problems and len(hups) != changes:
+            problems.append(f"{len(hups)} SIGHUP delivered for {changes} certificate changes")
+    finally:
+        d.kill()
+    return problems
+
+
+def test_every_restart_delivers_exactly_one_signal_and_the_probe_loads_the_new_cert(
+    lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path
+) -> None:
+    assert _run(lab, openbao, tmp_path, faults="") == []
+
+
+def test_fault_last_event_wins_leaves_the_workload_on_a_stale_cert(
+    lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path
+) -> None:
+    problems = _run(lab, openbao, tmp_path, faults="last-event-wins")
+    assert problems and "new cert loaded after restart" in problems[0], problems
