@@ -21,6 +21,7 @@ from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
 from agent.errors import AgentError
 from agent.faults import Faults
+from agent.fsutil import mount_secrets, unmount_below
 from agent.model import Group, Job, Task
 from agent.network import netns
 from agent.network.cni import CniError, CniNetwork, PortMapping
@@ -187,10 +188,10 @@ class AllocRunner:
     def _setup_dirs(self) -> None:
         for t in self.group.tasks:
             self.event(t.name, "Task Setup", "Building Task Directory")
-            for sub, mode in (("local", 0o755), ("secrets", 0o700)):
-                p = self.task_dir(t) / sub
-                p.mkdir(parents=True, exist_ok=True)
-                p.chmod(mode)
+            local = self.task_dir(t) / "local"
+            local.mkdir(parents=True, exist_ok=True)
+            local.chmod(0o755)
+            mount_secrets(self.task_dir(t) / "secrets")
             if t.templates:
                 self.templates(t).render_all()
 
@@ -375,6 +376,8 @@ class AllocRunner:
         """Dynamic secrets are issued again on every agent start (as in the field): render them
         before anything restarts, so a restarted task reads fresh content."""
         for t in self.group.tasks:
+            if self.alloc_dir.is_dir() and mount_secrets(self.task_dir(t) / "secrets"):
+                self.event(t.name, "Task Setup", "secrets/ tmpfs mounted again (it is gone after a reboot)")
             if not t.templates:
                 continue
             try:
@@ -465,6 +468,7 @@ class AllocRunner:
                 self.d.docker.remove(pause.id)
             if not self.uses_pause:
                 netns.delete(self.netns_name)
+        unmount_below(self.alloc_dir)
 
     # -- API view ------------------------------------------------------------------------------
     def view(self) -> dict[str, Any]:

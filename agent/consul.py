@@ -80,3 +80,37 @@ class ConsulClient:
 
     def deregister(self, service_id: str) -> None:
         self._put(f"/v1/agent/service/deregister/{service_id}")
+
+
+class ConsulData:
+    """The templates' `key()` and `service()` through Consul's HTTP API (GET /v1/kv/<path>?raw,
+    GET /v1/health/service/<name>?passing)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address.rstrip("/")
+
+    def _get(self, path: str) -> requests.Response:
+        try:
+            resp = requests.get(f"{self.address}{path}", timeout=CONSUL_TIMEOUT)
+        except requests.RequestException as exc:
+            raise ConsulError(f"consul {self.address}{path}: {exc}") from None
+        if resp.status_code == 404:
+            raise ConsulError(f"consul {path}: not found")
+        if resp.status_code != 200:
+            raise ConsulError(f"consul {path}: HTTP {resp.status_code}: {resp.text.strip()[:200]}")
+        return resp
+
+    def key(self, path: str) -> str:
+        return self._get(f"/v1/kv/{path.lstrip('/')}?raw").text
+
+    def service(self, name: str) -> list[dict[str, Any]]:
+        entries = self._get(f"/v1/health/service/{name}?passing").json()
+        return [
+            {
+                "address": e["Service"].get("Address") or e["Node"]["Address"],
+                "port": e["Service"]["Port"],
+                "tags": e["Service"].get("Tags") or [],
+                "id": e["Service"]["ID"],
+            }
+            for e in entries
+        ]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent.allocrunner import AllocRunner, RunnerDeps
-from agent.consul import ConsulClient
+from agent.consul import ConsulClient, ConsulData
 from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_MANAGED
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
@@ -29,7 +29,7 @@ from agent.model import Job
 from agent.network.cni import CniNetwork
 from agent.state import StateStore
 from agent.sweeper import Sweeper, SweepPolicy, SweepReport
-from agent.templates import SecretSource
+from agent.templates import SecretSource, check_template
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,6 +93,7 @@ class Core:
             consul=consul,
             advertise_address=advertise_address,
             vault=vault,
+            consul_kv=ConsulData(consul.address) if consul else None,
         )
         self.restore_seconds = 0.0
         self._events: Any = None
@@ -257,6 +258,15 @@ class Core:
     def submit(self, text: str, fmt: str | None, source: str = "<request>") -> dict[str, Any]:
         parsed = parse_jobspec(text, source=source, fmt=fmt)
         job = parsed.job
+        problems = [
+            (f"job.{job.id}.group.{g.name}.task.{t.name}.template[{i}]", why)
+            for g in job.groups
+            for t in g.tasks
+            for i, tpl in enumerate(t.templates)
+            if (why := check_template(tpl))
+        ]
+        if problems:
+            raise JobspecError(source, problems)
         if job.id in self.jobs and any(
             r.job.id == job.id and r.rec.get("status") in ("running", "pending")
             for r in self.runners.values()

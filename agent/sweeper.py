@@ -19,6 +19,7 @@ from pathlib import Path
 from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import Cgroups
+from agent.fsutil import unmount_below
 from agent.network import iptables, netns
 from agent.network.cni import CniNetwork
 
@@ -177,6 +178,7 @@ class Sweeper:
             table, name = r.target.split("/", 1)
             iptables.remove_chain(table, name)
         elif r.kind == "alloc_dir":
+            unmount_below(self.data_dir / "alloc" / r.target)
             shutil.rmtree(self.data_dir / "alloc" / r.target)
         elif r.kind == "netns":
             netns.delete(r.target)

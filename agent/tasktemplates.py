@@ -96,6 +96,7 @@ class TaskTemplates:
                 and self.failures >= NOOP_RUNNER_GIVES_UP_AFTER
             ):
                 self.dead = True
+                self.r.event(self.t.name, "Template Failed", f"{exc}; the template runner stops (fault)")
                 log.error(
                     "alloc=%s task=%s template runner gave up after %d failures",
                     self.r.id[:8],

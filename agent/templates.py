@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from jinja2 import StrictUndefined, TemplateError
+from jinja2 import StrictUndefined, TemplateError, meta
 from jinja2.sandbox import SandboxedEnvironment
 
 from agent.errors import AgentError
@@ -51,6 +51,25 @@ class RenderContext:
     cache: dict[str, tuple[dict[str, Any], float]] = field(default_factory=dict)
     min_ttl: float = 0.0  # shortest TTL of a dynamic secret used (0: none)
     fetches: int = 0
+
+
+FUNCTIONS = ("env", "secret", "key", "service")
+
+
+def check_template(tpl: Template) -> str | None:
+    """What can be known at job submission: syntax errors and names that are not template
+    functions. Returns the problem, or None."""
+    if tpl.source:
+        return None  # read at render time
+    jenv = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+    try:
+        ast = jenv.parse(tpl.data)
+    except TemplateError as exc:
+        return f"template syntax error: {exc}"
+    unknown = sorted(meta.find_undeclared_variables(ast) - set(FUNCTIONS))
+    if unknown:
+        return f"unknown name(s) {', '.join(unknown)}: templates may call {', '.join(FUNCTIONS)}"
+    return None
 
 
 def _environment(tpl: Template, ctx: RenderContext) -> SandboxedEnvironment:

@@ -176,8 +176,19 @@ class AgentLab:
         return wait_until(answered, timeout=timeout, what=f"HTTP answer on {GATEWAY}:{port}", interval=0.5)
 
     def cleanup(self) -> None:
+        from agent.drivers.exec import Cgroups
+        from agent.fsutil import unmount_below
+        from agent.network import netns
+
         for c in self.containers():
             c.remove(force=True)
+        for name in Cgroups.names():  # exec tasks of this lab's allocs (the agent leaves tasks running)
+            if (self.data_dir / "alloc" / name.rsplit(".", 1)[0]).exists():
+                Cgroups(name).kill_all()
+        for name in netns.list_names():
+            if name.startswith("fl-") and (self.data_dir / "alloc" / name[3:]).exists():
+                netns.delete(name)
+        unmount_below(self.root)
         for c in iptables.list_cni_chains():
             if c.network == NETWORK:
                 iptables.remove_chain(c.table, c.name)

@@ -6,6 +6,8 @@ reattaches without touching anything; a simulated host reboot is detected and th
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -521,6 +523,10 @@ def test_exec_task_runs_in_the_alloc_netns_with_limits_and_survives_agent_restar
     assert lab.wait_http(port, TIMEOUT, "/index.html") == (200, "exec says hello")
     pid = _exec_pid(agent, alloc)
     assert netns.pid_netns_id(pid) == netns.netns_id(netns.netns_path(f"fl-{alloc}"))
+    secrets = lab.data_dir / "alloc" / alloc / "httpd" / "secrets"
+    assert os.path.ismount(secrets) and secrets.stat().st_mode & 0o777 == 0o700, (
+        "secrets/ must be a 0700 tmpfs"
+    )
     cg = Path(f"/sys/fs/cgroup/memory/fieldlab/{alloc}.httpd")
     if cg.exists():  # cgroup v1 (these machines); v2 hosts put it under /sys/fs/cgroup/fieldlab
         assert int((cg / "memory.limit_in_bytes").read_text()) == 64 * 1024 * 1024
@@ -532,7 +538,6 @@ def test_exec_task_runs_in_the_alloc_netns_with_limits_and_survives_agent_restar
         assert _view(agent, alloc)["tasks"]["httpd"]["restarts"] == 0  # type: ignore[index]
         assert lab.wait_http(port, TIMEOUT, "/index.html")[0] == 200
         # Killed behind the agent's back: the pidfd watch sees it and the restart policy restarts it.
-        import os
         import signal
 
         os.kill(pid, signal.SIGKILL)
@@ -552,7 +557,6 @@ def test_exec_task_runs_in_the_alloc_netns_with_limits_and_survives_agent_restar
 
 
 def test_exec_alloc_is_rebuilt_after_a_simulated_reboot(lab: AgentLab) -> None:
-    import os
     import signal
 
     from agent.network import netns
@@ -564,6 +568,8 @@ def test_exec_alloc_is_rebuilt_after_a_simulated_reboot(lab: AgentLab) -> None:
     agent.stop()
     os.killpg(pid, signal.SIGKILL)
     netns.delete(f"fl-{alloc}")
+    secrets = lab.data_dir / "alloc" / alloc / "httpd" / "secrets"
+    subprocess.run(["umount", str(secrets)], check=True)  # a reboot takes the tmpfs away
     for r in lab.reservations():
         (lab.ipam_dir / "flrun" / r).unlink()
     agent = lab.start_agent()
@@ -571,5 +577,6 @@ def test_exec_alloc_is_rebuilt_after_a_simulated_reboot(lab: AgentLab) -> None:
         assert _view(agent, alloc)["status"] == "running"
         assert lab.wait_http(port, TIMEOUT, "/index.html")[0] == 200
         assert "Network Recovered" in [e.type for e in agent.core.store.events(alloc)]
+        assert os.path.ismount(secrets), "secrets/ tmpfs was not mounted again after the reboot"
     finally:
         agent.stop()

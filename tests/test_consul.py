@@ -72,3 +72,12 @@ def test_register_and_deregister_round_trip(consul_agent: str) -> None:
     assert reg["ID"] in requests.get(f"{consul_agent}/v1/agent/services", timeout=5).json()
     c.deregister(reg["ID"])
     assert reg["ID"] not in requests.get(f"{consul_agent}/v1/agent/services", timeout=5).json()
+
+
+def test_templates_read_keys_and_services_from_consul(consul_agent: str) -> None:
+    from agent.consul import ConsulData
+
+    requests.put(f"{consul_agent}/v1/kv/fieldlab/greeting", data=b"hi", timeout=5)
+    data = ConsulData(consul_agent)
+    assert data.key("fieldlab/greeting") == "hi"
+    assert data.service("consul") != []

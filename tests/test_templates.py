@@ -58,3 +58,18 @@ def test_render_errors_name_the_template_and_write_nothing(
         render(tpl, tmp_path, {})
     assert tpl.destination in str(exc.value) and needle in str(exc.value)
     assert list(tmp_path.rglob("*")) == []
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        ("{% if %}", "template syntax error"),
+        ("{{ vault_read('x') }}", "unknown name(s) vault_read"),
+        ("{{ secret('pki_int/issue/web').certificate }}", None),
+    ],
+)
+def test_templates_are_checked_at_submission(data: str, needle: str | None) -> None:
+    from agent.templates import check_template
+
+    problem = check_template(Template("local/x", data=data))
+    assert (problem is None) if needle is None else (needle in str(problem))
