@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 import urllib.request
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from lab.waits import wait_until
-from tests.agent_lab import AgentLab, Daemon, why_not_ready
+from tests.agent_lab import AgentLab, Daemon, build_workload_images, why_not_ready
 from tests.openbao_server import OpenBaoServer
 from tests.pki import TestCA
 
@@ -27,7 +28,7 @@ REASON = why_not_ready()
 if REASON:
     pytestmark.append(pytest.mark.skip(reason=REASON))
 
-RESTARTS = 5
+RESTARTS = int(os.environ.get("FIELDLAB_AGENT_RESTARTS", "5"))  # 20 in the nightly run
 # The cert lives 1 h: no periodic re-issue can hide a missed delivery within the test's deadline.
 DELIVERY = 30.0  # from agent start to the probe having loaded the new cert
 
@@ -39,17 +40,13 @@ job "pki-probe" {{
       port "probe" {{ to = 8080 }}
     }}
     task "probe" {{
-      driver = "exec"
-      config {{
-        command = "{python}"
-        args    = ["-m", "agent.probe", "--port", "8080", "--cert", "secrets/cert.pem"]
-      }}
+{driver}
       template {{
         data          = <<EOT
 {{{{ secret('pki_int/issue/fieldlab-workload', common_name='p.service.fieldlab', ttl='1h').certificate }}}}
 EOT
         destination   = "secrets/cert.pem"
-        change_mode   = "signal"
+        change_mode   = "{mode}"
         change_signal = "SIGHUP"
         splay         = "0s"
       }}
@@ -57,6 +54,21 @@ EOT
   }}
 }}
 """
+EXEC = """      driver = "exec"
+      config {{
+        command = "{python}"
+        args    = ["-m", "agent.probe", "--port", "8080", "--cert", "secrets/cert.pem"]
+      }}"""
+DOCKER = """      driver = "docker"
+      config {{
+        image = "fieldlab/probe:latest"
+        args  = ["--port", "8080", "--cert", "/secrets/cert.pem"]
+      }}"""
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> None:
+    build_workload_images(tmp_path_factory.mktemp("images"))
 
 
 @pytest.fixture
@@ -79,10 +91,15 @@ def _probe(port: int) -> dict[str, object]:
         return dict(json.loads(r.read()))
 
 
-def _run(lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path, faults: str) -> list[str]:
+def _run(
+    lab: AgentLab,
+    openbao: OpenBaoServer,
+    tmp_path: Path,
+    faults: str,
+    driver: str = "exec",
+    mode: str = "signal",
+) -> list[str]:
     """Submit the job, then SIGKILL and restart the agent RESTARTS times; return what went wrong."""
-    import os
-
     os.environ.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     ca = TestCA(tmp_path)
     d = Daemon(
@@ -95,7 +112,8 @@ def _run(lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path, faults: str) -> 
     problems: list[str] = []
     try:
         d.start()
-        out = d.api.request("POST", "/v1/jobs", {"jobspec": JOB.format(python=sys.executable)})
+        task = (EXEC if driver == "exec" else DOCKER).format(python=sys.executable)
+        out = d.api.request("POST", "/v1/jobs", {"jobspec": JOB.format(driver=task, mode=mode)})
         alloc = out["allocs"][0]
         view = d.api.request("GET", f"/v1/allocation/{alloc}")
         events = d.api.request("GET", f"/v1/allocation/{alloc}/events")
@@ -129,19 +147,26 @@ def _run(lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path, faults: str) -> 
             except Exception as exc:
                 problems.append(str(exc))
                 break
-        hups = [s for s in _probe(port)["signals"] if s["signal"] == "SIGHUP"]  # type: ignore[union-attr,index]
         changes = len(seen) - 1
-        if not problems and len(hups) != changes:
-            problems.append(f"{len(hups)} SIGHUP delivered for {changes} certificate changes")
+        if mode == "signal":
+            hups = [s for s in _probe(port)["signals"] if s["signal"] == "SIGHUP"]  # type: ignore[union-attr,index]
+            delivered = len(hups)
+        else:
+            delivered = int(d.api.request("GET", f"/v1/allocation/{alloc}")["tasks"]["probe"]["restarts"])
+        if not problems and delivered != changes:
+            problems.append(f"{delivered} {mode} deliveries for {changes} certificate changes")
     finally:
         d.kill()
     return problems
 
 
-def test_every_restart_delivers_exactly_one_signal_and_the_probe_loads_the_new_cert(
-    lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path
+@pytest.mark.parametrize(
+    ("driver", "mode"), [("exec", "signal"), ("docker", "restart"), ("docker", "signal")]
+)
+def test_every_restart_delivers_exactly_one_action_and_the_probe_loads_the_new_cert(
+    lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path, images: None, driver: str, mode: str
 ) -> None:
-    assert _run(lab, openbao, tmp_path, faults="") == []
+    assert _run(lab, openbao, tmp_path, faults="", driver=driver, mode=mode) == []
 
 
 @pytest.mark.parametrize("fault", ["last-event-wins", "no-change-on-restore"])
