@@ -93,6 +93,10 @@ smoke: install ## Smoke e2e suite against the running lab (LAB=default)
 bench-agent: bootstrap ## Agent restore time, task restarts and RSS with 1, 10, 50 allocs (BENCH_ALLOCS=1,10,50)
 	$(BIN)/python scripts/bench_agent.py
 
+.PHONY: bench-templates
+bench-templates: bootstrap ## Secret change -> action latency (p50/p99) and Vault requests per cycle, 1 and 100 templates
+	$(BIN)/python scripts/bench_templates.py
+
 .PHONY: test
 test: ## lint + unit + integration + molecule + lab-up + smoke e2e + lab-down (what CI runs)
 	@bash scripts/test-all.sh

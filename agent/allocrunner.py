@@ -48,6 +48,7 @@ class RunnerDeps:
     exec: ExecDriver = field(default_factory=ExecDriver)
     vault: SecretSource | None = None
     consul_kv: ConsulSource | None = None
+    cni_check: bool = False  # run CNI CHECK on restore (plugins >= 1.3.0)
     consul: ConsulClient | None = None
     advertise_address: str = ""
 
@@ -361,6 +362,13 @@ class AllocRunner:
         cached = self.d.cni.cached_result(self.id) if (self.d.cni and self.bridge) else None
         if self.bridge and cached is not None and ns_path is not None:
             diffs = verify_network(ns_path, cached, self.d.bridge, self.port_mappings())
+            if self.d.cni_check and self.d.cni is not None:
+                # Only where the plugins are new enough (upstream's gate: bridge >= 1.3.0); older
+                # ones fail CHECK spuriously (veth MAC, portmap IPv6) and would churn healthy allocs.
+                try:
+                    self.d.cni.check(self.id, ns_path)
+                except CniError as exc:
+                    diffs.append(f"CNI CHECK: {exc}")
         return ObservedAlloc(
             alloc_dir_exists=self.alloc_dir.is_dir(),
             bridge=self.bridge,

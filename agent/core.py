@@ -26,7 +26,7 @@ from agent.errors import AgentError
 from agent.faults import Faults
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.model import Job
-from agent.network.cni import CniNetwork
+from agent.network.cni import CniNetwork, check_supported, plugin_version
 from agent.state import StateStore
 from agent.sweeper import Sweeper, SweepPolicy, SweepReport
 from agent.templates import SecretSource, check_template
@@ -68,6 +68,7 @@ class Core:
         consul: ConsulClient | None = None,
         advertise_address: str = "",
         vault: SecretSource | None = None,
+        cni_check: bool | None = None,
     ) -> None:
         self.store = store
         self.docker = docker
@@ -94,6 +95,12 @@ class Core:
             advertise_address=advertise_address,
             vault=vault,
             consul_kv=ConsulData(consul.address) if consul else None,
+            cni_check=cni_check
+            if cni_check is not None
+            else bool(cni and check_supported(plugin_version(cni.plugin_dir))),
+        )
+        log.info(
+            "CNI CHECK on restore: %s", "on" if self.deps.cni_check else "off (plugins older than 1.3.0)"
         )
         self.restore_seconds = 0.0
         self._events: Any = None

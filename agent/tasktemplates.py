@@ -33,6 +33,8 @@ class TaskTemplates:
         self.failures = 0
         self.generation = 0  # invalidates timers of an earlier schedule
         self.dead = False  # the noop-runner-dies fault: the watcher gave up
+        self.passes = 0
+        self.fetches = 0  # Vault/Consul requests made by render passes (no thundering herd: one per secret)
 
     # -- persisted states ----------------------------------------------------------------------
     def _key(self, dest: str) -> str:
@@ -73,6 +75,8 @@ class TaskTemplates:
                     self.r.event(self.t.name, "Template Rendered", f"rendered {tpl.destination}")
         self.save(list(states.values()))
         self.failures = 0
+        self.passes += 1
+        self.fetches += ctx.fetches
         if ctx.min_ttl > 0:
             self.schedule_rerender(ctx.min_ttl * random.uniform(0.6, 0.8))  # noqa: S311 - jitter, not crypto
         return changed

@@ -128,7 +128,13 @@ class AgentLab:
         self.conflist = write_conflist(root / f"{NETWORK}.conflist", self.ipam_dir)
         self.docker = DockerDriver()
 
-    def start_agent(self, faults: str = "", sweep_grace: float = 60.0) -> AgentUnderTest:
+    def start_agent(
+        self,
+        faults: str = "",
+        sweep_grace: float = 60.0,
+        cni_check: bool | None = None,
+        vault: Any = None,
+    ) -> AgentUnderTest:
         store = SqliteStore(self.data_dir / "state" / "state.db")
         cni = CniNetwork(self.conflist, PLUGIN_DIR, self.data_dir / "cni")
         core = Core(
@@ -139,6 +145,8 @@ class AgentLab:
             data_dir=self.data_dir,
             faults=Faults.parse(faults),
             sweep_grace=sweep_grace,
+            cni_check=cni_check,
+            vault=vault,
         )
         loop = threading.Thread(target=core.run_loop, daemon=True)
         loop.start()

@@ -580,3 +580,28 @@ def test_exec_alloc_is_rebuilt_after_a_simulated_reboot(lab: AgentLab) -> None:
         assert os.path.ismount(secrets), "secrets/ tmpfs was not mounted again after the reboot"
     finally:
         agent.stop()
+
+
+def test_cni_check_is_gated_off_for_plugins_that_fail_it_spuriously(lab: AgentLab) -> None:
+    """Debian's 1.1.1 plugins fail portmap CHECK on IPv4-only hosts: forcing CHECK on would make a
+    plain agent restart rebuild a healthy alloc's network, which the version gate prevents."""
+    from agent.network.cni import check_supported, plugin_version
+    from tests.agent_lab import PLUGIN_DIR
+
+    assert not check_supported(plugin_version(PLUGIN_DIR)), (
+        "plugins here are >= 1.3.0: this test needs old ones"
+    )
+    agent = lab.start_agent()
+    alloc = _submit(agent, "cni-check-on-restore.hcl")
+    before = _running_containers(lab, alloc)
+    agent.stop()
+    agent = lab.start_agent()  # gated: CHECK off
+    assert _running_containers(lab, alloc) == before
+    agent.stop()
+    agent = lab.start_agent(cni_check=True)  # what skipping the gate does on these plugins
+    try:
+        events = [(e.type, e.message) for e in agent.core.store.events(alloc)]
+        assert any(t == "Restore Network" and "CNI CHECK" in m for t, m in events), events[-3:]
+        assert _running_containers(lab, alloc)["task:nginx"] != before["task:nginx"]
+    finally:
+        agent.stop()
