@@ -29,6 +29,7 @@ from agent.network.cni import CniNetwork
 from agent.state import SqliteStore
 from lab.config import PROJECT_DIR
 from lab.waits import wait_until
+from tests.cniconf import bridge_conflist
 from tests.pki import TestCA
 
 PLUGIN_DIR = Path("/usr/lib/cni")
@@ -81,27 +82,14 @@ def build_workload_images(tmp: Path) -> None:
 
 
 def write_conflist(path: Path, ipam_dir: Path) -> Path:
-    plugins: list[dict[str, Any]] = [
-        {"type": "loopback"},
-        {
-            "type": "bridge",
-            "bridge": BRIDGE,
-            "isGateway": True,
-            "ipMasq": True,
-            "forceAddress": True,
-            "hairpinMode": True,
-            "ipam": {
-                "type": "host-local",
-                "ranges": [[{"subnet": "10.213.251.0/24"}]],
-                "routes": [{"dst": "0.0.0.0/0"}],
-                "dataDir": str(ipam_dir),
-            },
-        },
-        {"type": "firewall", "backend": "iptables", "iptablesAdminChainName": "FLRUN-ADMIN"},
-        {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
-    ]
-    path.write_text(json.dumps({"cniVersion": "0.4.0", "name": NETWORK, "plugins": plugins}))
-    return path
+    return bridge_conflist(
+        path,
+        network=NETWORK,
+        bridge=BRIDGE,
+        subnet="10.213.251.0/24",
+        ipam_dir=ipam_dir,
+        admin_chain="FLRUN-ADMIN",
+    )
 
 
 @dataclass

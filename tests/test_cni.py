@@ -47,6 +47,7 @@ from agent.network.cni import (
     plugin_version,
 )
 from agent.network.verify import verify_network
+from tests.cniconf import bridge_conflist
 
 # ---------------------------------------------------------------------------------------------------
 # Fake plugins: one script, behaviour from its own config section.
@@ -406,29 +407,16 @@ def _why_not_root_ready() -> str | None:
 
 
 def _conflist(tmp: Path, ipam_dir: Path, *, portmap: bool = True) -> Path:
-    plugins: list[dict[str, Any]] = [
-        {"type": "loopback"},
-        {
-            "type": "bridge",
-            "bridge": BRIDGE,
-            "isGateway": True,
-            "ipMasq": True,
-            "forceAddress": True,
-            "hairpinMode": True,
-            "ipam": {
-                "type": "host-local",
-                "ranges": [[{"subnet": SUBNET_PREFIX + "0/24"}]],
-                "routes": [{"dst": "0.0.0.0/0"}],
-                "dataDir": str(ipam_dir),
-            },
-        },
-        {"type": "firewall", "backend": "iptables", "iptablesAdminChainName": ADMIN_CHAIN},
-    ]
-    if portmap:
-        plugins.append({"type": "portmap", "capabilities": {"portMappings": True}, "snat": True})
     path = tmp / (f"{NETWORK}.conflist" if portmap else f"{NETWORK}-noportmap.conflist")
-    path.write_text(json.dumps({"cniVersion": "0.4.0", "name": NETWORK, "plugins": plugins}, indent=2))
-    return path
+    return bridge_conflist(
+        path,
+        network=NETWORK,
+        bridge=BRIDGE,
+        subnet=SUBNET_PREFIX + "0/24",
+        ipam_dir=ipam_dir,
+        admin_chain=ADMIN_CHAIN,
+        portmap=portmap,
+    )
 
 
 def _scrub() -> None:
