@@ -91,6 +91,12 @@ def _probe(port: int) -> dict[str, object]:
         return dict(json.loads(r.read()))
 
 
+def _daemon(lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path, faults: str) -> Daemon:
+    """The real agent daemon of this lab, logged in to the test's OpenBao with its AppRole."""
+    vault = {"address": openbao.address, "approle_file": str(openbao.approle_file)}
+    return Daemon(lab, TestCA(tmp_path), lab.root, vault=vault, faults=faults)
+
+
 def _run(
     lab: AgentLab,
     openbao: OpenBaoServer,
@@ -101,14 +107,7 @@ def _run(
 ) -> list[str]:
     """Submit the job, then SIGKILL and restart the agent RESTARTS times; return what went wrong."""
     os.environ.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
-    ca = TestCA(tmp_path)
-    d = Daemon(
-        lab,
-        ca,
-        lab.root,
-        vault={"address": openbao.address, "approle_file": str(openbao.approle_file)},
-        faults=faults,
-    )
+    d = _daemon(lab, openbao, tmp_path, faults)
     problems: list[str] = []
     try:
         d.start()
@@ -206,14 +205,7 @@ def test_re_renders_resume_after_a_vault_outage(
     lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path, fault: str
 ) -> None:
     """nomad-28016: with only noop templates, a Vault outage must not stop the template watcher."""
-    ca = TestCA(tmp_path)
-    d = Daemon(
-        lab,
-        ca,
-        lab.root,
-        vault={"address": openbao.address, "approle_file": str(openbao.approle_file)},
-        faults=fault,
-    )
+    d = _daemon(lab, openbao, tmp_path, fault)
     try:
         d.start()
         alloc = d.api.request("POST", "/v1/jobs", {"jobspec": NOOP_JOB.format()})["allocs"][0]
