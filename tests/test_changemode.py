@@ -163,19 +163,33 @@ def test_restart_wins_and_signals_are_deduplicated() -> None:
     assert plan_actions(states, task_running=False).empty  # queued while the task is not running
 
 
-def _fails_under(**faults: bool) -> None:
-    @SETTINGS
+def _fails_under(known: list[tuple[object, ...]], **faults: bool) -> None:
+    """The property must fail with the fault: on the known field interleaving (run first, always)
+    and, independently, by hypothesis's own search (derandomized, so the run is reproducible)."""
+
+    @settings(
+        max_examples=1000,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(st.lists(event, max_size=40))
-    def prop(events: list[tuple[object, ...]]) -> None:
+    def search(events: list[tuple[object, ...]]) -> None:
         check(run(events, **faults))
 
     with pytest.raises(AssertionError, match="stale content"):
-        prop()
+        check(run(known, **faults))
+    with pytest.raises(AssertionError, match="stale content"):
+        search()
 
 
 def test_fault_last_event_wins_breaks_the_property() -> None:
-    _fails_under(last_event_wins=True)
+    """nomad-24140: a changed render, then a no-op render, before the agent reads the event."""
+    _fails_under([("render", 0, True), ("render", 0, False), ("tick", False)], last_event_wins=True)
 
 
 def test_fault_signal_while_restarting_breaks_the_property() -> None:
-    _fails_under(signal_while_restarting=True)
+    """nomad-27960: the task's process has started (read the old content), a render lands before it
+    is marked running, and the action is fired into it instead of queued."""
+    _fails_under([("task-restarts",), ("render", 0, True), ("tick", False)], signal_while_restarting=True)
