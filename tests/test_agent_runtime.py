@@ -165,19 +165,21 @@ def test_killed_pause_container_is_recovered_without_orphans(lab: AgentLab) -> N
         agent.stop()
 
 
-def _simulate_reboot(lab: AgentLab, alloc: str) -> None:
-    """What a host reboot leaves: every process gone, netns and CNI iptables rules gone, tmpfs IPAM
-    gone; docker then brings back the unless-stopped pause container with a new, empty netns."""
+def _simulate_reboot(lab: AgentLab, alloc: str, *, keep_ipam: bool = False) -> None:
+    """What a host reboot leaves: every process gone, netns and CNI iptables rules gone, IPAM gone
+    with its tmpfs (unless `keep_ipam`: a persistent dataDir, where the reservations survive);
+    docker then brings back the unless-stopped pause container with a new, empty netns."""
+    from agent.network import iptables
+    from tests.agent_lab import NETWORK
+
     for c in lab.containers(alloc):
         c.kill()
-    for name in lab.chains():
-        from agent.network import iptables
-
-        for ch in iptables.list_cni_chains():
-            if ch.name == name:
-                iptables.remove_chain(ch.table, ch.name)
-    for r in lab.reservations():
-        (lab.ipam_dir / "flrun" / r).unlink()
+    for ch in iptables.list_cni_chains():
+        if ch.network == NETWORK:
+            iptables.remove_chain(ch.table, ch.name)
+    if not keep_ipam:
+        for r in lab.reservations():
+            (lab.ipam_dir / NETWORK / r).unlink()
     pause = next(c for c in lab.containers(alloc) if c.labels["org.fieldlab.role"] == "pause")
     pause.start()
 
@@ -340,9 +342,7 @@ def test_fault_ipam_stale_after_reboot_reproduces_duplicate_allocation(lab: Agen
     agent = lab.start_agent()
     alloc = _submit(agent, "cni-check-on-restore.hcl")
     agent.stop()
-    for c in lab.containers(alloc):
-        c.kill()
-    next(c for c in lab.containers(alloc) if c.labels["org.fieldlab.role"] == "pause").start()
+    _simulate_reboot(lab, alloc, keep_ipam=True)
     assert lab.reservations(), "the reservation survived the 'reboot' (persistent dataDir)"
     agent = lab.start_agent(faults="ipam-stale-after-reboot")
     try:
@@ -357,9 +357,7 @@ def test_ipam_reservation_that_survived_a_reboot_does_not_block_restore(lab: Age
     alloc = _submit(agent, "cni-check-on-restore.hcl")
     port = _host_port(_view(agent, alloc))
     agent.stop()
-    for c in lab.containers(alloc):
-        c.kill()
-    next(c for c in lab.containers(alloc) if c.labels["org.fieldlab.role"] == "pause").start()
+    _simulate_reboot(lab, alloc, keep_ipam=True)
     agent = lab.start_agent()
     try:
         assert _view(agent, alloc)["status"] == "running"
