@@ -107,6 +107,7 @@ class Core:
         policy = SweepPolicy(grace=sweep_grace, untracked_pause=faults.enabled("sweep-untracked-pause"))
         self.sweeper = Sweeper(docker, cni, data_dir, policy=policy, dry_run=sweep_dry_run)
         self.last_sweep: SweepReport | None = None
+        self.sweeps = 0  # sweeps done since start: the e2e suites wait for one to have run
 
     # -- loop ----------------------------------------------------------------------------------
     def call(self, fn: Callable[[], T], timeout: float = 120.0) -> T:
@@ -250,6 +251,7 @@ class Core:
             return None
         report = self.sweeper.sweep(self.live_allocs())
         self.last_sweep = report
+        self.sweeps += 1
         if report.errors:
             log.error("sweeper could not remove: %s", "; ".join(report.errors))
         return report

@@ -158,6 +158,9 @@ class Agent:
                 f'fieldlab_agent_orphans_removed_total{{kind="{k}"}} {n}'
                 for k, n in sorted((self.core.sweeper.totals if self.core else {}).items())
             ),
+            "# HELP fieldlab_agent_sweeps_total Orphan sweeps done since the agent started.",
+            "# TYPE fieldlab_agent_sweeps_total counter",
+            f"fieldlab_agent_sweeps_total {self.core.sweeps if self.core else 0}",
             "# HELP fieldlab_agent_up The agent is running.",
             "# TYPE fieldlab_agent_up gauge",
             "fieldlab_agent_up 1",

@@ -1,16 +1,77 @@
-"""Fixtures shared by the suites: the lab to test (`--lab` or LAB) read from its inventory."""
+"""The e2e run: the lab to test (`--lab` or LAB), the run's directory and history, agent fault flags,
+log collection on failure, and the report at the end.
+
+Every run gets `e2e/reports/<run id>/` (or `--report-dir`): history.jsonl, commands.log, junit.xml,
+nodes/ (logs collected from every node when a test fails) and report.html. The seed (`--seed`, or
+random) is printed at the start and the end, and replays the same chaos schedule.
+"""
 
 from __future__ import annotations
 
 import os
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from e2e.harness import history
 from e2e.harness.cluster import Cluster, load_cluster
+from e2e.harness.collect import collect
+from e2e.harness.faults import FaultError, set_agent_faults
+from e2e.harness.history import History
+
+REPORTS = Path(__file__).resolve().parent / "reports"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--lab", default=os.environ.get("LAB", "default"), help="lab to run against")
+    g = parser.getgroup("fieldlab e2e")
+    g.addoption("--lab", default=os.environ.get("LAB", "default"), help="lab to run against")
+    g.addoption(
+        "--seed", type=int, default=None, help="seed of the random choices (chaos schedule); replays a run"
+    )
+    g.addoption(
+        "--agent-faults",
+        default=os.environ.get("FIELDLAB_AGENT_FAULTS", ""),
+        help="run the lab's agents with these fault flags (comma-separated) for the session",
+    )
+    g.addoption(
+        "--loops", type=int, default=int(os.environ.get("E2E_LOOPS", "5")), help="restarts per loop suite"
+    )
+    g.addoption(
+        "--chaos-minutes",
+        type=float,
+        default=float(os.environ.get("E2E_CHAOS_MINUTES", "3")),
+        help="how long the seeded chaos suite runs",
+    )
+    g.addoption("--report-dir", default=os.environ.get("E2E_REPORT_DIR", ""), help="the run's directory")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.collectonly or not hasattr(config.option, "lab"):
+        return
+    seed = config.getoption("--seed")
+    if seed is None:
+        seed = random.SystemRandom().randrange(1, 2**31)
+    lab = config.getoption("--lab")
+    run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{lab}"
+    run_dir = Path(config.getoption("--report-dir") or REPORTS / run_id)
+    h = history.open_run(History(run_dir, run_id, seed, lab))
+    config.stash[_HISTORY] = h
+    if not config.option.xmlpath:
+        config.option.xmlpath = str(run_dir / "junit.xml")
+
+
+_HISTORY = pytest.StashKey[History]()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    h = config.stash.get(_HISTORY, None)
+    if h is None:
+        return []
+    return [f"fieldlab e2e: lab {h.lab}, seed {h.seed} (replay: --seed {h.seed}), run dir {h.run_dir}"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -19,9 +80,100 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def cluster(request: pytest.FixtureRequest) -> Cluster:
+def run(request: pytest.FixtureRequest) -> History:
+    return request.config.stash[_HISTORY]
+
+
+@pytest.fixture(scope="session")
+def seed(run: History) -> int:
+    return run.seed
+
+
+@pytest.fixture(scope="session")
+def loops(request: pytest.FixtureRequest) -> int:
+    return int(request.config.getoption("--loops"))
+
+
+@pytest.fixture(scope="session")
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     lab = request.config.getoption("--lab")
     try:
-        return load_cluster(lab)
+        c = load_cluster(lab)
     except FileNotFoundError as exc:
         pytest.fail(str(exc), pytrace=False)
+    request.config.stash[_CLUSTER] = c
+    flags = [f.strip() for f in request.config.getoption("--agent-faults").split(",") if f.strip()]
+    if flags:
+        try:
+            set_agent_faults(c, flags)
+        except FaultError as exc:
+            pytest.fail(f"could not run the agents with fault flags {flags}: {exc}", pytrace=False)
+    _clean_slate(c)
+    yield c
+    if flags:
+        set_agent_faults(c, [])  # heal: the lab is left with clean agents
+
+
+_CLUSTER = pytest.StashKey[Cluster]()
+
+
+def _clean_slate(c: Cluster) -> None:
+    """Stop jobs left over by an earlier run that was killed, so every suite starts from zero allocs."""
+    for node in c.clients:
+        agent = c.agent(node)
+        live = {a["job"] for a in agent.allocs() if a.get("status") in ("running", "pending")}
+        for job in sorted(live):
+            agent.stop_job(job)
+            print(f"[e2e] {node.name}: stopped job {job} left over by an earlier run")
+
+
+@pytest.fixture(autouse=True)
+def _test_in_history(request: pytest.FixtureRequest, run: History) -> Iterator[None]:
+    run.set_test(request.node.nodeid)
+    yield
+    run.set_test("")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    rep = yield
+    h = item.config.stash.get(_HISTORY, None)
+    if h is None:
+        return rep
+    if rep.when == "call" or (rep.when == "setup" and rep.outcome != "passed"):
+        msg = ""
+        if rep.failed:
+            crash = getattr(rep.longrepr, "reprcrash", None)
+            msg = crash.message if crash is not None else str(rep.longrepr)[-2000:]
+        elif rep.skipped and isinstance(rep.longrepr, tuple):
+            msg = str(rep.longrepr[2])
+        h.record(
+            history.TEST,
+            item.nodeid,
+            ok=not rep.failed,
+            duration=rep.duration,
+            outcome=rep.outcome,
+            message=msg[:4000],
+        )
+        if rep.failed:
+            c = item.config.stash.get(_CLUSTER, None)
+            if c is not None:
+                collect(c, h.run_dir, item.nodeid)
+    return rep
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    h = config.stash.get(_HISTORY, None)
+    if h is None:
+        return
+    try:
+        from e2e.harness import report
+
+        report.render(h.run_dir)
+        text = report.summary(h.run_dir)
+    except Exception as exc:  # the report must never hide the test results
+        text = f"report could not be rendered: {exc}"
+    terminalreporter.section("fieldlab e2e run")
+    for line in text.splitlines():
+        terminalreporter.write_line(line)
+    terminalreporter.write_line(f"seed {h.seed} (replay: --seed {h.seed}); run dir {h.run_dir}")

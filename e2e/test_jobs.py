@@ -1,5 +1,7 @@
 """The reference agent on the lab: the seed's jobspec (seeds/cni-check-on-restore) submitted to
-client1 over mTLS runs, and its mapped port answers from client2, across the lab network."""
+client1 over mTLS runs, and its mapped port answers from client2, across the lab network; a bad
+jobspec is refused with its path. What happens to the job across restarts and reboots is
+test_restore.py's story."""
 
 from __future__ import annotations
 
@@ -59,54 +61,3 @@ def test_an_invalid_jobspec_is_refused_with_its_path(cluster: Cluster) -> None:
         api.request("POST", "/v1/jobs", {"jobspec": bad, "source": "bad.hcl"})
     assert exc.value.status == 400
     assert "job.x.group.g.task.t.driver" in str(exc.value.body)
-
-
-def _answer_from(node: Remote, url: str) -> tuple[str | None, str]:
-    code = node.run(f"curl -s -o /dev/null -m 3 -w '%{{http_code}}' {url}", check=False).stdout.strip()
-    return (code if code == "200" else None), f"HTTP {code or 'no answer'}"
-
-
-def _containers(node: Remote, alloc_id: str) -> list[str]:
-    out = node.out(f"docker ps -q --no-trunc --filter label=org.fieldlab.alloc={alloc_id}")
-    return sorted(out.split())
-
-
-@pytest.mark.destructive
-@pytest.mark.reboot
-@pytest.mark.parametrize("kind", ["agent-restart", "clean-reboot", "hard-reboot"])
-def test_seed_alloc_survives_agent_restart_and_host_reboot(
-    cluster: Cluster, seed_job: tuple[ApiClient, str], kind: str
-) -> None:
-    """seeds/cni-check-on-restore: an agent restart leaves the alloc untouched (same containers, no
-    restarts); a reboot restores it with its tasks restarted, reachable from the other client."""
-    from e2e.harness import faults
-
-    api, alloc_id = seed_job
-    client1, client2 = cluster.clients[0], cluster.clients[1]
-    port = api.request("GET", f"/v1/allocation/{alloc_id}")["network"]["ports"][0]["host"]
-    url = f"http://{client1.address}:{port}/bin/busybox"
-    wait_until(lambda: _answer_from(client2, url), timeout=AGENT_HEALTHY, what=f"{url} before the {kind}")
-    before = _containers(client1, alloc_id)
-    if kind == "agent-restart":
-        client1.run("systemctl restart fieldlab-agent")
-    else:
-        faults.reboot(cluster, client1.name, hard=kind == "hard-reboot")
-
-    def restored() -> tuple[dict[str, object] | None, str]:
-        try:
-            alloc = api.request("GET", f"/v1/allocation/{alloc_id}")
-        except Exception as exc:
-            return None, f"agent API: {exc}"
-        return (alloc if alloc["status"] == "running" else None), str(alloc["status"])
-
-    alloc = wait_until(restored, timeout=AGENT_HEALTHY, what=f"alloc {alloc_id[:8]} running after {kind}")
-    wait_until(lambda: _answer_from(client2, url), timeout=AGENT_HEALTHY, what=f"{url} after the {kind}")
-    events = [e["type"] for e in api.request("GET", f"/v1/allocation/{alloc_id}/events")]
-    if kind == "agent-restart":
-        assert _containers(client1, alloc_id) == before, "a plain agent restart replaced containers"
-        tasks = alloc["tasks"]
-        assert isinstance(tasks, dict) and tasks["nginx"]["restarts"] == 0
-        assert events[-1] == "Restored", events
-    else:
-        assert "Network Recovered" in events, events
-    assert len(_containers(client1, alloc_id)) == 2

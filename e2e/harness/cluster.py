@@ -1,15 +1,97 @@
-"""The lab as the suites see it: read from the inventory that `fieldlab lab up` wrote."""
+"""The lab as the suites see it: nodes and roles read from the inventory that `fieldlab lab up`
+wrote, and each client's agent API over mTLS (with the operator certificate of the lab's PKI)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from agent.client import ApiClient
+from agent.errors import AgentError
+from e2e.harness import history
 from e2e.harness.remote import Remote
 from lab.config import LabPaths
 from lab.ssh import SshTarget
+
+AGENT_PORT = 4646
+AGENT_DATA_DIR = "/var/lib/fieldlab-agent"  # the fieldlab_agent role's default
+
+
+class Agent:
+    """One client's agent API. Reads return None while the agent does not answer (it may be
+    restarting); `request` raises AgentError naming the node."""
+
+    def __init__(self, node: Remote, secrets: Path) -> None:
+        self.node = node
+        self.api = ApiClient(
+            f"https://{node.address}:{AGENT_PORT}",
+            str(secrets / "ca.pem"),
+            str(secrets / "operator.crt"),
+            str(secrets / "operator.key"),
+            timeout=20.0,
+        )
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        try:
+            return self.api.request(method, path, body)
+        except AgentError as exc:
+            raise AgentError(f"{self.node.name}: agent API {method} {path}: {exc}") from None
+
+    def try_get(self, path: str) -> Any:
+        try:
+            return self.api.request("GET", path)
+        except AgentError:
+            return None
+
+    def run_job(self, jobspec: str, source: str) -> list[str]:
+        out = self.request("POST", "/v1/jobs", {"jobspec": jobspec, "source": source})
+        history.record(
+            history.NOTE, f"job submitted from {source}", node=self.node.name, allocs=out["allocs"]
+        )
+        return list(out["allocs"])
+
+    def stop_job(self, job: str) -> None:
+        self.request("DELETE", f"/v1/job/{job}")
+        history.record(history.NOTE, f"job {job} stopped", node=self.node.name)
+
+    def allocs(self) -> list[dict[str, Any]]:
+        return list(self.request("GET", "/v1/allocations"))
+
+    def alloc(self, alloc_id: str) -> dict[str, Any]:
+        return dict(self.request("GET", f"/v1/allocation/{alloc_id}"))
+
+    def events(self, alloc_id: str) -> list[dict[str, Any]]:
+        return list(self.request("GET", f"/v1/allocation/{alloc_id}/events"))
+
+    def metrics(self) -> dict[str, float] | None:
+        """The agent's Prometheus metrics as {name{labels}: value}, or None when it does not answer."""
+        import ssl
+        import urllib.request
+
+        ctx = ssl.create_default_context(cafile=self.api.ca_file)
+        ctx.load_cert_chain(self.api.cert_file, self.api.key_file)
+        try:
+            with urllib.request.urlopen(f"{self.api.address}/v1/metrics", context=ctx, timeout=10) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
+
+    def healthy(self) -> tuple[dict[str, Any] | None, str]:
+        """For wait_until: the health body once the agent answers ok and is logged in to Vault."""
+        body = self.try_get("/v1/agent/health")
+        if not isinstance(body, dict):
+            return None, f"{self.node.name}: agent does not answer"
+        ok = body.get("status") == "ok"
+        return (body if ok else None), f"{self.node.name}: health {body.get('status')}"
 
 
 @dataclass(frozen=True)
@@ -32,6 +114,19 @@ class Cluster:
     @property
     def secrets(self) -> Path:
         return self.paths.secrets_dir
+
+    def agent(self, node: Remote | str) -> Agent:
+        n = self.node(node) if isinstance(node, str) else node
+        if n not in self.clients:
+            raise KeyError(f"{n.name} is not a client of lab {self.name}: it runs no agent")
+        return Agent(n, self.secrets)
+
+    def other_client(self, node: Remote) -> Remote:
+        """A client other than `node`, to test reachability across the lab network."""
+        others = [c for c in self.clients if c != node]
+        if not others:
+            raise KeyError(f"lab {self.name} has one client: reachability needs a second (CLIENTS=2)")
+        return others[0]
 
     @property
     def vault_addr(self) -> str:

@@ -1,16 +1,439 @@
-"""Faults as inject/heal pairs. A reboot heals itself: its "heal" is waiting until the node is back."""
+"""Faults as inject/heal pairs, and the agent's fault flags.
+
+Each fault checks that it took effect (a reboot gives a new boot id, a partition makes the node
+unreachable from the others, a Vault outage makes Vault refuse) and raises `FaultError` naming the
+node, the step and what was seen when it did not. `injected(fault)` heals in a `finally`, so a failing
+suite never leaves a partitioned node or a dead Vault behind; partitions and outages also carry a
+timer on the node that heals them by itself should the controller die mid-run.
+
+Disruptions that take the node or the agent down run detached on the node, so the SSH call returns
+first. Every inject and heal goes to the run's history with its duration.
+"""
 
 from __future__ import annotations
 
-from e2e.harness.cluster import Cluster
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from e2e.harness import history
+from e2e.harness.cluster import Agent, Cluster
+from e2e.harness.remote import Remote, q
+from e2e.harness.waits import AGENT_HEALTHY, DOCKER_BACK, FAULT_EFFECT, SAFETY_HEAL, WaitTimeout, wait_until
+from lab.errors import LabError
 from lab.providers import provider_for
 from lab.providers.base import LabRecord
 
+AGENT_UNIT = "fieldlab-agent"
+FAULTS_DROPIN_DIR = "/etc/systemd/system/fieldlab-agent.service.d"
+FAULTS_DROPIN = f"{FAULTS_DROPIN_DIR}/50-fieldlab-faults.conf"
+PARTITION_CHAIN = "FIELDLAB-PARTITION"
+VAULT_OUTAGE_CHAIN = "FIELDLAB-VAULT-OUTAGE"
+LABEL_ALLOC = "org.fieldlab.alloc"
+LABEL_ROLE = "org.fieldlab.role"
+
+
+class FaultError(LabError):
+    """A fault did not inject or heal; the message names the node, the step and what was seen."""
+
+
+def _wait(cond: object, *, timeout: float, what: str, node: str, step: str) -> object:
+    try:
+        return wait_until(cond, timeout=timeout, what=what)  # type: ignore[arg-type]
+    except WaitTimeout as exc:
+        raise FaultError(f"{node}: {step}: {exc}") from None
+
+
+@dataclass
+class Fault(ABC):
+    """One disruption of one node. `inject` returns once the disruption is in effect; `heal` once
+    the node is back to normal (for a reboot: the agent answers again)."""
+
+    node: Remote
+    kind: str = field(init=False, default="fault")
+
+    @abstractmethod
+    def _inject(self) -> None: ...
+
+    @abstractmethod
+    def _heal(self) -> None: ...
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.node.name}"
+
+    def inject(self) -> None:
+        with history.span(history.FAULT, self.describe(), node=self.node.name):
+            self._inject()
+
+    def heal(self) -> None:
+        with history.span(history.HEAL, self.describe(), node=self.node.name):
+            self._heal()
+
+
+@contextmanager
+def injected(fault: Fault) -> Iterator[Fault]:
+    """Inject, run the block, heal: the heal runs even when the block (or the inject) fails."""
+    try:
+        fault.inject()
+        yield fault
+    finally:
+        fault.heal()
+
+
+# --- the node ----------------------------------------------------------------------------------
+@dataclass
+class Reboot(Fault):
+    """Clean (systemctl reboot) or hard (power cut) reboot through the lab's provider."""
+
+    cluster: Cluster | None = None
+    hard: bool = False
+
+    def __post_init__(self) -> None:
+        self.kind = "hard-reboot" if self.hard else "clean-reboot"
+        self.seconds_to_ssh = 0.0
+
+    def _inject(self) -> None:
+        assert self.cluster is not None
+        record = LabRecord.load(self.cluster.paths)
+        if record is None:
+            raise FaultError(f"{self.node.name}: reboot: lab {self.cluster.name} has no lab record")
+        try:
+            self.seconds_to_ssh = provider_for(record.provider).reboot(
+                record, self.cluster.paths, self.node.name, hard=self.hard
+            )
+        except LabError as exc:
+            raise FaultError(f"{self.node.name}: {self.kind}: {exc}") from None
+        history.measure(f"{self.kind}: power off to ssh answering", self.seconds_to_ssh, node=self.node.name)
+
+    def _heal(self) -> None:
+        if self.cluster is not None and self.node in self.cluster.clients:
+            wait_agent(self.cluster.agent(self.node), step=f"after {self.kind}")
+
+
+def wait_agent(agent: Agent, *, step: str, timeout: float = AGENT_HEALTHY) -> float:
+    """Wait until the agent answers healthy; return the seconds it took."""
+    t0 = time.monotonic()
+    _wait(
+        agent.healthy,
+        timeout=timeout,
+        what=f"{agent.node.name} agent healthy",
+        node=agent.node.name,
+        step=step,
+    )
+    return time.monotonic() - t0
+
+
+# --- the agent ---------------------------------------------------------------------------------
+@dataclass
+class AgentRestart(Fault):
+    """Stop the agent with a signal (SIGTERM: a clean shutdown; SIGKILL: a crash), then start it.
+
+    Tasks survive (KillMode=process). `restore_seconds` is from the kill to the agent answering with
+    its restore done."""
+
+    cluster: Cluster | None = None
+    signal: str = "SIGTERM"
+
+    def __post_init__(self) -> None:
+        self.kind = f"agent-{self.signal.lower()}"
+        self.restore_seconds = 0.0
+        self._t0 = 0.0
+
+    def _main_pid(self) -> str:
+        return self.node.out(f"systemctl show -p MainPID --value {AGENT_UNIT}")
+
+    def _inject(self) -> None:
+        before = self._main_pid()
+        if before in ("", "0"):
+            raise FaultError(f"{self.node.name}: {self.kind}: the agent is not running (MainPID {before!r})")
+        self._t0 = time.monotonic()
+        self.node.run(f"systemctl kill --kill-who=main -s {self.signal} {AGENT_UNIT}")
+
+        def gone() -> tuple[bool | None, str]:
+            alive = self.node.run(f"kill -0 {before} 2>/dev/null", check=False).rc == 0
+            return (None if alive else True), f"pid {before} {'alive' if alive else 'gone'}"
+
+        _wait(
+            gone,
+            timeout=FAULT_EFFECT,
+            what=f"agent pid {before} to exit",
+            node=self.node.name,
+            step=self.kind,
+        )
+
+    def _heal(self) -> None:
+        # SIGKILL: systemd restarts it (Restart=on-failure); SIGTERM: it exited cleanly and stays down.
+        self.node.run(f"systemctl reset-failed {AGENT_UNIT}; systemctl start {AGENT_UNIT}")
+        assert self.cluster is not None
+        wait_agent(self.cluster.agent(self.node), step=f"start after {self.kind}")
+        self.restore_seconds = time.monotonic() - self._t0 if self._t0 else 0.0
+        history.measure(
+            f"{self.kind}: kill to restore done", self.restore_seconds, node=self.node.name, target=5.0
+        )
+
+
+@dataclass
+class AgentDown(Fault):
+    """The agent stopped (systemctl stop) for as long as the block runs: things change under it."""
+
+    cluster: Cluster | None = None
+
+    def __post_init__(self) -> None:
+        self.kind = "agent-down"
+
+    def _inject(self) -> None:
+        self.node.run(f"systemctl stop {AGENT_UNIT}")
+        state = self.node.run(f"systemctl is-active {AGENT_UNIT}", check=False).stdout.strip()
+        if state == "active":
+            raise FaultError(f"{self.node.name}: agent-down: the agent is still {state} after systemctl stop")
+
+    def _heal(self) -> None:
+        self.node.run(f"systemctl reset-failed {AGENT_UNIT}; systemctl start {AGENT_UNIT}")
+        assert self.cluster is not None
+        wait_agent(self.cluster.agent(self.node), step="start after agent-down")
+
+
+def set_agent_faults(cluster: Cluster, flags: list[str], nodes: list[Remote] | None = None) -> None:
+    """Run the agents with FIELDLAB_AGENT_FAULTS=<flags> (a systemd drop-in; empty flags remove it),
+    restart them and check that the agent announced every flag."""
+    for node in nodes or cluster.clients:
+        if flags:
+            node.run(f"mkdir -p {FAULTS_DROPIN_DIR}")
+            node.put(FAULTS_DROPIN, f"[Service]\nEnvironment=FIELDLAB_AGENT_FAULTS={','.join(flags)}\n")
+        else:
+            node.run(f"rm -f {FAULTS_DROPIN}")
+        since = node.out("date '+%Y-%m-%d %H:%M:%S'")
+        node.run(
+            f"systemctl daemon-reload; systemctl reset-failed {AGENT_UNIT}; systemctl restart {AGENT_UNIT}"
+        )
+        wait_agent(cluster.agent(node), step=f"restart with fault flags {flags or 'none'}")
+        log = node.run(f"journalctl -u {AGENT_UNIT} --since {q(since)} --no-pager -o cat", check=False).stdout
+        missing = [f for f in flags if f"FAULT INJECTION ACTIVE: {f} " not in log]
+        if missing:
+            raise FaultError(f"{node.name}: the agent did not announce fault flags {missing} after restart")
+        history.record(history.NOTE, f"agent fault flags: {','.join(flags) or 'none'}", node=node.name)
+
+
+# --- docker and containers ---------------------------------------------------------------------
+@dataclass
+class DockerRestart(Fault):
+    """Restart the docker daemon (a package upgrade, an OOM kill): containers die, pause containers
+    come back with a new, empty network namespace (restart policy), task containers do not."""
+
+    cluster: Cluster | None = None
+
+    def __post_init__(self) -> None:
+        self.kind = "docker-restart"
+
+    def _inject(self) -> None:
+        before = self.node.out("systemctl show -p MainPID --value docker")
+        # reset-failed first: repeated restarts in a chaos run hit docker's start rate limit.
+        self.node.run(
+            "systemctl reset-failed docker.service docker.socket; systemctl restart docker", timeout=120
+        )
+        after = self.node.out("systemctl show -p MainPID --value docker")
+        if after in ("0", before):
+            raise FaultError(
+                f"{self.node.name}: docker-restart: dockerd pid {before} -> {after}: not restarted"
+            )
+
+    def _heal(self) -> None:
+        def up() -> tuple[bool | None, str]:
+            res = self.node.run("docker info --format '{{.ServerVersion}}'", check=False)
+            return (True if res.rc == 0 else None), res.stderr.strip()[-200:] or "ok"
+
+        _wait(
+            up, timeout=DOCKER_BACK, what="docker answering", node=self.node.name, step="after docker-restart"
+        )
+        assert self.cluster is not None
+        wait_agent(self.cluster.agent(self.node), step="after docker-restart")
+
+
+def alloc_containers(node: Remote, alloc_id: str, role: str | None = None) -> list[str]:
+    """Ids of the alloc's running containers (role: "pause" or "task")."""
+    filt = f"--filter label={LABEL_ALLOC}={alloc_id}"
+    if role:
+        filt += f" --filter label={LABEL_ROLE}={role}"
+    return sorted(node.out(f"docker ps -q --no-trunc {filt}").split())
+
+
+@dataclass
+class ContainerKill(Fault):
+    """SIGKILL one alloc's pause container, its task containers, or both (in that order)."""
+
+    alloc_id: str = ""
+    which: str = "pause"  # pause | task | both
+
+    def __post_init__(self) -> None:
+        if self.which not in ("pause", "task", "both"):
+            raise ValueError(f"ContainerKill.which must be pause, task or both, not {self.which!r}")
+        self.kind = f"kill-{self.which}"
+        self.killed: list[str] = []
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.node.name} alloc {self.alloc_id[:8]}"
+
+    def _inject(self) -> None:
+        roles = ["pause", "task"] if self.which == "both" else [self.which]
+        for role in roles:
+            ids = alloc_containers(self.node, self.alloc_id, role)
+            if not ids:
+                raise FaultError(
+                    f"{self.node.name}: {self.kind}: alloc {self.alloc_id} has no running {role} container"
+                )
+            self.node.run("docker kill -s KILL " + " ".join(ids))
+            self.killed += ids
+
+    def _heal(self) -> None:
+        """The agent heals this one; the suite's checkers say whether it did."""
+
+
+# --- the network -------------------------------------------------------------------------------
+def _controller_address(node: Remote) -> str:
+    out = node.out("echo $SSH_CLIENT")
+    if not out:
+        raise FaultError(f"{node.name}: cannot tell the controller's address (SSH_CLIENT is empty)")
+    return out.split()[0]
+
+
+def _safety_timer(node: Remote, unit: str, command: str) -> None:
+    """Heal by itself after SAFETY_HEAL seconds, should the controller never come back to heal."""
+    node.run(
+        f"systemctl stop {unit}.timer {unit}.service 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null; true"
+    )
+    node.run(
+        f"systemd-run --unit {unit} --on-active={int(SAFETY_HEAL)} --timer-property=AccuracySec=1s "
+        f"/bin/sh -c {q(command)}"
+    )
+
+
+def _cancel_safety_timer(node: Remote, unit: str) -> None:
+    node.run(f"systemctl stop {unit}.timer 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null; true")
+
+
+def _remove_chain(chain: str) -> str:
+    return (
+        f"while iptables -D INPUT -j {chain} 2>/dev/null; do :; done; "
+        f"while iptables -D OUTPUT -j {chain} 2>/dev/null; do :; done; "
+        f"iptables -F {chain} 2>/dev/null; iptables -X {chain} 2>/dev/null; true"
+    )
+
+
+@dataclass
+class Partition(Fault):
+    """Cut a node off the lab network (iptables on the node), keeping SSH from the controller.
+
+    Traffic inside the node (loopback, its CNI bridge) is untouched: only the lab interface."""
+
+    cluster: Cluster | None = None
+
+    def __post_init__(self) -> None:
+        self.kind = "partition"
+
+    def _peer(self) -> Remote:
+        assert self.cluster is not None
+        return next(n for n in self.cluster.nodes if n != self.node)
+
+    def _reach(self) -> bool:
+        peer = self._peer()
+        return peer.run(f"ping -c1 -W1 {self.node.address}", check=False).rc == 0
+
+    def _inject(self) -> None:
+        ctl = _controller_address(self.node)
+        iface = self.node.out(
+            f"ip -o route get {self._peer().address} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'"
+        )
+        c = PARTITION_CHAIN
+        rules = [
+            _remove_chain(c),
+            f"iptables -N {c}",
+            f"iptables -A {c} -s {ctl} -p tcp --dport 22 -j RETURN",
+            f"iptables -A {c} -d {ctl} -p tcp --sport 22 -j RETURN",
+            f"iptables -A {c} -j DROP",
+            f"iptables -I INPUT -i {iface} -j {c}",
+            f"iptables -I OUTPUT -o {iface} -j {c}",
+        ]
+        _safety_timer(self.node, "fieldlab-heal-partition", _remove_chain(c))
+        self.node.run("; ".join(rules[:1]) + "; set -e; " + "; ".join(rules[1:]))
+        if self._reach():
+            raise FaultError(
+                f"{self.node.name}: partition: {self._peer().name} still reaches it after the rules went in"
+            )
+
+    def _heal(self) -> None:
+        self.node.run(_remove_chain(PARTITION_CHAIN), retry_for=30)
+        _cancel_safety_timer(self.node, "fieldlab-heal-partition")
+
+        def back() -> tuple[bool | None, str]:
+            return (True if self._reach() else None), "no ping answer"
+
+        _wait(
+            back,
+            timeout=FAULT_EFFECT,
+            what="the lab to reach it again",
+            node=self.node.name,
+            step="heal partition",
+        )
+
+
+@dataclass
+class VaultOutage(Fault):
+    """OpenBao refuses every connection from outside its node (iptables REJECT on :8200)."""
+
+    cluster: Cluster | None = None
+
+    def __post_init__(self) -> None:
+        self.kind = "vault-outage"
+
+    def _answers_from(self, node: Remote) -> bool:
+        assert self.cluster is not None
+        url = f"{self.cluster.vault_addr}/v1/sys/health"
+        return node.run(f"curl -s -o /dev/null -m 3 {url}", check=False).rc == 0
+
+    def _inject(self) -> None:
+        assert self.cluster is not None
+        c = VAULT_OUTAGE_CHAIN
+        remove = f"while iptables -D INPUT -j {c} 2>/dev/null; do :; done; iptables -F {c} 2>/dev/null; iptables -X {c} 2>/dev/null; true"
+        _safety_timer(self.node, "fieldlab-heal-vault", remove)
+        self.node.run(
+            f"{remove}; set -e; iptables -N {c}; iptables -A {c} -i lo -j RETURN; "
+            f"iptables -A {c} -p tcp --dport 8200 -j REJECT --reject-with tcp-reset; iptables -I INPUT -j {c}"
+        )
+        client = self.cluster.clients[0]
+        if self._answers_from(client):
+            raise FaultError(
+                f"{self.node.name}: vault-outage: {client.name} still reaches {self.cluster.vault_addr}"
+            )
+        self._remove = remove
+
+    def _heal(self) -> None:
+        c = VAULT_OUTAGE_CHAIN
+        self.node.run(
+            f"while iptables -D INPUT -j {c} 2>/dev/null; do :; done; iptables -F {c} 2>/dev/null; "
+            f"iptables -X {c} 2>/dev/null; true",
+            retry_for=30,
+        )
+        _cancel_safety_timer(self.node, "fieldlab-heal-vault")
+        assert self.cluster is not None
+        client = self.cluster.clients[0]
+
+        def back() -> tuple[bool | None, str]:
+            return (True if self._answers_from(client) else None), "Vault still refuses"
+
+        _wait(
+            back,
+            timeout=FAULT_EFFECT,
+            what="Vault answering again",
+            node=self.node.name,
+            step="heal vault-outage",
+        )
+
 
 def reboot(cluster: Cluster, node: str, *, hard: bool) -> float:
-    """Reboot through the lab's provider (clean: systemctl reboot; hard: power cut). Returns seconds
-    until the node answered over ssh with a new boot id."""
-    record = LabRecord.load(cluster.paths)
-    if record is None:
-        raise RuntimeError(f"lab {cluster.name} has no lab record at {cluster.paths.lab_file}")
-    return provider_for(record.provider).reboot(record, cluster.paths, node, hard=hard)
+    """Reboot a node and wait for its agent (if a client); return the seconds until ssh answered."""
+    fault = Reboot(cluster.node(node), cluster=cluster, hard=hard)
+    with injected(fault):
+        pass
+    return fault.seconds_to_ssh

@@ -1,13 +1,20 @@
-"""Commands on lab nodes over SSH (paramiko). Every call opens its own connection, so a call after
-a reboot simply reconnects; a failing command raises with the node, the command and its output."""
+"""Commands and files on lab nodes over SSH (paramiko).
+
+Every call opens its own connection, so a call after a reboot simply reconnects (`retry_for` keeps
+trying while a node is still coming back); a failing command raises with the node, the command and
+its output; every command and its result go to the run's history (commands.log)."""
 
 from __future__ import annotations
 
+import io
 import shlex
+import time
 from dataclasses import dataclass
 from typing import Any
 
+from e2e.harness import history
 from lab import ssh
+from lab.errors import ProviderError
 from lab.ssh import Result, SshTarget
 
 
@@ -32,11 +39,61 @@ class Remote:
     def address(self) -> str:
         return self.target.host
 
-    def run(self, command: str, *, check: bool = True, timeout: float = 120.0) -> Result:
-        res = ssh.run(self.target, command, timeout=timeout)
+    def run(
+        self, command: str, *, check: bool = True, timeout: float = 120.0, retry_for: float = 0.0
+    ) -> Result:
+        """Run `command`; an ssh failure (node down) is retried for `retry_for` seconds, then raised."""
+        t0 = time.monotonic()
+        while True:
+            try:
+                res = ssh.run(self.target, command, timeout=timeout)
+                break
+            except ProviderError as exc:
+                if time.monotonic() - t0 >= retry_for:
+                    h = history.current()
+                    if h is not None:
+                        h.command(self.name, command, -1, time.monotonic() - t0, "", str(exc))
+                    raise
+                time.sleep(1.0)
+        h = history.current()
+        if h is not None:
+            h.command(self.name, command, res.rc, time.monotonic() - t0, res.stdout, res.stderr)
         if check and res.rc != 0:
             raise RemoteCommandError(self.name, command, res)
         return res
+
+    def put(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """Write a file on the node (created with `mode` before any content lands in it)."""
+        raw = data.encode() if isinstance(data, str) else data
+        client = self._connect()
+        try:
+            sftp = client.open_sftp()
+            with sftp.open(path + ".fieldlab-tmp", "wb") as fh:
+                fh.chmod(mode)
+                fh.write(raw)
+            sftp.posix_rename(path + ".fieldlab-tmp", path)
+        finally:
+            client.close()
+        history.record(
+            history.COMMAND, f"put {path} ({len(raw)} bytes, mode {mode:o})", node=self.name, ok=True
+        )
+
+    def get(self, path: str) -> bytes:
+        client = self._connect()
+        try:
+            buf = io.BytesIO()
+            client.open_sftp().getfo(path, buf)
+            return buf.getvalue()
+        finally:
+            client.close()
+
+    def _connect(self) -> Any:
+        import paramiko
+
+        try:
+            return ssh.connect(self.target)
+        except (OSError, paramiko.SSHException) as exc:
+            raise ProviderError(f"{self.name} ({self.address}): ssh failed: {exc}") from None
 
     def out(self, command: str, timeout: float = 120.0) -> str:
         return self.run(command, timeout=timeout).stdout.strip()

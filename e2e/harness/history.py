@@ -1,0 +1,169 @@
+"""The run's history: every fault, observation, check and remote command, with its time and the seed.
+
+One `History` per run writes JSON lines to `<run dir>/history.jsonl` as things happen (so a run that
+is killed still leaves its history behind) and every remote command to `commands.log`. The report
+(`e2e.harness.report`) is built from these files alone.
+
+Harness code records through `current()`, so a `Remote` or a checker needs no history argument; with
+no run open (a harness call from a REPL) records go nowhere.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Kinds of record; the report colours its timeline by these.
+RUN, TEST, FAULT, HEAL, OBSERVE, CHECK, MEASURE, COMMAND, NOTE, EVENT = (
+    "run",
+    "test",
+    "fault",
+    "heal",
+    "observe",
+    "check",
+    "measure",
+    "command",
+    "note",
+    "event",
+)
+
+# Commands are logged whole in commands.log; the history keeps this much of their output.
+OUTPUT_TAIL = 400
+
+
+@dataclass
+class History:
+    run_dir: Path
+    run_id: str
+    seed: int
+    lab: str
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _test: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / "history.jsonl"
+        self.commands = self.run_dir / "commands.log"
+
+    # -- writing ---------------------------------------------------------------------------------
+    def record(
+        self,
+        kind: str,
+        name: str,
+        *,
+        node: str | None = None,
+        detail: str = "",
+        ok: bool | None = None,
+        duration: float | None = None,
+        at: float | None = None,
+        **data: Any,
+    ) -> dict[str, Any]:
+        """Append one record; `at` is its time when it happened elsewhere (an agent's task event)."""
+        t = time.time() if at is None else at
+        rec: dict[str, Any] = {"t": round(t, 3), "kind": kind, "name": name, "test": self._test}
+        if node is not None:
+            rec["node"] = node
+        if detail:
+            rec["detail"] = detail
+        if ok is not None:
+            rec["ok"] = ok
+        if duration is not None:
+            rec["duration"] = round(duration, 3)
+        if data:
+            rec["data"] = data
+        line = json.dumps(rec, default=str)
+        with self._lock:
+            with self.path.open("a") as fh:
+                fh.write(line + "\n")
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+        return rec
+
+    def command(self, node: str, command: str, rc: int, duration: float, stdout: str, stderr: str) -> None:
+        stamp = time.strftime("%H:%M:%S", time.gmtime())
+        with self._lock, self.commands.open("a") as fh:
+            fh.write(f"--- {stamp} {node} rc={rc} {duration:.2f}s [{self._test}]\n$ {command}\n")
+            if stdout.strip():
+                fh.write(stdout if stdout.endswith("\n") else stdout + "\n")
+            if stderr.strip():
+                fh.write("stderr: " + (stderr if stderr.endswith("\n") else stderr + "\n"))
+        self.record(
+            COMMAND,
+            command[:200],
+            node=node,
+            ok=rc == 0,
+            duration=duration,
+            rc=rc,
+            out=stdout.strip()[-OUTPUT_TAIL:],
+        )
+
+    def set_test(self, nodeid: str) -> None:
+        self._test = nodeid
+
+    @contextmanager
+    def span(self, kind: str, name: str, *, node: str | None = None, detail: str = "") -> Iterator[None]:
+        """Record `name` with how long the block took and whether it raised."""
+        t0 = time.monotonic()
+        try:
+            yield
+        except BaseException as exc:
+            self.record(
+                kind,
+                name,
+                node=node,
+                detail=f"{detail} FAILED: {exc}".strip(),
+                ok=False,
+                duration=time.monotonic() - t0,
+            )
+            raise
+        self.record(kind, name, node=node, detail=detail, ok=True, duration=time.monotonic() - t0)
+
+
+_current: History | None = None
+
+
+def open_run(history: History) -> History:
+    global _current  # noqa: PLW0603 - one run per process, opened by the suite's conftest
+    _current = history
+    history.record(RUN, history.run_id, seed=history.seed, lab=history.lab)
+    return history
+
+
+def current() -> History | None:
+    return _current
+
+
+def record(kind: str, name: str, **kw: Any) -> None:
+    if _current is not None:
+        _current.record(kind, name, **kw)
+
+
+def measure(name: str, seconds: float, *, node: str | None = None, target: float | None = None) -> None:
+    """A figure for the report (fault to recovery times); `target` is printed beside it, not asserted."""
+    record(MEASURE, name, node=node, duration=seconds, target=target)
+
+
+@contextmanager
+def span(kind: str, name: str, *, node: str | None = None, detail: str = "") -> Iterator[None]:
+    if _current is None:
+        yield
+        return
+    with _current.span(kind, name, node=node, detail=detail):
+        yield
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    """The records of a history file; a truncated last line (a killed run) is skipped."""
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out

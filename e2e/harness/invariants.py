@@ -1,0 +1,108 @@
+"""The invariants every suite checks after each heal, built from the checkers, recorded in the history.
+
+On every client: no orphans (each listed with its owner), one live set of containers per alloc, every
+alloc running or replaced (none half-alive, none stuck pending), and every running bridge alloc
+reachable from another client, with the address the agent reports, reaching Vault from its netns.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from e2e.harness import checkers, history
+from e2e.harness.cluster import Cluster
+from e2e.harness.remote import Remote
+from e2e.harness.waits import ALLOC_RECOVERED, WaitTimeout, wait_until
+from lab.errors import LabError
+
+_seen_events: set[tuple[str, str, float, str]] = set()
+
+
+def client_problems(
+    cluster: Cluster, node: Remote, *, network: bool = True
+) -> tuple[list[str], dict[str, int]]:
+    """(problems, counts) for one client, from one observation."""
+    try:
+        allocs = cluster.agent(node).allocs()
+    except LabError as exc:
+        return [str(exc)], {}
+    except Exception as exc:  # the agent API: AgentError
+        return [f"{node.name}: agent API does not answer: {exc}"], {}
+    resources = checkers.observe_resources(node)
+    orphans = checkers.orphan_problems(resources, allocs, node.name)
+    problems = orphans + checkers.container_set_problems(resources, allocs, node.name)
+    problems += checkers.alloc_health_problems(node, allocs, resources)
+    running = [a for a in allocs if a.get("status") == "running" and a["network"].get("mode") == "bridge"]
+    if network and not problems:
+        for a in running:
+            problems += checkers.network_problems(cluster, node, a)
+    counts = {
+        "allocs checked": len(allocs),
+        "resources checked": len(resources),
+        "orphans found": len(orphans),
+        "task restarts seen": sum(int(t.get("restarts", 0)) for a in allocs for t in a["tasks"].values()),
+    }
+    return problems, counts
+
+
+def check(cluster: Cluster, nodes: list[Remote] | None = None, *, network: bool = True) -> list[str]:
+    """One pass over the clients; records a CHECK per client."""
+    out = []
+    for node in nodes or cluster.clients:
+        problems, counts = client_problems(cluster, node, network=network)
+        history.record(
+            history.CHECK,
+            "invariants",
+            node=node.name,
+            ok=not problems,
+            detail="; ".join(problems),
+            counts=counts,
+        )
+        out += problems
+    return out
+
+
+def wait_invariants(
+    cluster: Cluster, what: str, nodes: list[Remote] | None = None, *, timeout: float = ALLOC_RECOVERED
+) -> float:
+    """Poll until every invariant holds; return the seconds it took. On timeout: AssertionError with
+    every problem last seen."""
+    t0 = time.monotonic()
+
+    def holds() -> tuple[bool | None, str]:
+        problems = check(cluster, nodes)
+        return (True if not problems else None), "\n  ".join(problems)
+
+    try:
+        wait_until(holds, timeout=timeout, what=f"invariants after {what}", interval=2.0)
+    except WaitTimeout as exc:
+        raise AssertionError(f"after {what}, within {timeout:.0f}s:\n  {exc.last}") from None
+    finally:
+        record_events(cluster)
+    return time.monotonic() - t0
+
+
+def record_events(cluster: Cluster) -> list[dict[str, Any]]:
+    """Copy the agents' task events into the history (once each), for the report's timeline."""
+    new = []
+    for node in cluster.clients:
+        agent = cluster.agent(node)
+        allocs = agent.try_get("/v1/allocations") or []
+        for a in allocs:
+            for e in agent.try_get(f"/v1/allocation/{a['id']}/events") or []:
+                key = (node.name, a["id"], float(e["time"]), e["type"])
+                if key in _seen_events:
+                    continue
+                _seen_events.add(key)
+                new.append(e)
+                history.record(
+                    history.EVENT,
+                    e["type"],
+                    node=node.name,
+                    detail=e.get("message", ""),
+                    at=float(e["time"]),
+                    alloc=a["id"],
+                    task=e["task"],
+                )
+    return new

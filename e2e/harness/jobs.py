@@ -1,0 +1,142 @@
+"""The jobs the suites run: the seeds' jobspecs (tests/jobspecs, shared with the controller tests) and
+the probe jobs built here, plus `running_job`, which submits a job and always stops it afterwards."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from e2e.harness.cluster import Agent
+from e2e.harness.waits import ALLOC_RECOVERED, wait_until
+
+JOBSPECS = Path(__file__).resolve().parents[2] / "tests" / "jobspecs"
+SEED_RESTORE = JOBSPECS / "cni-check-on-restore.hcl"  # seeds/cni-check-on-restore (nginx -> busybox httpd)
+SEED_ORPHANS = JOBSPECS / "pause-container-orphans.hcl"  # seeds/pause-container-orphans
+
+# The probe workload (fieldlab/probe) with a short-lived PKI certificate rendered by a template. The
+# cert lives 1 h unless `ttl` says otherwise, so no periodic re-issue hides a missed delivery.
+PROBE_JOB = """
+job "{job}" {{
+  group "g" {{
+    network {{
+      mode = "bridge"
+      port "probe" {{ to = 8080 }}
+    }}
+    restart {{
+      attempts = 10
+      interval = "10m"
+      delay    = "{delay}"
+      mode     = "fail"
+    }}
+    task "probe" {{
+      driver = "docker"
+      config {{
+        image = "fieldlab/probe:latest"
+        args  = ["--port", "8080", "--cert", "/secrets/cert.pem"]
+      }}
+      template {{
+        data          = <<EOT
+{{{{ secret('pki_int/issue/fieldlab-workload', common_name='{job}.service.fieldlab', ttl='{ttl}').certificate }}}}
+EOT
+        destination   = "secrets/cert.pem"
+        change_mode   = "{mode}"
+        change_signal = "SIGHUP"
+{script}        splay         = "0s"
+      }}
+    }}
+  }}
+}}
+"""
+# change_mode "script": the script runs inside the task and tells the probe (SIGUSR1 to its PID 1).
+SCRIPT = """        change_script {
+          command = "/bin/sh"
+          args    = ["-c", "kill -USR1 1"]
+          timeout = "10s"
+        }
+"""
+
+NOOP_JOB = """
+job "{job}" {{
+  group "g" {{
+    task "t" {{
+      driver = "docker"
+      config {{
+        image   = "fieldlab/busybox:latest"
+        command = "sleep"
+        args    = ["3600"]
+      }}
+      template {{
+        data        = <<EOT
+{{{{ secret('pki_int/issue/fieldlab-workload', common_name='{job}.service.fieldlab', ttl='{ttl}').serial_number }}}}
+EOT
+        destination = "secrets/serial"
+        change_mode = "noop"
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def probe_job(job: str, mode: str, *, ttl: str = "1h", delay: str = "1s") -> str:
+    return PROBE_JOB.format(
+        job=job, mode=mode, ttl=ttl, delay=delay, script=SCRIPT if mode == "script" else ""
+    )
+
+
+def job_name(jobspec: str) -> str:
+    m = re.search(r'job\s+"([^"]+)"', jobspec)
+    if not m:
+        raise ValueError("jobspec has no job block")
+    return m.group(1)
+
+
+@dataclass
+class RunningJob:
+    agent: Agent
+    job: str
+    allocs: list[str]
+
+    @property
+    def alloc_id(self) -> str:
+        return self.allocs[0]
+
+    def current(self) -> dict[str, Any]:
+        """The job's live alloc now (following replacements)."""
+        aid = self.alloc_id
+        for _ in range(10):
+            a = self.agent.alloc(aid)
+            if a.get("replaced_by"):
+                aid = a["replaced_by"]
+                continue
+            return a
+        raise AssertionError(f"{self.agent.node.name}: alloc {self.alloc_id} replaced more than 10 times")
+
+
+@contextmanager
+def running_job(agent: Agent, jobspec: str, source: str) -> Iterator[RunningJob]:
+    """Submit, wait until the alloc runs, yield; always stop the job afterwards."""
+    name = job_name(jobspec)
+    allocs = agent.run_job(jobspec, source)
+    job = RunningJob(agent, name, allocs)
+    try:
+
+        def running() -> tuple[dict[str, Any] | None, str]:
+            a = agent.alloc(allocs[0])
+            return (a if a["status"] == "running" else None), str(a["status"])
+
+        wait_until(running, timeout=ALLOC_RECOVERED, what=f"{agent.node.name}: job {name} running")
+        yield job
+    finally:
+        try:
+            agent.stop_job(name)
+        except Exception as exc:  # the agent may be what broke: say so, let the test's error stand
+            print(f"[e2e] could not stop job {name} on {agent.node.name}: {exc}")
+
+
+def read(path: Path) -> str:
+    return path.read_text()
