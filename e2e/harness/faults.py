@@ -314,9 +314,10 @@ def _cancel_safety_timer(node: Remote, unit: str) -> None:
 
 
 def _remove_chain(chain: str) -> str:
+    """Shell that deletes every rule jumping to `chain` (whatever its matches), then the chain."""
     return (
-        f"while iptables -D INPUT -j {chain} 2>/dev/null; do :; done; "
-        f"while iptables -D OUTPUT -j {chain} 2>/dev/null; do :; done; "
+        f"iptables-save -t filter | grep -- ' -j {chain}$' | sed 's/^-A /-D /' | "
+        f"while read -r rule; do eval iptables $rule; done; "
         f"iptables -F {chain} 2>/dev/null; iptables -X {chain} 2>/dev/null; true"
     )
 
@@ -354,6 +355,9 @@ class Partition(Fault):
             f"iptables -A {c} -j DROP",
             f"iptables -I INPUT -i {iface} -j {c}",
             f"iptables -I OUTPUT -o {iface} -j {c}",
+            # Allocs' traffic (mapped ports in, Vault out) is forwarded, not input/output.
+            f"iptables -I FORWARD -i {iface} -j {c}",
+            f"iptables -I FORWARD -o {iface} -j {c}",
         ]
         _safety_timer(self.node, "fieldlab-heal-partition", _remove_chain(c))
         self.node.run("; ".join(rules[:1]) + "; set -e; " + "; ".join(rules[1:]))
@@ -395,7 +399,7 @@ class VaultOutage(Fault):
     def _inject(self) -> None:
         assert self.cluster is not None
         c = VAULT_OUTAGE_CHAIN
-        remove = f"while iptables -D INPUT -j {c} 2>/dev/null; do :; done; iptables -F {c} 2>/dev/null; iptables -X {c} 2>/dev/null; true"
+        remove = _remove_chain(c)
         _safety_timer(self.node, "fieldlab-heal-vault", remove)
         self.node.run(
             f"{remove}; set -e; iptables -N {c}; iptables -A {c} -i lo -j RETURN; "
@@ -406,15 +410,10 @@ class VaultOutage(Fault):
             raise FaultError(
                 f"{self.node.name}: vault-outage: {client.name} still reaches {self.cluster.vault_addr}"
             )
-        self._remove = remove
 
     def _heal(self) -> None:
         c = VAULT_OUTAGE_CHAIN
-        self.node.run(
-            f"while iptables -D INPUT -j {c} 2>/dev/null; do :; done; iptables -F {c} 2>/dev/null; "
-            f"iptables -X {c} 2>/dev/null; true",
-            retry_for=30,
-        )
+        self.node.run(_remove_chain(c), retry_for=30)
         _cancel_safety_timer(self.node, "fieldlab-heal-vault")
         assert self.cluster is not None
         client = self.cluster.clients[0]

@@ -48,6 +48,7 @@ class History:
     counts: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.started = time.time()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "history.jsonl"
         self.commands = self.run_dir / "commands.log"

@@ -85,14 +85,16 @@ def wait_invariants(
 
 def record_events(cluster: Cluster) -> list[dict[str, Any]]:
     """Copy the agents' task events into the history (once each), for the report's timeline."""
-    new = []
+    new: list[dict[str, Any]] = []
+    h = history.current()
+    since = h.started if h is not None else 0.0
     for node in cluster.clients:
         agent = cluster.agent(node)
         allocs = agent.try_get("/v1/allocations") or []
         for a in allocs:
             for e in agent.try_get(f"/v1/allocation/{a['id']}/events") or []:
                 key = (node.name, a["id"], float(e["time"]), e["type"])
-                if key in _seen_events:
+                if key in _seen_events or float(e["time"]) < since:
                     continue
                 _seen_events.add(key)
                 new.append(e)

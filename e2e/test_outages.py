@@ -1,0 +1,79 @@
+"""Outages: Vault goes away, a client is cut off the network (nomad-28016).
+
+Narrative: a job whose only template is `noop` renders a 10 s certificate serial from OpenBao. Vault
+then refuses every connection for a while: the agent must report failed renders as task events and
+keep retrying with backoff, and once Vault is back the serial on disk must change again: the template
+watcher never silently dies. Then client1 is partitioned from the lab (SSH from the controller kept):
+its alloc cannot be reached from client2 meanwhile, and after the heal everything holds again.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e.harness import checkers, history, invariants
+from e2e.harness.cluster import Cluster
+from e2e.harness.faults import Partition, VaultOutage, injected
+from e2e.harness.jobs import NOOP_JOB, SEED_RESTORE, read, running_job
+from e2e.harness.waits import ALLOC_RECOVERED, wait_until
+
+OUTAGE_FAILURES = 2  # failed renders the agent must report while Vault is away
+RESUME = 60.0  # Vault back to a new serial on disk (backoff is capped well below this)
+
+
+@pytest.mark.destructive
+def test_noop_templates_resume_rendering_after_a_vault_outage(cluster: Cluster) -> None:
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
+    spec = NOOP_JOB.format(job="noop-secrets", ttl="10s")
+    with running_job(agent, spec, "noop-secrets") as job:
+        path = f"/var/lib/fieldlab-agent/alloc/{job.alloc_id}/t/secrets/serial"
+
+        def failures() -> int:
+            return sum(1 for e in agent.events(job.alloc_id) if e["type"] == "Template Failed")
+
+        before = failures()
+        with injected(VaultOutage(cluster.servers[0], cluster=cluster)):
+
+            def failed() -> tuple[int | None, str]:
+                n = failures() - before
+                return (n if n >= OUTAGE_FAILURES else None), f"{n} failed renders reported"
+
+            wait_until(
+                failed, timeout=ALLOC_RECOVERED, what=f"{OUTAGE_FAILURES} failed renders during the outage"
+            )
+            during = node.out(f"cat {path}")
+        history.record(history.NOTE, f"serial during the outage {during}", node=node.name)
+
+        def renewed() -> tuple[str | None, str]:
+            now = node.out(f"cat {path}")
+            return (now if now != during else None), f"serial still {now}"
+
+        try:
+            wait_until(renewed, timeout=RESUME, what="a new serial after Vault came back")
+        except Exception as exc:
+            raise AssertionError(
+                f"{node.name}: the template watcher did not resume after the outage: {exc}"
+            ) from None
+        history.record(
+            history.CHECK,
+            "renders resumed after the Vault outage",
+            node=node.name,
+            ok=True,
+            counts={"failed renders reported": failures() - before},
+        )
+
+
+@pytest.mark.destructive
+def test_a_partitioned_client_comes_back_whole(cluster: Cluster) -> None:
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
+    with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
+        invariants.wait_invariants(cluster, "the seed job started", [node])
+        alloc = job.current()
+        with injected(Partition(node, cluster=cluster)):
+            # The agent API is cut off too; look from the other client and from the alloc's netns.
+            problems = checkers.network_problems(cluster, node, alloc)
+            cut = [p for p in problems if "does not answer from" in p or "cannot reach Vault" in p]
+            assert len(cut) == 2, f"the partition did not cut the alloc off both ways: {problems}"
+        invariants.wait_invariants(cluster, "the partition healed", [node])
