@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from agent.consul import ConsulClient, ConsulError, registrations
-from agent.decisions import ObservedAlloc, RestoreAction, plan_restore, plan_task_restart
+from agent.decisions import (
+    ObservedAlloc,
+    RestoreAction,
+    plan_restore,
+    plan_task_restart,
+    trust_recorded_tasks,
+)
 from agent.drivers.base import DriverError, TaskHandle
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
@@ -196,7 +202,9 @@ class AllocRunner:
             if t.templates:
                 self.templates(t).render_all()
 
-    def _setup_network(self) -> None:
+    def _setup_network(self, *, keep_address: bool = False) -> None:
+        """Create the alloc's netns owner and run CNI ADD on it; record the address ADD gave.
+        `keep_address` is only the `stale-network-status-on-restore` fault (see recover_network)."""
         if self.d.cni is None:
             raise AgentError("bridge networking needs a CNI conflist (config cni_conf_dir)")
         if self.uses_pause:
@@ -207,7 +215,12 @@ class AllocRunner:
             ns = netns.create(self.netns_name, exist_ok=True)
         self._save(network_state="adding")
         result = self.d.cni.add(self.id, ns, port_mappings=self.port_mappings())
-        self._save(network_state="ready", address=result.primary_ip or "")
+        address = result.primary_ip or ""
+        if keep_address and self.rec.get("address"):
+            # nomad-24236/16893: the recreated network's address is not written back; the alloc
+            # (API, NOMAD_ALLOC_IP of the tasks restarted next) keeps the one from before.
+            address = str(self.rec["address"])
+        self._save(network_state="ready", address=address)
 
     def _start_task(self, t: Task) -> None:
         pause = self._handle(PAUSE) if self.uses_pause else None
@@ -308,7 +321,7 @@ class AllocRunner:
                 self.d.docker.remove(pause.id)
             if not self.uses_pause:
                 netns.delete(self.netns_name)
-            self._setup_network()
+            self._setup_network(keep_address=self.d.faults.enabled("stale-network-status-on-restore"))
             for t in self.group.tasks:
                 self._restart_task(t, why)
             self.event("", "Network Recovered", f"network recreated ({why})", address=self.rec.get("address"))
@@ -395,8 +408,17 @@ class AllocRunner:
                 self.templates(t).schedule_rerender(1.0)
 
     def restore(self) -> RestoreAction:
+        faults = self.d.faults
         obs = self.observe()
-        plan = plan_restore(obs, check_network=not self.d.faults.enabled("no-network-check-on-restore"))
+        if faults.enabled("half-alive-restore"):
+            # nomad-23684/17079: the recorded task states are believed over the driver, so a task
+            # that vanished while the agent was down is neither restarted nor reported.
+            obs = trust_recorded_tasks(obs, [self.task_running(t) for t in self.group.tasks])
+        plan = plan_restore(
+            obs,
+            check_network=not faults.enabled("no-network-check-on-restore"),
+            check_alloc_dir=not faults.enabled("restore-missing-alloc-dir"),
+        )
         log.info("alloc=%s restore: %s (%s)", self.id[:8], plan.action.value, plan.reason)
         if plan.action is not RestoreAction.REPLACE:
             self._rerender_on_restore()

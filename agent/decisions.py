@@ -4,7 +4,7 @@ branch is unit-tested without docker, CNI or a clock (the time is an argument)."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from agent.model import RestartPolicy
@@ -57,13 +57,17 @@ def network_problem(obs: ObservedAlloc) -> str | None:
     return None
 
 
-def plan_restore(obs: ObservedAlloc, *, check_network: bool = True) -> RestorePlan:
+def plan_restore(
+    obs: ObservedAlloc, *, check_network: bool = True, check_alloc_dir: bool = True
+) -> RestorePlan:
     """Decide how to restore an alloc after an agent restart or a host reboot.
 
     `check_network=False` is the nomad-24292 behaviour (the `no-network-check-on-restore` fault):
     a running pause container is taken at its word and the network is never verified.
+    `check_alloc_dir=False` is the nomad-27933 behaviour (the `restore-missing-alloc-dir` fault):
+    restore goes on as if the alloc directory were there.
     """
-    if not obs.alloc_dir_exists:
+    if not obs.alloc_dir_exists and check_alloc_dir:
         return RestorePlan(RestoreAction.REPLACE, "alloc directory is missing (nomad-27933)")
     problem = network_problem(obs) if obs.bridge and check_network else None
     if problem:
@@ -72,6 +76,20 @@ def plan_restore(obs: ObservedAlloc, *, check_network: bool = True) -> RestorePl
         why = "all tasks running, network verified" if obs.bridge and check_network else "all tasks running"
         return RestorePlan(RestoreAction.REATTACH, why)
     return RestorePlan(RestoreAction.RESTART_TASKS, "task(s) exited while the agent was down")
+
+
+def trust_recorded_tasks(obs: ObservedAlloc, recorded_running: Sequence[bool]) -> ObservedAlloc:
+    """The nomad-23684/17079 behaviour (the `half-alive-restore` fault): a task the state store
+    records as running is believed to be running, and to be in the alloc's network namespace,
+    whatever the driver says. A task whose container or process vanished while the agent was down
+    is then neither restarted nor reported: the alloc stays "running" with no live task."""
+    rows = list(zip(obs.tasks_running, obs.tasks_share_pause_netns, recorded_running, strict=True))
+    return replace(
+        obs,
+        tasks_running=[live or rec for live, _, rec in rows],
+        # A live task keeps what was observed of its netns; a vanished one is assumed in place.
+        tasks_share_pause_netns=[same if live else rec for live, same, rec in rows],
+    )
 
 
 @dataclass(frozen=True)

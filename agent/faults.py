@@ -64,6 +64,24 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "teardown leaves the portmap/CNI iptables chains and jumps behind when CNI DEL fails or the pause "
         "container is gone, blackholing a reused host port",
     ),
+    FaultSpec(
+        "restore-missing-alloc-dir",
+        "nomad-27933",
+        "restore goes ahead for an alloc whose directory is missing (reattached or restarted as if it "
+        "were there) instead of replacing it, so the alloc runs without its alloc dir",
+    ),
+    FaultSpec(
+        "half-alive-restore",
+        "nomad-23684/17079",
+        "restore takes a task recorded as running at its word without asking the driver, so an alloc "
+        "whose container or process vanished while the agent was down stays 'running' with no task",
+    ),
+    FaultSpec(
+        "stale-network-status-on-restore",
+        "nomad-24236/16893",
+        "when restore or recovery recreates an alloc's network, the alloc keeps its old address (API, "
+        "NOMAD_ALLOC_IP of restarted tasks) instead of the one the new CNI ADD gave it",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -89,6 +107,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "with only noop templates the template watcher gives up after its retries and never comes back, "
         "so secrets go stale silently",
     ),
+    FaultSpec(
+        "script-change-before-handle",
+        "nomad-15851/24051",
+        "the change_mode script owed to a restored task is delivered before its driver handle is "
+        "reattached: the script never runs ('no driver handle') and the action is recorded as delivered",
+    ),
 )
 
 FAULTS: dict[str, FaultSpec] = {f.flag: f for f in _CATALOGUE}
@@ -109,6 +133,10 @@ IMPLEMENTED_FAULTS = frozenset(
         "no-change-on-restore",
         "signal-while-restarting",
         "noop-runner-dies",
+        "restore-missing-alloc-dir",
+        "half-alive-restore",
+        "stale-network-status-on-restore",
+        "script-change-before-handle",
     }
 )
 

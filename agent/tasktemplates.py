@@ -124,8 +124,9 @@ class TaskTemplates:
         wait = max((tpl.wait_min for tpl in self.t.templates), default=0.0)
         self.r.d.schedule(wait + random.uniform(0, splay), self.act)  # noqa: S311 - spreading load
 
-    def act(self) -> None:
-        """Deliver the one action the changed templates call for, if the task is running."""
+    def act(self, *, handle_ready: bool = True) -> None:
+        """Deliver the one action the changed templates call for, if the task is running.
+        `handle_ready=False` is only the `script-change-before-handle` fault (see after_restore)."""
         if self.r.rec.get("status") != "running":
             return
         faults = self.r.d.faults
@@ -144,10 +145,10 @@ class TaskTemplates:
             self.r.event(self.t.name, "Restart Signaled", "Template with change_mode restart re-rendered")
             self.r.restart_for_template(self.t)  # its start records on_task_started
             return
-        self._deliver(plan, running)
+        self._deliver(plan, running, handle_ready)
         self.save(on_delivered(states, plan, last_event_wins=lew))
 
-    def _deliver(self, plan: Plan, running: bool) -> None:
+    def _deliver(self, plan: Plan, running: bool, handle_ready: bool = True) -> None:
         for sig in plan.signals:
             self.r.event(self.t.name, "Signaling", f"Template re-rendered; sending {sig}")
             if running:
@@ -155,6 +156,16 @@ class TaskTemplates:
         for dest in plan.scripts:
             tpl = next(x for x in self.t.templates if x.destination == dest)
             if tpl.change_script is None or not running:
+                continue
+            if not handle_ready:
+                # nomad-15851/24051: no driver handle to exec in yet; the script is skipped, not
+                # retried, and the caller records the action as delivered: it is lost.
+                self.r.event(
+                    self.t.name,
+                    "Template Script Failed",
+                    f"{tpl.change_script.command}: no driver handle for the restored task yet; "
+                    "change script not run",
+                )
                 continue
             rc, out = self.r.exec_in_task(
                 self.t, [tpl.change_script.command, *tpl.change_script.args], tpl.change_script.timeout
@@ -169,6 +180,12 @@ class TaskTemplates:
         content differs from what it was given (nomad-9636)."""
         if self.r.d.faults.enabled("no-change-on-restore"):
             self.save(on_task_started(self.states()))  # the pre-9636 behaviour: pretend it was given
+            return
+        if self.r.d.faults.enabled("script-change-before-handle"):
+            # nomad-15851/24051: the owed action is delivered at once, inside restore, as if the
+            # restored task's driver handle were not reattached yet (the fixed path below acts
+            # later on the main loop, through the task's handle).
+            self.act(handle_ready=False)
             return
         self.act_after_splay()
 

@@ -15,12 +15,16 @@ AGENT_FLAGS = {
     "sweep-untracked-pause": "nomad-16338",
     "ipam-stale-after-reboot": "nomad-11272",
     "leak-portmap-chains": "nomad-6385",
+    "restore-missing-alloc-dir": "nomad-27933",
+    "half-alive-restore": "nomad-23684/17079",
+    "stale-network-status-on-restore": "nomad-24236/16893",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",
     "no-change-on-restore": "nomad-9636",
     "signal-while-restarting": "nomad-27960",
     "noop-runner-dies": "nomad-28016",
+    "script-change-before-handle": "nomad-15851/24051",
 }
 
 

@@ -1,0 +1,144 @@
+"""A task's templates after an agent restart, against a stand-in alloc runner (no docker): a
+change_mode script owed to a restored task runs exactly once, inside the task; the
+`script-change-before-handle` fault (nomad-15851/24051) loses it with a "no driver handle" event."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from agent.faults import Faults
+from agent.model import ChangeScript, Task, Template
+from agent.state import SqliteStore
+from agent.tasktemplates import TaskTemplates
+
+SCRIPT = ChangeScript("/bin/sh", ("-c", "date >> /local/script-runs"), timeout=5.0)
+TASK = Task(
+    name="web",
+    driver="docker",
+    templates=(
+        Template(
+            "local/serial.txt",
+            data="{{ secret('pki_int/issue/web').serial }}",
+            change_mode="script",
+            change_script=SCRIPT,
+            splay=0.0,
+        ),
+    ),
+)
+
+
+class NewSerialEachFetch:
+    """A dynamic secret issued anew on every fetch, as a PKI cert is on every agent start."""
+
+    def __init__(self) -> None:
+        self.issued = 0
+
+    def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        self.issued += 1
+        return {"serial": f"serial-{self.issued}"}, 3600.0
+
+
+class StandInRunner:
+    """What TaskTemplates uses of an AllocRunner; the task is running and has a handle."""
+
+    def __init__(self, root: Path, faults: str, vault: NewSerialEachFetch, store: SqliteStore) -> None:
+        self.id = "11111111-2222-4333-8444-555555555555"
+        self.rec: dict[str, Any] = {"status": "running"}
+        self.root = root
+        self.timers: list[tuple[float, Callable[[], None]]] = []
+        self.events: list[tuple[str, str]] = []
+        self.scripts_run: list[list[str]] = []
+        self.d = _Deps(store, Faults.parse(faults), self.timers, vault)
+
+    def task_env(self, t: Task) -> dict[str, str]:
+        return {"NOMAD_ALLOC_ID": self.id}
+
+    def task_dir(self, t: Task) -> Path:
+        return self.root / t.name
+
+    def task_running(self, t: Task) -> bool:
+        return True
+
+    def event(self, task: str, type_: str, message: str, **details: Any) -> None:
+        self.events.append((type_, message))
+
+    def signal_task(self, t: Task, sig: str) -> None:
+        raise AssertionError("no signal templates here")
+
+    def restart_for_template(self, t: Task) -> None:
+        raise AssertionError("no restart expected")
+
+    def exec_in_task(self, t: Task, argv: list[str], timeout: float) -> tuple[int, str]:
+        self.scripts_run.append(argv)
+        return 0, ""
+
+    def run_due_timers(self, horizon: float = 60.0) -> None:
+        """Run the timers due within `horizon` seconds (the change actions), not the re-renders
+        scheduled at 60-80 % of the secret's hour-long TTL."""
+        due = [t for t in self.timers if t[0] < horizon]
+        self.timers[:] = [t for t in self.timers if t[0] >= horizon]
+        for _, fn in due:
+            fn()
+
+
+class _Deps:
+    def __init__(
+        self,
+        store: SqliteStore,
+        faults: Faults,
+        timers: list[tuple[float, Callable[[], None]]],
+        vault: NewSerialEachFetch,
+    ) -> None:
+        self.store = store
+        self.faults = faults
+        self.vault = vault
+        self.consul_kv = None
+        self._timers = timers
+
+    def schedule(self, delay: float, fn: Callable[[], None]) -> None:
+        self._timers.append((delay, fn))
+
+
+def _restart_agent(tmp_path: Path, faults: str) -> tuple[StandInRunner, TaskTemplates]:
+    """Start the task (it loads serial-1), then 'restart the agent': a new runner on the same state
+    re-renders (serial-2 on disk) and restores. Returns the restored runner after restore."""
+    vault = NewSerialEachFetch()
+    store = SqliteStore(tmp_path / "state" / "state.db")
+    first = StandInRunner(tmp_path / "alloc", faults, vault, store)
+    tt = TaskTemplates(cast(Any, first), TASK)
+    tt.render_all()
+    tt.task_started()
+    first.timers.clear()  # the first agent's re-render timers die with it
+    restored = StandInRunner(tmp_path / "alloc", faults, vault, store)
+    tt = TaskTemplates(cast(Any, restored), TASK)
+    assert tt.render_all(), "the re-issued secret changes the file"
+    tt.after_restore()
+    restored.run_due_timers()
+    return restored, tt
+
+
+def test_script_owed_after_restore_runs_exactly_once(tmp_path: Path) -> None:
+    runner, tt = _restart_agent(tmp_path, faults="")
+    assert runner.scripts_run == [[SCRIPT.command, *SCRIPT.args]]
+    assert [t for t, _ in runner.events if t.startswith("Template Script")] == ["Template Script"]
+    (state,) = tt.states()
+    assert state.delivered == state.rendered
+    tt.act()  # nothing is owed any more: no second run
+    assert len(runner.scripts_run) == 1
+
+
+@pytest.mark.parametrize("later_ticks", [0, 3])
+def test_fault_script_change_before_handle_loses_the_script(tmp_path: Path, later_ticks: int) -> None:
+    runner, tt = _restart_agent(tmp_path, faults="script-change-before-handle")
+    for _ in range(later_ticks):
+        tt.act()
+        runner.run_due_timers()
+    assert runner.scripts_run == [], "the script must not run: there is no driver handle yet"
+    failed = [m for t, m in runner.events if t == "Template Script Failed"]
+    assert len(failed) == 1 and "no driver handle" in failed[0], runner.events
+    (state,) = tt.states()
+    assert state.delivered == state.rendered, "the lost action is recorded as delivered"
