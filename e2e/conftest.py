@@ -20,7 +20,7 @@ import pytest
 from e2e.harness import history
 from e2e.harness.cluster import Cluster, load_cluster
 from e2e.harness.collect import collect
-from e2e.harness.faults import FaultError, set_agent_faults
+from e2e.harness.faults import FAULTS_DROPIN, FaultError, set_agent_faults
 from e2e.harness.history import History
 
 REPORTS = Path(__file__).resolve().parent / "reports"
@@ -103,11 +103,15 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         pytest.fail(str(exc), pytrace=False)
     request.config.stash[_CLUSTER] = c
     flags = [f.strip() for f in request.config.getoption("--agent-faults").split(",") if f.strip()]
-    if flags:
-        try:
+    stale = [n for n in c.clients if n.run(f"test -e {FAULTS_DROPIN}", check=False).rc == 0]
+    try:
+        if flags:
             set_agent_faults(c, flags)
-        except FaultError as exc:
-            pytest.fail(f"could not run the agents with fault flags {flags}: {exc}", pytrace=False)
+        elif stale:  # a killed run with fault flags left them behind: never test a faulty agent unknowingly
+            print(f"[e2e] removing fault flags left on {[n.name for n in stale]} by an earlier run")
+            set_agent_faults(c, [], stale)
+    except FaultError as exc:
+        pytest.fail(f"could not set the agents' fault flags to {flags or 'none'}: {exc}", pytrace=False)
     _clean_slate(c)
     yield c
     if flags:

@@ -18,12 +18,10 @@ from contextlib import ExitStack
 import pytest
 
 from e2e.harness import history, invariants
-from e2e.harness.cluster import Agent, Cluster
-from e2e.harness.faults import AgentRestart, ContainerKill, alloc_containers, injected
+from e2e.harness.cluster import Cluster
+from e2e.harness.faults import AgentRestart, ContainerKill, alloc_containers, injected, wait_sweeps
 from e2e.harness.jobs import SEED_ORPHANS, SEED_RESTORE, read, running_job
-from e2e.harness.waits import wait_until
 
-SWEEPS = 90.0  # two sweeps at the lab's 15 s interval, with room
 STEPS = [("pause", None), ("task", None), ("pause", "SIGKILL")]
 
 
@@ -75,14 +73,3 @@ def test_pause_and_task_kills_leave_one_working_set_and_no_orphans(cluster: Clus
         assert reused == port, f"the new alloc got host port {reused}, not the freed {port}: reuse not tested"
         invariants.wait_invariants(cluster, "a new alloc after the stop", [client1])
     invariants.wait_invariants(cluster, "the last job stopped", [client1])
-
-
-def wait_sweeps(agent: Agent, n: int) -> int:
-    """Wait until the agent has done `n` more orphan sweeps; return the count done since its start."""
-    start = (agent.metrics() or {}).get("fieldlab_agent_sweeps_total", 0.0)
-
-    def swept() -> tuple[int | None, str]:
-        now = (agent.metrics() or {}).get("fieldlab_agent_sweeps_total", 0.0)
-        return (int(now) if now >= start + n else None), f"{now - start:.0f} sweeps"
-
-    return wait_until(swept, timeout=SWEEPS, what=f"{agent.node.name}: {n} orphan sweeps")

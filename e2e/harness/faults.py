@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 from e2e.harness import history
 from e2e.harness.cluster import Agent, Cluster
 from e2e.harness.remote import Remote, q
-from e2e.harness.waits import AGENT_HEALTHY, DOCKER_BACK, FAULT_EFFECT, SAFETY_HEAL, WaitTimeout, wait_until
+from e2e.harness.waits import (
+    AGENT_HEALTHY,
+    DOCKER_BACK,
+    FAULT_EFFECT,
+    SAFETY_HEAL,
+    SWEEPS_DONE,
+    WaitTimeout,
+    wait_until,
+)
 from lab.errors import LabError
 from lab.providers import provider_for
 from lab.providers.base import LabRecord
@@ -277,14 +285,16 @@ class ContainerKill(Fault):
 
     def _inject(self) -> None:
         roles = ["pause", "task"] if self.which == "both" else [self.which]
-        for role in roles:
-            ids = alloc_containers(self.node, self.alloc_id, role)
-            if not ids:
+        ids = []
+        for role in roles:  # all ids first: once the pause dies the agent starts stopping the tasks
+            found = alloc_containers(self.node, self.alloc_id, role)
+            if not found:
                 raise FaultError(
                     f"{self.node.name}: {self.kind}: alloc {self.alloc_id} has no running {role} container"
                 )
-            self.node.run("docker kill -s KILL " + " ".join(ids))
-            self.killed += ids
+            ids += found
+        self.node.run("docker kill -s KILL " + " ".join(ids))
+        self.killed = ids
 
     def _heal(self) -> None:
         """The agent heals this one; the suite's checkers say whether it did."""
@@ -436,3 +446,14 @@ def reboot(cluster: Cluster, node: str, *, hard: bool) -> float:
     with injected(fault):
         pass
     return fault.seconds_to_ssh
+
+
+def wait_sweeps(agent: Agent, n: int) -> int:
+    """Wait until the agent has done `n` more orphan sweeps; return the count done since its start."""
+    start = (agent.metrics() or {}).get("fieldlab_agent_sweeps_total", 0.0)
+
+    def swept() -> tuple[int | None, str]:
+        now = (agent.metrics() or {}).get("fieldlab_agent_sweeps_total", 0.0)
+        return (int(now) if now >= start + n else None), f"{now - start:.0f} sweeps"
+
+    return wait_until(swept, timeout=SWEEPS_DONE, what=f"{agent.node.name}: {n} orphan sweeps")

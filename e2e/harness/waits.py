@@ -18,6 +18,7 @@ DOCKER_BACK = 60.0
 FAULT_EFFECT = 30.0  # an injected fault shows (a process gone, a node unreachable)
 ALLOC_RECOVERED = 90.0  # an alloc running and reachable again after a fault
 CERT_DELIVERED = 45.0  # agent start to the probe having loaded the new certificate
+SWEEPS_DONE = 90.0  # two orphan sweeps at the lab's 15 s interval, with room
 SAFETY_HEAL = 900.0  # a partition or Vault outage heals itself on the node after this, whatever happens
 
 # Targets (printed beside the measured figures in the report).
@@ -32,6 +33,7 @@ __all__ = [
     "FAULT_EFFECT",
     "REBOOT_BACK",
     "SAFETY_HEAL",
+    "SWEEPS_DONE",
     "SYSTEMD_READY",
     "TARGET_REBOOT_REACHABLE",
     "TARGET_RESTORE",

@@ -1,0 +1,265 @@
+"""`make repro BUG=<id>|list|all`: reproduce a field bug from FIELD-BUGS.md on the running lab.
+
+For a bug, its scenario (one or more e2e tests) runs twice on the lab: first with the agent's fault
+flag that puts the bug back, where the suite must fail with the field symptom (REPRODUCED), then with
+a clean agent, where it must pass (FIXED). Both verdicts are printed, with the failure that showed the
+symptom and each run's report directory; `all` prints the table for every bug. The exit status is 0
+only when every bug asked for was both REPRODUCED and FIXED.
+
+    python -m e2e.repro --lab dev nomad-24292
+    python -m e2e.repro --lab dev list
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+E2E = Path(__file__).resolve().parent
+ROOT = E2E.parent
+
+
+@dataclass(frozen=True)
+class Bug:
+    id: str
+    flag: str
+    tests: tuple[str, ...]  # pytest node ids under e2e/
+    symptom: str  # regex a failure message must match to count as the field symptom
+    what: str  # the field symptom in a line
+
+
+RESTORE = "test_restore.py::test_reboot_restores_the_alloc_with_its_network[clean-reboot]"
+PAUSE = "test_pause_kill.py::test_pause_and_task_kills_leave_one_working_set_and_no_orphans"
+EDGES = "test_restore_edges.py::"
+TEMPLATES = "test_template_restarts.py::"
+
+CATALOGUE: tuple[Bug, ...] = (
+    Bug(
+        "nomad-24140",
+        "last-event-wins",
+        (TEMPLATES + "test_every_change_is_delivered_exactly_once_across_agent_restarts",),
+        r"new cert loaded after restart|deliveries for",
+        "a re-rendered cert is never signalled: the workload keeps the old one",
+    ),
+    Bug(
+        "nomad-9636",
+        "no-change-on-restore",
+        (TEMPLATES + "test_every_change_is_delivered_exactly_once_across_agent_restarts",),
+        r"new cert loaded after restart|deliveries for",
+        "after an agent restart the task is not told of re-issued secrets",
+    ),
+    Bug(
+        "nomad-15851",
+        "script-change-before-handle",
+        (TEMPLATES + "test_change_script_runs_once_in_a_restored_task",),
+        r"change script after agent",
+        "change_mode script fails in a restored task (no driver handle)",
+    ),
+    Bug(
+        "nomad-25861",
+        "signal-while-restarting",
+        (TEMPLATES + "test_a_change_while_the_task_restarts_is_queued_not_fired_into_it",),
+        r"fired while the task was not running",
+        "a change action is fired into a task that is not running, and lost",
+    ),
+    Bug(
+        "nomad-28016",
+        "noop-runner-dies",
+        ("test_outages.py::test_noop_templates_resume_rendering_after_a_vault_outage",),
+        r"did not resume",
+        "noop templates: the watcher gives up after a Vault outage, secrets go stale",
+    ),
+    Bug(
+        "nomad-12216",
+        "reuse-dead-pause",
+        (PAUSE,),
+        r"no IPv4 address|does not answer|cannot reach Vault|no live container|not replaced",
+        "killed pause container: tasks restarted into a network that is gone",
+    ),
+    Bug(
+        "nomad-12216-orphans",
+        "no-orphan-sweep",
+        (EDGES + "test_what_a_forgotten_alloc_left_behind_is_swept",),
+        r"orphan ",
+        "containers, netns, IP reservations and chains of dead allocs are left behind",
+    ),
+    Bug(
+        "nomad-16338",
+        "sweep-untracked-pause",
+        (EDGES + "test_the_sweeper_leaves_restored_allocs_alone",),
+        r"changed while the sweeper ran|no live container|does not answer",
+        "the reaper kills pause containers of restored allocs",
+    ),
+    Bug(
+        "nomad-11272",
+        "ipam-stale-after-reboot",
+        (PAUSE,),
+        r"duplicate allocation",
+        "'duplicate allocation is not allowed' from the alloc's own stale reservation",
+    ),
+    Bug(
+        "nomad-6385",
+        "leak-portmap-chains",
+        (PAUSE,),
+        r"orphan cni_chain|orphan cni_rule",
+        "iptables chains and DNAT rules left behind blackhole a host port",
+    ),
+    Bug(
+        "nomad-24292",
+        "no-network-check-on-restore",
+        (RESTORE,),
+        r"no IPv4 address|does not answer|cannot reach Vault",
+        "after a reboot the alloc runs with no network",
+    ),
+    Bug(
+        "nomad-24236",
+        "stale-network-status-on-restore",
+        (PAUSE,),
+        r"netns has \S+ but the agent reports",
+        "after the network is rebuilt the alloc reports its old address",
+    ),
+    Bug(
+        "nomad-23684",
+        "half-alive-restore",
+        (EDGES + "test_a_task_container_removed_while_the_agent_was_down_is_started_again",),
+        r"is running but task",
+        "after a restart an alloc is 'running' with no live task",
+    ),
+    Bug(
+        "nomad-27933",
+        "restore-missing-alloc-dir",
+        (EDGES + "test_an_alloc_whose_dir_vanished_is_replaced",),
+        r"alloc dir is missing|kept as running",
+        "an alloc whose directory is missing is restored instead of replaced",
+    ),
+)
+BUGS = {b.id: b for b in CATALOGUE}
+
+
+@dataclass
+class Half:
+    verdict: str
+    seconds: float
+    message: str
+    run_dir: Path
+
+
+def failures(junit: Path) -> list[str]:
+    if not junit.exists():
+        return []
+    root = ET.parse(junit).getroot()  # noqa: S314 - our own pytest's output
+    out = []
+    for case in root.iter("testcase"):
+        for f in list(case.iter("failure")) + list(case.iter("error")):
+            out.append(f"{case.get('name')}: {f.get('message', '')}")
+    return out
+
+
+def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Half:
+    run_dir = base / f"{bug.id}-{'with-flag' if with_flag else 'without'}"
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *(f"e2e/{t}" for t in bug.tests),
+        "--lab",
+        lab,
+        "--agent-faults",
+        bug.flag if with_flag else "",
+        "--loops",
+        str(loops),
+        "--report-dir",
+        str(run_dir),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--no-header",
+        "-x",
+    ]
+    t0 = time.monotonic()
+    log = run_dir.parent / f"{run_dir.name}.log"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as fh:
+        rc = subprocess.call(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)  # noqa: S603
+    took = time.monotonic() - t0
+    fails = failures(run_dir / "junit.xml")
+    if with_flag:
+        if rc == 0:
+            return Half("NOT REPRODUCED (suite passed with the flag)", took, "", run_dir)
+        hit = next((f for f in fails if re.search(bug.symptom, f)), None)
+        if hit:
+            return Half("REPRODUCED", took, hit, run_dir)
+        return Half(
+            "FAILED, NOT WITH THE FIELD SYMPTOM",
+            took,
+            (fails or [f"pytest exit {rc}, see {log}"])[0],
+            run_dir,
+        )
+    if rc == 0:
+        return Half("FIXED", took, "", run_dir)
+    return Half(
+        "NOT FIXED (suite failed without the flag)",
+        took,
+        (fails or [f"pytest exit {rc}, see {log}"])[0],
+        run_dir,
+    )
+
+
+def print_list() -> None:
+    print(f"{'bug':<22} {'fault flag':<32} scenario")
+    for b in CATALOGUE:
+        print(f"{b.id:<22} {b.flag:<32} {', '.join(b.tests)}")
+        print(f"{'':<22} symptom: {b.what}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="make repro", description=__doc__.split("\n\n")[0])
+    ap.add_argument("bug", help="a bug id, 'list' or 'all'")
+    ap.add_argument("--lab", default="default")
+    ap.add_argument("--loops", type=int, default=2, help="agent restarts in the template scenarios")
+    args = ap.parse_args(argv)
+    if args.bug == "list":
+        print_list()
+        return 0
+    if args.bug != "all" and args.bug not in BUGS:
+        print(
+            f"make repro: unknown bug {args.bug!r}; known: {', '.join(BUGS)} (or list, all)", file=sys.stderr
+        )
+        return 2
+    bugs = CATALOGUE if args.bug == "all" else (BUGS[args.bug],)
+    base = E2E / "reports" / (time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-repro-{args.lab}")
+    rows = []
+    t_all = time.monotonic()
+    for i, bug in enumerate(bugs, 1):
+        print(f"[repro {i}/{len(bugs)}] {bug.id}: with fault flag {bug.flag} ...", flush=True)
+        w = run_half(bug, args.lab, True, base, args.loops)
+        print(
+            f"    {w.verdict} in {w.seconds:.0f}s" + (f": {w.message[:300]}" if w.message else ""), flush=True
+        )
+        print(f"[repro {i}/{len(bugs)}] {bug.id}: without the flag ...", flush=True)
+        wo = run_half(bug, args.lab, False, base, args.loops)
+        print(
+            f"    {wo.verdict} in {wo.seconds:.0f}s" + (f": {wo.message[:300]}" if wo.message else ""),
+            flush=True,
+        )
+        rows.append((bug, w, wo))
+    print()
+    print(f"{'bug':<22} {'fault flag':<32} {'with the flag':<36} {'without':<12} time")
+    for bug, w, wo in rows:
+        print(f"{bug.id:<22} {bug.flag:<32} {w.verdict:<36} {wo.verdict:<12} {w.seconds + wo.seconds:.0f}s")
+    ok = all(w.verdict == "REPRODUCED" and wo.verdict == "FIXED" for _, w, wo in rows)
+    print(
+        f"\n{sum(1 for _, w, wo in rows if w.verdict == 'REPRODUCED' and wo.verdict == 'FIXED')}/{len(rows)} "
+        f"bugs reproduced and fixed in {time.monotonic() - t_all:.0f}s; reports under {base}"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Seeded chaos: a random schedule of every fault the harness has, for a set time, with all invariants
+checked after each heal.
+
+Narrative: every client runs the seed job (a mapped port), the reporter's pause-container job and a
+probe whose certificate is delivered by SIGHUP. Then, until `--chaos-minutes` are up, the run's seed
+picks a fault, a client and how long to hold it: agent SIGTERM/SIGKILL, clean or hard reboot, docker
+daemon restart, pause/task/both container kills, a network partition of the client, a Vault outage.
+After each heal: no orphans, one set of containers per alloc, none half-alive, every port reachable
+from the other client with the address the agent reports, Vault reachable from every alloc, and the
+probe's loaded certificate is the one on disk. The seed is printed at the start and the end; `--seed`
+replays the same schedule (how far it gets depends on the machine's speed, the order does not).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+import pytest
+
+from e2e.harness import checkers, history, invariants
+from e2e.harness.cluster import Cluster
+from e2e.harness.faults import (
+    AgentRestart,
+    ContainerKill,
+    DockerRestart,
+    Fault,
+    Partition,
+    Reboot,
+    VaultOutage,
+    injected,
+)
+from e2e.harness.jobs import SEED_ORPHANS, SEED_RESTORE, RunningJob, probe_job, read, running_job
+from e2e.harness.remote import Remote
+from e2e.harness.waits import CERT_DELIVERED, wait_until
+
+KINDS = (
+    "agent-sigterm",
+    "agent-sigkill",
+    "clean-reboot",
+    "hard-reboot",
+    "docker-restart",
+    "kill-pause",
+    "kill-task",
+    "kill-both",
+    "partition",
+    "vault-outage",
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    client: int  # index into cluster.clients
+    hold: float  # seconds the fault stays injected (partition, outage)
+    job: int  # which of the client's jobs a container kill aims at
+
+    def __str__(self) -> str:
+        return f"{self.kind} client#{self.client + 1} hold {self.hold:.0f}s job#{self.job}"
+
+
+def schedule(seed: int, clients: int) -> Iterator[Step]:
+    """The endless, reproducible sequence of faults for a seed."""
+    rng = random.Random(seed)
+    while True:
+        yield Step(rng.choice(KINDS), rng.randrange(clients), rng.uniform(3.0, 20.0), rng.randrange(3))
+
+
+def make_fault(step: Step, cluster: Cluster, node: Remote, jobs: list[RunningJob]) -> Fault:
+    k = step.kind
+    if k.startswith("agent-"):
+        return AgentRestart(node, cluster=cluster, signal="SIGTERM" if k == "agent-sigterm" else "SIGKILL")
+    if k.endswith("-reboot"):
+        return Reboot(node, cluster=cluster, hard=k == "hard-reboot")
+    if k == "docker-restart":
+        return DockerRestart(node, cluster=cluster)
+    if k.startswith("kill-"):
+        return ContainerKill(node, alloc_id=jobs[step.job].current()["id"], which=k.removeprefix("kill-"))
+    if k == "partition":
+        return Partition(node, cluster=cluster)
+    return VaultOutage(cluster.servers[0], cluster=cluster)
+
+
+@pytest.mark.nightly
+@pytest.mark.destructive
+@pytest.mark.reboot
+def test_seeded_chaos_keeps_every_invariant(
+    cluster: Cluster, seed: int, request: pytest.FixtureRequest
+) -> None:
+    minutes = float(request.config.getoption("--chaos-minutes"))
+    print(f"[chaos] seed {seed} for {minutes:g} min (replay: --seed {seed})")
+    with ExitStack() as stack:
+        jobs: dict[str, list[RunningJob]] = {}
+        for node in cluster.clients:
+            agent = cluster.agent(node)
+            jobs[node.name] = [
+                stack.enter_context(running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name)),
+                stack.enter_context(running_job(agent, read(SEED_ORPHANS), SEED_ORPHANS.name)),
+                stack.enter_context(running_job(agent, probe_job("pki-chaos", "signal"), "pki-chaos")),
+            ]
+        invariants.wait_invariants(cluster, "the chaos workload started")
+        deadline = time.monotonic() + minutes * 60
+        done = 0
+        for step in schedule(seed, len(cluster.clients)):
+            if time.monotonic() >= deadline:
+                break
+            node = cluster.clients[step.client]
+            fault = make_fault(step, cluster, node, jobs[node.name])
+            history.record(history.NOTE, f"chaos step {done + 1}: {step}", node=node.name)
+            t0 = time.monotonic()
+            with injected(fault):
+                time.sleep(
+                    step.hold if step.kind in ("partition", "vault-outage") else 0.0
+                )  # holding the fault
+            took = invariants.wait_invariants(cluster, f"chaos step {done + 1} ({step})")
+            history.measure(f"chaos {step.kind}: heal to invariants", took, node=node.name)
+            history.measure(f"chaos {step.kind}: inject to recovered", time.monotonic() - t0, node=node.name)
+            for n in cluster.clients:
+                probe = jobs[n.name][2]
+                wait_until(
+                    lambda n=n, probe=probe: _delivered(n, probe),
+                    timeout=CERT_DELIVERED,
+                    what=f"{n.name}: probe loaded the cert on disk after chaos step {done + 1} ({step})",
+                )
+            done += 1
+        history.record(history.CHECK, "chaos", ok=True, counts={"chaos steps": done})
+        print(f"[chaos] {done} steps, all invariants held; seed {seed}")
+        assert done > 0, f"no chaos step ran in {minutes:g} min"
+
+
+def _delivered(node: Remote, job: RunningJob) -> tuple[bool | None, str]:
+    problems = checkers.delivery_problems(node, job.current(), "probe")
+    return (True if not problems else None), "; ".join(problems)
