@@ -85,9 +85,29 @@ molecule: bootstrap ## Every role's molecule scenario: converge, idempotence, ve
 	  $(BIN)/molecule test -s $$s; \
 	  echo "[fieldlab] molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; done
 
+# e2e knobs: SEED replays a run's random choices (chaos schedule, restart signals); LOOPS agent restarts
+# per loop suite; CHAOS_MINUTES of seeded chaos; K selects tests (pytest -k).
+SEED ?=
+LOOPS ?= 5
+CHAOS_MINUTES ?= 3
+E2E_ARGS = --lab $(LAB) --loops $(LOOPS) --chaos-minutes $(CHAOS_MINUTES) $(if $(SEED),--seed $(SEED)) $(if $(K),-k "$(K)")
+
 .PHONY: smoke
-smoke: install ## Smoke e2e suite against the running lab (LAB=default)
-	$(BIN)/pytest e2e -m "e2e and not nightly" --lab $(LAB) --junitxml=reports/e2e-smoke.xml
+smoke: install ## The e2e suites in `make test` (all but chaos, LOOPS=5) on the running lab (LAB=default)
+	$(BIN)/pytest e2e -m "e2e and not nightly" $(E2E_ARGS)
+
+.PHONY: e2e
+e2e: install ## All e2e suites incl. seeded chaos on the running lab; report in e2e/reports/<run>/ (SEED=, LOOPS=, CHAOS_MINUTES=, K=)
+	$(BIN)/pytest e2e $(E2E_ARGS)
+
+.PHONY: nightly
+nightly: bootstrap ## lab-up, all suites with nightly counts (50 restarts, 15 min chaos), every repro, report, lab-down
+	@bash scripts/nightly.sh
+
+.PHONY: repro
+repro: install ## Reproduce a field bug on the running lab: BUG=<id> (flag on: REPRODUCED, off: FIXED), BUG=list, BUG=all
+	@if [ -z "$(BUG)" ]; then echo "make repro: say which bug: BUG=<id>, BUG=list or BUG=all" >&2; exit 2; fi
+	$(BIN)/python -m e2e.repro --lab $(LAB) $(BUG)
 
 .PHONY: bench-agent
 bench-agent: bootstrap ## Agent restore time, task restarts and RSS with 1, 10, 50 allocs (BENCH_ALLOCS=1,10,50)

@@ -153,7 +153,7 @@ class Half:
 def failures(junit: Path) -> list[str]:
     if not junit.exists():
         return []
-    root = ET.parse(junit).getroot()  # noqa: S314 - our own pytest's output
+    root = ET.parse(junit).getroot()
     out = []
     for case in root.iter("testcase"):
         for f in list(case.iter("failure")) + list(case.iter("error")):
@@ -186,7 +186,7 @@ def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Hal
     log = run_dir.parent / f"{run_dir.name}.log"
     run_dir.mkdir(parents=True, exist_ok=True)
     with log.open("w") as fh:
-        rc = subprocess.call(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)  # noqa: S603
+        rc = subprocess.call(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
     took = time.monotonic() - t0
     fails = failures(run_dir / "junit.xml")
     if with_flag:
@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("bug", help="a bug id, 'list' or 'all'")
     ap.add_argument("--lab", default="default")
     ap.add_argument("--loops", type=int, default=2, help="agent restarts in the template scenarios")
+    ap.add_argument("--report-dir", default="", help="where the runs' directories go")
     args = ap.parse_args(argv)
     if args.bug == "list":
         print_list()
@@ -233,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     bugs = CATALOGUE if args.bug == "all" else (BUGS[args.bug],)
-    base = E2E / "reports" / (time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-repro-{args.lab}")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    base = Path(args.report_dir) if args.report_dir else E2E / "reports" / f"{stamp}-repro-{args.lab}"
     rows = []
     t_all = time.monotonic()
     for i, bug in enumerate(bugs, 1):

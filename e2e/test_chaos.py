@@ -13,6 +13,7 @@ replays the same schedule (how far it gets depends on the machine's speed, the o
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Iterator
@@ -121,7 +122,7 @@ def test_seeded_chaos_keeps_every_invariant(
             for n in cluster.clients:
                 probe = jobs[n.name][2]
                 wait_until(
-                    lambda n=n, probe=probe: _delivered(n, probe),
+                    functools.partial(_delivered, n, probe),
                     timeout=CERT_DELIVERED,
                     what=f"{n.name}: probe loaded the cert on disk after chaos step {done + 1} ({step})",
                 )

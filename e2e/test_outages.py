@@ -14,7 +14,7 @@ import pytest
 from e2e.harness import checkers, history, invariants
 from e2e.harness.cluster import Cluster
 from e2e.harness.faults import Partition, VaultOutage, injected
-from e2e.harness.jobs import NOOP_JOB, SEED_RESTORE, read, running_job
+from e2e.harness.jobs import SEED_RESTORE, noop_job, read, running_job
 from e2e.harness.waits import ALLOC_RECOVERED, wait_until
 
 OUTAGE_FAILURES = 2  # failed renders the agent must report while Vault is away
@@ -25,7 +25,7 @@ RESUME = 60.0  # Vault back to a new serial on disk (backoff is capped well belo
 def test_noop_templates_resume_rendering_after_a_vault_outage(cluster: Cluster) -> None:
     node = cluster.clients[0]
     agent = cluster.agent(node)
-    spec = NOOP_JOB.format(job="noop-secrets", ttl="10s")
+    spec = noop_job("noop-secrets", ttl="10s")
     with running_job(agent, spec, "noop-secrets") as job:
         path = f"/var/lib/fieldlab-agent/alloc/{job.alloc_id}/t/secrets/serial"
 

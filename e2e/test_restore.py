@@ -51,33 +51,35 @@ def test_reboot_restores_the_alloc_with_its_network(cluster: Cluster, hard: bool
     client1 = cluster.clients[0]
     agent = cluster.agent(client1)
     kind = "hard reboot" if hard else "clean reboot"
-    with running_job(agent, probe_job("filler", "noop"), "filler") as filler:
-        # The filler holds the first address; once it is stopped the rebuilt network gets another one.
-        with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
-            agent.stop_job(filler.job)
-            invariants.wait_invariants(cluster, "the seed job started and the filler stopped", [client1])
-            recorded = agent.alloc(job.alloc_id)["network"]["address"]
-            t0 = time.monotonic()
-            with injected(Reboot(client1, cluster=cluster, hard=hard)):
-                pass
-            invariants.wait_invariants(cluster, kind, [client1])
-            history.measure(
-                f"{kind} to alloc reachable",
-                time.monotonic() - t0,
-                node=client1.name,
-                target=TARGET_REBOOT_REACHABLE,
-            )
-            alloc = job.current()
-            events = [e["type"] for e in agent.events(alloc["id"])]
-            assert alloc["id"] == job.alloc_id, f"the alloc was replaced instead of restored: {events}"
-            assert "Network Recovered" in events, events
-            assert len(alloc_containers(client1, job.alloc_id)) == 2
-            assert_no_ipam_errors(agent, job.alloc_id)
-            history.record(
-                history.NOTE,
-                f"address before {kind} {recorded}, after {alloc['network']['address']}",
-                node=client1.name,
-            )
+    # The filler holds the first address; once it is stopped the rebuilt network gets another one.
+    with (
+        running_job(agent, probe_job("filler", "noop"), "filler") as filler,
+        running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job,
+    ):
+        agent.stop_job(filler.job)
+        invariants.wait_invariants(cluster, "the seed job started and the filler stopped", [client1])
+        recorded = agent.alloc(job.alloc_id)["network"]["address"]
+        t0 = time.monotonic()
+        with injected(Reboot(client1, cluster=cluster, hard=hard)):
+            pass
+        invariants.wait_invariants(cluster, kind, [client1])
+        history.measure(
+            f"{kind} to alloc reachable",
+            time.monotonic() - t0,
+            node=client1.name,
+            target=TARGET_REBOOT_REACHABLE,
+        )
+        alloc = job.current()
+        events = [e["type"] for e in agent.events(alloc["id"])]
+        assert alloc["id"] == job.alloc_id, f"the alloc was replaced instead of restored: {events}"
+        assert "Network Recovered" in events, events
+        assert len(alloc_containers(client1, job.alloc_id)) == 2
+        assert_no_ipam_errors(agent, job.alloc_id)
+        history.record(
+            history.NOTE,
+            f"address before {kind} {recorded}, after {alloc['network']['address']}",
+            node=client1.name,
+        )
 
 
 def assert_no_ipam_errors(agent: Agent, alloc_id: str) -> None:

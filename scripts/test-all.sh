@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: every check, in order, with a timing per phase and a summary at the end.
 # A lab of its own (LAB=test on its own subnet) is built and always torn down, so a user's lab is
-# never touched. Phases after a failure still run (more to read in one CI log); the exit code is
+# never touched (KEEP_LAB=1 keeps it after a failure, except in CI). Phases after a failure still run (more to read in one CI log); the exit code is
 # non-zero when any phase failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,7 @@ phase lab-up .venv/bin/fieldlab lab up --lab "$TEST_LAB" --clients 2 --subnet "$
 if [ "${results[-1]}" = ok ]; then
     phase smoke make --no-print-directory smoke LAB="$TEST_LAB"
 fi
-if [ "${KEEP_LAB:-0}" = 1 ] && [ $failed = 1 ]; then
+if [ "${KEEP_LAB:-0}" = 1 ] && [ $failed = 1 ] && [ "${CI:-}" != true ]; then
     echo "[fieldlab test] KEEP_LAB=1: lab $TEST_LAB kept for debugging (make lab-down LAB=$TEST_LAB)"
 else
     phase lab-down .venv/bin/fieldlab lab down --lab "$TEST_LAB"

@@ -177,8 +177,9 @@ _OBSERVE = r"""
 set -u
 D={data}
 echo "## containers"
-docker ps -a --filter label=org.fieldlab.managed --no-trunc \
-  --format '{{{{.ID}}}} {{{{.State}}}} {{{{.Label "org.fieldlab.alloc"}}}} {{{{.Label "org.fieldlab.role"}}}} {{{{.Names}}}}'
+L='{{{{.Label "org.fieldlab.alloc"}}}} {{{{.Label "org.fieldlab.role"}}}}'
+F="{{{{.ID}}}} {{{{.State}}}} $L {{{{.Names}}}}"
+docker ps -a --filter label=org.fieldlab.managed --no-trunc --format "$F"
 echo "## netns"
 ip netns list 2>/dev/null | awk '{{print $1}}'
 echo "## ipam"
@@ -231,7 +232,7 @@ def parse_resources(text: str) -> list[Resource]:
     sec = _sections(text)
     res: list[Resource] = []
     for line in sec.get("containers", []):
-        cid, state, alloc, role, name = (line.split() + ["", "", "", "", ""])[:5]
+        cid, state, alloc, role, name = [*line.split(), "", "", "", "", ""][:5]
         res.append(Resource("container", f"{name or cid[:12]}", alloc or "?", f"{role or '?'} {state}"))
     res += [
         Resource("netns", n, n[3:] if n.startswith("fl-") else "?")
@@ -339,9 +340,10 @@ def alloc_health_problems(node: Remote, allocs: list[dict[str, Any]], resources:
                 ctr = ts.get("container") or ""
                 alive = (ids.get(ctr) in running_ctr) if len(ctr) == 64 else f"{aid}.{task}" in cgroups
                 if ts.get("state") != "running" or not alive:
+                    what = "no live container" if len(ctr) == 64 else "no live process"
                     problems.append(
                         f"{node.name}: alloc {aid[:8]} is running but task {task} is {ts.get('state')} "
-                        f"with {'no live container' if len(ctr) == 64 else 'no live process'} ({ctr[:12] or 'none'})"
+                        f"with {what} ({ctr[:12] or 'none'})"
                     )
         elif st == "pending":
             problems.append(f"{node.name}: alloc {aid[:8]} is still pending")
@@ -385,7 +387,8 @@ def network_problems(
         code = other.run(f"curl -s -o /dev/null -m 3 -w '%{{http_code}}' {url}", check=False).stdout.strip()
         if code in ("", "000"):
             problems.append(
-                f"{node.name}: alloc {alloc['id'][:8]} port {p['label']} ({url}) does not answer from {other.name}"
+                f"{node.name}: alloc {alloc['id'][:8]} port {p['label']} ({url}) "
+                f"does not answer from {other.name}"
             )
     pid = task_pid(node, alloc)
     if pid is None:
@@ -409,7 +412,8 @@ def network_problems(
         )
         if res.stdout.strip() in ("", "000"):
             problems.append(
-                f"{node.name}: alloc {alloc['id'][:8]} cannot reach Vault at {cluster.vault_addr} from its netns"
+                f"{node.name}: alloc {alloc['id'][:8]} cannot reach Vault at {cluster.vault_addr} "
+                "from its netns"
             )
     return problems
 

@@ -311,7 +311,7 @@ def _controller_address(node: Remote) -> str:
 def _safety_timer(node: Remote, unit: str, command: str) -> None:
     """Heal by itself after SAFETY_HEAL seconds, should the controller never come back to heal."""
     node.run(
-        f"systemctl stop {unit}.timer {unit}.service 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null; true"
+        f"systemctl stop {unit}.timer {unit}.service 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null"
     )
     node.run(
         f"systemd-run --unit {unit} --on-active={int(SAFETY_HEAL)} --timer-property=AccuracySec=1s "

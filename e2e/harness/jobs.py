@@ -17,6 +17,10 @@ JOBSPECS = Path(__file__).resolve().parents[2] / "tests" / "jobspecs"
 SEED_RESTORE = JOBSPECS / "cni-check-on-restore.hcl"  # seeds/cni-check-on-restore (nginx -> busybox httpd)
 SEED_ORPHANS = JOBSPECS / "pause-container-orphans.hcl"  # seeds/pause-container-orphans
 
+PKI_ISSUE = (
+    "pki_int/issue/fieldlab-workload"  # the pki role's workload role; each client's AppRole may use it
+)
+
 # The probe workload (fieldlab/probe) with a short-lived PKI certificate rendered by a template. The
 # cert lives 1 h unless `ttl` says otherwise, so no periodic re-issue hides a missed delivery.
 PROBE_JOB = """
@@ -40,7 +44,7 @@ job "{job}" {{
       }}
       template {{
         data          = <<EOT
-{{{{ secret('pki_int/issue/fieldlab-workload', common_name='{job}.service.fieldlab', ttl='{ttl}').certificate }}}}
+{{{{ secret('{pki}', common_name='{job}.service.fieldlab', ttl='{ttl}').certificate }}}}
 EOT
         destination   = "secrets/cert.pem"
         change_mode   = "{mode}"
@@ -71,7 +75,7 @@ job "{job}" {{
       }}
       template {{
         data        = <<EOT
-{{{{ secret('pki_int/issue/fieldlab-workload', common_name='{job}.service.fieldlab', ttl='{ttl}').serial_number }}}}
+{{{{ secret('{pki}', common_name='{job}.service.fieldlab', ttl='{ttl}').serial_number }}}}
 EOT
         destination = "secrets/serial"
         change_mode = "noop"
@@ -83,9 +87,12 @@ EOT
 
 
 def probe_job(job: str, mode: str, *, ttl: str = "1h", delay: str = "1s") -> str:
-    return PROBE_JOB.format(
-        job=job, mode=mode, ttl=ttl, delay=delay, script=SCRIPT if mode == "script" else ""
-    )
+    script = SCRIPT if mode == "script" else ""
+    return PROBE_JOB.format(job=job, mode=mode, ttl=ttl, delay=delay, script=script, pki=PKI_ISSUE)
+
+
+def noop_job(job: str, *, ttl: str = "10s") -> str:
+    return NOOP_JOB.format(job=job, ttl=ttl, pki=PKI_ISSUE)
 
 
 def job_name(jobspec: str) -> str:
