@@ -7,7 +7,9 @@ a node the same way Ansible does: as root over SSH with the lab's key.
 from __future__ import annotations
 
 import logging
+import select
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,19 +77,46 @@ def connect(target: SshTarget, timeout: float = SSH_CONNECT_TIMEOUT) -> paramiko
 
 
 def run(target: SshTarget, command: str, timeout: float = 60.0) -> Result:
-    """Run one command on a node; a transport failure raises ProviderError naming the node."""
+    """Run one command on a node; a transport failure, or a command still running after `timeout`
+    seconds (a wedged dockerd, a hung mount), raises ProviderError naming the node and the command."""
     try:
         client = connect(target)
     except (OSError, paramiko.SSHException) as exc:
         raise ProviderError(f"{target.name} ({target.host}): ssh failed: {exc}") from None
     try:
-        _, out, err = client.exec_command(command, timeout=timeout)
-        rc = out.channel.recv_exit_status()
-        return Result(rc, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+        transport = client.get_transport()
+        if transport is None:
+            raise ProviderError(f"{target.name}: ssh transport closed before `{command}`")
+        chan = transport.open_session(timeout=timeout)
+        chan.exec_command(command)
+        out, err = _drain(chan, time.monotonic() + timeout)
+        if out is None:
+            raise ProviderError(f"{target.name}: `{command}` still running after {timeout:.0f}s; abandoned")
+        return Result(chan.recv_exit_status(), out.decode(errors="replace"), err.decode(errors="replace"))
     except (OSError, paramiko.SSHException) as exc:
         raise ProviderError(f"{target.name}: `{command}` broke off: {exc}") from None
     finally:
         client.close()
+
+
+def _drain(chan: paramiko.Channel, deadline: float) -> tuple[bytes | None, bytes]:
+    """Read stdout and stderr as they come (a full window would block the command) until it exits;
+    (None, stderr) when the deadline passes first."""
+    out, err = bytearray(), bytearray()
+    while True:
+        while chan.recv_ready():
+            out += chan.recv(65536)
+        while chan.recv_stderr_ready():
+            err += chan.recv_stderr(65536)
+        if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+            # The exit status can arrive before the last data: read until EOF.
+            while chunk := chan.recv(65536):
+                out += chunk
+            return bytes(out), bytes(err)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None, bytes(err)
+        select.select([chan], [], [], min(remaining, 0.2))
 
 
 def answers(target: SshTarget) -> bool:
