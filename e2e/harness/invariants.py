@@ -41,24 +41,26 @@ def client_problems(
         "allocs checked": len(allocs),
         "resources checked": len(resources),
         "orphans found": len(orphans),
-        "task restarts seen": sum(int(t.get("restarts", 0)) for a in allocs for t in a["tasks"].values()),
     }
     return problems, counts
 
 
-def check(cluster: Cluster, nodes: list[Remote] | None = None, *, network: bool = True) -> list[str]:
-    """One pass over the clients; records a CHECK per client."""
+def check(
+    cluster: Cluster, nodes: list[Remote] | None = None, *, network: bool = True, record: bool = True
+) -> list[str]:
+    """One pass over the clients; records a CHECK per client (unless `record` is False: a poll)."""
     out = []
     for node in nodes or cluster.clients:
         problems, counts = client_problems(cluster, node, network=network)
-        history.record(
-            history.CHECK,
-            "invariants",
-            node=node.name,
-            ok=not problems,
-            detail="; ".join(problems),
-            counts=counts,
-        )
+        if record:
+            history.record(
+                history.CHECK,
+                "invariants",
+                node=node.name,
+                ok=not problems,
+                detail="; ".join(problems),
+                counts=counts,
+            )
         out += problems
     return out
 
@@ -71,13 +73,16 @@ def wait_invariants(
     t0 = time.monotonic()
 
     def holds() -> tuple[bool | None, str]:
-        problems = check(cluster, nodes)
+        problems = check(cluster, nodes, record=False)  # polls are not checks; the verdict below is
         return (True if not problems else None), "\n  ".join(problems)
 
     try:
         wait_until(holds, timeout=timeout, what=f"invariants after {what}", interval=2.0)
     except WaitTimeout as exc:
+        check(cluster, nodes)  # the failing observation, recorded
         raise AssertionError(f"after {what}, within {timeout:.0f}s:\n  {exc.last}") from None
+    else:
+        check(cluster, nodes)
     finally:
         record_events(cluster)
     return time.monotonic() - t0
