@@ -79,7 +79,7 @@ CATALOGUE: tuple[Bug, ...] = (
         "nomad-12216",
         "reuse-dead-pause",
         (PAUSE,),
-        r"no IPv4 address|does not answer|cannot reach Vault|no live container|not replaced",
+        r"events say 'non running container'",
         "killed pause container: tasks restarted into a network that is gone",
     ),
     Bug(

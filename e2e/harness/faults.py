@@ -205,7 +205,15 @@ class AgentDown(Fault):
 
 def set_agent_faults(cluster: Cluster, flags: list[str], nodes: list[Remote] | None = None) -> None:
     """Run the agents with FIELDLAB_AGENT_FAULTS=<flags> (a systemd drop-in; empty flags remove it),
-    restart them and check that the agent announced every flag."""
+    restart them and check that the agent announced every flag. An unknown flag is refused before
+    any node is touched (the agent would refuse to start with it)."""
+    from agent.faults import IMPLEMENTED_FAULTS
+
+    unknown = sorted(set(flags) - IMPLEMENTED_FAULTS)
+    if unknown:
+        raise FaultError(
+            f"unknown agent fault flags {unknown}; known: {', '.join(sorted(IMPLEMENTED_FAULTS))}"
+        )
     for node in nodes or cluster.clients:
         if flags:
             node.run(f"mkdir -p {FAULTS_DROPIN_DIR}")

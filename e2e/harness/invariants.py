@@ -17,6 +17,7 @@ from e2e.harness.waits import ALLOC_RECOVERED, WaitTimeout, wait_until
 from lab.errors import LabError
 
 _seen_events: set[tuple[str, str, float, str]] = set()
+_event_log: list[dict[str, Any]] = []  # every task event seen this run, with "node" and "alloc" added
 
 
 def client_problems(
@@ -103,6 +104,7 @@ def record_events(cluster: Cluster) -> list[dict[str, Any]]:
                     continue
                 _seen_events.add(key)
                 new.append(e)
+                _event_log.append({**e, "node": node.name, "alloc": a["id"]})
                 history.record(
                     history.EVENT,
                     e["type"],
@@ -113,3 +115,9 @@ def record_events(cluster: Cluster) -> list[dict[str, Any]]:
                     task=e["task"],
                 )
     return new
+
+
+def events_seen(cluster: Cluster, since: float = 0.0) -> list[dict[str, Any]]:
+    """Every task event of this run so far (also of allocs the agent has forgotten since)."""
+    record_events(cluster)
+    return [e for e in _event_log if float(e["time"]) >= since]

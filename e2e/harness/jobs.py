@@ -113,15 +113,12 @@ class RunningJob:
         return self.allocs[0]
 
     def current(self) -> dict[str, Any]:
-        """The job's live alloc now (following replacements)."""
-        aid = self.alloc_id
-        for _ in range(10):
-            a = self.agent.alloc(aid)
-            if a.get("replaced_by"):
-                aid = a["replaced_by"]
-                continue
-            return a
-        raise AssertionError(f"{self.agent.node.name}: alloc {self.alloc_id} replaced more than 10 times")
+        """The job's live alloc now (after replacements): running or pending, else the newest."""
+        mine = [a for a in self.agent.allocs() if a.get("job") == self.job]
+        if not mine:
+            raise AssertionError(f"{self.agent.node.name}: the agent knows no alloc of job {self.job}")
+        live = [a for a in mine if a.get("status") in ("running", "pending")]
+        return max(live or mine, key=lambda a: float(a.get("created") or 0))
 
 
 @contextmanager
