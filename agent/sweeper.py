@@ -51,6 +51,7 @@ class Observed:
     alloc_dirs: Sequence[str] = ()
     netns: Sequence[str] = ()  # names of agent-created netns: "fl-<alloc id>"
     task_cgroups: Sequence[tuple[str, Sequence[int]]] = ()  # ("<alloc>.<task>", pids) of exec tasks
+    forward_ips: Sequence[str] = ()  # addresses with firewall-plugin rules in CNI-FORWARD (no comment)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,13 @@ def plan_sweep(live: Iterable[str], obs: Observed, policy: SweepPolicy = SweepPo
         Removal("chain", f"{ch.table}/{ch.name}", ch.owner or "?")
         for ch in obs.chains
         if ch.owner not in live_ids and ch.owner not in cached_dead
+    ]
+    # The firewall plugin's CNI-FORWARD rules name only an address: they are a live alloc's while a
+    # live alloc holds that address, and go with a cached dead alloc's DEL; any other is a leak
+    # (a DEL that never ran) that silently accepts traffic for whoever gets the address next.
+    kept = {ip for ip, cid in obs.reservations if cid in live_ids or cid in cached_dead}
+    out += [
+        Removal("forward_rule", ip, "?", "firewall plugin rules") for ip in obs.forward_ips if ip not in kept
     ]
     out += [Removal("alloc_dir", d, d) for d in obs.alloc_dirs if d not in live_ids]
     out += [Removal("netns", n, n[3:]) for n in obs.netns if n.startswith("fl-") and n[3:] not in live_ids]
@@ -132,6 +140,7 @@ class Sweeper:
         cache_ids: list[str] = []
         reservations: list[tuple[str, str]] = []
         chains: list[SeenChain] = []
+        forward_ips: list[str] = []
         if self.cni is not None:
             cache_ids = sorted({k.container_id for k in self.cni.cached_ids()})
             reservations = [(r.ip, r.container_id) for r in self.cni.ipam_reservations()]
@@ -140,11 +149,12 @@ class Sweeper:
                 for c in iptables.list_cni_chains()
                 if c.network == self.cni.name
             ]
+            forward_ips = iptables.forward_rule_ips()
         alloc_root = self.data_dir / "alloc"
         dirs = sorted(p.name for p in alloc_root.iterdir() if p.is_dir()) if alloc_root.is_dir() else []
         spaces = [n for n in netns.list_names() if n.startswith("fl-")]
         cgroups = [(name, Cgroups(name).pids()) for name in Cgroups.names()]
-        return Observed(containers, cache_ids, reservations, chains, dirs, spaces, cgroups)
+        return Observed(containers, cache_ids, reservations, chains, dirs, spaces, cgroups, forward_ips)
 
     def sweep(self, live: Iterable[str]) -> SweepReport:
         report = SweepReport(plan_sweep(live, self.observe(), self.policy), dry_run=self.dry_run)
@@ -182,6 +192,8 @@ class Sweeper:
             shutil.rmtree(self.data_dir / "alloc" / r.target)
         elif r.kind == "netns":
             netns.delete(r.target)
+        elif r.kind == "forward_rule":
+            iptables.remove_forward_rules([r.target])
         elif r.kind == "task_process":
             Cgroups(r.target).kill_all()
 

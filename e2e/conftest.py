@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from e2e.harness import history
+from e2e.harness import history, invariants
 from e2e.harness.cluster import Cluster, load_cluster
 from e2e.harness.collect import collect
 from e2e.harness.faults import FAULTS_DROPIN, FaultError, set_agent_faults
@@ -117,6 +117,10 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
                 set_agent_faults(c, [])  # never leave an agent half-configured behind
         pytest.fail(f"could not set the agents' fault flags to {flags or 'none'}: {exc}", pytrace=False)
     _clean_slate(c)
+    try:  # a run starts from a clean lab, or says why not: leftovers would fake or hide a symptom
+        invariants.wait_invariants(c, "the start of the run (leftovers of earlier runs?)")
+    except AssertionError as exc:
+        pytest.fail(f"the lab is not clean at the start of the run: {exc}", pytrace=False)
     yield c
     if flags:
         set_agent_faults(c, [])  # heal: the lab is left with clean agents

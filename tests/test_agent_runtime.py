@@ -244,6 +244,11 @@ def _plant_orphans(lab: AgentLab) -> str:
     res_dir = lab.ipam_dir / "flrun"
     res_dir.mkdir(parents=True, exist_ok=True)
     (res_dir / "10.213.251.200").write_text(f"{ghost}\r\neth0")
+    # The firewall plugin's rules for that address (a DEL that never ran): they name no owner.
+    for flag in ("-d", "-s"):
+        subprocess.run(
+            ["iptables", "-w", "-A", "CNI-FORWARD", flag, "10.213.251.200/32", "-j", "ACCEPT"], check=True
+        )
     return ghost
 
 
@@ -283,7 +288,11 @@ def test_sweeper_removes_planted_orphans_and_nothing_live(lab: AgentLab) -> None
             "alloc_dir": 1,
             "netns": 1,
             "task_process": 1,
+            "forward_rule": 1,
         }, report.planned
+        from agent.network import iptables
+
+        assert "10.213.251.200" not in iptables.forward_rule_ips()
         from agent.drivers.exec import proc_start_time
         from agent.network import netns
 

@@ -63,3 +63,15 @@ def test_agent_netns_and_exec_processes_of_dead_allocs_are_planned() -> None:
     )
     plan = {(r.kind, r.target) for r in plan_sweep({LIVE}, obs)}
     assert plan == {("netns", f"fl-{DEAD}"), ("task_process", f"{DEAD}.web")}
+
+
+def test_firewall_rules_of_addresses_no_live_alloc_holds_are_planned() -> None:
+    """nomad-6385 family: CNI-FORWARD rules left by a DEL that never ran (they name only an address)."""
+    obs = Observed(
+        cni_cache_ids=[DEAD],
+        reservations=[("10.0.0.2", LIVE), ("10.0.0.3", DEAD)],
+        forward_ips=["10.0.0.2", "10.0.0.3", "10.0.0.9"],
+    )
+    plan = {(r.kind, r.target) for r in plan_sweep({LIVE}, obs)}
+    # 10.0.0.2 is the live alloc's; 10.0.0.3 goes with the dead alloc's DEL; 10.0.0.9 is nobody's.
+    assert plan == {("cni", DEAD), ("forward_rule", "10.0.0.9")}

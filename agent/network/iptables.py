@@ -258,6 +258,16 @@ def remove_chain(table: str, chain: str) -> list[str]:
     return removed
 
 
+def forward_rule_ips() -> list[str]:
+    """The addresses the firewall plugin's CNI-FORWARD rules are for (they carry no owner comment)."""
+    ips = set()
+    for r in read_table("filter").rules_in("CNI-FORWARD"):
+        addr = r.option("-s", "-d")
+        if addr and addr.endswith("/32"):
+            ips.add(addr.removesuffix("/32"))
+    return sorted(ips)
+
+
 def remove_forward_rules(ips: Iterable[str]) -> list[str]:
     """Remove the firewall plugin's CNI-FORWARD rules for these addresses (they carry no comment)."""
     targets = {ip.split("/")[0] + "/32" for ip in ips}
