@@ -318,9 +318,7 @@ def _controller_address(node: Remote) -> str:
 
 def _safety_timer(node: Remote, unit: str, command: str) -> None:
     """Heal by itself after SAFETY_HEAL seconds, should the controller never come back to heal."""
-    node.run(
-        f"systemctl stop {unit}.timer {unit}.service 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null"
-    )
+    node.run(f"systemctl stop {unit}.timer {unit}.service; systemctl reset-failed {unit}", check=False)
     node.run(
         f"systemd-run --unit {unit} --on-active={int(SAFETY_HEAL)} --timer-property=AccuracySec=1s "
         f"/bin/sh -c {q(command)}"
@@ -328,7 +326,7 @@ def _safety_timer(node: Remote, unit: str, command: str) -> None:
 
 
 def _cancel_safety_timer(node: Remote, unit: str) -> None:
-    node.run(f"systemctl stop {unit}.timer 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null; true")
+    node.run(f"systemctl stop {unit}.timer; systemctl reset-failed {unit}", check=False)
 
 
 def _remove_chain(chain: str) -> str:
