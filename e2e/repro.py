@@ -107,7 +107,7 @@ CATALOGUE: tuple[Bug, ...] = (
         "nomad-6385",
         "leak-portmap-chains",
         (PAUSE,),
-        r"orphan cni_chain|orphan cni_rule",
+        r"orphan cni_chain|orphan cni_rule|more than one set of CNI chains|does not answer from",
         "iptables chains and DNAT rules left behind blackhole a host port",
     ),
     Bug(

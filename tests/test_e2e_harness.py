@@ -11,7 +11,7 @@ import pytest
 
 from agent.faults import IMPLEMENTED_FAULTS
 from e2e import repro
-from e2e.harness.checkers import container_set_problems, orphan_problems, parse_resources
+from e2e.harness.checkers import chain_set_problems, container_set_problems, orphan_problems, parse_resources
 from e2e.test_chaos import KINDS, schedule
 from e2e.test_template_restarts import fired_while_down
 
@@ -87,6 +87,17 @@ def test_two_running_pause_containers_for_one_alloc_are_reported() -> None:
     problems = container_set_problems(parse_resources(state), ALLOCS, "client1")
     assert problems and "2 running pause" in problems[0]
     assert container_set_problems(parse_resources(NODE_STATE), ALLOCS, "client1") == []
+
+
+def test_a_second_dnat_chain_of_a_live_alloc_is_a_leak() -> None:
+    """nomad-6385: the old network's DNAT chain is still there and claims the host port first."""
+    leaked = NODE_STATE.replace(
+        f"{COMMENT.format(DEAD)} -m multiport --dports 20001",
+        f"{COMMENT.format(LIVE)} -m multiport --dports 20000",
+    )
+    problems = chain_set_problems(parse_resources(leaked), ALLOCS, "client1")
+    assert problems and "more than one set of CNI chains" in problems[0], problems
+    assert chain_set_problems(parse_resources(NODE_STATE), ALLOCS, "client1") == []
 
 
 def test_the_chaos_schedule_is_the_same_for_a_seed_and_differs_between_seeds() -> None:

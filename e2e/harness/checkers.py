@@ -322,6 +322,23 @@ def container_set_problems(resources: list[Resource], allocs: list[dict[str, Any
     return problems
 
 
+def chain_set_problems(resources: list[Resource], allocs: list[dict[str, Any]], node: str) -> list[str]:
+    """One set of CNI chains per live alloc: a second DNAT or masquerade chain for the same alloc is a
+    leak from an earlier network of it, and the first one matching a host port wins (a blackhole)."""
+    problems = []
+    for a in allocs:
+        if a.get("status") not in LIVE:
+            continue
+        mine = [r.name for r in resources if r.kind == "cni_chain" and r.owner == a["id"]]
+        dnat = [c for c in mine if c.startswith("CNI-DN-")]
+        masq = [c for c in mine if not c.startswith("CNI-DN-")]
+        if len(dnat) > 1 or len(masq) > 1:
+            problems.append(
+                f"{node}: alloc {a['id'][:8]} owns more than one set of CNI chains (leaked): {mine}"
+            )
+    return problems
+
+
 def alloc_health_problems(node: Remote, allocs: list[dict[str, Any]], resources: list[Resource]) -> list[str]:
     """Every alloc running (with a live container or process for each task and its alloc dir) or
     ended with a reason (failed ones replaced): none half-alive, none stuck pending."""

@@ -33,6 +33,7 @@ def client_problems(
     resources = checkers.observe_resources(node)
     orphans = checkers.orphan_problems(resources, allocs, node.name)
     problems = orphans + checkers.container_set_problems(resources, allocs, node.name)
+    problems += checkers.chain_set_problems(resources, allocs, node.name)
     problems += checkers.alloc_health_problems(node, allocs, resources)
     running = [a for a in allocs if a.get("status") == "running" and a["network"].get("mode") == "bridge"]
     if network and not problems:
