@@ -36,7 +36,7 @@ def client_problems(
     problems += checkers.chain_set_problems(resources, allocs, node.name)
     problems += checkers.alloc_health_problems(node, allocs, resources)
     running = [a for a in allocs if a.get("status") == "running" and a["network"].get("mode") == "bridge"]
-    if network and not problems:
+    if network:  # also beside other problems: the address check names the cause of a "stray" rule
         for a in running:
             problems += checkers.network_problems(cluster, node, a)
     counts = {
