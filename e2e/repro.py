@@ -157,7 +157,8 @@ def failures(junit: Path) -> list[str]:
     out = []
     for case in root.iter("testcase"):
         for f in list(case.iter("failure")) + list(case.iter("error")):
-            out.append(f"{case.get('name')}: {f.get('message', '')}")
+            # pytest folds long messages in the attribute; the element's text has the whole report.
+            out.append(f"{case.get('name')}: {f.get('message', '')}\n{f.text or ''}")
     return out
 
 
@@ -192,9 +193,18 @@ def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Hal
     if with_flag:
         if rc == 0:
             return Half("NOT REPRODUCED (suite passed with the flag)", took, "", run_dir)
-        hit = next((f for f in fails if re.search(bug.symptom, f)), None)
-        if hit:
-            return Half("REPRODUCED", took, hit, run_dir)
+        for f in fails:
+            m = re.search(bug.symptom, f)
+            if m:
+                line_start = f.rfind("\n", 0, m.start()) + 1
+                line_end = f.find("\n", m.end())
+                where = f.split(":", 1)[0]
+                return Half(
+                    "REPRODUCED",
+                    took,
+                    f"{where}: {f[line_start : line_end if line_end > 0 else None].strip()}",
+                    run_dir,
+                )
         return Half(
             "FAILED, NOT WITH THE FIELD SYMPTOM",
             took,

@@ -17,7 +17,9 @@ from e2e.harness.faults import Partition, VaultOutage, injected
 from e2e.harness.jobs import SEED_RESTORE, noop_job, read, running_job
 from e2e.harness.waits import ALLOC_RECOVERED, wait_until
 
-OUTAGE_FAILURES = 2  # failed renders the agent must report while Vault is away
+# Failed renders the agent must report while Vault is away: more than a runner that gives up after
+# its retries (the agent's noop-runner-dies fault: 3) would make, as a real outage of minutes does.
+OUTAGE_FAILURES = 4
 RESUME = 60.0  # Vault back to a new serial on disk (backoff is capped well below this)
 
 
