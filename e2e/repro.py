@@ -72,7 +72,7 @@ CATALOGUE: tuple[Bug, ...] = (
         "nomad-28016",
         "noop-runner-dies",
         ("test_outages.py::test_noop_templates_resume_rendering_after_a_vault_outage",),
-        r"did not resume",
+        r"did not resume|stopped retrying",
         "noop templates: the watcher gives up after a Vault outage, secrets go stale",
     ),
     Bug(

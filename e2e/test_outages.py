@@ -15,7 +15,7 @@ from e2e.harness import checkers, history, invariants
 from e2e.harness.cluster import Cluster
 from e2e.harness.faults import Partition, VaultOutage, injected
 from e2e.harness.jobs import SEED_RESTORE, noop_job, read, running_job
-from e2e.harness.waits import ALLOC_RECOVERED, wait_until
+from e2e.harness.waits import ALLOC_RECOVERED, WaitTimeout, wait_until
 
 # Failed renders the agent must report while Vault is away: more than a runner that gives up after
 # its retries (the agent's noop-runner-dies fault: 3) would make, as a real outage of minutes does.
@@ -41,9 +41,14 @@ def test_noop_templates_resume_rendering_after_a_vault_outage(cluster: Cluster) 
                 n = failures() - before
                 return (n if n >= OUTAGE_FAILURES else None), f"{n} failed renders reported"
 
-            wait_until(
-                failed, timeout=ALLOC_RECOVERED, what=f"{OUTAGE_FAILURES} failed renders during the outage"
-            )
+            try:
+                wait_until(
+                    failed, timeout=ALLOC_RECOVERED, what=f"{OUTAGE_FAILURES} failed renders in the outage"
+                )
+            except WaitTimeout as exc:
+                raise AssertionError(
+                    f"{node.name}: the template watcher stopped retrying during the outage: {exc}"
+                ) from None
             during = node.out(f"cat {path}")
         history.record(history.NOTE, f"serial during the outage {during}", node=node.name)
 
@@ -53,7 +58,7 @@ def test_noop_templates_resume_rendering_after_a_vault_outage(cluster: Cluster) 
 
         try:
             wait_until(renewed, timeout=RESUME, what="a new serial after Vault came back")
-        except Exception as exc:
+        except WaitTimeout as exc:
             raise AssertionError(
                 f"{node.name}: the template watcher did not resume after the outage: {exc}"
             ) from None
