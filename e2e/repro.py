@@ -243,6 +243,15 @@ def main(argv: list[str] | None = None) -> int:
             f"make repro: unknown bug {args.bug!r}; known: {', '.join(BUGS)} (or list, all)", file=sys.stderr
         )
         return 2
+    from lab.config import LabPaths
+
+    inventory = LabPaths(args.lab).inventory
+    if not inventory.exists():
+        print(
+            f"make repro: no lab {args.lab!r} (no {inventory}): run `make lab-up LAB={args.lab}` first",
+            file=sys.stderr,
+        )
+        return 2
     bugs = CATALOGUE if args.bug == "all" else (BUGS[args.bug],)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     base = Path(args.report_dir) if args.report_dir else E2E / "reports" / f"{stamp}-repro-{args.lab}"
