@@ -12,38 +12,23 @@ LOOPS=${LOOPS:-50}
 CHAOS_MINUTES=${CHAOS_MINUTES:-15}
 REPRO=${NIGHTLY_REPRO:-1}
 RUN_DIR=${E2E_REPORT_DIR:-e2e/reports/$(date -u +%Y%m%d-%H%M%S)-nightly}
-declare -a names=() secs=() results=()
-failed=0
-t_all=$(date +%s)
-
-phase() {
-    local name=$1; shift
-    echo "[fieldlab nightly] ===== phase $name: $* ====="
-    local t0; t0=$(date +%s)
-    if "$@"; then results+=("ok"); else results+=("FAILED"); failed=1; fi
-    names+=("$name"); secs+=($(( $(date +%s) - t0 )))
-    echo "[fieldlab nightly] ===== phase $name: ${results[-1]} in ${secs[-1]}s ====="
-}
+PHASE_TAG="fieldlab nightly"
+# shellcheck source=scripts/phases.sh
+source scripts/phases.sh
 
 mkdir -p "$RUN_DIR"
 phase lab-up .venv/bin/fieldlab lab up --lab "$LAB" --clients 2 --subnet "$SUBNET"
-if [ "${results[-1]}" = ok ]; then
+if last_phase_ok; then
     phase suites .venv/bin/pytest e2e --lab "$LAB" --loops "$LOOPS" --chaos-minutes "$CHAOS_MINUTES" \
         --report-dir "$RUN_DIR/suites" ${SEED:+--seed "$SEED"}
     if [ "$REPRO" = 1 ]; then
         phase repro bash -c ".venv/bin/python -m e2e.repro --lab '$LAB' --report-dir '$RUN_DIR/repro' all 2>&1 | tee '$RUN_DIR/repro.txt'"
     fi
 fi
-if [ "${KEEP_LAB:-0}" = 1 ] && [ $failed = 1 ] && [ "${CI:-}" != true ]; then
+if [ "${KEEP_LAB:-0}" = 1 ] && [ $phase_failed = 1 ] && [ "${CI:-}" != true ]; then
     echo "[fieldlab nightly] KEEP_LAB=1: lab $LAB kept for debugging (make lab-down LAB=$LAB)"
 else
     phase lab-down .venv/bin/fieldlab lab down --lab "$LAB"
 fi
 
-echo
-echo "[fieldlab nightly] summary (report: $RUN_DIR/suites/report.html)"
-for i in "${!names[@]}"; do
-    printf '  %-12s %-7s %5ss\n' "${names[$i]}" "${results[$i]}" "${secs[$i]}"
-done
-printf '  %-12s %-7s %5ss\n' total "$([ $failed = 0 ] && echo ok || echo FAILED)" "$(( $(date +%s) - t_all ))"
-exit $failed
+phase_summary "report: $RUN_DIR/suites/report.html"

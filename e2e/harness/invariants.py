@@ -122,3 +122,24 @@ def events_seen(cluster: Cluster, since: float = 0.0) -> list[dict[str, Any]]:
     """Every task event of this run so far (also of allocs the agent has forgotten since)."""
     record_events(cluster)
     return [e for e in _event_log if float(e["time"]) >= since]
+
+
+def sweeps_leave_alone(cluster: Cluster, node: Remote, jobs: list[Any]) -> list[str]:
+    """nomad-16338: watch two orphan sweeps over the jobs' live allocs (restored ones included) and
+    return what changed: the containers of every alloc must be the very same afterwards."""
+    from e2e.harness.faults import alloc_containers, wait_sweeps
+
+    before = {j.job: alloc_containers(node, j.current()["id"]) for j in jobs}
+    sweeps = wait_sweeps(cluster.agent(node), 2)
+    wait_invariants(cluster, f"{sweeps} orphan sweeps", [node])
+    after = {j.job: alloc_containers(node, j.current()["id"]) for j in jobs}
+    changed = [f"{job}: {before[job]} -> {after[job]}" for job in before if before[job] != after[job]]
+    history.record(
+        history.CHECK,
+        "sweeper left live allocs alone",
+        node=node.name,
+        ok=not changed,
+        detail="; ".join(changed),
+        counts={"sweeps watched": sweeps},
+    )
+    return changed
