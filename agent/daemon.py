@@ -105,7 +105,10 @@ class Agent:
         return core
 
     def run(self) -> None:
-        self._stop.wait()
+        # Wake up now and then: a signal handled by another thread only runs its Python handler
+        # when the main thread runs bytecode, and an untimed wait would never let it.
+        while not self._stop.wait(0.5):
+            pass
 
     def shutdown(self) -> None:
         log.info("shutting down (tasks keep running)")

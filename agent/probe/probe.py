@@ -359,6 +359,9 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 # -- the probe -------------------------------------------------------------------------------------
+SIGNAL_POLL = 0.1  # seconds: the longest a signal waits for the main thread to run its handler
+
+
 class Probe:
     """startup() -> run() until SIGTERM/SIGINT -> shutdown(). Signal handlers only queue the signal."""
 
@@ -396,7 +399,13 @@ class Probe:
     def run(self) -> int:
         """Handle signals in arrival order until a stop signal; the exit status."""
         while True:
-            signum, at = self._queue.get()
+            # Never block without a timeout: a signal the kernel hands to a server thread only sets a
+            # flag, and its Python handler runs when the MAIN thread next runs bytecode; a main thread
+            # asleep in get() forever would leave it pending (a lost SIGHUP, seen as a flaky test).
+            try:
+                signum, at = self._queue.get(timeout=SIGNAL_POLL)
+            except queue.Empty:
+                continue
             name = signal.Signals(signum).name
             if signum == signal.SIGHUP:
                 self._load()
