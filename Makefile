@@ -20,7 +20,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # --- set-up ------------------------------------------------------------------------------------
 $(STAMP): pyproject.toml
@@ -118,5 +118,5 @@ bench-templates: bootstrap ## Secret change -> action latency (p50/p99) and Vaul
 	$(BIN)/python scripts/bench_templates.py
 
 .PHONY: test
-test: ## lint + unit + integration + molecule + lab-up + smoke e2e + lab-down (what CI runs)
+test: ## lint + unit + integration + molecule + lab-up + e2e suites (not chaos) + lab-down (what CI runs)
 	@bash scripts/test-all.sh
