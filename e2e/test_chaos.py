@@ -113,9 +113,8 @@ def test_seeded_chaos_keeps_every_invariant(
             history.record(history.NOTE, f"chaos step {done + 1}: {step}", node=node.name)
             t0 = time.monotonic()
             with injected(fault):
-                time.sleep(
-                    step.hold if step.kind in ("partition", "vault-outage") else 0.0
-                )  # holding the fault
+                if step.kind in ("partition", "vault-outage"):
+                    fault.hold(step.hold)
             took = invariants.wait_invariants(cluster, f"chaos step {done + 1} ({step})")
             history.measure(f"chaos {step.kind}: heal to invariants", took, node=node.name)
             history.measure(f"chaos {step.kind}: inject to recovered", time.monotonic() - t0, node=node.name)

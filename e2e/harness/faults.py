@@ -79,6 +79,25 @@ class Fault(ABC):
         with history.span(history.HEAL, self.describe(), node=self.node.name):
             self._heal()
 
+    def in_effect(self) -> bool:
+        """Whether the disruption still holds (faults that heal themselves at once say True)."""
+        return True
+
+    def hold(self, seconds: float) -> None:
+        """Keep the fault injected for `seconds`, checking every second that it still holds (a
+        disruption that went away early would make the test after it meaningless)."""
+        end = time.monotonic() + seconds
+
+        def held() -> tuple[bool | None, str]:
+            if not self.in_effect():
+                held_for = seconds - (end - time.monotonic())
+                raise FaultError(f"{self.node.name}: {self.kind} stopped holding after {held_for:.0f}s")
+            return (True if time.monotonic() >= end else None), f"{self.kind} holding"
+
+        wait_until(
+            held, timeout=seconds + FAULT_EFFECT, what=f"{self.kind} held for {seconds:.0f}s", interval=1.0
+        )
+
 
 @contextmanager
 def injected(fault: Fault) -> Iterator[Fault]:
@@ -382,6 +401,9 @@ class Partition(Fault):
                 f"{self.node.name}: partition: {self._peer().name} still reaches it after the rules went in"
             )
 
+    def in_effect(self) -> bool:
+        return not self._reach()
+
     def _heal(self) -> None:
         self.node.run(_remove_chain(PARTITION_CHAIN), retry_for=30)
         _cancel_safety_timer(self.node, "fieldlab-heal-partition")
@@ -406,6 +428,10 @@ class VaultOutage(Fault):
 
     def __post_init__(self) -> None:
         self.kind = "vault-outage"
+
+    def in_effect(self) -> bool:
+        assert self.cluster is not None
+        return not self._answers_from(self.cluster.clients[0])
 
     def _answers_from(self, node: Remote) -> bool:
         assert self.cluster is not None

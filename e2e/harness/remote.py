@@ -16,6 +16,7 @@ from e2e.harness import history
 from lab import ssh
 from lab.errors import ProviderError
 from lab.ssh import Result, SshTarget
+from lab.waits import WaitTimeout, wait_until
 
 
 class RemoteCommandError(AssertionError):
@@ -44,17 +45,22 @@ class Remote:
     ) -> Result:
         """Run `command`; an ssh failure (node down) is retried for `retry_for` seconds, then raised."""
         t0 = time.monotonic()
-        while True:
+
+        def answered() -> tuple[Result | None, str]:
             try:
-                res = ssh.run(self.target, command, timeout=timeout)
-                break
+                return ssh.run(self.target, command, timeout=timeout), "ran"
             except ProviderError as exc:
-                if time.monotonic() - t0 >= retry_for:
-                    h = history.current()
-                    if h is not None:
-                        h.command(self.name, command, -1, time.monotonic() - t0, "", str(exc))
-                    raise
-                time.sleep(1.0)
+                return None, str(exc)
+
+        try:
+            res = wait_until(
+                answered, timeout=retry_for, what=f"{self.name} to run `{command[:80]}`", interval=1.0
+            )
+        except WaitTimeout as exc:
+            h = history.current()
+            if h is not None:
+                h.command(self.name, command, -1, time.monotonic() - t0, "", exc.last)
+            raise ProviderError(exc.last) from None
         h = history.current()
         if h is not None:
             h.command(self.name, command, res.rc, time.monotonic() - t0, res.stdout, res.stderr)
