@@ -46,17 +46,24 @@ class ApiClient:
         )
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
+        return json.loads(self.request_raw(method, path, body)[1] or b"null")
+
+    def request_raw(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        """The status and body of a response as they came (for answers that are not JSON: metrics).
+
+        An empty `cert_file` presents no client certificate (to check that the agent refuses that)."""
         if not self.address.startswith("https://"):
             raise AgentError(f"agent address {self.address!r} must be an https:// URL (the API is mTLS only)")
         ctx = ssl.create_default_context(cafile=self.ca_file)
-        ctx.load_cert_chain(self.cert_file, self.key_file)
+        if self.cert_file:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(  # noqa: S310 - https only, checked above
             self.address + path, data=data, method=method, headers={"Content-Type": "application/json"}
         )
         try:
             with urllib.request.urlopen(req, context=ctx, timeout=self.timeout) as resp:  # noqa: S310
-                return json.loads(resp.read() or b"null")
+                return resp.status, resp.read()
         except urllib.error.HTTPError as exc:
             raw = exc.read()
             try:

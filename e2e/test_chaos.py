@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from e2e.harness import checkers, history, invariants
+from e2e.harness import checkers, history, invariants, probes
 from e2e.harness.cluster import Cluster
 from e2e.harness.faults import (
     AgentRestart,
@@ -73,16 +73,18 @@ def schedule(seed: int, clients: int) -> Iterator[Step]:
 def make_fault(step: Step, cluster: Cluster, node: Remote, jobs: list[RunningJob]) -> Fault:
     k = step.kind
     if k.startswith("agent-"):
-        return AgentRestart(node, cluster=cluster, signal="SIGTERM" if k == "agent-sigterm" else "SIGKILL")
+        return AgentRestart(cluster, node, signal="SIGTERM" if k == "agent-sigterm" else "SIGKILL")
     if k.endswith("-reboot"):
-        return Reboot(node, cluster=cluster, hard=k == "hard-reboot")
+        return Reboot(cluster, node, hard=k == "hard-reboot")
     if k == "docker-restart":
-        return DockerRestart(node, cluster=cluster)
+        return DockerRestart(cluster, node)
     if k.startswith("kill-"):
-        return ContainerKill(node, alloc_id=jobs[step.job].current()["id"], which=k.removeprefix("kill-"))
+        return ContainerKill(
+            cluster, node, alloc_id=jobs[step.job].current()["id"], which=k.removeprefix("kill-")
+        )
     if k == "partition":
-        return Partition(node, cluster=cluster)
-    return VaultOutage(cluster.servers[0], cluster=cluster)
+        return Partition(cluster, node)
+    return VaultOutage(cluster, cluster.servers[0])
 
 
 @pytest.mark.nightly
@@ -126,11 +128,11 @@ def test_seeded_chaos_keeps_every_invariant(
                     what=f"{n.name}: probe loaded the cert on disk after chaos step {done + 1} ({step})",
                 )
             done += 1
-        history.record(history.CHECK, "chaos", ok=True, counts={"chaos steps": done})
+        history.check("chaos", [], counts={"chaos steps": done})
         print(f"[chaos] {done} steps, all invariants held; seed {seed}")
         assert done > 0, f"no chaos step ran in {minutes:g} min"
 
 
 def _delivered(node: Remote, job: RunningJob) -> tuple[bool | None, str]:
-    problems = checkers.delivery_problems(node, job.current(), "probe")
+    problems = checkers.delivery_problems(probes.observe_delivery(node, job.current(), "probe"))
     return (True if not problems else None), "; ".join(problems)

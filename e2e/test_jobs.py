@@ -13,23 +13,15 @@ import pytest
 
 from agent.client import ApiClient, ApiError
 from e2e.harness.cluster import Cluster
-from e2e.harness.remote import Remote
 from e2e.harness.waits import AGENT_HEALTHY, wait_until
 
 JOBSPEC = Path(__file__).resolve().parents[1] / "tests" / "jobspecs" / "cni-check-on-restore.hcl"
 
 
-def api_for(cluster: Cluster, node: Remote) -> ApiClient:
-    s = cluster.secrets
-    return ApiClient(
-        f"https://{node.address}:4646", str(s / "ca.pem"), str(s / "operator.crt"), str(s / "operator.key")
-    )
-
-
 @pytest.fixture
 def seed_job(cluster: Cluster) -> Iterator[tuple[ApiClient, str]]:
     client1 = cluster.clients[0]
-    api = api_for(cluster, client1)
+    api = cluster.api(client1)
     out = api.request("POST", "/v1/jobs", {"jobspec": JOBSPEC.read_text(), "source": JOBSPEC.name})
     yield api, out["allocs"][0]
     api.request("DELETE", "/v1/job/example")
@@ -55,7 +47,7 @@ def test_seed_job_answers_on_its_mapped_port_from_the_other_client(
 
 
 def test_an_invalid_jobspec_is_refused_with_its_path(cluster: Cluster) -> None:
-    api = api_for(cluster, cluster.clients[0])
+    api = cluster.api(cluster.clients[0])
     bad = 'job "x" {\n  group "g" {\n    task "t" {\n      driver = "rkt"\n    }\n  }\n}\n'
     with pytest.raises(ApiError) as exc:
         api.request("POST", "/v1/jobs", {"jobspec": bad, "source": "bad.hcl"})

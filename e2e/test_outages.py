@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.harness import checkers, history, invariants
+from e2e.harness import checkers, history, invariants, probes
 from e2e.harness.cluster import Cluster
 from e2e.harness.faults import Partition, VaultOutage, injected
 from e2e.harness.jobs import SEED_RESTORE, noop_job, read, running_job
@@ -35,7 +35,7 @@ def test_noop_templates_resume_rendering_after_a_vault_outage(cluster: Cluster) 
             return sum(1 for e in agent.events(job.alloc_id) if e["type"] == "Template Failed")
 
         before = failures()
-        with injected(VaultOutage(cluster.servers[0], cluster=cluster)):
+        with injected(VaultOutage(cluster, cluster.servers[0])):
 
             def failed() -> tuple[int | None, str]:
                 n = failures() - before
@@ -62,11 +62,10 @@ def test_noop_templates_resume_rendering_after_a_vault_outage(cluster: Cluster) 
             raise AssertionError(
                 f"{node.name}: the template watcher did not resume after the outage: {exc}"
             ) from None
-        history.record(
-            history.CHECK,
+        history.check(
             "renders resumed after the Vault outage",
+            [],
             node=node.name,
-            ok=True,
             counts={"failed renders reported": failures() - before},
         )
 
@@ -78,9 +77,9 @@ def test_a_partitioned_client_comes_back_whole(cluster: Cluster) -> None:
     with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
         invariants.wait_invariants(cluster, "the seed job started", [node])
         alloc = job.current()
-        with injected(Partition(node, cluster=cluster)):
+        with injected(Partition(cluster, node)):
             # The agent API is cut off too; look from the other client and from the alloc's netns.
-            problems = checkers.network_problems(cluster, node, alloc)
+            problems = checkers.network_problems(probes.observe_network(cluster, node, alloc))
             cut = [p for p in problems if "does not answer from" in p or "cannot reach Vault" in p]
             assert len(cut) == 2, f"the partition did not cut the alloc off both ways: {problems}"
         invariants.wait_invariants(cluster, "the partition healed", [node])

@@ -37,9 +37,9 @@ def test_pause_and_task_kills_leave_one_working_set_and_no_orphans(cluster: Clus
         for which, agent_signal in STEPS:
             t0 = time.monotonic()
             for job in (seed, web):
-                ContainerKill(client1, alloc_id=job.current()["id"], which=which).inject()
+                ContainerKill(cluster, client1, alloc_id=job.current()["id"], which=which).inject()
             if agent_signal:
-                with injected(AgentRestart(client1, cluster=cluster, signal=agent_signal)):
+                with injected(AgentRestart(cluster, client1, signal=agent_signal)):
                     pass
             step = f"kill {which}" + (f" + agent {agent_signal}" if agent_signal else "")
             invariants.wait_invariants(cluster, step, [client1])

@@ -32,7 +32,7 @@ def test_agent_restart_leaves_the_alloc_untouched(cluster: Cluster, signal: str)
     with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
         invariants.wait_invariants(cluster, "the seed job started", [client1])
         before = alloc_containers(client1, job.alloc_id)
-        fault = AgentRestart(client1, cluster=cluster, signal=signal)
+        fault = AgentRestart(cluster, client1, signal=signal)
         with injected(fault):
             pass
         invariants.wait_invariants(cluster, f"agent {signal}", [client1])
@@ -60,7 +60,7 @@ def test_reboot_restores_the_alloc_with_its_network(cluster: Cluster, hard: bool
         invariants.wait_invariants(cluster, "the seed job started and the filler stopped", [client1])
         recorded = agent.alloc(job.alloc_id)["network"]["address"]
         t0 = time.monotonic()
-        with injected(Reboot(client1, cluster=cluster, hard=hard)):
+        with injected(Reboot(cluster, client1, hard=hard)):
             pass
         invariants.wait_invariants(cluster, kind, [client1])
         history.measure(

@@ -25,7 +25,7 @@ def test_an_alloc_whose_dir_vanished_is_replaced(cluster: Cluster) -> None:
     agent = cluster.agent(node)
     with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
         invariants.wait_invariants(cluster, "the seed job started", [node])
-        with injected(AgentDown(node, cluster=cluster)):
+        with injected(AgentDown(cluster, node)):
             d = f"{AGENT_DATA_DIR}/alloc/{job.alloc_id}"
             # Its secrets/ tmpfs mounts go first, as a lost or replaced disk would take them.
             node.run(f"findmnt -rn -o TARGET | grep '^{d}/' | sort -r | xargs -r umount -l; rm -rf {d}")
@@ -43,7 +43,7 @@ def test_a_task_container_removed_while_the_agent_was_down_is_started_again(clus
     agent = cluster.agent(node)
     with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
         invariants.wait_invariants(cluster, "the seed job started", [node])
-        with injected(AgentDown(node, cluster=cluster)):
+        with injected(AgentDown(cluster, node)):
             tasks = alloc_containers(node, job.alloc_id, "task")
             node.run("docker rm -f " + " ".join(tasks))
         invariants.wait_invariants(cluster, "restore without the task container", [node])
@@ -61,7 +61,7 @@ def test_the_sweeper_leaves_restored_allocs_alone(cluster: Cluster) -> None:
     agent = cluster.agent(node)
     with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
         invariants.wait_invariants(cluster, "the seed job started", [node])
-        with injected(AgentRestart(node, cluster=cluster, signal="SIGTERM")):
+        with injected(AgentRestart(cluster, node, signal="SIGTERM")):
             pass
         changed = invariants.sweeps_leave_alone(cluster, node, [job])
         assert not changed, f"containers of a live alloc changed while the sweeper ran: {changed}"
@@ -76,7 +76,7 @@ def test_what_a_forgotten_alloc_left_behind_is_swept(cluster: Cluster) -> None:
     agent = cluster.agent(node)
     with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
         invariants.wait_invariants(cluster, "the seed job started", [node])
-        with injected(AgentDown(node, cluster=cluster)):
+        with injected(AgentDown(cluster, node)):
             node.run(f"rm -f {AGENT_DATA_DIR}/state/state.db*")
         assert agent.allocs() == [], "the agent still knows allocs after its state was wiped"
         invariants.wait_invariants(cluster, "the agent started with no state", [node])

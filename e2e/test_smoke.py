@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.harness import checkers, faults
+from e2e.harness import checkers, faults, probes
 from e2e.harness.cluster import Cluster
 from e2e.harness.waits import AGENT_HEALTHY, VAULT_UNSEALED, wait_until
 
@@ -23,7 +23,7 @@ def test_every_node_answers_over_ssh(cluster: Cluster) -> None:
 @pytest.mark.parametrize("role", ["servers", "clients"])
 def test_nodes_are_healthy(cluster: Cluster, role: str) -> None:
     nodes = cluster.servers if role == "servers" else cluster.clients
-    problems = [p for n in nodes for p in checkers.node_problems(cluster, n)]
+    problems = [p for n in nodes for p in checkers.node_problems(probes.observe_node(cluster, n))]
     assert not problems, "\n".join(problems)
 
 
@@ -42,7 +42,7 @@ def _healthy_again(cluster: Cluster, name: str, timeout: float) -> None:
     node = cluster.node(name)
 
     def check() -> tuple[bool | None, str]:
-        problems = checkers.node_problems(cluster, node)
+        problems = checkers.node_problems(probes.observe_node(cluster, node))
         return (True if not problems else None), "; ".join(problems)
 
     wait_until(check, timeout=timeout, what=f"{name} healthy after reboot", interval=2.0)
@@ -68,5 +68,9 @@ def test_openbao_unseals_itself_after_server_reboot(cluster: Cluster) -> None:
     print(f"{server.name}: clean reboot back over ssh in {secs:.1f}s")
     _healthy_again(cluster, server.name, VAULT_UNSEALED)
     # The clients' agents reach the restarted Vault again (a fresh AppRole login works).
-    problems = [p for c in cluster.clients for p in checkers.approle_problems(c, cluster.vault_addr)]
+    problems = [
+        p
+        for c in cluster.clients
+        for p in checkers.approle_problems(probes.observe_approle(c, cluster.vault_addr))
+    ]
     assert not problems, "\n".join(problems)

@@ -25,6 +25,7 @@ from e2e.harness import checkers, history, invariants
 from e2e.harness.cluster import Cluster
 from e2e.harness.faults import AgentRestart, ContainerKill, injected
 from e2e.harness.jobs import RunningJob, probe_job, running_job
+from e2e.harness.probes import cert_sha256_on_disk, observe_delivery, probe_status
 from e2e.harness.remote import Remote
 from e2e.harness.waits import CERT_DELIVERED, WaitTimeout, wait_until
 
@@ -49,10 +50,9 @@ def loaded_cert(node: Remote, job: RunningJob, what: str) -> str:
     """Wait until the probe has loaded the cert on disk; return its sha256."""
 
     def same() -> tuple[str | None, str]:
-        alloc = job.current()
-        problems = checkers.delivery_problems(node, alloc, TASK)
-        disk = checkers.cert_sha256_on_disk(node, alloc["id"], TASK)
-        return (disk if not problems else None), "; ".join(problems)
+        seen = observe_delivery(node, job.current(), TASK)
+        problems = checkers.delivery_problems(seen)
+        return (seen.disk_sha256 if not problems else None), "; ".join(problems)
 
     return wait_until(same, timeout=CERT_DELIVERED, what=f"{node.name} {job.job}: new cert loaded {what}")
 
@@ -61,7 +61,7 @@ def deliveries(node: Remote, job: RunningJob, mode: str) -> int:
     alloc = job.current()
     if mode == "restart":
         return int(alloc["tasks"][TASK]["restarts"])
-    st = checkers.probe_status(node, int(alloc["network"]["ports"][0]["host"])) or {}
+    st = probe_status(node, int(alloc["network"]["ports"][0]["host"])) or {}
     want = "SIGHUP" if mode == "signal" else "SIGUSR1"
     return sum(1 for s in st.get("signals", []) if s.get("signal") == want)
 
@@ -77,7 +77,7 @@ def test_every_change_is_delivered_exactly_once_across_agent_restarts(
     for i in range(loops):
         for node in cluster.clients:
             signal = rng.choice(["SIGTERM", "SIGKILL"])
-            with injected(AgentRestart(node, cluster=cluster, signal=signal)):
+            with injected(AgentRestart(cluster, node, signal=signal)):
                 pass
         for node, job, _ in probes:
             seen[f"{node.name}/{job.job}"].add(loaded_cert(node, job, f"after restart {i + 1}/{loops}"))
@@ -91,11 +91,9 @@ def test_every_change_is_delivered_exactly_once_across_agent_restarts(
             problems.append(
                 f"{node.name} {job.job}: {got} {mode} deliveries for {changes} certificate changes"
             )
-    history.record(
-        history.CHECK,
+    history.check(
         "exactly-once delivery",
-        ok=not problems,
-        detail="; ".join(problems),
+        problems,
         counts={"deliveries": total, "agent restarts": loops * len(cluster.clients)},
     )
     assert not problems, "\n".join(problems)
@@ -107,10 +105,10 @@ def test_change_script_runs_once_in_a_restored_task(cluster: Cluster) -> None:
     """nomad-15851/24051: the script runs inside the task after restore (it sends the probe SIGUSR1)."""
     node = cluster.clients[0]
     with running_job(cluster.agent(node), probe_job("pki-script", "script"), "script") as job:
-        first = checkers.cert_sha256_on_disk(node, job.alloc_id, TASK)
+        first = cert_sha256_on_disk(node, job.alloc_id, TASK)
         for signal in ("SIGTERM", "SIGKILL"):
             before = deliveries(node, job, "script")
-            with injected(AgentRestart(node, cluster=cluster, signal=signal)):
+            with injected(AgentRestart(cluster, node, signal=signal)):
                 pass
 
             def ran(before: int = before) -> tuple[int | None, str]:
@@ -122,7 +120,7 @@ def test_change_script_runs_once_in_a_restored_task(cluster: Cluster) -> None:
             except WaitTimeout as exc:
                 events = [(e["type"], e["message"]) for e in cluster.agent(node).events(job.alloc_id)][-6:]
                 raise AssertionError(f"{node.name}: {exc}; last events {events}") from None
-        assert checkers.cert_sha256_on_disk(node, job.alloc_id, TASK) != first
+        assert cert_sha256_on_disk(node, job.alloc_id, TASK) != first
         assert deliveries(node, job, "script") == 2, "the change script ran more than once per change"
 
 
@@ -135,15 +133,12 @@ def test_a_change_while_the_task_restarts_is_queued_not_fired_into_it(cluster: C
     agent = cluster.agent(node)
     with running_job(agent, probe_job("pki-short", "signal", ttl="10s", delay="20s"), "short-ttl") as job:
         loaded_cert(node, job, "at start")
-        ContainerKill(node, alloc_id=job.alloc_id, which="task").inject()
+        ContainerKill(cluster, node, alloc_id=job.alloc_id, which="task").inject()
         loaded_cert(node, job, "after the task came back")
-        fired = fired_while_down(agent.events(job.alloc_id))
-        history.record(
-            history.CHECK,
+        fired = history.check(
             "no change fired into a task that was down",
+            fired_while_down(agent.events(job.alloc_id)),
             node=node.name,
-            ok=not fired,
-            detail="; ".join(fired),
         )
         assert not fired, f"{node.name}: change actions fired while the task was not running: {fired}"
 

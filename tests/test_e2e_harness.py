@@ -1,8 +1,12 @@
-"""The e2e harness's pure parts, without a lab: what the orphan checker makes of a node's state, the
-chaos schedule's reproducibility, the event checks, and the repro catalogue's coverage."""
+"""The e2e harness's pure parts, without a lab: what each checker makes of an observation (one case
+that passes, one a bug would break), the repro symptoms matching the checkers' words, the chaos
+schedule's reproducibility, the event checks, the history's check records, the fault classes, the
+repro catalogue's coverage, and the harness's rules (no suite imported, no copied labels, no sleeps)."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import itertools
 import re
 from pathlib import Path
@@ -11,7 +15,34 @@ import pytest
 
 from agent.faults import IMPLEMENTED_FAULTS
 from e2e import repro
-from e2e.harness.checkers import chain_set_problems, container_set_problems, orphan_problems, parse_resources
+from e2e.harness import faults, history
+from e2e.harness.checkers import (
+    AgentSeen,
+    AppRoleSeen,
+    CniSeen,
+    DeliverySeen,
+    DockerRunSeen,
+    NetworkSeen,
+    NodeSeen,
+    PortSeen,
+    SystemdSeen,
+    VaultSeen,
+    agent_problems,
+    alloc_health_problems,
+    approle_problems,
+    chain_set_problems,
+    cni_problems,
+    container_set_problems,
+    delivery_problems,
+    docker_problems,
+    network_problems,
+    node_problems,
+    orphan_problems,
+    parse_container_names,
+    parse_resources,
+    systemd_problems,
+    vault_problems,
+)
 from e2e.test_chaos import KINDS, schedule
 from e2e.test_template_restarts import fired_while_down
 
@@ -144,3 +175,294 @@ def test_every_field_bug_has_a_repro_entry() -> None:
 def test_repro_refuses_an_unknown_bug(capsys: pytest.CaptureFixture[str]) -> None:
     assert repro.main(["nomad-0", "--lab", "x"]) == 2
     assert "unknown bug 'nomad-0'" in capsys.readouterr().err
+
+
+# --- the checkers of a node of its role ----------------------------------------------------------
+def test_systemd_running_with_no_failed_unit_passes_and_a_failed_unit_is_named() -> None:
+    assert systemd_problems(SystemdSeen("client1", "running", [])) == []
+    assert systemd_problems(SystemdSeen("client1", "degraded", ["docker.service"])) == [
+        "client1: systemd state is 'degraded', not 'running'",
+        "client1: failed units: ['docker.service']",
+    ]
+
+
+def test_docker_run_must_print_the_marker() -> None:
+    assert docker_problems(DockerRunSeen("client1", 0, "fieldlab-ok\n", "")) == []
+    problems = docker_problems(DockerRunSeen("client1", 125, "", "Unable to find image\n"))
+    assert problems == [
+        "client1: `docker run fieldlab/busybox:latest` gave rc=125 out='' err='Unable to find image'"
+    ]
+    assert docker_problems(DockerRunSeen("client1", 0, "something else", "")), "rc 0 alone is not enough"
+
+
+def test_cni_needs_loopback_then_bridge_with_portmap_and_every_plugin() -> None:
+    chain = ["loopback", "bridge", "portmap", "firewall"]
+    assert cni_problems(CniSeen("client1", None, chain, [])) == []
+    assert cni_problems(CniSeen("client1", None, ["bridge", "loopback", "portmap"], [])) == [
+        "client1: conflist plugin chain is ['bridge', 'loopback', 'portmap']"
+    ]
+    assert cni_problems(CniSeen("client1", None, chain, ["portmap"])) == [
+        "client1: CNI plugins missing from /usr/lib/cni: ['portmap']"
+    ]
+    assert cni_problems(CniSeen("client1", "jq: error")) == [
+        "client1: /etc/cni/net.d/fieldlab.conflist missing or not JSON (jq: error)"
+    ]
+
+
+def test_vault_must_answer_initialised_and_unsealed() -> None:
+    assert vault_problems(VaultSeen("server1", 0, {"initialized": True, "sealed": False})) == []
+    sealed = vault_problems(
+        VaultSeen("server1", 0, {"initialized": True, "sealed": True, "progress": 1, "t": 3})
+    )
+    assert sealed == ["server1: OpenBao is sealed (1/3 keys given)"]
+    assert vault_problems(VaultSeen("server1", 7)) == [
+        "server1: OpenBao does not answer on :8200 (curl rc=7)"
+    ]
+
+
+APPROLE_OK = {
+    "login": "ok",
+    "workload": "200",
+    "own_agent": "200",
+    "other_agent": "403",
+    "sys_mounts": "403",
+    "root_ca": "400",
+}
+
+
+def test_approle_is_allowed_its_own_and_refused_the_rest() -> None:
+    assert approle_problems(AppRoleSeen("client1", APPROLE_OK)) == []
+    too_wide = approle_problems(AppRoleSeen("client1", {**APPROLE_OK, "other_agent": "200"}))
+    assert too_wide == ["client1: approle policy allowed other_agent (HTTP 200), expected a refusal"]
+    no_login = approle_problems(AppRoleSeen("client1", {"login": "failed"}))
+    assert no_login[0] == "client1: approle login gave 'failed', expected 'ok'"
+    assert len(no_login) == 6, "nothing answered: every expectation is unmet"
+
+
+HEALTH = {"status": "ok", "node": "client1", "vault": {"authenticated": True}}
+
+
+def test_the_agent_answers_healthy_over_mtls_and_refuses_a_client_without_a_certificate() -> None:
+    assert agent_problems(AgentSeen("client1", None, 200, HEALTH)) == []
+    assert agent_problems(AgentSeen("client1", None, 200, HEALTH, answered_without_cert=True)) == [
+        "client1: agent answered a client that presented no certificate"
+    ]
+    other = {**HEALTH, "node": "client2", "vault": {"authenticated": False}}
+    assert agent_problems(AgentSeen("client1", None, 200, other)) == [
+        f"client1: agent health answered 200 {other}",
+        "client1: agent is not logged in to Vault: {'authenticated': False}",
+    ]
+    assert agent_problems(AgentSeen("client1", "cannot reach the agent")) == [
+        "client1: agent health over mTLS failed: cannot reach the agent"
+    ]
+
+
+def test_a_node_is_checked_for_its_role() -> None:
+    up = SystemdSeen("n", "running", [])
+    assert node_problems(NodeSeen(up, vault=VaultSeen("n", 0, {"initialized": True}))) == []
+    client = NodeSeen(
+        up,
+        docker=DockerRunSeen("n", 0, "fieldlab-ok", ""),
+        cni=CniSeen("n", None, ["loopback", "bridge", "portmap"], []),
+        approle=AppRoleSeen("n", APPROLE_OK),
+        agent=AgentSeen("n", None, 200, {**HEALTH, "node": "n"}),
+    )
+    assert node_problems(client) == []
+    broken = dataclasses.replace(client, agent=AgentSeen("n", "refused"))
+    assert node_problems(broken) == ["n: agent health over mTLS failed: refused"]
+
+
+# --- alloc health, network, delivery ----------------------------------------------------------------
+CTR = "a" * 64
+NAMES = {CTR: f"nginx-{LIVE}"}
+
+
+def test_container_names_are_keyed_by_full_id() -> None:
+    assert parse_container_names(f"{CTR} nginx-{LIVE}\nbad line with many words\n") == NAMES
+
+
+def test_a_running_alloc_with_its_task_and_dir_is_healthy() -> None:
+    assert alloc_health_problems("client1", ALLOCS, parse_resources(NODE_STATE), NAMES) == []
+
+
+def test_a_running_alloc_whose_task_container_is_gone_is_half_alive() -> None:
+    """nomad-23684: the agent says running, nothing runs."""
+    state = NODE_STATE.replace(f"aaa running {LIVE} task", f"aaa exited {LIVE} task")
+    problems = alloc_health_problems("client1", ALLOCS, parse_resources(state), NAMES)
+    assert problems == [
+        f"client1: alloc {LIVE[:8]} is running but task nginx is running with no live container ({CTR[:12]})"
+    ]
+
+
+def test_a_running_alloc_without_its_dir_and_an_unreplaced_failed_one_are_reported() -> None:
+    state = NODE_STATE.replace(f"## allocdirs\n{LIVE}\n", "## allocdirs\n")
+    failed = {"id": DEAD, "status": "failed", "reason": "boom", "network": {}, "tasks": {}}
+    problems = alloc_health_problems("client1", [ALLOCS[0], failed], parse_resources(state), NAMES)
+    assert problems == [
+        f"client1: alloc {LIVE[:8]} is running but its alloc dir is missing",
+        f"client1: alloc {DEAD[:8]} failed (boom) and was not replaced",
+    ]
+    replaced = {**failed, "replaced_by": LIVE}
+    assert alloc_health_problems("client1", [ALLOCS[0], replaced], parse_resources(NODE_STATE), NAMES) == []
+
+
+ETH0 = "2: eth0    inet 172.26.64.2/24 brd 172.26.64.255 scope global eth0\\       valid_lft forever"
+NET_OK = NetworkSeen(
+    "client1",
+    LIVE,
+    "172.26.64.2",
+    "client2",
+    [PortSeen("http", "http://10.213.0.11:20000/", "200")],
+    4242,
+    ETH0,
+    "http://10.213.0.10:8200",
+    "200",
+)
+
+
+def test_a_reachable_alloc_with_the_reported_address_passes() -> None:
+    assert network_problems(NET_OK) == []
+    assert network_problems(dataclasses.replace(NET_OK, vault_code=None)) == [], "Vault not tried"
+
+
+def test_an_alloc_with_no_network_after_a_reboot_is_reported() -> None:
+    """nomad-24292: the port does not answer, the netns has no address, Vault is unreachable."""
+    broken = dataclasses.replace(
+        NET_OK, ports=[PortSeen("http", "http://10.213.0.11:20000/", "000")], eth0="", vault_code=""
+    )
+    assert network_problems(broken) == [
+        f"client1: alloc {LIVE[:8]} port http (http://10.213.0.11:20000/) does not answer from client2",
+        f"client1: alloc {LIVE[:8]} netns has no IPv4 address on eth0 (agent says 172.26.64.2)",
+        f"client1: alloc {LIVE[:8]} cannot reach Vault at http://10.213.0.10:8200 from its netns",
+    ]
+
+
+def test_a_stale_reported_address_and_a_missing_container_are_reported() -> None:
+    """nomad-24236: the agent reports the old address."""
+    stale = dataclasses.replace(NET_OK, reported_address="172.26.64.9")
+    assert network_problems(stale) == [
+        f"client1: alloc {LIVE[:8]} netns has 172.26.64.2 but the agent reports 172.26.64.9"
+    ]
+    gone = dataclasses.replace(NET_OK, pid=None)
+    assert network_problems(gone) == [f"client1: alloc {LIVE[:8]} has no running container to look into"]
+
+
+SHA = "0123456789abcdef" * 4
+
+
+def test_the_probe_has_loaded_the_cert_on_disk() -> None:
+    ok = DeliverySeen("client1", LIVE, 20000, {"cert": {"sha256": SHA}}, SHA)
+    assert delivery_problems(ok) == []
+    assert ok.loaded_sha256 == SHA
+
+
+def test_a_cert_on_disk_the_probe_has_not_loaded_is_a_missed_delivery() -> None:
+    """nomad-24140/9636: the re-rendered cert never reached the workload."""
+    old = "f" * 64
+    missed = DeliverySeen("client1", LIVE, 20000, {"cert": {"sha256": old}}, SHA)
+    assert delivery_problems(missed) == [
+        f"client1: alloc {LIVE[:8]} probe has loaded {old[:16]} but disk has {SHA[:16]}"
+    ]
+    silent = dataclasses.replace(missed, status=None)
+    assert delivery_problems(silent) == [f"client1: alloc {LIVE[:8]} probe does not answer on :20000"]
+    unreadable = dataclasses.replace(missed, disk_sha256=None)
+    assert delivery_problems(unreadable) == [f"client1: alloc {LIVE[:8]} has no readable cert on disk"]
+
+
+def test_the_repro_symptoms_match_what_the_checkers_say() -> None:
+    """e2e/repro.py recognises a bug by a regex over the failure: the checkers' words must match it."""
+    half_alive = NODE_STATE.replace(f"aaa running {LIVE} task", f"aaa exited {LIVE} task")
+    no_dir = NODE_STATE.replace(f"## allocdirs\n{LIVE}\n", "## allocdirs\n")
+    leaked = NODE_STATE.replace(
+        f"{COMMENT.format(DEAD)} -m multiport --dports 20001",
+        f"{COMMENT.format(LIVE)} -m multiport --dports 20000",
+    )
+    said = {
+        "nomad-24292": network_problems(dataclasses.replace(NET_OK, eth0="")),
+        "nomad-24236": network_problems(dataclasses.replace(NET_OK, reported_address="172.26.64.9")),
+        "nomad-23684": alloc_health_problems("c", ALLOCS, parse_resources(half_alive), NAMES),
+        "nomad-27933": alloc_health_problems("c", ALLOCS, parse_resources(no_dir), NAMES),
+        "nomad-6385": chain_set_problems(parse_resources(leaked), ALLOCS, "c"),
+        "nomad-12216-orphans": orphan_problems(parse_resources(NODE_STATE), ALLOCS, "c"),
+        "nomad-16338": alloc_health_problems("c", ALLOCS, parse_resources(half_alive), NAMES),
+    }
+    for bug, problems in said.items():
+        assert problems, bug
+        assert all(re.search(repro.BUGS[bug].symptom, p) for p in problems), (bug, problems)
+
+
+# --- the history's check records, the fault classes -----------------------------------------------
+def test_a_check_is_recorded_with_its_verdict_and_returns_its_problems(tmp_path: Path) -> None:
+    h = history.History(tmp_path, "run", 1, "lab")
+    assert h.check("invariants", [], node="client1", counts={"allocs checked": 2}) == []
+    assert h.check("deliveries", ["a: 1 for 2", "b: 0 for 1"]) == ["a: 1 for 2", "b: 0 for 1"]
+    ok, bad = history.load(h.path)
+    assert ok == {
+        "t": ok["t"],
+        "kind": "check",
+        "name": "invariants",
+        "test": "",
+        "node": "client1",
+        "ok": True,
+        "data": {"counts": {"allocs checked": 2}},
+    }
+    assert bad["ok"] is False and bad["detail"] == "a: 1 for 2; b: 0 for 1" and "node" not in bad
+
+
+def test_a_check_with_no_run_open_records_nothing_and_still_returns_its_problems(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(history, "_current", None)
+    assert history.check("x", ["p"]) == ["p"]
+
+
+def test_every_fault_takes_its_cluster_first_and_requires_it() -> None:
+    kinds = [faults.Reboot, faults.AgentRestart, faults.AgentDown, faults.DockerRestart]
+    kinds += [faults.ContainerKill, faults.Partition, faults.VaultOutage]
+    for kind in kinds:
+        first, second = dataclasses.fields(kind)[:2]
+        assert (first.name, second.name) == ("cluster", "node"), kind
+        assert first.default is dataclasses.MISSING, f"{kind.__name__}: cluster must be required"
+    with pytest.raises(TypeError):
+        faults.AgentDown(node=None)  # type: ignore[call-arg,arg-type]
+
+
+def test_a_container_kill_of_an_unknown_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="pause, task or both"):
+        faults.ContainerKill(None, None, alloc_id=LIVE, which="all")  # type: ignore[arg-type]
+
+
+# --- the harness's rules ----------------------------------------------------------------------------
+E2E = Path(repro.__file__).resolve().parent
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def test_the_harness_never_imports_a_suite() -> None:
+    suites = {"e2e.conftest", "e2e.repro", *(f"e2e.{p.stem}" for p in E2E.glob("test_*.py"))}
+    for path in sorted((E2E / "harness").glob("*.py")):
+        assert not _imports(path) & suites, f"{path.name} imports a suite"
+
+
+def test_the_checkers_do_no_io() -> None:
+    imported = _imports(E2E / "harness" / "checkers.py")
+    io = {"e2e.harness.remote", "e2e.harness.cluster", "e2e.harness.probes", "agent.client", "lab.ssh"}
+    assert not {m for m in imported if m.split(".")[0] in ("subprocess", "socket", "ssl", "urllib")}
+    assert not imported & io, imported & io
+
+
+def test_e2e_uses_the_agents_labels_and_never_sleeps() -> None:
+    for path in sorted(E2E.rglob("*.py")):
+        src = path.read_text()
+        assert "org.fieldlab." not in src, f"{path}: copy of an agent label (use agent.drivers.base)"
+        assert "time.sleep(" not in src, f"{path}: a bare sleep (wait with e2e.harness.waits.wait_until)"

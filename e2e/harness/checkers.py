@@ -1,161 +1,174 @@
-"""Checkers: functions over observed state that return what is wrong (an empty list when all is well).
+"""Checkers: pure functions over observed state that return what is wrong (an empty list when all is
+well). They never do I/O: `e2e.harness.probes` gathers the observations (the dataclasses below) from
+the nodes, the caller hands them over.
 
 They say exactly what they saw, so a failing suite reads like a diagnosis, not like `False`.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import ssl
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-from e2e.harness.cluster import Cluster
-from e2e.harness.remote import Remote, q
-from e2e.harness.waits import SYSTEMD_READY
-
+BUSYBOX = "fieldlab/busybox:latest"
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap", "firewall")
 CNI_CONFLIST = "/etc/cni/net.d/fieldlab.conflist"
-BUSYBOX = "fieldlab/busybox:latest"
 
 
-def systemd_problems(node: Remote) -> list[str]:
-    state = node.run(
-        f"timeout {int(SYSTEMD_READY)} systemctl is-system-running --wait", check=False
-    ).stdout.strip()
-    failed = node.out("systemctl --failed --plain --no-legend --no-pager | awk '{print $1}'")
+# --- a node of its role: systemd, docker, CNI, Vault, AppRole, the agent's API -----------------------
+@dataclass(frozen=True)
+class SystemdSeen:
+    node: str
+    state: str  # what `systemctl is-system-running --wait` said
+    failed: list[str]  # failed units
+
+
+def systemd_problems(seen: SystemdSeen) -> list[str]:
     problems = []
-    if state != "running":
-        problems.append(f"{node.name}: systemd state is {state!r}, not 'running'")
-    if failed:
-        problems.append(f"{node.name}: failed units: {failed.split()}")
+    if seen.state != "running":
+        problems.append(f"{seen.node}: systemd state is {seen.state!r}, not 'running'")
+    if seen.failed:
+        problems.append(f"{seen.node}: failed units: {seen.failed}")
     return problems
 
 
-def docker_problems(node: Remote) -> list[str]:
-    res = node.run(f"docker run --rm --init {BUSYBOX} sh -c 'echo fieldlab-ok'", check=False, timeout=60)
-    if res.rc != 0 or res.stdout.strip() != "fieldlab-ok":
+@dataclass(frozen=True)
+class DockerRunSeen:
+    """`docker run --rm --init BUSYBOX sh -c 'echo fieldlab-ok'` on the node."""
+
+    node: str
+    rc: int
+    stdout: str
+    stderr: str
+
+
+def docker_problems(seen: DockerRunSeen) -> list[str]:
+    if seen.rc != 0 or seen.stdout.strip() != "fieldlab-ok":
         return [
-            f"{node.name}: `docker run {BUSYBOX}` gave rc={res.rc} out={res.stdout.strip()!r} "
-            f"err={res.stderr.strip()[-300:]!r}"
+            f"{seen.node}: `docker run {BUSYBOX}` gave rc={seen.rc} out={seen.stdout.strip()!r} "
+            f"err={seen.stderr.strip()[-300:]!r}"
         ]
     return []
 
 
-def cni_problems(node: Remote) -> list[str]:
+@dataclass(frozen=True)
+class CniSeen:
+    node: str
+    conflist_error: str | None  # why the conflist could not be read (None: it was read)
+    plugin_types: list[str] = field(default_factory=list)  # the conflist's plugin chain, in order
+    missing_plugins: list[str] = field(default_factory=list)  # of CNI_PLUGINS, not in /usr/lib/cni
+
+
+def cni_problems(seen: CniSeen) -> list[str]:
+    if seen.conflist_error is not None:
+        return [f"{seen.node}: {CNI_CONFLIST} missing or not JSON ({seen.conflist_error})"]
     problems = []
-    res = node.run(f"jq -r '.plugins[].type' {CNI_CONFLIST}", check=False)
-    if res.rc != 0:
-        return [f"{node.name}: {CNI_CONFLIST} missing or not JSON ({res.stderr.strip()})"]
-    types = res.stdout.split()
+    types = seen.plugin_types
     if types[:2] != ["loopback", "bridge"] or "portmap" not in types:
-        problems.append(f"{node.name}: conflist plugin chain is {types}")
-    missing = node.out("for p in " + " ".join(CNI_PLUGINS) + "; do [ -x /usr/lib/cni/$p ] || echo $p; done")
-    if missing:
-        problems.append(f"{node.name}: CNI plugins missing from /usr/lib/cni: {missing.split()}")
+        problems.append(f"{seen.node}: conflist plugin chain is {types}")
+    if seen.missing_plugins:
+        problems.append(f"{seen.node}: CNI plugins missing from /usr/lib/cni: {seen.missing_plugins}")
     return problems
 
 
-def vault_problems(server: Remote) -> list[str]:
-    res = server.run("curl -sf http://127.0.0.1:8200/v1/sys/seal-status", check=False)
-    if res.rc != 0:
-        return [f"{server.name}: OpenBao does not answer on :8200 (curl rc={res.rc})"]
-    st = json.loads(res.stdout)
+@dataclass(frozen=True)
+class VaultSeen:
+    node: str
+    curl_rc: int  # of the seal-status request on the server itself
+    seal_status: dict[str, Any] = field(default_factory=dict)
+
+
+def vault_problems(seen: VaultSeen) -> list[str]:
+    if seen.curl_rc != 0:
+        return [f"{seen.node}: OpenBao does not answer on :8200 (curl rc={seen.curl_rc})"]
+    st = seen.seal_status
     problems = []
     if not st.get("initialized"):
-        problems.append(f"{server.name}: OpenBao is not initialised")
+        problems.append(f"{seen.node}: OpenBao is not initialised")
     if st.get("sealed"):
-        problems.append(f"{server.name}: OpenBao is sealed ({st.get('progress')}/{st.get('t')} keys given)")
+        problems.append(f"{seen.node}: OpenBao is sealed ({st.get('progress')}/{st.get('t')} keys given)")
     return problems
 
 
-def approle_problems(client: Remote, vault_addr: str) -> list[str]:
-    """Log in with the node's own AppRole (on the node: the token never leaves it) and probe its policy."""
-    login = f"curl -sf -X POST -d @/etc/fieldlab-agent/approle.json {vault_addr}/v1/auth/approle/login"
-    probes = {
-        "workload": (
-            "POST",
-            "pki_int/issue/fieldlab-workload",
-            '{"common_name":"web.service.fieldlab","ttl":"5m"}',
-        ),
-        "own_agent": (
-            "POST",
-            "pki_int/issue/fieldlab-agent",
-            f'{{"common_name":"{client.name}.agent.fieldlab"}}',
-        ),
-        "other_agent": ("POST", "pki_int/issue/fieldlab-agent", '{"common_name":"intruder.agent.fieldlab"}'),
-        "sys_mounts": ("GET", "sys/mounts", ""),
-        "root_ca": ("POST", "pki/root/generate/internal", '{"common_name":"evil"}'),
-    }
-    lines = [
-        "set -u",
-        f"tok=$({login} | jq -r .auth.client_token)",
-        '[ -n "$tok" ] && [ "$tok" != null ] || { echo login=failed; exit 0; }',
-        "echo login=ok",
-    ]
-    for name, (method, path, body) in probes.items():
-        data = f"-d {q(body)}" if body else ""
-        lines.append(
-            f"echo {name}=$(curl -s -o /dev/null -w '%{{http_code}}' -X {method} {data} "
-            f'-H "X-Vault-Token: $tok" {vault_addr}/v1/{path})'
-        )
-    script = "\n".join(lines)
-    out = client.out(f"bash -c {q(script)}")
-    seen = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    want = {"login": "ok", "workload": "200", "own_agent": "200"}
+# What a client's own AppRole must be allowed, and what its policy must refuse.
+APPROLE_ALLOWED = {"login": "ok", "workload": "200", "own_agent": "200"}
+APPROLE_REFUSED = ("other_agent", "sys_mounts", "root_ca")
+
+
+@dataclass(frozen=True)
+class AppRoleSeen:
+    node: str
+    answers: dict[str, str]  # probe name -> "ok"/"failed" (login) or the HTTP status
+
+
+def approle_problems(seen: AppRoleSeen) -> list[str]:
+    got = seen.answers
     problems = [
-        f"{client.name}: approle {k} gave {seen.get(k)!r}, expected {v!r}"
-        for k, v in want.items()
-        if seen.get(k) != v
+        f"{seen.node}: approle {k} gave {got.get(k)!r}, expected {v!r}"
+        for k, v in APPROLE_ALLOWED.items()
+        if got.get(k) != v
     ]
-    for k in ("other_agent", "sys_mounts", "root_ca"):
-        if seen.get(k) not in ("403", "400"):
+    for k in APPROLE_REFUSED:
+        if got.get(k) not in ("403", "400"):
             problems.append(
-                f"{client.name}: approle policy allowed {k} (HTTP {seen.get(k)}), expected a refusal"
+                f"{seen.node}: approle policy allowed {k} (HTTP {got.get(k)}), expected a refusal"
             )
     return problems
 
 
-def _agent_get(url: str, secrets: Path, *, with_cert: bool) -> tuple[int, dict[str, object]]:
-    ctx = ssl.create_default_context(cafile=str(secrets / "ca.pem"))
-    if with_cert:
-        ctx.load_cert_chain(str(secrets / "operator.crt"), str(secrets / "operator.key"))
-    with urllib.request.urlopen(url, context=ctx, timeout=10) as resp:
-        return resp.status, json.loads(resp.read())
+@dataclass(frozen=True)
+class AgentSeen:
+    """The agent's /v1/agent/health over mTLS, and whether it answered a client with no certificate."""
+
+    node: str
+    error: str | None  # why the health request with the operator's certificate failed (None: answered)
+    status: int | None = None
+    body: Any = None
+    answered_without_cert: bool = False
 
 
-def agent_problems(cluster: Cluster, client: Remote) -> list[str]:
-    url = f"https://{client.address}:4646/v1/agent/health"
+def agent_problems(seen: AgentSeen) -> list[str]:
     problems = []
-    try:
-        status, body = _agent_get(url, cluster.secrets, with_cert=True)
-        if status != 200 or body.get("status") != "ok" or body.get("node") != client.name:
-            problems.append(f"{client.name}: agent health answered {status} {body}")
+    if seen.error is not None:
+        problems.append(f"{seen.node}: agent health over mTLS failed: {seen.error}")
+    else:
+        body: dict[str, Any] = seen.body if isinstance(seen.body, dict) else {}
+        if seen.status != 200 or body.get("status") != "ok" or body.get("node") != seen.node:
+            problems.append(f"{seen.node}: agent health answered {seen.status} {seen.body}")
         vault = body.get("vault")
         if not isinstance(vault, dict) or not vault.get("authenticated"):
-            problems.append(f"{client.name}: agent is not logged in to Vault: {vault}")
-    except (OSError, ssl.SSLError, urllib.error.URLError) as exc:
-        problems.append(f"{client.name}: agent health over mTLS failed: {exc}")
-    try:
-        _agent_get(url, cluster.secrets, with_cert=False)
-        problems.append(f"{client.name}: agent answered a client that presented no certificate")
-    except (OSError, ssl.SSLError, urllib.error.URLError):
-        pass  # refused at TLS, as it must be
+            problems.append(f"{seen.node}: agent is not logged in to Vault: {vault}")
+    if seen.answered_without_cert:
+        problems.append(f"{seen.node}: agent answered a client that presented no certificate")
     return problems
 
 
-def node_problems(cluster: Cluster, node: Remote) -> list[str]:
+@dataclass(frozen=True)
+class NodeSeen:
+    """Everything the smoke suite looks at on a node: a server has `vault`, a client the rest."""
+
+    systemd: SystemdSeen
+    vault: VaultSeen | None = None
+    docker: DockerRunSeen | None = None
+    cni: CniSeen | None = None
+    approle: AppRoleSeen | None = None
+    agent: AgentSeen | None = None
+
+
+def node_problems(seen: NodeSeen) -> list[str]:
     """Everything the smoke suite expects of a node of its role."""
-    problems = systemd_problems(node)
-    if node in cluster.servers:
-        problems += vault_problems(node)
-    else:
-        problems += docker_problems(node) + cni_problems(node)
-        problems += approle_problems(node, cluster.vault_addr) + agent_problems(cluster, node)
+    problems = systemd_problems(seen.systemd)
+    if seen.vault is not None:
+        problems += vault_problems(seen.vault)
+    if seen.docker is not None:
+        problems += docker_problems(seen.docker)
+    if seen.cni is not None:
+        problems += cni_problems(seen.cni)
+    if seen.approle is not None:
+        problems += approle_problems(seen.approle)
+    if seen.agent is not None:
+        problems += agent_problems(seen.agent)
     return problems
 
 
@@ -172,33 +185,6 @@ SHARED_CNI_CHAINS = {
     "CNI-ADMIN",
 }
 LIVE = ("running", "pending")
-
-_OBSERVE = r"""
-set -u
-D={data}
-echo "## containers"
-L='{{{{.Label "org.fieldlab.alloc"}}}} {{{{.Label "org.fieldlab.role"}}}}'
-F="{{{{.ID}}}} {{{{.State}}}} $L {{{{.Names}}}}"
-docker ps -a --filter label=org.fieldlab.managed --no-trunc --format "$F"
-echo "## netns"
-ip netns list 2>/dev/null | awk '{{print $1}}'
-echo "## ipam"
-for f in {ipam}/*; do
-  b=$(basename "$f"); case "$b" in lock|last_reserved_ip*|'*') continue;; esac
-  echo "$b $(head -n1 "$f")"
-done
-echo "## cache"
-ls $D/cni 2>/dev/null
-echo "## allocdirs"
-ls $D/alloc 2>/dev/null
-echo "## cgroups"
-for g in /sys/fs/cgroup/fieldlab/*/; do
-  [ -d "$g" ] || continue
-  echo "$(basename "$g") $(tr '\n' ',' < "$g/cgroup.procs")"
-done
-echo "## iptables"
-iptables-save -t nat; iptables-save -t filter
-"""
 
 
 @dataclass(frozen=True)
@@ -228,7 +214,8 @@ _COMMENT_ID = re.compile(r'id: \\?"([0-9a-f-]{36})\\?"')
 
 
 def parse_resources(text: str) -> list[Resource]:
-    """Every agent-made resource on a node, each with the alloc that owns it."""
+    """Every agent-made resource on a node, each with the alloc that owns it (from the text the
+    observation script of `probes.observe_resources` prints)."""
     sec = _sections(text)
     res: list[Resource] = []
     for line in sec.get("containers", []):
@@ -277,8 +264,9 @@ def _iptables_resources(lines: list[str]) -> list[Resource]:
     return out
 
 
-def observe_resources(node: Remote, data_dir: str = "/var/lib/fieldlab-agent") -> list[Resource]:
-    return parse_resources(node.out(f"bash -c {q(_OBSERVE.format(data=data_dir, ipam=IPAM_DIR))}"))
+def parse_container_names(text: str) -> dict[str, str]:
+    """`docker ps --format '{{.ID}} {{.Names}}'` as {full id: name}."""
+    return {line.split()[0]: line.split()[1] for line in text.splitlines() if len(line.split()) == 2}
 
 
 def orphan_problems(resources: list[Resource], allocs: list[dict[str, Any]], node: str) -> list[str]:
@@ -339,138 +327,115 @@ def chain_set_problems(resources: list[Resource], allocs: list[dict[str, Any]], 
     return problems
 
 
-def alloc_health_problems(node: Remote, allocs: list[dict[str, Any]], resources: list[Resource]) -> list[str]:
+def alloc_health_problems(
+    node: str, allocs: list[dict[str, Any]], resources: list[Resource], container_names: dict[str, str]
+) -> list[str]:
     """Every alloc running (with a live container or process for each task and its alloc dir) or
-    ended with a reason (failed ones replaced): none half-alive, none stuck pending."""
+    ended with a reason (failed ones replaced): none half-alive, none stuck pending.
+
+    `container_names` maps the full id of every agent-made container to its name."""
     by_id = {a["id"]: a for a in allocs}
     running_ctr = {r.name for r in resources if r.kind == "container" and r.detail.endswith("running")}
     cgroups = {r.name for r in resources if r.kind == "task_process"}
     dirs = {r.name for r in resources if r.kind == "alloc_dir"}
-    ids = {n: c for n, c in _container_names(node).items()}
     problems = []
     for a in allocs:
         aid, st = a["id"], a.get("status")
         if st == "running":
             if aid not in dirs:
-                problems.append(f"{node.name}: alloc {aid[:8]} is running but its alloc dir is missing")
+                problems.append(f"{node}: alloc {aid[:8]} is running but its alloc dir is missing")
             for task, ts in a["tasks"].items():
                 ctr = ts.get("container") or ""
-                alive = (ids.get(ctr) in running_ctr) if len(ctr) == 64 else f"{aid}.{task}" in cgroups
+                alive = (
+                    (container_names.get(ctr) in running_ctr)
+                    if len(ctr) == 64
+                    else f"{aid}.{task}" in cgroups
+                )
                 if ts.get("state") != "running" or not alive:
                     what = "no live container" if len(ctr) == 64 else "no live process"
                     problems.append(
-                        f"{node.name}: alloc {aid[:8]} is running but task {task} is {ts.get('state')} "
+                        f"{node}: alloc {aid[:8]} is running but task {task} is {ts.get('state')} "
                         f"with {what} ({ctr[:12] or 'none'})"
                     )
         elif st == "pending":
-            problems.append(f"{node.name}: alloc {aid[:8]} is still pending")
+            problems.append(f"{node}: alloc {aid[:8]} is still pending")
         elif st == "failed" and a.get("desired") != "stop":
             nxt = by_id.get(a.get("replaced_by") or "")
             if nxt is None:
-                problems.append(
-                    f"{node.name}: alloc {aid[:8]} failed ({a.get('reason')}) and was not replaced"
-                )
+                problems.append(f"{node}: alloc {aid[:8]} failed ({a.get('reason')}) and was not replaced")
     return problems
 
 
-def _container_names(node: Remote) -> dict[str, str]:
-    out = node.out(
-        "docker ps -a --no-trunc --filter label=org.fieldlab.managed --format '{{.ID}} {{.Names}}'"
-    )
-    return {line.split()[0]: line.split()[1] for line in out.splitlines() if len(line.split()) == 2}
+@dataclass(frozen=True)
+class PortSeen:
+    label: str
+    url: str  # http://<node>:<host port><path>
+    code: str  # the HTTP status curl printed from the other client ("" or "000": no answer)
 
 
-def task_pid(node: Remote, alloc: dict[str, Any], task: str | None = None) -> int | None:
-    """A pid inside the alloc's network namespace (its task container, else its pause container)."""
-    tasks = alloc["tasks"]
-    name = task or next(iter(tasks))
-    ctr = tasks[name].get("container") or alloc["network"].get("pause_container") or ""
-    if len(ctr) != 64:
-        return None
-    res = node.run(f"docker inspect -f '{{{{.State.Pid}}}}' {ctr}", check=False)
-    pid = res.stdout.strip()
-    return int(pid) if res.rc == 0 and pid.isdigit() and pid != "0" else None
+@dataclass(frozen=True)
+class NetworkSeen:
+    """One alloc's network from outside: its mapped ports from another client, the address in its
+    netns (through a pid in it) and whether Vault answers from inside."""
+
+    node: str
+    alloc_id: str
+    reported_address: str | None  # what the agent reports
+    from_node: str  # the client the ports were tried from
+    ports: list[PortSeen]
+    pid: int | None  # a pid in the alloc's netns (None: no running container to look into)
+    eth0: str = ""  # `ip -4 -o addr show dev eth0` in the netns
+    vault_addr: str = ""
+    vault_code: str | None = None  # what curl printed for Vault from the netns (None: not tried)
 
 
-def network_problems(
-    cluster: Cluster, node: Remote, alloc: dict[str, Any], *, path: str = "/", vault: bool = True
-) -> list[str]:
+def network_problems(seen: NetworkSeen) -> list[str]:
     """The alloc's mapped ports answer from another client; its netns has the address the agent
     reports; from inside it reaches Vault."""
-    problems = []
-    other = cluster.other_client(node)
-    for p in alloc["network"].get("ports", []):
-        url = f"http://{node.address}:{p['host']}{path}"
-        code = other.run(f"curl -s -o /dev/null -m 3 -w '%{{http_code}}' {url}", check=False).stdout.strip()
-        if code in ("", "000"):
-            problems.append(
-                f"{node.name}: alloc {alloc['id'][:8]} port {p['label']} ({url}) "
-                f"does not answer from {other.name}"
-            )
-    pid = task_pid(node, alloc)
-    if pid is None:
-        return [*problems, f"{node.name}: alloc {alloc['id'][:8]} has no running container to look into"]
-    seen = node.run(f"nsenter -t {pid} -n ip -4 -o addr show dev eth0", check=False).stdout
-    m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", seen)
-    want = alloc["network"].get("address")
+    short = seen.alloc_id[:8]
+    problems = [
+        f"{seen.node}: alloc {short} port {p.label} ({p.url}) does not answer from {seen.from_node}"
+        for p in seen.ports
+        if p.code in ("", "000")
+    ]
+    if seen.pid is None:
+        return [*problems, f"{seen.node}: alloc {short} has no running container to look into"]
+    m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", seen.eth0)
+    want = seen.reported_address
     if not m:
-        problems.append(
-            f"{node.name}: alloc {alloc['id'][:8]} netns has no IPv4 address on eth0 (agent says {want})"
-        )
+        problems.append(f"{seen.node}: alloc {short} netns has no IPv4 address on eth0 (agent says {want})")
     elif m.group(1) != want:
-        problems.append(
-            f"{node.name}: alloc {alloc['id'][:8]} netns has {m.group(1)} but the agent reports {want}"
-        )
-    if vault:
-        res = node.run(
-            f"nsenter -t {pid} -n curl -s -o /dev/null -m 3 -w '%{{http_code}}' "
-            f"{cluster.vault_addr}/v1/sys/health",
-            check=False,
-        )
-        if res.stdout.strip() in ("", "000"):
-            problems.append(
-                f"{node.name}: alloc {alloc['id'][:8]} cannot reach Vault at {cluster.vault_addr} "
-                "from its netns"
-            )
+        problems.append(f"{seen.node}: alloc {short} netns has {m.group(1)} but the agent reports {want}")
+    if seen.vault_code is not None and seen.vault_code.strip() in ("", "000"):
+        problems.append(f"{seen.node}: alloc {short} cannot reach Vault at {seen.vault_addr} from its netns")
     return problems
 
 
-def cert_sha256_on_disk(
-    node: Remote,
-    alloc_id: str,
-    task: str,
-    rel: str = "secrets/cert.pem",
-    data_dir: str = "/var/lib/fieldlab-agent",
-) -> str | None:
-    path = f"{data_dir}/alloc/{alloc_id}/{task}/{rel}"
-    res = node.run(f"openssl x509 -in {path} -outform der | sha256sum", check=False)
-    return res.stdout.split()[0] if res.rc == 0 and res.stdout.strip() else None
+@dataclass(frozen=True)
+class DeliverySeen:
+    """The probe workload's /status (None: it did not answer) and the sha256 of the cert on disk."""
+
+    node: str
+    alloc_id: str
+    port: int
+    status: dict[str, Any] | None
+    disk_sha256: str | None
+
+    @property
+    def loaded_sha256(self) -> Any:
+        cert = (self.status or {}).get("cert") or {}
+        return cert.get("sha256") if isinstance(cert, dict) else None
 
 
-def probe_status(node: Remote, port: int) -> dict[str, Any] | None:
-    """The probe's /status, read from the node itself through the mapped port."""
-    res = node.run(f"curl -sf -m 3 http://127.0.0.1:{port}/status", check=False)
-    if res.rc != 0:
-        return None
-    try:
-        return dict(json.loads(res.stdout))
-    except json.JSONDecodeError:
-        return None
-
-
-def delivery_problems(node: Remote, alloc: dict[str, Any], task: str) -> list[str]:
+def delivery_problems(seen: DeliverySeen) -> list[str]:
     """The certificate the probe has LOADED is the one on disk."""
-    port = int(alloc["network"]["ports"][0]["host"])
-    st = probe_status(node, port)
-    disk = cert_sha256_on_disk(node, alloc["id"], task)
-    if st is None:
-        return [f"{node.name}: alloc {alloc['id'][:8]} probe does not answer on :{port}"]
-    cert = st.get("cert") or {}
-    live = cert.get("sha256") if isinstance(cert, dict) else None
+    short = seen.alloc_id[:8]
+    if seen.status is None:
+        return [f"{seen.node}: alloc {short} probe does not answer on :{seen.port}"]
+    live = seen.loaded_sha256
+    disk = seen.disk_sha256
     if disk is None:
-        return [f"{node.name}: alloc {alloc['id'][:8]} has no readable cert on disk"]
+        return [f"{seen.node}: alloc {short} has no readable cert on disk"]
     if live != disk:
-        return [
-            f"{node.name}: alloc {alloc['id'][:8]} probe has loaded {str(live)[:16]} but disk has {disk[:16]}"
-        ]
+        return [f"{seen.node}: alloc {short} probe has loaded {str(live)[:16]} but disk has {disk[:16]}"]
     return []

@@ -3,7 +3,7 @@ wrote, and each client's agent API over mTLS (with the operator certificate of t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +20,25 @@ AGENT_PORT = 4646
 AGENT_DATA_DIR = "/var/lib/fieldlab-agent"  # the fieldlab_agent role's default
 
 
+def api_client(node: Remote, secrets: Path, *, client_cert: bool = True, timeout: float = 60.0) -> ApiClient:
+    """The agent's own mTLS API client for `node`, with the lab operator's certificate (`client_cert`
+    False: with none, only to check that the agent refuses such a client)."""
+    return ApiClient(
+        f"https://{node.address}:{AGENT_PORT}",
+        str(secrets / "ca.pem"),
+        str(secrets / "operator.crt") if client_cert else "",
+        str(secrets / "operator.key") if client_cert else "",
+        timeout=timeout,
+    )
+
+
 class Agent:
     """One client's agent API. Reads return None while the agent does not answer (it may be
     restarting); `request` raises AgentError naming the node."""
 
     def __init__(self, node: Remote, secrets: Path) -> None:
         self.node = node
-        self.api = ApiClient(
-            f"https://{node.address}:{AGENT_PORT}",
-            str(secrets / "ca.pem"),
-            str(secrets / "operator.crt"),
-            str(secrets / "operator.key"),
-            timeout=20.0,
-        )
+        self.api = api_client(node, secrets, timeout=20.0)
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         try:
@@ -68,16 +74,11 @@ class Agent:
 
     def metrics(self) -> dict[str, float] | None:
         """The agent's Prometheus metrics as {name{labels}: value}, or None when it does not answer."""
-        import ssl
-        import urllib.request
-
-        ctx = ssl.create_default_context(cafile=self.api.ca_file)
-        ctx.load_cert_chain(self.api.cert_file, self.api.key_file)
         try:
-            with urllib.request.urlopen(f"{self.api.address}/v1/metrics", context=ctx, timeout=10) as r:
-                text = r.read().decode()
-        except OSError:
+            _, raw = replace(self.api, timeout=10.0).request_raw("GET", "/v1/metrics")
+        except AgentError:
             return None
+        text = raw.decode()
         out = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):
@@ -120,6 +121,10 @@ class Cluster:
         if n not in self.clients:
             raise KeyError(f"{n.name} is not a client of lab {self.name}: it runs no agent")
         return Agent(n, self.secrets)
+
+    def api(self, node: Remote, *, client_cert: bool = True, timeout: float = 60.0) -> ApiClient:
+        """The agent's API client for `node` (see `api_client`); `agent(node)` wraps one for the suites."""
+        return api_client(node, self.secrets, client_cert=client_cert, timeout=timeout)
 
     def other_client(self, node: Remote) -> Remote:
         """A client other than `node`, to test reachability across the lab network."""

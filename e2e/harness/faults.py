@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
 from e2e.harness import history
 from e2e.harness.cluster import Agent, Cluster
 from e2e.harness.remote import Remote, q
@@ -39,8 +40,6 @@ FAULTS_DROPIN_DIR = "/etc/systemd/system/fieldlab-agent.service.d"
 FAULTS_DROPIN = f"{FAULTS_DROPIN_DIR}/50-fieldlab-faults.conf"
 PARTITION_CHAIN = "FIELDLAB-PARTITION"
 VAULT_OUTAGE_CHAIN = "FIELDLAB-VAULT-OUTAGE"
-LABEL_ALLOC = "org.fieldlab.alloc"
-LABEL_ROLE = "org.fieldlab.role"
 
 
 class FaultError(LabError):
@@ -56,9 +55,10 @@ def _wait(cond: object, *, timeout: float, what: str, node: str, step: str) -> o
 
 @dataclass
 class Fault(ABC):
-    """One disruption of one node. `inject` returns once the disruption is in effect; `heal` once
-    the node is back to normal (for a reboot: the agent answers again)."""
+    """One disruption of one node of `cluster`. `inject` returns once the disruption is in effect;
+    `heal` once the node is back to normal (for a reboot: the agent answers again)."""
 
+    cluster: Cluster
     node: Remote
     kind: str = field(init=False, default="fault")
 
@@ -114,7 +114,6 @@ def injected(fault: Fault) -> Iterator[Fault]:
 class Reboot(Fault):
     """Clean (systemctl reboot) or hard (power cut) reboot through the lab's provider."""
 
-    cluster: Cluster | None = None
     hard: bool = False
 
     def __post_init__(self) -> None:
@@ -122,7 +121,6 @@ class Reboot(Fault):
         self.seconds_to_ssh = 0.0
 
     def _inject(self) -> None:
-        assert self.cluster is not None
         record = LabRecord.load(self.cluster.paths)
         if record is None:
             raise FaultError(f"{self.node.name}: reboot: lab {self.cluster.name} has no lab record")
@@ -135,7 +133,7 @@ class Reboot(Fault):
         history.measure(f"{self.kind}: power off to ssh answering", self.seconds_to_ssh, node=self.node.name)
 
     def _heal(self) -> None:
-        if self.cluster is not None and self.node in self.cluster.clients:
+        if self.node in self.cluster.clients:
             wait_agent(self.cluster.agent(self.node), step=f"after {self.kind}")
 
 
@@ -160,7 +158,6 @@ class AgentRestart(Fault):
     Tasks survive (KillMode=process). `restore_seconds` is from the kill to the agent answering with
     its restore done."""
 
-    cluster: Cluster | None = None
     signal: str = "SIGTERM"
 
     def __post_init__(self) -> None:
@@ -193,7 +190,6 @@ class AgentRestart(Fault):
     def _heal(self) -> None:
         # SIGKILL: systemd restarts it (Restart=on-failure); SIGTERM: it exited cleanly and stays down.
         self.node.run(f"systemctl reset-failed {AGENT_UNIT}; systemctl start {AGENT_UNIT}")
-        assert self.cluster is not None
         wait_agent(self.cluster.agent(self.node), step=f"start after {self.kind}")
         self.restore_seconds = time.monotonic() - self._t0 if self._t0 else 0.0
         history.measure(
@@ -204,8 +200,6 @@ class AgentRestart(Fault):
 @dataclass
 class AgentDown(Fault):
     """The agent stopped (systemctl stop) for as long as the block runs: things change under it."""
-
-    cluster: Cluster | None = None
 
     def __post_init__(self) -> None:
         self.kind = "agent-down"
@@ -218,7 +212,6 @@ class AgentDown(Fault):
 
     def _heal(self) -> None:
         self.node.run(f"systemctl reset-failed {AGENT_UNIT}; systemctl start {AGENT_UNIT}")
-        assert self.cluster is not None
         wait_agent(self.cluster.agent(self.node), step="start after agent-down")
 
 
@@ -257,8 +250,6 @@ class DockerRestart(Fault):
     """Restart the docker daemon (a package upgrade, an OOM kill): containers die, pause containers
     come back with a new, empty network namespace (restart policy), task containers do not."""
 
-    cluster: Cluster | None = None
-
     def __post_init__(self) -> None:
         self.kind = "docker-restart"
 
@@ -282,7 +273,6 @@ class DockerRestart(Fault):
         _wait(
             up, timeout=DOCKER_BACK, what="docker answering", node=self.node.name, step="after docker-restart"
         )
-        assert self.cluster is not None
         wait_agent(self.cluster.agent(self.node), step="after docker-restart")
 
 
@@ -363,13 +353,10 @@ class Partition(Fault):
 
     Traffic inside the node (loopback, its CNI bridge) is untouched: only the lab interface."""
 
-    cluster: Cluster | None = None
-
     def __post_init__(self) -> None:
         self.kind = "partition"
 
     def _peer(self) -> Remote:
-        assert self.cluster is not None
         return next(n for n in self.cluster.nodes if n != self.node)
 
     def _reach(self) -> bool:
@@ -424,22 +411,17 @@ class Partition(Fault):
 class VaultOutage(Fault):
     """OpenBao refuses every connection from outside its node (iptables REJECT on :8200)."""
 
-    cluster: Cluster | None = None
-
     def __post_init__(self) -> None:
         self.kind = "vault-outage"
 
     def in_effect(self) -> bool:
-        assert self.cluster is not None
         return not self._answers_from(self.cluster.clients[0])
 
     def _answers_from(self, node: Remote) -> bool:
-        assert self.cluster is not None
         url = f"{self.cluster.vault_addr}/v1/sys/health"
         return node.run(f"curl -s -o /dev/null -m 3 {url}", check=False).rc == 0
 
     def _inject(self) -> None:
-        assert self.cluster is not None
         c = VAULT_OUTAGE_CHAIN
         remove = _remove_chain(c)
         _safety_timer(self.node, "fieldlab-heal-vault", remove)
@@ -457,7 +439,6 @@ class VaultOutage(Fault):
         c = VAULT_OUTAGE_CHAIN
         self.node.run(_remove_chain(c), retry_for=30)
         _cancel_safety_timer(self.node, "fieldlab-heal-vault")
-        assert self.cluster is not None
         client = self.cluster.clients[0]
 
         def back() -> tuple[bool | None, str]:
@@ -474,7 +455,7 @@ class VaultOutage(Fault):
 
 def reboot(cluster: Cluster, node: str, *, hard: bool) -> float:
     """Reboot a node and wait for its agent (if a client); return the seconds until ssh answered."""
-    fault = Reboot(cluster.node(node), cluster=cluster, hard=hard)
+    fault = Reboot(cluster, cluster.node(node), hard=hard)
     with injected(fault):
         pass
     return fault.seconds_to_ssh

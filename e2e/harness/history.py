@@ -4,7 +4,7 @@ One `History` per run writes JSON lines to `<run dir>/history.jsonl` as things h
 is killed still leaves its history behind) and every remote command to `commands.log`. The report
 (`e2e.harness.report`) is built from these files alone.
 
-Harness code records through `current()`, so a `Remote` or a checker needs no history argument; with
+Harness code records through `current()`, so a `Remote` or a probe needs no history argument; with
 no run open (a harness call from a REPL) records go nowhere.
 """
 
@@ -86,6 +86,12 @@ class History:
             self.counts[kind] = self.counts.get(kind, 0) + 1
         return rec
 
+    def check(self, name: str, problems: list[str], *, node: str | None = None, **data: Any) -> list[str]:
+        """Record a check: ok when `problems` is empty, the problems as its detail, `data` beside
+        (counts={...} for the report). Returns `problems`, for the caller to assert on."""
+        self.record(CHECK, name, node=node, ok=not problems, detail="; ".join(problems), **data)
+        return problems
+
     def command(self, node: str, command: str, rc: int, duration: float, stdout: str, stderr: str) -> None:
         stamp = time.strftime("%H:%M:%S", time.gmtime())
         with self._lock, self.commands.open("a") as fh:
@@ -143,6 +149,13 @@ def current() -> History | None:
 def record(kind: str, name: str, **kw: Any) -> None:
     if _current is not None:
         _current.record(kind, name, **kw)
+
+
+def check(name: str, problems: list[str], *, node: str | None = None, **data: Any) -> list[str]:
+    """`History.check` on the run (recorded nowhere when no run is open); returns `problems`."""
+    if _current is not None:
+        _current.check(name, problems, node=node, **data)
+    return problems
 
 
 def measure(name: str, seconds: float, *, node: str | None = None, target: float | None = None) -> None:

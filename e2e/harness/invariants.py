@@ -1,4 +1,5 @@
-"""The invariants every suite checks after each heal, built from the checkers, recorded in the history.
+"""The invariants every suite checks after each heal: probes observe, checkers judge, the history
+records the verdict.
 
 On every client: no orphans (each listed with its owner), one live set of containers per alloc, every
 alloc running or replaced (none half-alive, none stuck pending), and every running bridge alloc
@@ -10,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from e2e.harness import checkers, history
+from e2e.harness import checkers, history, probes
 from e2e.harness.cluster import Cluster
 from e2e.harness.remote import Remote
 from e2e.harness.waits import ALLOC_RECOVERED, WaitTimeout, wait_until
@@ -30,15 +31,16 @@ def client_problems(
         return [str(exc)], {}
     except Exception as exc:  # the agent API: AgentError
         return [f"{node.name}: agent API does not answer: {exc}"], {}
-    resources = checkers.observe_resources(node)
+    resources = probes.observe_resources(node)
     orphans = checkers.orphan_problems(resources, allocs, node.name)
     problems = orphans + checkers.container_set_problems(resources, allocs, node.name)
     problems += checkers.chain_set_problems(resources, allocs, node.name)
-    problems += checkers.alloc_health_problems(node, allocs, resources)
+    names = probes.container_names(node)
+    problems += checkers.alloc_health_problems(node.name, allocs, resources, names)
     running = [a for a in allocs if a.get("status") == "running" and a["network"].get("mode") == "bridge"]
     if network:  # also beside other problems: the address check names the cause of a "stray" rule
         for a in running:
-            problems += checkers.network_problems(cluster, node, a)
+            problems += checkers.network_problems(probes.observe_network(cluster, node, a))
     counts = {
         "allocs checked": len(allocs),
         "resources checked": len(resources),
@@ -55,14 +57,7 @@ def check(
     for node in nodes or cluster.clients:
         problems, counts = client_problems(cluster, node, network=network)
         if record:
-            history.record(
-                history.CHECK,
-                "invariants",
-                node=node.name,
-                ok=not problems,
-                detail="; ".join(problems),
-                counts=counts,
-            )
+            history.check("invariants", problems, node=node.name, counts=counts)
         out += problems
     return out
 
@@ -134,12 +129,6 @@ def sweeps_leave_alone(cluster: Cluster, node: Remote, jobs: list[Any]) -> list[
     wait_invariants(cluster, f"{sweeps} orphan sweeps", [node])
     after = {j.job: alloc_containers(node, j.current()["id"]) for j in jobs}
     changed = [f"{job}: {before[job]} -> {after[job]}" for job in before if before[job] != after[job]]
-    history.record(
-        history.CHECK,
-        "sweeper left live allocs alone",
-        node=node.name,
-        ok=not changed,
-        detail="; ".join(changed),
-        counts={"sweeps watched": sweeps},
+    return history.check(
+        "sweeper left live allocs alone", changed, node=node.name, counts={"sweeps watched": sweeps}
     )
-    return changed

@@ -1,0 +1,264 @@
+"""Probes: what is observed on the lab's nodes, over SSH and the agents' mTLS API.
+
+Each probe gathers plain data (the observation dataclasses of `e2e.harness.checkers`, a dict, a
+pid, a hash) and decides nothing: the checkers say what is wrong with it. A caller probes, then
+checks:
+
+    problems = checkers.network_problems(probes.observe_network(cluster, node, alloc))
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.drivers.base import LABEL_ALLOC, LABEL_MANAGED, LABEL_ROLE
+from agent.errors import AgentError
+from e2e.harness.checkers import (
+    BUSYBOX,
+    CNI_CONFLIST,
+    CNI_PLUGINS,
+    IPAM_DIR,
+    AgentSeen,
+    AppRoleSeen,
+    CniSeen,
+    DeliverySeen,
+    DockerRunSeen,
+    NetworkSeen,
+    NodeSeen,
+    PortSeen,
+    Resource,
+    SystemdSeen,
+    VaultSeen,
+    parse_container_names,
+    parse_resources,
+)
+from e2e.harness.cluster import AGENT_DATA_DIR, Cluster
+from e2e.harness.remote import Remote, q
+from e2e.harness.waits import SYSTEMD_READY
+
+
+# --- a node of its role ---------------------------------------------------------------------------
+def observe_systemd(node: Remote) -> SystemdSeen:
+    state = node.run(
+        f"timeout {int(SYSTEMD_READY)} systemctl is-system-running --wait", check=False
+    ).stdout.strip()
+    failed = node.out("systemctl --failed --plain --no-legend --no-pager | awk '{print $1}'")
+    return SystemdSeen(node.name, state, failed.split())
+
+
+def observe_docker_run(node: Remote) -> DockerRunSeen:
+    res = node.run(f"docker run --rm --init {BUSYBOX} sh -c 'echo fieldlab-ok'", check=False, timeout=60)
+    return DockerRunSeen(node.name, res.rc, res.stdout, res.stderr)
+
+
+def observe_cni(node: Remote) -> CniSeen:
+    res = node.run(f"jq -r '.plugins[].type' {CNI_CONFLIST}", check=False)
+    if res.rc != 0:
+        return CniSeen(node.name, res.stderr.strip())
+    missing = node.out("for p in " + " ".join(CNI_PLUGINS) + "; do [ -x /usr/lib/cni/$p ] || echo $p; done")
+    return CniSeen(node.name, None, res.stdout.split(), missing.split())
+
+
+def observe_vault(server: Remote) -> VaultSeen:
+    res = server.run("curl -sf http://127.0.0.1:8200/v1/sys/seal-status", check=False)
+    if res.rc != 0:
+        return VaultSeen(server.name, res.rc)
+    return VaultSeen(server.name, res.rc, dict(json.loads(res.stdout)))
+
+
+def observe_approle(client: Remote, vault_addr: str) -> AppRoleSeen:
+    """Log in with the node's own AppRole (on the node: the token never leaves it) and try what its
+    policy must allow and what it must refuse; each answer by name."""
+    login = f"curl -sf -X POST -d @/etc/fieldlab-agent/approle.json {vault_addr}/v1/auth/approle/login"
+    probes = {
+        "workload": (
+            "POST",
+            "pki_int/issue/fieldlab-workload",
+            '{"common_name":"web.service.fieldlab","ttl":"5m"}',
+        ),
+        "own_agent": (
+            "POST",
+            "pki_int/issue/fieldlab-agent",
+            f'{{"common_name":"{client.name}.agent.fieldlab"}}',
+        ),
+        "other_agent": ("POST", "pki_int/issue/fieldlab-agent", '{"common_name":"intruder.agent.fieldlab"}'),
+        "sys_mounts": ("GET", "sys/mounts", ""),
+        "root_ca": ("POST", "pki/root/generate/internal", '{"common_name":"evil"}'),
+    }
+    lines = [
+        "set -u",
+        f"tok=$({login} | jq -r .auth.client_token)",
+        '[ -n "$tok" ] && [ "$tok" != null ] || { echo login=failed; exit 0; }',
+        "echo login=ok",
+    ]
+    for name, (method, path, body) in probes.items():
+        data = f"-d {q(body)}" if body else ""
+        lines.append(
+            f"echo {name}=$(curl -s -o /dev/null -w '%{{http_code}}' -X {method} {data} "
+            f'-H "X-Vault-Token: $tok" {vault_addr}/v1/{path})'
+        )
+    script = "\n".join(lines)
+    out = client.out(f"bash -c {q(script)}")
+    return AppRoleSeen(client.name, dict(line.split("=", 1) for line in out.splitlines() if "=" in line))
+
+
+def observe_agent(cluster: Cluster, client: Remote) -> AgentSeen:
+    """/v1/agent/health with the operator's certificate, then once more with no certificate at all
+    (which the agent must refuse), both through the agent's own API client."""
+    path = "/v1/agent/health"
+    error, status, body = None, None, None
+    try:
+        status, raw = cluster.api(client, timeout=10.0).request_raw("GET", path)
+        body = json.loads(raw)
+    except (AgentError, OSError) as exc:  # OSError: the lab's ca.pem or operator cert unreadable
+        error = str(exc)
+    try:
+        cluster.api(client, client_cert=False, timeout=10.0).request_raw("GET", path)
+        answered = True
+    except (AgentError, OSError):
+        answered = False  # refused at TLS, as it must be
+    return AgentSeen(client.name, error, status, body, answered)
+
+
+def observe_node(cluster: Cluster, node: Remote) -> NodeSeen:
+    """Everything the smoke suite looks at on a node of its role."""
+    systemd = observe_systemd(node)
+    if node in cluster.servers:
+        return NodeSeen(systemd, vault=observe_vault(node))
+    return NodeSeen(
+        systemd,
+        docker=observe_docker_run(node),
+        cni=observe_cni(node),
+        approle=observe_approle(node, cluster.vault_addr),
+        agent=observe_agent(cluster, node),
+    )
+
+
+# --- agent-managed resources ----------------------------------------------------------------------
+_OBSERVE = r"""
+set -u
+D={data}
+echo "## containers"
+L='{{{{.Label "{alloc_label}"}}}} {{{{.Label "{role_label}"}}}}'
+F="{{{{.ID}}}} {{{{.State}}}} $L {{{{.Names}}}}"
+docker ps -a --filter label={managed_label} --no-trunc --format "$F"
+echo "## netns"
+ip netns list 2>/dev/null | awk '{{print $1}}'
+echo "## ipam"
+for f in {ipam}/*; do
+  b=$(basename "$f"); case "$b" in lock|last_reserved_ip*|'*') continue;; esac
+  echo "$b $(head -n1 "$f")"
+done
+echo "## cache"
+ls $D/cni 2>/dev/null
+echo "## allocdirs"
+ls $D/alloc 2>/dev/null
+echo "## cgroups"
+for g in /sys/fs/cgroup/fieldlab/*/; do
+  [ -d "$g" ] || continue
+  echo "$(basename "$g") $(tr '\n' ',' < "$g/cgroup.procs")"
+done
+echo "## iptables"
+iptables-save -t nat; iptables-save -t filter
+"""
+
+
+def observe_resources(node: Remote, data_dir: str = AGENT_DATA_DIR) -> list[Resource]:
+    """Every agent-made resource on the node (containers, netns, IP reservations, CNI cache, alloc
+    dirs, task processes, CNI chains and rules), each with the alloc that owns it."""
+    script = _OBSERVE.format(
+        data=data_dir,
+        ipam=IPAM_DIR,
+        alloc_label=LABEL_ALLOC,
+        role_label=LABEL_ROLE,
+        managed_label=LABEL_MANAGED,
+    )
+    return parse_resources(node.out(f"bash -c {q(script)}"))
+
+
+def container_names(node: Remote) -> dict[str, str]:
+    """{full id: name} of every container the agent made on the node."""
+    return parse_container_names(
+        node.out(
+            f"docker ps -a --no-trunc --filter label={LABEL_MANAGED} --format '{{{{.ID}}}} {{{{.Names}}}}'"
+        )
+    )
+
+
+def task_pid(node: Remote, alloc: dict[str, Any], task: str | None = None) -> int | None:
+    """A pid inside the alloc's network namespace (its task container, else its pause container)."""
+    tasks = alloc["tasks"]
+    name = task or next(iter(tasks))
+    ctr = tasks[name].get("container") or alloc["network"].get("pause_container") or ""
+    if len(ctr) != 64:
+        return None
+    res = node.run(f"docker inspect -f '{{{{.State.Pid}}}}' {ctr}", check=False)
+    pid = res.stdout.strip()
+    return int(pid) if res.rc == 0 and pid.isdigit() and pid != "0" else None
+
+
+def observe_network(
+    cluster: Cluster, node: Remote, alloc: dict[str, Any], *, path: str = "/", vault: bool = True
+) -> NetworkSeen:
+    """The alloc's mapped ports tried from another client; the address in its netns; Vault tried
+    from inside (unless `vault` is False)."""
+    other = cluster.other_client(node)
+    ports = []
+    for p in alloc["network"].get("ports", []):
+        url = f"http://{node.address}:{p['host']}{path}"
+        code = other.run(f"curl -s -o /dev/null -m 3 -w '%{{http_code}}' {url}", check=False).stdout.strip()
+        ports.append(PortSeen(p["label"], url, code))
+    pid = task_pid(node, alloc)
+    eth0, vault_code = "", None
+    if pid is not None:
+        eth0 = node.run(f"nsenter -t {pid} -n ip -4 -o addr show dev eth0", check=False).stdout
+        if vault:
+            vault_code = node.run(
+                f"nsenter -t {pid} -n curl -s -o /dev/null -m 3 -w '%{{http_code}}' "
+                f"{cluster.vault_addr}/v1/sys/health",
+                check=False,
+            ).stdout.strip()
+    return NetworkSeen(
+        node.name,
+        alloc["id"],
+        alloc["network"].get("address"),
+        other.name,
+        ports,
+        pid,
+        eth0,
+        cluster.vault_addr,
+        vault_code,
+    )
+
+
+# --- the probe workload: the certificate it has loaded, the one on disk ------------------------------
+def cert_sha256_on_disk(
+    node: Remote,
+    alloc_id: str,
+    task: str,
+    rel: str = "secrets/cert.pem",
+    data_dir: str = AGENT_DATA_DIR,
+) -> str | None:
+    path = f"{data_dir}/alloc/{alloc_id}/{task}/{rel}"
+    res = node.run(f"openssl x509 -in {path} -outform der | sha256sum", check=False)
+    return res.stdout.split()[0] if res.rc == 0 and res.stdout.strip() else None
+
+
+def probe_status(node: Remote, port: int) -> dict[str, Any] | None:
+    """The probe's /status, read from the node itself through the mapped port."""
+    res = node.run(f"curl -sf -m 3 http://127.0.0.1:{port}/status", check=False)
+    if res.rc != 0:
+        return None
+    try:
+        return dict(json.loads(res.stdout))
+    except json.JSONDecodeError:
+        return None
+
+
+def observe_delivery(node: Remote, alloc: dict[str, Any], task: str) -> DeliverySeen:
+    """What the probe of `alloc` has loaded, and the certificate on disk for its `task`."""
+    port = int(alloc["network"]["ports"][0]["host"])
+    status = probe_status(node, port)
+    disk = cert_sha256_on_disk(node, alloc["id"], task)
+    return DeliverySeen(node.name, alloc["id"], port, status, disk)
