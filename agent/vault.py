@@ -1,13 +1,18 @@
-"""The agent's Vault (OpenBao) client: AppRole login with the credentials file the lab deploys."""
+"""The agent's Vault (OpenBao) status at start-up: one AppRole login, through the agent's VaultClient.
+
+The daemon makes its one `VaultClient` (`vault_client`), logs it in at start-up (`check_vault`) and
+hands that same client to the core for templates: one login implementation (VaultClient.login) and no
+token made only for this check.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from agent.config import VaultConfig
+from agent.vaultclient import VaultClient, VaultError
 
 log = logging.getLogger(__name__)
 VAULT_TIMEOUT = 5.0
@@ -23,23 +28,24 @@ class VaultStatus:
         return {"configured": self.configured, "authenticated": self.authenticated, "error": self.error}
 
 
-def check_vault(cfg: VaultConfig) -> VaultStatus:
-    """Log in with AppRole once; say what went wrong rather than raising (Vault may come later)."""
+def vault_client(cfg: VaultConfig) -> VaultClient | None:
+    """The agent's Vault client; None when Vault is not configured (no address or no approle_file)."""
+    if not cfg.address or cfg.approle_file is None:
+        return None
+    return VaultClient(cfg.address, cfg.approle_file, timeout=VAULT_TIMEOUT)
+
+
+def check_vault(cfg: VaultConfig, client: VaultClient | None) -> VaultStatus:
+    """Log `client` (the agent's, from `vault_client(cfg)`) in with AppRole once; say what went wrong
+    rather than raising (Vault may come later: the client logs in again when it is next used)."""
     if not cfg.address:
         return VaultStatus(configured=False)
     if cfg.approle_file is None:
         return VaultStatus(True, False, "vault.approle_file is not set")
+    if client is None:
+        raise ValueError("check_vault needs the agent's VaultClient (vault_client(cfg))")
     try:
-        creds = json.loads(cfg.approle_file.read_text())
-        role_id, secret_id = creds["role_id"], creds["secret_id"]
-    except (OSError, ValueError, KeyError) as exc:
-        return VaultStatus(True, False, f"{cfg.approle_file}: unreadable approle credentials ({exc})")
-    import hvac
-    import requests
-
-    try:
-        client = hvac.Client(url=cfg.address, timeout=VAULT_TIMEOUT)
-        client.auth.approle.login(role_id=role_id, secret_id=secret_id)
-        return VaultStatus(True, client.is_authenticated())
-    except (hvac.exceptions.VaultError, requests.RequestException) as exc:
+        client.login()
+    except VaultError as exc:  # the message names no secret (see agent.vaultclient)
         return VaultStatus(True, False, f"approle login failed: {type(exc).__name__}: {exc}")
+    return VaultStatus(True, True)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import Config, TLSConfig
+from agent.config import Config, TLSConfig, VaultConfig
 from agent.daemon import Agent
+from tests.openbao_server import OpenBaoServer
 from tests.pki import TestCA
 
 
@@ -91,3 +92,32 @@ def test_client_with_a_cert_from_another_ca_is_refused(
         urllib.request.urlopen(
             f"https://127.0.0.1:{port}/v1/agent/health", context=_ctx(ca, bad.cert, bad.key), timeout=5
         )
+
+
+def test_health_shows_the_start_up_vault_login_of_the_agents_one_client(
+    tmp_path: Path, openbao: OpenBaoServer
+) -> None:
+    ca = TestCA(tmp_path)
+    srv = ca.issue("client1.agent.fieldlab", server=True)
+    cfg = Config(
+        node_name="client1",
+        data_dir=tmp_path / "data",
+        bind_address="127.0.0.1",
+        port=_free_port(),
+        tls=TLSConfig(srv.cert, srv.key, ca.ca_file),
+        vault=VaultConfig(openbao.address, openbao.approle_file),
+        jobs_enabled=False,
+    )
+    agent = Agent(cfg)
+    agent.startup()
+    try:
+        op = ca.issue("operator.fieldlab", server=False)
+        with urllib.request.urlopen(
+            f"https://127.0.0.1:{cfg.port}/v1/agent/health", context=_ctx(ca, op.cert, op.key), timeout=5
+        ) as resp:
+            body = json.loads(resp.read())
+        assert body["vault"] == {"configured": True, "authenticated": True, "error": ""}
+        # One login, by the client the core would be given for templates (not a throwaway one).
+        assert agent.vault_client is not None and agent.vault_client.logins == 1
+    finally:
+        agent.shutdown()

@@ -34,17 +34,15 @@ import pytest
 
 from agent.errors import AgentError
 from agent.network import iptables, netns
-from agent.network.cni import (
+from agent.network.cni import CniNetwork
+from agent.network.plugins import Version, check_supported, plugin_version
+from agent.network.result import (
     CniAlreadyAdded,
     CniCheckFailed,
     CniError,
-    CniNetwork,
     CniPluginError,
     CniTimeout,
     PortMapping,
-    Version,
-    check_supported,
-    plugin_version,
 )
 from agent.network.verify import verify_network
 from tests.cniconf import bridge_conflist

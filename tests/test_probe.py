@@ -3,6 +3,7 @@ signals it received, serves TLS with that certificate, and exits 0 on SIGTERM/SI
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import hashlib
 import json
@@ -24,7 +25,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from agent.probe import probe
+from agent.workloads.probe import probe
 from lab.waits import wait_until
 from tests.pki import Issued, TestCA
 
@@ -108,7 +109,7 @@ def _start(tmp_path: Path, ca: TestCA, issued: Issued) -> RunningProbe:
     secrets.mkdir(exist_ok=True)
     cert, key, port, tls_port = secrets / "cert.pem", secrets / "key.pem", _free_port(), _free_port()
     _install(issued, cert, key)
-    argv = [sys.executable, "-m", "agent.probe", "--host", "127.0.0.1", "--cert", str(cert)]
+    argv = [sys.executable, "-m", "agent.workloads.probe", "--host", "127.0.0.1", "--cert", str(cert)]
     argv += ["--key", str(key), "--tls-port", str(tls_port)]
     env = {**os.environ, "PROBE_PORT": str(port)}  # the port from the environment, the rest from argv
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stderr=(tmp_path / "probe.log").open("wb"))
@@ -203,7 +204,7 @@ def test_a_bad_certificate_on_sighup_keeps_the_loaded_one(running: RunningProbe)
 
 def test_runs_without_a_certificate(tmp_path: Path) -> None:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "agent.probe", "--port", str(port)], cwd=REPO)
+    proc = subprocess.Popen([sys.executable, "-m", "agent.workloads.probe", "--port", str(port)], cwd=REPO)
     try:
 
         def status() -> tuple[dict[str, Any] | None, str]:
@@ -280,3 +281,35 @@ def test_config_from_the_environment_and_the_command_line() -> None:
     assert probe.parse_args([], {}) == probe.Config()
     with pytest.raises(SystemExit):
         probe.parse_args(["--tls-port", "8443"], {})
+
+
+def test_workloads_import_only_the_standard_library() -> None:
+    """A workload runs inside a task, in the fieldlab/probe image on a bare interpreter: it may import
+    the standard library and its own package, never the agent's runtime nor a third-party package."""
+    workloads = REPO / "agent" / "workloads"
+    allowed = set(sys.stdlib_module_names) | {"__future__"}
+    bad = []
+    for path in sorted(workloads.rglob("*.py")):
+        package = ".".join(path.relative_to(REPO).parent.parts)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [f"{package}.{node.module or ''}" if node.level else str(node.module)]
+            else:
+                continue
+            for name in names:
+                own = name == package or name.startswith(f"{package}.")
+                if name.split(".")[0] not in allowed and not own:
+                    bad.append(f"{path.relative_to(REPO)}:{node.lineno}: {name}")
+    assert not bad, bad
+    # As the image runs it: isolated, no site-packages, from a directory that holds only the file.
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-B", str(workloads / "probe" / "probe.py"), "--help"],
+        cwd=workloads / "probe",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 0 and "usage: probe" in proc.stdout, proc.stderr

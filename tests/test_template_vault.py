@@ -57,7 +57,7 @@ EOT
 EXEC = """      driver = "exec"
       config {{
         command = "{python}"
-        args    = ["-m", "agent.probe", "--port", "8080", "--cert", "secrets/cert.pem"]
+        args    = ["-m", "agent.workloads.probe", "--port", "8080", "--cert", "secrets/cert.pem"]
       }}"""
 DOCKER = """      driver = "docker"
       config {{

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from agent.config import VaultConfig
+from agent.vault import VaultStatus, check_vault, vault_client
 from agent.vaultclient import (
     SecretResult,
     VaultClient,
@@ -235,3 +237,52 @@ def test_vault_down_or_sealed_is_unavailable_and_calls_work_again_after_it_retur
     outage.unseal()
     assert client.read(SHARED)["data"] == {"greeting": "hello"}
     assert client.logins == 1
+
+
+# --- the agent's start-up check (agent.vault): one login, through the agent's own client
+
+
+def test_start_up_check_logs_the_agents_client_in_once_and_keeps_its_token(openbao: OpenBaoServer) -> None:
+    cfg = VaultConfig(openbao.address, openbao.approle_file)
+    client = vault_client(cfg)
+    assert client is not None and client.timeout == 5.0
+    assert check_vault(cfg, client) == VaultStatus(configured=True, authenticated=True, error="")
+    assert client.logins == 1 and client.token_accessor
+    # The token the check made is the one the client goes on using: no second login, none left over.
+    assert client.read(SHARED)["data"] == {"greeting": "hello"}
+    assert client.logins == 1
+    looked_up = openbao.api("POST", "auth/token/lookup-accessor", {"accessor": client.token_accessor})
+    assert looked_up["data"]["accessor"] == client.token_accessor
+
+
+def test_start_up_check_reports_what_is_missing_or_refused_without_raising(
+    openbao: OpenBaoServer, tmp_path: Path
+) -> None:
+    assert vault_client(VaultConfig()) is None
+    assert check_vault(VaultConfig(), None) == VaultStatus(configured=False)
+    no_creds = VaultConfig(openbao.address, None)
+    assert vault_client(no_creds) is None
+    assert check_vault(no_creds, None) == VaultStatus(True, False, "vault.approle_file is not set")
+
+    missing = VaultConfig(openbao.address, tmp_path / "missing.json")
+    status = check_vault(missing, vault_client(missing))
+    assert not status.authenticated and status.error.startswith("approle login failed: VaultDenied: ")
+    assert str(tmp_path / "missing.json") in status.error
+
+    creds = json.loads(openbao.approle_file.read_text())
+    bad = tmp_path / "approle.json"
+    bad.write_text(json.dumps({"role_id": creds["role_id"], "secret_id": "not-the-secret-id"}))
+    status = check_vault(VaultConfig(openbao.address, bad), vault_client(VaultConfig(openbao.address, bad)))
+    assert status.configured and not status.authenticated
+    assert "AppRole credentials refused" in status.error and "not-the-secret-id" not in status.error
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        down = VaultConfig(f"http://127.0.0.1:{closed.getsockname()[1]}", openbao.approle_file)
+    status = check_vault(down, vault_client(down))
+    assert status == VaultStatus(
+        True,
+        False,
+        "approle login failed: VaultUnavailable: vault login auth/approle/login: connection"
+        " failed (server down or unreachable)",
+    )

@@ -11,7 +11,7 @@ Behaviour of Debian's containernetworking-plugins 1.1.1 that shapes this module 
 and tests/test_cni.py, which asserts each of these on the controller):
 
 - no version fingerprint from the plugins themselves (`--version` says "version unknown", VERSION
-  only lists spec versions): `plugin_version` asks dpkg, and `check_supported` gates CHECK on >= 1.3.0;
+  only lists spec versions): agent.network.plugins asks dpkg, and gates CHECK on >= 1.3.0;
 - portmap CHECK fails on IPv4-only hosts ("could not check ipv6 dnat: chain CNI-DN-... not found in
   iptables table nat"); bridge CHECK fails when udev rewrites the veth MAC;
 - bridge DEL with a netns that no longer exists succeeds without removing its ipMasq chain, so
@@ -19,6 +19,9 @@ and tests/test_cni.py, which asserts each of these on the controller):
 - a second ADD for the same container id into a new netns fails in host-local with "... has been
   allocated to <id>, duplicate allocation is not allowed" (nomad-11272): `add` refuses a container
   that still has a cached result, and the caller must `delete` first.
+
+The errors and values (CniError, PortMapping, CniResult, ...) are in agent.network.result, the plugin
+version probe in agent.network.plugins.
 """
 
 from __future__ import annotations
@@ -37,13 +40,25 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from agent.errors import AgentError
 from agent.network import iptables
 from agent.network.netns import is_netns
+from agent.network.result import (
+    CachedAttachment,
+    CacheKey,
+    CniAlreadyAdded,
+    CniCheckFailed,
+    CniError,
+    CniPluginError,
+    CniResult,
+    CniTimeout,
+    DelReport,
+    PortMapping,
+    Reservation,
+)
 
 log = logging.getLogger(__name__)
 
@@ -59,241 +74,7 @@ _IFNAME_BAD = re.compile(r"[/:\s]")
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-# --- errors -------------------------------------------------------------------------------------
-
-
-class CniError(AgentError):
-    """A CNI operation failed. `plugin`, `command`, `code` and `details` are set when a plugin said so."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        plugin: str | None = None,
-        command: str | None = None,
-        container_id: str | None = None,
-        code: int | None = None,
-        details: str = "",
-    ) -> None:
-        self.message = message
-        self.msg = message  # CniPluginError: the plugin's own message, without the context
-        self.plugin = plugin
-        self.command = command
-        self.container_id = container_id
-        self.code = code
-        self.details = details
-        self.cleanup_errors: list[str] = []
-        super().__init__(message)
-
-
-class CniPluginError(CniError):
-    """A plugin exited non-zero; `msg` is the plugin's own message (its JSON error object's `msg`)."""
-
-    def __init__(
-        self,
-        plugin: str,
-        command: str,
-        container_id: str,
-        msg: str,
-        *,
-        code: int | None = None,
-        details: str = "",
-    ) -> None:
-        text = f"CNI {plugin} {command} for container {container_id} failed: {msg}"
-        if code is not None:
-            text += f" (code {code})"
-        if details and details != msg:
-            text += f": {details}"
-        super().__init__(
-            text, plugin=plugin, command=command, container_id=container_id, code=code, details=details
-        )
-        self.msg = msg
-
-
-class CniTimeout(CniError):
-    """A plugin did not finish in time and was killed (with its children)."""
-
-
-class CniAlreadyAdded(CniError):
-    """ADD for a container that has a cached result: DEL it first (a second ADD trips host-local)."""
-
-
-class CniCheckFailed(CniError):
-    """CHECK found a difference; `failures` holds one CniPluginError per plugin that said so."""
-
-    def __init__(self, container_id: str, failures: list[CniError]) -> None:
-        self.failures = failures
-        said = "; ".join(f"{f.plugin}: {f.msg}" for f in failures)
-        super().__init__(
-            f"CNI CHECK for container {container_id} failed: {said}",
-            command="CHECK",
-            container_id=container_id,
-        )
-
-
-# --- values -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PortMapping:
-    """A host port forwarded to a port in the container's netns (CNI's `portMappings` capability)."""
-
-    host_port: int
-    container_port: int
-    protocol: str = "tcp"
-    host_ip: str = ""
-
-    def __post_init__(self) -> None:
-        for what, port in (("host_port", self.host_port), ("container_port", self.container_port)):
-            if not isinstance(port, int) or not 0 < port < 65536:
-                raise CniError(f"port mapping {what} {port!r} is not a port number (1-65535)")
-        if self.protocol not in ("tcp", "udp", "sctp"):
-            raise CniError(f"port mapping protocol {self.protocol!r} is not tcp, udp or sctp")
-
-    def to_cni(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "hostPort": self.host_port,
-            "containerPort": self.container_port,
-            "protocol": self.protocol,
-        }
-        if self.host_ip:
-            d["hostIP"] = self.host_ip
-        return d
-
-    @classmethod
-    def from_cni(cls, d: Mapping[str, Any]) -> PortMapping:
-        return cls(
-            int(d["hostPort"]),
-            int(d["containerPort"]),
-            str(d.get("protocol", "tcp")),
-            str(d.get("hostIP", "")),
-        )
-
-
-@dataclass(frozen=True)
-class CniInterface:
-    name: str
-    mac: str = ""
-    sandbox: str = ""
-
-
-@dataclass(frozen=True)
-class CniIPConfig:
-    address: str  # CIDR, e.g. "10.213.250.2/24"
-    gateway: str | None = None
-    interface: int | None = None
-
-    @property
-    def ip(self) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
-        return ipaddress.ip_interface(self.address)
-
-
-@dataclass(frozen=True)
-class CniRoute:
-    dst: str
-    gw: str | None = None
-
-
-@dataclass(frozen=True)
-class CniResult:
-    """A plugin chain's final result (spec 0.3.x/0.4.0/1.0.0), and the raw JSON for prevResult."""
-
-    cni_version: str
-    interfaces: tuple[CniInterface, ...]
-    ips: tuple[CniIPConfig, ...]
-    routes: tuple[CniRoute, ...]
-    dns: Mapping[str, Any]
-    raw: Mapping[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str = "CNI result") -> CniResult:
-        if not isinstance(data, dict):
-            raise CniError(f"{source}: not a JSON object")
-        try:
-            interfaces = tuple(
-                CniInterface(str(i["name"]), str(i.get("mac", "")), str(i.get("sandbox", "")))
-                for i in data.get("interfaces") or []
-            )
-            ips = tuple(
-                CniIPConfig(
-                    str(ipaddress.ip_interface(p["address"])),
-                    str(p["gateway"]) if p.get("gateway") else None,
-                    int(p["interface"]) if p.get("interface") is not None else None,
-                )
-                for p in data.get("ips") or []
-            )
-            routes = tuple(
-                CniRoute(str(r["dst"]), str(r["gw"]) if r.get("gw") else None)
-                for r in data.get("routes") or []
-            )
-            dns = dict(data.get("dns") or {})
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CniError(f"{source}: malformed result ({type(exc).__name__}: {exc})") from exc
-        return cls(str(data.get("cniVersion", "")), interfaces, ips, routes, dns, copy.deepcopy(data))
-
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(dict(self.raw))
-
-    def sandbox_interface(self, ifname: str) -> CniInterface | None:
-        """The interface named `ifname` inside the netns (one with a sandbox)."""
-        return next((i for i in self.interfaces if i.sandbox and i.name == ifname), None)
-
-    def host_interfaces(self) -> list[CniInterface]:
-        """Interfaces on the host side (no sandbox): for bridge, the bridge itself and the host veth."""
-        return [i for i in self.interfaces if not i.sandbox]
-
-    def ips_of(self, ifname: str) -> list[CniIPConfig]:
-        """The addresses recorded for the sandbox interface `ifname` (or all, when none names one)."""
-        idx = next((n for n, i in enumerate(self.interfaces) if i.sandbox and i.name == ifname), None)
-        return [p for p in self.ips if p.interface is None or p.interface == idx]
-
-    @property
-    def primary_ip(self) -> str | None:
-        """The first address without its prefix, e.g. "10.213.250.2": what the agent reports."""
-        return str(self.ips[0].ip.ip) if self.ips else None
-
-
-class CacheKey(NamedTuple):
-    container_id: str
-    ifname: str
-
-
-@dataclass(frozen=True)
-class CachedAttachment:
-    """What the agent persisted at ADD time: the result plus what DEL/CHECK need to repeat the call."""
-
-    network: str
-    container_id: str
-    ifname: str
-    netns: str
-    port_mappings: tuple[PortMapping, ...]
-    created: float
-    result: CniResult
-
-
-@dataclass
-class DelReport:
-    """What a DEL did: plugin errors (DEL went on past them) and what the agent removed itself."""
-
-    container_id: str
-    ifname: str
-    had_cached_result: bool
-    plugin_errors: list[str] = field(default_factory=list)
-    cleaned_up: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.plugin_errors
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """One host-local IPAM reservation file: <dataDir>/<network>/<ip> holding "<id>\\r\\n<ifname>"."""
-
-    ip: str
-    container_id: str
-    ifname: str
-    path: Path
+# --- the network --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -305,87 +86,6 @@ class PluginConf:
     def wants(self, capability: str) -> bool:
         caps = self.conf.get("capabilities")
         return isinstance(caps, dict) and caps.get(capability) is True
-
-
-# --- plugin version fingerprint -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, order=True)
-class Version:
-    major: int
-    minor: int
-    patch: int = 0
-
-    _RE = re.compile(r"^\s*(?:\d+:)?v?(\d+)\.(\d+)(?:\.(\d+))?")
-
-    @classmethod
-    def parse(cls, text: str) -> Version | None:
-        """'1.1.1+ds1-3+b5' (dpkg), 'v1.3.0', '1.2' -> Version; anything else -> None."""
-        m = cls._RE.match(text)
-        return cls(int(m[1]), int(m[2]), int(m[3] or 0)) if m else None
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}.{self.patch}"
-
-
-CHECK_MIN_VERSION = Version(1, 3, 0)
-_PLUGIN_VERSION_RE = re.compile(r"\bv(\d+\.\d+\.\d+)\b")
-
-
-def _dpkg_version(binary: Path) -> Version | None:
-    try:
-        owner = subprocess.run(
-            ["dpkg-query", "-S", str(binary)], capture_output=True, text=True, timeout=10, check=False
-        )
-        if owner.returncode != 0 or ":" not in owner.stdout:
-            return None
-        package = owner.stdout.split(":", 1)[0].split(",")[0].strip()
-        ver = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Version}", package],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return Version.parse(ver.stdout) if ver.returncode == 0 else None
-
-
-def plugin_version(
-    plugin_dir: str | os.PathLike[str], plugin: str = "bridge", *, declared: str = ""
-) -> Version | None:
-    """The version of the CNI plugins in `plugin_dir`, or None when it cannot be told (treat as old).
-
-    In order: a version the operator declared (plugins copied in by hand), the Debian package that owns
-    the binary (`dpkg-query -S`, then its version), the binary's `--version` ("CNI bridge plugin
-    v1.3.0"; 1.1.1 as packaged by Debian prints "version unknown").
-    """
-    if declared:
-        return Version.parse(declared)
-    binary = Path(os.path.realpath(Path(plugin_dir) / plugin))
-    if not binary.is_file():
-        return None
-    found = _dpkg_version(binary)
-    if found:
-        return found
-    try:
-        proc = subprocess.run(
-            [str(binary), "--version"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    first = (proc.stdout or proc.stderr).splitlines()[:1]
-    m = _PLUGIN_VERSION_RE.search(first[0]) if first else None
-    return Version.parse(m[1]) if m else None
-
-
-def check_supported(version: Version | None) -> bool:
-    """Whether CNI CHECK can be trusted with these plugins (upstream's gate: bridge >= 1.3.0)."""
-    return version is not None and version >= CHECK_MIN_VERSION
-
-
-# --- the network --------------------------------------------------------------------------------
 
 
 def _validate_ids(container_id: str, ifname: str) -> None:

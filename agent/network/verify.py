@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.network import iptables
-from agent.network.cni import CniResult, PortMapping
 from agent.network.netns import is_netns
+from agent.network.result import CniResult, PortMapping
 
 log = logging.getLogger(__name__)
 

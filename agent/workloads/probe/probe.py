@@ -11,7 +11,7 @@ Signals: SIGHUP reloads and is recorded; SIGUSR1 and SIGUSR2 are recorded; SIGTE
 recorded and end the probe with status 0 (a second one while it stops forces exit with status 1).
 
 This file is the whole program and imports nothing but the standard library: it runs as
-``python3 -m agent.probe`` from the agent's venv (exec tasks) and as ``python3 probe.py`` in the
+``python3 -m agent.workloads.probe`` from the agent's venv (exec tasks) and as ``python3 probe.py`` in the
 ``fieldlab/probe`` image, which has a bare interpreter and no packages.
 
 Formats: ``sha256`` is the lowercase hex SHA-256 of the leaf certificate's DER, without separators
