@@ -62,10 +62,11 @@ deploy-agent: install ## Rebuild the agent's wheelhouse and redeploy it on the r
 
 # --- tests -------------------------------------------------------------------------------------
 .PHONY: lint
-lint: install ## ruff, mypy (strict), yamllint, ansible-lint (production profile)
+lint: install ## ruff, mypy (strict), import contracts, yamllint, ansible-lint (production profile)
 	$(BIN)/ruff check agent lab e2e tests scripts
 	$(BIN)/ruff format --check agent lab e2e tests scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint
 

@@ -1,4 +1,4 @@
-"""The agent's core: one main loop owns every alloc runner. The API, the docker event stream and
+"""The agent's core: one main loop owns every alloc runner. The API, the drivers' exit reports and
 timers only put work on its queue, so no two changes to an alloc ever race.
 """
 
@@ -17,19 +17,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agent.allocrunner import AllocRunner, RunnerDeps
 from agent.consul import ConsulClient, ConsulData
-from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_MANAGED
-from agent.drivers.docker import DockerDriver
-from agent.drivers.exec import ExecDriver
+from agent.decisions import plan_orphan_sweep
+from agent.drivers.base import LABEL_GROUP, LABEL_JOB
+from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
 from agent.faults import Faults
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.model import Job
-from agent.network.cni import CniNetwork, check_supported, plugin_version
+from agent.network.base import Network
+from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, RecordError
+from agent.runner.alloc import AllocRunner, RunnerDeps
+from agent.runner.services import ServiceRegistrar
+from agent.runner.taskdirs import TaskDirs
 from agent.state import StateStore
-from agent.sweeper import Sweeper, SweepPolicy, SweepReport
-from agent.templates import SecretSource, check_template
+from agent.sweeper import Sweeper, SweepReport
+from agent.templates.render import ConsulSource, SecretSource, check_template
+from agent.templates.runner import TemplateDeps
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -57,55 +61,43 @@ class Core:
     def __init__(
         self,
         store: StateStore,
-        docker: DockerDriver,
-        cni: CniNetwork | None,
+        drivers: DriverRegistry,
+        network: Network | None,
         *,
-        bridge: str,
         data_dir: Path,
         faults: Faults,
-        sweep_grace: float = 60.0,
-        sweep_dry_run: bool = False,
+        sweeper: Sweeper | None = None,
         consul: ConsulClient | None = None,
         advertise_address: str = "",
         vault: SecretSource | None = None,
-        cni_check: bool | None = None,
+        task_dirs: TaskDirs | None = None,
     ) -> None:
         self.store = store
-        self.docker = docker
-        self.cni = cni
+        self.drivers = drivers
         self.faults = faults
+        self.bugs = faults.bugs()  # read once; only the plan_* decisions look at it
         self.runners: dict[str, AllocRunner] = {}
         self.jobs: dict[str, Job] = {}
         self._q: queue.Queue[Callable[[], None]] = queue.Queue()
         self._timers: list[_Timer] = []
         self._seq = itertools.count()
         self._stop = threading.Event()
-        exec_driver = ExecDriver(on_exit=lambda alloc, pid: self._q.put(self._died_callback(alloc, pid)))
+        consul_kv: ConsulSource | None = ConsulData(consul.address) if consul else None
         self.deps = RunnerDeps(
-            store,
-            docker,
-            cni,
-            bridge,
-            data_dir,
-            faults,
-            self.schedule,
-            self._replace,
-            exec=exec_driver,
-            consul=consul,
+            store=store,
+            drivers=drivers,
+            network=network,
+            data_dir=data_dir,
+            schedule=self.schedule,
+            replace=self._replace,
+            templates=TemplateDeps(store, self.schedule, vault=vault, consul=consul_kv, bugs=self.bugs),
+            bugs=self.bugs,
+            dirs=task_dirs,
+            services=ServiceRegistrar(consul) if consul else None,
             advertise_address=advertise_address,
-            vault=vault,
-            consul_kv=ConsulData(consul.address) if consul else None,
-            cni_check=cni_check
-            if cni_check is not None
-            else bool(cni and check_supported(plugin_version(cni.plugin_dir))),
-        )
-        log.info(
-            "CNI CHECK on restore: %s", "on" if self.deps.cni_check else "off (plugins older than 1.3.0)"
         )
         self.restore_seconds = 0.0
-        self._events: Any = None
-        policy = SweepPolicy(grace=sweep_grace, untracked_pause=faults.enabled("sweep-untracked-pause"))
-        self.sweeper = Sweeper(docker, cni, data_dir, policy=policy, dry_run=sweep_dry_run)
+        self.sweeper = sweeper
         self.last_sweep: SweepReport | None = None
         self.sweeps = 0  # sweeps done since start: the e2e suites wait for one to have run
 
@@ -147,36 +139,22 @@ class Core:
     def stop(self) -> None:
         self._stop.set()
         self._q.put(lambda: None)
-        if self._events is not None:
-            self._events.close()
+        for d in self.drivers.all().values():
+            d.close()
 
-    # -- docker events -------------------------------------------------------------------------
-    def watch_docker(self) -> None:
-        """Feed container deaths of managed containers into the loop (thread; reconnects)."""
-        while not self._stop.is_set():
-            try:
-                stream = self.docker.client.events(
-                    decode=True,
-                    filters={"type": "container", "event": ["die"], "label": [f"{LABEL_MANAGED}=true"]},
-                )
-                self._events = stream
-                for ev in stream:
-                    cid = ev.get("id") or ev.get("Actor", {}).get("ID", "")
-                    alloc = ev.get("Actor", {}).get("Attributes", {}).get("org.fieldlab.alloc", "")
-                    self._q.put(self._died_callback(str(alloc), str(cid)))
-                    if self._stop.is_set():
-                        return
-            except Exception as exc:  # dockerd restarting: reconnect
-                log.warning("docker event stream broke (%s); reconnecting", exc)
-                self._stop.wait(1.0)
+    # -- task exits ----------------------------------------------------------------------------
+    def watch_exits(self) -> list[threading.Thread]:
+        """Every driver reports task exits (docker's event stream, exec's pidfds) into the loop."""
+        return self.drivers.watch(self.report_exit, self._stop)
 
-    def _died_callback(self, alloc_id: str, container_id: str) -> Callable[[], None]:
-        return lambda: self._container_died(alloc_id, container_id)
+    def report_exit(self, alloc_id: str, handle_id: str) -> None:
+        """Called from a driver's thread: the exit is handled on the main loop."""
+        self._q.put(lambda: self._task_exited(alloc_id, handle_id))
 
-    def _container_died(self, alloc_id: str, container_id: str) -> None:
+    def _task_exited(self, alloc_id: str, handle_id: str) -> None:
         runner = self.runners.get(alloc_id)
         if runner is not None:
-            runner.on_container_exit(container_id)
+            runner.on_task_exit(handle_id)
 
     # -- startup restore -----------------------------------------------------------------------
     def restore(self) -> None:
@@ -184,29 +162,33 @@ class Core:
         jobs = self.store.list("job")
         for bad in jobs.corrupt:
             log.error("state: job %s unreadable (%s): its allocs cannot be restored", bad.key, bad.reason)
-        for job_id, rec in jobs.records.items():
+        for job_id, job_rec in jobs.records.items():
             try:
                 self.jobs[job_id] = parse_jobspec(
-                    rec["source"], source=f"state:job/{job_id}", fmt=rec.get("format")
+                    job_rec["source"], source=f"state:job/{job_id}", fmt=job_rec.get("format")
                 ).job
             except (JobspecError, KeyError) as exc:
                 log.error("state: job %s does not parse any more: %s", job_id, exc)
         allocs = self.store.list("alloc")
-        replace_corrupt = [bad.key for bad in allocs.corrupt]
-        for bad in allocs.corrupt:
-            log.error("state: alloc %s unreadable (%s): replacing it", bad.key, bad.reason)
-            self.store.append_event(bad.key, "", "Restore Failed", f"alloc record unreadable: {bad.reason}")
-        for alloc_id, rec in allocs.records.items():
-            if rec.get("status") != "running" or rec.get("desired") == "stop":
+        unreadable = [(bad.key, bad.reason) for bad in allocs.corrupt]
+        records: list[AllocRecord] = []
+        for alloc_id, raw in allocs.records.items():
+            try:
+                records.append(AllocRecord.from_record(raw, alloc_id))
+            except RecordError as exc:
+                unreadable.append((alloc_id, exc.reason))
+        for key, reason in unreadable:
+            log.error("state: alloc %s unreadable (%s): replacing it", key, reason)
+            self.store.append_event(key, "", "Restore Failed", f"alloc record unreadable: {reason}")
+        for rec in records:
+            alloc_id = rec.id
+            if rec.status is not AllocStatus.RUNNING or rec.desired is DesiredStatus.STOP:
                 continue
-            job = self.jobs.get(rec.get("job", ""))
-            group = next((g for g in job.groups if g.name == rec.get("group")), None) if job else None
+            job = self.jobs.get(rec.job)
+            group = next((g for g in job.groups if g.name == rec.group), None) if job else None
             if job is None or group is None:
                 log.error(
-                    "alloc=%s: job %s or group %s unknown; cannot restore",
-                    alloc_id[:8],
-                    rec.get("job"),
-                    rec.get("group"),
+                    "alloc=%s: job %s or group %s unknown; cannot restore", alloc_id[:8], rec.job, rec.group
                 )
                 continue
             runner = AllocRunner(self.deps, rec, job, group)
@@ -215,8 +197,8 @@ class Core:
                 runner.restore()
             except Exception as exc:
                 log.exception("alloc=%s: restore failed", alloc_id[:8])
-                runner._fail_alloc(f"restore failed: {exc}")
-        for alloc_id in replace_corrupt:
+                runner.fail(f"restore failed: {exc}")
+        for alloc_id, _ in unreadable:
             self._replace_unreadable(alloc_id)
         self.restore_seconds = time.monotonic() - t0
         log.info("restored %d alloc(s) in %.2fs", len(self.runners), self.restore_seconds)
@@ -225,9 +207,9 @@ class Core:
     def _replace_unreadable(self, alloc_id: str) -> None:
         """An alloc whose record cannot be read: its containers' labels still say which job and
         group it ran, so a replacement starts; the sweeper then removes the old containers."""
-        labels = [c.labels for c in self.docker.managed_containers() if c.labels.get(LABEL_ALLOC) == alloc_id]
-        job = self.jobs.get(labels[0].get(LABEL_JOB, "")) if labels else None
-        group = labels[0].get(LABEL_GROUP, "") if labels else ""
+        labels = self._labels_of(alloc_id)
+        job = self.jobs.get(labels.get(LABEL_JOB, "")) if labels else None
+        group = labels.get(LABEL_GROUP, "") if labels else ""
         if job is None or not any(g.name == group for g in job.groups):
             log.error(
                 "alloc=%s: unreadable and no job/group known from its containers; nothing to replace",
@@ -240,13 +222,23 @@ class Core:
             alloc_id, "", "Replaced", f"replaced by alloc {new.id}: its record was unreadable"
         )
 
+    def _labels_of(self, alloc_id: str) -> dict[str, str] | None:
+        """Who an alloc was (job, group), from the labels a driver put on its tasks."""
+        for d in self.drivers.all().values():
+            labels = d.alloc_labels(alloc_id)
+            if labels:
+                return labels
+        return None
+
     # -- orphans -------------------------------------------------------------------------------
     def live_allocs(self) -> set[str]:
-        return {a for a, r in self.runners.items() if r.rec.get("status") in ("running", "pending")}
+        return {a for a, r in self.runners.items() if r.rec.live}
 
     def sweep(self) -> SweepReport | None:
         """Remove what no live alloc owns (on start after restore, then every sweep_interval)."""
-        if self.faults.enabled("no-orphan-sweep"):
+        if self.sweeper is None:
+            return None
+        if not plan_orphan_sweep(self.bugs).run:
             log.warning("orphan sweep skipped: fault no-orphan-sweep is active")
             return None
         report = self.sweeper.sweep(self.live_allocs())
@@ -276,10 +268,7 @@ class Core:
         ]
         if problems:
             raise JobspecError(source, problems)
-        if job.id in self.jobs and any(
-            r.job.id == job.id and r.rec.get("status") in ("running", "pending")
-            for r in self.runners.values()
-        ):
+        if job.id in self.jobs and any(r.job.id == job.id and r.rec.live for r in self.runners.values()):
             raise Conflict(f"job {job.id} is already running: stop it first")
         self._check_static_ports(job)
         self.store.put("job", job.id, {"source": text, "format": fmt, "warnings": list(parsed.warnings)})
@@ -301,12 +290,7 @@ class Core:
                     )
 
     def _used_ports(self) -> set[int]:
-        return {
-            int(p["host"])
-            for r in self.runners.values()
-            if r.rec.get("status") in ("running", "pending")
-            for p in r.rec.get("ports", [])
-        }
+        return {p.host for r in self.runners.values() if r.rec.live for p in r.rec.ports}
 
     def _new_alloc(self, job: Job, group_name: str, replaces: str = "") -> AllocRunner:
         group = next(g for g in job.groups if g.name == group_name)
@@ -315,31 +299,28 @@ class Core:
         for p in group.network.ports if group.network else ():
             host = p.static or next(x for x in DYNAMIC_PORTS if x not in used)
             used.add(host)
-            ports.append({"label": p.label, "host": host, "to": p.to or host})
-        rec = {
-            "id": str(uuid.uuid4()),
-            "job": job.id,
-            "group": group.name,
-            "status": "pending",
-            "desired": "run",
-            "created": time.time(),
-            "ports": ports,
-            "replaces": replaces,
-            "replaced_by": "",
-        }
+            ports.append(PortAlloc(p.label, host, p.to or host))
+        rec = AllocRecord(
+            id=str(uuid.uuid4()),
+            job=job.id,
+            group=group.name,
+            created=time.time(),
+            ports=tuple(ports),
+            replaces=replaces,
+        )
         runner = AllocRunner(self.deps, rec, job, group)
-        self.store.put("alloc", runner.id, rec)
+        self.store.put("alloc", runner.id, rec.to_record())
         self.runners[runner.id] = runner
         runner.start()
         return runner
 
     def _replace(self, failed: AllocRunner, reason: str) -> None:
-        if failed.rec.get("desired") == "stop":
+        if failed.rec.desired is DesiredStatus.STOP:
             return
 
         def start_replacement() -> None:
             new = self._new_alloc(failed.job, failed.group.name, replaces=failed.id)
-            failed._save(replaced_by=new.id)
+            failed.state.save(replaced_by=new.id)
             failed.event("", "Replaced", f"replaced by alloc {new.id}: {reason}")
 
         self.schedule(0.0, start_replacement)
@@ -349,7 +330,7 @@ class Core:
             raise NotFound(f"no job {job_id}")
         stopped = []
         for r in list(self.runners.values()):
-            if r.job.id == job_id and r.rec.get("status") in ("running", "pending"):
+            if r.job.id == job_id and r.rec.live:
                 r.stop()
                 stopped.append(r.id)
         return stopped

@@ -19,14 +19,14 @@ from agent.api import ApiServer
 from agent.config import Config
 from agent.consul import ConsulClient
 from agent.core import Core
-from agent.drivers.docker import DockerDriver
 from agent.errors import AgentError
 from agent.faults import Faults
 from agent.network.cni import CniNetwork
 from agent.routes import build_routes
 from agent.state import SqliteStore
-from agent.vault import VaultStatus, check_vault
+from agent.vault import VaultStatus, check_vault, vault_client
 from agent.vaultclient import VaultClient
+from agent.wiring import CoreSettings, build_core, start_core
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,8 @@ class Agent:
         self._signals = 0
         self._api: ApiServer | None = None
         self.vault = VaultStatus(configured=bool(config.vault.address))
+        # The agent's one Vault client: logged in by the start-up check, then used by templates.
+        self.vault_client: VaultClient | None = None
         self.faults = Faults.from_env(os.environ)
         self.core: Core | None = None
         self._store: SqliteStore | None = None
@@ -48,7 +50,8 @@ class Agent:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self.faults.require_implemented()
         self.faults.announce(log)
-        self.vault = check_vault(self.config.vault)
+        self.vault_client = vault_client(self.config.vault)
+        self.vault = check_vault(self.config.vault, self.vault_client)
         if self.vault.configured:
             log.info(
                 "vault %s: %s",
@@ -81,26 +84,22 @@ class Agent:
         else:
             log.warning("no CNI conflist at %s: bridge networking is unavailable", conflist)
         store = SqliteStore(cfg.data_dir / "state" / "state.db")
-        core = Core(
-            store,
-            DockerDriver(),
-            cni,
-            bridge=cfg.cni_bridge,
+        settings = CoreSettings(
             data_dir=cfg.data_dir,
-            faults=self.faults,
+            bridge=cfg.cni_bridge,
             sweep_grace=cfg.sweep_grace,
             sweep_dry_run=cfg.sweep_dry_run,
-            consul=ConsulClient(cfg.consul_address) if cfg.consul_address else None,
-            vault=VaultClient(cfg.vault.address, cfg.vault.approle_file)
-            if cfg.vault.address and cfg.vault.approle_file
-            else None,
             advertise_address=cfg.advertise_address,
         )
-        loop = threading.Thread(target=core.run_loop, name="core", daemon=True)
-        loop.start()
-        core.call(core.restore, timeout=600)
-        core.start_periodic_sweep(cfg.sweep_interval)
-        threading.Thread(target=core.watch_docker, name="docker-events", daemon=True).start()
+        core = build_core(
+            settings,
+            store,
+            cni,
+            self.faults,
+            consul=ConsulClient(cfg.consul_address) if cfg.consul_address else None,
+            vault=self.vault_client,
+        )
+        start_core(core, sweep_interval=cfg.sweep_interval)
         self._store = store
         return core
 
@@ -147,7 +146,7 @@ class Agent:
 
     def _metrics(self) -> tuple[int, str, bytes]:
         allocs = list(self.core.runners.values()) if self.core else []
-        running = sum(1 for r in allocs if r.rec.get("status") == "running")
+        running = sum(1 for r in allocs if r.alloc_running())
         lines = [
             "# HELP fieldlab_agent_allocs_running Allocations running on this node.",
             "# TYPE fieldlab_agent_allocs_running gauge",
@@ -159,7 +158,9 @@ class Agent:
             "# TYPE fieldlab_agent_orphans_removed_total counter",
             *(
                 f'fieldlab_agent_orphans_removed_total{{kind="{k}"}} {n}'
-                for k, n in sorted((self.core.sweeper.totals if self.core else {}).items())
+                for k, n in sorted(
+                    (self.core.sweeper.totals if self.core and self.core.sweeper else {}).items()
+                )
             ),
             "# HELP fieldlab_agent_sweeps_total Orphan sweeps done since the agent started.",
             "# TYPE fieldlab_agent_sweeps_total counter",

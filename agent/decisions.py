@@ -3,11 +3,54 @@ branch is unit-tested without docker, CNI or a clock (the time is an argument)."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 
 from agent.model import RestartPolicy
+
+
+@dataclass(frozen=True)
+class Bugs:
+    """The field bugs put back by fault flags (FIELD-BUGS.md), read once at start.
+
+    One field per flag of `agent.faults`, named like the flag with `_` for `-`. Every field False
+    is the fixed agent. Imperative code never asks whether a bug is on: it hands this object to
+    the `plan_*` decisions, which are the only place a bug changes what the agent does.
+    """
+
+    no_network_check_on_restore: bool = False
+    reuse_dead_pause: bool = False
+    no_orphan_sweep: bool = False
+    sweep_untracked_pause: bool = False
+    ipam_stale_after_reboot: bool = False
+    leak_portmap_chains: bool = False
+    restore_missing_alloc_dir: bool = False
+    half_alive_restore: bool = False
+    stale_network_status_on_restore: bool = False
+    last_event_wins: bool = False
+    no_change_on_restore: bool = False
+    signal_while_restarting: bool = False
+    noop_runner_dies: bool = False
+    script_change_before_handle: bool = False
+
+    @staticmethod
+    def field_name(flag: str) -> str:
+        return flag.replace("-", "_")
+
+    @classmethod
+    def from_flags(cls, flags: Iterable[str]) -> Bugs:
+        """Flags are checked by `agent.faults.Faults`; a flag with no field here is a bug of the
+        agent (a test enumerates the catalogue), so it raises rather than being ignored."""
+        known = {f.name for f in fields(cls)}
+        on = {cls.field_name(f) for f in flags}
+        missing = sorted(on - known)
+        if missing:
+            raise ValueError(f"fault flag(s) with no Bugs field: {', '.join(missing)}")
+        return cls(**dict.fromkeys(on, True))
+
+
+NO_BUGS = Bugs()
 
 
 class RestoreAction(Enum):
@@ -58,16 +101,20 @@ def network_problem(obs: ObservedAlloc) -> str | None:
 
 
 def plan_restore(
-    obs: ObservedAlloc, *, check_network: bool = True, check_alloc_dir: bool = True
+    obs: ObservedAlloc, bugs: Bugs = NO_BUGS, recorded_running: Sequence[bool] = ()
 ) -> RestorePlan:
     """Decide how to restore an alloc after an agent restart or a host reboot.
 
-    `check_network=False` is the nomad-24292 behaviour (the `no-network-check-on-restore` fault):
-    a running pause container is taken at its word and the network is never verified.
-    `check_alloc_dir=False` is the nomad-27933 behaviour (the `restore-missing-alloc-dir` fault):
-    restore goes on as if the alloc directory were there.
+    `recorded_running` is what the state store says of each task (used only by the nomad-23684
+    bug, `half-alive-restore`: the record is believed over the driver). `no-network-check-on-restore`
+    is nomad-24292: a running pause container is taken at its word and the network is never
+    verified. `restore-missing-alloc-dir` is nomad-27933: restore goes on as if the alloc directory
+    were there.
     """
-    if not obs.alloc_dir_exists and check_alloc_dir:
+    if bugs.half_alive_restore and recorded_running:
+        obs = trust_recorded_tasks(obs, recorded_running)
+    check_network = not bugs.no_network_check_on_restore
+    if not obs.alloc_dir_exists and not bugs.restore_missing_alloc_dir:
         return RestorePlan(RestoreAction.REPLACE, "alloc directory is missing (nomad-27933)")
     problem = network_problem(obs) if obs.bridge and check_network else None
     if problem:
@@ -113,3 +160,94 @@ def plan_task_restart(policy: RestartPolicy, recent_restarts: Sequence[float], n
             True, max(policy.delay, wait), "attempts exhausted; delaying until the interval ends"
         )
     return RestartDecision(False, 0.0, f"exceeded {policy.attempts} restart(s) in {policy.interval:.0f}s")
+
+
+# -- network recovery, teardown and task start failures -------------------------------------------
+class PauseDeathAction(Enum):
+    RECOVER_NETWORK = "recover-network"  # DEL, fresh netns owner, ADD, restart the group's tasks
+    RESTART_INTO_DEAD_PAUSE = "restart-into-dead-pause"  # nomad-12216: the tasks fail there
+
+
+def plan_pause_death(bugs: Bugs = NO_BUGS) -> PauseDeathAction:
+    """The container owning the group's netns died: docker restarts it with a new, empty netns."""
+    if bugs.reuse_dead_pause:
+        return PauseDeathAction.RESTART_INTO_DEAD_PAUSE
+    return PauseDeathAction.RECOVER_NETWORK
+
+
+def plan_start_failure(bridge: bool, bugs: Bugs = NO_BUGS) -> bool:
+    """A task could not start: recover the group's network (True) or fail the alloc (False).
+    In a bridge group the usual cause is a network owner that died ("cannot join network of a non
+    running container"), so the network is rebuilt rather than retried into the same dead end."""
+    return bridge and not bugs.reuse_dead_pause
+
+
+@dataclass(frozen=True)
+class NetworkRecoveryPlan:
+    run_del: bool  # CNI DEL on the old attachment (frees IPAM, removes chains)
+    forget_cached_result: bool  # drop the cached ADD result without DEL (nomad-11272)
+    keep_old_address: bool  # the alloc keeps the address it had before (nomad-24236)
+
+
+def plan_network_recovery(bugs: Bugs = NO_BUGS) -> NetworkRecoveryPlan:
+    stale_ipam = bugs.ipam_stale_after_reboot
+    return NetworkRecoveryPlan(
+        run_del=not stale_ipam,
+        forget_cached_result=stale_ipam,
+        keep_old_address=bugs.stale_network_status_on_restore,
+    )
+
+
+@dataclass(frozen=True)
+class TeardownPlan:
+    run_del: bool  # CNI DEL (every plugin undoes what it did)
+    release_only: bool  # free the IP reservations and forget the result, leave chains (nomad-6385)
+
+
+def plan_network_teardown(bugs: Bugs = NO_BUGS) -> TeardownPlan:
+    if bugs.leak_portmap_chains:
+        return TeardownPlan(run_del=False, release_only=True)
+    return TeardownPlan(run_del=True, release_only=False)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    run: bool
+    reap_untracked_pause: bool  # nomad-16338: restored allocs' pause containers look untracked
+
+
+def plan_orphan_sweep(bugs: Bugs = NO_BUGS) -> SweepPlan:
+    return SweepPlan(run=not bugs.no_orphan_sweep, reap_untracked_pause=bugs.sweep_untracked_pause)
+
+
+# -- templates -----------------------------------------------------------------------------------
+class AfterRestore(Enum):
+    ACT_ON_LOOP = "act-on-loop"  # the owed action goes through the task's reattached handle
+    FORGET = "forget"  # nomad-9636: pretend the task was given the new content
+    ACT_BEFORE_HANDLE = "act-before-handle"  # nomad-15851/24051: delivered with no handle; lost
+
+
+def plan_after_restore(bugs: Bugs = NO_BUGS) -> AfterRestore:
+    if bugs.no_change_on_restore:
+        return AfterRestore.FORGET
+    if bugs.script_change_before_handle:
+        return AfterRestore.ACT_BEFORE_HANDLE
+    return AfterRestore.ACT_ON_LOOP
+
+
+TEMPLATE_RETRY_BASE, TEMPLATE_RETRY_MAX = 1.0, 60.0
+NOOP_RUNNER_GIVES_UP_AFTER = 3  # only under the noop-runner-dies bug
+
+
+@dataclass(frozen=True)
+class RenderRetry:
+    give_up: bool
+    delay: float  # before jitter
+
+
+def plan_render_retry(failures: int, all_noop: bool, bugs: Bugs = NO_BUGS) -> RenderRetry:
+    """A re-render failed for the `failures`-th time in a row: retry with capped exponential
+    backoff, forever. nomad-28016: with only noop templates the runner gave up after its retries."""
+    if bugs.noop_runner_dies and all_noop and failures >= NOOP_RUNNER_GIVES_UP_AFTER:
+        return RenderRetry(True, 0.0)
+    return RenderRetry(False, min(TEMPLATE_RETRY_MAX, TEMPLATE_RETRY_BASE * 2 ** min(failures, 6)))

@@ -2,9 +2,9 @@
 
 `FIELDLAB_AGENT_FAULTS=flag,flag` (off by default). Each flag restores exactly one known bug so the lab
 can show its symptom and prove that the suite guarding it fails while the bug is present. An unknown
-flag is a startup error, never ignored, and asking the code for an unknown flag is an error too (a
-typo there would make a fault flag silently do nothing). Every active flag is announced with a loud
-WARNING at start.
+flag is a startup error, never ignored. The agent reads the flags once, as `decisions.Bugs` (one field
+per flag, checked by a test, so a typo cannot make a flag silently do nothing), and only the pure
+`plan_*` decisions look at it. Every active flag is announced with a loud WARNING at start.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from agent.decisions import Bugs
 from agent.errors import AgentError
 
 ENV_VAR = "FIELDLAB_AGENT_FAULTS"
@@ -182,10 +183,9 @@ class Faults:
     def from_env(cls, environ: Mapping[str, str]) -> Faults:
         return cls.parse(environ.get(ENV_VAR, ""))
 
-    def enabled(self, flag: str) -> bool:
-        if flag not in KNOWN_FAULTS:
-            raise FaultError([flag], source="Faults.enabled")
-        return flag in self.active
+    def bugs(self) -> Bugs:
+        """The active flags as the frozen object the pure decisions take (read once at start)."""
+        return Bugs.from_flags(self.active)
 
     def require_implemented(self) -> None:
         """Refuse flags whose bug the agent cannot put back yet: a flag must never be a silent no-op."""

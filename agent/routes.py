@@ -109,9 +109,7 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
 
     def services(groups: tuple[str, ...], body: bytes) -> Response:
         def view() -> list[dict[str, Any]]:
-            return [
-                svc for r in core.runners.values() if r.rec.get("status") == "running" for svc in r.services()
-            ]
+            return [svc for r in core.runners.values() if r.alloc_running() for svc in r.services()]
 
         return json_response(200, core.call(view))
 

@@ -179,7 +179,7 @@ class Sweeper:
 
     def _remove(self, r: Removal) -> None:
         if r.kind == "container":
-            self.docker.remove(r.target)
+            self.docker.remove_container(r.target)
         elif r.kind == "cni" and self.cni is not None:
             self.cni.delete(r.target)
         elif r.kind == "ipam" and self.cni is not None:

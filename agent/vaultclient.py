@@ -330,7 +330,7 @@ class VaultClient:
         return self._result(self._request("get", path, None), fetched_at)
 
     def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        """What a template's `secret(path, **params)` gets (agent.templates.SecretSource): a write
+        """What a template's `secret(path, **params)` gets (agent.templates.render.SecretSource): a write
         when there are params or the path issues (`<mount>/issue/<role>`), otherwise a read; the
         data and its TTL in seconds (0 when it does not expire)."""
         result = self.write(path, **params) if params or "/issue/" in path else self.read_result(path)

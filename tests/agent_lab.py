@@ -27,6 +27,7 @@ from agent.faults import Faults
 from agent.network import iptables
 from agent.network.cni import CniNetwork
 from agent.state import SqliteStore
+from agent.wiring import CoreSettings, build_core, start_core
 from lab.config import PROJECT_DIR
 from lab.waits import wait_until
 from tests.cniconf import bridge_conflist
@@ -125,23 +126,11 @@ class AgentLab:
     ) -> AgentUnderTest:
         store = SqliteStore(self.data_dir / "state" / "state.db")
         cni = CniNetwork(self.conflist, PLUGIN_DIR, self.data_dir / "cni")
-        core = Core(
-            store,
-            self.docker,
-            cni,
-            bridge=BRIDGE,
-            data_dir=self.data_dir,
-            faults=Faults.parse(faults),
-            sweep_grace=sweep_grace,
-            cni_check=cni_check,
-            vault=vault,
+        settings = CoreSettings(
+            data_dir=self.data_dir, bridge=BRIDGE, sweep_grace=sweep_grace, cni_check=cni_check
         )
-        loop = threading.Thread(target=core.run_loop, daemon=True)
-        loop.start()
-        core.call(core.restore)
-        events = threading.Thread(target=core.watch_docker, daemon=True)
-        events.start()
-        return AgentUnderTest(core, [loop, events])
+        core = build_core(settings, store, cni, Faults.parse(faults), docker=self.docker, vault=vault)
+        return AgentUnderTest(core, start_core(core, restore_timeout=120))
 
     # -- observations -------------------------------------------------------------------------
     def containers(self, alloc_id: str | None = None) -> list[Any]:

@@ -506,8 +506,8 @@ def test_an_unreadable_alloc_record_is_replaced_while_the_others_restore(lab: Ag
     try:
         assert _view(agent, keep)["status"] == "running"
         assert _running_containers(lab, keep) == kept_containers, "a healthy alloc was disturbed"
-        replacements = [r for r in agent.core.runners.values() if r.rec.get("replaces") == broken]
-        assert len(replacements) == 1 and replacements[0].rec["status"] == "running"
+        replacements = [r for r in agent.core.runners.values() if r.rec.replaces == broken]
+        assert len(replacements) == 1 and replacements[0].alloc_running()
         assert lab.containers(broken) == [], "the unreadable alloc's containers were not swept"
         assert "Restore Failed" in [e.type for e in agent.core.store.events(broken)]
     finally:
@@ -593,7 +593,7 @@ def test_exec_alloc_is_rebuilt_after_a_simulated_reboot(lab: AgentLab) -> None:
 def test_cni_check_is_gated_off_for_plugins_that_fail_it_spuriously(lab: AgentLab) -> None:
     """Debian's 1.1.1 plugins fail portmap CHECK on IPv4-only hosts: forcing CHECK on would make a
     plain agent restart rebuild a healthy alloc's network, which the version gate prevents."""
-    from agent.network.cni import check_supported, plugin_version
+    from agent.network.plugins import check_supported, plugin_version
     from tests.agent_lab import PLUGIN_DIR
 
     assert not check_supported(plugin_version(PLUGIN_DIR)), (
@@ -645,15 +645,15 @@ def test_alloc_with_a_missing_dir_is_replaced_unless_the_fault_restores_it(lab: 
             assert not alloc_dir.exists()
             assert _running_containers(lab, alloc) == before
             assert "Restore Failed" not in events and "Replaced" not in events
-            assert [r for r in agent.core.runners.values() if r.rec.get("replaces") == alloc] == []
+            assert [r for r in agent.core.runners.values() if r.rec.replaces == alloc] == []
             return
         assert view["status"] == "failed", view
         assert "Restore Failed" in events
 
         def replaced() -> tuple[str | None, str]:
-            new = [r for r in agent.core.runners.values() if r.rec.get("replaces") == alloc]
-            ok = len(new) == 1 and new[0].rec.get("status") == "running"
-            return (new[0].id if ok else None), f"replacements {[r.rec.get('status') for r in new]}"
+            new = [r for r in agent.core.runners.values() if r.rec.replaces == alloc]
+            ok = len(new) == 1 and new[0].alloc_running()
+            return (new[0].id if ok else None), f"replacements {[r.rec.status.value for r in new]}"
 
         new = wait_until(replaced, timeout=TIMEOUT, what=f"a replacement for alloc {alloc[:8]}")
         assert (lab.data_dir / "alloc" / new).is_dir()

@@ -13,7 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.changemode import Plan, TemplateState, on_delivered, on_render, on_task_started, plan_actions
+from agent.templates.changemode import (
+    Plan,
+    TemplateState,
+    on_delivered,
+    on_render,
+    on_task_started,
+    plan_actions,
+)
 
 MODES = [("signal", "SIGHUP"), ("restart", ""), ("script", ""), ("noop", ""), ("signal", "SIGUSR1")]
 

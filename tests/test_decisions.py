@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agent.decisions import (
+    NO_BUGS,
+    AfterRestore,
+    Bugs,
     ObservedAlloc,
+    PauseDeathAction,
     RestoreAction,
+    SweepPlan,
+    TeardownPlan,
+    plan_after_restore,
+    plan_network_recovery,
+    plan_network_teardown,
+    plan_orphan_sweep,
+    plan_pause_death,
+    plan_render_retry,
     plan_restore,
+    plan_start_failure,
     plan_task_restart,
     trust_recorded_tasks,
 )
+from agent.faults import KNOWN_FAULTS, Faults
 from agent.model import RestartPolicy
 
 HEALTHY = ObservedAlloc(
@@ -48,11 +64,11 @@ def test_without_alloc_dir_check_a_missing_dir_is_restored_as_if_there() -> None
     """The nomad-27933 behaviour, kept behind the restore-missing-alloc-dir fault: the alloc is
     reattached (or its exited tasks restarted) instead of replaced."""
     obs = ObservedAlloc(**{**HEALTHY.__dict__, "alloc_dir_exists": False})  # type: ignore[arg-type]
-    assert plan_restore(obs, check_alloc_dir=False).action is RestoreAction.REATTACH
+    assert plan_restore(obs, Bugs(restore_missing_alloc_dir=True)).action is RestoreAction.REATTACH
     exited = ObservedAlloc(**{**obs.__dict__, "tasks_running": [True, False]})  # type: ignore[arg-type]
-    assert plan_restore(exited, check_alloc_dir=False).action is RestoreAction.RESTART_TASKS
+    assert plan_restore(exited, Bugs(restore_missing_alloc_dir=True)).action is RestoreAction.RESTART_TASKS
     broken = ObservedAlloc(**{**obs.__dict__, "pause_running": False})  # type: ignore[arg-type]
-    assert plan_restore(broken, check_alloc_dir=False).action is RestoreAction.RECREATE_NETWORK
+    assert plan_restore(broken, Bugs(restore_missing_alloc_dir=True)).action is RestoreAction.RECREATE_NETWORK
 
 
 def test_a_task_that_vanished_while_the_agent_was_down_is_restarted() -> None:
@@ -110,7 +126,7 @@ def test_without_network_check_a_restarted_pause_is_trusted() -> None:
             "network_diffs": ["no route"],
         }
     )
-    assert plan_restore(obs, check_network=False).action is RestoreAction.REATTACH
+    assert plan_restore(obs, Bugs(no_network_check_on_restore=True)).action is RestoreAction.REATTACH
     assert plan_restore(obs).action is RestoreAction.RECREATE_NETWORK
 
 
@@ -134,3 +150,72 @@ def test_restart_policy_counts_attempts_within_the_interval() -> None:
     assert plan_task_restart(pol, [10, 20], 100).restart  # old restarts fell out of the interval
     delay = plan_task_restart(RestartPolicy(attempts=1, interval=60, delay=1, mode="delay"), [90], 100)
     assert delay.restart and delay.delay == pytest.approx(50)
+
+
+def test_half_alive_bug_believes_the_record_inside_plan_restore() -> None:
+    gone = ObservedAlloc(
+        **{
+            **HEALTHY.__dict__,
+            "tasks_running": [True, False],  # type: ignore[arg-type]
+            "tasks_share_pause_netns": [True, False],
+        }
+    )
+    assert plan_restore(gone, NO_BUGS, [True, True]).action is RestoreAction.RESTART_TASKS
+    assert plan_restore(gone, Bugs(half_alive_restore=True), [True, True]).action is RestoreAction.REATTACH
+
+
+def test_every_fault_flag_has_a_bugs_field_and_every_field_a_flag() -> None:
+    fields = {f.name for f in dataclasses.fields(Bugs)}
+    assert fields == {Bugs.field_name(flag) for flag in KNOWN_FAULTS}
+    for flag in KNOWN_FAULTS:
+        bugs = Faults(frozenset({flag})).bugs()
+        assert getattr(bugs, Bugs.field_name(flag)) is True
+        assert sum(getattr(bugs, f) for f in fields) == 1, flag
+    assert Faults().bugs() == NO_BUGS
+    with pytest.raises(ValueError, match="no Bugs field"):
+        Bugs.from_flags(["not-a-flag"])
+
+
+def test_pause_death_and_start_failure_recover_the_network_unless_the_12216_bug() -> None:
+    assert plan_pause_death() is PauseDeathAction.RECOVER_NETWORK
+    assert plan_pause_death(Bugs(reuse_dead_pause=True)) is PauseDeathAction.RESTART_INTO_DEAD_PAUSE
+    assert plan_start_failure(bridge=True) is True
+    assert plan_start_failure(bridge=False) is False  # nothing to rebuild: the alloc fails
+    assert plan_start_failure(bridge=True, bugs=Bugs(reuse_dead_pause=True)) is False
+
+
+def test_network_recovery_runs_del_and_takes_the_new_address() -> None:
+    fixed = plan_network_recovery()
+    assert (fixed.run_del, fixed.forget_cached_result, fixed.keep_old_address) == (True, False, False)
+    stale = plan_network_recovery(Bugs(ipam_stale_after_reboot=True))
+    assert (stale.run_del, stale.forget_cached_result) == (False, True)
+    assert plan_network_recovery(Bugs(stale_network_status_on_restore=True)).keep_old_address
+
+
+def test_teardown_runs_del_unless_chains_are_leaked() -> None:
+    assert plan_network_teardown() == TeardownPlan(run_del=True, release_only=False)
+    assert plan_network_teardown(Bugs(leak_portmap_chains=True)) == TeardownPlan(
+        run_del=False, release_only=True
+    )
+
+
+def test_sweep_plan() -> None:
+    assert plan_orphan_sweep() == SweepPlan(run=True, reap_untracked_pause=False)
+    assert not plan_orphan_sweep(Bugs(no_orphan_sweep=True)).run
+    assert plan_orphan_sweep(Bugs(sweep_untracked_pause=True)).reap_untracked_pause
+
+
+def test_after_restore_acts_on_the_loop_unless_a_template_bug() -> None:
+    assert plan_after_restore() is AfterRestore.ACT_ON_LOOP
+    assert plan_after_restore(Bugs(no_change_on_restore=True)) is AfterRestore.FORGET
+    assert plan_after_restore(Bugs(script_change_before_handle=True)) is AfterRestore.ACT_BEFORE_HANDLE
+
+
+def test_render_retries_back_off_and_never_give_up_unless_28016() -> None:
+    delays = [plan_render_retry(n, all_noop=True).delay for n in range(1, 12)]
+    assert delays == sorted(delays) and delays[0] == 2.0 and max(delays) == 60.0
+    assert not any(plan_render_retry(n, all_noop=True).give_up for n in range(1, 50))
+    dies = Bugs(noop_runner_dies=True)
+    assert not plan_render_retry(2, all_noop=True, bugs=dies).give_up
+    assert plan_render_retry(3, all_noop=True, bugs=dies).give_up
+    assert not plan_render_retry(3, all_noop=False, bugs=dies).give_up  # only all-noop runners died

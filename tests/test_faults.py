@@ -6,6 +6,7 @@ import logging
 
 import pytest
 
+from agent.decisions import NO_BUGS
 from agent.faults import ENV_VAR, KNOWN_FAULTS, FaultError, Faults
 
 AGENT_FLAGS = {
@@ -40,15 +41,16 @@ def test_off_by_default() -> None:
     for env in ({}, {ENV_VAR: ""}, {ENV_VAR: " , "}):
         f = Faults.from_env(env)
         assert f.active == frozenset()
-        assert not any(f.enabled(flag) for flag in KNOWN_FAULTS)
+        assert f.bugs() == NO_BUGS
     assert Faults() == Faults.from_env({})
 
 
 def test_flags_from_env() -> None:
     f = Faults.from_env({ENV_VAR: "reuse-dead-pause, last-event-wins,,reuse-dead-pause", "OTHER": "x"})
     assert f.active == frozenset({"reuse-dead-pause", "last-event-wins"})
-    assert f.enabled("reuse-dead-pause") and f.enabled("last-event-wins")
-    assert not f.enabled("no-orphan-sweep")
+    bugs = f.bugs()
+    assert bugs.reuse_dead_pause and bugs.last_event_wins
+    assert not bugs.no_orphan_sweep
 
 
 def test_unknown_flag_is_a_startup_error() -> None:
@@ -63,9 +65,7 @@ def test_unknown_flag_is_a_startup_error() -> None:
         Faults.from_env({ENV_VAR: "Reuse-Dead-Pause"})  # names are exact
 
 
-def test_asking_for_an_unknown_flag_is_an_error() -> None:
-    with pytest.raises(FaultError, match=r"Faults\.enabled: unknown fault flag 'reuse-dead-paus'"):
-        Faults().enabled("reuse-dead-paus")
+def test_an_unknown_flag_in_code_is_an_error() -> None:
     with pytest.raises(FaultError, match="Faults: unknown"):
         Faults(frozenset({"nope"}))
 

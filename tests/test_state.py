@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import stat
@@ -240,7 +241,7 @@ V1_SCHEMA = (
 
 
 def test_upgrade_from_v1_keeps_data(db: Path) -> None:
-    assert SCHEMA_VERSION == len(UPGRADES) == 2
+    assert SCHEMA_VERSION == len(UPGRADES) == 3
     db.parent.mkdir(mode=0o700)
     raw = _raw(db)  # a v1 file, written by hand as the v1 agent did (rollback journal, not WAL)
     for sql in V1_SCHEMA:
@@ -262,6 +263,58 @@ def test_upgrade_from_v1_keeps_data(db: Path) -> None:
     cols = [r[1] for r in raw.execute("PRAGMA table_info(records)")]
     assert cols == ["kind", "key", "value", "updated_at"]
     raw.close()
+
+
+# What the agent before typed records (schema 2) wrote: plain dicts, fields added over time.
+V2_ALLOC = {
+    "id": "a1",
+    "job": "web",
+    "group": "g",
+    "status": "running",
+    "desired": "run",
+    "created": 1700000000.5,
+    "ports": [{"label": "http", "host": 20001, "to": 8080}],
+    "replaces": "",
+    "replaced_by": "",
+    "network_state": "ready",
+    "address": "172.26.64.5",
+}
+V2_OLDER_ALLOC = {"id": "a2", "job": "web", "group": "g", "status": "pending", "desired": "run", "ports": []}
+V2_TASK = {"state": "running", "restarts": 2, "restart_times": [1700000100.0, 1700000200.0], "failed": False}
+
+
+def test_upgrade_from_v2_types_alloc_and_task_records(db: Path) -> None:
+    from agent.records import AllocRecord, AllocStatus, NetworkState, PortAlloc, TaskRecord, TaskState
+
+    db.parent.mkdir(mode=0o700)
+    raw = _raw(db)
+    for step in UPGRADES[:2]:  # a v2 file, made by the v2 steps themselves
+        step(raw)
+    raw.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+    for kind, key, value in [
+        ("alloc", "a1", V2_ALLOC),
+        ("alloc", "a2", V2_OLDER_ALLOC),
+        ("alloc", "a3", {**V2_ALLOC, "id": "a3", "status": "zombie"}),  # does not fit: left for restore
+        ("task", "a1/web", V2_TASK),
+        ("job", "web", {"source": "job {}", "format": "hcl"}),  # other kinds untouched
+    ]:
+        raw.execute("INSERT INTO records (kind, key, value) VALUES (?, ?, ?)", (kind, key, json.dumps(value)))
+    raw.commit()
+    raw.close()
+
+    with SqliteStore(db) as s:
+        a1 = AllocRecord.from_record(s.get("alloc", "a1") or {})
+        assert a1.status is AllocStatus.RUNNING and a1.network_state is NetworkState.READY
+        assert a1.ports == (PortAlloc("http", 20001, 8080),) and a1.address == "172.26.64.5"
+        assert a1.created == 1700000000.5
+        stored = s.get("alloc", "a1") or {}
+        assert stored["format"] == 1 and stored == a1.to_record()
+        a2 = s.get("alloc", "a2") or {}
+        assert a2["address"] == "" and a2["network_state"] == "" and a2["reason"] == ""  # defaults written
+        assert (s.get("alloc", "a3") or {})["status"] == "zombie"
+        task = TaskRecord.from_record(s.get("task", "a1/web") or {})
+        assert task == TaskRecord(TaskState.RUNNING, 2, (1700000100.0, 1700000200.0), False)
+        assert s.get("job", "web") == {"source": "job {}", "format": "hcl"}
 
 
 def test_failed_upgrade_changes_nothing(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

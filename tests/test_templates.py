@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent.model import Template
-from agent.templates import RenderContext, TemplateRenderError, render
+from agent.templates.render import RenderContext, TemplateRenderError, render
 
 
 class Recording:
@@ -69,7 +69,7 @@ def test_render_errors_name_the_template_and_write_nothing(
     ],
 )
 def test_templates_are_checked_at_submission(data: str, needle: str | None) -> None:
-    from agent.templates import check_template
+    from agent.templates.render import check_template
 
     problem = check_template(Template("local/x", data=data))
     assert (problem is None) if needle is None else (needle in str(problem))

@@ -1,11 +1,20 @@
-"""What every driver offers the alloc runner, and the handle it leaves in the state store."""
+"""What every driver offers the alloc runner, and the handle it leaves in the state store.
+
+A driver runs tasks (`TaskDriver`); a network-namespace owner (`NetnsOwner`) holds a bridge group's
+network namespace for its tasks to join. The runner only knows these protocols: which driver runs a
+task, and which owner a group needs, is the registry's business (`agent.drivers.registry`).
+"""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from agent.errors import AgentError
+from agent.model import Task
 
 # Labels on everything the agent creates in docker: the sweeper only ever looks at these.
 LABEL_MANAGED = "org.fieldlab.managed"
@@ -38,8 +47,91 @@ class TaskHandle:
         return cls(str(rec["driver"]), str(rec["id"]), str(rec["started_at"]))
 
 
+RESTARTED = "restarted by docker"  # TaskStatus.detail: running, but not the process the agent started
+
+
 @dataclass(frozen=True)
 class TaskStatus:
     running: bool
     exit_code: int | None = None
     detail: str = ""
+
+
+ExitReport = Callable[[str, str], None]
+"""(alloc id, handle id) -> None: a driver saw a task (or a netns owner) of that alloc exit."""
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """Everything a driver needs to start one task of an alloc."""
+
+    job: str
+    group: str
+    alloc_id: str
+    task: Task
+    task_dir: Path
+    env: Mapping[str, str]
+    network_mode: str = "none"  # the group's: "bridge", "host" or "none"
+    netns: Path | None = None  # the alloc's network namespace, for drivers that join it by path
+    netns_owner: TaskHandle | None = None  # the container owning it, for drivers that join a container
+
+
+class TaskDriver(Protocol):
+    name: str
+    # In a bridge group, tasks of this driver join a container's netns (docker's
+    # `--network container:<id>`) rather than a netns by path: the group then needs a pause container.
+    joins_container_netns: bool
+
+    def start(self, ctx: TaskContext) -> TaskHandle:
+        """Start the task; DriverError when it cannot."""
+
+    def status(self, handle: TaskHandle) -> TaskStatus: ...
+
+    def pid(self, handle: TaskHandle) -> int:
+        """The task's main pid on the node, 0 when it is not running."""
+
+    def signal(self, handle: TaskHandle, sig: str) -> None: ...
+
+    def exec(self, handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
+        """Run a command inside the task (change_mode script): (exit code, output)."""
+
+    def stop(self, handle: TaskHandle, timeout: float, sig: str) -> None:
+        """Stop gracefully: `sig`, then kill after `timeout` seconds. Gone already is fine."""
+
+    def remove(self, alloc_id: str, task: Task, handle: TaskHandle) -> None:
+        """Remove the task and everything the driver made for it (container, cgroups)."""
+
+    def reattach(self, alloc_id: str, handle: TaskHandle) -> None:
+        """After an agent restart: report this running task's exit again (see ExitReport)."""
+
+    def watch(self, report: ExitReport, stop: threading.Event) -> None:
+        """Report task exits through `report` until `stop` is set (run in a thread of its own)."""
+
+    def close(self) -> None:
+        """End a running watch."""
+
+    def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
+        """Who the alloc was (job, group labels) from its tasks, when its record is unreadable."""
+
+
+class NetnsOwner(Protocol):
+    """Holds an alloc's network namespace: a pause container, or a netns the agent creates by name.
+
+    `handle` is what `create` returned and the runner recorded (None when the owner needs none,
+    as a netns named after the alloc does)."""
+
+    kind: str
+
+    def create(self, job: str, group: str, alloc_id: str) -> TaskHandle | None:
+        """Create (or start again) the owner; a handle for the state store, if it needs one."""
+
+    def path(self, alloc_id: str, handle: TaskHandle | None) -> Path | None:
+        """The netns as a path CNI and tasks can use, or None when it is gone."""
+
+    def status(self, alloc_id: str, handle: TaskHandle | None) -> TaskStatus:
+        """`detail == RESTARTED` when a new (empty) netns replaced the recorded one."""
+
+    def holds(self, alloc_id: str, handle: TaskHandle | None, pid: int) -> bool:
+        """Whether process `pid` is in this owner's netns."""
+
+    def remove(self, alloc_id: str, handle: TaskHandle | None) -> None: ...

@@ -10,7 +10,7 @@ orphan sweeper) can tell what belongs to whom.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +24,15 @@ from agent.drivers.base import (
     LABEL_MANAGED,
     LABEL_ROLE,
     LABEL_TASK,
+    RESTARTED,
     DriverError,
+    ExitReport,
+    TaskContext,
     TaskHandle,
     TaskStatus,
 )
 from agent.model import Task
+from agent.network.owner import pid_in_netns
 
 log = logging.getLogger(__name__)
 PAUSE_IMAGE = "fieldlab/pause:latest"
@@ -44,6 +48,7 @@ def task_container_name(task: str, alloc_id: str) -> str:
 
 class DockerDriver:
     name = "docker"
+    joins_container_netns = True
 
     def __init__(self, client: Any | None = None) -> None:
         self._client = client
@@ -115,41 +120,31 @@ class DockerDriver:
         return int(c.attrs["State"]["Pid"] or 0)
 
     # -- tasks ---------------------------------------------------------------------------------
-    def start_task(
-        self,
-        job: str,
-        group: str,
-        alloc_id: str,
-        task: Task,
-        *,
-        pause: TaskHandle | None,
-        network_mode: str = "",
-        task_dir: Path,
-        env: Mapping[str, str],
-    ) -> TaskHandle:
+    def start(self, ctx: TaskContext) -> TaskHandle:
+        task = ctx.task
         cfg = task.config
         image = str(cfg.get("image", ""))
-        name = task_container_name(task.name, alloc_id)
-        self.remove(name)  # a leftover of an earlier attempt of this very task
+        name = task_container_name(task.name, ctx.alloc_id)
+        self.remove_container(name)  # a leftover of an earlier attempt of this very task
         kw: dict[str, Any] = {
             "name": name,
             "detach": True,
             "init": True,
             "restart_policy": {"Name": "no"},
-            "labels": self._labels(job, group, alloc_id, task.name, "task"),
-            "environment": dict(env),
+            "labels": self._labels(ctx.job, ctx.group, ctx.alloc_id, task.name, "task"),
+            "environment": dict(ctx.env),
             "mem_limit": f"{task.resources.memory}m",
             "cpu_shares": max(2, task.resources.cpu),
             "volumes": {
-                str(task_dir / "local"): {"bind": "/local", "mode": "rw"},
-                str(task_dir / "secrets"): {"bind": "/secrets", "mode": "rw"},
+                str(ctx.task_dir / "local"): {"bind": "/local", "mode": "rw"},
+                str(ctx.task_dir / "secrets"): {"bind": "/secrets", "mode": "rw"},
             },
             "stop_signal": task.kill_signal,
         }
-        if pause is not None:
-            kw["network_mode"] = f"container:{pause.id}"
-        elif network_mode:
-            kw["network_mode"] = network_mode
+        if ctx.netns_owner is not None:
+            kw["network_mode"] = f"container:{ctx.netns_owner.id}"
+        elif ctx.network_mode in ("host", "none"):
+            kw["network_mode"] = ctx.network_mode
         if cfg.get("command"):
             kw["entrypoint"] = [str(cfg["command"])]
             kw["command"] = [str(a) for a in cfg.get("args", [])]
@@ -176,7 +171,7 @@ class DockerDriver:
         st = c.attrs["State"]
         if st.get("Running"):
             if st.get("StartedAt") != handle.started_at:
-                return TaskStatus(True, None, "restarted by docker")
+                return TaskStatus(True, None, RESTARTED)
             return TaskStatus(True)
         return TaskStatus(False, int(st.get("ExitCode", -1)), st.get("Error") or st.get("Status", ""))
 
@@ -188,7 +183,8 @@ class DockerDriver:
         except docker.errors.APIError as exc:
             raise DriverError("docker", f"signal {sig} to {handle.id[:12]}", str(exc.explanation)) from None
 
-    def stop(self, handle: TaskHandle, timeout: float) -> None:
+    def stop(self, handle: TaskHandle, timeout: float, sig: str = "SIGTERM") -> None:
+        """The container's stop signal was set from the task's kill_signal when it was created."""
         try:
             self.client.containers.get(handle.id).stop(timeout=int(max(1, timeout)))
         except docker.errors.NotFound:
@@ -196,14 +192,20 @@ class DockerDriver:
         except docker.errors.APIError as exc:
             raise DriverError("docker", f"stop {handle.id[:12]}", str(exc.explanation)) from None
 
-    def remove(self, id_or_name: str) -> bool:
+    def remove_container(self, id_or_name: str) -> bool:
         try:
             self.client.containers.get(id_or_name).remove(force=True)
             return True
         except docker.errors.NotFound:
             return False
 
-    def exec(self, handle: TaskHandle, argv: list[str]) -> tuple[int, str]:
+    def remove(self, alloc_id: str, task: Task, handle: TaskHandle) -> None:
+        self.remove_container(handle.id)
+
+    def reattach(self, alloc_id: str, handle: TaskHandle) -> None:
+        """Nothing to do: the event stream (watch) reports every managed container's death."""
+
+    def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
         try:
             rc, out = self.client.containers.get(handle.id).exec_run(argv)
         except docker.errors.DockerException as exc:
@@ -212,3 +214,68 @@ class DockerDriver:
 
     def managed_containers(self) -> list[Any]:
         return list(self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}))
+
+    def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
+        """The labels of a container of this alloc (job, group): who it was, when its record is lost."""
+        for c in self.managed_containers():
+            if c.labels.get(LABEL_ALLOC) == alloc_id:
+                return dict(c.labels)
+        return None
+
+    def watch(self, report: ExitReport, stop: threading.Event) -> None:
+        """Report deaths of managed containers until `stop` is set (run in a thread; reconnects
+        while dockerd restarts)."""
+        while not stop.is_set():
+            try:
+                stream = self.client.events(
+                    decode=True,
+                    filters={"type": "container", "event": ["die"], "label": [f"{LABEL_MANAGED}=true"]},
+                )
+                self._events = stream
+                for ev in stream:
+                    cid = ev.get("id") or ev.get("Actor", {}).get("ID", "")
+                    alloc = ev.get("Actor", {}).get("Attributes", {}).get(LABEL_ALLOC, "")
+                    report(str(alloc), str(cid))
+                    if stop.is_set():
+                        return
+            except Exception as exc:  # dockerd restarting: reconnect
+                if stop.is_set():
+                    return
+                log.warning("docker event stream broke (%s); reconnecting", exc)
+                stop.wait(1.0)
+
+    def close(self) -> None:
+        """Ends a running watch (the blocking event stream)."""
+        events = getattr(self, "_events", None)
+        if events is not None:
+            events.close()
+
+
+class PauseContainer:
+    """The docker way of owning a group's netns (upstream's): a pause container with network mode
+    none and restart policy unless-stopped; task containers join it. If it dies, docker restarts it
+    with a new, empty netns while the tasks keep the old one: `status` says so (RESTARTED)."""
+
+    kind = "pause"
+
+    def __init__(self, docker: DockerDriver) -> None:
+        self.docker = docker
+
+    def create(self, job: str, group: str, alloc_id: str) -> TaskHandle | None:
+        return self.docker.start_pause(job, group, alloc_id)
+
+    def path(self, alloc_id: str, handle: TaskHandle | None) -> Path | None:
+        return self.docker.netns_path(handle) if handle and self.docker.pid(handle) else None
+
+    def status(self, alloc_id: str, handle: TaskHandle | None) -> TaskStatus:
+        if handle is None:
+            return TaskStatus(False, None, "no pause container recorded")
+        return self.docker.status(handle)
+
+    def holds(self, alloc_id: str, handle: TaskHandle | None, pid: int) -> bool:
+        path = self.path(alloc_id, handle)
+        return path is not None and pid_in_netns(path, pid)
+
+    def remove(self, alloc_id: str, handle: TaskHandle | None) -> None:
+        if handle is not None:
+            self.docker.remove_container(handle.id)

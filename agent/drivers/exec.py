@@ -15,10 +15,9 @@ import shlex
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from agent.drivers.base import DriverError, TaskHandle, TaskStatus
+from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle, TaskStatus
 from agent.model import Task
 
 log = logging.getLogger(__name__)
@@ -114,16 +113,16 @@ class Cgroups:
 
 class ExecDriver:
     name = "exec"
+    joins_container_netns = False
 
-    def __init__(self, on_exit: Callable[[str, str], None] | None = None) -> None:
+    def __init__(self, on_exit: ExitReport | None = None) -> None:
         self.on_exit = on_exit  # (alloc id, pid) -> None, called from a watcher thread
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._codes: dict[int, int] = {}
         self._lock = threading.Lock()
 
-    def start_task(
-        self, alloc_id: str, task: Task, *, netns: Path | None, task_dir: Path, env: Mapping[str, str]
-    ) -> TaskHandle:
+    def start(self, ctx: TaskContext) -> TaskHandle:
+        alloc_id, task, netns, task_dir, env = ctx.alloc_id, ctx.task, ctx.netns, ctx.task_dir, ctx.env
         cmd = str(task.config.get("command", ""))
         args = [str(a) for a in task.config.get("args", [])]
         cg = Cgroups(f"{alloc_id}.{task.name}")
@@ -160,10 +159,28 @@ class ExecDriver:
         with self._lock:
             self._children[proc.pid] = proc
         handle = TaskHandle("exec", str(proc.pid), started)
-        self.watch(alloc_id, handle)
+        self._watch_pid(alloc_id, handle)
         return handle
 
-    def watch(self, alloc_id: str, handle: TaskHandle) -> None:
+    def watch(self, report: ExitReport, stop: threading.Event) -> None:
+        """Exits are reported by one pidfd waiter per task (see reattach): just take the report."""
+        self.on_exit = report
+
+    def reattach(self, alloc_id: str, handle: TaskHandle) -> None:
+        self._watch_pid(alloc_id, handle)
+
+    def close(self) -> None:
+        """The pidfd waiters are daemon threads: nothing to end."""
+
+    def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
+        """A process carries no labels."""
+        return None
+
+    def remove(self, alloc_id: str, task: Task, handle: TaskHandle) -> None:
+        self.stop(handle, task.kill_timeout, task.kill_signal)
+        self.remove_cgroups(alloc_id, task.name)
+
+    def _watch_pid(self, alloc_id: str, handle: TaskHandle) -> None:
         """Call on_exit when the process ends (works for children and for reattached processes)."""
         pid = int(handle.id)
         try:

@@ -62,7 +62,37 @@ def _upgrade_1_to_2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX events_by_alloc ON events (alloc_id, task, seq)")
 
 
-UPGRADES: tuple[Callable[[sqlite3.Connection], None], ...] = (_upgrade_0_to_1, _upgrade_1_to_2)
+def _upgrade_2_to_3(conn: sqlite3.Connection) -> None:
+    """Version 3: alloc and task records in the typed form of `agent.records` (enum states, every
+    field present, a `format` number). A record that does not fit is left as it is: restore then
+    reports it as corrupt and replaces that alloc, exactly as before the upgrade."""
+    from agent.records import AllocRecord, RecordError, TaskRecord
+
+    typed: dict[str, Callable[[dict[str, Any], str], Any]] = {
+        "alloc": AllocRecord.from_record,
+        "task": TaskRecord.from_record,
+    }
+    rows = conn.execute("SELECT kind, key, value FROM records WHERE kind IN ('alloc', 'task')").fetchall()
+    for kind, key, raw in rows:
+        value = decode(raw if isinstance(raw, bytes) else str(raw).encode())
+        if isinstance(value, str):
+            continue
+        try:
+            rec = typed[str(kind)](value, str(key))
+        except RecordError as exc:
+            log.warning("state upgrade: %s/%s left as it is: %s", kind, key, exc.reason)
+            continue
+        conn.execute(
+            "UPDATE records SET value = ? WHERE kind = ? AND key = ?",
+            (json.dumps(rec.to_record(), sort_keys=True), kind, key),
+        )
+
+
+UPGRADES: tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _upgrade_0_to_1,
+    _upgrade_1_to_2,
+    _upgrade_2_to_3,
+)
 """UPGRADES[n] takes the schema from version n to n + 1."""
 
 SCHEMA_VERSION = len(UPGRADES)

@@ -1,4 +1,4 @@
-"""A task's templates after an agent restart, against a stand-in alloc runner (no docker): a
+"""A task's templates after an agent restart, against a stand-in task host (no docker): a
 change_mode script owed to a restored task runs exactly once, inside the task; the
 `script-change-before-handle` fault (nomad-15851/24051) loses it with a "no driver handle" event."""
 
@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from agent.faults import Faults
 from agent.model import ChangeScript, Task, Template
 from agent.state import SqliteStore
-from agent.tasktemplates import TaskTemplates
+from agent.templates.runner import TaskHost, TaskTemplates, TemplateDeps
 
 SCRIPT = ChangeScript("/bin/sh", ("-c", "date >> /local/script-runs"), timeout=5.0)
 TASK = Task(
@@ -42,20 +42,24 @@ class NewSerialEachFetch:
         return {"serial": f"serial-{self.issued}"}, 3600.0
 
 
-class StandInRunner:
-    """What TaskTemplates uses of an AllocRunner; the task is running and has a handle."""
+class StandInHost:
+    """A TaskHost whose task is running and has a handle; it records what it was asked to do."""
 
-    def __init__(self, root: Path, faults: str, vault: NewSerialEachFetch, store: SqliteStore) -> None:
-        self.id = "11111111-2222-4333-8444-555555555555"
-        self.rec: dict[str, Any] = {"status": "running"}
+    def __init__(self, root: Path) -> None:
         self.root = root
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.events: list[tuple[str, str]] = []
         self.scripts_run: list[list[str]] = []
-        self.d = _Deps(store, Faults.parse(faults), self.timers, vault)
+
+    @property
+    def alloc_id(self) -> str:
+        return "11111111-2222-4333-8444-555555555555"
+
+    def alloc_running(self) -> bool:
+        return True
 
     def task_env(self, t: Task) -> dict[str, str]:
-        return {"NOMAD_ALLOC_ID": self.id}
+        return {"NOMAD_ALLOC_ID": self.alloc_id}
 
     def task_dir(self, t: Task) -> Path:
         return self.root / t.name
@@ -63,7 +67,7 @@ class StandInRunner:
     def task_running(self, t: Task) -> bool:
         return True
 
-    def event(self, task: str, type_: str, message: str, **details: Any) -> None:
+    def event(self, task: str, type_: str, message: str) -> None:
         self.events.append((type_, message))
 
     def signal_task(self, t: Task, sig: str) -> None:
@@ -76,6 +80,9 @@ class StandInRunner:
         self.scripts_run.append(argv)
         return 0, ""
 
+    def schedule(self, delay: float, fn: Callable[[], None]) -> None:
+        self.timers.append((delay, fn))
+
     def run_due_timers(self, horizon: float = 60.0) -> None:
         """Run the timers due within `horizon` seconds (the change actions), not the re-renders
         scheduled at 60-80 % of the secret's hour-long TTL."""
@@ -85,36 +92,26 @@ class StandInRunner:
             fn()
 
 
-class _Deps:
-    def __init__(
-        self,
-        store: SqliteStore,
-        faults: Faults,
-        timers: list[tuple[float, Callable[[], None]]],
-        vault: NewSerialEachFetch,
-    ) -> None:
-        self.store = store
-        self.faults = faults
-        self.vault = vault
-        self.consul_kv = None
-        self._timers = timers
-
-    def schedule(self, delay: float, fn: Callable[[], None]) -> None:
-        self._timers.append((delay, fn))
+def _templates(
+    host: StandInHost, store: SqliteStore, vault: NewSerialEachFetch, faults: str
+) -> TaskTemplates:
+    checked: TaskHost = host  # the stand-in satisfies the protocol (mypy checks this line)
+    deps = TemplateDeps(store, host.schedule, vault=vault, bugs=Faults.parse(faults).bugs())
+    return TaskTemplates(checked, TASK, deps)
 
 
-def _restart_agent(tmp_path: Path, faults: str) -> tuple[StandInRunner, TaskTemplates]:
+def _restart_agent(tmp_path: Path, faults: str) -> tuple[StandInHost, TaskTemplates]:
     """Start the task (it loads serial-1), then 'restart the agent': a new runner on the same state
     re-renders (serial-2 on disk) and restores. Returns the restored runner after restore."""
     vault = NewSerialEachFetch()
     store = SqliteStore(tmp_path / "state" / "state.db")
-    first = StandInRunner(tmp_path / "alloc", faults, vault, store)
-    tt = TaskTemplates(cast(Any, first), TASK)
+    first = StandInHost(tmp_path / "alloc")
+    tt = _templates(first, store, vault, faults)
     tt.render_all()
     tt.task_started()
     first.timers.clear()  # the first agent's re-render timers die with it
-    restored = StandInRunner(tmp_path / "alloc", faults, vault, store)
-    tt = TaskTemplates(cast(Any, restored), TASK)
+    restored = StandInHost(tmp_path / "alloc")
+    tt = _templates(restored, store, vault, faults)
     assert tt.render_all(), "the re-issued secret changes the file"
     tt.after_restore()
     restored.run_due_timers()

@@ -1,34 +1,75 @@
 """A task's templates over time: render, persist the change_mode states, re-render before dynamic
-secrets expire, and deliver exactly one action per change (see agent.changemode).
+secrets expire, and deliver exactly one action per change (see agent.templates.changemode).
 
-Owned by an AllocRunner and driven on the agent's main loop. Vault being down is retried with
-backoff and reported as task events; the watcher never stops silently (nomad-28016) unless the
-`noop-runner-dies` fault puts that bug back.
+Driven on the agent's main loop by whatever hosts the task (`TaskHost`: the alloc runner, or a
+fake in the unit tests). Vault being down is retried with backoff and reported as task events; the
+watcher never stops silently (nomad-28016) unless the `noop-runner-dies` fault puts that bug back.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
-from agent.changemode import Plan, TemplateState, on_delivered, on_render, on_task_started, plan_actions
+from agent.decisions import NO_BUGS, AfterRestore, Bugs, plan_after_restore, plan_render_retry
 from agent.errors import AgentError
 from agent.model import Task
-from agent.templates import RenderContext, render
-
-if TYPE_CHECKING:
-    from agent.allocrunner import AllocRunner
+from agent.state import StateStore
+from agent.templates.changemode import (
+    Plan,
+    TemplateState,
+    on_delivered,
+    on_render,
+    on_task_started,
+    plan_actions,
+)
+from agent.templates.render import ConsulSource, RenderContext, SecretSource, render
 
 log = logging.getLogger(__name__)
-RETRY_BASE, RETRY_MAX = 1.0, 60.0
-NOOP_RUNNER_GIVES_UP_AFTER = 3  # only under the noop-runner-dies fault
+
+
+class TaskHost(Protocol):
+    """What the template runner needs of the alloc that runs its task."""
+
+    @property
+    def alloc_id(self) -> str: ...
+
+    def alloc_running(self) -> bool: ...
+
+    def task_env(self, t: Task) -> Mapping[str, str]: ...
+
+    def task_dir(self, t: Task) -> Path: ...
+
+    def event(self, task: str, type_: str, message: str) -> None: ...
+
+    def task_running(self, t: Task) -> bool: ...
+
+    def signal_task(self, t: Task, sig: str) -> None: ...
+
+    def exec_in_task(self, t: Task, argv: list[str], timeout: float) -> tuple[int, str]: ...
+
+    def restart_for_template(self, t: Task) -> None: ...
+
+
+@dataclass(frozen=True)
+class TemplateDeps:
+    """What every task's template runner shares: the store, the timer, the data sources, the bugs."""
+
+    store: StateStore
+    schedule: Callable[[float, Callable[[], None]], None]
+    vault: SecretSource | None = None
+    consul: ConsulSource | None = None
+    bugs: Bugs = NO_BUGS
 
 
 class TaskTemplates:
-    def __init__(self, runner: AllocRunner, task: Task) -> None:
-        self.r = runner
+    def __init__(self, host: TaskHost, task: Task, deps: TemplateDeps) -> None:
+        self.r = host
+        self.d = deps
         self.t = task
         self.failures = 0
         self.generation = 0  # invalidates timers of an earlier schedule
@@ -38,12 +79,12 @@ class TaskTemplates:
 
     # -- persisted states ----------------------------------------------------------------------
     def _key(self, dest: str) -> str:
-        return f"{self.r.id}/{self.t.name}/{dest}"
+        return f"{self.r.alloc_id}/{self.t.name}/{dest}"
 
     def states(self) -> list[TemplateState]:
         out = []
         for tpl in self.t.templates:
-            rec = self.r.d.store.get("template", self._key(tpl.destination))
+            rec = self.d.store.get("template", self._key(tpl.destination))
             out.append(
                 TemplateState.from_record(rec)
                 if rec and "dest" in rec
@@ -52,15 +93,15 @@ class TaskTemplates:
         return out
 
     def save(self, states: list[TemplateState]) -> None:
-        with self.r.d.store.transaction():
+        with self.d.store.transaction():
             for s in states:
-                self.r.d.store.put("template", self._key(s.dest), s.to_record())
+                self.d.store.put("template", self._key(s.dest), s.to_record())
 
     # -- rendering -----------------------------------------------------------------------------
     def render_all(self) -> bool:
         """Render every template (one fetch per distinct secret); persist; schedule the next pass.
         Returns whether any content changed. Raises TemplateRenderError (a task event upstream)."""
-        ctx = RenderContext(self.r.task_env(self.t), vault=self.r.d.vault, consul=self.r.d.consul_kv)
+        ctx = RenderContext(self.r.task_env(self.t), vault=self.d.vault, consul=self.d.consul)
         states = {s.dest: s for s in self.states()}
         changed = False
         # Two passes, as consul-template's runner does: the second re-runs every template on the
@@ -84,31 +125,28 @@ class TaskTemplates:
     def schedule_rerender(self, delay: float) -> None:
         self.generation += 1
         gen = self.generation
-        self.r.d.schedule(delay, lambda: self._rerender(gen))
+        self.d.schedule(delay, lambda: self._rerender(gen))
 
     def _rerender(self, gen: int) -> None:
-        if gen != self.generation or self.dead or self.r.rec.get("status") != "running":
+        if gen != self.generation or self.dead or not self.r.alloc_running():
             return
         try:
             self.render_all()
         except AgentError as exc:
             self.failures += 1
             all_noop = all(tpl.change_mode == "noop" for tpl in self.t.templates)
-            if (
-                self.r.d.faults.enabled("noop-runner-dies")
-                and all_noop
-                and self.failures >= NOOP_RUNNER_GIVES_UP_AFTER
-            ):
+            retry = plan_render_retry(self.failures, all_noop, self.d.bugs)
+            if retry.give_up:
                 self.dead = True
                 self.r.event(self.t.name, "Template Failed", f"{exc}; the template runner stops (fault)")
                 log.error(
                     "alloc=%s task=%s template runner gave up after %d failures",
-                    self.r.id[:8],
+                    self.r.alloc_id[:8],
                     self.t.name,
                     self.failures,
                 )
                 return
-            delay = min(RETRY_MAX, RETRY_BASE * 2 ** min(self.failures, 6)) * random.uniform(0.8, 1.2)  # noqa: S311
+            delay = retry.delay * random.uniform(0.8, 1.2)  # noqa: S311
             self.r.event(self.t.name, "Template Failed", f"{exc}; retrying in {delay:.1f}s")
             self.schedule_rerender(delay)
             return
@@ -122,22 +160,21 @@ class TaskTemplates:
     def act_after_splay(self) -> None:
         splay = min((tpl.splay for tpl in self.t.templates), default=0.0)
         wait = max((tpl.wait_min for tpl in self.t.templates), default=0.0)
-        self.r.d.schedule(wait + random.uniform(0, splay), self.act)  # noqa: S311 - spreading load
+        self.d.schedule(wait + random.uniform(0, splay), self.act)  # noqa: S311 - spreading load
 
     def act(self, *, handle_ready: bool = True) -> None:
         """Deliver the one action the changed templates call for, if the task is running.
         `handle_ready=False` is only the `script-change-before-handle` fault (see after_restore)."""
-        if self.r.rec.get("status") != "running":
+        if not self.r.alloc_running():
             return
-        faults = self.r.d.faults
-        lew = faults.enabled("last-event-wins")
+        lew = self.d.bugs.last_event_wins
         running = self.r.task_running(self.t)
         states = self.states()
         plan = plan_actions(
             states,
             task_running=running,
             last_event_wins=lew,
-            signal_while_restarting=faults.enabled("signal-while-restarting"),
+            signal_while_restarting=self.d.bugs.signal_while_restarting,
         )
         if plan.empty:
             return
@@ -178,10 +215,11 @@ class TaskTemplates:
     def after_restore(self) -> None:
         """After an agent restart and re-render: the running task is owed exactly one action if the
         content differs from what it was given (nomad-9636)."""
-        if self.r.d.faults.enabled("no-change-on-restore"):
+        action = plan_after_restore(self.d.bugs)
+        if action is AfterRestore.FORGET:
             self.save(on_task_started(self.states()))  # the pre-9636 behaviour: pretend it was given
             return
-        if self.r.d.faults.enabled("script-change-before-handle"):
+        if action is AfterRestore.ACT_BEFORE_HANDLE:
             # nomad-15851/24051: the owed action is delivered at once, inside restore, as if the
             # restored task's driver handle were not reattached yet (the fixed path below acts
             # later on the main loop, through the task's handle).

@@ -1,0 +1,89 @@
+"""Which driver runs a task, and which owner holds a bridge group's network namespace.
+
+The only place that knows drivers by name. A new driver is one module implementing
+`agent.drivers.base.TaskDriver` plus one line in `build_registry`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from agent.drivers.base import DriverError, ExitReport, NetnsOwner, TaskDriver
+from agent.model import Group
+
+if TYPE_CHECKING:
+    from agent.drivers.docker import DockerDriver
+
+
+class DriverRegistry:
+    def __init__(
+        self,
+        drivers: Iterable[TaskDriver],
+        *,
+        container_netns: NetnsOwner | None = None,
+        path_netns: NetnsOwner | None = None,
+    ) -> None:
+        self._drivers: dict[str, TaskDriver] = {}
+        for d in drivers:
+            if d.name in self._drivers:
+                raise ValueError(f"driver {d.name!r} registered twice")
+            self._drivers[d.name] = d
+        self._container_netns = container_netns
+        self._path_netns = path_netns
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._drivers))
+
+    def all(self) -> Mapping[str, TaskDriver]:
+        return dict(self._drivers)
+
+    def get(self, name: str) -> TaskDriver:
+        try:
+            return self._drivers[name]
+        except KeyError:
+            raise DriverError(
+                name, "driver", f"not run by this agent (it runs {', '.join(self.names)})"
+            ) from None
+
+    def needs_container_netns(self, group: Group) -> bool:
+        """A bridge group with a task that joins a container's netns gets a pause container."""
+        return any(self.get(t.driver).joins_container_netns for t in group.tasks)
+
+    def netns_owner(self, group: Group) -> NetnsOwner:
+        owner = self._container_netns if self.needs_container_netns(group) else self._path_netns
+        if owner is None:
+            kind = "container" if self.needs_container_netns(group) else "named"
+            raise DriverError("agent", f"group {group.name}", f"no {kind} network namespace owner configured")
+        return owner
+
+    def owner_kinds(self) -> dict[str, NetnsOwner]:
+        return {o.kind: o for o in (self._container_netns, self._path_netns) if o is not None}
+
+    def watch(self, report: ExitReport, stop: threading.Event) -> list[threading.Thread]:
+        """Start each driver's exit watch in a thread of its own."""
+        threads = []
+        for name, d in self._drivers.items():
+            t = threading.Thread(target=d.watch, args=(report, stop), name=f"{name}-exits", daemon=True)
+            t.start()
+            threads.append(t)
+        return threads
+
+
+def build_registry(docker: DockerDriver | None = None) -> DriverRegistry:
+    """The agent's drivers (one line each) and netns owners."""
+    from agent.drivers.docker import DockerDriver, PauseContainer
+    from agent.drivers.exec import ExecDriver
+    from agent.network.owner import NamedNetns
+
+    docker = docker or DockerDriver()
+    return DriverRegistry(
+        [
+            docker,
+            ExecDriver(),
+        ],
+        container_netns=PauseContainer(docker),
+        path_netns=NamedNetns(),
+    )

@@ -1,0 +1,211 @@
+"""What the agent keeps about an allocation and its tasks: typed records with explicit states.
+
+Stored as JSON objects in the state store (kinds "alloc" and "task"); `to_record`/`from_record` are
+the only way between the two. A stored value that does not fit (an unknown status, a port that is
+not a number) raises `RecordError`, which restore treats like any corrupt record: that alloc is
+replaced, the others restore untouched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from agent.errors import AgentError
+
+RECORD_FORMAT = 1  # bumped with a state-schema upgrade step when a record's shape changes
+RESTART_TIMES_KEPT = 20
+
+
+class RecordError(AgentError):
+    """A stored alloc or task record does not have the shape this agent writes."""
+
+    def __init__(self, kind: str, key: str, reason: str) -> None:
+        self.kind, self.key, self.reason = kind, key, reason
+        super().__init__(f"state {kind}/{key}: {reason}")
+
+
+class AllocStatus(Enum):
+    PENDING = "pending"  # created, being set up
+    RUNNING = "running"
+    FAILED = "failed"  # terminal: a replacement may have been started
+    COMPLETE = "complete"  # terminal: stopped on request
+
+    @property
+    def live(self) -> bool:
+        return self in (AllocStatus.PENDING, AllocStatus.RUNNING)
+
+
+class DesiredStatus(Enum):
+    RUN = "run"
+    STOP = "stop"
+
+
+class NetworkState(Enum):
+    NONE = ""  # no bridge network, or not set up yet
+    ADDING = "adding"  # CNI ADD under way: a crash here leaves an attachment to DEL
+    READY = "ready"
+    DELETED = "deleted"
+
+
+class TaskState(Enum):
+    PENDING = "pending"
+    STARTING = "starting"
+    RUNNING = "running"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True)
+class PortAlloc:
+    label: str
+    host: int  # port on the node
+    to: int  # port inside the alloc's network namespace
+
+    def to_record(self) -> dict[str, Any]:
+        return {"label": self.label, "host": self.host, "to": self.to}
+
+
+def _enum(kind: str, key: str, cls: type[Any], value: Any, default: Any) -> Any:
+    if value is None:
+        return default
+    try:
+        return cls(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in cls)
+        raise RecordError(kind, key, f"{cls.__name__} {value!r} is not one of {choices}") from None
+
+
+def _int(kind: str, key: str, what: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise RecordError(kind, key, f"{what} {value!r} is not a whole number")
+    try:
+        return int(value)
+    except ValueError:
+        raise RecordError(kind, key, f"{what} {value!r} is not a whole number") from None
+
+
+def _float(kind: str, key: str, what: str, value: Any, default: float = 0.0) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RecordError(kind, key, f"{what} {value!r} is not a number")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class AllocRecord:
+    id: str
+    job: str
+    group: str
+    status: AllocStatus = AllocStatus.PENDING
+    desired: DesiredStatus = DesiredStatus.RUN
+    reason: str = ""
+    created: float = field(default_factory=time.time)
+    ports: tuple[PortAlloc, ...] = ()
+    address: str = ""
+    network_state: NetworkState = NetworkState.NONE
+    replaces: str = ""
+    replaced_by: str = ""
+
+    @property
+    def live(self) -> bool:
+        """Owns resources on the node: the sweeper keeps them, restore picks it up."""
+        return self.status.live
+
+    def with_(self, **changes: Any) -> AllocRecord:
+        return replace(self, **changes)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "format": RECORD_FORMAT,
+            "id": self.id,
+            "job": self.job,
+            "group": self.group,
+            "status": self.status.value,
+            "desired": self.desired.value,
+            "reason": self.reason,
+            "created": self.created,
+            "ports": [p.to_record() for p in self.ports],
+            "address": self.address,
+            "network_state": self.network_state.value,
+            "replaces": self.replaces,
+            "replaced_by": self.replaced_by,
+        }
+
+    @classmethod
+    def from_record(cls, rec: Mapping[str, Any], key: str = "") -> AllocRecord:
+        """Reads every shape an earlier agent wrote (fields it did not have take their defaults)."""
+        key = key or str(rec.get("id", "?"))
+        for name in ("id", "job", "group"):
+            if not isinstance(rec.get(name), str) or not rec.get(name):
+                raise RecordError("alloc", key, f"{name} is missing or not a string")
+        ports_raw = rec.get("ports") or []
+        if not isinstance(ports_raw, list):
+            raise RecordError("alloc", key, "ports is not a list")
+        ports = []
+        for i, p in enumerate(ports_raw):
+            if not isinstance(p, Mapping) or not isinstance(p.get("label"), str):
+                raise RecordError("alloc", key, f"ports[{i}] is not a port record")
+            ports.append(
+                PortAlloc(
+                    str(p["label"]),
+                    _int("alloc", key, f"ports[{i}].host", p.get("host")),
+                    _int("alloc", key, f"ports[{i}].to", p.get("to")),
+                )
+            )
+        return cls(
+            id=str(rec["id"]),
+            job=str(rec["job"]),
+            group=str(rec["group"]),
+            status=_enum("alloc", key, AllocStatus, rec.get("status"), AllocStatus.PENDING),
+            desired=_enum("alloc", key, DesiredStatus, rec.get("desired"), DesiredStatus.RUN),
+            reason=str(rec.get("reason") or ""),
+            created=_float("alloc", key, "created", rec.get("created")),
+            ports=tuple(ports),
+            address=str(rec.get("address") or ""),
+            network_state=_enum("alloc", key, NetworkState, rec.get("network_state"), NetworkState.NONE),
+            replaces=str(rec.get("replaces") or ""),
+            replaced_by=str(rec.get("replaced_by") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    state: TaskState = TaskState.PENDING
+    restarts: int = 0
+    restart_times: tuple[float, ...] = ()
+    failed: bool = False
+
+    def with_(self, **changes: Any) -> TaskRecord:
+        return replace(self, **changes)
+
+    def restarted(self, now: float) -> TaskRecord:
+        return replace(
+            self,
+            restarts=self.restarts + 1,
+            restart_times=(*self.restart_times, now)[-RESTART_TIMES_KEPT:],
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "format": RECORD_FORMAT,
+            "state": self.state.value,
+            "restarts": self.restarts,
+            "restart_times": list(self.restart_times),
+            "failed": self.failed,
+        }
+
+    @classmethod
+    def from_record(cls, rec: Mapping[str, Any], key: str = "?") -> TaskRecord:
+        times = rec.get("restart_times") or []
+        if not isinstance(times, list):
+            raise RecordError("task", key, "restart_times is not a list")
+        return cls(
+            state=_enum("task", key, TaskState, rec.get("state"), TaskState.PENDING),
+            restarts=_int("task", key, "restarts", rec.get("restarts", 0)),
+            restart_times=tuple(_float("task", key, "restart time", t) for t in times),
+            failed=bool(rec.get("failed", False)),
+        )

@@ -1,0 +1,455 @@
+"""One allocation's life on this node: set up its network and tasks, watch them, restart them by
+policy, recover from a dead netns owner, restore after an agent restart, and tear down.
+
+Every transition is written to the state store before it is acted on, so a crash at any point
+leaves a record the next start can act on. All methods run on the agent's main loop thread. The
+runner knows drivers, netns owners and the network only by their protocols (agent.drivers.base,
+agent.network.base); what a fault flag changes is decided by the pure `plan_*` functions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.decisions import (
+    NO_BUGS,
+    Bugs,
+    ObservedAlloc,
+    PauseDeathAction,
+    RestoreAction,
+    plan_network_recovery,
+    plan_network_teardown,
+    plan_pause_death,
+    plan_restore,
+    plan_start_failure,
+    plan_task_restart,
+)
+from agent.drivers.base import RESTARTED, DriverError, NetnsOwner, TaskContext, TaskDriver
+from agent.drivers.registry import DriverRegistry
+from agent.errors import AgentError
+from agent.model import Group, Job, Task
+from agent.network.base import Network
+from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, TaskState
+from agent.runner.services import ServiceRegistrar, service_definitions
+from agent.runner.state import NETNS_OWNER, AllocState
+from agent.runner.taskdirs import HostTaskDirs, TaskDirs
+from agent.runner.view import alloc_view
+from agent.state import StateStore
+from agent.templates.runner import TaskTemplates, TemplateDeps
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunnerDeps:
+    store: StateStore
+    drivers: DriverRegistry
+    network: Network | None
+    data_dir: Path
+    schedule: Callable[[float, Callable[[], None]], None]
+    replace: Callable[[AllocRunner, str], None]
+    templates: TemplateDeps
+    bugs: Bugs = NO_BUGS
+    dirs: TaskDirs | None = None
+    services: ServiceRegistrar | None = None
+    advertise_address: str = ""
+
+    def __post_init__(self) -> None:
+        if self.dirs is None:
+            self.dirs = HostTaskDirs()
+
+    @property
+    def task_dirs(self) -> TaskDirs:
+        assert self.dirs is not None  # set in __post_init__
+        return self.dirs
+
+
+class AllocRunner:
+    def __init__(self, deps: RunnerDeps, record: AllocRecord, job: Job, group: Group) -> None:
+        self.d = deps
+        self.state = AllocState(deps.store, record)
+        self.job = job
+        self.group = group
+        self.id: str = record.id
+        self._templates: dict[str, TaskTemplates] = {}
+
+    @property
+    def rec(self) -> AllocRecord:
+        return self.state.rec
+
+    # -- what the template runner needs (agent.templates.runner.TaskHost) ---------------------------
+    @property
+    def alloc_id(self) -> str:
+        return self.id
+
+    def alloc_running(self) -> bool:
+        return self.rec.status is AllocStatus.RUNNING
+
+    def templates(self, t: Task) -> TaskTemplates:
+        if t.name not in self._templates:
+            self._templates[t.name] = TaskTemplates(self, t, self.d.templates)
+        return self._templates[t.name]
+
+    def task_env(self, t: Task) -> dict[str, str]:
+        env = {
+            **t.env,
+            "NOMAD_ALLOC_ID": self.id,
+            "NOMAD_TASK_NAME": t.name,
+            "NOMAD_JOB_NAME": self.job.id,
+            "NOMAD_GROUP_NAME": self.group.name,
+            "NOMAD_ALLOC_IP": self.rec.address,
+        }
+        for p in self.rec.ports:
+            env[f"NOMAD_PORT_{p.label}"] = str(p.to)
+            env[f"NOMAD_HOST_PORT_{p.label}"] = str(p.host)
+        return env
+
+    def task_running(self, t: Task) -> bool:
+        return self.state.task(t.name).state is TaskState.RUNNING
+
+    def signal_task(self, t: Task, sig: str) -> None:
+        h = self.state.handle(t.name)
+        if h is not None:
+            self.driver(t).signal(h, sig)
+
+    def exec_in_task(self, t: Task, argv: list[str], timeout: float) -> tuple[int, str]:
+        h = self.state.handle(t.name)
+        if h is None:
+            return -1, "task has no handle"
+        return self.driver(t).exec(h, argv, timeout)
+
+    def restart_for_template(self, t: Task) -> None:
+        self._stop_task(t)
+        self._restart_task(t, "template re-rendered")
+
+    def event(self, task: str, type_: str, message: str, **details: Any) -> None:
+        self.state.event(task, type_, message, **details)
+
+    # -- what the alloc is -----------------------------------------------------------------------
+    @property
+    def bridge(self) -> bool:
+        return self.group.network is not None and self.group.network.mode == "bridge"
+
+    @property
+    def owner(self) -> NetnsOwner:
+        """Who holds the group's netns: a pause container when a task joins a container's netns
+        (docker), otherwise a netns the agent creates and the tasks join by path."""
+        return self.d.drivers.netns_owner(self.group)
+
+    def driver(self, t: Task) -> TaskDriver:
+        return self.d.drivers.get(t.driver)
+
+    def netns_path(self) -> Path | None:
+        """The alloc's network namespace as a path, or None when it has none (host mode) or it is gone."""
+        if not self.bridge:
+            return None
+        return self.owner.path(self.id, self.state.handle(NETNS_OWNER))
+
+    @property
+    def alloc_dir(self) -> Path:
+        return self.d.data_dir / "alloc" / self.id
+
+    def task_dir(self, task: Task) -> Path:
+        return self.alloc_dir / task.name
+
+    def owns_container(self, container_id: str) -> str | None:
+        for name in [NETNS_OWNER, *(t.name for t in self.group.tasks)]:
+            h = self.state.handle(name)
+            if h and h.id == container_id:
+                return name
+        return None
+
+    # -- start ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        for t in self.group.tasks:
+            self.event(t.name, "Received", "Task received by client")
+        try:
+            self._setup_dirs()
+            if self.bridge:
+                self._setup_network()
+            for t in self.group.tasks:
+                self._start_task(t)
+            self.state.save(status=AllocStatus.RUNNING, reason="")
+            self._register_services()
+        except (AgentError, OSError) as exc:
+            self._fail_setup(f"failed to setup alloc: {exc}")
+
+    def _setup_dirs(self) -> None:
+        for t in self.group.tasks:
+            self.event(t.name, "Task Setup", "Building Task Directory")
+            self.d.task_dirs.prepare(self.task_dir(t))
+            if t.templates:
+                self.templates(t).render_all()
+
+    def _setup_network(self, *, keep_address: bool = False) -> None:
+        """Create the alloc's netns owner and run CNI ADD on it; record the address ADD gave.
+        `keep_address` is only the `stale-network-status-on-restore` fault (see recover_network)."""
+        if self.d.network is None:
+            raise AgentError("bridge networking needs a CNI conflist (config cni_conf_dir)")
+        handle = self.owner.create(self.job.id, self.group.name, self.id)
+        if handle is not None:
+            self.state.put_handle(NETNS_OWNER, handle)
+        ns = self.owner.path(self.id, handle)
+        if ns is None:
+            raise AgentError(f"the {self.owner.kind} owning the network namespace is not running")
+        self.state.save(network_state=NetworkState.ADDING)
+        address = self.d.network.add(self.id, ns, self.rec.ports)
+        if keep_address and self.rec.address:
+            # nomad-24236/16893: the recreated network's address is not written back; the alloc
+            # (API, NOMAD_ALLOC_IP of the tasks restarted next) keeps the one from before.
+            address = self.rec.address
+        self.state.save(network_state=NetworkState.READY, address=address)
+
+    def _start_task(self, t: Task) -> None:
+        owner = self.state.handle(NETNS_OWNER) if self.bridge else None
+        ctx = TaskContext(
+            job=self.job.id,
+            group=self.group.name,
+            alloc_id=self.id,
+            task=t,
+            task_dir=self.task_dir(t),
+            env=self.task_env(t),
+            network_mode=self.group.network.mode if self.group.network else "none",
+            netns=self.netns_path(),
+            netns_owner=owner,
+        )
+        self.state.update_task(t.name, state=TaskState.STARTING)
+        h = self.driver(t).start(ctx)
+        self.state.put_handle(t.name, h)
+        if t.templates:
+            self.templates(t).task_started()
+        self.state.update_task(t.name, state=TaskState.RUNNING, failed=False)
+        self.event(t.name, "Started", "Task started by client")
+
+    def _fail_setup(self, reason: str) -> None:
+        for t in self.group.tasks:
+            self.event(t.name, "Setup Failure", reason)
+        self._teardown()
+        self.state.save(status=AllocStatus.FAILED, reason=reason)
+
+    # -- run time ------------------------------------------------------------------------------
+    def on_task_exit(self, handle_id: str) -> None:
+        """A driver (or the netns owner's) reported that one of this alloc's tasks exited."""
+        name = self.owns_container(handle_id)
+        if name is None or self.rec.status is not AllocStatus.RUNNING:
+            return
+        if name == NETNS_OWNER:
+            self.event("", "Network Lost", "pause container died; recovering the group's network")
+            if plan_pause_death(self.d.bugs) is PauseDeathAction.RESTART_INTO_DEAD_PAUSE:
+                # nomad-12216: tasks are restarted into the dead pause's network and fail there.
+                for t in self.group.tasks:
+                    self._restart_task(t, "pause container died")
+                return
+            self.recover_network("pause container died")
+            return
+        task = next(t for t in self.group.tasks if t.name == name)
+        h = self.state.handle(name)
+        code = self.driver(task).status(h).exit_code if h else None
+        self.event(name, "Terminated", f"Exit Code: {code}")
+        record = self.state.update_task(name, state=TaskState.DEAD)
+        decision = plan_task_restart(self.group.restart, record.restart_times, time.time())
+        if not decision.restart:
+            self.state.update_task(name, failed=True)
+            self.event(name, "Not Restarting", decision.reason)
+            self.fail(f"task {name} failed: {decision.reason}")
+            return
+        self.event(name, "Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})")
+        self.d.schedule(decision.delay, lambda: self._restart_task(task, "restart policy"))
+
+    def _restart_task(self, t: Task, why: str) -> None:
+        if self.rec.status is not AllocStatus.RUNNING:
+            return
+        self.state.put_task(t.name, self.state.task(t.name).restarted(time.time()))
+        try:
+            self._start_task(t)
+        except DriverError as exc:
+            self.event(t.name, "Driver Failure", str(exc))
+            if plan_start_failure(self.bridge, self.d.bugs):
+                self.recover_network(f"task {t.name} could not start: {exc.reason}")
+            else:
+                self.fail(f"task {t.name} could not start: {exc}")
+
+    def recover_network(self, why: str) -> None:
+        """Recreate the whole network of the group (DEL, fresh netns owner, ADD) and restart its
+        tasks. If that fails, the alloc is failed and replaced: never a dead end, never a second set."""
+        for t in self.group.tasks:
+            self.event(t.name, "Restart Signaled", f"network recreated: {why}")
+            self._stop_task(t)
+        plan = plan_network_recovery(self.d.bugs)
+        try:
+            if plan.forget_cached_result and self.d.network is not None:
+                # nomad-11272: forget the old attachment without DEL, so a reservation that
+                # survived the reboot is still held by this very alloc id.
+                self.d.network.forget(self.id)
+            if plan.run_del:
+                self._del_network()
+            self.owner.remove(self.id, self.state.handle(NETNS_OWNER))
+            self._setup_network(keep_address=plan.keep_old_address)
+            for t in self.group.tasks:
+                self._restart_task(t, why)
+            self.event("", "Network Recovered", f"network recreated ({why})", address=self.rec.address)
+        except (AgentError, OSError) as exc:
+            self.fail(f"network recovery failed: {exc}")
+
+    def _del_network(self) -> None:
+        if self.d.network is None:
+            return
+        if plan_network_teardown(self.d.bugs).release_only:
+            # nomad-6385 family: teardown frees the address but leaves every iptables chain and
+            # DNAT rule behind, so the host port stays pointed at a dead address.
+            self.d.network.release_addresses(self.id)
+        else:
+            errors = self.d.network.delete(self.id, self.netns_path())
+            if errors:
+                self.event("", "Network Teardown", "CNI DEL reported: " + "; ".join(errors))
+        self.state.save(network_state=NetworkState.DELETED)
+
+    def fail(self, reason: str) -> None:
+        """Mark the alloc failed, tear it down and have a replacement started."""
+        self.state.save(status=AllocStatus.FAILED, reason=reason)
+        self.event("", "Alloc Failed", reason)
+        self._teardown()
+        self.d.replace(self, reason)
+
+    # -- restore -------------------------------------------------------------------------------
+    def observe(self) -> ObservedAlloc:
+        """What is on the node for this alloc, before anything is changed."""
+        tasks_running: list[bool] = []
+        share: list[bool] = []
+        owner_handle = self.state.handle(NETNS_OWNER)
+        if self.bridge:
+            owner_status = self.owner.status(self.id, owner_handle)
+            owner_alive, same_start = owner_status.running, owner_status.detail != RESTARTED
+        else:
+            owner_alive, same_start = False, True
+        for t in self.group.tasks:
+            h = self.state.handle(t.name)
+            driver = self.driver(t)
+            st = driver.status(h) if h else None
+            running = bool(st and st.running and st.detail != RESTARTED)
+            tasks_running.append(running)
+            pid = driver.pid(h) if (h and running) else 0
+            share.append(bool(pid and self.bridge and self.owner.holds(self.id, owner_handle, pid)))
+            if running and h:
+                driver.reattach(self.id, h)
+        diffs: list[str] = []
+        has_result = bool(self.bridge and self.d.network and self.d.network.has_result(self.id))
+        ns_path = self.netns_path()
+        if has_result and ns_path is not None and self.d.network is not None:
+            diffs = self.d.network.check(self.id, ns_path, self.rec.ports)
+        return ObservedAlloc(
+            alloc_dir_exists=self.alloc_dir.is_dir(),
+            bridge=self.bridge,
+            pause_running=owner_alive,
+            pause_same_start=same_start,
+            tasks_running=tasks_running,
+            tasks_share_pause_netns=share,
+            network_diffs=diffs,
+            has_cni_result=has_result,
+        )
+
+    def _rerender_on_restore(self) -> None:
+        """Dynamic secrets are issued again on every agent start (as in the field): render them
+        before anything restarts, so a restarted task reads fresh content."""
+        for t in self.group.tasks:
+            if self.alloc_dir.is_dir() and self.d.task_dirs.remount_secrets(self.task_dir(t)):
+                self.event(t.name, "Task Setup", "secrets/ tmpfs mounted again (it is gone after a reboot)")
+            if not t.templates:
+                continue
+            try:
+                self.templates(t).render_all()
+            except AgentError as exc:
+                self.event(t.name, "Template Failed", f"{exc}; retrying")
+                self.templates(t).schedule_rerender(1.0)
+
+    def restore(self) -> RestoreAction:
+        obs = self.observe()
+        plan = plan_restore(obs, self.d.bugs, [self.task_running(t) for t in self.group.tasks])
+        log.info("alloc=%s restore: %s (%s)", self.id[:8], plan.action.value, plan.reason)
+        if plan.action is not RestoreAction.REPLACE:
+            self._rerender_on_restore()
+        if plan.action is RestoreAction.REATTACH:
+            self.event("", "Restored", f"reattached: {plan.reason}")
+            for t in self.group.tasks:
+                if t.templates:
+                    self.templates(t).after_restore()
+        elif plan.action is RestoreAction.RESTART_TASKS:
+            self.event("", "Restored", plan.reason)
+            for t, running in zip(self.group.tasks, obs.tasks_running, strict=True):
+                if not running:
+                    self._restart_task(t, "exited while the agent was down")
+        elif plan.action is RestoreAction.RECREATE_NETWORK:
+            self.event("", "Restore Network", plan.reason)
+            self.recover_network(plan.reason)
+        else:
+            self.event("", "Restore Failed", plan.reason)
+            self.fail(plan.reason)
+        return plan.action
+
+    # -- stop ----------------------------------------------------------------------------------
+    def stop(self, reason: str = "job stopped") -> None:
+        self.state.save(desired=DesiredStatus.STOP)
+        for t in self.group.tasks:
+            if self.state.handle(t.name):
+                self.event(t.name, "Killing", f"Sent {t.kill_signal} ({reason})")
+                self._stop_task(t)
+                self.state.update_task(t.name, state=TaskState.DEAD)
+        self._teardown()
+        self.state.save(status=AllocStatus.COMPLETE, reason=reason)
+
+    def services(self) -> list[dict[str, Any]]:
+        return service_definitions(self.rec, self.group, self.d.advertise_address)
+
+    def _register_services(self) -> None:
+        if self.d.services is not None:
+            self.d.services.register(self.services(), self.event)
+
+    def _teardown(self) -> None:
+        if self.d.services is not None:
+            self.d.services.deregister(self.services(), self.event)
+        for t in self.group.tasks:
+            h = self.state.handle(t.name)
+            if h:
+                self.driver(t).remove(self.id, t, h)
+        if self.bridge:
+            try:
+                self._del_network()
+            except AgentError as exc:
+                self.event("", "Network Teardown", str(exc))
+            self.owner.remove(self.id, self.state.handle(NETNS_OWNER))
+        self.d.task_dirs.cleanup(self.alloc_dir)
+
+    # -- API view ------------------------------------------------------------------------------
+    def view(self) -> dict[str, Any]:
+        names = [t.name for t in self.group.tasks]
+        return alloc_view(
+            self.rec,
+            self.group,
+            {n: self.state.task(n) for n in names},
+            {n: self.state.handle(n) for n in names},
+            self.state.handle(NETNS_OWNER),
+        )
+
+    # -- user actions (API) ----------------------------------------------------------------------
+    def user_restart(self, t: Task) -> None:
+        self.event(t.name, "Restart Signaled", "User requested task to restart")
+        self._stop_task(t)
+        self._restart_task(t, "user request")
+
+    def user_signal(self, task: str, sig: str) -> None:
+        h = self.state.handle(task)
+        if h is None:
+            raise AgentError(f"alloc {self.id} has no running task {task!r}")
+        self.event(task, "Signaling", f"Task being sent signal {sig}")
+        t = next(x for x in self.group.tasks if x.name == task)
+        self.driver(t).signal(h, sig)
+
+    def _stop_task(self, t: Task) -> None:
+        h = self.state.handle(t.name)
+        if h is not None:
+            self.driver(t).stop(h, t.kill_timeout, t.kill_signal)

@@ -1,0 +1,44 @@
+"""An alloc's services in Consul (its documented HTTP API), registered when the alloc runs and
+deregistered at teardown; failures are task events, never fatal to the alloc."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agent.consul import ConsulClient, ConsulError, registrations
+from agent.model import Group
+from agent.records import AllocRecord
+
+EventSink = Callable[[str, str, str], None]  # (task, type, message)
+
+
+def service_definitions(rec: AllocRecord, group: Group, advertise_address: str) -> list[dict[str, Any]]:
+    """This alloc's service definitions (group and task services) in Consul's shape."""
+    addr = advertise_address or rec.address
+    ports: Sequence[dict[str, Any]] = [p.to_record() for p in rec.ports]
+    out = registrations(rec.id, "", group.services, addr, ports)
+    for t in group.tasks:
+        out += registrations(rec.id, t.name, t.services, addr, ports)
+    return out
+
+
+class ServiceRegistrar:
+    def __init__(self, consul: ConsulClient) -> None:
+        self.consul = consul
+
+    def register(self, services: list[dict[str, Any]], event: EventSink) -> None:
+        for svc in services:
+            task = str(svc["Meta"]["task"])
+            try:
+                self.consul.register(svc)
+                event(task, "Service Registered", f"{svc['Name']} in Consul")
+            except ConsulError as exc:
+                event(task, "Service Registration Failed", str(exc))
+
+    def deregister(self, services: list[dict[str, Any]], event: EventSink) -> None:
+        for svc in services:
+            try:
+                self.consul.deregister(str(svc["ID"]))
+            except ConsulError as exc:
+                event(str(svc["Meta"]["task"]), "Service Deregistration Failed", str(exc))

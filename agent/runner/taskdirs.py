@@ -1,0 +1,35 @@
+"""Task directories on the node: `local/` (0755) and `secrets/` (a 0700 tmpfs, mounted again after
+a reboot), and unmounting everything below an alloc dir at teardown. Behind a protocol so that the
+runner's unit tests need no root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from agent.fsutil import mount_secrets, unmount_below
+
+
+class TaskDirs(Protocol):
+    def prepare(self, task_dir: Path) -> None:
+        """Create local/ and mount secrets/."""
+
+    def remount_secrets(self, task_dir: Path) -> bool:
+        """Mount secrets/ again if it is not mounted (after a reboot); whether it was mounted now."""
+
+    def cleanup(self, alloc_dir: Path) -> None:
+        """Unmount everything below the alloc dir."""
+
+
+class HostTaskDirs:
+    def prepare(self, task_dir: Path) -> None:
+        local = task_dir / "local"
+        local.mkdir(parents=True, exist_ok=True)
+        local.chmod(0o755)
+        mount_secrets(task_dir / "secrets")
+
+    def remount_secrets(self, task_dir: Path) -> bool:
+        return mount_secrets(task_dir / "secrets")
+
+    def cleanup(self, alloc_dir: Path) -> None:
+        unmount_below(alloc_dir)

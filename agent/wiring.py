@@ -1,0 +1,86 @@
+"""The composition root: builds the agent's core from its config and starts its threads.
+
+The only place that picks concrete adapters (drivers, netns owners, the CNI bridge network, the
+sweeper) and the only place that probes the node for them (the CNI plugins' version). The daemon
+and the integration tests' agent both come through here, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.consul import ConsulClient
+from agent.core import Core
+from agent.decisions import plan_orphan_sweep
+from agent.drivers.docker import DockerDriver
+from agent.drivers.registry import build_registry
+from agent.faults import Faults
+from agent.network.bridge import BridgeNetwork
+from agent.network.cni import CniNetwork
+from agent.network.plugins import check_supported, plugin_version
+from agent.state import StateStore
+from agent.sweeper import Sweeper, SweepPolicy
+from agent.templates.render import SecretSource
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CoreSettings:
+    data_dir: Path
+    bridge: str
+    sweep_grace: float = 60.0
+    sweep_dry_run: bool = False
+    advertise_address: str = ""
+    cni_check: bool | None = None  # None: on when the plugins are new enough (probed here)
+
+
+def build_core(
+    settings: CoreSettings,
+    store: StateStore,
+    cni: CniNetwork | None,
+    faults: Faults,
+    *,
+    docker: DockerDriver | None = None,
+    consul: ConsulClient | None = None,
+    vault: SecretSource | None = None,
+) -> Core:
+    docker = docker or DockerDriver()
+    run_check = settings.cni_check
+    if run_check is None:
+        run_check = bool(cni and check_supported(plugin_version(cni.plugin_dir)))
+    log.info("CNI CHECK on restore: %s", "on" if run_check else "off (plugins older than 1.3.0)")
+    network = BridgeNetwork(cni, settings.bridge, run_check=run_check) if cni else None
+    policy = SweepPolicy(
+        grace=settings.sweep_grace,
+        untracked_pause=plan_orphan_sweep(faults.bugs()).reap_untracked_pause,
+    )
+    sweeper = Sweeper(docker, cni, settings.data_dir, policy=policy, dry_run=settings.sweep_dry_run)
+    return Core(
+        store,
+        build_registry(docker),
+        network,
+        data_dir=settings.data_dir,
+        faults=faults,
+        sweeper=sweeper,
+        consul=consul,
+        advertise_address=settings.advertise_address,
+        vault=vault,
+    )
+
+
+def start_core(
+    core: Core, *, sweep_interval: float | None = None, restore_timeout: float = 600
+) -> list[threading.Thread]:
+    """The main loop, the drivers' exit watches (exits seen during restore queue behind it), restore
+    on the loop, then the periodic sweep. Returns the threads, the main loop first."""
+    loop = threading.Thread(target=core.run_loop, name="core", daemon=True)
+    loop.start()
+    watches = core.watch_exits()
+    core.call(core.restore, timeout=restore_timeout)
+    if sweep_interval is not None:
+        core.start_periodic_sweep(sweep_interval)
+    return [loop, *watches]

@@ -1,0 +1,254 @@
+"""In-memory stand-ins for the alloc runner's seams (drivers, netns owners, the group network and
+task directories): no root, no docker, no CNI. Each records what it was asked to do, and can be
+told to fail, so the runner's every outcome is reachable in a unit test."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.decisions import NO_BUGS, Bugs
+from agent.drivers.base import RESTARTED, DriverError, ExitReport, TaskContext, TaskHandle, TaskStatus
+from agent.drivers.registry import DriverRegistry
+from agent.model import Task
+from agent.network.base import Network
+from agent.records import AllocRecord, PortAlloc
+from agent.runner.alloc import AllocRunner, RunnerDeps
+from agent.state import SqliteStore
+from agent.templates.runner import TemplateDeps
+
+
+@dataclass
+class FakeProc:
+    ctx: TaskContext
+    running: bool = True
+    exit_code: int | None = None
+    restarted_by_engine: bool = False
+
+
+class FakeDriver:
+    def __init__(self, name: str, *, joins_container_netns: bool) -> None:
+        self.name = name
+        self.joins_container_netns = joins_container_netns
+        self.procs: dict[str, FakeProc] = {}
+        self.starts: list[TaskContext] = []
+        self.stops: list[str] = []
+        self.removed: list[str] = []
+        self.reattached: list[str] = []
+        self.signals: list[tuple[str, str]] = []
+        self.fail_starts = 0  # the next N starts raise DriverError
+        self._n = 0
+
+    def start(self, ctx: TaskContext) -> TaskHandle:
+        self.starts.append(ctx)
+        if self.fail_starts:
+            self.fail_starts -= 1
+            raise DriverError(
+                self.name, f"task {ctx.task.name}", "cannot join network of a non running container"
+            )
+        self._n += 1
+        hid = f"{self.name}-{ctx.task.name}-{self._n}"
+        self.procs[hid] = FakeProc(ctx)
+        return TaskHandle(self.name, hid, "t0")
+
+    def running(self) -> list[str]:
+        return [h for h, p in self.procs.items() if p.running]
+
+    def exit(self, handle_id: str, code: int = 1) -> None:
+        self.procs[handle_id].running = False
+        self.procs[handle_id].exit_code = code
+
+    def status(self, handle: TaskHandle) -> TaskStatus:
+        p = self.procs.get(handle.id)
+        if p is None:
+            return TaskStatus(False, None, "gone")
+        if p.running and p.restarted_by_engine:
+            return TaskStatus(True, None, RESTARTED)
+        return TaskStatus(p.running, p.exit_code)
+
+    def pid(self, handle: TaskHandle) -> int:
+        p = self.procs.get(handle.id)
+        return 1000 + list(self.procs).index(handle.id) if p and p.running else 0
+
+    def signal(self, handle: TaskHandle, sig: str) -> None:
+        self.signals.append((handle.id, sig))
+
+    def exec(self, handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
+        return 0, ""
+
+    def stop(self, handle: TaskHandle, timeout: float, sig: str) -> None:
+        self.stops.append(handle.id)
+        if handle.id in self.procs:
+            self.exit(handle.id, 0)
+
+    def remove(self, alloc_id: str, task: Task, handle: TaskHandle) -> None:
+        self.removed.append(handle.id)
+        self.procs.pop(handle.id, None)
+
+    def reattach(self, alloc_id: str, handle: TaskHandle) -> None:
+        self.reattached.append(handle.id)
+
+    def watch(self, report: ExitReport, stop: threading.Event) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
+        return None
+
+
+class FakeOwner:
+    """A netns owner. `records_handle`: a pause container (has a handle) or a named netns (none)."""
+
+    def __init__(self, kind: str, *, records_handle: bool) -> None:
+        self.kind = kind
+        self.records_handle = records_handle
+        self.alive: dict[str, bool] = {}  # owner id -> alive
+        self.restarted: set[str] = set()  # owner ids docker restarted with an empty netns
+        self.created: list[str] = []
+        self.removed: list[str] = []
+        self.foreign_pids: set[int] = set()  # pids that are in another netns
+        self._n = 0
+
+    def _oid(self, alloc_id: str, handle: TaskHandle | None) -> str:
+        return handle.id if handle else f"ns-{alloc_id}"
+
+    def create(self, job: str, group: str, alloc_id: str) -> TaskHandle | None:
+        self._n += 1
+        oid = f"{self.kind}-{self._n}" if self.records_handle else f"ns-{alloc_id}"
+        self.alive[oid] = True
+        self.restarted.discard(oid)
+        self.created.append(oid)
+        return TaskHandle(self.kind, oid, "t0") if self.records_handle else None
+
+    def path(self, alloc_id: str, handle: TaskHandle | None) -> Path | None:
+        oid = self._oid(alloc_id, handle)
+        return Path(f"/fake/netns/{oid}") if self.alive.get(oid) else None
+
+    def status(self, alloc_id: str, handle: TaskHandle | None) -> TaskStatus:
+        oid = self._oid(alloc_id, handle)
+        if not self.alive.get(oid):
+            return TaskStatus(False, 137)
+        return TaskStatus(True, None, RESTARTED if oid in self.restarted else "")
+
+    def holds(self, alloc_id: str, handle: TaskHandle | None, pid: int) -> bool:
+        return self.path(alloc_id, handle) is not None and pid not in self.foreign_pids
+
+    def remove(self, alloc_id: str, handle: TaskHandle | None) -> None:
+        oid = self._oid(alloc_id, handle)
+        self.removed.append(oid)
+        self.alive.pop(oid, None)
+
+
+@dataclass
+class FakeNetwork:
+    results: dict[str, str] = field(default_factory=dict)  # alloc id -> address of the kept result
+    adds: list[tuple[str, Path]] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
+    diffs: list[str] = field(default_factory=list)  # what check() reports
+    fail_adds: int = 0
+    _n: int = 0
+
+    def add(self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc]) -> str:
+        from agent.network.result import CniError
+
+        self.adds.append((alloc_id, netns))
+        if self.fail_adds:
+            self.fail_adds -= 1
+            raise CniError("bridge ADD: duplicate allocation is not allowed")
+        self._n += 1
+        self.results[alloc_id] = f"10.9.0.{self._n}"
+        return self.results[alloc_id]
+
+    def has_result(self, alloc_id: str) -> bool:
+        return alloc_id in self.results
+
+    def check(self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc]) -> list[str]:
+        return list(self.diffs)
+
+    def delete(self, alloc_id: str, netns: Path | None) -> list[str]:
+        self.deletes.append(alloc_id)
+        self.results.pop(alloc_id, None)
+        return []
+
+    def forget(self, alloc_id: str) -> None:
+        self.forgotten.append(alloc_id)
+        self.results.pop(alloc_id, None)
+
+    def release_addresses(self, alloc_id: str) -> None:
+        self.released.append(alloc_id)
+        self.results.pop(alloc_id, None)
+
+
+class FakeDirs:
+    def __init__(self) -> None:
+        self.cleaned: list[Path] = []
+
+    def prepare(self, task_dir: Path) -> None:
+        (task_dir / "local").mkdir(parents=True, exist_ok=True)
+        (task_dir / "secrets").mkdir(parents=True, exist_ok=True)
+
+    def remount_secrets(self, task_dir: Path) -> bool:
+        return False
+
+    def cleanup(self, alloc_dir: Path) -> None:
+        self.cleaned.append(alloc_dir)
+
+
+class FakeNode:
+    """A node: two drivers ("docker" joins a container's netns, "exec" joins one by path), both
+    netns owners, a network, a timer list and the replacements asked for."""
+
+    def __init__(self, root: Path, bugs: Bugs = NO_BUGS) -> None:
+        self.root = root
+        self.store = SqliteStore(root / "state" / "state.db")
+        self.docker = FakeDriver("docker", joins_container_netns=True)
+        self.exec = FakeDriver("exec", joins_container_netns=False)
+        self.pause = FakeOwner("pause", records_handle=True)
+        self.named = FakeOwner("netns", records_handle=False)
+        self.network = FakeNetwork()
+        self.dirs = FakeDirs()
+        self.timers: list[tuple[float, Callable[[], None]]] = []
+        self.replaced: list[tuple[str, str]] = []
+        self.bugs = bugs
+        self.registry = DriverRegistry(
+            [self.docker, self.exec], container_netns=self.pause, path_netns=self.named
+        )
+
+    def schedule(self, delay: float, fn: Callable[[], None]) -> None:
+        self.timers.append((delay, fn))
+
+    def run_timers(self) -> int:
+        """Run every timer due so far (and those they schedule at once); how many ran."""
+        n = 0
+        while self.timers:
+            timers, self.timers = self.timers, []
+            for _, fn in sorted(timers, key=lambda t: t[0]):
+                fn()
+                n += 1
+        return n
+
+    def deps(self, network: Network | None = None) -> RunnerDeps:
+        return RunnerDeps(
+            store=self.store,
+            drivers=self.registry,
+            network=self.network if network is None else network,
+            data_dir=self.root / "data",
+            schedule=self.schedule,
+            replace=lambda runner, reason: self.replaced.append((runner.id, reason)),
+            templates=TemplateDeps(self.store, self.schedule, bugs=self.bugs),
+            bugs=self.bugs,
+            dirs=self.dirs,
+        )
+
+    def runner(self, record: AllocRecord, job_group: tuple[object, object]) -> AllocRunner:
+        from agent.model import Group, Job
+
+        job, group = job_group
+        assert isinstance(job, Job) and isinstance(group, Group)
+        return AllocRunner(self.deps(), record, job, group)
