@@ -47,6 +47,36 @@ class Config:
     jobs_enabled: bool = True  # false: only the health/metrics API (tests of the API layer)
     log_level: str = "INFO"
     shutdown_timeout: float = 10.0
+    # -- the API: who may call it, and staying up under idle or slow clients ----------------------
+    # Client-cert identities (subject CN) allowed to call the API; every other cert gets 403.
+    api_allowed_identities: tuple[str, ...] = ("controller.operator.fieldlab",)
+    api_handshake_timeout: float = 5.0  # seconds for a client to finish the TLS handshake
+    api_request_timeout: float = 10.0  # seconds to read a request's head and body
+    api_max_body_bytes: int = 1024 * 1024  # larger request bodies get 413
+    api_max_connections: int = 64  # handler threads; more clients wait, they never stop the API
+    # -- templates ------------------------------------------------------------------------------
+    template_render_timeout: float = 2.0  # seconds one template may take to render
+    template_max_bytes: int = 4 * 1024 * 1024  # largest rendered template
+    # -- task isolation -------------------------------------------------------------------------
+    exec_allow_root: bool = False  # exec tasks may ask for `user = "root"`
+    # Host paths copied/bind-mounted read-only into an exec task's chroot (as Nomad's chroot_env).
+    chroot_env: tuple[tuple[str, str], ...] = (
+        ("/bin", "/bin"),
+        ("/etc/ld.so.cache", "/etc/ld.so.cache"),
+        ("/etc/ld.so.conf", "/etc/ld.so.conf"),
+        ("/etc/ld.so.conf.d", "/etc/ld.so.conf.d"),
+        ("/etc/passwd", "/etc/passwd"),
+        ("/etc/group", "/etc/group"),
+        ("/etc/nsswitch.conf", "/etc/nsswitch.conf"),
+        ("/etc/hosts", "/etc/hosts"),
+        ("/etc/resolv.conf", "/etc/resolv.conf"),
+        ("/etc/ssl/certs", "/etc/ssl/certs"),
+        ("/lib", "/lib"),
+        ("/lib64", "/lib64"),
+        ("/sbin", "/sbin"),
+        ("/usr", "/usr"),
+    )
+    docker_pids_limit: int = 4096  # pids limit of every task container (0: none)
 
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -83,6 +113,32 @@ def _bool(p: str, raw: dict[str, Any], key: str) -> bool:
     if not isinstance(raw[key], bool):
         raise ConfigError(p, key, "must be true or false")
     return bool(raw[key])
+
+
+def _count(p: str, raw: dict[str, Any], key: str, *, minimum: int = 1) -> int:
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(p, key, f"must be a whole number >= {minimum}")
+    return value
+
+
+def _strings(p: str, raw: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = raw[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(p, key, "must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _chroot_env(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:
+    value = raw[key]
+    if not isinstance(value, dict):
+        raise ConfigError(p, key, "must be an object of host path -> path inside the chroot")
+    out = []
+    for host, inside in value.items():
+        if not isinstance(inside, str) or not host.startswith("/") or not inside.startswith("/"):
+            raise ConfigError(p, f"{key}.{host}", "host path and chroot path must be absolute paths")
+        out.append((host, inside))
+    return tuple(out)
 
 
 def _log_level(p: str, value: Any) -> str:
@@ -147,6 +203,16 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "sweep_interval": lambda: _seconds(p, raw, "sweep_interval"),
         "sweep_grace": lambda: _seconds(p, raw, "sweep_grace"),
         "log_level": lambda: _log_level(p, raw["log_level"]),
+        "api_allowed_identities": lambda: _strings(p, raw, "api_allowed_identities"),
+        "api_handshake_timeout": lambda: _seconds(p, raw, "api_handshake_timeout"),
+        "api_request_timeout": lambda: _seconds(p, raw, "api_request_timeout"),
+        "api_max_body_bytes": lambda: _count(p, raw, "api_max_body_bytes"),
+        "api_max_connections": lambda: _count(p, raw, "api_max_connections"),
+        "template_render_timeout": lambda: _seconds(p, raw, "template_render_timeout"),
+        "template_max_bytes": lambda: _count(p, raw, "template_max_bytes"),
+        "exec_allow_root": lambda: _bool(p, raw, "exec_allow_root"),
+        "chroot_env": lambda: _chroot_env(p, raw, "chroot_env"),
+        "docker_pids_limit": lambda: _count(p, raw, "docker_pids_limit", minimum=0),
     }
     for key, check in checks.items():
         if key in raw:

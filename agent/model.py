@@ -83,6 +83,19 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class Vault:
+    """A task's `vault` block: the policies its Vault token is limited to (Nomad's legacy token
+    workflow), or a role; where the token goes and what a token change does to the task."""
+
+    policies: tuple[str, ...] = ()
+    role: str = ""
+    change_mode: str = "restart"  # "noop", "signal", "restart"
+    change_signal: str = ""
+    env: bool = True  # VAULT_TOKEN in the task's environment
+    file: bool = True  # secrets/vault_token
+
+
+@dataclass(frozen=True)
 class Task:
     name: str
     driver: str  # "docker" or "exec"
@@ -93,6 +106,8 @@ class Task:
     kill_signal: str = "SIGTERM"
     templates: tuple[Template, ...] = ()
     services: tuple[Service, ...] = ()
+    user: str = ""  # the user the task runs as ("": the driver's default, nobody for exec)
+    vault: Vault | None = None
 
 
 @dataclass(frozen=True)

@@ -283,8 +283,21 @@ class _Api:
             "KillSignal": ("kill_signal", _text),
             "Templates": ("template", self._templates),
             "Services": ("service", self._services),
+            "User": ("user", _text),
+            "Vault": ("vault", self._vault),
         }
         return self._labelled(value, path, "task", table)
+
+    def _vault(self, value: object, path: str) -> object:
+        table: dict[str, tuple[str, _Conv]] = {
+            "Policies": ("policies", _same),
+            "Role": ("role", _text),
+            "ChangeMode": ("change_mode", _text),
+            "ChangeSignal": ("change_signal", _text),
+            "Env": ("env", _same),
+            "DisableFile": ("disable_file", _same),
+        }
+        return self._unlabelled(value, path, "vault", table, many=False)
 
     def _resources(self, value: object, path: str) -> object:
         table: dict[str, tuple[str, _Conv]] = {"CPU": ("cpu", _same), "MemoryMB": ("memory", _same)}

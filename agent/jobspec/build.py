@@ -29,6 +29,7 @@ from agent.model import (
     Service,
     Task,
     Template,
+    Vault,
 )
 
 _T = TypeVar("_T")
@@ -38,6 +39,7 @@ DRIVERS = ("docker", "exec")
 NETWORK_MODES = ("bridge", "host", "none")
 RESTART_MODES = ("fail", "delay")
 CHANGE_MODES = ("noop", "signal", "restart", "script")
+VAULT_CHANGE_MODES = ("noop", "signal", "restart")
 CHECK_TYPES = ("http", "tcp", "script")
 SERVICE_PROVIDERS = ("consul", "nomad")
 TEMPLATE_DIRS = ("local", "secrets")
@@ -138,6 +140,8 @@ class Builder:
         kill_signal = self._signal(body, "kill_signal", path, _DEFAULT_KILL_SIGNAL.get(driver, "SIGTERM"))
         templates = self._templates(body, path)
         services = self._services(body, path, labels, service_name, task_level=True)
+        user = self._str(body, "user", path)
+        vault = self._vault(body, path)
         return Task(
             name=name,
             driver=driver,
@@ -148,6 +152,30 @@ class Builder:
             kill_signal=kill_signal,
             templates=templates,
             services=services,
+            user=user,
+            vault=vault,
+        )
+
+    def _vault(self, body: Body, path: str) -> Vault | None:
+        blocks = list(self._blocks(body, "vault", path, single=True))
+        if not blocks:
+            return None
+        _, v, vpath = blocks[0]
+        self.report.warn(vpath)  # parsed, but no per-task Vault token is derived yet
+        self._keys(v, "vault", vpath)
+        policies = self._str_list(v, "policies", vpath)
+        role = self._str(v, "role", vpath)
+        change_mode = self._choice(v, "change_mode", vpath, VAULT_CHANGE_MODES, "restart")
+        change_signal = self._str(v, "change_signal", vpath)
+        if change_mode == "signal" and not change_signal:
+            self.report.error(join(vpath, "change_signal"), 'required with change_mode = "signal"')
+        return Vault(
+            policies=policies,
+            role=role,
+            change_mode=change_mode,
+            change_signal=change_signal,
+            env=self._bool(v, "env", vpath, True),
+            file=not self._bool(v, "disable_file", vpath, False),
         )
 
     # --- group parts ---------------------------------------------------------------------------------------

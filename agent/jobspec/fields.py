@@ -16,8 +16,20 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     "port": frozenset({"to", "static"}),
     "restart": frozenset({"attempts", "interval", "delay", "mode"}),
     "task": frozenset(
-        {"driver", "config", "env", "resources", "kill_timeout", "kill_signal", "template", "service"}
+        {
+            "driver",
+            "config",
+            "env",
+            "resources",
+            "kill_timeout",
+            "kill_signal",
+            "template",
+            "service",
+            "user",
+            "vault",
+        }
     ),
+    "vault": frozenset({"policies", "role", "change_mode", "change_signal", "env", "disable_file"}),
     "resources": frozenset({"cpu", "memory"}),
     "template": frozenset(
         {
@@ -130,13 +142,12 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "schedule",
             "secret",
             "shutdown_delay",
-            "user",
-            "vault",
             "volume_mount",
         }
     ),
     "resources": frozenset({"cores", "device", "disk", "iops", "memory_max", "network", "numa", "secrets"}),
     "template": frozenset({"env", "gid", "left_delimiter", "once", "right_delimiter", "uid", "vault_grace"}),
+    "vault": frozenset({"namespace", "cluster", "allow_token_expiration", "entity_alias"}),
     "change_script": frozenset(),
     "wait": frozenset(),
     "service": frozenset(
