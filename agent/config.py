@@ -12,6 +12,25 @@ from agent.errors import ConfigError
 DEFAULT_CONFIG = Path("/etc/fieldlab-agent/config.json")
 
 
+DEFAULT_CHROOT_ENV: tuple[tuple[str, str], ...] = (
+    ("/bin", "/bin"),
+    ("/etc/ld.so.cache", "/etc/ld.so.cache"),
+    ("/etc/ld.so.conf", "/etc/ld.so.conf"),
+    ("/etc/ld.so.conf.d", "/etc/ld.so.conf.d"),
+    ("/etc/passwd", "/etc/passwd"),
+    ("/etc/group", "/etc/group"),
+    ("/etc/nsswitch.conf", "/etc/nsswitch.conf"),
+    ("/etc/hosts", "/etc/hosts"),
+    ("/etc/resolv.conf", "/etc/resolv.conf"),
+    ("/etc/ssl/certs", "/etc/ssl/certs"),
+    ("/lib", "/lib"),
+    ("/lib64", "/lib64"),
+    ("/sbin", "/sbin"),
+    ("/usr", "/usr"),
+)
+"""Host paths bind-mounted read-only into an exec task's chroot (as Nomad's chroot_env)."""
+
+
 @dataclass(frozen=True)
 class TLSConfig:
     """mTLS for the agent's HTTP API: its own cert and key, and the CA that client certs must chain to."""
@@ -59,23 +78,7 @@ class Config:
     template_max_bytes: int = 4 * 1024 * 1024  # largest rendered template
     # -- task isolation -------------------------------------------------------------------------
     exec_allow_root: bool = False  # exec tasks may ask for `user = "root"`
-    # Host paths copied/bind-mounted read-only into an exec task's chroot (as Nomad's chroot_env).
-    chroot_env: tuple[tuple[str, str], ...] = (
-        ("/bin", "/bin"),
-        ("/etc/ld.so.cache", "/etc/ld.so.cache"),
-        ("/etc/ld.so.conf", "/etc/ld.so.conf"),
-        ("/etc/ld.so.conf.d", "/etc/ld.so.conf.d"),
-        ("/etc/passwd", "/etc/passwd"),
-        ("/etc/group", "/etc/group"),
-        ("/etc/nsswitch.conf", "/etc/nsswitch.conf"),
-        ("/etc/hosts", "/etc/hosts"),
-        ("/etc/resolv.conf", "/etc/resolv.conf"),
-        ("/etc/ssl/certs", "/etc/ssl/certs"),
-        ("/lib", "/lib"),
-        ("/lib64", "/lib64"),
-        ("/sbin", "/sbin"),
-        ("/usr", "/usr"),
-    )
+    chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
     docker_pids_limit: int = 4096  # pids limit of every task container (0: none)
 
 

@@ -71,6 +71,8 @@ class Core:
         advertise_address: str = "",
         vault: SecretSource | None = None,
         task_dirs: TaskDirs | None = None,
+        template_render_timeout: float = 2.0,
+        template_max_bytes: int = 4 * 1024 * 1024,
     ) -> None:
         self.store = store
         self.drivers = drivers
@@ -90,7 +92,15 @@ class Core:
             data_dir=data_dir,
             schedule=self.schedule,
             replace=self._replace,
-            templates=TemplateDeps(store, self.schedule, vault=vault, consul=consul_kv, bugs=self.bugs),
+            templates=TemplateDeps(
+                store,
+                self.schedule,
+                vault=vault,
+                consul=consul_kv,
+                bugs=self.bugs,
+                render_timeout=template_render_timeout,
+                max_bytes=template_max_bytes,
+            ),
             bugs=self.bugs,
             dirs=task_dirs,
             services=ServiceRegistrar(consul) if consul else None,

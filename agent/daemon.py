@@ -84,15 +84,8 @@ class Agent:
         else:
             log.warning("no CNI conflist at %s: bridge networking is unavailable", conflist)
         store = SqliteStore(cfg.data_dir / "state" / "state.db")
-        settings = CoreSettings(
-            data_dir=cfg.data_dir,
-            bridge=cfg.cni_bridge,
-            sweep_grace=cfg.sweep_grace,
-            sweep_dry_run=cfg.sweep_dry_run,
-            advertise_address=cfg.advertise_address,
-        )
         core = build_core(
-            settings,
+            CoreSettings.from_config(cfg),
             store,
             cni,
             self.faults,

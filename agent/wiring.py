@@ -12,10 +12,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.config import DEFAULT_CHROOT_ENV, Config
 from agent.consul import ConsulClient
 from agent.core import Core
 from agent.decisions import plan_orphan_sweep
 from agent.drivers.docker import DockerDriver
+from agent.drivers.exec import ExecDriver
 from agent.drivers.registry import build_registry
 from agent.faults import Faults
 from agent.network.bridge import BridgeNetwork
@@ -36,6 +38,26 @@ class CoreSettings:
     sweep_dry_run: bool = False
     advertise_address: str = ""
     cni_check: bool | None = None  # None: on when the plugins are new enough (probed here)
+    template_render_timeout: float = 2.0
+    template_max_bytes: int = 4 * 1024 * 1024
+    exec_allow_root: bool = False
+    chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
+    docker_pids_limit: int = 0
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> CoreSettings:
+        return cls(
+            data_dir=cfg.data_dir,
+            bridge=cfg.cni_bridge,
+            sweep_grace=cfg.sweep_grace,
+            sweep_dry_run=cfg.sweep_dry_run,
+            advertise_address=cfg.advertise_address,
+            template_render_timeout=cfg.template_render_timeout,
+            template_max_bytes=cfg.template_max_bytes,
+            exec_allow_root=cfg.exec_allow_root,
+            chroot_env=cfg.chroot_env,
+            docker_pids_limit=cfg.docker_pids_limit,
+        )
 
 
 def build_core(
@@ -48,7 +70,8 @@ def build_core(
     consul: ConsulClient | None = None,
     vault: SecretSource | None = None,
 ) -> Core:
-    docker = docker or DockerDriver()
+    docker = docker or DockerDriver(pids_limit=settings.docker_pids_limit)
+    exec_driver = ExecDriver(allow_root=settings.exec_allow_root, chroot_env=settings.chroot_env)
     run_check = settings.cni_check
     if run_check is None:
         run_check = bool(cni and check_supported(plugin_version(cni.plugin_dir)))
@@ -61,7 +84,7 @@ def build_core(
     sweeper = Sweeper(docker, cni, settings.data_dir, policy=policy, dry_run=settings.sweep_dry_run)
     return Core(
         store,
-        build_registry(docker),
+        build_registry(docker, exec_driver),
         network,
         data_dir=settings.data_dir,
         faults=faults,
@@ -69,6 +92,8 @@ def build_core(
         consul=consul,
         advertise_address=settings.advertise_address,
         vault=vault,
+        template_render_timeout=settings.template_render_timeout,
+        template_max_bytes=settings.template_max_bytes,
     )
 
 

@@ -50,8 +50,9 @@ class DockerDriver:
     name = "docker"
     joins_container_netns = True
 
-    def __init__(self, client: Any | None = None) -> None:
+    def __init__(self, client: Any | None = None, *, pids_limit: int = 0) -> None:
         self._client = client
+        self.pids_limit = pids_limit  # of every task container; 0: none (client config docker_pids_limit)
 
     @property
     def client(self) -> Any:

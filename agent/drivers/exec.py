@@ -115,8 +115,16 @@ class ExecDriver:
     name = "exec"
     joins_container_netns = False
 
-    def __init__(self, on_exit: ExitReport | None = None) -> None:
+    def __init__(
+        self,
+        on_exit: ExitReport | None = None,
+        *,
+        allow_root: bool = False,
+        chroot_env: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.on_exit = on_exit  # (alloc id, pid) -> None, called from a watcher thread
+        self.allow_root = allow_root  # a task may ask for user "root" (client config exec_allow_root)
+        self.chroot_env = chroot_env  # (host path, path in the chroot) (client config chroot_env)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._codes: dict[int, int] = {}
         self._lock = threading.Lock()

@@ -15,6 +15,7 @@ from agent.model import Group
 
 if TYPE_CHECKING:
     from agent.drivers.docker import DockerDriver
+    from agent.drivers.exec import ExecDriver
 
 
 class DriverRegistry:
@@ -72,17 +73,15 @@ class DriverRegistry:
         return threads
 
 
-def build_registry(docker: DockerDriver | None = None) -> DriverRegistry:
+def build_registry(docker: DockerDriver, exec_driver: ExecDriver) -> DriverRegistry:
     """The agent's drivers (one line each) and netns owners."""
-    from agent.drivers.docker import DockerDriver, PauseContainer
-    from agent.drivers.exec import ExecDriver
+    from agent.drivers.docker import PauseContainer
     from agent.network.owner import NamedNetns
 
-    docker = docker or DockerDriver()
     return DriverRegistry(
         [
             docker,
-            ExecDriver(),
+            exec_driver,
         ],
         container_netns=PauseContainer(docker),
         path_netns=NamedNetns(),

@@ -64,6 +64,8 @@ class TemplateDeps:
     vault: SecretSource | None = None
     consul: ConsulSource | None = None
     bugs: Bugs = NO_BUGS
+    render_timeout: float = 2.0  # seconds one template may take (client config template_render_timeout)
+    max_bytes: int = 4 * 1024 * 1024  # largest rendered template (client config template_max_bytes)
 
 
 class TaskTemplates:
