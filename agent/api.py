@@ -1,14 +1,39 @@
-"""The agent's HTTP API, served over mTLS: a client must present a cert that chains to the lab's CA."""
+"""The agent's HTTP API over mTLS: who may call it, and staying up whatever a client does.
+
+Who may call: a client must present a cert that chains to the lab's CA (the TLS handshake refuses
+anything else, no cert included) and whose subject CN is one of `Config.api_allowed_identities`;
+every other identity gets 403 with a JSON reason naming it. Every write (POST/PUT/DELETE) is logged
+at INFO with the caller's identity, method and path.
+
+Staying up: one event-loop thread accepts connections and runs each one's TLS handshake and request
+read under its own deadline (`api_handshake_timeout`, `api_request_timeout` for head and body
+together, so a client trickling bytes cannot stretch it). A parked client (idle, slow, handshaking)
+costs a socket, never the accept loop or a handler thread; at `_MAX_PARKED` of them the one parked
+longest is dropped. Only complete, authorized requests reach the bounded pool of
+`api_max_connections` handler threads; more wait in its queue (health and metrics have a lane of
+their own, so they answer while every handler waits on the core). A bad request is answered with a
+4xx JSON error and at most one WARNING line, never a traceback. One request per connection
+(`Connection: close`).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
+import http
+import http.client
+import io
 import json
 import logging
+import queue
 import re
+import socket
 import ssl
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from agent.config import Config
@@ -20,6 +45,15 @@ Response = tuple[int, str, bytes]
 # A handler gets the path's regex groups and the request body.
 Handler = Callable[[tuple[str, ...], bytes], Response]
 Route = Callable[[], Response]
+
+_MAX_HEAD = 64 * 1024  # request line and headers
+_MAX_PARKED = 256  # connections handshaking or being read; keeps the agent's own file descriptors safe
+_LINGER = 1.0  # seconds to read what a client still sends after an early answer (so it sees the answer)
+_METHODS = frozenset({"GET", "POST", "PUT", "DELETE"})
+_WRITES = frozenset({"POST", "PUT", "DELETE"})
+_BODY_REQUIRED = frozenset({"POST", "PUT"})  # these must say how long their body is
+_REQUEST_LINE = re.compile(r"([A-Z]{1,16}) ([!-~]{1,8192}) (HTTP/1\.[01])")
+_BYTE_COUNT = re.compile(r"[0-9]{1,18}")
 
 
 def json_response(status: int, body: Any) -> Response:
@@ -39,91 +73,329 @@ def server_ssl_context(config: Config) -> ssl.SSLContext:
             f"cannot load the API's TLS files ({config.tls.cert_file}, {config.tls.key_file}, "
             f"{config.tls.ca_file}): {exc}"
         ) from None
-    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.verify_mode = ssl.CERT_REQUIRED  # no cert that chains to the CA: no TLS session
     return ctx
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
-
-    def _dispatch(self, method: str) -> None:
-        path = self.path.split("?", 1)[0]
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        try:
-            status, ctype, out = self._route(method, path, body)
-        except Exception:
-            log.exception("handler for %s %s failed", method, path)
-            status, ctype, out = json_response(500, {"error": "internal error, see agent log"})
-        self._send(status, ctype, out)
-
-    def _route(self, method: str, path: str, body: bytes) -> Response:
-        route = self.server.routes.get(path) if method == "GET" else None
-        if route is not None:
-            return route()
-        for m, rx, handler in self.server.handlers:
-            match = rx.fullmatch(path)
-            if match and m == method:
-                return handler(match.groups(), body)
-        return json_response(404, {"error": f"no route {method} {path}"})
-
-    def _send(self, status: int, ctype: str, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        peer: Any = self.connection.getpeercert() if isinstance(self.connection, ssl.SSLSocket) else None
-        subject = "?"
-        for rdn in peer.get("subject", ()) if peer else ():
-            for key, value in rdn:
-                if key == "commonName":
-                    subject = str(value)
-        log.debug("api %s %s (client %s)", self.address_string(), format % args, subject)
+def peer_identity(peercert: Any) -> str | None:
+    """The subject CN of a verified client cert; None when it has none, or more than one."""
+    if not isinstance(peercert, dict):
+        return None
+    names = [str(v) for rdn in peercert.get("subject", ()) for k, v in rdn if k == "commonName"]
+    return names[0] if len(names) == 1 else None
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    routes: dict[str, Route]
-    handlers: list[tuple[str, re.Pattern[str], Handler]]
+class _ClientError(Exception):
+    """A request answered with a 4xx JSON error and one WARNING line."""
+
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.extra = extra
+
+    def response(self) -> Response:
+        return json_response(self.status, {"error": str(self), **self.extra})
+
+
+@dataclass(frozen=True)
+class _Head:
+    method: str
+    path: str
+    version: str
+    headers: http.client.HTTPMessage
+
+
+def _parse_head(raw: bytes) -> _Head:
+    line, _, rest = raw.partition(b"\r\n")
+    match = _REQUEST_LINE.fullmatch(line.decode("latin-1"))
+    if match is None:
+        raise _ClientError(400, "malformed request line")
+    try:
+        headers = http.client.parse_headers(io.BytesIO(rest))
+    except http.client.HTTPException as exc:
+        raise _ClientError(400, f"malformed headers: {type(exc).__name__}") from None
+    method, target, version = match.groups()
+    return _Head(method, target.split("?", 1)[0], version, headers)
+
+
+def _body_length(head: _Head, limit: int) -> int:
+    if head.headers.get("Transfer-Encoding") is not None:
+        raise _ClientError(400, "Transfer-Encoding is not accepted: send the body with a Content-Length")
+    values = {v.strip() for v in head.headers.get_all("Content-Length") or []}
+    if not values:
+        if head.method in _BODY_REQUIRED:
+            raise _ClientError(400, f"{head.method} needs a Content-Length header (0 for no body)")
+        return 0
+    if len(values) > 1:
+        raise _ClientError(400, "conflicting Content-Length headers")
+    value = values.pop()
+    if not _BYTE_COUNT.fullmatch(value):
+        raise _ClientError(400, f"Content-Length {value[:32]!r} is not a byte count")
+    length = int(value)
+    if length > limit:
+        raise _ClientError(413, f"request body of {length} bytes is over the limit of {limit} bytes")
+    return length
+
+
+_Work = tuple[Callable[[], Response], concurrent.futures.Future[Response]]
+
+
+class _HandlerPool:
+    """At most `size` daemon threads run handlers, started as needed; more requests wait in the queue."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._queue: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[[], Response]) -> concurrent.futures.Future[Response]:
+        fut: concurrent.futures.Future[Response] = concurrent.futures.Future()
+        self._queue.put((fn, fut))
+        with self._lock:
+            if not self._idle.acquire(blocking=False) and len(self._threads) < self._size:
+                t = threading.Thread(
+                    target=self._work, name=f"api-handler-{len(self._threads) + 1}", daemon=True
+                )
+                self._threads.append(t)
+                t.start()
+        return fut
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            fn, fut = item
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as exc:  # fn answers 500 itself; this only keeps the thread alive
+                    fut.set_exception(exc)
+            self._idle.release()
+
+    def stop(self) -> None:
+        with self._lock:
+            for _ in self._threads:
+                self._queue.put(None)
 
 
 class ApiServer:
-    """Serves `routes` (path -> handler) on the configured address until `stop()`."""
+    """Serves `routes` (GET path -> handler) and `handlers` (method, path regex, handler) until `stop()`."""
 
     def __init__(
         self, config: Config, routes: dict[str, Route], handlers: list[tuple[str, str, Handler]] | None = None
     ) -> None:
-        ctx = server_ssl_context(config)
+        self._config = config
+        self._ctx = server_ssl_context(config)
+        self._allowed = frozenset(config.api_allowed_identities)
+        self._routes = routes
+        self._handlers = [(m, re.compile(rx), h) for m, rx, h in handlers or []]
+        family = socket.AF_INET6 if ":" in config.bind_address else socket.AF_INET
         try:
-            self._httpd = _Server((config.bind_address, config.port), _Handler)
+            self._sock = socket.create_server((config.bind_address, config.port), family=family)
         except OSError as exc:
             raise AgentError(f"cannot listen on {config.bind_address}:{config.port}: {exc}") from None
-        self._httpd.routes = routes
-        self._httpd.handlers = [(m, re.compile(rx), h) for m, rx, h in handlers or []]
-        self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="api", daemon=True)
+        self._sock.setblocking(False)
+        self._pool = _HandlerPool(config.api_max_connections)
+        # The agent's own GET routes (health, metrics) never wait behind handlers stuck on the core.
+        self._status_pool = _HandlerPool(2)
+        self._loop = asyncio.new_event_loop()
+        self._stopping = asyncio.Event()
+        # Connections still handshaking or being read, oldest first (the ones dropped at the cap).
+        self._parked: dict[asyncio.Task[None], None] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._thread = threading.Thread(target=self._run, name="api", daemon=True)
 
     @property
     def port(self) -> int:
-        return int(self._httpd.server_address[1])
+        return int(self._sock.getsockname()[1])
 
     def start(self) -> None:
+        log.info("api: client certs allowed to call: %s", ", ".join(sorted(self._allowed)) or "none")
         self._thread.start()
 
     def stop(self, timeout: float) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stopping.set)
+            self._thread.join(timeout)
+        elif self._thread.ident is None:  # never started
+            self._sock.close()
+            self._loop.close()
+        self._pool.stop()
+        self._status_pool.stop()
+
+    # -- the event loop ----------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._loop.run_until_complete(self._serve())
+        finally:
+            self._loop.close()
+
+    async def _serve(self) -> None:
+        accept = asyncio.create_task(self._accept())
+        await self._stopping.wait()
+        accept.cancel()
+        await asyncio.gather(accept, return_exceptions=True)
+        self._sock.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.sleep(0)  # let the aborted transports run their connection_lost
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, addr = await loop.sock_accept(self._sock)
+            except OSError as exc:  # out of file descriptors and the like: wait, never stop serving
+                log.warning("api: cannot accept a connection: %s", exc)
+                await asyncio.sleep(0.5)
+                continue
+            # Small writes (the answer, then close_notify) go out at once, not after a delayed ACK.
+            with contextlib.suppress(OSError):
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if len(self._parked) >= _MAX_PARKED:
+                oldest = next(iter(self._parked))
+                del self._parked[oldest]
+                oldest.cancel()
+            task = asyncio.create_task(self._connection(conn, f"{addr[0]}:{addr[1]}"))
+            self._parked[task] = None
+            self._tasks.add(task)
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._parked.pop(task, None)
+        self._tasks.discard(task)
+
+    async def _connection(self, conn: socket.socket, peer: str) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=_MAX_HEAD)
+        protocol = asyncio.StreamReaderProtocol(reader)
+        try:
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol,
+                conn,
+                ssl=self._ctx,
+                ssl_handshake_timeout=self._config.api_handshake_timeout,
+                ssl_shutdown_timeout=self._config.api_handshake_timeout,
+            )
+        except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError: no cert, wrong CA, too slow
+            log.debug("api %s: no TLS session: %s", peer, exc)
+            conn.close()
+            return
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        try:
+            await self._exchange(reader, writer, peer)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            log.debug("api %s: connection ended: %s", peer, exc or type(exc).__name__)
+            transport.abort()
+        except asyncio.CancelledError:  # dropped at the cap, or the server stops
+            transport.abort()
+            raise
+        else:
+            await self._close(writer)
+
+    async def _close(self, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+        try:
+            async with asyncio.timeout(self._config.api_handshake_timeout):
+                await writer.wait_closed()
+        except (OSError, TimeoutError):
+            writer.transport.abort()
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
+        cfg = self._config
+        identity = peer_identity(writer.get_extra_info("peercert"))
+        head: _Head | None = None
+        try:
+            async with asyncio.timeout(cfg.api_request_timeout):
+                try:
+                    raw = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.LimitOverrunError:
+                    raise _ClientError(431, f"request head is over {_MAX_HEAD} bytes") from None
+                head = _parse_head(raw)
+                self._authorize(identity)
+                if head.method not in _METHODS:
+                    raise _ClientError(501, f"method {head.method} is not supported")
+                length = _body_length(head, cfg.api_max_body_bytes)
+                if length and head.version == "HTTP/1.1" and "100-continue" in head.headers.get("Expect", ""):
+                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                body = await reader.readexactly(length) if length else b""
+        except TimeoutError:
+            self._refused(peer, identity, head, 408, f"request not read within {cfg.api_request_timeout:g} s")
+            await self._answer(writer, json_response(408, {"error": "request not read in time"}))
+            return
+        except _ClientError as exc:
+            self._refused(peer, identity, head, exc.status, str(exc))
+            await self._answer(writer, exc.response())
+            if head is not None and ("Content-Length" in head.headers or "Transfer-Encoding" in head.headers):
+                await self._drain_unread(reader)  # a body may still be on its way
+            return
+        assert head is not None  # read above, or answered and returned
+        task = asyncio.current_task()
+        if task is not None:
+            self._parked.pop(task, None)  # a complete request: no longer a candidate to drop
+        pool = self._status_pool if head.method == "GET" and head.path in self._routes else self._pool
+        status, ctype, out = await asyncio.wrap_future(
+            pool.submit(partial(self._respond, head.method, head.path, body))
+        )
+        if head.method in _WRITES:
+            log.info("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
+        else:
+            log.debug("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
+        await self._answer(writer, (status, ctype, out))
+
+    def _authorize(self, identity: str | None) -> None:
+        if identity is None:
+            raise _ClientError(403, "the client cert has no single subject CN to authorize", identity=None)
+        if identity not in self._allowed:
+            raise _ClientError(
+                403, f"client identity {identity!r} may not call this agent's API", identity=identity
+            )
+
+    @staticmethod
+    def _refused(peer: str, identity: str | None, head: _Head | None, status: int, reason: str) -> None:
+        method, path = (head.method, head.path) if head else ("-", "-")
+        log.warning("api %s %s from %s (identity %r): %d %s", method, path, peer, identity, status, reason)
+
+    async def _answer(self, writer: asyncio.StreamWriter, response: Response) -> None:
+        status, ctype, body = response
+        try:
+            reason = http.HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Unknown"
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        writer.write(head.encode("latin-1") + body)
+        async with asyncio.timeout(self._config.api_request_timeout):
+            await writer.drain()
+
+    @staticmethod
+    async def _drain_unread(reader: asyncio.StreamReader) -> None:
+        """Read (and drop) what the client still sends for a moment, so that closing does not reset
+        the connection before it has read the answer."""
+        try:
+            async with asyncio.timeout(_LINGER):
+                while await reader.read(64 * 1024):
+                    pass
+        except (OSError, TimeoutError):
+            pass
+
+    # -- in a handler thread -----------------------------------------------------------------
+    def _respond(self, method: str, path: str, body: bytes) -> Response:
+        try:
+            return self._route(method, path, body)
+        except Exception:
+            log.exception("handler for %s %s failed", method, path)
+            return json_response(500, {"error": "internal error, see agent log"})
+
+    def _route(self, method: str, path: str, body: bytes) -> Response:
+        route = self._routes.get(path) if method == "GET" else None
+        if route is not None:
+            return route()
+        for m, rx, handler in self._handlers:
+            match = rx.fullmatch(path)
+            if match and m == method:
+                return handler(match.groups(), body)
+        return json_response(404, {"error": f"no route {method} {path}"})

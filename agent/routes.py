@@ -15,7 +15,7 @@ from agent.jobspec import JobspecError
 def _body_json(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body or b"{}")
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes that are no UTF-8/16/32
         raise AgentError(f"request body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise AgentError("request body must be a JSON object")
