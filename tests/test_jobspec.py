@@ -13,10 +13,14 @@ from hypothesis import strategies as st
 from agent.errors import AgentError
 from agent.jobspec import JobspecError, ParsedJob, load_jobspec, parse_duration, parse_jobspec
 from agent.jobspec.fields import UNIMPLEMENTED
-from agent.model import ChangeScript, Check, Network, Port, RestartPolicy
+from agent.model import ChangeScript, Check, Network, Port, RestartPolicy, Vault
 
 SPECS = Path(__file__).parent / "jobspecs"
 NOT_IMPLEMENTED = "accepted but not implemented by fieldlab-agent"
+WORKLOAD_IDENTITY = (
+    "workload identity roles are not implemented by fieldlab-agent: the task's token is created "
+    "through the agent's token role with the block's policies"
+)
 
 
 def _parse(text: str, fmt: str | None = None) -> ParsedJob:
@@ -81,13 +85,14 @@ def test_pause_container_reporters_job_completed_keeps_its_structure() -> None:
 
 def test_template_change_mode_job_reads_modes_signals_and_durations() -> None:
     parsed = load_jobspec(SPECS / "template-change-mode.hcl")
-    assert parsed.warnings == (f"job.pki-probe.group.probe.task.probe.vault: {NOT_IMPLEMENTED}",)
+    assert parsed.warnings == (f"job.pki-probe.group.probe.task.probe.vault.role: {WORKLOAD_IDENTITY}",)
     job = parsed.job
     assert dict(job.meta) == {"seed": "nomad-24140"}
     (group,) = job.groups
     assert group.restart == RestartPolicy(attempts=3, interval=300.0, delay=10.0, mode="fail")
     (task,) = group.tasks
     assert (task.kill_timeout, task.kill_signal) == (90.0, "SIGINT")
+    assert task.vault == Vault(policies=("fieldlab-job-probe",), role="fieldlab-workload")
     assert task.env["PROBE_ALLOC"] == "${NOMAD_ALLOC_ID}"  # kept for runtime interpolation
     cert, key, serial, noop = task.templates
     assert (cert.destination, cert.change_mode, cert.change_signal) == (
@@ -462,7 +467,7 @@ def test_the_base_of_the_rejection_cases_is_valid() -> None:
         ),
         (
             'destination = "local/x"',
-            'destination = "alloc/x"',
+            'destination = "work/x"',
             f"{_T}.template[0].destination",
             "under local/",
         ),
@@ -509,11 +514,48 @@ def test_the_base_of_the_rejection_cases_is_valid() -> None:
             "job.t.group.g.network.port",
             'ports need network mode "bridge"',
         ),
+        (
+            'kill_signal = "SIGTERM"',
+            'kill_signal = "SIGTERM"\nvault {\nchange_mode = "noop"\n}',
+            f"{_T}.vault.policies",
+            "required: the policies of the task's Vault token",
+        ),
+        (
+            'kill_signal = "SIGTERM"',
+            'kill_signal = "SIGTERM"\nvault {\npolicies = ["job", "root"]\n}',
+            f"{_T}.vault.policies[1]",
+            "'root' cannot be a task's policy",
+        ),
+        (
+            'kill_signal = "SIGTERM"',
+            'kill_signal = "SIGTERM"\nvault {\npolicies = ["job"]\nchange_mode = "signal"\n}',
+            f"{_T}.vault.change_signal",
+            'required with change_mode = "signal"',
+        ),
     ],
 )
 def test_invalid_values_are_rejected_with_path_and_reason(old: str, new: str, path: str, reason: str) -> None:
     problems = _problems(_mutated(old, new))
     assert any(p == path and reason in r for p, r in problems), problems
+
+
+def test_a_vault_block_gives_the_task_its_policies_without_a_warning() -> None:
+    parsed = _parse(
+        _mutated(
+            'kill_signal = "SIGTERM"',
+            'kill_signal = "SIGTERM"\nvault {\npolicies = ["fieldlab-job-probe"]\n'
+            'change_mode = "signal"\nchange_signal = "SIGHUP"\nenv = false\ndisable_file = true\n}',
+        )
+    )
+    assert parsed.warnings == ()
+    (task,) = parsed.job.groups[0].tasks
+    assert task.vault == Vault(
+        policies=("fieldlab-job-probe",), change_mode="signal", change_signal="SIGHUP", env=False, file=False
+    )
+    plain = _parse(
+        _mutated('kill_signal = "SIGTERM"', 'kill_signal = "SIGTERM"\nvault {\npolicies = ["a"]\n}')
+    )
+    assert plain.job.groups[0].tasks[0].vault == Vault(policies=("a",))  # restart, env and file by default
 
 
 def test_duplicate_task_names_are_rejected() -> None:
@@ -737,3 +779,18 @@ def test_parse_duration_rejects_what_go_rejects(text: str) -> None:
 def test_parse_duration_is_the_arithmetic_of_its_parts(h: int, m: int, s: int, ms: int) -> None:
     assert parse_duration(f"{h}h{m}m{s}s") == h * 3600 + m * 60 + s
     assert parse_duration(f"{h}h{m}m{s}s{ms}ms") == ((h * 3600 + m * 60 + s) * 1000 + ms) / 1000
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("alloc/shared.conf", "alloc/shared.conf"),
+        ("${NOMAD_ALLOC_DIR}/shared.conf", "alloc/shared.conf"),
+        ("${NOMAD_TASK_DIR}/x", "local/x"),
+        ("${NOMAD_SECRETS_DIR}/x", "secrets/x"),
+    ],
+)
+def test_template_destinations_in_nomads_sandbox_are_accepted(given: str, stored: str) -> None:
+    """Nomad's default template sandbox is the task dir plus the alloc's shared alloc/ dir."""
+    job = _parse(_BASE.replace('destination = "local/x"', f'destination = "{given}"')).job
+    assert job.groups[0].tasks[0].templates[0].destination == stored

@@ -42,7 +42,7 @@ CHANGE_MODES = ("noop", "signal", "restart", "script")
 VAULT_CHANGE_MODES = ("noop", "signal", "restart")
 CHECK_TYPES = ("http", "tcp", "script")
 SERVICE_PROVIDERS = ("consul", "nomad")
-TEMPLATE_DIRS = ("local", "secrets")
+TEMPLATE_DIRS = ("local", "secrets", "alloc")  # alloc/: the alloc's shared dir, as Nomad's sandbox
 
 # Names end up in container names, label values and paths.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -58,7 +58,11 @@ _MIN_CHECK_INTERVAL = 1.0
 _MIN_CPU = 1
 _MIN_MEMORY = 10
 _DEFAULT_KILL_SIGNAL = {"docker": "SIGTERM", "exec": "SIGINT"}
-_TASK_DIR_VARS = {"${NOMAD_TASK_DIR}": "local", "${NOMAD_SECRETS_DIR}": "secrets"}
+_TASK_DIR_VARS = {
+    "${NOMAD_TASK_DIR}": "local",
+    "${NOMAD_SECRETS_DIR}": "secrets",
+    "${NOMAD_ALLOC_DIR}": "alloc",
+}
 
 
 def _choices(options: tuple[str, ...]) -> str:
@@ -161,10 +165,23 @@ class Builder:
         if not blocks:
             return None
         _, v, vpath = blocks[0]
-        self.report.warn(vpath)  # parsed, but no per-task Vault token is derived yet
         self._keys(v, "vault", vpath)
         policies = self._str_list(v, "policies", vpath)
         role = self._str(v, "role", vpath)
+        if not policies:
+            # Through the agent's token role an empty list would grant every policy the role allows.
+            self.report.error(
+                join(vpath, "policies"), "required: the policies of the task's Vault token (at least one)"
+            )
+        for i, policy in enumerate(policies):
+            if not policy.strip() or policy == "root":
+                self.report.error(f"{join(vpath, 'policies')}[{i}]", f"{policy!r} cannot be a task's policy")
+        if role:
+            self.report.warn(
+                join(vpath, "role"),
+                "workload identity roles are not implemented by fieldlab-agent: the task's token is "
+                "created through the agent's token role with the block's policies",
+            )
         change_mode = self._choice(v, "change_mode", vpath, VAULT_CHANGE_MODES, "restart")
         change_signal = self._str(v, "change_signal", vpath)
         if change_mode == "signal" and not change_signal:
@@ -459,7 +476,8 @@ class Builder:
         ):
             self.report.error(
                 join(path, "destination"),
-                f'"{raw}" must be a file under local/ or secrets/ of the task dir, without ".."',
+                f'"{raw}" must be a file under local/ or secrets/ of the task dir, or under the alloc\'s '
+                'shared alloc/ dir, without ".."',
             )
             return ""
         return normal

@@ -12,7 +12,7 @@ from agent.fsutil import mount_secrets, unmount_below
 
 class TaskDirs(Protocol):
     def prepare(self, task_dir: Path) -> None:
-        """Create local/ and mount secrets/."""
+        """Create local/ (and the alloc's shared alloc/ dir, the task dirs' sibling) and mount secrets/."""
 
     def remount_secrets(self, task_dir: Path) -> bool:
         """Mount secrets/ again if it is not mounted (after a reboot); whether it was mounted now."""
@@ -23,6 +23,9 @@ class TaskDirs(Protocol):
 
 class HostTaskDirs:
     def prepare(self, task_dir: Path) -> None:
+        shared = task_dir.parent / "alloc"  # the alloc's shared dir (NOMAD_ALLOC_DIR), 0777 as Nomad's
+        shared.mkdir(parents=True, exist_ok=True)
+        shared.chmod(0o777)
         local = task_dir / "local"
         local.mkdir(parents=True, exist_ok=True)
         local.chmod(0o755)
