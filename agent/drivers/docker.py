@@ -89,6 +89,7 @@ class DockerDriver:
                     network_mode="none",
                     init=True,
                     restart_policy={"Name": "unless-stopped"},
+                    security_opt=["no-new-privileges"],
                     labels=self._labels(job, group, alloc_id, "", "pause"),
                 )
             except docker.errors.ImageNotFound:
@@ -141,7 +142,10 @@ class DockerDriver:
                 str(ctx.task_dir / "secrets"): {"bind": "/secrets", "mode": "rw"},
             },
             "stop_signal": task.kill_signal,
+            "security_opt": ["no-new-privileges"],  # setuid binaries in the image gain nothing
         }
+        if self.pids_limit > 0:
+            kw["pids_limit"] = self.pids_limit
         if ctx.netns_owner is not None:
             kw["network_mode"] = f"container:{ctx.netns_owner.id}"
         elif ctx.network_mode in ("host", "none"):

@@ -1,8 +1,45 @@
-"""The exec driver: a plain process in the alloc's network namespace, joined by path (nsenter), in a
-cgroup of its own, in its own session so that it outlives an agent restart. A restarted agent finds
-it again by pid plus the process start time (which a reused pid would not have).
+"""The exec driver: a plain process, isolated as Nomad's exec driver isolates it by default, and
+stricter where that is cheap. Nothing but util-linux, coreutils and /bin/sh is used (no helper binary):
 
-Exit is watched with a pidfd (no polling); the agent's own children are reaped for their exit code.
+    agent --Popen(new session)--> P  /bin/sh: joins the task's cgroups; `trap ''` on the signals the
+                                     agent sends; exec nsenter --net=<alloc netns> (joined by path);
+                                     exec unshare --mount --pid --ipc --uts --fork --kill-child.
+                                     P is the pid the agent tracks (TaskHandle.id), and its process group.
+    P (unshare, waiting) --fork--> C  pid 1 of the new pid namespace, /bin/sh with the setup script:
+                                     a tmpfs root at <task dir>/chroot holding the chroot_env allowlist
+                                     (bind, ro,nosuid,nodev), /local, /secrets, /alloc (if the alloc has
+                                     one) and /tmp (<task dir>/tmp) rw,nosuid,nodev, a fresh /proc
+                                     (/proc/sys read-only), a minimal /dev (null zero full random
+                                     urandom tty, fd links, a small /dev/shm); the root is remounted
+                                     read-only, pivot_root'ed into, and the host's root detached; then
+                                     exec /bin/sh -c INIT (inside the new root): the task's init.
+    C --fork--> W                    env --default-signal setpriv --reuid --regid --groups
+                                     --inh-caps=-all --bounding-set --no-new-privs -- <command> <args>:
+                                     the workload, as `user` (nobody by default). C waits for it and
+                                     exits with its status; pid 1 exiting takes the namespace down.
+
+The mounts exist only in the task's private mount namespace (propagation private): the host's mount
+table never sees them and they go with the task's last process, so teardown (`unmount_below`) and the
+sweeper find nothing of them to unmount; <task dir>/chroot is an empty directory on the host.
+
+Signals: `os.killpg(P, sig)` reaches P, C, W and W's children (no job control anywhere, so all stay
+in P's process group). P (unshare) and C ignore the agent's signals, inherited SIG_IGN from P's
+`trap ''` (C is also pid 1 of its namespace, which drops signals it has no handler for); W starts
+with every signal reset to its default (`env --default-signal`), so a workload's own handlers (or
+default actions) see exactly what the agent sends. Exit: W's exit code, or 128+N if a signal N killed
+it (as docker reports it); SIGKILL to the group (stop after kill_timeout) kills P itself (-9).
+
+A restarted agent finds P again by pid plus the process start time (which a reused pid would not
+have); exits are watched with a pidfd (no polling), the agent's own children reaped for their code.
+`exec` (change_mode script) enters C's namespaces and root with nsenter, joins the task's cgroups
+and runs the command through the same setpriv as the workload (read back from C's command line).
+
+Users: `user` is resolved on the node (nobody when unset); uid 0 only when the client config allows
+it (exec_allow_root), otherwise, and for an unknown user, start is a DriverError. local/ and secrets/
+are chowned to the user at every start (files the agent writes there keep their owner and perms);
+root keeps ROOT_CAPS only, any other user no capability. The chroot must hold sh, env, setpriv and
+umount (DEFAULT_CHROOT_ENV does, through /bin and /usr); start checks that. A setup that fails is a
+DriverError carrying the setup's stderr; start returns once the init runs inside the new root.
 """
 
 from __future__ import annotations
@@ -10,18 +47,72 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pwd
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from agent.config import DEFAULT_CHROOT_ENV
 from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle, TaskStatus
 from agent.model import Task
 
 log = logging.getLogger(__name__)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+DEFAULT_USER = "nobody"
+CHROOT_DIR = "chroot"  # the task's root (a mount point inside its mount namespace only)
+TMP_DIR = "tmp"  # <task dir>/tmp, the task's /tmp
+INIT_NAME = "fieldlab-task"  # $0 of the task's init (C): how exec and start recognise it
+SETUP_NAME = "fieldlab-setup"
+SETUP_TIMEOUT = 15.0  # seconds for the chroot to be built
+TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The signals the agent may send (change_signal, kill_signal) that would end P or C by default.
+SHIELDED_SIGNALS = tuple(
+    int(getattr(signal, name))
+    for name in [
+        *("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE"),
+        *("SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGTSTP", "SIGTTIN"),
+        *("SIGTTOU", "SIGXCPU", "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGIO", "SIGPWR", "SIGSYS"),
+    ]
+    if hasattr(signal, name)
+)
+# What a task running as root may keep: docker's default set without mknod and sys_chroot (a chroot
+# is no boundary to CAP_SYS_CHROOT). Any other user keeps no capability at all.
+ROOT_CAPS = (
+    "audit_write",
+    "chown",
+    "dac_override",
+    "fowner",
+    "fsetid",
+    "kill",
+    "net_bind_service",
+    "setfcap",
+    "setgid",
+    "setpcap",
+    "setuid",
+)
+# Task-dir variables the runner may set to host paths: inside the chroot they are these (as Nomad's).
+CHROOT_PATH_VARS = {"NOMAD_ALLOC_DIR": "/alloc", "NOMAD_TASK_DIR": "/local", "NOMAD_SECRETS_DIR": "/secrets"}
+DEV_SHM = "/dev/shm"  # noqa: S108 - inside the chroot: a tmpfs of the task's own
+DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+DEV_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+)
+# The task's init (C), run by /bin/sh inside the new root as
+#   sh -c INIT fieldlab-task <env> <setpriv> <uid> <gid> <groups> <caps> <command> <args...>
+INIT = (
+    'env=$1 setpriv=$2 uid=$3 gid=$4 groups=$5 caps=$6; shift 6; "$env" --default-signal "$setpriv" '
+    '--reuid="$uid" --regid="$gid" --groups="$groups" --inh-caps=-all --bounding-set="$caps" '
+    '--no-new-privs -- "$@" & wait $!'
+)
 
 
 def proc_start_time(pid: int) -> str | None:
@@ -111,6 +202,108 @@ class Cgroups:
                 d.rmdir()
 
 
+@dataclass(frozen=True)
+class TaskUser:
+    """Who an exec task runs as, resolved on the node (the chroot's /etc/passwd is the node's)."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+
+    @property
+    def caps(self) -> str:
+        """setpriv's --bounding-set: nothing for a user, ROOT_CAPS for root."""
+        return ",".join(["-all", *(f"+{c}" for c in ROOT_CAPS)]) if self.uid == 0 else "-all"
+
+
+def resolve_user(task: Task, allow_root: bool) -> TaskUser:
+    """The task's `user` (nobody when unset); root only when the client config allows it."""
+    name = task.user or DEFAULT_USER
+    try:
+        pw = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except (KeyError, ValueError, OverflowError):
+        raise DriverError("exec", f"task {task.name}", f'user "{name}" does not exist on this node') from None
+    if pw.pw_uid == 0 and not allow_root:
+        raise DriverError(
+            "exec",
+            f"task {task.name}",
+            f'user "{name}" (uid 0) is not allowed: exec tasks run as root only when the client '
+            "config sets exec_allow_root = true",
+        )
+    groups = tuple(dict.fromkeys([pw.pw_gid, *os.getgrouplist(pw.pw_name, pw.pw_gid)]))
+    return TaskUser(pw.pw_name, pw.pw_uid, pw.pw_gid, groups)
+
+
+@dataclass(frozen=True)
+class InitArgs:
+    """The task's init (C) as read back from its command line: what `exec` needs after a restart."""
+
+    env: str
+    setpriv: str
+    uid: str
+    gid: str
+    groups: str
+    caps: str
+
+    @classmethod
+    def of(cls, pid: int) -> InitArgs | None:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        if len(argv) < 10 or argv[1:4] != [b"-c", INIT.encode(), INIT_NAME.encode()]:
+            return None
+        return cls(*(a.decode() for a in argv[4:10]))
+
+    def setpriv_argv(self) -> list[str]:
+        """The same privileges as the workload (INIT), for a command run in the task."""
+        return [
+            self.env,
+            "--default-signal",
+            self.setpriv,
+            f"--reuid={self.uid}",
+            f"--regid={self.gid}",
+            f"--groups={self.groups}",
+            "--inh-caps=-all",
+            f"--bounding-set={self.caps}",
+            "--no-new-privs",
+            "--",
+        ]
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def task_init(pid: int) -> tuple[int, InitArgs] | None:
+    """The init (C) of the task whose tracked pid is `pid`, once it runs inside the new root."""
+    for child in children(pid):
+        args = InitArgs.of(child)
+        if args is not None:
+            return child, args
+    return None
+
+
+def _host_tool(name: str) -> str:
+    found = shutil.which(name, path=TOOL_PATH)
+    if found is None:
+        raise DriverError("exec", "isolation", f"{name} not found on this node (util-linux/coreutils)")
+    return found
+
+
+@dataclass(frozen=True)
+class Bind:
+    """One chroot_env entry that exists on the node."""
+
+    host: str
+    inside: str
+    is_dir: bool
+
+
 class ExecDriver:
     name = "exec"
     joins_container_netns = False
@@ -120,7 +313,7 @@ class ExecDriver:
         on_exit: ExitReport | None = None,
         *,
         allow_root: bool = False,
-        chroot_env: tuple[tuple[str, str], ...] = (),
+        chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV,
     ) -> None:
         self.on_exit = on_exit  # (alloc id, pid) -> None, called from a watcher thread
         self.allow_root = allow_root  # a task may ask for user "root" (client config exec_allow_root)
@@ -129,30 +322,161 @@ class ExecDriver:
         self._codes: dict[int, int] = {}
         self._lock = threading.Lock()
 
+    # -- the chroot -------------------------------------------------------------------------------
+    def binds(self) -> list[Bind]:
+        """chroot_env entries whose host path exists, parents first (missing ones are skipped, as
+        Nomad does: /lib64 is not on every node)."""
+        out = []
+        for host, inside in self.chroot_env:
+            if os.path.exists(host):
+                out.append(Bind(host, os.path.normpath(inside), os.path.isdir(host)))
+        return sorted(out, key=lambda b: b.inside)
+
+    def inside_path(self, tool: str) -> str:
+        """Where a node tool the init needs is inside the chroot (through chroot_env)."""
+        for base in ("/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+            host = f"{base}/{tool}"
+            if not os.path.exists(host):
+                continue
+            for b in self.binds():
+                if host == b.host or host.startswith(b.host.rstrip("/") + "/"):
+                    return b.inside.rstrip("/") + host[len(b.host.rstrip("/")) :] or "/"
+        raise DriverError(
+            "exec",
+            "chroot_env",
+            f"{tool} is not inside the chroot (the task's init needs sh, env, setpriv and umount)",
+        )
+
+    def setup_script(self, task_dir: Path) -> str:
+        """The script C runs (as pid 1 of the new namespaces, still on the host's root): build the
+        root, pivot into it, detach the host's root, exec the init given as "$@"."""
+        mount, mkdir, ln, pivot = (_host_tool(t) for t in ("mount", "mkdir", "ln", "pivot_root"))
+        umount = self.inside_path("umount")
+        q = shlex.quote
+
+        def at(inside: str) -> str:
+            return '"$R"' + q(inside)
+
+        lines = [
+            "set -e",
+            f"R={q(str(task_dir / CHROOT_DIR))}",
+            f'{mount} -t tmpfs -o mode=0755,size=1m,nr_inodes=4096,nosuid,nodev fieldlab-root "$R"',
+        ]
+        for b in self.binds():
+            if b.is_dir:
+                lines.append(f"{mkdir} -p {at(b.inside)}")
+            else:
+                lines += [f"{mkdir} -p {at(os.path.dirname(b.inside))}", f": > {at(b.inside)}"]
+            lines.append(f"{mount} -o bind,ro,nosuid,nodev {q(b.host)} {at(b.inside)}")
+        shared = task_dir.parent / "alloc"
+        task_mounts = [(task_dir / "local", "/local"), (task_dir / "secrets", "/secrets")]
+        task_mounts += [(task_dir / TMP_DIR, "/tmp")]  # noqa: S108 - the chroot's /tmp
+        if shared.is_dir():
+            task_mounts.append((shared, "/alloc"))
+        for host_dir, inside in task_mounts:
+            lines += [
+                f"{mkdir} -p {at(inside)}",
+                f"{mount} -o bind,nosuid,nodev {q(str(host_dir))} {at(inside)}",
+            ]
+        lines += [
+            f"{mkdir} -p {at('/proc')} {at('/dev')}",
+            f"{mount} -t proc -o nosuid,nodev,noexec proc {at('/proc')}",
+            f"{mount} -o bind,ro {at('/proc/sys')} {at('/proc/sys')}",
+            f"if [ -e {at('/proc/sysrq-trigger')} ]; then "
+            f"{mount} -o bind /dev/null {at('/proc/sysrq-trigger')}; fi",
+            f"{mount} -t tmpfs -o mode=0755,size=64k,nosuid,noexec fieldlab-dev {at('/dev')}",
+        ]
+        for node in DEV_NODES:
+            lines += [f": > {at('/dev/' + node)}", f"{mount} -o bind /dev/{node} {at('/dev/' + node)}"]
+        lines += [f"{ln} -s {q(target)} {at('/dev/' + name)}" for name, target in DEV_LINKS]
+        lines += [
+            f"{mkdir} -m 1777 {at(DEV_SHM)}",
+            f"{mount} -t tmpfs -o mode=1777,size=64m,nosuid,nodev,noexec shm {at(DEV_SHM)}",
+            f"{mount} -o remount,ro {at('/dev')}",
+            f"{mkdir} {at('/.oldroot')}",
+            f'{mount} -o remount,ro "$R"',
+            'cd "$R"',
+            f"{pivot} . .oldroot",
+            "cd /",
+            f"{q(umount)} -l /.oldroot",
+            'exec "$@"',
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _prepare_dirs(self, task_dir: Path, user: TaskUser) -> None:
+        """The chroot's mount point, /tmp, and local/ + secrets/ owned by the task's user."""
+        (task_dir / CHROOT_DIR).mkdir(mode=0o755, exist_ok=True)
+        tmp = task_dir / TMP_DIR
+        tmp.mkdir(exist_ok=True)
+        tmp.chmod(0o1777)
+        for d in ("local", "secrets"):
+            os.chown(task_dir / d, user.uid, user.gid)
+
+    # -- start --------------------------------------------------------------------------------------
     def start(self, ctx: TaskContext) -> TaskHandle:
-        alloc_id, task, netns, task_dir, env = ctx.alloc_id, ctx.task, ctx.netns, ctx.task_dir, ctx.env
+        alloc_id, task, netns, task_dir = ctx.alloc_id, ctx.task, ctx.netns, ctx.task_dir
+        env = {**ctx.env, **{k: v for k, v in CHROOT_PATH_VARS.items() if k in ctx.env}}
         cmd = str(task.config.get("command", ""))
         args = [str(a) for a in task.config.get("args", [])]
+        user = resolve_user(task, self.allow_root)
+        init = [
+            self.inside_path("sh"),
+            "-c",
+            INIT,
+            INIT_NAME,
+            self.inside_path("env"),
+            self.inside_path("setpriv"),
+            str(user.uid),
+            str(user.gid),
+            ",".join(str(g) for g in user.groups),
+            user.caps,
+            cmd,
+            *args,
+        ]
+        setup = self.setup_script(task_dir)
+        argv = [
+            _host_tool("unshare"),
+            "--mount",
+            "--propagation=private",
+            "--pid",
+            "--ipc",
+            "--uts",
+            "--fork",
+            "--kill-child",
+            "--",
+            "/bin/sh",
+            "-c",
+            setup,
+            SETUP_NAME,
+            *init,
+        ]
+        if netns is not None:
+            argv = [_host_tool("nsenter"), f"--net={netns}", "--", *argv]
+        try:
+            self._prepare_dirs(task_dir, user)
+        except OSError as exc:
+            raise DriverError("exec", f"task {task.name}", f"task dir: {exc}") from None
         cg = Cgroups(f"{alloc_id}.{task.name}")
         problems = cg.create(task.resources.memory, task.resources.cpu)
         if problems:
             log.warning(
                 "alloc=%s task=%s cgroup limits not fully applied: %s", alloc_id[:8], task.name, problems
             )
-        argv = [cmd, *args]
-        if netns is not None:
-            argv = ["nsenter", f"--net={netns}", "--", *argv]
-        # The shell joins the cgroups before exec'ing the task, so no child escapes them.
-        joins = "; ".join(f"echo $$ > {shlex.quote(str(p))}" for p in cg.procs_files())
-        script = f"{joins}; exec {shlex.join(argv)}" if joins else f"exec {shlex.join(argv)}"
+        # P joins the cgroups before exec'ing anything, so no child escapes them; it ignores the
+        # signals the agent sends (they are the workload's: see the module docstring).
+        joins = "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in cg.procs_files())
+        shield = " ".join(str(s) for s in SHIELDED_SIGNALS)
+        script = f"{joins}trap '' {shield}; exec {shlex.join(argv)}"
         logs = task_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        stderr_file = logs / "stderr"
+        offset = stderr_file.stat().st_size if stderr_file.exists() else 0
         try:
-            with (logs / "stdout").open("ab") as out, (logs / "stderr").open("ab") as err:
+            with (logs / "stdout").open("ab") as out, stderr_file.open("ab") as err:
                 proc = subprocess.Popen(
                     ["/bin/sh", "-c", script],
-                    cwd=task_dir,
-                    env=dict(env),
+                    cwd="/",
+                    env=env,
                     stdout=out,
                     stderr=err,
                     stdin=subprocess.DEVNULL,
@@ -160,6 +484,7 @@ class ExecDriver:
                 )
         except OSError as exc:
             raise DriverError("exec", f"task {task.name}", f"cannot start {cmd!r}: {exc.strerror}") from None
+        self._wait_for_init(proc, task, stderr_file, offset)
         started = proc_start_time(proc.pid)
         if started is None:
             proc.wait()
@@ -169,6 +494,29 @@ class ExecDriver:
         handle = TaskHandle("exec", str(proc.pid), started)
         self._watch_pid(alloc_id, handle)
         return handle
+
+    def _wait_for_init(
+        self, proc: subprocess.Popen[bytes], task: Task, stderr_file: Path, offset: int
+    ) -> None:
+        """Until the init runs inside the finished root; a setup that fails is a DriverError that
+        says why (the setup's stderr), not a task that exits."""
+        deadline = time.monotonic() + SETUP_TIMEOUT
+        while task_init(proc.pid) is None:
+            if proc.poll() is not None:
+                with contextlib.suppress(OSError), stderr_file.open("rb") as fh:
+                    fh.seek(offset)
+                    said = fh.read().decode(errors="replace").strip()[-400:]
+                raise DriverError(
+                    "exec",
+                    f"task {task.name}",
+                    f"isolation setup failed (exit {proc.returncode}): {said or 'no output'}",
+                )
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise DriverError("exec", f"task {task.name}", f"isolation setup took over {SETUP_TIMEOUT}s")
+            time.sleep(0.005)
 
     def watch(self, report: ExitReport, stop: threading.Event) -> None:
         """Exits are reported by one pidfd waiter per task (see reattach): just take the report."""
@@ -224,6 +572,8 @@ class ExecDriver:
         return int(handle.id) if self._alive(handle) else 0
 
     def signal(self, handle: TaskHandle, sig: str) -> None:
+        """To the task's process group: the workload (and its children) get it, P and the init
+        ignore it (module docstring)."""
         if not self._alive(handle):
             raise DriverError("exec", f"pid {handle.id}", "is gone")
         os.killpg(int(handle.id), signal.Signals[sig])
@@ -253,13 +603,86 @@ class ExecDriver:
             self._codes[pid] = proc.returncode
 
     def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
-        """Run a command inside the task's namespaces (for change_mode script)."""
-        cmd = ["nsenter", f"--target={handle.id}", "--net", "--mount", "--", *argv]
+        """Run a command inside the task (change_mode script): its mount, pid, network, ipc and uts
+        namespaces, its root, its cgroups, its environment and its user and capabilities."""
+        if not self._alive(handle):
+            return -1, "task is not running"
+        found = task_init(int(handle.id))
+        if found is None:
+            if _isolated(int(handle.id)):
+                return -1, "the task's init is gone"
+            return self._exec_legacy(handle, argv, timeout)
+        init, spec = found
         try:
-            res = subprocess.run(cmd, capture_output=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return -1, f"timed out after {timeout:.0f}s"
-        return res.returncode, (res.stdout + res.stderr).decode(errors="replace")
+            env = dict(
+                kv.split("=", 1)
+                for kv in Path(f"/proc/{init}/environ").read_bytes().decode(errors="replace").split("\0")
+                if "=" in kv
+            )
+        except OSError:
+            env = {}
+        inner = [
+            _host_tool("nsenter"),
+            f"--target={init}",
+            "--mount",
+            "--pid",
+            "--net",
+            "--ipc",
+            "--uts",
+            "--root",
+            "--wd",
+            "--",
+            *spec.setpriv_argv(),
+            *argv,
+        ]
+        joins = "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in _cgroup_procs_of(init))
+        return _run(["/bin/sh", "-c", f"{joins}exec {shlex.join(inner)}"], env, timeout)
+
+    def _exec_legacy(self, handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
+        """A task started by an agent without isolation (before an upgrade): as that agent did."""
+        return _run(["nsenter", f"--target={handle.id}", "--net", "--mount", "--", *argv], None, timeout)
 
     def remove_cgroups(self, alloc_id: str, task: str) -> None:
         Cgroups(f"{alloc_id}.{task}").remove()
+
+
+def _isolated(pid: int) -> bool:
+    """Whether the tracked process is the unshare of an isolated task (not a pre-isolation task)."""
+    try:
+        return SETUP_NAME.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return True
+
+
+def _cgroup_procs_of(pid: int) -> list[Path]:
+    """The cgroup.procs files of the task cgroups process `pid` is in."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        path = line.split(":", 2)[-1]
+        if path.startswith("/fieldlab/"):
+            return Cgroups(path.split("/")[2]).procs_files()
+    return []
+
+
+def _run(argv: list[str], env: dict[str, str] | None, timeout: float) -> tuple[int, str]:
+    """(exit code, stdout+stderr); on timeout the whole process group is killed."""
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return -1, f"timed out after {timeout:.0f}s"
+    return proc.returncode, out.decode(errors="replace")
