@@ -40,10 +40,15 @@ class TLSConfig:
     ca_file: Path
 
 
+DEFAULT_TOKEN_ROLE = "fieldlab-task"  # noqa: S105 - a role name, not a secret
+"""The token role tasks' Vault tokens are created through (auth/token/create/<role>)."""
+
+
 @dataclass(frozen=True)
 class VaultConfig:
     address: str = ""
     approle_file: Path | None = None  # JSON with role_id and secret_id, mode 0600
+    token_role: str = DEFAULT_TOKEN_ROLE  # the token role that creates tasks' tokens
 
 
 @dataclass(frozen=True)
@@ -168,7 +173,10 @@ def _vault(p: str, v: Any) -> VaultConfig:
     if not isinstance(addr, str) or (addr and not addr.startswith(("http://", "https://"))):
         raise ConfigError(p, "vault.address", f"{addr!r} is not an http(s) URL")
     approle = v.get("approle_file")
-    return VaultConfig(addr, Path(approle) if approle else None)
+    role = v.get("token_role", DEFAULT_TOKEN_ROLE)
+    if not isinstance(role, str) or not role or "/" in role or role.strip() != role:
+        raise ConfigError(p, "vault.token_role", f"{role!r} is not a token role name")
+    return VaultConfig(addr, Path(approle) if approle else None, role)
 
 
 def _read(path: Path) -> dict[str, Any]:

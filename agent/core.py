@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agent.config import DEFAULT_TOKEN_ROLE
 from agent.consul import ConsulClient, ConsulData
 from agent.decisions import plan_orphan_sweep
 from agent.drivers.base import LABEL_GROUP, LABEL_JOB
@@ -30,9 +31,10 @@ from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, Re
 from agent.runner.alloc import AllocRunner, RunnerDeps
 from agent.runner.services import ServiceRegistrar
 from agent.runner.taskdirs import TaskDirs
+from agent.runner.vaulttoken import TokenIssuer
 from agent.state import StateStore
 from agent.sweeper import Sweeper, SweepReport
-from agent.templates.render import ConsulSource, SecretSource, check_template
+from agent.templates.render import ConsulSource, check_template
 from agent.templates.runner import TemplateDeps
 
 log = logging.getLogger(__name__)
@@ -69,7 +71,8 @@ class Core:
         sweeper: Sweeper | None = None,
         consul: ConsulClient | None = None,
         advertise_address: str = "",
-        vault: SecretSource | None = None,
+        vault: TokenIssuer | None = None,
+        vault_token_role: str = DEFAULT_TOKEN_ROLE,
         task_dirs: TaskDirs | None = None,
         template_render_timeout: float = 2.0,
         template_max_bytes: int = 4 * 1024 * 1024,
@@ -95,7 +98,6 @@ class Core:
             templates=TemplateDeps(
                 store,
                 self.schedule,
-                vault=vault,
                 consul=consul_kv,
                 bugs=self.bugs,
                 render_timeout=template_render_timeout,
@@ -105,6 +107,8 @@ class Core:
             dirs=task_dirs,
             services=ServiceRegistrar(consul) if consul else None,
             advertise_address=advertise_address,
+            vault=vault,
+            vault_token_role=vault_token_role,
         )
         self.restore_seconds = 0.0
         self.sweeper = sweeper

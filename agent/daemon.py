@@ -39,7 +39,7 @@ class Agent:
         self._signals = 0
         self._api: ApiServer | None = None
         self.vault = VaultStatus(configured=bool(config.vault.address))
-        # The agent's one Vault client: logged in by the start-up check, then used by templates.
+        # The agent's one Vault client: logged in by the start-up check, then creates tasks' tokens.
         self.vault_client: VaultClient | None = None
         self.faults = Faults.from_env(os.environ)
         self.core: Core | None = None

@@ -1,8 +1,9 @@
 """The agent's Vault (OpenBao) status at start-up: one AppRole login, through the agent's VaultClient.
 
 The daemon makes its one `VaultClient` (`vault_client`), logs it in at start-up (`check_vault`) and
-hands that same client to the core for templates: one login implementation (VaultClient.login) and no
-token made only for this check.
+hands that same client to the core, which creates each task's own token with it (templates never read
+with the agent's token): one login implementation (VaultClient.login) and no token made only for
+this check.
 """
 
 from __future__ import annotations

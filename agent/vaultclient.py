@@ -8,8 +8,11 @@
   point between 60 % and 80 % of its TTL, so that many templates do not re-issue in lock step.
 - Errors: `VaultUnavailable` (connection refused, timeout, sealed, 5xx, 429) is for the caller to
   retry with `backoff(attempt)`; `VaultDenied` (403) and `VaultNotFound` (404) are not retried.
+- Tasks get tokens of their own (agent.runner.vaulttoken): the agent's token only creates them through
+  a token role (`create_token`) and revokes them (`revoke_accessor`); a `TokenClient` makes a task's
+  requests with the task's token, which renews and looks itself up (renew-self, lookup-self).
 
-The token and the AppRole secret_id are never logged nor put into an error message.
+Tokens and the AppRole secret_id are never logged nor put into an error message.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +79,36 @@ class SecretResult:
     @property
     def expires_at(self) -> float | None:
         return self.fetched_at + self.ttl if self.ttl > 0 else None
+
+
+@dataclass(frozen=True)
+class TokenGrant:
+    """A token as the server granted, renewed or looked it up: its accessor (not a secret: it names the
+    token for lookup or revocation without granting its use), policies and TTL as of `granted_at`
+    (our clock). `token` is the secret itself, only after a create; it never shows in a repr."""
+
+    accessor: str
+    ttl: float
+    renewable: bool
+    granted_at: float
+    policies: tuple[str, ...] = ()
+    token: str = field(default="", repr=False, compare=False)
+    warnings: tuple[str, ...] = field(default=())
+
+
+def _grant(info: dict[str, Any], granted_at: float, warnings: Any = None) -> TokenGrant:
+    """A TokenGrant from an `auth` block (create, renew: lease_duration) or lookup `data` (ttl)."""
+    ttl = info.get("lease_duration", info.get("ttl"))
+    policies = info.get("token_policies") or info.get("policies") or ()
+    return TokenGrant(
+        accessor=str(info.get("accessor") or ""),
+        ttl=float(ttl or 0),
+        renewable=bool(info.get("renewable")),
+        granted_at=granted_at,
+        policies=tuple(str(p) for p in policies),
+        token=str(info.get("client_token") or ""),
+        warnings=tuple(str(w) for w in warnings or ()),
+    )
 
 
 def reissue_at(
@@ -137,7 +170,126 @@ def _classify(exc: Exception, op: str, path: str) -> VaultError:
     return cls(op, path, errors)
 
 
-class VaultClient:
+class _VaultApi:
+    """Requests to one server, each with the token `_request` picks: reads, writes and what a
+    template's `secret()` gets. Subclasses decide which token and what a denial leads to."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        hvac_client: hvac.Client | None = None,
+    ) -> None:
+        self.address = address.rstrip("/")
+        self.timeout = timeout
+        self.clock = clock
+        # hvac's client carries no token (token="" also keeps it from reading VAULT_TOKEN or
+        # ~/.vault-token): each request passes its token in its headers.
+        self._hvac = hvac_client or hvac.Client(url=self.address, token="", timeout=timeout)
+
+    def _send(
+        self, method: str, path: str, body: dict[str, Any] | None, token: str, op: str = ""
+    ) -> dict[str, Any]:
+        """One request with `token`; our error for any failure (naming the path, never the token)."""
+        op = op or ("read" if method == "get" else "write")
+        try:
+            call = self._hvac.adapter.get if method == "get" else self._hvac.adapter.post
+            kwargs: dict[str, Any] = {"headers": {"X-Vault-Token": token}}
+            if body is not None:
+                kwargs["json"] = body
+            resp = call(f"/v1/{path}", **kwargs)
+        except (hvac.exceptions.VaultError, requests.RequestException) as exc:
+            raise _classify(exc, op, path) from None
+        if isinstance(resp, requests.Response):  # 204 or a non-JSON 200
+            return {}
+        return dict(resp)
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _result(self, resp: dict[str, Any], fetched_at: float) -> SecretResult:
+        data = resp.get("data") or {}
+        ttl = float(resp.get("lease_duration") or 0)
+        renewable = bool(resp.get("renewable"))
+        if ttl <= 0 and isinstance(data.get("expiration"), int | float):
+            # PKI: no lease unless the role asks for one; the certificate's expiration is its TTL.
+            ttl = max(0.0, float(data["expiration"]) - fetched_at)
+        return SecretResult(
+            data=dict(data),
+            ttl=ttl,
+            renewable=renewable,
+            fetched_at=fetched_at,
+            lease_id=str(resp.get("lease_id") or ""),
+            warnings=tuple(resp.get("warnings") or ()),
+        )
+
+    def read_result(self, path: str) -> SecretResult:
+        """GET the path; the whole result, lease information included."""
+        fetched_at = self.clock()
+        return self._result(self._request("get", path, None), fetched_at)
+
+    def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """What a template's `secret(path, **params)` gets (agent.templates.render.SecretSource): a write
+        when there are params or the path issues (`<mount>/issue/<role>`), otherwise a read; the
+        data and its TTL in seconds (0 when it does not expire)."""
+        result = self.write(path, **params) if params or "/issue/" in path else self.read_result(path)
+        return result.data, result.ttl
+
+    def read(self, path: str) -> dict[str, Any]:
+        """GET the path and return its `data`. For a KV v2 path (`secret/data/...`, given as such)
+        that is {"data": {the secret's keys}, "metadata": {version, created_time, ...}}; for other
+        paths, the response's data as it is."""
+        return self.read_result(path).data
+
+    def write(self, path: str, **params: Any) -> SecretResult:
+        """POST params to the path (e.g. `pki_int/issue/<role>` with common_name, ttl, ...). For a
+        certificate, `data` holds certificate, private_key, issuing_ca, ca_chain, serial_number and
+        expiration (unix time), and `ttl` is the seconds until that expiration."""
+        fetched_at = self.clock()
+        return self._result(self._request("post", path, params), fetched_at)
+
+
+class TokenClient(_VaultApi):
+    """Requests with one given token (a task's, from `VaultClient.create_token`): no login, and a
+    denial is final (a task's token is never swapped for another behind its back). The token renews
+    and looks itself up with the `default` policy every token gets."""
+
+    def __init__(
+        self,
+        address: str,
+        token: str,
+        *,
+        timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        hvac_client: hvac.Client | None = None,
+    ) -> None:
+        super().__init__(address, timeout=timeout, clock=clock, hvac_client=hvac_client)
+        self._token = token
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"TokenClient({self.address})"
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        return self._send(method, path.strip("/"), body, self._token)
+
+    def lookup_self(self) -> TokenGrant:
+        """The token's accessor, policies and remaining TTL; VaultDenied when the server no longer
+        knows it (revoked or expired)."""
+        granted_at = self.clock()
+        resp = self._send("get", "auth/token/lookup-self", None, self._token, op="lookup")
+        return _grant(resp.get("data") or {}, granted_at)
+
+    def renew_self(self) -> TokenGrant:
+        """Renew the token for its TTL again (a periodic token: for its period); the TTL granted, which
+        is less than asked when the token's max TTL caps it."""
+        granted_at = self.clock()
+        resp = self._send("post", "auth/token/renew-self", {}, self._token, op="renew")
+        return _grant(resp.get("auth") or {}, granted_at, resp.get("warnings"))
+
+
+class VaultClient(_VaultApi):
     """A Vault client logged in with the AppRole credentials in `approle_file` (JSON with role_id and
     secret_id, as the lab deploys it at /etc/fieldlab-agent/approle.json). Safe to share between
     threads: token state changes under a lock, each request carries the token it was given."""
@@ -150,13 +302,8 @@ class VaultClient:
         timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.address = address.rstrip("/")
+        super().__init__(address, timeout=timeout, clock=clock)
         self.approle_file = Path(approle_file)
-        self.timeout = timeout
-        self.clock = clock
-        # hvac's client carries no token (token="" also keeps it from reading VAULT_TOKEN or
-        # ~/.vault-token): each request passes the current one in its headers.
-        self._hvac = hvac.Client(url=self.address, token="", timeout=timeout)
         self._lock = threading.RLock()
         self._token = ""
         self._accessor = ""
@@ -289,62 +436,56 @@ class VaultClient:
         for attempt in (1, 2):
             token = self._current_token()
             try:
-                call = self._hvac.adapter.get if method == "get" else self._hvac.adapter.post
-                kwargs: dict[str, Any] = {"headers": {"X-Vault-Token": token}}
-                if body is not None:
-                    kwargs["json"] = body
-                resp = call(f"/v1/{path}", **kwargs)
-            except (hvac.exceptions.VaultError, requests.RequestException) as exc:
-                err = _classify(exc, op, path)
-                if isinstance(err, VaultDenied) and attempt == 1 and not self._token_is_valid(token):
+                return self._send(method, path, body, token, op)
+            except VaultDenied:
+                if attempt == 1 and not self._token_is_valid(token):
                     log.info("vault: the server no longer knows our token; logging in again")
                     with self._lock:
                         if self._token == token:
                             self._token = ""
                     continue
-                raise err from None
-            if isinstance(resp, requests.Response):  # 204 or a non-JSON 200
-                return {}
-            return dict(resp)
+                raise
         raise VaultDenied(op, path, "permission denied")  # pragma: no cover - the loop returns or raises
 
-    def _result(self, resp: dict[str, Any], fetched_at: float) -> SecretResult:
-        data = resp.get("data") or {}
-        ttl = float(resp.get("lease_duration") or 0)
-        renewable = bool(resp.get("renewable"))
-        if ttl <= 0 and isinstance(data.get("expiration"), int | float):
-            # PKI: no lease unless the role asks for one; the certificate's expiration is its TTL.
-            ttl = max(0.0, float(data["expiration"]) - fetched_at)
-        return SecretResult(
-            data=dict(data),
-            ttl=ttl,
-            renewable=renewable,
-            fetched_at=fetched_at,
-            lease_id=str(resp.get("lease_id") or ""),
-            warnings=tuple(resp.get("warnings") or ()),
+    # --- tasks' tokens (agent.runner.vaulttoken)
+
+    def create_token(
+        self,
+        role: str,
+        policies: Sequence[str],
+        *,
+        meta: Mapping[str, str] | None = None,
+        display_name: str = "",
+    ) -> TokenGrant:
+        """A new token for a task, created through the token role `role` (auth/token/create/<role>)
+        with exactly `policies`. The role's allowed_policies bound what may be asked for, and make
+        the token orphan, renewable and its TTL. No policies is refused here: through a role, an
+        empty list would grant every policy the role allows."""
+        path = f"auth/token/create/{role}"
+        if not policies:
+            raise VaultDenied("create token", path, "no policies asked for (a task token needs at least one)")
+        body: dict[str, Any] = {"policies": list(policies), "meta": dict(meta or {})}
+        if display_name:
+            body["display_name"] = display_name
+        granted_at = self.clock()
+        try:
+            resp = self._request("post", path, body)
+        except VaultError as exc:
+            if type(exc) is VaultError:  # 400: e.g. a policy outside the role's allowed_policies
+                raise VaultDenied("create token", path, exc.reason) from None
+            raise
+        auth = resp.get("auth") or {}
+        if not auth.get("client_token"):
+            raise VaultError("create token", path, "the response holds no token")
+        return _grant(auth, granted_at, resp.get("warnings"))
+
+    def revoke_accessor(self, accessor: str) -> None:
+        """Revoke a task's token by its accessor (auth/token/revoke-accessor). A token the server no
+        longer knows is not an error (it answers with a warning)."""
+        self._request("post", "auth/token/revoke-accessor", {"accessor": accessor})
+
+    def token_client(self, token: str) -> TokenClient:
+        """A client making requests with `token` (a task's), sharing this client's connections."""
+        return TokenClient(
+            self.address, token, timeout=self.timeout, clock=self.clock, hvac_client=self._hvac
         )
-
-    def read_result(self, path: str) -> SecretResult:
-        """GET the path; the whole result, lease information included."""
-        fetched_at = self.clock()
-        return self._result(self._request("get", path, None), fetched_at)
-
-    def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        """What a template's `secret(path, **params)` gets (agent.templates.render.SecretSource): a write
-        when there are params or the path issues (`<mount>/issue/<role>`), otherwise a read; the
-        data and its TTL in seconds (0 when it does not expire)."""
-        result = self.write(path, **params) if params or "/issue/" in path else self.read_result(path)
-        return result.data, result.ttl
-
-    def read(self, path: str) -> dict[str, Any]:
-        """GET the path and return its `data`. For a KV v2 path (`secret/data/...`, given as such)
-        that is {"data": {the secret's keys}, "metadata": {version, created_time, ...}}; for other
-        paths, the response's data as it is."""
-        return self.read_result(path).data
-
-    def write(self, path: str, **params: Any) -> SecretResult:
-        """POST params to the path (e.g. `pki_int/issue/<role>` with common_name, ttl, ...). For a
-        certificate, `data` holds certificate, private_key, issuing_ca, ca_chain, serial_number and
-        expiration (unix time), and `ttl` is the seconds until that expiration."""
-        fetched_at = self.clock()
-        return self._result(self._request("post", path, params), fetched_at)

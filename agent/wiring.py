@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.config import DEFAULT_CHROOT_ENV, Config
+from agent.config import DEFAULT_CHROOT_ENV, DEFAULT_TOKEN_ROLE, Config
 from agent.consul import ConsulClient
 from agent.core import Core
 from agent.decisions import plan_orphan_sweep
@@ -23,9 +23,9 @@ from agent.faults import Faults
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.plugins import check_supported, plugin_version
+from agent.runner.vaulttoken import TokenIssuer
 from agent.state import StateStore
 from agent.sweeper import Sweeper, SweepPolicy
-from agent.templates.render import SecretSource
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ class CoreSettings:
     exec_allow_root: bool = False
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
     docker_pids_limit: int = 0
+    vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
 
     @classmethod
     def from_config(cls, cfg: Config) -> CoreSettings:
@@ -57,6 +58,7 @@ class CoreSettings:
             exec_allow_root=cfg.exec_allow_root,
             chroot_env=cfg.chroot_env,
             docker_pids_limit=cfg.docker_pids_limit,
+            vault_token_role=cfg.vault.token_role,
         )
 
 
@@ -68,7 +70,7 @@ def build_core(
     *,
     docker: DockerDriver | None = None,
     consul: ConsulClient | None = None,
-    vault: SecretSource | None = None,
+    vault: TokenIssuer | None = None,
 ) -> Core:
     docker = docker or DockerDriver(pids_limit=settings.docker_pids_limit)
     exec_driver = ExecDriver(allow_root=settings.exec_allow_root, chroot_env=settings.chroot_env)
@@ -92,6 +94,7 @@ def build_core(
         consul=consul,
         advertise_address=settings.advertise_address,
         vault=vault,
+        vault_token_role=settings.vault_token_role,
         template_render_timeout=settings.template_render_timeout,
         template_max_bytes=settings.template_max_bytes,
     )

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent.vaultclient import VaultClient
 from lab.waits import wait_until
 from tests.agent_lab import AgentLab, why_not_ready
-from tests.openbao_server import OpenBaoServer
+from tests.openbao_server import JOB_PROBE, OpenBaoServer
 
 PKI = "pki_int/issue/fieldlab-workload"
 TTL = "12s"
@@ -43,6 +43,9 @@ def job(n: int) -> str:
       config {{
         command = "/bin/sh"
         args    = ["-c", "trap '' HUP; exec /bin/busybox sleep 3600"]
+      }}
+      vault {{
+        policies = ["{JOB_PROBE}"]
       }}
 {tpls}
     }}

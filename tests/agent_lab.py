@@ -123,11 +123,16 @@ class AgentLab:
         sweep_grace: float = 60.0,
         cni_check: bool | None = None,
         vault: Any = None,
+        exec_allow_root: bool = False,
     ) -> AgentUnderTest:
         store = SqliteStore(self.data_dir / "state" / "state.db")
         cni = CniNetwork(self.conflist, PLUGIN_DIR, self.data_dir / "cni")
         settings = CoreSettings(
-            data_dir=self.data_dir, bridge=BRIDGE, sweep_grace=sweep_grace, cni_check=cni_check
+            data_dir=self.data_dir,
+            bridge=BRIDGE,
+            sweep_grace=sweep_grace,
+            cni_check=cni_check,
+            exec_allow_root=exec_allow_root,
         )
         core = build_core(settings, store, cni, Faults.parse(faults), docker=self.docker, vault=vault)
         return AgentUnderTest(core, start_core(core, restore_timeout=120))
@@ -183,11 +188,18 @@ class AgentLab:
 
 class Daemon:
     def __init__(
-        self, lab: AgentLab, ca: TestCA, root: Path, *, vault: dict[str, str] | None = None, faults: str = ""
+        self,
+        lab: AgentLab,
+        ca: TestCA,
+        root: Path,
+        *,
+        vault: dict[str, str] | None = None,
+        faults: str = "",
+        chroot_env: dict[str, str] | None = None,
     ) -> None:
         self.faults = faults
         srv = ca.issue("bench.agent.fieldlab", server=True)
-        op = ca.issue("operator.fieldlab", server=False)
+        op = ca.issue("controller.operator.fieldlab", server=False)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
@@ -205,6 +217,7 @@ class Daemon:
                     "cni_bridge": BRIDGE,
                     "log_level": "INFO",
                     **({"vault": vault} if vault else {}),
+                    **({"chroot_env": chroot_env} if chroot_env else {}),
                 }
             )
         )

@@ -4,10 +4,13 @@ told to fail, so the runner's every outcome is reachable in a unit test."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.decisions import NO_BUGS, Bugs
 from agent.drivers.base import RESTARTED, DriverError, ExitReport, TaskContext, TaskHandle, TaskStatus
@@ -17,7 +20,9 @@ from agent.network.base import Network
 from agent.records import AllocRecord, PortAlloc
 from agent.runner.alloc import AllocRunner, RunnerDeps
 from agent.state import SqliteStore
+from agent.templates.render import SecretSource
 from agent.templates.runner import TemplateDeps
+from agent.vaultclient import TokenGrant, VaultDenied, VaultUnavailable
 
 
 @dataclass
@@ -252,3 +257,92 @@ class FakeNode:
         job, group = job_group
         assert isinstance(job, Job) and isinstance(group, Group)
         return AllocRunner(self.deps(), record, job, group)
+
+
+class FakeVault:
+    """The agent's Vault client for tasks' tokens (agent.runner.vaulttoken.TokenIssuer), made up:
+    tokens "task-token-<n>" with accessors "acc-<n>", each valid until revoked; a task token's reads
+    go to `source` (None: denied). Records what was created, renewed and revoked; `down` makes every
+    call unavailable, `refuse_renewals` makes renew-self denied."""
+
+    address = "http://vault.invalid:8200"
+
+    def __init__(
+        self,
+        source: SecretSource | None = None,
+        *,
+        ttl: float = 3600.0,
+        clock: Callable[[], float] | None = None,
+    ):
+        self.source = source
+        self.ttl = ttl
+        self.clock = clock or time.time
+        self.created: list[tuple[str, tuple[str, ...], dict[str, str]]] = []  # (role, policies, meta)
+        self.live: dict[str, str] = {}  # token -> accessor
+        self.granted: dict[str, float] = {}  # token -> when its TTL was last granted (create, renew)
+        self.revoked: list[str] = []
+        self.renewed: list[str] = []
+        self.fetched: list[tuple[str, str]] = []  # (token, path)
+        self.down = False
+        self.refuse_renewals = False
+
+    def _check(self, op: str, path: str) -> None:
+        if self.down:
+            raise VaultUnavailable(op, path, "connection failed (server down or unreachable)")
+
+    def create_token(
+        self,
+        role: str,
+        policies: Sequence[str],
+        *,
+        meta: dict[str, str] | None = None,
+        display_name: str = "",
+    ) -> TokenGrant:
+        self._check("create token", f"auth/token/create/{role}")
+        if not policies:
+            raise VaultDenied("create token", f"auth/token/create/{role}", "no policies asked for")
+        n = len(self.created) + 1
+        self.created.append((role, tuple(policies), dict(meta or {})))
+        token, accessor = f"task-token-{n}", f"acc-{n}"
+        self.live[token] = accessor
+        self.granted[token] = self.clock()
+        return TokenGrant(accessor, self.ttl, True, self.clock(), ("default", *policies), token=token)
+
+    def revoke_accessor(self, accessor: str) -> None:
+        self._check("write", "auth/token/revoke-accessor")
+        self.revoked.append(accessor)
+        self.live = {t: a for t, a in self.live.items() if a != accessor}
+
+    def token_client(self, token: str) -> FakeTokenClient:
+        return FakeTokenClient(self, token)
+
+
+class FakeTokenClient:
+    def __init__(self, vault: FakeVault, token: str) -> None:
+        self.vault, self.token = vault, token
+
+    def _grant(self, op: str, path: str) -> TokenGrant:
+        self.vault._check(op, path)
+        now = self.vault.clock()
+        left = self.vault.ttl - (now - self.vault.granted.get(self.token, now))
+        if self.token not in self.vault.live or left <= 0:
+            raise VaultDenied(op, path, "permission denied")
+        return TokenGrant(self.vault.live[self.token], left, True, now)
+
+    def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        self._grant("read", path)
+        self.vault.fetched.append((self.token, path))
+        if self.vault.source is None:
+            raise VaultDenied("read", path, "permission denied")
+        return self.vault.source.fetch(path, params)
+
+    def lookup_self(self) -> TokenGrant:
+        return self._grant("lookup", "auth/token/lookup-self")
+
+    def renew_self(self) -> TokenGrant:
+        grant = self._grant("renew", "auth/token/renew-self")
+        if self.vault.refuse_renewals:
+            raise VaultDenied("renew", "auth/token/renew-self", "permission denied")
+        self.vault.renewed.append(self.token)
+        self.vault.granted[self.token] = grant.granted_at
+        return dataclasses.replace(grant, ttl=self.vault.ttl)

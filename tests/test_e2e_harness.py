@@ -222,11 +222,15 @@ def test_vault_must_answer_initialised_and_unsealed() -> None:
 
 APPROLE_OK = {
     "login": "ok",
-    "workload": "200",
     "own_agent": "200",
+    "task_token": "200",
+    "workload": "403",
+    "kv": "403",
     "other_agent": "403",
     "sys_mounts": "403",
     "root_ca": "400",
+    "plain_token": "403",
+    "wide_token": "400",
 }
 
 
@@ -234,9 +238,14 @@ def test_approle_is_allowed_its_own_and_refused_the_rest() -> None:
     assert approle_problems(AppRoleSeen("client1", APPROLE_OK)) == []
     too_wide = approle_problems(AppRoleSeen("client1", {**APPROLE_OK, "other_agent": "200"}))
     assert too_wide == ["client1: approle policy allowed other_agent (HTTP 200), expected a refusal"]
+    reads = approle_problems(AppRoleSeen("client1", {**APPROLE_OK, "kv": "200", "workload": "200"}))
+    assert reads == [
+        "client1: approle policy allowed workload (HTTP 200), expected a refusal",
+        "client1: approle policy allowed kv (HTTP 200), expected a refusal",
+    ]
     no_login = approle_problems(AppRoleSeen("client1", {"login": "failed"}))
     assert no_login[0] == "client1: approle login gave 'failed', expected 'ok'"
-    assert len(no_login) == 6, "nothing answered: every expectation is unmet"
+    assert len(no_login) == 10, "nothing answered: every expectation is unmet"
 
 
 HEALTH = {"status": "ok", "node": "client1", "vault": {"authenticated": True}}
@@ -466,3 +475,21 @@ def test_e2e_uses_the_agents_labels_and_never_sleeps() -> None:
         src = path.read_text()
         assert "org.fieldlab." not in src, f"{path}: copy of an agent label (use agent.drivers.base)"
         assert "time.sleep(" not in src, f"{path}: a bare sleep (wait with e2e.harness.waits.wait_until)"
+
+
+def test_unchanged_problems_names_every_kind_of_change_to_a_host_file() -> None:
+    from e2e.harness.checkers import FileSeen, unchanged_problems
+
+    before = [
+        FileSeen("/etc/a", "aa" * 32, "600", "0:0", "1"),
+        FileSeen("/etc/b", "bb" * 32, "644", "0:0", "1"),
+    ]
+    assert unchanged_problems("client1", before, list(before)) == []
+    after = [
+        FileSeen("/etc/a", "cc" * 32, "644", "65534:65534", "2"),  # rewritten, re-moded, chowned, linked
+    ]
+    problems = unchanged_problems("client1", before, after)
+    assert len(problems) == 2 and "client1: /etc/b is gone" in problems
+    (changed,) = [p for p in problems if "/etc/a changed" in p]
+    for what in ("content", "mode '600' -> '644'", "owner", "links '1' -> '2'"):
+        assert what in changed, changed

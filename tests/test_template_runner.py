@@ -45,8 +45,9 @@ class NewSerialEachFetch:
 class StandInHost:
     """A TaskHost whose task is running and has a handle; it records what it was asked to do."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, vault: NewSerialEachFetch | None = None) -> None:
         self.root = root
+        self.vault = vault  # the task's own Vault source (a task with a vault block)
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.events: list[tuple[str, str]] = []
         self.scripts_run: list[list[str]] = []
@@ -63,6 +64,9 @@ class StandInHost:
 
     def task_dir(self, t: Task) -> Path:
         return self.root / t.name
+
+    def task_vault(self, t: Task) -> NewSerialEachFetch | None:
+        return self.vault
 
     def task_running(self, t: Task) -> bool:
         return True
@@ -96,7 +100,8 @@ def _templates(
     host: StandInHost, store: SqliteStore, vault: NewSerialEachFetch, faults: str
 ) -> TaskTemplates:
     checked: TaskHost = host  # the stand-in satisfies the protocol (mypy checks this line)
-    deps = TemplateDeps(store, host.schedule, vault=vault, bugs=Faults.parse(faults).bugs())
+    host.vault = vault
+    deps = TemplateDeps(store, host.schedule, bugs=Faults.parse(faults).bugs())
     return TaskTemplates(checked, TASK, deps)
 
 

@@ -11,13 +11,13 @@ import hashlib
 import json
 import os
 import re
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from agent.config import DEFAULT_CHROOT_ENV
 from lab.waits import wait_until
 from tests.agent_lab import AgentLab, Daemon, build_workload_images, why_not_ready
 from tests.openbao_server import OpenBaoServer
@@ -41,6 +41,9 @@ job "pki-probe" {{
     }}
     task "probe" {{
 {driver}
+      vault {{
+        policies = ["fieldlab-job-probe"]
+      }}
       template {{
         data          = <<EOT
 {{{{ secret('pki_int/issue/fieldlab-workload', common_name='p.service.fieldlab', ttl='1h').certificate }}}}
@@ -54,10 +57,15 @@ EOT
   }}
 }}
 """
+# The exec task runs in a chroot built from the client's chroot_env: the node's /usr (python3), not
+# the repo. The probe (stdlib only) comes in as an operator would ship a workload: its directory is
+# added to chroot_env (read-only at /opt/fieldlab-probe).
+PROBE_DIR = Path(__file__).resolve().parents[1] / "agent" / "workloads" / "probe"
+CHROOT_ENV = {**dict(DEFAULT_CHROOT_ENV), str(PROBE_DIR): "/opt/fieldlab-probe"}
 EXEC = """      driver = "exec"
       config {{
-        command = "{python}"
-        args    = ["-m", "agent.workloads.probe", "--port", "8080", "--cert", "secrets/cert.pem"]
+        command = "/usr/bin/python3"
+        args    = ["/opt/fieldlab-probe/probe.py", "--port", "8080", "--cert", "secrets/cert.pem"]
       }}"""
 DOCKER = """      driver = "docker"
       config {{
@@ -94,7 +102,7 @@ def _probe(port: int) -> dict[str, object]:
 def _daemon(lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path, faults: str) -> Daemon:
     """The real agent daemon of this lab, logged in to the test's OpenBao with its AppRole."""
     vault = {"address": openbao.address, "approle_file": str(openbao.approle_file)}
-    return Daemon(lab, TestCA(tmp_path), lab.root, vault=vault, faults=faults)
+    return Daemon(lab, TestCA(tmp_path), lab.root, vault=vault, faults=faults, chroot_env=CHROOT_ENV)
 
 
 def _run(
@@ -111,7 +119,7 @@ def _run(
     problems: list[str] = []
     try:
         d.start()
-        task = (EXEC if driver == "exec" else DOCKER).format(python=sys.executable)
+        task = (EXEC if driver == "exec" else DOCKER).format()
         out = d.api.request("POST", "/v1/jobs", {"jobspec": JOB.format(driver=task, mode=mode)})
         alloc = out["allocs"][0]
         view = d.api.request("GET", f"/v1/allocation/{alloc}")
@@ -186,6 +194,9 @@ job "noop-secrets" {{
       config {{
         command = "/bin/busybox"
         args    = ["sleep", "600"]
+      }}
+      vault {{
+        policies = ["fieldlab-job-probe"]
       }}
       template {{
         data        = <<EOT

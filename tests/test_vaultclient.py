@@ -1,5 +1,7 @@
 """agent.vaultclient against a real OpenBao server (tests/openbao_server.py): AppRole login, PKI issue
-with re-issue jitter, KV v2 reads, denials, outages, token renewal and fresh logins."""
+with re-issue jitter, KV v2 reads, denials, outages, token renewal and fresh logins, and tasks' tokens
+created through the token role. The agent's own AppRole reads nothing (tests/test_vault_tokens.py
+checks its policy); the client's mechanics are tested here with a test AppRole that may read."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from agent.config import VaultConfig
 from agent.vault import VaultStatus, check_vault, vault_client
 from agent.vaultclient import (
     SecretResult,
+    TokenClient,
     VaultClient,
     VaultDenied,
     VaultError,
@@ -28,7 +31,7 @@ from agent.vaultclient import (
     reissue_at,
 )
 from lab.waits import wait_until
-from tests.openbao_server import WORKLOAD_ROLE, OpenBaoServer
+from tests.openbao_server import JOB_PROBE, TOKEN_ROLE, WORKLOAD_ROLE, OpenBaoServer, job_kv_path
 
 ISSUE = f"pki_int/issue/{WORKLOAD_ROLE}"
 SHARED = "secret/data/fieldlab/shared"
@@ -46,7 +49,7 @@ class Clock:
 
 @pytest.fixture
 def client(openbao: OpenBaoServer) -> VaultClient:
-    return VaultClient(openbao.address, openbao.approle_file, timeout=2.0)
+    return VaultClient(openbao.address, openbao.client_test_approle_file, timeout=2.0)
 
 
 # --- pure helpers
@@ -156,7 +159,7 @@ def test_token_is_renewed_at_two_thirds_of_its_ttl_and_a_too_old_token_logs_in_a
     openbao: OpenBaoServer,
 ) -> None:
     clock = Clock()
-    client = VaultClient(openbao.address, openbao.approle_file, clock=clock)
+    client = VaultClient(openbao.address, openbao.client_test_approle_file, clock=clock)
     client.login()
     accessor, expires = client.token_accessor, client.token_expires_at
     assert not client.token_needs_renewal(clock.now + 0.6 * 3600)
@@ -198,7 +201,7 @@ def test_a_server_that_does_not_answer_fails_within_the_timeout(openbao: OpenBao
         hung.bind(("127.0.0.1", 0))
         hung.listen(8)
         port = hung.getsockname()[1]
-        client = VaultClient(f"http://127.0.0.1:{port}", openbao.approle_file, timeout=0.5)
+        client = VaultClient(f"http://127.0.0.1:{port}", openbao.client_test_approle_file, timeout=0.5)
         started = time.monotonic()
         with pytest.raises(VaultUnavailable, match="timed out"):
             client.read(SHARED)
@@ -249,7 +252,8 @@ def test_start_up_check_logs_the_agents_client_in_once_and_keeps_its_token(openb
     assert check_vault(cfg, client) == VaultStatus(configured=True, authenticated=True, error="")
     assert client.logins == 1 and client.token_accessor
     # The token the check made is the one the client goes on using: no second login, none left over.
-    assert client.read(SHARED)["data"] == {"greeting": "hello"}
+    grant = client.create_token(TOKEN_ROLE, [JOB_PROBE])
+    client.revoke_accessor(grant.accessor)
     assert client.logins == 1
     looked_up = openbao.api("POST", "auth/token/lookup-accessor", {"accessor": client.token_accessor})
     assert looked_up["data"]["accessor"] == client.token_accessor
@@ -286,3 +290,43 @@ def test_start_up_check_reports_what_is_missing_or_refused_without_raising(
         "approle login failed: VaultUnavailable: vault login auth/approle/login: connection"
         " failed (server down or unreachable)",
     )
+
+
+# --- tasks' tokens: created through the token role, used, renewed and revoked
+
+
+def test_a_task_token_is_created_through_the_role_with_exactly_the_asked_policies(
+    openbao: OpenBaoServer,
+) -> None:
+    agent = VaultClient(openbao.address, openbao.approle_file)
+    grant = agent.create_token(TOKEN_ROLE, [JOB_PROBE], meta={"job": "probe"}, display_name="probe-web")
+    assert grant.policies == ("default", JOB_PROBE) and grant.renewable and grant.ttl == 3600.0
+    assert grant.token and grant.token not in repr(grant) and grant.accessor in repr(grant)
+    looked_up = openbao.api("POST", "auth/token/lookup-accessor", {"accessor": grant.accessor})["data"]
+    assert looked_up["orphan"] and looked_up["role"] == TOKEN_ROLE and looked_up["meta"] == {"job": "probe"}
+
+    task = agent.token_client(grant.token)
+    assert isinstance(task, TokenClient) and grant.token not in repr(task)
+    assert task.read(job_kv_path(JOB_PROBE))["data"] == {"owner": JOB_PROBE}
+    assert task.lookup_self().accessor == grant.accessor
+    renewed = task.renew_self()
+    assert renewed.accessor == grant.accessor and renewed.ttl == 3600.0
+
+    agent.revoke_accessor(grant.accessor)
+    with pytest.raises(VaultDenied, match="lookup auth/token/lookup-self: permission denied"):
+        task.lookup_self()
+    with pytest.raises(VaultDenied):
+        task.read(job_kv_path(JOB_PROBE))
+    agent.revoke_accessor(grant.accessor)  # gone already: not an error
+
+
+def test_the_token_role_refuses_other_policies_and_the_client_refuses_none(openbao: OpenBaoServer) -> None:
+    agent = VaultClient(openbao.address, openbao.approle_file)
+    for policies in (["root"], ["fieldlab-agent-test"], [JOB_PROBE, "fieldlab-client-test"]):
+        with pytest.raises(VaultDenied, match="must be subset of the role's allowed policies"):
+            agent.create_token(TOKEN_ROLE, policies)
+    # Through a role an empty list means every allowed policy: the client never sends one.
+    with pytest.raises(VaultDenied, match="no policies asked for"):
+        agent.create_token(TOKEN_ROLE, [])
+    with pytest.raises(VaultDenied, match="auth/token/create/another-role: permission denied"):
+        agent.create_token("another-role", [JOB_PROBE])

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.config import DEFAULT_TOKEN_ROLE
 from agent.decisions import (
     NO_BUGS,
     Bugs,
@@ -38,9 +39,12 @@ from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState,
 from agent.runner.services import ServiceRegistrar, service_definitions
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.taskdirs import HostTaskDirs, TaskDirs
+from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken, TokenIssuer
 from agent.runner.view import alloc_view
 from agent.state import StateStore
+from agent.templates.render import SecretSource, TemplateRenderError
 from agent.templates.runner import TaskTemplates, TemplateDeps
+from agent.vaultclient import VaultError
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +62,9 @@ class RunnerDeps:
     dirs: TaskDirs | None = None
     services: ServiceRegistrar | None = None
     advertise_address: str = ""
+    vault: TokenIssuer | None = None  # the agent's Vault client: creates and revokes tasks' tokens
+    vault_token_role: str = DEFAULT_TOKEN_ROLE
+    clock: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
         if self.dirs is None:
@@ -77,6 +84,8 @@ class AllocRunner:
         self.group = group
         self.id: str = record.id
         self._templates: dict[str, TaskTemplates] = {}
+        self._vault_tokens: dict[str, TaskVaultToken] = {}
+        self._vault_changed_on_restore: list[Task] = []  # tasks the restore gave a new token
 
     @property
     def rec(self) -> AllocRecord:
@@ -103,11 +112,65 @@ class AllocRunner:
             "NOMAD_JOB_NAME": self.job.id,
             "NOMAD_GROUP_NAME": self.group.name,
             "NOMAD_ALLOC_IP": self.rec.address,
+            "NOMAD_ALLOC_DIR": str(self.alloc_dir / "alloc"),  # the shared dir (HostTaskDirs.prepare)
         }
         for p in self.rec.ports:
             env[f"NOMAD_PORT_{p.label}"] = str(p.to)
             env[f"NOMAD_HOST_PORT_{p.label}"] = str(p.host)
+        token = self.vault_token(t)
+        if token is not None and t.vault is not None and self.d.vault is not None:
+            env["VAULT_ADDR"] = self.d.vault.address
+            if t.vault.env and token.token:
+                env["VAULT_TOKEN"] = token.token
         return env
+
+    # -- the task's own Vault token (agent.runner.vaulttoken) --------------------------------------
+    def vault_token(self, t: Task) -> TaskVaultToken | None:
+        """The task's token keeper; None when the task has no vault block or the agent no Vault."""
+        if t.vault is None or self.d.vault is None:
+            return None
+        if t.name not in self._vault_tokens:
+            self._vault_tokens[t.name] = TaskVaultToken(
+                alloc_id=self.id,
+                job=self.job.id,
+                task=t,
+                issuer=self.d.vault,
+                role=self.d.vault_token_role,
+                store=self.d.store,
+                secrets_dir=self.task_dir(t) / "secrets",
+                schedule=self.d.schedule,
+                event=lambda type_, message: self.event(t.name, type_, message),
+                on_new_token=lambda why: self._vault_token_changed(t, why),
+                clock=self.d.clock,
+            )
+        return self._vault_tokens[t.name]
+
+    def task_vault(self, t: Task) -> SecretSource | None:
+        """What the task's templates read Vault with: its own token; a task without a vault block
+        gets a source that refuses (never the agent's token); None when the agent has no Vault."""
+        if self.d.vault is None:
+            return None
+        return self.vault_token(t) or NoVaultBlock()
+
+    def _vault_token_changed(self, t: Task, why: str) -> None:
+        """A new token replaced the one the running task was given: vault.change_mode says how it hears."""
+        if t.vault is None or not self.task_running(t) or self.rec.status is not AllocStatus.RUNNING:
+            return
+        if t.vault.change_mode == "signal":
+            self.event(
+                t.name, "Signaling", f"new Vault token acquired ({why}); sending {t.vault.change_signal}"
+            )
+            self.signal_task(t, t.vault.change_signal)
+        elif t.vault.change_mode == "restart":
+            self.event(t.name, "Restart Signaled", f"new Vault token acquired ({why})")
+            self._stop_task(t)
+            self._restart_task(t, "new Vault token")
+
+    def _revoke_vault_tokens(self) -> None:
+        for t in self.group.tasks:
+            token = self.vault_token(t)
+            if token is not None:
+                token.revoke()
 
     def task_running(self, t: Task) -> bool:
         return self.state.task(t.name).state is TaskState.RUNNING
@@ -183,8 +246,15 @@ class AllocRunner:
         for t in self.group.tasks:
             self.event(t.name, "Task Setup", "Building Task Directory")
             self.d.task_dirs.prepare(self.task_dir(t))
+            token = self.vault_token(t)
+            if token is not None:
+                token.ensure()
             if t.templates:
-                self.templates(t).render_all()
+                try:
+                    self.templates(t).render_all()
+                except TemplateRenderError as exc:
+                    self.event(t.name, "Template Failed", str(exc))
+                    raise
 
     def _setup_network(self, *, keep_address: bool = False) -> None:
         """Create the alloc's netns owner and run CNI ADD on it; record the address ADD gave.
@@ -206,6 +276,9 @@ class AllocRunner:
         self.state.save(network_state=NetworkState.READY, address=address)
 
     def _start_task(self, t: Task) -> None:
+        token = self.vault_token(t)
+        if token is not None:
+            token.ensure()  # a no-op unless the token expired while the task was down
         owner = self.state.handle(NETNS_OWNER) if self.bridge else None
         ctx = TaskContext(
             job=self.job.id,
@@ -273,6 +346,9 @@ class AllocRunner:
                 self.recover_network(f"task {t.name} could not start: {exc.reason}")
             else:
                 self.fail(f"task {t.name} could not start: {exc}")
+        except VaultError as exc:
+            self.event(t.name, "Vault Token Failed", str(exc))
+            self.fail(f"task {t.name} could not start: no Vault token: {exc}")
 
     def recover_network(self, why: str) -> None:
         """Recreate the whole network of the group (DEL, fresh netns owner, ADD) and restart its
@@ -359,6 +435,9 @@ class AllocRunner:
         for t in self.group.tasks:
             if self.alloc_dir.is_dir() and self.d.task_dirs.remount_secrets(self.task_dir(t)):
                 self.event(t.name, "Task Setup", "secrets/ tmpfs mounted again (it is gone after a reboot)")
+            token = self.vault_token(t)
+            if token is not None and token.restore():
+                self._vault_changed_on_restore.append(t)
             if not t.templates:
                 continue
             try:
@@ -371,6 +450,7 @@ class AllocRunner:
         obs = self.observe()
         plan = plan_restore(obs, self.d.bugs, [self.task_running(t) for t in self.group.tasks])
         log.info("alloc=%s restore: %s (%s)", self.id[:8], plan.action.value, plan.reason)
+        self._vault_changed_on_restore = []
         if plan.action is not RestoreAction.REPLACE:
             self._rerender_on_restore()
         if plan.action is RestoreAction.REATTACH:
@@ -378,11 +458,15 @@ class AllocRunner:
             for t in self.group.tasks:
                 if t.templates:
                     self.templates(t).after_restore()
+            for t in self._vault_changed_on_restore:
+                self._vault_token_changed(t, "the stored token no longer works")
         elif plan.action is RestoreAction.RESTART_TASKS:
             self.event("", "Restored", plan.reason)
             for t, running in zip(self.group.tasks, obs.tasks_running, strict=True):
                 if not running:
                     self._restart_task(t, "exited while the agent was down")
+                elif t in self._vault_changed_on_restore:
+                    self._vault_token_changed(t, "the stored token no longer works")
         elif plan.action is RestoreAction.RECREATE_NETWORK:
             self.event("", "Restore Network", plan.reason)
             self.recover_network(plan.reason)
@@ -422,6 +506,7 @@ class AllocRunner:
             except AgentError as exc:
                 self.event("", "Network Teardown", str(exc))
             self.owner.remove(self.id, self.state.handle(NETNS_OWNER))
+        self._revoke_vault_tokens()
         self.d.task_dirs.cleanup(self.alloc_dir)
 
     # -- API view ------------------------------------------------------------------------------

@@ -44,6 +44,10 @@ class TaskHost(Protocol):
 
     def task_dir(self, t: Task) -> Path: ...
 
+    def task_vault(self, t: Task) -> SecretSource | None:
+        """The task's own Vault access (its token, never the agent's); None: no Vault configured."""
+        ...
+
     def event(self, task: str, type_: str, message: str) -> None: ...
 
     def task_running(self, t: Task) -> bool: ...
@@ -57,11 +61,11 @@ class TaskHost(Protocol):
 
 @dataclass(frozen=True)
 class TemplateDeps:
-    """What every task's template runner shares: the store, the timer, the data sources, the bugs."""
+    """What every task's template runner shares: the store, the timer, Consul, the bugs. Vault is
+    per task: its host gives it (`TaskHost.task_vault`)."""
 
     store: StateStore
     schedule: Callable[[float, Callable[[], None]], None]
-    vault: SecretSource | None = None
     consul: ConsulSource | None = None
     bugs: Bugs = NO_BUGS
     render_timeout: float = 2.0  # seconds one template may take (client config template_render_timeout)
@@ -103,7 +107,7 @@ class TaskTemplates:
     def render_all(self) -> bool:
         """Render every template (one fetch per distinct secret); persist; schedule the next pass.
         Returns whether any content changed. Raises TemplateRenderError (a task event upstream)."""
-        ctx = RenderContext(self.r.task_env(self.t), vault=self.d.vault, consul=self.d.consul)
+        ctx = RenderContext(self.r.task_env(self.t), vault=self.r.task_vault(self.t), consul=self.d.consul)
         states = {s.dest: s for s in self.states()}
         changed = False
         # Two passes, as consul-template's runner does: the second re-runs every template on the
@@ -111,7 +115,13 @@ class TaskTemplates:
         # the last-event-wins fault that no-op render overwrites the change (nomad-24140).
         for _pass in range(2):
             for tpl in self.t.templates:
-                _, digest, did_change = render(tpl, self.r.task_dir(self.t), ctx)
+                _, digest, did_change = render(
+                    tpl,
+                    self.r.task_dir(self.t),
+                    ctx,
+                    timeout=self.d.render_timeout,
+                    max_bytes=self.d.max_bytes,
+                )
                 states[tpl.destination] = on_render(states[tpl.destination], digest)
                 changed |= did_change
                 if did_change:
@@ -134,7 +144,9 @@ class TaskTemplates:
             return
         try:
             self.render_all()
-        except AgentError as exc:
+        except Exception as exc:  # any failure: a retried event, never a watcher that dies silently
+            if not isinstance(exc, AgentError):
+                log.exception("alloc=%s task=%s template render failed", self.r.alloc_id[:8], self.t.name)
             self.failures += 1
             all_noop = all(tpl.change_mode == "noop" for tpl in self.t.templates)
             retry = plan_render_retry(self.failures, all_noop, self.d.bugs)

@@ -92,8 +92,10 @@ def vault_problems(seen: VaultSeen) -> list[str]:
 
 
 # What a client's own AppRole must be allowed, and what its policy must refuse.
-APPROLE_ALLOWED = {"login": "ok", "workload": "200", "own_agent": "200"}
-APPROLE_REFUSED = ("other_agent", "sys_mounts", "root_ca")
+# The agent's AppRole: its own cert, and tasks' tokens through the token role with a job's policy;
+# no workload cert, no KV read, no token outside the role or beyond the role's allowed policies.
+APPROLE_ALLOWED = {"login": "ok", "own_agent": "200", "task_token": "200"}
+APPROLE_REFUSED = ("other_agent", "sys_mounts", "root_ca", "workload", "kv", "plain_token", "wide_token")
 
 
 @dataclass(frozen=True)
@@ -439,3 +441,39 @@ def delivery_problems(seen: DeliverySeen) -> list[str]:
     if live != disk:
         return [f"{seen.node}: alloc {short} probe has loaded {str(live)[:16]} but disk has {disk[:16]}"]
     return []
+
+
+# -- host files a workload must never reach ---------------------------------------------------------
+@dataclass(frozen=True)
+class FileSeen:
+    """One host file as a probe saw it: content hash, mode, owner, link count ("" when missing)."""
+
+    path: str
+    sha256: str = ""
+    mode: str = ""
+    owner: str = ""
+    links: str = ""
+
+
+def unchanged_problems(node: str, before: list[FileSeen], after: list[FileSeen]) -> list[str]:
+    """Every host file seen before a hostile workload ran is the same after it: content, mode,
+    owner and link count (a hard link planted to it would raise the count)."""
+    now = {f.path: f for f in after}
+    problems = []
+    for f in before:
+        g = now.get(f.path)
+        if g is None or not g.sha256:
+            problems.append(f"{node}: {f.path} is gone")
+        elif g != f:
+            changed = [
+                f"{what} {a!r} -> {b!r}"
+                for what, a, b in (
+                    ("content", f.sha256[:12], g.sha256[:12]),
+                    ("mode", f.mode, g.mode),
+                    ("owner", f.owner, g.owner),
+                    ("links", f.links, g.links),
+                )
+                if a != b
+            ]
+            problems.append(f"{node}: {f.path} changed: {', '.join(changed)}")
+    return problems

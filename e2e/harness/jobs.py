@@ -17,9 +17,11 @@ JOBSPECS = Path(__file__).resolve().parents[2] / "tests" / "jobspecs"
 SEED_RESTORE = JOBSPECS / "cni-check-on-restore.hcl"  # seeds/cni-check-on-restore (nginx -> busybox httpd)
 SEED_ORPHANS = JOBSPECS / "pause-container-orphans.hcl"  # seeds/pause-container-orphans
 
-PKI_ISSUE = (
-    "pki_int/issue/fieldlab-workload"  # the pki role's workload role; each client's AppRole may use it
-)
+PKI_ISSUE = "pki_int/issue/fieldlab-workload"  # the pki role's workload role
+# The lab's job policies (the pki role's pki_job_policies): each job's task gets a Vault token of its
+# own with its policy, which issues certs for the job's service names only (never the agent's token).
+PROBE_POLICY = "fieldlab-job-probe"  # probe jobs: pki-*, filler, probe (and the seeds' s)
+NOOP_POLICY = "fieldlab-job-noop"  # noop-secrets jobs: noop-*
 
 # The probe workload (fieldlab/probe) with a short-lived PKI certificate rendered by a template. The
 # cert lives 1 h unless `ttl` says otherwise, so no periodic re-issue hides a missed delivery.
@@ -41,6 +43,9 @@ job "{job}" {{
       config {{
         image = "fieldlab/probe:latest"
         args  = ["--port", "8080", "--cert", "/secrets/cert.pem"]
+      }}
+      vault {{
+        policies = ["{policy}"]
       }}
       template {{
         data          = <<EOT
@@ -73,6 +78,9 @@ job "{job}" {{
         command = "sleep"
         args    = ["3600"]
       }}
+      vault {{
+        policies = ["{policy}"]
+      }}
       template {{
         data        = <<EOT
 {{{{ secret('{pki}', common_name='{job}.service.fieldlab', ttl='{ttl}').serial_number }}}}
@@ -88,11 +96,13 @@ EOT
 
 def probe_job(job: str, mode: str, *, ttl: str = "1h", delay: str = "1s") -> str:
     script = SCRIPT if mode == "script" else ""
-    return PROBE_JOB.format(job=job, mode=mode, ttl=ttl, delay=delay, script=script, pki=PKI_ISSUE)
+    return PROBE_JOB.format(
+        job=job, mode=mode, ttl=ttl, delay=delay, script=script, pki=PKI_ISSUE, policy=PROBE_POLICY
+    )
 
 
 def noop_job(job: str, *, ttl: str = "10s") -> str:
-    return NOOP_JOB.format(job=job, ttl=ttl, pki=PKI_ISSUE)
+    return NOOP_JOB.format(job=job, ttl=ttl, pki=PKI_ISSUE, policy=NOOP_POLICY)
 
 
 def job_name(jobspec: str) -> str:

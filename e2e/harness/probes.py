@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agent.config import DEFAULT_TOKEN_ROLE as TOKEN_ROLE
 from agent.drivers.base import LABEL_ALLOC, LABEL_MANAGED, LABEL_ROLE
 from agent.errors import AgentError
 from e2e.harness.checkers import (
@@ -24,6 +25,7 @@ from e2e.harness.checkers import (
     CniSeen,
     DeliverySeen,
     DockerRunSeen,
+    FileSeen,
     NetworkSeen,
     NodeSeen,
     PortSeen,
@@ -34,6 +36,7 @@ from e2e.harness.checkers import (
     parse_resources,
 )
 from e2e.harness.cluster import AGENT_DATA_DIR, Cluster
+from e2e.harness.jobs import PROBE_POLICY
 from e2e.harness.remote import Remote, q
 from e2e.harness.waits import SYSTEMD_READY
 
@@ -69,7 +72,9 @@ def observe_vault(server: Remote) -> VaultSeen:
 
 def observe_approle(client: Remote, vault_addr: str) -> AppRoleSeen:
     """Log in with the node's own AppRole (on the node: the token never leaves it) and try what its
-    policy must allow and what it must refuse; each answer by name."""
+    policy must allow and what it must refuse; each answer by name. The agent's token creates tasks'
+    tokens through the token role only (`task_token`, revoked again at once); it issues no workload
+    cert and reads no KV entry itself."""
     login = f"curl -sf -X POST -d @/etc/fieldlab-agent/approle.json {vault_addr}/v1/auth/approle/login"
     probes = {
         "workload": (
@@ -77,6 +82,7 @@ def observe_approle(client: Remote, vault_addr: str) -> AppRoleSeen:
             "pki_int/issue/fieldlab-workload",
             '{"common_name":"web.service.fieldlab","ttl":"5m"}',
         ),
+        "kv": ("GET", "secret/data/fieldlab/shared", ""),
         "own_agent": (
             "POST",
             "pki_int/issue/fieldlab-agent",
@@ -85,6 +91,12 @@ def observe_approle(client: Remote, vault_addr: str) -> AppRoleSeen:
         "other_agent": ("POST", "pki_int/issue/fieldlab-agent", '{"common_name":"intruder.agent.fieldlab"}'),
         "sys_mounts": ("GET", "sys/mounts", ""),
         "root_ca": ("POST", "pki/root/generate/internal", '{"common_name":"evil"}'),
+        "plain_token": ("POST", "auth/token/create", f'{{"policies":["{PROBE_POLICY}"]}}'),
+        "wide_token": (
+            "POST",
+            f"auth/token/create/{TOKEN_ROLE}",
+            f'{{"policies":["fieldlab-agent-{client.name}"]}}',
+        ),
     }
     lines = [
         "set -u",
@@ -98,6 +110,16 @@ def observe_approle(client: Remote, vault_addr: str) -> AppRoleSeen:
             f"echo {name}=$(curl -s -o /dev/null -w '%{{http_code}}' -X {method} {data} "
             f'-H "X-Vault-Token: $tok" {vault_addr}/v1/{path})'
         )
+    create = q(f'{{"policies":["{PROBE_POLICY}"]}}')
+    lines += [
+        f"resp=$(curl -s -w '\\n%{{http_code}}' -X POST -d {create} "
+        f'-H "X-Vault-Token: $tok" {vault_addr}/v1/auth/token/create/{TOKEN_ROLE})',
+        "echo task_token=$(printf '%s\\n' \"$resp\" | tail -n 1)",
+        "acc=$(printf '%s\\n' \"$resp\" | sed '$d' | jq -r '.auth.accessor // empty' 2>/dev/null)",
+        '[ -z "$acc" ] || curl -s -o /dev/null -X POST -d "{\\"accessor\\":\\"$acc\\"}" '
+        f'-H "X-Vault-Token: $tok" {vault_addr}/v1/auth/token/revoke-accessor',
+        f'curl -s -o /dev/null -X POST -H "X-Vault-Token: $tok" {vault_addr}/v1/auth/token/revoke-self',
+    ]
     script = "\n".join(lines)
     out = client.out(f"bash -c {q(script)}")
     return AppRoleSeen(client.name, dict(line.split("=", 1) for line in out.splitlines() if "=" in line))
@@ -262,3 +284,19 @@ def observe_delivery(node: Remote, alloc: dict[str, Any], task: str) -> Delivery
     status = probe_status(node, port)
     disk = cert_sha256_on_disk(node, alloc["id"], task)
     return DeliverySeen(node.name, alloc["id"], port, status, disk)
+
+
+def observe_files(node: Remote, paths: list[str]) -> list[FileSeen]:
+    """Hash, mode, owner and link count of host files (globs expanded on the node; a symlink at the
+    path itself is hashed as its own target text, never followed)."""
+    script = (
+        "for f in " + " ".join(paths) + '; do [ -f "$f" ] || [ -L "$f" ] || continue; '
+        'echo "$(sha256sum < "$f" | cut -d\' \' -f1) $(stat -c \'%a %u:%g %h\' "$f") $f"; done'
+    )
+    seen = []
+    for line in node.run(script, check=False).stdout.splitlines():
+        parts = line.split(" ", 4)
+        if len(parts) == 5:
+            sha, mode, owner, links, path = parts
+            seen.append(FileSeen(path, sha, mode, owner, links))
+    return seen

@@ -37,7 +37,8 @@ job "pki-probe" {
       }
 
       vault {
-        role = "fieldlab-workload"
+        policies = ["fieldlab-job-probe"]
+        role     = "fieldlab-workload"
       }
 
       env {

@@ -13,6 +13,11 @@ job "script-restore" {
         args    = ["600"]
       }
 
+      # The task's own Vault token: the template issues its cert with it (s.service.fieldlab).
+      vault {
+        policies = ["fieldlab-job-probe"]
+      }
+
       template {
         data        = "{{ secret('pki_int/issue/fieldlab-workload', common_name='s.service.fieldlab').serial_number }}\n"
         destination = "secrets/serial"

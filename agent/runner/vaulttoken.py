@@ -1,0 +1,448 @@
+"""A task's own Vault token, as Nomad's client derives it for a task with a `vault` block.
+
+- **Derive**: the agent's token creates a token through the token role (`auth/token/create/<role>`)
+  with exactly the task's policies; the role's allowed_policies bound what may be granted, and make
+  the token orphan, renewable and periodic. The accessor (not a secret) is written to the state store
+  before anything else, so a crash at any later point still lets the next agent revoke it.
+- **Where it goes**: `secrets/vault_token` (mode 0600, on the task's 0700 tmpfs) when `vault.file`
+  is true, `VAULT_TOKEN` in the task's environment when `vault.env` is true, and the task's
+  templates' `secret()` calls (this object is the task's SecretSource). Never the agent's token.
+- **Renew**: at 2/3 of its TTL (`plan_token`, pure), with renew-self by the task's own token; a token
+  that cannot be renewed (refused, expired by our clock, not renewable, capped by its max TTL) is
+  replaced by a new one, and the task's `vault.change_mode` says what the task is told.
+- **Restore**: after an agent restart the token is read back from `secrets/vault_token` and kept if
+  the server still knows it under the recorded accessor (lookup-self); otherwise the old accessor is
+  revoked and a new token derived. A task with `file = false` keeps no token anywhere the agent can
+  read it back, so it gets a new one after every agent restart.
+- **Revoke**: when the task stops for good or the alloc is torn down, by accessor with the agent's
+  token (`auth/token/revoke-accessor`); the record and the file go with it.
+
+The clock and the Vault client are behind small protocols (`Clock`, `TokenIssuer`), so the runner's
+tests drive this with fakes; the one decision with a policy in it, `plan_token`, is a pure function.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent.errors import AgentError
+from agent.model import Task
+from agent.state import StateStore
+from agent.vaultclient import (
+    RENEW_FRACTION,
+    TokenGrant,
+    VaultDenied,
+    VaultError,
+    VaultUnavailable,
+    backoff,
+)
+
+log = logging.getLogger(__name__)
+
+KIND_VAULT_TOKEN = "vault_token"  # noqa: S105 - a record kind: key alloc_id/task, the token's lease
+TOKEN_FILE = "vault_token"  # noqa: S105 - a file name, in the task's secrets/ dir
+CAPPED_SLACK = 1.0  # seconds: a renewal granting less than the first TTL by more is capped
+
+Clock = Callable[[], float]
+
+
+class TaskTokenClient(Protocol):
+    """Requests with a task's token (agent.vaultclient.TokenClient)."""
+
+    def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]: ...
+
+    def lookup_self(self) -> TokenGrant: ...
+
+    def renew_self(self) -> TokenGrant: ...
+
+
+class TokenIssuer(Protocol):
+    """What the agent's own Vault client does for tasks (agent.vaultclient.VaultClient)."""
+
+    @property
+    def address(self) -> str: ...
+
+    def create_token(
+        self,
+        role: str,
+        policies: Sequence[str],
+        *,
+        meta: dict[str, str] | None = None,
+        display_name: str = "",
+    ) -> TokenGrant: ...
+
+    def revoke_accessor(self, accessor: str) -> None: ...
+
+    def token_client(self, token: str) -> TaskTokenClient: ...
+
+
+# --- the lease and the pure decision ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TokenLease:
+    """What the agent keeps about a task's token in the state store: no secret, only its accessor,
+    its policies and the TTL it has left as of `granted_at` (our clock)."""
+
+    accessor: str
+    policies: tuple[str, ...]
+    ttl: float
+    granted_at: float
+    renewable: bool
+    first_ttl: float  # as granted at derivation
+    capped: bool = False  # the last renewal granted less than first_ttl: the token's max TTL is near
+
+    @property
+    def expires_at(self) -> float:
+        return self.granted_at + self.ttl
+
+    @classmethod
+    def from_grant(cls, grant: TokenGrant) -> TokenLease:
+        return cls(grant.accessor, grant.policies, grant.ttl, grant.granted_at, grant.renewable, grant.ttl)
+
+    def renewed(self, grant: TokenGrant) -> TokenLease:
+        """After a renewal: the TTL it granted, and whether the token's max TTL capped it."""
+        capped = grant.ttl < self.first_ttl - CAPPED_SLACK
+        return replace(
+            self, ttl=grant.ttl, granted_at=grant.granted_at, renewable=grant.renewable, capped=capped
+        )
+
+    def looked_up(self, grant: TokenGrant) -> TokenLease:
+        """After a lookup: the TTL the token has left (not a renewal: says nothing of its max TTL)."""
+        return replace(self, ttl=grant.ttl, granted_at=grant.granted_at, renewable=grant.renewable)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "accessor": self.accessor,
+            "policies": list(self.policies),
+            "ttl": self.ttl,
+            "granted_at": self.granted_at,
+            "renewable": self.renewable,
+            "first_ttl": self.first_ttl,
+            "capped": self.capped,
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any]) -> TokenLease:
+        try:
+            return cls(
+                accessor=str(rec["accessor"]),
+                policies=tuple(str(p) for p in rec["policies"]),
+                ttl=float(rec["ttl"]),
+                granted_at=float(rec["granted_at"]),
+                renewable=bool(rec["renewable"]),
+                first_ttl=float(rec["first_ttl"]),
+                capped=bool(rec.get("capped", False)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AgentError(f"vault token record: {type(exc).__name__}: {exc}") from None
+
+
+class TokenAction(Enum):
+    WAIT = "wait"  # nothing to do until `at`
+    RENEW = "renew"  # renew-self now
+    DERIVE = "derive"  # a new token now (there is none, or this one cannot be renewed)
+    NEVER = "never"  # the token does not expire: nothing to do, ever
+
+
+@dataclass(frozen=True)
+class TokenPlan:
+    action: TokenAction
+    at: float  # when (our clock): now for RENEW and DERIVE
+    reason: str
+
+
+def plan_token(lease: TokenLease | None, now: float, fraction: float = RENEW_FRACTION) -> TokenPlan:
+    """What to do about a task's token at `now`: renew once `fraction` of its TTL has passed (as the
+    agent renews its own, VaultClient.renew); derive a new one when there is none, when it has
+    expired by our clock, or when it is due and cannot be renewed (not renewable, or the last
+    renewal was capped by its max TTL, so renewing again would only shrink it)."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"renew fraction {fraction}: need 0 < fraction < 1")
+    if lease is None:
+        return TokenPlan(TokenAction.DERIVE, now, "no token yet")
+    if lease.ttl <= 0:
+        return TokenPlan(TokenAction.NEVER, now, "the token does not expire")
+    due = lease.granted_at + lease.ttl * fraction
+    if now < due:
+        return TokenPlan(TokenAction.WAIT, due, f"renewal due at {fraction:.0%} of its TTL")
+    if now >= lease.expires_at:
+        why = "the token expired"
+    elif not lease.renewable:
+        why = "the token is not renewable"
+    elif lease.capped:
+        why = "the token is near its max TTL"
+    else:
+        return TokenPlan(TokenAction.RENEW, now, f"{fraction:.0%} of its TTL passed")
+    return TokenPlan(TokenAction.DERIVE, now, why)
+
+
+# --- sources for tasks without a token ---------------------------------------------------------------
+
+
+class NoVaultBlock:
+    """The SecretSource of a task without a `vault` block: its templates cannot read Vault (Nomad
+    refuses them too), rather than borrowing the agent's token."""
+
+    def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        raise AgentError(
+            f"secret({path!r}): the task has no vault block, so it has no Vault token "
+            '(add vault { policies = ["..."] } to the task)'
+        )
+
+
+# --- one task's token over time ----------------------------------------------------------------------
+
+
+class TaskVaultToken:
+    """One task's token: derived before its templates render, renewed on the agent's timers, read
+    back after an agent restart, revoked at teardown. Runs on the agent's main loop; also the task's
+    SecretSource (`fetch`), so its templates use this token and no other."""
+
+    def __init__(
+        self,
+        *,
+        alloc_id: str,
+        job: str,
+        task: Task,
+        issuer: TokenIssuer,
+        role: str,
+        store: StateStore,
+        secrets_dir: Path,
+        schedule: Callable[[float, Callable[[], None]], None],
+        event: Callable[[str, str], None],
+        on_new_token: Callable[[str], None],
+        clock: Clock,
+    ) -> None:
+        if task.vault is None:
+            raise ValueError(f"task {task.name} has no vault block")
+        self.vault = task.vault
+        self.alloc_id, self.job, self.task = alloc_id, job, task.name
+        self.issuer, self.role, self.store = issuer, role, store
+        self.secrets_dir = secrets_dir
+        self.schedule, self.event, self.on_new_token, self.clock = schedule, event, on_new_token, clock
+        self.key = f"{alloc_id}/{task.name}"
+        self._token = ""
+        self._client: TaskTokenClient | None = None
+        self.lease = self._load_lease()
+        self.generation = 0  # invalidates the timers of an earlier schedule
+        self.failures = 0  # renewals or derivations in a row that Vault did not answer
+        self.derived = 0
+        self.renewals = 0
+
+    def __repr__(self) -> str:  # never shows the token
+        accessor = self.lease.accessor if self.lease else ""
+        return f"TaskVaultToken({self.key}, accessor={accessor!r})"
+
+    @property
+    def token(self) -> str:
+        """The token itself ("" before it is derived or read back): for VAULT_TOKEN and nothing else."""
+        return self._token
+
+    @property
+    def token_file(self) -> Path:
+        return self.secrets_dir / TOKEN_FILE
+
+    # -- the task's SecretSource ----------------------------------------------------------------------
+    def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        if self._client is None:
+            raise VaultDenied("read", path, "the task's Vault token is not derived yet")
+        return self._client.fetch(path, params)
+
+    # -- life cycle -----------------------------------------------------------------------------------
+    def ensure(self) -> bool:
+        """Before the task's templates render or its process starts: a token valid by our clock,
+        derived when there is none (or it expired while the task was down). Returns whether a new
+        token was derived. Raises VaultError when none can be had."""
+        if self._client is not None and self.lease is not None:
+            plan = plan_token(self.lease, self.clock())
+            if plan.action is not TokenAction.DERIVE:
+                return False
+        self._replace("the task starts" if self.lease is None else "the token expired")
+        return True
+
+    def restore(self) -> bool:
+        """After an agent restart: keep the stored token if the server still knows it under the
+        recorded accessor, else revoke that accessor and derive a new one. Returns whether the token
+        changed. Vault being unreachable keeps the stored token (its renewal retries), or, with none
+        stored, schedules the derivation; it does not raise."""
+        stored = self._read_file()
+        if stored and self.lease is not None:
+            client = self.issuer.token_client(stored)
+            try:
+                grant = client.lookup_self()
+            except VaultUnavailable as exc:
+                log.warning(
+                    "alloc=%s task=%s vault token kept unchecked: %s", self.alloc_id[:8], self.task, exc
+                )
+                self._adopt(stored, client, self.lease)
+                return False
+            except VaultError:
+                grant = None  # revoked or expired
+            if grant is not None and grant.accessor == self.lease.accessor:
+                self._adopt(stored, client, self.lease.looked_up(grant))
+                self._save()
+                return False
+        why = "the stored token no longer works" if stored else "no token was stored for the task"
+        try:
+            self._replace(why)
+        except VaultError as exc:
+            self.event("Vault Token Failed", f"cannot derive a Vault token ({why}): {exc}; retrying")
+            self._retry()
+            return False
+        return True
+
+    def revoke(self) -> None:
+        """The task is done: revoke its token by accessor (the agent's token may, the task's need not
+        still work) and forget it. A failure is reported, not raised: the token expires by itself
+        within its TTL once nobody renews it."""
+        self.generation += 1
+        lease, self.lease = self.lease, None
+        self._token, self._client = "", None
+        try:
+            self.token_file.unlink(missing_ok=True)
+        except OSError as exc:  # the secrets tmpfs may be gone already
+            log.debug("alloc=%s task=%s token file: %s", self.alloc_id[:8], self.task, exc)
+        if lease is None:
+            return
+        self._revoke_accessor(lease, "the task stopped")
+        self.store.delete(KIND_VAULT_TOKEN, self.key)
+
+    # -- renewal --------------------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        self.generation += 1
+        gen = self.generation
+        plan = plan_token(self.lease, self.clock())
+        if plan.action is TokenAction.NEVER:
+            return
+        self.schedule(max(0.0, plan.at - self.clock()), lambda: self._tick(gen))
+
+    def _retry(self) -> None:
+        """Try again with backoff, but never later than halfway to the token's expiry (at least 1 s)."""
+        self.failures += 1
+        self.generation += 1
+        gen = self.generation
+        delay = backoff(self.failures - 1)
+        if self.lease is not None and self.lease.ttl > 0:
+            left = self.lease.expires_at - self.clock()
+            if left > 0:
+                delay = min(delay, max(1.0, left / 2))
+        self.schedule(delay, lambda: self._tick(gen))
+
+    def _tick(self, gen: int) -> None:
+        if gen != self.generation:
+            return
+        plan = plan_token(self.lease, self.clock())
+        try:
+            if plan.action is TokenAction.RENEW:
+                self._renew()
+            elif plan.action is TokenAction.DERIVE:
+                self._replace(plan.reason)
+                self.on_new_token(plan.reason)
+        except VaultDenied as exc:
+            if plan.action is not TokenAction.RENEW:
+                self.event("Vault Token Failed", f"cannot derive a Vault token: {exc}; retrying")
+                self._retry()
+                return
+            try:  # the renewal was refused: the token was revoked or expired behind our back
+                self._replace(f"renewal refused ({exc.reason})")
+            except VaultError as again:
+                self.event("Vault Token Failed", f"cannot derive a Vault token: {again}; retrying")
+                self._retry()
+                return
+            self.on_new_token("the token's renewal was refused")
+        except VaultError as exc:
+            log.warning(
+                "alloc=%s task=%s vault token %s: %s", self.alloc_id[:8], self.task, plan.action.value, exc
+            )
+            self._retry()
+            return
+        self.failures = 0
+        self._schedule()
+
+    def _renew(self) -> None:
+        assert self._client is not None and self.lease is not None  # RENEW is planned only then
+        grant = self._client.renew_self()
+        self.lease = self.lease.renewed(grant)
+        self._save()
+        self.renewals += 1
+        log.debug("alloc=%s task=%s vault token renewed (ttl %.0fs)", self.alloc_id[:8], self.task, grant.ttl)
+
+    # -- deriving -------------------------------------------------------------------------------------
+    def _replace(self, why: str) -> None:
+        """Derive a new token and put it in place; the old one (if any) is revoked afterwards."""
+        old = self.lease
+        grant = self.issuer.create_token(
+            self.role,
+            self.vault.policies,
+            meta={"alloc_id": self.alloc_id, "job": self.job, "task": self.task},
+            display_name=f"{self.job}-{self.task}",
+        )
+        lease = TokenLease.from_grant(grant)
+        self.lease = lease
+        self._save()  # the accessor first: a crash from here on leaves a token the next agent revokes
+        self._adopt(grant.token, self.issuer.token_client(grant.token), lease)
+        self._write_file()
+        self.derived += 1
+        self.event(
+            "Vault Token",
+            f"derived a Vault token with policies {', '.join(lease.policies)} (ttl {lease.ttl:.0f}s): {why}",
+        )
+        if old is not None and old.accessor != lease.accessor:
+            self._revoke_accessor(old, "replaced")
+
+    def _adopt(self, token: str, client: TaskTokenClient, lease: TokenLease) -> None:
+        self._token, self._client, self.lease = token, client, lease
+        self._schedule()
+
+    def _revoke_accessor(self, lease: TokenLease, why: str) -> None:
+        try:
+            self.issuer.revoke_accessor(lease.accessor)
+        except VaultError as exc:
+            self.event(
+                "Vault Token", f"could not revoke the Vault token ({why}): {exc}; it expires unrenewed"
+            )
+
+    # -- storage --------------------------------------------------------------------------------------
+    def _load_lease(self) -> TokenLease | None:
+        rec = self.store.get(KIND_VAULT_TOKEN, self.key)
+        if rec is None:
+            return None
+        try:
+            return TokenLease.from_record(rec)
+        except AgentError as exc:
+            log.warning("alloc=%s task=%s: %s", self.alloc_id[:8], self.task, exc)
+            return None
+
+    def _save(self) -> None:
+        if self.lease is not None:
+            self.store.put(KIND_VAULT_TOKEN, self.key, self.lease.to_record())
+
+    def _read_file(self) -> str:
+        if not self.vault.file:
+            return ""
+        try:
+            return self.token_file.read_text().strip()
+        except OSError:
+            return ""
+
+    def _write_file(self) -> None:
+        """secrets/vault_token, 0600, replaced atomically (a reader sees the old token or the new)."""
+        if not self.vault.file:
+            return
+        self.secrets_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.secrets_dir / f".{TOKEN_FILE}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, self._token.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.token_file)
