@@ -29,6 +29,7 @@ if REASON:
 TIMEOUT = 30.0
 JOBS = Path(__file__).parent / "jobspecs"
 NOBODY = 65534
+INIT_MARK = "fieldlab-task"  # $0 of a task's init (agent.drivers.exec.INIT_NAME)
 
 
 @pytest.fixture
@@ -259,8 +260,6 @@ def test_a_hostile_exec_task_sees_only_its_own_chroot_as_nobody(lab: AgentLab) -
         agent.stop()
 
 
-INIT_MARK = "fieldlab-task"
-
 ROOT_JOB = """
 job "@JOB@" {
   group "g" {
@@ -290,7 +289,7 @@ def test_user_root_is_refused_unless_the_client_allows_it(lab: AgentLab) -> None
             events = _events(agent, alloc)
             assert view["status"] == "failed", (user, view)
             assert any(t == "Setup Failure" and says in m and user in m for t, m in events), events
-            assert _status_or_none(agent, alloc) is None
+            assert agent.core.store.get("handle", f"{alloc}/t") is None, "a refused task has no handle"
     finally:
         agent.stop()
     agent = lab.start_agent(exec_allow_root=True)
@@ -306,10 +305,6 @@ def test_user_root_is_refused_unless_the_client_allows_it(lab: AgentLab) -> None
         assert bounding & (1 << 10), "net_bind_service is kept for root tasks"
     finally:
         agent.stop()
-
-
-def _status_or_none(agent: AgentUnderTest, alloc: str) -> object:
-    return agent.core.store.get("handle", f"{alloc}/t")
 
 
 # -- signals, stop, change script, agent restart -----------------------------------------------------------

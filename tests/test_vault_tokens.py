@@ -18,6 +18,7 @@ import dataclasses
 import heapq
 import itertools
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -838,3 +839,24 @@ def test_a_docker_task_gets_its_token_keeps_it_across_an_agent_restart_and_loses
     finally:
         agent.stop()
         lab.cleanup()
+
+
+def test_the_token_file_never_follows_a_link_the_task_planted_and_belongs_to_the_task(tmp_path: Path) -> None:
+    """The task can write to secrets/: symlinks it plants at the token file's old temp name and at
+    the file itself must never make the agent (root) write a host file; the file gets the owner of
+    secrets/ (the task's user, set by the exec driver) so a task running as nobody can read it."""
+    k = _keeper(tmp_path)
+    secrets_dir = k.token.token_file.parent
+    secrets_dir.mkdir(parents=True)
+    host = tmp_path / "host-file"
+    host.write_text("host data\n")
+    host.chmod(0o644)
+    (secrets_dir / ".vault_token.tmp").symlink_to(host)
+    k.token.token_file.symlink_to(host)
+    os.chown(secrets_dir, 65534, 65534)
+    assert k.token.ensure() is True
+    assert host.read_text() == "host data\n" and host.stat().st_mode & 0o777 == 0o644
+    assert not k.token.token_file.is_symlink() and k.token.token_file.read_text() == "task-token-1"
+    st = k.token.token_file.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (65534, 65534, 0o600)
+    assert [p.name for p in secrets_dir.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()] == []

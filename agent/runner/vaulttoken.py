@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -433,16 +434,24 @@ class TaskVaultToken:
             return ""
 
     def _write_file(self) -> None:
-        """secrets/vault_token, 0600, replaced atomically (a reader sees the old token or the new)."""
+        """secrets/vault_token, 0600, owned by the owner of secrets/ (the task's user: the exec driver
+        chowns it), replaced atomically. The task can write to secrets/, so the temp file has a random
+        name and is created O_EXCL|O_NOFOLLOW: a symlink the task planted is never followed."""
         if not self.vault.file:
             return
         self.secrets_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.secrets_dir / f".{TOKEN_FILE}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        owner = os.stat(self.secrets_dir, follow_symlinks=False)
+        tmp = self.secrets_dir / f".{TOKEN_FILE}.{secrets.token_hex(8)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600)
         try:
             os.write(fd, self._token.encode())
+            os.fchmod(fd, 0o600)
+            os.fchown(fd, owner.st_uid, owner.st_gid)
             os.fsync(fd)
-        finally:
+        except OSError:
             os.close(fd)
-        os.chmod(tmp, 0o600)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
         os.replace(tmp, self.token_file)
