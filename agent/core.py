@@ -344,9 +344,15 @@ class Core:
             raise NotFound(f"no job {job_id}")
         stopped = []
         for r in list(self.runners.values()):
-            if r.job.id == job_id and r.rec.live:
+            if r.job.id != job_id:
+                continue
+            if r.rec.live:
                 r.stop()
                 stopped.append(r.id)
+            elif r.rec.desired is not DesiredStatus.STOP:
+                # As Nomad's `job stop`: every alloc of the job is desired "stop", a terminal one
+                # too, so a failed alloc is never replaced after its job was stopped.
+                r.state.save(desired=DesiredStatus.STOP)
         return stopped
 
     def runner(self, alloc_id: str) -> AllocRunner:

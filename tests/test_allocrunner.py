@@ -316,3 +316,43 @@ def test_stopped_alloc_is_torn_down_completely(tmp_path: Path) -> None:
 def test_driver_error_names_driver_and_reason() -> None:
     err = DriverError("docker", "task web", "image 'x' not found on this node")
     assert str(err) == "docker: task web: image 'x' not found on this node"
+
+
+def test_stopping_a_job_marks_its_failed_alloc_stopped_too(tmp_path: Path) -> None:
+    """As Nomad's `job stop`: a failed (terminal) alloc of the job gets desired "stop" as well, so no
+    replacement starts and nothing reports it as "failed and not replaced"."""
+    from agent.core import Core
+    from agent.faults import Faults
+
+    node = FakeNode(tmp_path)
+    node.network.fail_adds = 1
+    core = Core(
+        node.store,
+        node.registry,
+        node.network,
+        data_dir=tmp_path / "data",
+        faults=Faults(),
+        task_dirs=node.dirs,
+    )
+    spec = """
+job "web" {
+  group "g" {
+    network {
+      mode = "bridge"
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image = "x"
+      }
+    }
+  }
+}
+"""
+    (alloc,) = core.submit(spec, "hcl")["allocs"]
+    failed = core.runner(alloc)
+    assert failed.rec.status is AllocStatus.FAILED and failed.rec.desired is DesiredStatus.RUN
+    assert core.stop_job("web") == []
+    assert failed.rec.desired is DesiredStatus.STOP
+    stored = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
+    assert stored.desired is DesiredStatus.STOP and stored.status is AllocStatus.FAILED
