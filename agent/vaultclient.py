@@ -22,6 +22,7 @@ import logging
 import random
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,7 +171,7 @@ def _classify(exc: Exception, op: str, path: str) -> VaultError:
     return cls(op, path, errors)
 
 
-class _VaultApi:
+class _VaultApi(ABC):
     """Requests to one server, each with the token `_request` picks: reads, writes and what a
     template's `secret()` gets. Subclasses decide which token and what a denial leads to."""
 
@@ -206,8 +207,9 @@ class _VaultApi:
             return {}
         return dict(resp)
 
+    @abstractmethod
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        raise NotImplementedError
+        """One request with this client's token (each subclass holds its own)."""
 
     def _result(self, resp: dict[str, Any], fetched_at: float) -> SecretResult:
         data = resp.get("data") or {}
