@@ -87,9 +87,9 @@ TEMPLATE = """      template {{
       }}
 """
 
-REFUSED_AT_SUBMISSION = {
-    "source outside the sandbox": """
-job "hostile-source" {{
+# A sleeping busybox task whose only interesting part is the blocks it adds (a template, a vault block).
+SLEEPER_JOB = """
+job "{job}" {{
   group "g" {{
     task "t" {{
       driver = "docker"
@@ -98,74 +98,42 @@ job "hostile-source" {{
         command = "sleep"
         args    = ["3600"]
       }}
-      template {{
-        source      = "/etc/fieldlab-agent/approle.json"
-        destination = "local/stolen.json"
-      }}
-    }}
-  }}
-}}
-""",
-    "source escaping with ..": """
-job "hostile-source-dots" {{
-  group "g" {{
-    task "t" {{
-      driver = "docker"
-      config {{
-        image   = "fieldlab/busybox:latest"
-        command = "sleep"
-        args    = ["3600"]
-      }}
-      template {{
-        source      = "../../../../../etc/fieldlab-agent/approle.json"
-        destination = "local/stolen.json"
-      }}
-    }}
-  }}
-}}
-""",
-    "the agent's own token": """
-job "hostile-token" {{
-  group "g" {{
-    task "t" {{
-      driver = "docker"
-      config {{
-        image   = "fieldlab/busybox:latest"
-        command = "sleep"
-        args    = ["3600"]
-      }}
-      template {{
-        data        = "{{{{ secret('auth/token/lookup-self').id }}}}"
-        destination = "secrets/token"
-      }}
-    }}
-  }}
-}}
-""",
-}
-
-# A job whose policy allows hostile-* names and its own KV path asks for another job's.
-OUTSIDE_POLICY_JOB = """
-job "hostile-vault-{n}" {{
-  group "g" {{
-    task "t" {{
-      driver = "docker"
-      config {{
-        image   = "fieldlab/busybox:latest"
-        command = "sleep"
-        args    = ["3600"]
-      }}
-      vault {{
-        policies = ["{policy}"]
-      }}
-      template {{
-        data        = "{{{{ {expr} }}}}"
-        destination = "secrets/out"
-      }}
-    }}
+{blocks}    }}
   }}
 }}
 """
+SOURCE_TEMPLATE = """      template {{
+        source      = "{source}"
+        destination = "local/stolen.json"
+      }}
+"""
+DATA_TEMPLATE = """      template {{
+        data        = "{{{{ {expr} }}}}"
+        destination = "secrets/out"
+      }}
+"""
+VAULT_BLOCK = """      vault {{
+        policies = ["{policy}"]
+      }}
+"""
+
+# Refused before anything is stored: each names template[0].
+REFUSED_AT_SUBMISSION = {
+    "source outside the sandbox": (
+        "hostile-source",
+        SOURCE_TEMPLATE.format(source="/etc/fieldlab-agent/approle.json"),
+    ),
+    "source escaping with ..": (
+        "hostile-source-dots",
+        SOURCE_TEMPLATE.format(source="../../../../../etc/fieldlab-agent/approle.json"),
+    ),
+    "the agent's own token": (
+        "hostile-token",
+        DATA_TEMPLATE.format(expr="secret('auth/token/lookup-self').id"),
+    ),
+}
+
+# A job whose policy allows hostile-* names and its own KV path asks for another job's.
 VICTIM_CN = "pki-victim.service.fieldlab"  # a name of the probe jobs' policy, not of hostile-*
 OUTSIDE_POLICY = {
     "a cert for another job's service": f"secret('{PKI_ISSUE}', common_name='{VICTIM_CN}').certificate",
@@ -271,7 +239,8 @@ def test_a_planted_link_or_fifo_never_moves_the_agent(
 @pytest.mark.parametrize("attempt", sorted(REFUSED_AT_SUBMISSION))
 def test_template_reads_outside_the_sandbox_are_refused_at_submission(cluster: Cluster, attempt: str) -> None:
     agent = cluster.agent(cluster.clients[0])
-    spec = REFUSED_AT_SUBMISSION[attempt].format()
+    job, template = REFUSED_AT_SUBMISSION[attempt]
+    spec = SLEEPER_JOB.format(job=job, blocks=template)
     before = agent.request("GET", "/v1/jobs")
     with pytest.raises(AgentError) as refused:
         agent.run_job(spec, f"hostile: {attempt}")
@@ -285,7 +254,8 @@ def test_vault_paths_outside_the_jobs_policy_are_denied(cluster: Cluster, attemp
     node = cluster.clients[0]
     agent = cluster.agent(node)
     n = sorted(OUTSIDE_POLICY).index(attempt)
-    spec = OUTSIDE_POLICY_JOB.format(n=n, policy=HOSTILE_POLICY, expr=OUTSIDE_POLICY[attempt])
+    blocks = VAULT_BLOCK.format(policy=HOSTILE_POLICY) + DATA_TEMPLATE.format(expr=OUTSIDE_POLICY[attempt])
+    spec = SLEEPER_JOB.format(job=f"hostile-vault-{n}", blocks=blocks)
     allocs = agent.run_job(spec, f"hostile: {attempt}")
     try:
 

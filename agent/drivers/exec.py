@@ -69,6 +69,7 @@ CHROOT_DIR = "chroot"  # the task's root (a mount point inside its mount namespa
 TMP_DIR = "tmp"  # <task dir>/tmp, the task's /tmp
 INIT_NAME = "fieldlab-task"  # $0 of the task's init (C): how exec and start recognise it
 SETUP_NAME = "fieldlab-setup"
+SETUP_POLL = 0.005  # seconds between looks for the task's init during setup
 SETUP_TIMEOUT = 15.0  # seconds for the chroot to be built
 TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The signals the agent may send (change_signal, kill_signal) that would end P or C by default.
@@ -516,7 +517,9 @@ class ExecDriver:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 raise DriverError("exec", f"task {task.name}", f"isolation setup took over {SETUP_TIMEOUT}s")
-            time.sleep(0.005)
+            # Wait on the setup process itself: wakes at once if it fails, else re-checks the init.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=SETUP_POLL)
 
     def watch(self, report: ExitReport, stop: threading.Event) -> None:
         """Exits are reported by one pidfd waiter per task (see reattach): just take the report."""
