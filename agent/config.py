@@ -85,6 +85,10 @@ class Config:
     exec_allow_root: bool = False  # exec tasks may ask for `user = "root"`
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
     docker_pids_limit: int = 4096  # pids limit of every task container (0: none)
+    raw_exec_enabled: bool = False  # the raw_exec driver (no isolation), off as in Nomad's plugin config
+    # -- what a jobspec may ask for ---------------------------------------------------------------
+    max_count: int = 1000  # a group's count
+    max_kill_timeout: float = 30.0  # seconds; longer kill_timeouts are refused (Nomad's client default)
 
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -224,6 +228,9 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "exec_allow_root": lambda: _bool(p, raw, "exec_allow_root"),
         "chroot_env": lambda: _chroot_env(p, raw, "chroot_env"),
         "docker_pids_limit": lambda: _count(p, raw, "docker_pids_limit", minimum=0),
+        "raw_exec_enabled": lambda: _bool(p, raw, "raw_exec_enabled"),
+        "max_count": lambda: _count(p, raw, "max_count"),
+        "max_kill_timeout": lambda: _seconds(p, raw, "max_kill_timeout"),
     }
     for key, check in checks.items():
         if key in raw:

@@ -13,6 +13,7 @@ runtime interpolation.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +22,19 @@ from agent.jobspec.build import Builder
 from agent.jobspec.durations import parse_duration
 from agent.jobspec.errors import JobspecError
 from agent.jobspec.hcl import parse_hcl
+from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Report
 from agent.model import Job
 
-__all__ = ["JobspecError", "ParsedJob", "load_jobspec", "parse_duration", "parse_jobspec"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "JobspecError",
+    "Limits",
+    "ParsedJob",
+    "load_jobspec",
+    "parse_duration",
+    "parse_jobspec",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,15 +48,26 @@ class ParsedJob:
     warnings: tuple[str, ...]
 
 
-def parse_jobspec(text: str, *, source: str, fmt: str | None = None) -> ParsedJob:
-    """Parse a jobspec; `fmt` is "hcl", "json" or None (JSON when the text starts with "{")."""
+def parse_jobspec(
+    text: str,
+    *,
+    source: str,
+    fmt: str | None = None,
+    variables: Mapping[str, object] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> ParsedJob:
+    """Parse a jobspec; `fmt` is "hcl", "json" or None (JSON when the text starts with "{").
+
+    `variables` are the HCL2 input variables given from outside (`-var k=v`, `-var-file`, the API
+    request's `Variables`): strings are parsed by the variable's type as Nomad does, other values are
+    taken as they are. `limits` bound counts, kill timeouts, size and nesting."""
     if fmt is None:
         fmt = "json" if text.lstrip().startswith("{") else "hcl"
     if fmt not in FORMATS:
         raise JobspecError(source, [("", f'unknown jobspec format "{fmt}": use "hcl" or "json"')])
     report = Report()
-    top = parse_json(text, report) if fmt == "json" else parse_hcl(text, report)
-    job = Builder(report).job(top) if top is not None else None
+    top = parse_json(text, report) if fmt == "json" else parse_hcl(text, report, variables or {})
+    job = Builder(report, limits).job(top) if top is not None else None
     if report.problems or job is None:
         log.debug("jobspec %s rejected with %d problems", source, len(report.problems))
         raise JobspecError(source, report.problems or [("", "no job found")])

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from agent.jobspec.durations import parse_duration
 from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED, known
+from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Block, Body, Invalid, Report, join
 from agent.model import (
     ChangeScript,
@@ -72,7 +73,8 @@ def _choices(options: tuple[str, ...]) -> str:
 class Builder:
     """Builds one `Job`; problems and warnings go to `report`."""
 
-    def __init__(self, report: Report) -> None:
+    def __init__(self, report: Report, limits: Limits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
         self.report = report
 
     # --- job, group, task -------------------------------------------------------------------------------

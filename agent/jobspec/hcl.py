@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import lark.exceptions
@@ -56,8 +57,9 @@ _TOKEN_NAMES = {
 }
 
 
-def parse_hcl(text: str, report: Report) -> Body | None:
-    """The jobspec's top-level body, or None with the syntax problems recorded in `report`."""
+def parse_hcl(text: str, report: Report, variables: Mapping[str, object] | None = None) -> Body | None:
+    """The jobspec's top-level body, or None with the syntax problems recorded in `report`.
+    `variables`: input variables given from outside (see agent.jobspec.parse_jobspec)."""
     text = text.replace("\r\n", "\n")
     try:
         tree = parses(text)
