@@ -11,7 +11,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,7 @@ from agent.drivers.base import LABEL_GROUP, LABEL_JOB
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
 from agent.faults import Faults
-from agent.jobspec import JobspecError, parse_jobspec
+from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
 from agent.model import Job
 from agent.network.base import Network
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, RecordError
@@ -52,6 +52,34 @@ class Conflict(AgentError):
     pass
 
 
+def parse_submission(
+    text: str,
+    fmt: str | None,
+    source: str,
+    variables: Mapping[str, object],
+    limits: Limits = DEFAULT_LIMITS,
+) -> ParsedJob:
+    """Parse a submitted jobspec and check its templates: pure, callable from any thread (the API's
+    handler threads), so that a large or hostile jobspec never holds the main loop.
+
+    Raises JobspecError with every problem."""
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > limits.max_bytes:
+        raise JobspecError(source, [("", f"the jobspec is {size} bytes, more than {limits.max_bytes}")])
+    parsed = parse_jobspec(text, source=source, fmt=fmt, variables=variables, limits=limits)
+    job = parsed.job
+    problems = [
+        (f"job.{job.id}.group.{g.name}.task.{t.name}.template[{i}]", why)
+        for g in job.groups
+        for t in g.tasks
+        for i, tpl in enumerate(t.templates)
+        if (why := check_template(tpl))
+    ]
+    if problems:
+        raise JobspecError(source, problems)
+    return parsed
+
+
 @dataclass(order=True)
 class _Timer:
     due: float
@@ -76,7 +104,9 @@ class Core:
         task_dirs: TaskDirs | None = None,
         template_render_timeout: float = 2.0,
         template_max_bytes: int = 4 * 1024 * 1024,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
+        self.limits = limits  # what a jobspec may ask for (the client's max_count, max_kill_timeout)
         self.store = store
         self.drivers = drivers
         self.faults = faults
@@ -179,9 +209,13 @@ class Core:
         for job_id, job_rec in jobs.records.items():
             try:
                 self.jobs[job_id] = parse_jobspec(
-                    job_rec["source"], source=f"state:job/{job_id}", fmt=job_rec.get("format")
+                    job_rec["source"],
+                    source=f"state:job/{job_id}",
+                    fmt=job_rec.get("format"),
+                    variables=job_rec.get("variables") or {},
+                    limits=self.limits,
                 ).job
-            except (JobspecError, KeyError) as exc:
+            except (JobspecError, KeyError, TypeError) as exc:
                 log.error("state: job %s does not parse any more: %s", job_id, exc)
         allocs = self.store.list("alloc")
         unreadable = [(bad.key, bad.reason) for bad in allocs.corrupt]
@@ -270,22 +304,34 @@ class Core:
         self.schedule(interval, tick)
 
     # -- jobs ----------------------------------------------------------------------------------
-    def submit(self, text: str, fmt: str | None, source: str = "<request>") -> dict[str, Any]:
-        parsed = parse_jobspec(text, source=source, fmt=fmt)
+    def submit(
+        self,
+        text: str,
+        fmt: str | None,
+        source: str = "<request>",
+        variables: Mapping[str, object] | None = None,
+    ) -> dict[str, Any]:
+        """Parse and commit in one step, on the loop (tests, the benchmarks); the API parses in its
+        handler thread with `parse_submission` and commits with `commit`."""
+        parsed = parse_submission(text, fmt, source, variables or {}, self.limits)
+        return self.commit(parsed, text, fmt, variables or {})
+
+    def commit(
+        self, parsed: ParsedJob, text: str, fmt: str | None, variables: Mapping[str, object]
+    ) -> dict[str, Any]:
+        """On the loop: store a parsed job (its text, format and input variables, so that restore parses
+        it the same way) and start its allocs."""
         job = parsed.job
-        problems = [
-            (f"job.{job.id}.group.{g.name}.task.{t.name}.template[{i}]", why)
-            for g in job.groups
-            for t in g.tasks
-            for i, tpl in enumerate(t.templates)
-            if (why := check_template(tpl))
-        ]
-        if problems:
-            raise JobspecError(source, problems)
         if job.id in self.jobs and any(r.job.id == job.id and r.rec.live for r in self.runners.values()):
             raise Conflict(f"job {job.id} is already running: stop it first")
         self._check_static_ports(job)
-        self.store.put("job", job.id, {"source": text, "format": fmt, "warnings": list(parsed.warnings)})
+        record = {
+            "source": text,
+            "format": fmt,
+            "warnings": list(parsed.warnings),
+            "variables": dict(variables),
+        }
+        self.store.put("job", job.id, record)
         self.jobs[job.id] = job
         created = []
         for group in job.groups:

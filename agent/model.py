@@ -13,9 +13,23 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Port:
+    """A port of a group's network, as Nomad means it.
+
+    - `label`: the name services, checks and the docker driver's `ports` refer to; Nomad allows any
+      characters (a dash too): in environment variable names (NOMAD_PORT_<label>, NOMAD_HOST_PORT_<label>)
+      every character other than a letter, digit, "_" or "." becomes "_", as Nomad's CleanEnvVar does;
+    - `static`: the fixed host port; 0: the agent picks a dynamic host port;
+    - `to`: the port the workload listens on, that the host port is mapped to. 0 (the jobspec's `to`
+      left out, `to = 0` or `to = -1`) means "the same as the host port". In network mode "bridge" the
+      host port is forwarded to `to` inside the alloc's network namespace. In mode "host" the docker driver
+      still maps host port -> `to` (published ports) for a task that lists the label in its config's
+      `ports`, as Nomad's docker driver does; an exec or raw_exec task in host mode gets no mapping: it
+      must listen on the host port itself. NOMAD_PORT_<label> is `to` when set, else the host port.
+    """
+
     label: str
-    to: int = 0  # port inside the alloc's network namespace; 0 means "same as the host port"
-    static: int = 0  # fixed host port; 0 means "pick a dynamic host port"
+    to: int = 0
+    static: int = 0
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,8 @@ class Template:
     wait_min: float = 0.0
     wait_max: float = 0.0
     error_on_missing_key: bool = False
+    left_delimiter: str = "{{"
+    right_delimiter: str = "}}"
 
 
 @dataclass(frozen=True)
@@ -62,15 +78,16 @@ class Check:
     path: str = ""
     interval: float = 10.0
     timeout: float = 2.0
-    port: str = ""  # a port label of the group's network; "" means the service's port
+    port: str = ""  # a port label of the group's network, or a port number ("8080"); "": the service's
     command: str = ""  # script checks: run inside the task
     args: tuple[str, ...] = ()
+    task: str = ""  # a group-level script check: the task it runs in
 
 
 @dataclass(frozen=True)
 class Service:
     name: str
-    port: str = ""  # a port label of the group's network
+    port: str = ""  # a port label of the group's network, or a port number ("9001": advertised as it is)
     tags: tuple[str, ...] = ()
     checks: tuple[Check, ...] = ()
     provider: str = "consul"
@@ -98,7 +115,7 @@ class Vault:
 @dataclass(frozen=True)
 class Task:
     name: str
-    driver: str  # "docker" or "exec"
+    driver: str  # "docker", "exec" or "raw_exec"
     config: Mapping[str, Any] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Resources = field(default_factory=Resources)

@@ -7,9 +7,10 @@ import signal
 from typing import Any
 
 from agent.api import Handler, Response, json_response
-from agent.core import Conflict, Core, NotFound
+from agent.core import Conflict, Core, NotFound, parse_submission
 from agent.errors import AgentError
 from agent.jobspec import JobspecError
+from agent.jobspec.hclvars import parse_var_file
 
 
 def _body_json(body: bytes) -> dict[str, Any]:
@@ -20,6 +21,24 @@ def _body_json(body: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise AgentError("request body must be a JSON object")
     return data
+
+
+def _variables(data: dict[str, Any], source: str) -> dict[str, object]:
+    """The request's HCL2 input variables: `"variables": {name: value}`, and Nomad's API spelling
+    `"Variables": "<var-file text>"` (HCL `name = value` lines or a JSON object); the object wins."""
+    given = data.get("variables")
+    if given is not None and not isinstance(given, dict):
+        raise AgentError('"variables" must be an object of variable name: value')
+    var_file = data.get("Variables")
+    if var_file is not None and not isinstance(var_file, str):
+        raise AgentError(
+            '"Variables" must be a string: the text of a variables file, as Nomad\'s API takes it'
+        )
+    merged: dict[str, object] = {}
+    if var_file and var_file.strip():
+        merged.update(parse_var_file(var_file, f"{source} Variables"))
+    merged.update(given or {})
+    return merged
 
 
 def _guard(fn: Handler) -> Handler:
@@ -47,11 +66,12 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
         if not isinstance(text, str) or not text.strip():
             raise AgentError('body needs "jobspec": the job file\'s text (HCL or JSON)')
         fmt = data.get("format")
-        out = core.call(
-            lambda: core.submit(
-                text, fmt if isinstance(fmt, str) else None, source=str(data.get("source") or "<request>")
-            )
-        )
+        fmt = fmt if isinstance(fmt, str) else None
+        source = str(data.get("source") or "<request>")
+        variables = _variables(data, source)
+        # Parsed here, in the handler's thread: only the commit runs on the main loop.
+        parsed = parse_submission(text, fmt, source, variables, core.limits)
+        out = core.call(lambda: core.commit(parsed, text, fmt, variables))
         return json_response(201, out)
 
     def jobs(groups: tuple[str, ...], body: bytes) -> Response:

@@ -20,6 +20,7 @@ from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
 from agent.drivers.registry import build_registry
 from agent.faults import Faults
+from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.plugins import check_supported, plugin_version
@@ -44,6 +45,7 @@ class CoreSettings:
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
     docker_pids_limit: int = 0
     vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
+    limits: Limits = DEFAULT_LIMITS  # what a jobspec may ask for (max_count, max_kill_timeout)
 
     @classmethod
     def from_config(cls, cfg: Config) -> CoreSettings:
@@ -59,6 +61,7 @@ class CoreSettings:
             chroot_env=cfg.chroot_env,
             docker_pids_limit=cfg.docker_pids_limit,
             vault_token_role=cfg.vault.token_role,
+            limits=Limits(max_count=cfg.max_count, max_kill_timeout=cfg.max_kill_timeout),
         )
 
 
@@ -97,6 +100,7 @@ def build_core(
         vault_token_role=settings.vault_token_role,
         template_render_timeout=settings.template_render_timeout,
         template_max_bytes=settings.template_max_bytes,
+        limits=settings.limits,
     )
 
 

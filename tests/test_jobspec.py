@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.errors import AgentError
-from agent.jobspec import JobspecError, ParsedJob, load_jobspec, parse_duration, parse_jobspec
+from agent.jobspec import JobspecError, Limits, ParsedJob, load_jobspec, parse_duration, parse_jobspec
 from agent.jobspec.fields import UNIMPLEMENTED
 from agent.model import ChangeScript, Check, Network, Port, RestartPolicy, Vault
 
@@ -85,13 +85,21 @@ def test_pause_container_reporters_job_completed_keeps_its_structure() -> None:
 
 def test_template_change_mode_job_reads_modes_signals_and_durations() -> None:
     parsed = load_jobspec(SPECS / "template-change-mode.hcl")
-    assert parsed.warnings == (f"job.pki-probe.group.probe.task.probe.vault.role: {WORKLOAD_IDENTITY}",)
+    assert parsed.warnings == (
+        "job.pki-probe.group.probe.task.probe.kill_timeout: 1m30s is more than the client's max_kill_timeout "
+        "(30s): capped to it",
+        f"job.pki-probe.group.probe.task.probe.vault.role: {WORKLOAD_IDENTITY}",
+    )
     job = parsed.job
     assert dict(job.meta) == {"seed": "nomad-24140"}
     (group,) = job.groups
     assert group.restart == RestartPolicy(attempts=3, interval=300.0, delay=10.0, mode="fail")
     (task,) = group.tasks
-    assert (task.kill_timeout, task.kill_signal) == (90.0, "SIGINT")
+    assert (task.kill_timeout, task.kill_signal) == (30.0, "SIGINT")  # capped, as Nomad's client does
+    roomy = parse_jobspec(
+        (SPECS / "template-change-mode.hcl").read_text(), source="t", limits=Limits(max_kill_timeout=120.0)
+    )
+    assert roomy.job.groups[0].tasks[0].kill_timeout == 90.0
     assert task.vault == Vault(policies=("fieldlab-job-probe",), role="fieldlab-workload")
     assert task.env["PROBE_ALLOC"] == "${NOMAD_ALLOC_ID}"  # kept for runtime interpolation
     cert, key, serial, noop = task.templates
@@ -415,7 +423,12 @@ def test_the_base_of_the_rejection_cases_is_valid() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "path", "reason"),
     [
-        ('driver = "docker"', 'driver = "raw_exec"', f"{_T}.driver", 'unsupported driver "raw_exec"'),
+        (
+            'driver = "docker"',
+            'driver = "java"',
+            f"{_T}.driver",
+            'driver "java" is not run by fieldlab-agent: it runs docker, exec, raw_exec',
+        ),
         (
             'change_mode = "restart"',
             'change_mode = "reload"',
@@ -435,7 +448,7 @@ def test_the_base_of_the_rejection_cases_is_valid() -> None:
             'required with change_mode "script"',
         ),
         ("count = 1", "count = -1", "job.t.group.g.count", "must not be negative"),
-        ("to = 8080", "to = 0", "job.t.group.g.network.port.www.to", "0 is not a port number (1-65535)"),
+        ("to = 8080", "to = -2", "job.t.group.g.network.port.www.to", "-2 is not a port number"),
         ("to = 8080", "to = 65536", "job.t.group.g.network.port.www.to", "65536 is not a port number"),
         (
             "to = 8080",
@@ -499,14 +512,13 @@ def test_the_base_of_the_rejection_cases_is_valid() -> None:
         ('kill_timeout = "5s"', 'kill_timeout = "-5s"', f"{_T}.kill_timeout", "must not be negative"),
         ('kill_timeout = "5s"', 'kill_timout = "5s"', f"{_T}.kill_timout", 'did you mean "kill_timeout"?'),
         ("count = 1", 'colour = "blue"', "job.t.group.g.colour", "not a Nomad jobspec field"),
-        ('image = "fieldlab/busybox:latest"', "image = var.image", f"{_T}.config.image", "HCL expressions"),
-        ("count = 1", "count = 1 + 1", "job.t.group.g.count", "HCL expressions are not supported"),
-        ('data = "x"', 'data = "${var.x}"', f"{_T}.template[0].data", "HCL variables are not supported"),
-        ('data = "x"', 'data = "${file(\\"x\\")}"', f"{_T}.template[0].data", "HCL functions"),
+        ('image = "fieldlab/busybox:latest"', "image = var.image", f"{_T}.config.image", 'unknown variable "var.image"'),
+        ('data = "x"', 'data = "${var.x}"', f"{_T}.template[0].data", 'unknown variable "var.x"'),
+        ('data = "x"', 'data = "${file("x")}"', f"{_T}.template[0].data", "not read from a file"),
         ("count = 1", 'count = "many"', "job.t.group.g.count", 'expected a whole number, not "many"'),
         ("count = 1", "count = 1\ncount = 2", "job.t.group.g.count", "set more than once"),
         ('ports = ["www"]', 'ports = "www"', f"{_T}.config.ports", "expected a list of strings"),
-        ('port "www" {', 'port "w-w" {', "job.t.group.g.network.port.w-w", "must match [A-Za-z0-9_]+"),
+        ('port "www" {', 'port " " {', "job.t.group.g.network.port. ", "a port label must be 1 to 128 characters"),
         ('task "web" {', 'task "a/b" {', "job.t.group.g.task.a/b", 'task name "a/b" must be'),
         (
             'mode = "bridge"',
@@ -690,11 +702,13 @@ def test_json_syntax_errors_and_duplicate_keys_are_rejected() -> None:
     assert "a JSON jobspec is an object" in reason
 
 
+def test_hcl_arithmetic_is_evaluated_as_nomad_does() -> None:
+    assert _parse(_mutated("count = 1", "count = 1 + 1")).job.groups[0].count == 2
+
+
 def test_a_jobspec_needs_one_job_with_a_group_and_a_task() -> None:
-    assert _problems('variable "x" {}') == [
-        ("variable", "HCL variables are not supported by fieldlab-agent"),
-        ("job", "required: one job block"),
-    ]
+    assert _problems('variable "x" {}') == [("", 'variable "x": no value given; set it with -var x=... or a default')]
+    assert _problems('variable "x" { default = 1 }') == [("job", "required: one job block")]
     assert _problems('job "a" {}') == [("job.a.group", "required: at least one group")]
     assert _problems('job "a" {\n  group "g" {}\n}') == [
         ("job.a.group.g.task", "required: at least one task")

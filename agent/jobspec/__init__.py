@@ -55,18 +55,26 @@ def parse_jobspec(
     fmt: str | None = None,
     variables: Mapping[str, object] | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    base_dir: Path | None = None,
 ) -> ParsedJob:
     """Parse a jobspec; `fmt` is "hcl", "json" or None (JSON when the text starts with "{").
 
     `variables` are the HCL2 input variables given from outside (`-var k=v`, `-var-file`, the API
     request's `Variables`): strings are parsed by the variable's type as Nomad does, other values are
-    taken as they are. `limits` bound counts, kill timeouts, size and nesting."""
+    taken as they are. `limits` bound counts, kill timeouts, size and nesting. `base_dir` is the
+    jobspec file's directory, where HCL's `file()` reads (None: `file()` is refused, as over the API)."""
     if fmt is None:
         fmt = "json" if text.lstrip().startswith("{") else "hcl"
     if fmt not in FORMATS:
         raise JobspecError(source, [("", f'unknown jobspec format "{fmt}": use "hcl" or "json"')])
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > limits.max_bytes:
+        raise JobspecError(source, [("", f"the jobspec is {size} bytes, more than {limits.max_bytes}")])
     report = Report()
-    top = parse_json(text, report) if fmt == "json" else parse_hcl(text, report, variables or {})
+    if fmt == "json":
+        top = parse_json(text, report, limits)
+    else:
+        top = parse_hcl(text, report, variables or {}, base_dir=base_dir)
     job = Builder(report, limits).job(top) if top is not None else None
     if report.problems or job is None:
         log.debug("jobspec %s rejected with %d problems", source, len(report.problems))
@@ -76,11 +84,20 @@ def parse_jobspec(
     return ParsedJob(job=job, warnings=tuple(report.warnings))
 
 
-def load_jobspec(path: Path) -> ParsedJob:
+def load_jobspec(
+    path: Path, variables: Mapping[str, object] | None = None, limits: Limits = DEFAULT_LIMITS
+) -> ParsedJob:
     """Read and parse a jobspec file; the format comes from the suffix (.json, .hcl, .nomad) or the text."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise JobspecError(str(path), [("", f"cannot read the jobspec: {reason}")]) from e
-    return parse_jobspec(text, source=str(path), fmt=_SUFFIX_FORMATS.get(path.suffix))
+    return parse_jobspec(
+        text,
+        source=str(path),
+        fmt=_SUFFIX_FORMATS.get(path.suffix),
+        variables=variables,
+        limits=limits,
+        base_dir=path.parent,
+    )

@@ -4,52 +4,58 @@ Two JSON forms are read:
 - Nomad's API JSON, as `nomad job run -output` or `nomad job inspect` write it and POST /v1/jobs takes it:
   `{"Job": {"ID": ..., "TaskGroups": [{"Name": ..., "Networks": [{"Mode": "bridge", "DynamicPorts":
   [{"Label": "www", "To": 8001}]}], "Tasks": [...]}]}}` (the envelope may be left out). Names are mapped
-  onto HCL's so that paths and warnings read the same for both forms; durations are nanoseconds;
-  Go writes every unset field as its zero value, so zero values of unimplemented fields are not warned
-  about;
+  onto HCL's (`fields.API_RENAMES`, else snake_case) so that paths and warnings read the same for both
+  forms; durations are nanoseconds; Go writes every unset field as its zero value, so zero values of
+  unimplemented fields are not warned about, and "" of an implemented one means unset. Fields the Nomad
+  server sets (`fields.SERVER_SET`) are ignored with one warning per object;
 - HCL's JSON syntax with HCL's names: `{"job": {"example": {"group": {"web": {...}}}}}`, passed on as is
   (the builder reads labelled blocks from objects keyed by label).
+
+Nothing here raises on bad input: a value of the wrong shape becomes `Invalid` (reported by the builder at
+its path), numbers JSON cannot hold exactly (5,000 digits, 1e400, NaN) too, and nesting deeper than
+`limits.max_depth` is refused before anything is read.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED
-from agent.jobspec.tree import Block, Body, Invalid, Report, join
+from agent.jobspec.fields import API_ONLY, API_RENAMES, IMPLEMENTED, SERVER_SET, UNIMPLEMENTED
+from agent.jobspec.limits import DEFAULT_LIMITS, Limits
+from agent.jobspec.tree import Block, Body, Invalid, Report, depth, join
 
-_Conv = Callable[[object, str], object]
-
-# API names whose HCL name is not their snake_case spelling.
-_RENAMES = {
-    "Actions": "action",
-    "Affinities": "affinity",
-    "Artifacts": "artifact",
-    "CSIPluginConfig": "csi_plugin",
-    "Constraints": "constraint",
-    "Devices": "device",
-    "DiskMB": "disk",
-    "Envvars": "env",
-    "Identities": "identity",
-    "LeftDelim": "left_delimiter",
-    "LogConfig": "logs",
-    "MBits": "mbits",
-    "MemoryMaxMB": "memory_max",
-    "Networks": "network",
-    "ParameterizedJob": "parameterized",
-    "ReschedulePolicy": "reschedule",
-    "RestartPolicy": "restart",
-    "RightDelim": "right_delimiter",
-    "ScalingPolicies": "scaling",
-    "SecretsMB": "secrets",
-    "Spreads": "spread",
-    "TaskName": "task",
-    "VolumeMounts": "volume_mount",
-    "Volumes": "volume",
+# How an implemented field holding blocks is read: (its context, "one" | "many" | "labelled" | "ports").
+_NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
+    ("job", "group"): ("group", "labelled"),
+    ("group", "task"): ("task", "labelled"),
+    ("group", "network"): ("network", "many"),
+    ("group", "restart"): ("restart", "one"),
+    ("group", "service"): ("service", "many"),
+    ("network", "port"): ("port", "ports"),
+    ("task", "resources"): ("resources", "one"),
+    ("task", "template"): ("template", "many"),
+    ("task", "service"): ("service", "many"),
+    ("task", "vault"): ("vault", "one"),
+    ("resources", "network"): ("network", "many"),
+    ("template", "change_script"): ("change_script", "one"),
+    ("template", "wait"): ("wait", "one"),
+    ("service", "check"): ("check", "many"),
 }
+# Implemented durations: nanoseconds in the API JSON.
+_DURATIONS: Mapping[str, frozenset[str]] = {
+    "task": frozenset({"kill_timeout"}),
+    "restart": frozenset({"interval", "delay"}),
+    "template": frozenset({"splay"}),
+    "wait": frozenset({"min", "max"}),
+    "change_script": frozenset({"timeout"}),
+    "check": frozenset({"interval", "timeout"}),
+}
+# The field that names an object of a labelled list.
+_LABEL_KEY = {"group": "Name", "task": "Name", "port": "Label"}
 # API defaults that mean "not set" for fields the agent does not implement.
 _UNSET_DEFAULTS = {
     ("address_mode", "auto"),
@@ -59,6 +65,7 @@ _UNSET_DEFAULTS = {
     ("gid", -1),
 }
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_MAX_INT_DIGITS = 19  # int64
 
 
 class _DuplicateKeyError(ValueError):
@@ -67,15 +74,10 @@ class _DuplicateKeyError(ValueError):
         self.key = key
 
 
-def parse_json(text: str, report: Report) -> Body | None:
+def parse_json(text: str, report: Report, limits: Limits = DEFAULT_LIMITS) -> Body | None:
     """The jobspec's top-level body, or None with the problems recorded in `report`."""
-    try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as e:
-        report.error("", f"JSON syntax error at line {e.lineno}, column {e.colno}: {e.msg}")
-        return None
-    except _DuplicateKeyError as e:
-        report.error("", f"JSON syntax error: the key {e.key!r} appears twice in one object")
+    data = _load(text, report, limits)
+    if data is None:
         return None
     if not isinstance(data, dict):
         report.error("", 'a JSON jobspec is an object: {"Job": {...}} or {"job": {"<id>": {...}}}')
@@ -86,12 +88,12 @@ def parse_json(text: str, report: Report) -> Body | None:
         for key, value in data.items():
             if key == "Job":
                 continue
-            name = _hcl_name(key)
+            name = hcl_name("request", key)
             if name in UNIMPLEMENTED["request"]:
                 if not _unset(name, value):
                     report.warn(key)
             else:
-                report.error(key, "not a field of Nomad's job registration request")
+                report.error(_short(key), "not a field of Nomad's job registration request")
         job = data["Job"]
     elif "ID" in data or "TaskGroups" in data:
         job = data
@@ -103,6 +105,41 @@ def parse_json(text: str, report: Report) -> Body | None:
     return {"job": _Api(report).job(job)}
 
 
+def _load(text: str, report: Report, limits: Limits) -> object:
+    """The decoded JSON, or None with the problem recorded."""
+    too_deep = f"the jobspec is nested more than {limits.max_depth} levels"
+    try:
+        data = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_int=_int,
+            parse_float=_float,
+            parse_constant=_constant,
+        )
+    except json.JSONDecodeError as e:
+        report.error("", f"JSON syntax error at line {e.lineno}, column {e.colno}: {e.msg}")
+        return None
+    except _DuplicateKeyError as e:
+        report.error("", f"JSON syntax error: the key {_short(e.key)!r} appears twice in one object")
+        return None
+    except RecursionError:
+        report.error("", too_deep)
+        return None
+    except ValueError as e:  # anything else the decoder refuses
+        report.error("", f"JSON syntax error: {_short(str(e))}")
+        return None
+    if depth(data, limits.max_depth) > limits.max_depth:
+        report.error("", too_deep)
+        return None
+    return data
+
+
+def hcl_name(context: str, key: str) -> str:
+    """The HCL name of an API JSON field of a block (the context's key in the `fields` tables)."""
+    renamed = API_RENAMES.get(context, {}).get(key)
+    return renamed if renamed is not None else _CAMEL.sub("_", key).lower()
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -112,8 +149,24 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _hcl_name(key: str) -> str:
-    return _RENAMES.get(key) or _CAMEL.sub("_", key).lower()
+def _int(text: str) -> int | Invalid:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} digits)"
+        return Invalid(f"the number {shown} is out of range")
+    return int(text)
+
+
+def _float(text: str) -> float | Invalid:
+    if len(text) > 400:
+        return Invalid(f"the number {text[:20]}... ({len(text)} characters) is out of range")
+    value = float(text)
+    if not math.isfinite(value):
+        return Invalid(f"the number {text} is out of range")
+    return value
+
+
+def _constant(text: str) -> Invalid:
+    return Invalid(f"{text} is not a number JSON allows")
 
 
 def _unset(name: str, value: object) -> bool:
@@ -122,21 +175,19 @@ def _unset(name: str, value: object) -> bool:
     return isinstance(value, str | int) and (name, value) in _UNSET_DEFAULTS
 
 
-def _same(value: object, _path: str) -> object:
-    return value
-
-
-def _text(value: object, _path: str) -> object:
-    """An optional string: Go writes "" for unset."""
-    return None if value == "" else value
-
-
-def _nanoseconds(value: object, _path: str) -> object:
+def _nanoseconds(value: object) -> object:
+    if isinstance(value, Invalid):
+        return value
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value}ns"
     return Invalid(
-        f"expected a whole number of nanoseconds, as Nomad's API JSON writes durations, not {value!r}"
+        f"expected a whole number of nanoseconds, as Nomad's API JSON writes durations, not {_show(value)}"
     )
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{type(value).__name__} {text[:30]}..."
 
 
 class _Api:
@@ -151,205 +202,127 @@ class _Api:
             return Invalid('"ID" is required, a string')
         path = f"job.{job_id}"
         skip = {"ID"} | ({"Name"} if raw.get("Name") == job_id else set())
-        body = self._fields(
-            raw,
-            path,
-            "job",
-            {"Type": ("type", _same), "Meta": ("meta", _same), "TaskGroups": ("group", self._groups)},
-            skip,
-        )
-        return [Block((job_id,), body)]
+        return [Block((job_id,), self._fields(raw, path, "job", skip))]
 
     def _fields(
-        self,
-        raw: Mapping[str, object],
-        path: str,
-        context: str,
-        table: Mapping[str, tuple[str, _Conv]],
-        skip: set[str] | None = None,
+        self, raw: Mapping[str, object], path: str, context: str, skip: set[str]
     ) -> dict[str, object]:
         out: dict[str, object] = {}
+        ignored: list[str] = []
         for key, value in raw.items():
-            if skip and key in skip:
+            if key in skip or self._server_set(context, key, value, path, ignored):
                 continue
-            if key in table:
-                name, convert = table[key]
-                if value is not None:
-                    out[name] = convert(value, join(path, name))
-                continue
-            name = _hcl_name(key)
-            if name in UNIMPLEMENTED[context]:
+            name = hcl_name(context, key)
+            if name in IMPLEMENTED[context]:
+                if value is None or value == "":  # Go's zero value of a string: not set
+                    continue
+                converted = self._value(context, key, name, value, join(path, name))
+                before = out.get(name)
+                if before is None:
+                    out[name] = converted
+                elif isinstance(before, list) and isinstance(converted, list):
+                    out[name] = [*before, *converted]  # DynamicPorts and ReservedPorts
+                else:
+                    out[name] = Invalid(f"set twice (as {key!r} and under another name)")
+            elif name in UNIMPLEMENTED[context]:
                 if not _unset(name, value):
                     out[name] = value
-            elif key in IMPLEMENTED[context]:
-                out[key] = value  # HCL's own name, as it is
             else:
                 out[key] = value  # not a Nomad field: the builder rejects it under the name it was given
+        if ignored:
+            self.report.warn(
+                path, f"set by the Nomad server, ignored by fieldlab-agent: {', '.join(sorted(ignored))}"
+            )
         return out
 
-    def _labelled(
-        self, value: object, path: str, context: str, table: Mapping[str, tuple[str, _Conv]]
-    ) -> object:
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            return Invalid("expected a list of objects")
-        blocks = []
+    def _server_set(self, context: str, key: str, value: object, path: str, ignored: list[str]) -> bool:
+        """Whether `key` is a field without an HCL name (server-set: added to `ignored`; API-only:
+        warned about), that is not given on."""
+        if key in SERVER_SET.get(context, ()):
+            if not _unset(key, value):
+                ignored.append(key)
+            return True
+        if key in API_ONLY.get(context, ()):
+            if not _unset(key, value):
+                self.report.warn(join(path, key))
+            return True
+        return False
+
+    def _value(self, context: str, key: str, name: str, value: object, path: str) -> object:
+        if name in _DURATIONS.get(context, ()):
+            return _nanoseconds(value)
+        nested = _NESTED.get((context, name))
+        if nested is None:
+            return value
+        inner, shape = nested
+        if shape == "one":
+            return self._one(value, path, inner)
+        if not isinstance(value, list):
+            return Invalid(f"expected a list of objects, not {_kind(value)}")
+        if shape == "ports":
+            return self._ports(value, path, reserved=key != "DynamicPorts")
+        return self._list(value, path, inner, labelled=shape == "labelled")
+
+    def _one(self, value: object, path: str, context: str) -> object:
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]  # some writers give a single block as a list of one
+        if not isinstance(value, dict):
+            return Invalid(f"expected an object, not {_kind(value)}")
+        return [Block((), self._fields(value, path, context, set()))]
+
+    def _list(self, value: list[object], path: str, context: str, *, labelled: bool) -> object:
+        blocks: list[Block] = []
         for i, item in enumerate(value):
-            name = item.get("Name")
-            if not isinstance(name, str) or not name:
-                return Invalid(f'item {i}: "Name" is required, a string')
-            blocks.append(Block((name,), self._fields(item, f"{path}.{name}", context, table, {"Name"})))
+            if not isinstance(item, dict):
+                return Invalid(f"item {i}: expected an object, not {_kind(item)}")
+            if not labelled:
+                ipath = path if context == "network" else f"{path}[{i}]"  # the builder reads one network
+                blocks.append(Block((), self._fields(item, ipath, context, set())))
+                continue
+            label_key = _LABEL_KEY[context]
+            label = item.get(label_key)
+            if not isinstance(label, str) or not label:
+                return Invalid(f'item {i}: "{label_key}" is required, a string')
+            blocks.append(Block((label,), self._fields(item, f"{path}.{label}", context, {label_key})))
         return blocks
 
-    def _unlabelled(
-        self, value: object, path: str, context: str, table: Mapping[str, tuple[str, _Conv]], *, many: bool
-    ) -> object:
-        items = value if many else [value]
-        if not isinstance(items, list) or not all(isinstance(v, dict) for v in items):
-            return Invalid("expected a list of objects" if many else "expected an object")
-        return [
-            Block((), self._fields(item, f"{path}[{i}]" if many else path, context, table))
-            for i, item in enumerate(items)
-        ]
-
-    def _groups(self, value: object, path: str) -> object:
-        table: dict[str, tuple[str, _Conv]] = {
-            "Count": ("count", _same),
-            "Networks": ("network", self._networks),
-            "RestartPolicy": ("restart", self._restart),
-            "Tasks": ("task", self._tasks),
-            "Services": ("service", self._services),
-        }
-        return self._labelled(value, path, "group", table)
-
-    def _networks(self, value: object, path: str) -> object:
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            return Invalid("expected a list of objects")
-        blocks = []
-        for net in value:
-            body = self._fields(
-                net, path, "network", {"Mode": ("mode", _text)}, {"DynamicPorts", "ReservedPorts"}
-            )
-            ports: list[Block] = []
-            for key, reserved in (("ReservedPorts", True), ("DynamicPorts", False)):
-                converted = self._ports(net.get(key), join(path, "port"), reserved=reserved)
-                if isinstance(converted, Invalid):
-                    body["port"] = converted
-                    break
-                else:
-                    ports.extend(converted)
-            if ports and "port" not in body:
-                body["port"] = ports
-            blocks.append(Block((), body))
-        return blocks
-
-    def _ports(self, value: object, path: str, *, reserved: bool) -> list[Block] | Invalid:
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            return Invalid("expected a list of objects")
-        blocks = []
-        for item in value:
+    def _ports(self, value: list[object], path: str, *, reserved: bool) -> object:
+        blocks: list[Block] = []
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                return Invalid(f"item {i}: expected an object, not {_kind(item)}")
             label = item.get("Label")
             if not isinstance(label, str) or not label:
-                return Invalid('"Label" is required, a string')
+                return Invalid(f'item {i}: "Label" is required, a string')
             ppath = f"{path}.{label}"
-            table: dict[str, tuple[str, _Conv]] = {"To": ("to", _same)}
-            if reserved:
-                table["Value"] = ("static", _same)
-            elif item.get("Value") not in (None, 0):
-                self.report.warn(f"{ppath}.Value", "a dynamic port's value is assigned by the agent; ignored")
-            body = self._fields(item, ppath, "port", table, {"Label", "Value"} - set(table))
-            if body.get("to") == 0:  # Go's zero value: not set
-                del body["to"]
+            skip = {"Label"}
+            if not reserved:
+                skip.add("Value")
+                if item.get("Value") not in (None, 0):
+                    self.report.warn(
+                        f"{ppath}.Value", "a dynamic port's value is assigned by the agent; ignored"
+                    )
+            body = self._fields(item, ppath, "port", skip)
+            for key in ("to", "static"):
+                if body.get(key) == 0 and not isinstance(body.get(key), bool):  # Go's zero value: not set
+                    del body[key]
             blocks.append(Block((label,), body))
         return blocks
 
-    def _restart(self, value: object, path: str) -> object:
-        table: dict[str, tuple[str, _Conv]] = {
-            "Attempts": ("attempts", _same),
-            "Interval": ("interval", _nanoseconds),
-            "Delay": ("delay", _nanoseconds),
-            "Mode": ("mode", _text),
-        }
-        return self._unlabelled(value, path, "restart", table, many=False)
 
-    def _tasks(self, value: object, path: str) -> object:
-        table: dict[str, tuple[str, _Conv]] = {
-            "Driver": ("driver", _same),
-            "Config": ("config", _same),
-            "Env": ("env", _same),
-            "Resources": ("resources", self._resources),
-            "KillTimeout": ("kill_timeout", _nanoseconds),
-            "KillSignal": ("kill_signal", _text),
-            "Templates": ("template", self._templates),
-            "Services": ("service", self._services),
-            "User": ("user", _text),
-            "Vault": ("vault", self._vault),
-        }
-        return self._labelled(value, path, "task", table)
+_KINDS: tuple[tuple[type, str], ...] = (
+    (list, "a list"),
+    (dict, "an object"),
+    (str, "a string"),
+    (type(None), "null"),
+    (bool, "a bool"),
+    (Invalid, "an invalid value"),
+)
 
-    def _vault(self, value: object, path: str) -> object:
-        table: dict[str, tuple[str, _Conv]] = {
-            "Policies": ("policies", _same),
-            "Role": ("role", _text),
-            "ChangeMode": ("change_mode", _text),
-            "ChangeSignal": ("change_signal", _text),
-            "Env": ("env", _same),
-            "DisableFile": ("disable_file", _same),
-        }
-        return self._unlabelled(value, path, "vault", table, many=False)
 
-    def _resources(self, value: object, path: str) -> object:
-        table: dict[str, tuple[str, _Conv]] = {"CPU": ("cpu", _same), "MemoryMB": ("memory", _same)}
-        return self._unlabelled(value, path, "resources", table, many=False)
+def _kind(value: object) -> str:
+    return next((name for cls, name in _KINDS if isinstance(value, cls)), "a number")
 
-    def _templates(self, value: object, path: str) -> object:
-        table: dict[str, tuple[str, _Conv]] = {
-            "EmbeddedTmpl": ("data", _text),
-            "SourcePath": ("source", _text),
-            "DestPath": ("destination", _same),
-            "Perms": ("perms", _text),
-            "ChangeMode": ("change_mode", _text),
-            "ChangeSignal": ("change_signal", _text),
-            "ChangeScript": ("change_script", self._change_script),
-            "Splay": ("splay", _nanoseconds),
-            "Wait": ("wait", self._wait),
-            "ErrMissingKey": ("error_on_missing_key", _same),
-        }
-        return self._unlabelled(value, path, "template", table, many=True)
 
-    def _change_script(self, value: object, path: str) -> object:
-        table: dict[str, tuple[str, _Conv]] = {
-            "Command": ("command", _same),
-            "Args": ("args", _same),
-            "Timeout": ("timeout", _nanoseconds),
-            "FailOnError": ("fail_on_error", _same),
-        }
-        return self._unlabelled(value, path, "change_script", table, many=False)
-
-    def _wait(self, value: object, path: str) -> object:
-        table: dict[str, tuple[str, _Conv]] = {"Min": ("min", _nanoseconds), "Max": ("max", _nanoseconds)}
-        return self._unlabelled(value, path, "wait", table, many=False)
-
-    def _services(self, value: object, path: str) -> object:
-        table: dict[str, tuple[str, _Conv]] = {
-            "Name": ("name", _text),
-            "PortLabel": ("port", _text),
-            "Tags": ("tags", _same),
-            "Provider": ("provider", _text),
-            "Checks": ("check", self._checks),
-        }
-        return self._unlabelled(value, path, "service", table, many=True)
-
-    def _checks(self, value: object, path: str) -> object:
-        table: dict[str, tuple[str, _Conv]] = {
-            "Name": ("name", _text),
-            "Type": ("type", _same),
-            "Path": ("path", _text),
-            "Interval": ("interval", _nanoseconds),
-            "Timeout": ("timeout", _nanoseconds),
-            "PortLabel": ("port", _text),
-            "Command": ("command", _text),
-            "Args": ("args", _same),
-        }
-        return self._unlabelled(value, path, "check", table, many=True)
+def _short(text: str) -> str:
+    return text if len(text) <= 64 else f"{text[:50]}... ({len(text)} characters)"

@@ -8,16 +8,19 @@ driver, service and check names).
 from __future__ import annotations
 
 import difflib
+import logging
+import math
 import posixpath
 import re
 import signal
 from collections.abc import Iterator, Mapping
+from fractions import Fraction
 from typing import TypeVar
 
-from agent.jobspec.durations import parse_duration
+from agent.jobspec.durations import MAX_NS, duration_seconds, format_duration
 from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED, known
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
-from agent.jobspec.tree import Block, Body, Invalid, Report, join
+from agent.jobspec.tree import Block, Body, Invalid, Report, depth, join
 from agent.model import (
     ChangeScript,
     Check,
@@ -34,22 +37,27 @@ from agent.model import (
 )
 
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 JOB_TYPES = ("service", "batch", "system", "sysbatch")
-DRIVERS = ("docker", "exec")
+DRIVERS = ("docker", "exec", "raw_exec")
 NETWORK_MODES = ("bridge", "host", "none")
 RESTART_MODES = ("fail", "delay")
 CHANGE_MODES = ("noop", "signal", "restart", "script")
 VAULT_CHANGE_MODES = ("noop", "signal", "restart")
 CHECK_TYPES = ("http", "tcp", "script")
+UNRUN_CHECK_TYPES = ("grpc",)  # Nomad's, accepted with a warning and not registered
 SERVICE_PROVIDERS = ("consul", "nomad")
 TEMPLATE_DIRS = ("local", "secrets", "alloc")  # alloc/: the alloc's shared dir, as Nomad's sandbox
 
 # Names end up in container names, label values and paths.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-_PORT_LABEL = re.compile(r"^[A-Za-z0-9_]+$")  # Nomad's rule: it becomes NOMAD_PORT_<label>
+# Nomad's HCL2 jobspec takes any port label (a dash too); environment variable names clean it (see Port).
+_PORT_LABEL = re.compile(r"^[^\x00-\x20\x7f]{1,128}$")
 _SERVICE_NAME = re.compile(r"^(?i:[a-z0-9]|[a-z0-9][a-z0-9-]{0,61}[a-z0-9])$")  # RFC 1123, as Nomad
-_INT = re.compile(r"^[+-]?\d+$")
+_INT = re.compile(r"^[+-]?\d{1,19}$")
+_MAX_INT = (1 << 63) - 1  # Go's int64: larger numbers are out of range
+_PORT_NUMBER = re.compile(r"^[0-9]{1,5}$")
 _RESTART_DEFAULTS = {
     "service": RestartPolicy(attempts=2, interval=1800.0, delay=15.0, mode="fail"),
     "batch": RestartPolicy(attempts=3, interval=86400.0, delay=15.0, mode="fail"),
@@ -58,7 +66,14 @@ _MIN_RESTART_INTERVAL = 5.0
 _MIN_CHECK_INTERVAL = 1.0
 _MIN_CPU = 1
 _MIN_MEMORY = 10
-_DEFAULT_KILL_SIGNAL = {"docker": "SIGTERM", "exec": "SIGINT"}
+_DEFAULT_KILL_SIGNAL = {"docker": "SIGTERM", "exec": "SIGINT", "raw_exec": "SIGINT"}
+_TASK_NETWORK_DEPRECATED = (
+    "a task's network is deprecated in Nomad; fieldlab-agent adds its ports to the group's network"
+)
+_GATEWAY_GROUP = (
+    "a group without tasks whose services use Consul Connect (a gateway): Consul Connect is not "
+    "implemented by fieldlab-agent, so the group is accepted but not run"
+)
 _TASK_DIR_VARS = {
     "${NOMAD_TASK_DIR}": "local",
     "${NOMAD_SECRETS_DIR}": "secrets",
@@ -80,11 +95,27 @@ class Builder:
     # --- job, group, task -------------------------------------------------------------------------------
 
     def job(self, top: Body) -> Job | None:
+        """The job, or None when there is none; no input raises: anything unexpected is a problem."""
+        try:
+            if depth(top, self.limits.max_depth) > self.limits.max_depth:
+                self.report.error("", f"the jobspec is nested more than {self.limits.max_depth} levels")
+                return None
+            return self._job(top)
+        except RecursionError:
+            self.report.error("", f"the jobspec is nested more than {self.limits.max_depth} levels")
+        except Exception as e:  # a bug here must not become a 500 or a crashed CLI: reported, and logged
+            log.exception("jobspec builder failed")
+            self.report.error("", f"the jobspec could not be read: {type(e).__name__}: {_short(str(e))}")
+        return None
+
+    def _job(self, top: Body) -> Job | None:
         for key in top:
             if key in ("variable", "variables", "locals"):
                 self.report.error(key, "HCL variables are not supported by fieldlab-agent")
             elif key != "job":
-                self.report.error(key, "not part of a Nomad jobspec (a jobspec holds one job block)")
+                self.report.error(
+                    _short(str(key)), "not part of a Nomad jobspec (a jobspec holds one job block)"
+                )
         before = len(self.report.problems)
         blocks = list(self._blocks(top, "job", "", labelled=True))
         if not blocks:
@@ -93,39 +124,71 @@ class Builder:
             return None
         if len(blocks) > 1:
             self.report.error("job", "a jobspec holds exactly one job block")
-        job_id, body, path = blocks[0]
+        label, body, path = blocks[0]
         self._keys(body, "job", path)
-        self._name(job_id, path, "job ID")
+        job_id = self._str(body, "id", path, label) or label  # Nomad: `id` overrides the label
+        self._name(job_id, join(path, "id") if job_id != label else path, "job ID")
         job_type = self._choice(body, "type", path, JOB_TYPES, "service")
         meta = self._str_map(body, "meta", path)
+        default_vault = self._vault(body, path)
+        # Nomad's HCL2: a task directly in the job is a group of its own, named after the task, first.
+        parts: list[tuple[str, Body, str, list[tuple[str, Body, str]] | None]] = [
+            (name, {}, task_path, [(name, task_body, task_path)])
+            for name, task_body, task_path in self._blocks(body, "task", path, labelled=True)
+        ]
+        parts += [(n, b, p, None) for n, b, p in self._blocks(body, "group", path, labelled=True)]
         groups = []
         seen: set[str] = set()
-        for name, group_body, group_path in self._blocks(body, "group", path, labelled=True):
+        for name, group_body, group_path, implicit in parts:
             if name in seen:
-                self.report.error(group_path, f'duplicate group name "{name}"')
+                self.report.error(group_path, f'duplicate group name "{_short(name)}"')
             seen.add(name)
-            groups.append(self._group(job_id, job_type, name, group_body, group_path))
-        if not groups and "group" not in body:
+            group = self._group(job_id, job_type, name, group_body, group_path, implicit, default_vault)
+            if group is not None:
+                groups.append(group)
+        if not parts and "group" not in body and "task" not in body:
             self.report.error(join(path, "group"), "required: at least one group")
         return Job(id=job_id, groups=tuple(groups), type=job_type, meta=meta)
 
-    def _group(self, job_id: str, job_type: str, name: str, body: Body, path: str) -> Group:
-        self._keys(body, "group", path)
-        self._name(name, path, "group name")
-        count = self._int(body, "count", path, 1, minimum=0)
-        network = self._network(body, path)
+    def _group(
+        self,
+        job_id: str,
+        job_type: str,
+        name: str,
+        body: Body,
+        path: str,
+        implicit: list[tuple[str, Body, str]] | None,
+        default_vault: Vault | None,
+    ) -> Group | None:
+        if implicit is None:
+            self._keys(body, "group", path)
+            self._name(name, path, "group name")
+        count = self._int(
+            body, "count", path, 1, minimum=0, maximum=self.limits.max_count, limit_name="max_count"
+        )
+        task_blocks = (
+            implicit if implicit is not None else list(self._blocks(body, "task", path, labelled=True))
+        )
+        network = self._group_network(body, path, task_blocks)
         labels = {p.label for p in network.ports} if network else set()
         restart = self._restart(body, path, job_type)
         tasks = []
         seen: set[str] = set()
-        for task_name, task_body, task_path in self._blocks(body, "task", path, labelled=True):
+        for task_name, task_body, task_path in task_blocks:
             if task_name in seen:
-                self.report.error(task_path, f'duplicate task name "{task_name}"')
+                self.report.error(task_path, f'duplicate task name "{_short(task_name)}"')
             seen.add(task_name)
-            tasks.append(self._task(f"{job_id}-{name}-{task_name}", task_name, task_body, task_path, labels))
-        if not tasks and "task" not in body:
+            tasks.append(
+                self._task(
+                    f"{job_id}-{name}-{task_name}", task_name, task_body, task_path, labels, default_vault
+                )
+            )
+        services = self._services(body, path, labels, f"{job_id}-{name}", task_names=seen)
+        if not task_blocks and "task" not in body:
+            if any("connect" in sb for _, sb, _ in self._blocks(body, "service", path)):
+                self.report.warn(path, _GATEWAY_GROUP)
+                return None
             self.report.error(join(path, "task"), "required: at least one task")
-        services = self._services(body, path, labels, f"{job_id}-{name}", task_level=False)
         return Group(
             name=name,
             tasks=tuple(tasks),
@@ -135,19 +198,34 @@ class Builder:
             services=services,
         )
 
-    def _task(self, service_name: str, name: str, body: Body, path: str, labels: set[str]) -> Task:
+    def _task(
+        self,
+        service_name: str,
+        name: str,
+        body: Body,
+        path: str,
+        labels: set[str],
+        default_vault: Vault | None,
+    ) -> Task:
         self._keys(body, "task", path)
         self._name(name, path, "task name")
-        driver = self._choice(body, "driver", path, DRIVERS, "", required=True, what="driver")
+        driver = self._driver(body, path)
         config = self._config(body, path, driver, labels)
         env = self._str_map(body, "env", path, env=True)
         resources = self._resources(body, path)
         kill_timeout = self._duration(body, "kill_timeout", path, 5.0)
+        if kill_timeout > self.limits.max_kill_timeout:  # Nomad's client caps it, it does not refuse
+            self.report.warn(
+                join(path, "kill_timeout"),
+                f"{format_duration(kill_timeout)} is more than the client's max_kill_timeout "
+                f"({format_duration(self.limits.max_kill_timeout)}): capped to it",
+            )
+            kill_timeout = self.limits.max_kill_timeout
         kill_signal = self._signal(body, "kill_signal", path, _DEFAULT_KILL_SIGNAL.get(driver, "SIGTERM"))
         templates = self._templates(body, path)
-        services = self._services(body, path, labels, service_name, task_level=True)
+        services = self._services(body, path, labels, service_name, task_names=None)
         user = self._str(body, "user", path)
-        vault = self._vault(body, path)
+        vault = self._vault(body, path) or default_vault
         return Task(
             name=name,
             driver=driver,
@@ -161,6 +239,16 @@ class Builder:
             user=user,
             vault=vault,
         )
+
+    def _driver(self, body: Body, path: str) -> str:
+        driver = self._str(body, "driver", path, required=True)
+        if not driver or driver in DRIVERS:
+            return driver
+        self.report.error(
+            join(path, "driver"),
+            f'driver "{_short(driver)}" is not run by fieldlab-agent: it runs {", ".join(DRIVERS)}',
+        )
+        return ""
 
     def _vault(self, body: Body, path: str) -> Vault | None:
         blocks = list(self._blocks(body, "vault", path, single=True))
@@ -177,7 +265,9 @@ class Builder:
             )
         for i, policy in enumerate(policies):
             if not policy.strip() or policy == "root":
-                self.report.error(f"{join(vpath, 'policies')}[{i}]", f"{policy!r} cannot be a task's policy")
+                self.report.error(
+                    f"{join(vpath, 'policies')}[{i}]", f"{_short(policy)!r} cannot be a task's policy"
+                )
         if role:
             self.report.warn(
                 join(vpath, "role"),
@@ -199,6 +289,35 @@ class Builder:
 
     # --- group parts ---------------------------------------------------------------------------------------
 
+    def _group_network(
+        self, body: Body, path: str, task_blocks: list[tuple[str, Body, str]]
+    ) -> Network | None:
+        """The group's network, with the ports of its tasks' (deprecated) `resources { network {...} }`
+        added: a group without a network of its own gets one in mode "host" for them, as Nomad had."""
+        network = self._network(body, path)
+        seen = {p.label for p in network.ports} if network else set()
+        statics = {p.static: p.label for p in network.ports if p.static} if network else {}
+        task_ports: list[Port] = []
+        for _, task_body, task_path in task_blocks:
+            if not isinstance(task_body, Mapping):
+                continue
+            for _, rb, rpath in self._blocks(task_body, "resources", task_path, single=True):
+                for _, net, npath in self._blocks(rb, "network", rpath):
+                    self.report.warn(npath, _TASK_NETWORK_DEPRECATED)
+                    self._keys(net, "network", npath)
+                    if net.get("mode") is not None:
+                        self.report.warn(
+                            join(npath, "mode"), "ignored in a task's network: the group's is used"
+                        )
+                    task_ports += self._ports(net, npath, seen, statics)
+        if not task_ports:
+            return network
+        if network is None:
+            return Network(mode="host", ports=tuple(task_ports))
+        if network.mode == "none":
+            return network  # reported by _network when it has ports; task ports cannot be given either
+        return Network(mode=network.mode, ports=network.ports + tuple(task_ports))
+
     def _network(self, body: Body, path: str) -> Network | None:
         blocks = list(self._blocks(body, "network", path, single=True))
         if not blocks:
@@ -208,46 +327,56 @@ class Builder:
         mode = self._str(net, "mode", npath, "host")
         if mode.startswith("cni/"):
             self.report.error(
-                join(npath, "mode"), f'CNI networks ("{mode}") are not supported by fieldlab-agent'
+                join(npath, "mode"), f'CNI networks ("{_short(mode)}") are not supported by fieldlab-agent'
             )
         elif mode not in NETWORK_MODES:
-            self.report.error(join(npath, "mode"), f'"{mode}" is not one of {_choices(NETWORK_MODES)}')
-        ports = []
-        seen: set[str] = set()
-        statics: dict[int, str] = {}
-        for label, port, ppath in self._blocks(net, "port", npath, labelled=True):
-            self._keys(port, "port", ppath)
-            if not _PORT_LABEL.match(label):
-                self.report.error(ppath, f'port label "{label}" must match [A-Za-z0-9_]+')
-            if label in seen:
-                self.report.error(ppath, f'duplicate port label "{label}"')
-            seen.add(label)
-            to = self._port_number(port, "to", ppath, allow_same_as_host=True)
-            if to and mode == "host":
-                self.report.warn(
-                    join(ppath, "to"), 'only applies in network mode "bridge"; ignored in "host" mode'
-                )
-            static = self._port_number(port, "static", ppath)
-            if static in statics:
-                self.report.error(
-                    join(ppath, "static"), f'host port {static} is also taken by port "{statics[static]}"'
-                )
-            elif static:
-                statics[static] = label
-            ports.append(Port(label=label, to=to, static=static))
+            self.report.error(
+                join(npath, "mode"), f'"{_short(mode)}" is not one of {_choices(NETWORK_MODES)}'
+            )
+        ports = self._ports(net, npath, set(), {})
         if ports and mode == "none":
             self.report.error(join(npath, "port"), 'ports need network mode "bridge" or "host"')
         return Network(mode=mode, ports=tuple(ports))
 
-    def _port_number(self, body: Body, key: str, path: str, *, allow_same_as_host: bool = False) -> int:
+    def _ports(self, net: Body, npath: str, seen: set[str], statics: dict[int, str]) -> list[Port]:
+        """The `port` and `reserved_ports` blocks of a network (labels in `seen` and static ports in
+        `statics` are taken already, and are added to)."""
+        ports = []
+        for key in ("port", "reserved_ports"):
+            for label, port, ppath in self._blocks(net, key, npath, labelled=True):
+                self._keys(port, "port", ppath)
+                if not _PORT_LABEL.match(label):
+                    self.report.error(
+                        ppath,
+                        "a port label must be 1 to 128 characters, without spaces or control characters",
+                    )
+                if label in seen:
+                    self.report.error(ppath, f'duplicate port label "{_short(label)}"')
+                seen.add(label)
+                to = self._port_number(port, "to", ppath, same_as_host=True)
+                static = self._port_number(port, "static", ppath)
+                if static in statics:
+                    self.report.error(
+                        join(ppath, "static"),
+                        f'host port {static} is also taken by port "{_short(statics[static])}"',
+                    )
+                elif static:
+                    statics[static] = label
+                ports.append(Port(label=label, to=to, static=static))
+        return ports
+
+    def _port_number(self, body: Body, key: str, path: str, *, same_as_host: bool = False) -> int:
+        """A port number; 0 when unset. `to`: 0 or -1 mean "the same as the host port" (Nomad);
+        `static`: 0 means a dynamic port."""
         before = len(self.report.problems)
         value = self._int(body, key, path, 0)
         if body.get(key) is None or len(self.report.problems) > before:
             return 0
-        if allow_same_as_host and value == -1:  # Nomad: -1 maps to the same port as the host's
+        if value == 0 or (same_as_host and value == -1):
             return 0
         if not 1 <= value <= 65535:
-            self.report.error(join(path, key), f"{value} is not a port number (1-65535)")
+            what = "1-65535; 0 or -1: the same as the host port" if same_as_host else "1-65535"
+            self.report.error(join(path, key), f"{value} is not a port number ({what})")
             return 0
         return value
 
@@ -282,21 +411,30 @@ class Builder:
         return policy
 
     def _services(
-        self, body: Body, path: str, labels: set[str], default_name: str, *, task_level: bool
+        self, body: Body, path: str, labels: set[str], default_name: str, *, task_names: set[str] | None
     ) -> tuple[Service, ...]:
+        """A group's services (`task_names`: its tasks) or a task's (`task_names` None)."""
         services = []
         for _, sb, spath in self._blocks(body, "service", path):
             self._keys(sb, "service", spath)
             name = self._str(sb, "name", spath, default_name)
-            if "${" not in name and not _SERVICE_NAME.match(name):
+            # Nomad checks a name after interpolation; its default (job-group-task) is never refused.
+            if sb.get("name") is not None and "${" not in name and not _SERVICE_NAME.match(name):
                 self.report.error(
                     join(spath, "name"),
-                    f'"{name}" is not a valid service name (letters, digits and dashes, at most 63)',
+                    f'"{_short(name)}" is not a valid service name (letters, digits and dashes, at most 63)',
                 )
             port = self._port_label(sb, "port", spath, labels)
             checks = []
             for _, cb, cpath in self._blocks(sb, "check", spath):
-                checks.append(self._check(cb, cpath, name, port, labels, task_level=task_level))
+                if cb.get("type") in UNRUN_CHECK_TYPES:
+                    self._keys(cb, "check", cpath)
+                    self.report.warn(
+                        join(cpath, "type"),
+                        f"{cb.get('type')} checks are not implemented by fieldlab-agent: not registered",
+                    )
+                    continue
+                checks.append(self._check(cb, cpath, name, port, labels, task_names))
             services.append(
                 Service(
                     name=name,
@@ -309,7 +447,13 @@ class Builder:
         return tuple(services)
 
     def _check(
-        self, body: Body, path: str, service: str, service_port: str, labels: set[str], *, task_level: bool
+        self,
+        body: Body,
+        path: str,
+        service: str,
+        service_port: str,
+        labels: set[str],
+        task_names: set[str] | None,
     ) -> Check:
         self._keys(body, "check", path)
         ctype = self._choice(body, "type", path, CHECK_TYPES, "", required=True, what="check type")
@@ -322,8 +466,9 @@ class Builder:
         if ctype in ("http", "tcp") and not port and not service_port and "port" not in body:
             self.report.error(join(path, "port"), f"{ctype} checks need a port (on the check or its service)")
         command = self._str(body, "command", path)
+        task = self._check_task(body, path, task_names)
         if ctype == "script":
-            if not task_level:
+            if task_names is not None and not task:
                 self.report.error(
                     path, "script checks need a task-level service (the script runs in the task)"
                 )
@@ -345,13 +490,34 @@ class Builder:
             port=port,
             command=command,
             args=self._str_list(body, "args", path),
+            task=task,
         )
 
+    def _check_task(self, body: Body, path: str, task_names: set[str] | None) -> str:
+        """The task a group-level check runs in (script checks)."""
+        task = self._str(body, "task", path)
+        if not task:
+            return ""
+        if task_names is None:
+            self.report.warn(join(path, "task"), "only used in a group's services; ignored in a task's")
+            return ""
+        if task not in task_names:
+            self.report.error(join(path, "task"), f'the group has no task "{_short(task)}"')
+        return task
+
     def _port_label(self, body: Body, key: str, path: str, labels: set[str]) -> str:
+        """A port label of the group's network, or a port number (`port = 9001` or "9001", what
+        `nomad job init -connect` writes): Nomad takes a number as the port itself."""
         label = self._str(body, key, path)
-        if label and label not in labels:
-            where = "the group's network" if labels else "the group (it has no network ports)"
-            self.report.error(join(path, key), f'port "{label}" is not defined in {where}')
+        if label in labels or not label or "${" in label:  # interpolated at runtime, as Nomad does
+            return label
+        if _PORT_NUMBER.match(label):
+            if not 1 <= int(label) <= 65535:
+                self.report.error(join(path, key), f"{label} is not a port number (1-65535)")
+                return ""
+            return str(int(label))
+        where = "the group's network" if labels else "the group (it has no network ports)"
+        self.report.error(join(path, key), f'port "{_short(label)}" is not defined in {where}')
         return label
 
     # --- task parts ----------------------------------------------------------------------------------------
@@ -364,6 +530,7 @@ class Builder:
                 self.report.error(cpath, f"required: the {driver} driver needs a config block")
             return {}
         plain: dict[str, object] = {k: self._plain(v, join(cpath, k)) for k, v in config.items()}
+        reported = {k for k, v in config.items() if isinstance(v, Invalid)}  # one problem per path
         if driver not in DRIVERS:
             return plain
         self._keys(plain, f"config.{driver}", cpath)
@@ -371,8 +538,8 @@ class Builder:
         # the others are kept as written, blocks as lists of maps.
         normal: dict[str, object] = {}
         if driver == "docker":
-            normal["image"] = self._str(plain, "image", cpath, required=True)
-            if not str(normal["image"]).strip() and "image" in plain:
+            normal["image"] = self._str(plain, "image", cpath, required="image" not in reported)
+            if not str(normal["image"]).strip() and "image" in plain and "image" not in reported:
                 self.report.error(join(cpath, "image"), "must not be empty")
             normal["command"] = self._str(plain, "command", cpath)
             ports = list(self._str_list(plain, "ports", cpath))
@@ -382,8 +549,8 @@ class Builder:
                     where = "the group's network" if labels else "the group (it has no network ports)"
                     self.report.error(f"{cpath}.ports[{i}]", f'port "{label}" is not defined in {where}')
         else:
-            normal["command"] = self._str(plain, "command", cpath, required=True)
-            if not str(normal["command"]).strip() and "command" in plain:
+            normal["command"] = self._str(plain, "command", cpath, required="command" not in reported)
+            if not str(normal["command"]).strip() and "command" in plain and "command" not in reported:
                 self.report.error(join(cpath, "command"), "must not be empty")
         normal["args"] = list(self._str_list(plain, "args", cpath))
         plain.update((k, v) for k, v in normal.items() if plain.get(k) is not None)
@@ -458,7 +625,16 @@ class Builder:
             wait_min=wait_min,
             wait_max=wait_max,
             error_on_missing_key=self._bool(body, "error_on_missing_key", path, False),
+            left_delimiter=self._delimiter(body, "left_delimiter", path, "{{"),
+            right_delimiter=self._delimiter(body, "right_delimiter", path, "}}"),
         )
+
+    def _delimiter(self, body: Body, key: str, path: str, default: str) -> str:
+        text = self._str(body, key, path, default)
+        if not text or len(text) > 16 or any(c.isspace() for c in text):
+            self.report.error(join(path, key), "must be 1 to 16 characters, without spaces")
+            return default
+        return text
 
     def _destination(self, body: Body, path: str) -> str:
         raw = self._str(body, "destination", path, required=True)
@@ -558,6 +734,8 @@ class Builder:
                         self.report.error(f"{bpath}.{label}", f"expected a {key} block (an object)")
         elif isinstance(item, Mapping):
             found.append(("", item, self._block_path(bpath, "", i, labelled, single)))
+        elif isinstance(item, Invalid):
+            self.report.error(bpath, item.reason)
         else:
             self.report.error(bpath, f"expected a {key} block, not {_kind(item)}")
         return found
@@ -577,18 +755,18 @@ class Builder:
                 if value is not None:
                     self.report.warn(join(path, key))
                 continue
-            near = difflib.get_close_matches(key, sorted(known(context)), n=1)
+            near = difflib.get_close_matches(key, sorted(known(context)), n=1) if len(key) < 64 else []
             hint = f' (did you mean "{near[0]}"?)' if near else ""
             if context.startswith("config."):
                 reason = f"not a config field of Nomad's {context.removeprefix('config.')} driver{hint}"
             else:
                 reason = f"not a Nomad jobspec field here{hint}"
-            self.report.error(join(path, key), reason)
+            self.report.error(join(path, _short(key)), reason)
 
     def _name(self, name: str, path: str, what: str) -> None:
         if not _NAME.match(name):
             rule = 'at most 128 letters, digits, "_", "." or "-", starting with a letter or digit'
-            self.report.error(path, f'{what} "{name}" must be {rule}')
+            self.report.error(path, f'{what} "{_short(name)}" must be {rule}')
 
     # --- values ------------------------------------------------------------------------------------------
 
@@ -626,29 +804,35 @@ class Builder:
         value = self._str(body, key, path, default, required=required)
         if value == default or value in options:
             return value
-        if what == "driver":
-            reason = f'unsupported driver "{value}": fieldlab-agent runs {_choices(options)}'
-        else:
-            reason = f'"{value}" is not one of {_choices(options)}'
-        self.report.error(join(path, key), reason)
+        self.report.error(join(path, key), f'"{_short(value)}" is not one of {_choices(options)}')
         return default
 
-    def _int(self, body: Body, key: str, path: str, default: int, *, minimum: int | None = None) -> int:
+    def _int(
+        self,
+        body: Body,
+        key: str,
+        path: str,
+        default: int,
+        *,
+        minimum: int | None = None,
+        maximum: int | None = None,
+        limit_name: str = "",
+    ) -> int:
+        """A whole number; `maximum` is the client's `limit_name` (the error names it)."""
         value = self._get(body, key, path)
         if value is None:
             return default
-        number: int | None = None
-        if isinstance(value, int) and not isinstance(value, bool):
-            number = value
-        elif (isinstance(value, float) and value.is_integer()) or (
-            isinstance(value, str) and _INT.match(value.strip())
-        ):
-            number = int(value)
+        number = _whole(value)
+        reason = ""
         if number is None:
-            self.report.error(join(path, key), f"expected a whole number, not {_kind(value)}")
-            return default
-        if minimum is not None and number < minimum:
+            reason = f"expected a whole number, not {_kind(value)}"
+        elif abs(number) > _MAX_INT:
+            reason = "the number is out of range"
+        elif minimum is not None and number < minimum:
             reason = "must not be negative" if minimum == 0 else f"must be at least {minimum}"
+        elif maximum is not None and number > maximum:
+            reason = f"{key} {number} is more than the client's {limit_name} ({maximum})"
+        if reason or number is None:
             self.report.error(join(path, key), reason)
             return default
         return number
@@ -664,7 +848,18 @@ class Builder:
         self.report.error(join(path, key), f"expected true or false, not {_kind(value)}")
         return default
 
-    def _duration(self, body: Body, key: str, path: str, default: float, *, required: bool = False) -> float:
+    def _duration(
+        self,
+        body: Body,
+        key: str,
+        path: str,
+        default: float,
+        *,
+        required: bool = False,
+        maximum: float | None = None,
+        limit_name: str = "",
+    ) -> float:
+        """Seconds; `maximum` is the client's `limit_name` (the error names it)."""
         value = self._get(body, key, path, required=required)
         if value is None:
             return default
@@ -674,14 +869,24 @@ class Builder:
             )
             return default
         try:
-            seconds = parse_duration(value)
+            seconds = duration_seconds(value)
         except ValueError as e:
             self.report.error(join(path, key), str(e))
             return default
+        reason = ""
         if seconds < 0:
-            self.report.error(join(path, key), "must not be negative")
+            reason = "must not be negative"
+        elif maximum is not None and seconds > Fraction(maximum):
+            reason = (
+                f"{key} {_short(value.strip())} is more than the client's {limit_name} "
+                f"({format_duration(maximum)})"
+            )
+        elif seconds * 1_000_000_000 > MAX_NS:
+            reason = f'duration "{_short(value)}" is out of range (at most about 292 years)'
+        if reason:
+            self.report.error(join(path, key), reason)
             return default
-        return seconds
+        return float(seconds)
 
     def _str_list(self, body: Body, key: str, path: str) -> tuple[str, ...]:
         value = self._get(body, key, path)
@@ -706,7 +911,7 @@ class Builder:
         value = self._get(body, key, path)
         if value is None:
             return None
-        if isinstance(value, list) and all(isinstance(v, Block) for v in value):
+        if isinstance(value, list) and value and all(isinstance(v, Block) for v in value):
             if len(value) != 1:
                 self.report.error(join(path, key), f"at most one {key} block")
             block = value[0]
@@ -718,14 +923,15 @@ class Builder:
             return _str_keys(value[0])  # Nomad's API JSON writes some blocks as a list of one object
         if isinstance(value, Mapping):
             return _str_keys(value)
-        self.report.error(join(path, key), f"expected a {key} block or a map, not {_kind(value)}")
+        what = "an empty list" if value == [] else _kind(value)
+        self.report.error(join(path, key), f"expected a {key} block or a map, not {what}")
         return None
 
     def _str_map(self, body: Body, key: str, path: str, *, env: bool = False) -> dict[str, str]:
         mapping = self._mapping(body, key, path)
         out: dict[str, str] = {}
         for name, value in (mapping or {}).items():
-            vpath = join(join(path, key), name)
+            vpath = join(join(path, key), _short(name))
             if env and (not name or "=" in name or "\0" in name):
                 self.report.error(vpath, "not a valid environment variable name")
             if isinstance(value, Invalid):
@@ -754,17 +960,38 @@ class Builder:
             ]
         if isinstance(value, Mapping):
             return {str(k): self._plain(v, join(path, str(k))) for k, v in value.items()}
+        if isinstance(value, int | float) and not isinstance(value, bool) and _scalar_text(value) is None:
+            self.report.error(path, "the number is out of range")
+            return None
         return value
 
 
 def _scalar_text(value: object) -> str | None:
-    """A string, or a number or bool written as one (HCL converts them so); None for anything else."""
+    """A string, or a number or bool written as one (HCL converts them so); None for anything else
+    (a number out of range too)."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
+    if isinstance(value, int):
+        return str(value) if abs(value) <= _MAX_INT else None
+    if isinstance(value, float):
+        return str(value) if math.isfinite(value) else None
+    return None
+
+
+def _whole(value: object) -> int | None:
+    """A whole number written as a number or a string, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str) and _INT.match(value.strip()):
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        return _MAX_INT + 1  # more digits than any int64: out of range, not parsed
     return None
 
 
@@ -772,14 +999,20 @@ def _kind(value: object) -> str:
     if isinstance(value, bool):
         return "a bool"
     if isinstance(value, int | float):
-        return f"the number {value}"
+        return f"the number {value}" if _scalar_text(value) is not None else "a number out of range"
     if isinstance(value, str):
         return f'"{value}"' if len(value) < 40 else "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping | Block):
-        return "a block or map"
-    return type(value).__name__
+    kinds: tuple[tuple[type | tuple[type, ...], str], ...] = (
+        (list, "a list"),
+        ((Mapping, Block), "a block or map"),
+        (Invalid, "an invalid value"),
+    )
+    return next((name for cls, name in kinds if isinstance(value, cls)), type(value).__name__)
+
+
+def _short(text: str) -> str:
+    """A name or value as an error message quotes it: at most 64 characters."""
+    return text if len(text) <= 64 else f"{text[:50]}... ({len(text)} characters)"
 
 
 def _str_keys(value: Mapping[_T, object]) -> dict[str, object]:

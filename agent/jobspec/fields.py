@@ -2,7 +2,16 @@
 
 One table each, keyed by the block a field sits in. A field in IMPLEMENTED is read and validated; a field in
 UNIMPLEMENTED is Nomad's, accepted, and produces one warning naming its path; anything else is not a
-Nomad jobspec field and is rejected. Names are HCL's; the API JSON front-end maps its names onto these.
+Nomad jobspec field and is rejected. Names are HCL's (Nomad's `hcl:"..."` struct tags in api/*.go); the API
+JSON front-end maps its names onto these (`API_RENAMES`, else snake_case of the Go field name).
+
+A block the agent does not implement (`constraint`, `update`, `connect`, `logs`, ...) is accepted whole with
+one warning: its own fields are not looked at, so no table describes them.
+
+SERVER_SET lists API JSON fields that the Nomad server sets (indexes, status, versions), or that Nomad
+ignores (`Id` on services and checks): a job taken from `nomad job inspect` carries them; they are ignored,
+with one warning per object naming them. API_ONLY lists API JSON fields without an HCL name that the agent
+does not implement (a warning, as UNIMPLEMENTED).
 """
 
 from __future__ import annotations
@@ -10,9 +19,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 IMPLEMENTED: Mapping[str, frozenset[str]] = {
-    "job": frozenset({"type", "meta", "group"}),
+    # `id` overrides the job's label as its ID; `task` directly in a job is a group of its own, named after
+    # the task; `vault` is the default of every task without one (both as Nomad's HCL2 jobspec)
+    "job": frozenset({"type", "meta", "group", "id", "task", "vault"}),
     "group": frozenset({"count", "network", "restart", "task", "service"}),
-    "network": frozenset({"mode", "port"}),
+    # `reserved_ports` is Nomad's other spelling of a port block (static ports)
+    "network": frozenset({"mode", "port", "reserved_ports"}),
     "port": frozenset({"to", "static"}),
     "restart": frozenset({"attempts", "interval", "delay", "mode"}),
     "task": frozenset(
@@ -30,7 +42,8 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
         }
     ),
     "vault": frozenset({"policies", "role", "change_mode", "change_signal", "env", "disable_file"}),
-    "resources": frozenset({"cpu", "memory"}),
+    # a task's `network` is deprecated in Nomad: its ports join the group's network
+    "resources": frozenset({"cpu", "memory", "network"}),
     "template": frozenset(
         {
             "data",
@@ -43,14 +56,17 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "splay",
             "wait",
             "error_on_missing_key",
+            "left_delimiter",
+            "right_delimiter",
         }
     ),
     "change_script": frozenset({"command", "args", "timeout", "fail_on_error"}),
     "wait": frozenset({"min", "max"}),
     "service": frozenset({"name", "port", "tags", "provider", "check"}),
-    "check": frozenset({"name", "type", "path", "interval", "timeout", "port", "command", "args"}),
+    "check": frozenset({"name", "type", "path", "interval", "timeout", "port", "command", "args", "task"}),
     "config.docker": frozenset({"image", "command", "args", "ports"}),
     "config.exec": frozenset({"command", "args"}),
+    "config.raw_exec": frozenset({"command", "args"}),
     "request": frozenset({"job"}),
 }
 
@@ -77,25 +93,9 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "spread",
             "ui",
             "update",
-            "vault",
             "vault_namespace",
             "vault_token",
             "version_tag",
-            # set by the Nomad server; present in `nomad job inspect` output
-            "create_index",
-            "dispatch_idempotency_token",
-            "dispatched",
-            "job_modify_index",
-            "modify_index",
-            "nomad_token_id",
-            "parent_id",
-            "payload",
-            "stable",
-            "status",
-            "status_description",
-            "stop",
-            "submit_time",
-            "version",
         }
     ),
     "group": frozenset(
@@ -106,6 +106,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "disconnect",
             "ephemeral_disk",
             "max_client_disconnect",
+            "max_run_duration",
             "meta",
             "migrate",
             "prevent_reschedule_on_lost",
@@ -119,8 +120,8 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "volume",
         }
     ),
-    "network": frozenset({"dns", "hostname", "mbits", "cidr", "device", "ip"}),
-    "port": frozenset({"host_network"}),
+    "network": frozenset({"cidr", "cni", "device", "dns", "hostname", "ip", "mbits"}),
+    "port": frozenset({"host_network", "ignore_collision"}),
     "restart": frozenset({"render_templates"}),
     "task": frozenset(
         {
@@ -145,10 +146,12 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "volume_mount",
         }
     ),
-    "resources": frozenset({"cores", "device", "disk", "iops", "memory_max", "network", "numa", "secrets"}),
-    "template": frozenset({"env", "gid", "left_delimiter", "once", "right_delimiter", "uid", "vault_grace"}),
+    "resources": frozenset({"cores", "device", "disk", "iops", "memory_max", "numa", "secrets"}),
+    "template": frozenset(
+        {"env", "error_mode", "gid", "on_error", "on_render_error", "once", "uid", "vault_grace"}
+    ),
     "vault": frozenset({"namespace", "cluster", "allow_token_expiration", "entity_alias"}),
-    "change_script": frozenset(),
+    "change_script": frozenset({"run_on_first_render"}),
     "wait": frozenset(),
     "service": frozenset(
         {
@@ -187,7 +190,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "on_update",
             "protocol",
             "success_before_passing",
-            "task",
             "tls_server_name",
             "tls_skip_verify",
         }
@@ -233,6 +235,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "oom_score_adj",
             "pid_mode",
             "pids_limit",
+            "platform",
             "port_map",
             "privileged",
             "readonly_rootfs",
@@ -250,12 +253,27 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "work_dir",
         }
     ),
-    "config.exec": frozenset({"cap_add", "cap_drop", "ipc_mode", "pid_mode", "work_dir"}),
+    "config.exec": frozenset(
+        {
+            "cap_add",
+            "cap_drop",
+            "cgroup_v1_override",
+            "cgroup_v2_override",
+            "ipc_mode",
+            "oom_score_adj",
+            "pid_mode",
+            "work_dir",
+        }
+    ),
+    "config.raw_exec": frozenset(
+        {"cgroup_v1_override", "cgroup_v2_override", "denied_envvars", "oom_score_adj", "work_dir"}
+    ),
     # the envelope of POST /v1/jobs around "Job"
     "request": frozenset(
         {
             "enforce_index",
             "eval_priority",
+            "idempotency_token",
             "job_modify_index",
             "namespace",
             "policy_override",
@@ -265,6 +283,94 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "submission",
         }
     ),
+}
+
+# API JSON names (as Nomad's Go structs spell them) whose HCL name is not their snake_case spelling.
+API_RENAMES: Mapping[str, Mapping[str, str]] = {
+    "job": {
+        "TaskGroups": "group",
+        "Constraints": "constraint",
+        "Affinities": "affinity",
+        "Spreads": "spread",
+        "ParameterizedJob": "parameterized",
+    },
+    "group": {
+        "Tasks": "task",
+        "Networks": "network",
+        "Services": "service",
+        "RestartPolicy": "restart",
+        "ReschedulePolicy": "reschedule",
+        "Constraints": "constraint",
+        "Affinities": "affinity",
+        "Spreads": "spread",
+        "Volumes": "volume",
+    },
+    # both lists of Port: `port` blocks, with or without `static`, as the HCL jobspec writes them
+    "network": {"DynamicPorts": "port", "ReservedPorts": "port", "MBits": "mbits"},
+    "port": {"Value": "static"},
+    "task": {
+        "Templates": "template",
+        "Services": "service",
+        "Artifacts": "artifact",
+        "LogConfig": "logs",
+        "RestartPolicy": "restart",
+        "Constraints": "constraint",
+        "Affinities": "affinity",
+        "VolumeMounts": "volume_mount",
+        "CSIPluginConfig": "csi_plugin",
+        "ScalingPolicies": "scaling",
+        "Secrets": "secret",
+        "Identities": "identity",
+        "Actions": "action",
+    },
+    "resources": {
+        "MemoryMB": "memory",
+        "MemoryMaxMB": "memory_max",
+        "DiskMB": "disk",
+        "SecretsMB": "secrets",
+        "Networks": "network",
+        "Devices": "device",
+    },
+    "template": {
+        "SourcePath": "source",
+        "DestPath": "destination",
+        "EmbeddedTmpl": "data",
+        "LeftDelim": "left_delimiter",
+        "RightDelim": "right_delimiter",
+        "Envvars": "env",
+        "ErrMissingKey": "error_on_missing_key",
+    },
+    "service": {"PortLabel": "port", "Checks": "check", "TaskName": "task"},
+    "check": {"PortLabel": "port", "TaskName": "task"},
+}
+
+# API JSON fields the Nomad server sets or ignores: ignored, with one warning per object naming them.
+SERVER_SET: Mapping[str, frozenset[str]] = {
+    "job": frozenset(
+        {
+            "CreateIndex",
+            "DispatchIdempotencyToken",
+            "Dispatched",
+            "JobModifyIndex",
+            "ModifyIndex",
+            "NomadTokenID",
+            "ParentID",
+            "Payload",
+            "Stable",
+            "Status",
+            "StatusDescription",
+            "Stop",
+            "SubmitTime",
+            "Version",
+        }
+    ),
+    "service": frozenset({"Id"}),
+    "check": frozenset({"Id"}),
+}
+
+# API JSON fields without an HCL name, not implemented: one warning each.
+API_ONLY: Mapping[str, frozenset[str]] = {
+    "task": frozenset({"Identity"}),  # the task's default workload identity
 }
 
 

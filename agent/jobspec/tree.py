@@ -28,17 +28,48 @@ class Invalid:
 
 @dataclass
 class Report:
-    """Problems (rejections) and warnings collected over one parse; nothing stops at the first."""
+    """Problems (rejections) and warnings collected over one parse; nothing stops at the first. The same
+    problem or warning found twice (a block looked at by two passes) is kept once."""
 
     problems: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    _seen: set[tuple[str, str]] = field(default_factory=set, repr=False)
+    _seen_warnings: set[str] = field(default_factory=set, repr=False)
 
     def error(self, path: str, reason: str) -> None:
-        self.problems.append((path, reason))
+        if (path, reason) not in self._seen:
+            self._seen.add((path, reason))
+            self.problems.append((path, reason))
 
     def warn(self, path: str, reason: str = NOT_IMPLEMENTED) -> None:
-        self.warnings.append(f"{path}: {reason}" if path else reason)
+        text = f"{path}: {reason}" if path else reason
+        if text not in self._seen_warnings:
+            self._seen_warnings.add(text)
+            self.warnings.append(text)
 
 
 def join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def depth(value: object, limit: int) -> int:
+    """How deeply `value` nests (a scalar is 0, `[1]` is 1, `{"a": {}}` is 2), counted without recursion
+    and only up to `limit + 1`: a value nested deeper than `limit` answers `limit + 1`."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Block):
+            item = item.body
+        if isinstance(item, Mapping):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list | tuple):
+            children = list(item)
+        else:
+            continue
+        level += 1
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return limit + 1
+        stack.extend((child, level) for child in children)
+    return deepest

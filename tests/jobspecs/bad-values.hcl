@@ -29,7 +29,7 @@ job "bad" {
     }
 
     task "http" {                       # bad: duplicate task name
-      driver = "raw_exec"               # bad: unknown driver
+      driver = "java"                   # bad: a driver this agent does not run
     }
   }
 }
