@@ -252,6 +252,11 @@ _FUNCTION_CASES = [
     ('cidrhost("10.12.112.0/20", 16)', "10.12.112.16"),
     ('cidrnetmask("172.16.0.0/12")', "255.240.0.0"),
     ('cidrsubnet("172.16.0.0/12", 4, 2)', "172.18.0.0/16"),
+    # Terraform's cidrsubnets example: newbits 4, 4, 8, 4 of 10.1.0.0/16
+    ('cidrsubnets("10.1.0.0/16", 4, 4, 8, 4)', ["10.1.0.0/20", "10.1.16.0/20", "10.1.32.0/24", "10.1.48.0/20"]),
+    ('regex_replace("hello world", "o", "0")', "hell0 w0rld"),
+    ('regex_replace("a1b22", "([a-z])([0-9]+)", "$2$1")', "1a22b"),
+    ('strlen("héllo")', 5),
 ]
 
 

@@ -481,6 +481,17 @@ def _regexall(ctx: Context, a: list[object]) -> object:
     return [_match_value(pattern, m) for m in pattern.finditer(_s(a, 1))]
 
 
+@_fn("regex_replace", 3, 3, "replaces every match of a regular expression (with $1 references)")
+def _regex_replace(ctx: Context, a: list[object]) -> object:
+    pattern, text, repl = _regex(_s(a, 1)), _s(a, 0), _s(a, 2)
+    return pattern.sub(lambda m: _expand(repl, m), text)
+
+
+@_fn("strlen", 1, 1, "the number of characters of a string")
+def _strlen(ctx: Context, a: list[object]) -> object:
+    return len(_s(a, 0))
+
+
 @_fn("split", 2, 2, "splits a string at each separator")
 def _split(ctx: Context, a: list[object]) -> object:
     sep, text = _s(a, 0), _s(a, 1)
@@ -1144,6 +1155,26 @@ def _cidrsubnet(ctx: Context, a: list[object]) -> object:
     size = 2 ** (net.max_prefixlen - new_prefix)
     base = int(net.network_address) + n * size
     return f"{ipaddress.ip_address(base) if net.version == 4 else ipaddress.IPv6Address(base)}/{new_prefix}"
+
+
+@_fn("cidrsubnets", 1, None, "consecutive subnets of a prefix, one per newbits argument")
+def _cidrsubnets(ctx: Context, a: list[object]) -> object:
+    net = _network(_s(a, 0))
+    out: list[object] = []
+    at = int(net.network_address)
+    for i in range(1, len(a)):
+        bits = _i(a, i)
+        prefix = net.prefixlen + bits
+        if bits < 1 or prefix > net.max_prefixlen:
+            raise EvalError(f"cidrsubnets: {bits} more bits do not fit in {net}")
+        size = 2 ** (net.max_prefixlen - prefix)
+        at = -(-at // size) * size  # aligned to its own size
+        if at + size > int(net.network_address) + net.num_addresses:
+            raise EvalError(f"cidrsubnets: not enough room in {net}")
+        addr = ipaddress.ip_address(at) if net.version == 4 else ipaddress.IPv6Address(at)
+        out.append(f"{addr}/{prefix}")
+        at += size
+    return out
 
 
 # files
