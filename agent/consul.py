@@ -4,6 +4,7 @@ agent's own API; nothing pretends to be Consul."""
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -83,34 +84,101 @@ class ConsulClient:
 
 
 class ConsulData:
-    """The templates' `key()` and `service()` through Consul's HTTP API (GET /v1/kv/<path>?raw,
-    GET /v1/health/service/<name>?passing)."""
+    """The templates' Consul functions through Consul's HTTP API, in consul-template's shapes:
+    `key`/`keyOrDefault`/`keyExists` (GET /v1/kv/<path>?raw), `ls` and `tree` (GET
+    /v1/kv/<prefix>?recurse: KeyPair with Path (full), Key (relative to the prefix) and Value),
+    `service` (GET /v1/health/service/<name>?passing[&tag=]: HealthService) and `services` (GET
+    /v1/catalog/services: CatalogSnippet, sorted by name)."""
 
     def __init__(self, address: str) -> None:
         self.address = address.rstrip("/")
 
-    def _get(self, path: str) -> requests.Response:
+    def _get(self, path: str, params: dict[str, str] | None = None) -> requests.Response | None:
+        """The response, or None for a 404 (no such key)."""
         try:
-            resp = requests.get(f"{self.address}{path}", timeout=CONSUL_TIMEOUT)
+            resp = requests.get(f"{self.address}{path}", params=params, timeout=CONSUL_TIMEOUT)
         except requests.RequestException as exc:
             raise ConsulError(f"consul {self.address}{path}: {exc}") from None
         if resp.status_code == 404:
-            raise ConsulError(f"consul {path}: not found")
+            return None
         if resp.status_code != 200:
             raise ConsulError(f"consul {path}: HTTP {resp.status_code}: {resp.text.strip()[:200]}")
         return resp
 
-    def key(self, path: str) -> str:
-        return self._get(f"/v1/kv/{path.lstrip('/')}?raw").text
+    def key(self, path: str) -> str | None:
+        resp = self._get(f"/v1/kv/{path.lstrip('/')}", {"raw": ""})
+        return None if resp is None else resp.text
 
-    def service(self, name: str) -> list[dict[str, Any]]:
-        entries = self._get(f"/v1/health/service/{name}?passing").json()
-        return [
-            {
-                "address": e["Service"].get("Address") or e["Node"]["Address"],
-                "port": e["Service"]["Port"],
-                "tags": e["Service"].get("Tags") or [],
-                "id": e["Service"]["ID"],
-            }
-            for e in entries
-        ]
+    def _pairs(self, prefix: str) -> list[dict[str, Any]]:
+        prefix = prefix.strip("/")
+        resp = self._get(f"/v1/kv/{prefix}", {"recurse": ""})
+        entries = [] if resp is None else resp.json()
+        base = f"{prefix}/" if prefix else ""
+        out = []
+        for e in entries:
+            full = str(e["Key"])
+            if full.endswith("/"):
+                continue  # a folder, not a pair
+            raw = e.get("Value")
+            value = base64.b64decode(raw).decode(errors="replace") if raw else ""
+            out.append(
+                {
+                    "Path": full,
+                    "Key": full[len(base) :] if full.startswith(base) else full,
+                    "Value": value,
+                    "Exists": True,
+                    "CreateIndex": e.get("CreateIndex", 0),
+                    "ModifyIndex": e.get("ModifyIndex", 0),
+                    "LockIndex": e.get("LockIndex", 0),
+                    "Flags": e.get("Flags", 0),
+                    "Session": e.get("Session", ""),
+                }
+            )
+        return sorted(out, key=lambda p: str(p["Key"]))
+
+    def ls(self, prefix: str) -> list[dict[str, Any]]:
+        return [p for p in self._pairs(prefix) if "/" not in str(p["Key"])]
+
+    def tree(self, prefix: str) -> list[dict[str, Any]]:
+        return self._pairs(prefix)
+
+    def service(self, name: str, tag: str = "", passing_only: bool = True) -> list[dict[str, Any]]:
+        params = {"passing": ""} if passing_only else {}
+        if tag:
+            params["tag"] = tag
+        resp = self._get(f"/v1/health/service/{name}", params)
+        entries = [] if resp is None else resp.json()
+        out = []
+        for e in entries:
+            node, svc = e.get("Node") or {}, e.get("Service") or {}
+            checks = e.get("Checks") or []
+            status = "passing"
+            for c in checks:
+                if c.get("Status") == "critical" or (c.get("Status") == "warning" and status == "passing"):
+                    status = str(c.get("Status"))
+            out.append(
+                {
+                    "Node": node.get("Node", ""),
+                    "NodeID": node.get("ID", ""),
+                    "NodeAddress": node.get("Address", ""),
+                    "NodeDatacenter": node.get("Datacenter", ""),
+                    "NodeTaggedAddresses": node.get("TaggedAddresses") or {},
+                    "NodeMeta": node.get("Meta") or {},
+                    "ServiceMeta": svc.get("Meta") or {},
+                    "Address": svc.get("Address") or node.get("Address", ""),
+                    "ID": svc.get("ID", ""),
+                    "Name": svc.get("Service", name),
+                    "Kind": svc.get("Kind", ""),
+                    "Tags": list(svc.get("Tags") or []),
+                    "Checks": checks,
+                    "Status": status,
+                    "Port": svc.get("Port", 0),
+                    "Namespace": svc.get("Namespace", ""),
+                }
+            )
+        return out
+
+    def services(self) -> list[dict[str, Any]]:
+        resp = self._get("/v1/catalog/services")
+        catalog = {} if resp is None else resp.json()
+        return [{"Name": n, "Tags": sorted(catalog[n] or [])} for n in sorted(catalog)]

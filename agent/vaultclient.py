@@ -171,6 +171,9 @@ def _classify(exc: Exception, op: str, path: str) -> VaultError:
     return cls(op, path, errors)
 
 
+_OPS = {"get": "read", "post": "write", "list": "list"}  # the operation named in errors
+
+
 class _VaultApi(ABC):
     """Requests to one server, each with the token `_request` picks: reads, writes and what a
     template's `secret()` gets. Subclasses decide which token and what a denial leads to."""
@@ -194,9 +197,10 @@ class _VaultApi(ABC):
         self, method: str, path: str, body: dict[str, Any] | None, token: str, op: str = ""
     ) -> dict[str, Any]:
         """One request with `token`; our error for any failure (naming the path, never the token)."""
-        op = op or ("read" if method == "get" else "write")
+        op = op or _OPS.get(method, method)
         try:
-            call = self._hvac.adapter.get if method == "get" else self._hvac.adapter.post
+            adapter = self._hvac.adapter
+            call = {"get": adapter.get, "list": adapter.list}.get(method, adapter.post)
             kwargs: dict[str, Any] = {"headers": {"X-Vault-Token": token}}
             if body is not None:
                 kwargs["json"] = body
@@ -238,6 +242,15 @@ class _VaultApi(ABC):
         data and its TTL in seconds (0 when it does not expire)."""
         result = self.write(path, **params) if params or "/issue/" in path else self.read_result(path)
         return result.data, result.ttl
+
+    def list_keys(self, path: str) -> list[str]:
+        """LIST the path: the key names under it (a template's `secrets`); [] when there are none."""
+        try:
+            resp = self._request("list", path, None)
+        except VaultNotFound:
+            return []
+        keys = (resp.get("data") or {}).get("keys") or []
+        return [str(k) for k in keys]
 
     def read(self, path: str) -> dict[str, Any]:
         """GET the path and return its `data`. For a KV v2 path (`secret/data/...`, given as such)
@@ -433,7 +446,7 @@ class VaultClient(_VaultApi):
     # --- requests
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        op = "read" if method == "get" else "write"
+        op = _OPS.get(method, method)
         path = path.strip("/")
         for attempt in (1, 2):
             token = self._current_token()

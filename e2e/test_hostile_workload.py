@@ -80,7 +80,9 @@ EOS
 }}
 """
 TEMPLATE = """      template {{
-        data        = "{{{{ secret('{pki}', common_name='{cn}', ttl='20s').serial_number }}}}"
+        data        = <<EOT
+{{{{ with secret "{pki}" "common_name={cn}" "ttl=20s" }}}}{{{{ .Data.serial_number }}}}{{{{ end }}}}
+EOT
         destination = "local/{name}.txt"
         change_mode = "noop"
         splay       = "0s"
@@ -108,7 +110,9 @@ SOURCE_TEMPLATE = """      template {{
       }}
 """
 DATA_TEMPLATE = """      template {{
-        data        = "{{{{ {expr} }}}}"
+        data        = <<EOT
+{text}
+EOT
         destination = "secrets/out"
       }}
 """
@@ -129,15 +133,20 @@ REFUSED_AT_SUBMISSION = {
     ),
     "the agent's own token": (
         "hostile-token",
-        DATA_TEMPLATE.format(expr="secret('auth/token/lookup-self').id"),
+        DATA_TEMPLATE.format(text='{{ with secret "auth/token/lookup-self" }}{{ .Data.id }}{{ end }}'),
     ),
 }
 
 # A job whose policy allows hostile-* names and its own KV path asks for another job's.
 VICTIM_CN = "pki-victim.service.fieldlab"  # a name of the probe jobs' policy, not of hostile-*
 OUTSIDE_POLICY = {
-    "a cert for another job's service": f"secret('{PKI_ISSUE}', common_name='{VICTIM_CN}').certificate",
-    "another job's KV secret": "secret('secret/data/fieldlab/jobs/probe/canary').data.data.value",
+    "a cert for another job's service": (
+        f'{{{{ with secret "{PKI_ISSUE}" "common_name={VICTIM_CN}" }}}}'
+        "{{ .Data.certificate }}{{ end }}"
+    ),
+    "another job's KV secret": (
+        '{{ with secret "secret/data/fieldlab/jobs/probe/canary" }}{{ .Data.data.value }}{{ end }}'
+    ),
 }
 
 EXEC_JOB = """
@@ -254,7 +263,7 @@ def test_vault_paths_outside_the_jobs_policy_are_denied(cluster: Cluster, attemp
     node = cluster.clients[0]
     agent = cluster.agent(node)
     n = sorted(OUTSIDE_POLICY).index(attempt)
-    blocks = VAULT_BLOCK.format(policy=HOSTILE_POLICY) + DATA_TEMPLATE.format(expr=OUTSIDE_POLICY[attempt])
+    blocks = VAULT_BLOCK.format(policy=HOSTILE_POLICY) + DATA_TEMPLATE.format(text=OUTSIDE_POLICY[attempt])
     spec = SLEEPER_JOB.format(job=f"hostile-vault-{n}", blocks=blocks)
     allocs = agent.run_job(spec, f"hostile: {attempt}")
     try:

@@ -28,7 +28,10 @@ WINDOW = float(os.environ.get("BENCH_WINDOW", "30"))
 def job(n: int) -> str:
     tpls = "\n".join(
         f"""      template {{
-        data          = "{{{{ secret('{PKI}', common_name='t{i}.service.fieldlab', ttl='{TTL}').{FIELD} }}}}"
+        data          = <<EOT
+{{{{ with secret "{PKI}" "common_name=t{i}.service.fieldlab" "ttl={TTL}" -}}}}
+{{{{ .Data.{FIELD} }}}}{{{{ end }}}}
+EOT
         destination   = "secrets/t{i}"
         change_mode   = "signal"
         change_signal = "SIGHUP"

@@ -336,6 +336,12 @@ class FakeTokenClient:
             raise VaultDenied("read", path, "permission denied")
         return self.vault.source.fetch(path, params)
 
+    def list_keys(self, path: str) -> list[str]:
+        self._grant("list", path)
+        if self.vault.source is None:
+            raise VaultDenied("list", path, "permission denied")
+        return self.vault.source.list_keys(path)
+
     def lookup_self(self) -> TokenGrant:
         return self._grant("lookup", "auth/token/lookup-self")
 

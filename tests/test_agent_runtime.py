@@ -734,6 +734,10 @@ class _NewSerialEachStart:
     def __init__(self) -> None:
         self.issued = 0
 
+    def list_keys(self, path: str) -> list[str]:
+
+        return []
+
     def fetch(self, path: str, params: dict[str, object]) -> tuple[dict[str, object], float]:
         self.issued += 1
         return {"serial_number": f"{self.issued:04x}"}, 3600.0

@@ -81,3 +81,9 @@ def test_templates_read_keys_and_services_from_consul(consul_agent: str) -> None
     data = ConsulData(consul_agent)
     assert data.key("fieldlab/greeting") == "hi"
     assert data.service("consul") != []
+    assert data.key("fieldlab/no-such-key") is None
+    requests.put(f"{consul_agent}/v1/kv/fieldlab/app/a", data=b"1", timeout=5)
+    requests.put(f"{consul_agent}/v1/kv/fieldlab/app/sub/b", data=b"2", timeout=5)
+    assert [(p["Key"], p["Value"]) for p in data.ls("fieldlab/app")] == [("a", "1")]
+    assert [(p["Key"], p["Value"]) for p in data.tree("fieldlab/app")] == [("a", "1"), ("sub/b", "2")]
+    assert "consul" in [s["Name"] for s in data.services()]

@@ -22,7 +22,7 @@ TASK = Task(
     templates=(
         Template(
             "local/serial.txt",
-            data="{{ secret('pki_int/issue/web').serial }}",
+            data='{{ with secret "pki_int/issue/web" }}{{ .Data.serial }}{{ end }}',
             change_mode="script",
             change_script=SCRIPT,
             splay=0.0,
@@ -36,6 +36,10 @@ class NewSerialEachFetch:
 
     def __init__(self) -> None:
         self.issued = 0
+
+    def list_keys(self, path: str) -> list[str]:
+
+        return []
 
     def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
         self.issued += 1

@@ -46,7 +46,8 @@ job "pki-probe" {{
       }}
       template {{
         data          = <<EOT
-{{{{ secret('pki_int/issue/fieldlab-workload', common_name='p.service.fieldlab', ttl='1h').certificate }}}}
+{{{{ with secret "pki_int/issue/fieldlab-workload" "common_name=p.service.fieldlab" "ttl=1h" -}}}}
+{{{{ .Data.certificate }}}}{{{{ end }}}}
 EOT
         destination   = "secrets/cert.pem"
         change_mode   = "{mode}"
@@ -200,7 +201,8 @@ job "noop-secrets" {{
       }}
       template {{
         data        = <<EOT
-{{{{ secret('pki_int/issue/fieldlab-workload', common_name='n.service.fieldlab', ttl='10s').serial_number }}}}
+{{{{ with secret "pki_int/issue/fieldlab-workload" "common_name=n.service.fieldlab" "ttl=10s" -}}}}
+{{{{ .Data.serial_number }}}}{{{{ end }}}}
 EOT
         destination = "secrets/serial"
         change_mode = "noop"

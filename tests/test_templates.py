@@ -17,6 +17,10 @@ class Recording:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
+    def list_keys(self, path: str) -> list[str]:
+
+        return []
+
     def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
         self.calls.append(path)
         return {"certificate": f"CERT-{len(self.calls)}", "private_key": f"KEY-{len(self.calls)}"}, 30.0
@@ -25,10 +29,9 @@ class Recording:
 def test_one_fetch_per_secret_per_pass_so_cert_and_key_match(tmp_path: Path) -> None:
     src = Recording()
     ctx = RenderContext({}, vault=src)
-    cert = Template("secrets/cert.pem", data="{{ secret('pki_int/issue/web', common_name='a').certificate }}")
-    key = Template(
-        "secrets/key.pem", data="{{ secret('pki_int/issue/web', common_name='a').private_key }}", perms="0600"
-    )
+    issue = '{{ with secret "pki_int/issue/web" "common_name=a" }}'
+    cert = Template("secrets/cert.pem", data=issue + "{{ .Data.certificate }}{{ end }}")
+    key = Template("secrets/key.pem", data=issue + "{{ .Data.private_key }}{{ end }}", perms="0600")
     render(cert, tmp_path, ctx)
     render(key, tmp_path, ctx)
     assert src.calls == ["pki_int/issue/web"]
@@ -43,11 +46,11 @@ def test_one_fetch_per_secret_per_pass_so_cert_and_key_match(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("tpl", "needle"),
     [
-        (Template("local/a", data="{{ missing }}"), "'missing' is undefined"),
-        (Template("local/a", data="{% if %}"), "TemplateSyntaxError"),
-        (Template("local/a", data="{{ env('NOPE') }}"), "env('NOPE'): not set"),
-        (Template("local/a", data="{{ key('a/b') }}"), "no Consul in this lab"),
-        (Template("local/a", data="{{ secret('x') }}"), "no Vault is configured"),
+        (Template("local/a", data="{{ missing }}"), 'function "missing" not defined'),
+        (Template("local/a", data="line one\n  {{ if }}"), "2:"),
+        (Template("local/a", data='{{ with secret "kv/x" }}{{ .Data.nope.deeper }}{{ end }}'), "1:"),
+        (Template("local/a", data='{{ key "a/b" }}'), "no Consul in this lab"),
+        (Template("local/a", data='{{ secret "x" }}'), "no Vault is configured"),
         (Template("local/../../escape", data="x"), "escapes the task directory"),
     ],
 )
@@ -63,9 +66,17 @@ def test_render_errors_name_the_template_and_write_nothing(
 @pytest.mark.parametrize(
     ("data", "needle"),
     [
-        ("{% if %}", "template syntax error"),
-        ("{{ vault_read('x') }}", "unknown name(s) vault_read"),
-        ("{{ secret('pki_int/issue/web').certificate }}", None),
+        ("{{ if }}", "local/x:1:"),
+        ('{{ vault_read "x" }}', 'function "vault_read" not defined'),
+        ('ok\n{{ with nomadVar "nomad/jobs/x" }}{{ .a }}{{ end }}', "local/x:2:"),
+        (
+            '{{ with nomadVar "nomad/jobs/x" }}{{ .a }}{{ end }}',
+            "function nomadVar is not run by fieldlab-agent",
+        ),
+        ('{{ range nomadService "web" }}{{ .Address }}{{ end }}', "nomadService"),
+        ('{{ plugin "my-plugin" "arg" }}', "function plugin is not run"),
+        ('{{ with secret "pki_int/issue/web" }}{{ .Data.certificate }}{{ end }}', None),
+        ('{{ range service "web" }}{{ .Address }}:{{ .Port }}{{ end }}', None),
     ],
 )
 def test_templates_are_checked_at_submission(data: str, needle: str | None) -> None:
@@ -73,3 +84,25 @@ def test_templates_are_checked_at_submission(data: str, needle: str | None) -> N
 
     problem = check_template(Template("local/x", data=data))
     assert (problem is None) if needle is None else (needle in str(problem))
+
+
+def test_env_of_an_unset_variable_reads_as_empty_as_consul_template(tmp_path: Path) -> None:
+    render(Template("local/a", data='[{{ env "NOPE" }}][{{ env "SET" }}]'), tmp_path, {"SET": "v"})
+    assert (tmp_path / "local/a").read_text() == "[][v]"
+
+
+def test_custom_delimiters_and_missing_key_errors_are_honoured(tmp_path: Path) -> None:
+    src = Recording()
+    ctx = RenderContext({"X": "1"}, vault=src)
+    tpl = Template(
+        "local/d", data='{{ not a template }} [[ env "X" ]]', left_delimiter="[[", right_delimiter="]]"
+    )
+    render(tpl, tmp_path, ctx)
+    assert (tmp_path / "local/d").read_text() == "{{ not a template }} 1"
+    lax = Template("local/m", data='{{ with secret "kv/a" }}{{ .Data.nope }}{{ end }}')
+    render(lax, tmp_path, ctx)
+    assert (tmp_path / "local/m").read_text() == "<no value>"
+    strict = Template("local/s", data=lax.data, error_on_missing_key=True)
+    with pytest.raises(TemplateRenderError, match='no entry for key "nope"'):
+        render(strict, tmp_path, ctx)
+    assert not (tmp_path / "local/s").exists()

@@ -373,6 +373,10 @@ class Serials:
     def __init__(self) -> None:
         self.n = 0
 
+    def list_keys(self, path: str) -> list[str]:
+
+        return []
+
     def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
         self.n += 1
         return {"serial_number": f"serial-{self.n}", "value": path}, 3600.0
@@ -381,7 +385,7 @@ class Serials:
 def _task(name: str = "web", *, vault: Vault | None = None, data: str | None = None) -> Task:
     tpl = Template(
         "secrets/out.txt",
-        data=data or "{{ secret('pki_int/issue/fieldlab-workload').serial_number }}",
+        data=data or '{{ with secret "pki_int/issue/fieldlab-workload" }}{{ .Data.serial_number }}{{ end }}',
         splay=0,
     )
     return Task(name, "docker", config={"image": "x"}, templates=(tpl,), vault=vault)
@@ -585,8 +589,8 @@ def _real_task(
     )
 
 
-KV_PROBE = "{{ secret('%s').data.owner }}" % job_kv_path(JOB_PROBE)  # noqa: UP031 - Jinja braces
-CERT = "{{ secret('%s', common_name='%s', ttl='1h').serial_number }}"
+KV_PROBE = '{{ with secret "%s" }}{{ .Data.data.owner }}{{ end }}' % job_kv_path(JOB_PROBE)  # noqa: UP031
+CERT = '{{ with secret "%s" "common_name=%s" "ttl=1h" }}{{ .Data.serial_number }}{{ end }}'
 
 
 def test_the_agents_approle_creates_tokens_only_through_the_role_and_reads_nothing(
@@ -775,14 +779,14 @@ job "vault-token" {
         policies = ["%s"]
       }
       template {
-        data        = "{{ secret('%s').data.owner }}"
+        data        = "{{ with secret \\"%s\\" }}{{ .Data.data.owner }}{{ end }}"
         destination = "local/owner"
         change_mode = "noop"
       }
     }
   }
 }
-""" % (JOB_PROBE, job_kv_path(JOB_PROBE))  # noqa: UP031 - HCL and Jinja braces
+""" % (JOB_PROBE, job_kv_path(JOB_PROBE))  # noqa: UP031 - HCL and template braces
 
 
 @pytest.mark.root

@@ -58,6 +58,8 @@ class TaskTokenClient(Protocol):
 
     def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]: ...
 
+    def list_keys(self, path: str) -> list[str]: ...
+
     def lookup_self(self) -> TokenGrant: ...
 
     def renew_self(self) -> TokenGrant: ...
@@ -197,6 +199,12 @@ class NoVaultBlock:
             '(add vault { policies = ["..."] } to the task)'
         )
 
+    def list_keys(self, path: str) -> list[str]:
+        raise AgentError(
+            f"secrets({path!r}): the task has no vault block, so it has no Vault token "
+            '(add vault { policies = ["..."] } to the task)'
+        )
+
 
 # --- one task's token over time ----------------------------------------------------------------------
 
@@ -255,6 +263,11 @@ class TaskVaultToken:
         if self._client is None:
             raise VaultDenied("read", path, "the task's Vault token is not derived yet")
         return self._client.fetch(path, params)
+
+    def list_keys(self, path: str) -> list[str]:
+        if self._client is None:
+            raise VaultDenied("list", path, "the task's Vault token is not derived yet")
+        return self._client.list_keys(path)
 
     # -- life cycle -----------------------------------------------------------------------------------
     def ensure(self) -> bool:

@@ -49,7 +49,8 @@ job "{job}" {{
       }}
       template {{
         data          = <<EOT
-{{{{ secret('{pki}', common_name='{job}.service.fieldlab', ttl='{ttl}').certificate }}}}
+{{{{ with secret "{pki}" "common_name={job}.service.fieldlab" "ttl={ttl}" -}}}}
+{{{{ .Data.certificate }}}}{{{{ end }}}}
 EOT
         destination   = "secrets/cert.pem"
         change_mode   = "{mode}"
@@ -83,7 +84,8 @@ job "{job}" {{
       }}
       template {{
         data        = <<EOT
-{{{{ secret('{pki}', common_name='{job}.service.fieldlab', ttl='{ttl}').serial_number }}}}
+{{{{ with secret "{pki}" "common_name={job}.service.fieldlab" "ttl={ttl}" -}}}}
+{{{{ .Data.serial_number }}}}{{{{ end }}}}
 EOT
         destination = "secrets/serial"
         change_mode = "noop"

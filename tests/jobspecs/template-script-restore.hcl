@@ -19,7 +19,9 @@ job "script-restore" {
       }
 
       template {
-        data        = "{{ secret('pki_int/issue/fieldlab-workload', common_name='s.service.fieldlab').serial_number }}\n"
+        data        = <<-EOT
+          {{ with secret "pki_int/issue/fieldlab-workload" "common_name=s.service.fieldlab" }}{{ .Data.serial_number }}{{ end }}
+        EOT
         destination = "secrets/serial"
         change_mode = "script"
         change_script {

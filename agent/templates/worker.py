@@ -1,0 +1,496 @@
+"""The render worker: templates run in a process of their own, never in the agent.
+
+- **Budgets.** The template is rendered in a worker process (`_Worker`), not in the agent: the worker
+  runs the template, and every function the template calls is a request back to the agent, which
+  does the file access and the Vault/Consul requests itself. The agent waits for the result at most
+  `timeout` seconds (TemplateDeps.render_timeout) and then SIGKILLs the worker and starts a fresh
+  one: a template that loops, or one Python operation that never returns (`10 ** (10 ** 10)`),
+  costs the agent's main loop about the budget and nothing after it. The time the agent itself
+  spends serving a call (a Vault request that issues a certificate, bounded by the Vault client's
+  own timeout) is not charged to the template, but one render may make at most `MAX_FETCHES`
+  Vault, Consul or file reads, so a loop of fetches is refused rather than waited for. A thread
+  could not give that bound (a long C-level operation holds the GIL, and a runaway thread cannot be
+  stopped). The worker drops to `nobody` when the agent is root, has hard limits on address space
+  (`WORKER_MEMORY`), file size (0) and processes (0), and an alarm that kills it if it outlives the
+  agent in a render. Output larger than `max_bytes` (TemplateDeps.max_bytes) is refused and not
+  written; the worker stops rendering as soon as it is over. Template text larger than `max_bytes`
+  is refused before rendering. The submission check (`check_template`) only parses, with constant
+  folding disabled, so a submitted template never computes anything in the agent.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import logging
+import math
+import os
+import pwd
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from agent.model import Template
+from agent.templates.errors import TemplateRenderError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RENDER_TIMEOUT = 2.0  # seconds (client config template_render_timeout)
+WORKER_MEMORY = 1 << 30  # the render worker's address space limit
+UNBOUNDED_STEPS = 1 << 62
+
+_LEN = 4  # frame: 4-byte big-endian length, then JSON
+
+
+def _frame(msg: dict[str, Any]) -> bytes:
+    body = json.dumps(msg, ensure_ascii=True, separators=(",", ":")).encode()
+    return len(body).to_bytes(_LEN, "big") + body
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _WorkerGone(Exception):
+    pass
+
+
+class _Worker:
+    """One render worker process and its pipes (the agent's side, non-blocking, polled)."""
+
+    def __init__(self, unprivileged: bool) -> None:
+        root = str(Path(__file__).resolve().parents[2])
+        code = (
+            f"import sys; sys.path.insert(0, {root!r}); "
+            "from agent.templates.worker import worker_main; worker_main()"
+        )
+        extra: dict[str, Any] = {}
+        if unprivileged:
+            uid, gid = _nobody()
+            extra = {"user": uid, "group": gid, "extra_groups": []}
+        self.unprivileged = unprivileged
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={"PATH": os.defpath, "LC_ALL": "C.UTF-8"},
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,
+            **extra,
+        )
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
+        self.wfd, self.rfd, self.efd = (
+            self.proc.stdin.fileno(),
+            self.proc.stdout.fileno(),
+            self.proc.stderr.fileno(),
+        )
+        for fd in (self.wfd, self.rfd, self.efd):
+            os.set_blocking(fd, False)
+        self.buf = bytearray()
+        self.err = bytearray()  # the tail of its stderr
+        self.err_open = True
+        self.ready = False
+
+    def _wait(self, fd: int, events: int, deadline: float) -> None:
+        poller = select.poll()
+        poller.register(fd, events)
+        if self.err_open:
+            poller.register(self.efd, select.POLLIN)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Timeout
+            for got, _ in poller.poll(max(1, math.ceil(left * 1000))):
+                if got == self.efd:
+                    self._drain_stderr(poller)
+                elif got == fd:
+                    return
+
+    def _drain_stderr(self, poller: select.poll) -> None:
+        try:
+            chunk = os.read(self.efd, 1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            poller.unregister(self.efd)
+            self.err_open = False
+            return
+        self.err += chunk
+        del self.err[:-4096]
+
+    def send(self, msg: dict[str, Any], deadline: float) -> None:
+        view = memoryview(_frame(msg))
+        while view:
+            try:
+                n = os.write(self.wfd, view)
+            except BlockingIOError:
+                self._wait(self.wfd, select.POLLOUT, deadline)
+                continue
+            except BrokenPipeError:
+                raise _WorkerGone(self.gone()) from None
+            view = view[n:]
+
+    def recv(self, deadline: float, limit: int) -> dict[str, Any]:
+        while True:
+            if len(self.buf) >= _LEN:
+                n = int.from_bytes(self.buf[:_LEN], "big")
+                if n > limit:
+                    raise _WorkerGone(f"the render worker sent a {n}-byte message (at most {limit})")
+                if len(self.buf) >= _LEN + n:
+                    msg = json.loads(bytes(self.buf[_LEN : _LEN + n]))
+                    del self.buf[: _LEN + n]
+                    if not isinstance(msg, dict):
+                        raise _WorkerGone("the render worker sent a malformed message")
+                    return msg
+            try:
+                chunk = os.read(self.rfd, 1 << 16)
+            except BlockingIOError:
+                self._wait(self.rfd, select.POLLIN, deadline)
+                continue
+            if not chunk:
+                raise _WorkerGone(self.gone())
+            self.buf += chunk
+
+    def gone(self) -> str:
+        try:
+            rc = self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return "the render worker stopped talking"
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self.efd, 1 << 16):
+                self.err += chunk
+        tail = self.err.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        return f"the render worker exited with status {rc}" + (f": {tail[0]}" if tail[0] else "")
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5.0)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+
+
+def _nobody() -> tuple[int, int]:
+    try:
+        pw = pwd.getpwnam("nobody")
+        return pw.pw_uid, pw.pw_gid
+    except KeyError:
+        return 65534, 65534
+
+
+class _WorkerPool:
+    """The one render worker of the agent (renders run one at a time on the main loop; the lock is
+    for anything else that renders). A worker that overran its budget is killed and a fresh one is
+    started at once, so its start-up overlaps the agent's other work."""
+
+    START_TIMEOUT = 30.0
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.worker: _Worker | None = None
+        self.unprivileged = os.geteuid() == 0
+
+    def get(self) -> _Worker:
+        for _ in range(2):
+            if self.worker is None:
+                try:
+                    self.worker = _Worker(self.unprivileged)
+                except OSError as exc:
+                    if not self.unprivileged:
+                        raise
+                    self._privileged_fallback(str(exc))
+                    continue
+            w = self.worker
+            if w.ready:
+                return w
+            try:
+                msg = w.recv(time.monotonic() + self.START_TIMEOUT, 1 << 16)
+                if msg.get("op") != "ready":
+                    raise _WorkerGone(f"the render worker said {msg.get('op')!r} instead of ready")
+            except (_WorkerGone, _Timeout) as exc:
+                self.discard()
+                if w.unprivileged:
+                    self._privileged_fallback(str(exc) or "no answer")
+                    continue
+                raise _WorkerGone(f"the render worker did not start: {exc}") from None
+            w.ready = True
+            return w
+        raise _WorkerGone("the render worker did not start")
+
+    def _privileged_fallback(self, why: str) -> None:
+        log.warning(
+            "template render worker cannot run as nobody (%s); it runs as the agent's user from now on", why
+        )
+        self.unprivileged = False
+
+    def discard(self, *, respawn: bool = False) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+        if respawn:
+            with contextlib.suppress(OSError):
+                self.worker = _Worker(self.unprivileged)
+
+    def close(self) -> None:
+        """At exit (the worker would also end on its own when its stdin closes)."""
+        if self.lock.acquire(timeout=1.0):
+            try:
+                self.discard()
+            finally:
+                self.lock.release()
+
+
+_POOL = _WorkerPool()
+atexit.register(_POOL.close)
+
+
+class _CallFailed(Exception):
+    """A function the template called failed in the agent (the agent holds the reason)."""
+
+
+def _serve(
+    tpl: Template, msg: dict[str, Any], functions: Mapping[str, Callable[..., Any]], deadline: float
+) -> tuple[dict[str, Any], Exception | None]:
+    """Run one function the template called (in the agent); the reply, and the failure if any."""
+    fn = functions.get(str(msg.get("fn")))
+    try:
+        if fn is None:
+            raise TemplateRenderError(tpl.destination, f"no function {msg.get('fn')!r}")
+        if time.monotonic() >= deadline:
+            raise _Timeout
+        reply = {"value": fn(*msg.get("args", []), **msg.get("kwargs", {}))}
+        _frame(reply)  # serialisable, or an error here
+    except _Timeout:
+        raise
+    except Exception as exc:
+        return {"error": exc.reason if isinstance(exc, TemplateRenderError) else str(exc)}, exc
+    return reply, None
+
+
+def run_in_worker(
+    tpl: Template,
+    request: dict[str, Any],
+    functions: Mapping[str, Callable[..., Any]],
+    timeout: float,
+    max_bytes: int,
+) -> str:
+    """Render `request` (text, name, delimiters, missing_key_error) in the worker; serve its
+    function calls; give up after `timeout` seconds."""
+    frame_limit = 16 * max_bytes + (1 << 20)
+    with _POOL.lock:
+        try:
+            worker = _POOL.get()
+        except (_WorkerGone, OSError) as exc:
+            raise TemplateRenderError(tpl.destination, f"cannot render: {exc}") from None
+        deadline = time.monotonic() + timeout
+        failed: Exception | None = None
+        try:
+            worker.send({"op": "render", **request, "max_bytes": max_bytes, "timeout": timeout}, deadline)
+            while True:
+                msg = worker.recv(deadline, frame_limit)
+                op = msg.get("op")
+                if op == "call":
+                    started = time.monotonic()
+                    reply, call_failed = _serve(tpl, msg, functions, deadline)
+                    deadline += time.monotonic() - started  # the agent's time, not the template's
+                    failed = failed or call_failed
+                    worker.send(reply, deadline)
+                elif op == "done":
+                    if failed is not None:  # a failed call must fail the render, even if it went on
+                        raise failed
+                    return str(msg.get("output", ""))
+                elif op == "error":
+                    if msg.get("fatal"):
+                        _POOL.discard(respawn=True)
+                    message = str(msg.get("message", "render failed"))
+                    at = msg.get("at")
+                    where = (int(at[0]), int(at[1])) if isinstance(at, list) and len(at) == 2 else None
+                    raise TemplateRenderError(tpl.destination, message, where)
+                else:
+                    raise _WorkerGone(f"the render worker sent {op!r}")
+        except _Timeout:
+            _POOL.discard(respawn=True)
+            raise TemplateRenderError(
+                tpl.destination,
+                f"rendering took longer than the {timeout:g}s budget (template_render_timeout): stopped",
+            ) from None
+        except _WorkerGone as exc:
+            _POOL.discard(respawn=True)
+            raise TemplateRenderError(tpl.destination, f"render failed: {exc}") from None
+
+
+# -- the worker's side ------------------------------------------------------------------------
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = os.read(fd, n - len(out))
+        if not chunk:
+            raise EOFError
+        out += chunk
+    return bytes(out)
+
+
+def _worker_recv(fd: int) -> dict[str, Any]:
+    n = int.from_bytes(_read_exact(fd, _LEN), "big")
+    msg = json.loads(_read_exact(fd, n))
+    assert isinstance(msg, dict)
+    return msg
+
+
+def _worker_send(fd: int, msg: dict[str, Any]) -> None:
+    data = memoryview(_frame(msg))
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+class _TooBig(Exception):
+    pass
+
+
+class _Proxy:
+    """The data functions, in the worker: each is a request to the agent, which does the I/O
+    (agent.gotemplate.DataSource)."""
+
+    def __init__(self, call: Callable[[str, list[Any], dict[str, Any]], Any]) -> None:
+        self._call = call
+
+    def secret(self, path: str, params: dict[str, str]) -> Any:
+        return self._call("secret", [path, params], {})
+
+    def secrets(self, path: str) -> Any:
+        return self._call("secrets", [path], {})
+
+    def key(self, path: str) -> Any:
+        return self._call("key", [path], {})
+
+    def ls(self, prefix: str) -> Any:
+        return self._call("ls", [prefix], {})
+
+    def tree(self, prefix: str) -> Any:
+        return self._call("tree", [prefix], {})
+
+    def service(self, name: str, *filters: str) -> Any:
+        return self._call("service", [name, *filters], {})
+
+    def services(self, *args: str) -> Any:
+        return self._call("services", list(args), {})
+
+    def env(self, name: str) -> Any:
+        return self._call("env", [name], {})
+
+    def file(self, path: str) -> Any:
+        return self._call("file", [path], {})
+
+
+def _worker_render(req: dict[str, Any], call: Callable[[str, list[Any], dict[str, Any]], Any]) -> str:
+    from agent import gotemplate  # the worker's only template engine
+
+    limit = int(req["max_bytes"])
+    size = 0
+
+    def write(chunk: str) -> None:
+        nonlocal size
+        size += len(chunk)  # characters: never more than its UTF-8 bytes
+        if size > limit:
+            raise _TooBig
+
+    tpl = gotemplate.parse(
+        str(req["text"]),
+        name=str(req.get("name", "template")),
+        left_delim=str(req.get("left") or "{{"),
+        right_delim=str(req.get("right") or "}}"),
+    )
+    out = tpl.execute(
+        data=None,
+        funcs=gotemplate.consul_functions(_Proxy(call)),
+        write=write,
+        missing_key_error=bool(req.get("missing_key_error")),
+        max_steps=UNBOUNDED_STEPS,  # the worker's time budget bounds a render, not a step count
+    )
+    if len(out.encode(errors="surrogatepass")) > limit:
+        raise _TooBig
+    return out
+
+
+def worker_main() -> None:  # pragma: no cover - runs in the worker process
+    """The worker: hard limits, then one render per request. Its stdin/stdout are the protocol; fds
+    0 and 1 are pointed at /dev/null so nothing else can write into the protocol."""
+    import resource
+    import signal
+
+    from agent.gotemplate import TemplateError
+
+    inp, out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    for limit, value in (
+        (resource.RLIMIT_AS, WORKER_MEMORY),
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_FSIZE, 0),
+        (resource.RLIMIT_NPROC, 0),
+    ):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(limit, (value, value))
+
+    alarm = 0
+
+    def call(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        signal.alarm(0)  # the agent's time serving the call is not the template's
+        _worker_send(out, {"op": "call", "fn": name, "args": args, "kwargs": kwargs})
+        reply = _worker_recv(inp)
+        signal.alarm(alarm)
+        if "error" in reply:
+            raise _CallFailed(reply["error"])
+        return reply.get("value")
+
+    _worker_send(out, {"op": "ready", "uid": os.getuid()})
+    while True:
+        try:
+            req = _worker_recv(inp)
+        except EOFError:
+            return
+        alarm = max(1, math.ceil(float(req.get("timeout", DEFAULT_RENDER_TIMEOUT)))) + 5
+        signal.alarm(alarm)  # ends a runaway render whose agent died (the agent kills it otherwise)
+        fatal = False
+        try:
+            reply: dict[str, Any] = {"op": "done", "output": _worker_render(req, call)}
+        except _CallFailed as exc:
+            reply = {"op": "error", "kind": "call", "message": str(exc)}
+        except TemplateError as exc:  # positioned: name:line:col: reason (a failed call's reason too)
+            fatal = isinstance(exc.__cause__, MemoryError | RecursionError)
+            reply = {"op": "error", "kind": "template", "message": exc.reason, "at": [exc.line, exc.col]}
+        except _TooBig:
+            reply = {
+                "op": "error",
+                "kind": "size",
+                "message": f"the rendered output is more than the {req['max_bytes']}-byte budget "
+                "(template_max_bytes): not written",
+            }
+        except Exception as exc:
+            fatal = isinstance(exc, MemoryError | RecursionError)
+            why = str(exc) or (
+                f"more memory than the render worker may use ({WORKER_MEMORY >> 20} MiB)"
+                if isinstance(exc, MemoryError)
+                else "no message"
+            )
+            reply = {"op": "error", "kind": "exception", "message": f"{type(exc).__name__}: {why}"}
+        signal.alarm(0)
+        reply["fatal"] = fatal
+        _worker_send(out, reply)
+        if fatal:
+            return
