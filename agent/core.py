@@ -314,14 +314,27 @@ class Core:
         """Parse and commit in one step, on the loop (tests, the benchmarks); the API parses in its
         handler thread with `parse_submission` and commits with `commit`."""
         parsed = parse_submission(text, fmt, source, variables or {}, self.limits)
-        return self.commit(parsed, text, fmt, variables or {})
+        return self.commit(parsed, text, fmt, variables or {}, source)
 
     def commit(
-        self, parsed: ParsedJob, text: str, fmt: str | None, variables: Mapping[str, object]
+        self,
+        parsed: ParsedJob,
+        text: str,
+        fmt: str | None,
+        variables: Mapping[str, object],
+        source: str = "<request>",
     ) -> dict[str, Any]:
         """On the loop: store a parsed job (its text, format and input variables, so that restore parses
         it the same way) and start its allocs."""
         job = parsed.job
+        refused = [
+            (f"job.{job.id}.group.{g.name}.task.{t.name}.driver", why)
+            for g in job.groups
+            for t in g.tasks
+            if (why := self.drivers.refusal(t.driver))
+        ]
+        if refused:  # a driver this client does not run, or one its config leaves off (raw_exec)
+            raise JobspecError(source, refused)
         if job.id in self.jobs and any(r.job.id == job.id and r.rec.live for r in self.runners.values()):
             raise Conflict(f"job {job.id} is already running: stop it first")
         self._check_static_ports(job)

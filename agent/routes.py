@@ -71,7 +71,7 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
         variables = _variables(data, source)
         # Parsed here, in the handler's thread: only the commit runs on the main loop.
         parsed = parse_submission(text, fmt, source, variables, core.limits)
-        out = core.call(lambda: core.commit(parsed, text, fmt, variables))
+        out = core.call(lambda: core.commit(parsed, text, fmt, variables, source))
         return json_response(201, out)
 
     def jobs(groups: tuple[str, ...], body: bytes) -> Response:

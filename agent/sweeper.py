@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
 from agent.drivers.docker import DockerDriver
-from agent.drivers.exec import Cgroups
+from agent.drivers.process import Cgroups
 from agent.fsutil import unmount_below
 from agent.network import iptables, netns
 from agent.network.cni import CniNetwork
@@ -50,7 +50,8 @@ class Observed:
     chains: Sequence[SeenChain] = ()
     alloc_dirs: Sequence[str] = ()
     netns: Sequence[str] = ()  # names of agent-created netns: "fl-<alloc id>"
-    task_cgroups: Sequence[tuple[str, Sequence[int]]] = ()  # ("<alloc>.<task>", pids) of exec tasks
+    # ("<alloc>.<task>", pids) of process tasks: exec and raw_exec (agent.drivers.process)
+    task_cgroups: Sequence[tuple[str, Sequence[int]]] = ()
     forward_ips: Sequence[str] = ()  # addresses with firewall-plugin rules in CNI-FORWARD (no comment)
 
 

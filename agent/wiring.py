@@ -46,6 +46,7 @@ class CoreSettings:
     docker_pids_limit: int = 0
     vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
     limits: Limits = DEFAULT_LIMITS  # what a jobspec may ask for (max_count, max_kill_timeout)
+    raw_exec_enabled: bool = False  # the raw_exec driver (no isolation) is registered
 
     @classmethod
     def from_config(cls, cfg: Config) -> CoreSettings:
@@ -62,6 +63,7 @@ class CoreSettings:
             docker_pids_limit=cfg.docker_pids_limit,
             vault_token_role=cfg.vault.token_role,
             limits=Limits(max_count=cfg.max_count, max_kill_timeout=cfg.max_kill_timeout),
+            raw_exec_enabled=cfg.raw_exec_enabled,
         )
 
 
@@ -89,7 +91,7 @@ def build_core(
     sweeper = Sweeper(docker, cni, settings.data_dir, policy=policy, dry_run=settings.sweep_dry_run)
     return Core(
         store,
-        build_registry(docker, exec_driver),
+        build_registry(docker, exec_driver, raw_exec_enabled=settings.raw_exec_enabled),
         network,
         data_dir=settings.data_dir,
         faults=faults,

@@ -31,6 +31,7 @@ it (as docker reports it); SIGKILL to the group (stop after kill_timeout) kills 
 
 A restarted agent finds P again by pid plus the process start time (which a reused pid would not
 have); exits are watched with a pidfd (no polling), the agent's own children reaped for their code.
+The session, cgroups, handle, exits, signals and stop are agent.drivers.process's, shared with raw_exec.
 `exec` (change_mode script) enters C's namespaces and root with nsenter, joins the task's cgroups
 and runs the command through the same setpriv as the workload (read back from C's command line).
 
@@ -48,22 +49,30 @@ import contextlib
 import logging
 import os
 import pwd
-import select
 import shlex
-import shutil
 import signal
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.config import DEFAULT_CHROOT_ENV
-from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle, TaskStatus
+from agent.drivers import process
+from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle
+from agent.drivers.process import (
+    ProcessDriver,
+    cgroup_procs_of,
+    children,
+    host_tool,
+    read_environ,
+    run_command,
+)
 from agent.model import Task
 
 log = logging.getLogger(__name__)
-CGROUP_ROOT = Path("/sys/fs/cgroup")
+# What moved to agent.drivers.process, still importable from here (the sweeper's and tests' name for it).
+Cgroups = process.Cgroups
+proc_start_time = process.proc_start_time
 DEFAULT_USER = "nobody"
 CHROOT_DIR = "chroot"  # the task's root (a mount point inside its mount namespace only)
 TMP_DIR = "tmp"  # <task dir>/tmp, the task's /tmp
@@ -71,7 +80,6 @@ INIT_NAME = "fieldlab-task"  # $0 of the task's init (C): how exec and start rec
 SETUP_NAME = "fieldlab-setup"
 SETUP_POLL = 0.005  # seconds between looks for the task's init during setup
 SETUP_TIMEOUT = 15.0  # seconds for the chroot to be built
-TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The signals the agent may send (change_signal, kill_signal) that would end P or C by default.
 SHIELDED_SIGNALS = tuple(
     int(getattr(signal, name))
@@ -114,93 +122,6 @@ INIT = (
     '--reuid="$uid" --regid="$gid" --groups="$groups" --inh-caps=-all --bounding-set="$caps" '
     '--no-new-privs -- "$@" & wait $!'
 )
-
-
-def proc_start_time(pid: int) -> str | None:
-    """Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or None if gone/zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] == "Z":
-        return None
-    return fields[19]
-
-
-class Cgroups:
-    """A task's cgroup(s): one dir under each v1 controller it uses, or one dir on v2."""
-
-    def __init__(self, name: str, root: Path = CGROUP_ROOT) -> None:
-        self.v2 = (root / "cgroup.controllers").exists()
-        self.dirs = (
-            [root / "fieldlab" / name]
-            if self.v2
-            else [root / c / "fieldlab" / name for c in ("memory", "cpu")]
-        )
-
-    def create(self, memory_mb: int, cpu_shares: int) -> list[str]:
-        """Create and set limits; return what could not be applied (said in an event, not hidden)."""
-        problems = []
-        for d in self.dirs:
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                problems.append(f"cgroup {d}: {exc.strerror}")
-        limits = (
-            {
-                "memory.max": str(memory_mb * 1024 * 1024),
-                "cpu.weight": str(max(1, min(10000, cpu_shares // 10))),
-            }
-            if self.v2
-            else {
-                "memory.limit_in_bytes": str(memory_mb * 1024 * 1024),
-                "cpu.shares": str(max(2, cpu_shares)),
-            }
-        )
-        for f, value in limits.items():
-            target = next((d / f for d in self.dirs if (d / f).exists()), None)
-            if target is None:
-                problems.append(f"cgroup file {f} not available")
-                continue
-            try:
-                target.write_text(value)
-            except OSError as exc:
-                problems.append(f"{target}: {exc.strerror}")
-        return problems
-
-    def procs_files(self) -> list[Path]:
-        return [d / "cgroup.procs" for d in self.dirs if (d / "cgroup.procs").exists()]
-
-    @classmethod
-    def names(cls, root: Path = CGROUP_ROOT) -> list[str]:
-        """Names of the task cgroups the agent made (for the orphan sweeper)."""
-        base = root / "fieldlab" if (root / "cgroup.controllers").exists() else root / "memory" / "fieldlab"
-        return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
-
-    def pids(self) -> list[int]:
-        found: set[int] = set()
-        for f in self.procs_files():
-            with contextlib.suppress(OSError):
-                found.update(int(x) for x in f.read_text().split())
-        return sorted(found)
-
-    def kill_all(self) -> None:
-        """SIGKILL every process in the cgroup, then remove it (an orphaned exec task)."""
-        for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in self.pids():  # reaped by their parent (init) soon; rmdir needs them gone
-            with contextlib.suppress(OSError):
-                fd = os.pidfd_open(pid)
-                select.select([fd], [], [], 5.0)
-                os.close(fd)
-        self.remove()
-
-    def remove(self) -> None:
-        for d in self.dirs:
-            with contextlib.suppress(OSError):
-                d.rmdir()
 
 
 @dataclass(frozen=True)
@@ -273,13 +194,6 @@ class InitArgs:
         ]
 
 
-def children(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
 def task_init(pid: int) -> tuple[int, InitArgs] | None:
     """The init (C) of the task whose tracked pid is `pid`, once it runs inside the new root."""
     for child in children(pid):
@@ -290,10 +204,7 @@ def task_init(pid: int) -> tuple[int, InitArgs] | None:
 
 
 def _host_tool(name: str) -> str:
-    found = shutil.which(name, path=TOOL_PATH)
-    if found is None:
-        raise DriverError("exec", "isolation", f"{name} not found on this node (util-linux/coreutils)")
-    return found
+    return host_tool(name, "exec", "isolation")
 
 
 @dataclass(frozen=True)
@@ -305,7 +216,7 @@ class Bind:
     is_dir: bool
 
 
-class ExecDriver:
+class ExecDriver(ProcessDriver):
     name = "exec"
     joins_container_netns = False
 
@@ -316,12 +227,9 @@ class ExecDriver:
         allow_root: bool = False,
         chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV,
     ) -> None:
-        self.on_exit = on_exit  # (alloc id, pid) -> None, called from a watcher thread
+        super().__init__(on_exit)
         self.allow_root = allow_root  # a task may ask for user "root" (client config exec_allow_root)
         self.chroot_env = chroot_env  # (host path, path in the chroot) (client config chroot_env)
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
-        self._codes: dict[int, int] = {}
-        self._lock = threading.Lock()
 
     # -- the chroot -------------------------------------------------------------------------------
     def binds(self) -> list[Bind]:
@@ -457,44 +365,18 @@ class ExecDriver:
             self._prepare_dirs(task_dir, user)
         except OSError as exc:
             raise DriverError("exec", f"task {task.name}", f"task dir: {exc}") from None
-        cg = Cgroups(f"{alloc_id}.{task.name}")
-        problems = cg.create(task.resources.memory, task.resources.cpu)
-        if problems:
-            log.warning(
-                "alloc=%s task=%s cgroup limits not fully applied: %s", alloc_id[:8], task.name, problems
-            )
+        cg = self.task_cgroups(alloc_id, task)
         # P joins the cgroups before exec'ing anything, so no child escapes them; it ignores the
         # signals the agent sends (they are the workload's: see the module docstring).
-        joins = "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in cg.procs_files())
         shield = " ".join(str(s) for s in SHIELDED_SIGNALS)
-        script = f"{joins}trap '' {shield}; exec {shlex.join(argv)}"
+        script = f"{cg.join_script()}trap '' {shield}; exec {shlex.join(argv)}"
         logs = task_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         stderr_file = logs / "stderr"
         offset = stderr_file.stat().st_size if stderr_file.exists() else 0
-        try:
-            with (logs / "stdout").open("ab") as out, stderr_file.open("ab") as err:
-                proc = subprocess.Popen(
-                    ["/bin/sh", "-c", script],
-                    cwd="/",
-                    env=env,
-                    stdout=out,
-                    stderr=err,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-        except OSError as exc:
-            raise DriverError("exec", f"task {task.name}", f"cannot start {cmd!r}: {exc.strerror}") from None
+        proc = self.spawn(task, ["/bin/sh", "-c", script], env=env, cwd="/", logs=logs, what=cmd)
         self._wait_for_init(proc, task, stderr_file, offset)
-        started = proc_start_time(proc.pid)
-        if started is None:
-            proc.wait()
-            raise DriverError("exec", f"task {task.name}", f"exited at once with code {proc.returncode}")
-        with self._lock:
-            self._children[proc.pid] = proc
-        handle = TaskHandle("exec", str(proc.pid), started)
-        self._watch_pid(alloc_id, handle)
-        return handle
+        return self.adopt(alloc_id, task, proc)
 
     def _wait_for_init(
         self, proc: subprocess.Popen[bytes], task: Task, stderr_file: Path, offset: int
@@ -521,90 +403,6 @@ class ExecDriver:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=SETUP_POLL)
 
-    def watch(self, report: ExitReport, stop: threading.Event) -> None:
-        """Exits are reported by one pidfd waiter per task (see reattach): just take the report."""
-        self.on_exit = report
-
-    def reattach(self, alloc_id: str, handle: TaskHandle) -> None:
-        self._watch_pid(alloc_id, handle)
-
-    def close(self) -> None:
-        """The pidfd waiters are daemon threads: nothing to end."""
-
-    def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
-        """A process carries no labels."""
-        return None
-
-    def remove(self, alloc_id: str, task: Task, handle: TaskHandle) -> None:
-        self.stop(handle, task.kill_timeout, task.kill_signal)
-        self.remove_cgroups(alloc_id, task.name)
-
-    def _watch_pid(self, alloc_id: str, handle: TaskHandle) -> None:
-        """Call on_exit when the process ends (works for children and for reattached processes)."""
-        pid = int(handle.id)
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            if self.on_exit:
-                self.on_exit(alloc_id, handle.id)
-            return
-
-        def wait() -> None:
-            try:
-                select.select([fd], [], [])
-            finally:
-                os.close(fd)
-            with self._lock:
-                proc = self._children.pop(pid, None)
-            if proc is not None:
-                self._codes[pid] = proc.wait()
-            if self.on_exit:
-                self.on_exit(alloc_id, handle.id)
-
-        threading.Thread(target=wait, name=f"exec-{pid}", daemon=True).start()
-
-    def _alive(self, handle: TaskHandle) -> bool:
-        return proc_start_time(int(handle.id)) == handle.started_at
-
-    def status(self, handle: TaskHandle) -> TaskStatus:
-        if self._alive(handle):
-            return TaskStatus(True)
-        return TaskStatus(False, self._codes.get(int(handle.id)), "process is gone")
-
-    def pid(self, handle: TaskHandle) -> int:
-        return int(handle.id) if self._alive(handle) else 0
-
-    def signal(self, handle: TaskHandle, sig: str) -> None:
-        """To the task's process group: the workload (and its children) get it, P and the init
-        ignore it (module docstring)."""
-        if not self._alive(handle):
-            raise DriverError("exec", f"pid {handle.id}", "is gone")
-        os.killpg(int(handle.id), signal.Signals[sig])
-
-    def stop(self, handle: TaskHandle, timeout: float, sig: str = "SIGINT") -> None:
-        """kill_signal to the task's process group, SIGKILL after kill_timeout (waits on a pidfd)."""
-        if not self._alive(handle):
-            return
-        pid = int(handle.id)
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            return
-        try:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.Signals[sig])
-            exited, _, _ = select.select([fd], [], [], timeout)
-            if not exited:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-                select.select([fd], [], [], 5.0)
-        finally:
-            os.close(fd)
-        with self._lock:
-            proc = self._children.get(pid)
-        if proc is not None and proc.poll() is not None:
-            self._codes[pid] = proc.returncode
-
     def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
         """Run a command inside the task (change_mode script): its mount, pid, network, ipc and uts
         namespaces, its root, its cgroups, its environment and its user and capabilities."""
@@ -616,14 +414,7 @@ class ExecDriver:
                 return -1, "the task's init is gone"
             return self._exec_legacy(handle, argv, timeout)
         init, spec = found
-        try:
-            env = dict(
-                kv.split("=", 1)
-                for kv in Path(f"/proc/{init}/environ").read_bytes().decode(errors="replace").split("\0")
-                if "=" in kv
-            )
-        except OSError:
-            env = {}
+        env = read_environ(init)
         inner = [
             _host_tool("nsenter"),
             f"--target={init}",
@@ -638,15 +429,14 @@ class ExecDriver:
             *spec.setpriv_argv(),
             *argv,
         ]
-        joins = "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in _cgroup_procs_of(init))
-        return _run(["/bin/sh", "-c", f"{joins}exec {shlex.join(inner)}"], env, timeout)
+        joins = "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in cgroup_procs_of(init))
+        return run_command(["/bin/sh", "-c", f"{joins}exec {shlex.join(inner)}"], env, timeout)
 
     def _exec_legacy(self, handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
         """A task started by an agent without isolation (before an upgrade): as that agent did."""
-        return _run(["nsenter", f"--target={handle.id}", "--net", "--mount", "--", *argv], None, timeout)
-
-    def remove_cgroups(self, alloc_id: str, task: str) -> None:
-        Cgroups(f"{alloc_id}.{task}").remove()
+        return run_command(
+            ["nsenter", f"--target={handle.id}", "--net", "--mount", "--", *argv], None, timeout
+        )
 
 
 def _isolated(pid: int) -> bool:
@@ -655,37 +445,3 @@ def _isolated(pid: int) -> bool:
         return SETUP_NAME.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return True
-
-
-def _cgroup_procs_of(pid: int) -> list[Path]:
-    """The cgroup.procs files of the task cgroups process `pid` is in."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        path = line.split(":", 2)[-1]
-        if path.startswith("/fieldlab/"):
-            return Cgroups(path.split("/")[2]).procs_files()
-    return []
-
-
-def _run(argv: list[str], env: dict[str, str] | None, timeout: float) -> tuple[int, str]:
-    """(exit code, stdout+stderr); on timeout the whole process group is killed."""
-    proc = subprocess.Popen(
-        argv,
-        env=env,
-        cwd="/",
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return -1, f"timed out after {timeout:.0f}s"
-    return proc.returncode, out.decode(errors="replace")

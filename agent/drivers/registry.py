@@ -1,7 +1,9 @@
 """Which driver runs a task, and which owner holds a bridge group's network namespace.
 
 The only place that knows drivers by name. A new driver is one module implementing
-`agent.drivers.base.TaskDriver` plus one line in `build_registry`.
+`agent.drivers.base.TaskDriver` plus one line in `build_registry`. A driver the client config turns
+off (raw_exec unless `raw_exec_enabled`) is not registered: the registry only knows why, so that a job
+asking for it is refused at submission with that reason (`refusal`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from agent.model import Group
 if TYPE_CHECKING:
     from agent.drivers.docker import DockerDriver
     from agent.drivers.exec import ExecDriver
+    from agent.drivers.raw_exec import RawExecDriver
 
 
 class DriverRegistry:
@@ -25,12 +28,17 @@ class DriverRegistry:
         *,
         container_netns: NetnsOwner | None = None,
         path_netns: NetnsOwner | None = None,
+        disabled: Mapping[str, str] | None = None,
     ) -> None:
         self._drivers: dict[str, TaskDriver] = {}
+        self._disabled = dict(disabled or {})
         for d in drivers:
             if d.name in self._drivers:
                 raise ValueError(f"driver {d.name!r} registered twice")
             self._drivers[d.name] = d
+        both = sorted(set(self._drivers) & set(self._disabled))
+        if both:
+            raise ValueError(f"driver {both[0]!r} is both registered and disabled")
         self._container_netns = container_netns
         self._path_netns = path_netns
 
@@ -41,10 +49,23 @@ class DriverRegistry:
     def all(self) -> Mapping[str, TaskDriver]:
         return dict(self._drivers)
 
+    def enabled(self, name: str) -> bool:
+        return name in self._drivers
+
+    def refusal(self, name: str) -> str | None:
+        """Why a task of driver `name` cannot run on this client (None: it can)."""
+        if name in self._drivers:
+            return None
+        if name in self._disabled:
+            return self._disabled[name]
+        return f"driver {name} is not run by this agent (it runs {', '.join(self.names)})"
+
     def get(self, name: str) -> TaskDriver:
         try:
             return self._drivers[name]
         except KeyError:
+            if name in self._disabled:
+                raise DriverError(name, "driver", self._disabled[name]) from None
             raise DriverError(
                 name, "driver", f"not run by this agent (it runs {', '.join(self.names)})"
             ) from None
@@ -73,8 +94,16 @@ class DriverRegistry:
         return threads
 
 
-def build_registry(docker: DockerDriver, exec_driver: ExecDriver) -> DriverRegistry:
-    """The agent's drivers (one line each) and netns owners."""
+def build_registry(
+    docker: DockerDriver,
+    exec_driver: ExecDriver,
+    *,
+    raw_exec_enabled: bool = False,
+    raw_exec: RawExecDriver | None = None,
+) -> DriverRegistry:
+    """The agent's drivers (one line each) and netns owners. raw_exec only when the client config
+    enables it (`raw_exec` is the driver to use then, a new one when None)."""
+    from agent.drivers import raw_exec as raw
     from agent.drivers.docker import PauseContainer
     from agent.network.owner import NamedNetns
 
@@ -82,7 +111,9 @@ def build_registry(docker: DockerDriver, exec_driver: ExecDriver) -> DriverRegis
         [
             docker,
             exec_driver,
+            *([raw_exec or raw.RawExecDriver()] if raw_exec_enabled else []),
         ],
         container_netns=PauseContainer(docker),
         path_netns=NamedNetns(),
+        disabled={} if raw_exec_enabled else {raw.NAME: raw.DISABLED},
     )

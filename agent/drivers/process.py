@@ -1,0 +1,382 @@
+"""What the process drivers (exec, raw_exec) share: a task is a process P the agent starts in a session
+of its own (so it survives agent restarts), placed in a cgroup of its own with the task's limits before
+it runs anything, and found again by pid plus start time.
+
+    cgroups     <cgroup root>/fieldlab/<alloc id>.<task> on v2, or that dir below the memory and cpu
+                controllers on v1; P joins them itself (`echo $$ > cgroup.procs`) before it exec's the
+                task, so no child escapes them. The orphan sweeper (agent.sweeper) finds tasks of
+                allocs that are gone by these names, whichever driver made them.
+    handle      TaskHandle(driver, pid of P, field 22 of /proc/<pid>/stat): a pid reused by another
+                process has another start time and is never adopted (status, signal, stop, reattach).
+    exits       one pidfd waiter thread per task (no polling); the agent's own children are reaped
+                for their exit code, a reattached process's code is unknown (None).
+    signals     to P's process group (P is its session and group leader), so the task's children
+                get them too; stop is kill_signal, then SIGKILL after kill_timeout.
+
+`ProcessDriver` implements the TaskDriver protocol but `start` and `exec`, which say what P is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from agent.drivers.base import DriverError, ExitReport, TaskHandle, TaskStatus
+from agent.model import Task
+
+log = logging.getLogger(__name__)
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_PARENT = "fieldlab"  # the agent's task cgroups: <root>[/<controller>]/fieldlab/<alloc>.<task>
+TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+KILL_WAIT = 5.0  # seconds to wait for a process after SIGKILL
+
+
+def proc_start_time(pid: int, *, zombie_ok: bool = False) -> str | None:
+    """Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or None if gone (or a
+    zombie, unless `zombie_ok`: a child of the agent that exited and is not reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z" and not zombie_ok:
+        return None
+    return fields[19]
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def host_tool(name: str, driver: str = "exec", what: str = "isolation") -> str:
+    """A node tool's path (util-linux/coreutils), a DriverError when the node lacks it."""
+    found = shutil.which(name, path=TOOL_PATH)
+    if found is None:
+        raise DriverError(driver, what, f"{name} not found on this node (util-linux/coreutils)")
+    return found
+
+
+class Cgroups:
+    """A task's cgroup(s): one dir under each v1 controller it uses, or one dir on v2."""
+
+    def __init__(self, name: str, root: Path = CGROUP_ROOT) -> None:
+        self.name = name
+        self.v2 = (root / "cgroup.controllers").exists()
+        self.dirs = (
+            [root / CGROUP_PARENT / name]
+            if self.v2
+            else [root / c / CGROUP_PARENT / name for c in ("memory", "cpu")]
+        )
+
+    @classmethod
+    def of_task(cls, alloc_id: str, task: str, root: Path = CGROUP_ROOT) -> Cgroups:
+        return cls(f"{alloc_id}.{task}", root)
+
+    @classmethod
+    def of_pid(cls, pid: int, root: Path = CGROUP_ROOT) -> Cgroups | None:
+        """The task cgroups process `pid` is in, None when it is in none (or gone)."""
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            return None
+        name = task_cgroup_name(lines)
+        return cls(name, root) if name else None
+
+    def create(self, memory_mb: int, cpu_shares: int) -> list[str]:
+        """Create and set limits; return what could not be applied (said in an event, not hidden)."""
+        problems = []
+        for d in self.dirs:
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                problems.append(f"cgroup {d}: {exc.strerror}")
+        limits = (
+            {
+                "memory.max": str(memory_mb * 1024 * 1024),
+                "cpu.weight": str(max(1, min(10000, cpu_shares // 10))),
+            }
+            if self.v2
+            else {
+                "memory.limit_in_bytes": str(memory_mb * 1024 * 1024),
+                "cpu.shares": str(max(2, cpu_shares)),
+            }
+        )
+        for f, value in limits.items():
+            target = next((d / f for d in self.dirs if (d / f).exists()), None)
+            if target is None:
+                problems.append(f"cgroup file {f} not available")
+                continue
+            try:
+                target.write_text(value)
+            except OSError as exc:
+                problems.append(f"{target}: {exc.strerror}")
+        return problems
+
+    def procs_files(self) -> list[Path]:
+        return [d / "cgroup.procs" for d in self.dirs if (d / "cgroup.procs").exists()]
+
+    def join_script(self) -> str:
+        """Shell that moves the running shell into these cgroups (P, before it exec's anything)."""
+        return "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in self.procs_files())
+
+    @classmethod
+    def names(cls, root: Path = CGROUP_ROOT) -> list[str]:
+        """Names of the task cgroups the agent made (for the orphan sweeper)."""
+        v2 = (root / "cgroup.controllers").exists()
+        base = root / CGROUP_PARENT if v2 else root / "memory" / CGROUP_PARENT
+        return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+    def pids(self) -> list[int]:
+        found: set[int] = set()
+        for f in self.procs_files():
+            with contextlib.suppress(OSError):
+                found.update(int(x) for x in f.read_text().split())
+        return sorted(found)
+
+    def kill_pids(self) -> None:
+        """SIGKILL every process in the cgroup and wait (a while) for each to be gone."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in self.pids():  # reaped by their parent (init) soon; rmdir needs them gone
+            with contextlib.suppress(OSError):
+                fd = os.pidfd_open(pid)
+                select.select([fd], [], [], KILL_WAIT)
+                os.close(fd)
+
+    def kill_all(self) -> None:
+        """SIGKILL every process in the cgroup, then remove it (an orphaned task)."""
+        self.kill_pids()
+        self.remove()
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+def task_cgroup_name(proc_cgroup_lines: list[str]) -> str | None:
+    """The task cgroup's name ("<alloc>.<task>") in the lines of a /proc/<pid>/cgroup, if any."""
+    for line in proc_cgroup_lines:
+        path = line.split(":", 2)[-1]
+        if path.startswith(f"/{CGROUP_PARENT}/"):
+            parts = path.split("/")
+            if len(parts) > 2 and parts[2]:
+                return parts[2]
+    return None
+
+
+def cgroup_procs_of(pid: int) -> list[Path]:
+    """The cgroup.procs files of the task cgroups process `pid` is in."""
+    cg = Cgroups.of_pid(pid)
+    return cg.procs_files() if cg is not None else []
+
+
+def read_environ(pid: int) -> dict[str, str]:
+    """The environment process `pid` was exec'd with ({} when it cannot be read)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(kv.split("=", 1) for kv in raw.decode(errors="replace").split("\0") if "=" in kv)
+
+
+def exit_code_of(returncode: int) -> int:
+    """A child's exit status as docker reports it: its code, or 128+N when signal N killed it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_command(
+    argv: list[str], env: Mapping[str, str] | None, timeout: float, cwd: str = "/"
+) -> tuple[int, str]:
+    """(exit code, stdout+stderr); on timeout the whole process group is killed."""
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return -1, f"timed out after {timeout:.0f}s"
+    return proc.returncode, out.decode(errors="replace")
+
+
+class ProcessDriver:
+    """The TaskDriver protocol for a task that is one process P (and its process group); subclasses
+    give `name`, `start` (spawn + adopt) and `exec`."""
+
+    name = "process"
+    joins_container_netns = False
+
+    def __init__(self, on_exit: ExitReport | None = None) -> None:
+        self.on_exit = on_exit  # (alloc id, pid) -> None, called from a watcher thread
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._codes: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    # -- start helpers ------------------------------------------------------------------------------
+    def exit_code(self, returncode: int) -> int:
+        """What status() reports for a child that ended with Popen's `returncode`."""
+        return returncode
+
+    def task_cgroups(self, alloc_id: str, task: Task) -> Cgroups:
+        """The task's cgroups, created with its limits (what cannot be applied is logged)."""
+        cg = Cgroups.of_task(alloc_id, task.name)
+        problems = cg.create(task.resources.memory, task.resources.cpu)
+        if problems:
+            log.warning(
+                "alloc=%s task=%s cgroup limits not fully applied: %s", alloc_id[:8], task.name, problems
+            )
+        return cg
+
+    def spawn(
+        self, task: Task, argv: list[str], *, env: Mapping[str, str], cwd: str | Path, logs: Path, what: str
+    ) -> subprocess.Popen[bytes]:
+        """P, in a session of its own, stdout/stderr appended to logs/stdout and logs/stderr."""
+        logs.mkdir(parents=True, exist_ok=True)
+        try:
+            with (logs / "stdout").open("ab") as out, (logs / "stderr").open("ab") as err:
+                return subprocess.Popen(
+                    argv,
+                    cwd=cwd,
+                    env=dict(env),
+                    stdout=out,
+                    stderr=err,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+        except OSError as exc:
+            raise DriverError(
+                self.name, f"task {task.name}", f"cannot start {what!r}: {exc.strerror}"
+            ) from None
+
+    def adopt(self, alloc_id: str, task: Task, proc: subprocess.Popen[bytes]) -> TaskHandle:
+        """Track P: its handle, and its exit reported through on_exit. A P that already exited (not
+        reaped yet) is tracked too: its exit is then reported with its code, like any other."""
+        started = proc_start_time(proc.pid, zombie_ok=True)
+        if started is None:
+            proc.wait()
+            raise DriverError(self.name, f"task {task.name}", f"exited at once with code {proc.returncode}")
+        with self._lock:
+            self._children[proc.pid] = proc
+        handle = TaskHandle(self.name, str(proc.pid), started)
+        self._watch_pid(alloc_id, handle)
+        return handle
+
+    # -- the TaskDriver protocol --------------------------------------------------------------------
+    def watch(self, report: ExitReport, stop: threading.Event) -> None:
+        """Exits are reported by one pidfd waiter per task (see reattach): just take the report."""
+        self.on_exit = report
+
+    def reattach(self, alloc_id: str, handle: TaskHandle) -> None:
+        """Watch a task an earlier agent started; one that is gone (or whose pid now belongs to
+        another process) is reported as exited at once."""
+        self._watch_pid(alloc_id, handle)
+
+    def close(self) -> None:
+        """The pidfd waiters are daemon threads: nothing to end."""
+
+    def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
+        """A process carries no labels."""
+        return None
+
+    def remove(self, alloc_id: str, task: Task, handle: TaskHandle) -> None:
+        self.stop(handle, task.kill_timeout, task.kill_signal)
+        self.remove_cgroups(alloc_id, task.name)
+
+    def remove_cgroups(self, alloc_id: str, task: str) -> None:
+        Cgroups.of_task(alloc_id, task).remove()
+
+    def _report(self, alloc_id: str, handle: TaskHandle) -> None:
+        if self.on_exit:
+            self.on_exit(alloc_id, handle.id)
+
+    def _watch_pid(self, alloc_id: str, handle: TaskHandle) -> None:
+        """Call on_exit when the process ends (works for children and for reattached processes)."""
+        pid = int(handle.id)
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            self._report(alloc_id, handle)
+            return
+        # Checked with the pidfd open, so the pid cannot be reused in between: not the task's process.
+        if proc_start_time(pid, zombie_ok=True) != handle.started_at:
+            os.close(fd)
+            self._report(alloc_id, handle)
+            return
+
+        def wait() -> None:
+            try:
+                select.select([fd], [], [])
+            finally:
+                os.close(fd)
+            with self._lock:
+                proc = self._children.pop(pid, None)
+            if proc is not None:
+                self._codes[pid] = self.exit_code(proc.wait())
+            self._report(alloc_id, handle)
+
+        threading.Thread(target=wait, name=f"{self.name}-{pid}", daemon=True).start()
+
+    def _alive(self, handle: TaskHandle) -> bool:
+        return proc_start_time(int(handle.id)) == handle.started_at
+
+    def status(self, handle: TaskHandle) -> TaskStatus:
+        if self._alive(handle):
+            return TaskStatus(True)
+        return TaskStatus(False, self._codes.get(int(handle.id)), "process is gone")
+
+    def pid(self, handle: TaskHandle) -> int:
+        return int(handle.id) if self._alive(handle) else 0
+
+    def signal(self, handle: TaskHandle, sig: str) -> None:
+        """To the task's process group (P and every process of the task that stayed in it)."""
+        if not self._alive(handle):
+            raise DriverError(self.name, f"pid {handle.id}", "is gone")
+        os.killpg(int(handle.id), signal.Signals[sig])
+
+    def stop(self, handle: TaskHandle, timeout: float, sig: str = "SIGINT") -> None:
+        """kill_signal to the task's process group, SIGKILL after kill_timeout (waits on a pidfd)."""
+        if not self._alive(handle):
+            return
+        pid = int(handle.id)
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return
+        try:
+            if proc_start_time(pid, zombie_ok=True) != handle.started_at:
+                return  # gone between the look and the pidfd, and the pid reused already
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.Signals[sig])
+            exited, _, _ = select.select([fd], [], [], timeout)
+            if not exited:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                select.select([fd], [], [], KILL_WAIT)
+        finally:
+            os.close(fd)
+        with self._lock:
+            proc = self._children.get(pid)
+        if proc is not None and proc.poll() is not None:
+            self._codes[pid] = self.exit_code(proc.returncode)
