@@ -512,25 +512,29 @@ def test_the_base_of_the_rejection_cases_is_valid() -> None:
         ('kill_timeout = "5s"', 'kill_timeout = "-5s"', f"{_T}.kill_timeout", "must not be negative"),
         ('kill_timeout = "5s"', 'kill_timout = "5s"', f"{_T}.kill_timout", 'did you mean "kill_timeout"?'),
         ("count = 1", 'colour = "blue"', "job.t.group.g.colour", "not a Nomad jobspec field"),
-        ('image = "fieldlab/busybox:latest"', "image = var.image", f"{_T}.config.image", 'unknown variable "var.image"'),
+        (
+            'image = "fieldlab/busybox:latest"',
+            "image = var.image",
+            f"{_T}.config.image",
+            'unknown variable "var.image"',
+        ),
         ('data = "x"', 'data = "${var.x}"', f"{_T}.template[0].data", 'unknown variable "var.x"'),
         ('data = "x"', 'data = "${file("x")}"', f"{_T}.template[0].data", "not read from a file"),
         ("count = 1", 'count = "many"', "job.t.group.g.count", 'expected a whole number, not "many"'),
         ("count = 1", "count = 1\ncount = 2", "job.t.group.g.count", "set more than once"),
         ('ports = ["www"]', 'ports = "www"', f"{_T}.config.ports", "expected a list of strings"),
-        ('port "www" {', 'port " " {', "job.t.group.g.network.port. ", "a port label must be 1 to 128 characters"),
+        (
+            'port "www" {',
+            'port " " {',
+            "job.t.group.g.network.port. ",
+            "a port label must be 1 to 128 characters",
+        ),
         ('task "web" {', 'task "a/b" {', "job.t.group.g.task.a/b", 'task name "a/b" must be'),
         (
             'mode = "bridge"',
             'mode = "none"',
             "job.t.group.g.network.port",
             'ports need network mode "bridge"',
-        ),
-        (
-            'kill_signal = "SIGTERM"',
-            'kill_signal = "SIGTERM"\nvault {\nchange_mode = "noop"\n}',
-            f"{_T}.vault.policies",
-            "required: the policies of the task's Vault token",
         ),
         (
             'kill_signal = "SIGTERM"',
@@ -702,12 +706,23 @@ def test_json_syntax_errors_and_duplicate_keys_are_rejected() -> None:
     assert "a JSON jobspec is an object" in reason
 
 
+def test_a_vault_block_without_policies_gets_a_default_only_token_and_a_warning() -> None:
+    parsed = _parse(
+        _mutated('kill_signal = "SIGTERM"', 'kill_signal = "SIGTERM"\nvault {\nchange_mode = "noop"\n}')
+    )
+    task = parsed.job.groups[0].tasks[0]
+    assert task.vault is not None and task.vault.policies == ("default",)
+    assert any("workload identity" in w and w.startswith(f"{_T}.vault:") for w in parsed.warnings)
+
+
 def test_hcl_arithmetic_is_evaluated_as_nomad_does() -> None:
     assert _parse(_mutated("count = 1", "count = 1 + 1")).job.groups[0].count == 2
 
 
 def test_a_jobspec_needs_one_job_with_a_group_and_a_task() -> None:
-    assert _problems('variable "x" {}') == [("", 'variable "x": no value given; set it with -var x=... or a default')]
+    assert _problems('variable "x" {}') == [
+        ("", 'variable "x": no value given; set it with -var x=... or a default')
+    ]
     assert _problems('variable "x" { default = 1 }') == [("job", "required: one job block")]
     assert _problems('job "a" {}') == [("job.a.group", "required: at least one group")]
     assert _problems('job "a" {\n  group "g" {}\n}') == [

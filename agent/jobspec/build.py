@@ -259,10 +259,15 @@ class Builder:
         policies = self._str_list(v, "policies", vpath)
         role = self._str(v, "role", vpath)
         if not policies:
-            # Through the agent's token role an empty list would grant every policy the role allows.
-            self.report.error(
-                join(vpath, "policies"), "required: the policies of the task's Vault token (at least one)"
+            # Nomad >= 1.7 logs in with the task's workload identity (a JWT role) and takes the
+            # policies from that role. Not implemented here; through the agent's token role an empty
+            # list would grant every policy the role allows, so the token gets Vault's default only.
+            self.report.warn(
+                vpath,
+                "a vault block without policies uses Nomad's workload identity, which fieldlab-agent "
+                "does not implement: the task's token has only Vault's \"default\" policy",
             )
+            policies = ("default",)
         for i, policy in enumerate(policies):
             if not policy.strip() or policy == "root":
                 self.report.error(
