@@ -22,6 +22,7 @@ from agent.jobspec.build import Builder
 from agent.jobspec.durations import parse_duration
 from agent.jobspec.errors import JobspecError
 from agent.jobspec.hcl import parse_hcl
+from agent.jobspec.hcljson import is_hcl_json, parse_hcl_json
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Report
 from agent.model import Job
@@ -71,7 +72,9 @@ def parse_jobspec(
     if size > limits.max_bytes:
         raise JobspecError(source, [("", f"the jobspec is {size} bytes, more than {limits.max_bytes}")])
     report = Report()
-    if fmt == "json":
+    if fmt == "json" and is_hcl_json(text):  # HCL's JSON syntax: {"job": {"<id>": {...}}}, variables, ...
+        top = parse_hcl_json(text, report, variables or {}, base_dir=base_dir, limits=limits)
+    elif fmt == "json":
         top = parse_json(text, report, limits)
     else:
         top = parse_hcl(text, report, variables or {}, base_dir=base_dir)

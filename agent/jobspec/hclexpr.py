@@ -1,15 +1,16 @@
 """HCL2 expressions and string templates -> a small AST (hashicorp/hcl's hclsyntax spec).
 
-python-hcl2 hands a non-literal expression back as its source text (`${var.l[*].name}` without the
-`${`/`}`) and a string as its quoted source; both are parsed here:
-
     parse_expression('upper(var.x) == "A" ? 1 : 2')
+    parse_expression_at(text, pos)                            # an attribute's value inside a whole file
     parse_template('"a ${var.x} %{ if var.b }b%{ endif }"')   # a quoted string, quotes included
     parse_template("line ${x}\\n", heredoc=True)              # a heredoc's body: no backslash escapes
 
-Heredocs inside expressions come from python-hcl2 wrapped in quotes (`"<<EOT\\n...\\nEOT"`); both that
-and the raw `<<EOT` form are read. Strip markers (`~`) are applied while parsing. Every failure is a
-`ParseError` with a message; nesting and source size are bounded.
+`parse_expression_at` is what agent.jobspec.hclsyntax uses for attribute values: it reads from a position
+of the whole text, newlines end the expression outside brackets (as HCL's), and it answers where the
+expression's last token ends. Heredocs (`<<EOT`, `<<-EOT`) are read inside expressions; a quoted form
+(`"<<EOT\\n...\\nEOT"`) is read too. Strip markers (`~`) are applied while parsing. Every failure is a
+`ParseError` with a message (and, from the parser, the position and the bare reason); nesting and source
+size are bounded.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ MAX_NUMBER_DIGITS = 400
 
 
 class ParseError(Exception):
-    """The expression text is not valid HCL; `str(e)` is the message."""
+    """The expression text is not valid HCL; `str(e)` is the message, `reason` the same without where it
+    is, `pos` the offset in the parsed text (None when unknown)."""
+
+    def __init__(self, message: str, *, pos: int | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.pos = pos
+        self.reason = message if reason is None else reason
 
 
 # --- the AST --------------------------------------------------------------------------------------------
@@ -160,6 +167,18 @@ def parse_expression(text: str) -> Node:
     return node
 
 
+def parse_expression_at(text: str, pos: int) -> tuple[Node, int]:
+    """The expression starting at `pos` of a whole HCL text, ended by a new line outside brackets,
+    parentheses, braces and interpolations: (node, the end of its last token). Raises ParseError, whose
+    `pos` is an offset in `text`."""
+    p = _Parser(text, pos=pos, newlines=True)
+    node = p.expression()
+    end = p.pos
+    if p.gap is not None and p.gap[1] == end:
+        end = p.gap[0]  # the spaces and comments skipped after the last token are not the expression's
+    return node, end
+
+
 def parse_template(text: str, *, heredoc: bool = False) -> Template:
     """A quoted string's source (with its quotes) or, with `heredoc`, a heredoc's body."""
     p = _Parser(text)
@@ -203,7 +222,10 @@ def root_name(node: Node) -> str | None:
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
-_HEREDOC_OPEN = re.compile(r'(")?<<(-?)([A-Za-z][A-Za-z0-9._-]*)\n')
+_HEREDOC_OPEN = re.compile(r'(")?<<(-?)([A-Za-z][A-Za-z0-9._-]*)[ \t]*\r?\n')
+_DIGITS = re.compile(r"[0-9]+")
+_SPACE = re.compile(r"(?:[ \t\r\n]+|#[^\n]*|//[^\n]*|/\*.*?\*/)*", re.S)
+_SPACE_IN_LINE = re.compile(r"(?:[ \t\r]+|#[^\n]*|//[^\n]*|/\*.*?\*/)*", re.S)
 _KEYWORD_LITERALS: dict[str, object] = {"true": True, "false": False, "null": None}
 _BINARY_LEVELS: tuple[tuple[str, ...], ...] = (
     ("||",),
@@ -230,12 +252,15 @@ class _Strip:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
-        if len(text) > MAX_SOURCE:
+    def __init__(self, text: str, *, pos: int = 0, newlines: bool = False) -> None:
+        if not newlines and len(text) > MAX_SOURCE:  # a whole file (newlines) is bounded by its reader
             raise ParseError("expression text too large")
         self.text = text
-        self.pos = 0
+        self.pos = pos
         self.depth = 0
+        self.newlines = newlines  # new lines end the expression outside brackets
+        self.brackets = 0
+        self.gap: tuple[int, int] | None = None  # the last spaces and comments skipped
 
     # --- scanning helpers
 
@@ -244,7 +269,9 @@ class _Parser:
         column = self.pos - (self.text.rfind("\n", 0, self.pos) + 1) + 1
         near = self.text[self.pos : self.pos + 20]
         where = f"at line {line}, column {column}" if "\n" in self.text else f"at column {column}"
-        return ParseError(f"{message} {where}" + (f" (near {near!r})" if near else ""))
+        return ParseError(
+            f"{message} {where}" + (f" (near {near!r})" if near else ""), pos=self.pos, reason=message
+        )
 
     def at_end(self) -> bool:
         return self.pos >= len(self.text)
@@ -253,21 +280,15 @@ class _Parser:
         return self.text.startswith(s, self.pos)
 
     def skip_space(self) -> None:
-        text = self.text
-        while self.pos < len(text):
-            c = text[self.pos]
-            if c in " \t\r\n":
-                self.pos += 1
-            elif c == "#" or text.startswith("//", self.pos):
-                end = text.find("\n", self.pos)
-                self.pos = len(text) if end < 0 else end + 1
-            elif text.startswith("/*", self.pos):
-                end = text.find("*/", self.pos + 2)
-                if end < 0:
-                    raise self.error("unterminated comment")
-                self.pos = end + 2
-            else:
-                return
+        start = self.pos
+        space = _SPACE_IN_LINE if self.newlines and not self.brackets else _SPACE
+        m = space.match(self.text, start)
+        end = start if m is None else m.end()  # never None: the pattern matches the empty string
+        if end != start:
+            self.pos = end
+            self.gap = (start, end)
+        if self.text.startswith("/*", end):
+            raise self.error("unterminated comment")
 
     def accept(self, s: str) -> bool:
         self.skip_space()
@@ -366,7 +387,7 @@ class _Parser:
         self.skip_space()
         if self.peek(".") and not self.peek("..."):
             self.pos += 1
-            m = re.compile(r"[0-9]+").match(self.text, self.pos)
+            m = _DIGITS.match(self.text, self.pos)
             if m is not None and not attrs_only:
                 self.pos = m.end()
                 return Index(node, Literal(int(m.group())))
@@ -378,11 +399,13 @@ class _Parser:
         if self.peek("[") and not self.peek("[*]") and not attrs_only:
             self.pos += 1
             self.enter()
+            self.brackets += 1
             try:
                 key = self.expression()
+                self.expect("]", "closing an index")
             finally:
                 self.depth -= 1
-            self.expect("]", "closing an index")
+                self.brackets -= 1
             return Index(node, key)
         self.pos = save
         return None
@@ -411,11 +434,13 @@ class _Parser:
         if c == "(":
             self.pos += 1
             self.enter()
+            self.brackets += 1
             try:
                 inner = self.expression()
+                self.expect(")", "closing a parenthesis")
             finally:
                 self.depth -= 1
-            self.expect(")", "closing a parenthesis")
+                self.brackets -= 1
             return Parens(inner)
         if c == "[":
             return self.tuple_or_for()
@@ -452,6 +477,7 @@ class _Parser:
         args: list[Node] = []
         expand = False
         self.enter()
+        self.brackets += 1
         try:
             while not self.accept(")"):
                 if args and not expand:
@@ -465,11 +491,13 @@ class _Parser:
                     expand = True
         finally:
             self.depth -= 1
+            self.brackets -= 1
         return Call(name, tuple(args), expand)
 
     def tuple_or_for(self) -> Node:
         self.pos += 1
         self.enter()
+        self.brackets += 1
         try:
             if self.for_intro_ahead():
                 return self.for_expr(object_=False)
@@ -483,10 +511,12 @@ class _Parser:
             return TupleCons(tuple(items))
         finally:
             self.depth -= 1
+            self.brackets -= 1
 
     def object_or_for(self) -> Node:
         self.pos += 1
         self.enter()
+        self.brackets += 1
         try:
             if self.for_intro_ahead():
                 return self.for_expr(object_=True)
@@ -510,6 +540,7 @@ class _Parser:
             return ObjectCons(tuple(items))
         finally:
             self.depth -= 1
+            self.brackets -= 1
 
     def for_intro_ahead(self) -> bool:
         save = self.pos
@@ -562,8 +593,14 @@ class _Parser:
             body = trim_heredoc(body)
         inner = _Parser(body)
         inner.depth = self.depth
-        template = inner.template_body(quoted=False)
-        return template
+        try:
+            return inner.template_body(quoted=False)
+        except ParseError as e:  # where it is in this text: exact without <<-, the body's start with it
+            pos = m.end() + e.pos if e.pos is not None and not trim else m.end()
+            saved, self.pos = self.pos, pos
+            error = self.error(e.reason)
+            self.pos = saved
+            raise error from None
 
     def quoted(self) -> Node:
         self.pos += 1  # the opening quote
@@ -660,15 +697,26 @@ class _Parser:
         return strip
 
     def interpolation(self) -> _Strip:
-        left = self.strip_open("${")
-        self.skip_space()
-        start = self.pos
-        expr = self.expression()
-        source = self.text[start : self.pos].strip()
-        right = self.strip_close("an interpolation")
+        self.brackets += 1
+        try:
+            left = self.strip_open("${")
+            self.skip_space()
+            start = self.pos
+            expr = self.expression()
+            source = self.text[start : self.pos].strip()
+            right = self.strip_close("an interpolation")
+        finally:
+            self.brackets -= 1
         return _Strip("interp", Interpolation(expr, source), left, right)
 
     def directive(self) -> _Strip:
+        self.brackets += 1
+        try:
+            return self.directive_inner()
+        finally:
+            self.brackets -= 1
+
+    def directive_inner(self) -> _Strip:
         left = self.strip_open("%{")
         keyword = self.ident()
         if keyword == "if":
