@@ -1,4 +1,4 @@
-"""`fieldlab-agent`: run the agent daemon, or check a config file."""
+"""`fieldlab-agent`: run the agent daemon, check a config file, validate jobspecs, or talk to an agent."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agent.config import DEFAULT_CONFIG, load_config
 from agent.errors import AgentError
+from agent.jobspec.hclvars import parse_var_args, parse_var_file
 
 
 def _logging(level: str, node: str) -> None:
@@ -17,7 +18,7 @@ def _logging(level: str, node: str) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fieldlab-agent", description="fieldlab's reference client agent")
     p.add_argument(
         "--config", type=Path, default=DEFAULT_CONFIG, help=f"config file (default {DEFAULT_CONFIG})"
@@ -31,6 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     job_sub = job.add_subparsers(dest="job_cmd", required=True)
     jr = job_sub.add_parser("run", help="submit a jobspec file (HCL or JSON)")
     jr.add_argument("file", type=Path)
+    _var_options(jr)
+    jv = job_sub.add_parser(
+        "validate",
+        help="check jobspec files offline, as a submission would (no agent, no config)",
+        description="Parse each jobspec (a directory: every *.hcl, *.nomad, *.json in it, recursively) "
+        "and check its templates. Exit 0 when every file is accepted, 1 when any is refused, 2 for a "
+        "usage error.",
+    )
+    jv.add_argument("paths", nargs="+", type=Path, metavar="FILE|DIR")
+    _var_options(jv)
     js = job_sub.add_parser("stop", help="stop a job's allocations")
     js.add_argument("job_id")
     job_sub.add_parser("list", help="list jobs")
@@ -45,13 +56,23 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("task")
         if name == "signal":
             sp.add_argument("signal", help="e.g. SIGHUP")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.cmd == "job" and args.job_cmd == "validate":
+        return _validate_command(args)
     if args.cmd in ("job", "alloc"):
         try:
             return _client_command(args)
         except AgentError as exc:
             print(f"fieldlab-agent: error: {exc}", file=sys.stderr)
             return 2
+    return _agent_main(args)
+
+
+def _agent_main(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         if args.cmd == "check-config":
@@ -90,7 +111,11 @@ def _client_command(args: argparse.Namespace) -> int:
             text = args.file.read_text()
         except OSError as exc:
             raise AgentError(f"{args.file}: {exc.strerror}") from None
-        out = api.request("POST", "/v1/jobs", {"jobspec": text, "source": str(args.file)})
+        body: dict[str, object] = {"jobspec": text, "source": str(args.file)}
+        variables = _variables(args)
+        if variables:
+            body["variables"] = variables
+        out = api.request("POST", "/v1/jobs", body)
     elif args.cmd == "job" and args.job_cmd == "stop":
         out = api.request("DELETE", f"/v1/job/{args.job_id}")
     elif args.cmd == "job":
@@ -110,6 +135,68 @@ def _client_command(args: argparse.Namespace) -> int:
         )
     print(json.dumps(out, indent=2))
     return 0
+
+
+def _var_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-var",
+        "--var",
+        dest="var",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an HCL2 input variable (repeatable; wins over -var-file)",
+    )
+    parser.add_argument(
+        "-var-file",
+        "--var-file",
+        dest="var_file",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a file of HCL2 input variables, HCL (k = v) or JSON (repeatable, later files win)",
+    )
+
+
+def _variables(args: argparse.Namespace) -> dict[str, object]:
+    """-var-file files in order, then -var (as Nomad: -var wins); AgentError for a bad one."""
+    variables: dict[str, object] = {}
+    for path in args.var_file:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise AgentError(f"-var-file {path}: {reason}") from None
+        variables.update(parse_var_file(text, str(path)))
+    if args.var:
+        variables.update(parse_var_args(list(args.var)))
+    return variables
+
+
+def _validate_command(args: argparse.Namespace) -> int:
+    from agent import validate
+
+    try:
+        variables = _variables(args)
+        files = validate.collect_files(args.paths)
+    except AgentError as exc:
+        print(f"fieldlab-agent: error: {exc}", file=sys.stderr)
+        return 2
+    results: list[validate.FileResult] = []
+    unreadable = False
+    for path in files:
+        try:
+            result = validate.validate_file(path, variables)
+        except AgentError as exc:  # UsageError: the file vanished or cannot be opened
+            print(f"fieldlab-agent: error: {exc}", file=sys.stderr)
+            unreadable = True
+            continue
+        results.append(result)
+        print(validate.format_result(result), flush=True)
+    print()
+    print(validate.format_summary(validate.summarize(results)))
+    return 2 if unreadable else validate.exit_code(results)
 
 
 if __name__ == "__main__":
