@@ -101,6 +101,8 @@ def collect_files(paths: Iterable[Path]) -> list[Path]:
                 out.extend(_walk(path))
             elif path.exists():
                 out.append(path)
+            elif path.is_symlink():
+                raise UsageError(f"{path}: a symbolic link that leads nowhere (or loops)")
             else:
                 raise UsageError(f"{path}: no such file or directory")
         except OSError as exc:
