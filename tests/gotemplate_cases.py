@@ -61,6 +61,7 @@ class FakeSource:
 
     def __init__(self) -> None:
         self.writes: list[tuple[str, dict[str, str]]] = []
+        self.sockaddr_exprs: list[str] = []
         self.kv = {
             "service/redis/maxconns": "15",
             "service/redis/minconns": "5",
@@ -145,13 +146,68 @@ class FakeSource:
             return web
         if name == "prod.web":
             return web[:1]
+        if name == "redis|any":
+            return [
+                {
+                    "ID": "redis-dev-1",
+                    "Name": "redis",
+                    "ServiceMeta": {"environment": "dev", "shard_number": "1"},
+                },
+                {
+                    "ID": "redis-prod-1",
+                    "Name": "redis",
+                    "ServiceMeta": {"environment": "prod", "shard_number": "1"},
+                },
+                {
+                    "ID": "redis-prod-2",
+                    "Name": "redis",
+                    "ServiceMeta": {"environment": "prod", "shard_number": "2"},
+                },
+            ]
         return []
 
     def services(self) -> list[dict[str, Any]]:
         return [{"Name": "consul", "Tags": []}, {"Name": "web", "Tags": ["prod", "v1"]}]
 
-    def env(self, name: str) -> str:
-        return {"CLUSTER_ID": "Abc-1"}.get(name, "")
+    def env(self, name: str) -> str | None:
+        return {"CLUSTER_ID": "Abc-1", "EMPTY": ""}.get(name)
+
+    def datacenters(self, ignore_inaccessible: bool) -> list[str]:
+        return ["dc1"] if ignore_inaccessible else ["dc1", "dc2"]
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        nodes = {n["Node"]: n for n in self.nodes()}
+        found = nodes.get(name or "node1")
+        if found is None:
+            return None
+        services = [
+            {"ID": "web01", "Service": "web", "Tags": ["prod"], "Meta": {}, "Port": 2492, "Address": ""}
+        ]
+        return {"Node": found, "Services": services if found["Node"] == "node1" else []}
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "ID": "1b2c",
+                "Node": "node1",
+                "Address": "10.5.2.6",
+                "Datacenter": "dc1",
+                "TaggedAddresses": {"lan": "10.5.2.6", "wan": "192.0.2.6"},
+                "Meta": {"rack": "r1"},
+            },
+            {
+                "ID": "3d4e",
+                "Node": "node2",
+                "Address": "10.4.2.6",
+                "Datacenter": "dc1",
+                "TaggedAddresses": {"lan": "10.4.2.6"},
+                "Meta": {},
+            },
+        ]
+
+    def sockaddr(self, expr: str) -> str:
+        self.sockaddr_exprs.append(expr)
+        return {"GetPrivateIP": "10.0.0.5", 'GetInterfaceIP "eth0"': "10.0.0.6"}.get(expr, "")
 
     def file(self, path: str) -> str:
         if path == "/etc/ec2_version":
@@ -709,6 +765,167 @@ CASES: list[Case] = [
     ok("ct-envordefault", '{{ envOrDefault "NOPE" "d" }} {{ envOrDefault "CLUSTER_ID" "d" }}', "d Abc-1"),
     # CT timestamp: no argument is the RFC3339 UTC timestamp ("1970-01-01T00:00:00Z"); a Go layout
     # ("2006-01-02" -> 1970-01-01); "unix" -> seconds ("0"). These run with the clock at the epoch.
+    # TT Arguments: "The name of a niladic method of the data, preceded by a period, such as .Method
+    # ... The result is the value of invoking the method with dot as the receiver"; Commands: "A
+    # method call with arguments ... .Method [Argument...] ... the result is dot.Method(Argument1,
+    # etc.)"; "$x.Method1.Field" on a variable and "(pipeline).Method" on a parenthesized value;
+    # "If the command is a method ... the final value of the pipeline becomes the last argument";
+    # a function call is written as a chain on its result ("fn.Method args"), as consul-template's
+    # scratch is. Maps keep their key access; a name that is neither method nor key is an error.
+    # CT Scratch: "The scratchpad ... is available within the context of a template to store
+    # temporary data ... not shared between templates and is not cached between invocations";
+    # scratch.Key "Returns a boolean if data exists ... Even if the data at that key is nil, this
+    # still returns true"; scratch.Get "If the data does not exist, this will return nil";
+    # scratch.Set "If data already exists at that key, it is overwritten"; SetX "does not overwrite
+    # if the value already exists"; MapSet "Saves a value in a named key in the map"; MapSetX does
+    # not overwrite; MapValues "Returns a sorted list (by key) of all values in the named map".
+    ok(
+        "ct-scratch-set-get",
+        '{{ scratch.Set "foo" "bar" }}{{ scratch.Get "foo" }} {{ scratch.Set "foo" "baz" }}{{ scratch.Get "foo" }}',
+        "bar baz",
+    ),
+    ok(
+        "ct-scratch-key",
+        '{{ scratch.Key "foo" }} {{ scratch.Set "n" nil }}{{ scratch.Key "n" }} [{{ scratch.Get "nope" }}]',
+        "false true [<no value>]",
+    ),
+    ok("ct-scratch-setx", '{{ scratch.SetX "a" 1 }}{{ scratch.SetX "a" 2 }}{{ scratch.Get "a" }}', "1"),
+    ok(
+        "ct-scratch-mapset",
+        '{{ scratch.MapSet "vars" "foo" "bar" }}{{ scratch.MapSet "vars" "abc" "x" }}{{ scratch.MapSetX "vars" "foo" "no" }}{{ scratch.MapValues "vars" }} {{ (scratch.Get "vars").foo }}',
+        "[x bar] bar",
+    ),
+    ok(
+        "ct-scratch-explodemap-doc",
+        '{{ scratch.MapSet "example" "foo/bar" "a" }}{{ scratch.MapSet "example" "foo/baz" "b" }}{{ scratch.Get "example" | explodeMap | toYAML }}',
+        "foo:\n  bar: a\n  baz: b",
+    ),
+    ok(
+        "method-on-variable-and-paren",
+        '{{ $s := scratch }}{{ $s.Set "k" "v" }}{{ $s.Get "k" }} {{ (scratch).Get "k" }} {{ "k" | scratch.Get }}',
+        "v v v",
+    ),
+    ok(
+        "scratch-shared-with-templates",
+        '{{ define "t" }}{{ scratch.Set "from" "inner" }}{{ end }}{{ template "t" }}{{ scratch.Get "from" }}',
+        "inner",
+    ),
+    ok(
+        "ct-scratch-in-range",
+        '{{ range service "web" }}{{ scratch.MapSet "by" .Node .Port }}{{ end }}{{ range scratch.MapValues "by" }}{{ . }};{{ end }}',
+        "2492;2904;",
+    ),
+    bad("method-unknown", '{{ scratch.Nope "x" }}', "can't evaluate field Nope in type *template.Scratch"),
+    bad("method-wrong-args", "{{ scratch.Get }}", "wrong number of args for Get: want 1 got 0"),
+    bad(
+        "method-error",
+        '{{ scratch.Set "a" 1 }}{{ scratch.MapSet "a" "k" "v" }}',
+        'error calling MapSet: "a" is not a map',
+    ),
+    bad(
+        "method-key-type",
+        "{{ scratch.Get 1 }}",
+        "error calling Get: wrong type for value; expected string; got int",
+    ),
+    bad(
+        "field-on-method-result",
+        '{{ scratch.Set "a" "s" }}{{ (scratch.Get "a").x }}',
+        "can't evaluate field x in type string",
+    ),
+    # CT mustEnv: "If the variable is not defined or is empty the substitution will fail with error";
+    # envOrDefault: "If the environment variable is found, the value of that variable will be used.
+    # This includes empty values. Otherwise, the default will be used"; env of an unset variable is "".
+    ok("ct-mustenv", '{{ mustEnv "CLUSTER_ID" }}', "Abc-1"),
+    bad("ct-mustenv-unset", '{{ mustEnv "NOPE" }}', 'mustEnv: environment variable "NOPE" is not set'),
+    bad("ct-mustenv-empty", '{{ mustEnv "EMPTY" }}', 'mustEnv: environment variable "EMPTY" is empty'),
+    ok(
+        "ct-envordefault-empty-is-set",
+        '[{{ envOrDefault "EMPTY" "d" }}] [{{ env "NOPE" }}] [{{ env "EMPTY" }}]',
+        "[] [] []",
+    ),
+    ok("ct-env-or-idiom", '{{ or (env "EMPTY") "5s" }}', "5s"),
+    # CT toTOML: '{{ tree "config" | explode | toTOML }}' renders maxconns = "5", minconns = "2", a
+    # blank line, then "[admin]" with '  port = "..."' (its example's value differs from its tree).
+    ok(
+        "ct-totoml",
+        '{{ tree "config" | explode | toTOML }}',
+        'maxconns = "5"\nminconns = "2"\n\n[admin]\n  port = "1234"',
+    ),
+    # TOML v1.0: "Arrays are square brackets with values inside"; "Tables ... are defined by headers,
+    # with square brackets on a line by themselves"; "[a.b]" dotted headers for nested tables;
+    # "Arrays of tables ... [[name]]"; "Floats ... A fractional part is a decimal point followed by
+    # one or more digits"; strings in double quotes with \" and \n escapes. Layout as in the CT
+    # example: plain keys first, each table body indented two spaces per level below the top.
+    ok(
+        "ct-totoml-nested",
+        "{{ toTOML . }}",
+        'b = true\nf = 2.0\nl = [1, 2]\ns = "q\\"\\n"\n\n[a]\n  k = 1\n  [a.b]\n    z = "deep"\n\n[[srv]]\n  n = 1\n\n[[srv]]\n  n = 2',
+        data={
+            "s": 'q"\n',
+            "l": [1, 2],
+            "f": 2.0,
+            "b": True,
+            "a": {"k": 1, "b": {"z": "deep"}},
+            "srv": [{"n": 1}, {"n": 2}],
+        },
+    ),
+    ok("ct-totoml-quoted-key", "{{ toTOML . }}", '"a b" = 1\n"c.d" = 2', data={"a b": 1, "c.d": 2}),
+    bad("ct-totoml-not-a-map", "{{ toTOML .l }}", "toTOML: wrong type for value; expected map"),
+    # CT byMeta: "groups services by ServiceMeta values. Multiple service meta keys can be passed as a
+    # comma separated string. |int can be added to a meta key to convert numbers from service meta
+    # values to padded numbers in printf "%05d" % value format"; its redis example's groups are
+    # dev_00001, prod_00001 and prod_00002.
+    ok(
+        "ct-bymeta-doc",
+        '{{ range $k, $v := service "redis|any" | byMeta "environment,shard_number|int" }}{{ $k }}:{{ range $v }} {{ .ID }}{{ end }};{{ end }}',
+        "dev_00001: redis-dev-1;prod_00001: redis-prod-1;prod_00002: redis-prod-2;",
+    ),
+    ok(
+        "ct-bymeta-one-key",
+        '{{ range $k, $v := service "web" | byMeta "env" }}{{ $k }}={{ len $v }};{{ end }}',
+        "dev=1;prod=1;",
+    ),
+    ok(
+        "ct-bymeta-missing-key",
+        '{{ range $k, $v := service "web" | byMeta "zone" }}{{ $k }}={{ len $v }};{{ end }}',
+        "zone_UNKNOWN=2;",
+    ),
+    bad("ct-bymeta-int-bad", '{{ service "web" | byMeta "env|int" }}', "byMeta: cannot parse prod as number"),
+    # CT datacenters: '{{ range datacenters }}\n{{ . }}{{ end }}' renders dc1 and dc2 on lines; "An
+    # optional boolean ... ignore datacenters which are inaccessible or do not have a current leader".
+    ok("ct-datacenters", "{{ range datacenters }}\n{{ . }}{{ end }}", "\ndc1\ndc2"),
+    ok("ct-datacenters-true", "{{ datacenters true }}", "[dc1]"),
+    bad(
+        "ct-datacenters-bad-arg",
+        '{{ datacenters "dc1" }}',
+        "datacenters: expected no argument or one boolean",
+    ),
+    # CT node: "The <NAME> attribute is optional; if omitted, the local agent node is used";
+    # '{{ with node }}\n{{ .Node.Address }}{{ end }}' renders 10.5.2.6; another node by name; "To
+    # access map data such as TaggedAddresses or Meta, use Go's text/template map indexing".
+    ok("ct-node-local", "{{ with node }}\n{{ .Node.Address }}{{ end }}", "\n10.5.2.6"),
+    ok("ct-node-named", '{{ with node "node2" }}{{ .Node.Address }}{{ end }}', "10.4.2.6"),
+    ok("ct-node-missing", '{{ with node "nope" }}x{{ else }}none{{ end }}', "none"),
+    ok(
+        "ct-node-services",
+        '{{ with node }}{{ range .Services }}{{ .Service }}:{{ .Port }}{{ end }} {{ index .Node.Meta "rack" }}{{ end }}',
+        "web:2492 r1",
+    ),
+    # CT nodes: '{{ range nodes }}\n{{ .Address }}{{ end }}' renders each node's address on a line.
+    ok("ct-nodes", "{{ range nodes }}\n{{ .Address }}{{ end }}", "\n10.5.2.6\n10.4.2.6"),
+    ok(
+        "ct-nodes-tagged",
+        '{{ range nodes }}{{ index .TaggedAddresses "lan" }};{{ end }}',
+        "10.5.2.6;10.4.2.6;",
+    ),
+    bad("ct-nodes-query", '{{ nodes "@dc2" }}', "nodes: a datacenter or near query is not supported"),
+    # CT sockaddr: "Takes a quote-escaped template string as an argument and passes it on to
+    # hashicorp/go-sockaddr templating engine"; '{{ sockaddr "GetPrivateIP" }}'.
+    ok(
+        "ct-sockaddr",
+        '{{ sockaddr "GetPrivateIP" }} {{ sockaddr "GetInterfaceIP \\"eth0\\"" }}',
+        "10.0.0.5 10.0.0.6",
+    ),
     ok(
         "ct-timestamp",
         '{{ timestamp }} {{ timestamp "2006-01-02" }} {{ timestamp "unix" }}',

@@ -23,6 +23,8 @@ KEYWORDS = ["if", "else", "end", "range", "with", "define", "template", "block",
 LITERALS = ['"a"', '"x=y"', '"kv/data/x"', "`raw\n`", "'c'", "0", "1", "-3", "2.5", "1e300", "0x1F", "true"]
 LITERALS += ["false", "nil", '"%d %s %v %q %x %5.2f %-3s %!"', '"\\n"', '"service/redis"', '"web"', "3"]
 FIELDS = [".", ".a", ".b", ".l", ".m.k", ".a.b.c", "$", "$x", "$.l", "$i", "$v"]
+METHODS = ["scratch.Set", "scratch.SetX", "scratch.Get", "scratch.Key", "scratch.MapSet", "scratch.MapSetX"]
+METHODS += ["scratch.MapValues", "scratch.Nope", "(scratch).Get", "$x.Get", ".Set"]
 PUNCT = [
     "{{",
     "}}",
@@ -41,7 +43,7 @@ PUNCT = [
     "$x :=",
     "$i, $v :=",
 ]
-FRAGMENTS = st.sampled_from(NAMES + KEYWORDS + LITERALS + FIELDS + PUNCT)
+FRAGMENTS = st.sampled_from(NAMES + KEYWORDS + LITERALS + FIELDS + METHODS + PUNCT)
 GARBAGE = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=3)
 
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
@@ -100,7 +102,7 @@ def _operand(depth: int) -> st.SearchStrategy[str]:
 
 
 def _command(depth: int) -> st.SearchStrategy[str]:
-    call = st.tuples(st.sampled_from(NAMES), st.lists(_operand(depth), max_size=3)).map(
+    call = st.tuples(st.sampled_from(NAMES + METHODS), st.lists(_operand(depth), max_size=3)).map(
         lambda t: " ".join([t[0], *t[1]])
     )
     return call | _operand(depth)

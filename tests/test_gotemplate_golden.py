@@ -230,3 +230,46 @@ def test_template_is_reusable_and_independent_between_runs() -> None:
 def test_range_over_tuple_and_loop_value() -> None:
     assert run("{{ range . }}{{ . }}{{ end }}", (1, 2)) == "12"
     assert run("{{ loop 3 }} {{ len (loop 2 5) }}") == "[0 1 2] 3"
+
+
+# -- scratch, sprig names, new data functions
+
+
+def test_scratch_is_fresh_for_each_execute() -> None:
+    """CT Scratch: "Scratch data is not shared between templates and is not cached between
+    invocations"."""
+    tpl = parse('[{{ scratch.Get "n" }}]{{ scratch.Set "n" 1 }}{{ scratch.Get "n" }}', name="t")
+    assert tpl.execute(None, funcs=funcs()) == "[<no value>]1"
+    assert tpl.execute(None, funcs=funcs()) == "[<no value>]1"
+    other = parse('[{{ scratch.Get "n" }}]', name="u")
+    assert other.execute(None, funcs=funcs()) == "[<no value>]"
+
+
+def test_scratch_method_calls_are_not_function_calls() -> None:
+    calls = function_calls(parse('{{ scratch.Set "a" (env "X") }}{{ $s := scratch }}{{ $s.Get "a" }}'))
+    assert [(c.name, c.args) for c in calls] == [("scratch", ()), ("env", ("X",)), ("scratch", ())]
+
+
+def test_unsupported_sprig_function_is_a_syntax_error_naming_it() -> None:
+    names = funcs().keys()
+    parse('{{ "a" | sprig_upper }}', funcs=names)
+    with pytest.raises(TemplateSyntaxError) as info:
+        parse('ok\n{{ "a" | sprig_genPrivateKey }}', name="t", funcs=names)
+    assert (info.value.line, info.value.col) == (2, 10)
+    assert 'the sprig function "genPrivateKey" is not supported' in str(info.value)
+    with pytest.raises(TemplateExecError, match='function "sprig_genPrivateKey" not defined'):
+        parse("{{ sprig_genPrivateKey }}").execute(None, funcs=funcs())
+
+
+def test_sockaddr_forwards_the_expression_text() -> None:
+    src = FakeSource()
+    out = parse('{{ sockaddr "GetInterfaceIP \\"eth0\\"" }}').execute(None, funcs=consul_functions(src))
+    assert out == "10.0.0.6"
+    assert src.sockaddr_exprs == ['GetInterfaceIP "eth0"']
+
+
+def test_consul_functions_names_every_new_function() -> None:
+    names = funcs().keys()
+    new = {"mustEnv", "toTOML", "scratch", "byMeta", "datacenters", "node", "nodes", "sockaddr"}
+    assert new <= names
+    assert len([n for n in names if n.startswith("sprig_")]) >= 40

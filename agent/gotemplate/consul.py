@@ -1,11 +1,13 @@
 """consul-template's functions as Nomad offers them: the data-backed ones read through a
-`DataSource` the caller implements (Vault, Consul KV and catalog, env, files), the rest are pure.
+`DataSource` the caller implements (Vault, Consul KV and catalog, env, files, sockaddr), the rest
+are pure (with `scratch`, a per-run scratchpad, and consul-template's `sprig_*` functions).
 `NOMAD_SERVER_FUNCTIONS` names the ones this agent refuses: they need a Nomad server, run a plugin
 program or write files."""
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -13,6 +15,9 @@ from agent.gotemplate import encode, helpers
 from agent.gotemplate.builtins import EXECUTE_TEMPLATE, GoError
 from agent.gotemplate.gofmt import LIST_TYPES, go_quote, type_name
 from agent.gotemplate.gotime import RFC3339, go_format
+from agent.gotemplate.objects import SCRATCH
+from agent.gotemplate.sprig_collections import sprig_functions
+from agent.gotemplate.tomlenc import to_toml
 
 NOMAD_SERVER_FUNCTIONS = frozenset(
     {
@@ -63,12 +68,37 @@ class DataSource(Protocol):
         """The catalog's services: {"Name", "Tags"}."""
         ...
 
-    def env(self, name: str) -> str:
-        """An environment variable of the task ("" when unset)."""
+    def env(self, name: str) -> str | None:
+        """An environment variable of the task; None when it is not set ("" is a variable set to
+        the empty string). `env` renders None as "", `envOrDefault` uses its default only for None
+        and `mustEnv` fails for None (and for "")."""
         ...
 
     def file(self, path: str) -> str:
         """The contents of a file."""
+        ...
+
+    def datacenters(self, ignore_inaccessible: bool) -> list[str]:
+        """The names of the known Consul datacenters, sorted; with ignore_inaccessible (`datacenters
+        true`), only those that answer and have a leader."""
+        ...
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        """A catalog node by `name[@datacenter]` as the template gave it ("" is the local agent's
+        node), None when there is none:
+        consul-template's CatalogNode, {"Node": {"ID", "Node", "Address", "Datacenter",
+        "TaggedAddresses", "Meta"}, "Services": [{"ID", "Service", "Tags", "Meta", "Port",
+        "Address"}, ...]}."""
+        ...
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """Every catalog node, sorted by name: {"ID", "Node", "Address", "Datacenter",
+        "TaggedAddresses", "Meta"}."""
+        ...
+
+    def sockaddr(self, expr: str) -> str:
+        """A go-sockaddr template (`GetPrivateIP`, `GetInterfaceIP "eth0"`, ...) evaluated on the
+        client: the text between the braces, as the template gave it."""
         ...
 
 
@@ -104,6 +134,37 @@ def by_tag(services: Any) -> dict[str, list[Any]]:
             raise GoError(f"byTag: expected a service, got {type_name(svc)}")
         for tag in svc.get("Tags") or ():
             out.setdefault(tag, []).append(svc)
+    return out
+
+
+_META_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+_ATOI = re.compile(r"[+-]?[0-9]+")
+
+
+def by_meta(meta: Any, services: Any) -> dict[str, list[Any]]:
+    """Group services by the values of ServiceMeta keys (`"env,shard|int"`): a key's group name is
+    its values joined by "_", each with characters outside [a-zA-Z0-9_-] replaced by "_"; a
+    missing or empty value is "<key>_UNKNOWN"; `|int` pads a number as %05d."""
+    keys = _path("byMeta", meta).split(",")
+    if not isinstance(services, LIST_TYPES):
+        raise GoError(f"byMeta: expected a list of services, got {type_name(services)}")
+    out: dict[str, list[Any]] = {}
+    for svc in services:
+        if not isinstance(svc, dict):
+            raise GoError(f"byMeta: expected a service, got {type_name(svc)}")
+        sm = svc.get("ServiceMeta") or {}
+        parts = []
+        for key in keys:
+            real = key.removesuffix("|int")
+            value = sm.get(real) if isinstance(sm, dict) else None
+            if not isinstance(value, str) or value == "":
+                value = _META_UNSAFE.sub("_", real) + "_UNKNOWN"
+            if key.endswith("|int"):
+                if not _ATOI.fullmatch(value) or not -(2**63) <= int(value) < 2**63:
+                    raise GoError(f"byMeta: cannot parse {value} as number: strconv.Atoi: invalid syntax")
+                value = f"{int(value):05d}"
+            parts.append(_META_UNSAFE.sub("_", value))
+        out.setdefault("_".join(parts), []).append(svc)
     return out
 
 
@@ -205,17 +266,49 @@ def _data_functions(src: DataSource) -> dict[str, Callable[..., Any]]:
         return src.services()
 
     def env(name: Any) -> str:
-        return src.env(_path("env", name))
+        return src.env(_path("env", name)) or ""
+
+    def must_env(name: Any) -> str:
+        value = src.env(_path("mustEnv", name))
+        if value is None:
+            raise GoError(f"mustEnv: environment variable {go_quote(name)} is not set")
+        if value == "":
+            raise GoError(f"mustEnv: environment variable {go_quote(name)} is empty")
+        return value
 
     def env_or_default(name: Any, default: Any) -> Any:
-        return src.env(_path("envOrDefault", name)) or default
+        value = src.env(_path("envOrDefault", name))
+        return default if value is None else value
+
+    def datacenters(*args: Any) -> list[str]:
+        if len(args) > 1 or (args and type(args[0]) is not bool):
+            raise GoError("datacenters: expected no argument or one boolean")
+        return src.datacenters(bool(args and args[0]))
+
+    def node(*args: Any) -> dict[str, Any] | None:
+        if len(args) > 1:
+            raise GoError(f"node: wrong number of arguments, expected 0 or 1, but got {len(args)}")
+        return src.node(_path("node", args[0]) if args else "")
+
+    def nodes(*args: Any) -> list[dict[str, Any]]:
+        if args:
+            raise GoError("nodes: a datacenter or near query is not supported")
+        return src.nodes()
+
+    def sockaddr(*args: Any) -> str:
+        return src.sockaddr(" ".join(_path("sockaddr", a) for a in args))
 
     def file(path: Any) -> str:
         return src.file(_path("file", path))
 
     return {
+        "datacenters": datacenters,
         "env": env,
         "envOrDefault": env_or_default,
+        "mustEnv": must_env,
+        "node": node,
+        "nodes": nodes,
+        "sockaddr": sockaddr,
         "file": file,
         "key": key,
         "keyExists": key_exists,
@@ -238,6 +331,7 @@ PURE_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "base64URLDecode": helpers.base64_url_decode,
     "base64URLEncode": helpers.base64_url_encode,
     "byKey": by_key,
+    "byMeta": by_meta,
     "byTag": by_tag,
     "contains": helpers.contains,
     "containsAll": helpers.contains_all,
@@ -271,7 +365,9 @@ PURE_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "subtract": helpers.subtract,
     "toJSON": encode.to_json,
     "toJSONPretty": encode.to_json_pretty,
+    "scratch": SCRATCH,
     "toLower": helpers.to_lower,
+    "toTOML": to_toml,
     "toTitle": helpers.to_title,
     "toUnescapedJSON": encode.to_unescaped_json,
     "toUnescapedJSONPretty": encode.to_unescaped_json_pretty,
@@ -291,9 +387,12 @@ def _utc_now() -> dt.datetime:
 def consul_functions(
     source: DataSource, now: Callable[[], dt.datetime] | None = None
 ) -> dict[str, Callable[..., Any]]:
-    """Every consul-template function this agent supports, bound to `source`. `now` (for tests)
-    gives the time `timestamp` formats."""
+    """Every consul-template function this agent supports, bound to `source`, with the Sprig
+    subset as `sprig_<name>`. `now` (for tests) gives the time `timestamp`, `sprig_now` and
+    `sprig_date` read."""
+    clock = now or _utc_now
     funcs = dict(PURE_FUNCTIONS)
-    funcs["timestamp"] = _timestamp(now or _utc_now)
+    funcs["timestamp"] = _timestamp(clock)
+    funcs.update(sprig_functions(clock))
     funcs.update(_data_functions(source))
     return funcs

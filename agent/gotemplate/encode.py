@@ -4,6 +4,7 @@ become float64, as Go decodes them), parseYAML."""
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import math
@@ -11,6 +12,7 @@ from typing import Any
 
 from agent.gotemplate.builtins import GoError
 from agent.gotemplate.gofmt import LIST_TYPES, MISSING, json_float, type_name
+from agent.gotemplate.gotime import go_format
 
 _JSON_ESC = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
 _HTML_ESC = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -63,6 +65,8 @@ def to_json_text(v: Any, html: bool = True, indent: str = "", level: int = 0) ->
         return _wrap("{", "}", parts, indent, level)
     if isinstance(v, LIST_TYPES):
         return _wrap("[", "]", [to_json_text(x, html, indent, level + 1) for x in v], indent, level)
+    if isinstance(v, dt.datetime):  # time.Time marshals as RFC 3339 with nanoseconds
+        return _json_str(go_format(v, "2006-01-02T15:04:05.999999999Z07:00"), html)
     raise GoError(f"json: unsupported type: {type_name(v)}")
 
 

@@ -33,6 +33,7 @@ from agent.gotemplate.nodes import (
     VariableNode,
     WithNode,
 )
+from agent.gotemplate.objects import SCRATCH, GoObject, Scratch
 
 NO_FINAL: Any = object()  # no value piped in from a previous command
 FRAMES_PER_LEVEL = 6  # Python frames one level of nesting (control, paren, template call) may take
@@ -140,6 +141,7 @@ class Executor:
         self.tdepth = 0
         self.max_depth = 0
         self.vars: list[tuple[str, Any]] = []
+        self.scratch: Scratch | None = None  # consul-template's scratchpad, one per run
         self.out: list[str] = []
         self.cur: Node = ListNode(0)
 
@@ -350,7 +352,7 @@ class Executor:
         first = cmd.args[0]
         t = type(first)
         if t is FieldNode:
-            return self.eval_fields(dot, first, first.fields, cmd.args, final)  # type: ignore[attr-defined]
+            return self.eval_fields(dot, dot, first, first.fields, cmd.args, final)  # type: ignore[attr-defined]
         if t is IdentifierNode:
             return self.eval_function(dot, first, cmd.args, final)  # type: ignore[arg-type]
         if t is VariableNode:
@@ -358,10 +360,10 @@ class Executor:
             if not first.fields:  # type: ignore[attr-defined]
                 self.not_a_function(cmd.args, final)
                 return value
-            return self.eval_fields(value, first, first.fields, cmd.args, final)  # type: ignore[attr-defined]
+            return self.eval_fields(dot, value, first, first.fields, cmd.args, final)  # type: ignore[attr-defined]
         if t is ChainNode:
             value = self.eval_arg(dot, first.node)  # type: ignore[attr-defined]
-            return self.eval_fields(value, first, first.fields, cmd.args, final)  # type: ignore[attr-defined]
+            return self.eval_fields(dot, value, first, first.fields, cmd.args, final)  # type: ignore[attr-defined]
         self.not_a_function(cmd.args, final)
         if t is ConstNode:
             return first.value  # type: ignore[attr-defined]
@@ -378,10 +380,18 @@ class Executor:
         return value
 
     def eval_fields(
-        self, receiver: Any, node: Node, fields: tuple[str, ...], args: list[Node], final: Any
+        self, dot: Any, receiver: Any, node: Node, fields: tuple[str, ...], args: list[Node], final: Any
     ) -> Any:
+        """A field chain: map keys, or methods of a GoObject (the last one gets the command's
+        arguments and the piped value, earlier ones none), as Go's evalFieldChain."""
         last = len(fields) - 1
         for i, name in enumerate(fields):
+            if isinstance(receiver, GoObject):
+                method = receiver.go_method(name)
+                if method is not None:
+                    margs, mfinal = (args, final) if i == last else (args[:1], NO_FINAL)
+                    receiver = self.call(dot, node, name, method, margs, mfinal)
+                    continue
             has_args = i == last and (len(args) > 1 or final is not NO_FINAL)
             receiver = self.eval_field(node, name, receiver, has_args)
         return receiver
@@ -412,17 +422,17 @@ class Executor:
         if t is DotNode:
             return dot
         if t is FieldNode:
-            return self.eval_fields(dot, node, node.fields, [node], NO_FINAL)  # type: ignore[attr-defined]
+            return self.eval_fields(dot, dot, node, node.fields, [node], NO_FINAL)  # type: ignore[attr-defined]
         if t is VariableNode:
             value = self.var_value(node, node.name)  # type: ignore[attr-defined]
-            return self.eval_fields(value, node, node.fields, [node], NO_FINAL)  # type: ignore[attr-defined]
+            return self.eval_fields(dot, value, node, node.fields, [node], NO_FINAL)  # type: ignore[attr-defined]
         if t is PipeNode:
             return self.eval_paren(dot, node)  # type: ignore[arg-type]
         if t is IdentifierNode:
             return self.eval_function(dot, node, [node], NO_FINAL)  # type: ignore[arg-type]
         if t is ChainNode:
             value = self.eval_arg(dot, node.node)  # type: ignore[attr-defined]
-            return self.eval_fields(value, node, node.fields, [node], NO_FINAL)  # type: ignore[attr-defined]
+            return self.eval_fields(dot, value, node, node.fields, [node], NO_FINAL)  # type: ignore[attr-defined]
         if t is NilNode:
             return None
         raise self.fail(node, f"can't handle {node_text(node)} as an argument")
@@ -446,6 +456,12 @@ class Executor:
             if name in ("and", "or"):
                 return self.eval_and_or(dot, node, args, final)
             raise self.fail(node, f'function "{name}" not defined')
+        return self.call(dot, node, name, fn, args, final)
+
+    def call(
+        self, dot: Any, node: Node, name: str, fn: Callable[..., Any], args: list[Node], final: Any
+    ) -> Any:
+        """Call a function or method with the command's arguments (args[0] is the callee)."""
         argv = [self.eval_arg(dot, a) for a in args[1:]]
         if final is not NO_FINAL:
             argv.append(final)
@@ -455,7 +471,11 @@ class Executor:
                 self.tick(node, _size(a))
         if fn is EXECUTE_TEMPLATE:
             return self.execute_template(node, argv)
-        self.check_arity(node, fn, len(argv))
+        self.check_arity(node, name, fn, len(argv))
+        if fn is SCRATCH:
+            if self.scratch is None:
+                self.scratch = Scratch()
+            return self.scratch
         try:
             result = fn(*argv)
         except TemplateError:
@@ -463,19 +483,19 @@ class Executor:
         except Exception as exc:
             reason = str(exc) or type(exc).__name__
             raise self.fail(node, f"error calling {name}: {reason}") from exc
-        if isinstance(result, str) and len(result) > STR_STEP:
+        if isinstance(result, str | list | dict) and len(result) > STR_STEP:
             self.tick(node, len(result) // STR_STEP)
         return result
 
-    def check_arity(self, node: IdentifierNode, fn: Callable[..., Any], n: int) -> None:
+    def check_arity(self, node: Node, name: str, fn: Callable[..., Any], n: int) -> None:
         a = arity(fn)
         if a.max < 0 and n < a.min:
-            raise self.fail(node, f"wrong number of args for {node.name}: want at least {a.min} got {n}")
+            raise self.fail(node, f"wrong number of args for {name}: want at least {a.min} got {n}")
         if a.max >= 0 and not a.min <= n <= a.max:
             want = str(a.max) if a.min == a.max else f"{a.min} to {a.max}"
-            raise self.fail(node, f"wrong number of args for {node.name}: want {want} got {n}")
+            raise self.fail(node, f"wrong number of args for {name}: want {want} got {n}")
 
-    def execute_template(self, node: IdentifierNode, argv: list[Any]) -> str:
+    def execute_template(self, node: Node, argv: list[Any]) -> str:
         if not 1 <= len(argv) <= 2 or not isinstance(argv[0], str):
             raise self.fail(node, "error calling executeTemplate: want a template name and at most one value")
         data = argv[1] if len(argv) == 2 and argv[1] is not None else MISSING

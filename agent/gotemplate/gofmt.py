@@ -4,10 +4,13 @@ flags, width and precision, and the `%!d(string=x)` forms for bad verbs or argum
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
+
+from agent.gotemplate.gotime import go_format
 
 
 class _Missing:
@@ -22,6 +25,7 @@ class _Missing:
 MISSING: Any = _Missing()
 MAX_WIDTH = 1_000_000  # Go's fmt refuses widths and precisions past 1e6 (BADWIDTH, BADPREC)
 LIST_TYPES = (list, tuple, range)
+TIME_STRING = "2006-01-02 15:04:05.999999999 -0700 MST"  # Go's time.Time.String()
 _ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
@@ -43,6 +47,11 @@ def type_name(v: Any) -> str:  # noqa: PLR0911 - one name per Go kind
         return "map[string]interface {}"
     if isinstance(v, bytes | bytearray):
         return "[]uint8"
+    if isinstance(v, dt.datetime):
+        return "time.Time"
+    go_type = getattr(v, "go_type", None)  # a GoObject
+    if isinstance(go_type, str):
+        return go_type
     if callable(v):
         return "func"
     return t.__name__
@@ -144,6 +153,8 @@ def fmt_v(v: Any) -> str:  # noqa: PLR0911 - one form per Go kind
         return "[" + " ".join(str(b) for b in v) + "]"
     if isinstance(v, str):
         return str(v)
+    if isinstance(v, dt.datetime):
+        return go_format(v, TIME_STRING)
     if callable(v):
         return f"<func {getattr(v, '__name__', '?')}>"
     return str(v)

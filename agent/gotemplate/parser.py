@@ -410,12 +410,21 @@ class Parser:
             raise self.error(node.pos, "unexpected . after term")
         return ChainNode(node.pos, node, tuple(fields))
 
+    def undefined(self, tok: Token) -> TemplateSyntaxError:
+        if tok.val.startswith("sprig_"):
+            return self.error(
+                tok.pos,
+                f'function "{tok.val}" not defined: the sprig function "{tok.val[6:]}" is not '
+                "supported by this agent",
+            )
+        return self.error(tok.pos, f'function "{tok.val}" not defined')
+
     def term(self) -> Node | None:  # noqa: PLR0911 - one return per term kind
         tok = self.next()
         kind = tok.kind
         if kind == IDENT:
             if self.funcs is not None and tok.val not in self.funcs and tok.val not in self.builtins:
-                raise self.error(tok.pos, f'function "{tok.val}" not defined')
+                raise self.undefined(tok)
             return IdentifierNode(tok.pos, tok.val)
         if kind == DOT:
             return DotNode(tok.pos)
