@@ -115,8 +115,13 @@ bench-agent: bootstrap ## Agent restore time, task restarts and RSS with 1, 10, 
 	$(BIN)/python scripts/bench_agent.py
 
 .PHONY: bench-templates
-bench-templates: bootstrap ## Secret change -> action latency (p50/p99) and Vault requests per cycle, 1 and 100 templates
+bench-templates: bootstrap ## Render time per template, secret change -> action latency (p50/p99), Vault requests per cycle
+	$(BIN)/python scripts/bench_render.py
 	$(BIN)/python scripts/bench_templates.py
+
+.PHONY: bench-jobspec
+bench-jobspec: bootstrap ## Parse time of a 1 MiB jobspec (HCL and JSON)
+	$(BIN)/python scripts/bench_jobspec.py
 
 .PHONY: test
 test: ## lint + unit + integration + molecule + lab-up + e2e suites (not chaos) + lab-down (what CI runs)

@@ -178,6 +178,51 @@ class ConsulData:
             )
         return out
 
+    def datacenters(self) -> list[str]:
+        resp = self._get("/v1/catalog/datacenters")
+        return [] if resp is None else [str(d) for d in resp.json()]
+
+    @staticmethod
+    def _node(n: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "ID": n.get("ID", ""),
+            "Node": n.get("Node", ""),
+            "Address": n.get("Address", ""),
+            "Datacenter": n.get("Datacenter", ""),
+            "TaggedAddresses": n.get("TaggedAddresses") or {},
+            "Meta": n.get("Meta") or {},
+        }
+
+    def node(self, name: str = "") -> dict[str, Any] | None:
+        """consul-template's CatalogNode: the node (this agent's when `name` is empty) and its
+        services; None when there is no such node."""
+        if not name:
+            me = self._get("/v1/agent/self")
+            name = "" if me is None else str((me.json().get("Config") or {}).get("NodeName", ""))
+        resp = self._get(f"/v1/catalog/node/{name}") if name else None
+        body = None if resp is None else resp.json()
+        if not body:
+            return None
+        services = [
+            {
+                "ID": s.get("ID", ""),
+                "Service": s.get("Service", ""),
+                "Tags": list(s.get("Tags") or []),
+                "Meta": s.get("Meta") or {},
+                "Port": s.get("Port", 0),
+                "Address": s.get("Address", ""),
+            }
+            for s in (body.get("Services") or {}).values()
+        ]
+        return {
+            "Node": self._node(body.get("Node") or {}),
+            "Services": sorted(services, key=lambda s: s["ID"]),
+        }
+
+    def nodes(self) -> list[dict[str, Any]]:
+        resp = self._get("/v1/catalog/nodes")
+        return [] if resp is None else [self._node(n) for n in resp.json()]
+
     def services(self) -> list[dict[str, Any]]:
         resp = self._get("/v1/catalog/services")
         catalog = {} if resp is None else resp.json()

@@ -106,3 +106,15 @@ def test_custom_delimiters_and_missing_key_errors_are_honoured(tmp_path: Path) -
     with pytest.raises(TemplateRenderError, match='no entry for key "nope"'):
         render(strict, tmp_path, ctx)
     assert not (tmp_path / "local/s").exists()
+
+
+def test_every_template_function_is_documented() -> None:
+    from agent.templates.render import KNOWN_FUNCTIONS, NOT_RUN
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "templates.md").read_text()
+    missing = [
+        name
+        for name in sorted(KNOWN_FUNCTIONS | NOT_RUN.keys())
+        if not name.startswith("sprig_") and f"`{name}" not in docs
+    ]
+    assert missing == []

@@ -40,6 +40,7 @@ from agent.templates.sandbox import (
     vault_path_problem,
     write_file,
 )
+from agent.templates.sockaddr import sockaddr
 from agent.templates.worker import DEFAULT_RENDER_TIMEOUT, run_in_worker
 
 __all__ = [
@@ -80,6 +81,12 @@ class ConsulSource(Protocol):
 
     def services(self) -> list[dict[str, Any]]: ...
 
+    def datacenters(self) -> list[str]: ...
+
+    def node(self, name: str) -> dict[str, Any] | None: ...
+
+    def nodes(self) -> list[dict[str, Any]]: ...
+
 
 @dataclass
 class RenderContext:
@@ -108,6 +115,15 @@ class _NoData:
 
 
 KNOWN_FUNCTIONS = frozenset(gotemplate.consul_functions(_NoData()))
+# consul-template functions Nomad allows that this agent does not run, and why (named at submission).
+NOT_RUN = {
+    **{name: "it needs a Nomad server" for name in gotemplate.NOMAD_SERVER_FUNCTIONS},
+    "plugin": "it runs a program on the client",
+    "writeToFile": "it writes files outside the template's destination",
+    "caRoots": "it needs Consul Connect's CA, which this lab does not run",
+    "caLeaf": "it needs Consul Connect's CA, which this lab does not run",
+    "connect": "it needs Consul Connect, which this lab does not run",
+}
 
 
 def _parse(tpl: Template, text: str) -> gotemplate.Template:
@@ -116,7 +132,7 @@ def _parse(tpl: Template, text: str) -> gotemplate.Template:
         name=tpl.destination,
         left_delim=tpl.left_delimiter or "{{",
         right_delim=tpl.right_delimiter or "}}",
-        funcs=KNOWN_FUNCTIONS | gotemplate.NOMAD_SERVER_FUNCTIONS,
+        funcs=KNOWN_FUNCTIONS | NOT_RUN.keys(),
     )
 
 
@@ -124,10 +140,9 @@ def _call_problems(tpl: Template, parsed: gotemplate.Template) -> list[str]:
     problems = []
     for call in gotemplate.function_calls(parsed):
         where = f"{tpl.destination}:{call.line}:{call.col}"
-        if call.name in gotemplate.NOMAD_SERVER_FUNCTIONS:
+        if call.name in NOT_RUN and call.name not in KNOWN_FUNCTIONS:
             problems.append(
-                f"{where}: function {call.name} is not run by fieldlab-agent (it needs a Nomad server, "
-                "runs a program or writes files)"
+                f"{where}: function {call.name} is not run by fieldlab-agent: {NOT_RUN[call.name]}"
             )
             continue
         arg = call.args[0] if call.args else None
@@ -179,24 +194,21 @@ def _kv_params(path: str, params: Any) -> dict[str, Any]:
     return {str(k): v for k, v in params.items()}
 
 
-def _functions(
-    tpl: Template, task_dir: Path, ctx: RenderContext, max_bytes: int
-) -> dict[str, Callable[..., Any]]:
-    """The data functions, run in the agent on the worker's behalf (agent.gotemplate.DataSource)."""
-    dest = tpl.destination
-    fetches = 0
+class _Budget:
+    """Vault, Consul and file reads of one render: at most MAX_FETCHES."""
 
-    def fetch(what: str) -> None:
-        nonlocal fetches
-        fetches += 1
-        if fetches > MAX_FETCHES:
+    def __init__(self, dest: str) -> None:
+        self.dest, self.count = dest, 0
+
+    def take(self, what: str) -> None:
+        self.count += 1
+        if self.count > MAX_FETCHES:
             raise TemplateRenderError(
-                dest, f"{what}: more than {MAX_FETCHES} Vault, Consul or file reads in one render"
+                self.dest, f"{what}: more than {MAX_FETCHES} Vault, Consul or file reads in one render"
             )
 
-    def env_fn(name: str) -> str:
-        return ctx.env.get(str(name), "")  # consul-template: an unset variable reads as ""
 
+def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str, Callable[..., Any]]:
     def vault(fn: str, path: str) -> SecretSource:
         if why := vault_path_problem(path):
             raise TemplateRenderError(dest, f"{fn} {path!r}: {why}")
@@ -209,7 +221,7 @@ def _functions(
         kv = _kv_params(path, params or {})
         key = json.dumps([path, kv], sort_keys=True)
         if key not in ctx.cache:
-            fetch(f"secret {path!r}")
+            budget.take(f"secret {path!r}")
             ctx.cache[key] = source.fetch(path, kv)
             ctx.fetches += 1
         data, ttl = ctx.cache[key]
@@ -219,23 +231,18 @@ def _functions(
 
     def secrets_fn(path: str) -> list[str]:
         source = vault("secrets", path)
-        fetch(f"secrets {path!r}")
+        budget.take(f"secrets {path!r}")
         return sorted(source.list_keys(path))
 
+    return {"secret": secret_fn, "secrets": secrets_fn}
+
+
+def _consul_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str, Callable[..., Any]]:
     def consul(what: str) -> ConsulSource:
         if ctx.consul is None:
             raise TemplateRenderError(dest, f"{what}: no Consul in this lab (no address configured)")
-        fetch(what)
+        budget.take(what)
         return ctx.consul
-
-    def key_fn(path: str) -> str | None:
-        return consul(f"key {path!r}").key(path)
-
-    def ls_fn(prefix: str) -> list[dict[str, Any]]:
-        return consul(f"ls {prefix!r}").ls(prefix)
-
-    def tree_fn(prefix: str) -> list[dict[str, Any]]:
-        return consul(f"tree {prefix!r}").tree(prefix)
 
     def service_fn(query: str, *filters: str) -> list[dict[str, Any]]:
         name, _, _dc = str(query).partition("@")
@@ -243,27 +250,49 @@ def _functions(
         passing_only = not any(f == "any" for f in filters)
         return consul(f"service {query!r}").service(svc, tag, passing_only)
 
-    def services_fn(*_args: str) -> list[dict[str, Any]]:
-        return consul("services").services()
+    def node_fn(name: str = "") -> dict[str, Any] | None:
+        return consul(f"node {name!r}").node(str(name).partition("@")[0])
+
+    return {
+        "key": lambda path: consul(f"key {path!r}").key(path),
+        "ls": lambda prefix: consul(f"ls {prefix!r}").ls(prefix),
+        "tree": lambda prefix: consul(f"tree {prefix!r}").tree(prefix),
+        "service": service_fn,
+        "services": lambda *_args: consul("services").services(),
+        "datacenters": lambda _ignore_inaccessible=False: consul("datacenters").datacenters(),
+        "node": node_fn,
+        "nodes": lambda: consul("nodes").nodes(),
+    }
+
+
+def _functions(
+    tpl: Template, task_dir: Path, ctx: RenderContext, max_bytes: int
+) -> dict[str, Callable[..., Any]]:
+    """The data functions, run in the agent on the worker's behalf (agent.gotemplate.DataSource)."""
+    dest = tpl.destination
+    budget = _Budget(dest)
+
+    def env_fn(name: str) -> str | None:
+        return ctx.env.get(str(name))  # None: unset (env renders "", mustEnv fails)
 
     def file_fn(path: str) -> str:
-        fetch(f"file {path!r}")
+        budget.take(f"file {path!r}")
         try:
             return read_file(task_dir, path, max_bytes)
         except (SandboxError, OSError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise TemplateRenderError(dest, f"file {path!r}: {why}") from None
 
+    def sockaddr_fn(expr: str) -> str:
+        budget.take(f"sockaddr {expr!r}")
+        return sockaddr(expr)
+
     return {
         "env": env_fn,
-        "secret": secret_fn,
-        "secrets": secrets_fn,
-        "key": key_fn,
-        "ls": ls_fn,
-        "tree": tree_fn,
-        "service": service_fn,
-        "services": services_fn,
         "file": file_fn,
+        "sockaddr": sockaddr_fn,
+        **_vault_functions(dest, ctx, budget),
+        **_consul_functions(dest, ctx, budget),
     }
 
 

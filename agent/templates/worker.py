@@ -391,6 +391,18 @@ class _Proxy:
     def env(self, name: str) -> Any:
         return self._call("env", [name], {})
 
+    def datacenters(self, ignore_inaccessible: bool = False) -> Any:
+        return self._call("datacenters", [bool(ignore_inaccessible)], {})
+
+    def node(self, name: str = "") -> Any:
+        return self._call("node", [name], {})
+
+    def nodes(self) -> Any:
+        return self._call("nodes", [], {})
+
+    def sockaddr(self, expr: str) -> Any:
+        return self._call("sockaddr", [expr], {})
+
     def file(self, path: str) -> Any:
         return self._call("file", [path], {})
 

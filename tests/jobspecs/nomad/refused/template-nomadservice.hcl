@@ -1,0 +1,23 @@
+# nomadService lists Nomad-native services from the servers' catalog.
+job "nomadservice" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+
+      config {
+        image = "nginx:1.27"
+      }
+
+      template {
+        data        = <<-EOT
+          upstream redis {
+          {{ range nomadService "redis" }}
+            server {{ .Address }}:{{ .Port }};
+          {{ end }}
+          }
+        EOT
+        destination = "local/upstream.conf"
+      }
+    }
+  }
+}

@@ -1,0 +1,22 @@
+# nomadVarList and nomadVarExists: also answered by the Nomad servers.
+job "nomadvarlist" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+
+      config {
+        image = "example/app:1.0"
+      }
+
+      template {
+        data        = <<-EOT
+          {{ if nomadVarExists "nomad/jobs/nomadvarlist/flags" }}
+          {{ range nomadVarList "nomad/jobs" }}{{ .Path }}
+          {{ end }}
+          {{ end }}
+        EOT
+        destination = "local/vars.txt"
+      }
+    }
+  }
+}
