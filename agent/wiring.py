@@ -77,7 +77,9 @@ def build_core(
     consul: ConsulClient | None = None,
     vault: TokenIssuer | None = None,
 ) -> Core:
-    docker = docker or DockerDriver(pids_limit=settings.docker_pids_limit)
+    docker = docker or DockerDriver(
+        pids_limit=settings.docker_pids_limit, publish_address=settings.advertise_address
+    )
     exec_driver = ExecDriver(allow_root=settings.exec_allow_root, chroot_env=settings.chroot_env)
     run_check = settings.cni_check
     if run_check is None:

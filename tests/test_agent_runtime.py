@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,6 +95,40 @@ def test_seed_job_runs_and_answers_on_its_mapped_port(lab: AgentLab) -> None:
         assert (status, body) == (200, "<html>hello, world</html>")
         assert sorted(_running_containers(lab, alloc)) == ["pause:", "task:http"]
         assert len(lab.reservations()) == 1
+    finally:
+        agent.stop()
+
+
+def test_host_mode_docker_ports_are_published_from_host_port_to_to_as_nomad(lab: AgentLab) -> None:
+    """Nomad's docker driver in a host-mode group: docker's bridge, host port -> `to` published."""
+    agent = lab.start_agent()
+    try:
+        text = (JOBS / "pause-container-example.hcl").read_text().replace('mode = "bridge"', 'mode = "host"')
+        text = text.replace('port "www" {', 'port "w-w" {').replace('["www"]', '["w-w"]')
+        out = agent.core.call(lambda: agent.core.submit(text, None, source="host-mode.hcl"))
+        alloc = str(out["allocs"][0])
+        view = _view(agent, alloc)
+        assert view["status"] == "running", view
+        port = _host_port(view)
+
+        def answered() -> tuple[str | None, str]:
+            # loopback: docker's userland proxy (this sandbox's netstack hands a locally generated flow
+            # that docker DNATs in OUTPUT to its egress proxy; on lab nodes the flow arrives from outside)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=3) as resp:
+                    return resp.read().decode(), ""
+            except OSError as exc:
+                return None, str(exc)
+
+        assert wait_until(answered, timeout=TIMEOUT, what="the published port answers") == (
+            "<html>hello, world</html>"
+        )
+        assert sorted(_running_containers(lab, alloc)) == ["task:http"]  # no pause container in host mode
+        (ctr,) = lab.containers(alloc)
+        bindings = ctr.attrs["HostConfig"]["PortBindings"]
+        assert bindings["8001/tcp"][0]["HostPort"] == str(port), bindings
+        env = dict(e.split("=", 1) for e in ctr.attrs["Config"]["Env"])
+        assert (env["NOMAD_PORT_w_w"], env["NOMAD_HOST_PORT_w_w"]) == ("8001", str(port))  # a dash cleaned
     finally:
         agent.stop()
 

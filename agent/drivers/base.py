@@ -74,6 +74,7 @@ class TaskContext:
     network_mode: str = "none"  # the group's: "bridge", "host" or "none"
     netns: Path | None = None  # the alloc's network namespace, for drivers that join it by path
     netns_owner: TaskHandle | None = None  # the container owning it, for drivers that join a container
+    ports: tuple[tuple[str, int, int], ...] = ()  # the alloc's ports: (label, host port, to)
 
 
 class TaskDriver(Protocol):

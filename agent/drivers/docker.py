@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,12 @@ class DockerDriver:
     name = "docker"
     joins_container_netns = True
 
-    def __init__(self, client: Any | None = None, *, pids_limit: int = 0) -> None:
+    def __init__(self, client: Any | None = None, *, pids_limit: int = 0, publish_address: str = "") -> None:
         self._client = client
         self.pids_limit = pids_limit  # of every task container; 0: none (client config docker_pids_limit)
+        # Host-mode groups: published ports bind this address (the node's advertise address), as
+        # Nomad's docker driver binds the host network's; "" binds every address.
+        self.publish_address = publish_address
 
     @property
     def client(self) -> Any:
@@ -148,6 +152,10 @@ class DockerDriver:
             kw["pids_limit"] = self.pids_limit
         if ctx.netns_owner is not None:
             kw["network_mode"] = f"container:{ctx.netns_owner.id}"
+        elif ctx.network_mode == "host" and cfg.get("network_mode") != "host":
+            # Nomad's docker driver in a host-mode group: docker's own bridge, and each port the task
+            # lists in `ports` published from its host port to `to` (the same number when `to` is 0).
+            kw["ports"] = self._published(ctx, cfg)
         elif ctx.network_mode in ("host", "none"):
             kw["network_mode"] = ctx.network_mode
         if cfg.get("command"):
@@ -167,6 +175,17 @@ class DockerDriver:
             raise DriverError("docker", f"task {task.name}", str(exc.explanation)) from None
         c.reload()
         return TaskHandle("docker", c.id, c.attrs["State"]["StartedAt"])
+
+    def _published(self, ctx: TaskContext, cfg: Mapping[str, Any]) -> dict[str, tuple[str, int] | int]:
+        wanted = {str(label) for label in cfg.get("ports") or ()}
+        out: dict[str, tuple[str, int] | int] = {}
+        for label, host, to in ctx.ports:
+            if label not in wanted:
+                continue
+            bind: tuple[str, int] | int = (self.publish_address, host) if self.publish_address else host
+            for proto in ("tcp", "udp"):
+                out[f"{to or host}/{proto}"] = bind
+        return out
 
     def status(self, handle: TaskHandle) -> TaskStatus:
         try:

@@ -10,6 +10,7 @@ agent.network.base); what a fault flag changes is decided by the pure `plan_*` f
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from agent.templates.runner import TaskTemplates, TemplateDeps
 from agent.vaultclient import VaultError
 
 log = logging.getLogger(__name__)
+_ENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
 
 
 @dataclass
@@ -115,8 +117,9 @@ class AllocRunner:
             "NOMAD_ALLOC_DIR": str(self.alloc_dir / "alloc"),  # the shared dir (HostTaskDirs.prepare)
         }
         for p in self.rec.ports:
-            env[f"NOMAD_PORT_{p.label}"] = str(p.to)
-            env[f"NOMAD_HOST_PORT_{p.label}"] = str(p.host)
+            label = _ENV_UNSAFE.sub("_", p.label)  # Nomad's CleanEnvVar: a dashed label is allowed
+            env[f"NOMAD_PORT_{label}"] = str(p.to)
+            env[f"NOMAD_HOST_PORT_{label}"] = str(p.host)
         token = self.vault_token(t)
         if token is not None and t.vault is not None and self.d.vault is not None:
             env["VAULT_ADDR"] = self.d.vault.address
@@ -290,6 +293,7 @@ class AllocRunner:
             network_mode=self.group.network.mode if self.group.network else "none",
             netns=self.netns_path(),
             netns_owner=owner,
+            ports=tuple((p.label, p.host, p.to) for p in self.rec.ports),
         )
         self.state.update_task(t.name, state=TaskState.STARTING)
         h = self.driver(t).start(ctx)
