@@ -115,6 +115,9 @@ def _client_command(args: argparse.Namespace) -> int:
         variables = _variables(args)
         if variables:
             body["variables"] = variables
+        files = _files_read(args.file, variables)
+        if files:
+            body["files"] = files
         out = api.request("POST", "/v1/jobs", body)
     elif args.cmd == "job" and args.job_cmd == "stop":
         out = api.request("DELETE", f"/v1/job/{args.job_id}")
@@ -157,6 +160,18 @@ def _var_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="a file of HCL2 input variables, HCL (k = v) or JSON (repeatable, later files win)",
     )
+
+
+def _files_read(path: Path, variables: dict[str, object]) -> dict[str, str]:
+    """What the jobspec's HCL file() calls read next to it: sent with the jobspec, as Nomad's CLI
+    evaluates file() on its side. A jobspec that does not parse here is sent as it is: the agent
+    answers with its problems."""
+    from agent.jobspec import JobspecError, load_jobspec
+
+    try:
+        return dict(load_jobspec(path, variables).files)
+    except JobspecError:
+        return {}
 
 
 def _variables(args: argparse.Namespace) -> dict[str, object]:

@@ -58,6 +58,7 @@ def parse_submission(
     source: str,
     variables: Mapping[str, object],
     limits: Limits = DEFAULT_LIMITS,
+    files: Mapping[str, str] | None = None,
 ) -> ParsedJob:
     """Parse a submitted jobspec and check its templates: pure, callable from any thread (the API's
     handler threads), so that a large or hostile jobspec never holds the main loop.
@@ -66,7 +67,7 @@ def parse_submission(
     size = len(text.encode("utf-8", errors="surrogatepass"))
     if size > limits.max_bytes:
         raise JobspecError(source, [("", f"the jobspec is {size} bytes, more than {limits.max_bytes}")])
-    parsed = parse_jobspec(text, source=source, fmt=fmt, variables=variables, limits=limits)
+    parsed = parse_jobspec(text, source=source, fmt=fmt, variables=variables, limits=limits, files=files)
     job = parsed.job
     problems = [
         (f"job.{job.id}.group.{g.name}.task.{t.name}.template[{i}]", why)
@@ -214,6 +215,7 @@ class Core:
                     fmt=job_rec.get("format"),
                     variables=job_rec.get("variables") or {},
                     limits=self.limits,
+                    files=job_rec.get("files") or {},
                 ).job
             except (JobspecError, KeyError, TypeError) as exc:
                 log.error("state: job %s does not parse any more: %s", job_id, exc)
@@ -343,6 +345,7 @@ class Core:
             "format": fmt,
             "warnings": list(parsed.warnings),
             "variables": dict(variables),
+            "files": dict(parsed.files),  # what file() read, for the same evaluation at restore
         }
         self.store.put("job", job.id, record)
         self.jobs[job.id] = job

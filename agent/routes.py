@@ -41,6 +41,18 @@ def _variables(data: dict[str, Any], source: str) -> dict[str, object]:
     return merged
 
 
+def _files(data: dict[str, Any]) -> dict[str, str] | None:
+    """`"files": {path as written in file(): text}`: what the CLI read for HCL's file() and sent along."""
+    given = data.get("files")
+    if given is None:
+        return None
+    if not isinstance(given, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in given.items()
+    ):
+        raise AgentError('"files" must be an object of path: text (what the jobspec\'s file() calls read)')
+    return dict(given)
+
+
 def _guard(fn: Handler) -> Handler:
     def wrapped(groups: tuple[str, ...], body: bytes) -> Response:
         try:
@@ -70,7 +82,7 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
         source = str(data.get("source") or "<request>")
         variables = _variables(data, source)
         # Parsed here, in the handler's thread: only the commit runs on the main loop.
-        parsed = parse_submission(text, fmt, source, variables, core.limits)
+        parsed = parse_submission(text, fmt, source, variables, core.limits, files=_files(data))
         out = core.call(lambda: core.commit(parsed, text, fmt, variables, source))
         return json_response(201, out)
 

@@ -6,6 +6,7 @@ reattaches without touching anything; a simulated host reboot is detected and th
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.jobspec import load_jobspec
 from lab.waits import wait_until
 from tests.agent_lab import AgentLab, AgentUnderTest, build_workload_images, why_not_ready
 from tests.fakes import FakeVault
@@ -526,6 +528,68 @@ def test_the_http_api_runs_stops_and_refuses_bad_jobs(lab: AgentLab, tmp_path: P
         assert lab.containers(alloc) == []
     finally:
         server.stop(5)
+        agent.stop()
+
+
+VARIABLE_JOB = """
+variable "page" {
+  type = string
+}
+variable "replicas" {
+  type    = number
+  default = 3
+}
+job "vars" {
+  group "g" {
+    count = var.replicas - 2
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["600"]
+      }
+      template {
+        data        = "${upper(var.page)} ${file("motd.txt")}"
+        destination = "local/page"
+      }
+    }
+  }
+}
+"""
+
+
+def test_variables_and_cli_read_files_sent_over_the_api_survive_a_restart(
+    lab: AgentLab, tmp_path: Path
+) -> None:
+    """An operator's `job run -var page=hi job.hcl` (file() read on the CLI side): the API takes the
+    variables and files, stores them with the job, and a restarted agent evaluates the job the same."""
+    from agent.routes import build_routes
+
+    (tmp_path / "motd.txt").write_text("from the cli")
+    spec = tmp_path / "job.hcl"
+    spec.write_text(VARIABLE_JOB)
+    files = load_jobspec(spec, {"page": "hi"}).files
+    agent = lab.start_agent()
+    try:
+        submit = next(h for m, p, h in build_routes(agent.core) if (m, p) == ("POST", "/v1/jobs"))
+        body = {"jobspec": VARIABLE_JOB, "Variables": 'page = "hi"', "files": files, "source": "job.hcl"}
+        status, _, raw = submit((), json.dumps(body).encode())
+        assert status == 201, raw
+        (alloc,) = json.loads(raw)["allocs"]
+        page = lab.data_dir / "alloc" / alloc / "t" / "local" / "page"
+        assert page.read_text() == "HI from the cli"
+        status, _, raw = submit((), json.dumps({"jobspec": VARIABLE_JOB.replace('"vars"', '"v2"')}).encode())
+        problems = json.loads(raw).get("problems", [])
+        assert status == 400 and any("no value given" in p["reason"] for p in problems), raw
+    finally:
+        agent.stop()
+    agent = lab.start_agent()
+    try:
+        job = agent.core.call(lambda: agent.core.jobs["vars"])
+        assert job.groups[0].count == 1
+        assert job.groups[0].tasks[0].templates[0].data == "HI from the cli"
+        assert _view(agent, alloc)["status"] == "running"
+    finally:
         agent.stop()
 
 

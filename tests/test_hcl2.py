@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.jobspec import JobspecError, ParsedJob, parse_jobspec
+from agent.jobspec import JobspecError, ParsedJob, load_jobspec, parse_jobspec
 from agent.jobspec.hcl import parse_hcl
 from agent.jobspec.hcleval import Scope, evaluate
 from agent.jobspec.hclexpr import ParseError, parse_expression, parse_template
@@ -345,6 +345,25 @@ def _template_data(body: object) -> object:
         body = block.body
     assert isinstance(body, Mapping)
     return body["data"]
+
+
+def test_files_read_on_the_cli_side_are_sent_and_used_by_the_agent(tmp_path: Path) -> None:
+    """Nomad's CLI evaluates file() next to the jobspec; here the CLI sends what it read, and the
+    agent evaluates file() from that bundle only, never from its own disk."""
+    (tmp_path / "index.html").write_text("<p>hi</p>\n")
+    text = _job(
+        task='config { image = "x" }\ntemplate {\ndestination = "local/x"\n'
+        'data = fileexists("nope") ? "?" : file("index.html")\n}'
+    )
+    spec = tmp_path / "job.hcl"
+    spec.write_text(text)
+    cli_side = load_jobspec(spec)
+    assert cli_side.files == {"index.html": "<p>hi</p>\n"}
+    agent_side = parse_jobspec(text, source="<request>", files=cli_side.files)
+    assert agent_side.job.groups[0].tasks[0].templates[0].data == "<p>hi</p>\n"
+    assert agent_side.files == cli_side.files  # stored with the job, for the same answer at restore
+    with pytest.raises(JobspecError, match="was not sent with the jobspec"):
+        parse_jobspec(text.replace("index.html", "/etc/passwd"), source="<request>", files=cli_side.files)
 
 
 def test_file_is_refused_without_a_base_dir() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.jobspec.api_json import parse_json
@@ -47,6 +47,7 @@ _SUFFIX_FORMATS = {".json": "json", ".hcl": "hcl", ".nomad": "hcl"}
 class ParsedJob:
     job: Job
     warnings: tuple[str, ...]
+    files: Mapping[str, str] = field(default_factory=dict)  # what HCL's file() read: sent with the job
 
 
 def parse_jobspec(
@@ -57,13 +58,15 @@ def parse_jobspec(
     variables: Mapping[str, object] | None = None,
     limits: Limits = DEFAULT_LIMITS,
     base_dir: Path | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> ParsedJob:
     """Parse a jobspec; `fmt` is "hcl", "json" or None (JSON when the text starts with "{").
 
     `variables` are the HCL2 input variables given from outside (`-var k=v`, `-var-file`, the API
     request's `Variables`): strings are parsed by the variable's type as Nomad does, other values are
     taken as they are. `limits` bound counts, kill timeouts, size and nesting. `base_dir` is the
-    jobspec file's directory, where HCL's `file()` reads (None: `file()` is refused, as over the API)."""
+    jobspec file's directory, where HCL's `file()` reads; `files` are the files the CLI read that way
+    and sent with the jobspec (over the API `file()` reads only those, never the agent's disk)."""
     if fmt is None:
         fmt = "json" if text.lstrip().startswith("{") else "hcl"
     if fmt not in FORMATS:
@@ -72,19 +75,23 @@ def parse_jobspec(
     if size > limits.max_bytes:
         raise JobspecError(source, [("", f"the jobspec is {size} bytes, more than {limits.max_bytes}")])
     report = Report()
+    read: dict[str, str] = {}
     if fmt == "json" and is_hcl_json(text):  # HCL's JSON syntax: {"job": {"<id>": {...}}}, variables, ...
-        top = parse_hcl_json(text, report, variables or {}, base_dir=base_dir, limits=limits)
+        top = parse_hcl_json(
+            text, report, variables or {}, base_dir=base_dir, limits=limits, files=files, read=read
+        )
     elif fmt == "json":
         top = parse_json(text, report, limits)
     else:
-        top = parse_hcl(text, report, variables or {}, base_dir=base_dir)
+        top = parse_hcl(text, report, variables or {}, base_dir=base_dir, files=files, read=read)
     job = Builder(report, limits).job(top) if top is not None else None
     if report.problems or job is None:
         log.debug("jobspec %s rejected with %d problems", source, len(report.problems))
         raise JobspecError(source, report.problems or [("", "no job found")])
     for warning in report.warnings:
         log.info("jobspec %s: %s", source, warning)
-    return ParsedJob(job=job, warnings=tuple(report.warnings))
+    used = read if base_dir is not None else dict(files or {})
+    return ParsedJob(job=job, warnings=tuple(report.warnings), files=used)
 
 
 def load_jobspec(

@@ -58,6 +58,8 @@ def parse_hcl(
     variables: Mapping[str, object] | None = None,
     *,
     base_dir: Path | None = None,
+    files: Mapping[str, str] | None = None,
+    read: dict[str, str] | None = None,
 ) -> Body | None:
     """The jobspec's top-level body, evaluated, or None with the problems recorded in `report`.
     `variables`: input variables given from outside (see agent.jobspec.parse_jobspec); `base_dir`: the
@@ -66,7 +68,7 @@ def parse_hcl(
     if syntax is None:
         return None
     log.debug("HCL parsed %d top-level items", len(syntax.items))
-    return evaluate_body(syntax, report, variables, base_dir=base_dir)
+    return evaluate_body(syntax, report, variables, base_dir=base_dir, files=files, read=read)
 
 
 def evaluate_body(
@@ -75,10 +77,15 @@ def evaluate_body(
     variables: Mapping[str, object] | None = None,
     *,
     base_dir: Path | None = None,
+    files: Mapping[str, str] | None = None,
+    read: dict[str, str] | None = None,
 ) -> Body | None:
-    """A parsed top-level body (native or JSON syntax), evaluated; None with the problems recorded."""
+    """A parsed top-level body (native or JSON syntax), evaluated; None with the problems recorded.
+    `files`: the files sent with the jobspec (what file() reads over the API); `read` receives what
+    file() read from `base_dir`."""
+    ctx = Context(base_dir=base_dir, bundle=files, read=read if read is not None else {})
     try:
-        return _Adapter(report, Context(base_dir=base_dir)).top(syntax, variables or {})
+        return _Adapter(report, ctx).top(syntax, variables or {})
     except RecursionError:
         report.error("", "the jobspec is nested too deeply")
     except Exception as e:  # a bug here must not become a 500 or a crashed CLI: reported, and logged

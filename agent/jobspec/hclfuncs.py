@@ -23,7 +23,7 @@ import math
 import re
 import urllib.parse
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,10 +55,16 @@ class Budget:
 
 @dataclass
 class Context:
-    """What functions may touch: the jobspec's directory (for file()) and the step budget."""
+    """What functions may touch: the jobspec's directory (for file()) and the step budget.
+
+    On the CLI the jobspec's files are read from `base_dir` and each one read is kept in `read`, so
+    that the CLI can send them with the jobspec (Nomad's CLI evaluates file() on its side too); the
+    agent then reads only from that `bundle`, never from its own disk."""
 
     base_dir: Path | None = None
     budget: Budget = field(default_factory=Budget)
+    bundle: Mapping[str, str] | None = None  # path as written -> text, sent with the jobspec
+    read: dict[str, str] = field(default_factory=dict)  # what file() read from base_dir
 
 
 # --- values --------------------------------------------------------------------------------------------
@@ -1182,7 +1188,17 @@ def _cidrsubnets(ctx: Context, a: list[object]) -> object:
 
 @_fn("file", 1, 1, "the text of a file, relative to the jobspec's directory (not over the API)")
 def _file(ctx: Context, a: list[object]) -> object:
-    path = _file_path(ctx, _s(a, 0))
+    text = _s(a, 0)
+    if ctx.bundle is not None and ctx.base_dir is None:
+        if text not in ctx.bundle:
+            raise EvalError(f"file: {text!r} was not sent with the jobspec (the CLI sends what file() reads)")
+        return ctx.bundle[text]
+    content = _read_file(_file_path(ctx, text))
+    ctx.read[text] = content
+    return content
+
+
+def _read_file(path: Path) -> str:
     try:
         with path.open("rb") as f:
             data = f.read(MAX_FILE + 1)
@@ -1198,11 +1214,17 @@ def _file(ctx: Context, a: list[object]) -> object:
 
 @_fn("fileexists", 1, 1, "whether a file exists, relative to the jobspec's directory")
 def _fileexists(ctx: Context, a: list[object]) -> object:
-    path = _file_path(ctx, _s(a, 0))
+    text = _s(a, 0)
+    if ctx.bundle is not None and ctx.base_dir is None:
+        return text in ctx.bundle
+    path = _file_path(ctx, text)
     try:
-        return path.is_file()
+        found = path.is_file()
     except OSError:
         return False
+    if found:  # sent along, so that the agent sees the same answer
+        ctx.read[text] = _read_file(path)
+    return found
 
 
 def _file_path(ctx: Context, text: str) -> Path:

@@ -167,6 +167,8 @@ def parse_hcl_json(
     *,
     base_dir: Path | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    files: Mapping[str, str] | None = None,
+    read: dict[str, str] | None = None,
 ) -> Body | None:
     """The jobspec's top-level body, evaluated, or None with the problems recorded in `report`."""
     data = _load(text, report, limits)
@@ -179,7 +181,7 @@ def parse_hcl_json(
     syntax = to_syntax(data, report)
     if len(report.problems) != before:
         return None
-    return evaluate_body(syntax, report, variables, base_dir=base_dir)
+    return evaluate_body(syntax, report, variables, base_dir=base_dir, files=files, read=read)
 
 
 def to_syntax(data: Mapping[str, object], report: Report) -> SyntaxBody:
