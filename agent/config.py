@@ -54,6 +54,7 @@ class VaultConfig:
 @dataclass(frozen=True)
 class Config:
     node_name: str
+    datacenter: str = "dc1"  # a job runs here only if one of its datacenters (globs) matches, as Nomad
     data_dir: Path = Path("/var/lib/fieldlab-agent")
     bind_address: str = "0.0.0.0"  # noqa: S104 - the agent API serves the lab network, over mTLS
     port: int = 4646
@@ -206,7 +207,14 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
     for key in ("data_dir", "cni_plugin_dir", "cni_conf_dir"):
         if key in raw:
             kw[key] = _abs_path(p, raw, key)
-    for key in ("bind_address", "consul_address", "cni_network", "cni_bridge", "advertise_address"):
+    for key in (
+        "bind_address",
+        "consul_address",
+        "cni_network",
+        "cni_bridge",
+        "advertise_address",
+        "datacenter",
+    ):
         if key in raw:
             if not isinstance(raw[key], str):
                 raise ConfigError(p, key, "must be a string")

@@ -4,6 +4,7 @@ timers only put work on its queue, so no two changes to an alloc ever race.
 
 from __future__ import annotations
 
+import fnmatch
 import heapq
 import itertools
 import logging
@@ -106,8 +107,10 @@ class Core:
         template_render_timeout: float = 2.0,
         template_max_bytes: int = 4 * 1024 * 1024,
         limits: Limits = DEFAULT_LIMITS,
+        datacenter: str = "dc1",
     ) -> None:
         self.limits = limits  # what a jobspec may ask for (the client's max_count, max_kill_timeout)
+        self.datacenter = datacenter
         self.store = store
         self.drivers = drivers
         self.faults = faults
@@ -335,6 +338,14 @@ class Core:
             for t in g.tasks
             if (why := self.drivers.refusal(t.driver))
         ]
+        if not any(fnmatch.fnmatchcase(self.datacenter, dc) for dc in job.datacenters):
+            refused.append(
+                (
+                    f"job.{job.id}.datacenters",
+                    f"{list(job.datacenters)} does not include this client's datacenter "
+                    f'"{self.datacenter}" (config datacenter): Nomad would not place it here',
+                )
+            )
         if refused:  # a driver this client does not run, or one its config leaves off (raw_exec)
             raise JobspecError(source, refused)
         if job.id in self.jobs and any(r.job.id == job.id and r.rec.live for r in self.runners.values()):

@@ -125,6 +125,7 @@ class Task:
     services: tuple[Service, ...] = ()
     user: str = ""  # the user the task runs as ("": the driver's default, nobody for exec)
     vault: Vault | None = None
+    meta: Mapping[str, str] = field(default_factory=dict)  # NOMAD_META_<key>, over the group's and job's
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ class Group:
     network: Network | None = None
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     services: tuple[Service, ...] = ()
+    meta: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -143,3 +145,5 @@ class Job:
     groups: tuple[Group, ...]
     type: str = "service"
     meta: Mapping[str, str] = field(default_factory=dict)
+    name: str = ""  # Nomad's display name ("": the ID)
+    datacenters: tuple[str, ...] = ("*",)  # globs; the client runs the job only if its datacenter matches

@@ -47,6 +47,7 @@ class CoreSettings:
     vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
     limits: Limits = DEFAULT_LIMITS  # what a jobspec may ask for (max_count, max_kill_timeout)
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation) is registered
+    datacenter: str = "dc1"
 
     @classmethod
     def from_config(cls, cfg: Config) -> CoreSettings:
@@ -64,6 +65,7 @@ class CoreSettings:
             vault_token_role=cfg.vault.token_role,
             limits=Limits(max_count=cfg.max_count, max_kill_timeout=cfg.max_kill_timeout),
             raw_exec_enabled=cfg.raw_exec_enabled,
+            datacenter=cfg.datacenter,
         )
 
 
@@ -105,6 +107,7 @@ def build_core(
         template_render_timeout=settings.template_render_timeout,
         template_max_bytes=settings.template_max_bytes,
         limits=settings.limits,
+        datacenter=settings.datacenter,
     )
 
 

@@ -356,3 +356,63 @@ job "web" {
     assert failed.rec.desired is DesiredStatus.STOP
     stored = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
     assert stored.desired is DesiredStatus.STOP and stored.status is AllocStatus.FAILED
+
+
+def test_a_job_for_other_datacenters_is_refused_and_meta_reaches_the_task_env(tmp_path: Path) -> None:
+    """Nomad places a job only in its datacenters (globs); meta of job, group and task becomes
+    NOMAD_META_<key> (as written and upper-cased, the task's winning), as Nomad's task env."""
+    from agent.core import Core
+    from agent.faults import Faults
+    from agent.jobspec import JobspecError
+
+    node = FakeNode(tmp_path)
+    core = Core(
+        node.store,
+        node.registry,
+        node.network,
+        data_dir=tmp_path / "data",
+        faults=Faults(),
+        task_dirs=node.dirs,
+        datacenter="eu-west-1a",
+    )
+    spec = """
+job "web" {
+  name        = "the web"
+  datacenters = ["us-*"]
+  meta {
+    owner = "job"
+    tier  = "gold"
+  }
+  group "g" {
+    meta { owner = "group" }
+    task "t" {
+      driver = "docker"
+      config { image = "x" }
+      meta {
+        owner      = "task"
+        build-id   = "42"
+      }
+    }
+  }
+}
+"""
+    with pytest.raises(JobspecError) as info:
+        core.submit(spec, "hcl")
+    assert info.value.problems == [
+        (
+            "job.web.datacenters",
+            "['us-*'] does not include this client's datacenter \"eu-west-1a\" (config datacenter): "
+            "Nomad would not place it here",
+        )
+    ]
+    assert node.store.get("job", "web") is None, "nothing stored"
+    (alloc,) = core.submit(spec.replace('["us-*"]', '["us-*", "eu-*"]'), "hcl")["allocs"]
+    r = core.runner(alloc)
+    env = r.task_env(r.group.tasks[0])
+    assert (env["NOMAD_META_owner"], env["NOMAD_META_OWNER"]) == ("task", "task")
+    assert (env["NOMAD_META_tier"], env["NOMAD_META_build_id"], env["NOMAD_META_BUILD_ID"]) == (
+        "gold",
+        "42",
+        "42",
+    )
+    assert (env["NOMAD_JOB_ID"], env["NOMAD_JOB_NAME"]) == ("web", "the web")

@@ -58,9 +58,10 @@ def test_cni_check_seed_is_a_bridge_job_with_a_mapped_port() -> None:
     assert (task.kill_timeout, task.kill_signal) == (5.0, "SIGTERM")
 
 
-def test_pause_container_seed_job_keeps_its_template_and_warns_about_datacenters() -> None:
+def test_pause_container_seed_job_keeps_its_template_and_datacenters() -> None:
     parsed = load_jobspec(SPECS / "pause-container-example.hcl")
-    assert parsed.warnings == (f"job.example.datacenters: {NOT_IMPLEMENTED}",)
+    assert parsed.warnings == ()
+    assert parsed.job.datacenters == ("dc1",)
     (group,) = parsed.job.groups
     assert group.network == Network(mode="bridge", ports=(Port(label="www", to=8001),))
     (task,) = group.tasks
@@ -357,7 +358,6 @@ job "example" {
     assert sorted(_parse(text).warnings) == sorted(
         f"{path}: {NOT_IMPLEMENTED}"
         for path in (
-            "job.example.datacenters",
             "job.example.region",
             "job.example.priority",
             "job.example.constraint",
@@ -368,7 +368,6 @@ job "example" {
             "job.example.group.g.task.t.artifact",
             "job.example.group.g.task.t.logs",
             "job.example.group.g.task.t.lifecycle",
-            "job.example.group.g.task.t.meta",
         )
     )
 
@@ -376,7 +375,7 @@ job "example" {
 def test_api_json_zero_values_of_unimplemented_fields_do_not_warn() -> None:
     # Go writes every unset field as its zero value; the seed's JSON carries many of them.
     parsed = load_jobspec(SPECS / "pause-container-example.json")
-    assert parsed.warnings == (f"job.example.datacenters: {NOT_IMPLEMENTED}",)
+    assert parsed.warnings == ()
 
 
 # --- rejections -------------------------------------------------------------------------------------------

@@ -148,7 +148,15 @@ class Builder:
                 groups.append(group)
         if not parts and "group" not in body and "task" not in body:
             self.report.error(join(path, "group"), "required: at least one group")
-        return Job(id=job_id, groups=tuple(groups), type=job_type, meta=meta)
+        datacenters = self._str_list(body, "datacenters", path) or ("*",)
+        return Job(
+            id=job_id,
+            groups=tuple(groups),
+            type=job_type,
+            meta=meta,
+            name=self._str(body, "name", path) or job_id,
+            datacenters=datacenters,
+        )
 
     def _group(
         self,
@@ -196,6 +204,7 @@ class Builder:
             network=network,
             restart=restart,
             services=services,
+            meta=self._str_map(body, "meta", path),
         )
 
     def _task(
@@ -238,6 +247,7 @@ class Builder:
             services=services,
             user=user,
             vault=vault,
+            meta=self._str_map(body, "meta", path),
         )
 
     def _driver(self, body: Body, path: str) -> str:

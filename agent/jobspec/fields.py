@@ -21,8 +21,8 @@ from collections.abc import Mapping
 IMPLEMENTED: Mapping[str, frozenset[str]] = {
     # `id` overrides the job's label as its ID; `task` directly in a job is a group of its own, named after
     # the task; `vault` is the default of every task without one (both as Nomad's HCL2 jobspec)
-    "job": frozenset({"type", "meta", "group", "id", "task", "vault"}),
-    "group": frozenset({"count", "network", "restart", "task", "service"}),
+    "job": frozenset({"type", "meta", "group", "id", "task", "vault", "name", "datacenters"}),
+    "group": frozenset({"count", "network", "restart", "task", "service", "meta"}),
     # `reserved_ports` is Nomad's other spelling of a port block (static ports)
     "network": frozenset({"mode", "port", "reserved_ports"}),
     "port": frozenset({"to", "static"}),
@@ -38,6 +38,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "template",
             "service",
             "user",
+            "meta",
             "vault",
         }
     ),
@@ -79,10 +80,8 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "consul",
             "consul_namespace",
             "consul_token",
-            "datacenters",
             "migrate",
             "multiregion",
-            "name",
             "namespace",
             "node_pool",
             "parameterized",
@@ -107,7 +106,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "ephemeral_disk",
             "max_client_disconnect",
             "max_run_duration",
-            "meta",
             "migrate",
             "prevent_reschedule_on_lost",
             "reschedule",
@@ -137,7 +135,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "leader",
             "lifecycle",
             "logs",
-            "meta",
             "restart",
             "scaling",
             "schedule",

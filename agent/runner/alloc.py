@@ -111,11 +111,17 @@ class AllocRunner:
             **t.env,
             "NOMAD_ALLOC_ID": self.id,
             "NOMAD_TASK_NAME": t.name,
-            "NOMAD_JOB_NAME": self.job.id,
+            "NOMAD_JOB_ID": self.job.id,
+            "NOMAD_JOB_NAME": self.job.name or self.job.id,
             "NOMAD_GROUP_NAME": self.group.name,
             "NOMAD_ALLOC_IP": self.rec.address,
             "NOMAD_ALLOC_DIR": str(self.alloc_dir / "alloc"),  # the shared dir (HostTaskDirs.prepare)
         }
+        meta = {**self.job.meta, **self.group.meta, **t.meta}  # Nomad: the task's wins over the group's
+        for key, value in meta.items():
+            clean = _ENV_UNSAFE.sub("_", key)
+            env[f"NOMAD_META_{clean}"] = value
+            env[f"NOMAD_META_{clean.upper()}"] = value
         for p in self.rec.ports:
             label = _ENV_UNSAFE.sub("_", p.label)  # Nomad's CleanEnvVar: a dashed label is allowed
             env[f"NOMAD_PORT_{label}"] = str(p.to)
