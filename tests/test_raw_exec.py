@@ -171,7 +171,10 @@ def test_a_raw_exec_task_runs_as_root_in_its_task_dir_session_and_cgroup(bench: 
     assert Path(f"/proc/{pid}/comm").read_text().strip() == "sleep"
     assert os.getsid(pid) == pid and os.getpgid(pid) == pid
     assert os.getsid(pid) != os.getsid(0)
-    assert _status_field(pid, "SigIgn") == "0000000000000000", "signals the agent ignores leaked to the task"
+    # glibc reserves signals 32 and 33 (bits 31, 32) for itself: no userland tool can reset them, so an
+    # ignored 32 inherited from whatever started the test run (seen under CI) is not the agent's doing.
+    ignored = int(_status_field(pid, "SigIgn"), 16) & ~((1 << 31) | (1 << 32))
+    assert ignored == 0, f"signals the agent ignores leaked to the task: {ignored:#x}"
     assert _status_field(pid, "Uid").split()[0] == "0"
     # No isolation: the agent's own namespaces.
     for ns in ("mnt", "pid", "net", "ipc", "uts"):
