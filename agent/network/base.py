@@ -23,8 +23,12 @@ class Network(Protocol):
     def check(self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc]) -> list[str]:
         """What is wrong with the attachment (empty: all as the ADD left it)."""
 
-    def delete(self, alloc_id: str, netns: Path | None) -> list[str]:
-        """Detach (CNI DEL), safe to repeat and when things are gone; the plugins' complaints."""
+    def delete(
+        self, alloc_id: str, netns: Path | None, *, address: str = "", ports: Sequence[PortAlloc] = ()
+    ) -> list[str]:
+        """Detach (CNI DEL), safe to repeat and when things are gone; the plugins' complaints.
+        `address` and `ports` (the alloc's recorded ones) say whose conntrack flows to clear when the
+        kept ADD result is gone (with it, its address is used and the ports are added)."""
 
     def forget(self, alloc_id: str) -> None:
         """Drop the kept ADD result without DEL (only a fault flag does this: nomad-11272)."""

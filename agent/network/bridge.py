@@ -1,15 +1,22 @@
 """The group network of bridge mode: the CNI conflist run on the alloc's netns (`CniNetwork`), and
 its verification after a restart: the agent's own checks of netns, interface, address, routes,
 bridge port and port-mapping rules, plus CNI CHECK where the plugins are new enough to pass it
-(upstream's gate: bridge >= 1.3.0; older ones fail it spuriously and would churn healthy allocs)."""
+(upstream's gate: bridge >= 1.3.0; older ones fail it spuriously and would churn healthy allocs).
+
+Conntrack entries outlive the DNAT rules portmap removes at DEL: after DEL the alloc's flows (to its old
+address, and DNATed from its host ports) are deleted, and after ADD the host-port flows DNATed anywhere
+but the new address (made between DEL and ADD, or left by an earlier alloc on those ports). See
+`agent.network.conntrack`; a failing cleanup is logged and never fails the DEL or the ADD."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from agent.network.cni import CniNetwork
-from agent.network.result import CniError, PortMapping
+from agent.network.conntrack import FlowTarget, flush_stale_flows
+from agent.network.result import CachedAttachment, CniError, PortMapping
 from agent.network.verify import verify_network
 from agent.records import PortAlloc
 
@@ -18,14 +25,30 @@ def port_mappings(ports: Sequence[PortAlloc]) -> list[PortMapping]:
     return [PortMapping(p.host, p.to) for p in ports]
 
 
+class FlowFlusher(Protocol):
+    def __call__(self, target: FlowTarget, *, owner: str = "", why: str = "") -> object: ...
+
+
 class BridgeNetwork:
-    def __init__(self, cni: CniNetwork, bridge: str, *, run_check: bool) -> None:
+    def __init__(
+        self,
+        cni: CniNetwork,
+        bridge: str,
+        *,
+        run_check: bool,
+        flush_flows: FlowFlusher = flush_stale_flows,
+    ) -> None:
         self.cni = cni
         self.bridge = bridge
         self.run_check = run_check
+        self.flush_flows = flush_flows
 
     def add(self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc]) -> str:
         result = self.cni.add(alloc_id, netns, port_mappings=port_mappings(ports))
+        if ports:
+            new = [ip.address for ip in result.ips]
+            target = FlowTarget.of(host_ports=[p.host for p in ports], keep=new)
+            self.flush_flows(target, owner=f"alloc {alloc_id}", why="after CNI ADD")
         return result.primary_ip or ""
 
     def has_result(self, alloc_id: str) -> bool:
@@ -43,8 +66,26 @@ class BridgeNetwork:
                 diffs.append(f"CNI CHECK: {exc}")
         return diffs
 
-    def delete(self, alloc_id: str, netns: Path | None) -> list[str]:
-        return list(self.cni.delete(alloc_id, netns).plugin_errors)
+    def delete(
+        self, alloc_id: str, netns: Path | None, *, address: str = "", ports: Sequence[PortAlloc] = ()
+    ) -> list[str]:
+        # The kept ADD result says which address the alloc had; the caller's record is used only
+        # without it (a recorded address can be stale, and another alloc's by now).
+        addresses, host_ports = [address], [p.host for p in ports]
+        att = self._attachment(alloc_id)
+        if att is not None:
+            addresses = [ip.address for ip in att.result.ips]
+            host_ports += [m.host_port for m in att.port_mappings]
+        errors = list(self.cni.delete(alloc_id, netns).plugin_errors)
+        target = FlowTarget.of(addresses, host_ports)
+        self.flush_flows(target, owner=f"alloc {alloc_id}", why="after CNI DEL")
+        return errors
+
+    def _attachment(self, alloc_id: str) -> CachedAttachment | None:
+        try:
+            return self.cni.cached_attachment(alloc_id)
+        except CniError:
+            return None  # the DEL reports the unreadable cache
 
     def forget(self, alloc_id: str) -> None:
         self.cni.cache_path(alloc_id).unlink(missing_ok=True)
