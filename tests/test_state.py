@@ -171,12 +171,21 @@ def test_shared_world_writable_dir_is_refused(tmp_path: Path) -> None:
     assert _mode(d) == 0o1777
 
 
-def test_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
+def test_not_a_database_is_a_clear_error_without_recovery_and_moved_aside_with_it(tmp_path: Path) -> None:
     d = tmp_path / "st"
     d.mkdir()
-    (d / "state.db").write_bytes(b"this is not sqlite" * 100)
+    garbage = b"this is not sqlite" * 100
+    (d / "state.db").write_bytes(garbage)
     with pytest.raises(StateError, match=r"state\.db: not a usable SQLite database"):
-        SqliteStore(d / "state.db")
+        SqliteStore(d / "state.db", recover_corrupt=False)
+    assert (d / "state.db").read_bytes() == garbage
+    with SqliteStore(d / "state.db") as s:  # the agent's default: moved aside, a fresh one
+        moved = Path(s.recovered_from)
+        assert moved.parent == d and moved.name.startswith("state.db.corrupt-")
+        assert moved.read_bytes() == garbage and _mode(moved) == 0o600
+        assert "not a database" in s.recovery_reason
+        s.put("alloc", "a1", {"v": 1})
+        assert s.get("alloc", "a1") == {"v": 1}
     other = d / "other.db"
     raw = _raw(other)
     raw.execute("CREATE TABLE t (x)")
@@ -351,6 +360,122 @@ def test_newer_schema_is_refused(db: Path) -> None:
     raw = _raw(db)  # left as it was
     assert raw.execute("SELECT value FROM meta").fetchone()[0] == str(SCHEMA_VERSION + 1)
     raw.close()
+
+
+# -- a corrupt file: moved aside, never deleted, a fresh store starts -------------------------------
+
+PAGE = 4096
+
+
+def _db_with_records(db: Path, n: int = 300) -> None:
+    with SqliteStore(db) as s:
+        for i in range(n):
+            s.put("alloc", f"a{i:04d}", {"job": "web", "pad": "x" * 200, "i": i})
+            s.append_event(f"a{i:04d}", "web", "Started", "started " * 10)
+        assert s.recovered_from == ""
+
+
+def _smash_middle_page(db: Path) -> bytes:
+    """Garbage over a page in the middle of the file (not the header page); the new file bytes."""
+    pages = db.stat().st_size // PAGE
+    assert pages > 10, "the test needs a file of many pages"
+    with db.open("r+b") as f:
+        f.seek((pages // 2) * PAGE)
+        f.write(bytes((i * 37 + 11) % 256 for i in range(PAGE)))
+    return db.read_bytes()
+
+
+def test_a_corrupt_page_is_found_at_open_moved_aside_and_a_fresh_store_works(
+    db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _db_with_records(db)
+    raw = _raw(db)
+    assert raw.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+    raw.close()
+    damaged = _smash_middle_page(db)
+    raw = _raw(db)
+    with contextlib.suppress(sqlite3.DatabaseError):  # quick_check reports it (or raises)
+        assert raw.execute("PRAGMA quick_check").fetchone()[0] != "ok"
+    raw.close()
+
+    with caplog.at_level("ERROR", logger="agent.state.sqlite"):
+        store = SqliteStore(db)
+    try:
+        moved = Path(store.recovered_from)
+        assert moved.parent == db.parent and moved.name.startswith("state.db.corrupt-")
+        assert moved.name.endswith("Z") and len(moved.name) == len("state.db.corrupt-20260101T000000Z")
+        errors = [r for r in caplog.records if r.levelname == "ERROR"]
+        assert len(errors) == 1 and str(moved) in errors[0].getMessage() and str(db) in errors[0].getMessage()
+        assert "malformed" in store.recovery_reason or "quick_check" in store.recovery_reason
+        # Nothing deleted: the damaged file is kept as it was, 0600; its -wal/-shm (if any) beside it.
+        assert moved.read_bytes() == damaged and _mode(moved) == 0o600
+        for p in db.parent.iterdir():
+            assert _mode(p) == 0o600, p
+        # A fresh store: empty, and it works.
+        assert store.list("alloc").records == {} and store.events("a0001") == []
+        store.put("alloc", "new", {"v": 1})
+        store.append_event("new", "", "Received", "")
+        assert store.get("alloc", "new") == {"v": 1} and len(store.events("new")) == 1
+    finally:
+        store.close()
+    with SqliteStore(db) as again:  # the fresh file is healthy: nothing more is moved
+        assert again.recovered_from == "" and again.get("alloc", "new") == {"v": 1}
+    assert sorted(
+        p.name for p in db.parent.iterdir() if ".corrupt-" in p.name and "-" not in p.name[-5:]
+    ) == [moved.name]
+
+
+def test_a_second_corruption_in_the_same_second_does_not_overwrite_the_first(db: Path) -> None:
+    clock = lambda: 1_800_000_000.0  # noqa: E731 - a fixed time: both move-asides get the same stamp
+    names = []
+    for _ in range(2):
+        db.parent.mkdir(mode=0o700, exist_ok=True)
+        db.write_bytes(b"garbage" * 1000)
+        with SqliteStore(db, clock=clock) as s:
+            names.append(Path(s.recovered_from).name)
+    assert names == ["state.db.corrupt-20270115T080000Z", "state.db.corrupt-20270115T080000Z.1"]
+    assert all((db.parent / n).read_bytes() == b"garbage" * 1000 for n in names)
+
+
+def test_corruption_at_the_first_read_is_recovered_the_same_way(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _db_with_records(db)
+    damaged = _smash_middle_page(db)
+    # As if the checks at open had missed it: the first read (restore's list) meets the bad page.
+    monkeypatch.setattr(SqliteStore, "_check_integrity", lambda self, conn: None)
+    with SqliteStore(db) as s:
+        assert s.recovered_from == ""
+        assert s.list("alloc").records == {}  # read on the fresh file, after the move
+        moved = Path(s.recovered_from)
+        assert moved.name.startswith("state.db.corrupt-") and moved.read_bytes() == damaged
+        s.put("alloc", "a1", {"v": 1})
+        assert s.get("alloc", "a1") == {"v": 1}
+        assert FaultyStore(s).recovered_from == str(moved)
+
+
+def test_corruption_after_a_write_is_an_error_not_a_recovery(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _db_with_records(db)
+    _smash_middle_page(db)
+    monkeypatch.setattr(SqliteStore, "_check_integrity", lambda self, conn: None)
+    with SqliteStore(db) as s:
+        s.put("alloc", "zzz", {"v": 1})  # past the first reads: the agent has acted on this file
+        with pytest.raises(StateError, match="malformed"):
+            s.list("alloc")
+        assert s.recovered_from == ""
+    assert not [p for p in db.parent.iterdir() if ".corrupt-" in p.name]
+
+
+def test_refusals_that_are_not_corruption_move_nothing(db: Path) -> None:
+    SqliteStore(db).close()
+    raw = _raw(db)
+    raw.execute("UPDATE meta SET value = '99' WHERE name = 'schema_version'")
+    raw.close()
+    with pytest.raises(SchemaTooNewError):
+        SqliteStore(db)
+    assert not [p for p in db.parent.iterdir() if ".corrupt-" in p.name]
 
 
 # -- transactions ----------------------------------------------------------------------------------

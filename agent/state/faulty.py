@@ -107,6 +107,10 @@ class FaultyStore:
     def location(self) -> str:
         return f"faulty({self.inner.location})"
 
+    @property
+    def recovered_from(self) -> str:
+        return self.inner.recovered_from
+
     # -- StateStore ------------------------------------------------------------------------------
 
     def put(self, kind: str, key: str, value: Record) -> None:

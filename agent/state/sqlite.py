@@ -6,6 +6,13 @@ on every start. A DB from a newer agent is refused rather than guessed at.
 
 Rows are read back one by one: a value that is not UTF-8, not JSON or not a JSON object is reported
 as a CorruptRecord and never stops the other rows from loading.
+
+A corrupt file (SQLite's "database disk image is malformed" or "file is not a database": a bad page,
+a torn write, garbage over the header) is found at open by `PRAGMA quick_check` and a read of every
+row, or by the first reads before anything was written. It is never repaired in place nor deleted:
+the file and its -wal/-shm are moved aside to `<name>.corrupt-<UTC time>` (0600, next to it), one
+ERROR line names them, and a fresh database is created so the agent starts. `recovered_from` then
+names the moved file: the agent adopts the tasks it finds running (agent.runner.adopt).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +106,46 @@ UPGRADES: tuple[Callable[[sqlite3.Connection], None], ...] = (
 SCHEMA_VERSION = len(UPGRADES)
 
 
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+_CORRUPT_WORDS = ("malformed", "not a database", "database corruption")
+
+
+def is_corruption(exc: BaseException | None) -> bool:
+    """Is this (or what caused it) SQLite saying the file itself is damaged (SQLITE_CORRUPT,
+    SQLITE_NOTADB)? Busy, locked, full or read-only are not: those leave the file alone."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, sqlite3.DatabaseError):
+            code = getattr(exc, "sqlite_errorcode", None)
+            if isinstance(code, int) and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+                return True
+            if any(w in str(exc).lower() for w in _CORRUPT_WORDS):
+                return True
+        if isinstance(exc, _CorruptDatabase):
+            return True
+        exc, seen = exc.__cause__, seen + 1
+    return False
+
+
+class _CorruptDatabase(Exception):
+    """Internal: the file failed its check at open; `reason` is what SQLite said."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+def corrupt_name(path: Path, when: float) -> Path:
+    """Where a corrupt `path` is moved: `<name>.corrupt-<UTC time>` next to it (a counter when taken)."""
+    stamp = datetime.fromtimestamp(when, UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = path.with_name(f"{path.name}.corrupt-{stamp}")
+    target, n = base, 1
+    while any(Path(f"{target}{s}").exists() for s in ("", "-wal", "-shm")):
+        target, n = base.with_name(f"{base.name}.{n}"), n + 1
+    return target
+
+
 def _text(raw: bytes) -> str:
     # TEXT columns never raise on bad UTF-8 (record values are read as BLOBs and checked strictly).
     return raw.decode("utf-8", "replace")
@@ -111,31 +159,118 @@ class SqliteStore:
     """
 
     def __init__(
-        self, path: str | Path, *, timeout: float = 5.0, clock: Callable[[], float] = time.time
+        self,
+        path: str | Path,
+        *,
+        timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        recover_corrupt: bool = True,
     ) -> None:
         self._path = Path(path)
         self._clock = clock
+        self._timeout = timeout
+        self._recover = recover_corrupt
         self._lock = threading.RLock()
         self._depth = 0  # transaction nesting of the thread holding the lock
+        self._written = False  # a write since open: past "the first reads", corruption is not recovered
+        self._conn: sqlite3.Connection | None = None
+        self.recovered_from = ""  # where a corrupt file found at open was moved ("" when none was)
+        self.recovery_reason = ""  # what SQLite said about it
+        try:
+            self._open()
+        except _CorruptDatabase as exc:
+            self._recover_fresh(exc.reason)
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        """Open and check the file; _CorruptDatabase (files already moved aside) when it is damaged
+        and recovery is on, StateError for anything else."""
         self._prepare_files()
         try:
             conn = sqlite3.connect(
-                str(self._path), timeout=timeout, isolation_level=None, check_same_thread=False
+                str(self._path), timeout=self._timeout, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as e:
             raise StateError(self._path, f"cannot open: {e}") from e
         conn.text_factory = _text
-        self._conn: sqlite3.Connection | None = conn
         try:
-            self._configure(conn, timeout)
+            self._configure(conn, self._timeout)
+            self._check_integrity(conn)
             self._upgrade(conn)
             self._chmod_files()  # -wal and -shm exist now
-        except BaseException:
+        except BaseException as exc:
+            if self._recover and is_corruption(exc):
+                reason = exc.reason if isinstance(exc, _CorruptDatabase) else str(exc)
+                # Moved while still open: closing then checkpoints into the moved file (through its
+                # descriptor) and its -wal is no longer found by name, so nothing of it is lost.
+                self._move_aside()
+                conn.close()
+                raise _CorruptDatabase(reason) from exc
             conn.close()
-            self._conn = None
+            if isinstance(exc, _CorruptDatabase):  # recovery is off: refuse, as for any unusable file
+                raise StateError(self._path, f"not a usable SQLite database: {exc.reason}") from exc
             raise
+        self._conn = conn
 
-    # -- opening ---------------------------------------------------------------------------------
+    def _check_integrity(self, conn: sqlite3.Connection) -> None:
+        """`PRAGMA quick_check`, then a read of every row (what restore reads first): a damaged
+        file raises _CorruptDatabase here rather than failing the agent's first reads."""
+        try:
+            rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(20)").fetchall()]
+            if rows != ["ok"]:
+                raise _CorruptDatabase(f"quick_check: {'; '.join(rows)[:500]}")
+            tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            for table, col in (("records", "value"), ("events", "details"), ("meta", "value")):
+                if table in tables:
+                    for _ in conn.execute(f"SELECT CAST({col} AS BLOB) FROM {table}"):  # noqa: S608
+                        pass
+        except sqlite3.DatabaseError as e:
+            if is_corruption(e):
+                raise _CorruptDatabase(str(e)) from e
+            raise StateError(self._path, f"not a usable SQLite database: {e}") from e
+
+    def _move_aside(self) -> Path:
+        """Rename the file and its -wal/-shm to `<name>.corrupt-<UTC time>[-wal|-shm]` (0600). Never
+        deletes anything."""
+        target = corrupt_name(self._path, self._clock())
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                src = Path(f"{self._path}{suffix}")
+                dst = Path(f"{target}{suffix}")
+                try:
+                    os.rename(src, dst)
+                except FileNotFoundError:
+                    continue
+                os.chmod(dst, DB_MODE, follow_symlinks=False)
+            dfd = os.open(self._path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError as e:
+            raise StateError(
+                self._path, f"corrupt, and it cannot be moved aside to {target}: {e.strerror}"
+            ) from e
+        self.recovered_from = str(target)
+        return target
+
+    def _recover_fresh(self, reason: str) -> None:
+        """The damaged file was moved aside (`recovered_from`): say so once, and start a fresh one."""
+        self.recovery_reason = reason
+        log.error(
+            "state %s is corrupt (%s): moved aside to %s (kept for inspection); starting with a fresh"
+            " state database: running tasks are adopted, not managed",
+            self._path,
+            reason,
+            self.recovered_from,
+        )
+        moved = self.recovered_from
+        try:
+            self._open()
+        except _CorruptDatabase as exc:  # a fresh file cannot be corrupt: the disk is failing
+            raise StateError(self._path, f"a fresh state database is corrupt too: {exc.reason}") from exc
+        self.recovered_from = moved
 
     def _prepare_files(self) -> None:
         parent = self._path.parent
@@ -172,6 +307,8 @@ class SqliteStore:
             mode = str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
             conn.execute("PRAGMA synchronous = FULL")
         except sqlite3.DatabaseError as e:
+            if is_corruption(e):
+                raise _CorruptDatabase(str(e)) from e
             raise StateError(self._path, f"not a usable SQLite database: {e}") from e
         if mode.lower() != "wal":
             raise StateError(
@@ -253,7 +390,18 @@ class SqliteStore:
             try:
                 return conn.execute(sql, params).fetchall()
             except sqlite3.Error as e:
-                raise StateError(self._path, f"{what} failed: {e}", kind=kind, key=key) from e
+                if not (self._recover and not self._written and not self._depth and is_corruption(e)):
+                    raise StateError(self._path, f"{what} failed: {e}", kind=kind, key=key) from e
+                # One of the first reads (nothing written since open) found a damaged page that the
+                # checks at open missed: the same recovery as at open, then the read on the fresh file.
+                self._move_aside()
+                self._conn = None
+                conn.close()
+                self._recover_fresh(str(e))
+                try:
+                    return self._live().execute(sql, params).fetchall()
+                except sqlite3.Error as e2:
+                    raise StateError(self._path, f"{what} failed: {e2}", kind=kind, key=key) from e2
 
     def _write(
         self, what: str, sql: str, params: tuple[Any, ...], kind: str = "", key: str = ""
@@ -261,6 +409,7 @@ class SqliteStore:
         # Outside a transaction the statement commits on its own (autocommit), fsync'd.
         with self._lock:
             conn = self._live()
+            self._written = True
             try:
                 return conn.execute(sql, params)
             except sqlite3.Error as e:
@@ -337,6 +486,7 @@ class SqliteStore:
             conn = self._live()
             depth = self._depth
             savepoint = f"sp{depth}"
+            self._written = True
             try:
                 conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {savepoint}")
             except sqlite3.Error as e:

@@ -113,6 +113,12 @@ class StateStore(Protocol):
         """Where the state lives (a path), for messages."""
         ...
 
+    @property
+    def recovered_from(self) -> str:
+        """Where a corrupt state file found at open was moved aside ("" when none was): the state
+        was lost, and the agent adopts what it finds running rather than sweeping it."""
+        ...
+
     def put(self, kind: str, key: str, value: Record) -> None:
         """Insert or replace one record; durable when it returns, or raises StateError."""
         ...
