@@ -2,6 +2,12 @@
 
 Signal handlers only set an event. A first SIGTERM/SIGINT stops the agent and leaves every task
 running (the systemd unit has KillMode=process, as Nomad's does); a second one forces exit.
+
+Health reports Vault as it is now: from the last request the agent's Vault client made, or, when
+that is older than VAULT_PROBE_INTERVAL (or there was none), from a `sys/health` probe made then, at
+most once per interval (`vault_health`, pure). `vault` keeps its start-up shape (configured,
+authenticated, error) with live values; `vault_status` says which state (ok, sealed, unreachable,
+denied, error), when, from which request, and its error text.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import signal
 import threading
 import time
 from types import FrameType
+from typing import Any
 
 from agent import __version__
 from agent.api import ApiServer
@@ -25,10 +32,55 @@ from agent.network.cni import CniNetwork
 from agent.routes import build_routes
 from agent.state import SqliteStore
 from agent.vault import VaultStatus, check_vault, vault_client
-from agent.vaultclient import VaultClient
+from agent.vaultclient import VAULT_DENIED, VAULT_OK, VaultCallStatus, VaultClient
 from agent.wiring import CoreSettings, build_core, start_core
 
 log = logging.getLogger(__name__)
+
+VAULT_PROBE_INTERVAL = 10.0  # seconds: the most often health asks Vault's sys/health itself
+VAULT_PROBE_TIMEOUT = 2.0
+
+
+def newest_vault_status(
+    last: VaultCallStatus | None, probe: VaultCallStatus | None
+) -> VaultCallStatus | None:
+    """What Vault is now: the newer of the last request and the last probe, except that a probe
+    finding Vault up does not clear a denial (sys/health is unauthenticated: it cannot see one)."""
+    if last is None or (probe is not None and probe.at > last.at):
+        if probe is not None and last is not None and probe.state == VAULT_OK and last.state == VAULT_DENIED:
+            return last
+        return probe
+    return last
+
+
+def needs_vault_probe(
+    last: VaultCallStatus | None, probe: VaultCallStatus | None, now: float, interval: float
+) -> bool:
+    """Probe when neither a request nor a probe told us anything within `interval`."""
+    seen = [s.at for s in (last, probe) if s is not None]
+    return not seen or now - max(seen) >= interval
+
+
+def vault_health(
+    startup: VaultStatus, client_token: str, last: VaultCallStatus | None, probe: VaultCallStatus | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(`vault`: configured/authenticated/error as now, `vault_status`: the state and where it comes
+    from). `client_token` is the accessor of the client's token ("" before a successful login)."""
+    now_state = newest_vault_status(last, probe)
+    if not startup.configured or now_state is None:
+        state = "unconfigured" if not startup.configured else ("error" if startup.error else "unknown")
+        return startup.as_dict(), {"state": state, "error": startup.error, "last_request": None}
+    authenticated = now_state.state == VAULT_OK and bool(client_token)
+    error = now_state.error
+    if not authenticated and not error and last is not None:
+        error = last.error or ("no successful login yet" if not client_token else "")
+    vault = {"configured": True, "authenticated": authenticated, "error": error}
+    status = {
+        **now_state.as_dict(),
+        "source": "probe" if now_state is probe else "request",
+        "last_request": last.as_dict() if last is not None else None,
+    }
+    return vault, status
 
 
 class Agent:
@@ -44,6 +96,7 @@ class Agent:
         self.faults = Faults.from_env(os.environ)
         self.core: Core | None = None
         self._store: SqliteStore | None = None
+        self._probing = threading.Lock()  # one sys/health probe at a time; other health calls don't wait
 
     # -- lifecycle ---------------------------------------------------------------------------
     def startup(self) -> None:
@@ -127,14 +180,30 @@ class Agent:
         self._stop.set()
 
     # -- API routes --------------------------------------------------------------------------
+    def _vault_now(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        client = self.vault_client
+        if client is None or not self.vault.configured:
+            return vault_health(self.vault, "", None, None)
+        due = needs_vault_probe(client.last_status, client.last_probe, client.clock(), VAULT_PROBE_INTERVAL)
+        if due and self._probing.acquire(blocking=False):
+            try:
+                client.probe(VAULT_PROBE_TIMEOUT)
+            finally:
+                self._probing.release()
+        return vault_health(self.vault, client.token_accessor, client.last_status, client.last_probe)
+
     def _health(self) -> tuple[int, str, bytes]:
-        body = {
+        vault, vault_status = self._vault_now()
+        body: dict[str, Any] = {
             "status": "ok",
             "node": self.config.node_name,
             "version": __version__,
             "uptime_seconds": round(time.time() - self.started, 1),
-            "vault": self.vault.as_dict(),
+            "vault": vault,
+            "vault_status": vault_status,
         }
+        if self._store is not None and self._store.recovered_from:
+            body["state_recovered_from"] = self._store.recovered_from
         return 200, "application/json", json.dumps(body).encode()
 
     def _metrics(self) -> tuple[int, str, bytes]:

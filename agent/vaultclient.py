@@ -12,6 +12,11 @@
   a token role (`create_token`) and revokes them (`revoke_accessor`); a `TokenClient` makes a task's
   requests with the task's token, which renews and looks itself up (renew-self, lookup-self).
 
+- Status: every request the client makes (login, renew, reads, writes, create/revoke) leaves its
+  outcome in `last_status` (`VaultCallStatus`: ok, sealed, unreachable, denied or error, when, and
+  the error text); `probe()` asks the unauthenticated `sys/health` when there is nothing recent.
+  The agent's health reports Vault from these, as it is now, not as it was at start-up.
+
 Tokens and the AppRole secret_id are never logged nor put into an error message.
 """
 
@@ -173,6 +178,57 @@ def _classify(exc: Exception, op: str, path: str) -> VaultError:
 
 _OPS = {"get": "read", "post": "write", "list": "list"}  # the operation named in errors
 
+# What the last request says about Vault itself (not about the request's own merits).
+VAULT_OK = "ok"  # Vault answered (a 400 or 404 is the request's problem, not Vault's)
+VAULT_SEALED = "sealed"  # 503: sealed
+VAULT_UNREACHABLE = "unreachable"  # connection refused, reset, timed out
+VAULT_DENIED = "denied"  # 403, or the AppRole credentials were refused or cannot be read
+VAULT_ERROR = "error"  # 5xx, 429, anything else
+
+
+@dataclass(frozen=True)
+class VaultCallStatus:
+    """The outcome of one request to Vault: `state` (VAULT_*), when (the client's clock), which
+    operation and path, and the error text ("" when it succeeded). Names no secret."""
+
+    state: str
+    at: float
+    op: str
+    path: str
+    error: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"state": self.state, "at": self.at, "op": self.op, "path": self.path, "error": self.error}
+
+
+def _state_of(exc: Exception | None) -> str:
+    """VAULT_* for what a request raised (None: it succeeded)."""
+    answered = (hvac.exceptions.InvalidPath, hvac.exceptions.InvalidRequest, VaultNotFound)
+    if exc is None or isinstance(exc, answered):
+        return VAULT_OK
+    if isinstance(exc, requests.RequestException):
+        return VAULT_UNREACHABLE
+    if isinstance(exc, VaultDenied | hvac.exceptions.Forbidden | hvac.exceptions.Unauthorized):
+        return VAULT_DENIED
+    if isinstance(exc, hvac.exceptions.VaultDown) or (
+        isinstance(exc, VaultUnavailable) and "sealed" in exc.reason
+    ):
+        return VAULT_SEALED
+    if isinstance(exc, VaultUnavailable) and not exc.reason.startswith("server error"):
+        return VAULT_UNREACHABLE
+    return VAULT_ERROR
+
+
+def _health_state(code: int) -> tuple[str, str]:
+    """VAULT_* and the error text for a sys/health status code."""
+    if code in (200, 429, 472, 473):  # active; standby; DR / performance standby
+        return VAULT_OK, ""
+    if code == 503:
+        return VAULT_SEALED, "sealed (sys/health 503)"
+    if code == 501:
+        return VAULT_ERROR, "not initialised (sys/health 501)"
+    return VAULT_ERROR, f"sys/health answered HTTP {code}"
+
 
 class _VaultApi(ABC):
     """Requests to one server, each with the token `_request` picks: reads, writes and what a
@@ -192,6 +248,33 @@ class _VaultApi(ABC):
         # hvac's client carries no token (token="" also keeps it from reading VAULT_TOKEN or
         # ~/.vault-token): each request passes its token in its headers.
         self._hvac = hvac_client or hvac.Client(url=self.address, token="", timeout=timeout)
+        self.last_status: VaultCallStatus | None = None  # the last request's outcome (None: none yet)
+        self.last_probe: VaultCallStatus | None = None  # the last sys/health probe's (None: none yet)
+
+    def _note(self, op: str, path: str, exc: Exception | None = None, at: float | None = None) -> None:
+        """Keep the outcome of a request as `last_status` (a frozen value: one assignment, no lock)."""
+        error = ""
+        if exc is not None:
+            error = str(exc) if isinstance(exc, VaultError) else str(_classify(exc, op, path))
+        self.last_status = VaultCallStatus(
+            _state_of(exc), self.clock() if at is None else at, op, path, error
+        )
+
+    def probe(self, timeout: float = 2.0) -> VaultCallStatus:
+        """Ask `sys/health` (unauthenticated, cheap): is Vault up, unsealed? Kept as `last_probe`."""
+        at = self.clock()
+        try:
+            resp = self._hvac.adapter.request("GET", "/v1/sys/health", raise_exception=False, timeout=timeout)
+        except requests.RequestException as exc:
+            status = VaultCallStatus(
+                VAULT_UNREACHABLE, at, "health", "sys/health", str(_classify(exc, "health", "sys/health"))
+            )
+        else:
+            code = resp.status_code if isinstance(resp, requests.Response) else 200
+            state, error = _health_state(code)
+            status = VaultCallStatus(state, at, "health", "sys/health", error)
+        self.last_probe = status
+        return status
 
     def _send(
         self, method: str, path: str, body: dict[str, Any] | None, token: str, op: str = ""
@@ -206,7 +289,10 @@ class _VaultApi(ABC):
                 kwargs["json"] = body
             resp = call(f"/v1/{path}", **kwargs)
         except (hvac.exceptions.VaultError, requests.RequestException) as exc:
-            raise _classify(exc, op, path) from None
+            err = _classify(exc, op, path)
+            self._note(op, path, exc)
+            raise err from None
+        self._note(op, path)
         if isinstance(resp, requests.Response):  # 204 or a non-JSON 200
             return {}
         return dict(resp)
@@ -367,16 +453,24 @@ class VaultClient(_VaultApi):
 
     def login(self) -> None:
         """Log in with AppRole; keep the token and its TTL."""
-        role_id, secret_id = self._credentials()
+        try:
+            role_id, secret_id = self._credentials()
+        except VaultDenied as exc:
+            self._note("login", LOGIN_PATH, exc)
+            raise
         with self._lock:
             try:
                 resp = self._hvac.auth.approle.login(role_id=role_id, secret_id=secret_id, use_token=False)
             except (hvac.exceptions.InvalidRequest, hvac.exceptions.Unauthorized) as exc:
                 # 400 "invalid role or secret ID": the credentials themselves were refused.
                 reason = _classify(exc, "login", LOGIN_PATH).reason
-                raise VaultDenied("login", LOGIN_PATH, f"AppRole credentials refused ({reason})") from None
+                denied = VaultDenied("login", LOGIN_PATH, f"AppRole credentials refused ({reason})")
+                self._note("login", LOGIN_PATH, denied)
+                raise denied from None
             except (hvac.exceptions.VaultError, requests.RequestException) as exc:
+                self._note("login", LOGIN_PATH, exc)
                 raise _classify(exc, "login", LOGIN_PATH) from None
+            self._note("login", LOGIN_PATH)
             auth = resp["auth"]
             self._set_token(auth, login=True)
             self.logins += 1
@@ -416,11 +510,13 @@ class VaultClient(_VaultApi):
                 )
             except (hvac.exceptions.VaultError, requests.RequestException) as exc:
                 err = _classify(exc, "renew", "auth/token/renew-self")
+                self._note("renew", "auth/token/renew-self", exc)
                 if isinstance(err, VaultUnavailable):
                     raise err from None
                 log.warning("vault: token renewal refused (%s); logging in again", err.reason)
                 self.login()
                 return
+            self._note("renew", "auth/token/renew-self")
             self._set_token(resp["auth"], login=False, warnings=resp.get("warnings"))
             self.renewals += 1
         log.debug("vault: token renewed (ttl %.0fs, capped %s)", self._token_ttl, self._capped)

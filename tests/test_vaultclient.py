@@ -13,15 +13,19 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
 
-from agent.config import VaultConfig
+from agent.config import Config, VaultConfig
+from agent.daemon import VAULT_PROBE_INTERVAL, Agent, needs_vault_probe, newest_vault_status
 from agent.vault import VaultStatus, check_vault, vault_client
 from agent.vaultclient import (
+    LOGIN_PATH,
     SecretResult,
     TokenClient,
+    VaultCallStatus,
     VaultClient,
     VaultDenied,
     VaultError,
@@ -330,3 +334,128 @@ def test_the_token_role_refuses_other_policies_and_the_client_refuses_none(openb
         agent.create_token(TOKEN_ROLE, [])
     with pytest.raises(VaultDenied, match="auth/token/create/another-role: permission denied"):
         agent.create_token("another-role", [JOB_PROBE])
+
+
+# --- Vault as it is now: each request's outcome, and the agent's health from it (agent.daemon)
+
+
+def _health(agent: Agent) -> tuple[dict[str, Any], dict[str, Any]]:
+    body = json.loads(agent._health()[2])
+    return body["vault"], body["vault_status"]
+
+
+def _agent(openbao: OpenBaoServer, tmp_path: Path, clock: Clock | None = None) -> Agent:
+    """An agent with only its Vault side: the client made and logged in as startup() does."""
+    cfg = Config(
+        node_name="client1", data_dir=tmp_path, vault=VaultConfig(openbao.address, openbao.approle_file)
+    )
+    agent = Agent(cfg)
+    agent.vault_client = VaultClient(
+        openbao.address, openbao.approle_file, timeout=2.0, clock=clock or time.time
+    )
+    agent.vault = check_vault(cfg.vault, agent.vault_client)
+    return agent
+
+
+def test_health_reports_vault_from_the_last_request_sealed_ok_unreachable_denied(
+    outage: OpenBaoServer, tmp_path: Path
+) -> None:
+    agent = _agent(outage, tmp_path)
+    client = agent.vault_client
+    assert client is not None
+    vault, status = _health(agent)
+    assert vault == {"configured": True, "authenticated": True, "error": ""}
+    assert status["state"] == "ok" and status["op"] == "login" and status["source"] == "request"
+
+    outage.seal()
+    before = time.time()
+    with pytest.raises(VaultUnavailable, match="sealed"):
+        client.create_token(TOKEN_ROLE, [JOB_PROBE])
+    vault, status = _health(agent)
+    assert vault["authenticated"] is False and "sealed" in vault["error"]
+    assert status["state"] == "sealed" and status["op"] == "write" and status["at"] >= before
+    assert status["path"] == f"auth/token/create/{TOKEN_ROLE}" and "sealed" in status["error"]
+
+    outage.unseal()
+    client.revoke_accessor(client.create_token(TOKEN_ROLE, [JOB_PROBE]).accessor)
+    vault, status = _health(agent)
+    assert vault == {"configured": True, "authenticated": True, "error": ""}
+    assert status["state"] == "ok" and status["op"] == "write" and status["error"] == ""
+
+    with pytest.raises(VaultDenied):  # the agent's own policy reads no KV
+        client.read(SHARED)
+    vault, status = _health(agent)
+    assert status["state"] == "denied" and "permission denied" in status["error"]
+    assert vault["authenticated"] is False and vault["error"] == status["error"]
+
+    outage.stop()
+    with pytest.raises(VaultUnavailable, match="connection failed"):
+        client.create_token(TOKEN_ROLE, [JOB_PROBE])
+    vault, status = _health(agent)
+    assert status["state"] == "unreachable" and "connection failed" in status["error"]
+    assert vault["authenticated"] is False
+    assert status["last_request"]["path"] == f"auth/token/create/{TOKEN_ROLE}"
+
+
+def test_health_probes_sys_health_when_no_request_told_it_anything_lately(
+    outage: OpenBaoServer, tmp_path: Path
+) -> None:
+    clock = Clock()
+    agent = _agent(outage, tmp_path, clock)
+    client = agent.vault_client
+    assert client is not None and client.last_status is not None and client.last_probe is None
+    _health(agent)
+    assert client.last_probe is None  # the login just now says enough
+
+    outage.seal()
+    clock.now += VAULT_PROBE_INTERVAL + 1  # no request since: health asks sys/health itself
+    vault, status = _health(agent)
+    assert status["state"] == "sealed" and status["source"] == "probe" and status["path"] == "sys/health"
+    assert vault["authenticated"] is False and "sealed" in vault["error"]
+    probed = client.last_probe
+    assert probed is not None and probed.at == clock.now
+    _health(agent)
+    assert client.last_probe is probed  # at most one probe per interval
+
+    outage.unseal()
+    clock.now += VAULT_PROBE_INTERVAL + 1
+    vault, status = _health(agent)
+    assert status["state"] == "ok" and status["source"] == "probe"
+    assert vault == {"configured": True, "authenticated": True, "error": ""}
+
+    outage.stop()
+    clock.now += VAULT_PROBE_INTERVAL + 1
+    vault, status = _health(agent)
+    assert status["state"] == "unreachable" and status["source"] == "probe"
+    assert vault["authenticated"] is False and "connection failed" in vault["error"]
+
+
+def test_health_with_no_request_at_all_probes_rather_than_reporting_start_up(
+    openbao: OpenBaoServer, tmp_path: Path
+) -> None:
+    cfg = Config(node_name="n", data_dir=tmp_path, vault=VaultConfig(openbao.address, tmp_path / "none.json"))
+    agent = Agent(cfg)
+    agent.vault_client = VaultClient(openbao.address, tmp_path / "none.json", timeout=2.0)
+    agent.vault = VaultStatus(True, True, "")  # what start-up said, whatever it was
+    vault, status = _health(agent)
+    assert status["source"] == "probe" and status["state"] == "ok"
+    assert vault["authenticated"] is False  # Vault is up, but this client never logged in
+    with pytest.raises(VaultDenied):
+        agent.vault_client.login()
+    vault, status = _health(agent)
+    assert status["state"] == "denied" and status["op"] == "login" and "none.json" in vault["error"]
+
+
+def test_newest_vault_status_keeps_a_denial_a_probe_cannot_see() -> None:
+    ok = VaultCallStatus("ok", 10.0, "health", "sys/health")
+    denied = VaultCallStatus("denied", 5.0, "login", LOGIN_PATH, "AppRole credentials refused")
+    sealed = VaultCallStatus("sealed", 12.0, "health", "sys/health", "sealed")
+    assert newest_vault_status(None, None) is None
+    assert newest_vault_status(denied, None) is denied and newest_vault_status(None, ok) is ok
+    assert newest_vault_status(denied, ok) is denied  # sys/health knows nothing of our credentials
+    assert newest_vault_status(denied, sealed) is sealed
+    later = VaultCallStatus("ok", 20.0, "write", "x")
+    assert newest_vault_status(later, sealed) is later
+    assert needs_vault_probe(None, None, 0.0, 10.0)
+    assert not needs_vault_probe(later, None, 29.0, 10.0) and needs_vault_probe(later, None, 30.0, 10.0)
+    assert not needs_vault_probe(denied, sealed, 21.0, 10.0)
