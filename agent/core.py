@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from agent.config import DEFAULT_TOKEN_ROLE
 from agent.consul import ConsulClient, ConsulData
-from agent.decisions import plan_orphan_sweep
+from agent.decisions import plan_orphan_sweep, plan_owed_replacements
 from agent.drivers.base import LABEL_GROUP, LABEL_JOB
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
@@ -29,6 +29,7 @@ from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse
 from agent.model import Job
 from agent.network.base import Network
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, RecordError
+from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner, RunnerDeps
 from agent.runner.services import ServiceRegistrar
 from agent.runner.taskdirs import TaskDirs
@@ -148,6 +149,8 @@ class Core:
         self.sweeper = sweeper
         self.last_sweep: SweepReport | None = None
         self.sweeps = 0  # sweeps done since start: the e2e suites wait for one to have run
+        # Allocs found running after the state DB was lost: kept, listed, stopped on request only.
+        self.adoption = Adoption(store, node_of(drivers))
 
     # -- loop ----------------------------------------------------------------------------------
     def call(self, fn: Callable[[], T], timeout: float = 120.0) -> T:
@@ -253,9 +256,33 @@ class Core:
                 runner.fail(f"restore failed: {exc}")
         for alloc_id, _ in unreadable:
             self._replace_unreadable(alloc_id)
+        self._start_owed_replacements(records)
         self.restore_seconds = time.monotonic() - t0
         log.info("restored %d alloc(s) in %.2fs", len(self.runners), self.restore_seconds)
+        self.adoption.restore(self.runners)  # when the state DB was lost: what runs is adopted, not swept
         self.sweep()
+
+    def _start_owed_replacements(self, records: list[AllocRecord]) -> None:
+        """Failed allocs whose replacement was still on a timer when the agent was killed: replaced
+        now, once (plan_owed_replacements: one already replaced only gets its record completed)."""
+        by_id = {r.id: r for r in records}
+        for owed in plan_owed_replacements(records):
+            rec = by_id[owed.failed]
+            job = self.jobs.get(rec.job)
+            if job is None or not any(g.name == rec.group for g in job.groups):
+                log.error(
+                    "alloc=%s: replacement owed but job %s or group %s unknown",
+                    rec.id[:8],
+                    rec.job,
+                    rec.group,
+                )
+                continue
+            failed = AllocRunner(self.deps, rec, job, next(g for g in job.groups if g.name == rec.group))
+            self.runners.setdefault(rec.id, failed)
+            if owed.existing:
+                failed.state.save(replaced_by=owed.existing, replace_pending=False)
+                continue
+            self._start_replacement(failed, f"{rec.reason} (replacement owed at restore)")
 
     def _replace_unreadable(self, alloc_id: str) -> None:
         """An alloc whose record cannot be read: its containers' labels still say which job and
@@ -294,7 +321,12 @@ class Core:
         if not plan_orphan_sweep(self.bugs).run:
             log.warning("orphan sweep skipped: fault no-orphan-sweep is active")
             return None
-        report = self.sweeper.sweep(self.live_allocs())
+        if self.adoption.pending:  # the state was lost and the node not listed yet: try again first
+            self.adoption.restore(self.runners)
+            if self.adoption.pending:
+                log.error("orphan sweep skipped: the state DB was lost and adoption could not list the node")
+                return None
+        report = self.sweeper.sweep(self.live_allocs(), adopted=self.adoption.ids())
         self.last_sweep = report
         self.sweeps += 1
         if report.errors:
@@ -404,18 +436,25 @@ class Core:
     def _replace(self, failed: AllocRunner, reason: str) -> None:
         if failed.rec.desired is DesiredStatus.STOP:
             return
+        self.schedule(0.0, lambda: self._start_replacement(failed, reason))
 
-        def start_replacement() -> None:
-            new = self._new_alloc(failed.job, failed.group.name, replaces=failed.id)
-            failed.state.save(replaced_by=new.id)
-            failed.event("", "Replaced", f"replaced by alloc {new.id}: {reason}")
-
-        self.schedule(0.0, start_replacement)
+    def _start_replacement(self, failed: AllocRunner, reason: str) -> None:
+        """The replacement owed to a failed alloc (its record says `replace_pending` until this is
+        written, so a kill before it leaves it to the next restore)."""
+        if failed.rec.desired is DesiredStatus.STOP or failed.rec.replaced_by:
+            failed.state.save(replace_pending=False)  # its job was stopped meanwhile, or done already
+            return
+        new = self._new_alloc(failed.job, failed.group.name, replaces=failed.id)
+        failed.state.save(replaced_by=new.id, replace_pending=False)
+        failed.event("", "Replaced", f"replaced by alloc {new.id}: {reason}")
 
     def stop_job(self, job_id: str) -> list[str]:
+        adopted = self._stop_adopted(self.adoption.of_job(job_id))
         if job_id not in self.jobs:
+            if adopted:
+                return adopted
             raise NotFound(f"no job {job_id}")
-        stopped = []
+        stopped = adopted  # adopted allocs of the job (found after a lost state DB) were stopped first
         for r in list(self.runners.values()):
             if r.job.id != job_id:
                 continue
@@ -427,6 +466,27 @@ class Core:
                 # too, so a failed alloc is never replaced after its job was stopped.
                 r.state.save(desired=DesiredStatus.STOP)
         return stopped
+
+    def _stop_adopted(self, alloc_ids: list[str]) -> list[str]:
+        """Stop and remove adopted allocs (agent.runner.adopt); then sweep what they leave (netns, CNI)."""
+        stopped = [a for a in alloc_ids if not self.adoption.stop(a)]
+
+        def sweep_after() -> None:
+            self.sweep()
+
+        if stopped:
+            self.schedule(0.0, sweep_after)
+        return stopped
+
+    def stop_alloc(self, alloc_id: str) -> list[str]:
+        """POST /v1/allocation/<id>/stop: for an adopted alloc (no jobspec, so no other way to end it)."""
+        adopted = self.adoption.find(alloc_id)
+        if adopted is None:
+            r = self.runner(alloc_id)
+            raise Conflict(f"alloc {r.id} is managed: stop its job (DELETE /v1/job/{r.job.id})")
+        if not self._stop_adopted([adopted.id]):
+            raise AgentError(f"alloc {adopted.id}: not all of it could be stopped (see its events)")
+        return [adopted.id]
 
     def runner(self, alloc_id: str) -> AllocRunner:
         matches = [r for a, r in self.runners.items() if a.startswith(alloc_id)] if len(alloc_id) >= 6 else []

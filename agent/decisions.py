@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields, replace
 from enum import Enum
 
 from agent.model import RestartPolicy
+from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 
 
 @dataclass(frozen=True)
@@ -139,27 +140,124 @@ def trust_recorded_tasks(obs: ObservedAlloc, recorded_running: Sequence[bool]) -
     )
 
 
+class StartCause(Enum):
+    """Why a task is started: the `cause` of its "Started" event, so that every start is explained by
+    exactly one decision. Only a restart caused by the task's own exit counts against the restart
+    policy (Nomad's restart tracker): the client's own restarts (network recovery, change_mode,
+    restore) and an operator's restart are not counted."""
+
+    FIRST_START = "first start"
+    RESTART_POLICY = "restart policy"  # the task exited (or was found exited at restore)
+    NETWORK_RECOVERY = "network recovery"
+    CHANGE_MODE = "change_mode restart"  # a template's or a Vault token's change_mode "restart"
+    RESTORE = "restore"  # restore recreated the network, or started a task with no exit to count
+    OPERATOR = "operator restart"  # the API's task restart
+
+    @property
+    def counted(self) -> bool:
+        return self is StartCause.RESTART_POLICY
+
+
 @dataclass(frozen=True)
 class RestartDecision:
     restart: bool
     delay: float
     reason: str
+    counted: bool = False  # the restart goes into the history the policy's attempts are checked against
 
 
-def plan_task_restart(policy: RestartPolicy, recent_restarts: Sequence[float], now: float) -> RestartDecision:
+def plan_task_restart(
+    policy: RestartPolicy,
+    counted_restarts: Sequence[float],
+    now: float,
+    cause: StartCause = StartCause.RESTART_POLICY,
+) -> RestartDecision:
     """Nomad's restart stanza: `attempts` restarts within `interval`; then fail (mode fail) or wait
-    out the rest of the interval (mode delay)."""
-    window = [t for t in recent_restarts if now - t < policy.interval]
+    out the rest of the interval (mode delay).
+
+    `counted_restarts` are the times of the earlier restarts the policy counted (those caused by the
+    task's own exit). A restart the agent or an operator triggers (`cause` not RESTART_POLICY) is
+    done at once and not counted, whatever the history: only the task's failures use up attempts.
+    """
+    if not cause.counted:
+        return RestartDecision(True, 0.0, f"{cause.value}: not counted against the restart policy")
+    window = [t for t in counted_restarts if now - t < policy.interval]
     if len(window) < policy.attempts:
         return RestartDecision(
-            True, policy.delay, f"restart {len(window) + 1} of {policy.attempts} in {policy.interval:.0f}s"
+            True,
+            policy.delay,
+            f"restart {len(window) + 1} of {policy.attempts} in {policy.interval:.0f}s",
+            counted=True,
         )
     if policy.mode == "delay":
         wait = policy.interval - (now - min(window)) if window else policy.delay
         return RestartDecision(
-            True, max(policy.delay, wait), "attempts exhausted; delaying until the interval ends"
+            True,
+            max(policy.delay, wait),
+            "attempts exhausted; delaying until the interval ends",
+            counted=True,
         )
     return RestartDecision(False, 0.0, f"exceeded {policy.attempts} restart(s) in {policy.interval:.0f}s")
+
+
+@dataclass(frozen=True)
+class PendingRestart:
+    """A restart the policy put on a timer (its delay). The runner keeps one generation per task and
+    bumps it with every later decision about the task (every start, every exit it handles, a stop):
+    the timer starts the task only if the generation it was scheduled with is still the current one,
+    so a recovery, an operator restart or a stop that came first cancels it (one start per decision)."""
+
+    task: str
+    generation: int
+
+
+def plan_pending_restart(pending: PendingRestart, current_generation: int, alloc_running: bool) -> bool:
+    """Whether a restart timer that fires now still starts its task."""
+    return alloc_running and pending.generation == current_generation
+
+
+class DeadOnRestore(Enum):
+    """What restore does with a task that is not running."""
+
+    RESUME_PENDING = "resume-pending"  # its exit was handled before: the owed restart is put on a timer again
+    RESTART_POLICY = "restart-policy"  # it exited while the agent was down: Terminated, then the policy
+    START_AGAIN = "start-again"  # nothing to count: never started, vanished, or restarted under the agent
+
+
+def plan_dead_on_restore(recorded: TaskState, restart_due: float, exit_code: int | None) -> DeadOnRestore:
+    """A task found exited at restore (the driver has its exit status, `exit_code`) goes through the
+    same restart policy as one that dies while the agent runs: the exit counts, the policy's delay
+    and mode apply (attempts = 0 fails the alloc). A task whose exit the agent had already handled
+    (recorded dead, a restart owed at `restart_due`) is not counted again: the owed restart resumes.
+    A task with no exit status (no handle: the agent died while starting it; the container or
+    process is gone; docker restarted it) is started again by the restore, not counted, as Nomad's
+    task runner starts a task whose handle it cannot recover."""
+    if recorded is TaskState.DEAD and restart_due > 0:
+        return DeadOnRestore.RESUME_PENDING
+    if exit_code is not None and recorded is not TaskState.DEAD:
+        return DeadOnRestore.RESTART_POLICY
+    return DeadOnRestore.START_AGAIN
+
+
+@dataclass(frozen=True)
+class OwedReplacement:
+    failed: str  # the failed alloc's id
+    existing: str  # an alloc already replacing it (its replacement started but was not recorded), or ""
+
+
+def plan_owed_replacements(records: Sequence[AllocRecord]) -> list[OwedReplacement]:
+    """Failed allocs whose replacement was still owed (on a timer) when the agent stopped: each is
+    replaced once at restore. One already named by another alloc's `replaces` only needs its
+    `replaced_by` written; one whose job was stopped since is owed nothing."""
+    replacing = {r.replaces: r.id for r in records if r.replaces}
+    return [
+        OwedReplacement(r.id, replacing.get(r.id, ""))
+        for r in records
+        if r.replace_pending
+        and r.status is AllocStatus.FAILED
+        and r.desired is DesiredStatus.RUN
+        and not r.replaced_by
+    ]
 
 
 # -- network recovery, teardown and task start failures -------------------------------------------

@@ -109,6 +109,9 @@ class AllocRecord:
     network_state: NetworkState = NetworkState.NONE
     replaces: str = ""
     replaced_by: str = ""
+    # Failed and a replacement is owed (written with the failure, cleared when the replacement is
+    # recorded): a restore after a kill in between starts it (Core.restore).
+    replace_pending: bool = False
 
     @property
     def live(self) -> bool:
@@ -133,6 +136,7 @@ class AllocRecord:
             "network_state": self.network_state.value,
             "replaces": self.replaces,
             "replaced_by": self.replaced_by,
+            "replace_pending": self.replace_pending,
         }
 
     @classmethod
@@ -169,25 +173,33 @@ class AllocRecord:
             network_state=_enum("alloc", key, NetworkState, rec.get("network_state"), NetworkState.NONE),
             replaces=str(rec.get("replaces") or ""),
             replaced_by=str(rec.get("replaced_by") or ""),
+            replace_pending=bool(rec.get("replace_pending", False)),
         )
 
 
 @dataclass(frozen=True)
 class TaskRecord:
+    """`restarts` counts every restart (as Nomad's task state); `restart_times` only those the
+    restart policy counts (the task's own exits, at the time the policy decided), which its
+    `attempts` are checked against. `restart_due`: when a restart the policy put on a timer is due
+    (0: none), so that a restore resumes it rather than counting the same exit again."""
+
     state: TaskState = TaskState.PENDING
     restarts: int = 0
     restart_times: tuple[float, ...] = ()
     failed: bool = False
+    restart_due: float = 0.0
 
     def with_(self, **changes: Any) -> TaskRecord:
         return replace(self, **changes)
 
-    def restarted(self, now: float) -> TaskRecord:
-        return replace(
-            self,
-            restarts=self.restarts + 1,
-            restart_times=(*self.restart_times, now)[-RESTART_TIMES_KEPT:],
-        )
+    def restarted(self) -> TaskRecord:
+        """The task is being started again (whatever the cause): no restart is owed any more."""
+        return replace(self, restarts=self.restarts + 1, restart_due=0.0)
+
+    def counted(self, now: float, due: float) -> TaskRecord:
+        """The policy decided to restart the task at `due` after its exit at `now`; the exit counts."""
+        return replace(self, restart_times=(*self.restart_times, now)[-RESTART_TIMES_KEPT:], restart_due=due)
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -196,6 +208,7 @@ class TaskRecord:
             "restarts": self.restarts,
             "restart_times": list(self.restart_times),
             "failed": self.failed,
+            "restart_due": self.restart_due,
         }
 
     @classmethod
@@ -208,4 +221,5 @@ class TaskRecord:
             restarts=_int("task", key, "restarts", rec.get("restarts", 0)),
             restart_times=tuple(_float("task", key, "restart time", t) for t in times),
             failed=bool(rec.get("failed", False)),
+            restart_due=_float("task", key, "restart_due", rec.get("restart_due")),
         )

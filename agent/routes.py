@@ -1,4 +1,4 @@
-"""The agent's HTTP API routes over the core: jobs, allocations, events, restart and signal."""
+"""The agent's HTTP API routes over the core: jobs, allocations (adopted too), events, restart, signal."""
 
 from __future__ import annotations
 
@@ -98,17 +98,25 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
         return json_response(200, {"stopped": core.call(lambda: core.stop_job(groups[0]))})
 
     def allocs(groups: tuple[str, ...], body: bytes) -> Response:
-        return json_response(200, core.call(lambda: [r.view() for r in core.runners.values()]))
+        # Adopted allocs (found running after the state DB was lost) are listed with status "adopted".
+        return json_response(
+            200, core.call(lambda: [r.view() for r in core.runners.values()] + core.adoption.views())
+        )
 
     def alloc(groups: tuple[str, ...], body: bytes) -> Response:
-        return json_response(200, core.call(lambda: core.runner(groups[0]).view()))
+        def view() -> dict[str, Any]:
+            adopted = core.adoption.find(groups[0])
+            return adopted.view() if adopted is not None else core.runner(groups[0]).view()
+
+        return json_response(200, core.call(view))
 
     def events(groups: tuple[str, ...], body: bytes) -> Response:
         def view() -> list[dict[str, Any]]:
-            r = core.runner(groups[0])
+            adopted = core.adoption.find(groups[0])
+            alloc_id = adopted.id if adopted is not None else core.runner(groups[0]).id
             return [
                 {"time": e.time, "task": e.task, "type": e.type, "message": e.message, "details": e.details}
-                for e in core.store.events(r.id)
+                for e in core.store.events(alloc_id)
             ]
 
         return json_response(200, core.call(view))
@@ -139,6 +147,9 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
 
         return json_response(200, core.call(do))
 
+    def stop_alloc(groups: tuple[str, ...], body: bytes) -> Response:
+        return json_response(200, {"stopped": core.call(lambda: core.stop_alloc(groups[0]))})
+
     def services(groups: tuple[str, ...], body: bytes) -> Response:
         def view() -> list[dict[str, Any]]:
             return [svc for r in core.runners.values() if r.alloc_running() for svc in r.services()]
@@ -155,5 +166,6 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
         ("GET", r"/v1/allocation/([0-9a-f-]+)/events", events),
         ("POST", r"/v1/allocation/([0-9a-f-]+)/restart", restart),
         ("POST", r"/v1/allocation/([0-9a-f-]+)/signal", send_signal),
+        ("POST", r"/v1/allocation/([0-9a-f-]+)/stop", stop_alloc),
     ]
     return [(m, rx, _guard(h)) for m, rx, h in table]

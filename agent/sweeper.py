@@ -1,8 +1,9 @@
 """The orphan sweeper: remove what no live alloc owns, never what one does (nomad-16338).
 
-`plan_sweep` is pure: given the live alloc ids and what was observed on the node it returns the
-removals. `Sweeper` observes, plans and executes; it runs after restore on start and periodically,
-with a grace period for young containers and a dry-run mode that only reports.
+`plan_sweep` is pure: given the live alloc ids (and the adopted ones, which it treats alike) and what
+was observed on the node it returns the removals. `Sweeper` observes, plans and executes; it runs
+after restore on start and periodically, with a grace period for young containers and a dry-run
+mode that only reports.
 """
 
 from __future__ import annotations
@@ -71,8 +72,12 @@ class SweepPolicy:
     untracked_pause: bool = False
 
 
-def plan_sweep(live: Iterable[str], obs: Observed, policy: SweepPolicy = SweepPolicy()) -> list[Removal]:
-    live_ids = set(live)
+def plan_sweep(
+    live: Iterable[str], obs: Observed, policy: SweepPolicy = SweepPolicy(), adopted: Iterable[str] = ()
+) -> list[Removal]:
+    """`adopted`: allocs found running after the state was lost (agent.runner.adopt): everything of
+    theirs is kept exactly as a live alloc's is, until an operator stops them."""
+    live_ids = set(live) | set(adopted)
     out: list[Removal] = []
     for c in obs.containers:
         owned = c.alloc in live_ids and not (policy.untracked_pause and c.role == "pause")
@@ -157,8 +162,8 @@ class Sweeper:
         cgroups = [(name, Cgroups(name).pids()) for name in Cgroups.names()]
         return Observed(containers, cache_ids, reservations, chains, dirs, spaces, cgroups, forward_ips)
 
-    def sweep(self, live: Iterable[str]) -> SweepReport:
-        report = SweepReport(plan_sweep(live, self.observe(), self.policy), dry_run=self.dry_run)
+    def sweep(self, live: Iterable[str], adopted: Iterable[str] = ()) -> SweepReport:
+        report = SweepReport(plan_sweep(live, self.observe(), self.policy, adopted), dry_run=self.dry_run)
         for r in report.planned:
             log.warning(
                 "sweeper %s orphan %s %s (owner alloc %s) %s",

@@ -176,7 +176,9 @@ class FakeNetwork:
     def check(self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc]) -> list[str]:
         return list(self.diffs)
 
-    def delete(self, alloc_id: str, netns: Path | None) -> list[str]:
+    def delete(
+        self, alloc_id: str, netns: Path | None, *, address: str = "", ports: Sequence[PortAlloc] = ()
+    ) -> list[str]:
         self.deletes.append(alloc_id)
         self.results.pop(alloc_id, None)
         return []

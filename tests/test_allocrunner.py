@@ -20,12 +20,14 @@ from tests.fakes import FakeNode
 POLICY = RestartPolicy(attempts=2, interval=600, delay=3, mode="fail")
 
 
-def _job(driver: str = "docker", *, mode: str = "bridge", tasks: int = 2) -> tuple[Job, Group]:
+def _job(
+    driver: str = "docker", *, mode: str = "bridge", tasks: int = 2, policy: RestartPolicy = POLICY
+) -> tuple[Job, Group]:
     group = Group(
         name="g",
         tasks=tuple(Task(name=f"t{i}", driver=driver, config={"image": "x"}) for i in range(tasks)),
         network=Network(mode=mode, ports=(Port("http", to=8080),)) if mode != "none" else None,
-        restart=POLICY,
+        restart=policy,
     )
     return Job(id="web", groups=(group,)), group
 
@@ -44,6 +46,17 @@ def _started(node: FakeNode, driver: str = "docker", **kw: object) -> AllocRunne
 
 def _events(node: FakeNode, runner: AllocRunner) -> list[str]:
     return [e.type for e in node.store.events(runner.id)]
+
+
+def _causes(node: FakeNode, runner: AllocRunner, task: str = "t0") -> list[str]:
+    """The cause of each start of `task`, in order (the "Started" events' details)."""
+    return [e.details["cause"] for e in node.store.events(runner.id, task) if e.type == "Started"]
+
+
+def _crash(node: FakeNode, r: AllocRunner, task: str = "t0", code: int = 3) -> None:
+    (hid,) = [h for h in node.docker.running() if h.startswith(f"docker-{task}")]
+    node.docker.exit(hid, code)
+    r.on_task_exit(hid)
 
 
 def _again(node: FakeNode, runner: AllocRunner, bugs: Bugs | None = None) -> AllocRunner:
@@ -243,8 +256,10 @@ def test_restore_restarts_only_the_task_that_died_while_down(tmp_path: Path) -> 
     node.docker.exit(t1)
     again = _again(node, r)
     assert again.restore() is RestoreAction.RESTART_TASKS
+    assert node.docker.starts[2:] == [] and [d for d, _ in node.timers] == [POLICY.delay], "per the policy"
+    node.run_timers()
     assert [c.task.name for c in node.docker.starts[2:]] == ["t1"] and node.network.deletes == []
-    assert again.state.task("t1").restarts == 1
+    assert again.state.task("t1").restarts == 1 and again.state.task("t1").restart_times
 
 
 @pytest.mark.parametrize(
@@ -416,3 +431,244 @@ job "web" {
         "42",
     )
     assert (env["NOMAD_JOB_ID"], env["NOMAD_JOB_NAME"]) == ("web", "the web")
+
+
+# -- restart accounting (Nomad's restart tracker) --------------------------------------------------
+def test_a_recovery_during_a_pending_restart_timer_starts_the_task_once(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node)
+    _crash(node, r)
+    assert len(node.timers) == 1, "the policy's restart waits for its delay"
+    node.pause.alive["pause-1"] = False
+    r.on_task_exit("pause-1")  # the recovery restarts every task, t0 included
+    assert [c.task.name for c in node.docker.starts[2:]] == ["t0", "t1"]
+    running = sorted(node.docker.running())
+    assert node.run_timers() == 1
+    assert [c.task.name for c in node.docker.starts[2:]] == ["t0", "t1"], "the timer was cancelled"
+    assert sorted(node.docker.running()) == running and node.docker.removed == []
+    assert _causes(node, r) == ["first start", "network recovery"]
+    assert r.state.task("t0").restarts == 1 and r.state.task("t0").restart_due == 0.0
+
+
+def test_an_operator_restart_during_a_pending_restart_timer_starts_the_task_once(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node)
+    _crash(node, r)
+    r.user_restart(r.group.tasks[0])
+    node.run_timers()
+    assert [c.task.name for c in node.docker.starts[2:]] == ["t0"]
+    assert _causes(node, r) == ["first start", "operator restart"]
+
+
+def test_network_recoveries_do_not_use_up_restart_attempts(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node)  # attempts = 2
+    r.recover_network("test")
+    r.recover_network("test again")
+    _crash(node, r)
+    assert r.alloc_running() and "Restarting" in _events(node, r) and "Not Restarting" not in _events(node, r)
+    node.run_timers()
+    t0 = r.state.task("t0")
+    assert t0.state is TaskState.RUNNING and t0.restarts == 3 and len(t0.restart_times) == 1
+    assert _causes(node, r) == ["first start", "network recovery", "network recovery", "restart policy"]
+    _crash(node, r)
+    node.run_timers()
+    assert r.alloc_running(), "the second crash is the second counted restart"
+    _crash(node, r)
+    assert r.rec.status is AllocStatus.FAILED and "exceeded 2 restart(s)" in r.rec.reason
+
+
+def test_operator_and_change_mode_restarts_are_not_counted(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node, policy=RestartPolicy(attempts=0, interval=600, delay=3, mode="fail"))
+    for _ in range(3):
+        r.user_restart(r.group.tasks[0])
+    r.restart_for_template(r.group.tasks[0])
+    assert r.alloc_running() and r.state.task("t0").restarts == 4 and r.state.task("t0").restart_times == ()
+    assert _causes(node, r) == ["first start", *["operator restart"] * 3, "change_mode restart"]
+    _crash(node, r)  # the task's own exit is the only thing attempts = 0 refuses
+    assert r.rec.status is AllocStatus.FAILED
+
+
+def test_a_task_dead_at_restore_fails_the_alloc_as_it_would_while_the_agent_runs(tmp_path: Path) -> None:
+    no_restarts = RestartPolicy(attempts=0, interval=600, delay=3, mode="fail")
+    up = FakeNode(tmp_path / "up")
+    r = _started(up, policy=no_restarts)
+    _crash(up, r, "t1", 7)
+    assert r.rec.status is AllocStatus.FAILED
+    node = FakeNode(tmp_path / "down")
+    r = _started(node, policy=no_restarts)
+    (t1,) = [h for h in node.docker.running() if h.startswith("docker-t1")]
+    node.docker.exit(t1, 7)  # while the agent was down
+    again = _again(node, r)
+    again.restore()
+    assert again.rec.status is AllocStatus.FAILED and "exit code 7" in again.rec.reason
+    assert node.replaced == [(r.id, again.rec.reason)] and node.docker.starts[2:] == []
+    (terminated,) = [e for e in node.store.events(r.id, "t1") if e.type == "Terminated"]
+    assert terminated.message == "Exit Code: 7"
+    assert terminated.details == {"exit_code": 7, "while_agent_down": True}
+    (refused,) = [e for e in node.store.events(r.id, "t1") if e.type == "Not Restarting"]
+    assert "exceeded 0 restart(s)" in refused.message and "exit code 7" in refused.message
+    assert again.rec.replace_pending, "the replacement is owed until it is recorded"
+
+
+def test_a_task_dead_at_restore_restarts_after_the_policys_delay(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node, policy=RestartPolicy(attempts=1, interval=600, delay=5, mode="fail"))
+    (t1,) = [h for h in node.docker.running() if h.startswith("docker-t1")]
+    node.docker.exit(t1, 9)
+    again = _again(node, r)
+    assert again.restore() is RestoreAction.RESTART_TASKS
+    assert node.docker.starts[2:] == [] and [d for d, _ in node.timers] == [5]
+    assert [e.details for e in node.store.events(r.id, "t1") if e.type == "Terminated"] == [
+        {"exit_code": 9, "while_agent_down": True}
+    ]
+    node.run_timers()
+    assert [c.task.name for c in node.docker.starts[2:]] == ["t1"] and again.alloc_running()
+    assert _causes(node, again, "t1") == ["first start", "restart policy"]
+    assert len(again.state.task("t1").restart_times) == 1
+    _crash(node, again, "t1", 9)  # attempts used up: the next exit fails the alloc
+    assert again.rec.status is AllocStatus.FAILED
+
+
+def test_a_restart_owed_when_the_agent_was_killed_is_resumed_not_counted_again(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node)
+    _crash(node, r)
+    node.timers.clear()  # the agent was killed with the restart on its timer
+    assert r.state.task("t0").restart_due > 0
+    again = _again(node, r)
+    assert again.restore() is RestoreAction.RESTART_TASKS
+    assert len(node.timers) == 1 and node.docker.starts[2:] == []
+    node.run_timers()
+    assert [c.task.name for c in node.docker.starts[2:]] == ["t0"]
+    assert [e.type for e in node.store.events(r.id, "t0")].count("Terminated") == 1
+    t0 = again.state.task("t0")
+    assert len(t0.restart_times) == 1 and t0.restarts == 1 and t0.restart_due == 0.0
+    assert _causes(node, again) == ["first start", "restart policy"]
+
+
+def test_a_task_never_started_before_the_kill_is_started_by_the_restore(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node)
+    node.store.delete("handle", f"{r.id}/t1")  # the agent died between STARTING and the handle
+    r.state.update_task("t1", state=TaskState.STARTING)
+    node.docker.exit(node.docker.running()[1])
+    again = _again(node, r)
+    assert again.restore() is RestoreAction.RESTART_TASKS
+    assert [c.task.name for c in node.docker.starts[2:]] == ["t1"] and node.timers == []
+    assert _causes(node, again, "t1") == ["first start", "restore"]
+    assert again.state.task("t1").restart_times == ()
+
+
+def test_a_task_gone_without_an_exit_status_is_started_by_the_restore_uncounted(tmp_path: Path) -> None:
+    """As Nomad's task runner with a handle it cannot recover: no Terminated event, no attempt used
+    (the container was removed, or the exec process of an earlier agent left no exit status)."""
+    node = FakeNode(tmp_path)
+    r = _started(node, policy=RestartPolicy(attempts=0, interval=600, delay=3, mode="fail"))
+    (t1,) = [h for h in node.docker.running() if h.startswith("docker-t1")]
+    node.docker.procs.pop(t1)  # docker rm -f while the agent was down
+    again = _again(node, r)
+    assert again.restore() is RestoreAction.RESTART_TASKS and again.alloc_running()
+    assert [c.task.name for c in node.docker.starts[2:]] == ["t1"] and node.timers == []
+    assert _causes(node, again, "t1") == ["first start", "restore"]
+    assert "Terminated" not in [e.type for e in node.store.events(r.id, "t1")]
+
+
+def test_a_network_recreated_at_restore_starts_each_task_once_with_cause_restore(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node)
+    node.pause.alive["pause-1"] = False
+    again = _again(node, r)
+    assert again.restore() is RestoreAction.RECREATE_NETWORK
+    assert _causes(node, again, "t0") == _causes(node, again, "t1") == ["first start", "restore"]
+
+
+def test_a_template_change_mode_restart_names_its_cause(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node)
+    r.restart_for_template(r.group.tasks[1])
+    assert _causes(node, r, "t1") == ["first start", "change_mode restart"]
+    assert {e.details.get("why") for e in node.store.events(r.id, "t1") if e.type == "Started"} == {
+        None,
+        "template re-rendered",
+    }
+
+
+def test_a_stop_cancels_a_pending_restart(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node)
+    _crash(node, r)
+    r.stop()
+    node.run_timers()
+    assert node.docker.starts[2:] == [] and r.rec.status is AllocStatus.COMPLETE
+
+
+_RESTART_SPEC = """
+job "web" {
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image = "x"
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_replacement_pending_at_a_kill_is_started_at_restore_once(tmp_path: Path) -> None:
+    from agent.core import Core
+    from agent.faults import Faults
+
+    node = FakeNode(tmp_path)
+
+    def core() -> Core:
+        return Core(
+            node.store, node.registry, None, data_dir=tmp_path / "data", faults=Faults(), task_dirs=node.dirs
+        )
+
+    first = core()
+    (alloc,) = first.submit(_RESTART_SPEC, "hcl")["allocs"]
+    _crash(node, first.runner(alloc), "t", 2)
+    failed = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
+    assert failed.status is AllocStatus.FAILED and failed.replace_pending and not failed.replaced_by
+    # Killed before the loop ran the replacement's timer: a new agent on the same state.
+    second = core()
+    second.restore()
+    failed = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
+    assert failed.replaced_by and not failed.replace_pending
+    new = second.runner(failed.replaced_by)
+    assert new.rec.replaces == alloc and new.alloc_running()
+    assert "Replaced" in _events(node, second.runner(alloc))
+    third = core()
+    third.restore()
+    allocs = node.store.list("alloc").records
+    assert sorted(allocs) == sorted([alloc, failed.replaced_by]), "replaced exactly once"
+    assert [c.task.name for c in node.docker.starts] == ["t", "t"]
+
+
+def test_an_owed_replacement_already_started_is_only_recorded_at_restore(tmp_path: Path) -> None:
+    from agent.core import Core
+    from agent.faults import Faults
+
+    node = FakeNode(tmp_path)
+    first = Core(
+        node.store, node.registry, None, data_dir=tmp_path / "data", faults=Faults(), task_dirs=node.dirs
+    )
+    (alloc,) = first.submit(_RESTART_SPEC, "hcl")["allocs"]
+    _crash(node, first.runner(alloc), "t", 2)
+    job = first.jobs["web"]
+    new = first._new_alloc(job, "g", replaces=alloc)  # killed before replaced_by was written
+    second = Core(
+        node.store, node.registry, None, data_dir=tmp_path / "data", faults=Faults(), task_dirs=node.dirs
+    )
+    second.restore()
+    failed = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
+    assert failed.replaced_by == new.id and not failed.replace_pending
+    assert sorted(node.store.list("alloc").records) == sorted([alloc, new.id])

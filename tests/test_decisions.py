@@ -10,16 +10,23 @@ from agent.decisions import (
     NO_BUGS,
     AfterRestore,
     Bugs,
+    DeadOnRestore,
     ObservedAlloc,
+    OwedReplacement,
     PauseDeathAction,
+    PendingRestart,
     RestoreAction,
+    StartCause,
     SweepPlan,
     TeardownPlan,
     plan_after_restore,
+    plan_dead_on_restore,
     plan_network_recovery,
     plan_network_teardown,
     plan_orphan_sweep,
+    plan_owed_replacements,
     plan_pause_death,
+    plan_pending_restart,
     plan_render_retry,
     plan_restore,
     plan_start_failure,
@@ -28,6 +35,7 @@ from agent.decisions import (
 )
 from agent.faults import KNOWN_FAULTS, Faults
 from agent.model import RestartPolicy
+from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 
 HEALTHY = ObservedAlloc(
     alloc_dir_exists=True, bridge=True, tasks_running=[True, True], tasks_share_pause_netns=[True, True]
@@ -219,3 +227,69 @@ def test_render_retries_back_off_and_never_give_up_unless_28016() -> None:
     assert not plan_render_retry(2, all_noop=True, bugs=dies).give_up
     assert plan_render_retry(3, all_noop=True, bugs=dies).give_up
     assert not plan_render_retry(3, all_noop=False, bugs=dies).give_up  # only all-noop runners died
+
+
+def test_only_the_tasks_own_exits_count_against_the_restart_policy() -> None:
+    pol = RestartPolicy(attempts=1, interval=60, delay=5, mode="fail")
+    exhausted = [90.0]
+    assert not plan_task_restart(pol, exhausted, 100, StartCause.RESTART_POLICY).restart
+    for cause in StartCause:
+        if cause is StartCause.RESTART_POLICY:
+            continue
+        d = plan_task_restart(pol, exhausted, 100, cause)
+        assert (d.restart, d.delay, d.counted) == (True, 0.0, False), cause
+        assert cause.value in d.reason and "not counted" in d.reason
+    counted = plan_task_restart(pol, [], 100, StartCause.RESTART_POLICY)
+    assert (counted.restart, counted.delay, counted.counted) == (True, 5, True)
+    delayed = plan_task_restart(RestartPolicy(attempts=1, interval=60, delay=1, mode="delay"), exhausted, 100)
+    assert delayed.counted and delayed.delay == pytest.approx(50)
+
+
+def test_start_causes_are_the_started_events_vocabulary() -> None:
+    assert {c.value for c in StartCause} == {
+        "first start",
+        "restart policy",
+        "network recovery",
+        "change_mode restart",
+        "restore",
+        "operator restart",
+    }
+    assert [c for c in StartCause if c.counted] == [StartCause.RESTART_POLICY]
+
+
+def test_a_pending_restart_fires_only_while_its_generation_is_current() -> None:
+    pending = PendingRestart("web", 3)
+    assert plan_pending_restart(pending, 3, alloc_running=True)
+    assert not plan_pending_restart(pending, 4, alloc_running=True)  # a later decision came first
+    assert not plan_pending_restart(pending, 3, alloc_running=False)  # stopped or failed meanwhile
+
+
+def test_a_task_dead_at_restore_goes_through_the_policy_unless_there_is_no_exit_to_count() -> None:
+    assert plan_dead_on_restore(TaskState.RUNNING, 0.0, 3) is DeadOnRestore.RESTART_POLICY
+    assert plan_dead_on_restore(TaskState.STARTING, 0.0, 0) is DeadOnRestore.RESTART_POLICY
+    # Its exit was handled before the agent stopped: the owed restart is resumed, not counted again.
+    assert plan_dead_on_restore(TaskState.DEAD, 1234.0, 3) is DeadOnRestore.RESUME_PENDING
+    # No exit status: never started (no handle), gone (docker rm, a process of an earlier agent),
+    # or running under the agent (docker restarted it): started again by the restore, not counted.
+    assert plan_dead_on_restore(TaskState.STARTING, 0.0, None) is DeadOnRestore.START_AGAIN
+    assert plan_dead_on_restore(TaskState.RUNNING, 0.0, None) is DeadOnRestore.START_AGAIN
+    assert (
+        plan_dead_on_restore(TaskState.DEAD, 0.0, 3) is DeadOnRestore.START_AGAIN
+    )  # an earlier agent's record
+
+
+def test_owed_replacements_are_owed_once() -> None:
+    def rec(id_: str, **kw: object) -> AllocRecord:
+        return AllocRecord(id=id_, job="web", group="g", **kw)  # type: ignore[arg-type]
+
+    failed = {"status": AllocStatus.FAILED, "replace_pending": True}
+    records = [
+        rec("a", **failed),  # owed, nothing started yet
+        rec("b", **failed),  # owed, and "b2" was started before the kill
+        rec("b2", status=AllocStatus.RUNNING, replaces="b"),
+        rec("c", **failed, replaced_by="c2"),  # done (the flag was not cleared yet)
+        rec("d", **failed, desired=DesiredStatus.STOP),  # its job was stopped
+        rec("e", status=AllocStatus.FAILED),  # a setup failure: never replaced
+        rec("f", status=AllocStatus.RUNNING, replace_pending=True),  # not failed
+    ]
+    assert plan_owed_replacements(records) == [OwedReplacement("a", ""), OwedReplacement("b", "b2")]

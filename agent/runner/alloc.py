@@ -21,12 +21,17 @@ from agent.config import DEFAULT_TOKEN_ROLE
 from agent.decisions import (
     NO_BUGS,
     Bugs,
+    DeadOnRestore,
     ObservedAlloc,
     PauseDeathAction,
+    PendingRestart,
     RestoreAction,
+    StartCause,
+    plan_dead_on_restore,
     plan_network_recovery,
     plan_network_teardown,
     plan_pause_death,
+    plan_pending_restart,
     plan_restore,
     plan_start_failure,
     plan_task_restart,
@@ -173,7 +178,7 @@ class AllocRunner:
         elif t.vault.change_mode == "restart":
             self.event(t.name, "Restart Signaled", f"new Vault token acquired ({why})")
             self._stop_task(t)
-            self._restart_task(t, "new Vault token")
+            self._restart_task(t, StartCause.CHANGE_MODE, "new Vault token")
 
     def _revoke_vault_tokens(self) -> None:
         for t in self.group.tasks:
@@ -197,7 +202,7 @@ class AllocRunner:
 
     def restart_for_template(self, t: Task) -> None:
         self._stop_task(t)
-        self._restart_task(t, "template re-rendered")
+        self._restart_task(t, StartCause.CHANGE_MODE, "template re-rendered")
 
     def event(self, task: str, type_: str, message: str, **details: Any) -> None:
         self.state.event(task, type_, message, **details)
@@ -245,7 +250,7 @@ class AllocRunner:
             if self.bridge:
                 self._setup_network()
             for t in self.group.tasks:
-                self._start_task(t)
+                self._start_task(t, StartCause.FIRST_START)
             self.state.save(status=AllocStatus.RUNNING, reason="")
             self._register_services()
         except (AgentError, OSError) as exc:
@@ -284,7 +289,10 @@ class AllocRunner:
             address = self.rec.address
         self.state.save(network_state=NetworkState.READY, address=address)
 
-    def _start_task(self, t: Task) -> None:
+    def _start_task(self, t: Task, cause: StartCause, why: str = "") -> None:
+        """Start the task once, for one decision (`cause`, in the "Started" event's details). Any
+        restart still on a timer for the task is cancelled by it (the generation moves on)."""
+        self.state.bump(t.name)
         token = self.vault_token(t)
         if token is not None:
             token.ensure()  # a no-op unless the token expired while the task was down
@@ -307,7 +315,10 @@ class AllocRunner:
         if t.templates:
             self.templates(t).task_started()
         self.state.update_task(t.name, state=TaskState.RUNNING, failed=False)
-        self.event(t.name, "Started", "Task started by client")
+        details: dict[str, Any] = {"cause": cause.value}
+        if why:
+            details["why"] = why
+        self.event(t.name, "Started", "Task started by client", **details)
 
     def _fail_setup(self, reason: str) -> None:
         for t in self.group.tasks:
@@ -326,30 +337,57 @@ class AllocRunner:
             if plan_pause_death(self.d.bugs) is PauseDeathAction.RESTART_INTO_DEAD_PAUSE:
                 # nomad-12216: tasks are restarted into the dead pause's network and fail there.
                 for t in self.group.tasks:
-                    self._restart_task(t, "pause container died")
+                    self._restart_task(t, StartCause.NETWORK_RECOVERY, "pause container died")
                 return
             self.recover_network("pause container died")
             return
         task = next(t for t in self.group.tasks if t.name == name)
         h = self.state.handle(name)
         code = self.driver(task).status(h).exit_code if h else None
-        self.event(name, "Terminated", f"Exit Code: {code}")
-        record = self.state.update_task(name, state=TaskState.DEAD)
-        decision = plan_task_restart(self.group.restart, record.restart_times, time.time())
-        if not decision.restart:
-            self.state.update_task(name, failed=True)
-            self.event(name, "Not Restarting", decision.reason)
-            self.fail(f"task {name} failed: {decision.reason}")
-            return
-        self.event(name, "Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})")
-        self.d.schedule(decision.delay, lambda: self._restart_task(task, "restart policy"))
+        self._task_exited(task, code)
 
-    def _restart_task(self, t: Task, why: str) -> None:
+    def _task_exited(self, t: Task, code: int | None, *, while_down: bool = False) -> None:
+        """The task exited on its own (found exited at restore: `while_down`): the restart policy
+        decides, and the exit counts against its attempts."""
         if self.rec.status is not AllocStatus.RUNNING:
             return
-        self.state.put_task(t.name, self.state.task(t.name).restarted(time.time()))
+        note = {"exit_code": code, "while_agent_down": True} if while_down else {"exit_code": code}
+        self.event(t.name, "Terminated", f"Exit Code: {code}", **note)
+        now = self.d.clock()
+        record = self.state.update_task(t.name, state=TaskState.DEAD)
+        decision = plan_task_restart(self.group.restart, record.restart_times, now, StartCause.RESTART_POLICY)
+        generation = self.state.bump(t.name)
+        if not decision.restart:
+            self.state.update_task(t.name, failed=True)
+            self.event(t.name, "Not Restarting", f"{decision.reason} (exit code {code})", exit_code=code)
+            self.fail(f"task {t.name} failed with exit code {code}: {decision.reason}")
+            return
+        self.state.put_task(t.name, record.counted(now, now + decision.delay))
+        self.event(t.name, "Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})")
+        self._schedule_restart(t, decision.delay, generation)
+
+    def _schedule_restart(self, t: Task, delay: float, generation: int) -> None:
+        pending = PendingRestart(t.name, generation)
+
+        def fire() -> None:
+            running = self.rec.status is AllocStatus.RUNNING
+            if plan_pending_restart(pending, self.state.generation(t.name), running):
+                self._restart_task(t, StartCause.RESTART_POLICY)
+            else:
+                log.info(
+                    "alloc=%s task=%s: restart timer superseded by a later decision", self.id[:8], t.name
+                )
+
+        self.d.schedule(delay, fire)
+
+    def _restart_task(self, t: Task, cause: StartCause, why: str = "") -> None:
+        """Start the task again now, for one decision. Only RESTART_POLICY restarts were counted (by
+        the decision that scheduled them); every restart shows in `restarts`."""
+        if self.rec.status is not AllocStatus.RUNNING:
+            return
+        self.state.put_task(t.name, self.state.task(t.name).restarted())
         try:
-            self._start_task(t)
+            self._start_task(t, cause, why)
         except DriverError as exc:
             self.event(t.name, "Driver Failure", str(exc))
             if plan_start_failure(self.bridge, self.d.bugs):
@@ -360,9 +398,10 @@ class AllocRunner:
             self.event(t.name, "Vault Token Failed", str(exc))
             self.fail(f"task {t.name} could not start: no Vault token: {exc}")
 
-    def recover_network(self, why: str) -> None:
+    def recover_network(self, why: str, cause: StartCause = StartCause.NETWORK_RECOVERY) -> None:
         """Recreate the whole network of the group (DEL, fresh netns owner, ADD) and restart its
-        tasks. If that fails, the alloc is failed and replaced: never a dead end, never a second set."""
+        tasks (`cause`: not counted against the restart policy; a restart on a timer is cancelled).
+        If that fails, the alloc is failed and replaced: never a dead end, never a second set."""
         for t in self.group.tasks:
             self.event(t.name, "Restart Signaled", f"network recreated: {why}")
             self._stop_task(t)
@@ -377,7 +416,7 @@ class AllocRunner:
             self.owner.remove(self.id, self.state.handle(NETNS_OWNER))
             self._setup_network(keep_address=plan.keep_old_address)
             for t in self.group.tasks:
-                self._restart_task(t, why)
+                self._restart_task(t, cause, why)
             self.event("", "Network Recovered", f"network recreated ({why})", address=self.rec.address)
         except (AgentError, OSError) as exc:
             self.fail(f"network recovery failed: {exc}")
@@ -390,14 +429,19 @@ class AllocRunner:
             # DNAT rule behind, so the host port stays pointed at a dead address.
             self.d.network.release_addresses(self.id)
         else:
-            errors = self.d.network.delete(self.id, self.netns_path())
+            errors = self.d.network.delete(
+                self.id, self.netns_path(), address=self.rec.address, ports=self.rec.ports
+            )
             if errors:
                 self.event("", "Network Teardown", "CNI DEL reported: " + "; ".join(errors))
         self.state.save(network_state=NetworkState.DELETED)
 
     def fail(self, reason: str) -> None:
-        """Mark the alloc failed, tear it down and have a replacement started."""
-        self.state.save(status=AllocStatus.FAILED, reason=reason)
+        """Mark the alloc failed, tear it down and have a replacement started. The replacement is
+        owed from the moment the failure is written (`replace_pending`), so a kill before it starts
+        leaves a record the next restore replaces."""
+        owed = self.rec.desired is DesiredStatus.RUN
+        self.state.save(status=AllocStatus.FAILED, reason=reason, replace_pending=owed)
         self.event("", "Alloc Failed", reason)
         self._teardown()
         self.d.replace(self, reason)
@@ -474,21 +518,42 @@ class AllocRunner:
             self.event("", "Restored", plan.reason)
             for t, running in zip(self.group.tasks, obs.tasks_running, strict=True):
                 if not running:
-                    self._restart_task(t, "exited while the agent was down")
+                    self._restore_dead_task(t)
                 elif t in self._vault_changed_on_restore:
                     self._vault_token_changed(t, "the stored token no longer works")
         elif plan.action is RestoreAction.RECREATE_NETWORK:
             self.event("", "Restore Network", plan.reason)
-            self.recover_network(plan.reason)
+            self.recover_network(plan.reason, StartCause.RESTORE)
         else:
             self.event("", "Restore Failed", plan.reason)
             self.fail(plan.reason)
         return plan.action
 
+    def _restore_dead_task(self, t: Task) -> None:
+        """A task not running at restore: through the restart policy as if it had died while the
+        agent ran (see plan_dead_on_restore)."""
+        record = self.state.task(t.name)
+        h = self.state.handle(t.name)
+        st = self.driver(t).status(h) if h else None
+        code = st.exit_code if st is not None and not st.running else None
+        action = plan_dead_on_restore(record.state, record.restart_due, code)
+        if action is DeadOnRestore.RESTART_POLICY:
+            self._task_exited(t, code, while_down=True)
+        elif action is DeadOnRestore.RESUME_PENDING:
+            delay = max(0.0, record.restart_due - self.d.clock())
+            self.event(
+                t.name, "Restarting", f"Task restarting in {delay:.1f}s (owed from before the agent stopped)"
+            )
+            self._schedule_restart(t, delay, self.state.bump(t.name))
+        else:
+            why = "gone while the agent was down (no exit status to count)" if h else "never started"
+            self._restart_task(t, StartCause.RESTORE, why)
+
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, reason: str = "job stopped") -> None:
         self.state.save(desired=DesiredStatus.STOP)
         for t in self.group.tasks:
+            self.state.bump(t.name)  # no restart on a timer starts it again
             if self.state.handle(t.name):
                 self.event(t.name, "Killing", f"Sent {t.kill_signal} ({reason})")
                 self._stop_task(t)
@@ -534,7 +599,7 @@ class AllocRunner:
     def user_restart(self, t: Task) -> None:
         self.event(t.name, "Restart Signaled", "User requested task to restart")
         self._stop_task(t)
-        self._restart_task(t, "user request")
+        self._restart_task(t, StartCause.OPERATOR, "user request")
 
     def user_signal(self, task: str, sig: str) -> None:
         h = self.state.handle(task)

@@ -19,6 +19,18 @@ class AllocState:
     def __init__(self, store: StateStore, record: AllocRecord) -> None:
         self.store = store
         self.rec = record
+        # Per task, bumped by every decision about it (agent.decisions.PendingRestart): kept in
+        # memory only, as the timers it guards die with the agent (a restore resumes an owed
+        # restart from the task record's restart_due).
+        self._generations: dict[str, int] = {}
+
+    def generation(self, task: str) -> int:
+        return self._generations.get(task, 0)
+
+    def bump(self, task: str) -> int:
+        """A new decision about `task`: a restart timer scheduled before it will not start it."""
+        self._generations[task] = self.generation(task) + 1
+        return self._generations[task]
 
     @property
     def id(self) -> str:
