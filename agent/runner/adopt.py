@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -274,12 +275,20 @@ class DriverNode:
 
     def stop_cgroup(self, name: str, timeout: float) -> None:
         cg = Cgroups(name)
+        pidfds = []
         for pid in cg.pids():
-            with contextlib.suppress(ProcessLookupError):
+            with contextlib.suppress(ProcessLookupError, OSError):
+                pidfds.append(os.pidfd_open(pid))  # readable once the process has exited
                 os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while cg.pids() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        try:
+            deadline = time.monotonic() + timeout
+            waiting = list(pidfds)
+            while waiting and (left := deadline - time.monotonic()) > 0:
+                ready, _, _ = select.select(waiting, [], [], left)
+                waiting = [fd for fd in waiting if fd not in ready]
+        finally:
+            for fd in pidfds:
+                os.close(fd)
         cg.kill_all()  # SIGKILL what is left, then remove the cgroup
 
 
