@@ -45,7 +45,7 @@ from agent.network.result import (
     PortMapping,
 )
 from agent.network.verify import verify_network
-from tests.cniconf import bridge_conflist
+from tests.cniconf import bridge_conflist, scrub_test_network
 
 # ---------------------------------------------------------------------------------------------------
 # Fake plugins: one script, behaviour from its own config section.
@@ -418,23 +418,7 @@ def _conflist(tmp: Path, ipam_dir: Path, *, portmap: bool = True) -> Path:
 
 
 def _scrub() -> None:
-    """Remove whatever this test network can have left: chains, rules, the admin chain, the bridge."""
-    for c in iptables.list_cni_chains():
-        if c.network == NETWORK:
-            iptables.remove_chain(c.table, c.name)
-    for t in iptables.TABLES:
-        for r in iptables.read_table(t).rules:
-            addr = r.option("-s", "-d") or ""
-            ours = (
-                (r.owner or ("", ""))[0] == NETWORK
-                or addr.startswith(SUBNET_PREFIX)
-                or r.target == ADMIN_CHAIN
-            )
-            if ours and r.chain != ADMIN_CHAIN:
-                iptables.delete_rule(r)
-    subprocess.run(["iptables", "-w", "-F", ADMIN_CHAIN], capture_output=True, check=False)
-    subprocess.run(["iptables", "-w", "-X", ADMIN_CHAIN], capture_output=True, check=False)
-    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, check=False)
+    scrub_test_network(network=NETWORK, subnet_prefix=SUBNET_PREFIX, admin_chain=ADMIN_CHAIN, bridge=BRIDGE)
 
 
 @dataclass

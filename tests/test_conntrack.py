@@ -32,13 +32,13 @@ from typing import Any
 
 import pytest
 
-from agent.network import conntrack, iptables, netns
+from agent.network import conntrack, netns
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.conntrack import FlowEntry, FlowTarget, parse_cli_line, select_stale, stale_flow
 from agent.network.result import CachedAttachment, CniError, CniResult, DelReport, PortMapping
 from agent.records import PortAlloc
-from tests.cniconf import bridge_conflist
+from tests.cniconf import bridge_conflist, scrub_test_network
 
 TCP, UDP, ICMP = socket.IPPROTO_TCP, socket.IPPROTO_UDP, socket.IPPROTO_ICMP
 NODE = "10.213.246.1"  # the bridge's (gateway) address: one of the node's own
@@ -266,22 +266,7 @@ def _why_not_ready() -> str | None:
 
 
 def _scrub() -> None:
-    for c in iptables.list_cni_chains():
-        if c.network == NETWORK:
-            iptables.remove_chain(c.table, c.name)
-    for t in iptables.TABLES:
-        for r in iptables.read_table(t).rules:
-            addr = r.option("-s", "-d") or ""
-            ours = (
-                (r.owner or ("", ""))[0] == NETWORK
-                or addr.startswith(SUBNET_PREFIX)
-                or r.target == ADMIN_CHAIN
-            )
-            if ours and r.chain != ADMIN_CHAIN:
-                iptables.delete_rule(r)
-    subprocess.run(["iptables", "-w", "-F", ADMIN_CHAIN], capture_output=True, check=False)
-    subprocess.run(["iptables", "-w", "-X", ADMIN_CHAIN], capture_output=True, check=False)
-    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, check=False)
+    scrub_test_network(network=NETWORK, subnet_prefix=SUBNET_PREFIX, admin_chain=ADMIN_CHAIN, bridge=BRIDGE)
 
 
 def _free_port() -> int:
