@@ -135,6 +135,28 @@ def test_host_mode_docker_ports_are_published_from_host_port_to_to_as_nomad(lab:
         agent.stop()
 
 
+def test_a_docker_change_script_past_its_timeout_is_killed_and_reported(lab: AgentLab) -> None:
+    """Docker's exec API has no timeout: the driver kills the command (and what it started) itself."""
+    from agent.drivers.base import DriverError, TaskHandle
+    from agent.drivers.docker import DockerDriver
+
+    agent = lab.start_agent()
+    try:
+        alloc = _submit(agent, "pause-container-example.hcl")
+        task_ctr = _running_containers(lab, alloc)["task:http"]
+        driver = DockerDriver()
+        handle = TaskHandle("docker", task_ctr, "")
+        assert driver.exec(handle, ["sh", "-c", "echo ok; exit 3"], timeout=10) == (3, "ok\n")
+        t0 = time.monotonic()
+        with pytest.raises(DriverError, match="ran past its 1s timeout: killed"):
+            driver.exec(handle, ["sh", "-c", "sleep 300 & sleep 301"], timeout=1)
+        assert time.monotonic() - t0 < 8
+        ps = driver.client.containers.get(task_ctr).exec_run(["ps", "-o", "args"]).output.decode()
+        assert "sleep 30" not in ps, ps  # the command and what it started are gone
+    finally:
+        agent.stop()
+
+
 def test_agent_restart_reattaches_without_touching_the_alloc(lab: AgentLab) -> None:
     agent = lab.start_agent()
     alloc = _submit(agent, "cni-check-on-restore.hcl")

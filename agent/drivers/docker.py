@@ -9,7 +9,10 @@ orphan sweeper) can tell what belongs to whom.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests
 
 from agent.drivers.base import (
     LABEL_ALLOC,
@@ -32,6 +36,7 @@ from agent.drivers.base import (
     TaskHandle,
     TaskStatus,
 )
+from agent.drivers.process import children
 from agent.model import Task
 from agent.network.owner import pid_in_netns
 
@@ -230,11 +235,52 @@ class DockerDriver:
         """Nothing to do: the event stream (watch) reports every managed container's death."""
 
     def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
+        """Run argv in the task's container (a change_script); past `timeout` the command and what
+        it started are killed and a DriverError says so (docker's exec API has no timeout)."""
+        what = f"exec in {handle.id[:12]}"
+        api = self.client.api
         try:
-            rc, out = self.client.containers.get(handle.id).exec_run(argv)
-        except docker.errors.DockerException as exc:
-            raise DriverError("docker", f"exec in {handle.id[:12]}", str(exc)) from None
-        return int(rc), out.decode(errors="replace")
+            exec_id = api.exec_create(handle.id, argv)["Id"]
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise DriverError("docker", what, str(exc)) from None
+        result: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                result["out"] = api.exec_start(exec_id)
+            except Exception as exc:  # reported below, in the caller's thread
+                result["error"] = exc
+
+        runner = threading.Thread(target=run, name=f"docker-exec-{handle.id[:12]}", daemon=True)
+        runner.start()
+        runner.join(timeout)
+        try:
+            if runner.is_alive():
+                self._kill_exec(api.exec_inspect(exec_id).get("Pid") or 0)
+                runner.join(5.0)
+                raise DriverError("docker", what, f"{argv[0]} ran past its {timeout:g}s timeout: killed")
+            if "error" in result:
+                raise DriverError("docker", what, str(result["error"]))
+            rc = api.exec_inspect(exec_id).get("ExitCode")
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise DriverError("docker", what, str(exc)) from None
+        out = result.get("out") or b""
+        return int(rc if rc is not None else -1), out.decode(errors="replace")
+
+    @staticmethod
+    def _kill_exec(pid: int) -> None:
+        """SIGKILL an exec'd process and its descendants (host pids: the agent runs in the host's pid
+        namespace)."""
+        if pid <= 0:
+            return
+        todo, seen = [pid], []
+        while todo:
+            p = todo.pop()
+            seen.append(p)
+            todo.extend(children(p))
+        for p in seen:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
 
     def managed_containers(self) -> list[Any]:
         return list(self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}))
