@@ -26,6 +26,7 @@ from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
 from agent.faults import Faults
 from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
+from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
 from agent.network.base import Network
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, RecordError
@@ -109,6 +110,7 @@ class Core:
         template_max_bytes: int = 4 * 1024 * 1024,
         limits: Limits = DEFAULT_LIMITS,
         datacenter: str = "dc1",
+        kill_point: KillHook | None = None,
     ) -> None:
         self.limits = limits  # what a jobspec may ask for (the client's max_count, max_kill_timeout)
         self.datacenter = datacenter
@@ -116,6 +118,9 @@ class Core:
         self.drivers = drivers
         self.faults = faults
         self.bugs = faults.bugs()  # read once; only the plan_* decisions look at it
+        # The named steps a kill must not break (agent.killpoints): a no-op unless `crash-at` is set
+        # (then the agent SIGKILLs itself there, once per data dir), or a test's hook.
+        self.kill_point = kill_point if kill_point is not None else sigkill_at(faults.crash_at, data_dir)
         self.runners: dict[str, AllocRunner] = {}
         self.jobs: dict[str, Job] = {}
         self._q: queue.Queue[Callable[[], None]] = queue.Queue()
@@ -144,6 +149,7 @@ class Core:
             advertise_address=advertise_address,
             vault=vault,
             vault_token_role=vault_token_role,
+            kill_point=self.kill_point,
         )
         self.restore_seconds = 0.0
         self.sweeper = sweeper
@@ -237,23 +243,8 @@ class Core:
             log.error("state: alloc %s unreadable (%s): replacing it", key, reason)
             self.store.append_event(key, "", "Restore Failed", f"alloc record unreadable: {reason}")
         for rec in records:
-            alloc_id = rec.id
-            if rec.status is not AllocStatus.RUNNING or rec.desired is DesiredStatus.STOP:
-                continue
-            job = self.jobs.get(rec.job)
-            group = next((g for g in job.groups if g.name == rec.group), None) if job else None
-            if job is None or group is None:
-                log.error(
-                    "alloc=%s: job %s or group %s unknown; cannot restore", alloc_id[:8], rec.job, rec.group
-                )
-                continue
-            runner = AllocRunner(self.deps, rec, job, group)
-            self.runners[alloc_id] = runner
-            try:
-                runner.restore()
-            except Exception as exc:
-                log.exception("alloc=%s: restore failed", alloc_id[:8])
-                runner.fail(f"restore failed: {exc}")
+            if rec.live:
+                self._restore_alloc(rec)
         for alloc_id, _ in unreadable:
             self._replace_unreadable(alloc_id)
         self._start_owed_replacements(records)
@@ -261,6 +252,28 @@ class Core:
         log.info("restored %d alloc(s) in %.2fs", len(self.runners), self.restore_seconds)
         self.adoption.restore(self.runners)  # when the state DB was lost: what runs is adopted, not swept
         self.sweep()
+
+    def _restore_alloc(self, rec: AllocRecord) -> None:
+        """One live alloc: restored; one the agent was killed while setting up (pending) set up
+        again; one it was killed while stopping (desired stop) stopped."""
+        job = self.jobs.get(rec.job)
+        group = next((g for g in job.groups if g.name == rec.group), None) if job else None
+        if job is None or group is None:
+            log.error("alloc=%s: job %s or group %s unknown; cannot restore", rec.id[:8], rec.job, rec.group)
+            return
+        runner = AllocRunner(self.deps, rec, job, group)
+        self.runners[rec.id] = runner
+        try:
+            if rec.desired is DesiredStatus.STOP:
+                runner.event("", "Stop Resumed", "the agent was killed while stopping the alloc")
+                runner.stop(rec.reason or "job stopped")
+            elif rec.status is AllocStatus.PENDING:
+                runner.resume_setup()
+            else:
+                runner.restore()
+        except Exception as exc:
+            log.exception("alloc=%s: restore failed", rec.id[:8])
+            runner.fail(f"restore failed: {exc}")
 
     def _start_owed_replacements(self, records: list[AllocRecord]) -> None:
         """Failed allocs whose replacement was still on a timer when the agent was killed: replaced
@@ -281,6 +294,12 @@ class Core:
             self.runners.setdefault(rec.id, failed)
             if owed.existing:
                 failed.state.save(replaced_by=owed.existing, replace_pending=False)
+                failed.event(
+                    "",
+                    "Replaced",
+                    f"replaced by alloc {owed.existing}: {rec.reason} (started before the agent was "
+                    "killed, recorded at restore)",
+                )
                 continue
             self._start_replacement(failed, f"{rec.reason} (replacement owed at restore)")
 
@@ -430,6 +449,7 @@ class Core:
         runner = AllocRunner(self.deps, rec, job, group)
         self.store.put("alloc", runner.id, rec.to_record())
         self.runners[runner.id] = runner
+        self.kill_point("start.after-alloc-record")
         runner.start()
         return runner
 
@@ -444,7 +464,9 @@ class Core:
         if failed.rec.desired is DesiredStatus.STOP or failed.rec.replaced_by:
             failed.state.save(replace_pending=False)  # its job was stopped meanwhile, or done already
             return
+        self.kill_point("replace.after-fail-before-new-alloc")
         new = self._new_alloc(failed.job, failed.group.name, replaces=failed.id)
+        self.kill_point("replace.after-new-alloc-before-record")
         failed.state.save(replaced_by=new.id, replace_pending=False)
         failed.event("", "Replaced", f"replaced by alloc {new.id}: {reason}")
 

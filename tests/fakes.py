@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from agent.network.base import Network
 from agent.records import AllocRecord, PortAlloc
 from agent.runner.alloc import AllocRunner, RunnerDeps
 from agent.state import SqliteStore
+from agent.sweeper import Removal, Sweeper, SweepReport
 from agent.templates.render import SecretSource
 from agent.templates.runner import TemplateDeps
 from agent.vaultclient import TokenGrant, VaultDenied, VaultUnavailable
@@ -34,6 +36,10 @@ class FakeProc:
 
 
 class FakeDriver:
+    """A driver. As the real ones, a start replaces a live leftover of the same alloc and task (one
+    whose start an agent killed before recording it): docker removes the container of that name,
+    exec and raw_exec kill what is in the task's cgroup (tests/test_exec_no_double.py)."""
+
     def __init__(self, name: str, *, joins_container_netns: bool) -> None:
         self.name = name
         self.joins_container_netns = joins_container_netns
@@ -44,6 +50,8 @@ class FakeDriver:
         self.reattached: list[str] = []
         self.signals: list[tuple[str, str]] = []
         self.fail_starts = 0  # the next N starts raise DriverError
+        self.leftovers: list[str] = []  # live instances a start replaced
+        self.swept: list[str] = []  # what the orphan sweep removed (FakeSweeper)
         self._n = 0
 
     def start(self, ctx: TaskContext) -> TaskHandle:
@@ -53,6 +61,10 @@ class FakeDriver:
             raise DriverError(
                 self.name, f"task {ctx.task.name}", "cannot join network of a non running container"
             )
+        for old, p in list(self.procs.items()):
+            if p.running and (p.ctx.alloc_id, p.ctx.task.name) == (ctx.alloc_id, ctx.task.name):
+                self.procs.pop(old)
+                self.leftovers.append(old)
         self._n += 1
         hid = f"{self.name}-{ctx.task.name}-{self._n}"
         self.procs[hid] = FakeProc(ctx)
@@ -116,6 +128,7 @@ class FakeOwner:
         self.created: list[str] = []
         self.removed: list[str] = []
         self.foreign_pids: set[int] = set()  # pids that are in another netns
+        self.allocs: dict[str, str] = {}  # owner id -> alloc id (what the sweeper goes by)
         self._n = 0
 
     def _oid(self, alloc_id: str, handle: TaskHandle | None) -> str:
@@ -125,6 +138,7 @@ class FakeOwner:
         self._n += 1
         oid = f"{self.kind}-{self._n}" if self.records_handle else f"ns-{alloc_id}"
         self.alive[oid] = True
+        self.allocs[oid] = alloc_id
         self.restarted.discard(oid)
         self.created.append(oid)
         return TaskHandle(self.kind, oid, "t0") if self.records_handle else None
@@ -354,3 +368,38 @@ class FakeTokenClient:
         self.vault.renewed.append(self.token)
         self.vault.granted[self.token] = grant.granted_at
         return dataclasses.replace(grant, ttl=self.vault.ttl)
+
+
+class FakeSweeper(Sweeper):
+    """The orphan sweeper on a FakeNode: removes every task instance, netns owner and CNI result of
+    an alloc that is neither live nor adopted (as agent.sweeper does by labels, cgroup and netns
+    names); records what it removed."""
+
+    def __init__(self, node: FakeNode) -> None:  # no docker, no CNI: nothing of Sweeper's own
+        self.node = node
+        self.totals: Counter[str] = Counter()
+
+    def sweep(self, live: Iterable[str], adopted: Iterable[str] = ()) -> SweepReport:
+        keep = set(live) | set(adopted)
+        report = SweepReport()
+        for driver in (self.node.docker, self.node.exec):
+            for hid, p in list(driver.procs.items()):
+                if p.ctx.alloc_id not in keep:
+                    driver.procs.pop(hid)
+                    driver.swept.append(hid)
+                    report.planned.append(Removal("task", hid, p.ctx.alloc_id))
+        for owner in (self.node.pause, self.node.named):
+            for oid, alive in list(owner.alive.items()):
+                alloc = owner.allocs.get(oid, "")
+                if alloc not in keep:
+                    owner.alive.pop(oid)
+                    owner.removed.append(oid)
+                    if alive:
+                        report.planned.append(Removal("netns_owner", oid, alloc))
+        for alloc in list(self.node.network.results):
+            if alloc not in keep:
+                self.node.network.results.pop(alloc)
+                report.planned.append(Removal("cni", alloc, alloc))
+        report.removed.update(r.kind for r in report.planned)
+        self.totals.update(report.removed)
+        return report

@@ -240,8 +240,22 @@ class ProcessDriver:
         return returncode
 
     def task_cgroups(self, alloc_id: str, task: Task) -> Cgroups:
-        """The task's cgroups, created with its limits (what cannot be applied is logged)."""
+        """The task's cgroups, created with its limits (what cannot be applied is logged).
+
+        Called before every start of the task: a process still in its cgroup is a leftover (a start
+        an agent was killed before recording, or a child of a stopped one), killed first, so the
+        task never runs twice (agent.killpoints: start.after-task-start-before-record)."""
         cg = Cgroups.of_task(alloc_id, task.name)
+        leftover = cg.pids()
+        if leftover:
+            log.warning(
+                "alloc=%s task=%s: killing %d process(es) left in the task's cgroup before starting it: %s",
+                alloc_id[:8],
+                task.name,
+                len(leftover),
+                leftover,
+            )
+            cg.kill_pids()
         problems = cg.create(task.resources.memory, task.resources.cpu)
         if problems:
             log.warning(

@@ -39,6 +39,7 @@ from agent.decisions import (
 from agent.drivers.base import RESTARTED, DriverError, NetnsOwner, TaskContext, TaskDriver
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
+from agent.killpoints import KillHook, no_kill
 from agent.model import Group, Job, Task
 from agent.network.base import Network
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, TaskState
@@ -72,6 +73,9 @@ class RunnerDeps:
     vault: TokenIssuer | None = None  # the agent's Vault client: creates and revokes tasks' tokens
     vault_token_role: str = DEFAULT_TOKEN_ROLE
     clock: Callable[[], float] = time.time
+    # Called at each named step (agent.killpoints): a no-op, or the `crash-at` SIGKILL, or a test's
+    # Killed. Every step leaves a record the next restore acts on, losing and doubling nothing.
+    kill_point: KillHook = no_kill
 
     def __post_init__(self) -> None:
         if self.dirs is None:
@@ -177,7 +181,8 @@ class AllocRunner:
             self.signal_task(t, t.vault.change_signal)
         elif t.vault.change_mode == "restart":
             self.event(t.name, "Restart Signaled", f"new Vault token acquired ({why})")
-            self._stop_task(t)
+            self._stop_for_restart(t)
+            self.kill_point("restart.after-stop")
             self._restart_task(t, StartCause.CHANGE_MODE, "new Vault token")
 
     def _revoke_vault_tokens(self) -> None:
@@ -201,7 +206,8 @@ class AllocRunner:
         return self.driver(t).exec(h, argv, timeout)
 
     def restart_for_template(self, t: Task) -> None:
-        self._stop_task(t)
+        self._stop_for_restart(t)
+        self.kill_point("restart.after-stop")
         self._restart_task(t, StartCause.CHANGE_MODE, "template re-rendered")
 
     def event(self, task: str, type_: str, message: str, **details: Any) -> None:
@@ -242,19 +248,39 @@ class AllocRunner:
         return None
 
     # -- start ---------------------------------------------------------------------------------
-    def start(self) -> None:
-        for t in self.group.tasks:
-            self.event(t.name, "Received", "Task received by client")
+    def kill_point(self, name: str) -> None:
+        """A named step (agent.killpoints): where the `crash-at` setting or a test kills the agent."""
+        self.d.kill_point(name)
+
+    def start(self, cause: StartCause = StartCause.FIRST_START, why: str = "") -> None:
+        if cause is StartCause.FIRST_START:
+            for t in self.group.tasks:
+                self.event(t.name, "Received", "Task received by client")
         try:
             self._setup_dirs()
             if self.bridge:
+                self.kill_point("start.before-network")
                 self._setup_network()
             for t in self.group.tasks:
-                self._start_task(t, StartCause.FIRST_START)
+                self._start_task(t, cause, why)
+            self.kill_point("start.before-alloc-running")
             self.state.save(status=AllocStatus.RUNNING, reason="")
             self._register_services()
         except (AgentError, OSError) as exc:
             self._fail_setup(f"failed to setup alloc: {exc}")
+
+    def resume_setup(self) -> None:
+        """At restore: the agent was killed while setting the alloc up (it is still recorded
+        pending). What the interrupted setup made is undone (tasks by their recorded handles; a task
+        whose start was not recorded is replaced by the driver's next start of it), then the alloc
+        is set up again from the start, once."""
+        self.event(
+            "", "Setup Resumed", "the agent was killed while setting the alloc up: setting it up again"
+        )
+        for t in self.group.tasks:
+            self.state.bump(t.name)
+        self._teardown()
+        self.start(StartCause.RESTORE, "setup interrupted by an agent restart")
 
     def _setup_dirs(self) -> None:
         for t in self.group.tasks:
@@ -282,16 +308,20 @@ class AllocRunner:
         if ns is None:
             raise AgentError(f"the {self.owner.kind} owning the network namespace is not running")
         self.state.save(network_state=NetworkState.ADDING)
+        self.kill_point("start.before-network-add")
         address = self.d.network.add(self.id, ns, self.rec.ports)
+        self.kill_point("start.after-network-add")
         if keep_address and self.rec.address:
             # nomad-24236/16893: the recreated network's address is not written back; the alloc
             # (API, NOMAD_ALLOC_IP of the tasks restarted next) keeps the one from before.
             address = self.rec.address
         self.state.save(network_state=NetworkState.READY, address=address)
 
-    def _start_task(self, t: Task, cause: StartCause, why: str = "") -> None:
+    def _start_task(self, t: Task, cause: StartCause, why: str = "", *, restart: bool = False) -> None:
         """Start the task once, for one decision (`cause`, in the "Started" event's details). Any
-        restart still on a timer for the task is cancelled by it (the generation moves on)."""
+        restart still on a timer for the task is cancelled by it (the generation moves on).
+        `restart`: counted in `restarts` (with the 'starting' record, so a kill before the start
+        is recorded never counts it twice: restore starts a 'starting' task without counting)."""
         self.state.bump(t.name)
         token = self.vault_token(t)
         if token is not None:
@@ -309,16 +339,23 @@ class AllocRunner:
             netns_owner=owner,
             ports=tuple((p.label, p.host, p.to) for p in self.rec.ports),
         )
-        self.state.update_task(t.name, state=TaskState.STARTING)
-        h = self.driver(t).start(ctx)
-        self.state.put_handle(t.name, h)
-        if t.templates:
-            self.templates(t).task_started()
-        self.state.update_task(t.name, state=TaskState.RUNNING, failed=False)
+        record = self.state.task(t.name)
+        self.state.put_task(
+            t.name, (record.restarted() if restart else record).with_(state=TaskState.STARTING)
+        )
+        self.kill_point("start.before-task-start")
+        h = self.driver(t).start(ctx)  # replaces a leftover of this task whose start was not recorded
+        self.kill_point("start.after-task-start-before-record")
         details: dict[str, Any] = {"cause": cause.value}
         if why:
             details["why"] = why
-        self.event(t.name, "Started", "Task started by client", **details)
+        with self.d.store.transaction():  # the handle, the state and the event land together
+            self.state.put_handle(t.name, h)
+            if t.templates:
+                self.templates(t).task_started()
+            self.state.update_task(t.name, state=TaskState.RUNNING, failed=False)
+            self.event(t.name, "Started", "Task started by client", **details)
+        self.kill_point("start.after-task-record")
 
     def _fail_setup(self, reason: str) -> None:
         for t in self.group.tasks:
@@ -352,18 +389,28 @@ class AllocRunner:
         if self.rec.status is not AllocStatus.RUNNING:
             return
         note = {"exit_code": code, "while_agent_down": True} if while_down else {"exit_code": code}
-        self.event(t.name, "Terminated", f"Exit Code: {code}", **note)
         now = self.d.clock()
-        record = self.state.update_task(t.name, state=TaskState.DEAD)
+        record = self.state.task(t.name).with_(state=TaskState.DEAD)
         decision = plan_task_restart(self.group.restart, record.restart_times, now, StartCause.RESTART_POLICY)
         generation = self.state.bump(t.name)
+        reason = f"task {t.name} failed with exit code {code}: {decision.reason}"
+        # The exit, the policy's decision (and a failure) land together: a kill never counts the
+        # exit twice, nor loses it, nor leaves a task recorded failed in an alloc recorded running.
+        with self.d.store.transaction():
+            self.event(t.name, "Terminated", f"Exit Code: {code}", **note)
+            if not decision.restart:
+                self.state.put_task(t.name, record.with_(failed=True))
+                self.event(t.name, "Not Restarting", f"{decision.reason} (exit code {code})", exit_code=code)
+                self._record_failure(reason)
+            else:
+                self.state.put_task(t.name, record.counted(now, now + decision.delay))
+                self.event(
+                    t.name, "Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})"
+                )
         if not decision.restart:
-            self.state.update_task(t.name, failed=True)
-            self.event(t.name, "Not Restarting", f"{decision.reason} (exit code {code})", exit_code=code)
-            self.fail(f"task {t.name} failed with exit code {code}: {decision.reason}")
+            self._finish_failure(reason)
             return
-        self.state.put_task(t.name, record.counted(now, now + decision.delay))
-        self.event(t.name, "Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})")
+        self.kill_point("restart.after-exit-record")
         self._schedule_restart(t, decision.delay, generation)
 
     def _schedule_restart(self, t: Task, delay: float, generation: int) -> None:
@@ -380,14 +427,15 @@ class AllocRunner:
 
         self.d.schedule(delay, fire)
 
-    def _restart_task(self, t: Task, cause: StartCause, why: str = "") -> None:
+    def _restart_task(self, t: Task, cause: StartCause, why: str = "", *, count: bool = True) -> None:
         """Start the task again now, for one decision. Only RESTART_POLICY restarts were counted (by
-        the decision that scheduled them); every restart shows in `restarts`."""
+        the decision that scheduled them); every restart shows in `restarts` (`count`: False when a
+        restore finishes a start that was already counted)."""
         if self.rec.status is not AllocStatus.RUNNING:
             return
-        self.state.put_task(t.name, self.state.task(t.name).restarted())
+        self.kill_point("restart.before-start")
         try:
-            self._start_task(t, cause, why)
+            self._start_task(t, cause, why, restart=count)
         except DriverError as exc:
             self.event(t.name, "Driver Failure", str(exc))
             if plan_start_failure(self.bridge, self.d.bugs):
@@ -404,7 +452,8 @@ class AllocRunner:
         If that fails, the alloc is failed and replaced: never a dead end, never a second set."""
         for t in self.group.tasks:
             self.event(t.name, "Restart Signaled", f"network recreated: {why}")
-            self._stop_task(t)
+            self._stop_for_restart(t)
+        self.kill_point("recovery.after-stop")
         plan = plan_network_recovery(self.d.bugs)
         try:
             if plan.forget_cached_result and self.d.network is not None:
@@ -413,8 +462,11 @@ class AllocRunner:
                 self.d.network.forget(self.id)
             if plan.run_del:
                 self._del_network()
+            self.kill_point("recovery.after-del")
             self.owner.remove(self.id, self.state.handle(NETNS_OWNER))
+            self.kill_point("recovery.after-owner-remove")
             self._setup_network(keep_address=plan.keep_old_address)
+            self.kill_point("recovery.before-tasks")
             for t in self.group.tasks:
                 self._restart_task(t, cause, why)
             self.event("", "Network Recovered", f"network recreated ({why})", address=self.rec.address)
@@ -440,10 +492,21 @@ class AllocRunner:
         """Mark the alloc failed, tear it down and have a replacement started. The replacement is
         owed from the moment the failure is written (`replace_pending`), so a kill before it starts
         leaves a record the next restore replaces."""
+        with self.d.store.transaction():
+            self._record_failure(reason)
+        self._finish_failure(reason)
+
+    def _record_failure(self, reason: str) -> None:
         owed = self.rec.desired is DesiredStatus.RUN
         self.state.save(status=AllocStatus.FAILED, reason=reason, replace_pending=owed)
         self.event("", "Alloc Failed", reason)
+
+    def _finish_failure(self, reason: str) -> None:
+        """After the failure is recorded: what the alloc holds on the node goes (a kill before that
+        leaves it to the orphan sweep: the alloc is no longer live), then the replacement."""
+        self.kill_point("replace.after-fail-record")
         self._teardown()
+        self.kill_point("replace.after-teardown")
         self.d.replace(self, reason)
 
     # -- restore -------------------------------------------------------------------------------
@@ -472,6 +535,10 @@ class AllocRunner:
         ns_path = self.netns_path()
         if has_result and ns_path is not None and self.d.network is not None:
             diffs = self.d.network.check(self.id, ns_path, self.rec.ports)
+        if self.bridge and self.rec.network_state is not NetworkState.READY:
+            # Killed between CNI ADD and recording its address (or during a DEL): the address the
+            # tasks would be given is not the attachment's.
+            diffs = [*diffs, f"network recorded {self.rec.network_state.value or 'not set up'}, not ready"]
         return ObservedAlloc(
             alloc_dir_exists=self.alloc_dir.is_dir(),
             bridge=self.bridge,
@@ -508,6 +575,7 @@ class AllocRunner:
         if plan.action is not RestoreAction.REPLACE:
             self._rerender_on_restore()
         if plan.action is RestoreAction.REATTACH:
+            self._record_reattached()
             self.event("", "Restored", f"reattached: {plan.reason}")
             for t in self.group.tasks:
                 if t.templates:
@@ -516,6 +584,7 @@ class AllocRunner:
                 self._vault_token_changed(t, "the stored token no longer works")
         elif plan.action is RestoreAction.RESTART_TASKS:
             self.event("", "Restored", plan.reason)
+            self._record_reattached()
             for t, running in zip(self.group.tasks, obs.tasks_running, strict=True):
                 if not running:
                     self._restore_dead_task(t)
@@ -529,11 +598,31 @@ class AllocRunner:
             self.fail(plan.reason)
         return plan.action
 
+    def _record_reattached(self) -> None:
+        """A task found running whose record is not 'running' (the agent was killed between the
+        start being recorded and the state catching up): recorded running now."""
+        for t in self.group.tasks:
+            h = self.state.handle(t.name)
+            record = self.state.task(t.name)
+            if h is not None and record.state is not TaskState.RUNNING and self._handle_running(t, h):
+                self.state.put_task(t.name, record.with_(state=TaskState.RUNNING))
+
+    def _handle_running(self, t: Task, h: Any) -> bool:
+        st = self.driver(t).status(h)
+        return bool(st.running and st.detail != RESTARTED)
+
     def _restore_dead_task(self, t: Task) -> None:
         """A task not running at restore: through the restart policy as if it had died while the
-        agent ran (see plan_dead_on_restore)."""
+        agent ran (see plan_dead_on_restore). A task recorded 'starting' was being (re)started when
+        the agent was killed: its start was decided and counted already, so it is started once more
+        without counting (the exit a handle may still show was handled before that start)."""
         record = self.state.task(t.name)
         h = self.state.handle(t.name)
+        if record.state is TaskState.STARTING:
+            self._restart_task(
+                t, StartCause.RESTORE, "its start was interrupted by an agent restart", count=False
+            )
+            return
         st = self.driver(t).status(h) if h else None
         code = st.exit_code if st is not None and not st.running else None
         action = plan_dead_on_restore(record.state, record.restart_due, code)
@@ -545,20 +634,31 @@ class AllocRunner:
                 t.name, "Restarting", f"Task restarting in {delay:.1f}s (owed from before the agent stopped)"
             )
             self._schedule_restart(t, delay, self.state.bump(t.name))
+        elif record.state is TaskState.DEAD:
+            self._restart_task(
+                t, StartCause.RESTORE, "stopped for a restart the agent was killed before finishing"
+            )
         else:
             why = "gone while the agent was down (no exit status to count)" if h else "never started"
             self._restart_task(t, StartCause.RESTORE, why)
 
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, reason: str = "job stopped") -> None:
+        """Stop and tear down; every step is safe to do again, so a restore after a kill in between
+        finishes the stop (Core.restore)."""
         self.state.save(desired=DesiredStatus.STOP)
+        self.kill_point("stop.after-desired-record")
         for t in self.group.tasks:
             self.state.bump(t.name)  # no restart on a timer starts it again
-            if self.state.handle(t.name):
+            h = self.state.handle(t.name)
+            if h is not None and self._handle_running(t, h):
                 self.event(t.name, "Killing", f"Sent {t.kill_signal} ({reason})")
                 self._stop_task(t)
+            if h is not None:
                 self.state.update_task(t.name, state=TaskState.DEAD)
+        self.kill_point("stop.after-tasks-stopped")
         self._teardown()
+        self.kill_point("stop.after-teardown")
         self.state.save(status=AllocStatus.COMPLETE, reason=reason)
 
     def services(self) -> list[dict[str, Any]]:
@@ -598,7 +698,8 @@ class AllocRunner:
     # -- user actions (API) ----------------------------------------------------------------------
     def user_restart(self, t: Task) -> None:
         self.event(t.name, "Restart Signaled", "User requested task to restart")
-        self._stop_task(t)
+        self._stop_for_restart(t)
+        self.kill_point("restart.after-stop")
         self._restart_task(t, StartCause.OPERATOR, "user request")
 
     def user_signal(self, task: str, sig: str) -> None:
@@ -608,6 +709,13 @@ class AllocRunner:
         self.event(task, "Signaling", f"Task being sent signal {sig}")
         t = next(x for x in self.group.tasks if x.name == task)
         self.driver(t).signal(h, sig)
+
+    def _stop_for_restart(self, t: Task) -> None:
+        """Stop the task to start it again: recorded dead first, so a kill before the start leaves a
+        task the restore starts again (uncounted), never an 'exit' it would count."""
+        if self.state.handle(t.name) is not None:
+            self.state.update_task(t.name, state=TaskState.DEAD)
+        self._stop_task(t)
 
     def _stop_task(self, t: Task) -> None:
         h = self.state.handle(t.name)
