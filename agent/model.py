@@ -67,6 +67,7 @@ class Template:
     wait_min: float = 0.0
     wait_max: float = 0.0
     error_on_missing_key: bool = False
+    env: bool = False  # the rendered file (KEY=VALUE lines) is read into the task's environment
     left_delimiter: str = "{{"
     right_delimiter: str = "}}"
 

@@ -11,7 +11,7 @@ import pytest
 from agent.decisions import Bugs, RestoreAction
 from agent.drivers.base import DriverError
 from agent.drivers.registry import DriverRegistry
-from agent.model import Group, Job, Network, Port, RestartPolicy, Task
+from agent.model import Group, Job, Network, Port, RestartPolicy, Task, Template
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, PortAlloc, TaskState
 from agent.runner.alloc import AllocRunner
 from agent.runner.state import NETNS_OWNER
@@ -672,3 +672,28 @@ def test_an_owed_replacement_already_started_is_only_recorded_at_restore(tmp_pat
     failed = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
     assert failed.replaced_by == new.id and not failed.replace_pending
     assert sorted(node.store.list("alloc").records) == sorted([alloc, new.id])
+
+
+def test_env_templates_reach_the_task_env_at_every_start_and_win_over_the_tasks_env(tmp_path: Path) -> None:
+    """Nomad's `template { env = true }`: the rendered KEY=VALUE file is the task's environment,
+    read again at each start (a change_mode restart gives the task the new values)."""
+    node = FakeNode(tmp_path)
+    tpl = Template(
+        "secrets/app.env",
+        data='DB_PASS="{{ env "SEED" }}-pw"\nexport MODE=blue\n# a comment\nnot a pair\nPORT=8080 # inline\n',
+        env=True,
+        change_mode="restart",
+        splay=0,
+    )
+    task = Task("t0", "docker", config={"image": "x"}, env={"MODE": "task", "SEED": "s1"}, templates=(tpl,))
+    group = Group(name="g", tasks=(task,), restart=POLICY)
+    r = AllocRunner(node.deps(), _record(), Job(id="web", groups=(group,)), group)
+    node.store.put("alloc", r.id, r.rec.to_record())
+    r.start()
+    env = node.docker.starts[-1].env
+    assert (env["DB_PASS"], env["MODE"], env["PORT"]) == ("s1-pw", "blue", "8080"), env
+    assert "Template Env Failed" in _events(node, r)  # "not a pair" is named, not guessed at
+    (r.task_dir(task) / "secrets" / "app.env").write_text("DB_PASS=rotated\n")
+    r.restart_for_template(task)
+    assert node.docker.starts[-1].env["DB_PASS"] == "rotated"
+    assert node.docker.starts[-1].env["MODE"] == "task"  # no longer in the file: the task's own again

@@ -190,7 +190,7 @@ job "label" {
     assert sorted(parsed.warnings) == sorted(
         [
             f"job.label.group.g.max_run_duration: {NOT_IMPLEMENTED}",
-            *(f"{t}.{k}: {NOT_IMPLEMENTED}" for k in ("uid", "gid", "once", "env")),
+            *(f"{t}.{k}: {NOT_IMPLEMENTED}" for k in ("uid", "gid", "once")),
             f"{t}.change_script.run_on_first_render: {NOT_IMPLEMENTED}",
         ]
     )

@@ -118,3 +118,22 @@ def test_every_template_function_is_documented() -> None:
         if not name.startswith("sprig_") and f"`{name}" not in docs
     ]
     assert missing == []
+
+
+def test_env_files_are_parsed_as_godotenv_does() -> None:
+    from agent.templates.envfile import parse_env_file
+
+    text = (
+        '# comment\n\nA=1\nexport B = two words \nC="quoted \\"x\\"\\nline"\nD=\'single $x\'\n'
+        "E=plain # inline comment\nF=\nnot a pair\n9BAD=x\n"
+    )
+    values, bad = parse_env_file(text)
+    assert values == {
+        "A": "1",
+        "B": "two words",
+        "C": 'quoted "x"\nline',
+        "D": "single $x",
+        "E": "plain",
+        "F": "",
+    }
+    assert bad == [9, 10]

@@ -640,6 +640,7 @@ class Builder:
             wait_min=wait_min,
             wait_max=wait_max,
             error_on_missing_key=self._bool(body, "error_on_missing_key", path, False),
+            env=self._bool(body, "env", path, False),
             left_delimiter=self._delimiter(body, "left_delimiter", path, "{{"),
             right_delimiter=self._delimiter(body, "right_delimiter", path, "}}"),
         )

@@ -57,6 +57,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "splay",
             "wait",
             "error_on_missing_key",
+            "env",
             "left_delimiter",
             "right_delimiter",
         }
@@ -144,9 +145,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
         }
     ),
     "resources": frozenset({"cores", "device", "disk", "iops", "memory_max", "numa", "secrets"}),
-    "template": frozenset(
-        {"env", "error_mode", "gid", "on_error", "on_render_error", "once", "uid", "vault_grace"}
-    ),
+    "template": frozenset({"error_mode", "gid", "on_error", "on_render_error", "once", "uid", "vault_grace"}),
     "vault": frozenset({"namespace", "cluster", "allow_token_expiration", "entity_alias"}),
     "change_script": frozenset({"run_on_first_render"}),
     "wait": frozenset(),

@@ -49,8 +49,10 @@ from agent.runner.taskdirs import HostTaskDirs, TaskDirs
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken, TokenIssuer
 from agent.runner.view import alloc_view
 from agent.state import StateStore
+from agent.templates.envfile import parse_env_file
 from agent.templates.render import SecretSource, TemplateRenderError
 from agent.templates.runner import TaskTemplates, TemplateDeps
+from agent.templates.sandbox import SandboxError, read_file
 from agent.vaultclient import VaultError
 
 log = logging.getLogger(__name__)
@@ -114,6 +116,27 @@ class AllocRunner:
         if t.name not in self._templates:
             self._templates[t.name] = TaskTemplates(self, t, self.d.templates)
         return self._templates[t.name]
+
+    def template_env(self, t: Task) -> dict[str, str]:
+        """The variables of the task's `env = true` templates, read from what was rendered (at every
+        start, so a change_mode restart picks up new values); they win over the task's env, as in
+        Nomad. An unreadable file or line is an event, never a guess."""
+        env: dict[str, str] = {}
+        for tpl in t.templates:
+            if not tpl.env:
+                continue
+            try:
+                values, bad = parse_env_file(read_file(self.task_dir(t), tpl.destination))
+            except (SandboxError, OSError) as exc:
+                self.event(t.name, "Template Env Failed", f"{tpl.destination}: {exc}")
+                continue
+            if bad:
+                lines = ", ".join(str(n) for n in bad[:10])
+                self.event(
+                    t.name, "Template Env Failed", f"{tpl.destination}: not KEY=VALUE at line(s) {lines}"
+                )
+            env.update(values)
+        return env
 
     def task_env(self, t: Task) -> dict[str, str]:
         env = {
@@ -333,7 +356,7 @@ class AllocRunner:
             alloc_id=self.id,
             task=t,
             task_dir=self.task_dir(t),
-            env=self.task_env(t),
+            env={**self.task_env(t), **self.template_env(t)},
             network_mode=self.group.network.mode if self.group.network else "none",
             netns=self.netns_path(),
             netns_owner=owner,
