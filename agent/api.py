@@ -38,6 +38,7 @@ from typing import Any
 
 from agent.config import Config
 from agent.errors import AgentError
+from agent.idempotency import Replays
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +190,7 @@ class ApiServer:
         self._allowed = frozenset(config.api_allowed_identities)
         self._routes = routes
         self._handlers = [(m, re.compile(rx), h) for m, rx, h in handlers or []]
+        self.replays = Replays()  # answers to writes with an Idempotency-Key: a retry acts once
         family = socket.AF_INET6 if ":" in config.bind_address else socket.AF_INET
         try:
             self._sock = socket.create_server((config.bind_address, config.port), family=family)
@@ -335,8 +337,9 @@ class ApiServer:
         if task is not None:
             self._parked.pop(task, None)  # a complete request: no longer a candidate to drop
         pool = self._status_pool if head.method == "GET" and head.path in self._routes else self._pool
+        key = head.headers.get("Idempotency-Key") if head.method in _WRITES else None
         status, ctype, out = await asyncio.wrap_future(
-            pool.submit(partial(self._respond, head.method, head.path, body))
+            pool.submit(partial(self._respond, head.method, head.path, body, key))
         )
         if head.method in _WRITES:
             log.info("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
@@ -383,9 +386,22 @@ class ApiServer:
             pass
 
     # -- in a handler thread -----------------------------------------------------------------
-    def _respond(self, method: str, path: str, body: bytes) -> Response:
+    def _respond(self, method: str, path: str, body: bytes, key: str | None = None) -> Response:
         try:
-            return self._route(method, path, body)
+            if key is None:
+                return self._route(method, path, body)
+            fingerprint = Replays.fingerprint(method, path, body)
+            try:
+                response, replayed = self.replays.answer(
+                    key, fingerprint, partial(self._route, method, path, body)
+                )
+            except ValueError as exc:
+                return json_response(422, {"error": str(exc)})
+            if replayed:
+                log.info(
+                    "api %s %s: a retry (Idempotency-Key %s) answered as the first time", method, path, key
+                )
+            return response
         except Exception:
             log.exception("handler for %s %s failed", method, path)
             return json_response(500, {"error": "internal error, see agent log"})

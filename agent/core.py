@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,6 +33,7 @@ from agent.network.base import Network
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, RecordError
 from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner, RunnerDeps
+from agent.runner.serial import Offload, threaded
 from agent.runner.services import ServiceRegistrar
 from agent.runner.taskdirs import TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
@@ -53,6 +55,14 @@ class NotFound(AgentError):
 
 class Conflict(AgentError):
     pass
+
+
+class NotRun(AgentError):
+    """The request was withdrawn before the main loop took it: nothing was done (HTTP 503)."""
+
+
+class InProgress(AgentError):
+    """The request was started and has not finished yet: its outcome is unknown (HTTP 504)."""
 
 
 def parse_submission(
@@ -111,6 +121,7 @@ class Core:
         limits: Limits = DEFAULT_LIMITS,
         datacenter: str = "dc1",
         kill_point: KillHook | None = None,
+        offload: Offload | None = None,
     ) -> None:
         self.limits = limits  # what a jobspec may ask for (the client's max_count, max_kill_timeout)
         self.datacenter = datacenter
@@ -127,6 +138,9 @@ class Core:
         self._timers: list[_Timer] = []
         self._seq = itertools.count()
         self._stop = threading.Event()
+        # Blocking steps (a task's stop, a change script) run in worker threads whose continuations
+        # come back to this loop (agent.runner.serial); tests of the fakes pass run_inline.
+        self.offload = offload if offload is not None else threaded(self._q.put)
         consul_kv: ConsulSource | None = ConsulData(consul.address) if consul else None
         self.deps = RunnerDeps(
             store=store,
@@ -150,6 +164,7 @@ class Core:
             vault=vault,
             vault_token_role=vault_token_role,
             kill_point=self.kill_point,
+            offload=self.offload,
         )
         self.restore_seconds = 0.0
         self.sweeper = sweeper
@@ -160,17 +175,38 @@ class Core:
 
     # -- loop ----------------------------------------------------------------------------------
     def call(self, fn: Callable[[], T], timeout: float = 120.0) -> T:
-        """Run fn on the main loop and return its result (for the API threads)."""
+        """Run fn on the main loop and return its result (for the API threads).
+
+        A call the loop has not taken within `timeout` is withdrawn, never run later behind its
+        caller's back: NotRun says so, and a retry is safe. One the loop has started is waited for
+        (the loop never blocks on a task, so it ends); if even that takes another `timeout`,
+        InProgress says its outcome is unknown yet."""
         fut: Future[T] = Future()
 
         def run() -> None:
+            if not fut.set_running_or_notify_cancel():
+                return  # withdrawn by its caller: not carried out
             try:
                 fut.set_result(fn())
             except BaseException as exc:  # handed to the caller's thread
                 fut.set_exception(exc)
 
         self._q.put(run)
-        return fut.result(timeout)
+        try:
+            return fut.result(timeout)
+        except FutureTimeout:
+            if fut.cancel():
+                raise NotRun(
+                    f"the agent's main loop did not take the request within {timeout:g}s: "
+                    "it was not carried out, retrying is safe"
+                ) from None
+        try:
+            return fut.result(timeout)
+        except FutureTimeout:
+            raise InProgress(
+                f"the request is still being carried out after {2 * timeout:g}s: check its outcome "
+                "before retrying"
+            ) from None
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self._timers, _Timer(time.monotonic() + delay, next(self._seq), fn))

@@ -7,7 +7,7 @@ import signal
 from typing import Any
 
 from agent.api import Handler, Response, json_response
-from agent.core import Conflict, Core, NotFound, parse_submission
+from agent.core import Conflict, Core, InProgress, NotFound, NotRun, parse_submission
 from agent.errors import AgentError
 from agent.jobspec import JobspecError
 from agent.jobspec.hclvars import parse_var_file
@@ -53,6 +53,16 @@ def _files(data: dict[str, Any]) -> dict[str, str] | None:
     return dict(given)
 
 
+# Exceptions of a handler and the HTTP status each answers with (the first that matches).
+_STATUS: tuple[tuple[type[AgentError], int], ...] = (
+    (NotFound, 404),
+    (Conflict, 409),
+    (NotRun, 503),  # withdrawn before the main loop took it: nothing done, a retry is safe
+    (InProgress, 504),  # started, not finished: its outcome is not known yet
+    (AgentError, 400),
+)
+
+
 def _guard(fn: Handler) -> Handler:
     def wrapped(groups: tuple[str, ...], body: bytes) -> Response:
         try:
@@ -61,12 +71,12 @@ def _guard(fn: Handler) -> Handler:
             return json_response(
                 400, {"error": str(exc), "problems": [{"path": p, "reason": r} for p, r in exc.problems]}
             )
-        except NotFound as exc:
-            return json_response(404, {"error": str(exc)})
-        except Conflict as exc:
-            return json_response(409, {"error": str(exc)})
         except AgentError as exc:
-            return json_response(400, {"error": str(exc)})
+            status = next(code for kind, code in _STATUS if isinstance(exc, kind))
+            body_ = {"error": str(exc)}
+            if status in (503, 504):
+                body_["retry"] = "safe" if status == 503 else "check the outcome first"
+            return json_response(status, body_)
 
     return wrapped
 

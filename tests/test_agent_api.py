@@ -580,3 +580,59 @@ def test_stop_returns_while_a_handler_still_runs_and_logs_no_error(
         time.sleep(0.2)
     assert stopped < 2.0 and len(outcome) == 1 and isinstance(outcome[0], OSError), outcome
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_write_retried_with_its_idempotency_key_acts_once(serve: Callable[..., Served]) -> None:
+    """The client's first try times out while the handler still runs; its retry (same key) waits
+    for that answer and gets it: the handler ran once. The same key for another request is a 422;
+    a 503 (not carried out) keeps no answer, so its retry runs."""
+    release = threading.Event()
+    runs: list[bytes] = []
+    busy_once = [True]
+
+    def slow(groups: tuple[str, ...], body: bytes) -> Response:
+        runs.append(body)
+        release.wait(10)
+        return json_response(200, {"run": len(runs)})
+
+    def busy(groups: tuple[str, ...], body: bytes) -> Response:
+        runs.append(b"busy")
+        if busy_once[0]:
+            busy_once[0] = False
+            return json_response(503, {"error": "not carried out"})
+        return json_response(200, {"run": len(runs)})
+
+    api = serve([("POST", r"/v1/slow", slow), ("POST", r"/v1/busy", busy)])
+
+    def post(path: str, body: bytes, key: str, timeout: float = 10) -> tuple[int, Any]:
+        req = urllib.request.Request(
+            api.url(path), data=body, method="POST", headers={"Idempotency-Key": key}
+        )
+        try:
+            with urllib.request.urlopen(req, context=api.ctx(api.operator), timeout=timeout) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    with pytest.raises((TimeoutError, urllib.error.URLError)):
+        post("/v1/slow", b'{"a": 1}', "k-1", timeout=0.5)  # the caller gives up; the action goes on
+    retry: list[tuple[int, Any]] = []
+    t = threading.Thread(target=lambda: retry.append(post("/v1/slow", b'{"a": 1}', "k-1")))
+    t.start()
+    deadline = time.monotonic() + 5
+    while api.server.replays.replayed == 0:  # the retry reached the agent and waits for the first
+        assert time.monotonic() < deadline, "the retry did not reach the agent"
+        time.sleep(0.01)
+    release.set()
+    t.join(10)
+    assert retry == [(200, {"run": 1})]
+    assert runs == [b'{"a": 1}'], "a retried request was carried out twice"
+
+    status, body = post("/v1/slow", b'{"a": 2}', "k-1")
+    assert status == 422 and "different request" in body["error"]
+    assert len(runs) == 1
+
+    assert post("/v1/busy", b"{}", "k-2")[0] == 503
+    assert post("/v1/busy", b"{}", "k-2") == (200, {"run": 3})
+    status, body = post("/v1/slow", b"{}", "bad key!")
+    assert status == 422 and "Idempotency-Key" in body["error"]

@@ -13,6 +13,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -405,11 +406,19 @@ def test_signals_change_script_restart_and_stop_reach_the_isolated_workload(lab:
 
         # What change_mode "script" runs through (TaskHost.exec_in_task -> ExecDriver.exec), on the
         # reattached task: inside its namespaces and chroot, as its user, with its environment.
-        def change_script() -> tuple[int, str]:
-            r = agent.core.runner(alloc)
-            return r.exec_in_task(r.group.tasks[0], ["/bin/sh", "/local/change.sh"], 10.0)
+        ran: Future[tuple[int, str]] = Future()
 
-        assert agent.core.call(change_script) == (0, "changed\n")
+        def change_script() -> None:
+            r = agent.core.runner(alloc)
+            r.exec_in_task(
+                r.group.tasks[0],
+                ["/bin/sh", "/local/change.sh"],
+                10.0,
+                lambda rc, out: ran.set_result((rc, out)),
+            )
+
+        agent.core.call(change_script)
+        assert ran.result(timeout=30) == (0, "changed\n")
         out = (local / "change.out").read_text()
         lines = dict(line.split(" ", 1) for line in out.splitlines())
         assert lines["uid"] == str(NOBODY), out

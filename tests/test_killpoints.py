@@ -31,6 +31,7 @@ from agent.errors import AgentError
 from agent.faults import ENV_VAR, Faults
 from agent.killpoints import DOCS, POINTS, Killed, no_kill, sigkill_at
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, TaskRecord, TaskState
+from agent.runner.serial import run_inline
 from agent.runner.state import NETNS_OWNER
 from tests.fakes import FakeNode, FakeSweeper
 
@@ -99,6 +100,7 @@ class Agent:
             task_dirs=self.node.dirs,
             sweeper=FakeSweeper(self.node),
             kill_point=self.hook,
+            offload=run_inline,  # a stop's continuation at once: the kill points stay in one order
         )
 
     def drain(self) -> None:

@@ -84,9 +84,11 @@ class StandInHost:
     def restart_for_template(self, t: Task) -> None:
         raise AssertionError("no restart expected")
 
-    def exec_in_task(self, t: Task, argv: list[str], timeout: float) -> tuple[int, str]:
+    def exec_in_task(
+        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
+    ) -> None:
         self.scripts_run.append(argv)
-        return 0, ""
+        then(0, "")
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:
         self.timers.append((delay, fn))

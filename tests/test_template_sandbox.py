@@ -559,8 +559,10 @@ class Host:
     def signal_task(self, t: Task, sig: str) -> None:
         pass
 
-    def exec_in_task(self, t: Task, argv: list[str], timeout: float) -> tuple[int, str]:
-        return 0, ""
+    def exec_in_task(
+        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
+    ) -> None:
+        then(0, "")
 
     def restart_for_template(self, t: Task) -> None:
         pass

@@ -26,8 +26,12 @@ LABEL_ROLE = "org.fieldlab.role"  # "pause" or "task"
 
 
 class DriverError(AgentError):
-    def __init__(self, driver: str, what: str, reason: str) -> None:
+    """A driver could not do what it was asked. `unavailable`: the runtime itself did not answer
+    (the docker engine down or restarting): worth retrying as is, not a verdict on the task."""
+
+    def __init__(self, driver: str, what: str, reason: str, *, unavailable: bool = False) -> None:
         self.driver, self.what, self.reason = driver, what, reason
+        self.unavailable = unavailable
         super().__init__(f"{driver}: {what}: {reason}")
 
 

@@ -14,9 +14,10 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import docker
 import docker.errors
@@ -44,6 +45,33 @@ log = logging.getLogger(__name__)
 PAUSE_IMAGE = "fieldlab/pause:latest"
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def engine_errors(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Every docker SDK or HTTP error that a method does not handle itself becomes a DriverError;
+    one where the engine did not answer (connection refused or reset, a timeout, the socket gone
+    while dockerd restarts) is `unavailable`, so that the caller retries rather than gives up."""
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        @wraps(fn)
+        def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return fn(*args, **kwargs)
+            except docker.errors.APIError as exc:
+                raise DriverError("docker", what, str(exc.explanation or exc)) from None
+            except (requests.ConnectionError, requests.Timeout) as exc:
+                raise DriverError("docker", what, f"engine unavailable: {exc}", unavailable=True) from None
+            except (docker.errors.DockerException, requests.RequestException) as exc:
+                unavailable = "Connection" in str(exc) or "connect" in str(exc)
+                raise DriverError("docker", what, str(exc), unavailable=unavailable) from None
+
+        return guarded
+
+    return wrap
+
+
 def pause_name(alloc_id: str) -> str:
     return f"fieldlab_init_{alloc_id}"
 
@@ -69,7 +97,7 @@ class DockerDriver:
             try:
                 self._client = docker.from_env(timeout=60)
             except docker.errors.DockerException as exc:
-                raise DriverError("docker", "connect", str(exc)) from None
+                raise DriverError("docker", "connect", str(exc), unavailable=True) from None
         return self._client
 
     def _labels(self, job: str, group: str, alloc_id: str, task: str, role: str) -> dict[str, str]:
@@ -83,6 +111,7 @@ class DockerDriver:
         }
 
     # -- pause container ----------------------------------------------------------------------
+    @engine_errors("start pause container")
     def start_pause(self, job: str, group: str, alloc_id: str, image: str = PAUSE_IMAGE) -> TaskHandle:
         """Create and start the alloc's pause container (or start the existing one)."""
         try:
@@ -114,6 +143,7 @@ class DockerDriver:
         c.reload()
         return TaskHandle("docker", c.id, c.attrs["State"]["StartedAt"])
 
+    @engine_errors("netns of a container")
     def netns_path(self, handle: TaskHandle) -> Path:
         """The network namespace of a running container, as a path CNI can use."""
         pid = self.pid(handle)
@@ -123,6 +153,7 @@ class DockerDriver:
             )
         return Path(f"/proc/{pid}/ns/net")
 
+    @engine_errors("inspect")
     def pid(self, handle: TaskHandle) -> int:
         try:
             c = self.client.containers.get(handle.id)
@@ -131,6 +162,7 @@ class DockerDriver:
         return int(c.attrs["State"]["Pid"] or 0)
 
     # -- tasks ---------------------------------------------------------------------------------
+    @engine_errors("start")
     def start(self, ctx: TaskContext) -> TaskHandle:
         task = ctx.task
         cfg = task.config
@@ -192,6 +224,7 @@ class DockerDriver:
                 out[f"{to or host}/{proto}"] = bind
         return out
 
+    @engine_errors("inspect")
     def status(self, handle: TaskHandle) -> TaskStatus:
         try:
             c = self.client.containers.get(handle.id)
@@ -204,6 +237,7 @@ class DockerDriver:
             return TaskStatus(True)
         return TaskStatus(False, int(st.get("ExitCode", -1)), st.get("Error") or st.get("Status", ""))
 
+    @engine_errors("signal")
     def signal(self, handle: TaskHandle, sig: str) -> None:
         try:
             self.client.containers.get(handle.id).kill(signal=sig)
@@ -212,6 +246,7 @@ class DockerDriver:
         except docker.errors.APIError as exc:
             raise DriverError("docker", f"signal {sig} to {handle.id[:12]}", str(exc.explanation)) from None
 
+    @engine_errors("stop")
     def stop(self, handle: TaskHandle, timeout: float, sig: str = "SIGTERM") -> None:
         """The container's stop signal was set from the task's kill_signal when it was created."""
         try:
@@ -221,6 +256,7 @@ class DockerDriver:
         except docker.errors.APIError as exc:
             raise DriverError("docker", f"stop {handle.id[:12]}", str(exc.explanation)) from None
 
+    @engine_errors("remove")
     def remove_container(self, id_or_name: str) -> bool:
         try:
             self.client.containers.get(id_or_name).remove(force=True)
@@ -228,6 +264,7 @@ class DockerDriver:
         except docker.errors.NotFound:
             return False
 
+    @engine_errors("remove")
     def remove(self, alloc_id: str, task: Task, handle: TaskHandle) -> None:
         self.remove_container(handle.id)
 
@@ -282,9 +319,11 @@ class DockerDriver:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p, signal.SIGKILL)
 
+    @engine_errors("list containers")
     def managed_containers(self) -> list[Any]:
         return list(self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}))
 
+    @engine_errors("list containers")
     def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
         """The labels of a container of this alloc (job, group): who it was, when its record is lost."""
         for c in self.managed_containers():

@@ -2,7 +2,9 @@
 policy, recover from a dead netns owner, restore after an agent restart, and tear down.
 
 Every transition is written to the state store before it is acted on, so a crash at any point
-leaves a record the next start can act on. All methods run on the agent's main loop thread. The
+leaves a record the next start can act on. All methods run on the agent's main loop thread; what
+blocks (a task's stop up to its kill_timeout, a change script up to its timeout) runs off it
+(agent.runner.serial) while the alloc's next operations wait in order behind it. The
 runner knows drivers, netns owners and the network only by their protocols (agent.drivers.base,
 agent.network.base); what a fault flag changes is decided by the pure `plan_*` functions.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,13 +38,14 @@ from agent.decisions import (
     plan_start_failure,
     plan_task_restart,
 )
-from agent.drivers.base import RESTARTED, DriverError, NetnsOwner, TaskContext, TaskDriver
+from agent.drivers.base import RESTARTED, DriverError, NetnsOwner, TaskContext, TaskDriver, TaskHandle
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
 from agent.killpoints import KillHook, no_kill
 from agent.model import Group, Job, Task
 from agent.network.base import Network
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, TaskState
+from agent.runner.serial import Offload, Serial, run_inline
 from agent.runner.services import ServiceRegistrar, service_definitions
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.taskdirs import HostTaskDirs, TaskDirs
@@ -56,6 +59,7 @@ from agent.templates.sandbox import SandboxError, read_file
 from agent.vaultclient import VaultError
 
 log = logging.getLogger(__name__)
+RECOVERY_RETRY_MAX = 30.0  # seconds between tries of a network recovery while the engine is away
 _ENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
 
 
@@ -78,6 +82,9 @@ class RunnerDeps:
     # Called at each named step (agent.killpoints): a no-op, or the `crash-at` SIGKILL, or a test's
     # Killed. Every step leaves a record the next restore acts on, losing and doubling nothing.
     kill_point: KillHook = no_kill
+    # Where blocking steps run (agent.runner.serial): worker threads whose continuations come back
+    # to the main loop (the agent), or at once (the fakes' tests).
+    offload: Offload = run_inline
 
     def __post_init__(self) -> None:
         if self.dirs is None:
@@ -98,6 +105,7 @@ class AllocRunner:
         self.id: str = record.id
         self._templates: dict[str, TaskTemplates] = {}
         self._vault_tokens: dict[str, TaskVaultToken] = {}
+        self.serial = Serial(deps.offload, f"alloc={record.id[:8]}")
         self._vault_changed_on_restore: list[Task] = []  # tasks the restore gave a new token
 
     @property
@@ -204,9 +212,7 @@ class AllocRunner:
             self.signal_task(t, t.vault.change_signal)
         elif t.vault.change_mode == "restart":
             self.event(t.name, "Restart Signaled", f"new Vault token acquired ({why})")
-            self._stop_for_restart(t)
-            self.kill_point("restart.after-stop")
-            self._restart_task(t, StartCause.CHANGE_MODE, "new Vault token")
+            self.serial.run(lambda: self._stop_then_restart(t, StartCause.CHANGE_MODE, "new Vault token"))
 
     def _revoke_vault_tokens(self) -> None:
         for t in self.group.tasks:
@@ -222,16 +228,29 @@ class AllocRunner:
         if h is not None:
             self.driver(t).signal(h, sig)
 
-    def exec_in_task(self, t: Task, argv: list[str], timeout: float) -> tuple[int, str]:
+    def exec_in_task(
+        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
+    ) -> None:
+        """Run argv in the running task (a change script) off the main loop; `then(exit code,
+        output)` on the loop when it is done (-1 and the reason when it could not run or timed out).
+        The alloc's other operations do not wait for it."""
         h = self.state.handle(t.name)
         if h is None:
-            return -1, "task has no handle"
-        return self.driver(t).exec(h, argv, timeout)
+            then(-1, "task has no handle")
+            return
+        driver = self.driver(t)
+
+        def done(result: object, exc: Exception | None) -> None:
+            if exc is not None:
+                then(-1, str(exc))
+                return
+            assert isinstance(result, tuple)
+            then(int(result[0]), str(result[1]))
+
+        self.d.offload(f"exec-{t.name}", lambda: driver.exec(h, argv, timeout), done)
 
     def restart_for_template(self, t: Task) -> None:
-        self._stop_for_restart(t)
-        self.kill_point("restart.after-stop")
-        self._restart_task(t, StartCause.CHANGE_MODE, "template re-rendered")
+        self.serial.run(lambda: self._stop_then_restart(t, StartCause.CHANGE_MODE, "template re-rendered"))
 
     def event(self, task: str, type_: str, message: str, **details: Any) -> None:
         self.state.event(task, type_, message, **details)
@@ -389,6 +408,9 @@ class AllocRunner:
     # -- run time ------------------------------------------------------------------------------
     def on_task_exit(self, handle_id: str) -> None:
         """A driver (or the netns owner's) reported that one of this alloc's tasks exited."""
+        self.serial.run(lambda: self._on_task_exit(handle_id))
+
+    def _on_task_exit(self, handle_id: str) -> None:
         name = self.owns_container(handle_id)
         if name is None or self.rec.status is not AllocStatus.RUNNING:
             return
@@ -448,13 +470,13 @@ class AllocRunner:
                     "alloc=%s task=%s: restart timer superseded by a later decision", self.id[:8], t.name
                 )
 
-        self.d.schedule(delay, fire)
+        self.d.schedule(delay, lambda: self.serial.run(fire))
 
     def _restart_task(self, t: Task, cause: StartCause, why: str = "", *, count: bool = True) -> None:
         """Start the task again now, for one decision. Only RESTART_POLICY restarts were counted (by
         the decision that scheduled them); every restart shows in `restarts` (`count`: False when a
         restore finishes a start that was already counted)."""
-        if self.rec.status is not AllocStatus.RUNNING:
+        if self.rec.status is not AllocStatus.RUNNING or self.rec.desired is DesiredStatus.STOP:
             return
         self.kill_point("restart.before-start")
         try:
@@ -473,9 +495,19 @@ class AllocRunner:
         """Recreate the whole network of the group (DEL, fresh netns owner, ADD) and restart its
         tasks (`cause`: not counted against the restart policy; a restart on a timer is cancelled).
         If that fails, the alloc is failed and replaced: never a dead end, never a second set."""
+        self.serial.run(lambda: self._recover_network(why, cause))
+
+    def _recover_network(self, why: str, cause: StartCause) -> None:
+        if self.rec.status is not AllocStatus.RUNNING or self.rec.desired is DesiredStatus.STOP:
+            return
         for t in self.group.tasks:
             self.event(t.name, "Restart Signaled", f"network recreated: {why}")
-            self._stop_for_restart(t)
+        self._stop_for_restart(self.group.tasks, lambda: self._recreate_network(why, cause))
+
+    def _recreate_network(self, why: str, cause: StartCause, attempt: int = 1) -> None:
+        """DEL, a fresh netns owner, ADD, then every task started once for this recovery. An engine
+        that does not answer (docker restarting) is waited out: the recovery is tried again, with
+        an event, until it completes; any other failure fails the alloc (and it is replaced)."""
         self.kill_point("recovery.after-stop")
         plan = plan_network_recovery(self.d.bugs)
         try:
@@ -491,10 +523,36 @@ class AllocRunner:
             self._setup_network(keep_address=plan.keep_old_address)
             self.kill_point("recovery.before-tasks")
             for t in self.group.tasks:
-                self._restart_task(t, cause, why)
+                self.kill_point("restart.before-start")
+                self._start_task(t, cause, why, restart=True)
             self.event("", "Network Recovered", f"network recreated ({why})", address=self.rec.address)
+        except DriverError as exc:
+            if not exc.unavailable:
+                self.event("", "Driver Failure", str(exc))
+                self.fail(f"network recovery failed: {exc}")
+                return
+            delay = min(RECOVERY_RETRY_MAX, 2.0 ** (attempt - 1))
+            self.event(
+                "",
+                "Network Recovery Retrying",
+                f"{exc}; trying again in {delay:.0f}s (attempt {attempt + 1})",
+            )
+            self.d.schedule(
+                delay, lambda: self.serial.run(lambda: self._retry_recovery(why, cause, attempt + 1))
+            )
+        except VaultError as exc:
+            self.fail(f"network recovery failed: no Vault token: {exc}")
         except (AgentError, OSError) as exc:
             self.fail(f"network recovery failed: {exc}")
+
+    def _retry_recovery(self, why: str, cause: StartCause, attempt: int) -> None:
+        """The recovery again from the start, once the engine may answer: what the interrupted
+        attempt started is stopped first (a new decision for each task, with its event)."""
+        if self.rec.status is not AllocStatus.RUNNING or self.rec.desired is DesiredStatus.STOP:
+            return
+        for t in self.group.tasks:
+            self.event(t.name, "Restart Signaled", f"network recreated: {why} (attempt {attempt})")
+        self._stop_for_restart(self.group.tasks, lambda: self._recreate_network(why, cause, attempt))
 
     def _del_network(self) -> None:
         if self.d.network is None:
@@ -668,21 +726,34 @@ class AllocRunner:
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, reason: str = "job stopped") -> None:
         """Stop and tear down; every step is safe to do again, so a restore after a kill in between
-        finishes the stop (Core.restore)."""
+        finishes the stop (Core.restore). The decision is recorded at once; the tasks are stopped
+        when the alloc's operation in progress (a restart's stop) is done."""
         self.state.save(desired=DesiredStatus.STOP)
         self.kill_point("stop.after-desired-record")
         for t in self.group.tasks:
             self.state.bump(t.name)  # no restart on a timer starts it again
+        self.serial.run(lambda: self._stop_tasks(reason))
+
+    def _stop_tasks(self, reason: str) -> None:
+        if self.rec.status in (AllocStatus.COMPLETE, AllocStatus.FAILED):
+            return  # a second stop, or the alloc failed meanwhile (its teardown is done)
+        running: list[tuple[Task, TaskHandle]] = []
+        for t in self.group.tasks:
             h = self.state.handle(t.name)
             if h is not None and self._handle_running(t, h):
                 self.event(t.name, "Killing", f"Sent {t.kill_signal} ({reason})")
-                self._stop_task(t)
-            if h is not None:
-                self.state.update_task(t.name, state=TaskState.DEAD)
-        self.kill_point("stop.after-tasks-stopped")
-        self._teardown()
-        self.kill_point("stop.after-teardown")
-        self.state.save(status=AllocStatus.COMPLETE, reason=reason)
+                running.append((t, h))
+
+        def finish() -> None:
+            for t in self.group.tasks:
+                if self.state.handle(t.name) is not None:
+                    self.state.update_task(t.name, state=TaskState.DEAD)
+            self.kill_point("stop.after-tasks-stopped")
+            self._teardown()
+            self.kill_point("stop.after-teardown")
+            self.state.save(status=AllocStatus.COMPLETE, reason=reason)
+
+        self._stop_off_loop("stop", running, finish)
 
     def services(self) -> list[dict[str, Any]]:
         return service_definitions(self.rec, self.group, self.d.advertise_address)
@@ -721,9 +792,7 @@ class AllocRunner:
     # -- user actions (API) ----------------------------------------------------------------------
     def user_restart(self, t: Task) -> None:
         self.event(t.name, "Restart Signaled", "User requested task to restart")
-        self._stop_for_restart(t)
-        self.kill_point("restart.after-stop")
-        self._restart_task(t, StartCause.OPERATOR, "user request")
+        self.serial.run(lambda: self._stop_then_restart(t, StartCause.OPERATOR, "user request"))
 
     def user_signal(self, task: str, sig: str) -> None:
         h = self.state.handle(task)
@@ -733,14 +802,54 @@ class AllocRunner:
         t = next(x for x in self.group.tasks if x.name == task)
         self.driver(t).signal(h, sig)
 
-    def _stop_for_restart(self, t: Task) -> None:
-        """Stop the task to start it again: recorded dead first, so a kill before the start leaves a
-        task the restore starts again (uncounted), never an 'exit' it would count."""
-        if self.state.handle(t.name) is not None:
-            self.state.update_task(t.name, state=TaskState.DEAD)
-        self._stop_task(t)
+    def _stop_then_restart(self, t: Task, cause: StartCause, why: str) -> None:
+        """One task stopped (off the loop) and started again, for one decision."""
+        if self.rec.status is not AllocStatus.RUNNING or self.rec.desired is DesiredStatus.STOP:
+            return
 
-    def _stop_task(self, t: Task) -> None:
-        h = self.state.handle(t.name)
-        if h is not None:
-            self.driver(t).stop(h, t.kill_timeout, t.kill_signal)
+        def start_again() -> None:
+            self.kill_point("restart.after-stop")
+            self._restart_task(t, cause, why)
+
+        self._stop_for_restart([t], start_again)
+
+    def _stop_for_restart(self, tasks: Sequence[Task], then: Callable[[], None]) -> None:
+        """Stop tasks to start them again: recorded dead first, so a kill before the start leaves a
+        task the restore starts again (uncounted), never an 'exit' it would count."""
+        stopping: list[tuple[Task, TaskHandle]] = []
+        for t in tasks:
+            h = self.state.handle(t.name)
+            if h is not None:
+                self.state.update_task(t.name, state=TaskState.DEAD)
+                stopping.append((t, h))
+        self._stop_off_loop("stop for restart", stopping, then)
+
+    def _stop_off_loop(
+        self, what: str, tasks: list[tuple[Task, TaskHandle]], then: Callable[[], None]
+    ) -> None:
+        """Stop the tasks (kill_signal, SIGKILL after kill_timeout) off the main loop, then `then` on
+        it. A stop that fails is an event; the driver's next start of the task or the teardown
+        removes what is left."""
+        if not tasks:
+            then()
+            return
+        stops = [(t.name, self.driver(t), h, t.kill_timeout, t.kill_signal) for t, h in tasks]
+
+        def blocking() -> list[tuple[str, str]]:
+            failed = []
+            for name, driver, h, timeout, sig in stops:
+                try:
+                    driver.stop(h, timeout, sig)
+                except AgentError as exc:
+                    failed.append((name, str(exc)))
+            return failed
+
+        def done(result: object, exc: Exception | None) -> None:
+            if exc is not None:
+                log.error("alloc=%s: %s failed: %s", self.id[:8], what, exc)
+                self.event("", "Kill Failed", f"{what}: {exc}")
+            for name, reason in result if isinstance(result, list) else ():
+                self.event(name, "Kill Failed", reason)
+            then()
+
+        self.serial.off_loop(what, blocking, done)

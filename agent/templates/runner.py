@@ -17,7 +17,7 @@ from typing import Protocol
 
 from agent.decisions import NO_BUGS, AfterRestore, Bugs, plan_after_restore, plan_render_retry
 from agent.errors import AgentError
-from agent.model import Task
+from agent.model import ChangeScript, Task
 from agent.state import StateStore
 from agent.templates.changemode import (
     Plan,
@@ -54,7 +54,11 @@ class TaskHost(Protocol):
 
     def signal_task(self, t: Task, sig: str) -> None: ...
 
-    def exec_in_task(self, t: Task, argv: list[str], timeout: float) -> tuple[int, str]: ...
+    def exec_in_task(
+        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
+    ) -> None:
+        """Run argv in the task off the main loop; `then(exit code, output)` on it when done."""
+        ...
 
     def restart_for_template(self, t: Task) -> None: ...
 
@@ -218,13 +222,16 @@ class TaskTemplates:
                     "change script not run",
                 )
                 continue
-            rc, out = self.r.exec_in_task(
-                self.t, [tpl.change_script.command, *tpl.change_script.args], tpl.change_script.timeout
-            )
-            kind = "Template Script" if rc == 0 else "Template Script Failed"
-            self.r.event(self.t.name, kind, f"{tpl.change_script.command} exited {rc}: {out.strip()[-200:]}")
-            if rc != 0 and tpl.change_script.fail_on_error:
-                self.r.restart_for_template(self.t)
+            script = tpl.change_script
+
+            def ran(rc: int, out: str, script: ChangeScript = script) -> None:
+                kind = "Template Script" if rc == 0 else "Template Script Failed"
+                self.r.event(self.t.name, kind, f"{script.command} exited {rc}: {out.strip()[-200:]}")
+                if rc != 0 and script.fail_on_error:
+                    self.r.restart_for_template(self.t)
+
+            # Off the main loop: a script that hangs until its timeout holds nothing else up.
+            self.r.exec_in_task(self.t, [script.command, *script.args], script.timeout, ran)
 
     def after_restore(self) -> None:
         """After an agent restart and re-render: the running task is owed exactly one action if the
