@@ -50,12 +50,16 @@ class FakeDriver:
         self.reattached: list[str] = []
         self.signals: list[tuple[str, str]] = []
         self.fail_starts = 0  # the next N starts raise DriverError
+        self.unavailable_once: set[str] = set()  # tasks whose next start finds the engine away
         self.leftovers: list[str] = []  # live instances a start replaced
         self.swept: list[str] = []  # what the orphan sweep removed (FakeSweeper)
         self._n = 0
 
     def start(self, ctx: TaskContext) -> TaskHandle:
         self.starts.append(ctx)
+        if ctx.task.name in self.unavailable_once:
+            self.unavailable_once.discard(ctx.task.name)
+            raise DriverError(self.name, f"task {ctx.task.name}", "engine unavailable", unavailable=True)
         if self.fail_starts:
             self.fail_starts -= 1
             raise DriverError(
@@ -129,12 +133,16 @@ class FakeOwner:
         self.removed: list[str] = []
         self.foreign_pids: set[int] = set()  # pids that are in another netns
         self.allocs: dict[str, str] = {}  # owner id -> alloc id (what the sweeper goes by)
+        self.unavailable = 0  # the next N creates find the engine away (docker restarting)
         self._n = 0
 
     def _oid(self, alloc_id: str, handle: TaskHandle | None) -> str:
         return handle.id if handle else f"ns-{alloc_id}"
 
     def create(self, job: str, group: str, alloc_id: str) -> TaskHandle | None:
+        if self.unavailable:
+            self.unavailable -= 1
+            raise DriverError(self.kind, f"netns owner of {alloc_id}", "engine unavailable", unavailable=True)
         self._n += 1
         oid = f"{self.kind}-{self._n}" if self.records_handle else f"ns-{alloc_id}"
         self.alive[oid] = True

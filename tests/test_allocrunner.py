@@ -697,3 +697,41 @@ def test_env_templates_reach_the_task_env_at_every_start_and_win_over_the_tasks_
     r.restart_for_template(task)
     assert node.docker.starts[-1].env["DB_PASS"] == "rotated"
     assert node.docker.starts[-1].env["MODE"] == "task"  # no longer in the file: the task's own again
+
+
+def test_a_recovery_interrupted_by_an_unavailable_engine_retries_until_done(
+    tmp_path: Path,
+) -> None:
+    """docker restarting under a recovery: the pause container cannot be created twice, then can.
+    The recovery says so each time and tries again on a timer; no failure, no replacement, each
+    task started once, after the network was recreated."""
+    node = FakeNode(tmp_path)
+    r = _started(node)
+    node.pause.unavailable = 2
+    r.recover_network("pause container died")
+    assert _events(node, r).count("Network Recovery Retrying") == 1
+    assert r.rec.status is AllocStatus.RUNNING and node.docker.running() == []
+    node.run_timers()
+    events = _events(node, r)
+    assert events.count("Network Recovery Retrying") == 2 and events[-1] == "Network Recovered", events
+    assert r.rec.status is AllocStatus.RUNNING and node.replaced == []
+    assert _causes(node, r, "t0") == ["first start", "network recovery"]
+    assert _causes(node, r, "t1") == ["first start", "network recovery"]
+    assert len(node.docker.running()) == 2 and node.pause.created[-1] in node.pause.alive
+
+
+def test_a_recovery_whose_task_start_finds_the_engine_away_starts_again_from_the_top(tmp_path: Path) -> None:
+    """The engine goes away after t0 was started into the new network: the retry is a new decision
+    for every task (Restart Signaled), t0 is stopped and each task started once for it."""
+    node = FakeNode(tmp_path)
+    r = _started(node)
+    node.docker.unavailable_once.add("t1")
+    r.recover_network("pause container died")
+    assert _events(node, r)[-1] == "Network Recovery Retrying"
+    node.run_timers()
+    assert _events(node, r)[-1] == "Network Recovered"
+    assert _causes(node, r, "t0") == ["first start", "network recovery", "network recovery"]
+    assert _causes(node, r, "t1") == ["first start", "network recovery"]
+    signaled = [e.task for e in node.store.events(r.id) if e.type == "Restart Signaled"]
+    assert signaled.count("t0") == 2 and signaled.count("t1") == 2
+    assert r.rec.status is AllocStatus.RUNNING and node.replaced == [] and len(node.docker.running()) == 2
