@@ -205,3 +205,30 @@ def test_a_call_the_loop_did_not_take_in_time_is_withdrawn_not_run_later(tmp_pat
     core.stop()
     loop.join(5)
     assert ran == ["now"], "a withdrawn call ran later"
+
+
+def test_an_engine_that_does_not_answer_is_an_unavailable_driver_error(tmp_path: Path) -> None:
+    """Every docker SDK or HTTP error reaches the runner as a DriverError; connection refused (dockerd
+    restarting) is `unavailable`, so a recovery waits it out rather than failing the alloc."""
+    import docker
+
+    from agent.drivers.base import DriverError
+    from agent.drivers.docker import DockerDriver
+
+    sock = tmp_path / "docker.sock"
+    client = docker.DockerClient(base_url=f"unix://{sock}", version="1.43", timeout=2)
+    driver = DockerDriver(client)
+    handle = TaskHandle("docker", "0" * 64, "t0")
+    calls: list[Callable[[], object]] = [
+        lambda: driver.status(handle),
+        lambda: driver.stop(handle, 1.0),
+        lambda: driver.signal(handle, "SIGHUP"),
+        lambda: driver.pid(handle),
+        driver.managed_containers,
+        lambda: driver.start_pause("j", "g", "a" * 36),
+    ]
+    for call in calls:
+        with pytest.raises(DriverError) as err:
+            call()
+        assert err.value.unavailable, err.value
+        assert "engine unavailable" in str(err.value)
