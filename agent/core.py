@@ -47,6 +47,7 @@ T = TypeVar("T")
 
 DYNAMIC_PORTS = range(20000, 32000)
 LOOP_IDLE = 1.0  # the loop wakes at least this often to run due timers
+STOP_POLL = 0.05  # seconds between looks at allocs being stopped (await_stopped)
 
 
 class NotFound(AgentError):
@@ -524,6 +525,22 @@ class Core:
                 # too, so a failed alloc is never replaced after its job was stopped.
                 r.state.save(desired=DesiredStatus.STOP)
         return stopped
+
+    def busy_allocs(self) -> list[str]:
+        """On the loop: allocs with a step off the loop or operations waiting behind one."""
+        return [a for a, r in self.runners.items() if r.serial.busy or r.serial.waiting]
+
+    def await_stopped(self, alloc_ids: list[str], timeout: float) -> list[str]:
+        """From an API thread: wait (polling the loop) until the allocs are stopped, as the tasks'
+        stops run off the loop; the ids still stopping when `timeout` ran out."""
+        deadline = time.monotonic() + timeout
+
+        def stopping() -> list[str]:
+            return [a for a in alloc_ids if a in self.runners and self.runners[a].rec.live]
+
+        while (left := self.call(stopping)) and time.monotonic() < deadline:
+            self._stop.wait(STOP_POLL)
+        return left
 
     def _stop_adopted(self, alloc_ids: list[str]) -> list[str]:
         """Stop and remove adopted allocs (agent.runner.adopt); then sweep what they leave (netns, CNI)."""

@@ -53,6 +53,8 @@ def _files(data: dict[str, Any]) -> dict[str, str] | None:
     return dict(given)
 
 
+STOP_MARGIN = 30.0  # seconds a job stop may take past the longest kill_timeout before it answers
+
 # Exceptions of a handler and the HTTP status each answers with (the first that matches).
 _STATUS: tuple[tuple[type[AgentError], int], ...] = (
     (NotFound, 404),
@@ -105,7 +107,11 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
         return json_response(200, core.call(view))
 
     def stop_job(groups: tuple[str, ...], body: bytes) -> Response:
-        return json_response(200, {"stopped": core.call(lambda: core.stop_job(groups[0]))})
+        # Answered once the allocs are stopped (their tasks' stops run off the main loop), so that
+        # the job can be run again at once; bounded by the longest kill_timeout a task may have.
+        stopped = core.call(lambda: core.stop_job(groups[0]))
+        left = core.await_stopped(stopped, core.limits.max_kill_timeout + STOP_MARGIN)
+        return json_response(200, {"stopped": stopped, **({"still_stopping": left} if left else {})})
 
     def allocs(groups: tuple[str, ...], body: bytes) -> Response:
         # Adopted allocs (found running after the state DB was lost) are listed with status "adopted".

@@ -100,6 +100,27 @@ class AgentUnderTest:
     core: Core
     threads: list[threading.Thread]
 
+    def settle(self, timeout: float = 120.0) -> None:
+        """Wait (polling) until no alloc has a step off the main loop or operations behind one."""
+
+        def idle() -> tuple[bool | None, str]:
+            busy = self.core.call(self.core.busy_allocs)
+            return (True if not busy else None), f"busy: {busy}"
+
+        wait_until(idle, timeout=timeout, what="the agent's allocs to settle", interval=0.05)
+
+    def stop_job(self, job: str, timeout: float = 60.0) -> list[str]:
+        """Stop a job as the API does and wait (polling, `timeout`) until each of its allocs is
+        complete: the tasks' stops run off the main loop, so the call returns before they end."""
+        stopped = self.core.call(lambda: self.core.stop_job(job))
+
+        def done() -> tuple[bool | None, str]:
+            states = self.core.call(lambda: {a: self.core.runners[a].rec.status.value for a in stopped})
+            return (True if all(s == "complete" for s in states.values()) else None), str(states)
+
+        wait_until(done, timeout=timeout, what=f"the allocs of job {job} to complete", interval=0.05)
+        return stopped
+
     def stop(self) -> None:
         """Like SIGTERM to the real agent: the loop ends, tasks keep running, the store closes."""
         self.core.stop()
@@ -135,7 +156,9 @@ class AgentLab:
             exec_allow_root=exec_allow_root,
         )
         core = build_core(settings, store, cni, Faults.parse(faults), docker=self.docker, vault=vault)
-        return AgentUnderTest(core, start_core(core, restore_timeout=120))
+        agent = AgentUnderTest(core, start_core(core, restore_timeout=120))
+        agent.settle()  # what the restore set off the loop (a recovery's stops) has finished
+        return agent
 
     # -- observations -------------------------------------------------------------------------
     def containers(self, alloc_id: str | None = None) -> list[Any]:

@@ -254,7 +254,7 @@ def test_a_hostile_exec_task_sees_only_its_own_chroot_as_nobody(lab: AgentLab) -
         # The chroot's mounts live in the task's mount namespace only: the host sees just secrets/.
         alloc_dir = lab.data_dir / "alloc" / alloc
         assert _host_mounts_below(alloc_dir) == [str((task_dir / "secrets").resolve())]
-        agent.core.call(lambda: agent.core.stop_job("hostile"))
+        agent.stop_job("hostile")
         assert not os.path.exists(f"/proc/{pid}") and not os.path.exists(f"/proc/{w}")
         assert _host_mounts_below(alloc_dir) == []
     finally:
@@ -434,7 +434,7 @@ def test_signals_change_script_restart_and_stop_reach_the_isolated_workload(lab:
         )
         assert _workload(pid) == w, "the workload is gone before the stop"
         t0 = time.monotonic()
-        agent.core.call(lambda: agent.core.stop_job("signals"))
+        agent.stop_job("signals")
         took = time.monotonic() - t0
         assert "TERM" in signals.read_text(), (took, signals.read_text(), _events(agent, alloc)[-6:])
         assert took < 10, f"stop took {took:.1f}s: SIGTERM did not end the task (kill_timeout is 30s)"
@@ -489,7 +489,7 @@ def test_a_workload_without_handlers_dies_of_the_agents_signal_and_its_exit_is_r
         assert message == "Exit Code: 143", message
         assert not os.path.exists(f"/proc/{pids[signalled]}")
         t0 = time.monotonic()
-        agent.core.call(lambda: agent.core.stop_job("stopped"))
+        agent.stop_job("stopped")
         assert time.monotonic() - t0 < 10, "SIGINT did not end the workload: stopped only by SIGKILL"
         assert not os.path.exists(f"/proc/{pids[stopped]}")
     finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -836,12 +837,22 @@ class AllocRunner:
         stops = [(t.name, self.driver(t), h, t.kill_timeout, t.kill_signal) for t, h in tasks]
 
         def blocking() -> list[tuple[str, str]]:
-            failed = []
-            for name, driver, h, timeout, sig in stops:
+            # The tasks are stopped together, as Nomad's client does: the alloc's stop takes its
+            # longest kill_timeout, not their sum.
+            failed: list[tuple[str, str]] = []
+
+            def one(name: str, driver: TaskDriver, h: TaskHandle, timeout: float, sig: str) -> None:
                 try:
                     driver.stop(h, timeout, sig)
                 except AgentError as exc:
                     failed.append((name, str(exc)))
+
+            threads = [threading.Thread(target=one, args=stop, daemon=True) for stop in stops[1:]]
+            for t in threads:
+                t.start()
+            one(*stops[0])
+            for t in threads:
+                t.join()
             return failed
 
         def done(result: object, exc: Exception | None) -> None:
