@@ -838,7 +838,7 @@ def test_a_docker_task_gets_its_token_keeps_it_across_an_agent_restart_and_loses
             assert agent_token and agent_token not in text
         assert {w for w in text.split() if w.startswith("s.")} == {token}
 
-        agent.core.call(lambda: agent.core.stop_job("vault-token"))
+        agent.stop_job("vault-token")
         assert _lookup_self(openbao, token) is None, "the task's token still works after its job stopped"
     finally:
         agent.stop()
