@@ -12,6 +12,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -950,5 +951,95 @@ def test_recreated_network_reports_its_new_address_unless_the_fault_keeps_the_ol
             return
         assert net["address"] == on_eth0[0]
         assert task_env["NOMAD_ALLOC_IP"] == on_eth0[0]
+    finally:
+        agent.stop()
+
+
+def _busybox_job(job: str, script: str, *, kill_timeout: str = "5s") -> str:
+    return f"""
+job "{job}" {{
+  group "g" {{
+    restart {{
+      attempts = 3
+      interval = "10m"
+      delay    = "0s"
+      mode     = "fail"
+    }}
+    task "t" {{
+      driver       = "docker"
+      kill_timeout = "{kill_timeout}"
+      config {{
+        image   = "fieldlab/busybox:latest"
+        command = "/bin/sh"
+        args    = ["-c", "{script}"]
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def test_a_hung_stop_and_a_hung_change_script_hold_up_no_other_alloc(lab: AgentLab) -> None:
+    """Real containers: one ignores SIGTERM (its stop waits its 25 s kill_timeout), one runs a change
+    script that sleeps until its 25 s timeout; a third is SIGKILLed meanwhile and its restart (delay
+    0s) completes within 2 s. The stop and the script then finish as their timeouts say."""
+    agent = lab.start_agent()
+    try:
+
+        def submit(job: str, script: str, kill_timeout: str = "5s") -> str:
+            spec = _busybox_job(job, script, kill_timeout=kill_timeout)
+            return str(agent.core.call(lambda: agent.core.submit(spec, "hcl"))["allocs"][0])
+
+        stubborn = submit("stubborn", "trap '' TERM; sleep 1000", "25s")
+        scripted = submit("scripted", "sleep 1000")
+        crasher = submit("crasher", "sleep 1000")
+        for alloc in (stubborn, scripted, crasher):
+            wait_until(
+                lambda alloc=alloc: (True if lab.containers(alloc) else None, "no container"),
+                timeout=TIMEOUT,
+                what=f"alloc {alloc[:8]} running",
+            )
+        t0 = time.monotonic()
+        agent.core.call(lambda: agent.core.stop_job("stubborn"))  # returns: the stop runs off the loop
+        script: Future[tuple[int, str]] = Future()
+
+        def change_script() -> None:
+            r = agent.core.runner(scripted)
+            r.exec_in_task(
+                r.group.tasks[0], ["sleep", "60"], 25.0, lambda rc, out: script.set_result((rc, out))
+            )
+
+        agent.core.call(change_script)
+        assert time.monotonic() - t0 < 2, "submitting the stop and the script waited on them"
+
+        (victim,) = lab.containers(crasher)
+        old = victim.id
+        victim.kill()  # SIGKILL: the task dies on its own; the restart policy restarts it at once
+        killed = time.monotonic()
+
+        def restarted() -> tuple[bool | None, str]:
+            causes = [
+                (e.details or {}).get("cause")
+                for e in agent.core.store.events(crasher)
+                if e.type == "Started"
+            ]
+            return (True if causes.count("restart policy") == 1 else None), str(causes)
+
+        wait_until(restarted, timeout=2.0, what="the killed task's restart while a stop and a script hang")
+        took = time.monotonic() - killed
+        print(f"restart completed {took * 1000:.0f} ms after the kill, while a stop and a script hang")
+        assert [c.id for c in lab.containers(crasher)] != [old]
+        assert agent.core.call(lambda: agent.core.runner(stubborn).rec.status.value) == "running"
+        assert not script.done()
+
+        rc, out = script.result(timeout=40)
+        assert rc == -1 and "timeout" in out, (rc, out)
+        wait_until(
+            lambda: (True if lab.containers(stubborn) == [] else None, "container still there"),
+            timeout=40,
+            what="the stubborn task killed after its kill_timeout",
+        )
+        stopped_after = time.monotonic() - t0
+        assert stopped_after >= 24, f"the stop did not wait for the kill_timeout ({stopped_after:.1f}s)"
     finally:
         agent.stop()
