@@ -69,6 +69,11 @@ class Config:
     sweep_interval: float = 60.0  # seconds between orphan sweeps
     sweep_grace: float = 60.0  # containers younger than this are never swept
     sweep_dry_run: bool = False  # only report what the sweeper would remove
+    # -- garbage collection of terminal allocs (Nomad's client gc_* settings and defaults) ----------
+    gc_interval: float = 60.0  # seconds between GC passes
+    gc_max_allocs: int = 50  # allocs tracked (live and terminal) before terminal ones are collected
+    gc_disk_usage_threshold: float = 80.0  # percent of the data dir's filesystem: collect above it
+    gc_inodes_usage_threshold: float = 70.0  # percent of its inodes
     jobs_enabled: bool = True  # false: only the health/metrics API (tests of the API layer)
     log_level: str = "INFO"
     shutdown_timeout: float = 10.0
@@ -119,6 +124,13 @@ def _seconds(p: str, raw: dict[str, Any], key: str) -> float:
     value = raw[key]
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise ConfigError(p, key, "must be a positive number of seconds")
+    return float(value)
+
+
+def _percent(p: str, raw: dict[str, Any], key: str) -> float:
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 100:
+        raise ConfigError(p, key, "must be a percentage above 0 and at most 100")
     return float(value)
 
 
@@ -225,6 +237,10 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "sweep_dry_run": lambda: _bool(p, raw, "sweep_dry_run"),
         "sweep_interval": lambda: _seconds(p, raw, "sweep_interval"),
         "sweep_grace": lambda: _seconds(p, raw, "sweep_grace"),
+        "gc_interval": lambda: _seconds(p, raw, "gc_interval"),
+        "gc_max_allocs": lambda: _count(p, raw, "gc_max_allocs"),
+        "gc_disk_usage_threshold": lambda: _percent(p, raw, "gc_disk_usage_threshold"),
+        "gc_inodes_usage_threshold": lambda: _percent(p, raw, "gc_inodes_usage_threshold"),
         "log_level": lambda: _log_level(p, raw["log_level"]),
         "api_allowed_identities": lambda: _strings(p, raw, "api_allowed_identities"),
         "api_handshake_timeout": lambda: _seconds(p, raw, "api_handshake_timeout"),

@@ -4,10 +4,12 @@ timers only put work on its queue, so no two changes to an alloc ever race.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import heapq
 import itertools
 import logging
+import os
 import queue
 import threading
 import time
@@ -21,7 +23,7 @@ from typing import Any, TypeVar
 
 from agent.config import DEFAULT_TOKEN_ROLE
 from agent.consul import ConsulClient, ConsulData
-from agent.decisions import plan_orphan_sweep, plan_owed_replacements
+from agent.decisions import GcCandidate, GcLimits, plan_gc, plan_orphan_sweep, plan_owed_replacements
 from agent.drivers.base import LABEL_GROUP, LABEL_JOB
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
@@ -37,7 +39,7 @@ from agent.runner.serial import Offload, threaded
 from agent.runner.services import ServiceRegistrar
 from agent.runner.taskdirs import TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
-from agent.state import StateStore
+from agent.state import StateStore, drop_alloc
 from agent.sweeper import Sweeper, SweepReport
 from agent.templates.render import ConsulSource, check_template
 from agent.templates.runner import TemplateDeps
@@ -48,6 +50,18 @@ T = TypeVar("T")
 DYNAMIC_PORTS = range(20000, 32000)
 LOOP_IDLE = 1.0  # the loop wakes at least this often to run due timers
 STOP_POLL = 0.05  # seconds between looks at allocs being stopped (await_stopped)
+
+
+LIVE_STATUSES = ("pending", "running")
+TERMINAL_STATUSES = ("complete", "failed")
+
+
+@dataclass(frozen=True)
+class GcReport:
+    collected: list[str]
+    jobs_purged: list[str]
+    disk_used: float  # percent, after
+    inodes_used: float
 
 
 class NotFound(AgentError):
@@ -123,9 +137,11 @@ class Core:
         datacenter: str = "dc1",
         kill_point: KillHook | None = None,
         offload: Offload | None = None,
+        gc_limits: GcLimits | None = None,
     ) -> None:
         self.limits = limits  # what a jobspec may ask for (the client's max_count, max_kill_timeout)
         self.datacenter = datacenter
+        self.gc_limits = gc_limits or GcLimits()
         self.store = store
         self.drivers = drivers
         self.faults = faults
@@ -268,10 +284,14 @@ class Core:
                 ).job
             except (JobspecError, KeyError, TypeError) as exc:
                 log.error("state: job %s does not parse any more: %s", job_id, exc)
-        allocs = self.store.list("alloc")
-        unreadable = [(bad.key, bad.reason) for bad in allocs.corrupt]
+        # Only what restore acts on is read (the status column is indexed): live allocs, failed ones
+        # whose replacement is owed, and unreadable ones. Terminal history costs nothing here.
+        live = self.store.list("alloc", LIVE_STATUSES)
+        owed = self.store.list("alloc", ("failed",), flag="replace_pending")
+        corrupt = {bad.key: bad for bad in [*live.corrupt, *owed.corrupt]}
+        unreadable = [(bad.key, bad.reason) for bad in corrupt.values()]
         records: list[AllocRecord] = []
-        for alloc_id, raw in allocs.records.items():
+        for alloc_id, raw in {**live.records, **owed.records}.items():
             try:
                 records.append(AllocRecord.from_record(raw, alloc_id))
             except RecordError as exc:
@@ -395,6 +415,105 @@ class Core:
             self.schedule(interval, tick)
 
         self.schedule(interval, tick)
+
+    # -- garbage collection of terminal allocs -------------------------------------------------------
+    def gc(self, *, force: bool = False) -> GcReport:
+        """Collect terminal allocs as Nomad's client GC does (agent.decisions.plan_gc): each one's
+        records, events and alloc dir go together; then the jobs none of whose allocs is left.
+        Never an alloc whose replacement is owed or that still has a step off the loop."""
+        rows = self.store.index("alloc", TERMINAL_STATUSES)
+        keep = {
+            a
+            for a, r in self.runners.items()
+            if r.rec.live or r.rec.replace_pending or r.serial.busy or r.serial.waiting
+        }
+        tracked = len(rows) + sum(1 for r in self.runners.values() if r.rec.live)
+        left = {row.key: row for row in rows if row.key not in keep}
+        collected: list[str] = []
+        jobs: set[str] = set()
+        disk, inodes = self._alloc_fs_usage()
+        for _ in range(len(left) + 1):  # each pass collects at least one, or ends
+            candidates = [GcCandidate(k, row.updated_at) for k, row in left.items()]
+            todo = plan_gc(
+                candidates,
+                tracked - len(collected),
+                self.gc_limits,
+                disk_used=disk,
+                inodes_used=inodes,
+                force=force,
+            )
+            if not todo:
+                break
+            for alloc_id in todo:
+                jobs.add(self._collect(alloc_id))
+                collected.append(alloc_id)
+                left.pop(alloc_id, None)
+            disk, inodes = self._alloc_fs_usage()
+        purged = self._purge_jobs_without_allocs(jobs - {""})
+        if collected:
+            log.info("GC: collected %d terminal alloc(s), %d job(s)", len(collected), len(purged))
+        return GcReport(collected, purged, disk, inodes)
+
+    def _collect(self, alloc_id: str) -> str:
+        """Remove one terminal alloc for good; the job it belonged to."""
+        runner = self.runners.pop(alloc_id, None)
+        job = runner.job.id if runner else ""
+        if not job:
+            with contextlib.suppress(AgentError):
+                job = str((self.store.get("alloc", alloc_id) or {}).get("job", ""))
+        drop_alloc(self.store, alloc_id)
+        self.deps.task_dirs.remove(self.deps.data_dir / "alloc" / alloc_id)
+        return job
+
+    def _purge_jobs_without_allocs(self, candidates: set[str]) -> list[str]:
+        if not candidates:
+            return []
+        remaining = {str(r.get("job", "")) for r in self.store.list("alloc").records.values()}
+        purged = sorted(
+            j for j in candidates if (j not in remaining and j in self.jobs) or j not in remaining
+        )
+        for job_id in purged:
+            self.store.delete("job", job_id)
+            self.jobs.pop(job_id, None)
+        return purged
+
+    def _alloc_fs_usage(self) -> tuple[float, float]:
+        """Percent of blocks and of inodes used on the filesystem of the alloc dirs."""
+        where = self.deps.data_dir / "alloc"
+        try:
+            st = os.statvfs(where if where.exists() else self.deps.data_dir)
+        except OSError:
+            return 0.0, 0.0
+        disk = 100.0 * (st.f_blocks - st.f_bavail) / st.f_blocks if st.f_blocks else 0.0
+        inodes = 100.0 * (st.f_files - st.f_favail) / st.f_files if st.f_files else 0.0
+        return disk, inodes
+
+    def start_periodic_gc(self, interval: float) -> None:
+        def tick() -> None:
+            try:
+                self.gc()
+            finally:
+                self.schedule(interval, tick)
+
+        self.schedule(interval, tick)
+
+    def purge_job(self, job_id: str) -> list[str]:
+        """`job stop -purge`: once the job's allocs are stopped, they and the job are removed."""
+        if job_id not in self.jobs:
+            raise NotFound(f"no job {job_id}")
+        mine = [a for a, r in self.runners.items() if r.job.id == job_id]
+        busy = [a for a in mine if self.runners[a].rec.live or self.runners[a].serial.busy]
+        if busy:
+            raise Conflict(f"job {job_id}: alloc(s) {', '.join(b[:8] for b in busy)} still stopping")
+        for a in mine:
+            self._collect(a)
+        for row in self.store.index("alloc", TERMINAL_STATUSES):  # those of earlier agent runs
+            rec = self.store.get("alloc", row.key) or {}
+            if rec.get("job") == job_id:
+                self._collect(row.key)
+        self.store.delete("job", job_id)
+        self.jobs.pop(job_id, None)
+        return mine
 
     # -- jobs ----------------------------------------------------------------------------------
     def submit(

@@ -145,7 +145,7 @@ class Agent:
             consul=ConsulClient(cfg.consul_address) if cfg.consul_address else None,
             vault=self.vault_client,
         )
-        start_core(core, sweep_interval=cfg.sweep_interval)
+        start_core(core, sweep_interval=cfg.sweep_interval, gc_interval=cfg.gc_interval)
         self._store = store
         return core
 

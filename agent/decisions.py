@@ -349,3 +349,40 @@ def plan_render_retry(failures: int, all_noop: bool, bugs: Bugs = NO_BUGS) -> Re
     if bugs.noop_runner_dies and all_noop and failures >= NOOP_RUNNER_GIVES_UP_AFTER:
         return RenderRetry(True, 0.0)
     return RenderRetry(False, min(TEMPLATE_RETRY_MAX, TEMPLATE_RETRY_BASE * 2 ** min(failures, 6)))
+
+
+@dataclass(frozen=True)
+class GcLimits:
+    """The client's GC settings, Nomad's names and defaults (gc_interval is the core's timer)."""
+
+    max_allocs: int = 50  # allocs tracked (live and terminal) before terminal ones are collected
+    disk_usage_threshold: float = 80.0  # percent of the alloc dir's filesystem
+    inodes_usage_threshold: float = 70.0  # percent of its inodes
+
+
+@dataclass(frozen=True)
+class GcCandidate:
+    alloc_id: str
+    finished: float  # when it became terminal (its record's last write): the oldest go first
+
+
+def plan_gc(
+    candidates: Sequence[GcCandidate],
+    tracked: int,
+    limits: GcLimits,
+    *,
+    disk_used: float,
+    inodes_used: float,
+    force: bool = False,
+) -> list[str]:
+    """Which terminal allocs to collect now, oldest first, as Nomad's client GC: all of them when
+    forced (`POST /v1/client/gc`); while the disk or its inodes are over their thresholds, one at a
+    time (the caller measures again after each); else as many as bring the allocs tracked
+    (live and terminal) down to `max_allocs`. `candidates` holds only allocs that may go: terminal,
+    no replacement owed."""
+    oldest = [c.alloc_id for c in sorted(candidates, key=lambda c: (c.finished, c.alloc_id))]
+    if force:
+        return oldest
+    if disk_used >= limits.disk_usage_threshold or inodes_used >= limits.inodes_usage_threshold:
+        return oldest[:1]
+    return oldest[: max(0, tracked - limits.max_allocs)]

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import DEFAULT_CHROOT_ENV, DEFAULT_TOKEN_ROLE, Config
 from agent.consul import ConsulClient
 from agent.core import Core
-from agent.decisions import plan_orphan_sweep
+from agent.decisions import GcLimits, plan_orphan_sweep
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
 from agent.drivers.registry import build_registry
@@ -48,6 +48,7 @@ class CoreSettings:
     limits: Limits = DEFAULT_LIMITS  # what a jobspec may ask for (max_count, max_kill_timeout)
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation) is registered
     datacenter: str = "dc1"
+    gc: GcLimits = field(default_factory=GcLimits)
 
     @classmethod
     def from_config(cls, cfg: Config) -> CoreSettings:
@@ -66,6 +67,11 @@ class CoreSettings:
             limits=Limits(max_count=cfg.max_count, max_kill_timeout=cfg.max_kill_timeout),
             raw_exec_enabled=cfg.raw_exec_enabled,
             datacenter=cfg.datacenter,
+            gc=GcLimits(
+                max_allocs=cfg.gc_max_allocs,
+                disk_usage_threshold=cfg.gc_disk_usage_threshold,
+                inodes_usage_threshold=cfg.gc_inodes_usage_threshold,
+            ),
         )
 
 
@@ -108,11 +114,16 @@ def build_core(
         template_max_bytes=settings.template_max_bytes,
         limits=settings.limits,
         datacenter=settings.datacenter,
+        gc_limits=settings.gc,
     )
 
 
 def start_core(
-    core: Core, *, sweep_interval: float | None = None, restore_timeout: float = 600
+    core: Core,
+    *,
+    sweep_interval: float | None = None,
+    gc_interval: float | None = None,
+    restore_timeout: float = 600,
 ) -> list[threading.Thread]:
     """The main loop, the drivers' exit watches (exits seen during restore queue behind it), restore
     on the loop, then the periodic sweep. Returns the threads, the main loop first."""
@@ -122,4 +133,6 @@ def start_core(
     core.call(core.restore, timeout=restore_timeout)
     if sweep_interval is not None:
         core.start_periodic_sweep(sweep_interval)
+    if gc_interval is not None:
+        core.start_periodic_gc(gc_interval)
     return [loop, *watches]

@@ -217,6 +217,7 @@ class FakeNetwork:
 class FakeDirs:
     def __init__(self) -> None:
         self.cleaned: list[Path] = []
+        self.removed: list[Path] = []
 
     def prepare(self, task_dir: Path) -> None:
         (task_dir / "local").mkdir(parents=True, exist_ok=True)
@@ -227,6 +228,9 @@ class FakeDirs:
 
     def cleanup(self, alloc_dir: Path) -> None:
         self.cleaned.append(alloc_dir)
+
+    def remove(self, alloc_dir: Path) -> None:
+        self.removed.append(alloc_dir)
 
 
 class FakeNode:

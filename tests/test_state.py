@@ -205,7 +205,9 @@ def test_corrupt_rows_are_reported_and_never_block_the_others(store: SqliteStore
     raw.execute("UPDATE records SET value = '[1, 2]' WHERE key = 'a2'")
     raw.execute("UPDATE records SET value = CAST(X'FFFE7B7D' AS TEXT) WHERE key = 'a3'")  # bad UTF-8
     raw.execute("UPDATE records SET value = X'00FF' WHERE key = 'a4'")  # a BLOB
-    raw.execute("INSERT INTO records VALUES ('alloc', 'a6', ?, 0)", ("[" * 100_000,))
+    raw.execute(
+        "INSERT INTO records (kind, key, value, updated_at) VALUES ('alloc', 'a6', ?, 0)", ("[" * 100_000,)
+    )
     raw.close()
 
     res = store.list("alloc")
@@ -250,7 +252,7 @@ V1_SCHEMA = (
 
 
 def test_upgrade_from_v1_keeps_data(db: Path) -> None:
-    assert SCHEMA_VERSION == len(UPGRADES) == 3
+    assert SCHEMA_VERSION == len(UPGRADES) == 4
     db.parent.mkdir(mode=0o700)
     raw = _raw(db)  # a v1 file, written by hand as the v1 agent did (rollback journal, not WAL)
     for sql in V1_SCHEMA:
@@ -270,7 +272,7 @@ def test_upgrade_from_v1_keeps_data(db: Path) -> None:
     )
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     cols = [r[1] for r in raw.execute("PRAGMA table_info(records)")]
-    assert cols == ["kind", "key", "value", "updated_at"]
+    assert cols == ["kind", "key", "value", "updated_at", "status"]
     raw.close()
 
 
@@ -324,6 +326,52 @@ def test_upgrade_from_v2_types_alloc_and_task_records(db: Path) -> None:
         task = TaskRecord.from_record(s.get("task", "a1/web") or {})
         assert task == TaskRecord(TaskState.RUNNING, 2, (1700000100.0, 1700000200.0), False)
         assert s.get("job", "web") == {"source": "job {}", "format": "hcl"}
+
+
+def test_upgrade_from_v3_indexes_status_and_restore_reads_only_what_it_acts_on(db: Path) -> None:
+    """A schema-3 file as the previous agent wrote it (typed records, no status column): the upgrade
+    fills the indexed status column from each record; `list(kind, statuses)` then reads only those
+    (and unreadable rows, which restore must report); `flag` narrows to records with it true."""
+    db.parent.mkdir(mode=0o700)
+    raw = _raw(db)
+    for step in UPGRADES[:3]:
+        step(raw)
+    raw.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+    rows = {
+        "live": {"status": "running", "job": "web"},
+        "pend": {"status": "pending", "job": "web"},
+        "done": {"status": "complete", "job": "old"},
+        "owed": {"status": "failed", "replace_pending": True, "job": "web"},
+        "gone": {"status": "failed", "replace_pending": False, "job": "old"},
+    }
+    for key, value in rows.items():
+        raw.execute(
+            "INSERT INTO records (kind, key, value, updated_at) VALUES ('alloc', ?, ?, ?)",
+            (key, json.dumps(value), float(len(key))),
+        )
+    raw.execute("INSERT INTO records (kind, key, value) VALUES ('alloc', 'bad', 'not json {')")
+    raw.commit()
+    raw.close()
+
+    with SqliteStore(db) as s:
+        live = s.list("alloc", ("pending", "running"))
+        assert set(live.records) == {"live", "pend"} and [c.key for c in live.corrupt] == ["bad"]
+        owed = s.list("alloc", ("failed",), flag="replace_pending")
+        assert set(owed.records) == {"owed"} and [c.key for c in owed.corrupt] == ["bad"]
+        assert set(s.list("alloc").records) == set(rows)  # nothing lost
+        assert [r.key for r in s.index("alloc", ("complete", "failed"))] == ["done", "gone", "owed"]
+        s.put("alloc", "live", {"status": "complete", "job": "web"})  # a put keeps the column current
+        assert "live" not in s.list("alloc", ("pending", "running")).records
+        assert "live" in {r.key for r in s.index("alloc", ("complete",))}
+    raw = _raw(db)
+    plan = " ".join(
+        str(r)
+        for r in raw.execute(
+            "EXPLAIN QUERY PLAN SELECT key FROM records WHERE kind = 'alloc' AND status IN ('running')"
+        )
+    )
+    assert "records_by_status" in plan, plan
+    raw.close()
 
 
 def test_failed_upgrade_changes_nothing(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,10 +4,14 @@ runner's unit tests need no root."""
 
 from __future__ import annotations
 
+import logging
+import shutil
 from pathlib import Path
 from typing import Protocol
 
 from agent.fsutil import mount_secrets, unmount_below
+
+log = logging.getLogger(__name__)
 
 
 class TaskDirs(Protocol):
@@ -19,6 +23,9 @@ class TaskDirs(Protocol):
 
     def cleanup(self, alloc_dir: Path) -> None:
         """Unmount everything below the alloc dir."""
+
+    def remove(self, alloc_dir: Path) -> None:
+        """The alloc dir gone (the GC): unmounted, then removed without following any link in it."""
 
 
 class HostTaskDirs:
@@ -36,3 +43,12 @@ class HostTaskDirs:
 
     def cleanup(self, alloc_dir: Path) -> None:
         unmount_below(alloc_dir)
+
+    def remove(self, alloc_dir: Path) -> None:
+        unmount_below(alloc_dir)
+
+        def report(fn: object, path: str, exc: object) -> None:
+            log.error("GC: cannot remove %s: %s", path, exc)
+
+        if alloc_dir.is_dir() and not alloc_dir.is_symlink():
+            shutil.rmtree(alloc_dir, onerror=report)  # rmtree removes links, never what they point at

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from agent.state.store import (
@@ -26,6 +26,7 @@ from agent.state.store import (
     CorruptRecordError,
     Event,
     EventList,
+    IndexRows,
     LoadResult,
     Record,
     StateError,
@@ -135,8 +136,8 @@ class FaultyStore:
             raise CorruptRecordError(self.location, reason, kind=kind, key=key)
         return value
 
-    def list(self, kind: str) -> LoadResult:
-        result = self.inner.list(kind)
+    def list(self, kind: str, statuses: Collection[str] | None = None, *, flag: str = "") -> LoadResult:
+        result = self.inner.list(kind, statuses, flag=flag)
         with self._lock:
             marked = {key: reason for (k, key), reason in self._corrupt.items() if k == kind}
         out = LoadResult(corrupt=list(result.corrupt))
@@ -146,6 +147,9 @@ class FaultyStore:
             else:
                 out.records[key] = value
         return out
+
+    def index(self, kind: str, statuses: Collection[str]) -> IndexRows:
+        return self.inner.index(kind, statuses)
 
     def delete(self, kind: str, key: str) -> bool:
         if not self._admit("delete", kind, key):

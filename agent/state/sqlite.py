@@ -25,7 +25,7 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ from agent.state.store import (
     CorruptRecordError,
     Event,
     EventList,
+    IndexRow,
+    IndexRows,
     LoadResult,
     Record,
     SchemaTooNewError,
@@ -42,6 +44,7 @@ from agent.state.store import (
     check_name,
     decode,
     encode,
+    status_of,
 )
 
 log = logging.getLogger(__name__)
@@ -96,10 +99,24 @@ def _upgrade_2_to_3(conn: sqlite3.Connection) -> None:
         )
 
 
+def _upgrade_3_to_4(conn: sqlite3.Connection) -> None:
+    """Version 4: each record's status in an indexed column, so that restore reads the live allocs
+    and the GC finds the terminal ones without decoding everything the node ever ran."""
+    conn.execute("ALTER TABLE records ADD COLUMN status TEXT")
+    rows = conn.execute("SELECT kind, key, CAST(value AS BLOB) FROM records").fetchall()
+    for kind, key, raw in rows:
+        value = decode(raw)
+        status = None if isinstance(value, str) else status_of(value)
+        if status is not None:
+            conn.execute("UPDATE records SET status = ? WHERE kind = ? AND key = ?", (status, kind, key))
+    conn.execute("CREATE INDEX records_by_status ON records (kind, status)")
+
+
 UPGRADES: tuple[Callable[[sqlite3.Connection], None], ...] = (
     _upgrade_0_to_1,
     _upgrade_1_to_2,
     _upgrade_2_to_3,
+    _upgrade_3_to_4,
 )
 """UPGRADES[n] takes the schema from version n to n + 1."""
 
@@ -423,9 +440,10 @@ class SqliteStore:
         text = encode(self.location, kind, key, value)
         self._write(
             "put",
-            "INSERT INTO records (kind, key, value, updated_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-            (kind, key, text, self._clock()),
+            "INSERT INTO records (kind, key, value, updated_at, status) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at,"
+            " status = excluded.status",
+            (kind, key, text, self._clock(), status_of(value)),
             kind,
             key,
         )
@@ -447,11 +465,20 @@ class SqliteStore:
             raise CorruptRecordError(self._path, value, kind=kind, key=key)
         return value
 
-    def list(self, kind: str) -> LoadResult:
+    def list(self, kind: str, statuses: Collection[str] | None = None, *, flag: str = "") -> LoadResult:
         check_name(self.location, "kind", kind)
-        rows = self._query(
-            "list", "SELECT key, CAST(value AS BLOB) FROM records WHERE kind = ? ORDER BY key", (kind,), kind
-        )
+        sql = "SELECT key, CAST(value AS BLOB) FROM records WHERE kind = ?"
+        params: tuple[Any, ...] = (kind,)
+        if statuses is not None:
+            marks = ", ".join("?" * len(statuses))
+            sql += f" AND (status IN ({marks}) OR status IS NULL)" if statuses else " AND status IS NULL"
+            params += tuple(statuses)
+        if flag:
+            check_name(self.location, "flag", flag)
+            # CASE, not OR: an unreadable record (NULL status) never reaches json_extract.
+            sql += " AND (CASE WHEN status IS NULL THEN 1 ELSE json_extract(value, ?) END) = 1"
+            params += ("$." + flag,)
+        rows = self._query("list", sql + " ORDER BY key", params, kind)
         result = LoadResult()
         for key, raw in rows:
             value = decode(raw)
@@ -461,6 +488,20 @@ class SqliteStore:
             else:
                 result.records[str(key)] = value
         return result
+
+    def index(self, kind: str, statuses: Collection[str]) -> IndexRows:
+        check_name(self.location, "kind", kind)
+        if not statuses:
+            return []
+        marks = ", ".join("?" * len(statuses))
+        rows = self._query(
+            "index",
+            f"SELECT key, status, updated_at FROM records WHERE kind = ? AND status IN ({marks})"  # noqa: S608 - placeholders only
+            " ORDER BY updated_at, key",
+            (kind, *statuses),
+            kind,
+        )
+        return [IndexRow(str(k), str(st), float(t)) for k, st, t in rows]
 
     def delete(self, kind: str, key: str) -> bool:
         check_name(self.location, "kind", kind)

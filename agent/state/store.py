@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -102,6 +102,14 @@ class Event:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class IndexRow:
+    key: str
+    status: str
+    updated_at: float
+
+
+IndexRows = list[IndexRow]  # module-level aliases: `list` is a method name inside StateStore
 EventList = list[Event]  # a module-level alias: `list` is a method name inside StateStore
 
 
@@ -127,8 +135,17 @@ class StateStore(Protocol):
         """One record, None if absent; CorruptRecordError if present but undecodable."""
         ...
 
-    def list(self, kind: str) -> LoadResult:
-        """Every record of a kind; undecodable ones are reported in `corrupt`, never raised."""
+    def list(self, kind: str, statuses: Collection[str] | None = None, *, flag: str = "") -> LoadResult:
+        """Every record of a kind; undecodable ones are reported in `corrupt`, never raised.
+
+        `statuses`: only records whose "status" field is one of them (an indexed column, so the
+        cost follows what is read, not what is stored), and those without a readable status;
+        `flag`: of those, only the ones whose boolean field `flag` is true."""
+        ...
+
+    def index(self, kind: str, statuses: Collection[str]) -> IndexRows:
+        """Key, status and last write of the records with one of `statuses`, oldest write first,
+        without reading the records themselves (the GC's candidates)."""
         ...
 
     def delete(self, kind: str, key: str) -> bool:
@@ -180,6 +197,12 @@ def encode(location: str, kind: str, key: str, value: object) -> str:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as e:
         raise StateError(location, f"record is not JSON-able: {e}", kind=kind, key=key) from e
+
+
+def status_of(value: Record) -> str | None:
+    """What the indexed status column holds for a record: its "status" field when that is a string."""
+    status = value.get("status")
+    return status if isinstance(status, str) else None
 
 
 def decode(raw: object) -> Record | str:

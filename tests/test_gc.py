@@ -1,0 +1,149 @@
+"""Garbage collection of terminal allocs, as Nomad's client does it: the oldest terminal allocs go
+when more than gc_max_allocs are tracked or the disk (or its inodes) is over its threshold, all of
+them when forced; each one's records, events and alloc dir go together, and a job none of whose
+allocs is left goes too. Never a live alloc, nor a failed one whose replacement is owed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.core import Core
+from agent.decisions import GcCandidate, GcLimits, plan_gc
+from agent.faults import Faults
+from agent.records import AllocStatus
+from agent.runner.serial import run_inline
+from tests.fakes import FakeNode, FakeSweeper
+
+LIMITS = GcLimits(max_allocs=3, disk_usage_threshold=80.0, inodes_usage_threshold=70.0)
+CANDIDATES = [GcCandidate("c", 30.0), GcCandidate("a", 10.0), GcCandidate("b", 20.0)]
+
+
+@pytest.mark.parametrize(
+    ("tracked", "disk", "inodes", "force", "want"),
+    [
+        (3, 10.0, 10.0, False, []),  # at the limit: nothing
+        (5, 10.0, 10.0, False, ["a", "b"]),  # two over: the two oldest
+        (99, 10.0, 10.0, False, ["a", "b", "c"]),  # never more than there are
+        (1, 85.0, 10.0, False, ["a"]),  # disk over: one at a time, the caller measures again
+        (1, 10.0, 75.0, False, ["a"]),  # inodes over
+        (1, 10.0, 10.0, True, ["a", "b", "c"]),  # forced: every terminal alloc
+    ],
+)
+def test_plan_gc(tracked: int, disk: float, inodes: float, force: bool, want: list[str]) -> None:
+    assert plan_gc(CANDIDATES, tracked, LIMITS, disk_used=disk, inodes_used=inodes, force=force) == want
+
+
+def spec(job: str, attempts: int = 0) -> str:
+    return f"""
+job "{job}" {{
+  group "g" {{
+    restart {{
+      attempts = {attempts}
+      mode     = "fail"
+    }}
+    task "t" {{
+      driver = "docker"
+      config {{ image = "x" }}
+    }}
+  }}
+}}
+"""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> tuple[FakeNode, Core]:
+    fake = FakeNode(tmp_path)
+    fake.store._clock = Clock()  # type: ignore[attr-defined]  # each write a second later: a clear age order
+    core = Core(
+        fake.store,
+        fake.registry,
+        fake.network,
+        data_dir=tmp_path / "data",
+        faults=Faults(),
+        task_dirs=fake.dirs,
+        sweeper=FakeSweeper(fake),
+        offload=run_inline,
+        gc_limits=LIMITS,
+    )
+    core._alloc_fs_usage = lambda: (10.0, 10.0)  # type: ignore[method-assign]
+    return fake, core
+
+
+def _run_and_stop(core: Core, job: str) -> str:
+    (alloc,) = core.submit(spec(job), "hcl")["allocs"]
+    core.stop_job(job)
+    assert core.runners[alloc].rec.status is AllocStatus.COMPLETE
+    return str(alloc)
+
+
+def test_gc_collects_the_oldest_terminal_allocs_over_max_allocs_and_their_jobs(
+    node: tuple[FakeNode, Core],
+) -> None:
+    fake, core = node
+    done = [_run_and_stop(core, f"old{i}") for i in range(4)]
+    (live,) = core.submit(spec("web"), "hcl")["allocs"]
+    report = core.gc()  # 5 tracked, limit 3: the two oldest terminal allocs go
+    assert report.collected == done[:2]
+    for alloc in done[:2]:
+        assert fake.store.get("alloc", alloc) is None and fake.store.events(alloc) == []
+        assert alloc not in core.runners
+        assert fake.root / "data" / "alloc" / alloc in fake.dirs.removed
+    assert report.jobs_purged == ["old0", "old1"]
+    assert fake.store.get("job", "old0") is None and "old0" not in core.jobs
+    assert fake.store.get("job", "old2") is not None, "a job whose alloc is still kept stays"
+    assert core.gc().collected == [], "at the limit: nothing more"
+    forced = core.gc(force=True)
+    assert forced.collected == done[2:] and forced.jobs_purged == ["old2", "old3"]
+    assert core.runners[live].rec.status is AllocStatus.RUNNING and fake.store.get("job", "web") is not None
+
+
+def test_gc_never_collects_a_failed_alloc_whose_replacement_is_owed(node: tuple[FakeNode, Core]) -> None:
+    fake, core = node
+    (alloc,) = core.submit(spec("crashy"), "hcl")["allocs"]
+    runner = core.runners[alloc]
+    runner.state.save(status=AllocStatus.FAILED, replace_pending=True)  # killed before the replacement
+    assert core.gc(force=True).collected == []
+    assert fake.store.get("alloc", alloc) is not None
+
+
+def test_a_restore_reads_no_collected_alloc_and_the_gc_finds_terminal_ones_of_earlier_runs(
+    node: tuple[FakeNode, Core], tmp_path: Path
+) -> None:
+    fake, core = node
+    done = [_run_and_stop(core, f"old{i}") for i in range(2)]
+    (live,) = core.submit(spec("web"), "hcl")["allocs"]
+    again = Core(
+        fake.store,
+        fake.registry,
+        fake.network,
+        data_dir=tmp_path / "data",
+        faults=Faults(),
+        task_dirs=fake.dirs,
+        sweeper=FakeSweeper(fake),
+        offload=run_inline,
+        gc_limits=LIMITS,
+    )
+    again._alloc_fs_usage = lambda: (10.0, 10.0)  # type: ignore[method-assign]
+    again.restore()
+    assert set(again.runners) == {live}, "restore read terminal allocs"
+    assert again.gc(force=True).collected == done
+    assert fake.store.get("job", "old0") is None and fake.store.get("job", "web") is not None
+
+
+def test_disk_over_its_threshold_collects_until_it_is_under(node: tuple[FakeNode, Core]) -> None:
+    _, core = node
+    done = [_run_and_stop(core, f"old{i}") for i in range(3)]
+    usage = iter([(95.0, 10.0), (90.0, 10.0), (50.0, 10.0)])
+    core._alloc_fs_usage = lambda: next(usage)  # type: ignore[method-assign]
+    assert core.gc().collected == done[:2]  # measured again after each: under after two
