@@ -28,6 +28,7 @@ from agent.drivers.base import LABEL_GROUP, LABEL_JOB
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
 from agent.faults import Faults
+from agent.jobcodec import JobCodecError, decode_job, encode_job
 from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
 from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
@@ -273,17 +274,9 @@ class Core:
         for bad in jobs.corrupt:
             log.error("state: job %s unreadable (%s): its allocs cannot be restored", bad.key, bad.reason)
         for job_id, job_rec in jobs.records.items():
-            try:
-                self.jobs[job_id] = parse_jobspec(
-                    job_rec["source"],
-                    source=f"state:job/{job_id}",
-                    fmt=job_rec.get("format"),
-                    variables=job_rec.get("variables") or {},
-                    limits=self.limits,
-                    files=job_rec.get("files") or {},
-                ).job
-            except (JobspecError, KeyError, TypeError) as exc:
-                log.error("state: job %s does not parse any more: %s", job_id, exc)
+            job = self._restore_job(job_id, job_rec)
+            if job is not None:
+                self.jobs[job_id] = job
         # Only what restore acts on is read (the status column is indexed): live allocs, failed ones
         # whose replacement is owed, and unreadable ones. Terminal history costs nothing here.
         live = self.store.list("alloc", LIVE_STATUSES)
@@ -309,6 +302,28 @@ class Core:
         log.info("restored %d alloc(s) in %.2fs", len(self.runners), self.restore_seconds)
         self.adoption.restore(self.runners)  # when the state DB was lost: what runs is adopted, not swept
         self.sweep()
+
+    def _restore_job(self, job_id: str, job_rec: dict[str, Any]) -> Job | None:
+        """The job from its canonical form (no parsing); a record from before canonical forms, or of
+        another model version, is parsed from its source once and rewritten in canonical form."""
+        try:
+            return decode_job(job_rec.get("canonical"))
+        except JobCodecError as exc:
+            log.info("state: job %s: %s; parsing its source once", job_id, exc)
+        try:
+            job = parse_jobspec(
+                job_rec["source"],
+                source=f"state:job/{job_id}",
+                fmt=job_rec.get("format"),
+                variables=job_rec.get("variables") or {},
+                limits=self.limits,
+                files=job_rec.get("files") or {},
+            ).job
+        except (JobspecError, KeyError, TypeError) as exc:
+            log.error("state: job %s does not parse any more: %s", job_id, exc)
+            return None
+        self.store.put("job", job_id, {**job_rec, "canonical": encode_job(job)})
+        return job
 
     def _restore_alloc(self, rec: AllocRecord) -> None:
         """One live alloc: restored; one the agent was killed while setting up (pending) set up
@@ -563,7 +578,8 @@ class Core:
             "format": fmt,
             "warnings": list(parsed.warnings),
             "variables": dict(variables),
-            "files": dict(parsed.files),  # what file() read, for the same evaluation at restore
+            "files": dict(parsed.files),  # what file() read, kept with the source (display, inspect)
+            "canonical": encode_job(job),  # what restore rebuilds the job from, without parsing
         }
         self.store.put("job", job.id, record)
         self.jobs[job.id] = job
