@@ -31,6 +31,7 @@ import re
 import socket
 import ssl
 import threading
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -104,6 +105,7 @@ class _Head:
     path: str
     version: str
     headers: http.client.HTTPMessage
+    query: str = ""  # what followed "?" in the request target (query_params reads it in a handler)
 
 
 def _parse_head(raw: bytes) -> _Head:
@@ -116,7 +118,8 @@ def _parse_head(raw: bytes) -> _Head:
     except http.client.HTTPException as exc:
         raise _ClientError(400, f"malformed headers: {type(exc).__name__}") from None
     method, target, version = match.groups()
-    return _Head(method, target.split("?", 1)[0], version, headers)
+    path, _, query = target.partition("?")
+    return _Head(method, path, version, headers, query)
 
 
 def _body_length(head: _Head, limit: int) -> int:
@@ -177,6 +180,17 @@ class _HandlerPool:
         with self._lock:
             for _ in self._threads:
                 self._queue.put(None)
+
+
+_request = threading.local()  # the request a handler thread is answering
+
+
+def query_params() -> dict[str, str]:
+    """In a handler: the request's query parameters (the last value of each), e.g. {"purge": "true"}."""
+    return {
+        k: v[-1]
+        for k, v in urllib.parse.parse_qs(getattr(_request, "query", ""), keep_blank_values=True).items()
+    }
 
 
 class ApiServer:
@@ -339,7 +353,7 @@ class ApiServer:
         pool = self._status_pool if head.method == "GET" and head.path in self._routes else self._pool
         key = head.headers.get("Idempotency-Key") if head.method in _WRITES else None
         status, ctype, out = await asyncio.wrap_future(
-            pool.submit(partial(self._respond, head.method, head.path, body, key))
+            pool.submit(partial(self._respond, head.method, head.path, body, key, head.query))
         )
         if head.method in _WRITES:
             log.info("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
@@ -386,11 +400,14 @@ class ApiServer:
             pass
 
     # -- in a handler thread -----------------------------------------------------------------
-    def _respond(self, method: str, path: str, body: bytes, key: str | None = None) -> Response:
+    def _respond(
+        self, method: str, path: str, body: bytes, key: str | None = None, query: str = ""
+    ) -> Response:
+        _request.query = query
         try:
             if key is None:
                 return self._route(method, path, body)
-            fingerprint = Replays.fingerprint(method, path, body)
+            fingerprint = Replays.fingerprint(method, f"{path}?{query}", body)
             try:
                 response, replayed = self.replays.answer(
                     key, fingerprint, partial(self._route, method, path, body)
