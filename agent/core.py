@@ -33,10 +33,10 @@ from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse
 from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
 from agent.network.base import Network
+from agent.offload import Offload, threaded
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, RecordError
 from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner, RunnerDeps
-from agent.runner.serial import Offload, threaded
 from agent.runner.services import ServiceRegistrar
 from agent.runner.taskdirs import TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
@@ -157,7 +157,7 @@ class Core:
         self._seq = itertools.count()
         self._stop = threading.Event()
         # Blocking steps (a task's stop, a change script) run in worker threads whose continuations
-        # come back to this loop (agent.runner.serial); tests of the fakes pass run_inline.
+        # come back to this loop (agent.offload); tests of the fakes pass run_inline.
         self.offload = offload if offload is not None else threaded(self._q.put)
         consul_kv: ConsulSource | None = ConsulData(consul.address) if consul else None
         self.deps = RunnerDeps(
@@ -174,6 +174,7 @@ class Core:
                 bugs=self.bugs,
                 render_timeout=template_render_timeout,
                 max_bytes=template_max_bytes,
+                offload=self.offload,
             ),
             bugs=self.bugs,
             dirs=task_dirs,

@@ -1,7 +1,8 @@
 """`make bench-templates`: latency from a changed secret to the change_mode action delivered
-(p50, p99; splay 0) with 1 and 100 templates in one agent, and Vault requests per re-issue cycle and
-per agent restart (one per dynamic template: no thundering herd). Real OpenBao, real exec tasks;
-prints figures, asserts nothing about speed (target: p99 under 1 s)."""
+(p50, p99 over at least BENCH_DELIVERIES=30 deliveries; splay 0) with 1 and 100 templates in one
+agent, the render pass's length, and Vault requests per re-issue cycle and per agent restart (one
+per dynamic template: no thundering herd). Real OpenBao, real exec tasks; prints figures, asserts
+nothing about speed (target: 100 templates, p99 <= 500 ms)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -20,9 +21,10 @@ from tests.agent_lab import AgentLab, why_not_ready
 from tests.openbao_server import JOB_PROBE, OpenBaoServer
 
 PKI = "pki_int/issue/fieldlab-workload"
-TTL = "12s"
-FIELD = "serial_number"  # re-issued at 60-80 % of it: a cycle every ~8 s
-WINDOW = float(os.environ.get("BENCH_WINDOW", "30"))
+TTL = os.environ.get("BENCH_TTL", "6s")
+FIELD = "serial_number"  # re-issued at 60-80 % of the TTL: a cycle every ~4 s
+DELIVERIES = int(os.environ.get("BENCH_DELIVERIES", "30"))  # at least this many before a p99 is printed
+MEASURE_TIMEOUT = 900.0  # seconds to gather them (a named bound, polled)
 
 
 def job(n: int) -> str:
@@ -57,6 +59,26 @@ EOT
 """
 
 
+def _deliveries(events: list[Any]) -> tuple[list[float], list[float]]:
+    """Per delivery: seconds from the render that finished the change to the action, and the render
+    pass's own length (first to last render of the pass)."""
+    lat: list[float] = []
+    passes: list[float] = []
+    first: float | None = None
+    last: float | None = None
+    for e in events:
+        if e.type == "Started":
+            first = last = None  # the first start reads everything: nothing is owed
+        elif e.type == "Template Rendered":
+            first = e.time if first is None else first
+            last = e.time
+        elif e.type == "Signaling" and last is not None and first is not None:
+            lat.append(e.time - last)
+            passes.append(last - first)
+            first = last = None
+    return lat, passes
+
+
 def run(n: int, root: Path, bao: OpenBaoServer) -> dict[str, float]:
     lab = AgentLab(root / f"lab-{n}")
     vault = VaultClient(bao.address, bao.approle_file)
@@ -66,22 +88,13 @@ def run(n: int, root: Path, bao: OpenBaoServer) -> dict[str, float]:
         alloc = out["allocs"][0]
         runner = agent.core.runners[alloc]
         tt = runner.templates(runner.group.tasks[0])
-        time.sleep(WINDOW)  # the benchmark's measuring window, not a synchronisation
-        events = agent.core.store.events(alloc)
-        lat: list[float] = []
-        passes: list[float] = []
-        first: float | None = None
-        last: float | None = None
-        for e in events:
-            if e.type == "Started":
-                first = last = None  # the first start reads everything: nothing is owed
-            elif e.type == "Template Rendered":
-                first = e.time if first is None else first
-                last = e.time
-            elif e.type == "Signaling" and last is not None and first is not None:
-                lat.append(e.time - last)  # from the render that finished the change to the action
-                passes.append(last - first)  # the render pass itself (one fetch per template)
-                first = last = None
+
+        def enough() -> tuple[bool | None, str]:
+            got = len(_deliveries(agent.core.store.events(alloc))[0])
+            return (True if got >= DELIVERIES else None), f"{got}/{DELIVERIES} deliveries"
+
+        wait_until(enough, timeout=MEASURE_TIMEOUT, what=f"{DELIVERIES} deliveries", interval=1.0)
+        lat, passes = _deliveries(agent.core.store.events(alloc))
         cycles = max(1, tt.passes - 1)
         per_cycle = (tt.fetches - n) / cycles if tt.passes > 1 else float("nan")
         agent.stop()
@@ -106,7 +119,7 @@ def run(n: int, root: Path, bao: OpenBaoServer) -> dict[str, float]:
             "vault_on_restart": restart_fetches,
         }
     finally:
-        agent.core.call(lambda: agent.core.stop_job(f"bench-{n}"))
+        agent.stop_job(f"bench-{n}")
         agent.stop()
         lab.cleanup()
 
@@ -135,7 +148,10 @@ def main() -> int:
     finally:
         bao.stop()
     print("\ntemplates  deliveries  p50_ms  p99_ms  pass_ms  vault/cycle  vault/restart")
-    print("   (targets: p99 < 1000 ms; one Vault request per dynamic template per cycle and per restart)")
+    print(
+        f"   (targets: 100 templates p99 <= 500 ms over >= {DELIVERIES} deliveries; one Vault request per"
+        " dynamic template per cycle and per restart)"
+    )
     for r in rows:
         print(
             f"{r['templates']:>9.0f}  {r['deliveries']:>10.0f}  {r['p50_ms']:>6.0f}  {r['p99_ms']:>6.0f}  "

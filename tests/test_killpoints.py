@@ -30,8 +30,8 @@ from agent.core import Core
 from agent.errors import AgentError
 from agent.faults import ENV_VAR, Faults
 from agent.killpoints import DOCS, POINTS, Killed, no_kill, sigkill_at
+from agent.offload import run_inline
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, TaskRecord, TaskState
-from agent.runner.serial import run_inline
 from agent.runner.state import NETNS_OWNER
 from tests.fakes import FakeNode, FakeSweeper
 

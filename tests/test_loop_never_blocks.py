@@ -3,7 +3,7 @@ that hangs until its timeout run off the loop, and another alloc's restart still
 The alloc whose stop hangs takes its next operations in order once the stop is done.
 
 Fakes for the drivers (their stop and exec block until the test releases them), the real Core with
-its real loop thread and threaded offload (agent.runner.serial).
+its real loop thread and threaded offload (agent.offload).
 """
 
 from __future__ import annotations

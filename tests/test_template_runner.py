@@ -4,6 +4,8 @@ change_mode script owed to a restored task runs exactly once, inside the task; t
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -150,3 +152,71 @@ def test_fault_script_change_before_handle_loses_the_script(tmp_path: Path, late
     assert len(failed) == 1 and "no driver handle" in failed[0], runner.events
     (state,) = tt.states()
     assert state.delivered == state.rendered, "the lost action is recorded as delivered"
+
+
+class CountingSource:
+    """Issues a new serial per fetch after a short wait, and records how many fetches overlapped."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.fetched: list[str] = []
+        self.issued = 0
+        self.in_flight = 0
+        self.most = 0
+
+    def list_keys(self, path: str) -> list[str]:
+        return []
+
+    def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        with self.lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            self.fetched.append(params["common_name"])
+            self.issued += 1
+            n = self.issued
+        time.sleep(0.02)  # a Vault round trip: what lets fetches overlap, not a synchronisation
+        with self.lock:
+            self.in_flight -= 1
+        return {"serial": f"{params['common_name']}-{n}"}, 3600.0
+
+
+SERIAL_OF = '{{ with secret "pki_int/issue/web" "common_name=NAME" }}{{ .Data.serial }}{{ end }}'
+
+
+def test_a_periodic_pass_fetches_the_secrets_of_the_last_pass_concurrently_once_each(tmp_path: Path) -> None:
+    """20 templates, each its own certificate: the first pass (nothing known yet) fetches one after
+    the other; the next pass fetches the same 20 again, several at once (at most PREFETCH_PARALLEL),
+    each exactly once, and every file gets its own new serial."""
+    from agent.templates.runner import PREFETCH_PARALLEL
+
+    names = [f"t{i}" for i in range(20)]
+    task = Task(
+        name="web",
+        driver="docker",
+        templates=tuple(
+            Template(
+                f"secrets/{n}",
+                data=SERIAL_OF.replace("NAME", n),
+                change_mode="noop",
+                splay=0.0,
+            )
+            for n in names
+        ),
+    )
+    source = CountingSource()
+    host = StandInHost(tmp_path / "alloc")
+    host.vault = source  # type: ignore[assignment]
+    store = SqliteStore(tmp_path / "state" / "state.db")
+    tt = TaskTemplates(host, task, TemplateDeps(store, host.schedule))
+    tt.render_all()
+    assert sorted(source.fetched) == sorted(names) and source.most == 1
+    source.fetched.clear()
+    source.most = 0
+    (rerender,) = [fn for delay, fn in host.timers if delay > 1000]  # the pass at 60-80 % of the TTL
+    rerender()
+    assert sorted(source.fetched) == sorted(names), "each secret fetched exactly once in the pass"
+    assert 1 < source.most <= PREFETCH_PARALLEL, source.most
+    for n in names:
+        serial = (tmp_path / "alloc" / "web" / "secrets" / n).read_text()
+        assert serial.startswith(f"{n}-") and int(serial.split("-")[1]) > 20, serial
+    assert tt.passes == 2 and tt.fetches == 40

@@ -4,7 +4,7 @@ policy, recover from a dead netns owner, restore after an agent restart, and tea
 Every transition is written to the state store before it is acted on, so a crash at any point
 leaves a record the next start can act on. All methods run on the agent's main loop thread; what
 blocks (a task's stop up to its kill_timeout, a change script up to its timeout) runs off it
-(agent.runner.serial) while the alloc's next operations wait in order behind it. The
+(agent.offload) while the alloc's next operations wait in order behind it. The
 runner knows drivers, netns owners and the network only by their protocols (agent.drivers.base,
 agent.network.base); what a fault flag changes is decided by the pure `plan_*` functions.
 """
@@ -45,8 +45,8 @@ from agent.errors import AgentError
 from agent.killpoints import KillHook, no_kill
 from agent.model import Group, Job, Task
 from agent.network.base import Network
+from agent.offload import Offload, Serial, run_inline
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, TaskState
-from agent.runner.serial import Offload, Serial, run_inline
 from agent.runner.services import ServiceRegistrar, service_definitions
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.taskdirs import HostTaskDirs, TaskDirs
@@ -83,7 +83,7 @@ class RunnerDeps:
     # Called at each named step (agent.killpoints): a no-op, or the `crash-at` SIGKILL, or a test's
     # Killed. Every step leaves a record the next restore acts on, losing and doubling nothing.
     kill_point: KillHook = no_kill
-    # Where blocking steps run (agent.runner.serial): worker threads whose continuations come back
+    # Where blocking steps run (agent.offload): worker threads whose continuations come back
     # to the main loop (the agent), or at once (the fakes' tests).
     offload: Offload = run_inline
 

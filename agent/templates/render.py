@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -98,6 +99,7 @@ class RenderContext:
     cache: dict[str, tuple[dict[str, Any], float]] = field(default_factory=dict)
     min_ttl: float = 0.0  # shortest TTL of a dynamic secret used (0: none)
     fetches: int = 0
+    used: set[str] = field(default_factory=set)  # the secrets (cache keys) the pass's templates read
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,7 +221,8 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
     def secret_fn(path: str, params: Any = None) -> dict[str, Any]:
         source = vault("secret", path)
         kv = _kv_params(path, params or {})
-        key = json.dumps([path, kv], sort_keys=True)
+        key = secret_key(path, kv)
+        ctx.used.add(key)
         if key not in ctx.cache:
             budget.take(f"secret {path!r}")
             ctx.cache[key] = source.fetch(path, kv)
@@ -294,6 +297,40 @@ def _functions(
         **_vault_functions(dest, ctx, budget),
         **_consul_functions(dest, ctx, budget),
     }
+
+
+def secret_key(path: str, params: Mapping[str, Any]) -> str:
+    """The cache key of one Vault read or write in a render pass (what `prefetch` fetches again)."""
+    return json.dumps([path, dict(params)], sort_keys=True)
+
+
+def prefetch(ctx: RenderContext, keys: Iterable[str], parallel: int) -> int:
+    """Fetch, at most `parallel` at once, the secrets the pass will read (those the previous pass
+    read), so that the templates then render from the cache instead of waiting on Vault one after
+    the other. A fetch that fails is left out: the template's own fetch then fails with its error.
+    Returns how many were fetched."""
+    source = ctx.vault
+    todo = sorted(k for k in set(keys) if k not in ctx.cache)
+    if source is None or not todo:
+        return 0
+
+    def one(key: str) -> tuple[dict[str, Any], float]:
+        path, params = json.loads(key)
+        return source.fetch(path, params)
+
+    done = 0
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(parallel, len(todo))), thread_name_prefix="prefetch"
+    ) as pool:
+        for key, fut in [(k, pool.submit(one, k)) for k in todo]:
+            try:
+                ctx.cache[key] = fut.result()
+            except Exception as exc:  # the render's own fetch reports it, with its template
+                log.debug("prefetch of %s failed: %s", key, exc)
+                continue
+            ctx.fetches += 1
+            done += 1
+    return done
 
 
 def render(

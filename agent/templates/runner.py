@@ -18,6 +18,7 @@ from typing import Protocol
 from agent.decisions import NO_BUGS, AfterRestore, Bugs, plan_after_restore, plan_render_retry
 from agent.errors import AgentError
 from agent.model import ChangeScript, Task
+from agent.offload import Offload, run_inline
 from agent.state import StateStore
 from agent.templates.changemode import (
     Plan,
@@ -27,9 +28,10 @@ from agent.templates.changemode import (
     on_task_started,
     plan_actions,
 )
-from agent.templates.render import ConsulSource, RenderContext, SecretSource, render
+from agent.templates.render import ConsulSource, RenderContext, SecretSource, prefetch, render
 
 log = logging.getLogger(__name__)
+PREFETCH_PARALLEL = 8  # Vault requests of one render pass in flight at once
 
 
 class TaskHost(Protocol):
@@ -74,6 +76,9 @@ class TemplateDeps:
     bugs: Bugs = NO_BUGS
     render_timeout: float = 2.0  # seconds one template may take (client config template_render_timeout)
     max_bytes: int = 4 * 1024 * 1024  # largest rendered template (client config template_max_bytes)
+    # Where a periodic pass's renders run (agent.offload): worker threads (the agent) or at
+    # once (tests of the fakes).
+    offload: Offload = run_inline
 
 
 class TaskTemplates:
@@ -86,6 +91,8 @@ class TaskTemplates:
         self.dead = False  # the noop-runner-dies fault: the watcher gave up
         self.passes = 0
         self.fetches = 0  # Vault/Consul requests made by render passes (no thundering herd: one per secret)
+        self._last_used: set[str] = set()  # the secrets the last pass read: the next one prefetches them
+        self._rendering = False  # a periodic pass is off the main loop
 
     # -- persisted states ----------------------------------------------------------------------
     def _key(self, dest: str) -> str:
@@ -109,14 +116,23 @@ class TaskTemplates:
 
     # -- rendering -----------------------------------------------------------------------------
     def render_all(self) -> bool:
-        """Render every template (one fetch per distinct secret); persist; schedule the next pass.
-        Returns whether any content changed. Raises TemplateRenderError (a task event upstream)."""
-        ctx = RenderContext(self.r.task_env(self.t), vault=self.r.task_vault(self.t), consul=self.d.consul)
-        states = {s.dest: s for s in self.states()}
-        changed = False
-        # Two passes, as consul-template's runner does: the second re-runs every template on the
-        # data already fetched (a no-op render). The sticky change_mode state does not care; under
-        # the last-event-wins fault that no-op render overwrites the change (nomad-24140).
+        """Render every template now, on the caller's thread (the task's setup, restore): one fetch
+        per distinct secret; persist; schedule the next pass. Returns whether any content changed.
+        Raises TemplateRenderError (a task event upstream)."""
+        ctx = self._context()
+        return self._apply(ctx, self._render_pass(ctx))
+
+    def _context(self) -> RenderContext:
+        return RenderContext(self.r.task_env(self.t), vault=self.r.task_vault(self.t), consul=self.d.consul)
+
+    def _render_pass(self, ctx: RenderContext) -> list[tuple[str, str, bool]]:
+        """The blocking part of a pass (Vault, the render worker, the files): no store, no events, so
+        it may run off the main loop. The secrets the last pass read are fetched first, several at
+        once; then every template renders, twice, as consul-template's runner does (the second run
+        re-renders on the data already fetched: a no-op render). Returns (destination, sha256,
+        changed) of each render, in order."""
+        prefetch(ctx, self._last_used, PREFETCH_PARALLEL)
+        out = []
         for _pass in range(2):
             for tpl in self.t.templates:
                 _, digest, did_change = render(
@@ -126,14 +142,25 @@ class TaskTemplates:
                     timeout=self.d.render_timeout,
                     max_bytes=self.d.max_bytes,
                 )
-                states[tpl.destination] = on_render(states[tpl.destination], digest)
-                changed |= did_change
-                if did_change:
-                    self.r.event(self.t.name, "Template Rendered", f"rendered {tpl.destination}")
+                out.append((tpl.destination, digest, did_change))
+        return out
+
+    def _apply(self, ctx: RenderContext, renders: list[tuple[str, str, bool]]) -> bool:
+        """On the main loop: what the pass rendered becomes the templates' states (one transaction),
+        events, and the next pass's timer. The sticky change_mode state does not care about the
+        second, no-op render; under the last-event-wins fault it overwrites the change (nomad-24140)."""
+        states = {s.dest: s for s in self.states()}
+        changed = False
+        for dest, digest, did_change in renders:
+            states[dest] = on_render(states[dest], digest)
+            changed |= did_change
+            if did_change:
+                self.r.event(self.t.name, "Template Rendered", f"rendered {dest}")
         self.save(list(states.values()))
         self.failures = 0
         self.passes += 1
         self.fetches += ctx.fetches
+        self._last_used = set(ctx.used)
         if ctx.min_ttl > 0:
             self.schedule_rerender(ctx.min_ttl * random.uniform(0.6, 0.8))  # noqa: S311 - jitter, not crypto
         return changed
@@ -144,31 +171,59 @@ class TaskTemplates:
         self.d.schedule(delay, lambda: self._rerender(gen))
 
     def _rerender(self, gen: int) -> None:
-        if gen != self.generation or self.dead or not self.r.alloc_running():
+        """A periodic pass: its renders run off the main loop (a hundred templates and their Vault
+        requests hold up no other alloc); the states, events and actions come back to the loop."""
+        if gen != self.generation or self.dead or not self.r.alloc_running() or self._rendering:
             return
         try:
-            self.render_all()
-        except Exception as exc:  # any failure: a retried event, never a watcher that dies silently
-            if not isinstance(exc, AgentError):
-                log.exception("alloc=%s task=%s template render failed", self.r.alloc_id[:8], self.t.name)
-            self.failures += 1
-            all_noop = all(tpl.change_mode == "noop" for tpl in self.t.templates)
-            retry = plan_render_retry(self.failures, all_noop, self.d.bugs)
-            if retry.give_up:
-                self.dead = True
-                self.r.event(self.t.name, "Template Failed", f"{exc}; the template runner stops (fault)")
-                log.error(
-                    "alloc=%s task=%s template runner gave up after %d failures",
-                    self.r.alloc_id[:8],
-                    self.t.name,
-                    self.failures,
-                )
-                return
-            delay = retry.delay * random.uniform(0.8, 1.2)  # noqa: S311
-            self.r.event(self.t.name, "Template Failed", f"{exc}; retrying in {delay:.1f}s")
-            self.schedule_rerender(delay)
+            ctx = self._context()
+        except Exception as exc:
+            self._failed(exc)
             return
-        self.act_after_splay()
+        self._rendering = True
+
+        def done(result: object, exc: Exception | None) -> None:
+            self._rendering = False
+            if self.dead or not self.r.alloc_running():
+                return
+            if exc is not None:
+                self._failed(exc)
+                return
+            try:
+                assert isinstance(result, list)
+                self._apply(ctx, result)
+            except Exception as failure:
+                self._failed(failure)
+                return
+            self.act_after_splay()
+
+        self.d.offload(f"render-{self.t.name}", lambda: self._render_pass(ctx), done)
+
+    def _failed(self, exc: Exception) -> None:
+        """Any failure of a pass: a retried event, never a watcher that dies silently."""
+        if not isinstance(exc, AgentError):
+            log.error(
+                "alloc=%s task=%s template render failed",
+                self.r.alloc_id[:8],
+                self.t.name,
+                exc_info=(type(exc), exc, exc.__traceback__),
+            )
+        self.failures += 1
+        all_noop = all(tpl.change_mode == "noop" for tpl in self.t.templates)
+        retry = plan_render_retry(self.failures, all_noop, self.d.bugs)
+        if retry.give_up:
+            self.dead = True
+            self.r.event(self.t.name, "Template Failed", f"{exc}; the template runner stops (fault)")
+            log.error(
+                "alloc=%s task=%s template runner gave up after %d failures",
+                self.r.alloc_id[:8],
+                self.t.name,
+                self.failures,
+            )
+            return
+        delay = retry.delay * random.uniform(0.8, 1.2)  # noqa: S311
+        self.r.event(self.t.name, "Template Failed", f"{exc}; retrying in {delay:.1f}s")
+        self.schedule_rerender(delay)
 
     # -- actions -------------------------------------------------------------------------------
     def task_started(self) -> None:
