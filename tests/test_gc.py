@@ -12,8 +12,8 @@ import pytest
 from agent.core import Core
 from agent.decisions import GcCandidate, GcLimits, plan_gc
 from agent.faults import Faults
+from agent.offload import run_inline
 from agent.records import AllocStatus
-from agent.runner.serial import run_inline
 from tests.fakes import FakeNode, FakeSweeper
 
 LIMITS = GcLimits(max_allocs=3, disk_usage_threshold=80.0, inodes_usage_threshold=70.0)

@@ -16,7 +16,7 @@ from agent.core import Core
 from agent.faults import Faults
 from agent.jobcodec import MODEL_VERSION, JobCodecError, decode_job, encode_job
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.runner.serial import run_inline
+from agent.offload import run_inline
 from tests.fakes import FakeNode, FakeSweeper
 
 JOBSPECS = Path(__file__).parent / "jobspecs"
