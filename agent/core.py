@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +23,14 @@ from typing import Any, TypeVar
 
 from agent.config import DEFAULT_TOKEN_ROLE
 from agent.consul import ConsulClient, ConsulData
-from agent.decisions import GcCandidate, GcLimits, plan_gc, plan_orphan_sweep, plan_owed_replacements
+from agent.decisions import (
+    GcCandidate,
+    GcLimits,
+    ObservedAlloc,
+    plan_gc,
+    plan_orphan_sweep,
+    plan_owed_replacements,
+)
 from agent.drivers.base import LABEL_GROUP, LABEL_JOB
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
@@ -50,6 +57,7 @@ T = TypeVar("T")
 
 DYNAMIC_PORTS = range(20000, 32000)
 LOOP_IDLE = 1.0  # the loop wakes at least this often to run due timers
+RESTORE_PARALLEL = 8  # allocs observed at once at restore
 STOP_POLL = 0.05  # seconds between looks at allocs being stopped (await_stopped)
 
 
@@ -293,9 +301,10 @@ class Core:
         for key, reason in unreadable:
             log.error("state: alloc %s unreadable (%s): replacing it", key, reason)
             self.store.append_event(key, "", "Restore Failed", f"alloc record unreadable: {reason}")
+        observed = self._observe_all([r for r in records if r.live])
         for rec in records:
             if rec.live:
-                self._restore_alloc(rec)
+                self._restore_alloc(rec, observed.get(rec.id))
         for alloc_id, _ in unreadable:
             self._replace_unreadable(alloc_id)
         self._start_owed_replacements(records)
@@ -326,7 +335,30 @@ class Core:
         self.store.put("job", job_id, {**job_rec, "canonical": encode_job(job)})
         return job
 
-    def _restore_alloc(self, rec: AllocRecord) -> None:
+    def _observe_all(self, records: list[AllocRecord]) -> dict[str, ObservedAlloc]:
+        """What is on the node for every running alloc, looked at concurrently (docker inspects, CNI
+        CHECK, netns reads: reads only, independent per alloc). One that cannot be observed is
+        left out: its own restore observes it again and fails it with the reason."""
+        runners = []
+        for rec in records:
+            job = self.jobs.get(rec.job)
+            group = next((g for g in job.groups if g.name == rec.group), None) if job else None
+            if job and group and rec.status is AllocStatus.RUNNING and rec.desired is DesiredStatus.RUN:
+                runners.append(AllocRunner(self.deps, rec, job, group))
+        if len(runners) < 2:
+            return {}
+
+        def look(runner: AllocRunner) -> tuple[str, ObservedAlloc | None]:
+            try:
+                return runner.id, runner.observe()
+            except Exception as exc:
+                log.warning("alloc=%s: observing at restore failed: %s", runner.id[:8], exc)
+                return runner.id, None
+
+        with ThreadPoolExecutor(max_workers=RESTORE_PARALLEL, thread_name_prefix="restore") as pool:
+            return {a: obs for a, obs in pool.map(look, runners) if obs is not None}
+
+    def _restore_alloc(self, rec: AllocRecord, observed: ObservedAlloc | None = None) -> None:
         """One live alloc: restored; one the agent was killed while setting up (pending) set up
         again; one it was killed while stopping (desired stop) stopped."""
         job = self.jobs.get(rec.job)
@@ -343,7 +375,7 @@ class Core:
             elif rec.status is AllocStatus.PENDING:
                 runner.resume_setup()
             else:
-                runner.restore()
+                runner.restore(observed)
         except Exception as exc:
             log.exception("alloc=%s: restore failed", rec.id[:8])
             runner.fail(f"restore failed: {exc}")

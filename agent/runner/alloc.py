@@ -649,8 +649,9 @@ class AllocRunner:
                 self.event(t.name, "Template Failed", f"{exc}; retrying")
                 self.templates(t).schedule_rerender(1.0)
 
-    def restore(self) -> RestoreAction:
-        obs = self.observe()
+    def restore(self, observed: ObservedAlloc | None = None) -> RestoreAction:
+        """`observed`: what `observe` found, when the core looked at every alloc at once."""
+        obs = observed if observed is not None else self.observe()
         plan = plan_restore(obs, self.d.bugs, [self.task_running(t) for t in self.group.tasks])
         log.info("alloc=%s restore: %s (%s)", self.id[:8], plan.action.value, plan.reason)
         self._vault_changed_on_restore = []
