@@ -1,4 +1,4 @@
-"""A small client for the agent's mTLS API, used by the `fieldlab-agent job|alloc` commands."""
+"""A small client for the agent's mTLS API, used by the `fieldlab-agent job|alloc|node` commands."""
 
 from __future__ import annotations
 
@@ -35,20 +35,37 @@ class ApiClient:
     attempts: int = 3  # tries of a write (same Idempotency-Key) on a broken connection or a 503
 
     @classmethod
-    def from_env(cls) -> ApiClient:
+    def from_env(
+        cls,
+        *,
+        address: str | None = None,
+        ca_file: str | None = None,
+        cert_file: str | None = None,
+        key_file: str | None = None,
+    ) -> ApiClient:
+        """From FIELDLAB_AGENT_ADDR, _CACERT, _CLIENT_CERT and _CLIENT_KEY; an argument given (the
+        CLI's -address, -ca-cert, -client-cert, -client-key) wins over its variable."""
         env = os.environ
-        missing = [
-            k
-            for k in ("FIELDLAB_AGENT_CACERT", "FIELDLAB_AGENT_CLIENT_CERT", "FIELDLAB_AGENT_CLIENT_KEY")
-            if not env.get(k)
-        ]
+        given = {
+            "FIELDLAB_AGENT_ADDR": address,
+            "FIELDLAB_AGENT_CACERT": ca_file,
+            "FIELDLAB_AGENT_CLIENT_CERT": cert_file,
+            "FIELDLAB_AGENT_CLIENT_KEY": key_file,
+        }
+        value = {k: v if v else env.get(k, "") for k, v in given.items()}
+        flags = {
+            "FIELDLAB_AGENT_CACERT": "-ca-cert",
+            "FIELDLAB_AGENT_CLIENT_CERT": "-client-cert",
+            "FIELDLAB_AGENT_CLIENT_KEY": "-client-key",
+        }
+        missing = [f"{k} (or {flag})" for k, flag in flags.items() if not value[k]]
         if missing:
             raise AgentError(f"set {', '.join(missing)} (the lab's ca.pem, operator.crt, operator.key)")
         return cls(
-            env.get("FIELDLAB_AGENT_ADDR", "https://127.0.0.1:4646"),
-            env["FIELDLAB_AGENT_CACERT"],
-            env["FIELDLAB_AGENT_CLIENT_CERT"],
-            env["FIELDLAB_AGENT_CLIENT_KEY"],
+            value["FIELDLAB_AGENT_ADDR"] or "https://127.0.0.1:4646",
+            value["FIELDLAB_AGENT_CACERT"],
+            value["FIELDLAB_AGENT_CLIENT_CERT"],
+            value["FIELDLAB_AGENT_CLIENT_KEY"],
         )
 
     def request(self, method: str, path: str, body: Any = None) -> Any:

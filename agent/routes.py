@@ -1,16 +1,41 @@
-"""The agent's HTTP API routes over the core: jobs, allocations (adopted too), events, restart, signal."""
+"""The agent's HTTP API routes over the core: jobs, allocations (adopted too), events, restart,
+signal, exec, a task's logs and the node.
+
+Handlers are thin: they check the request (every bad input is a 4xx JSON error naming what and
+where), look up what they need on the main loop (`core.call`), and do what blocks in their own
+thread (reading logs, pinging the docker engine, waiting for an exec). The views are pure
+(agent.apiviews, agent.runner.view). Query parameters (the log route's, as Nomad's) are read with
+agent.api.query_params in the handler's own thread.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
+import re
 import signal
-from typing import Any
+from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
-from agent.api import Handler, Response, json_response
+from agent.api import Handler, Response, json_response, query_params
+from agent.apiviews import alloc_counts, job_view
 from agent.core import Conflict, Core, InProgress, NotFound, NotRun, parse_submission
 from agent.errors import AgentError
 from agent.jobspec import JobspecError
 from agent.jobspec.hclvars import parse_var_file
+from agent.logs import STREAMS, LogsGone, LogSource, LogsUnavailable, adopted_log_source, log_source, read_log
+from agent.model import Task
+from agent.nodeinfo import driver_health
+
+if TYPE_CHECKING:
+    from agent.runner.alloc import AllocRunner
+
+log = logging.getLogger(__name__)
 
 
 def _body_json(body: bytes) -> dict[str, Any]:
@@ -54,9 +79,120 @@ def _files(data: dict[str, Any]) -> dict[str, str] | None:
 
 
 STOP_MARGIN = 30.0  # seconds a job stop may take past the longest kill_timeout before it answers
+EXEC_TIMEOUT = 30.0  # seconds an exec may run when the request does not say
+EXEC_MAX_TIMEOUT = 300.0
+EXEC_MARGIN = 10.0  # seconds past the exec's own timeout before the handler stops waiting for it
+EXEC_MAX_OUTPUT = 1024 * 1024  # characters of an exec's output answered (the rest is cut, and said)
+
+_ALLOC_REF = re.compile(r"[0-9a-f-]{6,36}")
+_OFFSET = re.compile(r"[0-9]{1,18}")
+
+
+def _alloc_ref(raw: str) -> str:
+    ref = unquote(raw)
+    if not _ALLOC_REF.fullmatch(ref):
+        raise AgentError(
+            f"alloc id {ref[:64]!r} in the path: give an alloc id or a prefix of at least 6 of its "
+            "characters (0-9, a-f, -)"
+        )
+    return ref
+
+
+def _task_name(data: dict[str, Any]) -> str | None:
+    """The body's optional "task": None when it is left out (every task, or the only one)."""
+    name = data.get("task")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name:
+        raise AgentError('"task" must be a task name (a non-empty string), or left out')
+    return name
+
+
+def _task_of(tasks: Sequence[Task], name: str | None, alloc_id: str) -> Task:
+    """The task called `name`; with no name, the group's only task."""
+    names = ", ".join(t.name for t in tasks)
+    if name is None:
+        if len(tasks) == 1:
+            return tasks[0]
+        raise AgentError(f"alloc {alloc_id} has tasks {names}: say which one")
+    task = next((t for t in tasks if t.name == name), None)
+    if task is None:
+        raise NotFound(f"alloc {alloc_id} has no task {name!r} (its tasks: {names})")
+    return task
+
+
+def _managed(core: Core, ref: str, action: str) -> AllocRunner:
+    """On the loop: the managed alloc `ref` names; an adopted one cannot be acted on (409)."""
+    adopted = core.adoption.find(ref)
+    if adopted is not None:
+        raise Conflict(
+            f"alloc {adopted.id} is adopted (found running after the state database was lost): "
+            f"the agent does not manage it, so it cannot {action} in it; "
+            f"stop it with POST /v1/allocation/{adopted.id}/stop"
+        )
+    return core.runner(ref)
+
+
+def _exec_request(data: dict[str, Any]) -> tuple[list[str], float]:
+    cmd = data.get("cmd")
+    if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str) for a in cmd) or not cmd[0]:
+        raise AgentError('"cmd" must be the command as a non-empty list of strings, e.g. ["ls", "-l"]')
+    timeout = data.get("timeout", EXEC_TIMEOUT)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout <= EXEC_MAX_TIMEOUT
+    ):
+        raise AgentError(f'"timeout" must be seconds, more than 0 and at most {EXEC_MAX_TIMEOUT:g}')
+    return list(cmd), float(timeout)
+
+
+_LOG_PARAMS = ("task", "type", "offset", "origin", "follow", "plain")
+_TRUE, _FALSE = frozenset({"true", "1", ""}), frozenset({"false", "0"})
+
+
+@dataclass(frozen=True)
+class _LogRequest:
+    task: str | None
+    stream: str
+    offset: int
+    from_end: bool
+    follow: bool
+    plain: bool
+
+
+def _flag(params: dict[str, str], name: str) -> bool:
+    value = params.get(name, "false").lower()
+    if value not in _TRUE | _FALSE:
+        raise AgentError(f"query parameter {name}={value[:32]!r}: true or false")
+    return value in _TRUE
+
+
+def _log_request(params: dict[str, str]) -> _LogRequest:
+    """Nomad's /v1/client/fs/logs/<alloc> query: task (the group's only task when left out),
+    type=stdout|stderr, offset (bytes), origin=start|end, follow, plain (the bytes, not JSON)."""
+    unknown = sorted(set(params) - set(_LOG_PARAMS))
+    if unknown:
+        raise AgentError(f"unknown query parameter {unknown[0][:32]!r} (known: {', '.join(_LOG_PARAMS)})")
+    task = params.get("task") or None
+    stream = params.get("type", "stdout")
+    if stream not in STREAMS:
+        raise AgentError(f"query parameter type={stream[:32]!r}: stdout or stderr")
+    offset = params.get("offset", "0")
+    if not _OFFSET.fullmatch(offset):
+        raise AgentError(f"query parameter offset={offset[:32]!r}: a byte count")
+    origin = params.get("origin", "start")
+    if origin not in ("start", "end"):
+        raise AgentError(f"query parameter origin={origin[:32]!r}: start or end")
+    return _LogRequest(
+        task, stream, int(offset), origin == "end", _flag(params, "follow"), _flag(params, "plain")
+    )
+
 
 # Exceptions of a handler and the HTTP status each answers with (the first that matches).
 _STATUS: tuple[tuple[type[AgentError], int], ...] = (
+    (LogsGone, 404),
+    (LogsUnavailable, 503),
     (NotFound, 404),
     (Conflict, 409),
     (NotRun, 503),  # withdrawn before the main loop took it: nothing done, a retry is safe
@@ -101,7 +237,8 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
     def jobs(groups: tuple[str, ...], body: bytes) -> Response:
         def view() -> list[dict[str, Any]]:
             return [
-                {"id": j, "allocs": [r.id for r in core.runners.values() if r.job.id == j]} for j in core.jobs
+                {"id": j, "type": job.type, "allocs": [r.id for r in core.runners.values() if r.job.id == j]}
+                for j, job in core.jobs.items()
             ]
 
         return json_response(200, core.call(view))
@@ -137,32 +274,6 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
 
         return json_response(200, core.call(view))
 
-    def restart(groups: tuple[str, ...], body: bytes) -> Response:
-        data = _body_json(body)
-
-        def do() -> dict[str, Any]:
-            r = core.runner(groups[0])
-            task = next((t for t in r.group.tasks if t.name == data.get("task")), None)
-            if task is None:
-                raise NotFound(f"alloc {r.id} has no task {data.get('task')!r}")
-            r.user_restart(task)
-            return r.view()
-
-        return json_response(200, core.call(do))
-
-    def send_signal(groups: tuple[str, ...], body: bytes) -> Response:
-        data = _body_json(body)
-        sig = str(data.get("signal", ""))
-        if sig not in signal.Signals.__members__:
-            raise AgentError(f"signal {sig!r} is not a signal name like SIGHUP")
-
-        def do() -> dict[str, Any]:
-            r = core.runner(groups[0])
-            r.user_signal(str(data.get("task")), sig)
-            return {"signalled": data.get("task"), "signal": sig}
-
-        return json_response(200, core.call(do))
-
     def stop_alloc(groups: tuple[str, ...], body: bytes) -> Response:
         return json_response(200, {"stopped": core.call(lambda: core.stop_alloc(groups[0]))})
 
@@ -180,8 +291,191 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
         ("GET", r"/v1/allocations", allocs),
         ("GET", r"/v1/allocation/([0-9a-f-]+)", alloc),
         ("GET", r"/v1/allocation/([0-9a-f-]+)/events", events),
-        ("POST", r"/v1/allocation/([0-9a-f-]+)/restart", restart),
-        ("POST", r"/v1/allocation/([0-9a-f-]+)/signal", send_signal),
         ("POST", r"/v1/allocation/([0-9a-f-]+)/stop", stop_alloc),
+        *_task_routes(core),
+        ("POST", r"/v1/allocation/([^/]+)/exec", _exec_handler(core)),
+        ("GET", r"/v1/client/fs/logs/([^/]+)", _logs_handler(core)),
+        *_info_routes(core),
     ]
     return [(m, rx, _guard(h)) for m, rx, h in table]
+
+
+def _task_routes(core: Core) -> list[tuple[str, str, Handler]]:
+    """Restart and signal a running alloc's tasks."""
+
+    def restart(groups: tuple[str, ...], body: bytes) -> Response:
+        """One task (`"task"`), or every running task of the alloc (as `nomad alloc restart`)."""
+        ref = _alloc_ref(groups[0])
+        name = _task_name(_body_json(body))
+
+        def do() -> dict[str, Any]:
+            r = _managed(core, ref, "restart tasks")
+            if name is not None:
+                tasks = [_task_of(r.group.tasks, name, r.id)]
+            else:
+                tasks = [t for t in r.group.tasks if r.task_running(t)]
+                if not tasks:
+                    raise Conflict(f"alloc {r.id} has no running task to restart")
+            for t in tasks:
+                r.user_restart(t)
+            return r.view()
+
+        return json_response(200, core.call(do))
+
+    def send_signal(groups: tuple[str, ...], body: bytes) -> Response:
+        """One task (`"task"`), or every task of the alloc that runs (as `nomad alloc signal`)."""
+        ref = _alloc_ref(groups[0])
+        data = _body_json(body)
+        name = _task_name(data)
+        sig = data.get("signal")
+        if not isinstance(sig, str) or sig not in signal.Signals.__members__:
+            raise AgentError(f'"signal" {sig!r} is not a signal name like SIGHUP')
+
+        def do() -> dict[str, Any]:
+            r = _managed(core, ref, "signal tasks")
+            if name is not None:
+                task = _task_of(r.group.tasks, name, r.id)
+                if not r.task_running(task):
+                    raise Conflict(f"task {task.name} of alloc {r.id} is not running")
+                r.user_signal(task.name, sig)
+                return {"signalled": task.name, "signal": sig}
+            names = [t.name for t in r.group.tasks if r.task_running(t)]
+            if not names:
+                raise Conflict(f"alloc {r.id} has no running task to signal")
+            for n in names:
+                r.user_signal(n, sig)
+            return {"signalled": names, "signal": sig}
+
+        return json_response(200, core.call(do))
+
+    return [
+        ("POST", r"/v1/allocation/([^/]+)/restart", restart),
+        ("POST", r"/v1/allocation/([^/]+)/signal", send_signal),
+    ]
+
+
+def _info_routes(core: Core) -> list[tuple[str, str, Handler]]:
+    """A job with its allocs, and the node."""
+
+    def job(groups: tuple[str, ...], body: bytes) -> Response:
+        job_id = unquote(groups[0])
+
+        def view() -> dict[str, Any]:
+            spec = core.jobs.get(job_id)
+            allocs = [r.view() for r in core.runners.values() if r.job.id == job_id]
+            allocs += [a for a in core.adoption.views() if a.get("job") == job_id]
+            if spec is None and not allocs:
+                raise NotFound(f"no job {job_id!r}")
+            record = core.store.get("job", job_id) if spec is not None else None
+            return job_view(job_id, spec, record, allocs)
+
+        return json_response(200, core.call(view))
+
+    def node(groups: tuple[str, ...], body: bytes) -> Response:
+        def view() -> dict[str, Any]:
+            statuses = [{"status": r.rec.status.value} for r in core.runners.values()]
+            statuses += [{"status": a["status"]} for a in core.adoption.views()]
+            return {
+                "datacenter": core.datacenter,
+                "jobs": len(core.jobs),
+                "allocs": alloc_counts(statuses),
+                "restore_seconds": round(core.restore_seconds, 3),
+                "sweeps": core.sweeps,
+            }
+
+        out = core.call(view)
+        out["drivers"] = driver_health(core.drivers.all())  # pings the docker engine: off the loop
+        return json_response(200, out)
+
+    return [("GET", r"/v1/job/([^/]+)", job), ("GET", r"/v1/node", node)]
+
+
+def _exec_handler(core: Core) -> Handler:
+    def exec_(groups: tuple[str, ...], body: bytes) -> Response:
+        """Run a command in a running task through its driver's exec (off the main loop), and answer
+        with its exit code and output (stdout and stderr together); not interactive."""
+        ref = _alloc_ref(groups[0])
+        data = _body_json(body)
+        name = _task_name(data)
+        cmd, timeout = _exec_request(data)
+        done: Future[tuple[int, str]] = Future()
+
+        def finish(code: int, out: str) -> None:
+            if not done.done():
+                done.set_result((code, out))
+
+        def start() -> tuple[str, str]:
+            r = _managed(core, ref, "exec")
+            task = _task_of(r.group.tasks, name, r.id)
+            if not r.task_running(task):
+                state = r.state.task(task.name).state.value
+                raise Conflict(f"task {task.name} of alloc {r.id} is not running (it is {state})")
+            log.info("exec in alloc=%s task=%s: %s (%d args)", r.id[:8], task.name, cmd[0], len(cmd) - 1)
+            r.exec_in_task(task, cmd, timeout, finish)
+            return r.id, task.name
+
+        alloc_id, task_name = core.call(start)
+        try:
+            code, out = done.result(timeout + EXEC_MARGIN)
+        except FutureTimeout:
+            raise InProgress(
+                f"exec of {cmd[0]} in alloc {alloc_id} task {task_name} did not report back within "
+                f"{timeout + EXEC_MARGIN:g}s"
+            ) from None
+        answer: dict[str, Any] = {"alloc": alloc_id, "task": task_name, "exit_code": code}
+        if code < 0:  # the command could not run, or ran past its timeout and was killed
+            answer.update(output="", error=out or "the command could not run")
+        else:
+            answer.update(output=out[:EXEC_MAX_OUTPUT], truncated=len(out) > EXEC_MAX_OUTPUT)
+        return json_response(200, answer)
+
+    return exec_
+
+
+def _logs_handler(core: Core) -> Handler:
+    def logs(groups: tuple[str, ...], body: bytes) -> Response:
+        """A task's stdout or stderr from a byte offset: base64 `data` and `next_offset` to ask for
+        next (or, with plain, the bytes themselves); `follow` waits a few seconds for bytes past the
+        offset (a long poll)."""
+        ref = _alloc_ref(groups[0])
+        req = _log_request(query_params())  # read in this thread: the loop does not see the request
+        name, stream = req.task, req.stream
+
+        def resolve() -> tuple[str, str, LogSource]:
+            adopted = core.adoption.find(ref)
+            if adopted is not None:
+                found = [t for t in adopted.tasks if t.role != "pause"]
+                names = sorted(t.task for t in found)
+                if name is None and len(found) != 1:
+                    raise AgentError(f"alloc {adopted.id} has tasks {', '.join(names)}: say which one")
+                at = next((t for t in found if name is None or t.task == name), None)
+                if at is None:
+                    raise NotFound(f"alloc {adopted.id} has no task {name!r} (its tasks: {', '.join(names)})")
+                task_dir = core.deps.data_dir / "alloc" / adopted.id / at.task
+                source = adopted_log_source(core.drivers.all().values(), task_dir, at.kind, at.target, stream)
+                return adopted.id, at.task, source
+            r = core.runner(ref)
+            task = _task_of(r.group.tasks, name, r.id)
+            handle = r.state.handle(task.name)
+            source = log_source(r.driver(task), r.task_dir(task), handle.id if handle else None, stream)
+            return r.id, task.name, source
+
+        alloc_id, task_name, source = core.call(resolve)
+        chunk = read_log(source, req.offset, from_end=req.from_end, follow=req.follow)
+        if req.plain:
+            return 200, "text/plain; charset=utf-8", chunk.data
+        return json_response(
+            200,
+            {
+                "alloc": alloc_id,
+                "task": task_name,
+                "type": stream,
+                "offset": chunk.offset,
+                "next_offset": chunk.next_offset,
+                "size": chunk.size,
+                "reset": chunk.reset,
+                "data": base64.b64encode(chunk.data).decode("ascii"),
+            },
+        )
+
+    return logs

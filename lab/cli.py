@@ -1,19 +1,26 @@
-"""`fieldlab`: the lab's command line (up, down, status, ssh, reboot, provision, image)."""
+"""`fieldlab`: the lab's command line (lab up, down, status, env, ssh, reboot, provision, image), and
+the e2e suites, a field bug's reproduction and a run's report as the make targets run them (e2e,
+repro, report)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from lab.config import LabPaths, LabSpec
+from lab import __version__
+from lab.config import PROJECT_DIR, LabPaths, LabSpec
 from lab.errors import LabError, NotRootError
 from lab.progress import Timings, say, warn
 from lab.providers import provider_for
-from lab.providers.base import LabRecord
+from lab.providers.base import LabRecord, Node
+
+AGENT_PORT = 4646  # the fieldlab_agent role's fieldlab_agent_port
 
 
 def _require_root() -> None:
@@ -160,11 +167,9 @@ def _need_record(paths: LabPaths) -> LabRecord:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """0 when every node runs (or answers), 1 when one does not, 2 (an error) when the lab is not up."""
     paths = LabPaths(args.lab)
-    record = _record(paths)
-    if record is None:
-        say(f"lab {args.lab}: not up")
-        return 0
+    record = _need_record(paths)
     states = provider_for(record.provider).status(record, paths)
     if args.json:
         print(json.dumps([s.__dict__ for s in states], indent=2))
@@ -173,6 +178,36 @@ def cmd_status(args: argparse.Namespace) -> int:
         for s in states:
             print(f"  {s.name:<9} {s.address:<15} {s.state:<12} {s.detail}")
     return 0 if all(s.state in ("running", "reachable") for s in states) else 1
+
+
+def agent_env(node: Node, paths: LabPaths) -> list[tuple[str, str]]:
+    """The variables `fieldlab-agent` reads to talk to `node`'s agent, from the lab's secrets (pure)."""
+    secrets = paths.secrets_dir
+    return [
+        ("FIELDLAB_AGENT_ADDR", f"https://{node.address}:{AGENT_PORT}"),
+        ("FIELDLAB_AGENT_CACERT", str(secrets / "ca.pem")),
+        ("FIELDLAB_AGENT_CLIENT_CERT", str(secrets / "operator.crt")),
+        ("FIELDLAB_AGENT_CLIENT_KEY", str(secrets / "operator.key")),
+    ]
+
+
+def exports(pairs: Sequence[tuple[str, str]]) -> str:
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in pairs)
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    paths = LabPaths(args.lab)
+    record = _need_record(paths)
+    node = record.node(args.node)
+    if node.role != "client":
+        clients = ", ".join(n.name for n in record.nodes if n.role == "client")
+        raise LabError(f"{node.name} is a {node.role}: it runs no fieldlab-agent (clients: {clients})")
+    pairs = agent_env(node, paths)
+    missing = [v for k, v in pairs[1:] if not Path(v).exists()]
+    if missing:
+        warn(f"lab {record.name}: not there yet (is the lab provisioned?): {', '.join(missing)}")
+    print(exports(pairs), end="")
+    return 0
 
 
 def cmd_ssh(args: argparse.Namespace) -> int:
@@ -220,10 +255,95 @@ def cmd_image(args: argparse.Namespace) -> int:
     return 0
 
 
+def e2e_argv(args: argparse.Namespace) -> list[str]:
+    """`fieldlab e2e`: what `make e2e` (or with --smoke, `make smoke`) runs (pure)."""
+    argv = [sys.executable, "-m", "pytest", "e2e"]
+    if args.smoke:
+        argv += ["-m", "e2e and not nightly"]
+    argv += ["--lab", args.lab]
+    if args.loops is not None:
+        argv += ["--loops", str(args.loops)]
+    if args.chaos_minutes is not None:
+        argv += ["--chaos-minutes", f"{args.chaos_minutes:g}"]
+    if args.seed is not None:
+        argv += ["--seed", str(args.seed)]
+    if args.k:
+        argv += ["-k", args.k]
+    return argv + list(args.pytest_args)
+
+
+def repro_argv(args: argparse.Namespace) -> list[str]:
+    """`fieldlab repro BUG`: what `make repro BUG=...` runs (pure)."""
+    argv = [sys.executable, "-m", "e2e.repro", "--lab", args.lab]
+    if args.loops is not None:
+        argv += ["--loops", str(args.loops)]
+    return [*argv, args.bug]
+
+
+def report_argv(args: argparse.Namespace) -> list[str]:
+    """`fieldlab report RUN_DIR`: re-render a run's report and print its summary (pure)."""
+    return [sys.executable, "-m", "e2e.harness.report", str(Path(args.run_dir).resolve())]
+
+
+def _run_in_project(argv: list[str]) -> int:
+    """Hand the terminal to `argv`, run from the project's root (where e2e/ lives)."""
+    if not (PROJECT_DIR / "e2e").is_dir():
+        raise LabError(f"{PROJECT_DIR} has no e2e/: the suites run from a checkout of fieldlab")
+    say(" ".join(shlex.quote(a) for a in argv[1:]))
+    os.chdir(PROJECT_DIR)
+    os.execv(argv[0], argv)  # noqa: S606 - the suites take over the terminal
+    return 127  # pragma: no cover - exec does not return
+
+
+def cmd_e2e(args: argparse.Namespace) -> int:
+    return _run_in_project(e2e_argv(args))
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    return _run_in_project(repro_argv(args))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    return _run_in_project(report_argv(args))
+
+
+def _suite_commands(top: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    lab_default = os.environ.get("LAB", "default")
+    e2e = top.add_parser(
+        "e2e",
+        help="run the e2e suites on a running lab (make e2e; --smoke: make smoke)",
+        usage="fieldlab e2e [options] [-- PYTEST-ARGS...]",
+        description="Run the e2e suites against a running lab; the report goes to "
+        "e2e/reports/<run>/. Arguments after -- go to pytest.",
+    )
+    e2e.add_argument("--lab", default=lab_default, help="lab name (env LAB)")
+    e2e.add_argument("--smoke", action="store_true", help="all but the nightly suites (what make test runs)")
+    e2e.add_argument("--seed", type=int, help="replay a run's random choices")
+    e2e.add_argument("--loops", type=int, help="agent restarts per loop suite (default 5)")
+    e2e.add_argument("--chaos-minutes", type=float, help="minutes of seeded chaos (default 3)")
+    e2e.add_argument("-k", help="select tests (pytest -k)")
+    e2e.add_argument("pytest_args", nargs="*", help=argparse.SUPPRESS)
+    e2e.set_defaults(func=cmd_e2e)
+    rp = top.add_parser(
+        "repro",
+        help="reproduce a field bug on a running lab (make repro)",
+        description="Run a FIELD-BUGS.md entry's scenario with its fault flag (REPRODUCED) and "
+        "without (FIXED). BUG: a bug id, list or all.",
+    )
+    rp.add_argument("bug", metavar="BUG")
+    rp.add_argument("--lab", default=lab_default, help="lab name (env LAB)")
+    rp.add_argument("--loops", type=int, help="agent restarts in the template scenarios")
+    rp.set_defaults(func=cmd_repro)
+    rr = top.add_parser("report", help="re-render an e2e run's report and print its summary")
+    rr.add_argument("run_dir", metavar="RUN_DIR", help="e.g. e2e/reports/<run>")
+    rr.set_defaults(func=cmd_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fieldlab", description="fieldlab: build, provision and disrupt a test lab"
     )
+    p.add_argument("--version", action="version", version=f"fieldlab v{__version__}")
     top = p.add_subparsers(dest="area", required=True)
     labp = top.add_parser("lab", help="lab lifecycle")
     sub = labp.add_subparsers(dest="cmd", required=True)
@@ -258,13 +378,38 @@ def build_parser() -> argparse.ArgumentParser:
     down.add_argument("--image", action="store_true", help="remove the node image too (make lab-clean)")
     down.set_defaults(func=cmd_down)
 
-    st = with_lab(sub.add_parser("status", help="show the nodes and their state"))
-    st.add_argument("--json", action="store_true")
+    st = with_lab(
+        sub.add_parser(
+            "status",
+            help="show the nodes and their state",
+            description="Exit 0 when every node runs, 1 when one does not, 2 when the lab is not up.",
+        )
+    )
+    st.add_argument("--json", action="store_true", help="the nodes' states as JSON")
     st.set_defaults(func=cmd_status)
 
-    ssh = with_lab(sub.add_parser("ssh", help="ssh to a node (optionally run a command)"))
-    ssh.add_argument("node")
-    ssh.add_argument("command", nargs=argparse.REMAINDER)
+    env = with_lab(
+        sub.add_parser(
+            "env",
+            help="print the exports that point fieldlab-agent at a node's agent",
+            description="Print FIELDLAB_AGENT_ADDR, _CACERT, _CLIENT_CERT and _CLIENT_KEY for NODE: "
+            'eval "$(fieldlab lab env client1)" and then fieldlab-agent node status.',
+        )
+    )
+    env.add_argument("node", metavar="NODE")
+    env.set_defaults(func=cmd_env)
+
+    ssh = with_lab(
+        sub.add_parser(
+            "ssh",
+            help="ssh to a node (optionally run a command)",
+            usage="fieldlab lab ssh [-h] [--lab LAB] NODE [-- CMD [ARG...]]",
+            description="A shell on NODE, or CMD run there. Options go before --; everything after "
+            "it is the command.",
+        )
+    )
+    ssh.add_argument("node", metavar="NODE")
+    ssh.add_argument("command", nargs="*", help=argparse.SUPPRESS)
     ssh.set_defaults(func=cmd_ssh)
 
     rb = with_lab(sub.add_parser("reboot", help="reboot a node: clean (systemctl reboot) or --hard"))
@@ -279,12 +424,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     im = sub.add_parser("image", help="build (or find cached) the node image")
     im.set_defaults(func=cmd_image)
+    _suite_commands(top)
     return p
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(what to parse, what follows `--`) for `lab ssh NODE ... -- CMD` and `e2e ... -- PYTEST-ARGS`:
+    options after NODE stay options (`--lab x`), the command is only what follows `--`."""
+    args = list(argv)
+    if "--" in args:
+        cut = args.index("--")
+        words = [a for a in args[:cut] if not a.startswith("-")]
+        if words[:2] == ["lab", "ssh"] or words[:1] == ["e2e"]:
+            return args[:cut], args[cut + 1 :]
+    return args, []
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    head, command = split_command(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(head)
+    if command and args.func is cmd_ssh:
+        args.command = [*args.command, *command]
+    elif command:
+        args.pytest_args = [*args.pytest_args, *command]
     try:
         rc: int = args.func(args)
         return rc

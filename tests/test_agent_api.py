@@ -521,10 +521,10 @@ def test_the_cli_speaks_the_api_with_the_operator_cert_and_names_a_refused_ident
         monkeypatch.setenv(key, value)
     commands = [
         ["job", "run", str(jobspec)],
-        ["job", "list"],
+        ["job", "list", "-json"],
         ["job", "stop", "example"],
-        ["alloc", "list"],
-        ["alloc", "status", "ab12"],
+        ["alloc", "list", "-json"],
+        ["alloc", "status", "ab12", "-json"],
         ["alloc", "restart", "ab12", "web"],
         ["alloc", "signal", "ab12", "web", "SIGHUP"],
     ]

@@ -60,12 +60,12 @@ def test_cli_refuses_to_run_without_root(
     assert "needs root" in capsys.readouterr().err
 
 
-def test_status_and_down_without_a_lab_are_notices(
+def test_status_without_a_lab_is_an_error_saying_what_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FIELDLAB_HOME", str(tmp_path))
-    assert main(["lab", "status", "--lab", "nolab"]) == 0
-    assert "not up" in capsys.readouterr().out
+    assert main(["lab", "status", "--lab", "nolab"]) == 2
+    assert "lab nolab is not up: run `make lab-up`" in capsys.readouterr().err
 
 
 def test_ssh_to_a_lab_that_is_not_up_says_what_to_do(

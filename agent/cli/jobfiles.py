@@ -1,0 +1,79 @@
+"""Jobspec files on the operator's side: HCL2 input variables (-var, -var-file), what HCL's file()
+reads next to a jobspec, and `job validate` (offline, no agent)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agent.errors import AgentError
+from agent.jobspec.hclvars import parse_var_args, parse_var_file
+
+
+def files_read(path: Path, variables: dict[str, object]) -> dict[str, str]:
+    """What the jobspec's HCL file() calls read next to it: sent with the jobspec, as Nomad's CLI
+    evaluates file() on its side. A jobspec that does not parse here is sent as it is: the agent
+    answers with its problems."""
+    from agent.jobspec import JobspecError, load_jobspec
+
+    try:
+        return dict(load_jobspec(path, variables).files)
+    except JobspecError:
+        return {}
+
+
+def variables(args: argparse.Namespace) -> dict[str, object]:
+    """-var-file files in order, then -var (as Nomad: -var wins); AgentError for a bad one."""
+    out: dict[str, object] = {}
+    for path in args.var_file:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise AgentError(f"-var-file {path}: {reason}") from None
+        out.update(parse_var_file(text, str(path)))
+    if args.var:
+        out.update(parse_var_args(list(args.var)))
+    return out
+
+
+def submission(args: argparse.Namespace) -> dict[str, object]:
+    """The body of POST /v1/jobs for `job run FILE`."""
+    try:
+        text = args.file.read_text()
+    except OSError as exc:
+        raise AgentError(f"{args.file}: {exc.strerror}") from None
+    body: dict[str, object] = {"jobspec": text, "source": str(args.file)}
+    given = variables(args)
+    if given:
+        body["variables"] = given
+    files = files_read(args.file, given)
+    if files:
+        body["files"] = files
+    return body
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    from agent import validate
+
+    try:
+        given = variables(args)
+        found = validate.collect_files(args.paths)
+    except AgentError as exc:
+        print(f"fieldlab-agent: error: {exc}", file=sys.stderr)
+        return 2
+    results: list[validate.FileResult] = []
+    unreadable = False
+    for path in found:
+        try:
+            result = validate.validate_file(path, given)
+        except AgentError as exc:  # UsageError: the file vanished or cannot be opened
+            print(f"fieldlab-agent: error: {exc}", file=sys.stderr)
+            unreadable = True
+            continue
+        results.append(result)
+        print(validate.format_result(result), flush=True)
+    print()
+    print(validate.format_summary(validate.summarize(results)))
+    return 2 if unreadable else validate.exit_code(results)

@@ -1,0 +1,296 @@
+"""The `fieldlab-agent` command tree (argparse). Nomad's spellings are taken as Nomad takes them:
+single-dash long flags (`-address`, `-json`, `-stderr`, `-var`), a flag's value after `=` or a
+space; every long flag is also accepted with two dashes. A command after `--` (`alloc exec`) is cut
+off before parsing (`split_command`), so flags after the alloc id stay flags."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent import __version__
+from agent.config import DEFAULT_CONFIG
+
+PROG = "fieldlab-agent"
+DEFAULT_ADDRESS = "https://127.0.0.1:4646"
+EXEC_NOT_INTERACTIVE = (
+    "-i and -t (an interactive session with a tty) are not supported: the agent's API answers one "
+    "request per connection with a whole body (mTLS, Content-Length, no upgrade), and a session "
+    "needs a stream both ways (Nomad uses a websocket). exec runs the command to its end with no "
+    "stdin and prints what it wrote."
+)
+
+Command = Callable[[argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """No prefix matching of flags (`-js` is not `-json`, `--add` not `--address`); a one-letter
+    flag still takes its value attached (`-sHUP`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def _get_option_tuples(self, option_string: str) -> Any:
+        # Python 3.11 matches a prefix of a single-dash long flag even without allow_abbrev.
+        found = super()._get_option_tuples(option_string)
+        if option_string[1:2] not in self.prefix_chars:
+            return [t for t in found if t[1] == option_string[:2]]
+        return found
+
+
+def _flag(parser: argparse._ActionsContainer, name: str, **kwargs: Any) -> argparse.Action:
+    """A Nomad-style flag: `-name` and `--name`."""
+    return parser.add_argument(f"-{name}", f"--{name}", **kwargs)
+
+
+def _client_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("agent API options (Nomad's names; each wins over its variable)")
+    _flag(
+        group,
+        "address",
+        metavar="URL",
+        help=f"the agent's API (env FIELDLAB_AGENT_ADDR, default {DEFAULT_ADDRESS})",
+    )
+    _flag(
+        group,
+        "ca-cert",
+        dest="ca_cert",
+        metavar="FILE",
+        help="CA of the agent's cert (env FIELDLAB_AGENT_CACERT)",
+    )
+    _flag(
+        group,
+        "client-cert",
+        dest="client_cert",
+        metavar="FILE",
+        help="the operator's cert (env FIELDLAB_AGENT_CLIENT_CERT)",
+    )
+    _flag(
+        group,
+        "client-key",
+        dest="client_key",
+        metavar="FILE",
+        help="the operator's key (env FIELDLAB_AGENT_CLIENT_KEY)",
+    )
+
+
+def _json(parser: argparse.ArgumentParser, what: str = "the API's answer as JSON") -> None:
+    _flag(parser, "json", action="store_true", help=f"print {what} instead of a table")
+
+
+def _verbose(parser: argparse.ArgumentParser) -> None:
+    _flag(parser, "verbose", action="store_true", help="full ids and every event")
+
+
+def var_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-var",
+        "--var",
+        dest="var",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an HCL2 input variable (repeatable; wins over -var-file)",
+    )
+    parser.add_argument(
+        "-var-file",
+        "--var-file",
+        dest="var_file",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a file of HCL2 input variables, HCL (k = v) or JSON (repeatable, later files win)",
+    )
+
+
+Subparsers = argparse._SubParsersAction  # the `add_parser` of a command level
+
+
+class _Tree:
+    """Adds leaves (commands) whose `func` is `commands[<their path>]` ("job status", "version")."""
+
+    def __init__(self, commands: dict[str, Command]) -> None:
+        self.commands = commands
+
+    def leaf(
+        self, parent: Subparsers[_Parser], path: str, help_: str, *, client: bool = True, **kw: Any
+    ) -> _Parser:
+        sp = parent.add_parser(
+            path.rsplit(maxsplit=1)[-1], help=help_, description=kw.pop("description", help_), **kw
+        )
+        sp.set_defaults(func=self.commands[path])
+        if client:
+            _client_options(sp)
+        return sp
+
+
+def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
+    """The command tree; each leaf's `func` is `commands[<its path>]`."""
+    tree = _Tree(commands)
+    p = _Parser(prog=PROG, description="fieldlab's reference client agent, and a CLI for its API")
+    p.add_argument(
+        "--config", type=Path, default=DEFAULT_CONFIG, help=f"config file (default {DEFAULT_CONFIG})"
+    )
+    p.add_argument("--version", action="version", version=f"{PROG} v{__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
+    tree.leaf(sub, "run", "run the agent until SIGTERM/SIGINT", client=False)
+    tree.leaf(sub, "check-config", "validate the config file and exit", client=False)
+    tree.leaf(sub, "version", f"print {PROG}'s version", client=False)
+    comp = tree.leaf(
+        sub,
+        "completion",
+        "print a shell completion script",
+        client=False,
+        description="Print a completion script for the shell. bash: "
+        f"`source <({PROG} completion bash)`, or save it in /etc/bash_completion.d/{PROG}; "
+        f"zsh: `source <({PROG} completion zsh)`.",
+    )
+    comp.add_argument("shell", choices=["bash", "zsh"])
+    _job_commands(tree, sub)
+    _alloc_commands(tree, sub)
+    node = sub.add_parser("node", help="the agent's node", description="The agent's node.")
+    node_sub = node.add_subparsers(dest="node_cmd", required=True, metavar="VERB", parser_class=_Parser)
+    ns = tree.leaf(
+        node_sub,
+        "node status",
+        "the node: name, version, drivers and their health, Vault, alloc counts",
+    )
+    _json(ns, "the agent's health and node answers as JSON")
+    return p
+
+
+def _job_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
+    leaf = tree.leaf
+    job = sub.add_parser("job", help="submit, inspect and stop jobs", description="Jobs on the agent.")
+    job_sub = job.add_subparsers(dest="job_cmd", required=True, metavar="VERB", parser_class=_Parser)
+    st = leaf(
+        job_sub,
+        "job status",
+        "the jobs as a table, or one job with its allocations",
+        description="Without ID: every job with its type, status and running allocations. With an ID: "
+        "the job, a summary per task group and its allocations (newest first).",
+    )
+    st.add_argument("job_id", nargs="?", metavar="ID")
+    _json(st)
+    _verbose(st)
+    ls = leaf(job_sub, "job list", "the jobs as a table (job status without ID)")
+    _json(ls)
+    ins = leaf(job_sub, "job inspect", "the job as stored: its spec and the submission, as JSON")
+    ins.add_argument("job_id", metavar="ID")
+    jr = leaf(job_sub, "job run", "submit a jobspec file (HCL or JSON)")
+    jr.add_argument("file", type=Path, metavar="FILE")
+    var_options(jr)
+    _json(jr)
+    jv = leaf(
+        job_sub,
+        "job validate",
+        "check jobspec files offline, as a submission would (no agent, no config)",
+        client=False,
+        description="Parse each jobspec (a directory: every *.hcl, *.nomad, *.json in it, recursively) "
+        "and check its templates. Exit 0 when every file is accepted, 1 when any is refused, 2 for a "
+        "usage error.",
+    )
+    jv.add_argument("paths", nargs="+", type=Path, metavar="FILE|DIR")
+    var_options(jv)
+    js = leaf(job_sub, "job stop", "stop a job's allocations (answers once they are stopped)")
+    js.add_argument("job_id", metavar="ID")
+    _json(js)
+
+
+def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
+    leaf = tree.leaf
+    alloc = sub.add_parser("alloc", help="inspect and act on allocations", description="Allocations.")
+    alloc_sub = alloc.add_subparsers(dest="alloc_cmd", required=True, metavar="VERB", parser_class=_Parser)
+    al = leaf(alloc_sub, "alloc list", "every allocation as a table")
+    _json(al)
+    _verbose(al)
+    ast = leaf(
+        alloc_sub,
+        "alloc status",
+        "an allocation: its tasks, their state and restarts, and its recent events",
+    )
+    ast.add_argument("alloc_id", metavar="ALLOC", help="an alloc id or a prefix of 6+ characters")
+    _json(ast, "the alloc and its events as JSON")
+    _verbose(ast)
+    lg = leaf(
+        alloc_sub,
+        "alloc logs",
+        "a task's stdout (or stderr)",
+        description="Print a task's stdout, or its stderr with -stderr; -tail starts near the end; "
+        "-f follows it until Ctrl-C. TASK may be left out when the group has one task. An exec or "
+        "raw_exec task's logs span its restarts; a docker task's are its current container's.",
+    )
+    lg.add_argument("alloc_id", metavar="ALLOC")
+    lg.add_argument("task", nargs="?", metavar="TASK")
+    _flag(lg, "task", dest="task_flag", metavar="TASK", help="the task (instead of TASK)")
+    lg.add_argument("-f", "-follow", "--follow", dest="follow", action="store_true", help="follow the log")
+    _flag(lg, "stderr", action="store_true", help="stderr rather than stdout")
+    _flag(lg, "tail", action="store_true", help="start near the end: the last -n lines (10), or -c bytes")
+    lg.add_argument("-n", dest="lines", type=int, default=10, metavar="LINES", help="with -tail: lines")
+    lg.add_argument("-c", dest="bytes", type=int, metavar="BYTES", help="with -tail: bytes from the end")
+    ex = leaf(
+        alloc_sub,
+        "alloc exec",
+        "run a command in a task and print its output",
+        usage=f"{PROG} alloc exec [options] ALLOC [TASK] -- CMD [ARG...]",
+        description="Run CMD in the task through its driver's exec (docker exec; nsenter into the "
+        "task's namespaces, root, cgroup and user for exec; the task's user and dir for raw_exec), "
+        "print what it wrote (stdout and stderr together) and exit with its exit code (126 when it "
+        f"could not run or ran past -timeout). Not interactive: {EXEC_NOT_INTERACTIVE}",
+    )
+    ex.add_argument("alloc_id", metavar="ALLOC")
+    ex.add_argument("task", nargs="?", metavar="TASK")
+    _flag(ex, "task", dest="task_flag", metavar="TASK", help="the task (instead of TASK)")
+    _flag(
+        ex,
+        "timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="kill it after this long (30, at most 300)",
+    )
+    ex.add_argument("-i", "-t", dest="interactive", action="store_true", help="not supported (see above)")
+    ex.set_defaults(command=[])
+    sg = leaf(
+        alloc_sub,
+        "alloc signal",
+        "send a signal to a task, or to every running task of the alloc",
+        description="Send -s SIG (default SIGKILL, as Nomad) to TASK, or to every running task of the "
+        "alloc when TASK is left out. SIG: a name (SIGHUP, HUP) or a number.",
+    )
+    sg.add_argument(
+        "-s", "-signal", "--signal", dest="signal", metavar="SIG", help="the signal (default SIGKILL)"
+    )
+    sg.add_argument("alloc_id", metavar="ALLOC")
+    sg.add_argument("task", nargs="?", metavar="TASK")
+    sg.add_argument("legacy_signal", nargs="?", help=argparse.SUPPRESS)  # the older `ALLOC TASK SIG`
+    rs = leaf(
+        alloc_sub,
+        "alloc restart",
+        "restart a task, or every running task of the alloc",
+    )
+    rs.add_argument("alloc_id", metavar="ALLOC")
+    rs.add_argument("task", nargs="?", metavar="TASK")
+    so = leaf(
+        alloc_sub,
+        "alloc stop",
+        "stop an adopted allocation (a managed one is stopped with its job: job stop)",
+    )
+    so.add_argument("alloc_id", metavar="ALLOC")
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """(what to parse, the command after `--`) for `alloc exec ... -- CMD...`; (argv, None) for
+    anything else, whose `--` argparse handles as usual."""
+    args = list(argv)
+    if "--" not in args:
+        return args, None
+    cut = args.index("--")
+    words = [a for a in args[:cut] if not a.startswith("-")]
+    if words[:2] == ["alloc", "exec"] or (len(words) > 2 and words[1:3] == ["alloc", "exec"]):
+        return args[:cut], args[cut + 1 :]
+    return args, None
