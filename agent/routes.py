@@ -246,9 +246,19 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
     def stop_job(groups: tuple[str, ...], body: bytes) -> Response:
         # Answered once the allocs are stopped (their tasks' stops run off the main loop), so that
         # the job can be run again at once; bounded by the longest kill_timeout a task may have.
+        # `?purge=true` (Nomad's `job stop -purge`): then the job and its allocs are removed.
+        purge = _flag(query_params(), "purge")
         stopped = core.call(lambda: core.stop_job(groups[0]))
         left = core.await_stopped(stopped, core.limits.max_kill_timeout + STOP_MARGIN)
-        return json_response(200, {"stopped": stopped, **({"still_stopping": left} if left else {})})
+        out: dict[str, Any] = {"stopped": stopped, **({"still_stopping": left} if left else {})}
+        if purge:
+            out["purged"] = core.call(lambda: core.purge_job(groups[0]))
+        return json_response(200, out)
+
+    def gc(groups: tuple[str, ...], body: bytes) -> Response:
+        # Nomad's `POST /v1/client/gc`: every terminal alloc collected now.
+        report = core.call(lambda: core.gc(force=True))
+        return json_response(200, {"collected": report.collected, "jobs_purged": report.jobs_purged})
 
     def allocs(groups: tuple[str, ...], body: bytes) -> Response:
         # Adopted allocs (found running after the state DB was lost) are listed with status "adopted".
@@ -288,6 +298,7 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
         ("POST", r"/v1/jobs", submit),
         ("GET", r"/v1/jobs", jobs),
         ("DELETE", r"/v1/job/([A-Za-z0-9_.-]+)", stop_job),
+        ("POST", r"/v1/client/gc", gc),
         ("GET", r"/v1/allocations", allocs),
         ("GET", r"/v1/allocation/([0-9a-f-]+)", alloc),
         ("GET", r"/v1/allocation/([0-9a-f-]+)/events", events),

@@ -420,3 +420,25 @@ def test_adopted_allocs_are_listed_by_job_and_node_read_but_never_acted_on(tmp_p
         assert api.call("POST", f"/v1/allocation/{D}/restart", {})[0] == 409
     finally:
         core.stop()
+
+
+# -- DELETE /v1/job/<id>?purge=true, POST /v1/client/gc
+
+
+def test_job_stop_purge_removes_the_job_and_its_allocs_and_client_gc_collects_terminal_ones(api: Api) -> None:
+    (web,) = api.submit(ONE_TASK)
+    pair = api.submit(TWO_TASKS)
+    status, out = api.call("DELETE", "/v1/job/web?purge=true")
+    assert status == 200 and out["stopped"] == [web] and out["purged"] == [web]
+    assert api.node.store.get("job", "web") is None and api.node.store.get("alloc", web) is None
+    assert api.call("GET", "/v1/job/web")[0] == 404
+    assert api.call("DELETE", "/v1/job/pair?purge=maybe")[0] == 400  # a bad flag: nothing done
+    assert api.node.store.get("job", "pair") is not None
+
+    status, out = api.call("DELETE", "/v1/job/pair")  # stopped, kept: its allocs are terminal
+    assert status == 200 and sorted(out["stopped"]) == sorted(pair) and "purged" not in out
+    assert all(api.node.store.get("alloc", a) is not None for a in pair)
+    status, out = api.call("POST", "/v1/client/gc")
+    assert status == 200 and sorted(out["collected"]) == sorted(pair) and out["jobs_purged"] == ["pair"]
+    assert all(api.node.store.get("alloc", a) is None for a in pair)
+    assert api.node.store.get("job", "pair") is None

@@ -92,7 +92,8 @@ def job_run(args: argparse.Namespace) -> int:
 
 
 def job_stop(args: argparse.Namespace) -> int:
-    out = client(args).request("DELETE", f"/v1/job/{_q(args.job_id)}")
+    purge = "?purge=true" if getattr(args, "purge", False) else ""
+    out = client(args).request("DELETE", f"/v1/job/{_q(args.job_id)}{purge}")
     if args.json:
         _print_json(out)
     else:

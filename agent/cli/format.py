@@ -149,6 +149,8 @@ def job_stopped(job_id: str, answer: Mapping[str, Any]) -> str:
     lines = [f'==> Job "{job_id}" stopped' + ("" if stopped else " (no allocation was running)")]
     lines += [f'    Allocation "{short(a)}" stopped' for a in stopped]
     lines += [f'    Allocation "{short(a)}" still stopping' for a in answer.get("still_stopping") or []]
+    if "purged" in answer:
+        lines.append(f'==> Job "{job_id}" purged ({len(answer["purged"])} allocation(s) removed)')
     return "\n".join(lines)
 
 

@@ -198,6 +198,12 @@ def _job_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
     var_options(jv)
     js = leaf(job_sub, "job stop", "stop a job's allocations (answers once they are stopped)")
     js.add_argument("job_id", metavar="ID")
+    js.add_argument(
+        "-purge",
+        "--purge",
+        action="store_true",
+        help="then remove the job and its allocations (records, events, alloc dirs), as Nomad's -purge",
+    )
     _json(js)
 
 
