@@ -450,7 +450,9 @@ class Core:
             if self.adoption.pending:
                 log.error("orphan sweep skipped: the state DB was lost and adoption could not list the node")
                 return None
-        report = self.sweeper.sweep(self.live_allocs(), adopted=self.adoption.ids())
+        report = self.sweeper.sweep(
+            self.live_allocs(), adopted=self.adoption.ids(), recorded=self.recorded_allocs()
+        )
         self.last_sweep = report
         self.sweeps += 1
         if report.errors:
@@ -463,6 +465,28 @@ class Core:
             self.schedule(interval, tick)
 
         self.schedule(interval, tick)
+
+    def alloc_views(self) -> list[dict[str, Any]]:
+        """Every alloc the client tracks, as Nomad lists them: the ones it runs, and the terminal ones
+        whose records the GC has not collected yet (read from the store: a restarted agent keeps
+        no runner for them)."""
+        views = [r.view() for r in self.runners.values()]
+        for alloc_id, raw in self.store.list("alloc", TERMINAL_STATUSES).records.items():
+            if alloc_id in self.runners:
+                continue
+            try:
+                rec = AllocRecord.from_record(raw, alloc_id)
+            except RecordError:
+                continue
+            job = self.jobs.get(rec.job)
+            group = next((g for g in job.groups if g.name == rec.group), None) if job else None
+            if job is not None and group is not None:
+                views.append(AllocRunner(self.deps, rec, job, group).view())
+        return views
+
+    def recorded_allocs(self) -> set[str]:
+        """Every alloc with a record (live or terminal): its alloc dir waits for the GC."""
+        return {row.key for row in self.store.index("alloc", (*LIVE_STATUSES, *TERMINAL_STATUSES))}
 
     # -- garbage collection of terminal allocs -------------------------------------------------------
     def gc(self, *, force: bool = False) -> GcReport:

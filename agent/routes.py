@@ -262,9 +262,7 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
 
     def allocs(groups: tuple[str, ...], body: bytes) -> Response:
         # Adopted allocs (found running after the state DB was lost) are listed with status "adopted".
-        return json_response(
-            200, core.call(lambda: [r.view() for r in core.runners.values()] + core.adoption.views())
-        )
+        return json_response(200, core.call(lambda: core.alloc_views() + core.adoption.views()))
 
     def alloc(groups: tuple[str, ...], body: bytes) -> Response:
         def view() -> dict[str, Any]:

@@ -73,10 +73,16 @@ class SweepPolicy:
 
 
 def plan_sweep(
-    live: Iterable[str], obs: Observed, policy: SweepPolicy = SweepPolicy(), adopted: Iterable[str] = ()
+    live: Iterable[str],
+    obs: Observed,
+    policy: SweepPolicy = SweepPolicy(),
+    adopted: Iterable[str] = (),
+    recorded: Iterable[str] = (),
 ) -> list[Removal]:
     """`adopted`: allocs found running after the state was lost (agent.runner.adopt): everything of
-    theirs is kept exactly as a live alloc's is, until an operator stops them."""
+    theirs is kept exactly as a live alloc's is, until an operator stops them. `recorded`: allocs
+    with a record, terminal ones too: their alloc dirs (logs) are the GC's to remove, with the
+    records and events, never the sweeper's."""
     live_ids = set(live) | set(adopted)
     out: list[Removal] = []
     for c in obs.containers:
@@ -100,7 +106,8 @@ def plan_sweep(
     out += [
         Removal("forward_rule", ip, "?", "firewall plugin rules") for ip in obs.forward_ips if ip not in kept
     ]
-    out += [Removal("alloc_dir", d, d) for d in obs.alloc_dirs if d not in live_ids]
+    kept_dirs = live_ids | set(recorded)
+    out += [Removal("alloc_dir", d, d) for d in obs.alloc_dirs if d not in kept_dirs]
     out += [Removal("netns", n, n[3:]) for n in obs.netns if n.startswith("fl-") and n[3:] not in live_ids]
     for name, pids in obs.task_cgroups:
         alloc = name.rsplit(".", 1)[0]
@@ -162,8 +169,11 @@ class Sweeper:
         cgroups = [(name, Cgroups(name).pids()) for name in Cgroups.names()]
         return Observed(containers, cache_ids, reservations, chains, dirs, spaces, cgroups, forward_ips)
 
-    def sweep(self, live: Iterable[str], adopted: Iterable[str] = ()) -> SweepReport:
-        report = SweepReport(plan_sweep(live, self.observe(), self.policy, adopted), dry_run=self.dry_run)
+    def sweep(
+        self, live: Iterable[str], adopted: Iterable[str] = (), recorded: Iterable[str] = ()
+    ) -> SweepReport:
+        planned = plan_sweep(live, self.observe(), self.policy, adopted, recorded)
+        report = SweepReport(planned, dry_run=self.dry_run)
         for r in report.planned:
             log.warning(
                 "sweeper %s orphan %s %s (owner alloc %s) %s",

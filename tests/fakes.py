@@ -391,7 +391,9 @@ class FakeSweeper(Sweeper):
         self.node = node
         self.totals: Counter[str] = Counter()
 
-    def sweep(self, live: Iterable[str], adopted: Iterable[str] = ()) -> SweepReport:
+    def sweep(
+        self, live: Iterable[str], adopted: Iterable[str] = (), recorded: Iterable[str] = ()
+    ) -> SweepReport:
         keep = set(live) | set(adopted)
         report = SweepReport()
         for driver in (self.node.docker, self.node.exec):

@@ -163,7 +163,7 @@ class RecordingSweeper:
     def __init__(self) -> None:
         self.calls: list[tuple[set[str], set[str]]] = []
 
-    def sweep(self, live: Any, adopted: Any = ()) -> SweepReport:
+    def sweep(self, live: Any, adopted: Any = (), recorded: Any = ()) -> SweepReport:
         self.calls.append((set(live), set(adopted)))
         return SweepReport()
 

@@ -137,6 +137,9 @@ def test_a_restore_reads_no_collected_alloc_and_the_gc_finds_terminal_ones_of_ea
     again._alloc_fs_usage = lambda: (10.0, 10.0)  # type: ignore[method-assign]
     again.restore()
     assert set(again.runners) == {live}, "restore read terminal allocs"
+    listed = {v["id"]: v["status"] for v in again.alloc_views()}
+    assert listed == {live: "running", done[0]: "complete", done[1]: "complete"}, "tracked until the GC"
+    assert again.recorded_allocs() == {live, *done}
     assert again.gc(force=True).collected == done
     assert fake.store.get("job", "old0") is None and fake.store.get("job", "web") is not None
 

@@ -75,3 +75,11 @@ def test_firewall_rules_of_addresses_no_live_alloc_holds_are_planned() -> None:
     plan = {(r.kind, r.target) for r in plan_sweep({LIVE}, obs)}
     # 10.0.0.2 is the live alloc's; 10.0.0.3 goes with the dead alloc's DEL; 10.0.0.9 is nobody's.
     assert plan == {("cni", DEAD), ("forward_rule", "10.0.0.9")}
+
+
+def test_the_alloc_dir_of_a_terminal_alloc_with_a_record_waits_for_the_gc() -> None:
+    """Its logs stay readable until the GC removes dir, record and events together; only a dir with
+    no record at all is an orphan."""
+    recorded = {(r.kind, r.target) for r in plan_sweep({LIVE}, _obs(), recorded={LIVE, DEAD})}
+    assert ("alloc_dir", DEAD) not in recorded
+    assert ("container", "c-dead-task") in recorded  # everything else of it still goes
