@@ -1,14 +1,19 @@
 """Seeded chaos: a random schedule of every fault the harness has, for a set time, with all invariants
 checked after each heal.
 
-Narrative: every client runs the seed job (a mapped port), the reporter's pause-container job and a
-probe whose certificate is delivered by SIGHUP. Then, until `--chaos-minutes` are up, the run's seed
-picks a fault, a client and how long to hold it: agent SIGTERM/SIGKILL, clean or hard reboot, docker
-daemon restart, pause/task/both container kills, a network partition of the client, a Vault outage.
-After each heal: no orphans, one set of containers per alloc, none half-alive, every port reachable
-from the other client with the address the agent reports, Vault reachable from every alloc, and the
-probe's loaded certificate is the one on disk. The seed is printed at the start and the end; `--seed`
-replays the same schedule (how far it gets depends on the machine's speed, the order does not).
+Narrative: every client runs the seed job (a mapped port), the reporter's pause-container job, a
+probe whose certificate is delivered by SIGHUP, and an exec job (busybox httpd in a named netns, its
+port mapped). Then, until `--chaos-minutes` are up, the run's seed picks a fault, a client and how
+long to hold it: agent SIGTERM/SIGKILL, clean or hard reboot, docker daemon restart, pause/task/both
+container kills, a kill of the exec task's processes, a network partition of the client, a Vault
+outage. After each heal: no orphans (containers, exec processes), one set of containers per alloc and
+one instance per exec task, none half-alive, every port reachable from the other client with the
+address the agent reports, Vault reachable from every alloc, every task in its alloc's netns, the
+probe's loaded certificate is the one on disk, and every task start is explained by one decision
+(start accounting). The last check comes after the jobs' longest restart delay, so a restart timer a
+recovery should have cancelled has fired by then if it was going to. The seed is printed at the start
+and the end; `--seed` replays the same schedule (how far it gets depends on the machine's speed, the
+order does not).
 """
 
 from __future__ import annotations
@@ -30,14 +35,25 @@ from e2e.harness.faults import (
     DockerRestart,
     Fault,
     Partition,
+    ProcessKill,
     Reboot,
     VaultOutage,
     injected,
 )
-from e2e.harness.jobs import SEED_ORPHANS, SEED_RESTORE, RunningJob, probe_job, read, running_job
+from e2e.harness.jobs import (
+    EXEC_WEB,
+    SEED_ORPHANS,
+    SEED_RESTORE,
+    RunningJob,
+    longest_restart_delay,
+    probe_job,
+    read,
+    running_job,
+)
 from e2e.harness.remote import Remote
 from e2e.harness.waits import CERT_DELIVERED, wait_until
 
+EXEC_JOB = 3  # the index of the exec job among a client's jobs (the first three are docker jobs)
 KINDS = (
     "agent-sigterm",
     "agent-sigkill",
@@ -47,6 +63,7 @@ KINDS = (
     "kill-pause",
     "kill-task",
     "kill-both",
+    "kill-exec",
     "partition",
     "vault-outage",
 )
@@ -57,7 +74,7 @@ class Step:
     kind: str
     client: int  # index into cluster.clients
     hold: float  # seconds the fault stays injected (partition, outage)
-    job: int  # which of the client's jobs a container kill aims at
+    job: int  # which of the client's docker jobs a container kill aims at
 
     def __str__(self) -> str:
         return f"{self.kind} client#{self.client + 1} hold {self.hold:.0f}s job#{self.job}"
@@ -78,6 +95,8 @@ def make_fault(step: Step, cluster: Cluster, node: Remote, jobs: list[RunningJob
         return Reboot(cluster, node, hard=k == "hard-reboot")
     if k == "docker-restart":
         return DockerRestart(cluster, node)
+    if k == "kill-exec":
+        return ProcessKill(cluster, node, alloc_id=jobs[EXEC_JOB].current()["id"])
     if k.startswith("kill-"):
         return ContainerKill(
             cluster, node, alloc_id=jobs[step.job].current()["id"], which=k.removeprefix("kill-")
@@ -103,6 +122,7 @@ def test_seeded_chaos_keeps_every_invariant(
                 stack.enter_context(running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name)),
                 stack.enter_context(running_job(agent, read(SEED_ORPHANS), SEED_ORPHANS.name)),
                 stack.enter_context(running_job(agent, probe_job("pki-chaos", "signal"), "pki-chaos")),
+                stack.enter_context(running_job(agent, read(EXEC_WEB), EXEC_WEB.name)),
             ]
         invariants.wait_invariants(cluster, "the chaos workload started")
         deadline = time.monotonic() + minutes * 60
@@ -127,7 +147,11 @@ def test_seeded_chaos_keeps_every_invariant(
                     timeout=CERT_DELIVERED,
                     what=f"{n.name}: probe loaded the cert on disk after chaos step {done + 1} ({step})",
                 )
+            invariants.check_starts(cluster, f"chaos step {done + 1} ({step})")
             done += 1
+        invariants.final_check(
+            cluster, f"{done} chaos steps", delay=longest_restart_delay(j for js in jobs.values() for j in js)
+        )
         history.check("chaos", [], counts={"chaos steps": done})
         print(f"[chaos] {done} steps, all invariants held; seed {seed}")
         assert done > 0, f"no chaos step ran in {minutes:g} min"

@@ -4,7 +4,9 @@ Narrative: a job whose only template is `noop` renders a 10 s certificate serial
 then refuses every connection for a while: the agent must report failed renders as task events and
 keep retrying with backoff, and once Vault is back the serial on disk must change again: the template
 watcher never silently dies. Then client1 is partitioned from the lab (SSH from the controller kept):
-its alloc cannot be reached from client2 meanwhile, and after the heal everything holds again.
+its alloc cannot be reached from client2 meanwhile, and after the heal everything holds again. After
+each heal every task start is explained by one decision (start accounting), checked once more after
+the job's restart delay: an outage restarts nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def test_noop_templates_resume_rendering_after_a_vault_outage(cluster: Cluster) 
             node=node.name,
             counts={"failed renders reported": failures() - before},
         )
+        invariants.final_check(cluster, "the Vault outage", [node], delay=job.restart_delay)
 
 
 @pytest.mark.destructive
@@ -83,3 +86,4 @@ def test_a_partitioned_client_comes_back_whole(cluster: Cluster) -> None:
             cut = [p for p in problems if "does not answer from" in p or "cannot reach Vault" in p]
             assert len(cut) == 2, f"the partition did not cut the alloc off both ways: {problems}"
         invariants.wait_invariants(cluster, "the partition healed", [node])
+        invariants.final_check(cluster, "the partition", [node], delay=job.restart_delay)

@@ -7,8 +7,11 @@ restart (SIGTERM, then SIGKILL) must leave it untouched: the same containers, ze
 must notice that docker brought the pause container back with an empty network namespace, rebuild the
 network and restart the tasks, so the port answers from client2 again, and the address the agent
 reports is the one the task really has. Before the reboot a filler alloc holding the first address is
-stopped, so the rebuilt network gets a different address than the one recorded (nomad-24236). After
-every fault all invariants hold: no orphans, one set of containers, no half-alive alloc.
+stopped, so the rebuilt network gets a different address than the one recorded (nomad-24236). An exec
+job (busybox httpd in a named netns) runs beside the seed's: an agent restart leaves its process
+alone, a reboot gets it back with a rebuilt network. After every fault all invariants hold: no
+orphans, one set of containers or processes, no half-alive alloc, and every task start is explained
+by one decision (start accounting); the last check comes after the jobs' restart delay.
 """
 
 from __future__ import annotations
@@ -20,7 +23,15 @@ import pytest
 from e2e.harness import history, invariants
 from e2e.harness.cluster import Agent, Cluster
 from e2e.harness.faults import AgentRestart, Reboot, alloc_containers, injected
-from e2e.harness.jobs import SEED_RESTORE, probe_job, read, running_job
+from e2e.harness.jobs import (
+    EXEC_WEB,
+    SEED_RESTORE,
+    longest_restart_delay,
+    probe_job,
+    read,
+    running_job,
+    task_handles,
+)
 from e2e.harness.waits import TARGET_REBOOT_REACHABLE
 
 
@@ -29,19 +40,28 @@ from e2e.harness.waits import TARGET_REBOOT_REACHABLE
 def test_agent_restart_leaves_the_alloc_untouched(cluster: Cluster, signal: str) -> None:
     client1 = cluster.clients[0]
     agent = cluster.agent(client1)
-    with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
-        invariants.wait_invariants(cluster, "the seed job started", [client1])
+    with (
+        running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job,
+        running_job(agent, read(EXEC_WEB), EXEC_WEB.name) as exe,
+    ):
+        invariants.wait_invariants(cluster, "the seed and exec jobs started", [client1])
         before = alloc_containers(client1, job.alloc_id)
+        pids = task_handles(exe)
         fault = AgentRestart(cluster, client1, signal=signal)
         with injected(fault):
             pass
         invariants.wait_invariants(cluster, f"agent {signal}", [client1])
-        alloc = agent.alloc(job.alloc_id)
-        events = [e["type"] for e in agent.events(job.alloc_id)]
         assert alloc_containers(client1, job.alloc_id) == before, f"agent {signal} replaced containers"
-        assert all(t["restarts"] == 0 for t in alloc["tasks"].values()), alloc["tasks"]
-        assert events[-1] == "Restored", events
-        assert_no_ipam_errors(agent, job.alloc_id)
+        assert task_handles(exe) == pids, (
+            f"agent {signal} restarted the exec task: {pids} -> {task_handles(exe)}"
+        )
+        for j in (job, exe):
+            alloc = agent.alloc(j.alloc_id)
+            events = [e["type"] for e in agent.events(j.alloc_id)]
+            assert all(t["restarts"] == 0 for t in alloc["tasks"].values()), (j.job, alloc["tasks"])
+            assert events[-1] == "Restored", (j.job, events)
+            assert_no_ipam_errors(agent, j.alloc_id)
+        invariants.final_check(cluster, f"agent {signal}", [client1], delay=longest_restart_delay([job, exe]))
 
 
 @pytest.mark.destructive
@@ -55,9 +75,10 @@ def test_reboot_restores_the_alloc_with_its_network(cluster: Cluster, hard: bool
     with (
         running_job(agent, probe_job("filler", "noop"), "filler") as filler,
         running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job,
+        running_job(agent, read(EXEC_WEB), EXEC_WEB.name) as exe,
     ):
         agent.stop_job(filler.job)
-        invariants.wait_invariants(cluster, "the seed job started and the filler stopped", [client1])
+        invariants.wait_invariants(cluster, "the seed and exec jobs started, the filler stopped", [client1])
         recorded = agent.alloc(job.alloc_id)["network"]["address"]
         t0 = time.monotonic()
         with injected(Reboot(cluster, client1, hard=hard)):
@@ -75,11 +96,17 @@ def test_reboot_restores_the_alloc_with_its_network(cluster: Cluster, hard: bool
         assert "Network Recovered" in events, events
         assert len(alloc_containers(client1, job.alloc_id)) == 2
         assert_no_ipam_errors(agent, job.alloc_id)
+        ex = exe.current()
+        ex_events = [e["type"] for e in agent.events(ex["id"])]
+        assert ex["id"] == exe.alloc_id, f"the exec alloc was replaced instead of restored: {ex_events}"
+        assert "Network Recovered" in ex_events, ex_events
+        assert_no_ipam_errors(agent, exe.alloc_id)
         history.record(
             history.NOTE,
             f"address before {kind} {recorded}, after {alloc['network']['address']}",
             node=client1.name,
         )
+        invariants.final_check(cluster, kind, [client1], delay=longest_restart_delay([job, exe]))
 
 
 def assert_no_ipam_errors(agent: Agent, alloc_id: str) -> None:

@@ -6,7 +6,9 @@ container is removed. When the agent starts, each alloc must end in a clear stat
 saying why: the alloc without its directory is replaced by a new one (never "running" without its
 files); the alloc that lost its task container gets the task back (never "running" with nothing
 running). The sweeper, running every 15 s on the lab, leaves restored allocs alone, and removes
-everything of an alloc the agent forgot when its state was wiped. Afterwards all invariants hold.
+everything of an alloc the agent forgot when its state was wiped. Afterwards all invariants hold, and
+every task start is explained by one decision (start accounting), checked once more after the job's
+restart delay.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def test_an_alloc_whose_dir_vanished_is_replaced(cluster: Cluster) -> None:
         assert old["status"] == "failed" and old["replaced_by"], f"alloc kept as {old['status']}: {events}"
         assert any(t == "Restore Failed" and "dir" in m for t, m in events), events
         assert job.current()["status"] == "running"
+        invariants.final_check(cluster, "restore without the alloc dir", [node], delay=job.restart_delay)
 
 
 @pytest.mark.destructive
@@ -51,6 +54,7 @@ def test_a_task_container_removed_while_the_agent_was_down_is_started_again(clus
         events = [e["type"] for e in agent.events(alloc["id"])]
         assert alloc["id"] == job.alloc_id, f"replaced instead of restarting the task: {events}"
         assert "Started" in events[events.index("Restored") :] if "Restored" in events else False, events
+        invariants.final_check(cluster, "restore without the task container", [node], delay=job.restart_delay)
 
 
 @pytest.mark.destructive
@@ -65,6 +69,7 @@ def test_the_sweeper_leaves_restored_allocs_alone(cluster: Cluster) -> None:
             pass
         changed = invariants.sweeps_leave_alone(cluster, node, [job])
         assert not changed, f"containers of a live alloc changed while the sweeper ran: {changed}"
+        invariants.final_check(cluster, "sweeps over a restored alloc", [node], delay=job.restart_delay)
 
 
 @pytest.mark.destructive
@@ -82,3 +87,4 @@ def test_what_a_forgotten_alloc_left_behind_is_swept(cluster: Cluster) -> None:
         invariants.wait_invariants(cluster, "the agent started with no state", [node])
         left = alloc_containers(node, job.alloc_id)
         assert left == [], f"containers of the forgotten alloc still there: {left}"
+        invariants.final_check(cluster, "the agent started with no state", [node], delay=job.restart_delay)

@@ -9,7 +9,9 @@ after each restart the certificate the probe has LOADED must be the one on disk 
 and at the end every change must have been delivered exactly once: as many SIGHUPs (or task restarts)
 as distinct certificates. A "script" job checks that change scripts run in restored tasks; a short-TTL
 job whose task is killed checks that a change arriving while the task restarts is queued, not fired
-into the dead task.
+into the dead task. After each round of agent restarts every task start is explained by one decision
+(start accounting: a change_mode restart by its "Restart Signaled"), and once more after the jobs'
+restart delay.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pytest
 from e2e.harness import checkers, history, invariants
 from e2e.harness.cluster import Cluster
 from e2e.harness.faults import AgentRestart, ContainerKill, injected
-from e2e.harness.jobs import RunningJob, probe_job, running_job
+from e2e.harness.jobs import RunningJob, longest_restart_delay, probe_job, running_job
 from e2e.harness.probes import cert_sha256_on_disk, observe_delivery, probe_status
 from e2e.harness.remote import Remote
 from e2e.harness.waits import CERT_DELIVERED, WaitTimeout, wait_until
@@ -81,6 +83,7 @@ def test_every_change_is_delivered_exactly_once_across_agent_restarts(
                 pass
         for node, job, _ in probes:
             seen[f"{node.name}/{job.job}"].add(loaded_cert(node, job, f"after restart {i + 1}/{loops}"))
+        invariants.check_starts(cluster, f"agent restarts {i + 1}/{loops}")
     problems = []
     total = 0
     for node, job, mode in probes:
@@ -98,6 +101,9 @@ def test_every_change_is_delivered_exactly_once_across_agent_restarts(
     )
     assert not problems, "\n".join(problems)
     invariants.wait_invariants(cluster, f"{loops} agent restarts")
+    invariants.final_check(
+        cluster, f"{loops} agent restarts", delay=longest_restart_delay(job for _, job, _ in probes)
+    )
 
 
 @pytest.mark.destructive
@@ -120,8 +126,10 @@ def test_change_script_runs_once_in_a_restored_task(cluster: Cluster) -> None:
             except WaitTimeout as exc:
                 events = [(e["type"], e["message"]) for e in cluster.agent(node).events(job.alloc_id)][-6:]
                 raise AssertionError(f"{node.name}: {exc}; last events {events}") from None
+            invariants.check_starts(cluster, f"agent {signal}", [node])
         assert cert_sha256_on_disk(node, job.alloc_id, TASK) != first
         assert deliveries(node, job, "script") == 2, "the change script ran more than once per change"
+        invariants.final_check(cluster, "the agent restarts", [node], delay=job.restart_delay)
 
 
 @pytest.mark.destructive
@@ -141,6 +149,7 @@ def test_a_change_while_the_task_restarts_is_queued_not_fired_into_it(cluster: C
             node=node.name,
         )
         assert not fired, f"{node.name}: change actions fired while the task was not running: {fired}"
+        invariants.final_check(cluster, "the task kill", [node], delay=job.restart_delay)
 
 
 def fired_while_down(events: list[dict[str, Any]]) -> list[str]:

@@ -40,6 +40,7 @@ from e2e.harness.checkers import (
     orphan_problems,
     parse_container_names,
     parse_resources,
+    process_set_problems,
     systemd_problems,
     vault_problems,
 )
@@ -303,6 +304,91 @@ def test_a_running_alloc_whose_task_container_is_gone_is_half_alive() -> None:
     ]
 
 
+# --- exec tasks: their cgroups on v1 and v2, one instance each, processes in no cgroup, their netns ---
+EXEC = "7c0ffee0-2222-4b0b-95c4-99111646b2aa"
+EXEC_ALLOC = {
+    "id": EXEC,
+    "status": "running",
+    "network": {"address": "172.26.64.4", "pause_container": None},
+    "tasks": {"httpd": {"state": "running", "container": "3384"}},
+}
+# cgroup v1: the task cgroup below the cpu and the memory hierarchy (listed once each, merged);
+# its processes as pid:process group: P (unshare, the pid the agent tracks), its init, the workload.
+V1 = f"""## allocdirs
+{EXEC}
+## cgroups
+{EXEC}.httpd 3384:3384,3385:3384,3444:3384,
+{EXEC}.httpd 3384:3384,3385:3384,3444:3384,
+## looseprocs
+"""
+
+
+def test_an_exec_task_on_cgroup_v1_is_seen_alive_once_with_its_processes() -> None:
+    res = parse_resources(V1)
+    (cg,) = [r for r in res if r.kind == "task_process"]
+    assert (cg.name, cg.owner, cg.procs) == (
+        f"{EXEC}.httpd",
+        EXEC,
+        ((3384, 3384), (3385, 3384), (3444, 3384)),
+    )
+    assert alloc_health_problems("client1", [EXEC_ALLOC], res, {}) == []
+    assert process_set_problems(res, [EXEC_ALLOC], "client1") == []
+    assert orphan_problems(res, [EXEC_ALLOC], "client1") == []
+    v2 = V1.replace(f"{EXEC}.httpd 3384:3384,3385:3384,3444:3384,\n", "", 1)
+    assert parse_resources(v2) == res, "cgroup v2 (one hierarchy) says the same"
+
+
+def test_an_exec_task_whose_tracked_pid_is_not_in_its_cgroup_is_half_alive() -> None:
+    """The cgroup holds processes, but not the one the agent tracks: it watches a dead process."""
+    stale = {**EXEC_ALLOC, "tasks": {"httpd": {"state": "running", "container": "2999"}}}
+    assert alloc_health_problems("client1", [stale], parse_resources(V1), {}) == [
+        f"client1: alloc {EXEC[:8]} is running but task httpd is running with no live process (2999)"
+    ]
+    empty = V1.replace("3384:3384,3385:3384,3444:3384,", "")
+    assert alloc_health_problems("client1", [EXEC_ALLOC], parse_resources(empty), {}) == [
+        f"client1: alloc {EXEC[:8]} is running but task httpd is running with no live process (3384)"
+    ]
+
+
+def test_an_exec_task_running_twice_is_reported() -> None:
+    """A start the agent was killed before recording left its process behind in the cgroup."""
+    twice = V1.replace("3444:3384,", "3444:3384,3100:3100,3101:3100,")
+    assert process_set_problems(parse_resources(twice), [EXEC_ALLOC], "client1") == [
+        f"client1: alloc {EXEC[:8]} task httpd runs processes outside the process group of its pid 3384: "
+        "3100 (group 3100), 3101 (group 3100) (a second instance of the task)"
+    ]
+
+
+def test_exec_processes_of_a_dead_alloc_are_orphans_in_a_cgroup_or_in_none() -> None:
+    left = f"""## cgroups
+{DEAD}.web 4242:4242,
+## looseprocs
+4300 {DEAD} web
+4301 {EXEC} httpd
+"""
+    problems = orphan_problems(parse_resources(left), [EXEC_ALLOC], "client1")
+    assert problems == [
+        f"client1: orphan task_process {DEAD}.web (owner {DEAD}, pids 4242)",
+        f"client1: orphan loose_process pid 4300 (web) (owner {DEAD}, in no task cgroup)",
+    ], "a live alloc's process is no orphan"
+
+
+def test_a_task_outside_its_allocs_netns_and_an_alloc_without_one_are_reported() -> None:
+    """nomad-12216: the task still runs in the netns of a pause container that died."""
+    same = dataclasses.replace(NET_OK, netns="4026532420", task_netns={"nginx": "4026532420"})
+    assert network_problems(same) == []
+    moved = dataclasses.replace(same, netns="4026532999")
+    assert network_problems(moved) == [
+        f"client1: alloc {LIVE[:8]} task nginx runs in netns 4026532420, not in the alloc's 4026532999"
+    ]
+    gone = dataclasses.replace(same, netns="")
+    assert network_problems(gone) == [
+        f"client1: alloc {LIVE[:8]} has no network namespace of its own any more"
+    ]
+    dead_task = dataclasses.replace(same, task_netns={"nginx": ""})
+    assert network_problems(dead_task) == [], "a task with no process is alloc health's to report"
+
+
 def test_a_running_alloc_without_its_dir_and_an_unreplaced_failed_one_are_reported() -> None:
     state = NODE_STATE.replace(f"## allocdirs\n{LIVE}\n", "## allocdirs\n")
     failed = {"id": DEAD, "status": "failed", "reason": "boom", "network": {}, "tasks": {}}
@@ -427,7 +513,7 @@ def test_a_check_with_no_run_open_records_nothing_and_still_returns_its_problems
 
 def test_every_fault_takes_its_cluster_first_and_requires_it() -> None:
     kinds = [faults.Reboot, faults.AgentRestart, faults.AgentDown, faults.DockerRestart]
-    kinds += [faults.ContainerKill, faults.Partition, faults.VaultOutage]
+    kinds += [faults.ContainerKill, faults.ProcessKill, faults.Partition, faults.VaultOutage]
     for kind in kinds:
         first, second = dataclasses.fields(kind)[:2]
         assert (first.name, second.name) == ("cluster", "node"), kind
@@ -463,10 +549,12 @@ def test_the_harness_never_imports_a_suite() -> None:
         assert not _imports(path) & suites, f"{path.name} imports a suite"
 
 
-def test_the_checkers_do_no_io() -> None:
-    imported = _imports(E2E / "harness" / "checkers.py")
+@pytest.mark.parametrize("module", ["checkers.py", "accounting.py"])
+def test_the_checkers_do_no_io(module: str) -> None:
+    imported = _imports(E2E / "harness" / module)
     io = {"e2e.harness.remote", "e2e.harness.cluster", "e2e.harness.probes", "agent.client", "lab.ssh"}
-    assert not {m for m in imported if m.split(".")[0] in ("subprocess", "socket", "ssl", "urllib")}
+    io |= {"e2e.harness.invariants", "e2e.harness.faults", "e2e.harness.history"}
+    assert not {m for m in imported if m.split(".")[0] in ("subprocess", "socket", "ssl", "urllib", "os")}
     assert not imported & io, imported & io
 
 

@@ -191,10 +191,13 @@ LIVE = ("running", "pending")
 
 @dataclass(frozen=True)
 class Resource:
-    kind: str  # container, netns, ipam, cni_cache, alloc_dir, task_process, cni_chain, cni_rule
+    # container, netns, ipam, cni_cache, alloc_dir, task_process (a task cgroup with processes),
+    # loose_process (a process of a task outside any task cgroup), cni_chain, cni_rule
+    kind: str
     name: str
     owner: str  # the alloc id it belongs to ("?" when nothing says)
     detail: str = ""
+    procs: tuple[tuple[int, int], ...] = ()  # task_process: (pid, process group) of each process in it
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name} (owner {self.owner}{', ' + self.detail if self.detail else ''})"
@@ -235,13 +238,41 @@ def parse_resources(text: str) -> list[Resource]:
         parts = name.removesuffix(".json").split(":")
         res.append(Resource("cni_cache", name, parts[1] if len(parts) == 3 else "?"))
     res += [Resource("alloc_dir", d, d) for d in sec.get("allocdirs", [])]
-    for line in sec.get("cgroups", []):
-        name, _, pids = line.partition(" ")
-        pids = pids.strip(",")
-        if pids:
-            res.append(Resource("task_process", name, name.rsplit(".", 1)[0], f"pids {pids}"))
+    res += _cgroup_resources(sec.get("cgroups", []))
+    for line in sec.get("looseprocs", []):
+        pid, alloc, task = [*line.split(), "", "", ""][:3]
+        if alloc:
+            res.append(Resource("loose_process", f"pid {pid} ({task or '?'})", alloc, "in no task cgroup"))
     res += _iptables_resources(sec.get("iptables", []))
     return res
+
+
+def _cgroup_resources(lines: list[str]) -> list[Resource]:
+    """Task cgroups with processes in them, one resource per task: on cgroup v1 the same task cgroup
+    is listed once per controller hierarchy (memory, cpu), its processes merged. A process is
+    "<pid>:<process group>" (or a bare "<pid>", group unknown: 0)."""
+    procs: dict[str, dict[int, int]] = {}
+    for line in lines:
+        name, _, listed = line.partition(" ")
+        mine = procs.setdefault(name, {})
+        for item in listed.replace(",", " ").split():
+            pid, _, group = item.partition(":")
+            if pid.isdigit():
+                mine[int(pid)] = int(group) if group.isdigit() else mine.get(int(pid), 0)
+    out = []
+    for name, seen in procs.items():
+        if seen:
+            pids = ",".join(str(p) for p in sorted(seen))
+            out.append(
+                Resource(
+                    "task_process",
+                    name,
+                    name.rsplit(".", 1)[0],
+                    f"pids {pids}",
+                    tuple(sorted(seen.items())),
+                )
+            )
+    return out
 
 
 def _iptables_resources(lines: list[str]) -> list[Resource]:
@@ -338,7 +369,7 @@ def alloc_health_problems(
     `container_names` maps the full id of every agent-made container to its name."""
     by_id = {a["id"]: a for a in allocs}
     running_ctr = {r.name for r in resources if r.kind == "container" and r.detail.endswith("running")}
-    cgroups = {r.name for r in resources if r.kind == "task_process"}
+    cgroups = {r.name: {pid for pid, _ in r.procs} for r in resources if r.kind == "task_process"}
     dirs = {r.name for r in resources if r.kind == "alloc_dir"}
     problems = []
     for a in allocs:
@@ -351,7 +382,7 @@ def alloc_health_problems(
                 alive = (
                     (container_names.get(ctr) in running_ctr)
                     if len(ctr) == 64
-                    else f"{aid}.{task}" in cgroups
+                    else _process_alive(ctr, cgroups.get(f"{aid}.{task}"))
                 )
                 if ts.get("state") != "running" or not alive:
                     what = "no live container" if len(ctr) == 64 else "no live process"
@@ -365,6 +396,40 @@ def alloc_health_problems(
             nxt = by_id.get(a.get("replaced_by") or "")
             if nxt is None:
                 problems.append(f"{node}: alloc {aid[:8]} failed ({a.get('reason')}) and was not replaced")
+    return problems
+
+
+def _process_alive(handle: str, cgroup_pids: set[int] | None) -> bool:
+    """An exec/raw_exec task is alive when its cgroup has processes, the pid the agent tracks among
+    them (when the agent names a pid: the handle of a process driver is its pid)."""
+    if not cgroup_pids:
+        return False
+    return int(handle) in cgroup_pids if handle.isdigit() else True
+
+
+def process_set_problems(resources: list[Resource], allocs: list[dict[str, Any]], node: str) -> list[str]:
+    """One running instance per exec/raw_exec task: every process in the task's cgroup is in the
+    process group of the pid the agent tracks (the driver starts the task as the leader of a
+    session of its own, and no process of it changes group). A process in another group is a second
+    start's, or a leftover the start should have killed: the task runs twice."""
+    cgroups = {r.name: r.procs for r in resources if r.kind == "task_process"}
+    problems = []
+    for a in allocs:
+        if a.get("status") not in LIVE:
+            continue
+        for task, ts in a["tasks"].items():
+            handle = str(ts.get("container") or "")
+            if not handle.isdigit() or ts.get("state") != "running":
+                continue
+            leader = int(handle)
+            procs = cgroups.get(f"{a['id']}.{task}", ())
+            others = [(pid, grp) for pid, grp in procs if grp and grp != leader]
+            if others:
+                listed = ", ".join(f"{pid} (group {grp})" for pid, grp in others)
+                problems.append(
+                    f"{node}: alloc {a['id'][:8]} task {task} runs processes outside the process group "
+                    f"of its pid {leader}: {listed} (a second instance of the task)"
+                )
     return problems
 
 
@@ -389,11 +454,18 @@ class NetworkSeen:
     eth0: str = ""  # `ip -4 -o addr show dev eth0` in the netns
     vault_addr: str = ""
     vault_code: str | None = None  # what curl printed for Vault from the netns (None: not tried)
+    # The alloc's netns (the inode of its pause container's netns, or of its named netns fl-<alloc>
+    # for tasks that join by path, exec): "" when it has none any more.
+    netns: str = ""
+    # The netns of each task's process (docker: its container's; exec: the pid the agent tracks),
+    # "" when the task has no live process to look at.
+    task_netns: dict[str, str] = field(default_factory=dict)
 
 
 def network_problems(seen: NetworkSeen) -> list[str]:
     """The alloc's mapped ports answer from another client; its netns has the address the agent
-    reports; from inside it reaches Vault."""
+    reports; from inside it reaches Vault; every task with a live process is in the alloc's netns
+    (not in one a dead pause container or a deleted named netns left behind)."""
     short = seen.alloc_id[:8]
     problems = [
         f"{seen.node}: alloc {short} port {p.label} ({p.url}) does not answer from {seen.from_node}"
@@ -410,6 +482,14 @@ def network_problems(seen: NetworkSeen) -> list[str]:
         problems.append(f"{seen.node}: alloc {short} netns has {m.group(1)} but the agent reports {want}")
     if seen.vault_code is not None and seen.vault_code.strip() in ("", "000"):
         problems.append(f"{seen.node}: alloc {short} cannot reach Vault at {seen.vault_addr} from its netns")
+    if seen.task_netns and not seen.netns:
+        problems.append(f"{seen.node}: alloc {short} has no network namespace of its own any more")
+    elif seen.netns:
+        problems += [
+            f"{seen.node}: alloc {short} task {task} runs in netns {ns}, not in the alloc's {seen.netns}"
+            for task, ns in sorted(seen.task_netns.items())
+            if ns and ns != seen.netns
+        ]
     return problems
 
 

@@ -317,6 +317,45 @@ class ContainerKill(Fault):
         """The agent heals this one; the suite's checkers say whether it did."""
 
 
+@dataclass
+class ProcessKill(Fault):
+    """SIGKILL an exec (or raw_exec) task: its whole process group (the process the agent tracks
+    and the workload under it), as a crash or the OOM killer would end it. `task` "" is the alloc's
+    first task."""
+
+    alloc_id: str = ""
+    task: str = ""
+
+    def __post_init__(self) -> None:
+        self.kind = "kill-process"
+        self.killed: list[str] = []
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.node.name} alloc {self.alloc_id[:8]} {self.task}".rstrip()
+
+    def _inject(self) -> None:
+        tasks = self.cluster.agent(self.node).alloc(self.alloc_id)["tasks"]
+        name = self.task or next(iter(tasks))
+        pid = str(tasks[name].get("container") or "")
+        if not pid.isdigit():
+            raise FaultError(
+                f"{self.node.name}: {self.kind}: task {name} of alloc {self.alloc_id} has no process "
+                f"(handle {pid!r}: not an exec task?)"
+            )
+        self.node.run(f"kill -KILL -- -{pid}")
+        self.killed = [pid]
+
+        def gone() -> tuple[bool | None, str]:
+            # A zombie (state Z) until the agent reaps it: dead all the same.
+            state = self.node.run(f"cut -d')' -f2 /proc/{pid}/stat 2>/dev/null", check=False).stdout.split()
+            return (True if not state or state[0] == "Z" else None), f"pid {pid} state {state[:1]}"
+
+        _wait(gone, timeout=FAULT_EFFECT, what=f"pid {pid} to die", node=self.node.name, step=self.kind)
+
+    def _heal(self) -> None:
+        """The agent heals this one (its restart policy); the suite's checkers say whether it did."""
+
+
 # --- the network -------------------------------------------------------------------------------
 def _controller_address(node: Remote) -> str:
     out = node.out("echo $SSH_CLIENT")

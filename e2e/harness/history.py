@@ -46,6 +46,7 @@ class History:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _test: str = ""
     counts: dict[str, int] = field(default_factory=dict)
+    test_started: float = 0.0  # when the current test began (its checks look at what happened since)
 
     def __post_init__(self) -> None:
         self.started = time.time()
@@ -112,6 +113,8 @@ class History:
 
     def set_test(self, nodeid: str) -> None:
         self._test = nodeid
+        if nodeid:
+            self.test_started = time.time()
 
     @contextmanager
     def span(self, kind: str, name: str, *, node: str | None = None, detail: str = "") -> Iterator[None]:

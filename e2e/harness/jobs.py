@@ -4,7 +4,7 @@ the probe jobs built here, plus `running_job`, which submits a job and always st
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +16,9 @@ from e2e.harness.waits import ALLOC_RECOVERED, wait_until
 JOBSPECS = Path(__file__).resolve().parents[2] / "tests" / "jobspecs"
 SEED_RESTORE = JOBSPECS / "cni-check-on-restore.hcl"  # seeds/cni-check-on-restore (nginx -> busybox httpd)
 SEED_ORPHANS = JOBSPECS / "pause-container-orphans.hcl"  # seeds/pause-container-orphans
+# An exec task in bridge mode (busybox httpd as nobody, in the netns the agent creates and the task
+# joins by path; its port mapped): what the suites run beside the docker jobs.
+EXEC_WEB = JOBSPECS / "exec-bridge.hcl"
 
 PKI_ISSUE = "pki_int/issue/fieldlab-workload"  # the pki role's workload role
 # The lab's job policies (the pki role's pki_job_policies): each job's task gets a Vault token of its
@@ -114,11 +117,20 @@ def job_name(jobspec: str) -> str:
     return m.group(1)
 
 
+def restart_delay(jobspec: str) -> float:
+    """The longest restart delay of the job's groups (the agent's own parser; its defaults apply)."""
+    from agent.jobspec import parse_jobspec
+
+    job = parse_jobspec(jobspec, source="e2e").job
+    return max((g.restart.delay for g in job.groups), default=0.0)
+
+
 @dataclass
 class RunningJob:
     agent: Agent
     job: str
     allocs: list[str]
+    restart_delay: float = 0.0  # the longest of its groups' restart delays
 
     @property
     def alloc_id(self) -> str:
@@ -138,7 +150,7 @@ def running_job(agent: Agent, jobspec: str, source: str) -> Iterator[RunningJob]
     """Submit, wait until the alloc runs, yield; always stop the job afterwards."""
     name = job_name(jobspec)
     allocs = agent.run_job(jobspec, source)
-    job = RunningJob(agent, name, allocs)
+    job = RunningJob(agent, name, allocs, restart_delay(jobspec))
     try:
 
         def running() -> tuple[dict[str, Any] | None, str]:
@@ -156,3 +168,13 @@ def running_job(agent: Agent, jobspec: str, source: str) -> Iterator[RunningJob]
 
 def read(path: Path) -> str:
     return path.read_text()
+
+
+def longest_restart_delay(jobs: Iterable[RunningJob]) -> float:
+    """What a suite waits past (after the last exit) before its last check."""
+    return max((j.restart_delay for j in jobs), default=0.0)
+
+
+def task_handles(job: RunningJob) -> dict[str, str]:
+    """{task: its handle} of the job's live alloc: a container id, or an exec task's pid."""
+    return {t: str(ts.get("container") or "") for t, ts in job.current()["tasks"].items()}

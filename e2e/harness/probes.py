@@ -14,7 +14,10 @@ from typing import Any
 
 from agent.config import DEFAULT_TOKEN_ROLE as TOKEN_ROLE
 from agent.drivers.base import LABEL_ALLOC, LABEL_MANAGED, LABEL_ROLE
+from agent.drivers.process import CGROUP_PARENT, CGROUP_ROOT
 from agent.errors import AgentError
+from agent.network.netns import NETNS_DIR
+from agent.network.owner import netns_name
 from e2e.harness.checkers import (
     BUSYBOX,
     CNI_CONFLIST,
@@ -177,9 +180,29 @@ ls $D/cni 2>/dev/null
 echo "## allocdirs"
 ls $D/alloc 2>/dev/null
 echo "## cgroups"
-for g in /sys/fs/cgroup/fieldlab/*/; do
-  [ -d "$g" ] || continue
-  echo "$(basename "$g") $(tr '\n' ',' < "$g/cgroup.procs")"
+# v2: <root>/fieldlab/<alloc>.<task>; v1: the same below each controller the agent uses (memory,
+# cpu): every hierarchy is listed, the checker merges them. Each process as <pid>:<process group>.
+for g in {cgroup_root}/{cgroup_parent}/*/ {cgroup_root}/*/{cgroup_parent}/*/; do
+  [ -f "$g/cgroup.procs" ] || continue
+  procs=""
+  for p in $(cat "$g/cgroup.procs" 2>/dev/null); do
+    st=$(cat /proc/$p/stat 2>/dev/null) || continue
+    set -- ${{st##*) }}
+    procs="$procs$p:$3,"
+  done
+  echo "$(basename "$g") $procs"
+done
+echo "## looseprocs"
+# Processes of a task (NOMAD_ALLOC_ID in their environment) in no task cgroup, docker's excepted
+# (a container is a resource of its own): an exec process that escaped, or outlived its cgroup.
+for f in $(grep -lz '^NOMAD_ALLOC_ID=' /proc/[0-9]*/environ 2>/dev/null); do
+  p=${{f#/proc/}}; p=${{p%/environ}}
+  cg=$(cat /proc/$p/cgroup 2>/dev/null) || continue
+  case "$cg" in ""|*/{cgroup_parent}/*|*docker*) continue;; esac
+  env=$(tr '\0' '\n' < "$f" 2>/dev/null) || continue
+  a=$(printf '%s\n' "$env" | sed -n 's/^NOMAD_ALLOC_ID=//p' | head -n1)
+  t=$(printf '%s\n' "$env" | sed -n 's/^NOMAD_TASK_NAME=//p' | head -n1)
+  [ -n "$a" ] && echo "$p $a $t"
 done
 echo "## iptables"
 iptables-save -t nat; iptables-save -t filter
@@ -195,6 +218,8 @@ def observe_resources(node: Remote, data_dir: str = AGENT_DATA_DIR) -> list[Reso
         alloc_label=LABEL_ALLOC,
         role_label=LABEL_ROLE,
         managed_label=LABEL_MANAGED,
+        cgroup_root=CGROUP_ROOT,
+        cgroup_parent=CGROUP_PARENT,
     )
     return parse_resources(node.out(f"bash -c {q(script)}"))
 
@@ -208,23 +233,67 @@ def container_names(node: Remote) -> dict[str, str]:
     )
 
 
+def _live_pid(node: Remote, handle: str) -> int | None:
+    """The host pid of a task handle: a docker container's (its id), or a process driver's (the pid
+    itself, if that process is alive)."""
+    if len(handle) == 64:
+        res = node.run(f"docker inspect -f '{{{{.State.Pid}}}}' {handle}", check=False)
+        pid = res.stdout.strip()
+        return int(pid) if res.rc == 0 and pid.isdigit() and pid != "0" else None
+    if handle.isdigit() and node.run(f"test -d /proc/{handle}", check=False).rc == 0:
+        return int(handle)
+    return None
+
+
 def task_pid(node: Remote, alloc: dict[str, Any], task: str | None = None) -> int | None:
-    """A pid inside the alloc's network namespace (its task container, else its pause container)."""
+    """A pid inside the alloc's network namespace: its task's (a container's, or an exec task's
+    process), else (the task has no handle) its pause container's."""
     tasks = alloc["tasks"]
     name = task or next(iter(tasks))
-    ctr = tasks[name].get("container") or alloc["network"].get("pause_container") or ""
-    if len(ctr) != 64:
-        return None
-    res = node.run(f"docker inspect -f '{{{{.State.Pid}}}}' {ctr}", check=False)
-    pid = res.stdout.strip()
-    return int(pid) if res.rc == 0 and pid.isdigit() and pid != "0" else None
+    handle = tasks[name].get("container") or alloc["network"].get("pause_container") or ""
+    return _live_pid(node, str(handle))
+
+
+_NETNS = r"""
+ns() {{ [ -n "$1" ] && readlink "/proc/$1/ns/net" 2>/dev/null | tr -dc 0-9; }}
+dpid() {{ docker inspect -f '{{{{.State.Pid}}}}' "$1" 2>/dev/null; }}
+echo "alloc $({alloc_ns})"
+{tasks}
+"""
+
+
+def observe_netns(node: Remote, alloc: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """(the alloc's netns, {task: its process's netns}), each as its inode ("" when there is none):
+    the pause container's netns, or the named netns fl-<alloc> exec tasks join by path."""
+    pause = alloc["network"].get("pause_container") or ""
+    if pause:
+        alloc_ns = f"ns $(dpid {pause})"
+    else:
+        alloc_ns = f"stat -L -c %i {NETNS_DIR}/{netns_name(alloc['id'])} 2>/dev/null"
+    lines = []
+    for task, ts in alloc["tasks"].items():
+        handle = str(ts.get("container") or "")
+        if len(handle) == 64:
+            lines.append(f'echo "task {task} $(ns $(dpid {handle}))"')
+        elif handle.isdigit():
+            lines.append(f'echo "task {task} $(ns {handle})"')
+    script = _NETNS.format(alloc_ns=alloc_ns, tasks="\n".join(lines))
+    out = node.run(f"bash -c {q(script)}", check=False).stdout
+    netns, tasks = "", {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[:1] == ["alloc"]:
+            netns = parts[1] if len(parts) > 1 else ""
+        elif parts[:1] == ["task"] and len(parts) >= 2:
+            tasks[parts[1]] = parts[2] if len(parts) > 2 else ""
+    return netns, tasks
 
 
 def observe_network(
     cluster: Cluster, node: Remote, alloc: dict[str, Any], *, path: str = "/", vault: bool = True
 ) -> NetworkSeen:
     """The alloc's mapped ports tried from another client; the address in its netns; Vault tried
-    from inside (unless `vault` is False)."""
+    from inside (unless `vault` is False); the netns of the alloc and of each task's process."""
     other = cluster.other_client(node)
     ports = []
     for p in alloc["network"].get("ports", []):
@@ -241,6 +310,7 @@ def observe_network(
                 f"{cluster.vault_addr}/v1/sys/health",
                 check=False,
             ).stdout.strip()
+    netns, task_netns = observe_netns(node, alloc)
     return NetworkSeen(
         node.name,
         alloc["id"],
@@ -251,6 +321,8 @@ def observe_network(
         eth0,
         cluster.vault_addr,
         vault_code,
+        netns,
+        task_netns,
     )
 
 

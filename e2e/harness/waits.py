@@ -20,6 +20,11 @@ ALLOC_RECOVERED = 90.0  # an alloc running and reachable again after a fault
 CERT_DELIVERED = 45.0  # agent start to the probe having loaded the new certificate
 SWEEPS_DONE = 90.0  # two orphan sweeps at the lab's 15 s interval, with room
 SAFETY_HEAL = 900.0  # a partition or Vault outage heals itself on the node after this, whatever happens
+# Past the last exit + the longest restart delay, this much more before the last check: a restart
+# timer that should have been cancelled fires within it (timers fire on the agent's loop, ~ms late).
+RESTART_MARGIN = 5.0
+SETTLE_RECHECK = 1.0  # a wait past the restart delays longer than this: every invariant is checked again
+RESTARTS_SETTLED = 150.0  # tasks still exiting after this (each exit pushes the wait on): a crash loop
 
 # Targets (printed beside the measured figures in the report).
 TARGET_REBOOT_REACHABLE = 30.0
@@ -32,7 +37,10 @@ __all__ = [
     "DOCKER_BACK",
     "FAULT_EFFECT",
     "REBOOT_BACK",
+    "RESTARTS_SETTLED",
+    "RESTART_MARGIN",
     "SAFETY_HEAL",
+    "SETTLE_RECHECK",
     "SWEEPS_DONE",
     "SYSTEMD_READY",
     "TARGET_REBOOT_REACHABLE",
