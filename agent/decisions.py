@@ -34,6 +34,7 @@ class Bugs:
     signal_while_restarting: bool = False
     noop_runner_dies: bool = False
     script_change_before_handle: bool = False
+    stale_restart_timer: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:
@@ -211,9 +212,13 @@ class PendingRestart:
     generation: int
 
 
-def plan_pending_restart(pending: PendingRestart, current_generation: int, alloc_running: bool) -> bool:
-    """Whether a restart timer that fires now still starts its task."""
-    return alloc_running and pending.generation == current_generation
+def plan_pending_restart(
+    pending: PendingRestart, current_generation: int, alloc_running: bool, bugs: Bugs = NO_BUGS
+) -> bool:
+    """Whether a restart timer that fires now still starts its task: not when a later decision (a
+    network recovery, an operator's restart, a stop) came first, as Nomad's restart tracker. Under
+    the `stale-restart-timer` fault it fires anyway: the task is started a second time."""
+    return alloc_running and (pending.generation == current_generation or bugs.stale_restart_timer)
 
 
 class DeadOnRestore(Enum):

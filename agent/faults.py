@@ -91,6 +91,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "when restore or recovery recreates an alloc's network, the alloc keeps its old address (API, "
         "NOMAD_ALLOC_IP of restarted tasks) instead of the one the new CNI ADD gave it",
     ),
+    FaultSpec(
+        "stale-restart-timer",
+        "fieldlab-12 restart tracker",
+        "a restart-policy timer still fires after a later decision restarted the task (a network recovery, "
+        "an operator's restart): the healthy task is stopped and started a second time for one exit",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -146,6 +152,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "half-alive-restore",
         "stale-network-status-on-restore",
         "script-change-before-handle",
+        "stale-restart-timer",
     }
 )
 

@@ -76,6 +76,13 @@ CATALOGUE: tuple[Bug, ...] = (
         "noop templates: the watcher gives up after a Vault outage, secrets go stale",
     ),
     Bug(
+        "fieldlab-12-restart-tracker",
+        "stale-restart-timer",
+        (PAUSE,),
+        r"a second start for one decision",
+        "a restart timer still pending when a recovery restarted the task fires later: a second start",
+    ),
+    Bug(
         "nomad-12216",
         "reuse-dead-pause",
         (PAUSE,),

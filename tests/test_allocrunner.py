@@ -434,6 +434,18 @@ job "web" {
 
 
 # -- restart accounting (Nomad's restart tracker) --------------------------------------------------
+def test_fault_stale_restart_timer_starts_the_task_a_second_time(tmp_path: Path) -> None:
+    """The bug the fault puts back: the pending timer fires after the recovery's start."""
+    node = FakeNode(tmp_path, Bugs(stale_restart_timer=True))
+    r = _started(node)
+    _crash(node, r)
+    node.pause.alive["pause-1"] = False
+    r.on_task_exit("pause-1")
+    node.run_timers()
+    assert _causes(node, r) == ["first start", "network recovery", "restart policy"]
+    assert [c.task.name for c in node.docker.starts[2:]] == ["t0", "t1", "t0"]
+
+
 def test_a_recovery_during_a_pending_restart_timer_starts_the_task_once(tmp_path: Path) -> None:
     node = FakeNode(tmp_path)
     r = _started(node)

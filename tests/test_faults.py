@@ -19,6 +19,7 @@ AGENT_FLAGS = {
     "restore-missing-alloc-dir": "nomad-27933",
     "half-alive-restore": "nomad-23684/17079",
     "stale-network-status-on-restore": "nomad-24236/16893",
+    "stale-restart-timer": "fieldlab-12 restart tracker",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -464,7 +464,7 @@ class AllocRunner:
 
         def fire() -> None:
             running = self.rec.status is AllocStatus.RUNNING
-            if plan_pending_restart(pending, self.state.generation(t.name), running):
+            if plan_pending_restart(pending, self.state.generation(t.name), running, self.d.bugs):
                 self._restart_task(t, StartCause.RESTART_POLICY)
             else:
                 log.info(
