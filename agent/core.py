@@ -39,6 +39,7 @@ from agent.jobcodec import JobCodecError, decode_job, encode_job
 from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
 from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
+from agent.network import iptables
 from agent.network.base import Network
 from agent.offload import Offload, threaded
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, RecordError
@@ -355,7 +356,11 @@ class Core:
                 log.warning("alloc=%s: observing at restore failed: %s", runner.id[:8], exc)
                 return runner.id, None
 
-        with ThreadPoolExecutor(max_workers=RESTORE_PARALLEL, thread_name_prefix="restore") as pool:
+        # One iptables-save for all of them (each alloc's portmap check reads the nat table).
+        with (
+            iptables.one_snapshot(),
+            ThreadPoolExecutor(RESTORE_PARALLEL, thread_name_prefix="restore") as pool,
+        ):
             return {a: obs for a, obs in pool.map(look, runners) if obs is not None}
 
     def _restore_alloc(self, rec: AllocRecord, observed: ObservedAlloc | None = None) -> None:

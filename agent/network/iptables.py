@@ -20,12 +20,14 @@ them. Everything is idempotent: removing what is already gone is not an error.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
 import shlex
 import subprocess
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -152,9 +154,40 @@ def _run(argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess[
     return proc
 
 
+class _Snapshot:
+    """The tables read while `one_snapshot` is open (None when it is not)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tables: dict[str, Table] | None = None
+
+
+_SNAPSHOT = _Snapshot()
+
+
 def read_table(table: str) -> Table:
-    """The live state of one table, from `iptables-save -t <table>`."""
+    """The live state of one table, from `iptables-save -t <table>`; inside `one_snapshot`, the
+    table as it was read first in that window (a restore verifies fifty allocs against one read;
+    concurrent first readers wait for that one read)."""
+    with _SNAPSHOT.lock:
+        if _SNAPSHOT.tables is not None:
+            if table not in _SNAPSHOT.tables:
+                _SNAPSHOT.tables[table] = parse_save(_run(["iptables-save", "-t", table]).stdout, table)
+            return _SNAPSHOT.tables[table]
     return parse_save(_run(["iptables-save", "-t", table]).stdout, table)
+
+
+@contextlib.contextmanager
+def one_snapshot() -> Iterator[None]:
+    """Reads (only reads) of every thread share one `iptables-save` per table until the block ends.
+    For a window in which nothing of ours changes the rules: the concurrent checks at restore."""
+    with _SNAPSHOT.lock:
+        _SNAPSHOT.tables = {}
+    try:
+        yield
+    finally:
+        with _SNAPSHOT.lock:
+            _SNAPSHOT.tables = None
 
 
 def _kind(name: str) -> ChainKind:
