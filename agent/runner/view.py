@@ -35,6 +35,7 @@ def alloc_view(
         },
         "tasks": {
             t.name: {
+                "driver": t.driver,
                 "state": tasks[t.name].state.value,
                 "restarts": tasks[t.name].restarts,
                 "failed": tasks[t.name].failed,
