@@ -48,6 +48,7 @@ job "talk" {
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[AgentLab]:
+    (tmp_path / "images").mkdir()
     build_workload_images(tmp_path / "images")
     lab = AgentLab(tmp_path / "agentlab")
     yield lab
