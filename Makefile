@@ -44,12 +44,16 @@ bootstrap: install ## Install the controller's system packages and start dockerd
 lab-up: bootstrap ## Build and provision the lab (LAB=default CLIENTS=2), then print a summary
 	$(BIN)/fieldlab lab up --lab $(LAB) --clients $(CLIENTS)
 
+.PHONY: lab-bake
+lab-bake: bootstrap ## Build (or find cached) the baked node images lab-up starts nodes from
+	$(BIN)/fieldlab lab bake --lab $(LAB)
+
 .PHONY: lab-down
 lab-down: install ## Remove the lab (nodes, volumes, network, inventory); keeps the cached node image
 	$(BIN)/fieldlab lab down --lab $(LAB)
 
 .PHONY: lab-clean
-lab-clean: install ## Remove the lab and the cached node image
+lab-clean: install ## Remove the lab and the cached node images (bare and baked)
 	$(BIN)/fieldlab lab down --lab $(LAB) --image
 
 .PHONY: lab-status

@@ -11,9 +11,12 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from lab import __version__
+from lab.bake import BAKED_REPO, Bake, ensure_baked, find_baked
 from lab.config import PROJECT_DIR, LabPaths, LabSpec
 from lab.errors import LabError, NotRootError
 from lab.progress import Timings, say, warn
@@ -37,8 +40,6 @@ def _record(paths: LabPaths) -> LabRecord | None:
 def cmd_up(args: argparse.Namespace) -> int:
     _require_root()
     from lab.inventory import write_inventory
-    from lab.playbook import PlayTimer, run_playbook
-    from lab.wheelhouse import build_wheelhouse
 
     spec = LabSpec(
         name=args.lab,
@@ -56,27 +57,31 @@ def cmd_up(args: argparse.Namespace) -> int:
         + (" (converging the running lab)" if existed else "")
     )
     try:
+        base = ""
         if hasattr(provider, "image"):
             with timings.phase("node image") as ph:
-                tag, built = provider.image()
-                ph.detail = f"{'built' if built else 'cached'} {tag}"
-        with timings.phase("nodes") as ph:
-            record = provider.up(spec, paths)
-            ph.detail = f"{len(record.nodes)} nodes"
+                base, built = provider.image()
+                ph.detail = f"{'built' if built else 'cached'} {base}"
+        bake: Bake | None = None
+        digest = ""
+        if base and not args.no_provision and not args.no_bake:
+            with timings.phase("node bake") as ph:
+                bake, digest = _ensure_bake(provider, base, paths)
+                shown = f"{BAKED_REPO}:{{{','.join(bake.tags)}}}-{bake.hash}"
+                ph.detail = f"cached {shown}" if not bake.built else f"built {shown}: {bake.reason}"
+        images = bake.tags if bake is not None else None
+        if args.no_provision or digest:
+            with timings.phase("nodes") as ph:
+                record = provider.up(spec, paths, images=images)
+                ph.detail = f"{len(record.nodes)} nodes"
+        else:
+            # Independent: the nodes boot while the agent's wheelhouse builds.
+            record, digest = _nodes_and_wheelhouse(provider, spec, paths, images, timings)
         with timings.phase("inventory"):
             inv = write_inventory(record, paths)
         if not args.no_provision:
-            with timings.phase("agent wheelhouse") as ph:
-                digest, built = build_wheelhouse(paths.wheelhouse)
-                ph.detail = f"{'built' if built else 'cached'} {digest}"
-            timer = PlayTimer(timings)
-            try:
-                recap = run_playbook(
-                    "site.yml", paths, extra={"fieldlab_agent_wheel_hash": digest}, on_line=timer
-                )
-            except BaseException:
-                timer.fail()
-                raise
+            baked = bake is not None and not existed and _runs_baked(provider, record, bake.tags)
+            recap = _provision_baked(paths, digest, timings) if baked else _provision(paths, digest, timings)
             say(f"provisioned: ok={recap.ok} changed={recap.changed}")
     except BaseException:
         timings.write(paths.timings) if paths.state_dir.exists() else None
@@ -94,6 +99,108 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ensure_bake(provider: Any, base: str, paths: LabPaths) -> tuple[Bake, str]:
+    """The baked images (lab/bake.py), baked now when missing or stale; and the wheelhouse hash when
+    the bake had to build the wheelhouse first (else "": it is built while the nodes start)."""
+    from lab.playbook import bao_binary
+    from lab.wheelhouse import build_wheelhouse
+
+    binary = bao_binary()
+    found = find_baked(provider.docker, base, binary)
+    if found is not None:
+        return found, ""
+    digest, _ = build_wheelhouse(paths.wheelhouse)  # the bake installs the agent package from it
+    bake = ensure_baked(
+        provider.docker, base, openbao_binary=binary, wheelhouse=paths.wheelhouse, wheel_hash=digest
+    )
+    return bake, digest
+
+
+def _nodes_and_wheelhouse(
+    provider: Any, spec: LabSpec, paths: LabPaths, images: dict[str, str] | None, timings: Timings
+) -> tuple[LabRecord, str]:
+    from lab.wheelhouse import build_wheelhouse
+
+    parent = "nodes + agent wheelhouse (in parallel)"
+    with timings.phase(parent) as top, ThreadPoolExecutor(1) as pool:
+
+        def wheelhouse() -> str:
+            with timings.phase("agent wheelhouse", parent=parent) as ph:
+                digest, built = build_wheelhouse(paths.wheelhouse)
+                ph.detail = f"{'built' if built else 'cached'} {digest}"
+            return digest
+
+        fut = pool.submit(wheelhouse)
+        with timings.phase("nodes", parent=parent) as ph:
+            record = provider.up(spec, paths, images=images)
+            ph.detail = f"{len(record.nodes)} nodes"
+        digest = fut.result()
+        top.detail = f"{len(record.nodes)} nodes, wheelhouse {digest}"
+    return record, digest
+
+
+def _runs_baked(provider: Any, record: LabRecord, tags: dict[str, str]) -> bool:
+    """Whether every node runs the baked image of its role (then only the per-lab work is left)."""
+    if not hasattr(provider, "images_in_use"):
+        return False
+    in_use = provider.images_in_use(record)
+    return all(tags.get(n.role) in in_use.get(n.name, []) for n in record.nodes)
+
+
+def _provision(paths: LabPaths, digest: str, timings: Timings) -> Any:
+    """Every role in order (site.yml): bare nodes, or a running lab being converged."""
+    from lab.playbook import PlayTimer, run_playbook
+
+    timer = PlayTimer(timings)
+    try:
+        return run_playbook("site.yml", paths, extra={"fieldlab_agent_wheel_hash": digest}, on_line=timer)
+    except BaseException:
+        timer.fail()
+        raise
+
+
+def _provision_baked(paths: LabPaths, digest: str, timings: Timings) -> Any:
+    """The per-lab work on freshly baked nodes: OpenBao and its PKI on the server while the rest
+    (Consul detection, workload images loaded, agent package) runs beside it; then the agents'
+    credentials and service, which need both."""
+    from lab.playbook import PlayTimer, Recap, run_playbook
+
+    extra = {"fieldlab_agent_wheel_hash": digest}
+    parent = "provision: per-lab work (in parallel)"
+    branches = [("vault.yml", "[server]"), ("prepare.yml", "[nodes]")]
+    recaps: list[Recap] = []
+    with timings.phase(parent) as top, ThreadPoolExecutor(len(branches)) as pool:
+        timers = {name: PlayTimer(timings, parent=parent) for name, _ in branches}
+        futures = {
+            name: pool.submit(run_playbook, name, paths, extra=extra, on_line=timers[name], label=label)
+            for name, label in branches
+        }
+        errors: list[BaseException] = []
+        for name, fut in futures.items():
+            try:
+                recaps.append(fut.result())
+            except BaseException as exc:  # the first failure is raised once both ended
+                timers[name].fail()
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        top.detail = f"changed={sum(r.changed for r in recaps)}"
+    timer = PlayTimer(timings)
+    try:
+        recaps.append(
+            run_playbook("agent.yml", paths, extra=extra, tags="credentials,service", on_line=timer)
+        )
+    except BaseException:
+        timer.fail()
+        raise
+    return Recap(
+        ok=sum(r.ok for r in recaps),
+        changed=sum(r.changed for r in recaps),
+        failed=sum(r.failed for r in recaps),
+        unreachable=sum(r.unreachable for r in recaps),
+    )
+
+
 def _summary(record: LabRecord, paths: LabPaths, inv: Path, timings: Timings, *, provisioned: bool) -> None:
     from lab.providers.base import ssh_argv
 
@@ -103,6 +210,8 @@ def _summary(record: LabRecord, paths: LabPaths, inv: Path, timings: Timings, *,
         + (f", image {record.image}" if record.image else "")
         + ")"
     )
+    if record.baked:
+        print("baked:       " + ", ".join(f"{role}s {tag}" for role, tag in sorted(record.baked.items())))
     services = {
         "server": "openbao (vault api :8200), consul if installable",
         "client": "dockerd, cni plugins, fieldlab-agent (mTLS api :4646)",
@@ -150,10 +259,11 @@ def cmd_down(args: argparse.Namespace) -> int:
         from lab.providers.docker import DockerProvider
 
         client = DockerProvider().docker
-        for img in client.images.list(name=IMAGE_REPO):
-            for tag in img.tags:
-                client.images.remove(tag, force=True)
-                say(f"removed image {tag}")
+        for repo in (BAKED_REPO, IMAGE_REPO):  # the baked images first: they are built on the bare one
+            for img in client.images.list(name=repo):
+                for tag in img.tags:
+                    client.images.remove(tag, force=True)
+                    say(f"removed image {tag}")
     return 0
 
 
@@ -252,6 +362,19 @@ def cmd_image(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     tag, built = DockerProvider().image()
     say(f"node image {tag}: {'built' if built else 'cached'} ({time.monotonic() - t0:.1f}s)")
+    return 0
+
+
+def cmd_bake(args: argparse.Namespace) -> int:
+    _require_root()
+    from lab.providers.docker import DockerProvider
+
+    provider = DockerProvider()
+    t0 = time.monotonic()
+    base, _ = provider.image()
+    bake, _ = _ensure_bake(provider, base, LabPaths(args.lab))
+    how = f"built ({bake.reason})" if bake.built else "cached"
+    say(f"baked node images {', '.join(bake.tags.values())}: {how} ({time.monotonic() - t0:.1f}s)")
     return 0
 
 
@@ -367,6 +490,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--no-provision", action="store_true", help="only create nodes and the inventory")
     up.add_argument(
+        "--no-bake",
+        action="store_true",
+        default=os.environ.get("NO_BAKE") == "1",
+        help="bare node image and every role from scratch (site.yml), no baked image (env NO_BAKE=1)",
+    )
+    up.add_argument(
         "--keep",
         action="store_true",
         default=os.environ.get("KEEP_LAB") == "1",
@@ -422,8 +551,18 @@ def build_parser() -> argparse.ArgumentParser:
     pv.add_argument("--playbook", default="site.yml", help="e.g. agent.yml (make deploy-agent)")
     pv.set_defaults(func=cmd_provision)
 
-    im = sub.add_parser("image", help="build (or find cached) the node image")
+    im = sub.add_parser("image", help="build (or find cached) the bare node image")
     im.set_defaults(func=cmd_image)
+    bk = with_lab(
+        sub.add_parser(
+            "bake",
+            help="build (or find cached) the baked node images that lab up starts nodes from",
+            description="Run the lab-independent roles once on a throw-away lab and commit its nodes as "
+            "fieldlab-node-baked:<role>-<hash of the inputs>; rebuilt when an input changed. "
+            "--lab: whose agent wheelhouse the bake installs from.",
+        )
+    )
+    bk.set_defaults(func=cmd_bake)
     _suite_commands(top)
     return p
 

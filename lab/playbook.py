@@ -59,7 +59,9 @@ def run_playbook(
     tags: str | None = None,
     quiet: bool = False,
     on_line: Callable[[str], None] | None = None,
+    label: str = "",
 ) -> Recap:
+    """Run one playbook; `label` prefixes its lines on the terminal (playbooks that run at once)."""
     playbook = PLAYBOOK_DIR / name
     if not playbook.exists():
         raise LabError(f"no playbook {playbook}")
@@ -104,7 +106,7 @@ def run_playbook(
                     recap.unreachable + int(m[4]),
                 )
             elif not quiet and _SHOW_RE.match(line):
-                print(f"    {line[:160]}", flush=True)
+                print(f"    {label + ' ' if label else ''}{line[:160]}", flush=True)
         rc = proc.wait()
     if rc != 0:
         raise PlaybookError(playbook.name, rc, "\n".join(tail) + f"\n(full log: {log})")
@@ -115,8 +117,9 @@ def run_playbook(
 class PlayTimer:
     """Turns one site.yml run into phases: a phase per play, timed from its PLAY line to the next."""
 
-    def __init__(self, timings: Timings) -> None:
+    def __init__(self, timings: Timings, parent: str = "") -> None:
         self.timings = timings
+        self.parent = parent
         self._name = ""
         self._start = 0.0
         self._changed = 0
@@ -135,7 +138,9 @@ class PlayTimer:
 
     def _close(self, *, ok: bool) -> None:
         if self._name:
-            self.timings.add(self._name, time.monotonic() - self._start, ok, f"changed={self._changed}")
+            self.timings.add(
+                self._name, time.monotonic() - self._start, ok, f"changed={self._changed}", self.parent
+            )
             self._name = ""
 
     def fail(self) -> None:

@@ -4,7 +4,8 @@ configures them (that is Ansible's job), so the same playbooks and suites run on
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -51,6 +52,8 @@ class LabRecord:
     subnet: str = ""
     image: str = ""
     static_inventory: str = ""
+    # role -> the baked image its nodes were created from (lab/bake.py); empty: the bare image.
+    baked: dict[str, str] = field(default_factory=dict)
 
     def save(self, paths: LabPaths) -> None:
         paths.lab_file.write_text(json.dumps(asdict(self), indent=2) + "\n")
@@ -79,8 +82,9 @@ class LabRecord:
 class Provider(Protocol):
     name: str
 
-    def up(self, spec: LabSpec, paths: LabPaths) -> LabRecord:
-        """Create (or find) every node and wait until each answers over ssh. Converges, never duplicates."""
+    def up(self, spec: LabSpec, paths: LabPaths, images: Mapping[str, str] | None = None) -> LabRecord:
+        """Create (or find) every node and wait until each answers over ssh. Converges, never duplicates.
+        `images`: the image per role, for providers that start nodes from images (the baked ones)."""
 
     def down(self, record: LabRecord, paths: LabPaths) -> list[str]:
         """Remove what `up` created; return what was removed (empty when nothing was there)."""

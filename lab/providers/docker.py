@@ -12,6 +12,7 @@ import contextlib
 import io
 import tarfile
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from lab.config import LabPaths, LabSpec
@@ -74,16 +75,18 @@ class DockerProvider:
     def image(self) -> tuple[str, bool]:
         return ensure_image(self.docker)
 
-    def up(self, spec: LabSpec, paths: LabPaths) -> LabRecord:
+    def up(self, spec: LabSpec, paths: LabPaths, images: Mapping[str, str] | None = None) -> LabRecord:
+        """`images`: the image per role (the baked ones, lab/bake.py); by default the bare node image."""
         import docker.errors
 
         paths.ensure()
         pubkey = ensure_ssh_key(paths.ssh_key, f"fieldlab-{spec.name}")
-        tag, _ = self.image()
+        base, _ = self.image()
         net = self._ensure_network(spec)
         nodes: list[Node] = []
         started: list[str] = []
         for ns in spec.nodes:
+            tag = (images or {}).get(ns.role, base)
             cname = self.container_name(spec.name, ns.name)
             try:
                 c = self.docker.containers.get(cname)
@@ -99,13 +102,28 @@ class DockerProvider:
                 self._create_node(spec, ns.name, ns.role, ns.address, tag, net, pubkey)
                 started.append(ns.name)
             nodes.append(Node(ns.name, ns.role, ns.address))
-        record = LabRecord(spec.name, self.name, nodes, subnet=spec.subnet, image=tag)
+        record = LabRecord(
+            spec.name, self.name, nodes, subnet=spec.subnet, image=base, baked=dict(images or {})
+        )
         record.save(paths)
         for n in nodes:
             wait_ssh(n.target(paths), NODE_BOOT_TIMEOUT, what="ssh after start")
         if started:
             say(f"started {', '.join(started)}; all nodes answer over ssh")
         return record
+
+    def images_in_use(self, record: LabRecord) -> dict[str, list[str]]:
+        """node -> the tags of the image its container runs (empty when it has none or is missing)."""
+        import docker.errors
+
+        out: dict[str, list[str]] = {}
+        for n in record.nodes:
+            try:
+                c = self.docker.containers.get(self.container_name(record.name, n.name))
+                out[n.name] = list(c.image.tags)
+            except docker.errors.NotFound:
+                out[n.name] = []
+        return out
 
     def _ensure_network(self, spec: LabSpec) -> Any:
         import docker.errors
@@ -203,7 +221,8 @@ class DockerProvider:
         for n in record.nodes:
             try:
                 c = self.docker.containers.get(self.container_name(record.name, n.name))
-                out.append(NodeState(n.name, n.address, c.status, f"image {record.image}"))
+                image = c.image.tags[0] if c.image.tags else record.image
+                out.append(NodeState(n.name, n.address, c.status, f"image {image}"))
             except docker.errors.NotFound:
                 out.append(NodeState(n.name, n.address, "missing"))
         return out

@@ -8,6 +8,7 @@ as with the docker provider. Reboots go over ssh (`systemctl reboot`, or sysrq `
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,8 @@ def read_static_inventory(path: Path) -> list[Node]:
 class StaticProvider:
     name = "static"
 
-    def up(self, spec: LabSpec, paths: LabPaths) -> LabRecord:
+    def up(self, spec: LabSpec, paths: LabPaths, images: Mapping[str, str] | None = None) -> LabRecord:
+        del images  # bring-your-own hosts: nothing to start from an image
         assert spec.static_inventory is not None
         nodes = read_static_inventory(spec.static_inventory)
         paths.ensure()
