@@ -303,8 +303,11 @@ def parse_container_names(text: str) -> dict[str, str]:
 
 
 def orphan_problems(resources: list[Resource], allocs: list[dict[str, Any]], node: str) -> list[str]:
-    """Resources no live alloc owns: each listed with its owner. Zero is the only good answer."""
+    """Resources no live alloc owns: each listed with its owner. Zero is the only good answer. An
+    alloc dir is the one exception: a terminal alloc the agent still lists (not collected yet) keeps
+    its dir (its logs) until the GC removes dir, record and events together, as Nomad's client."""
     live = {a["id"] for a in allocs if a.get("status") in LIVE}
+    tracked = {a["id"] for a in allocs}
     addresses = {a["network"]["address"]: a["id"] for a in allocs if a.get("status") in LIVE}
     problems = []
     for r in resources:
@@ -313,7 +316,7 @@ def orphan_problems(resources: list[Resource], allocs: list[dict[str, Any]], nod
             if r.owner.startswith("address ")
             else r.owner
         )
-        if owner not in live:
+        if owner not in (tracked if r.kind == "alloc_dir" else live):
             problems.append(f"{node}: orphan {r}")
     return problems
 
