@@ -79,8 +79,8 @@ CATALOGUE: tuple[Bug, ...] = (
         "fieldlab-12-restart-tracker",
         "stale-restart-timer",
         (PAUSE,),
-        r"a second start for one decision",
-        "a restart timer still pending when a recovery restarted the task fires later: a second start",
+        r"a second start for one decision|containers of live allocs changed",
+        "a restart timer pending at a recovery fires later: the healthy container replaced, a second start",
     ),
     Bug(
         "nomad-12216",

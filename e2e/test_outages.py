@@ -17,7 +17,7 @@ from e2e.harness import checkers, history, invariants, probes
 from e2e.harness.cluster import Cluster
 from e2e.harness.faults import Partition, VaultOutage, injected
 from e2e.harness.jobs import SEED_RESTORE, noop_job, read, running_job
-from e2e.harness.waits import ALLOC_RECOVERED, WaitTimeout, wait_until
+from e2e.harness.waits import ALLOC_RECOVERED, FAULT_EFFECT, WaitTimeout, wait_until
 
 # Failed renders the agent must report while Vault is away: more than a runner that gives up after
 # its retries (the agent's noop-runner-dies fault: 3) would make, as a real outage of minutes does.
@@ -87,3 +87,53 @@ def test_a_partitioned_client_comes_back_whole(cluster: Cluster) -> None:
             assert len(cut) == 2, f"the partition did not cut the alloc off both ways: {problems}"
         invariants.wait_invariants(cluster, "the partition healed", [node])
         invariants.final_check(cluster, "the partition", [node], delay=job.restart_delay)
+
+
+@pytest.mark.destructive
+def test_a_recovery_cut_off_by_a_docker_stop_waits_the_engine_out(cluster: Cluster) -> None:
+    """Issue 12: the pause container dies and, while the agent recovers the group's network, dockerd
+    stops (socket too: nothing answers). The recovery must not end in a silent 'running' alloc with
+    no network, nor fail the alloc: it says it is waiting ("Network Recovery Retrying") and completes
+    once docker is back. The same alloc then runs with its network, and every start is explained."""
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
+    with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
+        invariants.wait_invariants(cluster, "the seed job started", [node])
+        alloc = job.current()
+        pause = alloc["network"]["pause_container"]
+        seen = len(agent.events(alloc["id"]))
+
+        def new_events(kind: str) -> tuple[list[dict[str, object]] | None, str]:
+            mine = [e for e in agent.events(alloc["id"])[seen:] if e["type"] == kind]
+            return (mine or None), f"no {kind!r} event yet"
+
+        try:
+            node.run(f"docker kill {pause}")
+            wait_until(lambda: new_events("Restart Signaled"), timeout=FAULT_EFFECT, what="the recovery")
+            node.run("systemctl stop docker.socket docker.service", timeout=120)
+            history.record(history.NOTE, "dockerd stopped during the recovery", node=node.name)
+            retrying = wait_until(
+                lambda: new_events("Network Recovery Retrying"),
+                timeout=FAULT_EFFECT,
+                what="the recovery saying it waits for the engine",
+            )
+        finally:
+            node.run(
+                "systemctl reset-failed docker.service docker.socket; systemctl start docker.socket docker"
+            )
+        history.record(history.NOTE, "dockerd started again", node=node.name)
+        wait_until(
+            lambda: new_events("Network Recovered"), timeout=ALLOC_RECOVERED, what="the recovery completing"
+        )
+        now = job.current()
+        assert now["id"] == alloc["id"], f"the alloc was replaced: {now['id']} replaces {alloc['id']}"
+        failed = [e for e in agent.events(alloc["id"])[seen:] if e["type"] == "Alloc Failed"]
+        assert not failed, f"the alloc failed instead of waiting for docker: {failed}"
+        history.check(
+            "a recovery cut off by a docker stop completed",
+            [],
+            node=node.name,
+            counts={"Network Recovery Retrying events": len(retrying)},
+        )
+        invariants.wait_invariants(cluster, "docker back after the recovery", [node])
+        invariants.final_check(cluster, "a docker stop during a recovery", [node], delay=job.restart_delay)
