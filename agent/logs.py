@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agent.errors import AgentError
 
@@ -63,16 +63,15 @@ def slice_log(size: int, offset: int, limit: int, from_end: bool = False) -> tup
     return start, max(0, min(limit, size - start)), reset
 
 
-class LogSource:
+class LogSource(Protocol):
     """One stream of one task: `read(offset, limit)` -> LogChunk."""
 
     what: str
 
-    def read(self, offset: int, limit: int, from_end: bool = False) -> LogChunk:
-        raise NotImplementedError
+    def read(self, offset: int, limit: int, from_end: bool = False) -> LogChunk: ...
 
 
-class FileLog(LogSource):
+class FileLog:
     """`<task dir>/logs/<stream>`, written by the process drivers."""
 
     def __init__(self, task_dir: Path, stream: str) -> None:
@@ -114,7 +113,7 @@ class FileLog(LogSource):
         return LogChunk(data, start, size, reset)
 
 
-class DockerLog(LogSource):
+class DockerLog:
     """A container's log through the docker SDK (`client()` gives a docker.DockerClient). The
     engine gives a whole stream at a time: the offset is applied here."""
 
@@ -141,7 +140,7 @@ class DockerLog(LogSource):
         return LogChunk(data[start : start + length], start, len(data), reset)
 
 
-class NoLog(LogSource):
+class NoLog:
     """A task with nothing to read yet (a docker task whose container was never created)."""
 
     def __init__(self, what: str) -> None:

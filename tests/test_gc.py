@@ -61,15 +61,13 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-def node(tmp_path: Path) -> tuple[FakeNode, Core]:
-    fake = FakeNode(tmp_path)
-    fake.store._clock = Clock()  # type: ignore[attr-defined]  # each write a second later: a clear age order
+def _agent(fake: FakeNode) -> Core:
+    """An agent on the node, its disk far from the GC thresholds."""
     core = Core(
         fake.store,
         fake.registry,
         fake.network,
-        data_dir=tmp_path / "data",
+        data_dir=fake.root / "data",
         faults=Faults(),
         task_dirs=fake.dirs,
         sweeper=FakeSweeper(fake),
@@ -77,7 +75,14 @@ def node(tmp_path: Path) -> tuple[FakeNode, Core]:
         gc_limits=LIMITS,
     )
     core._alloc_fs_usage = lambda: (10.0, 10.0)  # type: ignore[method-assign]
-    return fake, core
+    return core
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> tuple[FakeNode, Core]:
+    fake = FakeNode(tmp_path)
+    fake.store._clock = Clock()  # type: ignore[attr-defined]  # each write a second later: a clear age order
+    return fake, _agent(fake)
 
 
 def _run_and_stop(core: Core, job: str) -> str:
@@ -123,18 +128,7 @@ def test_a_restore_reads_no_collected_alloc_and_the_gc_finds_terminal_ones_of_ea
     fake, core = node
     done = [_run_and_stop(core, f"old{i}") for i in range(2)]
     (live,) = core.submit(spec("web"), "hcl")["allocs"]
-    again = Core(
-        fake.store,
-        fake.registry,
-        fake.network,
-        data_dir=tmp_path / "data",
-        faults=Faults(),
-        task_dirs=fake.dirs,
-        sweeper=FakeSweeper(fake),
-        offload=run_inline,
-        gc_limits=LIMITS,
-    )
-    again._alloc_fs_usage = lambda: (10.0, 10.0)  # type: ignore[method-assign]
+    again = _agent(fake)  # the agent restarted on the same node
     again.restore()
     assert set(again.runners) == {live}, "restore read terminal allocs"
     listed = {v["id"]: v["status"] for v in again.alloc_views()}
