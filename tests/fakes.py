@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.core import Core
 from agent.decisions import NO_BUGS, Bugs
 from agent.drivers.base import RESTARTED, DriverError, ExitReport, TaskContext, TaskHandle, TaskStatus
 from agent.drivers.registry import DriverRegistry
@@ -278,6 +279,14 @@ class FakeNode:
             bugs=self.bugs,
             dirs=self.dirs,
         )
+
+    def core(self, **overrides: Any) -> Core:
+        """An agent's Core on this node (its store, drivers, network and task dirs); `overrides`
+        are Core's keyword arguments (sweeper, offload, gc_limits, ...)."""
+        from agent.faults import Faults
+
+        kw: dict[str, Any] = {"data_dir": self.root / "data", "faults": Faults(), "task_dirs": self.dirs}
+        return Core(self.store, self.registry, self.network, **{**kw, **overrides})
 
     def runner(self, record: AllocRecord, job_group: tuple[object, object]) -> AllocRunner:
         from agent.model import Group, Job

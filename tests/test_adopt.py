@@ -15,7 +15,6 @@ import pytest
 
 from agent.core import Core
 from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_MANAGED, LABEL_ROLE, LABEL_TASK
-from agent.faults import Faults
 from agent.routes import build_routes
 from agent.runner.adopt import (
     EVENT_ADOPTED,
@@ -179,14 +178,7 @@ def _lost_state_node(tmp_path: Path) -> FakeNode:
 
 
 def _core(node: FakeNode, tasks: FakeNodeTasks, sweeper: RecordingSweeper) -> Core:
-    core = Core(
-        node.store,
-        node.registry,
-        node.network,
-        data_dir=node.root / "data",
-        faults=Faults(),
-        task_dirs=node.dirs,
-    )
+    core = node.core()
     core.adoption.node = tasks
     core.sweeper = sweeper  # type: ignore[assignment]
     return core

@@ -28,7 +28,6 @@ from agent.config import Config, TLSConfig
 from agent.core import Core
 from agent.drivers.base import TaskHandle
 from agent.errors import AgentError
-from agent.faults import Faults
 from agent.routes import build_routes
 from tests.fakes import FakeNode
 from tests.pki import Issued, TestCA
@@ -427,14 +426,7 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agent]:
     ):
         monkeypatch.delenv(key, raising=False)
     node = FakeNode(tmp_path)
-    core = Core(
-        node.store,
-        node.registry,
-        node.network,
-        data_dir=node.root / "data",
-        faults=Faults(),
-        task_dirs=node.dirs,
-    )
+    core = node.core()
     threading.Thread(target=core.run_loop, daemon=True).start()
     ca = TestCA(tmp_path)
     srv = ca.issue("client1.agent.fieldlab", server=True)

@@ -11,7 +11,6 @@ import pytest
 
 from agent.core import Core
 from agent.decisions import GcCandidate, GcLimits, plan_gc
-from agent.faults import Faults
 from agent.offload import run_inline
 from agent.records import AllocStatus
 from tests.fakes import FakeNode, FakeSweeper
@@ -63,17 +62,7 @@ class Clock:
 
 def _agent(fake: FakeNode) -> Core:
     """An agent on the node, its disk far from the GC thresholds."""
-    core = Core(
-        fake.store,
-        fake.registry,
-        fake.network,
-        data_dir=fake.root / "data",
-        faults=Faults(),
-        task_dirs=fake.dirs,
-        sweeper=FakeSweeper(fake),
-        offload=run_inline,
-        gc_limits=LIMITS,
-    )
+    core = fake.core(sweeper=FakeSweeper(fake), offload=run_inline, gc_limits=LIMITS)
     core._alloc_fs_usage = lambda: (10.0, 10.0)  # type: ignore[method-assign]
     return core
 

@@ -13,7 +13,6 @@ import pytest
 
 from agent import core as core_module
 from agent.core import Core
-from agent.faults import Faults
 from agent.jobcodec import MODEL_VERSION, JobCodecError, decode_job, encode_job
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.offload import run_inline
@@ -82,16 +81,7 @@ def test_a_canonical_form_that_does_not_fit_is_refused_saying_where(canonical: A
 
 
 def _core(fake: FakeNode, tmp_path: Path) -> Core:
-    return Core(
-        fake.store,
-        fake.registry,
-        fake.network,
-        data_dir=tmp_path / "data",
-        faults=Faults(),
-        task_dirs=fake.dirs,
-        sweeper=FakeSweeper(fake),
-        offload=run_inline,
-    )
+    return fake.core(sweeper=FakeSweeper(fake), offload=run_inline)
 
 
 def test_restore_rebuilds_jobs_without_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,6 @@ from agent import api as agent_api
 from agent import routes
 from agent.core import Core
 from agent.drivers.base import TaskHandle
-from agent.faults import Faults
 from agent.routes import build_routes
 from tests.fakes import FakeNode
 
@@ -80,14 +79,7 @@ class Api:
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
     node = FakeNode(tmp_path)
-    core = Core(
-        node.store,
-        node.registry,
-        node.network,
-        data_dir=node.root / "data",
-        faults=Faults(),
-        task_dirs=node.dirs,
-    )
+    core = node.core()
     threading.Thread(target=core.run_loop, daemon=True).start()
     yield Api(node, core)
     core.stop()
@@ -390,14 +382,7 @@ def test_adopted_allocs_are_listed_by_job_and_node_read_but_never_acted_on(tmp_p
     from tests.test_adopt import CGROUPS, CONTAINERS, D, FakeNodeTasks, RecordingSweeper, _lost_state_node
 
     node = _lost_state_node(tmp_path)
-    core = Core(
-        node.store,
-        node.registry,
-        node.network,
-        data_dir=node.root / "data",
-        faults=Faults(),
-        task_dirs=node.dirs,
-    )
+    core = node.core()
     core.adoption.node = FakeNodeTasks(list(CONTAINERS), list(CGROUPS))
     core.sweeper = RecordingSweeper()  # type: ignore[assignment]
     core.restore()
