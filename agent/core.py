@@ -1,21 +1,24 @@
 """The agent's core: one main loop owns every alloc runner. The API, the drivers' exit reports and
 timers only put work on its queue, so no two changes to an alloc ever race.
+
+The Core keeps the loop, the jobs and their allocs (submit, stop, replacements) and the orphan
+sweeps. Two larger steps it runs on the loop have their own modules: the startup restore
+(agent.restore) and the garbage collection of terminal allocs (agent.gc); the Core's `restore`,
+`gc`, `start_periodic_gc` and `purge_job` hand over to them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import heapq
 import itertools
 import logging
-import os
 import queue
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,32 +26,25 @@ from typing import Any, TypeVar
 
 from agent.config import DEFAULT_TOKEN_ROLE
 from agent.consul import ConsulClient, ConsulData
-from agent.decisions import (
-    GcCandidate,
-    GcLimits,
-    ObservedAlloc,
-    plan_gc,
-    plan_orphan_sweep,
-    plan_owed_replacements,
-)
-from agent.drivers.base import LABEL_GROUP, LABEL_JOB
+from agent.decisions import GcLimits, plan_orphan_sweep
 from agent.drivers.registry import DriverRegistry
-from agent.errors import AgentError
+from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.faults import Faults
-from agent.jobcodec import JobCodecError, decode_job, encode_job
+from agent.gc import TERMINAL_STATUSES, GarbageCollector, GcReport, alloc_fs_usage
+from agent.jobcodec import encode_job
 from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
 from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
-from agent.network import iptables
 from agent.network.base import Network
 from agent.offload import Offload, threaded
-from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, RecordError
+from agent.records import AllocRecord, DesiredStatus, PortAlloc, RecordError
+from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner, RunnerDeps
 from agent.runner.services import ServiceRegistrar
 from agent.runner.taskdirs import TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
-from agent.state import StateStore, drop_alloc
+from agent.state import StateStore
 from agent.sweeper import Sweeper, SweepReport
 from agent.templates.render import ConsulSource, check_template
 from agent.templates.runner import TemplateDeps
@@ -58,36 +54,7 @@ T = TypeVar("T")
 
 DYNAMIC_PORTS = range(20000, 32000)
 LOOP_IDLE = 1.0  # the loop wakes at least this often to run due timers
-RESTORE_PARALLEL = 8  # allocs observed at once at restore
 STOP_POLL = 0.05  # seconds between looks at allocs being stopped (await_stopped)
-
-
-LIVE_STATUSES = ("pending", "running")
-TERMINAL_STATUSES = ("complete", "failed")
-
-
-@dataclass(frozen=True)
-class GcReport:
-    collected: list[str]
-    jobs_purged: list[str]
-    disk_used: float  # percent, after
-    inodes_used: float
-
-
-class NotFound(AgentError):
-    pass
-
-
-class Conflict(AgentError):
-    pass
-
-
-class NotRun(AgentError):
-    """The request was withdrawn before the main loop took it: nothing was done (HTTP 503)."""
-
-
-class InProgress(AgentError):
-    """The request was started and has not finished yet: its outcome is unknown (HTTP 504)."""
 
 
 def parse_submission(
@@ -200,6 +167,8 @@ class Core:
         self.sweeps = 0  # sweeps done since start: the e2e suites wait for one to have run
         # Allocs found running after the state DB was lost: kept, listed, stopped on request only.
         self.adoption = Adoption(store, node_of(drivers))
+        self.restorer = Restore(self)
+        self.collector = GarbageCollector(self, usage=self._alloc_fs_usage)
 
     # -- loop ----------------------------------------------------------------------------------
     def call(self, fn: Callable[[], T], timeout: float = 120.0) -> T:
@@ -277,167 +246,10 @@ class Core:
         if runner is not None:
             runner.on_task_exit(handle_id)
 
-    # -- startup restore -----------------------------------------------------------------------
+    # -- startup restore (agent.restore) -------------------------------------------------------
     def restore(self) -> None:
-        t0 = time.monotonic()
-        jobs = self.store.list("job")
-        for bad in jobs.corrupt:
-            log.error("state: job %s unreadable (%s): its allocs cannot be restored", bad.key, bad.reason)
-        for job_id, job_rec in jobs.records.items():
-            job = self._restore_job(job_id, job_rec)
-            if job is not None:
-                self.jobs[job_id] = job
-        # Only what restore acts on is read (the status column is indexed): live allocs, failed ones
-        # whose replacement is owed, and unreadable ones. Terminal history costs nothing here.
-        live = self.store.list("alloc", LIVE_STATUSES)
-        owed = self.store.list("alloc", ("failed",), flag="replace_pending")
-        corrupt = {bad.key: bad for bad in [*live.corrupt, *owed.corrupt]}
-        unreadable = [(bad.key, bad.reason) for bad in corrupt.values()]
-        records: list[AllocRecord] = []
-        for alloc_id, raw in {**live.records, **owed.records}.items():
-            try:
-                records.append(AllocRecord.from_record(raw, alloc_id))
-            except RecordError as exc:
-                unreadable.append((alloc_id, exc.reason))
-        for key, reason in unreadable:
-            log.error("state: alloc %s unreadable (%s): replacing it", key, reason)
-            self.store.append_event(key, "", "Restore Failed", f"alloc record unreadable: {reason}")
-        observed = self._observe_all([r for r in records if r.live])
-        for rec in records:
-            if rec.live:
-                self._restore_alloc(rec, observed.get(rec.id))
-        for alloc_id, _ in unreadable:
-            self._replace_unreadable(alloc_id)
-        self._start_owed_replacements(records)
-        self.restore_seconds = time.monotonic() - t0
-        log.info("restored %d alloc(s) in %.2fs", len(self.runners), self.restore_seconds)
-        self.adoption.restore(self.runners)  # when the state DB was lost: what runs is adopted, not swept
-        self.sweep()
-
-    def _restore_job(self, job_id: str, job_rec: dict[str, Any]) -> Job | None:
-        """The job from its canonical form (no parsing); a record from before canonical forms, or of
-        another model version, is parsed from its source once and rewritten in canonical form."""
-        try:
-            return decode_job(job_rec.get("canonical"))
-        except JobCodecError as exc:
-            log.info("state: job %s: %s; parsing its source once", job_id, exc)
-        try:
-            job = parse_jobspec(
-                job_rec["source"],
-                source=f"state:job/{job_id}",
-                fmt=job_rec.get("format"),
-                variables=job_rec.get("variables") or {},
-                limits=self.limits,
-                files=job_rec.get("files") or {},
-            ).job
-        except (JobspecError, KeyError, TypeError) as exc:
-            log.error("state: job %s does not parse any more: %s", job_id, exc)
-            return None
-        self.store.put("job", job_id, {**job_rec, "canonical": encode_job(job)})
-        return job
-
-    def _observe_all(self, records: list[AllocRecord]) -> dict[str, ObservedAlloc]:
-        """What is on the node for every running alloc, looked at concurrently (docker inspects, CNI
-        CHECK, netns reads: reads only, independent per alloc). One that cannot be observed is
-        left out: its own restore observes it again and fails it with the reason."""
-        runners = []
-        for rec in records:
-            job = self.jobs.get(rec.job)
-            group = next((g for g in job.groups if g.name == rec.group), None) if job else None
-            if job and group and rec.status is AllocStatus.RUNNING and rec.desired is DesiredStatus.RUN:
-                runners.append(AllocRunner(self.deps, rec, job, group))
-        if len(runners) < 2:
-            return {}
-
-        def look(runner: AllocRunner) -> tuple[str, ObservedAlloc | None]:
-            try:
-                return runner.id, runner.observe()
-            except Exception as exc:
-                log.warning("alloc=%s: observing at restore failed: %s", runner.id[:8], exc)
-                return runner.id, None
-
-        # One iptables-save for all of them (each alloc's portmap check reads the nat table).
-        with (
-            iptables.one_snapshot(),
-            ThreadPoolExecutor(RESTORE_PARALLEL, thread_name_prefix="restore") as pool,
-        ):
-            return {a: obs for a, obs in pool.map(look, runners) if obs is not None}
-
-    def _restore_alloc(self, rec: AllocRecord, observed: ObservedAlloc | None = None) -> None:
-        """One live alloc: restored; one the agent was killed while setting up (pending) set up
-        again; one it was killed while stopping (desired stop) stopped."""
-        job = self.jobs.get(rec.job)
-        group = next((g for g in job.groups if g.name == rec.group), None) if job else None
-        if job is None or group is None:
-            log.error("alloc=%s: job %s or group %s unknown; cannot restore", rec.id[:8], rec.job, rec.group)
-            return
-        runner = AllocRunner(self.deps, rec, job, group)
-        self.runners[rec.id] = runner
-        try:
-            if rec.desired is DesiredStatus.STOP:
-                runner.event("", "Stop Resumed", "the agent was killed while stopping the alloc")
-                runner.stop(rec.reason or "job stopped")
-            elif rec.status is AllocStatus.PENDING:
-                runner.resume_setup()
-            else:
-                runner.restore(observed)
-        except Exception as exc:
-            log.exception("alloc=%s: restore failed", rec.id[:8])
-            runner.fail(f"restore failed: {exc}")
-
-    def _start_owed_replacements(self, records: list[AllocRecord]) -> None:
-        """Failed allocs whose replacement was still on a timer when the agent was killed: replaced
-        now, once (plan_owed_replacements: one already replaced only gets its record completed)."""
-        by_id = {r.id: r for r in records}
-        for owed in plan_owed_replacements(records):
-            rec = by_id[owed.failed]
-            job = self.jobs.get(rec.job)
-            if job is None or not any(g.name == rec.group for g in job.groups):
-                log.error(
-                    "alloc=%s: replacement owed but job %s or group %s unknown",
-                    rec.id[:8],
-                    rec.job,
-                    rec.group,
-                )
-                continue
-            failed = AllocRunner(self.deps, rec, job, next(g for g in job.groups if g.name == rec.group))
-            self.runners.setdefault(rec.id, failed)
-            if owed.existing:
-                failed.state.save(replaced_by=owed.existing, replace_pending=False)
-                failed.event(
-                    "",
-                    "Replaced",
-                    f"replaced by alloc {owed.existing}: {rec.reason} (started before the agent was "
-                    "killed, recorded at restore)",
-                )
-                continue
-            self._start_replacement(failed, f"{rec.reason} (replacement owed at restore)")
-
-    def _replace_unreadable(self, alloc_id: str) -> None:
-        """An alloc whose record cannot be read: its containers' labels still say which job and
-        group it ran, so a replacement starts; the sweeper then removes the old containers."""
-        labels = self._labels_of(alloc_id)
-        job = self.jobs.get(labels.get(LABEL_JOB, "")) if labels else None
-        group = labels.get(LABEL_GROUP, "") if labels else ""
-        if job is None or not any(g.name == group for g in job.groups):
-            log.error(
-                "alloc=%s: unreadable and no job/group known from its containers; nothing to replace",
-                alloc_id[:8],
-            )
-            return
-        self.store.delete("alloc", alloc_id)
-        new = self._new_alloc(job, group, replaces=alloc_id)
-        self.store.append_event(
-            alloc_id, "", "Replaced", f"replaced by alloc {new.id}: its record was unreadable"
-        )
-
-    def _labels_of(self, alloc_id: str) -> dict[str, str] | None:
-        """Who an alloc was (job, group), from the labels a driver put on its tasks."""
-        for d in self.drivers.all().values():
-            labels = d.alloc_labels(alloc_id)
-            if labels:
-                return labels
-        return None
+        """The allocs of the last run picked up again, then adoption and the orphan sweep."""
+        self.restorer.restore()
 
     # -- orphans -------------------------------------------------------------------------------
     def live_allocs(self) -> set[str]:
@@ -493,104 +305,20 @@ class Core:
         """Every alloc with a record (live or terminal): its alloc dir waits for the GC."""
         return {row.key for row in self.store.index("alloc", (*LIVE_STATUSES, *TERMINAL_STATUSES))}
 
-    # -- garbage collection of terminal allocs -------------------------------------------------------
+    # -- garbage collection of terminal allocs (agent.gc) --------------------------------------
     def gc(self, *, force: bool = False) -> GcReport:
-        """Collect terminal allocs as Nomad's client GC does (agent.decisions.plan_gc): each one's
-        records, events and alloc dir go together; then the jobs none of whose allocs is left.
-        Never an alloc whose replacement is owed or that still has a step off the loop."""
-        rows = self.store.index("alloc", TERMINAL_STATUSES)
-        keep = {
-            a
-            for a, r in self.runners.items()
-            if r.rec.live or r.rec.replace_pending or r.serial.busy or r.serial.waiting
-        }
-        tracked = len(rows) + sum(1 for r in self.runners.values() if r.rec.live)
-        left = {row.key: row for row in rows if row.key not in keep}
-        collected: list[str] = []
-        jobs: set[str] = set()
-        disk, inodes = self._alloc_fs_usage()
-        for _ in range(len(left) + 1):  # each pass collects at least one, or ends
-            candidates = [GcCandidate(k, row.updated_at) for k, row in left.items()]
-            todo = plan_gc(
-                candidates,
-                tracked - len(collected),
-                self.gc_limits,
-                disk_used=disk,
-                inodes_used=inodes,
-                force=force,
-            )
-            if not todo:
-                break
-            for alloc_id in todo:
-                jobs.add(self._collect(alloc_id))
-                collected.append(alloc_id)
-                left.pop(alloc_id, None)
-            disk, inodes = self._alloc_fs_usage()
-        purged = self._purge_jobs_without_allocs(jobs - {""})
-        if collected:
-            log.info("GC: collected %d terminal alloc(s), %d job(s)", len(collected), len(purged))
-        return GcReport(collected, purged, disk, inodes)
-
-    def _collect(self, alloc_id: str) -> str:
-        """Remove one terminal alloc for good; the job it belonged to."""
-        runner = self.runners.pop(alloc_id, None)
-        job = runner.job.id if runner else ""
-        if not job:
-            with contextlib.suppress(AgentError):
-                job = str((self.store.get("alloc", alloc_id) or {}).get("job", ""))
-        drop_alloc(self.store, alloc_id)
-        self.deps.task_dirs.remove(self.deps.data_dir / "alloc" / alloc_id)
-        return job
-
-    def _purge_jobs_without_allocs(self, candidates: set[str]) -> list[str]:
-        if not candidates:
-            return []
-        remaining = {str(r.get("job", "")) for r in self.store.list("alloc").records.values()}
-        purged = sorted(
-            j for j in candidates if (j not in remaining and j in self.jobs) or j not in remaining
-        )
-        for job_id in purged:
-            self.store.delete("job", job_id)
-            self.jobs.pop(job_id, None)
-        return purged
+        return self.collector.gc(force=force)
 
     def _alloc_fs_usage(self) -> tuple[float, float]:
-        """Percent of blocks and of inodes used on the filesystem of the alloc dirs."""
-        where = self.deps.data_dir / "alloc"
-        try:
-            st = os.statvfs(where if where.exists() else self.deps.data_dir)
-        except OSError:
-            return 0.0, 0.0
-        disk = 100.0 * (st.f_blocks - st.f_bavail) / st.f_blocks if st.f_blocks else 0.0
-        inodes = 100.0 * (st.f_files - st.f_favail) / st.f_files if st.f_files else 0.0
-        return disk, inodes
+        """What the GC measures (agent.gc.alloc_fs_usage); the GC's tests replace it."""
+        return alloc_fs_usage(self.deps.data_dir)
 
     def start_periodic_gc(self, interval: float) -> None:
-        def tick() -> None:
-            try:
-                self.gc()
-            finally:
-                self.schedule(interval, tick)
-
-        self.schedule(interval, tick)
+        self.collector.start_periodic_gc(interval)
 
     def purge_job(self, job_id: str) -> list[str]:
         """`job stop -purge`: once the job's allocs are stopped, they and the job are removed."""
-        if job_id not in self.jobs:
-            raise NotFound(f"no job {job_id}")
-        mine = [a for a, r in self.runners.items() if r.job.id == job_id]
-        busy = [a for a in mine if self.runners[a].rec.live or self.runners[a].serial.busy]
-        if busy:
-            raise Conflict(f"job {job_id}: alloc(s) {', '.join(b[:8] for b in busy)} still stopping")
-        for a in mine:
-            self._collect(a)
-        for row in self.store.index("alloc", TERMINAL_STATUSES):  # those of earlier agent runs
-            rec = self.store.get("alloc", row.key) or {}
-            if rec.get("job") == job_id:
-                self._collect(row.key)
-        self.store.delete("job", job_id)
-        self.jobs.pop(job_id, None)
-        return mine
+        return self.collector.purge_job(job_id)
 
     # -- jobs ----------------------------------------------------------------------------------
     def submit(

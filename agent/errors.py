@@ -16,3 +16,19 @@ class ConfigError(AgentError):
         self.reason = reason
         where = f"{path}: {key}" if key else path
         super().__init__(f"{where}: {reason}")
+
+
+class NotFound(AgentError):
+    """A request names a job, alloc or task the agent does not have (HTTP 404)."""
+
+
+class Conflict(AgentError):
+    """A request conflicts with what the agent holds (HTTP 409)."""
+
+
+class NotRun(AgentError):
+    """The request was withdrawn before the main loop took it: nothing was done (HTTP 503)."""
+
+
+class InProgress(AgentError):
+    """The request was started and has not finished yet: its outcome is unknown (HTTP 504)."""

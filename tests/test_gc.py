@@ -63,7 +63,7 @@ class Clock:
 def _agent(fake: FakeNode) -> Core:
     """An agent on the node, its disk far from the GC thresholds."""
     core = fake.core(sweeper=FakeSweeper(fake), offload=run_inline, gc_limits=LIMITS)
-    core._alloc_fs_usage = lambda: (10.0, 10.0)  # type: ignore[method-assign]
+    core.collector.usage = lambda: (10.0, 10.0)
     return core
 
 
@@ -131,5 +131,5 @@ def test_disk_over_its_threshold_collects_until_it_is_under(node: tuple[FakeNode
     _, core = node
     done = [_run_and_stop(core, f"old{i}") for i in range(3)]
     usage = iter([(95.0, 10.0), (90.0, 10.0), (50.0, 10.0)])
-    core._alloc_fs_usage = lambda: next(usage)  # type: ignore[method-assign]
+    core.collector.usage = lambda: next(usage)
     assert core.gc().collected == done[:2]  # measured again after each: under after two

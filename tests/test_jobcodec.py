@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent import core as core_module
+from agent import restore as restore_module
 from agent.core import Core
 from agent.jobcodec import MODEL_VERSION, JobCodecError, decode_job, encode_job
 from agent.jobspec import JobspecError, parse_jobspec
@@ -92,7 +92,7 @@ def test_restore_rebuilds_jobs_without_parsing(tmp_path: Path, monkeypatch: pyte
     def no_parsing(*args: object, **kwargs: object) -> None:
         raise AssertionError("restore parsed a jobspec")
 
-    monkeypatch.setattr(core_module, "parse_jobspec", no_parsing)
+    monkeypatch.setattr(restore_module, "parse_jobspec", no_parsing)
     again = _core(fake, tmp_path)
     again.restore()
     assert again.jobs["web"] == first.jobs["web"]
