@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import random
+import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +95,17 @@ class TaskTemplates:
         self.fetches = 0  # Vault/Consul requests made by render passes (no thundering herd: one per secret)
         self._last_used: set[str] = set()  # the secrets the last pass read: the next one prefetches them
         self._rendering = False  # a periodic pass is off the main loop
+        # Timings for `make bench-templates`: when the periodic pass whose change is owed began, its
+        # off-loop length, and per delivered action the seconds from that pass's start (the agent
+        # set out to re-read the secret) to the action (signal sent, script started).
+        self._owed_since: float | None = None
+        self.pass_seconds: deque[float] = deque(maxlen=1000)
+        self.action_latencies: deque[float] = deque(maxlen=1000)
+        # ... and from the end of the pass's prefetch (the secrets are in hand) to the action: the
+        # agent's own part, without the secrets engine's (a PKI issue generates a key).
+        self._fetched_at: float | None = None
+        self._owed_fetched: float | None = None
+        self.after_fetch_latencies: deque[float] = deque(maxlen=1000)
 
     # -- persisted states ----------------------------------------------------------------------
     def _key(self, dest: str) -> str:
@@ -132,6 +145,7 @@ class TaskTemplates:
         re-renders on the data already fetched: a no-op render). Returns (destination, sha256,
         changed) of each render, in order."""
         prefetch(ctx, self._last_used, PREFETCH_PARALLEL)
+        self._fetched_at = time.monotonic()
         out = []
         for _pass in range(2):
             for tpl in self.t.templates:
@@ -181,9 +195,11 @@ class TaskTemplates:
             self._failed(exc)
             return
         self._rendering = True
+        started = time.monotonic()
 
         def done(result: object, exc: Exception | None) -> None:
             self._rendering = False
+            self.pass_seconds.append(time.monotonic() - started)
             if self.dead or not self.r.alloc_running():
                 return
             if exc is not None:
@@ -191,7 +207,8 @@ class TaskTemplates:
                 return
             try:
                 assert isinstance(result, list)
-                self._apply(ctx, result)
+                if self._apply(ctx, result) and self._owed_since is None:
+                    self._owed_since, self._owed_fetched = started, self._fetched_at
             except Exception as failure:
                 self._failed(failure)
                 return
@@ -228,6 +245,7 @@ class TaskTemplates:
     # -- actions -------------------------------------------------------------------------------
     def task_started(self) -> None:
         """The task's process started and read the templates: nothing is owed to it."""
+        self._owed_since = self._owed_fetched = None
         self.save(on_task_started(self.states()))
 
     def act_after_splay(self) -> None:
@@ -259,6 +277,12 @@ class TaskTemplates:
         self.save(on_delivered(states, plan, last_event_wins=lew))
 
     def _deliver(self, plan: Plan, running: bool, handle_ready: bool = True) -> None:
+        if self._owed_since is not None:
+            now = time.monotonic()
+            self.action_latencies.append(now - self._owed_since)
+            if self._owed_fetched is not None:
+                self.after_fetch_latencies.append(now - self._owed_fetched)
+            self._owed_since = self._owed_fetched = None
         for sig in plan.signals:
             self.r.event(self.t.name, "Signaling", f"Template re-rendered; sending {sig}")
             if running:
