@@ -24,8 +24,8 @@ from urllib.parse import unquote
 
 from agent.api import Handler, Response, json_response, query_params
 from agent.apiviews import alloc_counts, job_view
-from agent.core import Conflict, Core, InProgress, NotFound, NotRun, parse_submission
-from agent.errors import AgentError
+from agent.core import Core, parse_submission
+from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.jobspec import JobspecError
 from agent.jobspec.hclvars import parse_var_file
 from agent.logs import STREAMS, LogsGone, LogSource, LogsUnavailable, adopted_log_source, log_source, read_log

@@ -284,7 +284,7 @@ def test_no_sweep_while_the_lost_state_could_not_be_matched_against_the_node(tmp
 
 
 def test_a_healthy_store_adopts_nothing_and_a_managed_alloc_is_not_stopped_as_one(tmp_path: Path) -> None:
-    from agent.core import Conflict
+    from agent.errors import Conflict
 
     node = FakeNode(tmp_path)
     tasks = FakeNodeTasks(list(CONTAINERS), list(CGROUPS))
