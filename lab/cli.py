@@ -80,8 +80,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         with timings.phase("inventory"):
             inv = write_inventory(record, paths)
         if not args.no_provision:
-            baked = bake is not None and not existed and _runs_baked(provider, record, bake.tags)
-            recap = _provision_baked(paths, digest, timings) if baked else _provision(paths, digest, timings)
+            # Nodes on the current bake (fresh, or a running lab whose baked inputs are unchanged)
+            # need only the per-lab work; otherwise, or with --full, every role (site.yml).
+            baked = bake is not None and not args.full and _runs_baked(provider, record, bake.tags)
+            recap = (
+                _provision_baked(paths, digest, timings, running=existed)
+                if baked
+                else _provision(paths, digest, timings)
+            )
             say(f"provisioned: ok={recap.ok} changed={recap.changed}")
     except BaseException:
         timings.write(paths.timings) if paths.state_dir.exists() else None
@@ -159,13 +165,16 @@ def _provision(paths: LabPaths, digest: str, timings: Timings) -> Any:
         raise
 
 
-def _provision_baked(paths: LabPaths, digest: str, timings: Timings) -> Any:
-    """The per-lab work on freshly baked nodes: OpenBao and its PKI on the server while the rest
-    (Consul detection, workload images loaded, agent package) runs beside it; then the agents'
-    credentials and service, which need both."""
+def _provision_baked(paths: LabPaths, digest: str, timings: Timings, *, running: bool = False) -> Any:
+    """The per-lab work on baked nodes: OpenBao and its PKI on the server while the rest (Consul
+    detection, workload images loaded, agent package) runs beside it; then the agents' credentials
+    and service, which need both. On a running lab (`running`: a converge) a new agent package
+    restarts the agent at once, as site.yml would."""
     from lab.playbook import PlayTimer, Recap, run_playbook
 
     extra = {"fieldlab_agent_wheel_hash": digest}
+    if running:
+        extra["fieldlab_agent_service_manage"] = "true"
     parent = "provision: per-lab work (in parallel)"
     branches = [("vault.yml", "[server]"), ("prepare.yml", "[nodes]")]
     recaps: list[Recap] = []
@@ -489,6 +498,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--inventory", default=os.environ.get("INVENTORY"), help="static provider: your inventory"
     )
     up.add_argument("--no-provision", action="store_true", help="only create nodes and the inventory")
+    up.add_argument(
+        "--full",
+        action="store_true",
+        default=os.environ.get("FULL") == "1",
+        help="run every role (site.yml) even on nodes of the current bake: repairs drift on a running"
+        " lab (env FULL=1)",
+    )
     up.add_argument(
         "--no-bake",
         action="store_true",
