@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scripts.benchlib import AGENT_START, Figure, record
 from tests.agent_lab import AgentLab, Daemon, build_workload_images, why_not_ready
 from tests.pki import TestCA
 
@@ -201,12 +202,18 @@ def _extra_rows(
     row = _restart_row(d, f"{n} running + {HISTORY} terminal", n)
     rows.append(row)
     print(f"  restore with history / without: {row[1] / base:.2f}x (target <= 1.20)", flush=True)
+    record(Figure(f"agent: restore {n} running + {HISTORY} terminal", row[1], "s", "", AGENT_START))
+    record(Figure("agent: restore with history / without", row[1] / base, "x", "<= 1.20x"))
+    record(Figure(f"agent: GET /v1/allocations p50, {HISTORY} terminal", row[3], "ms", ""))
+    record(Figure(f"agent: RSS, {n} running + {HISTORY} terminal", row[6], "MB", ""))
     t0 = time.monotonic()
     for i in range(JOBS):
         d.api.request("POST", "/v1/jobs", {"jobspec": EMPTY_JOB.format(i=i)})
     took = time.monotonic() - t0
     print(f"  submitted {JOBS} jobs in {took:.1f}s ({JOBS / took:.0f}/s)", flush=True)
-    rows.append(_restart_row(d, f"{n} running + {JOBS} jobs", n))
+    jobs_row = _restart_row(d, f"{n} running + {JOBS} jobs", n)
+    rows.append(jobs_row)
+    record(Figure(f"agent: restore {n} running + {JOBS} jobs", jobs_row[1], "s", "", AGENT_START))
     for i in range(JOBS):
         d.api.request("DELETE", f"/v1/job/stored-{i}")
     return rows
@@ -242,6 +249,13 @@ def run(sizes: list[int]) -> int:
             running = sum(a["status"] == "running" for a in allocs)
             rss = _rss_mb(d.proc.pid) if d.proc else 0.0
             rows.append((n, setup, restore, wall, running, restarts, rss))
+            record(
+                Figure(
+                    f"agent: restore {n} running", restore, "s", "<= 1.0 s" if n == 50 else "", AGENT_START
+                )
+            )
+            record(Figure(f"agent: RSS, {n} running", rss, "MB", "<= 60 MB" if n == 50 else ""))
+            record(Figure(f"agent: task restarts by the restore, {n} running", restarts, "count", "0"))
             print(
                 f"  {n:>3} allocs: started in {setup:6.1f}s; after restart: restore {restore:5.2f}s, "
                 f"agent up in {wall:5.2f}s, {running}/{n} running, task restarts {restarts}, "
