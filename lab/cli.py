@@ -80,14 +80,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         with timings.phase("inventory"):
             inv = write_inventory(record, paths)
         if not args.no_provision:
-            # Nodes on the current bake (fresh, or a running lab whose baked inputs are unchanged)
-            # need only the per-lab work; otherwise, or with --full, every role (site.yml).
-            baked = bake is not None and not args.full and _runs_baked(provider, record, bake.tags)
-            recap = (
-                _provision_baked(paths, digest, timings, running=existed)
-                if baked
-                else _provision(paths, digest, timings)
-            )
+            on_bake = bake is not None and _runs_baked(provider, record, bake.tags)
+            if provision_plan(on_bake=on_bake, full=args.full) == "per-lab":
+                recap = _provision_baked(paths, digest, timings, running=existed)
+            else:
+                recap = _provision(paths, digest, timings)
             say(f"provisioned: ok={recap.ok} changed={recap.changed}")
     except BaseException:
         timings.write(paths.timings) if paths.state_dir.exists() else None
@@ -143,6 +140,15 @@ def _nodes_and_wheelhouse(
         digest = fut.result()
         top.detail = f"{len(record.nodes)} nodes, wheelhouse {digest}"
     return record, digest
+
+
+def provision_plan(*, on_bake: bool, full: bool) -> str:
+    """What `lab up` runs on the nodes: "per-lab" (OpenBao, PKI, AppRoles, agent config and
+    package) when every node runs the current bake, fresh or a running lab whose baked inputs are
+    unchanged (the bake already ran the other roles from those inputs); "every role" (site.yml) on
+    bare nodes, on nodes of an older bake (a baked role changed: converge applies it), or when asked
+    (--full: repairs drift on a running lab)."""
+    return "per-lab" if on_bake and not full else "every role"
 
 
 def _runs_baked(provider: Any, record: LabRecord, tags: dict[str, str]) -> bool:

@@ -181,3 +181,13 @@ def test_the_suite_wrappers_run_what_the_make_targets_run() -> None:
     argv = cli.report_argv(_parse("report", "e2e/reports/run1"))
     assert argv[:3] == [py, "-m", "e2e.harness.report"] and argv[3].endswith("e2e/reports/run1")
     assert Path(argv[3]).is_absolute()
+
+
+def test_lab_up_runs_every_role_unless_every_node_is_on_the_current_bake_and_no_full_run_is_asked() -> None:
+    from lab.cli import provision_plan
+
+    assert provision_plan(on_bake=True, full=False) == "per-lab"
+    assert provision_plan(on_bake=False, full=False) == "every role"  # bare nodes, or an older bake
+    assert provision_plan(on_bake=True, full=True) == "every role"  # --full: drift repaired
+    args = cli.build_parser().parse_args(["lab", "up", "--full"])
+    assert args.full is True
