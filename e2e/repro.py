@@ -229,10 +229,21 @@ def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Hal
 
 
 def print_list() -> None:
-    print(f"{'bug':<22} {'fault flag':<32} scenario")
+    wid = max(len(b.id) for b in CATALOGUE) + 1
+    wflag = max(len(b.flag) for b in CATALOGUE) + 1
+    print(f"{'bug':<{wid}} {'fault flag':<{wflag}} scenario")
     for b in CATALOGUE:
-        print(f"{b.id:<22} {b.flag:<32} {', '.join(b.tests)}")
-        print(f"{'':<22} symptom: {b.what}")
+        print(f"{b.id:<{wid}} {b.flag:<{wflag}} {', '.join(b.tests)}")
+        print(f"{'':<{wid}} symptom: {b.what}")
+
+
+def markdown_table() -> str:
+    """The catalogue as docs/field-bugs.md shows it (`make repro BUG=list MARKDOWN=1` prints it)."""
+    rows = ["| bug | fault flag | field symptom | scenario (under e2e/) |", "|---|---|---|---|"]
+    for b in CATALOGUE:
+        tests = "<br>".join(f"`{t}`" for t in b.tests)
+        rows.append(f"| {b.id} | `{b.flag}` | {b.what.replace('|', '/')} | {tests} |")
+    return "\n".join(rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,9 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lab", default="default")
     ap.add_argument("--loops", type=int, default=2, help="agent restarts in the template scenarios")
     ap.add_argument("--report-dir", default="", help="where the runs' directories go")
+    ap.add_argument("--markdown", action="store_true", help="list: as the table in docs/field-bugs.md")
     args = ap.parse_args(argv)
     if args.bug == "list":
-        print_list()
+        print(markdown_table(), end="") if args.markdown else print_list()
         return 0
     if args.bug != "all" and args.bug not in BUGS:
         print(
