@@ -153,7 +153,7 @@ def test_suites_group_tests_by_file_with_failures_in_details(run_dir: Path) -> N
 
 
 def test_timeline_is_time_ordered_and_leaves_commands_out(run_dir: Path) -> None:
-    timeline = section(report.render(run_dir).read_text(), "timeline")
+    timeline = section(report.render(run_dir).read_text(), "history")
     times = [float(t) for t in re.findall(r'data-t="([0-9.]+)"', timeline)]
     assert times == sorted(times) and len(times) == 9
     kinds = re.findall(r'<td class="kind k-(\w+)">', timeline)
@@ -164,6 +164,36 @@ def test_timeline_is_time_ordered_and_leaves_commands_out(run_dir: Path) -> None
     assert "<td>+11.0s</td>" in timeline and "<td>+12.0s</td>" in timeline
     failed_check = next(r for r in rows(timeline) if "no orphans" in r)
     assert 'class="bad"' in failed_check and "orphan pause container" in failed_check
+
+
+def test_the_page_draws_the_timeline_and_counts_faults_and_checks(run_dir: Path) -> None:
+    page = report.render(run_dir).read_text()
+    timeline = section(page, "timeline")
+    assert timeline.count('<svg class="timeline"') == 1
+    lanes = re.findall(r'<g class="lane" data-lane="([^"]*)"', timeline)
+    assert lanes == ["(no node)", "n1", "n2"]  # the checks were made on no node in particular
+    assert len(re.findall(r'<g class="band" data-node="n1" data-fault="reboot n1"', timeline)) == 1
+    assert len(re.findall(r'class="mark check failed"', timeline)) == 1
+    assert len(re.findall(r'class="mark check passed"', timeline)) == 1
+    assert len(re.findall(r'class="mark measure over"', timeline)) == 1
+    assert "CMD-MARK" not in timeline and "OBSERVE-MARK" not in timeline
+    header = re.search(r'<table id="header">(.*?)</table>', page, re.S)
+    assert header
+    assert "<tr><th>faults</th><td>1</td></tr>" in header.group(1)
+    assert '<tr><th>checks</th><td>2 (<span class="bad">1 failed</span>)</td></tr>' in header.group(1)
+
+
+def test_each_measure_is_plotted_against_its_target(run_dir: Path) -> None:
+    measures = section(report.render(run_dir).read_text(), "measurements")
+    plots = re.findall(r'<div class="plot( over)?">\n<h3>(.*?)</h3>(.*?)</svg>', measures, re.S)
+    by_name = {name: (over, body) for over, name, body in plots}
+    assert set(by_name) == {REBOOT, "submit to running"}
+    over, body = by_name[REBOOT]
+    assert over and '<span class="flag">1 of 2 over target</span>' in body
+    assert '<svg class="measure-plot over"' in body and body.count('class="sample over"') == 1
+    assert 'class="target"' in body
+    over, body = by_name["submit to running"]
+    assert not over and "no target" in body and 'class="target"' not in body
 
 
 def test_measure_over_target_is_marked(run_dir: Path) -> None:
