@@ -4,6 +4,13 @@ log collection on failure, and the report at the end.
 Every run gets `e2e/reports/<run id>/` (or `--report-dir`): history.jsonl, commands.log, junit.xml,
 nodes/ (logs collected from every node when a test fails) and report.html. The seed (`--seed`, or
 random) is printed at the start and the end, and replays the same chaos schedule.
+
+Each step of the run (fault, heal, check, measurement) is printed as it happens, one timestamped line,
+past pytest's capture (`--no-progress` or E2E_PROGRESS=0: quiet). Each test has a timeout
+(pytest-timeout, `signal` method: the test fails, its teardown heals, and the run's junit.xml and
+report are still written): `--test-timeout` (E2E_TEST_TIMEOUT, 0: none) plus LOOP_TIMEOUT per loop for a
+test that takes `--loops`, plus `--chaos-minutes` for a nightly (chaos) test. pytest's own `--timeout`
+or a test's `timeout` marker wins.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +33,8 @@ from e2e.harness.faults import FAULTS_DROPIN, FaultError, set_agent_faults
 from e2e.harness.history import History
 
 REPORTS = Path(__file__).resolve().parent / "reports"
+TEST_TIMEOUT = 900.0  # seconds per test by default (the slowest test of `make test` takes 2-3 minutes)
+LOOP_TIMEOUT = 60.0  # seconds more per loop for a test that takes `--loops` (50 nightly)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,6 +58,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="how long the seeded chaos suite runs",
     )
     g.addoption("--report-dir", default=os.environ.get("E2E_REPORT_DIR", ""), help="the run's directory")
+    g.addoption(
+        "--test-timeout",
+        type=float,
+        default=float(os.environ.get("E2E_TEST_TIMEOUT", str(TEST_TIMEOUT))),
+        help=f"seconds a test may take (+{LOOP_TIMEOUT:g}s per loop, + the chaos minutes; 0: no timeout)",
+    )
+    g.addoption(
+        "--no-progress",
+        action="store_true",
+        default=os.environ.get("E2E_PROGRESS", "1") == "0",
+        help="do not print a line for each fault, heal, check and measurement as it happens",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -59,7 +81,10 @@ def pytest_configure(config: pytest.Config) -> None:
     lab = config.getoption("--lab")
     run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{lab}"
     run_dir = Path(config.getoption("--report-dir") or REPORTS / run_id)
-    h = history.open_run(History(run_dir, run_id, seed, lab))
+    h = History(run_dir, run_id, seed, lab)
+    if not config.getoption("--no-progress"):
+        h.listeners.append(_progress_printer(config, h))
+    history.open_run(h)
     config.stash[_HISTORY] = h
     if not config.option.xmlpath:
         config.option.xmlpath = str(run_dir / "junit.xml")
@@ -68,16 +93,71 @@ def pytest_configure(config: pytest.Config) -> None:
 _HISTORY = pytest.StashKey[History]()
 
 
+def _progress_printer(config: pytest.Config, h: History) -> history.Listener:
+    """A history listener printing `history.progress_line` of each step to the terminal as it happens,
+    with pytest's capture suspended for the line (a test's output is captured, its steps are not)."""
+
+    def show(rec: dict[str, Any]) -> None:
+        line = history.progress_line(rec, h.started)
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if line is None or tr is None:
+            return
+        capman = config.pluginmanager.get_plugin("capturemanager")
+        # Capture is process-wide: only the main thread (the test's) suspends it; another thread's
+        # line goes where the test's output goes.
+        main = threading.current_thread() is threading.main_thread()
+        uncaptured = capman.global_and_fixture_disabled() if capman is not None and main else None
+        with uncaptured or contextlib.nullcontext():
+            tr.write_line(line)
+            tr.flush()
+
+    return show
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     h = config.stash.get(_HISTORY, None)
     if h is None:
         return []
-    return [f"fieldlab e2e: lab {h.lab}, seed {h.seed} (replay: --seed {h.seed}), run dir {h.run_dir}"]
+    base = float(config.getoption("--test-timeout"))
+    timeouts = (
+        f"{base:g}s per test (+{LOOP_TIMEOUT:g}s per loop, + the chaos minutes; signal method)"
+        if base > 0
+        else "none"
+    )
+    return [
+        f"fieldlab e2e: lab {h.lab}, seed {h.seed} (replay: --seed {h.seed}), run dir {h.run_dir}",
+        f"fieldlab e2e timeouts: {timeouts}",
+    ]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def timeout_for(base: float, *, loops: int | None = None, chaos_minutes: float | None = None) -> float:
+    """A test's timeout: `base`, plus LOOP_TIMEOUT per loop when it takes `--loops`, plus the chaos
+    minutes when it is the chaos suite; 0 (no timeout) when `base` is 0."""
+    if base <= 0:
+        return 0.0
+    return base + LOOP_TIMEOUT * (loops or 0) + 60.0 * (chaos_minutes or 0.0)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    base = float(getattr(config.option, "test_timeout", 0.0) or 0.0)
+    timed = (
+        base > 0
+        and config.pluginmanager.hasplugin("timeout")
+        and getattr(config.option, "timeout", None) is None  # pytest-timeout's own --timeout wins
+        and not os.environ.get("PYTEST_TIMEOUT")
+    )
     for item in items:
         item.add_marker(pytest.mark.e2e)
+        if not timed or item.get_closest_marker("timeout") is not None:
+            continue
+        seconds = timeout_for(
+            base,
+            loops=config.option.loops if "loops" in getattr(item, "fixturenames", ()) else None,
+            chaos_minutes=config.option.chaos_minutes if item.get_closest_marker("nightly") else None,
+        )
+        # signal: the test fails with "Timeout", its teardown heals and the session goes on to write
+        # junit.xml and the report (the thread method would end the process, and the report with it).
+        item.add_marker(pytest.mark.timeout(seconds, method="signal"))
 
 
 @pytest.fixture(scope="session")

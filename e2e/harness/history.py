@@ -2,7 +2,8 @@
 
 One `History` per run writes JSON lines to `<run dir>/history.jsonl` as things happen (so a run that
 is killed still leaves its history behind) and every remote command to `commands.log`. The report
-(`e2e.harness.report`) is built from these files alone.
+(`e2e.harness.report`) is built from these files alone. Listeners (`History.listeners`) see each
+record as it is written: the suites' conftest prints a `progress_line` for every step of a long suite.
 
 Harness code records through `current()`, so a `Remote` or a probe needs no history argument; with
 no run open (a harness call from a REPL) records go nowhere.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,11 @@ RUN, TEST, FAULT, HEAL, OBSERVE, CHECK, MEASURE, COMMAND, NOTE, EVENT = (
 
 # Commands are logged whole in commands.log; the history keeps this much of their output.
 OUTPUT_TAIL = 400
+# The steps a long suite shows as it goes, one line each (`progress_line`).
+PROGRESS_KINDS = frozenset({FAULT, HEAL, CHECK, MEASURE})
+PROGRESS_DETAIL = 160  # at most this much of a failed step's detail on its progress line
+
+Listener = Callable[[dict[str, Any]], None]
 
 
 @dataclass
@@ -47,6 +53,7 @@ class History:
     _test: str = ""
     counts: dict[str, int] = field(default_factory=dict)
     test_started: float = 0.0  # when the current test began (its checks look at what happened since)
+    listeners: list[Listener] = field(default_factory=list, repr=False)  # called with each record
 
     def __post_init__(self) -> None:
         self.started = time.time()
@@ -85,6 +92,11 @@ class History:
             with self.path.open("a") as fh:
                 fh.write(line + "\n")
             self.counts[kind] = self.counts.get(kind, 0) + 1
+        for listener in self.listeners:
+            try:
+                listener(rec)
+            except (OSError, ValueError):  # a closed terminal never fails a test; the record is written
+                continue
         return rec
 
     def check(self, name: str, problems: list[str], *, node: str | None = None, **data: Any) -> list[str]:
@@ -173,6 +185,35 @@ def span(kind: str, name: str, *, node: str | None = None, detail: str = "") -> 
         return
     with _current.span(kind, name, node=node, detail=detail):
         yield
+
+
+def progress_line(rec: dict[str, Any], started: float) -> str | None:
+    """One short timestamped line for a step of the run (a fault, heal, check or measurement), or
+    None for the other kinds: `[e2e 02:17:03Z +12m05s] FAULT client1 agent SIGKILL 1.8s`."""
+    kind = rec.get("kind")
+    if kind not in PROGRESS_KINDS:
+        return None
+    t = float(rec.get("t", 0.0))
+    since = max(0, int(t - started))
+    parts = [
+        f"[e2e {time.strftime('%H:%M:%S', time.gmtime(t))}Z +{since // 60}m{since % 60:02d}s]",
+        kind.upper(),
+    ]
+    if rec.get("node"):
+        parts.append(str(rec["node"]))
+    parts.append(str(rec.get("name", "")))
+    if rec.get("duration") is not None:
+        parts.append(f"{float(rec['duration']):.1f}s")
+    target = (rec.get("data") or {}).get("target")
+    if kind == MEASURE and target is not None:
+        parts.append(f"(target {float(target):.0f}s)")
+    if rec.get("ok") is False:
+        detail = " ".join(str(rec.get("detail", "")).split())
+        detail = detail[:PROGRESS_DETAIL]
+        parts.append(detail if "FAILED" in detail else "FAILED" + (f": {detail}" if detail else ""))
+    elif kind == CHECK and rec.get("ok"):
+        parts.append("ok")
+    return " ".join(parts)
 
 
 def load(path: Path) -> list[dict[str, Any]]:
