@@ -5,7 +5,9 @@ types, on a lab of its own (`bench`, 10.213.102.0/24, a server and 2 clients):
   started, sshd answering on each);
 - cold lab-up: the cached node images removed first (bare and baked), so the image build and the
   bake run (BENCH_COLD=0 skips it: it takes minutes and rebuilds the images other labs start from);
-- warm lab-up: the images cached, nothing else (the lab was taken down);
+- warm lab-up: the images cached, nothing else (the lab was taken down); and, for comparison, a
+  warm lab-up without the bake (`--no-bake`: every role on bare nodes, as before baking;
+  BENCH_UNBAKED=0 skips it);
 - converge: `lab up` again on the running lab (every role, site.yml, nothing left to change);
 - reboot -> reachable: a clean and a hard reboot of client1 until it answers with a new boot id.
 
@@ -33,6 +35,7 @@ from scripts.benchlib import NODE_BOOT, Figure, record
 LAB = os.environ.get("BENCH_LAB", "bench")
 SUBNET = os.environ.get("BENCH_SUBNET", "10.213.102.0/24")
 COLD = os.environ.get("BENCH_COLD", "1") != "0"
+UNBAKED = os.environ.get("BENCH_UNBAKED", "1") != "0"  # the lab-up before baking, for comparison
 FIELDLAB = str(Path(sys.executable).parent / "fieldlab")
 
 
@@ -85,41 +88,54 @@ def main() -> int:
         fieldlab("down")
     results: list[str] = []
     try:
-        fieldlab("image", lab=False)  # built now if missing: the floor is the boot, not the image build
-        fieldlab("up", "--no-provision", "--clients", "2")
-        boot = phase(last_run(paths), "nodes")
-        record(Figure(NODE_BOOT, boot, "s"))
-        results.append(f"bare nodes boot {boot:.1f}s")
-        fieldlab("down")
-        if COLD:
-            fieldlab("down", "--image")
-            cold = fieldlab("up", "--clients", "2")
-            run = last_run(paths)
-            print(f"  cold lab-up {cold:.1f}s: {phases(run)}", flush=True)
-            record(Figure("lab-up, cold (images built and baked)", cold, "s", "", NODE_BOOT))
-            results.append(f"cold {cold:.1f}s")
-            fieldlab("down")
-        warm = fieldlab("up", "--clients", "2")
-        run = last_run(paths)
-        print(f"  warm lab-up {warm:.1f}s: {phases(run)}", flush=True)
-        record(Figure("lab-up, warm (images cached)", warm, "s", "<= 60 s", NODE_BOOT))
-        results.append(f"warm {warm:.1f}s")
-        conv = fieldlab("up", "--clients", "2")
-        run = last_run(paths)
-        print(f"  converge {conv:.1f}s: {phases(run)}", flush=True)
-        record(Figure("converge (lab-up on the running lab)", conv, "s", "<= 20 s", NODE_BOOT))
-        results.append(f"converge {conv:.1f}s")
-        for hard in (False, True):
-            kind = "hard" if hard else "clean"
-            took = _reboot("client1", hard=hard)
-            print(f"  {kind} reboot of client1 -> reachable with a new boot id: {took:.1f}s", flush=True)
-            record(Figure(f"reboot -> reachable ({kind})", took, "s", "", NODE_BOOT))
-            results.append(f"{kind} reboot {took:.1f}s")
+        _measure(paths, results)
     finally:
         if paths.lab_file.exists():
             fieldlab("down")
     print("\nbench-lab: " + ", ".join(results))
     return 0
+
+
+def _measure(paths: LabPaths, results: list[str]) -> None:
+    """Every figure in order, on the bench lab (taken down by the caller)."""
+    fieldlab("image", lab=False)  # built now if missing: the floor is the boot, not the image build
+    fieldlab("up", "--no-provision", "--clients", "2")
+    boot = phase(last_run(paths), "nodes")
+    record(Figure(NODE_BOOT, boot, "s"))
+    results.append(f"bare nodes boot {boot:.1f}s")
+    fieldlab("down")
+    if COLD:
+        fieldlab("down", "--image")
+        cold = fieldlab("up", "--clients", "2")
+        run = last_run(paths)
+        print(f"  cold lab-up {cold:.1f}s: {phases(run)}", flush=True)
+        record(Figure("lab-up, cold (images built and baked)", cold, "s", "", NODE_BOOT))
+        results.append(f"cold {cold:.1f}s")
+        fieldlab("down")
+    warm = fieldlab("up", "--clients", "2")
+    run = last_run(paths)
+    print(f"  warm lab-up {warm:.1f}s: {phases(run)}", flush=True)
+    record(Figure("lab-up, warm (images cached)", warm, "s", "<= 60 s", NODE_BOOT))
+    results.append(f"warm {warm:.1f}s")
+    if UNBAKED:
+        fieldlab("down")
+        unbaked = fieldlab("up", "--clients", "2", "--no-bake")
+        print(f"  unbaked lab-up {unbaked:.1f}s: {phases(last_run(paths))}", flush=True)
+        record(Figure("lab-up, warm without the bake (every role)", unbaked, "s", "", NODE_BOOT))
+        results.append(f"unbaked {unbaked:.1f}s")
+        fieldlab("down")
+        fieldlab("up", "--clients", "2")
+    conv = fieldlab("up", "--clients", "2")
+    run = last_run(paths)
+    print(f"  converge {conv:.1f}s: {phases(run)}", flush=True)
+    record(Figure("converge (lab-up on the running lab)", conv, "s", "<= 20 s", NODE_BOOT))
+    results.append(f"converge {conv:.1f}s")
+    for hard in (False, True):
+        kind = "hard" if hard else "clean"
+        took = _reboot("client1", hard=hard)
+        print(f"  {kind} reboot of client1 -> reachable with a new boot id: {took:.1f}s", flush=True)
+        record(Figure(f"reboot -> reachable ({kind})", took, "s", "", NODE_BOOT))
+        results.append(f"{kind} reboot {took:.1f}s")
 
 
 def _reboot(node: str, *, hard: bool) -> float:
