@@ -23,6 +23,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -506,6 +507,33 @@ def test_netns_create_identity_and_idempotent_delete(lab: Lab) -> None:
     assert not netns.exists(name) and not netns.same_netns(path, "/proc/self/ns/net")
     with pytest.raises(netns.NetnsError, match="invalid name"):
         netns.netns_path("../etc")
+
+
+@needs_root
+def test_a_socket_made_inside_a_netns_sees_that_netns_and_no_thread_stays_there(lab: Lab) -> None:
+    from pyroute2 import IPRoute
+
+    path = lab.netns()
+    _ip_netns(path.name, "link", "add", "flnsa", "type", "veth", "peer", "name", "flnsb")
+    host = netns.netns_id("/proc/thread-self/ns/net")
+    seen: dict[str, object] = {}
+
+    def inspect(tag: str) -> None:
+        ipr = netns.create_inside(path, IPRoute)
+        with ipr:
+            seen[tag] = bool(ipr.link_lookup(ifname="flnsa"))
+        seen[tag + " back home"] = netns.netns_id("/proc/thread-self/ns/net") == host
+
+    inspect("main")
+    worker = threading.Thread(target=inspect, args=("worker",))
+    worker.start()
+    worker.join(10)
+    assert seen == {"main": True, "main back home": True, "worker": True, "worker back home": True}
+    with IPRoute() as ipr:  # the interface exists only inside: the host's socket does not see it
+        assert not ipr.link_lookup(ifname="flnsa")
+    with pytest.raises(netns.NetnsError, match="cannot open"):
+        netns.create_inside(lab.tmp / "no-such-netns", IPRoute)
+    assert netns.netns_id("/proc/thread-self/ns/net") == host
 
 
 @needs_root

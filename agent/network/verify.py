@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.network import iptables
-from agent.network.netns import is_netns
+from agent.network.netns import NetnsError, create_inside, is_netns
 from agent.network.result import CniResult, PortMapping
 
 log = logging.getLogger(__name__)
@@ -63,9 +63,9 @@ def verify_network(
         problems.append(f"netns {path} is missing")
     else:
         try:
-            with IPRoute(netns=path, flags=0) as ipr:
+            with create_inside(path, IPRoute) as ipr:
                 problems += _check_inside(ipr, path, ifname, result, inside)
-        except (NetlinkError, OSError) as exc:
+        except (NetlinkError, OSError, NetnsError) as exc:
             problems.append(f"cannot inspect netns {path}: {exc}")
     try:
         with IPRoute() as ipr:
