@@ -103,13 +103,15 @@ deploy-agent: install ## Rebuild the agent's wheelhouse and redeploy it on the r
 
 # --- tests -------------------------------------------------------------------------------------
 .PHONY: lint
-lint: install ## ruff, mypy (strict), import contracts, yamllint, ansible-lint (production profile)
-	$(BIN)/ruff check agent lab e2e tests scripts
-	$(BIN)/ruff format --check agent lab e2e tests scripts
+lint: install ## ruff, mypy (strict), import contracts, yamllint, ansible-lint (production profile), the fieldlab.lab collection
+	$(BIN)/ruff check agent lab e2e tests scripts molecule
+	$(BIN)/ruff format --check agent lab e2e tests scripts molecule
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint
+	$(BIN)/python scripts/role_docs.py --check
+	$(BIN)/python scripts/collection.py --output build/collection
 
 .PHONY: unit
 unit: install ## Unit tests (no lab, no root needed)

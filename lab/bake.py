@@ -106,6 +106,12 @@ def _file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
+def _is_role_readme(name: str) -> bool:
+    """<role>/README.md is generated from the role's meta/argument_specs.yml (scripts/role_docs.py),
+    which is an input already: documentation never changes what a bake holds."""
+    return name.count("/") == 1 and name.endswith("/README.md")
+
+
 def _tree(base: Path, rel: str) -> Iterator[tuple[str, Path]]:
     p = base / rel
     if p.is_file():
@@ -136,7 +142,8 @@ def bake_inputs(base_tag: str, openbao_binary: Path) -> dict[str, str]:
     inputs = {"recipe": BAKE_RECIPE, "base image": base_tag}
     for rel in ROLE_INPUTS:
         for name, f in _tree(ROLES_DIR, rel):
-            inputs[f"roles/{name}"] = _file_digest(f)
+            if not _is_role_readme(name):
+                inputs[f"roles/{name}"] = _file_digest(f)
     for rel in PLAYBOOK_INPUTS:
         inputs[f"playbooks/{rel}"] = _file_digest(PLAYBOOK_DIR / rel)
     inputs["ansible.cfg"] = _file_digest(LAB_DIR / "ansible.cfg")

@@ -74,7 +74,6 @@ def build_workload_images(tmp: Path) -> None:
         env={
             "PATH": f"{venv_bin}:/usr/sbin:/usr/bin:/sbin:/bin",
             "ANSIBLE_CONFIG": str(PROJECT_DIR / "lab/ansible.cfg"),
-            "ANSIBLE_ROLES_PATH": str(PROJECT_DIR / "lab/roles"),
             "HOME": str(tmp),
         },
     )

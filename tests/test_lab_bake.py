@@ -31,6 +31,9 @@ def test_the_bake_hash_covers_the_baked_roles_and_not_the_per_lab_ones(binary: P
     assert "roles/fieldlab_agent/tasks/credentials.yml" not in names
     assert "roles/openbao/tasks/init.yml" not in names
     assert "playbooks/bake.yml" in names and "agent/workloads/probe/probe.py" in names
+    # The roles' READMEs are generated from meta/argument_specs.yml, which is an input itself.
+    assert "roles/node_base/meta/argument_specs.yml" in names
+    assert not any(n.endswith("/README.md") for n in names)
     assert inputs["base image"] == "fieldlab-node:abc"
     assert "10 bytes" in inputs["openbao binary"]
 

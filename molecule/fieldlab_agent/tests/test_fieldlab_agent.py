@@ -1,0 +1,180 @@
+"""fieldlab_agent on client1 (OpenBao and PKI on server1 from prepare): the agent answers its mTLS API
+to the operator's cert of the lab's CA and is logged in to Vault; it refuses a TLS session to a client
+without a cert and to one whose cert has the operator's name but another CA; it answers 403 to another
+identity of the lab's own CA (a workload client cert, issued as a task of the probe job gets it). Its
+unit keeps tasks on restart (KillMode=process), its secrets are private and SIGTERM is a clean exit."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from verifylib import hostvars, http, sh, unit_state
+
+from lab.waits import wait_until
+
+OPERATOR = "controller.operator.fieldlab"
+
+
+@pytest.fixture(scope="module")
+def secrets(client: Any) -> Path:
+    return Path(hostvars(client)["fieldlab_secrets_dir"])
+
+
+@pytest.fixture(scope="module")
+def health_url(client: Any) -> str:
+    return f"https://{hostvars(client)['ansible_host']}:4646/v1/agent/health"
+
+
+def write_private(path: Path, text: str) -> Path:
+    path.touch(mode=0o600)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def workload_cert(client: Any, server: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A workload client cert of the lab's CA, issued on client1 as a task of the probe job gets it:
+    client1's AppRole (bound to its address) makes a task token through the token role, which issues."""
+    bao = f"http://{hostvars(server)['ansible_host']}:8200/v1"
+    secrets = Path(hostvars(client)["fieldlab_secrets_dir"])
+    approle = json.loads((secrets / f"approle-{hostvars(client)['inventory_hostname']}.json").read_text())
+    login = http(client, "POST", f"{bao}/auth/approle/login", body=approle)
+    assert login.status == 200, f"AppRole login: {login.status} {login.errors}"
+    task = http(
+        client,
+        "POST",
+        f"{bao}/auth/token/create/fieldlab-task",
+        token=login.data["auth"]["client_token"],
+        body={"policies": ["fieldlab-job-probe"]},
+    )
+    assert task.status == 200, f"task token: {task.status} {task.errors}"
+    issued = http(
+        client,
+        "POST",
+        f"{bao}/pki_int/issue/fieldlab-workload-client",
+        token=task.data["auth"]["client_token"],
+        body={"common_name": "probe.service.fieldlab", "ttl": "5m"},
+    )
+    assert issued.status == 200, f"workload client cert: {issued.status} {issued.errors}"
+    d = tmp_path_factory.mktemp("workload")
+    crt = write_private(d / "workload-client.crt", issued.data["data"]["certificate"] + "\n")
+    key = write_private(d / "workload-client.key", issued.data["data"]["private_key"] + "\n")
+    return str(crt), str(key)
+
+
+@pytest.fixture(scope="module")
+def foreign_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed client cert with the operator's name: right identity, wrong CA."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, OPERATOR)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    d = tmp_path_factory.mktemp("foreign")
+    crt = write_private(d / "foreign.crt", cert.public_bytes(serialization.Encoding.PEM).decode())
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return str(crt), str(write_private(d / "foreign.key", pem.decode()))
+
+
+def operator_health(health_url: str, secrets: Path) -> dict[str, Any]:
+    """The agent's health as the operator asks it, once it answers (30 s)."""
+
+    def healthy() -> tuple[dict[str, Any] | None, str]:
+        try:
+            reply = requests.get(
+                health_url,
+                verify=str(secrets / "ca.pem"),
+                cert=(str(secrets / "operator.crt"), str(secrets / "operator.key")),
+                timeout=5,
+            )
+        except requests.RequestException as exc:
+            return None, f"no answer: {exc}"
+        return (dict(reply.json()) if reply.status_code == 200 else None), f"{reply.status_code} {reply.text}"
+
+    health: dict[str, Any] = wait_until(
+        healthy, timeout=30, interval=1, what="the agent to answer the operator"
+    )
+    return health
+
+
+def test_the_agent_answers_the_operator_over_mtls_and_is_logged_in_to_vault(
+    health_url: str, secrets: Path
+) -> None:
+    health = operator_health(health_url, secrets)
+    assert health["status"] == "ok" and health["node"] == "client1", health
+    assert health["vault"]["authenticated"], health["vault"]
+
+
+@pytest.mark.parametrize("who", ["no client cert", "the operator's name from another CA"])
+def test_the_agent_refuses_a_tls_session_without_a_cert_of_its_ca(
+    who: str, health_url: str, secrets: Path, foreign_cert: tuple[str, str]
+) -> None:
+    cert = None if who == "no client cert" else foreign_cert
+    with pytest.raises(requests.exceptions.ConnectionError):  # a TLS alert or a reset: no HTTP at all
+        requests.get(health_url, verify=str(secrets / "ca.pem"), cert=cert, timeout=5)
+    assert operator_health(health_url, secrets)["status"] == "ok", "the agent is up: the refusal was its own"
+
+
+def test_another_identity_of_the_labs_ca_gets_403(
+    health_url: str, secrets: Path, workload_cert: tuple[str, str]
+) -> None:
+    reply = requests.get(health_url, verify=str(secrets / "ca.pem"), cert=workload_cert, timeout=5)
+    assert reply.status_code == 403, f"{reply.status_code} {reply.text}"
+    assert reply.json()["identity"] == "probe.service.fieldlab"
+
+
+def test_the_operator_is_the_one_identity_the_config_allows(client: Any) -> None:
+    config = json.loads(client.file("/etc/fieldlab-agent/config.json").content_string)
+    assert config["api_allowed_identities"] == [OPERATOR]
+
+
+def test_the_secrets_on_the_node_are_roots_alone(client: Any) -> None:
+    paths = ["/etc/fieldlab-agent", "/etc/fieldlab-agent/approle.json", "/etc/fieldlab-agent/tls/agent.key"]
+    modes = sh(client, "stat -c '%n %a %U' " + " ".join(paths)).splitlines()
+    assert modes == [
+        "/etc/fieldlab-agent 700 root",
+        "/etc/fieldlab-agent/approle.json 600 root",
+        "/etc/fieldlab-agent/tls/agent.key 600 root",
+    ]
+
+
+def test_the_unit_keeps_tasks_on_restart_and_sigterm_is_a_clean_exit(
+    client: Any, health_url: str, secrets: Path
+) -> None:
+    unit = sh(client, "systemctl show fieldlab-agent -p KillMode -p KillSignal -p ActiveState").split()
+    # systemctl shows the signal by number: SIGINT, as Nomad's client is stopped
+    assert {"KillMode=process", f"KillSignal={int(signal.SIGINT)}", "ActiveState=active"} <= set(unit), unit
+
+    pid = sh(client, "systemctl show -p MainPID --value fieldlab-agent").strip()
+    sh(client, f"kill -TERM {pid}")
+
+    def stopped() -> tuple[str | None, str]:
+        state = unit_state(client, "fieldlab-agent")
+        return (state if state != "active" else None), state
+
+    wait_until(stopped, timeout=15, what="the agent to stop on SIGTERM")
+    ended = sh(client, "systemctl show -p Result -p ExecMainStatus fieldlab-agent").split()
+    sh(client, "systemctl start fieldlab-agent")
+    assert sorted(ended) == ["ExecMainStatus=0", "Result=success"], f"after SIGTERM: {ended}"
+    assert operator_health(health_url, secrets)["status"] == "ok", "the agent did not come back"

@@ -1,0 +1,279 @@
+"""pki on server1, seen from client1: a different node than the server, over the lab network, with
+client1's own AppRole credentials, as the agent uses them. The agent's token issues its own API cert
+(for its own names only) and creates tasks' tokens through the token role fieldlab-task with a job's
+policy (fieldlab-job-probe here); a task token issues workload certs that chain to the root CA and
+reads the job's KV entries. Everything else is refused, with the status code asserted. Last, the
+controller's files: modes, and an operator client cert that chains to the CA."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import stat
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from verifylib import Reply, hostvars, http
+
+CLIENT2 = "client2"  # another client's name: not in this scenario, but its names are not client1's
+
+
+@pytest.fixture(scope="module")
+def bao(server: Any) -> str:
+    return f"http://{hostvars(server)['ansible_host']}:8200/v1"
+
+
+@pytest.fixture(scope="module")
+def secrets(client: Any) -> Path:
+    return Path(hostvars(client)["fieldlab_secrets_dir"])
+
+
+@pytest.fixture(scope="module")
+def approle(client: Any, secrets: Path) -> dict[str, Any]:
+    """client1's AppRole login body, as the pki role wrote it on the controller."""
+    return dict(json.loads((secrets / f"approle-{hostvars(client)['inventory_hostname']}.json").read_text()))
+
+
+@pytest.fixture(scope="module")
+def login(client: Any, bao: str, approle: dict[str, Any]) -> dict[str, Any]:
+    reply = http(client, "POST", f"{bao}/auth/approle/login", body=approle)
+    assert reply.status == 200, f"AppRole login from client1: {reply.status} {reply.errors}"
+    return dict(reply.data["auth"])
+
+
+@pytest.fixture(scope="module")
+def agent_token(login: dict[str, Any]) -> str:
+    return str(login["client_token"])
+
+
+@pytest.fixture(scope="module")
+def task(client: Any, bao: str, agent_token: str) -> Iterator[dict[str, Any]]:
+    """A task's token for the probe job, made as the agent makes it; revoked afterwards."""
+    reply = http(
+        client,
+        "POST",
+        f"{bao}/auth/token/create/fieldlab-task",
+        token=agent_token,
+        body={"policies": ["fieldlab-job-probe"]},
+    )
+    assert reply.status == 200, f"task token: {reply.status} {reply.errors}"
+    auth = dict(reply.data["auth"])
+    yield auth
+    http(
+        client,
+        "POST",
+        f"{bao}/auth/token/revoke-accessor",
+        token=agent_token,
+        body={"accessor": auth["accessor"]},
+    )
+
+
+def cert(pem: str) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(pem.encode())
+
+
+def lifetime(pem: str) -> float:
+    c = cert(pem)
+    return (c.not_valid_after_utc - c.not_valid_before_utc).total_seconds()
+
+
+def ekus(pem: str) -> list[x509.ObjectIdentifier]:
+    return list(cert(pem).extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+
+
+def openssl_verify(tmp: Path, ca: str, leaf: str, untrusted: str = "") -> subprocess.CompletedProcess[str]:
+    """`openssl verify` of `leaf` against the root `ca`, through the `untrusted` intermediate."""
+    (tmp / "ca.pem").write_text(ca)
+    (tmp / "leaf.pem").write_text(leaf)
+    argv = ["openssl", "verify", "-CAfile", str(tmp / "ca.pem")]
+    if untrusted:
+        (tmp / "intermediate.pem").write_text(untrusted)
+        argv += ["-untrusted", str(tmp / "intermediate.pem")]
+    return subprocess.run([*argv, str(tmp / "leaf.pem")], capture_output=True, text=True, check=False)
+
+
+def test_the_approle_logs_in_from_the_client_with_the_agent_policy(
+    client: Any, login: dict[str, Any]
+) -> None:
+    name = hostvars(client)["inventory_hostname"]
+    assert login["token_policies"] == ["default", f"fieldlab-agent-{name}"]
+    assert login["lease_duration"] == 3600
+
+
+def test_the_approle_does_not_log_in_from_another_node(
+    server: Any, bao: str, approle: dict[str, Any]
+) -> None:
+    reply = http(server, "POST", f"{bao}/auth/approle/login", body=approle)
+    assert reply.status == 400, f"client1's credentials from the server: {reply.status} (want 400)"
+
+
+def test_a_task_token_has_the_jobs_policy_only(task: dict[str, Any]) -> None:
+    assert task["token_policies"] == ["default", "fieldlab-job-probe"]
+    assert task["orphan"] and task["renewable"] and task["lease_duration"] == 3600
+
+
+def test_a_workload_cert_chains_to_the_root_ca_and_lives_five_minutes(
+    client: Any, bao: str, task: dict[str, Any], tmp_path: Path
+) -> None:
+    reply = http(
+        client,
+        "POST",
+        f"{bao}/pki_int/issue/fieldlab-workload",
+        token=task["client_token"],
+        body={"common_name": "probe.service.fieldlab", "ttl": "5m"},
+    )
+    assert reply.status == 200, f"issue: {reply.status} {reply.errors}"
+    leaf, intermediate = reply.data["data"]["certificate"], reply.data["data"]["issuing_ca"]
+    root = requests.get(f"{bao}/pki/ca/pem", timeout=5).text
+    verified = openssl_verify(tmp_path, root, leaf, untrusted=intermediate)
+    assert verified.returncode == 0, f"the workload cert does not chain to the root: {verified.stderr}"
+    # 5m, plus the 30 s the server backdates not_before by (the role's not_before_duration)
+    assert lifetime(leaf) == 330
+    assert ekus(leaf) == [ExtendedKeyUsageOID.SERVER_AUTH], "a workload cert must not be a client cert"
+
+
+def test_only_the_workload_client_role_issues_client_certs(
+    client: Any, bao: str, task: dict[str, Any]
+) -> None:
+    reply = http(
+        client,
+        "POST",
+        f"{bao}/pki_int/issue/fieldlab-workload-client",
+        token=task["client_token"],
+        body={"common_name": "probe.service.fieldlab", "ttl": "5m"},
+    )
+    assert reply.status == 200, f"issue: {reply.status} {reply.errors}"
+    assert ekus(reply.data["data"]["certificate"]) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+
+
+def test_the_agent_gets_a_cert_for_its_own_names_only(client: Any, bao: str, agent_token: str) -> None:
+    v = hostvars(client)
+    name, address = v["inventory_hostname"], v["ansible_host"]
+    url = f"{bao}/pki_int/issue/fieldlab-agent"
+    own = http(
+        client,
+        "POST",
+        url,
+        token=agent_token,
+        body={
+            "common_name": f"{name}.agent.fieldlab",
+            "alt_names": f"{name},localhost",
+            "ip_sans": f"{address},127.0.0.1",
+            "ttl": "1h",
+        },
+    )
+    assert own.status == 200, f"own agent cert: {own.status} {own.errors}"
+    sans = cert(own.data["data"]["certificate"]).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    )
+    assert sans.value.get_values_for_type(x509.DNSName) == [f"{name}.agent.fieldlab", name, "localhost"]
+    assert sans.value.get_values_for_type(x509.IPAddress) == [
+        ipaddress.ip_address(address),
+        ipaddress.ip_address("127.0.0.1"),
+    ]
+    refused = {
+        "another client's cert": {"common_name": f"{CLIENT2}.agent.fieldlab"},
+        "another client as alt name": {
+            "common_name": f"{name}.agent.fieldlab",
+            "alt_names": f"{CLIENT2}.agent.fieldlab",
+        },
+        "another client's short name": {
+            "common_name": f"{name}.agent.fieldlab",
+            "alt_names": f"{name},{CLIENT2}",
+        },
+    }
+    got = {
+        what: http(client, "POST", url, token=agent_token, body=body).status for what, body in refused.items()
+    }
+    assert got == dict.fromkeys(refused, 403)
+
+
+def test_the_agent_policy_refuses_everything_else(client: Any, bao: str, agent_token: str) -> None:
+    def call(method: str, path: str, body: Any = None) -> Reply:
+        return http(client, method, f"{bao}/{path}", token=agent_token, body=body)
+
+    got = {
+        "list the secrets engines": call("GET", "sys/mounts").status,
+        "generate a new root CA": call(
+            "POST", "pki/root/generate/internal", {"common_name": "evil root"}
+        ).status,
+        "read the shared KV entry": call("GET", "secret/data/fieldlab/shared").status,
+        "issue a workload cert": call(
+            "POST", "pki_int/issue/fieldlab-workload", {"common_name": "probe.service.fieldlab"}
+        ).status,
+        "create a token outside the token role": call(
+            "POST", "auth/token/create", {"policies": ["fieldlab-job-probe"]}
+        ).status,
+    }
+    assert got == dict.fromkeys(got, 403)
+    name = hostvars(client)["inventory_hostname"]
+    wide = call("POST", "auth/token/create/fieldlab-task", {"policies": [f"fieldlab-agent-{name}"]})
+    assert wide.status == 400, f"a task token with the agent's own policy: {wide.status} (want 400)"
+
+
+def test_a_task_token_reads_its_jobs_kv_and_no_other_jobs_certs(
+    client: Any, bao: str, task: dict[str, Any]
+) -> None:
+    kv = http(client, "GET", f"{bao}/secret/data/fieldlab/shared", token=task["client_token"])
+    assert kv.status == 200 and kv.data["data"]["data"]["greeting"] == "hello from fieldlab", kv
+    other = http(
+        client,
+        "POST",
+        f"{bao}/pki_int/issue/fieldlab-workload",
+        token=task["client_token"],
+        body={"common_name": "noop-secrets.service.fieldlab"},
+    )
+    assert other.status == 403, f"a cert for another job's service: {other.status} (want 403)"
+
+
+def test_the_agent_revokes_a_task_token_by_its_accessor(client: Any, bao: str, agent_token: str) -> None:
+    made = http(
+        client,
+        "POST",
+        f"{bao}/auth/token/create/fieldlab-task",
+        token=agent_token,
+        body={"policies": ["fieldlab-job-probe"]},
+    )
+    assert made.status == 200
+    auth = made.data["auth"]
+    revoked = http(
+        client,
+        "POST",
+        f"{bao}/auth/token/revoke-accessor",
+        token=agent_token,
+        body={"accessor": auth["accessor"]},
+    )
+    assert revoked.status == 204, f"revoke-accessor: {revoked.status} {revoked.errors}"
+    lookup = http(client, "GET", f"{bao}/auth/token/lookup-self", token=auth["client_token"])
+    assert lookup.status == 403, f"the revoked token still works: {lookup.status}"
+
+
+def test_the_controllers_files_are_private_and_the_operator_cert_chains_to_the_ca(secrets: Path) -> None:
+    modes = {
+        f: oct(stat.S_IMODE((secrets / f).stat().st_mode))
+        for f in ("openbao-init.json", "approle-client1.json", "operator.crt", "operator.key", "ca.pem")
+    }
+    assert modes == {
+        "openbao-init.json": "0o600",
+        "approle-client1.json": "0o600",
+        "operator.crt": "0o600",
+        "operator.key": "0o600",
+        "ca.pem": "0o644",
+    }
+    operator = (secrets / "operator.crt").read_text()
+    common_names = cert(operator).subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    assert [a.value for a in common_names] == ["controller.operator.fieldlab"]
+    assert ekus(operator) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    verified = subprocess.run(
+        ["openssl", "verify", "-CAfile", str(secrets / "ca.pem"), str(secrets / "operator.crt")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
