@@ -17,7 +17,7 @@ from typing import Any
 
 from lab import __version__
 from lab.bake import BAKED_REPO, Bake, ensure_baked, find_baked
-from lab.config import PROJECT_DIR, LabPaths, LabSpec
+from lab.config import PROJECT_DIR, PROVIDERS, LabPaths, LabSpec
 from lab.errors import LabError, NotRootError
 from lab.progress import Timings, say, warn
 from lab.providers import provider_for
@@ -26,10 +26,17 @@ from lab.providers.base import LabRecord, Node
 AGENT_PORT = 4646  # the fieldlab_agent role's fieldlab_agent_port
 
 
-def _require_root() -> None:
+# Providers whose labs need no root on the controller: the static one only talks ssh and Ansible.
+ROOTLESS_PROVIDERS = frozenset({"static"})
+
+
+def _require_root(provider: str = "docker") -> None:
+    if provider in ROOTLESS_PROVIDERS or provider not in PROVIDERS:  # an unknown one: LabSpec says so
+        return
     if os.geteuid() != 0:
         raise NotRootError(
-            "the lab needs root on the controller (docker, debootstrap): run as root or with sudo"
+            f"the {provider} provider needs root on the controller (docker, debootstrap): run as root or"
+            " with sudo (the static provider needs none)"
         )
 
 
@@ -38,7 +45,7 @@ def _record(paths: LabPaths) -> LabRecord | None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    _require_root()
+    _require_root(args.provider)
     from lab.inventory import write_inventory
 
     spec = LabSpec(
@@ -248,9 +255,10 @@ def _forget(paths: LabPaths) -> None:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    _require_root()
     paths = LabPaths(args.lab)
     record = _record(paths)
+    # No record: the docker objects a crashed run may have left are looked for, which needs root.
+    _require_root("docker" if record is None or args.image else record.provider)
     removed: list[str] = []
     if record is not None:
         removed = provider_for(record.provider).down(record, paths)

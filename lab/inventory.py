@@ -1,4 +1,10 @@
-"""Writes the Ansible inventory of a lab: the one file that playbooks and e2e suites read."""
+"""Writes the Ansible inventory of a lab: the one file that playbooks and e2e suites read.
+
+Connection settings are per host: each host's address, port, user and key (a static inventory's, `~`
+and `$HOME` expanded at lab-up), and `ansible_become: true` for a user other than root. Become is
+never a lab-wide (`all`) var nor a play keyword: both would also apply to the tasks the roles run on
+the controller (`delegate_to: localhost`, e.g. saving the unseal keys), which would then need sudo
+there, and the controller needs no root for a static lab."""
 
 from __future__ import annotations
 
@@ -10,9 +16,45 @@ import yaml
 from lab.config import LabPaths
 from lab.providers.base import LabRecord
 
+# What a lab record's node carries itself (expanded); a user inventory's own values are not copied.
+NODE_VARS = frozenset({"ansible_host", "ansible_port", "ansible_user", "ansible_ssh_private_key_file"})
+
+
+def _is_become(key: str) -> bool:
+    return key == "ansible_become" or key.startswith("ansible_become_")
+
+
+def _carried(v: dict[str, Any] | None) -> dict[str, Any]:
+    """A user's vars the lab's inventory keeps: all but the node's own and the lab's fieldlab_* ones."""
+    return {k: x for k, x in (v or {}).items() if k not in NODE_VARS and not str(k).startswith("fieldlab_")}
+
+
+def user_vars(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """(all vars, vars per group, vars per host) of a static inventory that the lab's inventory keeps:
+    install methods, become method, ... (the `ansible_become*` of `all` move to every host)."""
+    data = yaml.safe_load(path.read_text()) or {}
+    top = data.get("all") or {}
+    children = top.get("children") or {}
+    groups = {g: _carried((children.get(g) or {}).get("vars")) for g in ("servers", "clients")}
+    hosts = {
+        str(name): _carried(hv)
+        for g in ("servers", "clients")
+        for name, hv in ((children.get(g) or {}).get("hosts") or {}).items()
+    }
+    return _carried(top.get("vars")), groups, hosts
+
 
 def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
+    all_vars: dict[str, Any] = {}
+    group_vars: dict[str, dict[str, Any]] = {}
+    host_vars: dict[str, dict[str, Any]] = {}
+    if record.static_inventory:
+        all_vars, group_vars, host_vars = user_vars(Path(record.static_inventory))
+    become = {k: v for k, v in all_vars.items() if _is_become(k)}
     groups: dict[str, dict[str, Any]] = {"servers": {"hosts": {}}, "clients": {"hosts": {}}}
+    for g, gv in group_vars.items():
+        if gv:
+            groups[g]["vars"] = gv
     for n in record.nodes:
         hv: dict[str, Any] = {"ansible_host": n.address}
         if n.port != 22:
@@ -22,6 +64,8 @@ def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
             hv["ansible_become"] = True
         if n.key_file:
             hv["ansible_ssh_private_key_file"] = n.key_file
+        hv.update(become)
+        hv.update(host_vars.get(n.name, {}))
         groups["servers" if n.role == "server" else "clients"]["hosts"][n.name] = hv
     lab_vars: dict[str, Any] = {
         "ansible_user": "root",
@@ -40,12 +84,9 @@ def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
         lab_vars["ansible_ssh_private_key_file"] = str(paths.ssh_key)
     if record.static_inventory:
         lab_vars["fieldlab_static_inventory"] = record.static_inventory
-        # The user's own group vars (install methods, become settings, ...) carry over; the lab's
-        # fieldlab_* vars stay the lab's.
-        user = yaml.safe_load(Path(record.static_inventory).read_text()) or {}
-        for k, v in ((user.get("all") or {}).get("vars") or {}).items():
-            if not str(k).startswith("fieldlab_"):
-                lab_vars[k] = v
+        # The user's own vars (install methods, ...) carry over, become settings onto the hosts; the
+        # lab's fieldlab_* vars stay the lab's.
+        lab_vars.update({k: v for k, v in all_vars.items() if not _is_become(k)})
     return {"all": {"vars": lab_vars, "children": groups}}
 
 

@@ -14,6 +14,7 @@ from agent.errors import AgentError
 from e2e.harness import history
 from e2e.harness.remote import Remote
 from lab.config import LabPaths
+from lab.providers.base import expand_path
 from lab.ssh import SshTarget
 
 AGENT_PORT = 4646
@@ -138,6 +139,25 @@ class Cluster:
         return f"http://{self.servers[0].address}:8200"
 
 
+def node_target(name: str, hv: dict[str, Any], lab_vars: dict[str, Any], paths: LabPaths) -> SshTarget:
+    """How the harness reaches one host of the lab's inventory, as Ansible does: the host's own port,
+    user and key over the lab-wide ones, the key path with `~` and `$HOME` expanded (pure but for the
+    environment)."""
+
+    def var(key: str, default: Any = None) -> Any:
+        return hv.get(key, lab_vars.get(key, default))
+
+    key = expand_path(str(var("ansible_ssh_private_key_file") or ""))
+    return SshTarget(
+        name,
+        str(hv["ansible_host"]),
+        int(var("ansible_port", 22)),
+        str(var("ansible_user", "root")),
+        Path(key) if key else None,
+        paths.state_dir / "known_hosts",
+    )
+
+
 def load_cluster(lab: str) -> Cluster:
     paths = LabPaths(lab)
     if not paths.inventory.exists():
@@ -145,23 +165,9 @@ def load_cluster(lab: str) -> Cluster:
             f"no inventory for lab {lab!r} at {paths.inventory}: run `make lab-up LAB={lab}`"
         )
     inv = yaml.safe_load(paths.inventory.read_text())["all"]
-    v = inv["vars"]
-    key = Path(v["ansible_ssh_private_key_file"]) if v.get("ansible_ssh_private_key_file") else None
 
     def remotes(group: str) -> list[Remote]:
         hosts = (inv["children"].get(group) or {}).get("hosts") or {}
-        return [
-            Remote(
-                SshTarget(
-                    name,
-                    hv["ansible_host"],
-                    int(hv.get("ansible_port", 22)),
-                    hv.get("ansible_user", v.get("ansible_user", "root")),
-                    key,
-                    paths.state_dir / "known_hosts",
-                )
-            )
-            for name, hv in hosts.items()
-        ]
+        return [Remote(node_target(name, hv or {}, inv["vars"], paths)) for name, hv in hosts.items()]
 
     return Cluster(lab, paths, remotes("servers"), remotes("clients"))

@@ -2,11 +2,17 @@
 
 Every call opens its own connection, so a call after a reboot simply reconnects (`retry_for` keeps
 trying while a node is still coming back); a failing command raises with the node, the command and
-its output; every command and its result go to the run's history (commands.log)."""
+its output; every command and its result go to the run's history (commands.log).
+
+Everything runs as root on the node: logged in as root, or as a user with passwordless sudo (a
+bring-your-own host's `ansible_user`), through `sudo -n` (`lab.providers.base.as_root`, the one place
+a command is wrapped); file writes and reads go through the same root commands, never sftp as the
+login user. A sudo that wants a password raises `SudoRefused`, naming the node and the user."""
 
 from __future__ import annotations
 
-import io
+import base64
+import select
 import shlex
 import time
 from dataclasses import dataclass
@@ -15,6 +21,7 @@ from typing import Any
 from e2e.harness import history
 from lab import ssh
 from lab.errors import ProviderError
+from lab.providers.base import as_root, check_sudo
 from lab.ssh import Result, SshTarget
 from lab.waits import WaitTimeout, wait_until
 
@@ -43,12 +50,13 @@ class Remote:
     def run(
         self, command: str, *, check: bool = True, timeout: float = 120.0, retry_for: float = 0.0
     ) -> Result:
-        """Run `command`; an ssh failure (node down) is retried for `retry_for` seconds, then raised."""
+        """Run `command` as root; an ssh failure (node down) is retried for `retry_for` seconds, then
+        raised; a sudo that refuses (SudoRefused) is not retried: that does not change."""
         t0 = time.monotonic()
 
         def answered() -> tuple[Result | None, str]:
             try:
-                return ssh.run(self.target, command, timeout=timeout), "ran"
+                return ssh.run(self.target, as_root(command, self.target.user), timeout=timeout), "ran"
             except ProviderError as exc:
                 return None, str(exc)
 
@@ -64,34 +72,61 @@ class Remote:
         h = history.current()
         if h is not None:
             h.command(self.name, command, res.rc, time.monotonic() - t0, res.stdout, res.stderr)
+        check_sudo(self.target, res)
         if check and res.rc != 0:
             raise RemoteCommandError(self.name, command, res)
         return res
 
     def put(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
-        """Write a file on the node (created with `mode` before any content lands in it)."""
+        """Write a file on the node as root (created 0600 before any content lands in it, then given
+        `mode`; replaced atomically)."""
         raw = data.encode() if isinstance(data, str) else data
-        client = self._connect()
-        try:
-            sftp = client.open_sftp()
-            with sftp.open(path + ".fieldlab-tmp", "wb") as fh:
-                fh.chmod(mode)
-                fh.write(raw)
-            sftp.posix_rename(path + ".fieldlab-tmp", path)
-        finally:
-            client.close()
+        tmp = q(path + ".fieldlab-tmp")
+        self._root_io(f"umask 077 && cat > {tmp} && chmod {mode:o} {tmp} && mv -f {tmp} {q(path)}", stdin=raw)
         history.record(
             history.COMMAND, f"put {path} ({len(raw)} bytes, mode {mode:o})", node=self.name, ok=True
         )
 
     def get(self, path: str) -> bytes:
+        """A file's content, read as root (base64 on the wire: the transport is text)."""
+        return base64.b64decode(self._root_io(f"base64 -w0 {q(path)}"))
+
+    def _root_io(self, command: str, *, stdin: bytes = b"", timeout: float = 120.0) -> bytes:
+        """Run `command` as root with `stdin` fed to it; its stdout, or RemoteCommandError."""
+        import paramiko
+
+        wrapped = as_root(command, self.target.user)
         client = self._connect()
         try:
-            buf = io.BytesIO()
-            client.open_sftp().getfo(path, buf)
-            return buf.getvalue()
+            transport = client.get_transport()
+            if transport is None:
+                raise ProviderError(f"{self.name}: ssh transport closed before `{command}`")
+            chan = transport.open_session(timeout=timeout)
+            chan.exec_command(wrapped)
+            if stdin:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+            out, err = bytearray(), bytearray()
+            deadline = time.monotonic() + timeout
+            while not (chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready()):
+                if time.monotonic() > deadline:
+                    raise ProviderError(f"{self.name}: `{command}` still running after {timeout:.0f}s")
+                select.select([chan], [], [], 0.2)
+                while chan.recv_ready():
+                    out += chan.recv(65536)
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+            while chunk := chan.recv(65536):  # the exit status can come before the last data
+                out += chunk
+            res = Result(chan.recv_exit_status(), "", err.decode(errors="replace"))
+        except (OSError, paramiko.SSHException) as exc:
+            raise ProviderError(f"{self.name}: `{command}` broke off: {exc}") from None
         finally:
             client.close()
+        check_sudo(self.target, res)
+        if res.rc != 0:
+            raise RemoteCommandError(self.name, command, res)
+        return bytes(out)
 
     def _connect(self) -> Any:
         import paramiko
@@ -115,6 +150,7 @@ class Remote:
         return testinfra.get_host(
             f"paramiko://{t.user}@{t.host}:{t.port}",
             ssh_identity_file=str(t.key_file) if t.key_file else None,
+            sudo=t.user != "root",  # host state as root sees it, as every other check here
         )
 
     def __str__(self) -> str:

@@ -1,9 +1,16 @@
-"""The provider interface. A provider makes hosts exist and be reachable over SSH as root; it never
-configures them (that is Ansible's job), so the same playbooks and suites run on every provider."""
+"""The provider interface. A provider makes hosts exist and be reachable over SSH, as root or as a
+user with passwordless sudo; it never configures them (that is Ansible's job), so the same playbooks
+and suites run on every provider.
+
+Also the two rules every SSH client of the lab shares (the providers, `fieldlab lab ssh`, the e2e
+harness): key paths expand `~` and `$HOME` (`expand_path`), and a command that needs root runs
+through `sudo -n` when the login user is not root (`as_root`, `sudo_refusal`)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -11,7 +18,7 @@ from typing import Protocol
 
 from lab.config import LabPaths, LabSpec
 from lab.errors import ProviderError
-from lab.ssh import SshTarget
+from lab.ssh import Result, SshTarget, run
 
 # How long a node may take from "created" or "rebooted" to answering over ssh.
 NODE_BOOT_TIMEOUT = 90.0
@@ -28,7 +35,7 @@ class Node:
 
     def target(self, paths: LabPaths) -> SshTarget:
         if self.key_file:
-            key: Path | None = Path(self.key_file).expanduser()
+            key: Path | None = Path(expand_path(self.key_file))
         else:
             key = paths.ssh_key if paths.ssh_key.exists() else None
         return SshTarget(self.name, self.address, self.port, self.user, key, paths.state_dir / "known_hosts")
@@ -98,11 +105,14 @@ class Provider(Protocol):
 
 
 def ssh_argv(node: Node, paths: LabPaths) -> list[str]:
-    """An interactive `ssh` command line for a node, as printed in the summary."""
-    argv = [
-        "ssh",
-        "-i",
-        str(paths.ssh_key),
+    """An interactive `ssh` command line for a node, as printed in the summary: its own key (a
+    bring-your-own host's, expanded) or the lab's, its user and port; no `-i` when it has neither
+    (ssh's own keys and agent then)."""
+    target = node.target(paths)
+    argv = ["ssh"]
+    if target.key_file is not None:
+        argv += ["-i", str(target.key_file)]
+    argv += [
         "-o",
         f"UserKnownHostsFile={paths.state_dir / 'known_hosts'}",
         "-o",
@@ -111,3 +121,69 @@ def ssh_argv(node: Node, paths: LabPaths) -> list[str]:
     if node.port != 22:
         argv += ["-p", str(node.port)]
     return [*argv, f"{node.user}@{node.address}"]
+
+
+# -- the shared SSH rules ---------------------------------------------------------------------
+
+
+def expand_path(path: str) -> str:
+    """A key path as a user writes it in an inventory: `~`, `~user`, `$HOME` and `${HOME}` (any
+    environment variable, as Ansible's own paths) expanded; "" stays "" (pure but for the environment)."""
+    return os.path.expanduser(os.path.expandvars(path)) if path else ""
+
+
+def as_root(command: str, user: str) -> str:
+    """`command` as it must be sent to run as root when logged in as `user`: itself for root, else
+    through `sudo -n` (never prompts: a sudo that wants a password fails at once, see `sudo_refusal`)
+    in `sh -c`, so that pipes, redirections and `&` stay inside the root command (pure)."""
+    if user == "root":
+        return command
+    return f"sudo -n -- sh -c {shlex.quote(command)}"
+
+
+_SUDO_REFUSALS = (
+    "a password is required",
+    "a terminal is required",
+    "is not in the sudoers file",
+    "is not allowed to execute",
+    "may not run sudo",
+)
+
+
+def sudo_refusal(res: Result) -> str | None:
+    """Why `sudo -n` refused to run a command, from the command's result (its own first line of
+    stderr, or that there is no sudo on the host); None when sudo ran it (pure)."""
+    err = res.stderr.strip()
+    if res.rc == 127 and "sudo" in err and "not found" in err:
+        return "sudo is not installed"
+    if res.rc != 0:
+        for line in err.splitlines():
+            if line.startswith("sudo:") and any(r in line for r in _SUDO_REFUSALS):
+                return line.strip()
+    return None
+
+
+class SudoRefused(ProviderError):
+    """A non-root login user may not run commands as root without a password."""
+
+    def __init__(self, target: SshTarget, why: str) -> None:
+        self.node, self.user, self.why = target.name, target.user, why
+        super().__init__(
+            f"{target.name} ({target.host}): user {target.user} cannot run commands as root without a"
+            f" password (sudo -n: {why}); give it passwordless sudo, e.g. `{target.user} ALL=(ALL)"
+            f" NOPASSWD: ALL` in /etc/sudoers.d/{target.user}, or log in as root (ansible_user: root)"
+        )
+
+
+def check_sudo(target: SshTarget, res: Result) -> Result:
+    """`res` of a command sent through `as_root`; raises SudoRefused when sudo did not run it."""
+    if target.user != "root":
+        why = sudo_refusal(res)
+        if why is not None:
+            raise SudoRefused(target, why)
+    return res
+
+
+def run_as_root(target: SshTarget, command: str, timeout: float = 60.0) -> Result:
+    """Run `command` on a node as root (see `as_root`); SudoRefused when the user may not."""
+    return check_sudo(target, run(target, as_root(command, target.user), timeout=timeout))
