@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -43,12 +44,23 @@ class TLSConfig:
 DEFAULT_TOKEN_ROLE = "fieldlab-task"  # noqa: S105 - a role name, not a secret
 """The token role tasks' Vault tokens are created through (auth/token/create/<role>)."""
 
+DEFAULT_RESTART_JITTER = 0.0
+"""Seconds of the restart window: after an agent start, its AppRole login and each running task's
+re-issue wait a random part of it (docs/vault-load.md). Off by default: the lab's suites read the new
+certificate as soon as a restarted agent is up (a fleet sets a few seconds, e.g. 5)."""
+
 
 @dataclass(frozen=True)
 class VaultConfig:
     address: str = ""
     approle_file: Path | None = None  # JSON with role_id and secret_id, mode 0600
     token_role: str = DEFAULT_TOKEN_ROLE  # the token role that creates tasks' tokens
+    # The agent's own cap on its Vault requests (its client's and every task's), a token bucket;
+    # 0: none. Set under the server's rate-limit quota, a storm is paced rather than refused (429).
+    max_requests_per_second: float = 0.0
+    # After a start, the first login and each running task's re-issue are spread over this many
+    # seconds (0, the default: at once, inside the restore).
+    restart_jitter: float = DEFAULT_RESTART_JITTER
 
 
 @dataclass(frozen=True)
@@ -193,7 +205,16 @@ def _vault(p: str, v: Any) -> VaultConfig:
     role = v.get("token_role", DEFAULT_TOKEN_ROLE)
     if not isinstance(role, str) or not role or "/" in role or role.strip() != role:
         raise ConfigError(p, "vault.token_role", f"{role!r} is not a token role name")
-    return VaultConfig(addr, Path(approle) if approle else None, role)
+    rps = _non_negative(p, v, "max_requests_per_second", 0.0, "vault.")
+    jitter = _non_negative(p, v, "restart_jitter", DEFAULT_RESTART_JITTER, "vault.")
+    return VaultConfig(addr, Path(approle) if approle else None, role, rps, jitter)
+
+
+def _non_negative(p: str, raw: dict[str, Any], key: str, default: float, prefix: str = "") -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or not math.isfinite(value):
+        raise ConfigError(p, f"{prefix}{key}", "must be a number >= 0 (0: off)")
+    return float(value)
 
 
 def _read(path: Path) -> dict[str, Any]:

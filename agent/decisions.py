@@ -356,6 +356,95 @@ def plan_render_retry(failures: int, all_noop: bool, bugs: Bugs = NO_BUGS) -> Re
     return RenderRetry(False, min(TEMPLATE_RETRY_MAX, TEMPLATE_RETRY_BASE * 2 ** min(failures, 6)))
 
 
+# -- Vault under a storm: rate limits, the agent's own cap, the restart window ------------------
+RATE_LIMIT_RETRY_BASE = 1.0  # seconds: the first retry's window
+RATE_LIMIT_RETRY_MAX = 30.0  # no retry waits longer, whatever the attempt or the server's Retry-After
+RATE_LIMIT_RETRY_MIN = 0.1  # nor shorter: a draw near 0 does not turn into a busy loop
+
+
+def plan_rate_limit_retry(
+    attempt: int,
+    retry_after: float | None,
+    draw: float,
+    *,
+    base: float = RATE_LIMIT_RETRY_BASE,
+    cap: float = RATE_LIMIT_RETRY_MAX,
+) -> float:
+    """Seconds to wait before retrying what Vault refused over its rate limit (HTTP 429), or what the
+    agent's own cap refused to send, for the `attempt`-th time in a row (1-based).
+
+    Exponential backoff with full jitter: `draw` (uniform in [0, 1), the caller's random number) picks
+    a point of a window that doubles with each attempt (base, 2 base, 4 base, ... capped at `cap`),
+    so that clients refused together do not come back together. The server's Retry-After is
+    honoured: the wait starts after it (never earlier than the server said), the jitter on top. The
+    whole is bounded: between RATE_LIMIT_RETRY_MIN and `cap`."""
+    window = min(cap, base * 2.0 ** min(max(attempt - 1, 0), 32))
+    floor = min(cap, max(0.0, retry_after or 0.0))
+    jitter = min(1.0, max(0.0, draw)) * window
+    return max(RATE_LIMIT_RETRY_MIN, min(cap, floor + jitter))
+
+
+@dataclass(frozen=True)
+class RateBucket:
+    """The agent's own cap on Vault requests, a token bucket: `tokens` at time `at` (monotonic). Below
+    zero, requests have booked slots ahead and are waiting for them."""
+
+    tokens: float
+    at: float
+
+
+@dataclass(frozen=True)
+class RateCapPlan:
+    bucket: RateBucket  # the bucket after this request
+    wait: float  # seconds until the request's slot (0: at once)
+    granted: bool  # False: the slot is further than the caller may wait; nothing was booked
+
+
+def plan_rate_cap(
+    bucket: RateBucket, now: float, rate: float, max_wait: float, burst: float = 1.0
+) -> RateCapPlan:
+    """One request asks the cap for a slot: the bucket refills at `rate` tokens a second up to
+    `burst`, and the request takes one token, waiting for it if there is none (the slots are booked in
+    order, so concurrent requests are spaced 1/rate apart). With a burst of 1 no window of a second
+    ever holds more than rate + 1 requests: a server quota of more than that is never hit. A slot
+    further away than `max_wait` is refused and nothing is booked (the caller retries later)."""
+    tokens = min(burst, bucket.tokens + max(0.0, now - bucket.at) * rate)
+    wait = max(0.0, (1.0 - tokens) / rate)
+    if wait > max_wait:
+        return RateCapPlan(RateBucket(tokens, now), wait, granted=False)
+    return RateCapPlan(RateBucket(tokens - 1.0, now), wait, granted=True)
+
+
+def plan_restore_render(
+    *,
+    task_running: bool,
+    content_intact: bool,
+    now: float,
+    renew_by: float | None,
+    spread: float | None,
+    bugs: Bugs = NO_BUGS,
+) -> float | None:
+    """After an agent restart, when to re-issue a task's secrets and re-render its templates: None is
+    at once, inside the restore (as before the restart window existed); a number is that many
+    seconds later, on a timer, so that agents restarted together spread their re-issues over the
+    window (`spread`: the task's random point of it; None: no window).
+
+    Deferred only when that is safe: the task is running on what is on disk, every file is still as
+    it was rendered (`content_intact`: a reboot empties secrets/), and its secrets are not due yet
+    (`renew_by`, the wall-clock time the pass before the restart scheduled its re-issue for; 0: no
+    dynamic secret; None: not known). Never later than `renew_by`. The faults that put nomad-9636
+    and nomad-15851 back need the render inside the restore, so they keep it there."""
+    if spread is None or bugs.no_change_on_restore or bugs.script_change_before_handle:
+        return None
+    if not task_running or not content_intact or renew_by is None:
+        return None
+    if renew_by == 0:
+        return max(0.0, spread)
+    if now >= renew_by:
+        return None
+    return max(0.0, min(spread, renew_by - now))
+
+
 @dataclass(frozen=True)
 class GcLimits:
     """The client's GC settings, Nomad's names and defaults (gc_interval is the core's timer)."""

@@ -33,7 +33,13 @@ def vault_client(cfg: VaultConfig) -> VaultClient | None:
     """The agent's Vault client; None when Vault is not configured (no address or no approle_file)."""
     if not cfg.address or cfg.approle_file is None:
         return None
-    return VaultClient(cfg.address, cfg.approle_file, timeout=VAULT_TIMEOUT)
+    return VaultClient(
+        cfg.address,
+        cfg.approle_file,
+        timeout=VAULT_TIMEOUT,
+        max_requests_per_second=cfg.max_requests_per_second,
+        restart_jitter=cfg.restart_jitter,
+    )
 
 
 def check_vault(cfg: VaultConfig, client: VaultClient | None) -> VaultStatus:

@@ -6,8 +6,17 @@
   longer knows (revoked, or the server's storage was rebuilt) leads to one fresh login and a retry.
 - A dynamic secret (a PKI certificate, a leased secret) is fetched again at `reissue_at`: a random
   point between 60 % and 80 % of its TTL, so that many templates do not re-issue in lock step.
-- Errors: `VaultUnavailable` (connection refused, timeout, sealed, 5xx, 429) is for the caller to
+- Errors: `VaultUnavailable` (connection refused, timeout, sealed, 5xx) is for the caller to
   retry with `backoff(attempt)`; `VaultDenied` (403) and `VaultNotFound` (404) are not retried.
+  `VaultRateLimited` (a VaultUnavailable) is a 429 from a rate-limit quota, with the server's
+  Retry-After when it sends one: callers retry it with `agent.decisions.plan_rate_limit_retry`
+  (exponential backoff, full jitter, after the Retry-After), any request alike (login, renew, reads,
+  PKI issue).
+- Load (`VaultLoad`, one per agent, shared by its own client and every task's): an optional cap on
+  the requests per second (`vault.max_requests_per_second`, a token bucket, `plan_rate_cap`) that
+  every request waits its slot under, and counters (requests sent, 429s received, waits). The first
+  AppRole login of an agent waits a random part of `vault.restart_jitter`, and `restart_delay()`
+  gives each task's re-issue after a restart its own point of that window (docs/vault-load.md).
 - Tasks get tokens of their own (agent.runner.vaulttoken): the agent's token only creates them through
   a token role (`create_token`) and revokes them (`revoke_accessor`); a `TokenClient` makes a task's
   requests with the task's token, which renews and looks itself up (renew-self, lookup-self).
@@ -22,6 +31,7 @@ Tokens and the AppRole secret_id are never logged nor put into an error message.
 
 from __future__ import annotations
 
+import email.utils
 import json
 import logging
 import random
@@ -34,10 +44,12 @@ from pathlib import Path
 from typing import Any
 
 import hvac
+import hvac.adapters
 import hvac.exceptions
 import requests
 
-from agent.errors import AgentError
+from agent.decisions import RateBucket, plan_rate_cap
+from agent.errors import AgentError, RateLimited
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +72,16 @@ class VaultError(AgentError):
 
 class VaultUnavailable(VaultError):
     """Vault cannot answer now (refused, timeout, sealed, 5xx, rate limited): retry with backoff."""
+
+
+class VaultRateLimited(VaultUnavailable, RateLimited):
+    """Vault refused the request over a rate-limit quota (429), or the agent's own cap refused to send
+    it (`vault.max_requests_per_second`): retry after `retry_after` seconds (the server's Retry-After;
+    None when it sent none), with backoff and jitter."""
+
+    def __init__(self, op: str, path: str, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(op, path, reason)
+        self.retry_after = retry_after
 
 
 class VaultDenied(VaultError):
@@ -146,9 +168,37 @@ _UNAVAILABLE = (
     hvac.exceptions.InternalServerError,  # 500
     hvac.exceptions.VaultNotInitialized,  # 501
     hvac.exceptions.BadGateway,  # 502
-    hvac.exceptions.RateLimitExceeded,  # 429
     hvac.exceptions.UnexpectedError,  # any other status
 )
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """A Retry-After header as seconds: delay-seconds ("3") or an HTTP date; None when absent or
+    unreadable. OpenBao sends delay-seconds, and only with `enable_rate_limit_response_headers`."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+class _Adapter(hvac.adapters.JSONAdapter):  # type: ignore[misc]
+    """hvac's JSON adapter, keeping a 429's Retry-After on the exception it raises (hvac's own
+    exceptions carry no headers)."""
+
+    def _raise_for_error(self, method: str, url: str, response: requests.Response) -> None:
+        try:
+            super()._raise_for_error(method, url, response)
+        except hvac.exceptions.RateLimitExceeded as exc:
+            exc.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+            raise
 
 
 def _classify(exc: Exception, op: str, path: str) -> VaultError:
@@ -171,6 +221,10 @@ def _classify(exc: Exception, op: str, path: str) -> VaultError:
         cls, errors = VaultNotFound, "not found"
     elif isinstance(exc, hvac.exceptions.VaultDown):  # 503
         cls, errors = VaultUnavailable, f"sealed or unavailable ({errors})"
+    elif isinstance(exc, hvac.exceptions.RateLimitExceeded):  # 429: a rate-limit quota
+        after = getattr(exc, "retry_after", None)
+        said = f"; Retry-After {after:g}s" if after is not None else ""
+        return VaultRateLimited(op, path, f"rate limited (429: {errors}{said})", after)
     elif isinstance(exc, _UNAVAILABLE):
         cls, errors = VaultUnavailable, f"server error ({errors})"
     return cls(op, path, errors)
@@ -184,6 +238,65 @@ VAULT_SEALED = "sealed"  # 503: sealed
 VAULT_UNREACHABLE = "unreachable"  # connection refused, reset, timed out
 VAULT_DENIED = "denied"  # 403, or the AppRole credentials were refused or cannot be read
 VAULT_ERROR = "error"  # 5xx, 429, anything else
+
+
+class VaultLoad:
+    """The agent's Vault requests, paced and counted: one per agent, shared by its own client and every
+    task's (`VaultClient.token_client`), so one cap covers them all.
+
+    With `max_requests_per_second` (> 0) every request first takes a slot of a token bucket
+    (agent.decisions.plan_rate_cap, burst 1): requests are spaced 1/rate apart, waiting on the
+    calling thread; one whose slot is more than `max_wait` away is refused as VaultRateLimited
+    without being sent (retried by its caller like a 429). 0: no cap. Thread-safe."""
+
+    def __init__(
+        self,
+        max_requests_per_second: float = 0.0,
+        *,
+        max_wait: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if max_requests_per_second < 0:
+            raise ValueError(f"max_requests_per_second {max_requests_per_second}: need >= 0")
+        self.rate = float(max_requests_per_second)
+        self.max_wait = max_wait
+        self.clock, self.sleep = clock, sleep
+        self._lock = threading.Lock()
+        self._bucket = RateBucket(tokens=1.0, at=clock())
+        self.requests = 0  # sent to Vault
+        self.rate_limited = 0  # answered 429 by Vault
+        self.waited = 0  # requests that waited for their slot under the cap
+        self.wait_seconds = 0.0  # ... in all
+        self.refused = 0  # requests the cap refused to send (their slot was too far away)
+
+    def take(self, op: str, path: str) -> None:
+        """Before a request: wait for its slot under the cap (none: go at once), then count it."""
+        wait = 0.0
+        with self._lock:
+            if self.rate > 0:
+                plan = plan_rate_cap(self._bucket, self.clock(), self.rate, self.max_wait)
+                self._bucket = plan.bucket
+                if not plan.granted:
+                    self.refused += 1
+                    raise VaultRateLimited(
+                        op,
+                        path,
+                        f"rate limited by the agent's own cap of {self.rate:g} requests/s "
+                        f"(vault.max_requests_per_second): no slot within {self.max_wait:g}s",
+                        plan.wait,
+                    )
+                wait = plan.wait
+                if wait > 0:
+                    self.waited += 1
+                    self.wait_seconds += wait
+            self.requests += 1
+        if wait > 0:
+            self.sleep(wait)
+
+    def note_rate_limited(self) -> None:
+        with self._lock:
+            self.rate_limited += 1
 
 
 @dataclass(frozen=True)
@@ -214,7 +327,11 @@ def _state_of(exc: Exception | None) -> str:
         isinstance(exc, VaultUnavailable) and "sealed" in exc.reason
     ):
         return VAULT_SEALED
-    if isinstance(exc, VaultUnavailable) and not exc.reason.startswith("server error"):
+    if (
+        isinstance(exc, VaultUnavailable)
+        and not isinstance(exc, RateLimited)  # a 429: Vault answered, refusing for now (an error)
+        and not exc.reason.startswith("server error")
+    ):
         return VAULT_UNREACHABLE
     return VAULT_ERROR
 
@@ -241,19 +358,24 @@ class _VaultApi(ABC):
         timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
         hvac_client: hvac.Client | None = None,
+        load: VaultLoad | None = None,
     ) -> None:
         self.address = address.rstrip("/")
         self.timeout = timeout
         self.clock = clock
+        # Paces and counts every request; shared with the tasks' clients (token_client).
+        self.load = load if load is not None else VaultLoad(max_wait=timeout)
         # hvac's client carries no token (token="" also keeps it from reading VAULT_TOKEN or
         # ~/.vault-token): each request passes its token in its headers.
-        self._hvac = hvac_client or hvac.Client(url=self.address, token="", timeout=timeout)
+        self._hvac = hvac_client or hvac.Client(url=self.address, token="", timeout=timeout, adapter=_Adapter)
         self.last_status: VaultCallStatus | None = None  # the last request's outcome (None: none yet)
         self.last_probe: VaultCallStatus | None = None  # the last sys/health probe's (None: none yet)
 
     def _note(self, op: str, path: str, exc: Exception | None = None, at: float | None = None) -> None:
         """Keep the outcome of a request as `last_status` (a frozen value: one assignment, no lock)."""
         error = ""
+        if isinstance(exc, hvac.exceptions.RateLimitExceeded):
+            self.load.note_rate_limited()
         if exc is not None:
             error = str(exc) if isinstance(exc, VaultError) else str(_classify(exc, op, path))
         self.last_status = VaultCallStatus(
@@ -281,6 +403,7 @@ class _VaultApi(ABC):
     ) -> dict[str, Any]:
         """One request with `token`; our error for any failure (naming the path, never the token)."""
         op = op or _OPS.get(method, method)
+        self.load.take(op, path)
         try:
             adapter = self._hvac.adapter
             call = {"get": adapter.get, "list": adapter.list}.get(method, adapter.post)
@@ -365,8 +488,9 @@ class TokenClient(_VaultApi):
         timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
         hvac_client: hvac.Client | None = None,
+        load: VaultLoad | None = None,
     ) -> None:
-        super().__init__(address, timeout=timeout, clock=clock, hvac_client=hvac_client)
+        super().__init__(address, timeout=timeout, clock=clock, hvac_client=hvac_client, load=load)
         self._token = token
 
     def __repr__(self) -> str:  # never shows the token
@@ -402,9 +526,24 @@ class VaultClient(_VaultApi):
         *,
         timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
+        max_requests_per_second: float = 0.0,
+        restart_jitter: float = 0.0,
+        load: VaultLoad | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
     ) -> None:
-        super().__init__(address, timeout=timeout, clock=clock)
+        if restart_jitter < 0:
+            raise ValueError(f"restart_jitter {restart_jitter}: need >= 0")
+        if load is None:
+            load = VaultLoad(max_requests_per_second, max_wait=timeout, sleep=sleep)
+        super().__init__(address, timeout=timeout, clock=clock, load=load)
         self.approle_file = Path(approle_file)
+        # The restart window: the first login, and each task's re-issue after a restart, wait a
+        # random part of it (agents restarted together then reach Vault apart).
+        self.restart_jitter = float(restart_jitter)
+        self._sleep = sleep
+        self._rng = rng or _rng
+        self._login_spread = restart_jitter > 0  # the first login is still to be spread
         self._lock = threading.RLock()
         self._token = ""
         self._accessor = ""
@@ -451,13 +590,27 @@ class VaultClient(_VaultApi):
             reason = f"{self.approle_file}: not a JSON object with role_id and secret_id"
         raise VaultDenied("login", LOGIN_PATH, reason)
 
+    def restart_delay(self) -> float | None:
+        """A task's point of the restart window (agent.templates.render.RestartPaced): a random number
+        of seconds in [0, restart_jitter]; None when there is no window (restart_jitter 0)."""
+        if self.restart_jitter <= 0:
+            return None
+        return self._rng.uniform(0.0, self.restart_jitter)
+
     def login(self) -> None:
-        """Log in with AppRole; keep the token and its TTL."""
+        """Log in with AppRole; keep the token and its TTL. The first login of the client (the agent's
+        start) first waits a random part of the restart window."""
         try:
             role_id, secret_id = self._credentials()
         except VaultDenied as exc:
             self._note("login", LOGIN_PATH, exc)
             raise
+        if self._login_spread:
+            self._login_spread = False
+            delay = self._rng.uniform(0.0, self.restart_jitter)
+            log.info("vault: first login in %.1fs (vault.restart_jitter %gs)", delay, self.restart_jitter)
+            self._sleep(delay)
+        self.load.take("login", LOGIN_PATH)
         with self._lock:
             try:
                 resp = self._hvac.auth.approle.login(role_id=role_id, secret_id=secret_id, use_token=False)
@@ -504,6 +657,7 @@ class VaultClient(_VaultApi):
             if not self._token or not self._renewable or self._capped or now >= self.token_expires_at:
                 self.login()
                 return
+            self.load.take("renew", "auth/token/renew-self")
             try:
                 resp = self._hvac.adapter.post(
                     "/v1/auth/token/renew-self", headers={"X-Vault-Token": self._token}
@@ -532,10 +686,11 @@ class VaultClient(_VaultApi):
     def _token_is_valid(self, token: str) -> bool:
         """After a 403: does the server still know this token? (It answers 403 to both.)"""
         try:
+            self.load.take("lookup", "auth/token/lookup-self")
             self._hvac.adapter.get("/v1/auth/token/lookup-self", headers={"X-Vault-Token": token})
         except hvac.exceptions.Forbidden:
             return False
-        except (hvac.exceptions.VaultError, requests.RequestException):
+        except (hvac.exceptions.VaultError, requests.RequestException, VaultRateLimited):
             return True  # cannot tell: report the original denial
         return True
 
@@ -598,5 +753,10 @@ class VaultClient(_VaultApi):
     def token_client(self, token: str) -> TokenClient:
         """A client making requests with `token` (a task's), sharing this client's connections."""
         return TokenClient(
-            self.address, token, timeout=self.timeout, clock=self.clock, hvac_client=self._hvac
+            self.address,
+            token,
+            timeout=self.timeout,
+            clock=self.clock,
+            hvac_client=self._hvac,
+            load=self.load,
         )

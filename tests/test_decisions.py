@@ -8,6 +8,8 @@ import pytest
 
 from agent.decisions import (
     NO_BUGS,
+    RATE_LIMIT_RETRY_MAX,
+    RATE_LIMIT_RETRY_MIN,
     AfterRestore,
     Bugs,
     DeadOnRestore,
@@ -15,6 +17,7 @@ from agent.decisions import (
     OwedReplacement,
     PauseDeathAction,
     PendingRestart,
+    RateBucket,
     RestoreAction,
     StartCause,
     SweepPlan,
@@ -27,8 +30,11 @@ from agent.decisions import (
     plan_owed_replacements,
     plan_pause_death,
     plan_pending_restart,
+    plan_rate_cap,
+    plan_rate_limit_retry,
     plan_render_retry,
     plan_restore,
+    plan_restore_render,
     plan_start_failure,
     plan_task_restart,
     trust_recorded_tasks,
@@ -293,3 +299,98 @@ def test_owed_replacements_are_owed_once() -> None:
         rec("f", status=AllocStatus.RUNNING, replace_pending=True),  # not failed
     ]
     assert plan_owed_replacements(records) == [OwedReplacement("a", ""), OwedReplacement("b", "b2")]
+
+
+# -- Vault under a storm: the 429 backoff, the agent's own cap, the restart window -----------------
+
+
+def test_a_rate_limit_retry_is_full_jitter_over_a_doubling_window_after_retry_after() -> None:
+    # Full jitter: the draw picks a point of the window, 0 to all of it (bounded below by the minimum).
+    assert plan_rate_limit_retry(1, None, 0.0) == RATE_LIMIT_RETRY_MIN
+    assert plan_rate_limit_retry(1, None, 0.5) == 0.5
+    assert plan_rate_limit_retry(3, None, 0.5) == 2.0  # window 4 s at the third attempt
+    assert [plan_rate_limit_retry(n, None, 0.999) for n in (1, 2, 3, 4)] == pytest.approx(
+        [0.999, 1.998, 3.996, 7.992]
+    )
+    # Retry-After is a floor: never earlier than the server said; the jitter comes on top.
+    assert plan_rate_limit_retry(1, 3.0, 0.0) == 3.0
+    assert plan_rate_limit_retry(2, 3.0, 0.5) == 4.0
+    assert plan_rate_limit_retry(1, 0.0, 0.25) == 0.25  # OpenBao says 0 within its 1 s window
+    # Bounded, whatever the attempt, the draw or the server's word.
+    assert plan_rate_limit_retry(60, None, 1.0) == RATE_LIMIT_RETRY_MAX
+    assert plan_rate_limit_retry(1, 3600.0, 0.5) == RATE_LIMIT_RETRY_MAX
+    assert plan_rate_limit_retry(0, -5.0, 2.0) == 1.0  # out-of-range inputs are clamped
+    # The cap of a caller that may not wait long (a setup on the main loop).
+    assert plan_rate_limit_retry(5, 10.0, 0.9, cap=2.0) == 2.0
+
+
+def test_rate_limit_retries_of_many_clients_spread_over_the_window() -> None:
+    import random
+
+    rng = random.Random(15)
+    draws = [plan_rate_limit_retry(4, 0.0, rng.random()) for _ in range(1000)]
+    assert min(draws) < 0.5 and max(draws) > 7.5  # spread over all of the 8 s window
+    buckets = [sum(1 for d in draws if i <= d < i + 1) for i in range(8)]
+    assert min(buckets) > 80, buckets  # roughly uniform: no second gets them all back together
+
+
+def test_the_rate_cap_spaces_requests_1_over_rate_apart_and_refuses_a_slot_too_far() -> None:
+    bucket = RateBucket(tokens=1.0, at=0.0)
+    waits = []
+    for _ in range(5):  # five requests at once, at 2 per second
+        plan = plan_rate_cap(bucket, 0.0, rate=2.0, max_wait=10.0)
+        assert plan.granted
+        bucket = plan.bucket
+        waits.append(plan.wait)
+    assert waits == [0.0, 0.5, 1.0, 1.5, 2.0]
+    # A slot further than the caller may wait is refused, and books nothing.
+    refused = plan_rate_cap(bucket, 0.0, rate=2.0, max_wait=1.0)
+    assert not refused.granted and refused.wait == 2.5 and refused.bucket.tokens == bucket.tokens
+    # Idle time refills the bucket, to one token (burst 1): an idle agent does not save up a burst.
+    later = plan_rate_cap(bucket, 100.0, rate=2.0, max_wait=1.0)
+    assert later.granted and later.wait == 0.0 and later.bucket.tokens == 0.0
+
+
+def test_under_the_rate_cap_no_second_holds_more_than_rate_plus_one_requests() -> None:
+    """Requests arriving in bursts at random times: the times they are sent, under a cap of 5/s,
+    never put more than 6 in any window of one second (so a server quota of 6/s is never hit)."""
+    import random
+
+    rng = random.Random(3)
+    bucket, sent = RateBucket(1.0, 0.0), []
+    now = 0.0
+    for _ in range(200):
+        now += rng.choice([0.0, 0.0, 0.0, 0.01, 0.3, 2.0])
+        plan = plan_rate_cap(bucket, now, rate=5.0, max_wait=1e9)
+        bucket = plan.bucket
+        sent.append(now + plan.wait)
+    sent.sort()
+    most = max(sum(1 for t in sent if start <= t < start + 1.0) for start in sent)
+    assert most <= 6, most
+
+
+def test_the_restore_render_is_spread_only_when_the_files_on_disk_are_still_good() -> None:
+    def plan(bugs: Bugs = NO_BUGS, **changes: object) -> float | None:
+        ok: dict[str, object] = {
+            "task_running": True,
+            "content_intact": True,
+            "now": 1000.0,
+            "renew_by": 2000.0,
+            "spread": 3.0,
+        }
+        return plan_restore_render(**{**ok, **changes}, bugs=bugs)  # type: ignore[arg-type]
+
+    assert plan() == 3.0
+    assert plan(renew_by=0.0) == 3.0  # no dynamic secret: nothing is due
+    assert plan(renew_by=1001.0) == 1.0  # never later than the re-issue the last pass scheduled
+    for case in (
+        {"spread": None},  # no restart window (vault.restart_jitter 0): at once, as before
+        {"task_running": False},  # a task the restore starts again reads fresh content
+        {"content_intact": False},  # secrets/ emptied by a reboot, or a file changed
+        {"renew_by": None},  # a record of an agent that kept no re-issue time
+        {"renew_by": 999.0},  # due already
+    ):
+        assert plan(**case) is None, case
+    # The faults that reproduce nomad-9636 and nomad-15851 need the render inside the restore.
+    assert plan(Bugs(no_change_on_restore=True)) is None
+    assert plan(Bugs(script_change_before_handle=True)) is None

@@ -14,6 +14,10 @@
   the server still knows it under the recorded accessor (lookup-self); otherwise the old accessor is
   revoked and a new token derived. A task with `file = false` keeps no token anywhere the agent can
   read it back, so it gets a new one after every agent restart.
+- **Rate limits**: a 429 (or the agent's own cap refusing) at a renewal or derivation is retried
+  with full jitter after the server's Retry-After (`plan_rate_limit_retry`), as a "Vault Rate
+  Limited" event; the token is the task's templates' source and passes on the agent's restart window
+  (`restart_delay`) so that its re-issue after a restart is spread (agent.templates.runner).
 - **Revoke**: when the task stops for good or the alloc is torn down, by accessor with the agent's
   token (`auth/token/revoke-accessor`); the record and the file go with it.
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -32,9 +37,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.errors import AgentError
+from agent.decisions import plan_rate_limit_retry
+from agent.errors import AgentError, RateLimited
 from agent.model import Task
 from agent.state import StateStore
+from agent.templates.render import RestartPaced
 from agent.vaultclient import (
     RENEW_FRACTION,
     TokenGrant,
@@ -269,6 +276,11 @@ class TaskVaultToken:
             raise VaultDenied("list", path, "the task's Vault token is not derived yet")
         return self._client.list_keys(path)
 
+    def restart_delay(self) -> float | None:
+        """The task's point of the agent's restart window (agent.templates.render.RestartPaced), from
+        the agent's Vault client; None when it has none."""
+        return self.issuer.restart_delay() if isinstance(self.issuer, RestartPaced) else None
+
     # -- life cycle -----------------------------------------------------------------------------------
     def ensure(self) -> bool:
         """Before the task's templates render or its process starts: a token valid by our clock,
@@ -308,7 +320,7 @@ class TaskVaultToken:
             self._replace(why)
         except VaultError as exc:
             self.event("Vault Token Failed", f"cannot derive a Vault token ({why}): {exc}; retrying")
-            self._retry()
+            self._retry(exc)
             return False
         return True
 
@@ -337,16 +349,23 @@ class TaskVaultToken:
             return
         self.schedule(max(0.0, plan.at - self.clock()), lambda: self._tick(gen))
 
-    def _retry(self) -> None:
-        """Try again with backoff, but never later than halfway to the token's expiry (at least 1 s)."""
+    def _retry(self, exc: Exception | None = None) -> None:
+        """Try again with backoff, but never later than halfway to the token's expiry (at least 1 s).
+        After a rate limit (`exc` a RateLimited): full jitter after the server's Retry-After."""
         self.failures += 1
         self.generation += 1
         gen = self.generation
-        delay = backoff(self.failures - 1)
+        limited = exc if isinstance(exc, RateLimited) else None
+        if limited is not None:
+            delay = plan_rate_limit_retry(self.failures, limited.retry_after, random.random())  # noqa: S311
+        else:
+            delay = backoff(self.failures - 1)
         if self.lease is not None and self.lease.ttl > 0:
             left = self.lease.expires_at - self.clock()
             if left > 0:
                 delay = min(delay, max(1.0, left / 2))
+        if limited is not None:
+            self.event("Vault Rate Limited", f"{limited}: rate limited by Vault, retrying in {delay:.1f}s")
         self.schedule(delay, lambda: self._tick(gen))
 
     def _tick(self, gen: int) -> None:
@@ -368,14 +387,14 @@ class TaskVaultToken:
                 self._replace(f"renewal refused ({exc.reason})")
             except VaultError as again:
                 self.event("Vault Token Failed", f"cannot derive a Vault token: {again}; retrying")
-                self._retry()
+                self._retry(again)
                 return
             self.on_new_token("the token's renewal was refused")
         except VaultError as exc:
             log.warning(
                 "alloc=%s task=%s vault token %s: %s", self.alloc_id[:8], self.task, plan.action.value, exc
             )
-            self._retry()
+            self._retry(exc)
             return
         self.failures = 0
         self._schedule()

@@ -29,6 +29,10 @@ class TemplateState:
     # Only under the `last-event-wins` fault: the changed-flag of the LAST render event, which a
     # no-op render overwrites (the bug). The fixed machine never reads it.
     last_event_changed: bool = False
+    # When the pass that rendered this content scheduled its re-issue (wall clock, at 60-80 % of the
+    # shortest TTL it read); 0: it read no dynamic secret; None: not known (a record from before).
+    # After an agent restart the re-issue may be spread over the restart window until then.
+    renew_by: float | None = None
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -38,6 +42,7 @@ class TemplateState:
             "rendered": self.rendered,
             "delivered": self.delivered,
             "last_event_changed": self.last_event_changed,
+            "renew_by": self.renew_by,
         }
 
     @classmethod
@@ -49,6 +54,7 @@ class TemplateState:
             str(rec.get("rendered", "")),
             str(rec.get("delivered", "")),
             bool(rec.get("last_event_changed", False)),
+            float(rec["renew_by"]) if isinstance(rec.get("renew_by"), int | float) else None,
         )
 
 

@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from agent import gotemplate
-from agent.errors import AgentError
+from agent.errors import AgentError, RateLimited
 from agent.model import Template
 from agent.templates.errors import TemplateRenderError
 from agent.templates.sandbox import (
@@ -50,6 +50,7 @@ __all__ = [
     "MAX_FETCHES",
     "ConsulSource",
     "RenderContext",
+    "RestartPaced",
     "SecretSource",
     "TemplateRenderError",
     "check_template",
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_FETCHES = 64  # Vault, Consul and file reads of one render (cached secrets are not counted)
 
@@ -67,6 +69,17 @@ class SecretSource(Protocol):
 
     def list_keys(self, path: str) -> list[str]:
         """The keys under a path (a Vault LIST)."""
+
+
+@runtime_checkable
+class RestartPaced(Protocol):
+    """A SecretSource that spreads the re-issue after an agent restart (the task's Vault token, through
+    the agent's Vault client and its `vault.restart_jitter`)."""
+
+    def restart_delay(self) -> float | None:
+        """Seconds to wait before re-issuing the task's secrets after an agent restart (a random point
+        of the restart window: agents restarted together do not all ask Vault at once); None when
+        there is no window (re-issue at once, in the restore)."""
 
 
 class ConsulSource(Protocol):
@@ -100,6 +113,9 @@ class RenderContext:
     min_ttl: float = 0.0  # shortest TTL of a dynamic secret used (0: none)
     fetches: int = 0
     used: set[str] = field(default_factory=set)  # the secrets (cache keys) the pass's templates read
+    # The rate-limit refusal (HTTP 429, or the agent's own cap) that failed the current render's
+    # fetch, kept for its TemplateRenderError: the render worker's reply carries only the text.
+    rate_limited: RateLimited | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,6 +226,15 @@ class _Budget:
             )
 
 
+def _kept(ctx: RenderContext, call: Callable[[], T]) -> T:
+    """A Vault request of a render; a rate-limit refusal is kept on the context for the render's error."""
+    try:
+        return call()
+    except RateLimited as exc:
+        ctx.rate_limited = exc
+        raise
+
+
 def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str, Callable[..., Any]]:
     def vault(fn: str, path: str) -> SecretSource:
         if why := vault_path_problem(path):
@@ -225,7 +250,7 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
         ctx.used.add(key)
         if key not in ctx.cache:
             budget.take(f"secret {path!r}")
-            ctx.cache[key] = source.fetch(path, kv)
+            ctx.cache[key] = _kept(ctx, lambda: source.fetch(path, kv))
             ctx.fetches += 1
         data, ttl = ctx.cache[key]
         if ttl > 0:
@@ -235,7 +260,7 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
     def secrets_fn(path: str) -> list[str]:
         source = vault("secrets", path)
         budget.take(f"secrets {path!r}")
-        return sorted(source.list_keys(path))
+        return sorted(_kept(ctx, lambda: source.list_keys(path)))
 
     return {"secret": secret_fn, "secrets": secrets_fn}
 
@@ -344,12 +369,16 @@ def render(
     """Render one template into the sandbox of `task_dir`; return (path, content sha256, changed).
     Every failure is a TemplateRenderError naming the template's destination."""
     ctx = env if isinstance(env, RenderContext) else RenderContext(env)
+    ctx.rate_limited = None
     try:
         return _render(tpl, task_dir, ctx, timeout, max_bytes)
-    except TemplateRenderError:
+    except TemplateRenderError as exc:
+        if exc.rate_limited is None:
+            exc.rate_limited = ctx.rate_limited
         raise
     except (SandboxError, AgentError) as exc:
-        raise TemplateRenderError(tpl.destination, str(exc)) from None
+        limited = exc if isinstance(exc, RateLimited) else ctx.rate_limited
+        raise TemplateRenderError(tpl.destination, str(exc), rate_limited=limited) from None
     except Exception as exc:
         raise TemplateRenderError(tpl.destination, f"{type(exc).__name__}: {exc}") from exc
 

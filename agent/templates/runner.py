@@ -4,20 +4,41 @@ secrets expire, and deliver exactly one action per change (see agent.templates.c
 Driven on the agent's main loop by whatever hosts the task (`TaskHost`: the alloc runner, or a
 fake in the unit tests). Vault being down is retried with backoff and reported as task events; the
 watcher never stops silently (nomad-28016) unless the `noop-runner-dies` fault puts that bug back.
+
+Vault under a storm (docs/vault-load.md):
+- A pass that Vault refused over its rate limit (HTTP 429, or the agent's own cap) is retried with
+  exponential backoff and full jitter after the server's Retry-After (`plan_rate_limit_retry`), as a
+  "Vault Rate Limited" event, "rate limited by Vault, retrying in Xs"; the window grows with the
+  refused passes that got none of their secrets. The secrets the refused pass did get are kept for
+  its retry (never issued twice for one change), and its change is delivered
+  once, by the pass that completes. `render_all` (a task's setup) waits out a refusal on its
+  caller's thread, at most RENDER_ALL_RATE_LIMIT_RETRIES times, for a few seconds each.
+- After an agent restart, a running task whose files are still as rendered and not due yet gets its
+  re-issue at a random point of the restart window (`plan_restore_render`), on a timer, instead of
+  inside the restore: agents restarted together do not all issue their certificates in one second.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from agent.decisions import NO_BUGS, AfterRestore, Bugs, plan_after_restore, plan_render_retry
+from agent.decisions import (
+    NO_BUGS,
+    AfterRestore,
+    Bugs,
+    plan_after_restore,
+    plan_rate_limit_retry,
+    plan_render_retry,
+    plan_restore_render,
+)
 from agent.errors import AgentError
 from agent.model import ChangeScript, Task
 from agent.offload import Offload, run_inline
@@ -30,10 +51,24 @@ from agent.templates.changemode import (
     on_task_started,
     plan_actions,
 )
-from agent.templates.render import ConsulSource, RenderContext, SecretSource, prefetch, render
+from agent.templates.errors import rate_limited_cause
+from agent.templates.render import (
+    ConsulSource,
+    RenderContext,
+    RestartPaced,
+    SecretSource,
+    prefetch,
+    render,
+)
+from agent.templates.sandbox import SandboxError, read_file
 
 log = logging.getLogger(__name__)
 PREFETCH_PARALLEL = 8  # Vault requests of one render pass in flight at once
+# render_all (a task's setup, a restore that cannot wait) runs on the main loop: it waits out a rate
+# limit at most this many times, each wait at most RENDER_ALL_RATE_LIMIT_WAIT seconds, then fails.
+RENDER_ALL_RATE_LIMIT_RETRIES = 2
+RENDER_ALL_RATE_LIMIT_WAIT = 2.0
+RATE_LIMITED_EVENT = "Vault Rate Limited"
 
 
 class TaskHost(Protocol):
@@ -81,6 +116,8 @@ class TemplateDeps:
     # Where a periodic pass's renders run (agent.offload): worker threads (the agent) or at
     # once (tests of the fakes).
     offload: Offload = run_inline
+    clock: Callable[[], float] = time.time  # wall clock: the re-issue times kept in the templates' states
+    sleep: Callable[[float], None] = time.sleep  # render_all's wait after a rate limit
 
 
 class TaskTemplates:
@@ -95,6 +132,12 @@ class TaskTemplates:
         self.fetches = 0  # Vault/Consul requests made by render passes (no thundering herd: one per secret)
         self._last_used: set[str] = set()  # the secrets the last pass read: the next one prefetches them
         self._rendering = False  # a periodic pass is off the main loop
+        self.rate_limited = 0  # passes Vault (or the agent's own cap) refused over its rate limit
+        self._stalled = 0  # refused passes in a row that got no secret at all: the backoff's attempt
+        self.spread_restores = 0  # restores whose re-issue went on a timer in the restart window
+        # What a pass refused over a rate limit had fetched, for its retry: key -> (data, ttl, when
+        # fetched, monotonic). Its retry renders from these rather than issuing them again.
+        self._carry: dict[str, tuple[dict[str, Any], float, float]] = {}
         # Timings for `make bench-templates`: when the periodic pass whose change is owed began, its
         # off-loop length, and per delivered action the seconds from that pass's start (the agent
         # set out to re-read the secret) to the action (signal sent, script started).
@@ -131,12 +174,94 @@ class TaskTemplates:
     def render_all(self) -> bool:
         """Render every template now, on the caller's thread (the task's setup, restore): one fetch
         per distinct secret; persist; schedule the next pass. Returns whether any content changed.
-        Raises TemplateRenderError (a task event upstream)."""
+        Raises TemplateRenderError (a task event upstream). A rate limit is waited out a few times
+        (RENDER_ALL_RATE_LIMIT_RETRIES), keeping what was fetched. After an agent restart the
+        re-issue may go on a timer in the restart window instead (`_spread_restore`): then nothing
+        is rendered now and False is returned."""
+        if self.passes == 0 and self._spread_restore():
+            return False
         ctx = self._context()
-        return self._apply(ctx, self._render_pass(ctx))
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                return self._apply(ctx, self._render_pass(ctx))
+            except AgentError as exc:
+                limited = rate_limited_cause(exc)
+                attempt += 1
+                if limited is None or attempt > RENDER_ALL_RATE_LIMIT_RETRIES:
+                    if limited is not None:
+                        self._keep_fetched(ctx, started)
+                    raise
+                delay = plan_rate_limit_retry(
+                    attempt,
+                    limited.retry_after,
+                    random.random(),  # noqa: S311 - jitter, not crypto
+                    cap=RENDER_ALL_RATE_LIMIT_WAIT,
+                )
+                self.rate_limited += 1
+                self.r.event(
+                    self.t.name, RATE_LIMITED_EVENT, f"{exc}: rate limited by Vault, retrying in {delay:.1f}s"
+                )
+                self.d.sleep(delay)  # the same context: what was fetched is not fetched again
+
+    def _spread_restore(self) -> bool:
+        """After an agent restart: put the re-issue on a timer at this task's point of the restart
+        window when that is safe (agent.decisions.plan_restore_render). Returns whether it did."""
+        states = self.states()
+        if not states or any(s.renew_by is None or not s.rendered for s in states):
+            return False  # never rendered, or rendered by an agent that kept no re-issue time
+        vault = self.r.task_vault(self.t)
+        spread = vault.restart_delay() if isinstance(vault, RestartPaced) else None
+        if spread is None:
+            return False
+        due = [s.renew_by for s in states if s.renew_by]
+        delay = plan_restore_render(
+            task_running=self.r.task_running(self.t),
+            content_intact=self._content_intact(states),
+            now=self.d.clock(),
+            renew_by=min(due) if due else 0.0,
+            spread=spread,
+            bugs=self.d.bugs,
+        )
+        if delay is None:
+            return False
+        log.info(
+            "alloc=%s task=%s: files still valid; re-issue in %.1fs (restart window)",
+            self.r.alloc_id[:8],
+            self.t.name,
+            delay,
+        )
+        self.spread_restores += 1
+        self.schedule_rerender(delay)
+        return True
+
+    def _content_intact(self, states: list[TemplateState]) -> bool:
+        """Every destination holds what was rendered there (its sha256), read inside the sandbox."""
+        task_dir = self.r.task_dir(self.t)
+        for s in states:
+            try:
+                text = read_file(task_dir, s.dest, self.d.max_bytes)
+            except (SandboxError, OSError):
+                return False
+            if hashlib.sha256(text.encode()).hexdigest() != s.rendered:
+                return False
+        return True
 
     def _context(self) -> RenderContext:
-        return RenderContext(self.r.task_env(self.t), vault=self.r.task_vault(self.t), consul=self.d.consul)
+        ctx = RenderContext(self.r.task_env(self.t), vault=self.r.task_vault(self.t), consul=self.d.consul)
+        carry, self._carry = self._carry, {}
+        now = time.monotonic()
+        for key, (data, ttl, fetched) in carry.items():
+            if ttl <= 0:
+                ctx.cache[key] = (data, ttl)
+            elif ttl - (now - fetched) > 0:  # what is left of it (an expired one is fetched again)
+                ctx.cache[key] = (data, ttl - (now - fetched))
+        return ctx
+
+    def _keep_fetched(self, ctx: RenderContext, since: float) -> None:
+        """A pass was refused over a rate limit: keep what it fetched (since `since`) for its retry."""
+        self._carry = {key: (data, ttl, since) for key, (data, ttl) in ctx.cache.items()}
 
     def _render_pass(self, ctx: RenderContext) -> list[tuple[str, str, bool]]:
         """The blocking part of a pass (Vault, the render worker, the files): no store, no events, so
@@ -165,18 +290,21 @@ class TaskTemplates:
         second, no-op render; under the last-event-wins fault it overwrites the change (nomad-24140)."""
         states = {s.dest: s for s in self.states()}
         changed = False
+        delay = ctx.min_ttl * random.uniform(0.6, 0.8) if ctx.min_ttl > 0 else 0.0  # noqa: S311 - jitter
+        renew_by = self.d.clock() + delay if delay > 0 else 0.0
         for dest, digest, did_change in renders:
-            states[dest] = on_render(states[dest], digest)
+            states[dest] = replace(on_render(states[dest], digest), renew_by=renew_by)
             changed |= did_change
             if did_change:
                 self.r.event(self.t.name, "Template Rendered", f"rendered {dest}")
         self.save(list(states.values()))
         self.failures = 0
+        self._stalled = 0
         self.passes += 1
         self.fetches += ctx.fetches
         self._last_used = set(ctx.used)
-        if ctx.min_ttl > 0:
-            self.schedule_rerender(ctx.min_ttl * random.uniform(0.6, 0.8))  # noqa: S311 - jitter, not crypto
+        if delay > 0:
+            self.schedule_rerender(delay)
         return changed
 
     def schedule_rerender(self, delay: float) -> None:
@@ -203,7 +331,9 @@ class TaskTemplates:
             if self.dead or not self.r.alloc_running():
                 return
             if exc is not None:
-                self._failed(exc)
+                if rate_limited_cause(exc) is not None:
+                    self._keep_fetched(ctx, started)
+                self._failed(exc, progressed=ctx.fetches > 0)
                 return
             try:
                 assert isinstance(result, list)
@@ -216,8 +346,9 @@ class TaskTemplates:
 
         self.d.offload(f"render-{self.t.name}", lambda: self._render_pass(ctx), done)
 
-    def _failed(self, exc: Exception) -> None:
-        """Any failure of a pass: a retried event, never a watcher that dies silently."""
+    def _failed(self, exc: Exception, *, progressed: bool = False) -> None:
+        """Any failure of a pass: a retried event, never a watcher that dies silently. `progressed`:
+        the pass got some of its secrets before it failed (kept for the retry after a rate limit)."""
         if not isinstance(exc, AgentError):
             log.error(
                 "alloc=%s task=%s template render failed",
@@ -237,6 +368,20 @@ class TaskTemplates:
                 self.t.name,
                 self.failures,
             )
+            return
+        limited = rate_limited_cause(exc)
+        if limited is not None:
+            # A storm: full jitter after the server's Retry-After, so that the refused come back apart.
+            # The window grows with the refused passes that got nothing; one that got some of its
+            # secrets (kept for the retry) is gaining ground at the quota's pace: its window stays small.
+            self.rate_limited += 1
+            self._stalled = 0 if progressed else self._stalled + 1
+            attempt = max(1, self._stalled)
+            delay = plan_rate_limit_retry(attempt, limited.retry_after, random.random())  # noqa: S311
+            self.r.event(
+                self.t.name, RATE_LIMITED_EVENT, f"{exc}: rate limited by Vault, retrying in {delay:.1f}s"
+            )
+            self.schedule_rerender(delay)
             return
         delay = retry.delay * random.uniform(0.8, 1.2)  # noqa: S311
         self.r.event(self.t.name, "Template Failed", f"{exc}; retrying in {delay:.1f}s")
