@@ -103,6 +103,9 @@ class Config:
     exec_allow_root: bool = False  # exec tasks may ask for `user = "root"`
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
     docker_pids_limit: int = 4096  # pids limit of every task container (0: none)
+    # The docker driver: off on a node without a docker engine (the lab's light clients): docker
+    # tasks are refused at submission with the reason, and nothing of docker is polled or swept.
+    docker_enabled: bool = True
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation), off as in Nomad's plugin config
     # -- what a jobspec may ask for ---------------------------------------------------------------
     max_count: int = 1000  # a group's count
@@ -274,6 +277,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "chroot_env": lambda: _chroot_env(p, raw, "chroot_env"),
         "docker_pids_limit": lambda: _count(p, raw, "docker_pids_limit", minimum=0),
         "raw_exec_enabled": lambda: _bool(p, raw, "raw_exec_enabled"),
+        "docker_enabled": lambda: _bool(p, raw, "docker_enabled"),
         "max_count": lambda: _count(p, raw, "max_count"),
         "max_kill_timeout": lambda: _seconds(p, raw, "max_kill_timeout"),
     }

@@ -127,7 +127,7 @@ class SweepReport:
 class Sweeper:
     def __init__(
         self,
-        docker: DockerDriver,
+        docker: DockerDriver | None,
         cni: CniNetwork | None,
         data_dir: Path,
         *,
@@ -144,7 +144,8 @@ class Sweeper:
     def observe(self) -> Observed:
         now = time.time()
         containers = []
-        for c in self.docker.managed_containers():
+        # No docker engine on this client (docker_enabled false): no container is ours to sweep.
+        for c in self.docker.managed_containers() if self.docker is not None else []:
             created = c.attrs.get("Created", "")
             age = now - _parse_docker_time(created) if created else 1e9
             containers.append(
@@ -194,7 +195,7 @@ class Sweeper:
         return report
 
     def _remove(self, r: Removal) -> None:
-        if r.kind == "container":
+        if r.kind == "container" and self.docker is not None:
             self.docker.remove_container(r.target)
         elif r.kind == "cni" and self.cni is not None:
             self.cni.delete(r.target)

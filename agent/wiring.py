@@ -47,6 +47,7 @@ class CoreSettings:
     vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
     limits: Limits = DEFAULT_LIMITS  # what a jobspec may ask for (max_count, max_kill_timeout)
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation) is registered
+    docker_enabled: bool = True  # the docker driver (and pause containers) is registered
     datacenter: str = "dc1"
     gc: GcLimits = field(default_factory=GcLimits)
 
@@ -66,6 +67,7 @@ class CoreSettings:
             vault_token_role=cfg.vault.token_role,
             limits=Limits(max_count=cfg.max_count, max_kill_timeout=cfg.max_kill_timeout),
             raw_exec_enabled=cfg.raw_exec_enabled,
+            docker_enabled=cfg.docker_enabled,
             datacenter=cfg.datacenter,
             gc=GcLimits(
                 max_allocs=cfg.gc_max_allocs,
@@ -85,9 +87,12 @@ def build_core(
     consul: ConsulClient | None = None,
     vault: TokenIssuer | None = None,
 ) -> Core:
-    docker = docker or DockerDriver(
-        pids_limit=settings.docker_pids_limit, publish_address=settings.advertise_address
-    )
+    if settings.docker_enabled:
+        docker = docker or DockerDriver(
+            pids_limit=settings.docker_pids_limit, publish_address=settings.advertise_address
+        )
+    else:
+        docker = None
     exec_driver = ExecDriver(allow_root=settings.exec_allow_root, chroot_env=settings.chroot_env)
     run_check = settings.cni_check
     if run_check is None:

@@ -144,6 +144,7 @@ class AgentLab:
         cni_check: bool | None = None,
         vault: Any = None,
         exec_allow_root: bool = False,
+        docker_enabled: bool = True,
     ) -> AgentUnderTest:
         store = SqliteStore(self.data_dir / "state" / "state.db")
         cni = CniNetwork(self.conflist, PLUGIN_DIR, self.data_dir / "cni")
@@ -153,8 +154,10 @@ class AgentLab:
             sweep_grace=sweep_grace,
             cni_check=cni_check,
             exec_allow_root=exec_allow_root,
+            docker_enabled=docker_enabled,
         )
-        core = build_core(settings, store, cni, Faults.parse(faults), docker=self.docker, vault=vault)
+        docker = self.docker if docker_enabled else None
+        core = build_core(settings, store, cni, Faults.parse(faults), docker=docker, vault=vault)
         agent = AgentUnderTest(core, start_core(core, restore_timeout=120))
         agent.settle()  # what the restore set off the loop (a recovery's stops) has finished
         return agent

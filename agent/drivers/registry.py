@@ -21,6 +21,13 @@ if TYPE_CHECKING:
     from agent.drivers.raw_exec import RawExecDriver
 
 
+DOCKER = "docker"
+DOCKER_DISABLED = (
+    "driver docker is disabled on this client (docker_enabled = false: it has no docker engine); "
+    "run the task with driver exec or raw_exec, or on a client with docker"
+)
+
+
 class DriverRegistry:
     def __init__(
         self,
@@ -95,25 +102,30 @@ class DriverRegistry:
 
 
 def build_registry(
-    docker: DockerDriver,
+    docker: DockerDriver | None,
     exec_driver: ExecDriver,
     *,
     raw_exec_enabled: bool = False,
     raw_exec: RawExecDriver | None = None,
 ) -> DriverRegistry:
     """The agent's drivers (one line each) and netns owners. raw_exec only when the client config
-    enables it (`raw_exec` is the driver to use then, a new one when None)."""
+    enables it (`raw_exec` is the driver to use then, a new one when None); docker unless `docker` is
+    None (docker_enabled false: a client without a docker engine, which has no pause containers
+    either)."""
     from agent.drivers import raw_exec as raw
     from agent.drivers.docker import PauseContainer
     from agent.network.owner import NamedNetns
 
+    disabled = {} if raw_exec_enabled else {raw.NAME: raw.DISABLED}
+    if docker is None:
+        disabled[DOCKER] = DOCKER_DISABLED
     return DriverRegistry(
         [
-            docker,
+            *([docker] if docker is not None else []),
             exec_driver,
             *([raw_exec or raw.RawExecDriver()] if raw_exec_enabled else []),
         ],
-        container_netns=PauseContainer(docker),
+        container_netns=PauseContainer(docker) if docker is not None else None,
         path_netns=NamedNetns(),
-        disabled={} if raw_exec_enabled else {raw.NAME: raw.DISABLED},
+        disabled=disabled,
     )
