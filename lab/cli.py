@@ -10,14 +10,14 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from lab import __version__
 from lab.bake import BAKED_REPO, Bake, ensure_baked, find_baked
-from lab.config import PROJECT_DIR, PROVIDERS, LabPaths, LabSpec
+from lab.config import PROJECT_DIR, PROVIDERS, LabPaths, LabSpec, image_role
 from lab.errors import LabError, NotRootError
 from lab.progress import Timings, say, warn
 from lab.providers import provider_for
@@ -52,6 +52,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         name=args.lab,
         provider=args.provider,
         clients=args.clients,
+        full_clients=args.full_clients,
         subnet=args.subnet,
         static_inventory=Path(args.inventory) if args.inventory else None,
     )
@@ -60,7 +61,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     provider = provider_for(spec.provider)
     timings = Timings(command="lab up")
     say(
-        f"lab {spec.name}: provider {spec.provider}, {spec.clients} client(s), subnet {spec.subnet}"
+        f"lab {spec.name}: provider {spec.provider}, {spec.clients} client(s)"
+        + (f" ({spec.full} full, {spec.light} light)" if spec.light else "")
+        + f", subnet {spec.subnet}"
         + (" (converging the running lab)" if existed else "")
     )
     try:
@@ -104,8 +107,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                 provider.down(rec, paths)
             _forget(paths)
         raise
+    memory = {} if args.no_provision else _node_memory(provider, record, paths, timings)
     timings.write(paths.timings)
-    _summary(record, paths, inv, timings, provisioned=not args.no_provision)
+    _summary(record, paths, inv, timings, provisioned=not args.no_provision, memory=memory)
     return 0
 
 
@@ -163,7 +167,7 @@ def _runs_baked(provider: Any, record: LabRecord, tags: dict[str, str]) -> bool:
     if not hasattr(provider, "images_in_use"):
         return False
     in_use = provider.images_in_use(record)
-    return all(tags.get(n.role) in in_use.get(n.name, []) for n in record.nodes)
+    return all(tags.get(image_role(n.role)) in in_use.get(n.name, []) for n in record.nodes)
 
 
 def _provision(paths: LabPaths, digest: str, timings: Timings) -> Any:
@@ -223,7 +227,41 @@ def _provision_baked(paths: LabPaths, digest: str, timings: Timings, *, running:
     )
 
 
-def _summary(record: LabRecord, paths: LabPaths, inv: Path, timings: Timings, *, provisioned: bool) -> None:
+def _node_memory(provider: Any, record: LabRecord, paths: LabPaths, timings: Timings) -> dict[str, int]:
+    """Each node's memory in use now (providers that can tell), kept in <state dir>/memory.json."""
+    if not hasattr(provider, "node_memory"):
+        return {}
+    with timings.phase("memory per node") as ph:
+        memory: dict[str, int] = provider.node_memory(record)
+        (paths.state_dir / "memory.json").write_text(json.dumps(memory, indent=1) + "\n")
+        ph.detail = memory_line(record, memory)
+    return memory
+
+
+def memory_line(record: LabRecord, memory: Mapping[str, int]) -> str:
+    """Memory per client (a node's whole container: systemd, sshd, the agent, its tasks), by kind (pure)."""
+    parts = []
+    for role, word in (("client", "full client"), ("light", "light client"), ("server", "server")):
+        got = sorted(memory[n.name] for n in record.nodes if n.role == role and n.name in memory)
+        if not got:
+            continue
+        mb = [b / 2**20 for b in got]
+        parts.append(
+            f"{word} {sum(mb) / len(mb):.0f} MB avg"
+            + (f" (min {mb[0]:.0f}, max {mb[-1]:.0f}, n={len(mb)})" if len(mb) > 1 else "")
+        )
+    return "; ".join(parts)
+
+
+def _summary(
+    record: LabRecord,
+    paths: LabPaths,
+    inv: Path,
+    timings: Timings,
+    *,
+    provisioned: bool,
+    memory: Mapping[str, int] | None = None,
+) -> None:
     from lab.providers.base import ssh_argv
 
     print("\n" + "=" * 72)
@@ -237,9 +275,20 @@ def _summary(record: LabRecord, paths: LabPaths, inv: Path, timings: Timings, *,
     services = {
         "server": "openbao (vault api :8200), consul if installable",
         "client": "dockerd, cni plugins, fieldlab-agent (mTLS api :4646)",
+        "light": "cni plugins, fieldlab-agent (mTLS api :4646; exec and raw_exec, no docker)",
     }
+    light = [n for n in record.nodes if n.role == "light"]
     for n in record.nodes:
-        print(f"  {n.name:<9} {n.address:<15} {services[n.role] if provisioned else '(not provisioned)'}")
+        if n.role != "light":
+            print(f"  {n.name:<9} {n.address:<15} {services[n.role] if provisioned else '(not provisioned)'}")
+    if light:
+        span = f"{light[0].name}..{light[-1].name}" if len(light) > 1 else light[0].name
+        print(
+            f"  {span} ({len(light)} light clients, {light[0].address}..{light[-1].address}) "
+            + (services["light"] if provisioned else "(not provisioned)")
+        )
+    if memory:
+        print("memory:      " + memory_line(record, memory))
     print(f"inventory:   {inv}")
     print(f"state dir:   {paths.state_dir}   (secrets in {paths.secrets_dir}, mode 0600)")
     last = record.nodes[-1]
@@ -332,8 +381,8 @@ def cmd_env(args: argparse.Namespace) -> int:
     paths = LabPaths(args.lab)
     record = _need_record(paths)
     node = record.node(args.node)
-    if node.role != "client":
-        clients = ", ".join(n.name for n in record.nodes if n.role == "client")
+    if node.role not in ("client", "light"):
+        clients = ", ".join(n.name for n in record.nodes if n.role in ("client", "light"))
         raise LabError(f"{node.name} is a {node.role}: it runs no fieldlab-agent (clients: {clients})")
     pairs = agent_env(node, paths)
     missing = [v for k, v in pairs[1:] if not Path(v).exists()]
@@ -503,7 +552,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--provider", default=os.environ.get("PROVIDER", "docker"), help="docker (default) or static"
     )
     up.add_argument(
-        "--clients", type=int, default=int(os.environ.get("CLIENTS", "2")), help="client nodes (1-8)"
+        "--clients",
+        type=int,
+        default=int(os.environ.get("CLIENTS", "2")),
+        help="client nodes (1-200): the first --full-clients run docker, the rest are light (docs/fleet.md)",
+    )
+    up.add_argument(
+        "--full-clients",
+        type=int,
+        default=int(os.environ.get("FULL_CLIENTS", "2")),
+        help="how many of the clients are full ones, with a docker engine (1-8, default 2)",
     )
     up.add_argument(
         "--subnet", default=os.environ.get("SUBNET", "10.213.0.0/24"), help="lab network (private)"

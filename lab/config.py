@@ -18,7 +18,22 @@ ROLES_DIR = LAB_DIR / "roles"
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 PROVIDERS = ("docker", "static")
 DEFAULT_SUBNET = "10.213.0.0/24"
-MAX_CLIENTS = 8
+# A lab's clients: the first FULL_CLIENTS (default 2, at most MAX_FULL_CLIENTS) are full clients (an
+# inner docker engine, every driver); the rest are light clients (docs/fleet.md): the same node image
+# and roles without the docker engine, running exec and raw_exec tasks, so that a fleet of a hundred
+# fits on 2 cores.
+MAX_CLIENTS = 200
+MAX_FULL_CLIENTS = 8
+DEFAULT_FULL_CLIENTS = 2
+# Node roles: the server, full clients and light clients (Ansible groups servers, clients and
+# light_clients; light clients are also in clients).
+ROLES = ("server", "client", "light")
+
+
+def image_role(role: str) -> str:
+    """The node image a role's nodes start from: light clients run the full clients' (baked) image,
+    its docker engine masked before first boot."""
+    return "client" if role == "light" else role
 
 
 def _home() -> Path:
@@ -30,7 +45,7 @@ def _home() -> Path:
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
-    role: str  # "server" or "client"
+    role: str  # "server", "client" or "light" (a client without docker)
     address: str
 
 
@@ -41,6 +56,7 @@ class LabSpec:
     name: str = "default"
     provider: str = "docker"
     clients: int = 2
+    full_clients: int = DEFAULT_FULL_CLIENTS  # the first clients are full, the rest light
     subnet: str = DEFAULT_SUBNET
     static_inventory: Path | None = None
     extra_vars: dict[str, str] = field(default_factory=dict)
@@ -52,6 +68,10 @@ class LabSpec:
             raise ConfigError(f"unknown provider {self.provider!r}: choose one of {', '.join(PROVIDERS)}")
         if not 1 <= self.clients <= MAX_CLIENTS:
             raise ConfigError(f"--clients {self.clients}: a lab has 1 to {MAX_CLIENTS} client nodes")
+        if not 1 <= self.full_clients <= MAX_FULL_CLIENTS:
+            raise ConfigError(
+                f"--full-clients {self.full_clients}: 1 to {MAX_FULL_CLIENTS} clients run a docker engine"
+            )
         try:
             net = ipaddress.ip_network(self.subnet)
         except ValueError as exc:
@@ -60,16 +80,33 @@ class LabSpec:
             raise ConfigError(f"--subnet {self.subnet}: an IPv4 network of /28 or larger is needed")
         if not net.is_private:
             raise ConfigError(f"--subnet {self.subnet}: a lab network must use a private range")
+        last = int(net.network_address) + 10 + self.clients
+        if last >= int(net.broadcast_address):
+            raise ConfigError(
+                f"--subnet {self.subnet}: too small for {self.clients} clients (nodes take .10 upwards)"
+            )
         if self.provider == "static" and self.static_inventory is None:
             raise ConfigError("provider static needs --inventory FILE (see lab/inventory/examples/)")
 
     @property
     def nodes(self) -> list[NodeSpec]:
-        """server1 then client1..N, on fixed addresses of the lab subnet (.10, .11, ...)."""
+        """server1, the full clients client1..F, then the light clients light001.., on fixed addresses
+        of the lab subnet (.10, .11, ...)."""
         net = ipaddress.ip_network(self.subnet)
         base = int(net.network_address)
-        names = [("server1", "server")] + [(f"client{i}", "client") for i in range(1, self.clients + 1)]
+        names = [("server1", "server")] + [(f"client{i}", "client") for i in range(1, self.full + 1)]
+        names += [(f"light{i:03d}", "light") for i in range(1, self.light + 1)]
         return [NodeSpec(n, r, str(ipaddress.ip_address(base + 10 + i))) for i, (n, r) in enumerate(names)]
+
+    @property
+    def full(self) -> int:
+        """Full clients (a docker engine each)."""
+        return min(self.clients, self.full_clients)
+
+    @property
+    def light(self) -> int:
+        """Light clients: every client beyond the full ones."""
+        return self.clients - self.full
 
     @property
     def gateway(self) -> str:

@@ -55,6 +55,10 @@ def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
     for g, gv in group_vars.items():
         if gv:
             groups[g]["vars"] = gv
+    # Always there (empty unless the lab has light clients), so the docker plays' `clients:!light_clients`
+    # never names an unknown group.
+    light: dict[str, Any] = {}
+    groups["clients"]["children"] = {"light_clients": {"hosts": light}}
     for n in record.nodes:
         hv: dict[str, Any] = {"ansible_host": n.address}
         if n.port != 22:
@@ -66,7 +70,12 @@ def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
             hv["ansible_ssh_private_key_file"] = n.key_file
         hv.update(become)
         hv.update(host_vars.get(n.name, {}))
-        groups["servers" if n.role == "server" else "clients"]["hosts"][n.name] = hv
+        if n.role == "light":
+            # Light clients are clients (every client role and the agent) in a group of their own,
+            # which the docker plays leave out (hosts: clients:!light_clients).
+            light[n.name] = hv
+        else:
+            groups["servers" if n.role == "server" else "clients"]["hosts"][n.name] = hv
     lab_vars: dict[str, Any] = {
         "ansible_user": "root",
         "ansible_python_interpreter": "/usr/bin/python3",

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from lab.cli import main
-from lab.config import LabPaths, LabSpec
+from lab.config import LabPaths, LabSpec, image_role
 from lab.errors import ConfigError
 from lab.providers.static import read_static_inventory
 
 
 def test_default_topology_is_server_then_clients_on_fixed_addresses() -> None:
-    spec = LabSpec(clients=3)
+    spec = LabSpec(clients=3, full_clients=3)
     assert [(n.name, n.role, n.address) for n in spec.nodes] == [
         ("server1", "server", "10.213.0.10"),
         ("client1", "client", "10.213.0.11"),
@@ -23,12 +23,31 @@ def test_default_topology_is_server_then_clients_on_fixed_addresses() -> None:
     assert spec.gateway == "10.213.0.1"
 
 
+def test_clients_beyond_the_full_ones_are_light_clients_after_them() -> None:
+    spec = LabSpec(clients=5)
+    assert (spec.full, spec.light) == (2, 3)
+    assert [(n.name, n.role, n.address) for n in spec.nodes][1:] == [
+        ("client1", "client", "10.213.0.11"),
+        ("client2", "client", "10.213.0.12"),
+        ("light001", "light", "10.213.0.13"),
+        ("light002", "light", "10.213.0.14"),
+        ("light003", "light", "10.213.0.15"),
+    ]
+    one = LabSpec(clients=1)
+    assert (one.full, one.light) == (1, 0)
+    fleet = LabSpec(clients=100)
+    assert (fleet.full, fleet.light) == (2, 98) and fleet.nodes[-1].address == "10.213.0.110"
+    assert image_role("light") == "client" and image_role("server") == "server"
+
+
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [
         ({"provider": "vagrant"}, "unknown provider 'vagrant'"),
         ({"clients": 0}, "--clients 0"),
-        ({"clients": 9}, "--clients 9"),
+        ({"clients": 201}, "--clients 201"),
+        ({"full_clients": 9}, "--full-clients 9"),
+        ({"clients": 200, "subnet": "10.213.0.0/25"}, "too small for 200 clients"),
         ({"subnet": "10.0.0.0/30"}, "/28 or larger"),
         ({"subnet": "8.8.8.0/24"}, "private range"),
         ({"subnet": "nonsense"}, "--subnet 'nonsense'"),

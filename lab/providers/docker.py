@@ -13,9 +13,10 @@ import io
 import tarfile
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from lab.config import LabPaths, LabSpec
+from lab.config import LabPaths, LabSpec, NodeSpec, image_role
 from lab.errors import ProviderError
 from lab.image import ensure_image
 from lab.keys import ensure_ssh_key
@@ -25,6 +26,10 @@ from lab.ssh import boot_id, wait_ssh
 from lab.waits import WaitTimeout, wait_until
 
 LABEL = "fieldlab.lab"
+# Node containers created at once (the API calls are dockerd's work; a fleet is 100 of them).
+CREATE_PARALLEL = 4
+# What a light client never runs: the docker engine of the image it shares with full clients.
+LIGHT_MASKED_UNITS = ("docker.service", "docker.socket", "containerd.service")
 # A node's container stop: systemd shuts down, inner dockerd stops its containers (up to 10 s).
 NODE_STOP_TIMEOUT = 30
 HARD_KILL_TIMEOUT = 30.0
@@ -65,11 +70,12 @@ class DockerProvider:
         return f"fieldlab-{lab}-{node}"
 
     @staticmethod
-    def volume_names(lab: str, node: str) -> dict[str, str]:
-        return {
-            f"fieldlab-{lab}-{node}-docker": "/var/lib/docker",
-            f"fieldlab-{lab}-{node}-cni": "/var/lib/cni",
-        }
+    def volume_names(lab: str, node: str, role: str = "client") -> dict[str, str]:
+        """Named volumes survive a reboot as a host's disk does; a light client has no docker engine."""
+        vols = {f"fieldlab-{lab}-{node}-cni": "/var/lib/cni"}
+        if role != "light":
+            vols[f"fieldlab-{lab}-{node}-docker"] = "/var/lib/docker"
+        return vols
 
     # -- up ----------------------------------------------------------------------------------
     def image(self) -> tuple[str, bool]:
@@ -83,10 +89,11 @@ class DockerProvider:
         pubkey = ensure_ssh_key(paths.ssh_key, f"fieldlab-{spec.name}")
         base, _ = self.image()
         net = self._ensure_network(spec)
-        nodes: list[Node] = []
-        started: list[str] = []
-        for ns in spec.nodes:
-            tag = (images or {}).get(ns.role, base)
+        nodes = [Node(ns.name, ns.role, ns.address) for ns in spec.nodes]
+
+        def ensure(ns: NodeSpec) -> bool:
+            """The node's container exists and runs; True when this call started it."""
+            tag = (images or {}).get(image_role(ns.role), base)
             cname = self.container_name(spec.name, ns.name)
             try:
                 c = self.docker.containers.get(cname)
@@ -97,11 +104,14 @@ class DockerProvider:
                     say(f"{ns.name}: keeps running image {c.image.tags[0]} (lab-down first to use {tag})")
                 if c.status != "running":
                     c.start()
-                    started.append(ns.name)
-            else:
-                self._create_node(spec, ns.name, ns.role, ns.address, tag, net, pubkey)
-                started.append(ns.name)
-            nodes.append(Node(ns.name, ns.role, ns.address))
+                    return True
+                return False
+            self._create_node(spec, ns.name, ns.role, ns.address, tag, net, pubkey)
+            return True
+
+        # A few at once: a fleet of light clients is a hundred containers (dockerd does the work).
+        with ThreadPoolExecutor(CREATE_PARALLEL) as pool:
+            started = [ns.name for ns, s in zip(spec.nodes, pool.map(ensure, spec.nodes), strict=True) if s]
         record = LabRecord(
             spec.name, self.name, nodes, subnet=spec.subnet, image=base, baked=dict(images or {})
         )
@@ -109,7 +119,8 @@ class DockerProvider:
         for n in nodes:
             wait_ssh(n.target(paths), NODE_BOOT_TIMEOUT, what="ssh after start")
         if started:
-            say(f"started {', '.join(started)}; all nodes answer over ssh")
+            shown = ", ".join(started) if len(started) <= 8 else f"{len(started)} nodes"
+            say(f"started {shown}; all nodes answer over ssh")
         return record
 
     def images_in_use(self, record: LabRecord) -> dict[str, list[str]]:
@@ -158,7 +169,8 @@ class DockerProvider:
     ) -> None:
         api = self.docker.api
         labels = {LABEL: spec.name, "fieldlab.node": node, "fieldlab.role": role}
-        for vol in self.volume_names(spec.name, node):
+        vols = self.volume_names(spec.name, node, role)
+        for vol in vols:
             self.docker.volumes.create(vol, labels=labels)
         host_config = api.create_host_config(
             cap_add=["ALL"],
@@ -171,9 +183,7 @@ class DockerProvider:
                 "/run/lock": "rw",
                 "/tmp": "rw,mode=1777",  # noqa: S108 - the node's own /tmp, a tmpfs as on a real host
             },
-            binds={
-                vol: {"bind": path, "mode": "rw"} for vol, path in self.volume_names(spec.name, node).items()
-            },
+            binds={vol: {"bind": path, "mode": "rw"} for vol, path in vols.items()},
             restart_policy={"Name": "unless-stopped"},
         )
         # The CLI's `--security-opt systempaths=unconfined`: nothing under /proc masked or read-only.
@@ -193,6 +203,9 @@ class DockerProvider:
             stop_timeout=NODE_STOP_TIMEOUT,
         )
         api.put_archive(c["Id"], "/root/.ssh", _tar_file("authorized_keys", (pubkey + "\n").encode(), 0o600))
+        if role == "light":
+            # The client image has a docker engine: masked before the first boot, it never starts.
+            api.put_archive(c["Id"], "/etc/systemd/system", _tar_masks(LIGHT_MASKED_UNITS))
         api.start(c["Id"])
         say(f"{node}: created {cname} at {address}")
 
@@ -226,6 +239,21 @@ class DockerProvider:
             except docker.errors.NotFound:
                 out.append(NodeState(n.name, n.address, "missing"))
         return out
+
+    def node_memory(self, record: LabRecord) -> dict[str, int]:
+        """node -> bytes of memory its container uses now, as `docker stats` counts it (usage less
+        the inactive page cache): everything of the node, systemd to its tasks."""
+        import docker.errors
+
+        def one(n: Node) -> tuple[str, int | None]:
+            try:
+                c = self.docker.containers.get(self.container_name(record.name, n.name))
+                return n.name, memory_in_use(c.stats(stream=False, one_shot=True).get("memory_stats") or {})
+            except (docker.errors.APIError, docker.errors.NotFound):
+                return n.name, None
+
+        with ThreadPoolExecutor(CREATE_PARALLEL) as pool:
+            return {name: b for name, b in pool.map(one, record.nodes) if b is not None}
 
     # -- reboot ------------------------------------------------------------------------------
     def reboot(self, record: LabRecord, paths: LabPaths, node: str, *, hard: bool) -> float:
@@ -265,6 +293,19 @@ class DockerProvider:
         return ssh_argv(record.node(node), paths)
 
 
+def _tar_masks(units: tuple[str, ...]) -> bytes:
+    """A tar of `<unit> -> /dev/null` symlinks: systemctl mask, done before systemd ever runs."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for unit in units:
+            info = tarfile.TarInfo(unit)
+            info.type = tarfile.SYMTYPE
+            info.linkname = "/dev/null"
+            info.mtime = int(time.time())
+            tf.addfile(info)
+    return buf.getvalue()
+
+
 def _tar_file(name: str, data: bytes, mode: int) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tf:
@@ -274,3 +315,14 @@ def _tar_file(name: str, data: bytes, mode: int) -> bytes:
         info.mtime = int(time.time())
         tf.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+def memory_in_use(stats: Mapping[str, Any]) -> int | None:
+    """Docker's figure from a container's memory_stats (pure): usage less inactive file pages
+    (cgroup v1: total_inactive_file, v2: inactive_file), as the docker CLI shows it."""
+    usage = stats.get("usage")
+    if usage is None:
+        return None
+    detail = stats.get("stats") or {}
+    cache = detail.get("total_inactive_file", detail.get("inactive_file", 0))
+    return int(usage) - int(cache) if int(cache) < int(usage) else int(usage)
