@@ -130,11 +130,12 @@ molecule: bootstrap ## Every role's molecule scenario: converge, idempotence, ve
 	  echo "[fieldlab] molecule scenario $$s passed in $$(( $$(date +%s) - start ))s"; done
 
 # e2e knobs: SEED replays a run's random choices (chaos schedule, restart signals); LOOPS agent restarts
-# per loop suite; CHAOS_MINUTES of seeded chaos; K selects tests (pytest -k).
+# per loop suite; CHAOS_MINUTES of seeded chaos; K selects tests (pytest -k); FLEET: the clients the
+# fleet suite storms (the first N of the lab's; default all: `make lab-up CLIENTS=100` first).
 SEED ?=
 LOOPS ?= 5
 CHAOS_MINUTES ?= 3
-E2E_ARGS = --lab $(LAB) --loops $(LOOPS) --chaos-minutes $(CHAOS_MINUTES) $(if $(SEED),--seed $(SEED)) $(if $(K),-k "$(K)")
+E2E_ARGS = --lab $(LAB) --loops $(LOOPS) --chaos-minutes $(CHAOS_MINUTES) $(if $(SEED),--seed $(SEED)) $(if $(K),-k "$(K)") $(if $(FLEET),--fleet $(FLEET))
 
 .PHONY: smoke
 smoke: install ## The e2e suites in `make test` (all but chaos, LOOPS=5) on the running lab (LAB=default)

@@ -57,6 +57,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=float(os.environ.get("E2E_CHAOS_MINUTES", "3")),
         help="how long the seeded chaos suite runs",
     )
+    g.addoption(
+        "--fleet",
+        type=int,
+        default=int(os.environ.get("FLEET", "0") or 0),
+        help="clients the fleet suite storms: the first N of the lab's (0: every client, full and light)",
+    )
     g.addoption("--report-dir", default=os.environ.get("E2E_REPORT_DIR", ""), help="the run's directory")
     g.addoption(
         "--test-timeout",
@@ -176,6 +182,11 @@ def loops(request: pytest.FixtureRequest) -> int:
 
 
 @pytest.fixture(scope="session")
+def fleet_size(request: pytest.FixtureRequest) -> int:
+    return int(request.config.getoption("--fleet"))
+
+
+@pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     lab = request.config.getoption("--lab")
     try:
@@ -184,17 +195,17 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         pytest.fail(str(exc), pytrace=False)
     request.config.stash[_CLUSTER] = c
     flags = [f.strip() for f in request.config.getoption("--agent-faults").split(",") if f.strip()]
-    stale = [n for n in c.clients if n.run(f"test -e {FAULTS_DROPIN}", check=False).rc == 0]
+    stale = [n for n in c.fleet if n.run(f"test -e {FAULTS_DROPIN}", check=False).rc == 0]
     try:
         if flags:
-            set_agent_faults(c, flags)
+            set_agent_faults(c, flags, c.fleet)
         elif stale:  # a killed run with fault flags left them behind: never test a faulty agent unknowingly
             print(f"[e2e] removing fault flags left on {[n.name for n in stale]} by an earlier run")
             set_agent_faults(c, [], stale)
     except FaultError as exc:
         if flags and not str(exc).startswith("unknown"):
             with contextlib.suppress(FaultError):
-                set_agent_faults(c, [])  # never leave an agent half-configured behind
+                set_agent_faults(c, [], c.fleet)  # never leave an agent half-configured behind
         pytest.fail(f"could not set the agents' fault flags to {flags or 'none'}: {exc}", pytrace=False)
     _clean_slate(c)
     try:  # a run starts from a clean lab, or says why not: leftovers would fake or hide a symptom
@@ -203,7 +214,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         pytest.fail(f"the lab is not clean at the start of the run: {exc}", pytrace=False)
     yield c
     if flags:
-        set_agent_faults(c, [])  # heal: the lab is left with clean agents
+        set_agent_faults(c, [], c.fleet)  # heal: the lab is left with clean agents
 
 
 _CLUSTER = pytest.StashKey[Cluster]()
@@ -211,7 +222,7 @@ _CLUSTER = pytest.StashKey[Cluster]()
 
 def _clean_slate(c: Cluster) -> None:
     """Stop jobs left over by an earlier run that was killed, so every suite starts from zero allocs."""
-    for node in c.clients:
+    for node in c.fleet:
         agent = c.agent(node)
         live = {a["job"] for a in agent.allocs() if a.get("status") in ("running", "pending")}
         for job in sorted(live):

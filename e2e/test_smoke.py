@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.harness import checkers, faults, probes
+from agent.errors import AgentError
+from e2e.harness import checkers, faults, fleet, probes
 from e2e.harness.cluster import Cluster
+from e2e.harness.remote import Remote
 from e2e.harness.waits import AGENT_HEALTHY, VAULT_UNSEALED, wait_until
 
 
@@ -25,6 +27,44 @@ def test_nodes_are_healthy(cluster: Cluster, role: str) -> None:
     nodes = cluster.servers if role == "servers" else cluster.clients
     problems = [p for n in nodes for p in checkers.node_problems(probes.observe_node(cluster, n))]
     assert not problems, "\n".join(problems)
+
+
+def test_light_clients_run_an_agent_without_docker(cluster: Cluster) -> None:
+    """Every light client: its agent answers over mTLS with exec and raw_exec and no docker driver,
+    its docker engine is masked, and a docker job is refused there with the reason."""
+    if not cluster.light:
+        pytest.skip(f"lab {cluster.name} has no light clients (make lab-up CLIENTS=3 or more)")
+
+    def problems(node: Remote) -> list[str]:
+        out = []
+        info = cluster.agent(node).try_get("/v1/node")
+        if info is None:
+            return [f"{node.name}: the agent does not answer"]
+        if sorted(info.get("drivers", {})) != ["exec", "raw_exec"]:
+            out.append(f"{node.name}: drivers {sorted(info.get('drivers', {}))}, not exec and raw_exec")
+        masked = node.run("systemctl is-enabled docker.service", check=False).stdout.strip()
+        if masked != "masked":
+            out.append(f"{node.name}: docker.service is {masked!r}, not masked")
+        return out
+
+    found = [p for per in fleet.pmap(problems, cluster.light) for p in per]
+    assert not found, "\n".join(found)
+    with pytest.raises(AgentError, match="docker_enabled = false"):
+        cluster.agent(cluster.light[0]).run_job(DOCKER_JOB, "light-docker.hcl")
+
+
+DOCKER_JOB = """
+job "light-docker" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+      config {
+        image = "fieldlab/busybox:latest"
+      }
+    }
+  }
+}
+"""
 
 
 def test_testinfra_sees_the_agent_unit_as_systemd_configured_it(cluster: Cluster) -> None:

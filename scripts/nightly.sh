@@ -17,7 +17,9 @@ PHASE_TAG="fieldlab nightly"
 source scripts/phases.sh
 
 mkdir -p "$RUN_DIR"
-phase lab-up .venv/bin/fieldlab lab up --lab "$LAB" --clients 2 --subnet "$SUBNET"
+# 2 full clients and 98 light ones: the fleet suite storms 100 agents (FLEET=10 for a short night).
+FLEET=${FLEET:-100}
+phase lab-up .venv/bin/fieldlab lab up --lab "$LAB" --clients "$FLEET" --subnet "$SUBNET"
 if last_phase_ok; then
     phase suites .venv/bin/pytest e2e --lab "$LAB" --loops "$LOOPS" --chaos-minutes "$CHAOS_MINUTES" \
         --report-dir "$RUN_DIR/suites" ${SEED:+--seed "$SEED"}

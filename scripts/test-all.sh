@@ -17,7 +17,9 @@ phase lint make --no-print-directory lint
 phase unit make --no-print-directory unit
 phase integration make --no-print-directory integration
 phase molecule make --no-print-directory molecule
-phase lab-up .venv/bin/fieldlab lab up --lab "$TEST_LAB" --clients 2 --subnet "$TEST_SUBNET"
+# 2 full clients (every suite) and 8 light ones: the fleet suite storms all 10 (docs/fleet.md).
+TEST_CLIENTS=${TEST_CLIENTS:-10}
+phase lab-up .venv/bin/fieldlab lab up --lab "$TEST_LAB" --clients "$TEST_CLIENTS" --subnet "$TEST_SUBNET"
 if last_phase_ok; then
     phase smoke make --no-print-directory smoke LAB="$TEST_LAB"
 fi

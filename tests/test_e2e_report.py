@@ -279,3 +279,34 @@ def test_main_on_a_bad_dir_is_one_line_and_exit_2(
 def test_main_without_an_argument_is_usage_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert report.main([]) == 2
     assert capsys.readouterr().err.startswith("usage:")
+
+
+def test_a_storm_note_draws_its_request_rate_convergence_and_restore_distribution(run_dir: Path) -> None:
+    storm = rec(
+        22.0,
+        "note",
+        "storm all at once, SIGKILL: OpenBao load",
+        detail="STORM-MARK 120 requests",
+        data={
+            "series": {
+                "requests per second": [[0, 5], [1, 40], [2, 12]],
+                "probes converged": [[3.5, 1], [4.0, 2]],
+            },
+            "restore_seconds": [0.4, 0.2, 0.9],
+        },
+    )
+    with (run_dir / "history.jsonl").open("a") as fh:
+        fh.write("\n" + json.dumps(storm))
+    page = report.render(run_dir).read_text()
+    storms = section(page, "storms")
+    assert "storm all at once, SIGKILL: OpenBao load" in storms and "STORM-MARK" in storms
+    charts = re.findall(r'<svg[^>]*class="series-chart".*?</svg>', storms, re.S)
+    assert len(charts) == 3, "request rate, convergence curve, restore distribution"
+    assert "OpenBao requests per second" in charts[0] and "probes with the new certificate" in charts[1]
+    assert "percent of agents" in charts[2]
+    # Three points each: a polyline of three coordinates in the rate chart.
+    assert len(re.search(r'<polyline points="([^"]+)"', charts[0]).group(1).split()) == 3  # type: ignore[union-attr]
+
+
+def test_a_run_without_storms_has_no_storm_section(run_dir: Path) -> None:
+    assert '<section id="storms">' not in report.render(run_dir).read_text()

@@ -3,7 +3,7 @@ wrote, and each client's agent API over mTLS (with the operator certificate of t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,14 +101,20 @@ class Cluster:
     name: str
     paths: LabPaths
     servers: list[Remote]
-    clients: list[Remote]
+    clients: list[Remote]  # the full clients (a docker engine each): what every suite but fleet uses
+    light: list[Remote] = field(default_factory=list)  # light clients (no docker; docs/fleet.md)
 
     @property
     def nodes(self) -> list[Remote]:
         return self.servers + self.clients
 
+    @property
+    def fleet(self) -> list[Remote]:
+        """Every client, full and light: what the fleet suite storms."""
+        return self.clients + self.light
+
     def node(self, name: str) -> Remote:
-        for n in self.nodes:
+        for n in self.nodes + self.light:
             if n.name == name:
                 return n
         raise KeyError(f"lab {self.name} has no node {name} (has {[n.name for n in self.nodes]})")
@@ -119,7 +125,7 @@ class Cluster:
 
     def agent(self, node: Remote | str) -> Agent:
         n = self.node(node) if isinstance(node, str) else node
-        if n not in self.clients:
+        if n not in self.fleet:
             raise KeyError(f"{n.name} is not a client of lab {self.name}: it runs no agent")
         return Agent(n, self.secrets)
 
@@ -170,4 +176,12 @@ def load_cluster(lab: str) -> Cluster:
         hosts = (inv["children"].get(group) or {}).get("hosts") or {}
         return [Remote(node_target(name, hv or {}, inv["vars"], paths)) for name, hv in hosts.items()]
 
-    return Cluster(lab, paths, remotes("servers"), remotes("clients"))
+    light = ((inv["children"].get("clients") or {}).get("children") or {}).get("light_clients") or {}
+    light_hosts = light.get("hosts") or {}
+    return Cluster(
+        lab,
+        paths,
+        remotes("servers"),
+        remotes("clients"),
+        [Remote(node_target(name, hv or {}, inv["vars"], paths)) for name, hv in light_hosts.items()],
+    )

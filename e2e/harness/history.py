@@ -191,7 +191,8 @@ def progress_line(rec: dict[str, Any], started: float) -> str | None:
     """One short timestamped line for a step of the run (a fault, heal, check or measurement), or
     None for the other kinds: `[e2e 02:17:03Z +12m05s] FAULT client1 agent SIGKILL 1.8s`."""
     kind = rec.get("kind")
-    if kind not in PROGRESS_KINDS:
+    curves = kind == NOTE and bool((rec.get("data") or {}).get("series"))  # a storm's summary
+    if kind not in PROGRESS_KINDS and not curves:
         return None
     t = float(rec.get("t", 0.0))
     since = max(0, int(t - started))
@@ -213,6 +214,8 @@ def progress_line(rec: dict[str, Any], started: float) -> str | None:
         parts.append(detail if "FAILED" in detail else "FAILED" + (f": {detail}" if detail else ""))
     elif kind == CHECK and rec.get("ok"):
         parts.append("ok")
+    elif curves:
+        parts.append(f"- {rec.get('detail', '')}")
     return " ".join(parts)
 
 

@@ -167,7 +167,11 @@ D={data}
 echo "## containers"
 L='{{{{.Label "{alloc_label}"}}}} {{{{.Label "{role_label}"}}}}'
 F="{{{{.ID}}}} {{{{.State}}}} $L {{{{.Names}}}}"
-docker ps -a --filter label={managed_label} --no-trunc --format "$F"
+# A light client has no docker engine (its socket masked): no containers. A full client whose engine
+# is down still has the socket (socket activation), and the failing `docker ps` fails the observation.
+if [ -S /var/run/docker.sock ]; then
+  docker ps -a --filter label={managed_label} --no-trunc --format "$F"
+fi
 echo "## netns"
 ip netns list 2>/dev/null | awk '{{print $1}}'
 echo "## ipam"
@@ -228,7 +232,9 @@ def container_names(node: Remote) -> dict[str, str]:
     """{full id: name} of every container the agent made on the node."""
     return parse_container_names(
         node.out(
-            f"docker ps -a --no-trunc --filter label={LABEL_MANAGED} --format '{{{{.ID}}}} {{{{.Names}}}}'"
+            "if [ -S /var/run/docker.sock ]; then "
+            f"docker ps -a --no-trunc --filter label={LABEL_MANAGED} "
+            "--format '{{.ID}} {{.Names}}'; fi"
         )
     )
 

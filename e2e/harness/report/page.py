@@ -176,7 +176,51 @@ def context(run: Run) -> dict[str, Any]:
         "observed": len(run.of_kind(history.OBSERVE)),
         "logs": logs,
         "median": statistics.median,
+        "storms": storm_rows(run),
     }
+
+
+@dataclass(frozen=True)
+class StormRow:
+    name: str
+    detail: str
+    charts: list[Markup]
+
+
+# A fleet storm's curves (e2e/test_fleet_storm.py records them): series name -> (x label, y label).
+SERIES_AXES = {
+    "requests per second": ("seconds into the storm", "OpenBao requests per second"),
+    "probes converged": ("seconds into the storm", "probes with the new certificate loaded"),
+}
+
+
+def storm_rows(run: Run) -> list[StormRow]:
+    """Every note that carries curves: its request rate, convergence curve and restore times."""
+    rows = []
+    for rec in run.of_kind(history.NOTE):
+        data = rec.get("data") or {}
+        series = data.get("series") or {}
+        if not series:
+            continue
+        charts = []
+        for key, points in series.items():
+            x_label, y_label = SERIES_AXES.get(key, ("x", key))
+            pts = [(float(x), float(y)) for x, y in points]
+            charts.append(Markup(plots.series_chart(f"{rec.get('name')}: {key}", pts, x_label, y_label)))
+        restore = [float(v) for v in data.get("restore_seconds") or []]
+        if restore:
+            charts.append(
+                Markup(
+                    plots.series_chart(
+                        f"{rec.get('name')}: restore times",
+                        plots.distribution_points(restore),
+                        "percent of agents",
+                        "agent restore seconds (sorted)",
+                    )
+                )
+            )
+        rows.append(StormRow(str(rec.get("name", "")), str(rec.get("detail", "")), charts))
+    return rows
 
 
 def html_page(run: Run) -> str:

@@ -230,3 +230,47 @@ def outcomes_chart(bars: Sequence[OutcomeBar]) -> str:
         title = f"{bar.run}: {bar.passed} passed, {bar.failed} failed, {bar.skipped} skipped"
         parts.append(el("a", {"href": bar.href, "class": "outcome-bar"}, *segments, title=title))
     return svg(TREND_W, TREND_H, "outcomes", *parts, label="test outcomes across runs")
+
+
+# -- a storm's curves ----------------------------------------------------------------------------------
+SERIES_W, SERIES_H = 440.0, 150.0
+
+
+def _number(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 or value == int(value) else f"{value:.2f}"
+
+
+def series_chart(name: str, points: Sequence[tuple[float, float]], x_label: str, y_label: str) -> str:
+    """One curve over (x, y) points: requests per second over a storm's seconds, probes converged
+    over time, or a distribution (a sorted sample against its rank)."""
+    xs = [float(x) for x, _ in points] or [0.0]
+    ys = [float(y) for _, y in points] or [0.0]
+    top_y = nice_ceiling(max([*ys, 1e-9]) * 1.1)
+    top_x = max(xs) if max(xs) > 0 else 1.0
+    y = Scale(0.0, top_y, SERIES_H - BOTTOM - 10, TOP)
+    x_of = Scale(0.0, top_x, LEFT, SERIES_W - RIGHT)
+    parts = [_y_axis(y, top_y, SERIES_W, SERIES_H - 10, fmt=_number)]
+    coords = [(x_of(x), y(v)) for x, v in zip(xs, ys, strict=True)]
+    if len(coords) > 1:
+        line = " ".join(f"{px:.1f},{py:.1f}" for px, py in coords)
+        parts.append(
+            el("polyline", {"points": line, "fill": "none", "stroke": SAMPLE_BLUE, "stroke-width": 1.5})
+        )
+    elif coords:
+        parts.append(el("circle", {"cx": coords[0][0], "cy": coords[0][1], "r": 3, "fill": SAMPLE_BLUE}))
+    parts.append(
+        el(
+            "text",
+            {"x": SERIES_W - RIGHT, "y": SERIES_H - 4, "font-size": 10, "text-anchor": "end", "fill": "#555"},
+            txt(f"{x_label} (0 to {_number(top_x)})"),
+        )
+    )
+    parts.append(el("text", {"x": LEFT + 4, "y": TOP + 10, "font-size": 10, "fill": "#555"}, txt(y_label)))
+    return svg(SERIES_W, SERIES_H, "series-chart", *parts, label=name)
+
+
+def distribution_points(values: Sequence[float]) -> list[tuple[float, float]]:
+    """A sample as (percent of the sample at or below, value), sorted: its distribution (pure)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    return [(100.0 * (i + 1) / n, v) for i, v in enumerate(ordered)]
