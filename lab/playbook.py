@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lab.config import LAB_DIR, PLAYBOOK_DIR, LabPaths
 from lab.errors import LabError, PlaybookError
@@ -43,9 +44,9 @@ def inventory_hosts(inventory: Path) -> int:
         return 0
     names: set[str] = set()
 
-    def walk(group: dict[str, object]) -> None:
-        names.update((group.get("hosts") or {}).keys())  # type: ignore[union-attr]
-        for child in (group.get("children") or {}).values():  # type: ignore[union-attr]
+    def walk(group: dict[str, Any]) -> None:
+        names.update((group.get("hosts") or {}).keys())
+        for child in (group.get("children") or {}).values():
             walk(child or {})
 
     walk(data.get("all") or {})

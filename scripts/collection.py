@@ -3,9 +3,9 @@
     python scripts/collection.py [--output build/collection]
 
 1. `ansible-galaxy collection build lab` into the output directory;
-2. the tarball holds galaxy's metadata, README.md, CHANGELOG.md, meta/, roles/ and playbooks/ only (lab/
-   is also the Python package `lab`, with lab state and secrets beside it: build_ignore must keep
-   every one of them out, and this is where a forgotten one is caught);
+2. the tarball holds galaxy's metadata, README.md, CHANGELOG.md, meta/, roles/, playbooks/ and
+   plugins/ only (lab/ is also the Python package `lab`, with lab state and secrets beside it:
+   build_ignore must keep every one of them out, and this is where a forgotten one is caught);
 3. `ansible-galaxy collection install --offline` into a fresh directory: no Galaxy (not reachable
    here); its dependency community.general must be met by what is installed (PyPI's ansible package);
 4. from a directory outside the checkout, with no ansible.cfg and only that directory as the
@@ -30,7 +30,16 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 COLLECTION_DIR = ROOT / "lab"
-ALLOWED_TOP = {"MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "meta", "roles", "playbooks"}
+ALLOWED_TOP = {
+    "MANIFEST.json",
+    "FILES.json",
+    "README.md",
+    "CHANGELOG.md",
+    "meta",
+    "roles",
+    "playbooks",
+    "plugins",
+}
 VENV_BIN = Path(sys.executable).parent
 
 

@@ -198,7 +198,7 @@ def progress_line(rec: dict[str, Any], started: float) -> str | None:
     since = max(0, int(t - started))
     parts = [
         f"[e2e {time.strftime('%H:%M:%S', time.gmtime(t))}Z +{since // 60}m{since % 60:02d}s]",
-        kind.upper(),
+        str(kind).upper(),
     ]
     if rec.get("node"):
         parts.append(str(rec["node"]))
