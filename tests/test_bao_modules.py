@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 MODULE = Path(__file__).resolve().parents[1] / "lab" / "plugins" / "modules" / "bao_settings.py"
 
 
-def _module():  # type: ignore[no-untyped-def]
+def _module() -> Any:
     spec = importlib.util.spec_from_file_location("bao_settings", MODULE)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
