@@ -39,6 +39,7 @@ FLEET_TTL = "90s"  # re-issued every 54-72 s by each alloc's template runner
 EXEC_PROBE = "/usr/local/lib/fieldlab/probe.py"  # workload_images_exec_probe
 # SSH sessions and API calls at once from the controller (2 cores: more only queue).
 PARALLEL = 16
+SETUP_PARALLEL = 8  # nodes whose probes are submitted at once (16 first issues in flight at most)
 CONVERGE_POLL = 1.0  # seconds between two looks at the probes not converged yet
 
 FLEET_JOB = """
@@ -134,18 +135,25 @@ def fleet_probes(cluster: Cluster, nodes: Sequence[Remote]) -> Iterator[list[Fle
             out.append(FleetProbe(node, agent, f"pki-fleet-{mode}", mode, allocs[0]))
         return out
 
+    def running(p: FleetProbe) -> None:
+        def up() -> tuple[bool | None, str]:
+            status = str(p.alloc()["status"])
+            return (True if status == "running" else None), status
+
+        wait_until(up, timeout=ALLOC_RECOVERED, what=f"{p.key} running")
+
+    def submit_and_wait(node: Remote) -> list[FleetProbe]:
+        mine = submit(node)
+        submitted.extend(mine)  # list.extend is atomic: the teardown stops whatever was submitted
+        for p in mine:
+            running(p)
+        return mine
+
     try:
-        for batch in pmap(submit, nodes):
-            submitted += batch
-
-        def running(p: FleetProbe) -> None:
-            def up() -> tuple[bool | None, str]:
-                status = str(p.alloc()["status"])
-                return (True if status == "running" else None), status
-
-            wait_until(up, timeout=ALLOC_RECOVERED, what=f"{p.key} running")
-
-        pmap(running, submitted)
+        # A few nodes at a time, each until its allocs run: a first render's Vault failure fails the
+        # alloc (the agent's setup does not retry it; see docs/fleet.md), and 200 first issues at
+        # once time out on a 2-core OpenBao shared with the fleet.
+        pmap(submit_and_wait, nodes, parallel=SETUP_PARALLEL)
         yield submitted
     finally:
 
