@@ -52,8 +52,10 @@ def storms(nodes: list[Remote], seed: int) -> list[Storm]:
 def restart_wave(cluster: Cluster, wave: list[tuple[Remote, str]]) -> None:
     """Every agent of the wave killed, and only then every one started again (a storm, not a loop)."""
     faults = [AgentRestart(cluster, node, signal=sig) for node, sig in wave]
-    fleet.pmap(lambda f: f.inject(), faults)
-    fleet.pmap(lambda f: f.heal(), faults)
+    # One SSH session per agent, all at once: with fewer, a hundred kills spread over minutes.
+    together = max(fleet.PARALLEL, len(faults))
+    fleet.pmap(lambda f: f.inject(), faults, parallel=together)
+    fleet.pmap(lambda f: f.heal(), faults, parallel=together)
 
 
 def spread(values: list[float]) -> str:
