@@ -10,18 +10,20 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from lab import __version__
 from lab.bake import BAKED_REPO, Bake, ensure_baked, find_baked
-from lab.config import PROJECT_DIR, PROVIDERS, LabPaths, LabSpec, image_role
+from lab.config import PROJECT_DIR, PROVIDERS, LabPaths, LabSpec
 from lab.errors import LabError, NotRootError
 from lab.progress import Timings, say, warn
 from lab.providers import provider_for
 from lab.providers.base import LabRecord, Node
+from lab.provision import provision, provision_baked, provision_plan, runs_baked
+from lab.summary import node_memory, print_summary
 
 AGENT_PORT = 4646  # the fieldlab_agent role's fieldlab_agent_port
 
@@ -90,11 +92,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         with timings.phase("inventory"):
             inv = write_inventory(record, paths)
         if not args.no_provision:
-            on_bake = bake is not None and _runs_baked(provider, record, bake.tags)
+            on_bake = bake is not None and runs_baked(provider, record, bake.tags)
             if provision_plan(on_bake=on_bake, full=args.full) == "per-lab":
-                recap = _provision_baked(paths, digest, timings, running=existed)
+                recap = provision_baked(paths, digest, timings, running=existed)
             else:
-                recap = _provision(paths, digest, timings)
+                recap = provision(paths, digest, timings)
             say(f"provisioned: ok={recap.ok} changed={recap.changed}")
     except BaseException:
         timings.write(paths.timings) if paths.state_dir.exists() else None
@@ -107,9 +109,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                 provider.down(rec, paths)
             _forget(paths)
         raise
-    memory = {} if args.no_provision else _node_memory(provider, record, paths, timings)
+    memory = {} if args.no_provision else node_memory(provider, record, paths, timings)
     timings.write(paths.timings)
-    _summary(record, paths, inv, timings, provisioned=not args.no_provision, memory=memory)
+    print_summary(record, paths, inv, timings, provisioned=not args.no_provision, memory=memory)
     return 0
 
 
@@ -151,151 +153,6 @@ def _nodes_and_wheelhouse(
         digest = fut.result()
         top.detail = f"{len(record.nodes)} nodes, wheelhouse {digest}"
     return record, digest
-
-
-def provision_plan(*, on_bake: bool, full: bool) -> str:
-    """What `lab up` runs on the nodes: "per-lab" (OpenBao, PKI, AppRoles, agent config and
-    package) when every node runs the current bake, fresh or a running lab whose baked inputs are
-    unchanged (the bake already ran the other roles from those inputs); "every role" (site.yml) on
-    bare nodes, on nodes of an older bake (a baked role changed: converge applies it), or when asked
-    (--full: repairs drift on a running lab)."""
-    return "per-lab" if on_bake and not full else "every role"
-
-
-def _runs_baked(provider: Any, record: LabRecord, tags: dict[str, str]) -> bool:
-    """Whether every node runs the baked image of its role (then only the per-lab work is left)."""
-    if not hasattr(provider, "images_in_use"):
-        return False
-    in_use = provider.images_in_use(record)
-    return all(tags.get(image_role(n.role)) in in_use.get(n.name, []) for n in record.nodes)
-
-
-def _provision(paths: LabPaths, digest: str, timings: Timings) -> Any:
-    """Every role in order (site.yml): bare nodes, or a running lab being converged."""
-    from lab.playbook import PlayTimer, run_playbook
-
-    timer = PlayTimer(timings)
-    try:
-        return run_playbook("site.yml", paths, extra={"fieldlab_agent_wheel_hash": digest}, on_line=timer)
-    except BaseException:
-        timer.fail()
-        raise
-
-
-def _provision_baked(paths: LabPaths, digest: str, timings: Timings, *, running: bool = False) -> Any:
-    """The per-lab work on baked nodes: OpenBao and its PKI on the server while the rest (Consul
-    detection, workload images loaded, agent package) runs beside it; then the agents' credentials
-    and service, which need both. On a running lab (`running`: a converge) a new agent package
-    restarts the agent at once, as site.yml would."""
-    from lab.playbook import PlayTimer, Recap, run_playbook
-
-    extra = {"fieldlab_agent_wheel_hash": digest}
-    if running:
-        extra["fieldlab_agent_service_manage"] = "true"
-    parent = "provision: per-lab work (in parallel)"
-    branches = [("vault.yml", "[server]"), ("prepare.yml", "[nodes]")]
-    recaps: list[Recap] = []
-    with timings.phase(parent) as top, ThreadPoolExecutor(len(branches)) as pool:
-        timers = {name: PlayTimer(timings, parent=parent) for name, _ in branches}
-        futures = {
-            name: pool.submit(run_playbook, name, paths, extra=extra, on_line=timers[name], label=label)
-            for name, label in branches
-        }
-        errors: list[BaseException] = []
-        for name, fut in futures.items():
-            try:
-                recaps.append(fut.result())
-            except BaseException as exc:  # the first failure is raised once both ended
-                timers[name].fail()
-                errors.append(exc)
-        if errors:
-            raise errors[0]
-        top.detail = f"changed={sum(r.changed for r in recaps)}"
-    timer = PlayTimer(timings)
-    try:
-        recaps.append(
-            run_playbook("agent.yml", paths, extra=extra, tags="credentials,service", on_line=timer)
-        )
-    except BaseException:
-        timer.fail()
-        raise
-    return Recap(
-        ok=sum(r.ok for r in recaps),
-        changed=sum(r.changed for r in recaps),
-        failed=sum(r.failed for r in recaps),
-        unreachable=sum(r.unreachable for r in recaps),
-    )
-
-
-def _node_memory(provider: Any, record: LabRecord, paths: LabPaths, timings: Timings) -> dict[str, int]:
-    """Each node's memory in use now (providers that can tell), kept in <state dir>/memory.json."""
-    if not hasattr(provider, "node_memory"):
-        return {}
-    with timings.phase("memory per node") as ph:
-        memory: dict[str, int] = provider.node_memory(record)
-        (paths.state_dir / "memory.json").write_text(json.dumps(memory, indent=1) + "\n")
-        ph.detail = memory_line(record, memory)
-    return memory
-
-
-def memory_line(record: LabRecord, memory: Mapping[str, int]) -> str:
-    """Memory per client (a node's whole container: systemd, sshd, the agent, its tasks), by kind (pure)."""
-    parts = []
-    for role, word in (("client", "full client"), ("light", "light client"), ("server", "server")):
-        got = sorted(memory[n.name] for n in record.nodes if n.role == role and n.name in memory)
-        if not got:
-            continue
-        mb = [b / 2**20 for b in got]
-        parts.append(
-            f"{word} {sum(mb) / len(mb):.0f} MB avg"
-            + (f" (min {mb[0]:.0f}, max {mb[-1]:.0f}, n={len(mb)})" if len(mb) > 1 else "")
-        )
-    return "; ".join(parts)
-
-
-def _summary(
-    record: LabRecord,
-    paths: LabPaths,
-    inv: Path,
-    timings: Timings,
-    *,
-    provisioned: bool,
-    memory: Mapping[str, int] | None = None,
-) -> None:
-    from lab.providers.base import ssh_argv
-
-    print("\n" + "=" * 72)
-    print(
-        f"lab {record.name} is up ({record.provider} provider"
-        + (f", image {record.image}" if record.image else "")
-        + ")"
-    )
-    if record.baked:
-        print("baked:       " + ", ".join(f"{role}s {tag}" for role, tag in sorted(record.baked.items())))
-    services = {
-        "server": "openbao (vault api :8200), consul if installable",
-        "client": "dockerd, cni plugins, fieldlab-agent (mTLS api :4646)",
-        "light": "cni plugins, fieldlab-agent (mTLS api :4646; exec and raw_exec, no docker)",
-    }
-    light = [n for n in record.nodes if n.role == "light"]
-    for n in record.nodes:
-        if n.role != "light":
-            print(f"  {n.name:<9} {n.address:<15} {services[n.role] if provisioned else '(not provisioned)'}")
-    if light:
-        span = f"{light[0].name}..{light[-1].name}" if len(light) > 1 else light[0].name
-        print(
-            f"  {span} ({len(light)} light clients, {light[0].address}..{light[-1].address}) "
-            + (services["light"] if provisioned else "(not provisioned)")
-        )
-    if memory:
-        print("memory:      " + memory_line(record, memory))
-    print(f"inventory:   {inv}")
-    print(f"state dir:   {paths.state_dir}   (secrets in {paths.secrets_dir}, mode 0600)")
-    last = record.nodes[-1]
-    print(f"ssh:         fieldlab lab ssh {last.name}   (or: {' '.join(ssh_argv(last, paths))})")
-    print("phases:")
-    print(timings.table())
-    print("=" * 72, flush=True)
 
 
 def _forget(paths: LabPaths) -> None:

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from e2e.harness import fleet, vaultload
-from lab.cli import memory_line
 from lab.config import LabPaths, LabSpec
 from lab.inventory import inventory_data
 from lab.providers.base import LabRecord, Node
 from lab.providers.docker import DockerProvider, _tar_masks, memory_in_use
+from lab.summary import memory_line
 
 
 def _record(clients: int) -> LabRecord:

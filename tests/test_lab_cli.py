@@ -184,7 +184,7 @@ def test_the_suite_wrappers_run_what_the_make_targets_run() -> None:
 
 
 def test_lab_up_runs_every_role_unless_every_node_is_on_the_current_bake_and_no_full_run_is_asked() -> None:
-    from lab.cli import provision_plan
+    from lab.provision import provision_plan
 
     assert provision_plan(on_bake=True, full=False) == "per-lab"
     assert provision_plan(on_bake=False, full=False) == "every role"  # bare nodes, or an older bake
