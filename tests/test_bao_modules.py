@@ -5,15 +5,22 @@ lab-up (vault.yml) and in the pki molecule scenario."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-MODULE = Path(__file__).resolve().parents[1] / "lab" / "plugins" / "modules" / "bao_settings.py"
+ROOT = Path(__file__).resolve().parents[1]
+MODULE = ROOT / "lab" / "plugins" / "modules" / "bao_settings.py"
+# The module imports its module_utils by FQCN, as Ansible runs it: the checkout's collections/ dir
+# (ansible_collections/fieldlab/lab -> lab) is where the FQCN resolves.
+COLLECTIONS = ROOT / "collections"
 
 
 def _module() -> Any:
+    if str(COLLECTIONS) not in sys.path:
+        sys.path.insert(0, str(COLLECTIONS))
     spec = importlib.util.spec_from_file_location("bao_settings", MODULE)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)

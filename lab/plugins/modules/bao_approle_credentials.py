@@ -9,12 +9,8 @@ no_log), for the role to save on the controller."""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-from typing import Any
-
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.fieldlab.lab.plugins.module_utils.bao import request
 
 DOCUMENTATION = r"""
 module: bao_approle_credentials
@@ -26,17 +22,6 @@ options:
   stored: {type: dict, default: {}, no_log: true, description: client -> the credentials stored for it.}
   role_prefix: {type: str, default: fieldlab-agent-, description: The roles' names before the client's.}
 """
-
-
-def request(url: str, token: str, method: str, body: object = None) -> tuple[int, dict[str, Any]]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"X-Vault-Token": token})  # noqa: S310
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - the lab's own OpenBao
-            raw = resp.read()
-            return resp.status, (json.loads(raw) if raw else {})
-    except urllib.error.HTTPError as exc:
-        raise RuntimeError(f"{method} {url.rsplit('/v1/', maxsplit=1)[-1]}: HTTP {exc.code}") from None
 
 
 def main() -> None:

@@ -9,13 +9,10 @@ seconds, as the API reads them back)."""
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.request
-from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.fieldlab.lab.plugins.module_utils.bao import request
 
 DOCUMENTATION = r"""
 module: bao_settings
@@ -49,19 +46,6 @@ def to_seconds(value: object) -> int:
     return int(sum(float(n) * _UNITS[u] for n, u in parts))
 
 
-def request(url: str, token: str, method: str, body: object = None) -> tuple[int, dict[str, Any]]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"X-Vault-Token": token})  # noqa: S310
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - the lab's own OpenBao
-            raw = resp.read()
-            return resp.status, (json.loads(raw) if raw else {})
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return 404, {}
-        raise RuntimeError(f"{method} {url}: HTTP {exc.code}: {exc.read()[:300]!r}") from None
-
-
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -80,7 +64,7 @@ def main() -> None:
             want = dict(body)
             for key in item.get("ttl_keys") or []:
                 want[key] = to_seconds(body[key])
-            status, got = request(base + path, token, "GET")
+            status, got = request(base + path, token, "GET", missing_ok=True)
             data = got.get("data") or {}
             have = {k: data.get(k) for k in body}
             if status == 404 or have != want:
