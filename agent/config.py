@@ -50,6 +50,10 @@ re-issue wait a random part of it (docs/vault-load.md). Off by default: the lab'
 certificate as soon as a restarted agent is up (a fleet sets a few seconds, e.g. 5)."""
 
 
+DEFAULT_VAULT_TIMEOUT = 5.0
+"""Seconds one Vault request may take (vault.timeout)."""
+
+
 @dataclass(frozen=True)
 class VaultConfig:
     address: str = ""
@@ -61,6 +65,10 @@ class VaultConfig:
     # After a start, the first login and each running task's re-issue are spread over this many
     # seconds (0, the default: at once, inside the restore).
     restart_jitter: float = DEFAULT_RESTART_JITTER
+    # Seconds one Vault request may take before it is abandoned and retried. Under a storm the
+    # server's queue is longer than the default: a timed-out PKI issue is still done by the server,
+    # and its retry issues another (the storm feeds itself), so a fleet sets more.
+    timeout: float = DEFAULT_VAULT_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -210,7 +218,10 @@ def _vault(p: str, v: Any) -> VaultConfig:
         raise ConfigError(p, "vault.token_role", f"{role!r} is not a token role name")
     rps = _non_negative(p, v, "max_requests_per_second", 0.0, "vault.")
     jitter = _non_negative(p, v, "restart_jitter", DEFAULT_RESTART_JITTER, "vault.")
-    return VaultConfig(addr, Path(approle) if approle else None, role, rps, jitter)
+    timeout = _non_negative(p, v, "timeout", DEFAULT_VAULT_TIMEOUT, "vault.")
+    if timeout == 0:
+        raise ConfigError(p, "vault.timeout", "must be a number of seconds > 0")
+    return VaultConfig(addr, Path(approle) if approle else None, role, rps, jitter, timeout)
 
 
 def _non_negative(p: str, raw: dict[str, Any], key: str, default: float, prefix: str = "") -> float:

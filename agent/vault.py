@@ -16,7 +16,6 @@ from agent.config import VaultConfig
 from agent.vaultclient import VaultClient, VaultError
 
 log = logging.getLogger(__name__)
-VAULT_TIMEOUT = 5.0
 
 
 @dataclass
@@ -36,7 +35,7 @@ def vault_client(cfg: VaultConfig) -> VaultClient | None:
     return VaultClient(
         cfg.address,
         cfg.approle_file,
-        timeout=VAULT_TIMEOUT,
+        timeout=cfg.timeout,
         max_requests_per_second=cfg.max_requests_per_second,
         restart_jitter=cfg.restart_jitter,
     )

@@ -256,6 +256,26 @@ def test_the_cap_and_the_restart_window_are_vault_settings(tmp_path: Path) -> No
             load_config(cfg)
 
 
+def test_the_vault_timeout_is_a_setting_the_agents_client_uses(tmp_path: Path) -> None:
+    from agent.vault import vault_client
+
+    cfg = tmp_path / "config.json"
+    creds = tmp_path / "approle.json"
+    base = {"address": "http://127.0.0.1:8200", "approle_file": str(creds)}
+    cfg.write_text(json.dumps({"node_name": "n", "vault": base}))
+    vault = load_config(cfg).vault
+    assert vault.timeout == 5.0  # the default
+    client = vault_client(vault)
+    assert client is not None and client.timeout == 5.0
+    cfg.write_text(json.dumps({"node_name": "n", "vault": {**base, "timeout": 30}}))
+    client = vault_client(load_config(cfg).vault)
+    assert client is not None and client.timeout == 30.0 and client.load.max_wait == 30.0
+    for bad, why in (({"timeout": 0}, "> 0"), ({"timeout": "30s"}, ">= 0"), ({"timeout": -1}, ">= 0")):
+        cfg.write_text(json.dumps({"node_name": "n", "vault": bad}))
+        with pytest.raises(ConfigError, match=rf"vault\.timeout: must be a number .*{why}"):
+            load_config(cfg)
+
+
 def test_the_restart_window_spreads_100_agents_first_logins_and_each_tasks_re_issue(tmp_path: Path) -> None:
     creds = tmp_path / "approle.json"
     creds.write_text('{"role_id": "r", "secret_id": "s"}')

@@ -13,9 +13,10 @@ def request(
 ) -> tuple[int, dict[str, Any]]:
     """(status, JSON body) of one API request. 404 is (404, {}) when `missing_ok`; any other error
     status raises RuntimeError naming the path and OpenBao's errors (never the request's body, which
-    may hold a secret ID)."""
+    may hold a secret ID). An empty `token` sends none (a login)."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"X-Vault-Token": token})  # noqa: S310
+    headers = {"X-Vault-Token": token} if token else {}
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:  # noqa: S310 - the lab's own OpenBao
             raw = resp.read()
