@@ -19,6 +19,10 @@ from lab.errors import ProviderError
 from lab.waits import WaitTimeout, wait_until
 
 SSH_CONNECT_TIMEOUT = 5.0
+# A handshake that did not finish in time although the node's port answered (a busy node, or a
+# controller making a hundred connections at once in a restart storm) is tried again with longer
+# timeouts; a node whose port does not answer, a refused key or a changed host key fails at once.
+HANDSHAKE_TIMEOUTS = (SSH_CONNECT_TIMEOUT, 15.0, 30.0)
 # paramiko logs every refused connection with a traceback; polling a booting node makes many.
 logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 
@@ -76,11 +80,29 @@ def connect(target: SshTarget, timeout: float = SSH_CONNECT_TIMEOUT) -> paramiko
     return client
 
 
-def run(target: SshTarget, command: str, timeout: float = 60.0) -> Result:
+def connect_busy(target: SshTarget) -> paramiko.SSHClient:
+    """`connect`, again with the longer HANDSHAKE_TIMEOUTS while the handshake (not the TCP connect)
+    times out: the command has not been sent, so trying again is safe."""
+    for i, timeout in enumerate(HANDSHAKE_TIMEOUTS):
+        try:
+            return connect(target, timeout=timeout)
+        except (paramiko.AuthenticationException, paramiko.BadHostKeyException):
+            raise
+        except paramiko.SSHException as exc:
+            if i == len(HANDSHAKE_TIMEOUTS) - 1:
+                raise
+            logging.getLogger(__name__).info(
+                "%s: ssh handshake unfinished in %.0fs (%s); again with more time", target.name, timeout, exc
+            )
+    raise AssertionError("unreachable")
+
+
+def run(target: SshTarget, command: str, timeout: float = 60.0, *, probe: bool = False) -> Result:
     """Run one command on a node; a transport failure, or a command still running after `timeout`
-    seconds (a wedged dockerd, a hung mount), raises ProviderError naming the node and the command."""
+    seconds (a wedged dockerd, a hung mount), raises ProviderError naming the node and the command.
+    `probe`: one handshake attempt only (a poll of a node that may be booting answers fast)."""
     try:
-        client = connect(target)
+        client = connect(target) if probe else connect_busy(target)
     except (OSError, paramiko.SSHException) as exc:
         raise ProviderError(f"{target.name} ({target.host}): ssh failed: {exc}") from None
     try:
@@ -121,7 +143,7 @@ def _drain(chan: paramiko.Channel, deadline: float) -> tuple[bytes | None, bytes
 
 def answers(target: SshTarget) -> bool:
     try:
-        return run(target, "true", timeout=SSH_CONNECT_TIMEOUT).rc == 0
+        return run(target, "true", timeout=SSH_CONNECT_TIMEOUT, probe=True).rc == 0
     except ProviderError:
         return False
 
@@ -129,7 +151,7 @@ def answers(target: SshTarget) -> bool:
 def boot_id(target: SshTarget) -> str | None:
     """The node's current boot id, or None while it does not answer."""
     try:
-        res = run(target, "cat /proc/sys/kernel/random/boot_id", timeout=SSH_CONNECT_TIMEOUT)
+        res = run(target, "cat /proc/sys/kernel/random/boot_id", timeout=SSH_CONNECT_TIMEOUT, probe=True)
     except ProviderError:
         return None
     return res.stdout.strip() if res.rc == 0 else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -85,3 +86,41 @@ def test_wait_until_returns_the_value_or_says_what_it_last_saw() -> None:
     with pytest.raises(WaitTimeout) as exc:
         wait_until(lambda: (None, "still sealed"), timeout=0.05, what="vault unsealed", interval=0.01)
     assert "vault unsealed" in str(exc.value) and "still sealed" in str(exc.value)
+
+
+def test_a_busy_handshake_is_tried_again_with_more_time_and_a_refusal_is_not(monkeypatch: Any) -> None:
+    import paramiko
+
+    from lab import ssh
+
+    seen: list[float] = []
+
+    def slow_twice(target: ssh.SshTarget, timeout: float = 5.0) -> Any:
+        seen.append(timeout)
+        if len(seen) < 3:
+            raise paramiko.SSHException("No existing session")
+        return "client"
+
+    monkeypatch.setattr(ssh, "connect", slow_twice)
+    target = ssh.SshTarget("light001", "127.0.0.1")
+    assert ssh.connect_busy(target) == "client"
+    assert seen == list(ssh.HANDSHAKE_TIMEOUTS)  # 5 s, then 15 s, then 30 s
+
+    seen.clear()
+    monkeypatch.setattr(
+        ssh, "connect", lambda t, timeout=5.0: seen.append(timeout) or _raise(paramiko.SSHException("x"))
+    )
+    with pytest.raises(paramiko.SSHException):
+        ssh.connect_busy(target)
+    assert len(seen) == len(ssh.HANDSHAKE_TIMEOUTS)  # bounded: then it fails
+
+    for final in (paramiko.AuthenticationException("bad key"), ConnectionRefusedError("refused")):
+        seen.clear()
+        monkeypatch.setattr(ssh, "connect", lambda t, timeout=5.0, e=final: seen.append(timeout) or _raise(e))
+        with pytest.raises(type(final)):
+            ssh.connect_busy(target)
+        assert seen == [ssh.SSH_CONNECT_TIMEOUT]  # a refused key or port: no second try
+
+
+def _raise(exc: BaseException) -> Any:
+    raise exc

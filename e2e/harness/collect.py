@@ -12,7 +12,7 @@ from pathlib import Path
 
 from e2e.harness import history
 from e2e.harness.cluster import AGENT_DATA_DIR, Cluster
-from e2e.harness.remote import Remote
+from e2e.harness.remote import Remote, RemoteCommandError
 from lab.errors import LabError
 
 CLIENT_COMMANDS = {
@@ -56,8 +56,8 @@ def collect_node(node: Remote, dest: Path, *, client: bool) -> list[str]:
                 try:
                     (dest / f).write_bytes(node.get(f"{AGENT_DATA_DIR}/state/{f}"))
                     written.append(f)
-                except (OSError, LabError):
-                    continue
+                except (OSError, LabError, RemoteCommandError):
+                    continue  # e.g. the WAL, checkpointed away since: collect what is there
     except LabError as exc:
         (dest / "collect-error.txt").write_text(f"{node.name}: could not collect: {exc}\n")
         written.append("collect-error.txt")

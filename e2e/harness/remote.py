@@ -132,7 +132,7 @@ class Remote:
         import paramiko
 
         try:
-            return ssh.connect(self.target)
+            return ssh.connect_busy(self.target)
         except (OSError, paramiko.SSHException) as exc:
             raise ProviderError(f"{self.name} ({self.address}): ssh failed: {exc}") from None
 
