@@ -356,6 +356,23 @@ def plan_render_retry(failures: int, all_noop: bool, bugs: Bugs = NO_BUGS) -> Re
     return RenderRetry(False, min(TEMPLATE_RETRY_MAX, TEMPLATE_RETRY_BASE * 2 ** min(failures, 6)))
 
 
+# A task's first render, at the alloc's setup, when Vault (or Consul) cannot answer: retried as
+# Nomad's template runner retries Vault (client config vault_retry: 12 attempts, backoff 250 ms
+# doubling to at most 1 minute, about 5 minutes in all) before the setup fails. A template error, a
+# denial or a bad path fails the setup at once.
+SETUP_RETRY_ATTEMPTS = 12
+SETUP_RETRY_BASE, SETUP_RETRY_MAX = 0.25, 60.0
+
+
+def plan_setup_retry(attempt: int, unavailable: bool) -> float | None:
+    """The setup's first render failed for the `attempt`-th time in a row (1-based): seconds until
+    the setup is tried again, or None when it fails now (not a server that could not answer, or the
+    attempts are spent)."""
+    if not unavailable or attempt > SETUP_RETRY_ATTEMPTS:
+        return None
+    return min(SETUP_RETRY_MAX, SETUP_RETRY_BASE * 2 ** (attempt - 1))
+
+
 # -- Vault under a storm: rate limits, the agent's own cap, the restart window ------------------
 RATE_LIMIT_RETRY_BASE = 1.0  # seconds: the first retry's window
 RATE_LIMIT_RETRY_MAX = 30.0  # no retry waits longer, whatever the attempt or the server's Retry-After

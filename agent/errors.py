@@ -34,6 +34,13 @@ class InProgress(AgentError):
     """The request was started and has not finished yet: its outcome is unknown (HTTP 504)."""
 
 
+class Unavailable(AgentError):
+    """A server the agent depends on (Vault, Consul) cannot answer now (refused, timeout, sealed,
+    5xx): retryable, unlike a denial or a bad request. A task's first render that fails this way is
+    retried with backoff before its setup fails (agent.decisions.plan_setup_retry), as Nomad's
+    template runner retries Vault (vault_retry)."""
+
+
 class RateLimited(AgentError):
     """A server refused a request over its rate limit (HTTP 429), or the agent's own cap refused to
     send it: retryable. `retry_after` is what the server said to wait (its Retry-After header, in

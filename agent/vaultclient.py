@@ -49,7 +49,7 @@ import hvac.exceptions
 import requests
 
 from agent.decisions import RateBucket, plan_rate_cap
-from agent.errors import AgentError, RateLimited
+from agent.errors import AgentError, RateLimited, Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class VaultError(AgentError):
         super().__init__(f"vault {op} {path}: {reason}")
 
 
-class VaultUnavailable(VaultError):
+class VaultUnavailable(VaultError, Unavailable):
     """Vault cannot answer now (refused, timeout, sealed, 5xx, rate limited): retry with backoff."""
 
 

@@ -864,3 +864,56 @@ def test_the_token_file_never_follows_a_link_the_task_planted_and_belongs_to_the
     st = k.token.token_file.stat()
     assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (65534, 65534, 0o600)
     assert [p.name for p in secrets_dir.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()] == []
+
+
+# -- a first render or token derivation that Vault cannot answer (Nomad's vault_retry) ---------------
+def test_a_setup_vault_cannot_answer_is_retried_with_backoff_until_it_runs(tmp_path: Path) -> None:
+    node, loop = FakeNode(tmp_path), Loop()
+    vault = FakeVault(Serials(), clock=loop)
+    vault.down = True
+    r = _runner(node, vault, _task(vault=Vault(policies=(JOB_PROBE,))), loop=loop)
+    r.start()
+    assert r.rec.status is AllocStatus.PENDING and node.docker.starts == [], _events(node)
+    loop.advance(0.25 + 0.5 + 1.0)  # three retries at 0.25 s, 0.5 s and 1 s: Vault still down
+    retrying = [m for t, m in _events(node) if t == "Setup Retrying"]
+    assert len(retrying) == 4 and "again in 2s (attempt 4 of 12)" in retrying[-1], retrying
+    assert "connection failed" in retrying[0]
+    vault.down = False
+    loop.advance(2.0)
+    assert r.rec.status is AllocStatus.RUNNING, _events(node)
+    types = [t for t, _ in _events(node)]
+    assert types.count("Received") == 1 and types.count("Started") == 1 and "Setup Failure" not in types
+    assert len(vault.created) == 1  # the token derived once, by the retry that got through
+
+
+def test_a_setup_vault_never_answers_fails_after_the_attempts(tmp_path: Path) -> None:
+    node, loop = FakeNode(tmp_path), Loop()
+    vault = FakeVault(Serials(), clock=loop)
+    r = _runner(node, vault, _task(vault=Vault(policies=(JOB_PROBE,))), loop=loop)
+    vault.down = True
+    r.start()
+    loop.advance(600)
+    types = [t for t, _ in _events(node)]
+    assert types.count("Setup Retrying") == 12 and types.count("Setup Failure") == 1
+    assert r.rec.status is AllocStatus.FAILED and "connection failed" in r.rec.reason
+
+
+def test_a_denied_first_render_fails_the_setup_at_once(tmp_path: Path) -> None:
+    node, loop = FakeNode(tmp_path), Loop()
+    r = _runner(node, FakeVault(None, clock=loop), _task(vault=Vault(policies=(JOB_PROBE,))), loop=loop)
+    r.start()
+    types = [t for t, _ in _events(node)]
+    assert r.rec.status is AllocStatus.FAILED and "Setup Retrying" not in types, _events(node)
+    assert "permission denied" in r.rec.reason
+
+
+def test_an_alloc_stopped_while_its_setup_waits_to_retry_is_never_started(tmp_path: Path) -> None:
+    node, loop = FakeNode(tmp_path), Loop()
+    vault = FakeVault(Serials(), clock=loop)
+    vault.down = True
+    r = _runner(node, vault, _task(vault=Vault(policies=(JOB_PROBE,))), loop=loop)
+    r.start()
+    r.stop()
+    vault.down = False
+    loop.advance(600)
+    assert r.rec.status is AllocStatus.COMPLETE and node.docker.starts == [], _events(node)

@@ -23,6 +23,7 @@ from typing import Any
 from agent.config import DEFAULT_TOKEN_ROLE
 from agent.decisions import (
     NO_BUGS,
+    SETUP_RETRY_ATTEMPTS,
     Bugs,
     DeadOnRestore,
     ObservedAlloc,
@@ -36,12 +37,13 @@ from agent.decisions import (
     plan_pause_death,
     plan_pending_restart,
     plan_restore,
+    plan_setup_retry,
     plan_start_failure,
     plan_task_restart,
 )
 from agent.drivers.base import RESTARTED, DriverError, NetnsOwner, TaskContext, TaskDriver, TaskHandle
 from agent.drivers.registry import DriverRegistry
-from agent.errors import AgentError
+from agent.errors import AgentError, Unavailable
 from agent.killpoints import KillHook, no_kill
 from agent.model import Group, Job, Task
 from agent.network.base import Network
@@ -295,12 +297,32 @@ class AllocRunner:
         """A named step (agent.killpoints): where the `crash-at` setting or a test kills the agent."""
         self.d.kill_point(name)
 
-    def start(self, cause: StartCause = StartCause.FIRST_START, why: str = "") -> None:
-        if cause is StartCause.FIRST_START:
+    def start(self, cause: StartCause = StartCause.FIRST_START, why: str = "", *, attempt: int = 0) -> None:
+        """Set the alloc up and start its tasks. A first render that Vault (or Consul) could not
+        answer leaves the alloc pending and sets it up again later (`plan_setup_retry`, as Nomad's
+        vault_retry), `attempt` counting those tries; any other failure fails the setup."""
+        if cause is StartCause.FIRST_START and attempt == 0:
             for t in self.group.tasks:
                 self.event(t.name, "Received", "Task received by client")
         try:
             self._setup_dirs()
+        except (AgentError, OSError) as exc:
+            down = isinstance(exc, Unavailable) or (isinstance(exc, TemplateRenderError) and exc.unavailable)
+            delay = plan_setup_retry(attempt + 1, down)
+            if delay is None:
+                self._fail_setup(f"failed to setup alloc: {exc}")
+                return
+            self.event(
+                "",
+                "Setup Retrying",
+                f"{exc}: setting the alloc up again in {delay:g}s (attempt {attempt + 1} of "
+                f"{SETUP_RETRY_ATTEMPTS})",
+            )
+            self.d.schedule(
+                delay, lambda: self.serial.run(lambda: self._retry_setup(cause, why, attempt + 1))
+            )
+            return
+        try:
             if self.bridge:
                 self.kill_point("start.before-network")
                 self._setup_network()
@@ -311,6 +333,12 @@ class AllocRunner:
             self._register_services()
         except (AgentError, OSError) as exc:
             self._fail_setup(f"failed to setup alloc: {exc}")
+
+    def _retry_setup(self, cause: StartCause, why: str, attempt: int) -> None:
+        """A retry of the setup's first render, unless the alloc was stopped (or else settled) since."""
+        if self.rec.status is not AllocStatus.PENDING or self.rec.desired is DesiredStatus.STOP:
+            return
+        self.start(cause, why, attempt=attempt)
 
     def resume_setup(self) -> None:
         """At restore: the agent was killed while setting the alloc up (it is still recorded

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from agent import gotemplate
-from agent.errors import AgentError, RateLimited
+from agent.errors import AgentError, RateLimited, Unavailable
 from agent.model import Template
 from agent.templates.errors import TemplateRenderError
 from agent.templates.sandbox import (
@@ -116,6 +116,7 @@ class RenderContext:
     # The rate-limit refusal (HTTP 429, or the agent's own cap) that failed the current render's
     # fetch, kept for its TemplateRenderError: the render worker's reply carries only the text.
     rate_limited: RateLimited | None = None
+    unavailable: Unavailable | None = None  # a server that could not answer during the render
 
 
 # ---------------------------------------------------------------------------------------------
@@ -232,6 +233,9 @@ def _kept(ctx: RenderContext, call: Callable[[], T]) -> T:
         return call()
     except RateLimited as exc:
         ctx.rate_limited = exc
+        raise
+    except Unavailable as exc:
+        ctx.unavailable = exc
         raise
 
 
@@ -370,15 +374,18 @@ def render(
     Every failure is a TemplateRenderError naming the template's destination."""
     ctx = env if isinstance(env, RenderContext) else RenderContext(env)
     ctx.rate_limited = None
+    ctx.unavailable = None
     try:
         return _render(tpl, task_dir, ctx, timeout, max_bytes)
     except TemplateRenderError as exc:
         if exc.rate_limited is None:
             exc.rate_limited = ctx.rate_limited
+        exc.unavailable |= ctx.unavailable is not None or exc.rate_limited is not None
         raise
     except (SandboxError, AgentError) as exc:
         limited = exc if isinstance(exc, RateLimited) else ctx.rate_limited
-        raise TemplateRenderError(tpl.destination, str(exc), rate_limited=limited) from None
+        down = isinstance(exc, Unavailable) or ctx.unavailable is not None
+        raise TemplateRenderError(tpl.destination, str(exc), rate_limited=limited, unavailable=down) from None
     except Exception as exc:
         raise TemplateRenderError(tpl.destination, f"{type(exc).__name__}: {exc}") from exc
 
