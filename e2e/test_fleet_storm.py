@@ -26,7 +26,7 @@ from e2e.harness import fleet, history, invariants, vaultload
 from e2e.harness.cluster import Cluster
 from e2e.harness.faults import AgentRestart
 from e2e.harness.remote import Remote
-from e2e.harness.waits import ALLOC_RECOVERED
+from e2e.harness.waits import ALLOC_RECOVERED, STORM_AGENT
 
 STORM_CONVERGED = 60.0  # seconds from the last agent answering to every probe converged (the issue's)
 
@@ -51,7 +51,10 @@ def storms(nodes: list[Remote], seed: int) -> list[Storm]:
 
 def restart_wave(cluster: Cluster, wave: list[tuple[Remote, str]]) -> None:
     """Every agent of the wave killed, and only then every one started again (a storm, not a loop)."""
-    faults = [AgentRestart(cluster, node, signal=sig) for node, sig in wave]
+    faults = [
+        AgentRestart(cluster, node, signal=sig, exit_timeout=STORM_AGENT, healthy_timeout=STORM_AGENT)
+        for node, sig in wave
+    ]
     # One SSH session per agent, all at once: with fewer, a hundred kills spread over minutes.
     together = max(fleet.PARALLEL, len(faults))
     fleet.pmap(lambda f: f.inject(), faults, parallel=together)

@@ -159,6 +159,9 @@ class AgentRestart(Fault):
     its restore done."""
 
     signal: str = "SIGTERM"
+    # How long the agent may take to exit, and to answer again: longer in a storm (STORM_AGENT).
+    exit_timeout: float = FAULT_EFFECT
+    healthy_timeout: float = AGENT_HEALTHY
 
     def __post_init__(self) -> None:
         self.kind = f"agent-{self.signal.lower()}"
@@ -181,7 +184,7 @@ class AgentRestart(Fault):
 
         _wait(
             gone,
-            timeout=FAULT_EFFECT,
+            timeout=self.exit_timeout,
             what=f"agent pid {before} to exit",
             node=self.node.name,
             step=self.kind,
@@ -190,7 +193,9 @@ class AgentRestart(Fault):
     def _heal(self) -> None:
         # SIGKILL: systemd restarts it (Restart=on-failure); SIGTERM: it exited cleanly and stays down.
         self.node.run(f"systemctl reset-failed {AGENT_UNIT}; systemctl start {AGENT_UNIT}")
-        wait_agent(self.cluster.agent(self.node), step=f"start after {self.kind}")
+        wait_agent(
+            self.cluster.agent(self.node), step=f"start after {self.kind}", timeout=self.healthy_timeout
+        )
         self.restore_seconds = time.monotonic() - self._t0 if self._t0 else 0.0
         history.measure(
             f"{self.kind}: kill to restore done", self.restore_seconds, node=self.node.name, target=5.0
