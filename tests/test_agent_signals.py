@@ -34,8 +34,13 @@ SCRIPT = textwrap.dedent(
 
     # Many busy threads, as the daemon has: the kernel may give the signal to any of them.
     stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            time.sleep(0.001)
+
     for _ in range(8):
-        threading.Thread(target=lambda: [time.sleep(0.001) for _ in iter(stop.is_set, True)], daemon=True).start()
+        threading.Thread(target=busy, daemon=True).start()
     threading.Thread(target=send, daemon=True).start()
     t0 = time.monotonic()
     agent.run()

@@ -22,8 +22,8 @@ DOCUMENTATION = r"""
 module: node_files
 short_description: Write a node's directories and small files in one task, each only when it differs
 options:
-  owner: {type: str, default: root, description: Owner of every directory and file.}
-  group: {type: str, default: root, description: Group of every directory and file.}
+  owner: {type: str, description: Owner of every directory and file (default the user the module runs as).}
+  group: {type: str, description: Group of every directory and file (default that user's group).}
   directories:
     type: list
     elements: dict
@@ -50,8 +50,8 @@ _DIR_SPEC = {"path": {"type": "path", "required": True}, "mode": {"type": "str",
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "owner": {"type": "str", "default": "root"},
-            "group": {"type": "str", "default": "root"},
+            "owner": {"type": "str"},
+            "group": {"type": "str"},
             "directories": {"type": "list", "elements": "dict", "default": [], "options": _DIR_SPEC},
             "files": {"type": "list", "elements": "dict", "default": [], "options": _FILE_SPEC},
         },
@@ -61,8 +61,8 @@ def main() -> None:
     changed_dirs: list[str] = []
     changed_files: list[str] = []
     try:
-        uid = pwd.getpwnam(p["owner"]).pw_uid
-        gid = grp.getgrnam(p["group"]).gr_gid
+        uid = pwd.getpwnam(p["owner"]).pw_uid if p["owner"] else os.getuid()
+        gid = grp.getgrnam(p["group"]).gr_gid if p["group"] else os.getgid()
         for d in p["directories"]:
             mode = parse_mode(d["path"], d["mode"])
             if differs(d["path"], None, mode, uid, gid):
