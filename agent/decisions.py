@@ -370,7 +370,7 @@ def plan_setup_retry(attempt: int, unavailable: bool) -> float | None:
     attempts are spent)."""
     if not unavailable or attempt > SETUP_RETRY_ATTEMPTS:
         return None
-    return min(SETUP_RETRY_MAX, SETUP_RETRY_BASE * 2 ** (attempt - 1))
+    return float(min(SETUP_RETRY_MAX, SETUP_RETRY_BASE * 2.0 ** (attempt - 1)))
 
 
 # -- Vault under a storm: rate limits, the agent's own cap, the restart window ------------------
