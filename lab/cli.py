@@ -155,6 +155,21 @@ def _nodes_and_wheelhouse(
     return record, digest
 
 
+def removed_summary(removed: list[str], *, names: int = 8) -> str:
+    """What `lab down` removed, counted by kind ("container x", "volume y", ...), naming the first
+    few: a fleet of a hundred is one line, not two hundred names (pure)."""
+    kinds: dict[str, int] = {}
+    for item in removed:
+        kind = item.split(" ", 1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    counts = ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in kinds.items())
+    shown = ", ".join(removed[:names]) + (
+        f", ... ({len(removed) - names} more)" if len(removed) > names else ""
+    )
+    total = f"{len(removed)} object{'s' if len(removed) != 1 else ''}"
+    return f"{total} ({counts}): {shown}" if removed else "0 objects"
+
+
 def _forget(paths: LabPaths) -> None:
     for f in [paths.lab_file, paths.inventory, paths.state_dir / "known_hosts"]:
         f.unlink(missing_ok=True)
@@ -180,9 +195,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     if not removed and record is None:
         say(f"lab {args.lab}: nothing to remove (no lab is up)")
     else:
-        say(
-            f"lab {args.lab}: removed {len(removed)} objects" + (f": {', '.join(removed)}" if removed else "")
-        )
+        say(f"lab {args.lab}: removed {removed_summary(removed)}")
     if args.image:
         from lab.image import IMAGE_REPO
         from lab.providers.docker import DockerProvider

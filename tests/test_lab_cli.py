@@ -191,3 +191,20 @@ def test_lab_up_runs_every_role_unless_every_node_is_on_the_current_bake_and_no_
     assert provision_plan(on_bake=True, full=True) == "every role"  # --full: drift repaired
     args = cli.build_parser().parse_args(["lab", "up", "--full"])
     assert args.full is True
+
+
+def test_lab_down_says_what_it_removed_in_one_short_line_for_a_fleet() -> None:
+    from lab.cli import removed_summary
+
+    removed = (
+        [f"container fieldlab-fleet-light{i:03d}" for i in range(1, 99)]
+        + [f"volume fieldlab-fleet-light{i:03d}-cni" for i in range(1, 99)]
+        + ["network fieldlab-fleet"]
+    )
+    line = removed_summary(removed)
+    assert line.startswith(
+        "197 objects (98 containers, 98 volumes, 1 network): container fieldlab-fleet-light001"
+    )
+    assert line.endswith("... (189 more)") and len(line) < 400
+    assert removed_summary(["network x"]) == "1 object (1 network): network x"
+    assert removed_summary([]) == "0 objects"
