@@ -38,6 +38,7 @@ BAKED_REPO = "fieldlab-node-baked"
 # Bump when the bake's own steps (below, not in a playbook or role) change what an image holds.
 BAKE_RECIPE = "1"
 BAKE_LAB = "bake"
+BAKED_WHEEL_LABEL = "fieldlab.bake.agent-wheel"
 # The bake lab's network: outside the lab default (10.213.0.0/24), molecule's 10.214.x.0/24 and the
 # pools the controller's dockerd takes its own networks from (10.213.224.0/20, 10.213.253.0/24).
 BAKE_SUBNET = "10.213.250.0/28"
@@ -207,6 +208,15 @@ def have_images(client: Any, tags: dict[str, str]) -> bool:
     return True
 
 
+def baked_wheel(client: Any, tags: dict[str, str]) -> str:
+    """The agent wheelhouse hash the client image of a bake holds ("" when unknown: an older bake)."""
+    try:
+        labels = client.images.get(tags["client"]).labels or {}
+    except Exception:  # any docker error: unknown, and the package step runs
+        return ""
+    return str(labels.get(BAKED_WHEEL_LABEL, ""))
+
+
 def find_baked(client: Any, base_tag: str, openbao_binary: Path) -> Bake | None:
     """The baked images for today's inputs when they exist (no lock, no build: the quick look)."""
     digest = inputs_hash(bake_inputs(base_tag, openbao_binary))
@@ -291,6 +301,9 @@ def _bake(
                         "fieldlab.bake.role": node.role,
                         "fieldlab.bake.base": base_tag,
                         "fieldlab.bake.inputs": json.dumps(inputs, sort_keys=True),
+                        # The agent package the bake installed (its wheelhouse hash, the nodes'
+                        # stamp): a lab of fresh nodes on this source needs no package step.
+                        BAKED_WHEEL_LABEL: wheel_hash,
                     }
                 },
             )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import __version__
-from lab.bake import BAKED_REPO, Bake, ensure_baked, find_baked
+from lab.bake import BAKED_REPO, Bake, baked_wheel, ensure_baked, find_baked
 from lab.config import PROJECT_DIR, PROVIDERS, LabPaths, LabSpec
 from lab.errors import LabError, NotRootError
 from lab.progress import Timings, say, warn
@@ -94,7 +94,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         if not args.no_provision:
             on_bake = bake is not None and runs_baked(provider, record, bake.tags)
             if provision_plan(on_bake=on_bake, full=args.full) == "per-lab":
-                recap = provision_baked(paths, digest, timings, running=existed)
+                wheel = _baked_wheel(provider, bake) if bake is not None and not existed else ""
+                recap = provision_baked(paths, digest, timings, running=existed, installed_wheel=wheel)
             else:
                 recap = provision(paths, digest, timings)
             say(f"provisioned: ok={recap.ok} changed={recap.changed}")
@@ -113,6 +114,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     timings.write(paths.timings)
     print_summary(record, paths, inv, timings, provisioned=not args.no_provision, memory=memory)
     return 0
+
+
+def _baked_wheel(provider: Any, bake: Bake) -> str:
+    """The agent wheelhouse the bake's client image holds (fresh nodes of it need no package step)."""
+    return baked_wheel(provider.docker, bake.tags)
 
 
 def _ensure_bake(provider: Any, base: str, paths: LabPaths) -> tuple[Bake, str]:

@@ -40,7 +40,9 @@ def provision(paths: LabPaths, digest: str, timings: Timings) -> Any:
         raise
 
 
-def provision_baked(paths: LabPaths, digest: str, timings: Timings, *, running: bool = False) -> Any:
+def provision_baked(
+    paths: LabPaths, digest: str, timings: Timings, *, running: bool = False, installed_wheel: str = ""
+) -> Any:
     """The per-lab work on baked nodes: OpenBao and its PKI on the server while the rest (Consul
     detection, workload images loaded, agent package) runs beside it; then the agents' credentials
     and service, which need both. On a running lab (`running`: a converge) a new agent package
@@ -50,6 +52,9 @@ def provision_baked(paths: LabPaths, digest: str, timings: Timings, *, running: 
     extra = {"fieldlab_agent_wheel_hash": digest}
     if running:
         extra["fieldlab_agent_service_manage"] = "true"
+    if installed_wheel and not running:
+        # Fresh nodes of a bake that installed this wheelhouse: the package step reads no stamp.
+        extra["fieldlab_agent_installed_wheel"] = installed_wheel
     parent = "provision: per-lab work (in parallel)"
     branches = [("vault.yml", "[server]"), ("prepare.yml", "[nodes]")]
     recaps: list[Recap] = []

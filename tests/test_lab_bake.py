@@ -95,3 +95,31 @@ def test_parallel_branches_are_shown_under_their_phase_and_not_added_to_the_tota
         "provision (in parallel)",
         "",
     ]
+
+
+def test_the_bakes_agent_wheel_is_read_from_its_client_image_label() -> None:
+    from lab.bake import BAKED_WHEEL_LABEL, baked_wheel
+
+    class Image:
+        def __init__(self, labels: dict[str, str] | None) -> None:
+            self.labels = labels
+
+    class Images:
+        def __init__(self, found: dict[str, Image]) -> None:
+            self.found = found
+
+        def get(self, tag: str) -> Image:
+            if tag not in self.found:
+                raise LookupError(tag)  # what docker's NotFound is to this function: any error
+            return self.found[tag]
+
+    class Client:
+        def __init__(self, found: dict[str, Image]) -> None:
+            self.images = Images(found)
+
+    tags = {"client": "fieldlab-node-baked:client-abc", "server": "fieldlab-node-baked:server-abc"}
+    labelled = Client({tags["client"]: Image({BAKED_WHEEL_LABEL: "f00d"})})
+    assert baked_wheel(labelled, tags) == "f00d"
+    assert baked_wheel(Client({tags["client"]: Image({})}), tags) == ""  # a bake from before the label
+    assert baked_wheel(Client({tags["client"]: Image(None)}), tags) == ""
+    assert baked_wheel(Client({}), tags) == ""  # no image: the stamps are read
