@@ -363,6 +363,25 @@ def test_an_exec_task_running_twice_is_reported() -> None:
     ]
 
 
+def test_a_task_that_restarted_while_the_node_was_observed_is_not_a_second_instance() -> None:
+    """Seen on a fleet of 100: the allocs were read with pid 3384, the restart probe restarted
+    (change_mode restart), the cgroup then held only the new instance: judged on the first read it
+    looked like a task running twice. The read after the observation says the task changed."""
+    from e2e.harness.checkers import steady_allocs
+
+    restarted = V1.replace("3384:3384,3385:3384,3444:3384,", "3500:3500,3501:3500,")
+    res = parse_resources(restarted)
+    after = {**EXEC_ALLOC, "tasks": {"httpd": {"state": "running", "container": "3500"}}}
+    assert process_set_problems(res, [EXEC_ALLOC], "client1") != []  # the race, judged on one read
+    assert process_set_problems(res, steady_allocs([EXEC_ALLOC], [after]), "client1") == []
+    # A task that did not change is still judged: a real second instance is still found.
+    twice = parse_resources(V1.replace("3444:3384,", "3444:3384,3100:3100,"))
+    assert process_set_problems(twice, steady_allocs([EXEC_ALLOC], [EXEC_ALLOC]), "client1") != []
+    # An alloc gone or of another status by the second read is left out; one absent from it too.
+    stopped = {**EXEC_ALLOC, "status": "complete"}
+    assert steady_allocs([EXEC_ALLOC], [stopped]) == [] and steady_allocs([EXEC_ALLOC], []) == []
+
+
 def test_exec_processes_of_a_dead_alloc_are_orphans_in_a_cgroup_or_in_none() -> None:
     left = f"""## cgroups
 {DEAD}.web 4242:4242,

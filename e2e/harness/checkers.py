@@ -410,6 +410,27 @@ def _process_alive(handle: str, cgroup_pids: set[int] | None) -> bool:
     return int(handle) in cgroup_pids if handle.isdigit() else True
 
 
+def steady_allocs(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The allocs as read before an observation of the node, less every task whose state or handle
+    the read after it shows changed (a restart in progress while the node was looked at: a fleet's
+    restart probes restart somewhere at any moment), and less every alloc gone or changed status.
+    What is left was the same throughout, so its processes can be judged against it (pure)."""
+    later = {a["id"]: a for a in after}
+    out = []
+    for a in before:
+        b = later.get(a["id"])
+        if b is None or b.get("status") != a.get("status"):
+            continue
+        tasks = {
+            name: ts
+            for name, ts in a["tasks"].items()
+            if (ts.get("state"), ts.get("container"))
+            == ((b["tasks"].get(name) or {}).get("state"), (b["tasks"].get(name) or {}).get("container"))
+        }
+        out.append({**a, "tasks": tasks})
+    return out
+
+
 def process_set_problems(resources: list[Resource], allocs: list[dict[str, Any]], node: str) -> list[str]:
     """One running instance per exec/raw_exec task: every process in the task's cgroup is in the
     process group of the pid the agent tracks (the driver starts the task as the leader of a

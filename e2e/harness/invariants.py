@@ -47,7 +47,11 @@ def client_problems(
     resources = probes.observe_resources(node)
     orphans = checkers.orphan_problems(resources, allocs, node.name)
     problems = orphans + checkers.container_set_problems(resources, allocs, node.name)
-    problems += checkers.process_set_problems(resources, allocs, node.name)
+    try:  # read again: a task that restarted while the node was observed is not judged on it
+        after = cluster.agent(node).allocs()
+    except Exception:  # the agent stopped answering: judge on the first read
+        after = allocs
+    problems += checkers.process_set_problems(resources, checkers.steady_allocs(allocs, after), node.name)
     problems += checkers.chain_set_problems(resources, allocs, node.name)
     names = probes.container_names(node)
     problems += checkers.alloc_health_problems(node.name, allocs, resources, names)
