@@ -380,6 +380,13 @@ def test_a_task_that_restarted_while_the_node_was_observed_is_not_a_second_insta
     # An alloc gone or of another status by the second read is left out; one absent from it too.
     stopped = {**EXEC_ALLOC, "status": "complete"}
     assert steady_allocs([EXEC_ALLOC], [stopped]) == [] and steady_allocs([EXEC_ALLOC], []) == []
+    # Read while its restart stopped it (dead, no process), running again by the second read.
+    mid = {**EXEC_ALLOC, "tasks": {"httpd": {"state": "dead", "container": "3384"}}}
+    empty = parse_resources(V1.replace("3384:3384,3385:3384,3444:3384,", ""))
+    assert alloc_health_problems("client1", [mid], empty, {}) != []  # judged on one read
+    assert alloc_health_problems("client1", steady_allocs([mid], [after]), empty, {}) == []
+    # Dead in both reads with the alloc running: still reported.
+    assert alloc_health_problems("client1", steady_allocs([mid], [mid]), empty, {}) != []
 
 
 def test_exec_processes_of_a_dead_alloc_are_orphans_in_a_cgroup_or_in_none() -> None:

@@ -51,10 +51,11 @@ def client_problems(
         after = cluster.agent(node).allocs()
     except Exception:  # the agent stopped answering: judge on the first read
         after = allocs
-    problems += checkers.process_set_problems(resources, checkers.steady_allocs(allocs, after), node.name)
+    steady = checkers.steady_allocs(allocs, after)
+    problems += checkers.process_set_problems(resources, steady, node.name)
     problems += checkers.chain_set_problems(resources, allocs, node.name)
     names = probes.container_names(node)
-    problems += checkers.alloc_health_problems(node.name, allocs, resources, names)
+    problems += checkers.alloc_health_problems(node.name, steady, resources, names)
     running = [a for a in allocs if a.get("status") == "running" and a["network"].get("mode") == "bridge"]
     if network:  # also beside other problems: the address check names the cause of a "stray" rule
         for a in running:
