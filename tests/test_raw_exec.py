@@ -279,7 +279,14 @@ def test_stop_sends_kill_signal_then_sigkill_after_kill_timeout_and_reports_exit
     alloc, task, handle, task_dir = bench.start(driver, IGNORES_INT, kill_timeout=1.0)
     _wait_file(task_dir / "local" / "seen", "up", "the task that ignores SIGINT")
     escaped = int((task_dir / "local" / "escaped").read_text())
-    assert os.getsid(escaped) == escaped != int(handle.id)
+    # `$!` is known before the background child has called setsid(): wait for its own session.
+    wait_until(
+        lambda: (True if os.getsid(escaped) == escaped else None, f"sid {os.getsid(escaped)}"),
+        timeout=TIMEOUT,
+        what="the escaped child in a session of its own",
+        interval=0.05,
+    )
+    assert escaped != int(handle.id)
     t0 = time.monotonic()
     driver.stop(handle, task.kill_timeout, task.kill_signal)
     took = time.monotonic() - t0
