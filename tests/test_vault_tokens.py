@@ -867,11 +867,19 @@ def test_the_token_file_never_follows_a_link_the_task_planted_and_belongs_to_the
 
 
 # -- a first render or token derivation that Vault cannot answer (Nomad's vault_retry) ---------------
-def test_a_setup_vault_cannot_answer_is_retried_with_backoff_until_it_runs(tmp_path: Path) -> None:
+def _setup_with_vault_down(
+    tmp_path: Path, source: Serials | None = None
+) -> tuple[FakeNode, Loop, FakeVault, AllocRunner]:
+    """A runner whose task has a vault block and a PKI template, on a Vault that is down (`source`
+    None: up, but denying every read); not started yet."""
     node, loop = FakeNode(tmp_path), Loop()
-    vault = FakeVault(Serials(), clock=loop)
-    vault.down = True
-    r = _runner(node, vault, _task(vault=Vault(policies=(JOB_PROBE,))), loop=loop)
+    vault = FakeVault(source, clock=loop)
+    vault.down = source is not None
+    return node, loop, vault, _runner(node, vault, _task(vault=Vault(policies=(JOB_PROBE,))), loop=loop)
+
+
+def test_a_setup_vault_cannot_answer_is_retried_with_backoff_until_it_runs(tmp_path: Path) -> None:
+    node, loop, vault, r = _setup_with_vault_down(tmp_path, Serials())
     r.start()
     assert r.rec.status is AllocStatus.PENDING and node.docker.starts == [], _events(node)
     loop.advance(0.25 + 0.5 + 1.0)  # three retries at 0.25 s, 0.5 s and 1 s: Vault still down
@@ -887,10 +895,7 @@ def test_a_setup_vault_cannot_answer_is_retried_with_backoff_until_it_runs(tmp_p
 
 
 def test_a_setup_vault_never_answers_fails_after_the_attempts(tmp_path: Path) -> None:
-    node, loop = FakeNode(tmp_path), Loop()
-    vault = FakeVault(Serials(), clock=loop)
-    r = _runner(node, vault, _task(vault=Vault(policies=(JOB_PROBE,))), loop=loop)
-    vault.down = True
+    node, loop, _vault, r = _setup_with_vault_down(tmp_path, Serials())
     r.start()
     loop.advance(600)
     types = [t for t, _ in _events(node)]
@@ -899,8 +904,7 @@ def test_a_setup_vault_never_answers_fails_after_the_attempts(tmp_path: Path) ->
 
 
 def test_a_denied_first_render_fails_the_setup_at_once(tmp_path: Path) -> None:
-    node, loop = FakeNode(tmp_path), Loop()
-    r = _runner(node, FakeVault(None, clock=loop), _task(vault=Vault(policies=(JOB_PROBE,))), loop=loop)
+    node, _loop, _, r = _setup_with_vault_down(tmp_path, None)
     r.start()
     types = [t for t, _ in _events(node)]
     assert r.rec.status is AllocStatus.FAILED and "Setup Retrying" not in types, _events(node)
@@ -908,10 +912,7 @@ def test_a_denied_first_render_fails_the_setup_at_once(tmp_path: Path) -> None:
 
 
 def test_an_alloc_stopped_while_its_setup_waits_to_retry_is_never_started(tmp_path: Path) -> None:
-    node, loop = FakeNode(tmp_path), Loop()
-    vault = FakeVault(Serials(), clock=loop)
-    vault.down = True
-    r = _runner(node, vault, _task(vault=Vault(policies=(JOB_PROBE,))), loop=loop)
+    node, loop, vault, r = _setup_with_vault_down(tmp_path, Serials())
     r.start()
     r.stop()
     vault.down = False
