@@ -155,3 +155,13 @@ def test_a_fleet_gets_more_ansible_forks(tmp_path: Any) -> None:
     assert inventory_hosts(inv) == 101
     assert (forks_for(3), forks_for(20), forks_for(101)) == (10, 20, 25)
     assert inventory_hosts(tmp_path / "missing.yml") == 0
+
+
+def test_a_change_restart_is_in_flight_until_its_task_started_again() -> None:
+    signalled = {"task": "probe", "type": "Restart Signaled", "message": "re-rendered"}
+    started = {"task": "probe", "type": "Started", "details": {"cause": "change_mode restart"}}
+    first = {"task": "probe", "type": "Started", "details": {"cause": "first start"}}
+    assert fleet.restarts_in_flight([first]) == 0
+    assert fleet.restarts_in_flight([first, signalled]) == 1
+    assert fleet.restarts_in_flight([first, signalled, started, signalled]) == 1
+    assert fleet.restarts_in_flight([first, signalled, started]) == 0

@@ -41,6 +41,9 @@ EXEC_PROBE = "/usr/local/lib/fieldlab/probe.py"  # workload_images_exec_probe
 PARALLEL = 16
 SETUP_PARALLEL = 8  # nodes whose probes are submitted at once (16 first issues in flight at most)
 CONVERGE_POLL = 1.0  # seconds between two looks at the probes not converged yet
+# A change restart signalled finishing (kill, start again: 1-2 s at 100 clients) before its count is
+# judged; one still in flight after this is a lost restart.
+RESTART_IN_FLIGHT = 30.0
 
 FLEET_JOB = """
 job "{job}" {{
@@ -242,6 +245,19 @@ def template_restarts(events: Sequence[dict[str, Any]]) -> int:
     return sum(1 for e in events if e.get("task") == TASK and e.get("type") == "Restart Signaled")
 
 
+def restarts_in_flight(events: Sequence[dict[str, Any]]) -> int:
+    """Change restarts signalled whose task has not started again yet (pure): the task's restart count
+    rises when it starts again, a second or two after "Restart Signaled" (kill, then start)."""
+    started = sum(
+        1
+        for e in events
+        if e.get("task") == TASK
+        and e.get("type") == "Started"
+        and (e.get("details") or {}).get("cause") == "change_mode restart"
+    )
+    return max(0, template_restarts(events) - started)
+
+
 def delivery_problems(
     key: str,
     mode: str,
@@ -280,12 +296,27 @@ def delivery_problems(
 def check_deliveries(probes: Sequence[FleetProbe]) -> tuple[list[str], int]:
     """(problems, deliveries counted) over every probe, read from the agents and the probes."""
 
+    def settled(p: FleetProbe) -> tuple[list[dict[str, Any]], int]:
+        """The alloc's events and the task's restart count, read once no change restart is in flight
+        (a restart that never finishes is judged as read after RESTART_IN_FLIGHT: one lost)."""
+
+        def look() -> tuple[tuple[list[dict[str, Any]], int] | None, str]:
+            events = p.agent.events(p.alloc_id)
+            restarts = int(p.agent.alloc(p.alloc_id)["tasks"][TASK]["restarts"])
+            flying = restarts_in_flight(events) if p.mode == "restart" else 0
+            return (None if flying else (events, restarts)), f"{flying} change restart(s) in flight"
+
+        try:
+            return wait_until(look, timeout=RESTART_IN_FLIGHT, what=f"{p.key}: restarts settled")
+        except WaitTimeout:
+            events = p.agent.events(p.alloc_id)
+            return events, int(p.agent.alloc(p.alloc_id)["tasks"][TASK]["restarts"])
+
     def one(p: FleetProbe) -> tuple[list[str], int]:
         before = p.agent.events(p.alloc_id)
         alloc = p.alloc()
         status = observe_delivery(p.node, alloc, TASK).status
-        after = p.agent.events(p.alloc_id)
-        restarts = int(p.agent.alloc(p.alloc_id)["tasks"][TASK]["restarts"])
+        after, restarts = settled(p)
         probs = delivery_problems(
             p.key, p.mode, before, status, after, restarts, p.start_sha, p.start_signals
         )
