@@ -31,10 +31,16 @@ from e2e.harness.cluster import Cluster, load_cluster
 from e2e.harness.collect import collect
 from e2e.harness.faults import FAULTS_DROPIN, FaultError, set_agent_faults
 from e2e.harness.history import History
+from lab.config import LabPaths
+from lab.errors import LabError
+from lab.providers.base import LabRecord
 
 REPORTS = Path(__file__).resolve().parent / "reports"
 TEST_TIMEOUT = 900.0  # seconds per test by default (the slowest test of `make test` takes 2-3 minutes)
 LOOP_TIMEOUT = 60.0  # seconds more per loop for a test that takes `--loops` (50 nightly)
+# Seconds more per client stormed for a test that takes `fleet_size` (the fleet suite: measured 4 min
+# at 10 clients, 20 min at 100: setup, three storms and their checks all grow with the fleet).
+CLIENT_TIMEOUT = 15.0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -136,12 +142,34 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
-def timeout_for(base: float, *, loops: int | None = None, chaos_minutes: float | None = None) -> float:
+def timeout_for(
+    base: float,
+    *,
+    loops: int | None = None,
+    chaos_minutes: float | None = None,
+    clients: int | None = None,
+) -> float:
     """A test's timeout: `base`, plus LOOP_TIMEOUT per loop when it takes `--loops`, plus the chaos
-    minutes when it is the chaos suite; 0 (no timeout) when `base` is 0."""
+    minutes when it is the chaos suite, plus CLIENT_TIMEOUT per client it storms (the fleet suite);
+    0 (no timeout) when `base` is 0."""
     if base <= 0:
         return 0.0
-    return base + LOOP_TIMEOUT * (loops or 0) + 60.0 * (chaos_minutes or 0.0)
+    return (
+        base + LOOP_TIMEOUT * (loops or 0) + 60.0 * (chaos_minutes or 0.0) + CLIENT_TIMEOUT * (clients or 0)
+    )
+
+
+def fleet_clients(config: pytest.Config) -> int:
+    """The clients the fleet suite storms: `--fleet`, or every client of the lab's record (0 when
+    the lab has none yet: the suite itself then says so)."""
+    wanted = int(config.getoption("--fleet") or 0)
+    if wanted:
+        return wanted
+    try:
+        record = LabRecord.load(LabPaths(str(config.getoption("--lab"))))
+    except LabError:
+        return 0
+    return sum(1 for n in record.nodes if n.role != "server") if record else 0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -160,6 +188,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             base,
             loops=config.option.loops if "loops" in getattr(item, "fixturenames", ()) else None,
             chaos_minutes=config.option.chaos_minutes if item.get_closest_marker("nightly") else None,
+            clients=fleet_clients(config) if "fleet_size" in getattr(item, "fixturenames", ()) else None,
         )
         # signal: the test fails with "Timeout", its teardown heals and the session goes on to write
         # junit.xml and the report (the thread method would end the process, and the report with it).

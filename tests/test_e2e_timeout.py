@@ -119,3 +119,8 @@ def test_each_test_gets_the_base_timeout_plus_its_loops_and_chaos_minutes(
 
 def test_a_zero_base_means_no_timeout_at_all() -> None:
     assert conftest.timeout_for(0.0, loops=50, chaos_minutes=15.0) == 0.0
+
+
+def test_the_fleet_suite_gets_time_per_client_it_storms(tmp_path: Path) -> None:
+    assert conftest.timeout_for(900.0, clients=100) == 900.0 + 100 * conftest.CLIENT_TIMEOUT
+    assert conftest.timeout_for(900.0, clients=10) < conftest.timeout_for(900.0, clients=100)
