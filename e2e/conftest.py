@@ -132,7 +132,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     base = float(config.getoption("--test-timeout"))
     timeouts = (
-        f"{base:g}s per test (+{LOOP_TIMEOUT:g}s per loop, + the chaos minutes; signal method)"
+        f"{base:g}s per test (+{LOOP_TIMEOUT:g}s per loop, +{CLIENT_TIMEOUT:g}s per client stormed,"
+        " + the chaos minutes; signal method)"
         if base > 0
         else "none"
     )

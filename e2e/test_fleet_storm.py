@@ -57,8 +57,12 @@ def restart_wave(cluster: Cluster, wave: list[tuple[Remote, str]]) -> None:
     ]
     # One SSH session per agent, all at once: with fewer, a hundred kills spread over minutes.
     together = max(fleet.PARALLEL, len(faults))
-    fleet.pmap(lambda f: f.inject(), faults, parallel=together)
-    fleet.pmap(lambda f: f.heal(), faults, parallel=together)
+    try:
+        fleet.pmap(lambda f: f.inject(), faults, parallel=together)
+    finally:
+        # Even when the kills failed or the test's timeout struck between kill and start: a wave
+        # left down would fail every later run on this lab ("connection refused").
+        fleet.pmap(lambda f: f.heal(), faults, parallel=together)
 
 
 def spread(values: list[float]) -> str:
