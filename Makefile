@@ -15,6 +15,8 @@ export NO_COLOR := 1
 
 LAB ?= default
 CLIENTS ?= 2
+# docker (default), static (INVENTORY=your hosts) or qemu (VMs with a real kernel: docs/vm.md)
+PROVIDER ?= docker
 SCENARIOS := node_base openbao pki consul docker_engine cni workload_images fieldlab_agent
 STAMP := $(VENV)/.installed
 
@@ -74,12 +76,12 @@ lock: ## Regenerate requirements.lock from pyproject.toml (keeps today's pins wh
 
 .PHONY: bootstrap
 bootstrap: install ## Install the controller's system packages and start dockerd (controller playbook)
-	$(BIN)/ansible-playbook -i localhost, -c local lab/playbooks/controller.yml
+	$(BIN)/ansible-playbook -i localhost, -c local lab/playbooks/controller.yml $(if $(filter qemu,$(PROVIDER)),-e fieldlab_controller_vm=true)
 
 # --- the lab -----------------------------------------------------------------------------------
 .PHONY: lab-up
 lab-up: bootstrap ## Build and provision the lab (LAB=default CLIENTS=2), then print a summary
-	$(BIN)/fieldlab lab up --lab $(LAB) --clients $(CLIENTS)
+	$(BIN)/fieldlab lab up --lab $(LAB) --clients $(CLIENTS) --provider $(PROVIDER)
 
 .PHONY: lab-bake
 lab-bake: bootstrap ## Build (or find cached) the baked node images lab-up starts nodes from
@@ -119,7 +121,12 @@ unit: install ## Unit tests (no lab, no root needed)
 
 .PHONY: integration
 integration: bootstrap ## Controller integration tests (root, real dockerd)
-	$(BIN)/pytest tests -m root --junitxml=reports/integration.xml
+	$(BIN)/pytest tests -m "root and not vm" --junitxml=reports/integration.xml
+
+.PHONY: test-vm
+test-vm: ## The qemu provider for real: VMs boot to ssh, hard/clean reboot, power cycle (minutes under TCG)
+	$(MAKE) bootstrap PROVIDER=qemu
+	$(BIN)/pytest tests -m vm -s --junitxml=reports/vm.xml
 
 .PHONY: molecule
 molecule: bootstrap ## Every role's molecule scenario: converge, idempotence, verify (S=<one scenario>)

@@ -76,7 +76,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 ph.detail = f"{'built' if built else 'cached'} {base}"
         bake: Bake | None = None
         digest = ""
-        if base and not args.no_provision and not args.no_bake:
+        if base and getattr(provider, "bakes", False) and not args.no_provision and not args.no_bake:
             with timings.phase("node bake") as ph:
                 bake, digest = _ensure_bake(provider, base, paths)
                 shown = f"{BAKED_REPO}:{{{','.join(bake.tags)}}}-{bake.hash}"
@@ -212,6 +212,10 @@ def cmd_down(args: argparse.Namespace) -> int:
                 for tag in img.tags:
                     client.images.remove(tag, force=True)
                     say(f"removed image {tag}")
+        from lab.vm_image import remove_vm_images
+
+        for gone in remove_vm_images():
+            say(f"removed VM image {gone}")
     return 0
 
 
@@ -425,7 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = with_lab(sub.add_parser("up", help="create and provision a lab (converges if it is up)"))
     up.add_argument(
-        "--provider", default=os.environ.get("PROVIDER", "docker"), help="docker (default) or static"
+        "--provider",
+        default=os.environ.get("PROVIDER", "docker"),
+        help="docker (default), static (your hosts) or qemu (VMs: docs/vm.md)",
     )
     up.add_argument(
         "--clients",

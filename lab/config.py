@@ -16,7 +16,7 @@ PLAYBOOK_DIR = LAB_DIR / "playbooks"
 ROLES_DIR = LAB_DIR / "roles"
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
-PROVIDERS = ("docker", "static")
+PROVIDERS = ("docker", "static", "qemu")
 DEFAULT_SUBNET = "10.213.0.0/24"
 # A lab's clients: the first FULL_CLIENTS (default 2, at most MAX_FULL_CLIENTS) are full clients (an
 # inner docker engine, every driver); the rest are light clients (docs/fleet.md): the same node image

@@ -80,6 +80,18 @@ def _run(argv: list[str], what: str, **kw: Any) -> None:
         raise ImageBuildError(f"{what} failed (exit {proc.returncode}):\n{tail}")
 
 
+def debootstrap(tree: Path, include: list[str]) -> None:
+    """A minbase Debian rootfs in `tree` with `include`, from the controller's own mirror."""
+    if shutil.which("debootstrap") is None:
+        raise ImageBuildError("debootstrap is not installed: run `make bootstrap` (the controller playbook)")
+    mirror = apt_mirror()
+    say(f"debootstrap {SUITE} from {mirror} with {len(include)} packages (takes ~2 minutes) ...")
+    _run(
+        ["debootstrap", "--variant=minbase", f"--include={','.join(include)}", SUITE, str(tree), mirror],
+        "debootstrap",
+    )
+
+
 def ensure_image(client: Any, cache_dir: Path = Path("/var/cache/fieldlab")) -> tuple[str, bool]:
     """Return (tag, built): the cached image when its hash matches, else build it now."""
     import docker.errors
@@ -95,19 +107,7 @@ def ensure_image(client: Any, cache_dir: Path = Path("/var/cache/fieldlab")) -> 
     cache_dir.mkdir(parents=True, exist_ok=True)
     tree = Path(tempfile.mkdtemp(prefix=f"rootfs-{input_hash()}-", dir=cache_dir))
     try:
-        mirror = apt_mirror()
-        say(f"debootstrap {SUITE} from {mirror} with {len(packages())} packages (takes ~2 minutes) ...")
-        _run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                f"--include={','.join(packages())}",
-                SUITE,
-                str(tree),
-                mirror,
-            ],
-            "debootstrap",
-        )
+        debootstrap(tree, packages())
         _customise(tree)
         rootfs_tag = f"{IMAGE_REPO}-rootfs:{input_hash()}"
         say("importing the rootfs into docker ...")
@@ -141,7 +141,7 @@ def ensure_image(client: Any, cache_dir: Path = Path("/var/cache/fieldlab")) -> 
 
 
 def _customise(tree: Path) -> None:
-    """Changes to the rootfs that every node needs before its first boot."""
+    """Changes to the rootfs that every container node needs before its first boot."""
     init = tree / "usr/local/sbin/fieldlab-node-init"
     init.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(IMAGE_DIR / "fieldlab-node-init", init)
@@ -150,6 +150,11 @@ def _customise(tree: Path) -> None:
         link = tree / "etc/systemd/system" / unit
         link.unlink(missing_ok=True)
         link.symlink_to("/dev/null")
+    customise_any_node(tree)
+
+
+def customise_any_node(tree: Path) -> None:
+    """Changes to the rootfs that every node needs, container or VM."""
     # Host keys are made per node at its first boot; an image must not share them.
     for key in (tree / "etc/ssh").glob("ssh_host_*"):
         key.unlink()

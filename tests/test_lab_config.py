@@ -68,7 +68,7 @@ def test_cli_reports_bad_input_in_one_line(
     rc = main(["lab", "up", "--provider", "vagrant"])
     err = capsys.readouterr().err
     assert rc == 2
-    assert err.strip() == "fieldlab: error: unknown provider 'vagrant': choose one of docker, static"
+    assert err.strip() == "fieldlab: error: unknown provider 'vagrant': choose one of docker, static, qemu"
 
 
 def test_cli_refuses_to_run_without_root(

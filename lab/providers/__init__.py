@@ -16,7 +16,11 @@ def provider_for(name: str) -> Provider:
         from lab.providers.static import StaticProvider
 
         return StaticProvider()
-    raise ConfigError(f"unknown provider {name!r}: choose docker or static")
+    if name == "qemu":
+        from lab.providers.qemu import QemuProvider
+
+        return QemuProvider()
+    raise ConfigError(f"unknown provider {name!r}: choose docker, static or qemu")
 
 
 __all__ = ["LabSpec", "Node", "NodeState", "Provider", "provider_for"]

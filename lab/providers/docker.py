@@ -62,6 +62,7 @@ def _client() -> Any:
 
 class DockerProvider:
     name = "docker"
+    bakes = True  # nodes start from baked images (lab/bake.py)
 
     def __init__(self) -> None:
         self._docker: Any = None
