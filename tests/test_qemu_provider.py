@@ -178,7 +178,7 @@ def sock(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_qmp_negotiates_capabilities_skips_events_and_returns_the_answer(sock: Path) -> None:
-    reset_event = {"event": "RESET", "data": {"guest": False}, "timestamp": {"seconds": 1}}
+    reset_event: dict[str, object] = {"event": "RESET", "data": {"guest": False}, "timestamp": {"seconds": 1}}
     mon = Monitor(
         sock,
         {
