@@ -611,3 +611,16 @@ def test_unchanged_problems_names_every_kind_of_change_to_a_host_file() -> None:
     (changed,) = [p for p in problems if "/etc/a changed" in p]
     for what in ("content", "mode '600' -> '644'", "owner", "links '1' -> '2'"):
         assert what in changed, changed
+
+
+def test_a_vm_node_console_tail_is_collected_even_when_the_node_does_not_answer(tmp_path: Path) -> None:
+    from e2e.harness.collect import CONSOLE_LINES, collect_console
+
+    console = tmp_path / "console.log"
+    console.write_text("".join(f"line {i}\n" for i in range(CONSOLE_LINES + 5)) + "Kernel panic\n")
+    dest = tmp_path / "out"
+    assert collect_console(console, dest) == ["console.log"]
+    kept = (dest / "console.log").read_text().splitlines()
+    assert len(kept) == CONSOLE_LINES and kept[-1] == "Kernel panic"
+    assert collect_console(tmp_path / "absent.log", tmp_path / "none") == []  # a container node
+    assert not (tmp_path / "none").exists()

@@ -1,8 +1,9 @@
 """Collect what a person needs to debug a failed test from every node, into the run's directory.
 
 `nodes/<node>/<test>/`: the agent's and the system's journal, the agent's state db, `docker ps -a`,
-`ip netns`, `iptables-save`, the IPAM files and the CNI cache. Collection never fails the run: a node
-that does not answer gets a `collect-error.txt` saying so.
+`ip netns`, `iptables-save`, the IPAM files and the CNI cache; for a VM node (the qemu provider) the
+tail of its serial console too, read on the controller, so a node that never came back still says
+why. Collection never fails the run: a node that does not answer gets a `collect-error.txt` saying so.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from e2e.harness import history
 from e2e.harness.cluster import AGENT_DATA_DIR, Cluster
 from e2e.harness.remote import Remote, RemoteCommandError
 from lab.errors import LabError
+from lab.providers.qemu import console_log
 
 CLIENT_COMMANDS = {
     "agent.log": "journalctl -u fieldlab-agent -b --no-pager -o short-precise | tail -n 3000",
@@ -34,6 +36,7 @@ SERVER_COMMANDS = {
     "journal.log": "journalctl -b --no-pager -o short-precise -p warning | tail -n 1000",
 }
 STATE_FILES = ("state.db", "state.db-wal", "state.db-shm")
+CONSOLE_LINES = 2000  # of a VM node's serial console, the last
 
 
 def safe_name(nodeid: str) -> str:
@@ -64,12 +67,24 @@ def collect_node(node: Remote, dest: Path, *, client: bool) -> list[str]:
     return written
 
 
+def collect_console(console: Path, dest: Path) -> list[str]:
+    """The tail of a VM node's serial console, when the node is a VM (else nothing)."""
+    try:
+        lines = console.read_text(errors="replace").splitlines()[-CONSOLE_LINES:]
+    except OSError:
+        return []
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / "console.log").write_text("\n".join(lines) + "\n")
+    return ["console.log"]
+
+
 def collect(cluster: Cluster, run_dir: Path, nodeid: str) -> Path:
     """Collect from every node of the lab for the failed test `nodeid`."""
     base = run_dir / "nodes"
     for node in cluster.nodes:
         dest = base / node.name / safe_name(nodeid)
         names = collect_node(node, dest, client=node in cluster.clients)
+        names += collect_console(console_log(cluster.paths, node.name), dest)
         history.record(history.NOTE, f"collected {len(names)} files", node=node.name, detail=str(dest))
     return base
 

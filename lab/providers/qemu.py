@@ -71,6 +71,11 @@ class VmSpec:
     cpus: int = VM_CPUS
 
 
+def console_log(paths: LabPaths, node: str) -> Path:
+    """Where a VM node's serial console is appended (every boot of it)."""
+    return paths.state_dir / "vm" / node / "console.log"
+
+
 def qemu_argv(vm: VmSpec) -> list[str]:
     """The command line that boots `vm`, daemonized (pure)."""
     if vm.accel == "kvm":
@@ -264,7 +269,7 @@ class QemuProvider:
             tap=tap_name(lab, index),
             mac=mac_for(node.address),
             qmp=d / "qmp.sock",
-            console=d / "console.log",
+            console=console_log(paths, node.name),
             pidfile=d / "qemu.pid",
             accel=accel,
         )
