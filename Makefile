@@ -156,6 +156,11 @@ e2e: install ## All e2e suites incl. seeded chaos on the running lab; report in 
 nightly: bootstrap ## lab-up, all suites with nightly counts (50 restarts, 15 min chaos), every repro, report, lab-down
 	@bash scripts/nightly.sh
 
+.PHONY: nightly-vm
+nightly-vm: install ## The qemu provider's night: 1+2 VMs, the restore and pause-kill suites, the three seed repros, lab-down
+	$(MAKE) --no-print-directory bootstrap PROVIDER=qemu
+	@bash scripts/nightly-vm.sh
+
 .PHONY: repro
 repro: install ## Reproduce a field bug on the running lab: BUG=<id> (flag on: REPRODUCED, off: FIXED), BUG=list, BUG=all
 	@if [ -z "$(BUG)" ]; then echo "make repro: say which bug: BUG=<id>, BUG=list or BUG=all" >&2; exit 2; fi

@@ -47,7 +47,7 @@ def vm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[QemuProvi
         if rec is not None:
             provider.down(rec, paths)
         for n in ("server1", "client1"):
-            console = paths.state_dir / "vm" / n / "console.log"
+            console = paths.state_dir / "logs" / f"console-{n}.log"
             if console.exists():
                 print(f"[vm] {n} console tail:\n" + "\n".join(console.read_text().splitlines()[-15:]))
 
@@ -95,6 +95,8 @@ def test_down_removes_the_vms_their_disks_taps_bridge_and_rules(
     provider, record, paths = vm_lab
     removed = provider.down(record, paths)
     assert "vm client1" in removed and "vm server1" in removed
+    kept = paths.state_dir / "logs" / "console-client1.log"
+    assert "Linux version" in kept.read_text()  # the console outlives the VM
     assert not (paths.state_dir / "vm" / "client1").exists()
     assert not Path(f"/sys/class/net/{bridge_name(record.name)}").exists()
     states = {s.name: s.state for s in provider.status(record, paths)}

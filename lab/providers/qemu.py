@@ -11,7 +11,8 @@ KVM_PROBE_TIMEOUT (on these machines KVM guests hang), TCG otherwise; `lab up` s
 
 Power: a clean reboot is `systemctl reboot` in the guest, a hard one QMP `system_reset`, a power
 cut QMP `quit` and the same command line started again; each is complete when the node answers over
-SSH with a new boot id. Every node's serial console is appended to <state dir>/vm/<node>/console.log.
+SSH with a new boot id. Every node's serial console is appended to <state dir>/vm/<node>/console.log
+(moved to <state dir>/logs/console-<node>.log by `lab down`).
 """
 
 from __future__ import annotations
@@ -303,6 +304,11 @@ class QemuProvider:
                 _power_off(d / "qmp.sock", pidfile)
                 removed.append(f"vm {n.name}")
             if d.exists():
+                console = console_log(paths, n.name)
+                if console.exists():  # kept with the lab's logs: a nightly's artifact after lab-down
+                    logs = paths.state_dir / "logs"  # where lab/playbook.py keeps Ansible's logs
+                    logs.mkdir(parents=True, exist_ok=True)
+                    shutil.move(console, logs / f"console-{n.name}.log")
                 shutil.rmtree(d)
                 removed.append(f"disk {n.name}")
             tap = tap_name(record.name, i)
