@@ -148,9 +148,11 @@ class Restore:
                 log.warning("alloc=%s: observing at restore failed: %s", runner.id[:8], exc)
                 return runner.id, None
 
-        # One iptables-save for all of them (each alloc's portmap check reads the nat table).
+        # One iptables-save for all of them (each alloc's portmap check reads the nat table), and one
+        # docker listing (each container then inspected once, not once per question about it).
         with (
             iptables.one_snapshot(),
+            self.core.drivers.one_look(),
             ThreadPoolExecutor(RESTORE_PARALLEL, thread_name_prefix="restore") as pool,
         ):
             return {a: obs for a, obs in pool.map(look, runners) if obs is not None}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -117,6 +118,10 @@ class TaskDriver(Protocol):
 
     def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
         """Who the alloc was (job, group labels) from its tasks, when its record is unreadable."""
+
+    def one_look(self) -> AbstractContextManager[None]:
+        """A window of reads only (the restore's observation of every alloc at once): `status` and
+        `pid` inside it may answer from one look at the runtime, shared by every thread."""
 
 
 class NetnsOwner(Protocol):

@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import wraps
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -86,6 +86,7 @@ class DockerDriver:
 
     def __init__(self, client: Any | None = None, *, pids_limit: int = 0, publish_address: str = "") -> None:
         self._client = client
+        self._look = _Look()
         self.pids_limit = pids_limit  # of every task container; 0: none (client config docker_pids_limit)
         # Host-mode groups: published ports bind this address (the node's advertise address), as
         # Nomad's docker driver binds the host network's; "" binds every address.
@@ -155,11 +156,8 @@ class DockerDriver:
 
     @engine_errors("inspect")
     def pid(self, handle: TaskHandle) -> int:
-        try:
-            c = self.client.containers.get(handle.id)
-        except docker.errors.NotFound:
-            return 0
-        return int(c.attrs["State"]["Pid"] or 0)
+        attrs = self._attrs(handle.id)
+        return int(attrs["State"]["Pid"] or 0) if attrs is not None else 0
 
     # -- tasks ---------------------------------------------------------------------------------
     @engine_errors("start")
@@ -226,11 +224,10 @@ class DockerDriver:
 
     @engine_errors("inspect")
     def status(self, handle: TaskHandle) -> TaskStatus:
-        try:
-            c = self.client.containers.get(handle.id)
-        except docker.errors.NotFound:
+        attrs = self._attrs(handle.id)
+        if attrs is None:
             return TaskStatus(False, None, "container is gone")
-        st = c.attrs["State"]
+        st = attrs["State"]
         if st.get("Running"):
             if st.get("StartedAt") != handle.started_at:
                 return TaskStatus(True, None, RESTARTED)
@@ -319,6 +316,71 @@ class DockerDriver:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p, signal.SIGKILL)
 
+    # -- reads: one look at the engine inside a window -----------------------------------------
+    @contextlib.contextmanager
+    def one_look(self) -> Iterator[None]:
+        """Inside: which containers exist comes from one listing of the managed ones (a handle not
+        in it is gone, with no inspect), and each one that exists is inspected once, whatever number
+        of questions (status, pid, netns, the pause container's) the threads ask about it."""
+        look = self._look
+        with look.lock:
+            if not look.open:
+                look.reset()
+            look.open += 1
+        try:
+            yield
+        finally:
+            with look.lock:
+                look.open -= 1
+                if not look.open:
+                    look.reset()
+
+    def _attrs(self, cid: str) -> dict[str, Any] | None:
+        """A container's inspect attributes, None when it does not exist (see `one_look`)."""
+        look = self._look
+        with look.lock:
+            shared = look.open > 0
+            one = look.per_id.setdefault(cid, threading.Lock()) if shared else None
+        if one is None:
+            return self._inspect(cid)
+        with one:  # the first thread asking about `cid` inspects it; the others wait for its answer
+            with look.lock:
+                if cid in look.inspected:
+                    return look.inspected[cid]
+            attrs = None if not self._listed(cid) else self._inspect(cid)
+            with look.lock:
+                if look.open:
+                    look.inspected[cid] = attrs
+            return attrs
+
+    def _listed(self, cid: str) -> bool:
+        """Whether the window's one listing of managed containers has `cid` (a name or a short id
+        is not in its terms: True, so that it is inspected)."""
+        if len(cid) != FULL_ID_LEN:
+            return True
+        look = self._look
+        with look.list_lock:
+            with look.lock:
+                listed = look.listed
+            if listed is None:
+                found = self.client.api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=true"})
+                listed = frozenset(str(c["Id"]) for c in found)
+                with look.lock:
+                    look.listed = listed
+        return cid in listed
+
+    def _inspect(self, cid: str) -> dict[str, Any] | None:
+        try:
+            attrs: dict[str, Any] = self.client.api.inspect_container(cid)
+        except docker.errors.NotFound:
+            return None
+        return attrs
+
+    def looks(self) -> tuple[bool, int]:
+        """(inside a window, containers inspected in it): for tests and the bench."""
+        with self._look.lock:
+            return self._look.open > 0, len(self._look.inspected)
+
     @engine_errors("list containers")
     def managed_containers(self) -> list[Any]:
         return list(self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}))
@@ -358,6 +420,24 @@ class DockerDriver:
         events = getattr(self, "_events", None)
         if events is not None:
             events.close()
+
+
+FULL_ID_LEN = 64  # a container's full id; a shorter one (a name, a prefix) is always inspected
+
+
+class _Look:
+    """What one `one_look` window has seen (guarded by `lock`; `open` counts nested windows)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.list_lock = threading.Lock()  # one listing per window, however many threads ask
+        self.open = 0
+        self.listed: frozenset[str] | None = None
+        self.inspected: dict[str, dict[str, Any] | None] = {}
+        self.per_id: dict[str, threading.Lock] = {}
+
+    def reset(self) -> None:
+        self.listed, self.inspected, self.per_id = None, {}, {}
 
 
 class PauseContainer:

@@ -307,6 +307,10 @@ class ProcessDriver:
         another process) is reported as exited at once."""
         self._watch_pid(alloc_id, handle)
 
+    def one_look(self) -> contextlib.AbstractContextManager[None]:
+        """Processes are read from /proc, cheaply, each time: nothing to share."""
+        return contextlib.nullcontext()
+
     def close(self) -> None:
         """The pidfd waiters are daemon threads: nothing to end."""
 

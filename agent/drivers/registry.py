@@ -8,8 +8,9 @@ asking for it is refused at submission with that reason (`refusal`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from agent.drivers.base import DriverError, ExitReport, NetnsOwner, TaskDriver
@@ -55,6 +56,14 @@ class DriverRegistry:
 
     def all(self) -> Mapping[str, TaskDriver]:
         return dict(self._drivers)
+
+    @contextlib.contextmanager
+    def one_look(self) -> Iterator[None]:
+        """Every driver's read-only window at once (`TaskDriver.one_look`)."""
+        with contextlib.ExitStack() as stack:
+            for d in self._drivers.values():
+                stack.enter_context(d.one_look())
+            yield
 
     def enabled(self, name: str) -> bool:
         return name in self._drivers
