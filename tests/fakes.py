@@ -4,6 +4,7 @@ told to fail, so the runner's every outcome is reachable in a unit test."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -120,6 +121,9 @@ class FakeDriver:
 
     def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
         return None
+
+    def one_look(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
 
 
 class FakeOwner:
