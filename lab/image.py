@@ -38,9 +38,14 @@ MASKED_UNITS = (
 )
 
 
-def packages() -> list[str]:
-    lines = (IMAGE_DIR / "packages.txt").read_text().splitlines()
+def package_list(path: Path) -> list[str]:
+    """The packages a packages.txt names, one per line (blank lines and # comments skipped)."""
+    lines = path.read_text().splitlines()
     return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def packages() -> list[str]:
+    return package_list(IMAGE_DIR / "packages.txt")
 
 
 def input_hash() -> str:
@@ -73,7 +78,7 @@ def apt_mirror() -> str:
     return "http://deb.debian.org/debian"
 
 
-def _run(argv: list[str], what: str, **kw: Any) -> None:
+def run_step(argv: list[str], what: str, **kw: Any) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kw)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
@@ -86,7 +91,7 @@ def debootstrap(tree: Path, include: list[str]) -> None:
         raise ImageBuildError("debootstrap is not installed: run `make bootstrap` (the controller playbook)")
     mirror = apt_mirror()
     say(f"debootstrap {SUITE} from {mirror} with {len(include)} packages (takes ~2 minutes) ...")
-    _run(
+    run_step(
         ["debootstrap", "--variant=minbase", f"--include={','.join(include)}", SUITE, str(tree), mirror],
         "debootstrap",
     )
@@ -113,7 +118,7 @@ def ensure_image(client: Any, cache_dir: Path = Path("/var/cache/fieldlab")) -> 
         say("importing the rootfs into docker ...")
         tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(tree), "-c", "."], stdout=subprocess.PIPE)
         assert tar.stdout is not None
-        _run(["docker", "import", "-", rootfs_tag], "docker import", stdin=tar.stdout)
+        run_step(["docker", "import", "-", rootfs_tag], "docker import", stdin=tar.stdout)
         if tar.wait() != 0:
             raise ImageBuildError("tar of the rootfs failed")
         say("finishing the node image (stop signal, entrypoint) ...")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,8 +53,7 @@ class VmImage:
 
 
 def vm_packages() -> list[str]:
-    lines = (VM_DIR / "packages.txt").read_text().splitlines()
-    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    return image.package_list(VM_DIR / "packages.txt")
 
 
 def input_hash() -> str:
@@ -92,8 +90,12 @@ def ensure_vm_image(cache: Path = VM_CACHE) -> tuple[VmImage, bool]:
         _copy_boot_files(tree, work)
         say(f"writing the root filesystem ({DISK_SIZE}, ext4) and converting it to qcow2 ...")
         raw = work / "rootfs.raw"
-        _run(["mkfs.ext4", "-q", "-F", "-L", ROOT_LABEL, "-d", str(tree), str(raw), DISK_SIZE], "mkfs.ext4")
-        _run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(work / "rootfs.qcow2")], "qemu-img")
+        image.run_step(
+            ["mkfs.ext4", "-q", "-F", "-L", ROOT_LABEL, "-d", str(tree), str(raw), DISK_SIZE], "mkfs.ext4"
+        )
+        image.run_step(
+            ["qemu-img", "convert", "-O", "qcow2", str(raw), str(work / "rootfs.qcow2")], "qemu-img"
+        )
         raw.unlink()
         shutil.rmtree(tree)
         shutil.rmtree(found.dir, ignore_errors=True)  # an incomplete one
@@ -124,7 +126,7 @@ def customise_vm(tree: Path) -> None:
     shutil.copy2(VM_DIR / "fieldlab-vm-seed.service", tree / "etc/systemd/system/fieldlab-vm-seed.service")
     (tree / "etc/fstab").write_text(f"LABEL={ROOT_LABEL} / ext4 defaults,errors=remount-ro 0 1\n")
     (tree / "etc/hostname").write_text("fieldlab-vm\n")
-    _run(
+    image.run_step(
         ["chroot", str(tree), "systemctl", "enable", "fieldlab-vm-seed.service", "systemd-networkd.service"],
         "systemctl enable in the VM tree",
     )
@@ -140,10 +142,3 @@ def _copy_boot_files(tree: Path, out: Path) -> None:
         )
     shutil.copyfile(kernels[0], out / "vmlinuz")
     shutil.copyfile(initrds[0], out / "initrd.img")
-
-
-def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise ImageBuildError(f"{what} failed (exit {proc.returncode}):\n{tail}")
