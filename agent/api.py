@@ -13,7 +13,9 @@ longest is dropped. Only complete, authorized requests reach the bounded pool of
 `api_max_connections` handler threads; more wait in its queue (health and metrics have a lane of
 their own, so they answer while every handler waits on the core). A bad request is answered with a
 4xx JSON error and at most one WARNING line, never a traceback. One request per connection
-(`Connection: close`).
+(`Connection: close`), except a request to a stream route with `Upgrade: fieldlab-exec` (an
+interactive exec session, agent.apistream): it is answered 101 and the connection carries the
+session's frames until the command ends (at most MAX_SESSIONS at once).
 """
 
 from __future__ import annotations
@@ -35,10 +37,13 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
+from agent import apistream
 from agent.config import Config
+from agent.drivers.session import ExecSession
 from agent.errors import AgentError
+from agent.execframes import PROTOCOL
 from agent.idempotency import Replays
 
 log = logging.getLogger(__name__)
@@ -47,9 +52,12 @@ Response = tuple[int, str, bytes]
 # A handler gets the path's regex groups and the request body.
 Handler = Callable[[tuple[str, ...], bytes], Response]
 Route = Callable[[], Response]
+# A stream opener (`Upgrade: fieldlab-exec`): the session to carry, or a Response refusing it.
+StreamOpener = Callable[[tuple[str, ...], bytes], "Response | ExecSession"]
 
 _MAX_HEAD = 64 * 1024  # request line and headers
 _MAX_PARKED = 256  # connections handshaking or being read; keeps the agent's own file descriptors safe
+MAX_SESSIONS = 16  # interactive exec sessions at once (each holds two threads and a command)
 _LINGER = 1.0  # seconds to read what a client still sends after an early answer (so it sees the answer)
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE"})
 _WRITES = frozenset({"POST", "PUT", "DELETE"})
@@ -141,7 +149,10 @@ def _body_length(head: _Head, limit: int) -> int:
     return length
 
 
-_Work = tuple[Callable[[], Response], concurrent.futures.Future[Response]]
+_Work = tuple[Callable[[], Any], concurrent.futures.Future[Any]]
+
+
+_R = TypeVar("_R")
 
 
 class _HandlerPool:
@@ -154,8 +165,8 @@ class _HandlerPool:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
-    def submit(self, fn: Callable[[], Response]) -> concurrent.futures.Future[Response]:
-        fut: concurrent.futures.Future[Response] = concurrent.futures.Future()
+    def submit(self, fn: Callable[[], _R]) -> concurrent.futures.Future[_R]:
+        fut: concurrent.futures.Future[_R] = concurrent.futures.Future()
         self._queue.put((fn, fut))
         with self._lock:
             if not self._idle.acquire(blocking=False) and len(self._threads) < self._size:
@@ -197,13 +208,19 @@ class ApiServer:
     """Serves `routes` (GET path -> handler) and `handlers` (method, path regex, handler) until `stop()`."""
 
     def __init__(
-        self, config: Config, routes: dict[str, Route], handlers: list[tuple[str, str, Handler]] | None = None
+        self,
+        config: Config,
+        routes: dict[str, Route],
+        handlers: list[tuple[str, str, Handler]] | None = None,
+        streams: list[tuple[str, str, StreamOpener]] | None = None,
     ) -> None:
         self._config = config
         self._ctx = server_ssl_context(config)
         self._allowed = frozenset(config.api_allowed_identities)
         self._routes = routes
         self._handlers = [(m, re.compile(rx), h) for m, rx, h in handlers or []]
+        self._streams = [(m, re.compile(rx), o) for m, rx, o in streams or []]
+        self._sessions = 0
         self.replays = Replays()  # answers to writes with an Idempotency-Key: a retry acts once
         family = socket.AF_INET6 if ":" in config.bind_address else socket.AF_INET
         try:
@@ -350,6 +367,9 @@ class ApiServer:
         task = asyncio.current_task()
         if task is not None:
             self._parked.pop(task, None)  # a complete request: no longer a candidate to drop
+        if "Upgrade" in head.headers:
+            await self._upgrade(reader, writer, head, body, identity, peer)
+            return
         pool = self._status_pool if head.method == "GET" and head.path in self._routes else self._pool
         key = head.headers.get("Idempotency-Key") if head.method in _WRITES else None
         status, ctype, out = await asyncio.wrap_future(
@@ -360,6 +380,63 @@ class ApiServer:
         else:
             log.debug("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
         await self._answer(writer, (status, ctype, out))
+
+    async def _upgrade(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        head: _Head,
+        body: bytes,
+        identity: str | None,
+        peer: str,
+    ) -> None:
+        """`Upgrade: fieldlab-exec` on a stream route: open the session in a handler thread, answer
+        101 and carry it (agent.apistream); anything else is answered as an error."""
+        wanted = head.headers.get("Upgrade", "").strip()
+        opener = None
+        groups: tuple[str, ...] = ()
+        for m, rx, o in self._streams:
+            match = rx.fullmatch(head.path)
+            if match and m == head.method:
+                opener, groups = o, match.groups()
+        if opener is None or wanted.lower() != PROTOCOL:
+            reason = f"{head.method} {head.path} does not take Upgrade: {wanted[:40]!r}"
+            if opener is not None:
+                reason += f" (it takes {PROTOCOL})"
+            self._refused(peer, identity, head, 400, reason)
+            await self._answer(writer, json_response(400, {"error": reason}))
+            return
+        if self._sessions >= MAX_SESSIONS:
+            reason = f"{MAX_SESSIONS} interactive sessions are open already: end one first"
+            self._refused(peer, identity, head, 429, reason)
+            await self._answer(writer, json_response(429, {"error": reason}))
+            return
+        self._sessions += 1
+        try:
+            opened = await asyncio.wrap_future(
+                self._pool.submit(partial(self._open, opener, groups, body, head))
+            )
+            log.info("api %s %s (interactive) by %s from %s", head.method, head.path, identity, peer)
+            if isinstance(opened, tuple):
+                await self._answer(writer, opened)
+                return
+            writer.write(
+                b"HTTP/1.1 101 Switching Protocols\r\n"
+                + f"Upgrade: {PROTOCOL}\r\nConnection: Upgrade\r\n\r\n".encode()
+            )
+            await apistream.pump(reader, writer, opened, f"exec session {head.path} by {identity}")
+        finally:
+            self._sessions -= 1
+
+    @staticmethod
+    def _open(
+        opener: StreamOpener, groups: tuple[str, ...], body: bytes, head: _Head
+    ) -> Response | ExecSession:
+        try:
+            return opener(groups, body)
+        except Exception:
+            log.exception("opening a session for %s %s failed", head.method, head.path)
+            return json_response(500, {"error": "internal error, see agent log"})
 
     def _authorize(self, identity: str | None) -> None:
         if identity is None:

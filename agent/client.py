@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import ssl
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -68,6 +70,72 @@ class ApiClient:
             value["FIELDLAB_AGENT_CLIENT_KEY"],
         )
 
+    def _context(self) -> ssl.SSLContext:
+        if not self.address.startswith("https://"):
+            raise AgentError(f"agent address {self.address!r} must be an https:// URL (the API is mTLS only)")
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        if self.cert_file:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+        return ctx
+
+    def upgrade(self, path: str, body: Any, protocol: str) -> tuple[ssl.SSLSocket, bytes]:
+        """POST `body` to `path` asking to switch to `protocol` (an interactive exec session): the
+        TLS socket once the agent has answered 101, and what it sent after its answer's head.
+        ApiError with the agent's answer when it refused."""
+        ctx = self._context()
+        url = urllib.parse.urlsplit(self.address)
+        host, port = url.hostname or "127.0.0.1", url.port or 443
+        data = json.dumps(body).encode()
+        try:
+            raw = socket.create_connection((host, port), timeout=self.timeout)
+            sock = ctx.wrap_socket(raw, server_hostname=host)
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\nConnection: Upgrade\r\nUpgrade: {protocol}\r\n\r\n".encode()
+                + data
+            )
+            got = b""
+            while b"\r\n\r\n" not in got:
+                more = sock.recv(65536)
+                if not more:
+                    raise ConnectionError("the agent closed the connection before it answered")
+                got += more
+                if len(got) > 65536:
+                    raise ConnectionError("the agent's answer has no end of its head")
+        except (OSError, ssl.SSLError) as exc:
+            raise AgentError(f"cannot reach the agent at {self.address}: {exc}") from None
+        head, _, rest = got.partition(b"\r\n\r\n")
+        status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = status_line.split(" ", 2)
+        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        if status == 101:
+            sock.settimeout(None)
+            return sock, rest
+        answer = self._rest_of_body(sock, head, rest)
+        sock.close()
+        try:
+            parsed: Any = json.loads(answer)
+        except ValueError:
+            parsed = answer.decode(errors="replace") or status_line
+        raise ApiError(status, parsed)
+
+    @staticmethod
+    def _rest_of_body(sock: ssl.SSLSocket, head: bytes, got: bytes) -> bytes:
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length" and value.strip().isdigit():
+                length = int(value.strip())
+        try:
+            while len(got) < length:
+                more = sock.recv(65536)
+                if not more:
+                    break
+                got += more
+        except OSError:
+            pass
+        return got[:length]
+
     def request(self, method: str, path: str, body: Any = None) -> Any:
         return json.loads(self.request_raw(method, path, body)[1] or b"null")
 
@@ -78,11 +146,7 @@ class ApiClient:
         fails or times out or the agent answers 503 (not carried out): every try has the same key,
         so the agent acts once however many reach it (agent.idempotency).
         An empty `cert_file` presents no client certificate (to check that the agent refuses that)."""
-        if not self.address.startswith("https://"):
-            raise AgentError(f"agent address {self.address!r} must be an https:// URL (the API is mTLS only)")
-        ctx = ssl.create_default_context(cafile=self.ca_file)
-        if self.cert_file:
-            ctx.load_cert_chain(self.cert_file, self.key_file)
+        ctx = self._context()
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"}
         write = method != "GET"

@@ -30,7 +30,7 @@ from agent.core import Core
 from agent.errors import AgentError
 from agent.faults import Faults
 from agent.network.cni import CniNetwork
-from agent.routes import build_routes
+from agent.routes import build_routes, build_streams
 from agent.state import SqliteStore
 from agent.vault import VaultStatus, check_vault, vault_client
 from agent.vaultclient import VAULT_DENIED, VAULT_OK, VaultCallStatus, VaultClient
@@ -113,12 +113,12 @@ class Agent:
                 self.config.vault.address,
                 "authenticated with approle" if self.vault.authenticated else self.vault.error,
             )
-        handlers = []
+        handlers, streams = [], []
         if self.config.jobs_enabled:
             self.core = self._start_core()
-            handlers = build_routes(self.core)
+            handlers, streams = build_routes(self.core), build_streams(self.core)
         routes = {"/v1/agent/health": self._health, "/v1/metrics": self._metrics}
-        self._api = ApiServer(self.config, routes, handlers)
+        self._api = ApiServer(self.config, routes, handlers, streams)
         self._api.start()
         log.info(
             "fieldlab-agent %s on node %s serving mTLS API on %s:%d",

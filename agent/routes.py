@@ -15,17 +15,20 @@ import json
 import logging
 import re
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
-from agent.api import Handler, Response, json_response, query_params
+from agent.api import Handler, Response, StreamOpener, json_response, query_params
 from agent.apiviews import alloc_counts, job_view
 from agent.core import Core, parse_submission
+from agent.drivers.base import DriverError, TaskDriver, TaskHandle
+from agent.drivers.session import ExecSession
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
+from agent.execframes import FrameError, parse_resize
 from agent.jobspec import JobspecError
 from agent.jobspec.hclvars import parse_var_file
 from agent.logs import STREAMS, LogsGone, LogSource, LogsUnavailable, adopted_log_source, log_source, read_log
@@ -201,8 +204,13 @@ _STATUS: tuple[tuple[type[AgentError], int], ...] = (
 )
 
 
-def _guard(fn: Handler) -> Handler:
-    def wrapped(groups: tuple[str, ...], body: bytes) -> Response:
+_T = TypeVar("_T")
+
+
+def _guard(fn: Callable[[tuple[str, ...], bytes], _T]) -> Callable[[tuple[str, ...], bytes], _T | Response]:
+    """A handler's (or stream opener's) AgentError answered as a JSON error with its status."""
+
+    def wrapped(groups: tuple[str, ...], body: bytes) -> _T | Response:
         try:
             return fn(groups, body)
         except JobspecError as exc:
@@ -439,6 +447,57 @@ def _exec_handler(core: Core) -> Handler:
         return json_response(200, answer)
 
     return exec_
+
+
+def build_streams(core: Core) -> list[tuple[str, str, StreamOpener]]:
+    """The interactive exec session (`alloc exec -i/-t`, agent.execframes)."""
+    return [("POST", r"/v1/allocation/([^/]+)/exec", _guard(_session_opener(core)))]
+
+
+def _session_opener(core: Core) -> Callable[[tuple[str, ...], bytes], ExecSession]:
+    def open_session(groups: tuple[str, ...], body: bytes) -> ExecSession:
+        """Body: "cmd", "task", "tty" (a pseudo-terminal), "rows" and "cols" (its size). The task
+        is found and checked running on the main loop; the command starts in this handler thread."""
+        ref = _alloc_ref(groups[0])
+        data = _body_json(body)
+        name = _task_name(data)
+        cmd, _ = _exec_request({k: v for k, v in data.items() if k != "timeout"})
+        tty = data.get("tty", False)
+        if not isinstance(tty, bool):
+            raise AgentError('"tty" must be true or false')
+        try:
+            rows, cols = parse_resize(
+                json.dumps({"rows": data.get("rows", 24), "cols": data.get("cols", 80)}).encode()
+            )
+        except FrameError as exc:
+            raise AgentError(str(exc).replace("a resize frame's", "the body's")) from None
+
+        def find() -> tuple[TaskDriver, TaskHandle, str, str]:
+            r = _managed(core, ref, "exec")
+            task = _task_of(r.group.tasks, name, r.id)
+            handle = r.state.handle(task.name)
+            if not r.task_running(task) or handle is None:
+                state = r.state.task(task.name).state.value
+                raise Conflict(f"task {task.name} of alloc {r.id} is not running (it is {state})")
+            return r.driver(task), handle, r.id, task.name
+
+        driver, handle, alloc_id, task_name = core.call(find)
+        log.info(
+            "interactive exec in alloc=%s task=%s: %s (%d args, tty %s)",
+            alloc_id[:8],
+            task_name,
+            cmd[0],
+            len(cmd) - 1,
+            "yes" if tty else "no",
+        )
+        try:
+            return driver.exec_session(handle, cmd, tty=tty, rows=rows, cols=cols)
+        except DriverError as exc:
+            raise Conflict(
+                f"exec of {cmd[0]} in alloc {alloc_id} task {task_name} could not start: {exc}"
+            ) from None
+
+    return open_session
 
 
 def _logs_handler(core: Core) -> Handler:

@@ -145,6 +145,7 @@ class AgentLab:
         vault: Any = None,
         exec_allow_root: bool = False,
         docker_enabled: bool = True,
+        raw_exec_enabled: bool = False,
     ) -> AgentUnderTest:
         store = SqliteStore(self.data_dir / "state" / "state.db")
         cni = CniNetwork(self.conflist, PLUGIN_DIR, self.data_dir / "cni")
@@ -155,6 +156,7 @@ class AgentLab:
             cni_check=cni_check,
             exec_allow_root=exec_allow_root,
             docker_enabled=docker_enabled,
+            raw_exec_enabled=raw_exec_enabled,
         )
         docker = self.docker if docker_enabled else None
         core = build_core(settings, store, cni, Faults.parse(faults), docker=docker, vault=vault)

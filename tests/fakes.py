@@ -18,6 +18,7 @@ from agent.core import Core
 from agent.decisions import NO_BUGS, Bugs
 from agent.drivers.base import RESTARTED, DriverError, ExitReport, TaskContext, TaskHandle, TaskStatus
 from agent.drivers.registry import DriverRegistry
+from agent.drivers.session import ExecSession
 from agent.model import Task
 from agent.network.base import Network
 from agent.records import AllocRecord, PortAlloc
@@ -100,6 +101,11 @@ class FakeDriver:
 
     def exec(self, handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
         return 0, ""
+
+    def exec_session(
+        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
+    ) -> ExecSession:
+        raise DriverError(self.name, "interactive exec", "the fake driver runs no commands")
 
     def stop(self, handle: TaskHandle, timeout: float, sig: str) -> None:
         self.stops.append(handle.id)

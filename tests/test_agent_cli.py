@@ -131,9 +131,18 @@ def test_the_api_flags_win_over_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert commands.client(parse("node", "status", "-ca-cert", "f.pem")).ca_file == "f.pem"
 
 
-def test_exec_refuses_a_tty_and_saying_no_command(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["alloc", "exec", "-i", "-t", "abcdef12", "--", "sh"]) == 2
-    assert "-i and -t (an interactive session with a tty) are not supported" in capsys.readouterr().err
+def test_exec_takes_i_and_t_apart_and_wants_a_command(capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse("alloc", "exec", "-i", "-t", "abcdef12", "web", "--", "sh", "-l")
+    assert (args.stdin, args.tty, args.task, args.command) == (True, True, "web", ["sh", "-l"])
+    args = parse("alloc", "exec", "-i", "abcdef12", "--", "cat")
+    assert (args.stdin, args.tty) == (True, False)
+    assert (
+        parse("alloc", "exec", "abcdef12", "--", "ls").stdin,
+        parse("alloc", "exec", "x", "--", "ls").tty,
+    ) == (
+        False,
+        False,
+    )
     assert cli.main(["alloc", "exec", "abcdef12", "web"]) == 2
     assert "say the command after --" in capsys.readouterr().err
 

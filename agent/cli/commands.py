@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from agent.cli import format as fmt
+from agent.cli import session
 from agent.cli.jobfiles import submission
-from agent.cli.parser import EXEC_NOT_INTERACTIVE
 from agent.errors import AgentError
 
 if TYPE_CHECKING:
@@ -190,10 +190,10 @@ def alloc_logs(args: argparse.Namespace) -> int:
 
 
 def alloc_exec(args: argparse.Namespace) -> int:
-    if args.interactive:
-        raise AgentError(EXEC_NOT_INTERACTIVE)
     if not args.command:
         raise AgentError("say the command after --: alloc exec ALLOC [TASK] -- CMD [ARG...]")
+    if args.stdin or args.tty:
+        return _exec_session(args)
     if not 0 < args.timeout <= EXEC_MAX_TIMEOUT:
         raise AgentError(f"-timeout {args.timeout:g}: more than 0 and at most {EXEC_MAX_TIMEOUT:g} seconds")
     body: dict[str, Any] = {"cmd": list(args.command), "timeout": args.timeout}
@@ -211,6 +211,15 @@ def alloc_exec(args: argparse.Namespace) -> int:
         print(f"fieldlab-agent: exec: {out.get('error') or 'the command could not run'}", file=sys.stderr)
         return EXEC_CANNOT_RUN
     return min(code, 255)
+
+
+def _exec_session(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"cmd": list(args.command), "tty": bool(args.tty)}
+    task = args.task_flag or args.task
+    if task:
+        body["task"] = task
+    path = f"/v1/allocation/{_q(args.alloc_id)}/exec"
+    return session.run(client(args), path, body, stdin=bool(args.stdin))
 
 
 def alloc_signal(args: argparse.Namespace) -> int:

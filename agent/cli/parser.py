@@ -15,11 +15,11 @@ from agent.config import DEFAULT_CONFIG
 
 PROG = "fieldlab-agent"
 DEFAULT_ADDRESS = "https://127.0.0.1:4646"
-EXEC_NOT_INTERACTIVE = (
-    "-i and -t (an interactive session with a tty) are not supported: the agent's API answers one "
-    "request per connection with a whole body (mTLS, Content-Length, no upgrade), and a session "
-    "needs a stream both ways (Nomad uses a websocket). exec runs the command to its end with no "
-    "stdin and prints what it wrote."
+EXEC_INTERACTIVE = (
+    "-i passes stdin to the command and -t gives it a pseudo-terminal (raw mode on yours, the "
+    "window size following it): an interactive session until the command ends, with no -timeout. "
+    "Without either, exec runs the command to its end with no stdin, as a change script runs "
+    "(Nomad defaults -i to true; here it is asked for, so a script's exec never waits on stdin)."
 )
 
 Command = Callable[[argparse.Namespace], int]
@@ -246,7 +246,7 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         description="Run CMD in the task through its driver's exec (docker exec; nsenter into the "
         "task's namespaces, root, cgroup and user for exec; the task's user and dir for raw_exec), "
         "print what it wrote (stdout and stderr together) and exit with its exit code (126 when it "
-        f"could not run or ran past -timeout). Not interactive: {EXEC_NOT_INTERACTIVE}",
+        f"could not run or ran past -timeout). {EXEC_INTERACTIVE}",
     )
     ex.add_argument("alloc_id", metavar="ALLOC")
     ex.add_argument("task", nargs="?", metavar="TASK")
@@ -259,7 +259,8 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         metavar="SECONDS",
         help="kill it after this long (30, at most 300)",
     )
-    ex.add_argument("-i", "-t", dest="interactive", action="store_true", help="not supported (see above)")
+    ex.add_argument("-i", dest="stdin", action="store_true", help="pass stdin to the command")
+    ex.add_argument("-t", dest="tty", action="store_true", help="give the command a pseudo-terminal")
     ex.set_defaults(command=[])
     sg = leaf(
         alloc_sub,

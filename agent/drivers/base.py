@@ -12,10 +12,13 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.errors import AgentError
 from agent.model import Task
+
+if TYPE_CHECKING:
+    from agent.drivers.session import ExecSession
 
 # Labels on everything the agent creates in docker: the sweeper only ever looks at these.
 LABEL_MANAGED = "org.fieldlab.managed"
@@ -100,6 +103,12 @@ class TaskDriver(Protocol):
 
     def exec(self, handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
         """Run a command inside the task (change_mode script): (exit code, output)."""
+
+    def exec_session(
+        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
+    ) -> ExecSession:
+        """An interactive command in the running task (`alloc exec -i/-t`), the same way in as
+        `exec`; DriverError when it cannot start."""
 
     def stop(self, handle: TaskHandle, timeout: float, sig: str) -> None:
         """Stop gracefully: `sig`, then kill after `timeout` seconds. Gone already is fine."""

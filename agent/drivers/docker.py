@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from functools import wraps
@@ -37,7 +35,7 @@ from agent.drivers.base import (
     TaskHandle,
     TaskStatus,
 )
-from agent.drivers.process import children
+from agent.drivers.session import DockerSession, ExecSession, kill_tree
 from agent.model import Task
 from agent.network.owner import pid_in_netns
 
@@ -301,20 +299,29 @@ class DockerDriver:
         out = result.get("out") or b""
         return int(rc if rc is not None else -1), out.decode(errors="replace")
 
+    def exec_session(
+        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
+    ) -> ExecSession:
+        """`alloc exec -i/-t`: an engine exec with stdin attached (and a tty when asked), as `exec`
+        runs a change script: in the task's container, as its user."""
+        what = f"interactive exec in {handle.id[:12]}"
+        api = self.client.api
+        try:
+            exec_id = api.exec_create(handle.id, argv, stdin=True, tty=tty)["Id"]
+            sock = api.exec_start(exec_id, tty=tty, socket=True)
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise DriverError("docker", what, str(exc)) from None
+        raw = getattr(sock, "_sock", sock)  # the socket under docker-py's SocketIO on a unix socket
+        session = DockerSession(api, exec_id, raw, tty=tty, kill=self._kill_exec)
+        session.resize(rows, cols)
+        return session
+
     @staticmethod
     def _kill_exec(pid: int) -> None:
         """SIGKILL an exec'd process and its descendants (host pids: the agent runs in the host's pid
         namespace)."""
-        if pid <= 0:
-            return
-        todo, seen = [pid], []
-        while todo:
-            p = todo.pop()
-            seen.append(p)
-            todo.extend(children(p))
-        for p in seen:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(p, signal.SIGKILL)
+        if pid > 0:
+            kill_tree(pid)
 
     # -- reads: one look at the engine inside a window -----------------------------------------
     @contextlib.contextmanager

@@ -67,6 +67,7 @@ from agent.drivers.process import (
     read_environ,
     run_command,
 )
+from agent.drivers.session import ExecPlan, ExecSession
 from agent.model import Task
 
 log = logging.getLogger(__name__)
@@ -406,16 +407,32 @@ class ExecDriver(ProcessDriver):
     def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
         """Run a command inside the task (change_mode script): its mount, pid, network, ipc and uts
         namespaces, its root, its cgroups, its environment and its user and capabilities."""
+        plan = self._exec_plan(handle, argv)
+        if isinstance(plan, str):
+            return -1, plan
+        return run_command(plan.argv, plan.env, timeout, plan.cwd)
+
+    def exec_session(
+        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
+    ) -> ExecSession:
+        """`alloc exec -i/-t`: the same way into the task as `exec`, with stdin and (tty) a pty."""
+        plan = self._exec_plan(handle, argv)
+        if isinstance(plan, str):
+            raise DriverError("exec", "interactive exec", plan)
+        return plan.session(tty=tty, rows=rows, cols=cols, setsid=_host_tool("setsid"))
+
+    def _exec_plan(self, handle: TaskHandle, argv: list[str]) -> ExecPlan | str:
+        """The command line and environment that run argv inside the task; why not, as text."""
         if not self._alive(handle):
-            return -1, "task is not running"
+            return "task is not running"
         found = task_init(int(handle.id))
         if found is None:
             if _isolated(int(handle.id)):
-                return -1, "the task's init is gone"
-            return self._exec_legacy(handle, argv, timeout)
+                return "the task's init is gone"
+            # A task started by an agent without isolation (before an upgrade): as that agent did.
+            return ExecPlan(["nsenter", f"--target={handle.id}", "--net", "--mount", "--", *argv], None)
         init, spec = found
-        env = read_environ(init)
-        inner = [
+        enter = [
             _host_tool("nsenter"),
             f"--target={init}",
             "--mount",
@@ -427,15 +444,15 @@ class ExecDriver(ProcessDriver):
             "--wd",
             "--",
             *spec.setpriv_argv(),
-            *argv,
         ]
         joins = "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in cgroup_procs_of(init))
-        return run_command(["/bin/sh", "-c", f"{joins}exec {shlex.join(inner)}"], env, timeout)
-
-    def _exec_legacy(self, handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
-        """A task started by an agent without isolation (before an upgrade): as that agent did."""
-        return run_command(
-            ["nsenter", f"--target={handle.id}", "--net", "--mount", "--", *argv], None, timeout
+        # With a tty the pty becomes the controlling terminal inside the task's pid namespace (the
+        # chroot's setsid), so a shell there can hand the terminal to its jobs and take it back.
+        tty = [*enter, _host_tool("setsid"), "--ctty", "--wait", *argv]
+        return ExecPlan(
+            ["/bin/sh", "-c", f"{joins}exec {shlex.join([*enter, *argv])}"],
+            read_environ(init),
+            tty_argv=["/bin/sh", "-c", f"{joins}exec {shlex.join(tty)}"],
         )
 
 

@@ -47,6 +47,7 @@ from agent.drivers.process import (
     read_environ,
     run_command,
 )
+from agent.drivers.session import ExecPlan, ExecSession
 from agent.model import Task
 
 NAME = "raw_exec"
@@ -204,16 +205,32 @@ class RawExecDriver(ProcessDriver):
     def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
         """Run a command as the task runs (change_mode script): its environment, working dir, user,
         cgroups and network namespace."""
+        plan = self._exec_plan(handle, argv)
+        if isinstance(plan, str):
+            return -1, plan
+        return run_command(plan.argv, plan.env, timeout, plan.cwd)
+
+    def exec_session(
+        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
+    ) -> ExecSession:
+        """`alloc exec -i/-t`: the same way in as `exec`, with stdin and (tty) a pty."""
+        plan = self._exec_plan(handle, argv)
+        if isinstance(plan, str):
+            raise DriverError(NAME, "interactive exec", plan)
+        return plan.session(tty=tty, rows=rows, cols=cols, setsid=host_tool("setsid", NAME, "exec"))
+
+    def _exec_plan(self, handle: TaskHandle, argv: list[str]) -> ExecPlan | str:
+        """The command line, environment and dir that run argv as the task runs; why not, as text."""
         if not self._alive(handle):
-            return -1, "task is not running"
+            return "task is not running"
         pid = int(handle.id)
         creds = credentials(pid)
         try:
             cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
-            return -1, "the task's process is gone"
+            return "the task's process is gone"
         if creds is None:
-            return -1, "the task's process is gone"
+            return "the task's process is gone"
         uid, gid, groups = creds
         inner = [host_tool("nsenter", NAME, "exec"), f"--target={pid}", "--net", "--"]
         if uid != self.agent_uid:
@@ -221,6 +238,4 @@ class RawExecDriver(ProcessDriver):
             inner += user.setpriv_argv(host_tool("setpriv", NAME, "exec"))
         inner += argv
         joins = "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in cgroup_procs_of(pid))
-        return run_command(
-            ["/bin/sh", "-c", f"{joins}exec {shlex.join(inner)}"], read_environ(pid), timeout, cwd
-        )
+        return ExecPlan(["/bin/sh", "-c", f"{joins}exec {shlex.join(inner)}"], read_environ(pid), cwd)

@@ -1,0 +1,135 @@
+"""An upgraded API connection carrying an interactive exec session (agent.execframes), on the
+API's event loop.
+
+Two directions, each with a thread of its own so a blocking read or write never holds the loop:
+the command's output is read in a session thread and written to the client as frames (at most
+OUT_QUEUE frames wait to go out, so a client that stops reading stops the reading, not the
+agent's memory); the client's frames are read on the loop and handed, in order, to one writer
+thread (stdin, end of stdin, terminal size). The session ends when the command has ended and its
+output is read (an EXIT frame with its code goes last), or when the client goes away or breaks
+the format, or the server stops: then the command is killed. Either way it is killed and reaped
+before the connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+
+from agent import execframes as ef
+from agent.drivers.session import ExecSession
+
+log = logging.getLogger(__name__)
+
+OUT_QUEUE = 64  # frames of output waiting for the client
+EXIT_WAIT = 10.0  # seconds to wait for the exit code once the command's output has ended
+KILL_WAIT = 10.0  # seconds for a killed command's session threads to finish
+PUT_SLICE = 1.0  # seconds an output frame waits for room before it looks whether the session ended
+
+
+async def pump(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: ExecSession, what: str
+) -> None:
+    await _Pump(reader, writer, session, what).run()
+
+
+class _Pump:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: ExecSession, what: str
+    ) -> None:
+        self.reader, self.writer, self.session, self.what = reader, writer, session, what
+        self.loop = asyncio.get_running_loop()
+        self.out: asyncio.Queue[bytes | None] = asyncio.Queue(OUT_QUEUE)
+        self.stopped = threading.Event()  # the session is over: output still read is dropped
+
+    async def run(self) -> None:
+        reading = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="exec-output")
+        output = self.loop.run_in_executor(reading, self._read_output)
+        sending = asyncio.create_task(self._send())
+        receiving = asyncio.create_task(self._receive())
+        ended = "the command ended"
+        try:
+            done, _ = await asyncio.wait({sending, receiving}, return_when=asyncio.FIRST_COMPLETED)
+            if receiving in done and not sending.done():
+                exc = receiving.exception()
+                if isinstance(exc, ef.FrameError):
+                    ended = f"the client broke the frame format ({exc})"
+                    log.warning("%s: %s", self.what, ended)
+                else:
+                    ended = "the client went away"
+                await self.loop.run_in_executor(None, self.session.kill)
+            await sending
+        except (OSError, asyncio.CancelledError):
+            ended = "the connection ended"
+            raise
+        finally:
+            receiving.cancel()
+            sending.cancel()
+            self.stopped.set()
+            await self.loop.run_in_executor(None, self.session.kill)
+            while not self.out.empty():  # a reader thread blocked on a full queue goes on (and ends)
+                self.out.get_nowait()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(KILL_WAIT):
+                    await output
+            reading.shutdown(wait=False)
+            log.info("%s: session over (%s)", self.what, ended)
+
+    # -- in the output thread --------------------------------------------------------------------
+    def _put(self, frame: bytes | None) -> None:
+        if self.stopped.is_set():
+            return
+        fut = asyncio.run_coroutine_threadsafe(self.out.put(frame), self.loop)
+        while not self.stopped.is_set():
+            try:
+                fut.result(PUT_SLICE)
+                return
+            except TimeoutError:  # the client is slow to read: keep waiting unless the session ends
+                continue
+        fut.cancel()
+
+    def _read_output(self) -> None:
+        try:
+            while True:
+                kind, data = self.session.read()
+                if not data:
+                    break
+                for frame in ef.chunks(kind, data):
+                    self._put(frame)
+            code = self.session.wait(EXIT_WAIT)
+            if code is None:
+                self._put(ef.exit_frame(-1, f"no exit code within {EXIT_WAIT:g} s of its output ending"))
+            else:
+                self._put(ef.exit_frame(code))
+        except Exception as exc:  # a driver error: said to the client, and the session ends
+            log.warning("%s: %s", self.what, exc)
+            self._put(ef.exit_frame(-1, str(exc)))
+        finally:
+            self._put(None)
+
+    # -- on the loop -----------------------------------------------------------------------------
+    async def _send(self) -> None:
+        while (frame := await self.out.get()) is not None:
+            self.writer.write(frame)
+            await self.writer.drain()
+
+    async def _receive(self) -> None:
+        stdin = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="exec-stdin")
+        session = self.session
+        try:
+            while True:
+                raw = await self.reader.readexactly(ef.HEADER.size)
+                kind, length = ef.header(raw, ef.FROM_CLIENT)
+                payload = await self.reader.readexactly(length) if length else b""
+                if kind == ef.STDIN:
+                    await self.loop.run_in_executor(stdin, session.write, payload)
+                elif kind == ef.CLOSE_STDIN:
+                    await self.loop.run_in_executor(stdin, session.close_stdin)
+                else:
+                    rows, cols = ef.parse_resize(payload)
+                    await self.loop.run_in_executor(stdin, session.resize, rows, cols)
+        finally:
+            stdin.shutdown(wait=False)
