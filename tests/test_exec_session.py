@@ -145,18 +145,22 @@ class Terminal:
         os.close(self.fd)
 
 
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[AgentLab]:
-    (tmp_path / "images").mkdir()
-    build_workload_images(tmp_path / "images")
-    lab = AgentLab(tmp_path / "agentlab")
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentLab]:
+    tmp = tmp_path_factory.mktemp("exec-session")
+    (tmp / "images").mkdir()
+    build_workload_images(tmp / "images")
+    lab = AgentLab(tmp / "agentlab")
     yield lab
     lab.cleanup()
 
 
-@pytest.fixture
-def served(lab: AgentLab, tmp_path: Path) -> Iterator[tuple[AgentUnderTest, ApiClient, str]]:
-    ca = TestCA(tmp_path)
+@pytest.fixture(scope="module")
+def served(
+    lab: AgentLab, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[AgentUnderTest, ApiClient, str]]:
+    """One agent and one alloc for the module: the tests only exec into its tasks."""
+    ca = TestCA(tmp_path_factory.mktemp("exec-session-pki"))
     srv, op = (
         ca.issue("client1.agent.fieldlab", server=True),
         ca.issue("controller.operator.fieldlab", server=False),
