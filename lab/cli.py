@@ -275,7 +275,10 @@ def cmd_env(args: argparse.Namespace) -> int:
 def cmd_ssh(args: argparse.Namespace) -> int:
     paths = LabPaths(args.lab)
     record = _need_record(paths)
-    argv = provider_for(record.provider).ssh_argv(record, paths, args.node) + list(args.command)
+    argv = provider_for(record.provider).ssh_argv(record, paths, args.node)
+    if args.command and sys.stdin.isatty():
+        argv.insert(1, "-t")  # a command from a terminal gets one too (`-- fieldlab-agent alloc exec -i -t`)
+    argv += list(args.command)
     os.execvp(argv[0], argv)  # noqa: S606 - hands the terminal to ssh
     return 127  # pragma: no cover - exec does not return
 

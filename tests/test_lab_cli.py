@@ -147,6 +147,10 @@ def test_ssh_options_after_the_node_are_options_and_the_command_follows_the_doub
     monkeypatch.setattr(cli.os, "execvp", execvp)
     cli.main(argv)
     assert ran == [expected]
+    if argv[-1] == "uptime":  # from a terminal, a command gets a tty too (an `alloc exec -i -t` in it)
+        monkeypatch.setattr(cli.sys.stdin, "isatty", lambda: True, raising=False)
+        cli.main(argv)
+        assert ran[-1] == ["ssh", "-t", *expected[1:]]
 
 
 def _parse(*argv: str) -> Any:
