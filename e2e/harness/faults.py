@@ -347,7 +347,9 @@ class ProcessKill(Fault):
                 f"{self.node.name}: {self.kind}: task {name} of alloc {self.alloc_id} has no process "
                 f"(handle {pid!r}: not an exec task?)"
             )
-        self.node.run(f"kill -KILL -- -{pid}")
+        # procps' kill, not the shell's: dash (sh through sudo on own hosts) takes no `--` before a
+        # process group, bash does; the node_base role installs procps.
+        self.node.run(f"/usr/bin/env kill -KILL -- -{pid}")
         self.killed = [pid]
 
         def gone() -> tuple[bool | None, str]:
