@@ -65,9 +65,8 @@ from agent.drivers.process import (
     children,
     host_tool,
     read_environ,
-    run_command,
 )
-from agent.drivers.session import ExecPlan, ExecSession
+from agent.drivers.session import ExecPlan
 from agent.model import Task
 
 log = logging.getLogger(__name__)
@@ -403,23 +402,6 @@ class ExecDriver(ProcessDriver):
             # Wait on the setup process itself: wakes at once if it fails, else re-checks the init.
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=SETUP_POLL)
-
-    def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
-        """Run a command inside the task (change_mode script): its mount, pid, network, ipc and uts
-        namespaces, its root, its cgroups, its environment and its user and capabilities."""
-        plan = self._exec_plan(handle, argv)
-        if isinstance(plan, str):
-            return -1, plan
-        return run_command(plan.argv, plan.env, timeout, plan.cwd)
-
-    def exec_session(
-        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
-    ) -> ExecSession:
-        """`alloc exec -i/-t`: the same way into the task as `exec`, with stdin and (tty) a pty."""
-        plan = self._exec_plan(handle, argv)
-        if isinstance(plan, str):
-            raise DriverError("exec", "interactive exec", plan)
-        return plan.session(tty=tty, rows=rows, cols=cols, setsid=_host_tool("setsid"))
 
     def _exec_plan(self, handle: TaskHandle, argv: list[str]) -> ExecPlan | str:
         """The command line and environment that run argv inside the task; why not, as text."""

@@ -13,7 +13,8 @@ it runs anything, and found again by pid plus start time.
     signals     to P's process group (P is its session and group leader), so the task's children
                 get them too; stop is kill_signal, then SIGKILL after kill_timeout.
 
-`ProcessDriver` implements the TaskDriver protocol but `start` and `exec`, which say what P is.
+`ProcessDriver` implements the TaskDriver protocol but `start` and `_exec_plan` (how a command goes
+into the task: a change script's `exec`, and `exec_session` for `alloc exec -i/-t`), which say what P is.
 """
 
 from __future__ import annotations
@@ -29,9 +30,13 @@ import subprocess
 import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.drivers.base import DriverError, ExitReport, TaskHandle, TaskStatus
 from agent.model import Task
+
+if TYPE_CHECKING:
+    from agent.drivers.session import ExecPlan, ExecSession
 
 log = logging.getLogger(__name__)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -233,6 +238,27 @@ class ProcessDriver:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._codes: dict[int, int] = {}
         self._lock = threading.Lock()
+
+    # -- a command in the task ---------------------------------------------------------------------
+    def _exec_plan(self, handle: TaskHandle, argv: list[str]) -> ExecPlan | str:
+        """The command line, environment and dir that run argv as the task runs; why not, as text."""
+        raise NotImplementedError
+
+    def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
+        """Run a command as the task runs (change_mode script), the way `_exec_plan` says."""
+        plan = self._exec_plan(handle, argv)
+        if isinstance(plan, str):
+            return -1, plan
+        return run_command(plan.argv, plan.env, timeout, plan.cwd)
+
+    def exec_session(
+        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
+    ) -> ExecSession:
+        """`alloc exec -i/-t`: the same way in as `exec`, with stdin and (tty) a pty."""
+        plan = self._exec_plan(handle, argv)
+        if isinstance(plan, str):
+            raise DriverError(self.name, "interactive exec", plan)
+        return plan.session(tty=tty, rows=rows, cols=cols, setsid=host_tool("setsid", self.name, "exec"))
 
     # -- start helpers ------------------------------------------------------------------------------
     def exit_code(self, returncode: int) -> int:

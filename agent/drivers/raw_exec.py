@@ -45,9 +45,8 @@ from agent.drivers.process import (
     exit_code_of,
     host_tool,
     read_environ,
-    run_command,
 )
-from agent.drivers.session import ExecPlan, ExecSession
+from agent.drivers.session import ExecPlan
 from agent.model import Task
 
 NAME = "raw_exec"
@@ -201,23 +200,6 @@ class RawExecDriver(ProcessDriver):
     def remove_cgroups(self, alloc_id: str, task: str) -> None:
         """Whatever still runs in the task's cgroup goes with it (nothing else would end it)."""
         Cgroups.of_task(alloc_id, task).kill_all()
-
-    def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
-        """Run a command as the task runs (change_mode script): its environment, working dir, user,
-        cgroups and network namespace."""
-        plan = self._exec_plan(handle, argv)
-        if isinstance(plan, str):
-            return -1, plan
-        return run_command(plan.argv, plan.env, timeout, plan.cwd)
-
-    def exec_session(
-        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
-    ) -> ExecSession:
-        """`alloc exec -i/-t`: the same way in as `exec`, with stdin and (tty) a pty."""
-        plan = self._exec_plan(handle, argv)
-        if isinstance(plan, str):
-            raise DriverError(NAME, "interactive exec", plan)
-        return plan.session(tty=tty, rows=rows, cols=cols, setsid=host_tool("setsid", NAME, "exec"))
 
     def _exec_plan(self, handle: TaskHandle, argv: list[str]) -> ExecPlan | str:
         """The command line, environment and dir that run argv as the task runs; why not, as text."""
