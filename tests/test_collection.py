@@ -178,6 +178,64 @@ def test_the_installed_collection_alone_resolves_every_playbook_from_outside_the
     assert len(checked) == len(list((PROJECT_DIR / "lab" / "playbooks").glob("*.yml")))
 
 
+# The three inputs of the roles that are files of the controller's (fieldlab's lab passes them): run
+# from the installed collection without one, the role names the variable before it touches the node.
+# The node (a closed port on loopback) is never reached when the check fires; with the input given,
+# the check passes and the next task's connection is refused instead.
+_NOWHERE = "all:\n  hosts:\n    nowhere:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n"
+_ONE_ROLE = """- name: One role's entry point alone
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Run it
+      ansible.builtin.include_role:
+        name: "fieldlab.lab.{{ role }}"
+        tasks_from: "{{ entry }}"
+"""
+CONTROLLER_INPUTS = [
+    # (role, entry point, the variable its message names, extra vars that give the input)
+    ("openbao", "main", "openbao_controller_binary", {"openbao_controller_binary": "{bao}"}),
+    ("workload_images", "main", "workload_images_probe_src", {"fieldlab_project_dir": "{project}"}),
+    ("workload_images", "exec_probe", "workload_images_probe_src", {"fieldlab_project_dir": "{project}"}),
+    ("fieldlab_agent", "install", "fieldlab_wheelhouse", {"fieldlab_agent_wheelhouse_src": "{wheels}"}),
+]
+
+
+@pytest.mark.parametrize(("role", "entry", "named", "given"), CONTROLLER_INPUTS)
+def test_a_role_run_from_the_installed_collection_names_a_missing_controller_input(
+    installed: Path, tmp_path: Path, role: str, entry: str, named: str, given: dict[str, str]
+) -> None:
+    from lab.playbook import bao_binary
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / ".complete").write_text("0123456789abcdef\n")
+    values = {"bao": str(bao_binary()), "project": str(PROJECT_DIR), "wheels": str(wheels)}
+    (tmp_path / "hosts.yml").write_text(_NOWHERE)
+    (tmp_path / "one.yml").write_text(_ONE_ROLE)
+    base = [
+        str(collection.VENV_BIN / "ansible-playbook"),
+        "-i",
+        "hosts.yml",
+        "one.yml",
+        "-e",
+        f"role={role} entry={entry} fieldlab_secrets_dir={tmp_path / 'secrets'}",
+    ]
+    env = collection.clean_env(installed.parents[2], tmp_path)
+
+    def run(extra: dict[str, str]) -> str:
+        argv = base + [a for k, v in extra.items() for a in ("-e", f"{k}={v.format(**values)}")]
+        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+        assert proc.returncode != 0, "a node on a closed port cannot have been provisioned"
+        return proc.stdout + proc.stderr
+
+    missing = run({})
+    assert f"{named} (" in missing and "is not" in missing, missing[-2000:]
+    assert "UNREACHABLE" not in missing, "the node was contacted before the input was checked"
+    present = run(given)
+    assert "UNREACHABLE" in present and f"{named} (" not in present, present[-2000:]
+
+
 # A throw-away one-server one-client lab of the docker provider, outside every other test's subnet.
 COLLTEST_LAB = "colltest"
 COLLTEST_SUBNET = "10.213.203.0/24"
