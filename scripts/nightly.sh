@@ -24,7 +24,7 @@ if last_phase_ok; then
     phase suites .venv/bin/pytest e2e --lab "$LAB" --loops "$LOOPS" --chaos-minutes "$CHAOS_MINUTES" \
         --report-dir "$RUN_DIR/suites" ${SEED:+--seed "$SEED"}
     if [ "$REPRO" = 1 ]; then
-        phase repro bash -c ".venv/bin/python -m e2e.repro --lab '$LAB' --report-dir '$RUN_DIR/repro' all 2>&1 | tee '$RUN_DIR/repro.txt'"
+        phase repro bash -o pipefail -c ".venv/bin/python -m e2e.repro --lab '$LAB' --report-dir '$RUN_DIR/repro' all 2>&1 | tee '$RUN_DIR/repro.txt'"
     fi
 fi
 if [ "${KEEP_LAB:-0}" = 1 ] && [ $phase_failed = 1 ] && [ "${CI:-}" != true ]; then
