@@ -77,10 +77,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         bake: Bake | None = None
         digest = ""
         if base and getattr(provider, "bakes", False) and not args.no_provision and not args.no_bake:
-            with timings.phase("node bake") as ph:
-                bake, digest = _ensure_bake(provider, base, paths)
-                shown = f"{BAKED_REPO}:{{{','.join(bake.tags)}}}-{bake.hash}"
-                ph.detail = f"cached {shown}" if not bake.built else f"built {shown}: {bake.reason}"
+            bake, digest = _bake_phases(provider, base, paths, timings)
         images = bake.tags if bake is not None else None
         if args.no_provision or digest:
             with timings.phase("nodes") as ph:
@@ -114,6 +111,20 @@ def cmd_up(args: argparse.Namespace) -> int:
     timings.write(paths.timings)
     print_summary(record, paths, inv, timings, provisioned=not args.no_provision, memory=memory)
     return 0
+
+
+def _bake_phases(provider: Any, base: str, paths: LabPaths, timings: Timings) -> tuple[Bake, str]:
+    """The node bake, timed; a VM provider bakes from the container twin of its image and carries
+    the bake onto its own (lab/vm_bake.py) in a phase of its own."""
+    with timings.phase("node bake") as ph:
+        bake_base = provider.bake_base() if hasattr(provider, "bake_base") else base
+        bake, digest = _ensure_bake(provider, bake_base, paths)
+        shown = f"{BAKED_REPO}:{{{','.join(bake.tags)}}}-{bake.hash}"
+        ph.detail = f"cached {shown}" if not bake.built else f"built {shown}: {bake.reason}"
+    if hasattr(provider, "carry_bake"):
+        with timings.phase("vm bake") as ph:
+            ph.detail = provider.carry_bake(bake)
+    return bake, digest
 
 
 def _baked_wheel(provider: Any, bake: Bake) -> str:

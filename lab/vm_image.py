@@ -84,25 +84,36 @@ def ensure_vm_image(cache: Path = VM_CACHE) -> tuple[VmImage, bool]:
     work = Path(tempfile.mkdtemp(prefix=f".build-{found.hash}-", dir=cache))
     try:
         tree = work / "tree"
-        tree.mkdir()
-        image.debootstrap(tree, image.packages() + vm_packages())
-        customise_vm(tree)
+        build_tree(tree)
         _copy_boot_files(tree, work)
-        say(f"writing the root filesystem ({DISK_SIZE}, ext4) and converting it to qcow2 ...")
-        raw = work / "rootfs.raw"
-        image.run_step(
-            ["mkfs.ext4", "-q", "-F", "-L", ROOT_LABEL, "-d", str(tree), str(raw), DISK_SIZE], "mkfs.ext4"
-        )
-        image.run_step(
-            ["qemu-img", "convert", "-O", "qcow2", str(raw), str(work / "rootfs.qcow2")], "qemu-img"
-        )
-        raw.unlink()
+        write_disk(tree, work / "rootfs.qcow2")
         shutil.rmtree(tree)
         shutil.rmtree(found.dir, ignore_errors=True)  # an incomplete one
         os.rename(work, found.dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return found, True
+
+
+def build_tree(tree: Path) -> None:
+    """The VM node's root filesystem as a directory: the container node's debootstrap and packages,
+    the VM's packages (kernel, initramfs, AppArmor), the VM's own changes."""
+    tree.mkdir(parents=True, exist_ok=True)
+    image.debootstrap(tree, image.packages() + vm_packages())
+    customise_vm(tree)
+
+
+def write_disk(tree: Path, qcow2: Path) -> None:
+    """`tree` as an ext4 root filesystem (labelled ROOT_LABEL, DISK_SIZE, sparse) in a qcow2 file."""
+    say(f"writing the root filesystem ({DISK_SIZE}, ext4) and converting it to qcow2 ...")
+    raw = qcow2.with_suffix(".raw")
+    try:
+        image.run_step(
+            ["mkfs.ext4", "-q", "-F", "-L", ROOT_LABEL, "-d", str(tree), str(raw), DISK_SIZE], "mkfs.ext4"
+        )
+        image.run_step(["qemu-img", "convert", "-O", "qcow2", str(raw), str(qcow2)], "qemu-img")
+    finally:
+        raw.unlink(missing_ok=True)
 
 
 def remove_vm_images(cache: Path = VM_CACHE) -> list[Path]:

@@ -1,7 +1,8 @@
 """The qemu provider: lab nodes as VMs that boot a real kernel (Debian's cloud kernel, cgroup v2,
 their own netfilter and sysctls), for the field bugs that live below a container node.
 
-Each node boots a qcow2 overlay of the cached VM image (lab/vm_image.py) with the image's kernel and
+Each node boots a qcow2 overlay of the cached VM image (lab/vm_image.py), or of its role's baked VM
+image (lab/vm_bake.py: the container bake carried onto the VM tree), with the image's kernel and
 initramfs, plus a small seed disk of its own (hostname, address, the lab's SSH key: applied at boot
 by lab/node_vm/fieldlab-vm-seed). Networking: a Linux bridge on the controller holding the lab's
 gateway address, one tap per VM; the controller reaches every node and the nodes reach each other on
@@ -32,16 +33,21 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from lab.config import LabPaths, LabSpec
+from lab.config import LabPaths, LabSpec, image_role
 from lab.errors import ProviderError
 from lab.keys import ensure_ssh_key
 from lab.progress import say
 from lab.providers.base import LabRecord, Node, NodeState, ssh_argv
 from lab.qmp import Qmp, QmpError
 from lab.ssh import boot_id, run, wait_ssh
+from lab.vm_bake import ensure_vm_baked
 from lab.vm_image import SEED_LABEL, VM_CACHE, VmImage, ensure_vm_image
 from lab.waits import WaitTimeout, wait_until
+
+if TYPE_CHECKING:
+    from lab.bake import Bake
 
 # A node under TCG on 2 cores: cold boot to ssh 42 s alone (LAB-SUBSTRATE.md), several at once longer.
 VM_BOOT_TIMEOUT = 600.0
@@ -174,10 +180,39 @@ def probe_outcome(output: str, exited: bool) -> tuple[bool, str]:
 
 class QemuProvider:
     name = "qemu"
+    # Nodes start from baked VM images: the container bake (lab/bake.py) carried onto the VM image
+    # (lab/vm_bake.py), so a VM lab-up does only the per-lab work.
+    bakes = True
 
     def __init__(self, cache: Path = VM_CACHE) -> None:
         self.cache = cache
         self._image: VmImage | None = None
+        self._baked: dict[str, VmImage] = {}
+        self._docker: Any = None
+        self._paths: LabPaths | None = None  # the lab `up` brought up last (for images_in_use)
+
+    @property
+    def docker(self) -> Any:
+        """The controller's dockerd: the bake runs on container nodes (lab/bake.py)."""
+        if self._docker is None:
+            from lab.providers.docker import _client
+
+            self._docker = _client()
+        return self._docker
+
+    def bake_base(self) -> str:
+        """The bare container node image the bake starts from (the VM image's tree is its twin)."""
+        from lab.image import ensure_image
+
+        tag, _ = ensure_image(self.docker)
+        return tag
+
+    def carry_bake(self, bake: Bake) -> str:
+        """The baked VM image of each role, made from the bake's layers when missing; what it did."""
+        img = self._vm_image()
+        self._baked, built = ensure_vm_baked(self.docker, img, bake.tags, bake.hash, self.cache)
+        shown = f"fieldlab-vm-baked:{{{','.join(sorted(self._baked))}}}-{img.hash}-{bake.hash}"
+        return f"{'built' if built else 'cached'} {shown}"
 
     # -- image and accelerator ------------------------------------------------------------------
     def image(self) -> tuple[str, bool]:
@@ -228,6 +263,7 @@ class QemuProvider:
         """Boot every node that is not running (its disk kept when it exists) and wait for ssh."""
         _check_host()
         paths.ensure()
+        self._paths = paths
         img = self._vm_image()
         accel, why = self.accel()
         say(f"qemu: {accel.upper()} ({why})")
@@ -242,10 +278,22 @@ class QemuProvider:
             vm = vms[n.name]
             vm.disk.parent.mkdir(parents=True, exist_ok=True)
             if not vm.disk.exists():
-                _overlay(img.disk, vm.disk)
+                tag = (images or {}).get(image_role(n.role), "")
+                base = self._baked.get(image_role(n.role)) if tag else None
+                if tag and base is None:
+                    raise ProviderError(f"{n.name}: no baked VM image for {tag} (carry_bake first)")
+                _overlay((base or img).disk, vm.disk)
+                _base_file(vm).write_text(json.dumps({"image": tag}) + "\n")
             write_seed(vm.seed, n.name, network_file(vm.mac, n.address, net.prefixlen), pubkey)
             _start(vm)
-        record = LabRecord(spec.name, self.name, nodes, subnet=spec.subnet, image=f"fieldlab-vm:{img.hash}")
+        record = LabRecord(
+            spec.name,
+            self.name,
+            nodes,
+            subnet=spec.subnet,
+            image=f"fieldlab-vm:{img.hash}",
+            baked=dict(images or {}),
+        )
         record.save(paths)
         if to_start:
             names = ", ".join(n.name for n in to_start)
@@ -258,6 +306,15 @@ class QemuProvider:
         with ThreadPoolExecutor(max(1, len(nodes))) as pool:
             list(pool.map(answer, nodes))
         return record
+
+    def images_in_use(self, record: LabRecord, paths: LabPaths | None = None) -> dict[str, list[str]]:
+        """node -> the baked image its disk was made from ([] for the bare VM image or no disk)."""
+        state = (paths or self._paths or LabPaths(record.name)).state_dir
+        out: dict[str, list[str]] = {}
+        for n in record.nodes:
+            tag = _disk_base(state / "vm" / n.name / "base.json")
+            out[n.name] = [tag] if tag else []
+        return out
 
     def _vm(self, lab: str, paths: LabPaths, img: VmImage, index: int, node: Node, accel: str) -> VmSpec:
         d = paths.state_dir / "vm" / node.name
@@ -381,6 +438,18 @@ class QemuProvider:
 
 
 # -- host helpers -----------------------------------------------------------------------------------
+
+
+def _base_file(vm: VmSpec) -> Path:
+    """Which image a node's disk overlays (its docker bake tag, "" for the bare VM image)."""
+    return vm.disk.parent / "base.json"
+
+
+def _disk_base(path: Path) -> str:
+    try:
+        return str(json.loads(path.read_text())["image"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 def write_seed(path: Path, hostname: str, network: str, authorized_key: str) -> None:
