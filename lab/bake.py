@@ -225,8 +225,9 @@ def find_baked(client: Any, base_tag: str, openbao_binary: Path) -> Bake | None:
 
 
 @contextlib.contextmanager
-def _bake_lock() -> Iterator[None]:
-    """One bake at a time on this controller (two labs coming up at once bake once)."""
+def bake_lock() -> Iterator[None]:
+    """One bake at a time on this controller (two labs coming up at once bake once); the VM bake
+    (lab/vm_bake.py) takes it too."""
     LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
     with LOCK_FILE.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -245,7 +246,7 @@ def ensure_baked(
     tags = baked_tags(digest)
     if have_images(client, tags):
         return Bake(tags, digest, built=False, reason="cached")
-    with _bake_lock():
+    with bake_lock():
         if have_images(client, tags):  # another lab-up baked it while this one waited
             return Bake(tags, digest, built=False, reason="cached (baked by a concurrent lab-up)")
         reason = stale_reason(_previous_inputs(client), inputs)

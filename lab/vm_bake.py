@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from lab import image
+from lab.bake import bake_lock
 from lab.errors import ImageBuildError
 from lab.progress import say
 from lab.vm_image import VM_CACHE, VmImage, build_tree, write_disk
@@ -79,18 +80,34 @@ def ensure_vm_baked(
     """({role: baked VM image}, built): each found in the cache, or made now from the VM tree and
     the layer the bake committed for that role (one debootstrap for all the roles missing)."""
     images = {role: VmImage(vm.hash, baked_vm_dir(cache, vm.hash, bake_hash, role)) for role in bake_tags}
-    missing = [role for role, img in images.items() if not img.complete()]
-    if not missing:
+    if all(img.complete() for img in images.values()):
         return images, False
+    with bake_lock():  # two VM lab-ups at once carry it once
+        missing = [role for role, img in images.items() if not img.complete()]
+        if not missing:
+            return images, False
+        _carry(client, vm, bake_tags, bake_hash, cache, {role: images[role] for role in missing})
+    return images, True
+
+
+def _carry(
+    client: Any,
+    vm: VmImage,
+    bake_tags: dict[str, str],
+    bake_hash: str,
+    cache: Path,
+    missing: dict[str, VmImage],
+) -> None:
     say(f"carrying the bake {bake_hash} onto the VM image {vm.hash} ({', '.join(missing)}) ...")
+    cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".vm-bake-", dir=cache) as tmp:
         work = Path(tmp)
         tree = work / "tree"
         build_tree(tree)
-        for role in missing:
+        for role, target in missing.items():
             role_tree = work / f"tree-{role}"
             image.run_step(["cp", "-a", "--reflink=auto", str(tree), str(role_tree)], "copy the VM tree")
-            with top_layer(client, bake_tags[role]) as layer:
+            with top_layer(client, bake_tags[role], workdir=work) as layer:
                 apply_layer(role_tree, layer)
             out = work / f"out-{role}"
             out.mkdir()
@@ -101,27 +118,26 @@ def ensure_vm_baked(
             (out / "bake.json").write_text(
                 json.dumps({"bake": bake_hash, "image": bake_tags[role], "vm": vm.hash}) + "\n"
             )
-            target = images[role].dir
-            shutil.rmtree(target, ignore_errors=True)  # an incomplete one
-            os.rename(out, target)
+            shutil.rmtree(target.dir, ignore_errors=True)  # an incomplete one
+            os.rename(out, target.dir)
             say(f"baked {baked_vm_tag(vm.hash, bake_hash, role)}")
-    return images, True
 
 
 @contextmanager
-def top_layer(client: Any, tag: str) -> Iterator[IO[bytes]]:
+def top_layer(client: Any, tag: str, workdir: Path | None = None) -> Iterator[IO[bytes]]:
     """The last layer of image `tag` (what the bake committed) as an uncompressed tar, checked
-    against the image's own diff id: `docker save` into a temporary file, then its manifest."""
+    against the image's own diff id: `docker save` into a temporary file (in `workdir`: the whole
+    image, hundreds of MB), then its manifest."""
     img = client.images.get(tag)
     diff_id = str(img.attrs["RootFS"]["Layers"][-1])
-    with tempfile.TemporaryFile() as saved:
+    with tempfile.TemporaryFile(dir=workdir) as saved:
         for chunk in img.save(named=False):
             saved.write(chunk)
         saved.seek(0)
         with tarfile.open(fileobj=saved) as archive:
             manifest = json.load(_member(archive, "manifest.json"))
             layer_name = str(manifest[0]["Layers"][-1])
-            with tempfile.TemporaryFile() as layer:
+            with tempfile.TemporaryFile(dir=workdir) as layer:
                 digest = hashlib.sha256()
                 src = _member(archive, layer_name)
                 while chunk := src.read(1 << 20):
