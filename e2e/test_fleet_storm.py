@@ -99,7 +99,12 @@ def test_restart_storms_deliver_every_change_once_and_replace_nothing(
                 p.start_signals = len(fleet.sighups(seen.status))
             offset = vaultload.audit_size(server)
             wall0, t0 = time.time(), time.monotonic()
-            with history.span(history.FAULT, f"storm: {storm.name}", detail=f"{len(nodes)} agents"):
+            with history.span(
+                history.FAULT,
+                f"storm: {storm.name}",
+                detail=f"{len(nodes)} agents",
+                heals=history.HEALS_ITSELF,
+            ):
                 for wave in storm.waves:
                     restart_wave(cluster, wave)
             agents_back = time.monotonic() - t0

@@ -552,6 +552,34 @@ def test_every_fault_takes_its_cluster_first_and_requires_it() -> None:
         faults.AgentDown(node=None)  # type: ignore[call-arg,arg-type]
 
 
+def test_a_kill_is_recorded_as_healing_by_itself_and_a_reboot_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report closes a kill's band at its own end (the agent's recovery is what is tested) and
+    calls any other fault without a heal never healed: the datum comes from the fault's class."""
+    kinds = [faults.Reboot, faults.AgentRestart, faults.AgentDown, faults.DockerRestart]
+    kinds += [faults.ContainerKill, faults.ProcessKill, faults.Partition, faults.VaultOutage]
+    assert {k.__name__ for k in kinds if k.heals_itself} == {"ContainerKill", "ProcessKill"}
+
+    class Node:
+        name = "client1"
+
+    class Kill(faults.ContainerKill):
+        def _inject(self) -> None:
+            pass
+
+    class Down(faults.AgentDown):
+        def _inject(self) -> None:
+            pass
+
+    h = history.History(tmp_path, "run", 1, "lab")
+    monkeypatch.setattr(history, "_current", h)
+    Kill(None, Node(), alloc_id=LIVE, which="task").inject()  # type: ignore[arg-type]
+    Down(None, Node()).inject()  # type: ignore[arg-type]
+    kill, down = [r for r in history.load(h.path) if r["kind"] == history.FAULT]
+    assert kill["data"] == {"heals": history.HEALS_ITSELF} and "data" not in down
+
+
 def test_a_container_kill_of_an_unknown_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="pause, task or both"):
         faults.ContainerKill(None, None, alloc_id=LIVE, which="all")  # type: ignore[arg-type]

@@ -110,6 +110,33 @@ def test_a_fault_never_healed_lasts_to_the_end_of_the_run_and_is_drawn_hatched()
     assert any("(not healed)" in (t.text or "") for t in group.iter("text"))
 
 
+def test_a_fault_the_system_heals_by_itself_is_its_own_span_not_never_healed() -> None:
+    """A killed container or a storm has no heal step (the agent's recovery is what is tested):
+    its band ends with its own span; one the harness did heal (chaos records a heal) pairs as usual;
+    any other fault without a heal is still never healed."""
+    itself = {"heals": history.HEALS_ITSELF}
+    records = [
+        rec(10, "fault", "kill-pause client1 alloc 1", node="client1", ok=True, duration=0.5, data=itself),
+        rec(20, "fault", "kill-task client2 alloc 2", node="client2", ok=True, duration=0.4, data=itself),
+        rec(21, "heal", "kill-task client2 alloc 2", node="client2", ok=True, duration=0.0),
+        rec(80, "fault", "storm: all at once", ok=True, duration=50.0, data=itself),
+        rec(90, "fault", "partition client1", node="client1", ok=True, duration=1.0),
+    ]
+    bands = {band.name: band for band in timeline.fault_bands(records, END)}
+    kill = bands["kill-pause client1 alloc 1"]
+    assert kill.healed and kill.by_itself and (kill.start, kill.end) == (T0 + 9.5, T0 + 10)
+    assert (
+        bands["kill-task client2 alloc 2"].end == T0 + 21 and not bands["kill-task client2 alloc 2"].by_itself
+    )
+    storm = bands["storm: all at once"]
+    assert storm.healed and (storm.start, storm.end) == (T0 + 30, T0 + 80)
+    assert not bands["partition client1"].healed and bands["partition client1"].end == END
+    root = draw(records)
+    assert [g.get("data-fault") for g in having(root, "band", "unhealed")] == ["partition client1"]
+    group = next(g for g in having(root, "band") if g.get("data-fault") == "kill-pause client1 alloc 1")
+    assert "recovers by itself" in title(group) and "NOT HEALED" not in title(group)
+
+
 def test_faults_pair_with_their_own_heals_in_order() -> None:
     records = [
         rec(1, "fault", "kill-pause client1", node="client1", duration=1.0),

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
 from e2e.harness import history
@@ -61,6 +62,9 @@ class Fault(ABC):
     cluster: Cluster
     node: Remote
     kind: str = field(init=False, default="fault")
+    # True for a disruption the system under test recovers from by itself (a kill): its heal is no
+    # step of the harness, and the report must not call it never healed when no heal is recorded.
+    heals_itself: ClassVar[bool] = False
 
     @abstractmethod
     def _inject(self) -> None: ...
@@ -72,7 +76,8 @@ class Fault(ABC):
         return f"{self.kind} {self.node.name}"
 
     def inject(self) -> None:
-        with history.span(history.FAULT, self.describe(), node=self.node.name):
+        healing = {"heals": history.HEALS_ITSELF} if self.heals_itself else {}
+        with history.span(history.FAULT, self.describe(), node=self.node.name, **healing):
             self._inject()
 
     def heal(self) -> None:
@@ -293,6 +298,7 @@ def alloc_containers(node: Remote, alloc_id: str, role: str | None = None) -> li
 class ContainerKill(Fault):
     """SIGKILL one alloc's pause container, its task containers, or both (in that order)."""
 
+    heals_itself: ClassVar[bool] = True
     alloc_id: str = ""
     which: str = "pause"  # pause | task | both
 
@@ -328,6 +334,7 @@ class ProcessKill(Fault):
     and the workload under it), as a crash or the OOM killer would end it. `task` "" is the alloc's
     first task."""
 
+    heals_itself: ClassVar[bool] = True
     alloc_id: str = ""
     task: str = ""
 

@@ -34,6 +34,12 @@ RUN, TEST, FAULT, HEAL, OBSERVE, CHECK, MEASURE, COMMAND, NOTE, EVENT = (
     "event",
 )
 
+# A fault's `heals` datum: HEALS_ITSELF for a disruption the system under test recovers from with no
+# heal step of the harness (a killed container or process: the agent's restart is what is tested;
+# a storm whose span runs from the first kill to the last agent back). The report closes its band at
+# the end of its own span instead of calling it never healed.
+HEALS_ITSELF = "itself"
+
 # Commands are logged whole in commands.log; the history keeps this much of their output.
 OUTPUT_TAIL = 400
 # The steps a long suite shows as it goes, one line each (`progress_line`).
@@ -129,8 +135,10 @@ class History:
             self.test_started = time.time()
 
     @contextmanager
-    def span(self, kind: str, name: str, *, node: str | None = None, detail: str = "") -> Iterator[None]:
-        """Record `name` with how long the block took and whether it raised."""
+    def span(
+        self, kind: str, name: str, *, node: str | None = None, detail: str = "", **data: Any
+    ) -> Iterator[None]:
+        """Record `name` with how long the block took and whether it raised (and `data`)."""
         t0 = time.monotonic()
         try:
             yield
@@ -142,9 +150,10 @@ class History:
                 detail=f"{detail} FAILED: {exc}".strip(),
                 ok=False,
                 duration=time.monotonic() - t0,
+                **data,
             )
             raise
-        self.record(kind, name, node=node, detail=detail, ok=True, duration=time.monotonic() - t0)
+        self.record(kind, name, node=node, detail=detail, ok=True, duration=time.monotonic() - t0, **data)
 
 
 _current: History | None = None
@@ -179,11 +188,11 @@ def measure(name: str, seconds: float, *, node: str | None = None, target: float
 
 
 @contextmanager
-def span(kind: str, name: str, *, node: str | None = None, detail: str = "") -> Iterator[None]:
+def span(kind: str, name: str, *, node: str | None = None, detail: str = "", **data: Any) -> Iterator[None]:
     if _current is None:
         yield
         return
-    with _current.span(kind, name, node=node, detail=detail):
+    with _current.span(kind, name, node=node, detail=detail, **data):
         yield
 
 

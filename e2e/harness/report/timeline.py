@@ -74,6 +74,7 @@ class Band:
     inject_ok: bool
     heal_ok: bool
     test: str
+    by_itself: bool = False  # no heal step: the system recovered by itself (history.HEALS_ITSELF)
 
     @property
     def healed(self) -> bool:
@@ -104,8 +105,9 @@ def lanes(records: Iterable[Record]) -> list[str]:
 
 def fault_bands(records: Sequence[Record], end: float) -> list[Band]:
     """Pair each fault with the next heal of the same name on the same node (Fault.describe() names
-    both alike); a fault left without its heal lasts until `end`. A heal with no fault before it
-    (the inject was not recorded) is a band of its own span."""
+    both alike); a fault left without its heal lasts until `end`, unless the system heals it by
+    itself (its `heals` datum: a kill, a storm), when its band is its own span. A heal with no fault
+    before it (the inject was not recorded) is a band of its own span."""
     open_faults: dict[tuple[str, str], list[Record]] = {}
     bands: list[Band] = []
     for rec in sorted(records, key=time_of):
@@ -131,17 +133,19 @@ def fault_bands(records: Sequence[Record], end: float) -> list[Band]:
             )
     for (node, name), faults in open_faults.items():
         for fault in faults:
+            by_itself = data_of(fault).get("heals") == history.HEALS_ITSELF
             bands.append(
                 Band(
                     node=node,
                     name=name,
                     start=start_of(fault),
                     injected=time_of(fault),
-                    heal_start=None,
-                    end=max(end, time_of(fault)),
+                    heal_start=time_of(fault) if by_itself else None,
+                    end=time_of(fault) if by_itself else max(end, time_of(fault)),
                     inject_ok=fault.get("ok") is not False,
-                    heal_ok=False,
+                    heal_ok=fault.get("ok") is not False if by_itself else False,
                     test=short_test(fault),
+                    by_itself=by_itself,
                 )
             )
     return sorted(bands, key=lambda band: band.start)
@@ -156,6 +160,8 @@ def band_title(band: Band, start: float) -> str:
     )
     if band.heal_start is None:
         lines.append("NOT HEALED: in effect until the end of the run")
+    elif band.by_itself:
+        lines.append("no heal step: the system recovers by itself (the checks and measures say how)")
     else:
         lines.append(
             f"heal +{band.heal_start - start:.1f}s to +{band.end - start:.1f}s"
