@@ -20,17 +20,18 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e.harness import history, invariants
+from e2e.harness import fleet, history, invariants
 from e2e.harness.cluster import Cluster, load_cluster
 from e2e.harness.collect import collect
 from e2e.harness.faults import FAULTS_DROPIN, FaultError, set_agent_faults
 from e2e.harness.history import History
+from e2e.harness.remote import Remote
 from lab.config import LabPaths
 from lab.errors import LabError
 from lab.providers.base import LabRecord
@@ -225,17 +226,22 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         pytest.fail(str(exc), pytrace=False)
     request.config.stash[_CLUSTER] = c
     flags = [f.strip() for f in request.config.getoption("--agent-faults").split(",") if f.strip()]
-    stale = [n for n in c.fleet if n.run(f"test -e {FAULTS_DROPIN}", check=False).rc == 0]
+    targets = flag_targets(c, request.session.items)
+    # Every client is looked at (a few at once: a fleet is a hundred), whatever this run flags.
+    has_dropin = fleet.pmap(lambda n: n.run(f"test -e {FAULTS_DROPIN}", check=False).rc == 0, c.fleet)
+    stale = [n for n, has in zip(c.fleet, has_dropin, strict=True) if has]
     try:
+        # A killed run with fault flags left them behind: never test a faulty agent unknowingly.
+        leftover = [n for n in stale if not flags or n not in targets]
+        if leftover:
+            print(f"[e2e] removing fault flags left on {[n.name for n in leftover]} by an earlier run")
+            set_agent_faults(c, [], leftover)
         if flags:
-            set_agent_faults(c, flags, c.fleet)
-        elif stale:  # a killed run with fault flags left them behind: never test a faulty agent unknowingly
-            print(f"[e2e] removing fault flags left on {[n.name for n in stale]} by an earlier run")
-            set_agent_faults(c, [], stale)
+            set_agent_faults(c, flags, targets)
     except FaultError as exc:
         if flags and not str(exc).startswith("unknown"):
             with contextlib.suppress(FaultError):
-                set_agent_faults(c, [], c.fleet)  # never leave an agent half-configured behind
+                set_agent_faults(c, [], targets)  # never leave an agent half-configured behind
         pytest.fail(f"could not set the agents' fault flags to {flags or 'none'}: {exc}", pytrace=False)
     _clean_slate(c)
     try:  # a run starts from a clean lab, or says why not: leftovers would fake or hide a symptom
@@ -244,7 +250,16 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         pytest.fail(f"the lab is not clean at the start of the run: {exc}", pytrace=False)
     yield c
     if flags:
-        set_agent_faults(c, [], c.fleet)  # heal: the lab is left with clean agents
+        set_agent_faults(c, [], targets)  # heal: the lab is left with clean agents
+
+
+def flag_targets(cluster: Cluster, items: Iterable[Any]) -> list[Remote]:
+    """The agents a run's fault flags go to: the whole fleet, full and light clients, when the run
+    storms it (a test that takes `fleet_size`); else the full clients, the only ones the other suites
+    use. Each agent restarted with a flag is waited for until it answers: at 100 clients that was
+    ~16 s an agent, ~27 minutes a switch and two switches a repro half, for agents no test looked at."""
+    storms = any("fleet_size" in getattr(item, "fixturenames", ()) for item in items)
+    return cluster.fleet if storms else list(cluster.clients)
 
 
 _CLUSTER = pytest.StashKey[Cluster]()

@@ -124,3 +124,27 @@ def test_a_zero_base_means_no_timeout_at_all() -> None:
 def test_the_fleet_suite_gets_time_per_client_it_storms(tmp_path: Path) -> None:
     assert conftest.timeout_for(900.0, clients=100) == 900.0 + 100 * conftest.CLIENT_TIMEOUT
     assert conftest.timeout_for(900.0, clients=10) < conftest.timeout_for(900.0, clients=100)
+
+
+def test_fault_flags_go_to_the_fleet_only_when_the_run_storms_it() -> None:
+    """A repro half on a lab of 100 clients restarted all 100 agents twice (~27 min a switch) for
+    scenarios that use the two full clients only."""
+    from e2e.harness.cluster import Cluster
+
+    from e2e.harness.remote import Remote
+    from lab.config import LabPaths
+    from lab.ssh import SshTarget
+
+    def node(name: str) -> Remote:
+        return Remote(SshTarget(name, "10.213.0.99"))
+
+    full, light = [node("client1"), node("client2")], [node(f"light{i:03}") for i in range(1, 99)]
+    cluster = Cluster("fleet", LabPaths("fleet"), [node("server1")], full, light)
+
+    class Item:
+        def __init__(self, *fixtures: str) -> None:
+            self.fixturenames = ["cluster", *fixtures]
+
+    assert conftest.flag_targets(cluster, [Item(), Item("loops")]) == full
+    assert conftest.flag_targets(cluster, [Item(), Item("fleet_size", "seed")]) == full + light
+    assert conftest.flag_targets(cluster, []) == full
