@@ -130,7 +130,6 @@ def test_fault_flags_go_to_the_fleet_only_when_the_run_storms_it() -> None:
     """A repro half on a lab of 100 clients restarted all 100 agents twice (~27 min a switch) for
     scenarios that use the two full clients only."""
     from e2e.harness.cluster import Cluster
-
     from e2e.harness.remote import Remote
     from lab.config import LabPaths
     from lab.ssh import SshTarget
