@@ -1,8 +1,10 @@
 """`make bench-templates`: latency from a changed secret to the change_mode action (from the start of
 the periodic render pass that finds the change to the signal sent; p50, p99 over at least
-BENCH_DELIVERIES=30 deliveries; splay 0) with 1 and 100 templates in one agent, the render pass's
-length, and Vault requests per re-issue cycle and per agent restart (one per dynamic template: no
-thundering herd). Real OpenBao, real exec tasks; prints figures, asserts
+BENCH_DELIVERIES=30 deliveries and at least MEASURE_TTLS lifetimes of the certificates; splay 0) with
+1 and 100 templates in one agent, the render pass's length, and Vault requests per template per
+renewal period and per agent restart (one per dynamic template: no thundering herd). Each
+certificate is renewed on its own schedule (agent.templates.held), so a pass fetches the few that
+are due, not all 100. Real OpenBao, real exec tasks; prints figures, asserts
 nothing about speed (target: 100 templates, p99 <= 500 ms)."""
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +26,15 @@ from tests.openbao_server import JOB_PROBE, OpenBaoServer
 
 PKI = "pki_int/issue/fieldlab-workload"
 TTL = os.environ.get("BENCH_TTL", "6s")
-FIELD = "serial_number"  # re-issued at 60-80 % of the TTL: a cycle every ~4 s
+FIELD = "serial_number"  # re-issued at 60-80 % of the TTL: every ~4 s, each on its own schedule
 DELIVERIES = int(os.environ.get("BENCH_DELIVERIES", "30"))  # at least this many before a p99 is printed
+MEASURE_TTLS = 3  # ... over at least this many TTLs (past the first renewals, when all were issued at once)
 MEASURE_TIMEOUT = 900.0  # seconds to gather them (a named bound, polled)
+
+
+def _seconds(ttl: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    return float(ttl[:-1]) * units[ttl[-1]]
 
 
 def job(n: int) -> str:
@@ -74,10 +83,13 @@ def run(n: int, key: str, root: Path, bao: OpenBaoServer) -> dict[str, Any]:
         alloc = out["allocs"][0]
         runner = agent.core.runners[alloc]
         tt = runner.templates(runner.group.tasks[0])
+        began, first_fetches = time.monotonic(), tt.fetches
+        span = MEASURE_TTLS * _seconds(TTL)
 
         def enough() -> tuple[bool | None, str]:
-            got = len(tt.action_latencies)
-            return (True if got >= DELIVERIES else None), f"{got}/{DELIVERIES} deliveries"
+            got, took = len(tt.action_latencies), time.monotonic() - began
+            done = got >= DELIVERIES and took >= span
+            return (True if done else None), f"{got}/{DELIVERIES} deliveries in {took:.0f}/{span:.0f} s"
 
         wait_until(enough, timeout=MEASURE_TIMEOUT, what=f"{DELIVERIES} deliveries", interval=1.0)
         # change -> action: from the start of the periodic pass that found the change (it re-reads
@@ -86,8 +98,11 @@ def run(n: int, key: str, root: Path, bao: OpenBaoServer) -> dict[str, Any]:
         lat = list(tt.action_latencies)
         after = list(tt.after_fetch_latencies)
         passes = list(tt.pass_seconds)
-        cycles = max(1, tt.passes - 1)
-        per_cycle = (tt.fetches - n) / cycles if tt.passes > 1 else float("nan")
+        took = time.monotonic() - began
+        # Each certificate is renewed every ~0.7 TTL (60-80 %): one request per template per period.
+        periods = took / (0.7 * _seconds(TTL))
+        per_period = (tt.fetches - first_fetches) / n / periods
+        pass_count = tt.passes
         agent.stop()
         agent = lab.start_agent(vault=vault)
         runner = agent.core.runners[alloc]
@@ -105,7 +120,8 @@ def run(n: int, key: str, root: Path, bao: OpenBaoServer) -> dict[str, Any]:
             "after_p50_ms": _pct(after, 0.5),
             "after_p99_ms": _pct(after, 0.99),
             "pass_ms": _pct(passes, 0.5),
-            "vault_per_cycle": per_cycle,
+            "vault_per_cycle": per_period,
+            "passes_per_s": pass_count / took,
             "vault_on_restart": tt2.fetches,
         }
     finally:
@@ -141,8 +157,9 @@ def main() -> int:
                     f"  {row['row']:>7}: {row['deliveries']} deliveries, change -> action p50 "
                     f"{row['p50_ms']:.0f} ms p99 {row['p99_ms']:.0f} ms; after fetch p50 "
                     f"{row['after_p50_ms']:.0f} ms p99 {row['after_p99_ms']:.0f} ms; render pass p50 "
-                    f"{row['pass_ms']:.0f} ms; Vault requests per cycle {row['vault_per_cycle']:.0f}, "
-                    f"on agent restart {row['vault_on_restart']}",
+                    f"{row['pass_ms']:.0f} ms, {row['passes_per_s']:.1f} passes/s; Vault requests per "
+                    f"template per renewal period {row['vault_per_cycle']:.2f}, on agent restart "
+                    f"{row['vault_on_restart']}",
                     flush=True,
                 )
         finally:
@@ -153,18 +170,18 @@ def main() -> int:
         record(Figure(f"{name}, change -> action p99", r["p99_ms"], "ms", target, PKI_ISSUE))
         record(Figure(f"{name}, after fetch -> action p99", r["after_p99_ms"], "ms", "", PKI_ISSUE))
     print(
-        "\ntemplates  deliveries  p50_ms  p99_ms  after_fetch_p50  after_fetch_p99  pass_ms  vault/cycle"
-        "  vault/restart"
+        "\ntemplates  deliveries  p50_ms  p99_ms  after_fetch_p50  after_fetch_p99  pass_ms  passes/s"
+        "  vault/tpl/period  vault/restart"
     )
     print(
         f"   (targets: 100 templates p99 <= 500 ms over >= {DELIVERIES} deliveries; one Vault request per"
-        " dynamic template per cycle and per restart)"
+        " dynamic template per renewal period (~1.0) and per restart)"
     )
     for r in rows:
         print(
             f"{r['row']:>9}  {r['deliveries']:>10}  {r['p50_ms']:>6.0f}  {r['p99_ms']:>6.0f}  "
             f"{r['after_p50_ms']:>15.0f}  {r['after_p99_ms']:>15.0f}  {r['pass_ms']:>7.0f}  "
-            f"{r['vault_per_cycle']:>11.0f}  {r['vault_on_restart']:>13}"
+            f"{r['passes_per_s']:>8.1f}  {r['vault_per_cycle']:>16.2f}  {r['vault_on_restart']:>13}"
         )
     return 0
 

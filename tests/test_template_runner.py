@@ -183,23 +183,16 @@ class CountingSource:
 SERIAL_OF = '{{ with secret "pki_int/issue/web" "common_name=NAME" }}{{ .Data.serial }}{{ end }}'
 
 
-def test_a_periodic_pass_fetches_the_secrets_of_the_last_pass_concurrently_once_each(tmp_path: Path) -> None:
-    """20 templates, each its own certificate: the first pass (nothing known yet) fetches one after
-    the other; the next pass fetches the same 20 again, several at once (at most PREFETCH_PARALLEL),
-    each exactly once, and every file gets its own new serial."""
-    from agent.templates.runner import PREFETCH_PARALLEL
-
+def _twenty_certs(
+    tmp_path: Path, clock: Callable[[], float]
+) -> tuple[StandInHost, CountingSource, TaskTemplates, list[str]]:
+    """A task of 20 templates, each its own certificate (one hour), rendered at its setup."""
     names = [f"t{i}" for i in range(20)]
     task = Task(
         name="web",
         driver="docker",
         templates=tuple(
-            Template(
-                f"secrets/{n}",
-                data=SERIAL_OF.replace("NAME", n),
-                change_mode="noop",
-                splay=0.0,
-            )
+            Template(f"secrets/{n}", data=SERIAL_OF.replace("NAME", n), change_mode="noop", splay=0.0)
             for n in names
         ),
     )
@@ -207,16 +200,67 @@ def test_a_periodic_pass_fetches_the_secrets_of_the_last_pass_concurrently_once_
     host = StandInHost(tmp_path / "alloc")
     host.vault = source  # type: ignore[assignment]
     store = SqliteStore(tmp_path / "state" / "state.db")
-    tt = TaskTemplates(host, task, TemplateDeps(store, host.schedule))
+    tt = TaskTemplates(host, task, TemplateDeps(store, host.schedule, clock=clock))
     tt.render_all()
     assert sorted(source.fetched) == sorted(names) and source.most == 1
     source.fetched.clear()
     source.most = 0
-    (rerender,) = [fn for delay, fn in host.timers if delay > 1000]  # the pass at 60-80 % of the TTL
+    return host, source, tt, names
+
+
+def _serials(tmp_path: Path, names: list[str]) -> dict[str, int]:
+    files = {n: (tmp_path / "alloc" / "web" / "secrets" / n).read_text() for n in names}
+    return {n: int(text.split("-")[1]) for n, text in files.items()}
+
+
+def _next_pass(host: StandInHost) -> tuple[float, Callable[[], None]]:
+    """The one re-render timer the last pass left (and forget it: the test runs it)."""
+    (timer,) = [(delay, fn) for delay, fn in host.timers if delay > 1]
+    host.timers.clear()
+    return timer
+
+
+def test_a_periodic_pass_fetches_the_due_secrets_concurrently_once_each(tmp_path: Path) -> None:
+    """20 templates, each its own certificate: the first pass (nothing known yet) fetches one after
+    the other; a pass once all 20 are due fetches them again, several at once (at most
+    PREFETCH_PARALLEL), each exactly once, and every file gets its own new serial."""
+    from agent.templates.runner import PREFETCH_PARALLEL
+
+    now = [1000.0]
+    host, source, tt, names = _twenty_certs(tmp_path, lambda: now[0])
+    _, rerender = _next_pass(host)
+    now[0] += 0.8 * 3600 + 1  # past the latest point any of them may be renewed at
     rerender()
     assert sorted(source.fetched) == sorted(names), "each secret fetched exactly once in the pass"
     assert 1 < source.most <= PREFETCH_PARALLEL, source.most
-    for n in names:
-        serial = (tmp_path / "alloc" / "web" / "secrets" / n).read_text()
-        assert serial.startswith(f"{n}-") and int(serial.split("-")[1]) > 20, serial
+    assert all(serial > 20 for serial in _serials(tmp_path, names).values())
     assert tt.passes == 2 and tt.fetches == 40
+
+
+def test_secrets_issued_together_are_renewed_each_on_its_own_schedule(tmp_path: Path) -> None:
+    """consul-template renews each secret at its own random point late in its life, so certificates
+    issued together drift apart: a pass fetches only those due, renders the others from what it
+    holds (their files unchanged), and its next pass is timed at the next one due. A hundred
+    certificates in one task are then never issued again in one burst (make bench-templates)."""
+    now = [1000.0]
+    host, source, tt, names = _twenty_certs(tmp_path, lambda: now[0])
+    before = _serials(tmp_path, names)
+    delay, rerender = _next_pass(host)
+    assert 0.6 * 3600 <= delay <= 0.8 * 3600
+    passes = 0
+    while set(before) - set(source.fetched):
+        now[0] += delay
+        fetched_before = len(source.fetched)
+        rerender()
+        passes += 1
+        got = source.fetched[fetched_before:]
+        assert got, f"pass {passes} at +{now[0] - 1000:.0f}s fetched nothing: it was timed for none"
+        after = _serials(tmp_path, names)
+        assert {n for n in names if after[n] != before[n]} == set(source.fetched), (
+            "a file changes exactly when its own secret was fetched again"
+        )
+        assert len(got) == len(set(got)), "no secret fetched twice in one pass"
+        delay, rerender = _next_pass(host)
+    assert passes > 1, "20 secrets issued together were all renewed in one pass: no drift"
+    assert now[0] - 1000 <= 0.8 * 3600 + 1, "every secret renewed before 80 % of its life"
+    assert tt.fetches == 40

@@ -38,7 +38,7 @@ def test_one_fetch_per_secret_per_pass_so_cert_and_key_match(tmp_path: Path) -> 
     assert (tmp_path / "secrets/cert.pem").read_text() == "CERT-1"
     assert (tmp_path / "secrets/key.pem").read_text() == "KEY-1"
     assert (tmp_path / "secrets/key.pem").stat().st_mode & 0o777 == 0o600
-    assert ctx.min_ttl == 30.0
+    assert ctx.cache[next(iter(ctx.used))][1] == 30.0, "the TTL the pass learned (what held keeps)"
     _, _, changed = render(cert, tmp_path, ctx)
     assert not changed
 

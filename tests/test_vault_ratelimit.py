@@ -82,10 +82,15 @@ class FakeClock:
 class Loop:
     """Timers in due order on real time (the server's windows are real): `run` fires those due within
     `horizon` seconds, waiting for each, until `done()`; the re-render at 60-80 % of an hour's TTL is
-    beyond the horizon and stays put until a test fires it (`fire_periodic`)."""
+    beyond the horizon and stays put until a test fires it (`fire_periodic`), which also moves the
+    runner's clock (`clock`) an hour on: every certificate is due in that pass, as in a storm."""
 
     timers: list[tuple[float, int, Callable[[], None]]] = field(default_factory=list)
     seq: Iterator[int] = field(default_factory=itertools.count)
+    skew: float = 0.0  # seconds `clock` is ahead of the wall clock
+
+    def clock(self) -> float:
+        return time.time() + self.skew
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:
         heapq.heappush(self.timers, (time.monotonic() + delay, next(self.seq), fn))
@@ -95,6 +100,7 @@ class Loop:
         assert len(later) == 1, f"one periodic re-render expected, found {len(later)}"
         self.timers.remove(later[0])
         heapq.heapify(self.timers)
+        self.skew += 3600.0  # the certificates' whole TTL: all of them are due
         later[0][2]()
 
     def run(self, done: Callable[[], bool], timeout: float, horizon: float = 120.0) -> None:
@@ -182,6 +188,7 @@ def cert_task(n: int, *, prefix: str = "t", ttl: str = "1h") -> Task:
 
 def runner(host: Host, task: Task, store: SqliteStore, **deps: Any) -> TaskTemplates:
     checked: TaskHost = host
+    deps.setdefault("clock", host.loop.clock)
     return TaskTemplates(checked, task, TemplateDeps(store, host.loop.schedule, **deps))
 
 

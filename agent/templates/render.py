@@ -110,9 +110,11 @@ class RenderContext:
     vault: SecretSource | None = None
     consul: ConsulSource | None = None
     cache: dict[str, tuple[dict[str, Any], float]] = field(default_factory=dict)
-    min_ttl: float = 0.0  # shortest TTL of a dynamic secret used (0: none)
     fetches: int = 0
     used: set[str] = field(default_factory=set)  # the secrets (cache keys) the pass's templates read
+    # Cached secrets an earlier pass fetched and that are not due yet (agent.templates.held): the
+    # pass renders from them and does not fetch them again.
+    reused: set[str] = field(default_factory=set)
     # The rate-limit refusal (HTTP 429, or the agent's own cap) that failed the current render's
     # fetch, kept for its TemplateRenderError: the render worker's reply carries only the text.
     rate_limited: RateLimited | None = None
@@ -257,8 +259,6 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
             ctx.cache[key] = _kept(ctx, lambda: source.fetch(path, kv))
             ctx.fetches += 1
         data, ttl = ctx.cache[key]
-        if ttl > 0:
-            ctx.min_ttl = ttl if ctx.min_ttl == 0 else min(ctx.min_ttl, ttl)
         return {"LeaseID": "", "LeaseDuration": int(ttl), "Renewable": False, "Data": data, "Warnings": []}
 
     def secrets_fn(path: str) -> list[str]:

@@ -52,6 +52,7 @@ from agent.templates.changemode import (
     plan_actions,
 )
 from agent.templates.errors import rate_limited_cause
+from agent.templates.held import Held, after_pass, next_due, reusable
 from agent.templates.render import (
     ConsulSource,
     RenderContext,
@@ -131,6 +132,10 @@ class TaskTemplates:
         self.passes = 0
         self.fetches = 0  # Vault/Consul requests made by render passes (no thundering herd: one per secret)
         self._last_used: set[str] = set()  # the secrets the last pass read: the next one prefetches them
+        # The dynamic secrets held between passes, each due on its own (agent.templates.held): a
+        # periodic pass fetches only the due ones, so a hundred certificates issued together drift
+        # apart instead of being issued again in one burst every cycle.
+        self._held: dict[str, Held] = {}
         self._rendering = False  # a periodic pass is off the main loop
         self.rate_limited = 0  # passes Vault (or the agent's own cap) refused over its rate limit
         self._stalled = 0  # refused passes in a row that got no secret at all: the backoff's attempt
@@ -180,12 +185,13 @@ class TaskTemplates:
         is rendered now and False is returned."""
         if self.passes == 0 and self._spread_restore():
             return False
-        ctx = self._context()
+        ctx = self._context(reuse_held=False)  # a task's setup or a restore reads every secret anew
         started = time.monotonic()
+        began = self.d.clock()
         attempt = 0
         while True:
             try:
-                return self._apply(ctx, self._render_pass(ctx))
+                return self._apply(ctx, self._render_pass(ctx), began)
             except AgentError as exc:
                 limited = rate_limited_cause(exc)
                 attempt += 1
@@ -248,8 +254,13 @@ class TaskTemplates:
                 return False
         return True
 
-    def _context(self) -> RenderContext:
+    def _context(self, *, reuse_held: bool) -> RenderContext:
+        """A pass's render context. `reuse_held`: the held secrets not due yet are rendered from as
+        they are (a periodic pass); otherwise every secret is fetched (a setup, a restore)."""
         ctx = RenderContext(self.r.task_env(self.t), vault=self.r.task_vault(self.t), consul=self.d.consul)
+        if reuse_held:
+            ctx.cache.update(reusable(self._held, self.d.clock()))
+            ctx.reused.update(ctx.cache)
         carry, self._carry = self._carry, {}
         now = time.monotonic()
         for key, (data, ttl, fetched) in carry.items():
@@ -260,15 +271,18 @@ class TaskTemplates:
         return ctx
 
     def _keep_fetched(self, ctx: RenderContext, since: float) -> None:
-        """A pass was refused over a rate limit: keep what it fetched (since `since`) for its retry."""
-        self._carry = {key: (data, ttl, since) for key, (data, ttl) in ctx.cache.items()}
+        """A pass was refused over a rate limit: keep what it fetched (since `since`) for its retry
+        (what it reused is still held)."""
+        self._carry = {
+            key: (data, ttl, since) for key, (data, ttl) in ctx.cache.items() if key not in ctx.reused
+        }
 
     def _render_pass(self, ctx: RenderContext) -> list[tuple[str, str, bool]]:
         """The blocking part of a pass (Vault, the render worker, the files): no store, no events, so
-        it may run off the main loop. The secrets the last pass read are fetched first, several at
-        once; then every template renders, twice, as consul-template's runner does (the second run
-        re-renders on the data already fetched: a no-op render). Returns (destination, sha256,
-        changed) of each render, in order."""
+        it may run off the main loop. The secrets the last pass read and that are not held (due, or
+        without a TTL) are fetched first, several at once; then every template renders, twice, as
+        consul-template's runner does (the second run re-renders on the data already fetched: a
+        no-op render). Returns (destination, sha256, changed) of each render, in order."""
         prefetch(ctx, self._last_used, PREFETCH_PARALLEL)
         self._fetched_at = time.monotonic()
         out = []
@@ -284,14 +298,25 @@ class TaskTemplates:
                 out.append((tpl.destination, digest, did_change))
         return out
 
-    def _apply(self, ctx: RenderContext, renders: list[tuple[str, str, bool]]) -> bool:
-        """On the main loop: what the pass rendered becomes the templates' states (one transaction),
-        events, and the next pass's timer. The sticky change_mode state does not care about the
-        second, no-op render; under the last-event-wins fault it overwrites the change (nomad-24140)."""
+    def _apply(self, ctx: RenderContext, renders: list[tuple[str, str, bool]], began: float) -> bool:
+        """On the main loop: what the pass (begun at `began` on the agent's clock) rendered becomes
+        the templates' states (one transaction), events, the secrets held, and the next pass's timer
+        (the earliest due secret). The sticky change_mode state does not care about the second,
+        no-op render; under the last-event-wins fault it overwrites the change (nomad-24140)."""
         states = {s.dest: s for s in self.states()}
         changed = False
-        delay = ctx.min_ttl * random.uniform(0.6, 0.8) if ctx.min_ttl > 0 else 0.0  # noqa: S311 - jitter
-        renew_by = self.d.clock() + delay if delay > 0 else 0.0
+        self._held = after_pass(
+            self._held,
+            ctx.used,
+            ctx.cache,
+            ctx.reused,
+            began,
+            random.random,  # jitter, not crypto
+        )
+        now = self.d.clock()
+        due = next_due(self._held)
+        delay = max(0.0, due - now) if due is not None else None
+        renew_by = now + delay if delay is not None else 0.0
         for dest, digest, did_change in renders:
             states[dest] = replace(on_render(states[dest], digest), renew_by=renew_by)
             changed |= did_change
@@ -303,7 +328,7 @@ class TaskTemplates:
         self.passes += 1
         self.fetches += ctx.fetches
         self._last_used = set(ctx.used)
-        if delay > 0:
+        if delay is not None:
             self.schedule_rerender(delay)
         return changed
 
@@ -318,12 +343,13 @@ class TaskTemplates:
         if gen != self.generation or self.dead or not self.r.alloc_running() or self._rendering:
             return
         try:
-            ctx = self._context()
+            ctx = self._context(reuse_held=True)
         except Exception as exc:
             self._failed(exc)
             return
         self._rendering = True
         started = time.monotonic()
+        began = self.d.clock()
 
         def done(result: object, exc: Exception | None) -> None:
             self._rendering = False
@@ -337,7 +363,7 @@ class TaskTemplates:
                 return
             try:
                 assert isinstance(result, list)
-                if self._apply(ctx, result) and self._owed_since is None:
+                if self._apply(ctx, result, began) and self._owed_since is None:
                     self._owed_since, self._owed_fetched = started, self._fetched_at
             except Exception as failure:
                 self._failed(failure)
