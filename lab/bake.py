@@ -46,8 +46,8 @@ ROLES = ("server", "client")
 LOCK_FILE = Path("/var/cache/fieldlab/bake.lock")
 
 # Everything whose content decides what the bake puts into the images. Whole roles where the bake
-# runs the whole role; only the install part of openbao and fieldlab_agent (their per-lab parts are
-# not baked, and a change there must not force a bake).
+# runs the whole role; only the install part of fieldlab_agent and the install and layout parts of
+# openbao (their per-lab parts are not baked, and a change there must not force a bake).
 ROLE_INPUTS = (
     "node_base",
     "docker_engine",
@@ -57,6 +57,10 @@ ROLE_INPUTS = (
     "fieldlab_agent/defaults/main.yml",
     "fieldlab_agent/handlers/main.yml",
     "openbao/tasks/install.yml",
+    "openbao/tasks/layout.yml",
+    "openbao/templates/openbao.service.j2",
+    "openbao/templates/openbao-unseal.sh.j2",
+    "openbao/templates/openbao-unseal.service.j2",
     "openbao/tasks/install_apt.yml",
     "openbao/tasks/install_url.yml",
     "openbao/defaults/main.yml",

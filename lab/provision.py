@@ -49,7 +49,9 @@ def provision_baked(
     restarts the agent at once, as site.yml would."""
     from lab.playbook import PlayTimer, Recap, run_playbook
 
-    extra = {"fieldlab_agent_wheel_hash": digest}
+    # Every node runs the current bake, whose server image holds the controller's OpenBao binary
+    # (the bake is keyed by its hash): no need to checksum 180 MB on both ends again.
+    extra = {"fieldlab_agent_wheel_hash": digest, "openbao_baked": "true"}
     if running:
         extra["fieldlab_agent_service_manage"] = "true"
     if installed_wheel and not running:
