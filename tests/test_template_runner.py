@@ -200,7 +200,7 @@ def _twenty_certs(
     host = StandInHost(tmp_path / "alloc")
     host.vault = source  # type: ignore[assignment]
     store = SqliteStore(tmp_path / "state" / "state.db")
-    tt = TaskTemplates(host, task, TemplateDeps(store, host.schedule, clock=clock))
+    tt = TaskTemplates(host, task, TemplateDeps(store, host.schedule, monotonic=clock))
     tt.render_all()
     assert sorted(source.fetched) == sorted(names) and source.most == 1
     source.fetched.clear()

@@ -188,7 +188,7 @@ def cert_task(n: int, *, prefix: str = "t", ttl: str = "1h") -> Task:
 
 def runner(host: Host, task: Task, store: SqliteStore, **deps: Any) -> TaskTemplates:
     checked: TaskHost = host
-    deps.setdefault("clock", host.loop.clock)
+    deps.setdefault("monotonic", host.loop.clock)
     return TaskTemplates(checked, task, TemplateDeps(store, host.loop.schedule, **deps))
 
 

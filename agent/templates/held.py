@@ -6,7 +6,7 @@ hundred certificates never issues them all again in one burst. Here a dynamic se
 due at a random fraction (RENEW_FRACTION, uniform) of its TTL after the pass that fetched it began;
 a periodic pass fetches only what is due and renders the rest from what it holds. A secret without
 a TTL (a KV read) is never held: every pass reads it again. Pure: times are plain numbers (the
-agent's clock), the jitter is given.
+monotonic clock), the jitter is given.
 """
 
 from __future__ import annotations

@@ -118,6 +118,9 @@ class TemplateDeps:
     # once (tests of the fakes).
     offload: Offload = run_inline
     clock: Callable[[], float] = time.time  # wall clock: the re-issue times kept in the templates' states
+    # The held secrets' schedule (agent.templates.held): in memory only, so a clock that a step of the
+    # wall clock does not move.
+    monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep  # render_all's wait after a rate limit
 
 
@@ -187,7 +190,7 @@ class TaskTemplates:
             return False
         ctx = self._context(reuse_held=False)  # a task's setup or a restore reads every secret anew
         started = time.monotonic()
-        began = self.d.clock()
+        began = self.d.monotonic()
         attempt = 0
         while True:
             try:
@@ -259,7 +262,7 @@ class TaskTemplates:
         they are (a periodic pass); otherwise every secret is fetched (a setup, a restore)."""
         ctx = RenderContext(self.r.task_env(self.t), vault=self.r.task_vault(self.t), consul=self.d.consul)
         if reuse_held:
-            ctx.cache.update(reusable(self._held, self.d.clock()))
+            ctx.cache.update(reusable(self._held, self.d.monotonic()))
             ctx.reused.update(ctx.cache)
         carry, self._carry = self._carry, {}
         now = time.monotonic()
@@ -299,7 +302,7 @@ class TaskTemplates:
         return out
 
     def _apply(self, ctx: RenderContext, renders: list[tuple[str, str, bool]], began: float) -> bool:
-        """On the main loop: what the pass (begun at `began` on the agent's clock) rendered becomes
+        """On the main loop: what the pass (begun at `began`, deps.monotonic) rendered becomes
         the templates' states (one transaction), events, the secrets held, and the next pass's timer
         (the earliest due secret). The sticky change_mode state does not care about the second,
         no-op render; under the last-event-wins fault it overwrites the change (nomad-24140)."""
@@ -313,10 +316,9 @@ class TaskTemplates:
             began,
             random.random,  # jitter, not crypto
         )
-        now = self.d.clock()
         due = next_due(self._held)
-        delay = max(0.0, due - now) if due is not None else None
-        renew_by = now + delay if delay is not None else 0.0
+        delay = max(0.0, due - self.d.monotonic()) if due is not None else None
+        renew_by = self.d.clock() + delay if delay is not None else 0.0
         for dest, digest, did_change in renders:
             states[dest] = replace(on_render(states[dest], digest), renew_by=renew_by)
             changed |= did_change
@@ -349,7 +351,7 @@ class TaskTemplates:
             return
         self._rendering = True
         started = time.monotonic()
-        began = self.d.clock()
+        began = self.d.monotonic()
 
         def done(result: object, exc: Exception | None) -> None:
             self._rendering = False
