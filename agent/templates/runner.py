@@ -122,6 +122,8 @@ class TemplateDeps:
     # wall clock does not move.
     monotonic: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep  # render_all's wait after a rate limit
+    # Where in its RENEW_FRACTION window each fetched secret is renewed (uniform in [0, 1]).
+    jitter: Callable[[], float] = random.random  # spreading load, not crypto
 
 
 class TaskTemplates:
@@ -314,7 +316,7 @@ class TaskTemplates:
             ctx.cache,
             ctx.reused,
             began,
-            random.random,  # jitter, not crypto
+            self.d.jitter,
         )
         due = next_due(self._held)
         delay = max(0.0, due - self.d.monotonic()) if due is not None else None
