@@ -7,10 +7,13 @@ controller's files: modes, and an operator client cert that chains to the CA."""
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import json
+import os
 import stat
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,8 @@ from typing import Any
 import pytest
 import requests
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from verifylib import Reply, hostvars, http
 
@@ -279,3 +284,77 @@ def test_the_controllers_files_are_private_and_the_operator_cert_chains_to_the_c
         check=False,
     )
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def _converge(inventory: str) -> None:
+    """The scenario's converge again, from the controller, as molecule runs it."""
+    playbook = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "converge.yml"
+    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
+    run = subprocess.run(
+        [str(ansible_playbook), "-i", inventory, str(playbook)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert run.returncode == 0, f"converge failed:\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
+
+
+def _self_signed(common_name: str, days: int) -> tuple[str, str]:
+    """A certificate and key for `common_name` that no lab CA signed."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    crt = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return crt.public_bytes(serialization.Encoding.PEM).decode(), pem_key.decode()
+
+
+def test_the_operator_cert_is_issued_again_when_it_expires_soon_or_another_ca_signed_it(
+    server: Any, inventory: str, secrets: Path
+) -> None:
+    """The role keeps a valid operator certificate (the idempotence step saw that) and issues it again
+    when it expires within pki_operator_renew_before (168h) or when another CA signed it (a lab rebuilt
+    beside an old secrets directory): each case alone, then the new one chains to the CA."""
+    crt, key = secrets / "operator.crt", secrets / "operator.key"
+    root = json.loads((secrets / "openbao-init.json").read_text())["root_token"]
+    short = http(
+        server,
+        "POST",
+        "http://127.0.0.1:8200/v1/pki_int/issue/fieldlab-operator",
+        token=root,
+        body={"common_name": "controller.operator.fieldlab", "ttl": "2h"},
+    )
+    assert short.status == 200, short.errors
+    issued = short.data["data"]
+    for case, (pem, pem_key) in {
+        "expires within 168h (the lab's CA)": (issued["certificate"], issued["private_key"]),
+        "is valid a year (another CA)": _self_signed("controller.operator.fieldlab", 365),
+    }.items():
+        crt.write_text(pem + "\n")
+        key.write_text(pem_key + "\n")
+        _converge(inventory)
+        new = crt.read_text()
+        assert cert(new).serial_number != cert(pem).serial_number, f"an operator cert that {case} was kept"
+        assert lifetime(new) > 168 * 3600, f"{case}: the new one lives {lifetime(new)} s"
+        verified = subprocess.run(
+            ["openssl", "verify", "-CAfile", str(secrets / "ca.pem"), str(crt)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert verified.returncode == 0, f"{case}: {verified.stdout}{verified.stderr}"
+        assert oct(stat.S_IMODE(crt.stat().st_mode)) == oct(stat.S_IMODE(key.stat().st_mode)) == "0o600"
