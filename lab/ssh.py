@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import select
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,14 +112,170 @@ def run(target: SshTarget, command: str, timeout: float = 60.0, *, probe: bool =
             raise ProviderError(f"{target.name}: ssh transport closed before `{command}`")
         chan = transport.open_session(timeout=timeout)
         chan.exec_command(command)
-        out, err = _drain(chan, time.monotonic() + timeout)
-        if out is None:
-            raise ProviderError(f"{target.name}: `{command}` still running after {timeout:.0f}s; abandoned")
-        return Result(chan.recv_exit_status(), out.decode(errors="replace"), err.decode(errors="replace"))
-    except (OSError, paramiko.SSHException) as exc:
+        return _finish(target, chan, command, b"", timeout)
+    except (OSError, EOFError, paramiko.SSHException) as exc:
         raise ProviderError(f"{target.name}: `{command}` broke off: {exc}") from None
     finally:
         client.close()
+
+
+class Connections:
+    """One SSH connection per node kept open and shared by the commands run on it, each in a
+    session of its own (as OpenSSH's ControlMaster shares one).
+
+    A connection costs the node a key exchange, a signature and an authentication: a few ms on a
+    container node, about a second of a TCG VM's CPU, which the e2e harness's polls paid per
+    command. A kept connection that no longer answers (the node rebooted, sshd restarted) fails to
+    open a session within SESSION_OPEN_TIMEOUT; the command was not sent then, so it is sent again
+    once on a new connection. A failure after the command was sent is raised, never retried (the
+    command may have run). Beyond SESSIONS_PER_CONNECTION commands at once on a node, or when the node
+    refuses one more session, a command gets a connection of its own. Thread-safe.
+    """
+
+    SESSION_OPEN_TIMEOUT = SSH_CONNECT_TIMEOUT
+    # Sessions at once on a kept connection. OpenSSH's MaxSessions is 10, and sshd 9.2 answers a
+    # burst past it by closing the whole connection, with every command on it ("no more sessions"):
+    # never ask for that; a command beyond these gets a connection of its own.
+    SESSIONS_PER_CONNECTION = 8
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[SshTarget, paramiko.SSHClient] = {}
+        self._slots: dict[SshTarget, threading.BoundedSemaphore] = {}
+        self.opened = 0  # connections made and kept (the tests read it)
+
+    def run(self, target: SshTarget, command: str, *, stdin: bytes = b"", timeout: float = 60.0) -> Result:
+        """`command` on the node (`stdin` fed to it); its result, or ProviderError naming the node."""
+        with self._lock:
+            slots = self._slots.setdefault(target, threading.BoundedSemaphore(self.SESSIONS_PER_CONNECTION))
+        if not slots.acquire(blocking=False):
+            return self._alone(target, command, stdin, timeout)
+        try:
+            return self._kept(target, command, stdin, timeout)
+        finally:
+            slots.release()
+
+    def _kept(self, target: SshTarget, command: str, stdin: bytes, timeout: float) -> Result:
+        for fresh in (False, True):
+            client = self._client(target, fresh=fresh)
+            try:
+                chan = self._session(client, timeout)
+            except paramiko.ChannelException:
+                return self._alone(target, command, stdin, timeout)  # the node's limit, not a dead link
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                self._forget(target, client)
+                if fresh:
+                    raise ProviderError(f"{target.name} ({target.host}): ssh session failed: {exc}") from None
+                continue  # a connection the node has forgotten: nothing was sent on it
+            try:
+                try:
+                    chan.exec_command(command)
+                except (OSError, EOFError, paramiko.SSHException) as exc:
+                    if _alive(client):  # sshd refused this session (MaxSessions): the command never ran
+                        return self._alone(target, command, stdin, timeout)
+                    raise ProviderError(f"{target.name}: `{command}` broke off: {exc}") from None
+                return _finish(target, chan, command, stdin, timeout)
+            except ProviderError:
+                if not _alive(client):  # the connection broke: the next command makes a new one
+                    self._forget(target, client)
+                raise
+            finally:
+                chan.close()
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._open = list(self._open.values()), {}
+        for client in clients:
+            client.close()
+
+    def _client(self, target: SshTarget, *, fresh: bool) -> paramiko.SSHClient:
+        with self._lock:
+            client = self._open.get(target)
+            transport = client.get_transport() if client is not None else None
+            if client is not None and not fresh and transport is not None and transport.is_active():
+                return client
+            if client is not None:
+                client.close()
+                del self._open[target]
+        try:
+            client = connect_busy(target)
+        except (OSError, paramiko.SSHException) as exc:
+            raise ProviderError(f"{target.name} ({target.host}): ssh failed: {exc}") from None
+        with self._lock:
+            self.opened += 1
+            kept = self._open.setdefault(target, client)
+        if kept is not client:  # another thread connected meanwhile: share its connection
+            client.close()
+        return kept
+
+    def _session(self, client: paramiko.SSHClient, timeout: float) -> paramiko.Channel:
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():
+            raise paramiko.SSHException("transport closed")
+        return transport.open_session(timeout=min(timeout, self.SESSION_OPEN_TIMEOUT))
+
+    def _forget(self, target: SshTarget, client: paramiko.SSHClient) -> None:
+        with self._lock:
+            if self._open.get(target) is client:
+                del self._open[target]
+        client.close()
+
+    def _alone(self, target: SshTarget, command: str, stdin: bytes, timeout: float) -> Result:
+        try:
+            client = connect_busy(target)
+        except (OSError, paramiko.SSHException) as exc:
+            raise ProviderError(f"{target.name} ({target.host}): ssh failed: {exc}") from None
+        try:
+            transport = client.get_transport()
+            if transport is None:
+                raise ProviderError(f"{target.name}: ssh transport closed before `{command}`")
+            try:
+                chan = transport.open_session(timeout=timeout)
+                chan.exec_command(command)
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                raise ProviderError(f"{target.name} ({target.host}): ssh session failed: {exc}") from None
+            return _finish(target, chan, command, stdin, timeout)
+        finally:
+            client.close()
+
+
+def _alive(client: paramiko.SSHClient) -> bool:
+    transport = client.get_transport()
+    return transport is not None and transport.is_active()
+
+
+def _finish(target: SshTarget, chan: paramiko.Channel, command: str, stdin: bytes, timeout: float) -> Result:
+    """Feed `stdin` to the command started in `chan` and collect its result; ProviderError when it
+    breaks off or overruns."""
+    try:
+        if stdin:
+            chan.sendall(stdin)
+        chan.shutdown_write()
+        out, err = _drain(chan, time.monotonic() + timeout)
+        if out is None:
+            raise ProviderError(f"{target.name}: `{command}` still running after {timeout:.0f}s; abandoned")
+        status = chan.recv_exit_status()
+        if status == -1 and _lost(chan):
+            raise ProviderError(f"{target.name}: `{command}` broke off: the connection closed under it")
+        return Result(status, out.decode(errors="replace"), err.decode(errors="replace"))
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        raise ProviderError(f"{target.name}: `{command}` broke off: {exc}") from None
+
+
+# A channel closed without an exit status: the command was killed by a signal (the connection lives
+# on) or the connection died, which paramiko marks a moment after it closes the channels.
+CONNECTION_LOST_WITHIN = 1.0
+
+
+def _lost(chan: paramiko.Channel) -> bool:
+    transport = chan.get_transport()
+    deadline = time.monotonic() + CONNECTION_LOST_WITHIN
+    while transport.is_active():
+        if time.monotonic() >= deadline:
+            return False
+        select.select([], [], [], 0.01)  # a poll of the transport's state, bounded by the deadline
+    return True
 
 
 def _drain(chan: paramiko.Channel, deadline: float) -> tuple[bytes | None, bytes]:

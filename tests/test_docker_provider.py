@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from lab.config import LabPaths, LabSpec
 from lab.errors import ProviderError
 from lab.providers.base import LabRecord
 from lab.providers.docker import DockerProvider
-from lab.ssh import run
+from lab.ssh import Connections, run
 
 pytestmark = [
     pytest.mark.root,
@@ -110,3 +111,39 @@ def test_down_removes_everything_and_is_a_noop_the_second_time(tmp_path: Path) -
     assert sorted(r.split()[0] for r in removed) == ["container"] * 2 + ["network"] + ["volume"] * 4
     assert provider.docker.containers.list(all=True, filters={"label": "fieldlab.lab=itest3"}) == []
     assert provider.down(record, paths) == []
+
+
+@pytest.mark.reboot
+def test_kept_connections_share_one_link_reconnect_after_a_reboot_and_never_resend(
+    lab: tuple[DockerProvider, LabRecord, LabPaths],
+) -> None:
+    """The harness's kept connections (lab.ssh.Connections) against the node's OpenSSH: commands
+    share one connection; more sessions at once than sshd's MaxSessions (10) still all run; a
+    connection the node forgot in a hard reboot is replaced before the next command is sent; a
+    command whose connection breaks while it runs is raised, not sent again."""
+    provider, record, paths = lab
+    target = record.node("client1").target(paths)
+    conns = Connections()
+    try:
+        assert [conns.run(target, f"echo {i}").stdout.strip() for i in range(5)] == [str(i) for i in range(5)]
+        assert conns.run(target, "cat", stdin=b"fed through stdin").stdout == "fed through stdin"
+        assert conns.opened == 1, "five commands, one connection"
+
+        with ThreadPoolExecutor(max_workers=14) as pool:
+            outs = list(pool.map(lambda i: conns.run(target, f"sleep 1; echo {i}"), range(14)))
+        assert [r.stdout.strip() for r in outs] == [str(i) for i in range(14)]
+        assert all(r.rc == 0 for r in outs)
+
+        conns.run(target, "rm -f /var/lib/sent")
+        with pytest.raises(ProviderError, match="broke off"):
+            # The command kills its own connection's sshd process (its parent, "sshd: root@notty").
+            conns.run(target, "echo once >> /var/lib/sent; kill -9 $PPID; sleep 5")
+        assert conns.run(target, "cat /var/lib/sent").stdout.split() == ["once"], "a broken command ran again"
+
+        boot = conns.run(target, "cat /proc/sys/kernel/random/boot_id").stdout.strip()
+        opened = conns.opened
+        provider.reboot(record, paths, "client1", hard=True)
+        assert conns.run(target, "cat /proc/sys/kernel/random/boot_id").stdout.strip() != boot
+        assert conns.opened == opened + 1, "the forgotten connection replaced by one new one"
+    finally:
+        conns.close()

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from e2e.harness import remote
 from e2e.harness.cluster import node_target
 from e2e.harness.remote import Remote
-from lab import cli, ssh
+from lab import cli
 from lab.config import LabPaths
 from lab.inventory import inventory_data
 from lab.providers.base import (
@@ -240,11 +241,11 @@ def test_the_harness_runs_node_commands_as_root_and_does_not_retry_a_refusal(
     sent: list[str] = []
     answer = Result(1, "", "sudo: a password is required\n")
 
-    def fake_run(target: SshTarget, command: str, timeout: float = 60.0) -> Result:
+    def fake_run(target: SshTarget, command: str, *, stdin: bytes = b"", timeout: float = 60.0) -> Result:
         sent.append(command)
         return answer
 
-    monkeypatch.setattr(ssh, "run", fake_run)
+    monkeypatch.setattr(remote.CONNECTIONS, "run", fake_run)
     node = Remote(SshTarget("client1", "192.0.2.11", user="ops"))
     with pytest.raises(SudoRefused, match=r"client1 .* user ops"):
         node.run("systemctl is-active fieldlab-agent", retry_for=30.0)

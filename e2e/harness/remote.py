@@ -1,8 +1,10 @@
 """Commands and files on lab nodes over SSH (paramiko).
 
-Every call opens its own connection, so a call after a reboot simply reconnects (`retry_for` keeps
-trying while a node is still coming back); a failing command raises with the node, the command and
-its output; every command and its result go to the run's history (commands.log).
+Commands share one kept connection per node (lab.ssh.Connections: a connection is about a second of
+a TCG VM's CPU); one the node forgot (a reboot) is replaced before the command is sent, so a call
+after a reboot reconnects (`retry_for` keeps trying while a node is still coming back); a failing
+command raises with the node, the command and its output; every command and its result go to the
+run's history (commands.log).
 
 Everything runs as root on the node: logged in as root, or as a user with passwordless sudo (a
 bring-your-own host's `ansible_user`), through `sudo -n` (`lab.providers.base.as_root`, the one place
@@ -11,8 +13,8 @@ login user. A sudo that wants a password raises `SudoRefused`, naming the node a
 
 from __future__ import annotations
 
+import atexit
 import base64
-import select
 import shlex
 import time
 from dataclasses import dataclass
@@ -24,6 +26,9 @@ from lab.errors import ProviderError
 from lab.providers.base import as_root, check_sudo
 from lab.ssh import Result, SshTarget
 from lab.waits import WaitTimeout, wait_until
+
+CONNECTIONS = ssh.Connections()  # the harness's kept connections, one per node
+atexit.register(CONNECTIONS.close)
 
 
 class RemoteCommandError(AssertionError):
@@ -56,7 +61,9 @@ class Remote:
 
         def answered() -> tuple[Result | None, str]:
             try:
-                return ssh.run(self.target, as_root(command, self.target.user), timeout=timeout), "ran"
+                return CONNECTIONS.run(
+                    self.target, as_root(command, self.target.user), timeout=timeout
+                ), "ran"
             except ProviderError as exc:
                 return None, str(exc)
 
@@ -93,48 +100,11 @@ class Remote:
 
     def _root_io(self, command: str, *, stdin: bytes = b"", timeout: float = 120.0) -> bytes:
         """Run `command` as root with `stdin` fed to it; its stdout, or RemoteCommandError."""
-        import paramiko
-
-        wrapped = as_root(command, self.target.user)
-        client = self._connect()
-        try:
-            transport = client.get_transport()
-            if transport is None:
-                raise ProviderError(f"{self.name}: ssh transport closed before `{command}`")
-            chan = transport.open_session(timeout=timeout)
-            chan.exec_command(wrapped)
-            if stdin:
-                chan.sendall(stdin)
-            chan.shutdown_write()
-            out, err = bytearray(), bytearray()
-            deadline = time.monotonic() + timeout
-            while not (chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready()):
-                if time.monotonic() > deadline:
-                    raise ProviderError(f"{self.name}: `{command}` still running after {timeout:.0f}s")
-                select.select([chan], [], [], 0.2)
-                while chan.recv_ready():
-                    out += chan.recv(65536)
-                while chan.recv_stderr_ready():
-                    err += chan.recv_stderr(65536)
-            while chunk := chan.recv(65536):  # the exit status can come before the last data
-                out += chunk
-            res = Result(chan.recv_exit_status(), "", err.decode(errors="replace"))
-        except (OSError, paramiko.SSHException) as exc:
-            raise ProviderError(f"{self.name}: `{command}` broke off: {exc}") from None
-        finally:
-            client.close()
+        res = CONNECTIONS.run(self.target, as_root(command, self.target.user), stdin=stdin, timeout=timeout)
         check_sudo(self.target, res)
         if res.rc != 0:
             raise RemoteCommandError(self.name, command, res)
-        return bytes(out)
-
-    def _connect(self) -> Any:
-        import paramiko
-
-        try:
-            return ssh.connect_busy(self.target)
-        except (OSError, paramiko.SSHException) as exc:
-            raise ProviderError(f"{self.name} ({self.address}): ssh failed: {exc}") from None
+        return res.stdout.encode()
 
     def out(self, command: str, timeout: float = 120.0) -> str:
         return self.run(command, timeout=timeout).stdout.strip()
