@@ -98,21 +98,29 @@ def connect_busy(target: SshTarget) -> paramiko.SSHClient:
     raise AssertionError("unreachable")
 
 
-def run(target: SshTarget, command: str, timeout: float = 60.0, *, probe: bool = False) -> Result:
-    """Run one command on a node; a transport failure, or a command still running after `timeout`
-    seconds (a wedged dockerd, a hung mount), raises ProviderError naming the node and the command.
-    `probe`: one handshake attempt only (a poll of a node that may be booting answers fast)."""
+def _dial(target: SshTarget, *, probe: bool = False) -> paramiko.SSHClient:
+    """A new connection (`probe`: one handshake attempt), or ProviderError naming the node."""
     try:
-        client = connect(target) if probe else connect_busy(target)
+        return connect(target) if probe else connect_busy(target)
     except (OSError, paramiko.SSHException) as exc:
         raise ProviderError(f"{target.name} ({target.host}): ssh failed: {exc}") from None
+
+
+def run(
+    target: SshTarget, command: str, timeout: float = 60.0, *, probe: bool = False, stdin: bytes = b""
+) -> Result:
+    """Run one command on a node over a connection of its own (`stdin` fed to it); a transport
+    failure, or a command still running after `timeout` seconds (a wedged dockerd, a hung mount),
+    raises ProviderError naming the node and the command. `probe`: one handshake attempt only (a
+    poll of a node that may be booting answers fast)."""
+    client = _dial(target, probe=probe)
     try:
         transport = client.get_transport()
         if transport is None:
             raise ProviderError(f"{target.name}: ssh transport closed before `{command}`")
         chan = transport.open_session(timeout=timeout)
         chan.exec_command(command)
-        return _finish(target, chan, command, b"", timeout)
+        return _finish(target, chan, command, stdin, timeout)
     except (OSError, EOFError, paramiko.SSHException) as exc:
         raise ProviderError(f"{target.name}: `{command}` broke off: {exc}") from None
     finally:
@@ -156,15 +164,15 @@ class Connections:
             slots.release()
 
     def _kept(self, target: SshTarget, command: str, stdin: bytes, timeout: float) -> Result:
-        for fresh in (False, True):
-            client = self._client(target, fresh=fresh)
+        for last in (False, True):
+            client = self._client(target)
             try:
                 chan = self._session(client, timeout)
             except paramiko.ChannelException:
                 return self._alone(target, command, stdin, timeout)  # the node's limit, not a dead link
             except (OSError, EOFError, paramiko.SSHException) as exc:
                 self._forget(target, client)
-                if fresh:
+                if last:
                     raise ProviderError(f"{target.name} ({target.host}): ssh session failed: {exc}") from None
                 continue  # a connection the node has forgotten: nothing was sent on it
             try:
@@ -189,19 +197,16 @@ class Connections:
         for client in clients:
             client.close()
 
-    def _client(self, target: SshTarget, *, fresh: bool) -> paramiko.SSHClient:
+    def _client(self, target: SshTarget) -> paramiko.SSHClient:
+        """The node's kept connection (one another thread has just made, too), or a new one."""
         with self._lock:
             client = self._open.get(target)
-            transport = client.get_transport() if client is not None else None
-            if client is not None and not fresh and transport is not None and transport.is_active():
+            if client is not None and _alive(client):
                 return client
             if client is not None:
                 client.close()
                 del self._open[target]
-        try:
-            client = connect_busy(target)
-        except (OSError, paramiko.SSHException) as exc:
-            raise ProviderError(f"{target.name} ({target.host}): ssh failed: {exc}") from None
+        client = _dial(target)
         with self._lock:
             self.opened += 1
             kept = self._open.setdefault(target, client)
@@ -222,22 +227,7 @@ class Connections:
         client.close()
 
     def _alone(self, target: SshTarget, command: str, stdin: bytes, timeout: float) -> Result:
-        try:
-            client = connect_busy(target)
-        except (OSError, paramiko.SSHException) as exc:
-            raise ProviderError(f"{target.name} ({target.host}): ssh failed: {exc}") from None
-        try:
-            transport = client.get_transport()
-            if transport is None:
-                raise ProviderError(f"{target.name}: ssh transport closed before `{command}`")
-            try:
-                chan = transport.open_session(timeout=timeout)
-                chan.exec_command(command)
-            except (OSError, EOFError, paramiko.SSHException) as exc:
-                raise ProviderError(f"{target.name} ({target.host}): ssh session failed: {exc}") from None
-            return _finish(target, chan, command, stdin, timeout)
-        finally:
-            client.close()
+        return run(target, command, timeout, stdin=stdin)
 
 
 def _alive(client: paramiko.SSHClient) -> bool:
