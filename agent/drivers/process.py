@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -189,12 +190,25 @@ def cgroup_procs_of(pid: int) -> list[Path]:
     return cg.procs_files() if cg is not None else []
 
 
+# A process in the middle of an execve shows an empty /proc/<pid>/environ (the new image's stack is
+# not set up yet): a task whose shell `exec`s its program is caught so now and then. An empty read is
+# read again, every ENVIRON_POLL seconds, until ENVIRON_SETTLE seconds have passed.
+ENVIRON_SETTLE = 1.0
+ENVIRON_POLL = 0.01
+
+
 def read_environ(pid: int) -> dict[str, str]:
-    """The environment process `pid` was exec'd with ({} when it cannot be read)."""
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
+    """The environment process `pid` was exec'd with ({} when it cannot be read, or is empty)."""
+    path = Path(f"/proc/{pid}/environ")
+    deadline = time.monotonic() + ENVIRON_SETTLE
+    while True:
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            return {}
+        if raw or time.monotonic() >= deadline:
+            break
+        select.select([], [], [], ENVIRON_POLL)  # the poll's interval, within ENVIRON_SETTLE
     return dict(kv.split("=", 1) for kv in raw.decode(errors="replace").split("\0") if "=" in kv)
 
 
