@@ -5,10 +5,16 @@ through Ansible's reboot action, which waits for a new boot id. The fixtures are
 
 from __future__ import annotations
 
+import datetime
 import json
 import shlex
 from dataclasses import dataclass
 from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from lab.waits import wait_until
 
@@ -87,3 +93,33 @@ def wait_for_units(host: Any, units: list[str], *, timeout: float = 60, what: st
         settled, timeout=timeout, interval=0.5, what=what or f"{', '.join(units)} to start"
     )
     return states
+
+
+def self_signed(
+    common_name: str, valid_for: datetime.timedelta, *, client_auth: bool = False
+) -> tuple[str, str]:
+    """A certificate for `common_name` that no lab CA signed, valid from a minute ago for `valid_for`,
+    and its key: (certificate PEM, key PEM). `client_auth`: with the clientAuth usage."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + valid_for)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()), critical=False)
+    )
+    if client_auth:
+        builder = builder.add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+        )
+    cert = builder.sign(key, hashes.SHA256())
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode(), pem_key.decode()

@@ -14,11 +14,7 @@ from typing import Any
 
 import pytest
 import requests
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-from verifylib import hostvars, http, sh, unit_state
+from verifylib import hostvars, http, self_signed, sh, unit_state
 
 from lab.waits import wait_until
 
@@ -75,26 +71,10 @@ def workload_cert(client: Any, server: Any, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture(scope="module")
 def foreign_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """A self-signed client cert with the operator's name: right identity, wrong CA."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, OPERATOR)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
+    pem, pem_key = self_signed(OPERATOR, datetime.timedelta(hours=1), client_auth=True)
     d = tmp_path_factory.mktemp("foreign")
-    crt = write_private(d / "foreign.crt", cert.public_bytes(serialization.Encoding.PEM).decode())
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return str(crt), str(write_private(d / "foreign.key", pem.decode()))
+    crt = write_private(d / "foreign.crt", pem)
+    return str(crt), str(write_private(d / "foreign.key", pem_key))
 
 
 def operator_health(health_url: str, secrets: Path) -> dict[str, Any]:

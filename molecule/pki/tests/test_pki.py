@@ -21,10 +21,8 @@ from typing import Any
 import pytest
 import requests
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from verifylib import Reply, hostvars, http
+from verifylib import Reply, hostvars, http, self_signed
 
 CLIENT2 = "client2"  # another client's name: not in this scenario, but its names are not client1's
 
@@ -300,29 +298,6 @@ def _converge(inventory: str) -> None:
     assert run.returncode == 0, f"converge failed:\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
 
 
-def _self_signed(common_name: str, days: int) -> tuple[str, str]:
-    """A certificate and key for `common_name` that no lab CA signed."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.UTC)
-    crt = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=days))
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    pem_key = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return crt.public_bytes(serialization.Encoding.PEM).decode(), pem_key.decode()
-
-
 def test_the_operator_cert_is_issued_again_when_it_expires_soon_or_another_ca_signed_it(
     server: Any, inventory: str, secrets: Path
 ) -> None:
@@ -342,7 +317,9 @@ def test_the_operator_cert_is_issued_again_when_it_expires_soon_or_another_ca_si
     issued = short.data["data"]
     for case, (pem, pem_key) in {
         "expires within 168h (the lab's CA)": (issued["certificate"], issued["private_key"]),
-        "is valid a year (another CA)": _self_signed("controller.operator.fieldlab", 365),
+        "is valid a year (another CA)": self_signed(
+            "controller.operator.fieldlab", datetime.timedelta(days=365)
+        ),
     }.items():
         crt.write_text(pem + "\n")
         key.write_text(pem_key + "\n")
