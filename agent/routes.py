@@ -30,7 +30,6 @@ from agent.drivers.session import ExecSession
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.execframes import FrameError, parse_resize
 from agent.jobspec import JobspecError
-from agent.jobspec.hclvars import parse_var_file
 from agent.logs import STREAMS, LogsGone, LogSource, LogsUnavailable, adopted_log_source, log_source, read_log
 from agent.model import Task
 from agent.nodeinfo import driver_health
@@ -64,6 +63,8 @@ def _variables(data: dict[str, Any], source: str) -> dict[str, object]:
         )
     merged: dict[str, object] = {}
     if var_file and var_file.strip():
+        from agent.jobspec.hclvars import parse_var_file  # the HCL parser loads with the first use
+
         merged.update(parse_var_file(var_file, f"{source} Variables"))
     merged.update(given or {})
     return merged

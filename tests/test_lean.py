@@ -32,3 +32,23 @@ def test_the_daemon_process_runs_the_docker_sdk_without_paramiko_and_is_lighter(
     lean_rss, lean_loaded = _run("from agent.lean import leave_out_unused_sdks; leave_out_unused_sdks()")
     assert full_loaded and not lean_loaded
     print(f"RSS after importing the daemon: {full_rss} MB, lean {lean_rss} MB (figures: make bench-agent)")
+
+
+PARSER_PROBE = """
+import sys
+import agent.daemon  # everything the daemon imports
+before = [m for m in sys.modules if m.startswith("agent.jobspec.hcl") or m == "agent.jobspec.build"]
+from agent.jobspec import parse_jobspec
+spec = 'job "j" { group "g" { task "t" {\\n driver = "exec"\\n config { command = "/bin/true" }\\n } } }'
+parsed = parse_jobspec(spec, source="probe")
+after = "agent.jobspec.hcl" in sys.modules and "agent.jobspec.build" in sys.modules
+print(",".join(sorted(before)) or "-", after, parsed.job.id)
+"""
+
+
+def test_the_daemon_loads_the_jobspec_parsers_with_its_first_jobspec_not_at_start() -> None:
+    run = subprocess.run([sys.executable, "-c", PARSER_PROBE], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    loaded_at_import, loaded_by_parse, job_id = run.stdout.split()
+    assert loaded_at_import == "-", f"the daemon's imports load the parsers: {loaded_at_import}"
+    assert (loaded_by_parse, job_id) == ("True", "j")

@@ -17,12 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.jobspec.api_json import parse_json
-from agent.jobspec.build import Builder
 from agent.jobspec.durations import parse_duration
 from agent.jobspec.errors import JobspecError
-from agent.jobspec.hcl import parse_hcl
-from agent.jobspec.hcljson import is_hcl_json, parse_hcl_json
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Report
 from agent.model import Job
@@ -67,6 +63,13 @@ def parse_jobspec(
     taken as they are. `limits` bound counts, kill timeouts, size and nesting. `base_dir` is the
     jobspec file's directory, where HCL's `file()` reads; `files` are the files the CLI read that way
     and sent with the jobspec (over the API `file()` reads only those, never the agent's disk)."""
+    # The parsers load with the first jobspec, not with the package: a daemon restores its jobs from
+    # their canonical JSON and may never parse one (they are about 12 MB of its RSS).
+    from agent.jobspec.api_json import parse_json
+    from agent.jobspec.build import Builder
+    from agent.jobspec.hcl import parse_hcl
+    from agent.jobspec.hcljson import is_hcl_json, parse_hcl_json
+
     if fmt is None:
         fmt = "json" if text.lstrip().startswith("{") else "hcl"
     if fmt not in FORMATS:
