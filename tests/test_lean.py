@@ -52,3 +52,42 @@ def test_the_daemon_loads_the_jobspec_parsers_with_its_first_jobspec_not_at_star
     loaded_at_import, loaded_by_parse, job_id = run.stdout.split()
     assert loaded_at_import == "-", f"the daemon's imports load the parsers: {loaded_at_import}"
     assert (loaded_by_parse, job_id) == ("True", "j")
+
+
+ARENA_PROBE = """
+import ctypes, ctypes.util, os, sys, tempfile, threading
+{cap}
+def work():
+    keep = [bytes(4096) for _ in range(200)]  # above pymalloc's 512 bytes: glibc's malloc
+    barrier.wait()
+barrier = threading.Barrier(12)
+threads = [threading.Thread(target=work) for _ in range(12)]
+for t in threads: t.start()
+for t in threads: t.join()
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+path = os.path.join(tempfile.mkdtemp(), "info.xml")
+f = libc.fopen(path.encode(), b"w")
+libc.malloc_info(0, f)
+libc.fclose(f)
+print(open(path).read().count("<heap nr="))
+"""
+
+
+def _arenas(cap: str) -> int:
+    run = subprocess.run(
+        [sys.executable, "-c", ARENA_PROBE.format(cap=cap)], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    return int(run.stdout)
+
+
+def test_the_daemon_caps_glibcs_malloc_arenas_before_its_threads_start() -> None:
+    """Twelve threads that each allocate through glibc: an arena each (up to 8 per core) without the
+    cap, at most two with it, as `fieldlab-agent run` sets it."""
+    capped = _arenas("from agent.lean import fewer_malloc_arenas; assert fewer_malloc_arenas()")
+    uncapped = _arenas("")
+    assert capped <= 2 < uncapped, (capped, uncapped)

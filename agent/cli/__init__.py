@@ -48,9 +48,10 @@ def _agent_main(args: argparse.Namespace) -> int:
             print(f"{args.config}: ok (node {config.node_name})")
             return 0
         _logging(config.log_level, config.node_name)
-        from agent.lean import leave_out_unused_sdks
+        from agent.lean import fewer_malloc_arenas, leave_out_unused_sdks
 
         leave_out_unused_sdks()  # before the docker SDK loads: no paramiko in the daemon
+        fewer_malloc_arenas()  # before the daemon's threads start
         from agent.daemon import Agent
 
         agent = Agent(config)
