@@ -8,7 +8,8 @@ It also caps glibc's malloc arenas (`fewer_malloc_arenas`): glibc gives each thr
 an arena of its own, up to 8 per core, and the restore's worker threads, the render passes and the
 exec streams each touch one; what they freed stays in the daemon's RSS. Python's own small objects
 come from pymalloc, and the GIL serialises the rest, so two arenas cost the daemon no contention
-(the same as MALLOC_ARENA_MAX=2 in its environment, which many Python services set)."""
+(the same as MALLOC_ARENA_MAX=2 in its environment, which many Python services set). On
+make bench-agent's 50 allocs its effect was within the run-to-run noise (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
