@@ -271,3 +271,71 @@ def test_secrets_issued_together_are_renewed_each_on_its_own_schedule(tmp_path: 
     assert passes > 1, "20 secrets issued together were all renewed in one pass: no drift"
     assert now[0] - 1000 <= 0.8 * 3600 + 1, "every secret renewed before 80 % of its life"
     assert tt.fetches == 40
+
+
+def test_a_periodic_pass_renders_only_the_templates_whose_reads_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """consul-template re-renders a template only when one of its dependencies changed. A periodic
+    pass renders (twice, as consul-template's runner does) the templates whose secret it fetched
+    again and every template that read something no hold covers (a file), and skips the others:
+    their files and states stay, their secrets stay held. A hundred certificates in one task then
+    cost a pass the few that are due, not two hundred renders (make bench-templates)."""
+    import agent.templates.runner as runner_module
+
+    names = [f"t{i}" for i in range(20)]
+    task = Task(
+        name="web",
+        driver="docker",
+        templates=(
+            *(
+                Template(f"secrets/{n}", data=SERIAL_OF.replace("NAME", n), change_mode="noop", splay=0.0)
+                for n in names
+            ),
+            Template("local/copy", data='{{ file "local/input" }}', change_mode="noop"),
+            Template("local/env", data='{{ env "NOMAD_ALLOC_ID" }}', change_mode="noop"),
+        ),
+    )
+    now = [1000.0]
+    source = CountingSource()
+    host = StandInHost(tmp_path / "alloc")
+    host.vault = source  # type: ignore[assignment]
+    (host.task_dir(task) / "local").mkdir(parents=True)
+    (host.task_dir(task) / "local" / "input").write_text("one")
+    deps = TemplateDeps(
+        SqliteStore(tmp_path / "state" / "state.db"),
+        host.schedule,
+        monotonic=lambda: now[0],
+        jitter=random.Random(7).random,
+    )
+    tt = TaskTemplates(host, task, deps)
+    rendered: list[str] = []
+    real_render = runner_module.render
+
+    def counting(tpl: Template, *args: Any, **kwargs: Any) -> Any:
+        rendered.append(tpl.destination)
+        return real_render(tpl, *args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "render", counting)
+    tt.render_all()
+    assert len(rendered) == 2 * 22, "a task's setup renders every template"
+    source.fetched.clear()
+    before = _serials(tmp_path, names)
+    (host.task_dir(task) / "local" / "input").write_text("two")
+    passes = 0
+    while set(before) - set(source.fetched):
+        delay, rerender = _next_pass(host)
+        now[0] += delay
+        fetched_before, rendered_before = len(source.fetched), len(rendered)
+        rerender()
+        passes += 1
+        due = {f"secrets/{n}" for n in source.fetched[fetched_before:]}
+        this_pass = rendered[rendered_before:]
+        assert sorted(this_pass) == sorted([*due, *due, "local/copy", "local/copy"]), this_pass
+        assert (host.task_dir(task) / "local" / "copy").read_text() == "two"
+        states = tt.states()
+        assert len({s.renew_by for s in states}) == 1, "every template's state has the next re-issue time"
+    assert passes > 1 and sorted(source.fetched) == sorted(names), "each secret renewed, on its own"
+    after = _serials(tmp_path, names)
+    assert all(after[n] != before[n] for n in names)
+    assert "local/env" not in rendered[2 * 22 :], "nothing the env template read changed"

@@ -103,6 +103,27 @@ class ConsulSource(Protocol):
 
 
 @dataclass
+class Reads:
+    """What one template's last render read: the secrets (cache keys), and whether it read anything
+    else that can change without a fetch (a file, Consul, a Vault list, the host's addresses, its
+    own source file). A render whose reads are all secrets held unchanged renders what it rendered."""
+
+    keys: set[str] = field(default_factory=set)
+    env: dict[str, str | None] = field(default_factory=dict)  # the variables `env` read, as they were
+    volatile: bool = False
+
+    def same_when(self, reused: Iterable[str], env: Mapping[str, str]) -> bool:
+        """Whether rendering again from these held secrets (`reused`: not fetched anew) and this env
+        must give what the last render gave, as consul-template re-renders only a template whose
+        dependencies changed."""
+        return (
+            not self.volatile
+            and self.keys <= set(reused)
+            and all(env.get(name) == value for name, value in self.env.items())
+        )
+
+
+@dataclass
 class RenderContext:
     """What templates may read during one render pass of a task, and what that pass learned."""
 
@@ -119,6 +140,7 @@ class RenderContext:
     # fetch, kept for its TemplateRenderError: the render worker's reply carries only the text.
     rate_limited: RateLimited | None = None
     unavailable: Unavailable | None = None  # a server that could not answer during the render
+    reads: dict[str, Reads] = field(default_factory=dict)  # per destination, of its render in this pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,6 +276,7 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
         kv = _kv_params(path, params or {})
         key = secret_key(path, kv)
         ctx.used.add(key)
+        ctx.reads.setdefault(dest, Reads()).keys.add(key)
         if key not in ctx.cache:
             budget.take(f"secret {path!r}")
             ctx.cache[key] = _kept(ctx, lambda: source.fetch(path, kv))
@@ -262,6 +285,7 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
         return {"LeaseID": "", "LeaseDuration": int(ttl), "Renewable": False, "Data": data, "Warnings": []}
 
     def secrets_fn(path: str) -> list[str]:
+        ctx.reads.setdefault(dest, Reads()).volatile = True  # a listing is never held
         source = vault("secrets", path)
         budget.take(f"secrets {path!r}")
         return sorted(_kept(ctx, lambda: source.list_keys(path)))
@@ -271,6 +295,7 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
 
 def _consul_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str, Callable[..., Any]]:
     def consul(what: str) -> ConsulSource:
+        ctx.reads.setdefault(dest, Reads()).volatile = True
         if ctx.consul is None:
             raise TemplateRenderError(dest, f"{what}: no Consul in this lab (no address configured)")
         budget.take(what)
@@ -305,9 +330,12 @@ def _functions(
     budget = _Budget(dest)
 
     def env_fn(name: str) -> str | None:
-        return ctx.env.get(str(name))  # None: unset (env renders "", mustEnv fails)
+        value = ctx.env.get(str(name))  # None: unset (env renders "", mustEnv fails)
+        ctx.reads.setdefault(dest, Reads()).env[str(name)] = value
+        return value
 
     def file_fn(path: str) -> str:
+        ctx.reads.setdefault(dest, Reads()).volatile = True
         budget.take(f"file {path!r}")
         try:
             return read_file(task_dir, path, max_bytes)
@@ -316,6 +344,7 @@ def _functions(
             raise TemplateRenderError(dest, f"file {path!r}: {why}") from None
 
     def sockaddr_fn(expr: str) -> str:
+        ctx.reads.setdefault(dest, Reads()).volatile = True
         budget.take(f"sockaddr {expr!r}")
         return sockaddr(expr)
 
@@ -398,6 +427,7 @@ def _render(
     except SandboxError as exc:
         raise TemplateRenderError(tpl.destination, f"destination {exc}") from None
     perms = perms_of(tpl.perms)
+    ctx.reads[tpl.destination] = Reads(volatile=bool(tpl.source))  # filled by the data functions
     if tpl.source:
         try:
             text = read_file(task_dir, tpl.source, max_bytes)

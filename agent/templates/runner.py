@@ -55,6 +55,7 @@ from agent.templates.errors import rate_limited_cause
 from agent.templates.held import Held, after_pass, next_due, reusable
 from agent.templates.render import (
     ConsulSource,
+    Reads,
     RenderContext,
     RestartPaced,
     SecretSource,
@@ -137,6 +138,9 @@ class TaskTemplates:
         self.passes = 0
         self.fetches = 0  # Vault/Consul requests made by render passes (no thundering herd: one per secret)
         self._last_used: set[str] = set()  # the secrets the last pass read: the next one prefetches them
+        # What each template's last successful render read: a periodic pass skips a template whose
+        # secrets it holds unchanged and that read nothing else (Reads.same_when).
+        self._reads: dict[str, Reads] = {}
         # The dynamic secrets held between passes, each due on its own (agent.templates.held): a
         # periodic pass fetches only the due ones, so a hundred certificates issued together drift
         # apart instead of being issued again in one burst every cycle.
@@ -282,17 +286,30 @@ class TaskTemplates:
             key: (data, ttl, since) for key, (data, ttl) in ctx.cache.items() if key not in ctx.reused
         }
 
-    def _render_pass(self, ctx: RenderContext) -> list[tuple[str, str, bool]]:
+    def _render_pass(self, ctx: RenderContext, *, periodic: bool = False) -> list[tuple[str, str, bool]]:
         """The blocking part of a pass (Vault, the render worker, the files): no store, no events, so
         it may run off the main loop. The secrets the last pass read and that are not held (due, or
-        without a TTL) are fetched first, several at once; then every template renders, twice, as
+        without a TTL) are fetched first, several at once; then the templates render, twice, as
         consul-template's runner does (the second run re-renders on the data already fetched: a
-        no-op render). Returns (destination, sha256, changed) of each render, in order."""
+        no-op render). A `periodic` pass renders only the templates whose dependencies changed: one
+        that read only secrets still held (not fetched anew) would render what it rendered, so it
+        is skipped, as consul-template does. Returns (destination, sha256, changed) of each render,
+        in order."""
         prefetch(ctx, self._last_used, PREFETCH_PARALLEL)
         self._fetched_at = time.monotonic()
+        same: set[str] = set()
+        if periodic:
+            for tpl in self.t.templates:
+                last = self._reads.get(tpl.destination)
+                if last is not None and last.same_when(ctx.reused, ctx.env):
+                    same.add(tpl.destination)
+                    ctx.reads[tpl.destination] = last
+                    ctx.used |= last.keys  # still read: held on, prefetched when due
         out = []
         for _pass in range(2):
             for tpl in self.t.templates:
+                if tpl.destination in same:
+                    continue
                 _, digest, did_change = render(
                     tpl,
                     self.r.task_dir(self.t),
@@ -321,8 +338,9 @@ class TaskTemplates:
         due = next_due(self._held)
         delay = max(0.0, due - self.d.monotonic()) if due is not None else None
         renew_by = self.d.clock() + delay if delay is not None else 0.0
+        states = {dest: replace(st, renew_by=renew_by) for dest, st in states.items()}  # skipped ones too
         for dest, digest, did_change in renders:
-            states[dest] = replace(on_render(states[dest], digest), renew_by=renew_by)
+            states[dest] = on_render(states[dest], digest)
             changed |= did_change
             if did_change:
                 self.r.event(self.t.name, "Template Rendered", f"rendered {dest}")
@@ -332,6 +350,7 @@ class TaskTemplates:
         self.passes += 1
         self.fetches += ctx.fetches
         self._last_used = set(ctx.used)
+        self._reads = dict(ctx.reads)
         if delay is not None:
             self.schedule_rerender(delay)
         return changed
@@ -374,7 +393,7 @@ class TaskTemplates:
                 return
             self.act_after_splay()
 
-        self.d.offload(f"render-{self.t.name}", lambda: self._render_pass(ctx), done)
+        self.d.offload(f"render-{self.t.name}", lambda: self._render_pass(ctx, periodic=True), done)
 
     def _failed(self, exc: Exception, *, progressed: bool = False) -> None:
         """Any failure of a pass: a retried event, never a watcher that dies silently. `progressed`:
