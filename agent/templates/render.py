@@ -142,6 +142,10 @@ class RenderContext:
     unavailable: Unavailable | None = None  # a server that could not answer during the render
     reads: dict[str, Reads] = field(default_factory=dict)  # per destination, of its render in this pass
 
+    def reads_of(self, dest: str) -> Reads:
+        """The reads of `dest`'s render in this pass, started empty at its first read."""
+        return self.reads.setdefault(dest, Reads())
+
 
 # ---------------------------------------------------------------------------------------------
 # At submission: parse only
@@ -276,7 +280,7 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
         kv = _kv_params(path, params or {})
         key = secret_key(path, kv)
         ctx.used.add(key)
-        ctx.reads.setdefault(dest, Reads()).keys.add(key)
+        ctx.reads_of(dest).keys.add(key)
         if key not in ctx.cache:
             budget.take(f"secret {path!r}")
             ctx.cache[key] = _kept(ctx, lambda: source.fetch(path, kv))
@@ -285,7 +289,7 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
         return {"LeaseID": "", "LeaseDuration": int(ttl), "Renewable": False, "Data": data, "Warnings": []}
 
     def secrets_fn(path: str) -> list[str]:
-        ctx.reads.setdefault(dest, Reads()).volatile = True  # a listing is never held
+        ctx.reads_of(dest).volatile = True  # a listing is never held
         source = vault("secrets", path)
         budget.take(f"secrets {path!r}")
         return sorted(_kept(ctx, lambda: source.list_keys(path)))
@@ -295,7 +299,7 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
 
 def _consul_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str, Callable[..., Any]]:
     def consul(what: str) -> ConsulSource:
-        ctx.reads.setdefault(dest, Reads()).volatile = True
+        ctx.reads_of(dest).volatile = True
         if ctx.consul is None:
             raise TemplateRenderError(dest, f"{what}: no Consul in this lab (no address configured)")
         budget.take(what)
@@ -331,11 +335,11 @@ def _functions(
 
     def env_fn(name: str) -> str | None:
         value = ctx.env.get(str(name))  # None: unset (env renders "", mustEnv fails)
-        ctx.reads.setdefault(dest, Reads()).env[str(name)] = value
+        ctx.reads_of(dest).env[str(name)] = value
         return value
 
     def file_fn(path: str) -> str:
-        ctx.reads.setdefault(dest, Reads()).volatile = True
+        ctx.reads_of(dest).volatile = True
         budget.take(f"file {path!r}")
         try:
             return read_file(task_dir, path, max_bytes)
@@ -344,7 +348,7 @@ def _functions(
             raise TemplateRenderError(dest, f"file {path!r}: {why}") from None
 
     def sockaddr_fn(expr: str) -> str:
-        ctx.reads.setdefault(dest, Reads()).volatile = True
+        ctx.reads_of(dest).volatile = True
         budget.take(f"sockaddr {expr!r}")
         return sockaddr(expr)
 
