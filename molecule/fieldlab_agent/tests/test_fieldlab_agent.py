@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,24 @@ def test_the_secrets_on_the_node_are_roots_alone(client: Any) -> None:
         "/etc/fieldlab-agent/approle.json 600 root",
         "/etc/fieldlab-agent/tls/agent.key 600 root",
     ]
+
+
+# The agent's own render worker pool, started as the root agent starts it: its worker must drop to
+# nobody, which it can only do when nobody can read the installed venv (a worker that cannot start as
+# nobody falls back to the agent's user, with a warning, and templates render as root).
+RENDER_WORKER_UID = (
+    "import os; from agent.templates.worker import _WorkerPool; pool = _WorkerPool(); w = pool.get(); "
+    "print(pool.unprivileged, os.stat(f'/proc/{w.proc.pid}').st_uid); pool.close()"
+)
+
+
+def test_the_template_render_worker_runs_as_nobody(client: Any) -> None:
+    exec_start = sh(client, "systemctl show -p ExecStart --value fieldlab-agent")
+    found = re.search(r"path=(\S+)/fieldlab-agent ", exec_start)
+    assert found, f"no agent path in the unit's ExecStart: {exec_start}"
+    python = f"{found[1]}/python"  # the venv the unit runs the agent from
+    out = sh(client, f'{python} -c "{RENDER_WORKER_UID}" 2>&1').split()
+    assert out[-2:] == ["True", "65534"], f"the render worker did not run as nobody: {' '.join(out)}"
 
 
 def test_the_unit_keeps_tasks_on_restart_and_sigterm_is_a_clean_exit(
