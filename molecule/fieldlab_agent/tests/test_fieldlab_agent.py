@@ -2,7 +2,8 @@
 to the operator's cert of the lab's CA and is logged in to Vault; it refuses a TLS session to a client
 without a cert and to one whose cert has the operator's name but another CA; it answers 403 to another
 identity of the lab's own CA (a workload client cert, issued as a task of the probe job gets it). Its
-unit keeps tasks on restart (KillMode=process), its secrets are private and SIGTERM is a clean exit."""
+unit keeps tasks on restart (KillMode=process), its secrets are private, its template render worker
+runs as nobody and SIGTERM is a clean exit."""
 
 from __future__ import annotations
 
