@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -70,7 +70,9 @@ class Hanging(FakeDriver):
         self._block("stop", handle)
         super().stop(handle, timeout, sig)
 
-    def exec(self, handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
+    def exec(
+        self, handle: TaskHandle, argv: list[str], timeout: float, env: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
         self._block("exec", handle)
         return 1, "script failed"
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from agent.drivers.base import DriverError, TaskContext, TaskHandle
-from agent.drivers.process import Cgroups, proc_start_time
+from agent.drivers.process import TOOL_PATH, Cgroups, proc_start_time
 from agent.drivers.raw_exec import DISABLED, RawExecDriver
 from agent.model import Resources, Task
 from lab.waits import wait_until
@@ -329,6 +329,7 @@ def test_a_task_with_user_nobody_runs_as_nobody_and_so_does_its_change_script(be
             'echo "cgroup $(grep -c /fieldlab/ /proc/self/cgroup)"',
         ],
         10.0,
+        {"NOMAD_TASK_NAME": "t", "PATH": TOOL_PATH},  # as the runner recorded it at start
     )
     assert code == 0, said
     lines = _lines(said)
@@ -342,7 +343,9 @@ def test_a_root_tasks_change_script_runs_as_root_with_the_tasks_env(bench: Bench
     driver = RawExecDriver(Exits())
     alloc, task, handle, task_dir = bench.start(driver, "echo up > local/seen; exec sleep 600")
     _wait_file(task_dir / "local" / "seen", "up", "the task")
-    code, said = driver.exec(handle, ["/bin/sh", "-c", 'echo "$(id -u) $GREETING"'], 10.0)
+    code, said = driver.exec(
+        handle, ["/bin/sh", "-c", 'echo "$(id -u) $GREETING"'], 10.0, {"GREETING": "hello"}
+    )
     assert (code, said) == (0, "0 hello\n")
     assert driver.exec(handle, ["/bin/sh", "-c", "exit 4"], 10.0) == (4, "")
     driver.remove(alloc, task, handle)

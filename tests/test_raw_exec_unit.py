@@ -14,7 +14,7 @@ import pytest
 from agent.drivers.base import DriverError, TaskHandle
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
-from agent.drivers.process import exit_code_of, proc_start_time, task_cgroup_name
+from agent.drivers.process import ENTER_TASK_ENV, exit_code_of, proc_start_time, task_cgroup_name
 from agent.drivers.raw_exec import (
     DISABLED,
     RawExecDriver,
@@ -83,9 +83,14 @@ def test_task_env_keeps_the_runners_alloc_dir_and_the_jobs_path(tmp_path: Path) 
     assert env["PATH"] == "/opt/bin"
 
 
+ENTER = ["/bin/sh", "-c", ENTER_TASK_ENV, "/usr/bin/env"]
+
+
 def test_workload_argv_resets_signals_and_execs_the_command() -> None:
     argv = workload_argv("/bin/sleep", ["60"], env_tool="/usr/bin/env")
-    assert argv == ["/usr/bin/env", "--default-signal", "/bin/sleep", "60"]
+    # The task's environment is set by the last step only (`sh -c ENTER_TASK_ENV env`), never by a
+    # host-side step that runs before the drop to the task's user.
+    assert argv == ["/usr/bin/env", "--default-signal", *ENTER, "/bin/sleep", "60"]
 
 
 def test_workload_argv_switches_user_and_joins_the_netns() -> None:
@@ -103,6 +108,7 @@ def test_workload_argv_switches_user_and_joins_the_netns() -> None:
         *("/usr/bin/nsenter", "--net=/run/netns/fl-a", "--"),
         *("/usr/bin/env", "--default-signal"),
         *("/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--groups=65534,100", "--"),
+        *ENTER,
         *("/bin/sleep", "60"),
     ]
 

@@ -101,11 +101,22 @@ class TaskDriver(Protocol):
 
     def signal(self, handle: TaskHandle, sig: str) -> None: ...
 
-    def exec(self, handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
-        """Run a command inside the task (change_mode script): (exit code, output)."""
+    def exec(
+        self, handle: TaskHandle, argv: list[str], timeout: float, env: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
+        """Run a command inside the task (change_mode script): (exit code, the output's tail).
+        `env`: the task's environment as the runner recorded it at start (the process drivers run
+        the command in it; never one read back from the task, which the task could rewrite)."""
 
     def exec_session(
-        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
+        self,
+        handle: TaskHandle,
+        argv: list[str],
+        *,
+        tty: bool,
+        rows: int = 24,
+        cols: int = 80,
+        env: Mapping[str, str] | None = None,
     ) -> ExecSession:
         """An interactive command in the running task (`alloc exec -i/-t`), the same way in as
         `exec`; DriverError when it cannot start."""

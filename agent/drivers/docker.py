@@ -35,6 +35,7 @@ from agent.drivers.base import (
     TaskHandle,
     TaskStatus,
 )
+from agent.drivers.process import EXEC_OUTPUT_MAX
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
 from agent.model import Task
 from agent.network.owner import pid_in_netns
@@ -266,9 +267,17 @@ class DockerDriver:
     def reattach(self, alloc_id: str, handle: TaskHandle) -> None:
         """Nothing to do: the event stream (watch) reports every managed container's death."""
 
-    def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
-        """Run argv in the task's container (a change_script); past `timeout` the command and what
-        it started are killed and a DriverError says so (docker's exec API has no timeout)."""
+    def exec(
+        self,
+        handle: TaskHandle,
+        argv: list[str],
+        timeout: float = 30.0,
+        env: Mapping[str, str] | None = None,
+    ) -> tuple[int, str]:
+        """Run argv in the task's container (a change_script), in the container's own environment
+        (`env` is the process drivers'); past `timeout` the command and what it started are killed
+        and a DriverError says so (docker's exec API has no timeout). The output is read as it
+        streams, keeping its last EXEC_OUTPUT_MAX bytes."""
         what = f"exec in {handle.id[:12]}"
         api = self.client.api
         try:
@@ -278,8 +287,11 @@ class DockerDriver:
         result: dict[str, Any] = {}
 
         def run() -> None:
+            kept = b""
             try:
-                result["out"] = api.exec_start(exec_id)
+                for chunk in api.exec_start(exec_id, stream=True):
+                    kept = (kept + chunk)[-EXEC_OUTPUT_MAX:]
+                    result["out"] = kept
             except Exception as exc:  # reported below, in the caller's thread
                 result["error"] = exc
 
@@ -300,7 +312,14 @@ class DockerDriver:
         return int(rc if rc is not None else -1), out.decode(errors="replace")
 
     def exec_session(
-        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
+        self,
+        handle: TaskHandle,
+        argv: list[str],
+        *,
+        tty: bool,
+        rows: int = 24,
+        cols: int = 80,
+        env: Mapping[str, str] | None = None,
     ) -> ExecSession:
         """`alloc exec -i/-t`: an engine exec with stdin attached (and a tty when asked), as `exec`
         runs a change script: in the task's container, as its user."""

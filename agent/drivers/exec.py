@@ -49,10 +49,12 @@ import contextlib
 import logging
 import os
 import pwd
+import select
 import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,11 +62,16 @@ from agent.config import DEFAULT_CHROOT_ENV
 from agent.drivers import process
 from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle
 from agent.drivers.process import (
+    ENTER_TASK_ENV,
     ProcessDriver,
+    carried_env,
+    carry_env,
     cgroup_procs_of,
     children,
     host_tool,
+    log_size,
     read_environ,
+    read_log_tail,
 )
 from agent.drivers.session import ExecPlan
 from agent.model import Task
@@ -116,12 +123,25 @@ DEV_LINKS = (
     ("stderr", "/proc/self/fd/2"),
 )
 # The task's init (C), run by /bin/sh inside the new root as
-#   sh -c INIT fieldlab-task <env> <setpriv> <uid> <gid> <groups> <caps> <command> <args...>
+#   sh -c INIT fieldlab-task <env> <setpriv> <uid> <gid> <groups> <caps> <sh> <command> <args...>
+# C runs with HOST_ENV and the task's variables carried (agent.drivers.process.carry_env): they become
+# the environment only after setpriv has dropped to the task's user, through `sh -c ENTER_TASK_ENV`.
 INIT = (
+    'env=$1 setpriv=$2 uid=$3 gid=$4 groups=$5 caps=$6 sh=$7; shift 7; "$env" --default-signal "$setpriv" '
+    '--reuid="$uid" --regid="$gid" --groups="$groups" --inh-caps=-all --bounding-set="$caps" '
+    f'--no-new-privs -- "$sh" -c {shlex.quote(ENTER_TASK_ENV)} "$env" "$@" & wait $!'
+)
+# The init of a task an agent before issue 32 started (its environment was the task's own): still
+# recognised, so `alloc exec` and restore work on it after an upgrade.
+INIT_V1 = (
     'env=$1 setpriv=$2 uid=$3 gid=$4 groups=$5 caps=$6; shift 6; "$env" --default-signal "$setpriv" '
     '--reuid="$uid" --regid="$gid" --groups="$groups" --inh-caps=-all --bounding-set="$caps" '
     '--no-new-privs -- "$@" & wait $!'
 )
+# A setup step that fails exits with SETUP_FAILED and says SETUP_FAILED_LINE on stderr (the EXIT trap),
+# so a task that ends at once (with any code) is told from a setup that never reached it.
+SETUP_FAILED = 199
+SETUP_FAILED_LINE = "fieldlab-setup: isolation setup failed"
 
 
 @dataclass(frozen=True)
@@ -167,6 +187,7 @@ class InitArgs:
     gid: str
     groups: str
     caps: str
+    sh: str = ""  # "": an init of INIT_V1, whose environment is the task's own
 
     @classmethod
     def of(cls, pid: int) -> InitArgs | None:
@@ -174,9 +195,11 @@ class InitArgs:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             return None
-        if len(argv) < 10 or argv[1:4] != [b"-c", INIT.encode(), INIT_NAME.encode()]:
-            return None
-        return cls(*(a.decode() for a in argv[4:10]))
+        if len(argv) >= 11 and argv[1:4] == [b"-c", INIT.encode(), INIT_NAME.encode()]:
+            return cls(*(a.decode() for a in argv[4:11]))
+        if len(argv) >= 10 and argv[1:4] == [b"-c", INIT_V1.encode(), INIT_NAME.encode()]:
+            return cls(*(a.decode() for a in argv[4:10]))
+        return None
 
     def setpriv_argv(self) -> list[str]:
         """The same privileges as the workload (INIT), for a command run in the task."""
@@ -268,6 +291,8 @@ class ExecDriver(ProcessDriver):
 
         lines = [
             "set -e",
+            f'trap \'rc=$?; if [ $rc -ne 0 ]; then echo "{SETUP_FAILED_LINE} ($rc)" >&2; '
+            f"exit {SETUP_FAILED}; fi' EXIT",
             f"R={q(str(task_dir / CHROOT_DIR))}",
             f'{mount} -t tmpfs -o mode=0755,size=1m,nr_inodes=4096,nosuid,nodev fieldlab-root "$R"',
         ]
@@ -308,6 +333,7 @@ class ExecDriver(ProcessDriver):
             f"{pivot} . .oldroot",
             "cd /",
             f"{q(umount)} -l /.oldroot",
+            "trap - EXIT",
             'exec "$@"',
         ]
         return "\n".join(lines) + "\n"
@@ -324,7 +350,6 @@ class ExecDriver(ProcessDriver):
     # -- start --------------------------------------------------------------------------------------
     def start(self, ctx: TaskContext) -> TaskHandle:
         alloc_id, task, netns, task_dir = ctx.alloc_id, ctx.task, ctx.netns, ctx.task_dir
-        env = {**ctx.env, **{k: v for k, v in CHROOT_PATH_VARS.items() if k in ctx.env}}
         cmd = str(task.config.get("command", ""))
         args = [str(a) for a in task.config.get("args", [])]
         user = resolve_user(task, self.allow_root)
@@ -339,6 +364,7 @@ class ExecDriver(ProcessDriver):
             str(user.gid),
             ",".join(str(g) for g in user.groups),
             user.caps,
+            self.inside_path("sh"),
             cmd,
             *args,
         ]
@@ -372,39 +398,50 @@ class ExecDriver(ProcessDriver):
         script = f"{cg.join_script()}trap '' {shield}; exec {shlex.join(argv)}"
         logs = task_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        stderr_file = logs / "stderr"
-        offset = stderr_file.stat().st_size if stderr_file.exists() else 0
+        offset = log_size(logs, "stderr")
+        env = carry_env(inside_env(ctx.env))
         proc = self.spawn(task, ["/bin/sh", "-c", script], env=env, cwd="/", logs=logs, what=cmd)
-        self._wait_for_init(proc, task, stderr_file, offset)
+        self._wait_for_init(proc, task, logs, offset)
         return self.adopt(alloc_id, task, proc)
 
-    def _wait_for_init(
-        self, proc: subprocess.Popen[bytes], task: Task, stderr_file: Path, offset: int
-    ) -> None:
-        """Until the init runs inside the finished root; a setup that fails is a DriverError that
-        says why (the setup's stderr), not a task that exits."""
+    def _wait_for_init(self, proc: subprocess.Popen[bytes], task: Task, logs: Path, offset: int) -> None:
+        """Until the init runs inside the finished root. A setup that fails is a DriverError that
+        says why (the setup's stderr), not a task that exits; a task that ended before the init was
+        seen (it ran and exited at once, with any code) is a task exit: P is left unreaped for
+        `adopt`, which reports its code."""
         deadline = time.monotonic() + SETUP_TIMEOUT
-        while task_init(proc.pid) is None:
-            if proc.poll() is not None:
-                with contextlib.suppress(OSError), stderr_file.open("rb") as fh:
-                    fh.seek(offset)
-                    said = fh.read().decode(errors="replace").strip()[-400:]
-                raise DriverError(
-                    "exec",
-                    f"task {task.name}",
-                    f"isolation setup failed (exit {proc.returncode}): {said or 'no output'}",
-                )
-            if time.monotonic() > deadline:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise DriverError("exec", f"task {task.name}", f"isolation setup took over {SETUP_TIMEOUT}s")
-            # Wait on the setup process itself: wakes at once if it fails, else re-checks the init.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=SETUP_POLL)
+        pidfd = os.pidfd_open(proc.pid)
+        try:
+            while task_init(proc.pid) is None:
+                ended = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                if ended is not None:
+                    said = read_log_tail(logs, "stderr", offset)
+                    failed = ended.si_code == os.CLD_EXITED and ended.si_status == SETUP_FAILED
+                    if failed and SETUP_FAILED_LINE in said:
+                        proc.wait()
+                        said = said.replace(SETUP_FAILED_LINE, "").strip()
+                        raise DriverError(
+                            "exec", f"task {task.name}", f"isolation setup failed: {said or 'no output'}"
+                        )
+                    return  # the task ran and ended: its exit is reported like any other
+                if time.monotonic() > deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    raise DriverError(
+                        "exec", f"task {task.name}", f"isolation setup took over {SETUP_TIMEOUT}s"
+                    )
+                # Wait on the setup process itself: wakes at once when it ends, else re-checks the init.
+                select.select([pidfd], [], [], SETUP_POLL)
+        finally:
+            os.close(pidfd)
 
-    def _exec_plan(self, handle: TaskHandle, argv: list[str]) -> ExecPlan | str:
-        """The command line and environment that run argv inside the task; why not, as text."""
+    def _exec_plan(
+        self, handle: TaskHandle, argv: list[str], env: Mapping[str, str] | None
+    ) -> ExecPlan | str:
+        """The command line and environment that run argv inside the task, in the task's environment
+        (`env` as the runner recorded it, else the one the task's init carries: a root process the
+        task cannot change); why not, as text. Every host-side step runs with HOST_ENV only."""
         if not self._alive(handle):
             return "task is not running"
         found = task_init(int(handle.id))
@@ -412,8 +449,14 @@ class ExecDriver(ProcessDriver):
             if _isolated(int(handle.id)):
                 return "the task's init is gone"
             # A task started by an agent without isolation (before an upgrade): as that agent did.
-            return ExecPlan(["nsenter", f"--target={handle.id}", "--net", "--mount", "--", *argv], None)
+            nsenter = [_host_tool("nsenter"), f"--target={handle.id}", "--net", "--mount", "--"]
+            enter_env = ["/bin/sh", "-c", ENTER_TASK_ENV, _host_tool("env")]
+            return ExecPlan([*nsenter, *enter_env, *argv], carry_env(dict(env or {})))
         init, spec = found
+        if env is None:
+            environ = read_environ(init)
+            env = carried_env(environ) or environ  # an INIT_V1 init holds the task's environment as is
+        task_env = carry_env(inside_env(env))
         enter = [
             _host_tool("nsenter"),
             f"--target={init}",
@@ -427,15 +470,22 @@ class ExecDriver(ProcessDriver):
             "--",
             *spec.setpriv_argv(),
         ]
+        enter += [spec.sh or self.inside_path("sh"), "-c", ENTER_TASK_ENV, spec.env]
         joins = "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in cgroup_procs_of(init))
         # With a tty the pty becomes the controlling terminal inside the task's pid namespace (the
         # chroot's setsid), so a shell there can hand the terminal to its jobs and take it back.
         tty = [*enter, _host_tool("setsid"), "--ctty", "--wait", *argv]
         return ExecPlan(
             ["/bin/sh", "-c", f"{joins}exec {shlex.join([*enter, *argv])}"],
-            read_environ(init),
+            task_env,
             tty_argv=["/bin/sh", "-c", f"{joins}exec {shlex.join(tty)}"],
         )
+
+
+def inside_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The task's environment as seen inside the chroot: Nomad's task-dir variables are the chroot's
+    paths (CHROOT_PATH_VARS) where the runner set them to host paths."""
+    return {**env, **{k: v for k, v in CHROOT_PATH_VARS.items() if k in env}}
 
 
 def _isolated(pid: int) -> bool:

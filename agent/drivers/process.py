@@ -26,9 +26,11 @@ import select
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +46,21 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "fieldlab"  # the agent's task cgroups: <root>[/<controller>]/fieldlab/<alloc>.<task>
 TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 KILL_WAIT = 5.0  # seconds to wait for a process after SIGKILL
+# What every host-side process of a process driver runs with (P before it becomes the workload, the
+# exec driver's setup and init, `alloc exec` and change scripts on their way in): nothing of the
+# task's environment, so a task's LD_PRELOAD, LD_AUDIT, GCONV_PATH, BASH_ENV... never reach a program
+# that runs as root outside the task's user (issue 32). The task's variables ride along under
+# CARRIER names, which no loader or shell reads, and become the environment only at the last step,
+# after the drop to the task's user: `sh -c 'eval "$FIELDLAB_TASK_EXEC"' env <command> <args>` execs
+# `env -i -- "$FIELDLAB_TASK_ENV_0" ... <command> <args>`.
+HOST_ENV = {"PATH": TOOL_PATH, "LC_ALL": "C"}
+CARRIER = "FIELDLAB_TASK_ENV_"
+CARRIER_EXEC = "FIELDLAB_TASK_EXEC"
+# `sh -c ENTER_TASK_ENV <env tool> <command> <args...>`: the last step into the task's environment.
+ENTER_TASK_ENV = f'eval "${CARRIER_EXEC}"'
+# The most output a change script or exec keeps: its last EXEC_OUTPUT_MAX bytes, kept as it streams.
+EXEC_OUTPUT_MAX = 64 * 1024
+READ_CHUNK = 64 * 1024
 
 
 def proc_start_time(pid: int, *, zombie_ok: bool = False) -> str | None:
@@ -212,6 +229,119 @@ def read_environ(pid: int) -> dict[str, str]:
     return dict(kv.split("=", 1) for kv in raw.decode(errors="replace").split("\0") if "=" in kv)
 
 
+def carry_env(env: Mapping[str, str]) -> dict[str, str]:
+    """HOST_ENV plus the task's variables under carrier names, and the script that makes them the
+    environment (see HOST_ENV). A name that cannot be a variable (empty, or with `=` or a NUL) is left
+    out, as execve could not carry it either."""
+    pairs = [(k, v) for k, v in sorted(env.items()) if k and "=" not in k and "\0" not in k + v]
+    out = dict(HOST_ENV)
+    refs = []
+    for i, (k, v) in enumerate(pairs):
+        out[f"{CARRIER}{i}"] = f"{k}={v}"
+        refs.append(f'"${CARRIER}{i}"')
+    out[CARRIER_EXEC] = " ".join(['exec "$0" -i --', *refs, '"$@"'])
+    return out
+
+
+def carried_env(environ: Mapping[str, str]) -> dict[str, str] | None:
+    """The task environment `carry_env` carried in `environ` (a process's own, read back), or None
+    when `environ` carries none."""
+    if CARRIER_EXEC not in environ:
+        return None
+    out: dict[str, str] = {}
+    i = 0
+    while f"{CARRIER}{i}" in environ:
+        k, _, v = environ[f"{CARRIER}{i}"].partition("=")
+        out[k] = v
+        i += 1
+    return out
+
+
+def enter_task_env(sh: str, env_tool: str) -> list[str]:
+    """The argv prefix that runs `<command> <args>` (appended) in the carried task environment."""
+    return [sh, "-c", ENTER_TASK_ENV, env_tool]
+
+
+_SAFE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def open_log(logs: Path, name: str) -> int:
+    """logs/<name> for appending, opened by the dir's fd without following a link or blocking on a
+    FIFO, and only if it is a regular file: a task that can write its logs dir (raw_exec as its own
+    user) cannot point the agent's root at another file."""
+    flags = (
+        os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    )
+    dfd = os.open(logs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fd = os.open(name, flags, 0o644, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{logs / name} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_log_tail(logs: Path, name: str, offset: int, limit: int = 400) -> str:
+    """What logs/<name> gained past `offset`, its last `limit` characters (the same safe open)."""
+    flags = os.O_RDONLY | _SAFE_FLAGS
+    try:
+        dfd = os.open(logs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fd = os.open(name, flags, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        return ""
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        start = max(offset, st.st_size - 4 * limit)
+        return os.pread(fd, 4 * limit, start).decode(errors="replace").strip()[-limit:]
+    finally:
+        os.close(fd)
+
+
+def log_size(logs: Path, name: str) -> int:
+    try:
+        st = os.stat(logs / name, follow_symlinks=False)
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
+
+
+def read_capped(fd: int, deadline: float, limit: int = EXEC_OUTPUT_MAX) -> tuple[bytes, bool]:
+    """Read `fd` to its end or `deadline` (monotonic), keeping only the last `limit` bytes as the
+    output streams (a command that prints 200 MB costs `limit`). Returns (tail, whether it ended)."""
+    kept: deque[bytes] = deque()
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return b"".join(kept)[-limit:], False
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, READ_CHUNK)
+        if not chunk:
+            return b"".join(kept)[-limit:], True
+        kept.append(chunk)
+        size += len(chunk)
+        while size - len(kept[0]) >= limit:
+            size -= len(kept.popleft())
+
+
+def task_environ(pid: int) -> dict[str, str]:
+    """The task environment of process `pid`: the one it carries (a host-side process of a process
+    driver), else its own as read (a workload)."""
+    environ = read_environ(pid)
+    carried = carried_env(environ)
+    return environ if carried is None else carried
+
+
 def exit_code_of(returncode: int) -> int:
     """A child's exit status as docker reports it: its code, or 128+N when signal N killed it."""
     return 128 - returncode if returncode < 0 else returncode
@@ -220,7 +350,8 @@ def exit_code_of(returncode: int) -> int:
 def run_command(
     argv: list[str], env: Mapping[str, str] | None, timeout: float, cwd: str = "/"
 ) -> tuple[int, str]:
-    """(exit code, stdout+stderr); on timeout the whole process group is killed."""
+    """(exit code, the last EXEC_OUTPUT_MAX bytes of stdout+stderr, read as they come); on timeout
+    the whole process group is killed."""
     proc = subprocess.Popen(
         argv,
         env=env,
@@ -230,13 +361,20 @@ def run_command(
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
     try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return -1, f"timed out after {timeout:.0f}s"
+        out, ended = read_capped(proc.stdout.fileno(), deadline)
+        if ended:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return -1, f"timed out after {timeout:.0f}s"
+    finally:
+        proc.stdout.close()
     return proc.returncode, out.decode(errors="replace")
 
 
@@ -254,22 +392,39 @@ class ProcessDriver:
         self._lock = threading.Lock()
 
     # -- a command in the task ---------------------------------------------------------------------
-    def _exec_plan(self, handle: TaskHandle, argv: list[str]) -> ExecPlan | str:
-        """The command line, environment and dir that run argv as the task runs; why not, as text."""
+    def _exec_plan(
+        self, handle: TaskHandle, argv: list[str], env: Mapping[str, str] | None
+    ) -> ExecPlan | str:
+        """The command line, environment and dir that run argv as the task runs, in the task's
+        environment `env` (carried: see HOST_ENV); why not, as text."""
         raise NotImplementedError
 
-    def exec(self, handle: TaskHandle, argv: list[str], timeout: float = 30.0) -> tuple[int, str]:
-        """Run a command as the task runs (change_mode script), the way `_exec_plan` says."""
-        plan = self._exec_plan(handle, argv)
+    def exec(
+        self,
+        handle: TaskHandle,
+        argv: list[str],
+        timeout: float = 30.0,
+        env: Mapping[str, str] | None = None,
+    ) -> tuple[int, str]:
+        """Run a command as the task runs (change_mode script), the way `_exec_plan` says. `env`: the
+        task's environment as the runner recorded it at start."""
+        plan = self._exec_plan(handle, argv, env)
         if isinstance(plan, str):
             return -1, plan
         return run_command(plan.argv, plan.env, timeout, plan.cwd)
 
     def exec_session(
-        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
+        self,
+        handle: TaskHandle,
+        argv: list[str],
+        *,
+        tty: bool,
+        rows: int = 24,
+        cols: int = 80,
+        env: Mapping[str, str] | None = None,
     ) -> ExecSession:
         """`alloc exec -i/-t`: the same way in as `exec`, with stdin and (tty) a pty."""
-        plan = self._exec_plan(handle, argv)
+        plan = self._exec_plan(handle, argv, env)
         if isinstance(plan, str):
             raise DriverError(self.name, "interactive exec", plan)
         return plan.session(tty=tty, rows=rows, cols=cols, setsid=host_tool("setsid", self.name, "exec"))
@@ -306,23 +461,30 @@ class ProcessDriver:
     def spawn(
         self, task: Task, argv: list[str], *, env: Mapping[str, str], cwd: str | Path, logs: Path, what: str
     ) -> subprocess.Popen[bytes]:
-        """P, in a session of its own, stdout/stderr appended to logs/stdout and logs/stderr."""
+        """P, in a session of its own, stdout/stderr appended to logs/stdout and logs/stderr. `env` is
+        P's own: HOST_ENV and the carried task environment (carry_env), never the task's as is."""
         logs.mkdir(parents=True, exist_ok=True)
+        out = err = -1
         try:
-            with (logs / "stdout").open("ab") as out, (logs / "stderr").open("ab") as err:
-                return subprocess.Popen(
-                    argv,
-                    cwd=cwd,
-                    env=dict(env),
-                    stdout=out,
-                    stderr=err,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
+            out = open_log(logs, "stdout")
+            err = open_log(logs, "stderr")
+            return subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=dict(env),
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as exc:
             raise DriverError(
-                self.name, f"task {task.name}", f"cannot start {what!r}: {exc.strerror}"
+                self.name, f"task {task.name}", f"cannot start {what!r}: {exc.strerror or exc}"
             ) from None
+        finally:
+            for fd in (out, err):
+                if fd >= 0:
+                    os.close(fd)
 
     def adopt(self, alloc_id: str, task: Task, proc: subprocess.Popen[bytes]) -> TaskHandle:
         """Track P: its handle, and its exit reported through on_exit. A P that already exited (not

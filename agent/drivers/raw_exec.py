@@ -38,13 +38,15 @@ from pathlib import Path
 
 from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle
 from agent.drivers.process import (
+    HOST_ENV,
     TOOL_PATH,
     Cgroups,
     ProcessDriver,
+    carry_env,
     cgroup_procs_of,
+    enter_task_env,
     exit_code_of,
     host_tool,
-    read_environ,
 )
 from agent.drivers.session import ExecPlan
 from agent.model import Task
@@ -110,11 +112,13 @@ def workload_argv(
     netns: Path | None = None,
     nsenter: str = "",
 ) -> list[str]:
-    """What P exec's: [nsenter --net] env --default-signal [setpriv ...] command args."""
+    """What P exec's: [nsenter --net] env --default-signal [setpriv ...] sh -c ENTER_TASK_ENV env
+    command args: the task's environment (carried in P's) is set only by the last `env -i`, after
+    the drop to the task's user."""
     argv = [env_tool, "--default-signal"]
     if user is not None:
         argv += user.setpriv_argv(setpriv)
-    argv += [command, *args]
+    argv += [*enter_task_env("/bin/sh", env_tool), command, *args]
     if netns is not None:
         argv = [nsenter, f"--net={netns}", "--", *argv]
     return argv
@@ -186,7 +190,7 @@ class RawExecDriver(ProcessDriver):
                 raise DriverError(NAME, what, f"task dir: {exc}") from None
         cg = self.task_cgroups(ctx.alloc_id, task)
         shell = ["/bin/sh", "-c", p_script(cg.join_script()), SHELL_NAME, *argv]
-        proc = self.spawn(task, shell, env=env, cwd=task_dir, logs=task_dir / "logs", what=cmd)
+        proc = self.spawn(task, shell, env=carry_env(env), cwd=task_dir, logs=task_dir / "logs", what=cmd)
         return self.adopt(ctx.alloc_id, task, proc)
 
     def stop(self, handle: TaskHandle, timeout: float, sig: str = "SIGINT") -> None:
@@ -201,8 +205,12 @@ class RawExecDriver(ProcessDriver):
         """Whatever still runs in the task's cgroup goes with it (nothing else would end it)."""
         Cgroups.of_task(alloc_id, task).kill_all()
 
-    def _exec_plan(self, handle: TaskHandle, argv: list[str]) -> ExecPlan | str:
-        """The command line, environment and dir that run argv as the task runs; why not, as text."""
+    def _exec_plan(
+        self, handle: TaskHandle, argv: list[str], env: Mapping[str, str] | None
+    ) -> ExecPlan | str:
+        """The command line, environment and dir that run argv as the task runs; why not, as text.
+        The environment is `env`, the one the runner recorded at the task's start, never the task's
+        /proc/<pid>/environ (the task can rewrite that: issue 32); without it, HOST_ENV only."""
         if not self._alive(handle):
             return "task is not running"
         pid = int(handle.id)
@@ -218,6 +226,7 @@ class RawExecDriver(ProcessDriver):
         if uid != self.agent_uid:
             user = RawUser(str(uid), uid, gid, groups or (gid,))
             inner += user.setpriv_argv(host_tool("setpriv", NAME, "exec"))
-        inner += argv
+        inner += [*enter_task_env("/bin/sh", host_tool("env", NAME, "exec")), *argv]
         joins = "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in cgroup_procs_of(pid))
-        return ExecPlan(["/bin/sh", "-c", f"{joins}exec {shlex.join(inner)}"], read_environ(pid), cwd)
+        carried = carry_env(env if env is not None else HOST_ENV)
+        return ExecPlan(["/bin/sh", "-c", f"{joins}exec {shlex.join(inner)}"], carried, cwd)

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_ROLE, LABEL_TASK, TaskHandle
 from agent.drivers.docker import DockerDriver
-from agent.drivers.process import Cgroups, read_environ
+from agent.drivers.process import Cgroups, task_environ
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
 from agent.state import StateStore
@@ -264,7 +264,7 @@ class DriverNode:
         cgroups = []
         for name in Cgroups.names():
             pids = tuple(Cgroups(name).pids())
-            cgroups.append(NodeCgroup(name, pids, read_environ(pids[0]) if pids else {}))
+            cgroups.append(NodeCgroup(name, pids, task_environ(pids[0]) if pids else {}))
         return containers, cgroups
 
     def stop_container(self, container_id: str, timeout: float) -> None:
