@@ -707,7 +707,12 @@ CASES: list[Case] = [
         "v=k $",
     ),
     ok("ct-replaceall", '{{ "foo.bar" | replaceAll "." "_" }}', "foo_bar"),
-    bad("ct-regex-invalid", '{{ "x" | regexMatch "(" }}', "error parsing regexp"),
+    # Go's regexp.Compile error, as consul-template returns it
+    bad(
+        "ct-regex-invalid",
+        '{{ "x" | regexMatch "(" }}',
+        "error calling regexMatch: error parsing regexp: missing closing ): `(`",
+    ),
     # CT toLower/toUpper; toTitle "converts it to titlecase" (Go strings.Title).
     ok(
         "ct-case",

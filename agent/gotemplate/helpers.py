@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from agent import goregex
 from agent.gotemplate.builtins import GoError
 from agent.gotemplate.gofmt import LIST_TYPES, MISSING, fmt_v, go_quote, type_name
 
@@ -94,59 +95,23 @@ def replace_all(old: Any, new: Any, s: Any) -> str:
     return _str("replaceAll", s).replace(_str("replaceAll", old), _str("replaceAll", new))
 
 
-def _compile(fn: str, pattern: Any) -> re.Pattern[str]:
+def _compile(fn: str, pattern: Any) -> goregex.Regexp:
+    """Go's regexp.Compile (RE2: linear in the input); its error is Go's, as consul-template returns it."""
     try:
-        return re.compile(_str(fn, pattern))
-    except re.error as exc:
-        raise GoError(f"{fn}: error parsing regexp: {exc}") from None
-
-
-def _expand(template: str, m: re.Match[str]) -> str:
-    """Go's Regexp.Expand: $1, ${1}, $name, ${name}, $$."""
-    out: list[str] = []
-    i, n = 0, len(template)
-    while i < n:
-        ch = template[i]
-        if ch != "$" or i + 1 >= n:
-            out.append(ch)
-            i += 1
-            continue
-        if template[i + 1] == "$":
-            out.append("$")
-            i += 2
-            continue
-        if template[i + 1] == "{":
-            close = template.find("}", i + 2)
-            name = template[i + 2 : close] if close > 0 else ""
-            end = close + 1
-        else:
-            end = i + 1
-            while end < n and (template[end].isalnum() or template[end] == "_"):
-                end += 1
-            name = template[i + 1 : end]
-        if not name or not all(c.isalnum() or c == "_" for c in name):
-            out.append("$")
-            i += 1
-            continue
-        i = end
-        group: str | None = None
-        if name.isdigit():
-            if int(name) <= (m.re.groups or 0):
-                group = m.group(int(name))
-        elif name in m.re.groupindex:
-            group = m.group(name)
-        out.append(group or "")
-    return "".join(out)
+        return goregex.compile(_str(fn, pattern))
+    except goregex.GoRegexError as exc:
+        raise GoError(str(exc)) from None
 
 
 def regex_replace_all(pattern: Any, repl: Any, s: Any) -> str:
+    """consul-template's regexReplaceAll: Go's ReplaceAllString ($1, ${1}, $name, ${name}, $$)."""
     rx = _compile("regexReplaceAll", pattern)
-    template = _str("regexReplaceAll", repl)
-    return rx.sub(lambda m: _expand(template, m), _str("regexReplaceAll", s))
+    return rx.replace_all(_str("regexReplaceAll", s), _str("regexReplaceAll", repl))
 
 
 def regex_match(pattern: Any, s: Any) -> bool:
-    return _compile("regexMatch", pattern).search(_str("regexMatch", s)) is not None
+    """consul-template's regexMatch: Go's MatchString (a match anywhere in s)."""
+    return _compile("regexMatch", pattern).match(_str("regexMatch", s))
 
 
 def indent(spaces: Any, s: Any) -> str:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent import goregex
 from agent.jobspec.hclexpr import Call, Literal, Node, ObjectCons, Parens, TupleCons, Variable
 
 MAX_VALUE_SIZE = 1 << 20  # about a MiB: strings count their length, other values 8 per item
@@ -418,79 +419,76 @@ def _upper(ctx: Context, a: list[object]) -> object:
 def _replace(ctx: Context, a: list[object]) -> object:
     text, sub, repl = _s(a, 0), _s(a, 1), _s(a, 2)
     if len(sub) > 1 and sub.startswith("/") and sub.endswith("/"):
-        pattern = _regex(sub[1:-1])
-        pieces: list[str] = []
-        last = 0
-        size = 0
-        for m in pattern.finditer(text):
-            pieces.append(text[last : m.start()])
-            expanded = _expand(repl, m)
-            size += len(expanded) + m.start() - last
-            if size > MAX_VALUE_SIZE:
-                raise EvalError("replace: the result would be too large")
-            pieces.append(expanded)
-            last = m.end()
-        pieces.append(text[last:])
-        return "".join(pieces)
+        return _replace_all("replace", _regex(sub[1:-1]), text, repl)
     count = len(text) + 1 if sub == "" else text.count(sub)
     if len(text) + count * (len(repl) - len(sub)) > MAX_VALUE_SIZE:
         raise EvalError("replace: the result would be too large")
     return text.replace(sub, repl)
 
 
-_NESTED_QUANTIFIER = re.compile(r"\([^()]*[+*}][^()]*\)\s*[+*{]")
+# Regular expressions are Go's (RE2: linear in the input, no backreferences or lookarounds), as cty's
+# regex, regexall, regex_replace and replace(s, "/re/", r) run them in Nomad: agent.goregex.
 
 
-def _regex(pattern: str) -> re.Pattern[str]:
-    if _NESTED_QUANTIFIER.search(pattern):
-        raise EvalError("regular expressions with nested repetition are refused (they can take forever)")
+def _regex(pattern: str) -> goregex.Regexp:
     try:
-        return re.compile(re.sub(r"\(\?<(?=[A-Za-z_])", "(?P<", pattern).replace("\\z", "\\Z"))
-    except (re.error, RecursionError, OverflowError) as e:
-        raise EvalError(f"invalid regular expression {pattern!r}: {e}") from None
+        return goregex.compile(pattern)
+    except goregex.GoRegexError as e:
+        raise EvalError(str(e)) from None
 
 
-def _expand(repl: str, m: re.Match[str]) -> str:
-    def group(g: re.Match[str]) -> str:
-        name = g.group(1) or g.group(2)
-        if name == "$":
-            return "$"
-        try:
-            value = m.group(int(name)) if name.isdigit() else m.group(name)
-        except IndexError:
-            return ""
-        return value or ""
-
-    return re.sub(r"\$(?:\{([A-Za-z0-9_]+)\}|([A-Za-z0-9_]+|\$))", group, repl)
+def _replace_all(fn: str, pattern: goregex.Regexp, text: str, repl: str) -> str:
+    """Go's ReplaceAllString: $1, ${1}, $name, ${name} and $$ in repl."""
+    try:
+        return pattern.replace_all(text, repl, max_size=MAX_VALUE_SIZE)
+    except goregex.ResultTooLarge:
+        raise EvalError(f"{fn}: the result would be too large") from None
 
 
-def _match_value(pattern: re.Pattern[str], m: re.Match[str]) -> object:
-    if pattern.groupindex:
-        return {name: m.group(name) or "" for name in pattern.groupindex}
-    if pattern.groups:
-        return [g or "" for g in m.groups()]
-    return m.group()
+def _result_kind(pattern: goregex.Regexp) -> str:
+    """What regex() gives for a pattern (cty): the match ("string"), its groups in order ("tuple") or
+    its named groups ("object"); named and unnamed groups cannot be mixed."""
+    names = pattern.names[1:]
+    if not names:
+        return "string"
+    named = sum(1 for name in names if name)
+    if named and named != len(names):
+        raise EvalError(
+            f"invalid regexp pattern {pattern.pattern!r}: cannot mix named and unnamed capture groups"
+        )
+    return "object" if named else "tuple"
+
+
+def _match_value(pattern: goregex.Regexp, kind: str, groups: list[str | None]) -> object:
+    """A group that took no part in the match is null, as in cty."""
+    if kind == "string":
+        return groups[0]
+    if kind == "tuple":
+        return groups[1:]
+    return {name: value for name, value in zip(pattern.names[1:], groups[1:], strict=True)}
 
 
 @_fn("regex", 2, 2, "the first match of a regular expression: the match, its groups or named groups")
 def _regex_fn(ctx: Context, a: list[object]) -> object:
     pattern = _regex(_s(a, 0))
-    m = pattern.search(_s(a, 1))
-    if m is None:
-        raise EvalError("regex: the pattern did not match")
-    return _match_value(pattern, m)
+    kind = _result_kind(pattern)
+    groups = pattern.find_submatch(_s(a, 1))
+    if groups is None:
+        raise EvalError("regex: the pattern did not match any part of the given string")
+    return _match_value(pattern, kind, groups)
 
 
 @_fn("regexall", 2, 2, "every match of a regular expression, as regex() gives them")
 def _regexall(ctx: Context, a: list[object]) -> object:
     pattern = _regex(_s(a, 0))
-    return [_match_value(pattern, m) for m in pattern.finditer(_s(a, 1))]
+    kind = _result_kind(pattern)
+    return [_match_value(pattern, kind, groups) for groups in pattern.find_all_submatch(_s(a, 1))]
 
 
 @_fn("regex_replace", 3, 3, "replaces every match of a regular expression (with $1 references)")
 def _regex_replace(ctx: Context, a: list[object]) -> object:
     pattern, text, repl = _regex(_s(a, 1)), _s(a, 0), _s(a, 2)
-    return pattern.sub(lambda m: _expand(repl, m), text)
+    return _replace_all("regex_replace", pattern, text, repl)
 
 
 @_fn("strlen", 1, 1, "the number of characters of a string")
