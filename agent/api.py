@@ -3,7 +3,8 @@
 Who may call: a client must present a cert that chains to the lab's CA (the TLS handshake refuses
 anything else, no cert included) and whose subject CN is one of `Config.api_allowed_identities`;
 every other identity gets 403 with a JSON reason naming it. Every write (POST/PUT/DELETE) is logged
-at INFO with the caller's identity, method and path.
+at INFO with the caller's identity, method and path. A write's Idempotency-Key is the caller's own:
+its answer is kept for that identity only (agent.idempotency).
 
 Staying up: one event-loop thread accepts connections and runs each one's TLS handshake and request
 read under its own deadline (`api_handshake_timeout`, `api_request_timeout` for head and body
@@ -12,7 +13,8 @@ costs a socket, never the accept loop or a handler thread; at `_MAX_PARKED` of t
 longest is dropped. Only complete, authorized requests reach the bounded pool of
 `api_max_connections` handler threads; more wait in its queue (health and metrics have a lane of
 their own, so they answer while every handler waits on the core). A bad request is answered with a
-4xx JSON error and at most one WARNING line, never a traceback. One request per connection
+4xx JSON error and at most one WARNING line, never a traceback (a body nested too deeply to read
+is a 400 too). One request per connection
 (`Connection: close`), except a request to a stream route with `Upgrade: fieldlab-exec` (an
 interactive exec session, agent.apistream): it is answered 101 and the connection carries the
 session's frames until the command ends (at most MAX_SESSIONS at once).
@@ -64,6 +66,7 @@ _WRITES = frozenset({"POST", "PUT", "DELETE"})
 _BODY_REQUIRED = frozenset({"POST", "PUT"})  # these must say how long their body is
 _REQUEST_LINE = re.compile(r"([A-Z]{1,16}) ([!-~]{1,8192}) (HTTP/1\.[01])")
 _BYTE_COUNT = re.compile(r"[0-9]{1,18}")
+_TOO_DEEP = "the request is nested too deeply to handle (arrays or objects within each other)"
 
 
 def json_response(status: int, body: Any) -> Response:
@@ -372,8 +375,9 @@ class ApiServer:
             return
         pool = self._status_pool if head.method == "GET" and head.path in self._routes else self._pool
         key = head.headers.get("Idempotency-Key") if head.method in _WRITES else None
+        assert identity is not None  # authorized above
         status, ctype, out = await asyncio.wrap_future(
-            pool.submit(partial(self._respond, head.method, head.path, body, key, head.query))
+            pool.submit(partial(self._respond, head.method, head.path, body, key, head.query, identity))
         )
         if head.method in _WRITES:
             log.info("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
@@ -434,6 +438,9 @@ class ApiServer:
     ) -> Response | ExecSession:
         try:
             return opener(groups, body)
+        except RecursionError:
+            log.warning("api %s %s: 400 %s", head.method, head.path, _TOO_DEEP)
+            return json_response(400, {"error": _TOO_DEEP})
         except Exception:
             log.exception("opening a session for %s %s failed", head.method, head.path)
             return json_response(500, {"error": "internal error, see agent log"})
@@ -478,8 +485,11 @@ class ApiServer:
 
     # -- in a handler thread -----------------------------------------------------------------
     def _respond(
-        self, method: str, path: str, body: bytes, key: str | None = None, query: str = ""
+        self, method: str, path: str, body: bytes, key: str | None = None, query: str = "", caller: str = ""
     ) -> Response:
+        """The handler's answer; a write with an Idempotency-Key is answered once per key of `caller`
+        (the client cert identity authorized for it): a retry gets the first answer, another caller's
+        key is not this caller's (agent.idempotency)."""
         _request.query = query
         try:
             if key is None:
@@ -487,15 +497,22 @@ class ApiServer:
             fingerprint = Replays.fingerprint(method, f"{path}?{query}", body)
             try:
                 response, replayed = self.replays.answer(
-                    key, fingerprint, partial(self._route, method, path, body)
+                    key, fingerprint, partial(self._route, method, path, body), caller=caller
                 )
             except ValueError as exc:
                 return json_response(422, {"error": str(exc)})
             if replayed:
                 log.info(
-                    "api %s %s: a retry (Idempotency-Key %s) answered as the first time", method, path, key
+                    "api %s %s by %s: a retry (Idempotency-Key %s) answered as the first time",
+                    method,
+                    path,
+                    caller,
+                    key,
                 )
             return response
+        except RecursionError:  # a body nested deeper than the handler's reading of it can go
+            log.warning("api %s %s: 400 %s", method, path, _TOO_DEEP)
+            return json_response(400, {"error": _TOO_DEEP})
         except Exception:
             log.exception("handler for %s %s failed", method, path)
             return json_response(500, {"error": "internal error, see agent log"})

@@ -31,7 +31,9 @@ from agent.errors import AgentError
 from agent.faults import Faults
 from agent.network.cni import CniNetwork
 from agent.routes import build_routes, build_streams
+from agent.runner.vaulttoken import JobPolicies, bind_job_policies
 from agent.state import SqliteStore
+from agent.templates import worker as render_worker
 from agent.vault import VaultStatus, check_vault, vault_client
 from agent.vaultclient import VAULT_DENIED, VAULT_OK, VaultCallStatus, VaultClient
 from agent.wiring import CoreSettings, build_core, start_core
@@ -115,6 +117,7 @@ class Agent:
             )
         handlers, streams = [], []
         if self.config.jobs_enabled:
+            self._bind_vault_and_templates()
             self.core = self._start_core()
             handlers, streams = build_routes(self.core), build_streams(self.core)
         routes = {"/v1/agent/health": self._health, "/v1/metrics": self._metrics}
@@ -127,6 +130,16 @@ class Agent:
             self.config.bind_address,
             self._api.port,
         )
+
+    def _bind_vault_and_templates(self) -> None:
+        """Process-wide choices of the config, before any alloc runs: which jobs may name which
+        per-job Vault policies, and whether a render worker that cannot drop to nobody fails closed
+        (then it is started now, so that health says at once whether it can)."""
+        vault = self.config.vault
+        bind_job_policies(JobPolicies(vault.job_policy_prefix, vault.job_policies))
+        render_worker.configure(fail_closed=self.config.template_worker_fail_closed)
+        if self.config.template_worker_fail_closed:
+            render_worker.prestart()
 
     def _start_core(self) -> Core:
         cfg = self.config
@@ -226,7 +239,14 @@ class Agent:
             "uptime_seconds": round(time.time() - self.started, 1),
             "vault": vault,
             "vault_status": vault_status,
+            "template_worker": render_worker.status(),
         }
+        if body["template_worker"]["state"] == "refused":  # fail closed: no template renders
+            body["status"] = "degraded"
+            body["error"] = (
+                "templates are not rendered: the render worker cannot run as nobody "
+                f"({body['template_worker']['error']}) and template_worker_fail_closed is on"
+            )
         if self._store is not None and self._store.recovered_from:
             body["state_recovered_from"] = self._store.recovered_from
         return 200, "application/json", json.dumps(body).encode()

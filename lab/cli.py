@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         full_clients=args.full_clients,
         subnet=args.subnet,
         static_inventory=Path(args.inventory) if args.inventory else None,
+        raw_exec=args.raw_exec,
     )
     paths = LabPaths(spec.name)
     existed = paths.lab_file.exists()
@@ -66,6 +68,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         f"lab {spec.name}: provider {spec.provider}, {spec.clients} client(s)"
         + (f" ({spec.full} full, {spec.light} light)" if spec.light else "")
         + f", subnet {spec.subnet}"
+        + (", raw_exec on" if spec.raw_exec else "")
         + (" (converging the running lab)" if existed else "")
     )
     try:
@@ -86,6 +89,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         else:
             # Independent: the nodes boot while the agent's wheelhouse builds.
             record, digest = _nodes_and_wheelhouse(provider, spec, paths, images, timings)
+        if record.raw_exec != spec.raw_exec:  # what this `up` asked for, kept for later commands
+            record = replace(record, raw_exec=spec.raw_exec)
+            record.save(paths)
         with timings.phase("inventory"):
             inv = write_inventory(record, paths)
         if not args.no_provision:
@@ -464,6 +470,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument(
         "--inventory", default=os.environ.get("INVENTORY"), help="static provider: your inventory"
+    )
+    up.add_argument(
+        "--raw-exec",
+        action="store_true",
+        default=os.environ.get("RAW_EXEC") == "1",
+        help="enable the agents' raw_exec driver (no isolation: trusted jobspecs only; off by default;"
+        " make test and make nightly set it) (env RAW_EXEC=1)",
     )
     up.add_argument("--no-provision", action="store_true", help="only create nodes and the inventory")
     up.add_argument(

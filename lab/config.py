@@ -20,8 +20,8 @@ PROVIDERS = ("docker", "static", "qemu")
 DEFAULT_SUBNET = "10.213.0.0/24"
 # A lab's clients: the first FULL_CLIENTS (default 2, at most MAX_FULL_CLIENTS) are full clients (an
 # inner docker engine, every driver); the rest are light clients (docs/fleet.md): the same node image
-# and roles without the docker engine, running exec and raw_exec tasks, so that a fleet of a hundred
-# fits on 2 cores.
+# and roles without the docker engine, running exec tasks (and raw_exec ones in a lab made with
+# --raw-exec), so that a fleet of a hundred fits on 2 cores.
 MAX_CLIENTS = 200
 MAX_FULL_CLIENTS = 8
 DEFAULT_FULL_CLIENTS = 2
@@ -60,6 +60,9 @@ class LabSpec:
     subnet: str = DEFAULT_SUBNET
     static_inventory: Path | None = None
     extra_vars: dict[str, str] = field(default_factory=dict)
+    # The agents' raw_exec driver (no isolation: trusted jobspecs only). Off unless the lab is made
+    # for suites that run raw_exec tasks (`fieldlab lab up --raw-exec`; make test and make nightly).
+    raw_exec: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name):

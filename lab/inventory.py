@@ -88,6 +88,8 @@ def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
         "fieldlab_provider": record.provider,
         "fieldlab_state_dir": str(paths.state_dir),
         "fieldlab_secrets_dir": str(paths.secrets_dir),
+        # The agents' raw_exec driver (no isolation, trusted jobspecs only): as `lab up` was asked.
+        "fieldlab_agent_raw_exec_enabled": record.raw_exec,
     }
     if record.provider == "docker" or paths.ssh_key.exists():
         lab_vars["ansible_ssh_private_key_file"] = str(paths.ssh_key)

@@ -61,7 +61,9 @@ def print_summary(
     services = {
         "server": "openbao (vault api :8200), consul if installable",
         "client": "dockerd, cni plugins, fieldlab-agent (mTLS api :4646)",
-        "light": "cni plugins, fieldlab-agent (mTLS api :4646; exec and raw_exec, no docker)",
+        "light": "cni plugins, fieldlab-agent (mTLS api :4646; exec"
+        + (" and raw_exec" if record.raw_exec else "")
+        + ", no docker)",
     }
     light = [n for n in record.nodes if n.role == "light"]
     for n in record.nodes:
@@ -75,6 +77,8 @@ def print_summary(
         )
     if memory:
         print("memory:      " + memory_line(record, memory))
+    if record.raw_exec:
+        print("raw_exec:    on for every client (no isolation: trusted jobspecs only)")
     print(f"inventory:   {inv}")
     print(f"state dir:   {paths.state_dir}   (secrets in {paths.secrets_dir}, mode 0600)")
     last = record.nodes[-1]

@@ -19,6 +19,7 @@ import heapq
 import itertools
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -316,6 +317,31 @@ def test_a_token_file_the_task_replaced_is_not_taken(tmp_path: Path) -> None:
     again = _keeper(tmp_path, first.vault, first.loop)
     assert again.token.restore() is True and again.token.token not in ("task-token-1", other.token)
     assert first.vault.revoked == ["acc-1"]
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link"])
+def test_a_token_file_the_task_turned_into_a_trap_neither_hangs_nor_leaks_the_restore(
+    tmp_path: Path, planted: str
+) -> None:
+    """The task owns secrets/: a FIFO there must not block the agent's restore (it would never reach
+    its API), a link must not make the agent read a host file and send it to Vault as a token."""
+    first = _keeper(tmp_path)
+    first.token.ensure()
+    host_file = tmp_path / "host-secret"
+    host_file.write_text("task-token-1")  # a valid token: taken, if the link were followed
+    path = first.token.token_file
+    path.unlink()
+    if planted == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(host_file)
+    again = _keeper(tmp_path, first.vault, first.loop)
+    done: list[bool] = []
+    reader = threading.Thread(target=lambda: done.append(again.token.restore()), daemon=True)
+    reader.start()
+    reader.join(10.0)
+    assert done == [True], "the restore hung on (or took) the planted token file"
+    assert again.token.token == "task-token-2" and first.vault.revoked == ["acc-1"]
 
 
 def test_without_a_file_the_token_cannot_be_read_back_and_is_derived_anew(tmp_path: Path) -> None:
@@ -807,6 +833,7 @@ def test_a_docker_task_gets_its_token_keeps_it_across_an_agent_restart_and_loses
     try:
         out = agent.core.call(lambda: agent.core.submit(ROOT_JOB, None, source="vault-token.hcl"))
         alloc = str(out["allocs"][0])
+        agent.settle()  # its templates render off the main loop
         view = agent.core.call(lambda: agent.core.runner(alloc).view())
         assert view["status"] == "running", [(e.type, e.message) for e in agent.core.store.events(alloc)]
         task_dir = lab.data_dir / "alloc" / alloc / "web"

@@ -4,6 +4,11 @@
   with exactly the task's policies; the role's allowed_policies bound what may be granted, and make
   the token orphan, renewable and periodic. The accessor (not a secret) is written to the state store
   before anything else, so a crash at any later point still lets the next agent revoke it.
+- **Job policies are the job's**: the token role grants any of the lab's job policies to any token
+  it creates, and only the agent knows which job asks, so the agent checks: a vault block naming a
+  per-job policy (vault.job_policy_prefix, `fieldlab-job-` in the lab) of another job is refused with
+  a "Vault Policy Refused" task event naming the policy and the job, and no token is asked for
+  (`JobPolicies`, set from the config at start by `bind_job_policies`).
 - **Where it goes**: `secrets/vault_token` (mode 0600, on the task's 0700 tmpfs) when `vault.file`
   is true, `VAULT_TOKEN` in the task's environment when `vault.env` is true, and the task's
   templates' `secret()` calls (this object is the task's SecretSource). Never the agent's token.
@@ -42,6 +47,8 @@ from agent.errors import AgentError, RateLimited
 from agent.model import Task
 from agent.state import StateStore
 from agent.templates.render import RestartPaced
+from agent.templates.sandbox import SandboxError
+from agent.templates.sandbox import read_file as read_task_file
 from agent.vaultclient import (
     RENEW_FRACTION,
     TokenGrant,
@@ -55,6 +62,7 @@ log = logging.getLogger(__name__)
 
 KIND_VAULT_TOKEN = "vault_token"  # noqa: S105 - a record kind: key alloc_id/task, the token's lease
 TOKEN_FILE = "vault_token"  # noqa: S105 - a file name, in the task's secrets/ dir
+TOKEN_FILE_MAX = 16 * 1024  # a token is ~100 bytes; anything larger is not one
 CAPPED_SLACK = 1.0  # seconds: a renewal granting less than the first TTL by more is capped
 
 Clock = Callable[[], float]
@@ -193,6 +201,60 @@ def plan_token(lease: TokenLease | None, now: float, fraction: float = RENEW_FRA
     return TokenPlan(TokenAction.DERIVE, now, why)
 
 
+# --- which job may name which policy -----------------------------------------------------------------
+
+
+def _job_matches(job: str, pattern: str) -> bool:
+    """A job id against one entry of a policy's jobs: the id itself, or a prefix ending in `*`."""
+    return job.startswith(pattern[:-1]) if pattern.endswith("*") else job == pattern
+
+
+@dataclass(frozen=True)
+class JobPolicies:
+    """Per-job policies (client config vault.job_policy_prefix and vault.job_policies): a policy whose
+    name starts with `prefix` belongs to jobs, and a vault block may name it only in a job it
+    belongs to: the jobs listed for it in `jobs` (ids, or prefixes ending in `*`), or, when it is
+    not listed, the one job whose id is the rest of its name (fieldlab-job-web: job web). No prefix:
+    every policy may be named (the agent's default; the lab sets the prefix and the jobs of each of
+    its pki role's job policies)."""
+
+    prefix: str = ""
+    jobs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (policy, job ids or prefixes*)
+
+    def refusal(self, policies: Sequence[str], job: str) -> str | None:
+        """Why the job may not name one of `policies` (naming the policy and the job), or None."""
+        if not self.prefix:
+            return None
+        listed = dict(self.jobs)
+        for policy in policies:
+            if not policy.startswith(self.prefix):
+                continue
+            allowed = listed.get(policy, (policy[len(self.prefix) :],))
+            if not any(_job_matches(job, pattern) for pattern in allowed):
+                return (
+                    f"vault policy {policy} belongs to job {', '.join(allowed)}, "
+                    f"not to job {job}: a job may only name its own {self.prefix}* policies"
+                )
+        return None
+
+
+_job_policies = JobPolicies()
+
+
+def bind_job_policies(bound: JobPolicies) -> None:
+    """Set which jobs may name which per-job policies (the daemon, from its config, at start)."""
+    global _job_policies  # noqa: PLW0603 - one per agent process, set once at start (as the render worker's)
+    _job_policies = bound
+
+
+def job_policies() -> JobPolicies:
+    return _job_policies
+
+
+class PolicyRefused(VaultError):
+    """The task's vault block names another job's policy: no token is asked for, and none is kept."""
+
+
 # --- sources for tasks without a token ---------------------------------------------------------------
 
 
@@ -285,7 +347,9 @@ class TaskVaultToken:
     def ensure(self) -> bool:
         """Before the task's templates render or its process starts: a token valid by our clock,
         derived when there is none (or it expired while the task was down). Returns whether a new
-        token was derived. Raises VaultError when none can be had."""
+        token was derived. Raises VaultError when none can be had (PolicyRefused when the vault
+        block names another job's policy)."""
+        self._check_policies()
         if self._client is not None and self.lease is not None:
             plan = plan_token(self.lease, self.clock())
             if plan.action is not TokenAction.DERIVE:
@@ -297,7 +361,13 @@ class TaskVaultToken:
         """After an agent restart: keep the stored token if the server still knows it under the
         recorded accessor, else revoke that accessor and derive a new one. Returns whether the token
         changed. Vault being unreachable keeps the stored token (its renewal retries), or, with none
-        stored, schedules the derivation; it does not raise."""
+        stored, schedules the derivation; it does not raise. A vault block that names another job's
+        policy (the agent's config changed since) keeps nothing: the stored token is revoked."""
+        try:
+            self._check_policies()
+        except PolicyRefused:
+            self.revoke()
+            return False
         stored = self._read_file()
         if stored and self.lease is not None:
             client = self.issuer.token_client(stored)
@@ -410,6 +480,7 @@ class TaskVaultToken:
     # -- deriving -------------------------------------------------------------------------------------
     def _replace(self, why: str) -> None:
         """Derive a new token and put it in place; the old one (if any) is revoked afterwards."""
+        self._check_policies()
         old = self.lease
         grant = self.issuer.create_token(
             self.role,
@@ -429,6 +500,15 @@ class TaskVaultToken:
         )
         if old is not None and old.accessor != lease.accessor:
             self._revoke_accessor(old, "replaced")
+
+    def _check_policies(self) -> None:
+        """Refuse (with a task event naming the policy and the job) a vault block that names a
+        per-job policy of another job: the token role would grant it, only the agent knows the job."""
+        why = job_policies().refusal(self.vault.policies, self.job)
+        if why is None:
+            return
+        self.event("Vault Policy Refused", f"{why}; no Vault token for task {self.task}")
+        raise PolicyRefused("create", f"auth/token/create/{self.role}", why)
 
     def _adopt(self, token: str, client: TaskTokenClient, lease: TokenLease) -> None:
         self._token, self._client, self.lease = token, client, lease
@@ -458,11 +538,19 @@ class TaskVaultToken:
             self.store.put(KIND_VAULT_TOKEN, self.key, self.lease.to_record())
 
     def _read_file(self) -> str:
+        """secrets/vault_token as the task left it, read through the task sandbox's reader (dir fd,
+        no link followed, never blocking, regular files only, TOKEN_FILE_MAX bytes): the task owns
+        secrets/, so a FIFO there must not hang the agent's restore and a link must not make it read
+        a host file and send it to Vault as a token. Anything else reads as no token."""
         if not self.vault.file:
             return ""
         try:
-            return self.token_file.read_text().strip()
-        except OSError:
+            return read_task_file(self.secrets_dir.parent, f"secrets/{TOKEN_FILE}", TOKEN_FILE_MAX).strip()
+        except (SandboxError, OSError) as exc:
+            if not str(exc).endswith("no such file"):
+                log.warning(
+                    "alloc=%s task=%s: %s not read: %s", self.alloc_id[:8], self.task, TOKEN_FILE, exc
+                )
             return ""
 
     def _write_file(self) -> None:

@@ -103,6 +103,8 @@ class Cluster:
     servers: list[Remote]
     clients: list[Remote]  # the full clients (a docker engine each): what every suite but fleet uses
     light: list[Remote] = field(default_factory=list)  # light clients (no docker; docs/fleet.md)
+    # Whether the agents offer raw_exec (`lab up --raw-exec`; a lab from before the option had it on).
+    raw_exec: bool = True
 
     @property
     def nodes(self) -> list[Remote]:
@@ -184,4 +186,5 @@ def load_cluster(lab: str) -> Cluster:
         remotes("servers"),
         remotes("clients"),
         [Remote(node_target(name, hv or {}, inv["vars"], paths)) for name, hv in light_hosts.items()],
+        bool(inv["vars"].get("fieldlab_agent_raw_exec_enabled", True)),
     )

@@ -61,6 +61,8 @@ class LabRecord:
     static_inventory: str = ""
     # role -> the baked image its nodes were created from (lab/bake.py); empty: the bare image.
     baked: dict[str, str] = field(default_factory=dict)
+    # The agents run the raw_exec driver (`lab up --raw-exec`): written into the inventory.
+    raw_exec: bool = False
 
     def save(self, paths: LabPaths) -> None:
         paths.lab_file.write_text(json.dumps(asdict(self), indent=2) + "\n")

@@ -3,7 +3,8 @@ to the operator's cert of the lab's CA and is logged in to Vault; it refuses a T
 without a cert and to one whose cert has the operator's name but another CA; it answers 403 to another
 identity of the lab's own CA (a workload client cert, issued as a task of the probe job gets it). Its
 unit keeps tasks on restart (KillMode=process), its secrets are private, its template render worker
-runs as nobody and SIGTERM is a clean exit."""
+runs as nobody (health says so; the config fails closed when it cannot), raw_exec is off, each job
+policy is bound to its jobs, and SIGTERM is a clean exit."""
 
 from __future__ import annotations
 
@@ -129,6 +130,29 @@ def test_another_identity_of_the_labs_ca_gets_403(
 def test_the_operator_is_the_one_identity_the_config_allows(client: Any) -> None:
     config = json.loads(client.file("/etc/fieldlab-agent/config.json").content_string)
     assert config["api_allowed_identities"] == [OPERATOR]
+
+
+def test_the_config_is_the_labs_hardened_one(client: Any, secrets: Path) -> None:
+    """raw_exec off (trusted jobspecs only; `lab up --raw-exec` turns it on), the render worker
+    failing closed, and each job policy bound to the jobs the pki role saved for it."""
+    config = json.loads(client.file("/etc/fieldlab-agent/config.json").content_string)
+    assert config["raw_exec_enabled"] is False and config["template_worker_fail_closed"] is True
+    saved = json.loads((secrets / "job-policies.json").read_text())
+    assert (
+        config["vault"]["job_policy_prefix"] == "fieldlab-job-" and config["vault"]["job_policies"] == saved
+    )
+    assert "probe" in saved["fieldlab-job-probe"], saved
+
+
+def test_health_says_the_render_worker_runs_as_nobody_failing_closed(health_url: str, secrets: Path) -> None:
+    """The agent starts its render worker at once (fail closed): health shows it dropped to nobody."""
+
+    def started() -> tuple[dict[str, Any] | None, str]:
+        worker = operator_health(health_url, secrets)["template_worker"]
+        return (worker if worker["state"] != "not started" else None), str(worker)
+
+    worker = wait_until(started, timeout=30, interval=1, what="the render worker's start")
+    assert worker == {"user": "nobody", "fail_closed": True, "state": "ok", "error": ""}, worker
 
 
 def test_the_secrets_on_the_node_are_roots_alone(client: Any) -> None:

@@ -1,0 +1,123 @@
+"""Every file the agent opens or reads, classified (issue 32): a task owns its dirs (local/, secrets/,
+tmp/, the alloc's shared dir, and for raw_exec whatever its user can write), so anything the agent
+reads there goes through a reader that opens by dir fd, follows no link, never blocks (O_NONBLOCK, a
+FIFO is refused), takes regular files only and caps the size: agent.templates.sandbox (`read_file`),
+agent.logs (`FileLog`) and agent.drivers.process (`open_log`, `read_log_tail`). The rule, grep-able:
+
+    grep -rnE "read_text|read_bytes|open\\(" agent/
+
+lists every read; this test finds each call site (module, function, what is called) by parsing the
+agent's source, and fails on one that is not in SITES below, so a new read is classified before it
+lands. A site classified TASK must be one of the sandboxed readers.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+AGENT = Path(__file__).resolve().parent.parent / "agent"
+READS = frozenset({"read_text", "read_bytes", "open"})
+
+PROC = "the kernel's view of a process (/proc/<pid>/...): not a file the task can replace"
+NODE = "the agent's own files (config, state, CNI cache, its credentials), in root-only dirs"
+CLI = "the user's own files, read by the CLI on the user's machine"
+TASK = "a task-owned path, through a sandboxed reader (dir fd, O_NOFOLLOW, O_NONBLOCK, regular, capped)"
+PROBE = "the lab's probe workload, which runs inside a task: not the agent"
+
+SITES: dict[tuple[str, str, str], str] = {
+    ("cli/jobfiles.py", "variables", "path.read_text"): CLI,
+    ("cli/jobfiles.py", "submission", "args.file.read_text"): CLI,
+    ("config.py", "_read", "path.read_text"): NODE,
+    ("drivers/exec.py", "InitArgs.of", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
+    ("drivers/exec.py", "_isolated", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
+    ("drivers/process.py", "proc_start_time", "Path(f'/proc/{pid}/stat').read_text"): PROC,
+    ("drivers/process.py", "children", "Path(f'/proc/{pid}/task/{pid}/children').read_text"): PROC,
+    ("drivers/process.py", "Cgroups.of_pid", "Path(f'/proc/{pid}/cgroup').read_text"): PROC,
+    ("drivers/process.py", "Cgroups.pids", "f.read_text"): PROC,  # cgroup.procs: the kernel's
+    # A task's environ is read only to find the carried environment of the agent's own root
+    # processes (exec's init) and, for adoption after a lost state, the job a cgroup belongs to.
+    ("drivers/process.py", "read_environ", "path.read_bytes"): PROC,
+    ("drivers/process.py", "open_log", "os.open"): TASK,
+    ("drivers/process.py", "read_log_tail", "os.open"): TASK,
+    ("drivers/raw_exec.py", "credentials", "Path(f'/proc/{pid}/status').read_text"): PROC,
+    ("fsutil.py", "unmount_below", "open"): PROC,  # /proc/self/mounts
+    ("jobspec/__init__.py", "load_jobspec", "path.read_text"): CLI,
+    ("jobspec/hclfuncs.py", "_read_file", "path.open"): CLI,  # HCL file(): the agent gets a bundle
+    ("killpoints.py", "sigkill_at.hook", "os.open"): NODE,
+    ("logs.py", "FileLog._open", "os.open"): TASK,
+    ("network/cni.py", "CniNetwork._load", "path.read_text"): NODE,
+    ("network/cni.py", "CniNetwork._store", "os.open"): NODE,
+    ("network/cni.py", "CniNetwork.cached_attachment", "path.read_text"): NODE,
+    ("network/cni.py", "CniNetwork.ipam_reservations", "p.read_text"): NODE,
+    ("network/cni.py", "_flocked", "os.open"): NODE,
+    ("network/netns.py", "create_inside", "os.open"): PROC,  # /proc/thread-self/ns, /run/netns
+    ("runner/vaulttoken.py", "TaskVaultToken._write_file", "os.open"): TASK,  # O_EXCL|O_NOFOLLOW
+    ("state/sqlite.py", "SqliteStore._move_aside", "os.open"): NODE,
+    ("state/sqlite.py", "SqliteStore._prepare_files", "os.open"): NODE,
+    ("templates/sandbox.py", "_open_dir", "os.open"): TASK,
+    ("templates/sandbox.py", "_open_root", "os.open"): TASK,
+    ("templates/sandbox.py", "_read_at", "os.open"): TASK,
+    ("templates/sandbox.py", "write_file", "os.open"): TASK,
+    ("templates/worker.py", "worker_main", "os.open"): NODE,  # /dev/null
+    ("validate.py", "read_jobspec", "path.read_bytes"): CLI,
+    ("vaultclient.py", "VaultClient._credentials", "self.approle_file.read_text"): NODE,
+    ("workloads/probe/probe.py", "_read", "open"): PROBE,
+}
+SANDBOXED = {
+    ("drivers/process.py", "open_log"),
+    ("drivers/process.py", "read_log_tail"),
+    ("logs.py", "FileLog._open"),
+    ("runner/vaulttoken.py", "TaskVaultToken._write_file"),
+    *(("templates/sandbox.py", f) for f in ("_open_dir", "_open_root", "_read_at", "write_file")),
+}
+
+
+class _Reads(ast.NodeVisitor):
+    """The read call sites of one module: (module, enclosing scope, what is called)."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.scope: list[str] = []
+        self.found: set[tuple[str, str, str]] = set()
+
+    def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
+
+    def visit_Call(self, node: ast.Call) -> None:
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if name in READS:
+            self.found.add((self.module, ".".join(self.scope), ast.unparse(f)))
+        self.generic_visit(node)
+
+
+def _sites() -> set[tuple[str, str, str]]:
+    found: set[tuple[str, str, str]] = set()
+    for path in sorted(AGENT.rglob("*.py")):
+        reads = _Reads(str(path.relative_to(AGENT)))
+        reads.visit(ast.parse(path.read_text()))
+        found |= reads.found
+    return found
+
+
+def test_every_file_the_agent_opens_is_classified() -> None:
+    found = _sites()
+    new = sorted(found - SITES.keys())
+    assert not new, f"classify these reads in SITES (a task-owned path needs a sandboxed reader): {new}"
+    gone = sorted(SITES.keys() - found)
+    assert not gone, f"these reads are gone: drop them from SITES: {gone}"
+
+
+def test_task_owned_paths_are_read_only_by_the_sandboxed_readers() -> None:
+    task_sites = {(m, f) for (m, f, _), what in SITES.items() if what == TASK}
+    assert task_sites == SANDBOXED
+
+
+def test_the_vault_token_is_read_back_through_the_sandbox() -> None:
+    source = (AGENT / "runner" / "vaulttoken.py").read_text()
+    assert "token_file.read_text" not in source and "read_task_file(" in source
