@@ -69,6 +69,13 @@ class VaultConfig:
     # server's queue is longer than the default: a timed-out PKI issue is still done by the server,
     # and its retry issues another (the storm feeds itself), so a fleet sets more.
     timeout: float = DEFAULT_VAULT_TIMEOUT
+    # Per-job policies: a policy whose name starts with this prefix belongs to jobs, and a task's
+    # vault block may name it only in a job it belongs to (agent.runner.vaulttoken.JobPolicies).
+    # "" (the default): no such check. The lab sets "fieldlab-job-" (its pki role's job policies).
+    job_policy_prefix: str = ""
+    # The jobs each such policy belongs to: policy -> job ids, or prefixes ending in "*". A policy of
+    # the prefix not listed here belongs to the one job whose id is the rest of its name.
+    job_policies: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,13 @@ class Config:
     # -- templates ------------------------------------------------------------------------------
     template_render_timeout: float = 2.0  # seconds one template may take to render
     template_max_bytes: int = 4 * 1024 * 1024  # largest rendered template
+    template_max_per_task: int = 256  # templates a task may have (more are refused at submission)
+    template_pass_budget: float = 10.0  # seconds all of a task's renders of one pass may take together
+    # A root agent's render worker drops to nobody; when it cannot (nobody cannot read the agent's
+    # Python or venv): true, every render fails with the reason and health says why; false (the
+    # default, for tests and development), it renders as the agent's user with a warning. The lab
+    # sets true.
+    template_worker_fail_closed: bool = False
     # -- task isolation -------------------------------------------------------------------------
     exec_allow_root: bool = False  # exec tasks may ask for `user = "root"`
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
@@ -221,7 +235,43 @@ def _vault(p: str, v: Any) -> VaultConfig:
     timeout = _non_negative(p, v, "timeout", DEFAULT_VAULT_TIMEOUT, "vault.")
     if timeout == 0:
         raise ConfigError(p, "vault.timeout", "must be a number of seconds > 0")
-    return VaultConfig(addr, Path(approle) if approle else None, role, rps, jitter, timeout)
+    prefix = v.get("job_policy_prefix", "")
+    if not isinstance(prefix, str) or prefix.strip() != prefix or "/" in prefix:
+        raise ConfigError(p, "vault.job_policy_prefix", f"{prefix!r} is not the start of a policy name")
+    return VaultConfig(
+        addr,
+        Path(approle) if approle else None,
+        role,
+        rps,
+        jitter,
+        timeout,
+        job_policy_prefix=prefix,
+        job_policies=_job_policies(p, v.get("job_policies", {}), prefix),
+    )
+
+
+def _job_policies(p: str, value: Any, prefix: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    key = "vault.job_policies"
+    if not isinstance(value, dict):
+        raise ConfigError(p, key, "must be an object of policy name -> list of job ids (or prefixes*)")
+    if value and not prefix:
+        raise ConfigError(p, key, "needs vault.job_policy_prefix (the policies it lists start with it)")
+    out = []
+    for policy, jobs in value.items():
+        if not policy.startswith(prefix) or policy == prefix:
+            raise ConfigError(p, f"{key}.{policy}", f"is not a policy of vault.job_policy_prefix {prefix!r}")
+        if (
+            not isinstance(jobs, list)
+            or not jobs
+            or not all(isinstance(j, str) and j and j != "*" for j in jobs)
+        ):
+            raise ConfigError(
+                p,
+                f"{key}.{policy}",
+                "must be a non-empty list of job ids, or prefixes ending in * (not * alone)",
+            )
+        out.append((policy, tuple(jobs)))
+    return tuple(out)
 
 
 def _non_negative(p: str, raw: dict[str, Any], key: str, default: float, prefix: str = "") -> float:
@@ -284,6 +334,9 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "api_max_connections": lambda: _count(p, raw, "api_max_connections"),
         "template_render_timeout": lambda: _seconds(p, raw, "template_render_timeout"),
         "template_max_bytes": lambda: _count(p, raw, "template_max_bytes"),
+        "template_max_per_task": lambda: _count(p, raw, "template_max_per_task"),
+        "template_pass_budget": lambda: _seconds(p, raw, "template_pass_budget"),
+        "template_worker_fail_closed": lambda: _bool(p, raw, "template_worker_fail_closed"),
         "exec_allow_root": lambda: _bool(p, raw, "exec_allow_root"),
         "chroot_env": lambda: _chroot_env(p, raw, "chroot_env"),
         "docker_pids_limit": lambda: _count(p, raw, "docker_pids_limit", minimum=0),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,9 +25,11 @@ from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.plugins import check_supported, plugin_version
+from agent.runner.alloc import RESTORE_RENDER
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import StateStore
 from agent.sweeper import Sweeper, SweepPolicy
+from agent.templates.budget import DEFAULT_PASS_BUDGET
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,7 @@ class CoreSettings:
     cni_check: bool | None = None  # None: on when the plugins are new enough (probed here)
     template_render_timeout: float = 2.0
     template_max_bytes: int = 4 * 1024 * 1024
+    template_pass_budget: float = DEFAULT_PASS_BUDGET
     exec_allow_root: bool = False
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
     docker_pids_limit: int = 0
@@ -61,11 +65,16 @@ class CoreSettings:
             advertise_address=cfg.advertise_address,
             template_render_timeout=cfg.template_render_timeout,
             template_max_bytes=cfg.template_max_bytes,
+            template_pass_budget=cfg.template_pass_budget,
             exec_allow_root=cfg.exec_allow_root,
             chroot_env=cfg.chroot_env,
             docker_pids_limit=cfg.docker_pids_limit,
             vault_token_role=cfg.vault.token_role,
-            limits=Limits(max_count=cfg.max_count, max_kill_timeout=cfg.max_kill_timeout),
+            limits=Limits(
+                max_count=cfg.max_count,
+                max_kill_timeout=cfg.max_kill_timeout,
+                max_templates=cfg.template_max_per_task,
+            ),
             raw_exec_enabled=cfg.raw_exec_enabled,
             docker_enabled=cfg.docker_enabled,
             datacenter=cfg.datacenter,
@@ -117,10 +126,26 @@ def build_core(
         vault_token_role=settings.vault_token_role,
         template_render_timeout=settings.template_render_timeout,
         template_max_bytes=settings.template_max_bytes,
+        template_pass_budget=settings.template_pass_budget,
         limits=settings.limits,
         datacenter=settings.datacenter,
         gc_limits=settings.gc,
     )
+
+
+def _await_restore_renders(core: Core, deadline: float) -> None:
+    """The restore's re-renders run off the main loop (which goes on meanwhile: timers, task exits,
+    other allocs); the agent starts answering once they are done, as when they ran inside the
+    restore, so that an agent that answers has its tasks' files rendered anew. Counted in
+    restore_seconds."""
+    started = time.monotonic()
+
+    def rendering() -> list[str]:
+        return [a for a, r in core.runners.items() if r.serial.busy == RESTORE_RENDER]
+
+    while core.call(rendering) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    core.restore_seconds += time.monotonic() - started
 
 
 def start_core(
@@ -135,7 +160,9 @@ def start_core(
     loop = threading.Thread(target=core.run_loop, name="core", daemon=True)
     loop.start()
     watches = core.watch_exits()
+    began = time.monotonic()
     core.call(core.restore, timeout=restore_timeout)
+    _await_restore_renders(core, began + restore_timeout)
     if sweep_interval is not None:
         core.start_periodic_sweep(sweep_interval)
     if gc_interval is not None:

@@ -14,6 +14,7 @@ import re
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,6 +107,29 @@ def _daemon(lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path, faults: str) 
     return Daemon(lab, TestCA(tmp_path), lab.root, vault=vault, faults=faults, chroot_env=CHROOT_ENV)
 
 
+def _settled(d: Daemon, alloc: str, timeout: float = 60.0) -> dict[str, Any]:
+    """The alloc once its setup is done (its templates render off the agent's main loop: a submit
+    answers while it is still pending)."""
+
+    def view() -> tuple[dict[str, Any] | None, str]:
+        v = d.api.request("GET", f"/v1/allocation/{alloc}")
+        return (None if v["status"] == "pending" else dict(v)), str(v["status"])
+
+    return wait_until(view, timeout=timeout, what=f"alloc {alloc[:8]} set up", interval=0.05)
+
+
+def _restored(d: Daemon, alloc: str, times: int, timeout: float = 60.0) -> None:
+    """Wait until the alloc was restored `times` times (its "Restored" event comes after the
+    restore's re-render, which runs off the agent's main loop: after the agent answers)."""
+
+    def restored() -> tuple[bool | None, str]:
+        events = d.api.request("GET", f"/v1/allocation/{alloc}/events")
+        n = sum(1 for e in events if e["type"] in ("Restored", "Restore Network", "Restore Failed"))
+        return (True if n >= times else None), f"{n} restores"
+
+    wait_until(restored, timeout=timeout, what=f"restore {times} of alloc {alloc[:8]}", interval=0.05)
+
+
 def _run(
     lab: AgentLab,
     openbao: OpenBaoServer,
@@ -123,7 +147,7 @@ def _run(
         task = (EXEC if driver == "exec" else DOCKER).format()
         out = d.api.request("POST", "/v1/jobs", {"jobspec": JOB.format(driver=task, mode=mode)})
         alloc = out["allocs"][0]
-        view = d.api.request("GET", f"/v1/allocation/{alloc}")
+        view = _settled(d, alloc)
         events = d.api.request("GET", f"/v1/allocation/{alloc}/events")
         assert view["status"] == "running", [(e["type"], e["message"]) for e in events]
         port = int(view["network"]["ports"][0]["host"])
@@ -146,6 +170,7 @@ def _run(
         for i in range(RESTARTS):
             d.kill()
             d.start()
+            _restored(d, alloc, i + 1)  # the restore's re-render runs off the loop, after the start
             try:
                 seen.add(
                     wait_until(
@@ -222,6 +247,7 @@ def test_re_renders_resume_after_a_vault_outage(
     try:
         d.start()
         alloc = d.api.request("POST", "/v1/jobs", {"jobspec": NOOP_JOB.format()})["allocs"][0]
+        _settled(d, alloc)
         serial = lab.data_dir / "alloc" / alloc / "t" / "secrets" / "serial"
         first = serial.read_text()
         openbao.stop()

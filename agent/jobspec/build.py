@@ -595,6 +595,12 @@ class Builder:
             elif template.destination:
                 destinations[template.destination] = tpath
             templates.append(template)
+        if len(templates) > self.limits.max_templates:  # each one rendered, held, stored per task
+            self.report.error(
+                path,
+                f"{len(templates)} templates in one task, more than the {self.limits.max_templates} "
+                "a task may have (client config template_max_per_task)",
+            )
         return tuple(templates)
 
     def _template(self, body: Body, path: str) -> Template:

@@ -33,9 +33,13 @@ class TemplateState:
     # shortest TTL it read); 0: it read no dynamic secret; None: not known (a record from before).
     # After an agent restart the re-issue may be spread over the restart window until then.
     renew_by: float | None = None
+    # An `env = true` template: the variables of the content the agent rendered (KEY=VALUE lines),
+    # what the task's next start gets, never re-read from the task-writable file. None: not an env
+    # template, or a record from before (agent.runner.alloc falls back to the file if it is intact).
+    env: tuple[tuple[str, str], ...] | None = None
 
     def to_record(self) -> dict[str, Any]:
-        return {
+        rec: dict[str, Any] = {
             "dest": self.dest,
             "change_mode": self.change_mode,
             "change_signal": self.change_signal,
@@ -44,9 +48,13 @@ class TemplateState:
             "last_event_changed": self.last_event_changed,
             "renew_by": self.renew_by,
         }
+        if self.env is not None:
+            rec["env"] = dict(self.env)
+        return rec
 
     @classmethod
     def from_record(cls, rec: dict[str, Any]) -> TemplateState:
+        env = rec.get("env")
         return cls(
             str(rec["dest"]),
             str(rec["change_mode"]),
@@ -55,6 +63,7 @@ class TemplateState:
             str(rec.get("delivered", "")),
             bool(rec.get("last_event_changed", False)),
             float(rec["renew_by"]) if isinstance(rec.get("renew_by"), int | float) else None,
+            tuple((str(k), str(v)) for k, v in env.items()) if isinstance(env, dict) else None,
         )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,7 +32,9 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from agent import gotemplate
 from agent.errors import AgentError, RateLimited, Unavailable
 from agent.model import Template
-from agent.templates.errors import TemplateRenderError
+from agent.templates.budget import MAX_ENV_NAME, RenderMeter
+from agent.templates.envfile import parse_env_file
+from agent.templates.errors import TemplateRenderError, secret_strings
 from agent.templates.sandbox import (
     DEFAULT_MAX_BYTES,
     SandboxError,
@@ -141,6 +144,18 @@ class RenderContext:
     rate_limited: RateLimited | None = None
     unavailable: Unavailable | None = None  # a server that could not answer during the render
     reads: dict[str, Reads] = field(default_factory=dict)  # per destination, of its render in this pass
+    meter: RenderMeter = field(default_factory=RenderMeter)  # the pass's time (agent.templates.budget)
+    # Of each `env = true` template rendered in this pass: the variables of what the agent rendered
+    # (KEY=VALUE lines, agent.templates.envfile) and the numbers of the lines that were not.
+    env_files: dict[str, tuple[dict[str, str], list[int]]] = field(default_factory=dict)
+
+    def secrets(self) -> set[str]:
+        """The secret strings this pass holds (the data of every secret it fetched or reused, and
+        the task's Vault token): what a render error must not show (agent.templates.errors)."""
+        token = getattr(self.vault, "token", "")
+        values: list[Any] = [data for data, _ in self.cache.values()]
+        values += [t for t in (token, self.env.get("VAULT_TOKEN", "")) if isinstance(t, str) and t]
+        return secret_strings(values)
 
     def reads_of(self, dest: str) -> Reads:
         """The reads of `dest`'s render in this pass, started empty at its first read."""
@@ -255,10 +270,20 @@ class _Budget:
             )
 
 
+def _waited(ctx: RenderContext, call: Callable[[], T]) -> T:
+    """I/O the agent does for a template (Vault, Consul, a file, the host's addresses): its time is
+    the agent's, not charged to the render (RenderMeter.io)."""
+    began = time.monotonic()
+    try:
+        return call()
+    finally:
+        ctx.meter.io += time.monotonic() - began
+
+
 def _kept(ctx: RenderContext, call: Callable[[], T]) -> T:
     """A Vault request of a render; a rate-limit refusal is kept on the context for the render's error."""
     try:
-        return call()
+        return _waited(ctx, call)
     except RateLimited as exc:
         ctx.rate_limited = exc
         raise
@@ -298,31 +323,32 @@ def _vault_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str
 
 
 def _consul_functions(dest: str, ctx: RenderContext, budget: _Budget) -> dict[str, Callable[..., Any]]:
-    def consul(what: str) -> ConsulSource:
+    def consul(what: str, call: Callable[[ConsulSource], T]) -> T:
         ctx.reads_of(dest).volatile = True
-        if ctx.consul is None:
+        source = ctx.consul
+        if source is None:
             raise TemplateRenderError(dest, f"{what}: no Consul in this lab (no address configured)")
         budget.take(what)
-        return ctx.consul
+        return _waited(ctx, lambda: call(source))
 
     def service_fn(query: str, *filters: str) -> list[dict[str, Any]]:
         name, _, _dc = str(query).partition("@")
         tag, _, svc = name.rpartition(".")
         passing_only = not any(f == "any" for f in filters)
-        return consul(f"service {query!r}").service(svc, tag, passing_only)
+        return consul(f"service {query!r}", lambda c: c.service(svc, tag, passing_only))
 
     def node_fn(name: str = "") -> dict[str, Any] | None:
-        return consul(f"node {name!r}").node(str(name).partition("@")[0])
+        return consul(f"node {name!r}", lambda c: c.node(str(name).partition("@")[0]))
 
     return {
-        "key": lambda path: consul(f"key {path!r}").key(path),
-        "ls": lambda prefix: consul(f"ls {prefix!r}").ls(prefix),
-        "tree": lambda prefix: consul(f"tree {prefix!r}").tree(prefix),
+        "key": lambda path: consul(f"key {path!r}", lambda c: c.key(path)),
+        "ls": lambda prefix: consul(f"ls {prefix!r}", lambda c: c.ls(prefix)),
+        "tree": lambda prefix: consul(f"tree {prefix!r}", lambda c: c.tree(prefix)),
         "service": service_fn,
-        "services": lambda *_args: consul("services").services(),
-        "datacenters": lambda _ignore_inaccessible=False: consul("datacenters").datacenters(),
+        "services": lambda *_args: consul("services", lambda c: c.services()),
+        "datacenters": lambda _ignore_inaccessible=False: consul("datacenters", lambda c: c.datacenters()),
         "node": node_fn,
-        "nodes": lambda: consul("nodes").nodes(),
+        "nodes": lambda: consul("nodes", lambda c: c.nodes()),
     }
 
 
@@ -334,23 +360,28 @@ def _functions(
     budget = _Budget(dest)
 
     def env_fn(name: str) -> str | None:
-        value = ctx.env.get(str(name))  # None: unset (env renders "", mustEnv fails)
-        ctx.reads_of(dest).env[str(name)] = value
+        name = str(name)
+        value = ctx.env.get(name)  # None: unset (env renders "", mustEnv fails)
+        reads = ctx.reads_of(dest)
+        if len(name) > MAX_ENV_NAME:  # no variable's name: not kept (rendered anew by every pass)
+            reads.volatile = True
+        else:
+            reads.env[name] = value
         return value
 
     def file_fn(path: str) -> str:
         ctx.reads_of(dest).volatile = True
-        budget.take(f"file {path!r}")
+        budget.take(f"file {str(path)[:200]!r}")
         try:
-            return read_file(task_dir, path, max_bytes)
+            return _waited(ctx, lambda: read_file(task_dir, path, max_bytes))
         except (SandboxError, OSError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise TemplateRenderError(dest, f"file {path!r}: {why}") from None
+            raise TemplateRenderError(dest, f"file {str(path)[:200]!r}: {why[:500]}") from None
 
     def sockaddr_fn(expr: str) -> str:
         ctx.reads_of(dest).volatile = True
-        budget.take(f"sockaddr {expr!r}")
-        return sockaddr(expr)
+        budget.take(f"sockaddr {str(expr)[:200]!r}")
+        return _waited(ctx, lambda: sockaddr(expr))
 
     return {
         "env": env_fn,
@@ -414,13 +445,15 @@ def render(
         if exc.rate_limited is None:
             exc.rate_limited = ctx.rate_limited
         exc.unavailable |= ctx.unavailable is not None or exc.rate_limited is not None
-        raise
+        raise exc.redacted(ctx.secrets()) from None
     except (SandboxError, AgentError) as exc:
         limited = exc if isinstance(exc, RateLimited) else ctx.rate_limited
         down = isinstance(exc, Unavailable) or ctx.unavailable is not None
-        raise TemplateRenderError(tpl.destination, str(exc), rate_limited=limited, unavailable=down) from None
+        failed = TemplateRenderError(tpl.destination, str(exc), rate_limited=limited, unavailable=down)
+        raise failed.redacted(ctx.secrets()) from None
     except Exception as exc:
-        raise TemplateRenderError(tpl.destination, f"{type(exc).__name__}: {exc}") from exc
+        failed = TemplateRenderError(tpl.destination, f"{type(exc).__name__}: {exc}")
+        raise failed.redacted(ctx.secrets()) from None
 
 
 def _render(
@@ -452,13 +485,16 @@ def _render(
         "right": tpl.right_delimiter or "}}",
         "missing_key_error": tpl.error_on_missing_key,
     }
-    content = run_in_worker(tpl, request, _functions(tpl, task_dir, ctx, max_bytes), timeout, max_bytes)
+    functions = _functions(tpl, task_dir, ctx, max_bytes)
+    content = run_in_worker(tpl, request, functions, timeout, max_bytes, ctx.meter)
     data = content.encode()
     if len(data) > max_bytes:
         raise TemplateRenderError(
             tpl.destination, f"the rendered output is more than the {max_bytes}-byte budget: not written"
         )
     digest = hashlib.sha256(data).hexdigest()
+    if tpl.env:  # what the agent rendered, never what the task may have put in the file since
+        ctx.env_files[tpl.destination] = parse_env_file(content)
     try:
         changed = write_file(task_dir, where, data, perms)
     except OSError as exc:

@@ -2,8 +2,11 @@
 secrets expire, and deliver exactly one action per change (see agent.templates.changemode).
 
 Driven on the agent's main loop by whatever hosts the task (`TaskHost`: the alloc runner, or a
-fake in the unit tests). Vault being down is retried with backoff and reported as task events; the
-watcher never stops silently (nomad-28016) unless the `noop-runner-dies` fault puts that bug back.
+fake in the unit tests); every pass's renders run off it (a setup and a restore too: `SetupPass`).
+Vault being down is retried with backoff and reported as task events, and retried at once when Vault
+answers again (agent.templates.wake); the watcher never stops silently (nomad-28016) unless the
+`noop-runner-dies` fault puts that bug back. A pass is held to the task's budgets
+(agent.templates.budget: templates per task, one pass's time).
 
 Vault under a storm (docs/vault-load.md):
 - A pass that Vault refused over its rate limit (HTTP 429, or the agent's own cap) is retried with
@@ -11,8 +14,8 @@ Vault under a storm (docs/vault-load.md):
   "Vault Rate Limited" event, "rate limited by Vault, retrying in Xs"; the window grows with the
   refused passes that got none of their secrets. The secrets the refused pass did get are kept for
   its retry (never issued twice for one change), and its change is delivered
-  once, by the pass that completes. `render_all` (a task's setup) waits out a refusal on its
-  caller's thread, at most RENDER_ALL_RATE_LIMIT_RETRIES times, for a few seconds each.
+  once, by the pass that completes. A setup or restore pass (`run_render_all`) waits out a refusal
+  on its own thread, at most RENDER_ALL_RATE_LIMIT_RETRIES times, for a few seconds each.
 - After an agent restart, a running task whose files are still as rendered and not due yet gets its
   re-issue at a random point of the restart window (`plan_restore_render`), on a timer, instead of
   inside the restore: agents restarted together do not all issue their certificates in one second.
@@ -26,7 +29,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,10 +42,11 @@ from agent.decisions import (
     plan_render_retry,
     plan_restore_render,
 )
-from agent.errors import AgentError
+from agent.errors import AgentError, Unavailable
 from agent.model import ChangeScript, Task
 from agent.offload import Offload, run_inline
 from agent.state import StateStore
+from agent.templates.budget import DEFAULT_MAX_TEMPLATES, DEFAULT_PASS_BUDGET, too_many_templates
 from agent.templates.changemode import (
     Plan,
     TemplateState,
@@ -51,7 +55,7 @@ from agent.templates.changemode import (
     on_task_started,
     plan_actions,
 )
-from agent.templates.errors import rate_limited_cause
+from agent.templates.errors import TemplateRenderError, rate_limited_cause
 from agent.templates.held import Held, after_pass, next_due, reusable
 from agent.templates.render import (
     ConsulSource,
@@ -63,11 +67,12 @@ from agent.templates.render import (
     render,
 )
 from agent.templates.sandbox import SandboxError, read_file
+from agent.templates.wake import WAKE_SPREAD, VaultWake
 
 log = logging.getLogger(__name__)
 PREFETCH_PARALLEL = 8  # Vault requests of one render pass in flight at once
-# render_all (a task's setup, a restore that cannot wait) runs on the main loop: it waits out a rate
-# limit at most this many times, each wait at most RENDER_ALL_RATE_LIMIT_WAIT seconds, then fails.
+# A setup or restore pass (run_render_all, off the main loop) waits out a rate limit at most this many
+# times, each wait at most RENDER_ALL_RATE_LIMIT_WAIT seconds, then fails.
 RENDER_ALL_RATE_LIMIT_RETRIES = 2
 RENDER_ALL_RATE_LIMIT_WAIT = 2.0
 RATE_LIMITED_EVENT = "Vault Rate Limited"
@@ -125,6 +130,28 @@ class TemplateDeps:
     sleep: Callable[[float], None] = time.sleep  # render_all's wait after a rate limit
     # Where in its RENEW_FRACTION window each fetched secret is renewed (uniform in [0, 1]).
     jitter: Callable[[], float] = random.random  # spreading load, not crypto
+    # Seconds all of one task's renders of one pass may take together (client config
+    # template_pass_budget), and the templates a task may have (template_max_per_task):
+    # agent.templates.budget.
+    pass_budget: float = DEFAULT_PASS_BUDGET
+    max_templates: int = DEFAULT_MAX_TEMPLATES
+    # Renders that failed because Vault could not answer subscribe here, and are retried as soon as
+    # Vault answers again (agent.templates.wake); None: they wait out their backoff.
+    vault_wake: VaultWake | None = None
+
+
+@dataclass
+class SetupPass:
+    """A pass that renders every template and fetches every secret (a task's setup, a restore),
+    begun on the main loop (`TaskTemplates.begin_render_all`), run off it (`run_render_all`) and
+    finished on it (`finish_render_all`). What must happen on the loop meanwhile (the rate-limit
+    events) waits in `events`."""
+
+    ctx: RenderContext
+    started: float  # time.monotonic
+    began: float  # deps.monotonic
+    events: list[tuple[str, str]] = field(default_factory=list)
+    rate_limited: int = 0
 
 
 class TaskTemplates:
@@ -186,27 +213,41 @@ class TaskTemplates:
 
     # -- rendering -----------------------------------------------------------------------------
     def render_all(self) -> bool:
-        """Render every template now, on the caller's thread (the task's setup, restore): one fetch
-        per distinct secret; persist; schedule the next pass. Returns whether any content changed.
-        Raises TemplateRenderError (a task event upstream). A rate limit is waited out a few times
+        """Render every template now, on the caller's thread (tests; the agent renders a task's setup
+        and restore off its main loop with begin/run/finish_render_all): one fetch per distinct
+        secret; persist; schedule the next pass. Returns whether any content changed. Raises
+        TemplateRenderError (a task event upstream). A rate limit is waited out a few times
         (RENDER_ALL_RATE_LIMIT_RETRIES), keeping what was fetched. After an agent restart the
         re-issue may go on a timer in the restart window instead (`_spread_restore`): then nothing
         is rendered now and False is returned."""
-        if self.passes == 0 and self._spread_restore():
+        setup = self.begin_render_all()
+        if setup is None:
             return False
-        ctx = self._context(reuse_held=False)  # a task's setup or a restore reads every secret anew
-        started = time.monotonic()
-        began = self.d.monotonic()
+        try:
+            renders = self.run_render_all(setup)
+        except Exception as exc:
+            return self.finish_render_all(setup, None, exc)
+        return self.finish_render_all(setup, renders, None)
+
+    def begin_render_all(self) -> SetupPass | None:
+        """On the main loop: a pass that reads every secret anew, or None when an agent restart's
+        re-issue went on a timer in the restart window (nothing to render now)."""
+        if self.passes == 0 and self._spread_restore():
+            return None
+        self._rendering = True  # no periodic pass overlaps it
+        return SetupPass(self._context(reuse_held=False), time.monotonic(), self.d.monotonic())
+
+    def run_render_all(self, setup: SetupPass) -> list[tuple[str, str, bool]]:
+        """The blocking part (off the main loop in the agent): the renders, a rate limit waited out
+        a few times on this thread with the same context (what was fetched is not fetched again)."""
         attempt = 0
         while True:
             try:
-                return self._apply(ctx, self._render_pass(ctx), began)
+                return self._render_pass(setup.ctx)
             except AgentError as exc:
                 limited = rate_limited_cause(exc)
                 attempt += 1
                 if limited is None or attempt > RENDER_ALL_RATE_LIMIT_RETRIES:
-                    if limited is not None:
-                        self._keep_fetched(ctx, started)
                     raise
                 delay = plan_rate_limit_retry(
                     attempt,
@@ -214,11 +255,27 @@ class TaskTemplates:
                     random.random(),  # noqa: S311 - jitter, not crypto
                     cap=RENDER_ALL_RATE_LIMIT_WAIT,
                 )
-                self.rate_limited += 1
-                self.r.event(
-                    self.t.name, RATE_LIMITED_EVENT, f"{exc}: rate limited by Vault, retrying in {delay:.1f}s"
+                setup.rate_limited += 1
+                setup.events.append(
+                    (RATE_LIMITED_EVENT, f"{exc}: rate limited by Vault, retrying in {delay:.1f}s")
                 )
-                self.d.sleep(delay)  # the same context: what was fetched is not fetched again
+                self.d.sleep(delay)
+
+    def finish_render_all(
+        self, setup: SetupPass, renders: list[tuple[str, str, bool]] | None, exc: Exception | None
+    ) -> bool:
+        """On the main loop: what the pass rendered becomes the templates' states, events and the
+        next pass's timer (whether any content changed), or its failure is raised."""
+        self._rendering = False
+        self.rate_limited += setup.rate_limited
+        for type_, message in setup.events:
+            self.r.event(self.t.name, type_, message)
+        if exc is not None:
+            if rate_limited_cause(exc) is not None:
+                self._keep_fetched(setup.ctx, setup.started)
+            raise exc
+        assert renders is not None
+        return self._apply(setup.ctx, renders, setup.began)
 
     def _spread_restore(self) -> bool:
         """After an agent restart: put the re-issue on a timer at this task's point of the restart
@@ -295,6 +352,8 @@ class TaskTemplates:
         that read only secrets still held (not fetched anew) would render what it rendered, so it
         is skipped, as consul-template does. Returns (destination, sha256, changed) of each render,
         in order."""
+        if why := too_many_templates(self.t.name, len(self.t.templates), self.d.max_templates):
+            raise TemplateRenderError(self.t.templates[self.d.max_templates].destination, why)
         prefetch(ctx, self._last_used, PREFETCH_PARALLEL)
         self._fetched_at = time.monotonic()
         same: set[str] = set()
@@ -306,19 +365,35 @@ class TaskTemplates:
                     ctx.reads[tpl.destination] = last
                     ctx.used |= last.keys  # still read: held on, prefetched when due
         out = []
+        budget = self.d.pass_budget
         for _pass in range(2):
             for tpl in self.t.templates:
                 if tpl.destination in same:
                     continue
-                _, digest, did_change = render(
-                    tpl,
-                    self.r.task_dir(self.t),
-                    ctx,
-                    timeout=self.d.render_timeout,
-                    max_bytes=self.d.max_bytes,
-                )
+                left = budget - ctx.meter.charged
+                if left <= 0:
+                    raise self._over_pass_budget(tpl.destination)
+                try:
+                    _, digest, did_change = render(
+                        tpl,
+                        self.r.task_dir(self.t),
+                        ctx,
+                        timeout=min(self.d.render_timeout, left),
+                        max_bytes=self.d.max_bytes,
+                    )
+                except TemplateRenderError as exc:
+                    if ctx.meter.charged < budget:
+                        raise
+                    raise self._over_pass_budget(tpl.destination) from exc  # stopped at the budget
                 out.append((tpl.destination, digest, did_change))
         return out
+
+    def _over_pass_budget(self, dest: str) -> TemplateRenderError:
+        return TemplateRenderError(
+            dest,
+            f"task {self.t.name}'s templates took more than the {self.d.pass_budget:g}s one render pass "
+            "may take (template_pass_budget): stopped",
+        )
 
     def _apply(self, ctx: RenderContext, renders: list[tuple[str, str, bool]], began: float) -> bool:
         """On the main loop: what the pass (begun at `began`, deps.monotonic) rendered becomes
@@ -344,9 +419,17 @@ class TaskTemplates:
             changed |= did_change
             if did_change:
                 self.r.event(self.t.name, "Template Rendered", f"rendered {dest}")
+        changed_dests = {dest for dest, _, did_change in renders if did_change}
+        for dest, (values, bad) in ctx.env_files.items():
+            if bad and (dest in changed_dests or states[dest].env is None):
+                lines = ", ".join(str(n) for n in bad[:10])
+                self.r.event(self.t.name, "Template Env Failed", f"{dest}: not KEY=VALUE at line(s) {lines}")
+            states[dest] = replace(states[dest], env=tuple(values.items()))
         self.save(list(states.values()))
         self.failures = 0
         self._stalled = 0
+        if self.d.vault_wake is not None:
+            self.d.vault_wake.unsubscribe(self._wake_key)
         self.passes += 1
         self.fetches += ctx.fetches
         self._last_used = set(ctx.used)
@@ -407,7 +490,10 @@ class TaskTemplates:
             )
         self.failures += 1
         all_noop = all(tpl.change_mode == "noop" for tpl in self.t.templates)
-        retry = plan_render_retry(self.failures, all_noop, self.d.bugs)
+        vault_down = isinstance(exc, Unavailable) or (
+            isinstance(exc, TemplateRenderError) and exc.unavailable
+        )
+        retry = plan_render_retry(self.failures, all_noop, self.d.bugs, vault_down=vault_down)
         if retry.give_up:
             self.dead = True
             self.r.event(self.t.name, "Template Failed", f"{exc}; the template runner stops (fault)")
@@ -435,6 +521,28 @@ class TaskTemplates:
         delay = retry.delay * random.uniform(0.8, 1.2)  # noqa: S311
         self.r.event(self.t.name, "Template Failed", f"{exc}; retrying in {delay:.1f}s")
         self.schedule_rerender(delay)
+        self.wake_when_vault_answers(retry.wake_on_vault)
+
+    @property
+    def _wake_key(self) -> str:
+        return f"{self.r.alloc_id}/{self.t.name}"
+
+    def wake_when_vault_answers(self, wanted: bool = True) -> None:
+        """The retry now on a timer also runs as soon as Vault answers again (agent.templates.wake),
+        after a short random spread; a pass scheduled since supersedes it."""
+        wake = self.d.vault_wake
+        if not wanted or wake is None:
+            return
+        gen = self.generation
+
+        def still_wanted() -> bool:
+            return gen == self.generation and not self.dead and self.r.alloc_running()
+
+        def woken() -> None:
+            if still_wanted():
+                self.schedule_rerender(random.uniform(0.0, WAKE_SPREAD))  # noqa: S311 - spreading load
+
+        wake.subscribe(self._wake_key, woken, still_wanted)
 
     # -- actions -------------------------------------------------------------------------------
     def task_started(self) -> None:

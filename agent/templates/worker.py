@@ -5,12 +5,17 @@
   does the file access and the Vault/Consul requests itself. The agent waits for the result at most
   `timeout` seconds (TemplateDeps.render_timeout) and then SIGKILLs the worker and starts a fresh
   one: a template that loops, or one Python operation that never returns (`10 ** (10 ** 10)`),
-  costs the agent's main loop about the budget and nothing after it. The time the agent itself
-  spends serving a call (a Vault request that issues a certificate, bounded by the Vault client's
-  own timeout) is not charged to the template, but one render may make at most `MAX_FETCHES`
-  Vault, Consul or file reads, so a loop of fetches is refused rather than waited for. A thread
+  costs the agent about the budget and nothing after it. The time the agent waits on Vault,
+  Consul or a file for a call (a Vault request that issues a certificate, bounded by the Vault
+  client's own timeout; RenderMeter.io) is not charged to the template, but one render may make at
+  most `MAX_FETCHES` Vault, Consul or file reads, so a loop of fetches is refused rather than waited
+  for; the rest of the agent's time serving calls (`env`, a held secret) is charged. Every call is
+  counted and its frame bounded, and the output comes in frames of at most MAX_FRAME bytes
+  (agent.templates.budget), so what the agent reads from the worker stays small. A thread
   could not give that bound (a long C-level operation holds the GIL, and a runaway thread cannot be
-  stopped). The worker drops to `nobody` when the agent is root, has hard limits on address space
+  stopped). The worker drops to `nobody` when the agent is root (when it cannot, renders fail with
+  the reason under `template_worker_fail_closed`, else it runs as root with a warning; the agent's
+  health shows which, `status()`), has hard limits on address space
   (`WORKER_MEMORY`), file size (0) and processes (0), and an alarm that kills it if it outlives the
   agent in a render. Output larger than `max_bytes` (TemplateDeps.max_bytes) is refused and not
   written; the worker stops rendering as soon as it is over. Template text larger than `max_bytes`
@@ -37,7 +42,16 @@ from pathlib import Path
 from typing import Any
 
 from agent.model import Template
-from agent.templates.errors import TemplateRenderError
+from agent.templates.budget import (
+    MAX_CALL_BYTES,
+    MAX_CALL_FRAME,
+    MAX_CALLS,
+    MAX_FRAME,
+    MAX_MESSAGE,
+    OUTPUT_CHUNK,
+    RenderMeter,
+)
+from agent.templates.errors import CUT_MARK, TemplateRenderError
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +109,7 @@ class _Worker:
         for fd in (self.wfd, self.rfd, self.efd):
             os.set_blocking(fd, False)
         self.buf = bytearray()
+        self.last_size = 0  # bytes of the last message received
         self.err = bytearray()  # the tail of its stderr
         self.err_open = True
         self.ready = False
@@ -147,6 +162,7 @@ class _Worker:
                 if len(self.buf) >= _LEN + n:
                     msg = json.loads(bytes(self.buf[_LEN : _LEN + n]))
                     del self.buf[: _LEN + n]
+                    self.last_size = n
                     if not isinstance(msg, dict):
                         raise _WorkerGone("the render worker sent a malformed message")
                     return msg
@@ -192,14 +208,23 @@ def _nobody() -> tuple[int, int]:
 class _WorkerPool:
     """The one render worker of the agent (renders run one at a time on the main loop; the lock is
     for anything else that renders). A worker that overran its budget is killed and a fresh one is
-    started at once, so its start-up overlaps the agent's other work."""
+    started at once, so its start-up overlaps the agent's other work.
+
+    A root agent's worker drops to nobody. When it cannot (nobody cannot read the agent's Python or
+    venv, no such user, ...): with `fail_closed` (client config template_worker_fail_closed) every
+    render fails with the reason, the start is tried again at the next render, and `refused` says
+    why (the agent's health shows it); without it the worker runs as the agent's user from then on,
+    with one warning, and `fallback` says why."""
 
     START_TIMEOUT = 30.0
 
-    def __init__(self) -> None:
+    def __init__(self, *, fail_closed: bool = False) -> None:
         self.lock = threading.Lock()
         self.worker: _Worker | None = None
         self.unprivileged = os.geteuid() == 0
+        self.fail_closed = fail_closed
+        self.refused = ""  # fail closed: why the worker could not start as nobody ("" once it did)
+        self.fallback = ""  # fail open: why it runs as the agent's user instead of nobody
 
     def get(self) -> _Worker:
         for _ in range(2):
@@ -209,7 +234,7 @@ class _WorkerPool:
                 except OSError as exc:
                     if not self.unprivileged:
                         raise
-                    self._privileged_fallback(str(exc))
+                    self._cannot_drop(str(exc))
                     continue
             w = self.worker
             if w.ready:
@@ -221,18 +246,53 @@ class _WorkerPool:
             except (_WorkerGone, _Timeout) as exc:
                 self.discard()
                 if w.unprivileged:
-                    self._privileged_fallback(str(exc) or "no answer")
+                    self._cannot_drop(str(exc) or "no answer")
                     continue
                 raise _WorkerGone(f"the render worker did not start: {exc}") from None
             w.ready = True
+            if w.unprivileged and self.refused:
+                log.info("template render worker runs as nobody again: renders resume")
+                self.refused = ""
             return w
         raise _WorkerGone("the render worker did not start")
 
-    def _privileged_fallback(self, why: str) -> None:
+    def _cannot_drop(self, why: str) -> None:
+        """The worker could not start as nobody: refuse (fail closed), or run it as the agent's user."""
+        if self.fail_closed:
+            if why != self.refused:  # once per reason, not once per render
+                log.error(
+                    "template render worker cannot run as nobody (%s): templates are not rendered "
+                    "(template_worker_fail_closed)",
+                    why,
+                )
+            self.refused = why
+            raise _WorkerGone(
+                f"the render worker cannot run as nobody ({why}), and template_worker_fail_closed "
+                "forbids rendering as the agent's user"
+            )
         log.warning(
             "template render worker cannot run as nobody (%s); it runs as the agent's user from now on", why
         )
+        self.fallback = why
         self.unprivileged = False
+
+    def status(self) -> dict[str, Any]:
+        """The worker for the agent's health: `user` it runs (or would run) as, `fail_closed`,
+        `state` (ok, refused: renders fail; fallback: renders run as the agent's user; not started)
+        and `error` (why, for refused and fallback)."""
+        w = self.worker
+        if self.refused:
+            state, error = "refused", self.refused
+        elif self.fallback:
+            state, error = "fallback", self.fallback
+        else:
+            state, error = ("ok" if w is not None and w.ready else "not started"), ""
+        return {
+            "user": "nobody" if self.unprivileged else "agent",
+            "fail_closed": self.fail_closed,
+            "state": state,
+            "error": error,
+        }
 
     def discard(self, *, respawn: bool = False) -> None:
         if self.worker is not None:
@@ -253,6 +313,29 @@ class _WorkerPool:
 
 _POOL = _WorkerPool()
 atexit.register(_POOL.close)
+
+
+def configure(*, fail_closed: bool) -> None:
+    """The agent's choice when the worker cannot drop to nobody (client config
+    template_worker_fail_closed): True, renders fail; False, they run as the agent's user."""
+    with _POOL.lock:
+        _POOL.fail_closed = fail_closed
+
+
+def prestart() -> None:
+    """Start the worker now (in a thread of its own), so that the agent's health knows at once
+    whether it runs as nobody, before the first template asks for it."""
+
+    def start() -> None:
+        with _POOL.lock, contextlib.suppress(_WorkerGone, OSError):
+            _POOL.get()
+
+    threading.Thread(target=start, name="render-worker-start", daemon=True).start()
+
+
+def status() -> dict[str, Any]:
+    """The render worker as the agent's health reports it (_WorkerPool.status)."""
+    return _POOL.status()
 
 
 class _CallFailed(Exception):
@@ -278,47 +361,106 @@ def _serve(
     return reply, None
 
 
+class _Render:
+    """One render as the agent sees it: the calls it served against their budget (a call over it is
+    answered with an error, never served, and fails the render; agent.templates.budget) and the
+    output so far."""
+
+    def __init__(
+        self,
+        tpl: Template,
+        functions: Mapping[str, Callable[..., Any]],
+        meter: RenderMeter,
+        max_bytes: int,
+    ) -> None:
+        self.tpl, self.functions, self.meter, self.max_bytes = tpl, functions, meter, max_bytes
+        self.calls = self.call_bytes = self.size = 0
+        self.failed: Exception | None = None  # the first call that failed
+        self.output: list[str] = []
+
+    def _over(self, msg: dict[str, Any], size: int) -> str | None:
+        self.calls += 1
+        self.call_bytes += size
+        if size > MAX_CALL_FRAME:
+            return f"its arguments are {size} bytes, more than the {MAX_CALL_FRAME} a call may carry"
+        if self.calls > MAX_CALLS:
+            return f"more than {MAX_CALLS} calls to the agent in one render (each data function is one)"
+        if self.call_bytes > MAX_CALL_BYTES:
+            return f"the render's calls to the agent carry more than {MAX_CALL_BYTES} bytes"
+        return None
+
+    def call(self, worker: _Worker, msg: dict[str, Any], deadline: float) -> float:
+        """Answer one call; the deadline, moved on by the time the agent waited on Vault, Consul or
+        files for it (not the template's)."""
+        failed: Exception | None
+        if over := self._over(msg, worker.last_size):
+            reply, failed = {"error": over}, TemplateRenderError(self.tpl.destination, over)
+        else:
+            io = self.meter.io
+            reply, failed = _serve(self.tpl, msg, self.functions, deadline)
+            deadline += self.meter.io - io
+        self.failed = self.failed or failed
+        worker.send(reply, deadline)
+        return deadline
+
+    def add(self, text: str) -> None:
+        self.size += len(text)
+        if self.size > self.max_bytes:
+            _POOL.discard(respawn=True)  # it is still sending
+            raise TemplateRenderError(
+                self.tpl.destination,
+                f"the rendered output is more than the {self.max_bytes}-byte budget "
+                "(template_max_bytes): not written",
+            )
+        self.output.append(text)
+
+    def error(self, msg: dict[str, Any]) -> TemplateRenderError:
+        if msg.get("fatal"):
+            _POOL.discard(respawn=True)
+        message = str(msg.get("message", "render failed"))[: 2 * MAX_MESSAGE]
+        at = msg.get("at")
+        where = (int(at[0]), int(at[1])) if isinstance(at, list) and len(at) == 2 else None
+        return TemplateRenderError(self.tpl.destination, message, where)
+
+
 def run_in_worker(
     tpl: Template,
     request: dict[str, Any],
     functions: Mapping[str, Callable[..., Any]],
     timeout: float,
     max_bytes: int,
+    meter: RenderMeter | None = None,
 ) -> str:
     """Render `request` (text, name, delimiters, missing_key_error) in the worker; serve its
-    function calls; give up after `timeout` seconds."""
-    frame_limit = 16 * max_bytes + (1 << 20)
+    function calls; give up after `timeout` seconds. The time the agent waits on Vault, Consul or
+    files for a call (what the functions add to `meter.io`) is not charged; the rest of the render's
+    time is, and is added to `meter.charged` (the pass budget)."""
+    meter = meter if meter is not None else RenderMeter()
     with _POOL.lock:
         try:
             worker = _POOL.get()
         except (_WorkerGone, OSError) as exc:
             raise TemplateRenderError(tpl.destination, f"cannot render: {exc}") from None
-        deadline = time.monotonic() + timeout
-        failed: Exception | None = None
+        began, io_began = time.monotonic(), meter.io
+        deadline = began + timeout
+        this = _Render(tpl, functions, meter, max_bytes)
         try:
             worker.send({"op": "render", **request, "max_bytes": max_bytes, "timeout": timeout}, deadline)
             while True:
-                msg = worker.recv(deadline, frame_limit)
+                msg = worker.recv(deadline, MAX_FRAME)
                 op = msg.get("op")
                 if op == "call":
-                    started = time.monotonic()
-                    reply, call_failed = _serve(tpl, msg, functions, deadline)
-                    deadline += time.monotonic() - started  # the agent's time, not the template's
-                    failed = failed or call_failed
-                    worker.send(reply, deadline)
+                    deadline = this.call(worker, msg, deadline)
+                elif op == "output":
+                    this.add(str(msg.get("text", "")))
                 elif op == "done":
-                    if failed is not None:  # a failed call must fail the render, even if it went on
-                        raise failed
-                    return str(msg.get("output", ""))
+                    if this.failed is not None:  # a failed call must fail the render, even if it went on
+                        raise this.failed
+                    return "".join(this.output)
                 elif op == "error":
-                    if msg.get("fatal"):
-                        _POOL.discard(respawn=True)
-                    message = str(msg.get("message", "render failed"))
-                    at = msg.get("at")
-                    where = (int(at[0]), int(at[1])) if isinstance(at, list) and len(at) == 2 else None
-                    raise TemplateRenderError(tpl.destination, message, where)
+                    raise this.error(msg)
                 else:
-                    raise _WorkerGone(f"the render worker sent {op!r}")
+                    raise _WorkerGone(f"the render worker sent {str(op)[:64]!r}")
         except _Timeout:
             _POOL.discard(respawn=True)
             raise TemplateRenderError(
@@ -328,6 +470,8 @@ def run_in_worker(
         except _WorkerGone as exc:
             _POOL.discard(respawn=True)
             raise TemplateRenderError(tpl.destination, f"render failed: {exc}") from None
+        finally:
+            meter.charged += (time.monotonic() - began) - (meter.io - io_began)
 
 
 # -- the worker's side ------------------------------------------------------------------------
@@ -351,9 +495,36 @@ def _worker_recv(fd: int) -> dict[str, Any]:
 
 
 def _worker_send(fd: int, msg: dict[str, Any]) -> None:
-    data = memoryview(_frame(msg))
+    _worker_write(fd, _frame(msg))
+
+
+def _call_frame(name: str, args: list[Any], kwargs: dict[str, Any]) -> bytes:
+    """A call to the agent; one the agent would refuse as too large fails here, where the template
+    error names the action that made it."""
+    frame = _frame({"op": "call", "fn": name, "args": args, "kwargs": kwargs})
+    if (size := len(frame) - _LEN) > MAX_CALL_FRAME:
+        raise _CallFailed(f"its arguments are {size} bytes, more than the {MAX_CALL_FRAME} a call may carry")
+    return frame
+
+
+def _worker_output(fd: int, output: str) -> None:
+    """The rendered output, in frames of OUTPUT_CHUNK characters (none larger than MAX_FRAME)."""
+    for at in range(0, len(output), OUTPUT_CHUNK):
+        _worker_send(fd, {"op": "output", "text": output[at : at + OUTPUT_CHUNK]})
+
+
+def _worker_write(fd: int, frame: bytes) -> None:
+    data = memoryview(frame)
     while data:
         data = data[os.write(fd, data) :]
+
+
+def cut_message(text: str) -> str:
+    """An error message of at most about MAX_MESSAGE characters: a value it quotes may be cut off
+    (the agent then redacts a secret's beginning at the cut, agent.templates.errors)."""
+    if len(text) <= MAX_MESSAGE:
+        return text
+    return f"{text[:MAX_MESSAGE]}{CUT_MARK}{len(text) - MAX_MESSAGE} more characters]"
 
 
 class _TooBig(Exception):
@@ -462,8 +633,9 @@ def worker_main() -> None:  # pragma: no cover - runs in the worker process
     alarm = 0
 
     def call(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        frame = _call_frame(name, args, kwargs)
         signal.alarm(0)  # the agent's time serving the call is not the template's
-        _worker_send(out, {"op": "call", "fn": name, "args": args, "kwargs": kwargs})
+        _worker_write(out, frame)
         reply = _worker_recv(inp)
         signal.alarm(alarm)
         if "error" in reply:
@@ -480,7 +652,8 @@ def worker_main() -> None:  # pragma: no cover - runs in the worker process
         signal.alarm(alarm)  # ends a runaway render whose agent died (the agent kills it otherwise)
         fatal = False
         try:
-            reply: dict[str, Any] = {"op": "done", "output": _worker_render(req, call)}
+            _worker_output(out, _worker_render(req, call))
+            reply: dict[str, Any] = {"op": "done"}
         except _CallFailed as exc:
             reply = {"op": "error", "kind": "call", "message": str(exc)}
         except TemplateError as exc:  # positioned: name:line:col: reason (a failed call's reason too)
@@ -503,6 +676,8 @@ def worker_main() -> None:  # pragma: no cover - runs in the worker process
             reply = {"op": "error", "kind": "exception", "message": f"{type(exc).__name__}: {why}"}
         signal.alarm(0)
         reply["fatal"] = fatal
+        if "message" in reply:
+            reply["message"] = cut_message(str(reply["message"]))
         _worker_send(out, reply)
         if fatal:
             return
