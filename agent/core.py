@@ -44,10 +44,12 @@ from agent.runner.alloc import AllocRunner, RunnerDeps
 from agent.runner.services import ServiceRegistrar
 from agent.runner.taskdirs import TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
-from agent.state import StateStore
+from agent.state import CorruptRecordError, StateStore
 from agent.sweeper import Sweeper, SweepReport
+from agent.templates.budget import DEFAULT_PASS_BUDGET
 from agent.templates.render import ConsulSource, check_template
 from agent.templates.runner import TemplateDeps
+from agent.templates.wake import vault_wake
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -110,6 +112,7 @@ class Core:
         task_dirs: TaskDirs | None = None,
         template_render_timeout: float = 2.0,
         template_max_bytes: int = 4 * 1024 * 1024,
+        template_pass_budget: float = DEFAULT_PASS_BUDGET,
         limits: Limits = DEFAULT_LIMITS,
         datacenter: str = "dc1",
         kill_point: KillHook | None = None,
@@ -151,6 +154,9 @@ class Core:
                 render_timeout=template_render_timeout,
                 max_bytes=template_max_bytes,
                 offload=self.offload,
+                pass_budget=template_pass_budget,
+                max_templates=limits.max_templates,
+                vault_wake=vault_wake(vault, self.schedule, self.offload),
             ),
             bugs=self.bugs,
             dirs=task_dirs,
@@ -289,17 +295,43 @@ class Core:
         no runner for them)."""
         views = [r.view() for r in self.runners.values()]
         for alloc_id, raw in self.store.list("alloc", TERMINAL_STATUSES).records.items():
-            if alloc_id in self.runners:
-                continue
-            try:
-                rec = AllocRecord.from_record(raw, alloc_id)
-            except RecordError:
-                continue
-            job = self.jobs.get(rec.job)
-            group = next((g for g in job.groups if g.name == rec.group), None) if job else None
-            if job is not None and group is not None:
-                views.append(AllocRunner(self.deps, rec, job, group).view())
+            if alloc_id not in self.runners and (stored := self._stored_runner(alloc_id, raw)) is not None:
+                views.append(stored.view())
         return views
+
+    def _stored_runner(self, alloc_id: str, raw: Mapping[str, Any] | None) -> AllocRunner | None:
+        """A terminal alloc of an earlier run, read from its record (to read, never to act on);
+        None when the record is unreadable or its job or group is not known."""
+        if raw is None:
+            return None
+        try:
+            rec = AllocRecord.from_record(raw, alloc_id)
+        except RecordError:
+            return None
+        job = self.jobs.get(rec.job)
+        group = next((g for g in job.groups if g.name == rec.group), None) if job else None
+        if job is None or group is None:
+            return None
+        return AllocRunner(self.deps, rec, job, group)
+
+    def alloc(self, ref: str) -> AllocRunner:
+        """An alloc to read (its view, events, logs) by id or prefix: every one `alloc_views` lists.
+        A runner of this run, or a terminal alloc of an earlier run read from the store (a restarted
+        agent keeps no runner for it). Whatever acts on an alloc goes through `runner`."""
+        terminal = {row.key for row in self.store.index("alloc", TERMINAL_STATUSES)} - set(self.runners)
+        matches = sorted(a for a in (*self.runners, *terminal) if a.startswith(ref)) if len(ref) >= 6 else []
+        if len(matches) != 1:
+            raise NotFound(f"no alloc {ref}" if not matches else f"alloc prefix {ref} is ambiguous")
+        alloc_id = matches[0]
+        if alloc_id in self.runners:
+            return self.runners[alloc_id]
+        try:
+            stored = self._stored_runner(alloc_id, self.store.get("alloc", alloc_id))
+        except CorruptRecordError:  # not listed either
+            stored = None
+        if stored is None:
+            raise NotFound(f"no alloc {ref}")
+        return stored
 
     def recorded_allocs(self) -> set[str]:
         """Every alloc with a record (live or terminal): its alloc dir waits for the GC."""

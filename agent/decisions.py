@@ -74,6 +74,8 @@ class ObservedAlloc:
     tasks_share_pause_netns: Sequence[bool] = ()
     network_diffs: Sequence[str] = ()  # the agent's own verification (and CNI CHECK where supported)
     has_cni_result: bool = True
+    # Tasks recorded complete (a batch task that exited 0): not running, and nothing to restore.
+    tasks_completed: Sequence[bool] = ()
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,10 @@ def plan_restore(
     problem = network_problem(obs) if obs.bridge and check_network else None
     if problem:
         return RestorePlan(RestoreAction.RECREATE_NETWORK, problem)
-    if all(obs.tasks_running):
-        why = "all tasks running, network verified" if obs.bridge and check_network else "all tasks running"
+    done = list(obs.tasks_completed) or [False] * len(obs.tasks_running)
+    if all(run or complete for run, complete in zip(obs.tasks_running, done, strict=True)):
+        tasks = "every task running or complete" if any(done) else "all tasks running"
+        why = f"{tasks}, network verified" if obs.bridge and check_network else tasks
         return RestorePlan(RestoreAction.REATTACH, why)
     return RestorePlan(RestoreAction.RESTART_TASKS, "task(s) exited while the agent was down")
 
@@ -165,6 +169,18 @@ class RestartDecision:
     delay: float
     reason: str
     counted: bool = False  # the restart goes into the history the policy's attempts are checked against
+    # No restart and no failure: the task finished its work (a batch task's exit 0). It stays dead,
+    # not failed; the alloc completes once all its tasks have.
+    complete: bool = False
+
+
+TASK_COMPLETED = "Restart unnecessary as task terminated successfully"
+
+
+def restarts_on_success(job_type: str) -> bool:
+    """Whether a task that exits 0 is restarted, as Nomad's restart tracker: a service or system
+    job's task is (it is meant to run for ever), a batch or sysbatch job's task is done."""
+    return job_type not in ("batch", "sysbatch")
 
 
 def plan_task_restart(
@@ -172,6 +188,9 @@ def plan_task_restart(
     counted_restarts: Sequence[float],
     now: float,
     cause: StartCause = StartCause.RESTART_POLICY,
+    *,
+    exit_code: int | None = None,
+    job_type: str = "service",
 ) -> RestartDecision:
     """Nomad's restart stanza: `attempts` restarts within `interval`; then fail (mode fail) or wait
     out the rest of the interval (mode delay).
@@ -179,9 +198,15 @@ def plan_task_restart(
     `counted_restarts` are the times of the earlier restarts the policy counted (those caused by the
     task's own exit). A restart the agent or an operator triggers (`cause` not RESTART_POLICY) is
     done at once and not counted, whatever the history: only the task's failures use up attempts.
+
+    `exit_code` is the task's (None: unknown, a failure). A batch or sysbatch job's task that exits 0
+    is complete whatever its history or attempts: no restart, no failure (`restarts_on_success`).
+    A service job's task is restarted on any exit, 0 included, and each one counts.
     """
     if not cause.counted:
         return RestartDecision(True, 0.0, f"{cause.value}: not counted against the restart policy")
+    if exit_code == 0 and not restarts_on_success(job_type):
+        return RestartDecision(False, 0.0, TASK_COMPLETED, complete=True)
     window = [t for t in counted_restarts if now - t < policy.interval]
     if len(window) < policy.attempts:
         return RestartDecision(
@@ -227,19 +252,32 @@ class DeadOnRestore(Enum):
     RESUME_PENDING = "resume-pending"  # its exit was handled before: the owed restart is put on a timer again
     RESTART_POLICY = "restart-policy"  # it exited while the agent was down: Terminated, then the policy
     START_AGAIN = "start-again"  # nothing to count: never started, vanished, or restarted under the agent
+    COMPLETE = "complete"  # it completed before (a batch task's exit 0): it stays dead
 
 
-def plan_dead_on_restore(recorded: TaskState, restart_due: float, exit_code: int | None) -> DeadOnRestore:
+def plan_dead_on_restore(
+    recorded: TaskState,
+    restart_due: float,
+    exit_code: int | None,
+    *,
+    exit_lost: bool = False,
+    completed: bool = False,
+) -> DeadOnRestore:
     """A task found exited at restore (the driver has its exit status, `exit_code`) goes through the
     same restart policy as one that dies while the agent runs: the exit counts, the policy's delay
-    and mode apply (attempts = 0 fails the alloc). A task whose exit the agent had already handled
-    (recorded dead, a restart owed at `restart_due`) is not counted again: the owed restart resumes.
-    A task with no exit status (no handle: the agent died while starting it; the container or
-    process is gone; docker restarted it) is started again by the restore, not counted, as Nomad's
-    task runner starts a task whose handle it cannot recover."""
+    and mode apply (attempts = 0 fails the alloc). So does one whose exit status was lost with the
+    agent (`exit_lost`: an exec or raw_exec task, the agent's child, found gone: it died while the
+    agent was down, with an unknown exit code, which the policy counts as a failure). A task whose
+    exit the agent had already handled (recorded dead, a restart owed at `restart_due`) is not
+    counted again: the owed restart resumes; one recorded `completed` stays dead. A task with no
+    exit status otherwise (no handle: the agent died while starting it; the container is gone;
+    docker restarted it) is started again by the restore, not counted, as Nomad's task runner
+    starts a task whose handle it cannot recover."""
+    if completed:
+        return DeadOnRestore.COMPLETE
     if recorded is TaskState.DEAD and restart_due > 0:
         return DeadOnRestore.RESUME_PENDING
-    if exit_code is not None and recorded is not TaskState.DEAD:
+    if (exit_code is not None or exit_lost) and recorded is not TaskState.DEAD:
         return DeadOnRestore.RESTART_POLICY
     return DeadOnRestore.START_AGAIN
 
@@ -346,14 +384,22 @@ NOOP_RUNNER_GIVES_UP_AFTER = 3  # only under the noop-runner-dies bug
 class RenderRetry:
     give_up: bool
     delay: float  # before jitter
+    # Retry as soon as the agent sees Vault answer again, before the backoff runs out
+    # (agent.templates.wake): the render failed because Vault could not answer.
+    wake_on_vault: bool = False
 
 
-def plan_render_retry(failures: int, all_noop: bool, bugs: Bugs = NO_BUGS) -> RenderRetry:
+def plan_render_retry(
+    failures: int, all_noop: bool, bugs: Bugs = NO_BUGS, *, vault_down: bool = False
+) -> RenderRetry:
     """A re-render failed for the `failures`-th time in a row: retry with capped exponential
-    backoff, forever. nomad-28016: with only noop templates the runner gave up after its retries."""
+    backoff, forever, and at once when Vault answers again if it failed because Vault could not
+    (`vault_down`: sealed, unreachable, 5xx; not a rate limit, which has its own backoff).
+    nomad-28016: with only noop templates the runner gave up after its retries."""
     if bugs.noop_runner_dies and all_noop and failures >= NOOP_RUNNER_GIVES_UP_AFTER:
         return RenderRetry(True, 0.0)
-    return RenderRetry(False, min(TEMPLATE_RETRY_MAX, TEMPLATE_RETRY_BASE * 2 ** min(failures, 6)))
+    delay = min(TEMPLATE_RETRY_MAX, TEMPLATE_RETRY_BASE * 2 ** min(failures, 6))
+    return RenderRetry(False, delay, wake_on_vault=vault_down)
 
 
 # A task's first render, at the alloc's setup, when Vault (or Consul) cannot answer: retried as

@@ -182,13 +182,15 @@ class TaskRecord:
     """`restarts` counts every restart (as Nomad's task state); `restart_times` only those the
     restart policy counts (the task's own exits, at the time the policy decided), which its
     `attempts` are checked against. `restart_due`: when a restart the policy put on a timer is due
-    (0: none), so that a restore resumes it rather than counting the same exit again."""
+    (0: none), so that a restore resumes it rather than counting the same exit again. `completed`:
+    dead for good, not failed (a batch task that exited 0): nothing restarts it."""
 
     state: TaskState = TaskState.PENDING
     restarts: int = 0
     restart_times: tuple[float, ...] = ()
     failed: bool = False
     restart_due: float = 0.0
+    completed: bool = False
 
     def with_(self, **changes: Any) -> TaskRecord:
         return replace(self, **changes)
@@ -209,6 +211,7 @@ class TaskRecord:
             "restart_times": list(self.restart_times),
             "failed": self.failed,
             "restart_due": self.restart_due,
+            "completed": self.completed,
         }
 
     @classmethod
@@ -222,4 +225,5 @@ class TaskRecord:
             restart_times=tuple(_float("task", key, "restart time", t) for t in times),
             failed=bool(rec.get("failed", False)),
             restart_due=_float("task", key, "restart_due", rec.get("restart_due")),
+            completed=bool(rec.get("completed", False)),
         )

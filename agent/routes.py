@@ -45,6 +45,10 @@ def _body_json(body: bytes) -> dict[str, Any]:
         data = json.loads(body or b"{}")
     except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes that are no UTF-8/16/32
         raise AgentError(f"request body is not JSON: {exc}") from None
+    except RecursionError:  # the decoder recurses per [ and {: thousands of them exhaust the stack
+        raise AgentError(
+            "request body is nested too deeply to read (JSON arrays and objects within each other)"
+        ) from None
     if not isinstance(data, dict):
         raise AgentError("request body must be a JSON object")
     return data
@@ -245,8 +249,9 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
 
     def jobs(groups: tuple[str, ...], body: bytes) -> Response:
         def view() -> list[dict[str, Any]]:
+            allocs = core.alloc_views()  # terminal ones of an earlier run too, as GET /v1/allocations
             return [
-                {"id": j, "type": job.type, "allocs": [r.id for r in core.runners.values() if r.job.id == j]}
+                {"id": j, "type": job.type, "allocs": [a["id"] for a in allocs if a["job"] == j]}
                 for j, job in core.jobs.items()
             ]
 
@@ -276,14 +281,14 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
     def alloc(groups: tuple[str, ...], body: bytes) -> Response:
         def view() -> dict[str, Any]:
             adopted = core.adoption.find(groups[0])
-            return adopted.view() if adopted is not None else core.runner(groups[0]).view()
+            return adopted.view() if adopted is not None else core.alloc(groups[0]).view()
 
         return json_response(200, core.call(view))
 
     def events(groups: tuple[str, ...], body: bytes) -> Response:
         def view() -> list[dict[str, Any]]:
             adopted = core.adoption.find(groups[0])
-            alloc_id = adopted.id if adopted is not None else core.runner(groups[0]).id
+            alloc_id = adopted.id if adopted is not None else core.alloc(groups[0]).id
             return [
                 {"time": e.time, "task": e.task, "type": e.type, "message": e.message, "details": e.details}
                 for e in core.store.events(alloc_id)
@@ -380,8 +385,7 @@ def _info_routes(core: Core) -> list[tuple[str, str, Handler]]:
 
         def view() -> dict[str, Any]:
             spec = core.jobs.get(job_id)
-            allocs = [r.view() for r in core.runners.values() if r.job.id == job_id]
-            allocs += [a for a in core.adoption.views() if a.get("job") == job_id]
+            allocs = [a for a in core.alloc_views() + core.adoption.views() if a.get("job") == job_id]
             if spec is None and not allocs:
                 raise NotFound(f"no job {job_id!r}")
             record = core.store.get("job", job_id) if spec is not None else None
@@ -391,8 +395,7 @@ def _info_routes(core: Core) -> list[tuple[str, str, Handler]]:
 
     def node(groups: tuple[str, ...], body: bytes) -> Response:
         def view() -> dict[str, Any]:
-            statuses = [{"status": r.rec.status.value} for r in core.runners.values()]
-            statuses += [{"status": a["status"]} for a in core.adoption.views()]
+            statuses = [{"status": a["status"]} for a in core.alloc_views() + core.adoption.views()]
             return {
                 "datacenter": core.datacenter,
                 "jobs": len(core.jobs),
@@ -473,16 +476,16 @@ def _session_opener(core: Core) -> Callable[[tuple[str, ...], bytes], ExecSessio
         except FrameError as exc:
             raise AgentError(str(exc).replace("a resize frame's", "the body's")) from None
 
-        def find() -> tuple[TaskDriver, TaskHandle, str, str]:
+        def find() -> tuple[TaskDriver, TaskHandle, str, str, dict[str, str]]:
             r = _managed(core, ref, "exec")
             task = _task_of(r.group.tasks, name, r.id)
             handle = r.state.handle(task.name)
             if not r.task_running(task) or handle is None:
                 state = r.state.task(task.name).state.value
                 raise Conflict(f"task {task.name} of alloc {r.id} is not running (it is {state})")
-            return r.driver(task), handle, r.id, task.name
+            return r.driver(task), handle, r.id, task.name, r.exec_env(task)
 
-        driver, handle, alloc_id, task_name = core.call(find)
+        driver, handle, alloc_id, task_name, env = core.call(find)
         log.info(
             "interactive exec in alloc=%s task=%s: %s (%d args, tty %s)",
             alloc_id[:8],
@@ -492,7 +495,7 @@ def _session_opener(core: Core) -> Callable[[tuple[str, ...], bytes], ExecSessio
             "yes" if tty else "no",
         )
         try:
-            return driver.exec_session(handle, cmd, tty=tty, rows=rows, cols=cols)
+            return driver.exec_session(handle, cmd, tty=tty, rows=rows, cols=cols, env=env)
         except DriverError as exc:
             raise Conflict(
                 f"exec of {cmd[0]} in alloc {alloc_id} task {task_name} could not start: {exc}"
@@ -523,7 +526,7 @@ def _logs_handler(core: Core) -> Handler:
                 task_dir = core.deps.data_dir / "alloc" / adopted.id / at.task
                 source = adopted_log_source(core.drivers.all().values(), task_dir, at.kind, at.target, stream)
                 return adopted.id, at.task, source
-            r = core.runner(ref)
+            r = core.alloc(ref)  # a terminal alloc's logs too, until the GC collects it
             task = _task_of(r.group.tasks, name, r.id)
             handle = r.state.handle(task.name)
             source = log_source(r.driver(task), r.task_dir(task), handle.id if handle else None, stream)

@@ -9,7 +9,7 @@ import dataclasses
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ class FakeDriver:
         self.removed: list[str] = []
         self.reattached: list[str] = []
         self.signals: list[tuple[str, str]] = []
+        self.exec_envs: list[dict[str, str] | None] = []
         self.fail_starts = 0  # the next N starts raise DriverError
         self.unavailable_once: set[str] = set()  # tasks whose next start finds the engine away
         self.leftovers: list[str] = []  # live instances a start replaced
@@ -99,11 +100,21 @@ class FakeDriver:
     def signal(self, handle: TaskHandle, sig: str) -> None:
         self.signals.append((handle.id, sig))
 
-    def exec(self, handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
+    def exec(
+        self, handle: TaskHandle, argv: list[str], timeout: float, env: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
+        self.exec_envs.append(dict(env) if env is not None else None)
         return 0, ""
 
     def exec_session(
-        self, handle: TaskHandle, argv: list[str], *, tty: bool, rows: int = 24, cols: int = 80
+        self,
+        handle: TaskHandle,
+        argv: list[str],
+        *,
+        tty: bool,
+        rows: int = 24,
+        cols: int = 80,
+        env: Mapping[str, str] | None = None,
     ) -> ExecSession:
         raise DriverError(self.name, "interactive exec", "the fake driver runs no commands")
 

@@ -11,7 +11,7 @@ import shutil
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -513,7 +513,9 @@ def test_every_verb_against_an_agent(
     assert _run(capsys, "alloc", "logs", "-tail", "-n", "1", *f, alloc[:8])[:2] == (0, "line 2\n")
     assert _run(capsys, "alloc", "logs", "-tail", "-c", "3", *f, alloc[:8])[:2] == (0, " 2\n")
 
-    def exec_(handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
+    def exec_(
+        handle: TaskHandle, argv: list[str], timeout: float, env: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
         return (7, f"ran {' '.join(argv)} for {timeout:g}s\n")
 
     agent.node.exec.exec = exec_  # type: ignore[method-assign]

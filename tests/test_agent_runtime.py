@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -45,12 +46,22 @@ def lab(images: None, tmp_path: Path) -> Iterator[AgentLab]:
     lab.cleanup()
 
 
-def _submit(agent: AgentUnderTest, name: str, job_id: str = "") -> str:
+def _submit(agent: AgentUnderTest, name: str, job_id: str = "", restart: str = "") -> str:
+    """Submit a seed's job (`job_id`: renamed; `restart`: a restart block's body for its first group)."""
     text = (JOBS / name).read_text()
     if job_id:
         text = text.replace('job "example"', f'job "{job_id}"', 1)
+    if restart:
+        text = re.sub(
+            r'(\n  group "[^"]+" \{\n)',
+            lambda m: f"{m[1]}    restart {{\n      {restart}\n    }}\n",
+            text,
+            count=1,
+        )
+        assert "restart {" in text, name
     out = agent.core.call(lambda: agent.core.submit(text, None, source=name))
     assert len(out["allocs"]) == 1, out
+    agent.settle()  # a task's templates render off the main loop: its setup goes on after them
     return str(out["allocs"][0])
 
 
@@ -110,6 +121,7 @@ def test_host_mode_docker_ports_are_published_from_host_port_to_to_as_nomad(lab:
         text = text.replace('port "www" {', 'port "w-w" {').replace('["www"]', '["w-w"]')
         out = agent.core.call(lambda: agent.core.submit(text, None, source="host-mode.hcl"))
         alloc = str(out["allocs"][0])
+        agent.settle()  # its template renders off the main loop
         view = _view(agent, alloc)
         assert view["status"] == "running", view
         port = _host_port(view)
@@ -603,6 +615,7 @@ def test_variables_and_cli_read_files_sent_over_the_api_survive_a_restart(
         status, _, raw = submit((), json.dumps(body).encode())
         assert status == 201, raw
         (alloc,) = json.loads(raw)["allocs"]
+        agent.settle()  # its template renders off the main loop
         page = lab.data_dir / "alloc" / alloc / "t" / "local" / "page"
         assert page.read_text() == "HI from the cli"
         status, _, raw = submit((), json.dumps({"jobspec": VARIABLE_JOB.replace('"vars"', '"v2"')}).encode())
@@ -822,9 +835,18 @@ def _task_is_live(lab: AgentLab, driver: str, task_id: str) -> bool:
 def test_task_that_vanished_while_the_agent_was_down_is_restarted_unless_the_fault_trusts_the_record(
     lab: AgentLab, fault: str, driver: str
 ) -> None:
+    """A removed container is started again at once, uncounted (docker would have kept the exit
+    status of one that exited). An exec task is the agent's child: found gone, it died while the
+    agent was down, its exit code went with the agent, and the restart policy counts it as a failure
+    (Terminated with the code unknown, restarted after the policy's delay)."""
     agent = lab.start_agent()
-    alloc = _submit(agent, "cni-check-on-restore.hcl" if driver == "docker" else "exec-bridge.hcl")
-    task = "nginx" if driver == "docker" else "httpd"
+    exec_ = driver == "exec"
+    alloc = _submit(
+        agent,
+        "exec-bridge.hcl" if exec_ else "cni-check-on-restore.hcl",
+        restart='delay = "1s"' if exec_ else "",
+    )
+    task = "httpd" if exec_ else "nginx"
     port = _host_port(_view(agent, alloc))
     seen_before = len(agent.core.store.events(alloc))
     gone = _remove_task_behind_the_agents_back(lab, agent, alloc, driver)
@@ -835,19 +857,122 @@ def test_task_that_vanished_while_the_agent_was_down_is_restarted_unless_the_fau
         assert isinstance(tasks, dict)
         new_events = [(e.type, e.message) for e in agent.core.store.events(alloc)[seen_before:]]
         assert view["status"] == "running", view
-        assert tasks[task]["state"] == "running", tasks
         if fault:
             # nomad-23684/17079: reported running, recorded handle points at nothing, no event says why.
+            assert tasks[task]["state"] == "running", tasks
             assert tasks[task]["container"] == gone
             assert not _task_is_live(lab, driver, gone)
             assert [t for t, _ in new_events] == ["Restored"], new_events
             with pytest.raises(Exception, match="timed out"):
                 lab.wait_http(port, 5.0)
             return
+        assert ("Restored", "task(s) exited while the agent was down") in new_events
+        if exec_:
+            assert ("Terminated", "Exit Code: unknown (the task died while the agent was down)") in new_events
+            assert "Task restarting in 1.0s (restart 1 of 2 in 1800s)" in [
+                m for t, m in new_events if t == "Restarting"
+            ]
+            assert len(agent.core.call(lambda: agent.core.runner(alloc).state.task(task)).restart_times) == 1
+            wait_until(
+                lambda: (True if _view(agent, alloc)["tasks"][task]["state"] == "running" else None, "dead"),  # type: ignore[index]
+                timeout=TIMEOUT,
+                what="the exec task restarted by its restart policy",
+            )
+            tasks = _view(agent, alloc)["tasks"]
+            assert isinstance(tasks, dict)
+        assert tasks[task]["state"] == "running", tasks
         assert tasks[task]["container"] != gone and tasks[task]["restarts"] == 1, tasks
         assert _task_is_live(lab, driver, str(tasks[task]["container"]))
-        assert ("Restored", "task(s) exited while the agent was down") in new_events
-        assert lab.wait_http(port, TIMEOUT, PROBE if driver == "docker" else "/index.html")[0] == 200
+        causes = [e.details.get("cause") for e in agent.core.store.events(alloc, task) if e.type == "Started"]
+        assert causes == ["first start", "restart policy" if exec_ else "restore"], causes
+        assert lab.wait_http(port, TIMEOUT, "/index.html" if exec_ else PROBE)[0] == 200
+    finally:
+        agent.stop()
+
+
+def test_an_exec_task_dead_while_down_with_no_restarts_allowed_fails_its_alloc(lab: AgentLab) -> None:
+    """restart { attempts = 0, mode = "fail" }: the exec task that died while the agent was down
+    (its exit code unknown) ends dead and failed, its alloc failed (and replaced), never started again
+    in it."""
+    agent = lab.start_agent()
+    alloc = _submit(agent, "exec-bridge.hcl", restart='attempts = 0\n      mode = "fail"')
+    gone = _remove_task_behind_the_agents_back(lab, agent, alloc, "exec")
+    agent = lab.start_agent()
+    try:
+        view = _view(agent, alloc)
+        tasks = view["tasks"]
+        assert isinstance(tasks, dict)
+        assert view["status"] == "failed", view
+        assert (tasks["httpd"]["state"], tasks["httpd"]["failed"], tasks["httpd"]["restarts"]) == (
+            "dead",
+            True,
+            0,
+        )
+        assert "exit code unknown (the task died while the agent was down)" in str(view["reason"])
+        events = [(e.type, e.message) for e in agent.core.store.events(alloc, "httpd")]
+        assert ("Terminated", "Exit Code: unknown (the task died while the agent was down)") in events
+        assert [t for t, _ in events].count("Started") == 1, events
+        assert not _task_is_live(lab, "exec", gone)
+        replacement = str(view["replaced_by"]) or wait_until(
+            lambda: (str(_view(agent, alloc)["replaced_by"]) or None, "no replacement yet"),
+            timeout=TIMEOUT,
+            what="the failed alloc replaced",
+        )
+        assert _view(agent, replacement)["replaces"] == alloc
+    finally:
+        agent.stop()
+
+
+BATCH_EXEC = """
+job "exec-once" {
+  type = "batch"
+  group "g" {
+    task "once" {
+      driver = "exec"
+      config {
+        command = "/bin/busybox"
+        args    = ["sh", "-c", "sleep 1"]
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_batch_exec_task_that_exits_0_completes_and_stays_readable_after_a_restart(lab: AgentLab) -> None:
+    """Nomad's batch jobs: a task's exit 0 is its completion (no restart, no failure, no
+    replacement); the alloc is complete, and still read by the API after an agent restart."""
+    from agent.routes import build_routes
+
+    agent = lab.start_agent()
+    out = agent.core.call(lambda: agent.core.submit(BATCH_EXEC, "hcl"))
+    (alloc,) = out["allocs"]
+    try:
+        wait_until(
+            lambda: (True if _view(agent, alloc)["status"] == "complete" else None, str(_view(agent, alloc))),
+            timeout=TIMEOUT,
+            what="the batch alloc complete",
+        )
+        time.sleep(2)  # longer than the task's run: a restart would have started it again by now
+        tasks = _view(agent, alloc)["tasks"]
+        assert isinstance(tasks, dict)
+        assert (tasks["once"]["state"], tasks["once"]["restarts"], tasks["once"]["failed"]) == (
+            "dead",
+            0,
+            False,
+        )
+        events = [(e.type, e.message) for e in agent.core.store.events(alloc, "once")]
+        assert ("Terminated", "Exit Code: 0") in events and [t for t, _ in events].count("Started") == 1
+        assert not {"Restarting", "Not Restarting"} & {t for t, _ in events}, events
+        assert agent.core.call(lambda: list(agent.core.runners)) == [alloc], "nothing replaced it"
+        agent.stop()
+        agent = lab.start_agent()
+        routes = {(m, rx): h for m, rx, h in build_routes(agent.core)}
+        status, _, body = routes[("GET", r"/v1/allocation/([0-9a-f-]+)")]((alloc,), b"")
+        read = json.loads(body)
+        assert status == 200 and read["status"] == "complete" and read["tasks"]["once"]["failed"] is False
+        status, _, body = routes[("GET", r"/v1/allocation/([0-9a-f-]+)/events")]((alloc,), b"")
+        assert status == 200 and "Terminated" in [e["type"] for e in json.loads(body)]
     finally:
         agent.stop()
 

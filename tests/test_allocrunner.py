@@ -21,7 +21,12 @@ POLICY = RestartPolicy(attempts=2, interval=600, delay=3, mode="fail")
 
 
 def _job(
-    driver: str = "docker", *, mode: str = "bridge", tasks: int = 2, policy: RestartPolicy = POLICY
+    driver: str = "docker",
+    *,
+    mode: str = "bridge",
+    tasks: int = 2,
+    policy: RestartPolicy = POLICY,
+    job_type: str = "service",
 ) -> tuple[Job, Group]:
     group = Group(
         name="g",
@@ -29,7 +34,7 @@ def _job(
         network=Network(mode=mode, ports=(Port("http", to=8080),)) if mode != "none" else None,
         restart=policy,
     )
-    return Job(id="web", groups=(group,)), group
+    return Job(id="web", groups=(group,), type=job_type), group
 
 
 def _record(alloc_id: str = "a1b2c3d4-0000-4000-8000-000000000001") -> AllocRecord:
@@ -575,7 +580,8 @@ def test_a_task_never_started_before_the_kill_is_started_by_the_restore(tmp_path
 
 def test_a_task_gone_without_an_exit_status_is_started_by_the_restore_uncounted(tmp_path: Path) -> None:
     """As Nomad's task runner with a handle it cannot recover: no Terminated event, no attempt used
-    (the container was removed, or the exec process of an earlier agent left no exit status)."""
+    (the container was removed: docker keeps the exit status of a container that exited, so a
+    container that is gone did not just exit)."""
     node = FakeNode(tmp_path)
     r = _started(node, policy=RestartPolicy(attempts=0, interval=600, delay=3, mode="fail"))
     (t1,) = [h for h in node.docker.running() if h.startswith("docker-t1")]
@@ -687,12 +693,15 @@ def test_an_owed_replacement_already_started_is_only_recorded_at_restore(tmp_pat
 
 
 def test_env_templates_reach_the_task_env_at_every_start_and_win_over_the_tasks_env(tmp_path: Path) -> None:
-    """Nomad's `template { env = true }`: the rendered KEY=VALUE file is the task's environment,
-    read again at each start (a change_mode restart gives the task the new values)."""
+    """Nomad's `template { env = true }`: the rendered KEY=VALUE lines are the task's environment at
+    each start (a change_mode restart after a re-render gives the task the new values), as the agent
+    rendered them: a task that rewrites the file between its starts does not choose its next
+    environment (issue 32, item 1)."""
     node = FakeNode(tmp_path)
     tpl = Template(
         "secrets/app.env",
-        data='DB_PASS="{{ env "SEED" }}-pw"\nexport MODE=blue\n# a comment\nnot a pair\nPORT=8080 # inline\n',
+        data='DB_PASS="{{ env "SEED" }}-pw-{{ file "local/gen" }}"\nexport MODE=blue\n# a comment\n'
+        "not a pair\nPORT=8080 # inline\n",
         env=True,
         change_mode="restart",
         splay=0,
@@ -701,14 +710,52 @@ def test_env_templates_reach_the_task_env_at_every_start_and_win_over_the_tasks_
     group = Group(name="g", tasks=(task,), restart=POLICY)
     r = AllocRunner(node.deps(), _record(), Job(id="web", groups=(group,)), group)
     node.store.put("alloc", r.id, r.rec.to_record())
+    (r.task_dir(task) / "local").mkdir(parents=True)
+    (r.task_dir(task) / "local" / "gen").write_text("1")
     r.start()
     env = node.docker.starts[-1].env
-    assert (env["DB_PASS"], env["MODE"], env["PORT"]) == ("s1-pw", "blue", "8080"), env
-    assert "Template Env Failed" in _events(node, r)  # "not a pair" is named, not guessed at
-    (r.task_dir(task) / "secrets" / "app.env").write_text("DB_PASS=rotated\n")
+    assert (env["DB_PASS"], env["MODE"], env["PORT"]) == ("s1-pw-1", "blue", "8080"), env
+    assert _events(node, r).count("Template Env Failed") == 1  # "not a pair", named at the render
+
+    # The task rewrites its env file: its next start still gets what the agent rendered.
+    (r.task_dir(task) / "secrets" / "app.env").write_text("DB_PASS=rotated\nLD_PRELOAD=/tmp/evil.so\n")
     r.restart_for_template(task)
-    assert node.docker.starts[-1].env["DB_PASS"] == "rotated"
-    assert node.docker.starts[-1].env["MODE"] == "task"  # no longer in the file: the task's own again
+    env = node.docker.starts[-1].env
+    assert env["DB_PASS"] == "s1-pw-1" and "LD_PRELOAD" not in env, env
+    assert _events(node, r).count("Template Env Failed") == 1, "named once, at its render"
+
+    # A re-render (what it read changed) is what the next start gets, and the same after an agent
+    # restart (the values are in the agent's state, not in the task's file).
+    (r.task_dir(task) / "local" / "gen").write_text("2")
+    r.templates(task).schedule_rerender(0.0)
+    node.run_timers()
+    env = node.docker.starts[-1].env
+    assert (env["DB_PASS"], env["MODE"]) == ("s1-pw-2", "blue"), env
+    (r.task_dir(task) / "secrets" / "app.env").write_text("DB_PASS=rotated\n")
+    again = _again(node, r)
+    assert again.template_env(task)["DB_PASS"] == "s1-pw-2"
+
+
+def test_env_template_state_from_an_older_agent_reads_the_file_only_while_it_is_as_rendered(
+    tmp_path: Path,
+) -> None:
+    """A template state written before the values were kept (no `env` in the record): the file is
+    read back only while its sha256 is the one rendered; a rewritten file is refused, named."""
+    node = FakeNode(tmp_path)
+    tpl = Template("secrets/app.env", data="A=1\n", env=True, change_mode="noop", splay=0)
+    task = Task("t0", "docker", config={"image": "x"}, templates=(tpl,))
+    group = Group(name="g", tasks=(task,), restart=POLICY)
+    r = AllocRunner(node.deps(), _record(), Job(id="web", groups=(group,)), group)
+    node.store.put("alloc", r.id, r.rec.to_record())
+    r.start()
+    key = f"{r.id}/t0/secrets/app.env"
+    old = {k: v for k, v in (node.store.get("template", key) or {}).items() if k != "env"}
+    node.store.put("template", key, old)
+    assert r.template_env(task) == {"A": "1"}
+    (r.task_dir(task) / "secrets" / "app.env").write_text("A=2\nLD_PRELOAD=/x.so\n")
+    assert r.template_env(task) == {}
+    (msg,) = [e.message for e in node.store.events(r.id, "t0") if e.type == "Template Env Failed"]
+    assert "changed since it was rendered" in msg
 
 
 def test_a_recovery_interrupted_by_an_unavailable_engine_retries_until_done(
@@ -747,3 +794,153 @@ def test_a_recovery_whose_task_start_finds_the_engine_away_starts_again_from_the
     signaled = [e.task for e in node.store.events(r.id) if e.type == "Restart Signaled"]
     assert signaled.count("t0") == 2 and signaled.count("t1") == 2
     assert r.rec.status is AllocStatus.RUNNING and node.replaced == [] and len(node.docker.running()) == 2
+
+
+# -- batch jobs: an exit 0 completes the task (Nomad's restart tracker) ----------------------------
+def _exit(node: FakeNode, r: AllocRunner, driver: str, task: str, code: int) -> None:
+    fake = node.exec if driver == "exec" else node.docker
+    (hid,) = [h for h in fake.running() if h.startswith(f"{driver}-{task}-")]
+    fake.exit(hid, code)
+    r.on_task_exit(hid)
+
+
+@pytest.mark.parametrize("job_type", ["batch", "sysbatch"])
+def test_a_batch_task_that_exits_0_is_complete_and_the_alloc_with_its_last_task(
+    tmp_path: Path, job_type: str
+) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node, "exec", mode="none", job_type=job_type)
+    _exit(node, r, "exec", "t0", 0)
+    t0 = r.state.task("t0")
+    assert (t0.state, t0.failed, t0.completed, t0.restarts) == (TaskState.DEAD, False, True, 0)
+    assert node.timers == [] and len(node.exec.starts) == 2, "no restart of a completed task"
+    assert r.rec.status is AllocStatus.RUNNING, "t1 still runs"
+    shown = r.view()["tasks"]["t0"]
+    assert (shown["state"], shown["failed"], shown["restarts"]) == ("dead", False, 0)
+    _exit(node, r, "exec", "t1", 0)
+    assert r.rec.status is AllocStatus.COMPLETE and r.rec.reason == "All tasks have completed"
+    assert node.replaced == [] and node.timers == [] and len(node.exec.starts) == 2
+    assert node.dirs.cleaned == [r.alloc_dir], "the completed alloc is torn down"
+    events = [(e.type, e.message) for e in node.store.events(r.id, "t0")]
+    assert ("Terminated", "Exit Code: 0") in events
+    assert not {"Restarting", "Not Restarting", "Alloc Failed"} & {t for t, _ in events}
+    assert "Alloc Failed" not in _events(node, r)
+    # A restart of the agent finds nothing to do: the alloc is terminal, its tasks complete.
+    again = _again(node, r)
+    assert again.rec.status is AllocStatus.COMPLETE and again.view()["status"] == "complete"
+
+
+def test_a_batch_task_that_fails_is_restarted_by_the_policy_and_completes_after(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node, "exec", mode="none", tasks=1, job_type="batch")
+    _exit(node, r, "exec", "t0", 1)
+    assert [d for d, _ in node.timers] == [POLICY.delay] and len(r.state.task("t0").restart_times) == 1
+    node.run_timers()
+    _exit(node, r, "exec", "t0", 1)
+    node.run_timers()
+    # attempts (2) used up: an exit 0 still completes the task, it does not fail it.
+    _exit(node, r, "exec", "t0", 0)
+    assert r.rec.status is AllocStatus.COMPLETE and not r.state.task("t0").failed
+    assert r.state.task("t0").restarts == 2 and node.replaced == []
+
+
+def test_a_batch_task_with_no_restarts_allowed_completes_on_exit_0_and_fails_on_another(
+    tmp_path: Path,
+) -> None:
+    no_restarts = RestartPolicy(attempts=0, interval=600, delay=3, mode="fail")
+    ok = FakeNode(tmp_path / "ok")
+    r = _started(ok, "exec", mode="none", tasks=1, job_type="batch", policy=no_restarts)
+    _exit(ok, r, "exec", "t0", 0)
+    assert r.rec.status is AllocStatus.COMPLETE and ok.replaced == []
+    bad = FakeNode(tmp_path / "bad")
+    r = _started(bad, "exec", mode="none", tasks=1, job_type="batch", policy=no_restarts)
+    _exit(bad, r, "exec", "t0", 2)
+    assert r.rec.status is AllocStatus.FAILED and r.state.task("t0").failed
+    assert "exit code 2" in r.rec.reason and bad.replaced == [(r.id, r.rec.reason)]
+
+
+def test_a_service_task_that_exits_0_is_restarted_and_counted(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node, "exec", mode="none", tasks=1)
+    for attempt in (1, 2):
+        _exit(node, r, "exec", "t0", 0)
+        assert [d for d, _ in node.timers] == [POLICY.delay]
+        node.run_timers()
+        assert r.state.task("t0").restarts == attempt and not r.state.task("t0").completed
+    _exit(node, r, "exec", "t0", 0)
+    assert r.rec.status is AllocStatus.FAILED and r.state.task("t0").failed
+    assert r.rec.reason.startswith("task t0 failed with exit code 0: exceeded 2 restart(s)")
+
+
+def test_a_completed_task_is_left_alone_by_a_restore_and_a_network_recovery(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node, "exec", job_type="batch")  # bridge: a netns the tasks join by path
+    _exit(node, r, "exec", "t0", 0)
+    again = _again(node, r)
+    assert again.restore() is RestoreAction.REATTACH
+    assert len(node.exec.starts) == 2 and node.timers == []
+    restored = [e.message for e in node.store.events(r.id) if e.type == "Restored"]
+    assert restored == ["reattached: every task running or complete, network verified"]
+    again.recover_network("netns gone")
+    assert _causes(node, again, "t0") == ["first start"], "a completed task is not started again"
+    assert _causes(node, again, "t1") == ["first start", "network recovery"]
+    _exit(node, again, "exec", "t1", 0)
+    assert again.rec.status is AllocStatus.COMPLETE
+
+
+# -- restore: an exec task that died while the agent was down (its exit code went with the agent) ----
+def _die_while_down(node: FakeNode, task: str) -> None:
+    """As the real exec driver after an agent restart: the process is gone, no exit status."""
+    (hid,) = [h for h in node.exec.running() if h.startswith(f"exec-{task}-")]
+    node.exec.procs[hid].running = False
+
+
+def test_an_exec_task_that_died_while_down_is_a_counted_failure_with_an_unknown_exit_code(
+    tmp_path: Path,
+) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node, "exec", mode="none", policy=RestartPolicy(attempts=1, interval=600, delay=5))
+    _die_while_down(node, "t1")
+    again = _again(node, r)
+    assert again.restore() is RestoreAction.RESTART_TASKS
+    assert len(node.exec.starts) == 2 and [d for d, _ in node.timers] == [5], "after the policy's delay"
+    (terminated,) = [e for e in node.store.events(r.id, "t1") if e.type == "Terminated"]
+    assert terminated.message == "Exit Code: unknown (the task died while the agent was down)"
+    assert terminated.details == {"exit_code": None, "while_agent_down": True}
+    assert len(again.state.task("t1").restart_times) == 1, "counted against the attempts"
+    node.run_timers()
+    assert _causes(node, again, "t1") == ["first start", "restart policy"]
+    _exit(node, again, "exec", "t1", 4)  # the one attempt is used up
+    assert again.rec.status is AllocStatus.FAILED
+
+
+@pytest.mark.parametrize("job_type", ["service", "batch"])
+def test_an_exec_task_that_died_while_down_with_no_restarts_allowed_fails_the_alloc(
+    tmp_path: Path, job_type: str
+) -> None:
+    """Nomad cannot know that the task succeeded: a batch task is failed too, never completed."""
+    node = FakeNode(tmp_path)
+    no_restarts = RestartPolicy(attempts=0, interval=600, delay=3, mode="fail")
+    r = _started(node, "exec", mode="none", policy=no_restarts, job_type=job_type)
+    _die_while_down(node, "t1")
+    again = _again(node, r)
+    again.restore()
+    t1 = again.state.task("t1")
+    assert (t1.state, t1.failed, t1.completed) == (TaskState.DEAD, True, False)
+    assert again.rec.status is AllocStatus.FAILED and node.replaced == [(r.id, again.rec.reason)]
+    assert "unknown (the task died while the agent was down)" in again.rec.reason
+    assert len(node.exec.starts) == 2 and node.timers == [], "not started again"
+    (refused,) = [e for e in node.store.events(r.id, "t1") if e.type == "Not Restarting"]
+    assert "exceeded 0 restart(s)" in refused.message
+
+
+def test_a_batch_task_found_exited_0_at_restore_is_complete(tmp_path: Path) -> None:
+    """docker keeps the exit status: a batch task that exited 0 while the agent was down is done."""
+    node = FakeNode(tmp_path)
+    r = _started(node, mode="none", tasks=1, job_type="batch")
+    (t0,) = node.docker.running()
+    node.docker.exit(t0, 0)
+    again = _again(node, r)
+    again.restore()
+    assert again.rec.status is AllocStatus.COMPLETE and not again.state.task("t0").failed
+    assert len(node.docker.starts) == 1 and node.timers == [] and node.replaced == []

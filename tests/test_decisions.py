@@ -37,6 +37,7 @@ from agent.decisions import (
     plan_restore_render,
     plan_start_failure,
     plan_task_restart,
+    restarts_on_success,
     trust_recorded_tasks,
 )
 from agent.faults import KNOWN_FAULTS, Faults
@@ -275,13 +276,59 @@ def test_a_task_dead_at_restore_goes_through_the_policy_unless_there_is_no_exit_
     assert plan_dead_on_restore(TaskState.STARTING, 0.0, 0) is DeadOnRestore.RESTART_POLICY
     # Its exit was handled before the agent stopped: the owed restart is resumed, not counted again.
     assert plan_dead_on_restore(TaskState.DEAD, 1234.0, 3) is DeadOnRestore.RESUME_PENDING
-    # No exit status: never started (no handle), gone (docker rm, a process of an earlier agent),
-    # or running under the agent (docker restarted it): started again by the restore, not counted.
+    # No exit status: never started (no handle), gone (docker rm), or running under the agent
+    # (docker restarted it): started again by the restore, not counted.
     assert plan_dead_on_restore(TaskState.STARTING, 0.0, None) is DeadOnRestore.START_AGAIN
     assert plan_dead_on_restore(TaskState.RUNNING, 0.0, None) is DeadOnRestore.START_AGAIN
     assert (
         plan_dead_on_restore(TaskState.DEAD, 0.0, 3) is DeadOnRestore.START_AGAIN
     )  # an earlier agent's record
+
+
+def test_an_exit_status_lost_with_the_agent_is_a_failure_the_policy_counts() -> None:
+    """An exec or raw_exec task found gone at restore died while the agent was down: its exit code
+    is unknown, and unknown is a failure (restart policy, counted), never an uncounted start."""
+    assert plan_dead_on_restore(TaskState.RUNNING, 0.0, None, exit_lost=True) is DeadOnRestore.RESTART_POLICY
+    # Its exit handled before the agent stopped, or stopped for a restart: as before.
+    assert plan_dead_on_restore(TaskState.DEAD, 99.0, None, exit_lost=True) is DeadOnRestore.RESUME_PENDING
+    assert plan_dead_on_restore(TaskState.DEAD, 0.0, None, exit_lost=True) is DeadOnRestore.START_AGAIN
+    # A task that completed (a batch task's exit 0) stays dead, whatever the driver says of it.
+    for code in (0, None):
+        assert plan_dead_on_restore(TaskState.DEAD, 0.0, code, completed=True) is DeadOnRestore.COMPLETE
+
+
+@pytest.mark.parametrize("job_type", ["batch", "sysbatch"])
+def test_a_batch_task_that_exits_0_is_complete_whatever_its_attempts(job_type: str) -> None:
+    """Nomad's restart tracker: a batch or sysbatch job's successful exit is no failure and needs no
+    restart (attempts = 0, or used up, changes nothing); any other exit goes through the policy."""
+    pol = RestartPolicy(attempts=1, interval=60, delay=5, mode="fail")
+    for policy, history in ((pol, []), (pol, [90.0]), (dataclasses.replace(pol, attempts=0), [])):
+        done = plan_task_restart(policy, history, 100, exit_code=0, job_type=job_type)
+        assert (done.restart, done.complete, done.counted) == (False, True, False)
+        assert done.reason == "Restart unnecessary as task terminated successfully"
+    failed = plan_task_restart(pol, [], 100, exit_code=1, job_type=job_type)
+    assert (failed.restart, failed.complete, failed.counted, failed.delay) == (True, False, True, 5)
+    unknown = plan_task_restart(pol, [90.0], 100, exit_code=None, job_type=job_type)
+    assert (unknown.restart, unknown.complete) == (False, False), "an unknown exit code is a failure"
+    assert not restarts_on_success(job_type)
+
+
+@pytest.mark.parametrize("job_type", ["service", "system"])
+def test_a_service_task_is_restarted_on_any_exit_and_each_counts(job_type: str) -> None:
+    pol = RestartPolicy(attempts=1, interval=60, delay=5, mode="fail")
+    again = plan_task_restart(pol, [], 100, exit_code=0, job_type=job_type)
+    assert (again.restart, again.complete, again.counted) == (True, False, True)
+    spent = plan_task_restart(pol, [90.0], 100, exit_code=0, job_type=job_type)
+    assert (spent.restart, spent.complete) == (False, False) and "exceeded 1" in spent.reason
+    assert restarts_on_success(job_type)
+
+
+def test_a_task_recorded_complete_leaves_nothing_to_restore() -> None:
+    done = dataclasses.replace(HEALTHY, tasks_running=[True, False], tasks_completed=[False, True])
+    plan = plan_restore(done)
+    assert plan.action is RestoreAction.REATTACH and "running or complete" in plan.reason
+    dead = dataclasses.replace(done, tasks_completed=[False, False])
+    assert plan_restore(dead).action is RestoreAction.RESTART_TASKS
 
 
 def test_owed_replacements_are_owed_once() -> None:

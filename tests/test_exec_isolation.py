@@ -43,6 +43,7 @@ def lab(tmp_path: Path) -> Iterator[AgentLab]:
 def _submit(agent: AgentUnderTest, text: str) -> str:
     out = agent.core.call(lambda: agent.core.submit(text, None, source="test"))
     assert len(out["allocs"]) == 1, out
+    agent.settle()  # a task's templates render off the main loop: its setup goes on after them
     return str(out["allocs"][0])
 
 

@@ -3,6 +3,7 @@ implement warn with their path, and every invalid input is rejected with its pat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -664,6 +665,22 @@ def test_restart_policy_is_checked_like_nomad_and_defaults_follow_the_job_type()
     assert batch.job.groups[0].restart == RestartPolicy(attempts=3, interval=86400.0, delay=15.0, mode="fail")
     exec_task = _parse(_BASE.replace('kill_signal = "SIGTERM"', "")).job.groups[0].tasks[0]
     assert exec_task.kill_signal == "SIGTERM"  # docker's default; exec's is SIGINT, as Nomad
+
+
+@pytest.mark.parametrize(
+    ("job_type", "attempts", "interval"),
+    [("service", 2, 1800.0), ("system", 2, 1800.0), ("batch", 3, 86400.0), ("sysbatch", 3, 86400.0)],
+)
+def test_restart_defaults_per_job_type_are_nomads_and_fill_what_a_block_leaves_out(
+    job_type: str, attempts: int, interval: float
+) -> None:
+    """Nomad's restart block docs: batch 3 attempts in 24h, service and system 2 in 30m, both a 15s
+    delay and mode "fail"; its API's Canonicalize gives sysbatch the batch defaults."""
+    typed = _BASE.replace('job "t" {', f'job "t" {{\n  type = "{job_type}"')
+    default = RestartPolicy(attempts=attempts, interval=interval, delay=15.0, mode="fail")
+    assert _parse(typed).job.groups[0].restart == default
+    partial = typed.replace("    count = 1", "    count = 1\n    restart {\n      attempts = 0\n    }")
+    assert _parse(partial).job.groups[0].restart == dataclasses.replace(default, attempts=0)
 
 
 def test_implemented_config_fields_are_stored_normalised_and_the_rest_as_written() -> None:

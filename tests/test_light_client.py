@@ -92,6 +92,7 @@ def test_a_light_client_refuses_docker_jobs_and_runs_exec_bridge_jobs(lab: objec
         text = (JOBS / "exec-bridge.hcl").read_text()
         out = core.call(lambda: core.submit(text, None, source="exec-bridge.hcl"))
         alloc = str(out["allocs"][0])
+        agent.settle()  # its template renders off the main loop
         view = core.call(lambda: core.runner(alloc).view())
         assert view["status"] == "running", view
         assert netns.exists(f"fl-{alloc}"), "the exec group's named netns is missing"

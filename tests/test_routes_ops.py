@@ -11,7 +11,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +248,9 @@ def test_exec_runs_through_the_driver_off_the_loop_and_answers_code_and_output(
     (alloc,) = api.submit(ONE_TASK)
     seen: list[tuple[str, list[str], float, str]] = []
 
-    def fake_exec(handle: TaskHandle, argv: list[str], timeout: float) -> tuple[int, str]:
+    def fake_exec(
+        handle: TaskHandle, argv: list[str], timeout: float, env: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
         seen.append((handle.id, argv, timeout, threading.current_thread().name))
         return 3, "hello from the task\n"
 
@@ -272,11 +274,11 @@ def test_exec_that_cannot_run_says_why_and_one_that_hangs_is_a_504(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (alloc,) = api.submit(ONE_TASK)
-    monkeypatch.setattr(api.node.exec, "exec", lambda h, argv, t: (-1, "the task's init is gone"))
+    monkeypatch.setattr(api.node.exec, "exec", lambda h, argv, t, env=None: (-1, "the task's init is gone"))
     status, out = api.call("POST", f"/v1/allocation/{alloc}/exec", {"task": "srv", "cmd": ["ls"]})
     assert status == 200 and out["exit_code"] == -1 and out["error"] == "the task's init is gone"
     release = threading.Event()
-    monkeypatch.setattr(api.node.exec, "exec", lambda h, argv, t: (release.wait(5), (0, ""))[1])
+    monkeypatch.setattr(api.node.exec, "exec", lambda h, argv, t, env=None: (release.wait(5), (0, ""))[1])
     monkeypatch.setattr(routes, "EXEC_MARGIN", 0.2)
     status, out = api.call("POST", f"/v1/allocation/{alloc}/exec", {"cmd": ["sleep", "9"], "timeout": 0.1})
     release.set()
@@ -427,3 +429,93 @@ def test_job_stop_purge_removes_the_job_and_its_allocs_and_client_gc_collects_te
     assert status == 200 and sorted(out["collected"]) == sorted(pair) and out["jobs_purged"] == ["pair"]
     assert all(api.node.store.get("alloc", a) is None for a in pair)
     assert api.node.store.get("job", "pair") is None
+
+
+# -- terminal allocs after an agent restart: every alloc listed is readable
+
+CRASHY = """
+job "crashy" {
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "docker"
+      config { image = "x" }
+    }
+  }
+}
+"""
+
+BATCH = """
+job "once" {
+  type = "batch"
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"""
+
+
+def _exits(api: Api, alloc: str, code: int) -> None:
+    """The alloc's only task exits with `code`, reported as a driver reports it."""
+    runner = api.core.call(lambda: api.core.runner(alloc))
+    handle = api.core.call(lambda: runner.state.handle(runner.group.tasks[0].name))
+    assert handle is not None
+    fake = api.node.exec if handle.driver == "exec" else api.node.docker
+    fake.exit(handle.id, code)
+    api.core.report_exit(alloc, handle.id)
+
+
+def test_every_alloc_listed_after_an_agent_restart_is_read_with_its_tasks_and_events(tmp_path: Path) -> None:
+    """A stopped, a failed and a completed alloc of the agent's last run: listed by GET
+    /v1/allocations, so each is answered by GET /v1/allocation/<id> (by id and by prefix), its
+    events, its logs and its job's view, with its task states, however often the agent restarts."""
+    node = FakeNode(tmp_path)
+    core = node.core()
+    threading.Thread(target=core.run_loop, daemon=True).start()
+    api = Api(node, core)
+    (stopped,) = api.submit(ONE_TASK)
+    assert api.call("DELETE", "/v1/job/web")[0] == 200
+    (failed,) = api.submit(CRASHY)
+    _exits(api, failed, 2)
+    (done,) = api.submit(BATCH)
+    _exits(api, done, 0)
+    deadline = time.monotonic() + 5
+    while len(api.call("GET", "/v1/allocations")[1]) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the failed alloc's replacement starts on the loop's timer
+    expected = {stopped: ("complete", "srv"), failed: ("failed", "t"), done: ("complete", "t")}
+    for _ in range(2):  # the agent restarted, then restarted again
+        core.stop()
+        core = node.core()
+        core.restore()
+        threading.Thread(target=core.run_loop, daemon=True).start()
+        api = Api(node, core)
+        listed = {a["id"]: a["status"] for a in api.call("GET", "/v1/allocations")[1]}
+        assert {a: listed.get(a) for a in expected} == {a: s for a, (s, _) in expected.items()}
+        for alloc, (status, task) in expected.items():
+            for ref in (alloc, alloc[:8]):
+                code, view = api.call("GET", f"/v1/allocation/{ref}")
+                assert code == 200 and (view["id"], view["status"]) == (alloc, status), view
+                assert view["tasks"][task]["state"] == "dead", view
+            code, events = api.call("GET", f"/v1/allocation/{alloc[:8]}/events")
+            assert code == 200 and "Started" in [e["type"] for e in events]
+            assert api.call("GET", f"/v1/client/fs/logs/{alloc}")[0] == 200
+        assert api.call("GET", f"/v1/allocation/{failed}")[1]["tasks"]["t"]["failed"] is True
+        completed = api.call("GET", f"/v1/allocation/{done}")[1]
+        assert (
+            completed["tasks"]["t"]["failed"] is False and completed["reason"] == "All tasks have completed"
+        )
+        events = api.call("GET", f"/v1/allocation/{done}/events")[1]
+        assert ("Terminated", "Exit Code: 0") in [(e["type"], e["message"]) for e in events]
+        assert [a["id"] for a in api.call("GET", "/v1/job/once")[1]["allocs"]] == [done]
+        assert api.call("GET", "/v1/job/once")[1]["status"] == "dead"
+        jobs = {j["id"]: j["allocs"] for j in api.call("GET", "/v1/jobs")[1]}
+        assert jobs["web"] == [stopped] and jobs["once"] == [done] and failed in jobs["crashy"]
+        assert api.call("GET", "/v1/node")[1]["allocs"]["complete"] == 2
+        assert api.call("GET", "/v1/allocation/ffffffff")[0] == 404
+    core.stop()

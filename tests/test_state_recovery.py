@@ -48,6 +48,7 @@ def _submit(agent: AgentUnderTest, name: str) -> str:
     text = (JOBS / name).read_text()
     out = agent.core.call(lambda: agent.core.submit(text, None, source=name))
     assert len(out["allocs"]) == 1, out
+    agent.settle()  # a task's templates render off the main loop: its setup goes on after them
     return str(out["allocs"][0])
 
 

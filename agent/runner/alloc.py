@@ -11,6 +11,8 @@ agent.network.base); what a fault flag changes is decided by the pure `plan_*` f
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import re
 import threading
@@ -30,6 +32,7 @@ from agent.decisions import (
     PauseDeathAction,
     PendingRestart,
     RestoreAction,
+    RestorePlan,
     StartCause,
     plan_dead_on_restore,
     plan_network_recovery,
@@ -57,13 +60,22 @@ from agent.runner.view import alloc_view
 from agent.state import StateStore
 from agent.templates.envfile import parse_env_file
 from agent.templates.render import SecretSource, TemplateRenderError
-from agent.templates.runner import TaskTemplates, TemplateDeps
+from agent.templates.runner import SetupPass, TaskTemplates, TemplateDeps
 from agent.templates.sandbox import SandboxError, read_file
 from agent.vaultclient import VaultError
 
 log = logging.getLogger(__name__)
 RECOVERY_RETRY_MAX = 30.0  # seconds between tries of a network recovery while the engine is away
+RESTORE_RENDER = "render on restore"  # the restore's re-render, off the main loop (its Serial's step)
+ALL_TASKS_COMPLETE = "All tasks have completed"  # the reason of an alloc whose tasks all completed, as Nomad
 _ENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
+
+
+def exit_text(code: int | None, while_down: bool = False) -> str:
+    """A task's exit code as its events and failure reasons show it; an unknown one says why."""
+    if code is not None:
+        return str(code)
+    return "unknown (the task died while the agent was down)" if while_down else "unknown"
 
 
 @dataclass
@@ -110,6 +122,9 @@ class AllocRunner:
         self._vault_tokens: dict[str, TaskVaultToken] = {}
         self.serial = Serial(deps.offload, f"alloc={record.id[:8]}")
         self._vault_changed_on_restore: list[Task] = []  # tasks the restore gave a new token
+        # Each task's environment as its last start was given it: what `alloc exec` and change scripts
+        # run in (never one read back from the task, which the task could rewrite).
+        self._started_env: dict[str, dict[str, str]] = {}
 
     @property
     def rec(self) -> AllocRecord:
@@ -129,24 +144,35 @@ class AllocRunner:
         return self._templates[t.name]
 
     def template_env(self, t: Task) -> dict[str, str]:
-        """The variables of the task's `env = true` templates, read from what was rendered (at every
-        start, so a change_mode restart picks up new values); they win over the task's env, as in
-        Nomad. An unreadable file or line is an event, never a guess."""
+        """The variables of the task's `env = true` templates as the agent rendered them, kept with
+        the templates' states (agent.templates.changemode.TemplateState.env), at every start, so a
+        change_mode restart picks up new values; they win over the task's env, as in Nomad. The file
+        in the task dir is never read back: the task can write it. A line that was not KEY=VALUE was
+        a "Template Env Failed" event when it was rendered. A state from an agent that kept no values
+        falls back to the file only while it holds exactly what was rendered (its sha256)."""
         env: dict[str, str] = {}
+        if not any(tpl.env for tpl in t.templates):
+            return env
+        states = {s.dest: s for s in self.templates(t).states()}
         for tpl in t.templates:
-            if not tpl.env:
+            st = states.get(tpl.destination)
+            if not tpl.env or st is None:
                 continue
-            try:
-                values, bad = parse_env_file(read_file(self.task_dir(t), tpl.destination))
-            except (SandboxError, OSError) as exc:
-                self.event(t.name, "Template Env Failed", f"{tpl.destination}: {exc}")
+            if st.env is not None:
+                env.update(st.env)
                 continue
-            if bad:
-                lines = ", ".join(str(n) for n in bad[:10])
-                self.event(
-                    t.name, "Template Env Failed", f"{tpl.destination}: not KEY=VALUE at line(s) {lines}"
-                )
-            env.update(values)
+            why = "not rendered yet"
+            if st.rendered:
+                try:
+                    text = read_file(self.task_dir(t), tpl.destination)
+                except (SandboxError, OSError) as exc:
+                    why = str(exc)
+                else:
+                    if hashlib.sha256(text.encode()).hexdigest() == st.rendered:
+                        env.update(parse_env_file(text)[0])
+                        continue
+                    why = "changed since it was rendered: not used"
+            self.event(t.name, "Template Env Failed", f"{tpl.destination}: {why}")
         return env
 
     def task_env(self, t: Task) -> dict[str, str]:
@@ -250,7 +276,14 @@ class AllocRunner:
             assert isinstance(result, tuple)
             then(int(result[0]), str(result[1]))
 
-        self.d.offload(f"exec-{t.name}", lambda: driver.exec(h, argv, timeout), done)
+        env = self.exec_env(t)
+        self.d.offload(f"exec-{t.name}", lambda: driver.exec(h, argv, timeout, env), done)
+
+    def exec_env(self, t: Task) -> dict[str, str]:
+        """The environment a command run in the task gets: the one its last start was given, or
+        (after an agent restart) the same made again from the job and the agent's state."""
+        env = self._started_env.get(t.name)
+        return dict(env) if env is not None else {**self.task_env(t), **self.template_env(t)}
 
     def restart_for_template(self, t: Task) -> None:
         self.serial.run(lambda: self._stop_then_restart(t, StartCause.CHANGE_MODE, "template re-rendered"))
@@ -304,23 +337,38 @@ class AllocRunner:
         if cause is StartCause.FIRST_START and attempt == 0:
             for t in self.group.tasks:
                 self.event(t.name, "Received", "Task received by client")
-        try:
-            self._setup_dirs()
-        except (AgentError, OSError) as exc:
-            down = isinstance(exc, Unavailable) or (isinstance(exc, TemplateRenderError) and exc.unavailable)
+        # The templates render off the main loop (the alloc's next operations wait behind them in
+        # its Serial); the setup goes on in _setup_done.
+        self._setup_dirs(0, lambda exc: self._setup_done(exc, cause, why, attempt))
+
+    def _setup_done(self, failed: Exception | None, cause: StartCause, why: str, attempt: int) -> None:
+        if self.rec.desired is DesiredStatus.STOP:
+            return  # stopped while its templates rendered: the stop waiting behind them finishes it
+        if failed is not None:
+            down = isinstance(failed, Unavailable) or (
+                isinstance(failed, TemplateRenderError) and failed.unavailable
+            )
             delay = plan_setup_retry(attempt + 1, down)
             if delay is None:
-                self._fail_setup(f"failed to setup alloc: {exc}")
+                self._fail_setup(f"failed to setup alloc: {failed}")
                 return
             self.event(
                 "",
                 "Setup Retrying",
-                f"{exc}: setting the alloc up again in {delay:g}s (attempt {attempt + 1} of "
+                f"{failed}: setting the alloc up again in {delay:g}s (attempt {attempt + 1} of "
                 f"{SETUP_RETRY_ATTEMPTS})",
             )
-            self.d.schedule(
-                delay, lambda: self.serial.run(lambda: self._retry_setup(cause, why, attempt + 1))
-            )
+            retried: list[bool] = []
+
+            def retry() -> None:  # on its timer, or when Vault answers again: whichever is first
+                if not retried:
+                    retried.append(True)
+                    self.serial.run(lambda: self._retry_setup(cause, why, attempt + 1))
+
+            self.d.schedule(delay, retry)
+            wake = self.d.templates.vault_wake
+            if down and wake is not None:
+                wake.subscribe(f"{self.id}/setup", retry, lambda: not retried and self._setup_pending())
             return
         try:
             if self.bridge:
@@ -336,9 +384,12 @@ class AllocRunner:
 
     def _retry_setup(self, cause: StartCause, why: str, attempt: int) -> None:
         """A retry of the setup's first render, unless the alloc was stopped (or else settled) since."""
-        if self.rec.status is not AllocStatus.PENDING or self.rec.desired is DesiredStatus.STOP:
+        if not self._setup_pending():
             return
         self.start(cause, why, attempt=attempt)
+
+    def _setup_pending(self) -> bool:
+        return self.rec.status is AllocStatus.PENDING and self.rec.desired is not DesiredStatus.STOP
 
     def resume_setup(self) -> None:
         """At restore: the agent was killed while setting the alloc up (it is still recorded
@@ -353,19 +404,60 @@ class AllocRunner:
         self._teardown()
         self.start(StartCause.RESTORE, "setup interrupted by an agent restart")
 
-    def _setup_dirs(self) -> None:
-        for t in self.group.tasks:
-            self.event(t.name, "Task Setup", "Building Task Directory")
-            self.d.task_dirs.prepare(self.task_dir(t))
-            token = self.vault_token(t)
-            if token is not None:
-                token.ensure()
+    def _setup_dirs(self, first: int, then: Callable[[Exception | None], None]) -> None:
+        """Each task's dir and token from the `first` task on, its templates rendered off the main
+        loop before the next task's turn; `then(None)` on the loop when all are, `then(exc)` at the
+        first failure."""
+        tasks = self.group.tasks
+        for i in range(first, len(tasks)):
+            t = tasks[i]
+            try:
+                self.event(t.name, "Task Setup", "Building Task Directory")
+                self.d.task_dirs.prepare(self.task_dir(t))
+                token = self.vault_token(t)
+                if token is not None:
+                    token.ensure()
+            except (AgentError, OSError) as exc:
+                then(exc)
+                return
             if t.templates:
-                try:
-                    self.templates(t).render_all()
-                except TemplateRenderError as exc:
-                    self.event(t.name, "Template Failed", str(exc))
-                    raise
+                self._render_setup(t, functools.partial(self._setup_rendered, i + 1, then))
+                return
+        then(None)
+
+    def _setup_rendered(
+        self, nxt: int, then: Callable[[Exception | None], None], failed: Exception | None
+    ) -> None:
+        """A task's first render is done: the next task's turn, or the failure (or the end, when the
+        alloc was stopped meanwhile)."""
+        if failed is not None or self.rec.desired is DesiredStatus.STOP:
+            then(failed)
+            return
+        self._setup_dirs(nxt, then)
+
+    def _render_setup(self, t: Task, then: Callable[[Exception | None], None]) -> None:
+        """The task's first render, off the main loop (agent.templates.runner.SetupPass)."""
+        tt = self.templates(t)
+        try:
+            setup = tt.begin_render_all()
+        except (AgentError, OSError) as exc:
+            then(exc)
+            return
+        if setup is None:
+            then(None)
+            return
+
+        def done(result: object, exc: Exception | None) -> None:
+            try:
+                tt.finish_render_all(setup, result if isinstance(result, list) else None, exc)
+            except Exception as failed:
+                if isinstance(failed, TemplateRenderError):
+                    self.event(t.name, "Template Failed", str(failed))
+                then(failed)
+                return
+            then(None)
+
+        self.serial.off_loop(f"render {t.name}", lambda: tt.run_render_all(setup), done)
 
     def _setup_network(self, *, keep_address: bool = False) -> None:
         """Create the alloc's netns owner and run CNI ADD on it; record the address ADD gave.
@@ -388,6 +480,11 @@ class AllocRunner:
             address = self.rec.address
         self.state.save(network_state=NetworkState.READY, address=address)
 
+    def _record_env(self, t: Task) -> dict[str, str]:
+        env = {**self.task_env(t), **self.template_env(t)}
+        self._started_env[t.name] = env
+        return env
+
     def _start_task(self, t: Task, cause: StartCause, why: str = "", *, restart: bool = False) -> None:
         """Start the task once, for one decision (`cause`, in the "Started" event's details). Any
         restart still on a timer for the task is cancelled by it (the generation moves on).
@@ -404,7 +501,7 @@ class AllocRunner:
             alloc_id=self.id,
             task=t,
             task_dir=self.task_dir(t),
-            env={**self.task_env(t), **self.template_env(t)},
+            env=self._record_env(t),
             network_mode=self.group.network.mode if self.group.network else "none",
             netns=self.netns_path(),
             netns_owner=owner,
@@ -412,7 +509,8 @@ class AllocRunner:
         )
         record = self.state.task(t.name)
         self.state.put_task(
-            t.name, (record.restarted() if restart else record).with_(state=TaskState.STARTING)
+            t.name,
+            (record.restarted() if restart else record).with_(state=TaskState.STARTING, completed=False),
         )
         self.kill_point("start.before-task-start")
         h = self.driver(t).start(ctx)  # replaces a leftover of this task whose start was not recorded
@@ -447,7 +545,7 @@ class AllocRunner:
             self.event("", "Network Lost", "pause container died; recovering the group's network")
             if plan_pause_death(self.d.bugs) is PauseDeathAction.RESTART_INTO_DEAD_PAUSE:
                 # nomad-12216: tasks are restarted into the dead pause's network and fail there.
-                for t in self.group.tasks:
+                for t in self._unfinished():
                     self._restart_task(t, StartCause.NETWORK_RECOVERY, "pause container died")
                 return
             self.recover_network("pause container died")
@@ -458,29 +556,50 @@ class AllocRunner:
         self._task_exited(task, code)
 
     def _task_exited(self, t: Task, code: int | None, *, while_down: bool = False) -> None:
-        """The task exited on its own (found exited at restore: `while_down`): the restart policy
-        decides, and the exit counts against its attempts."""
+        """The task exited on its own (found exited at restore: `while_down`; None: its exit code is
+        unknown, an exec or raw_exec task that died while the agent was down): the restart policy
+        decides. A batch job's task that exits 0 is complete (dead, not failed; the alloc completes
+        with its last task); any other exit counts against the policy's attempts."""
         if self.rec.status is not AllocStatus.RUNNING:
             return
         note = {"exit_code": code, "while_agent_down": True} if while_down else {"exit_code": code}
         now = self.d.clock()
         record = self.state.task(t.name).with_(state=TaskState.DEAD)
-        decision = plan_task_restart(self.group.restart, record.restart_times, now, StartCause.RESTART_POLICY)
+        decision = plan_task_restart(
+            self.group.restart,
+            record.restart_times,
+            now,
+            StartCause.RESTART_POLICY,
+            exit_code=code,
+            job_type=self.job.type,
+        )
         generation = self.state.bump(t.name)
-        reason = f"task {t.name} failed with exit code {code}: {decision.reason}"
+        shown = exit_text(code, while_down)
+        reason = f"task {t.name} failed with exit code {shown}: {decision.reason}"
+        all_done = decision.complete and all(
+            x.name == t.name or self.state.task(x.name).completed for x in self.group.tasks
+        )
         # The exit, the policy's decision (and a failure) land together: a kill never counts the
         # exit twice, nor loses it, nor leaves a task recorded failed in an alloc recorded running.
         with self.d.store.transaction():
-            self.event(t.name, "Terminated", f"Exit Code: {code}", **note)
-            if not decision.restart:
+            self.event(t.name, "Terminated", f"Exit Code: {shown}", **note)
+            if decision.complete:
+                self.state.put_task(t.name, record.with_(completed=True, failed=False, restart_due=0.0))
+                if all_done:
+                    self.state.save(status=AllocStatus.COMPLETE, reason=ALL_TASKS_COMPLETE)
+            elif not decision.restart:
                 self.state.put_task(t.name, record.with_(failed=True))
-                self.event(t.name, "Not Restarting", f"{decision.reason} (exit code {code})", exit_code=code)
+                self.event(t.name, "Not Restarting", f"{decision.reason} (exit code {shown})", exit_code=code)
                 self._record_failure(reason)
             else:
                 self.state.put_task(t.name, record.counted(now, now + decision.delay))
                 self.event(
                     t.name, "Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})"
                 )
+        if decision.complete:
+            if all_done:  # what the alloc holds on the node goes; a kill before leaves it to the sweep
+                self._teardown()
+            return
         if not decision.restart:
             self._finish_failure(reason)
             return
@@ -520,6 +639,11 @@ class AllocRunner:
             self.event(t.name, "Vault Token Failed", str(exc))
             self.fail(f"task {t.name} could not start: no Vault token: {exc}")
 
+    def _unfinished(self) -> list[Task]:
+        """The group's tasks but those that completed (a batch task's exit 0): what a recovery of
+        the group's network starts again."""
+        return [t for t in self.group.tasks if not self.state.task(t.name).completed]
+
     def recover_network(self, why: str, cause: StartCause = StartCause.NETWORK_RECOVERY) -> None:
         """Recreate the whole network of the group (DEL, fresh netns owner, ADD) and restart its
         tasks (`cause`: not counted against the restart policy; a restart on a timer is cancelled).
@@ -529,9 +653,9 @@ class AllocRunner:
     def _recover_network(self, why: str, cause: StartCause) -> None:
         if self.rec.status is not AllocStatus.RUNNING or self.rec.desired is DesiredStatus.STOP:
             return
-        for t in self.group.tasks:
+        for t in self._unfinished():
             self.event(t.name, "Restart Signaled", f"network recreated: {why}")
-        self._stop_for_restart(self.group.tasks, lambda: self._recreate_network(why, cause))
+        self._stop_for_restart(self._unfinished(), lambda: self._recreate_network(why, cause))
 
     def _recreate_network(self, why: str, cause: StartCause, attempt: int = 1) -> None:
         """DEL, a fresh netns owner, ADD, then every task started once for this recovery. An engine
@@ -551,7 +675,7 @@ class AllocRunner:
             self.kill_point("recovery.after-owner-remove")
             self._setup_network(keep_address=plan.keep_old_address)
             self.kill_point("recovery.before-tasks")
-            for t in self.group.tasks:
+            for t in self._unfinished():
                 self.kill_point("restart.before-start")
                 self._start_task(t, cause, why, restart=True)
             self.event("", "Network Recovered", f"network recreated ({why})", address=self.rec.address)
@@ -579,9 +703,9 @@ class AllocRunner:
         attempt started is stopped first (a new decision for each task, with its event)."""
         if self.rec.status is not AllocStatus.RUNNING or self.rec.desired is DesiredStatus.STOP:
             return
-        for t in self.group.tasks:
+        for t in self._unfinished():
             self.event(t.name, "Restart Signaled", f"network recreated: {why} (attempt {attempt})")
-        self._stop_for_restart(self.group.tasks, lambda: self._recreate_network(why, cause, attempt))
+        self._stop_for_restart(self._unfinished(), lambda: self._recreate_network(why, cause, attempt))
 
     def _del_network(self) -> None:
         if self.d.network is None:
@@ -658,11 +782,14 @@ class AllocRunner:
             tasks_share_pause_netns=share,
             network_diffs=diffs,
             has_cni_result=has_result,
+            tasks_completed=[self.state.task(t.name).completed for t in self.group.tasks],
         )
 
-    def _rerender_on_restore(self) -> None:
+    def _rerender_on_restore(self, then: Callable[[], None]) -> None:
         """Dynamic secrets are issued again on every agent start (as in the field): render them
-        before anything restarts, so a restarted task reads fresh content."""
+        before anything restarts, so a restarted task reads fresh content. The renders run off the
+        main loop (the alloc's next operations wait behind them); `then` on the loop after them."""
+        pending: list[tuple[Task, TaskTemplates, SetupPass]] = []
         for t in self.group.tasks:
             if self.alloc_dir.is_dir() and self.d.task_dirs.remount_secrets(self.task_dir(t)):
                 self.event(t.name, "Task Setup", "secrets/ tmpfs mounted again (it is gone after a reboot)")
@@ -671,20 +798,71 @@ class AllocRunner:
                 self._vault_changed_on_restore.append(t)
             if not t.templates:
                 continue
+            tt = self.templates(t)
             try:
-                self.templates(t).render_all()
+                setup = tt.begin_render_all()
             except AgentError as exc:
-                self.event(t.name, "Template Failed", f"{exc}; retrying")
-                self.templates(t).schedule_rerender(1.0)
+                self._restore_render_failed(t, exc)
+                continue
+            if setup is not None:
+                pending.append((t, tt, setup))
+        if not pending:
+            then()
+            return
+
+        def blocking() -> list[tuple[object, Exception | None]]:
+            out: list[tuple[object, Exception | None]] = []
+            for _, tt, setup in pending:
+                try:
+                    out.append((tt.run_render_all(setup), None))
+                except Exception as exc:
+                    out.append((None, exc))
+            return out
+
+        def done(result: object, exc: Exception | None) -> None:
+            results = result if isinstance(result, list) else [(None, exc)] * len(pending)
+            for (t, tt, setup), (renders, failed) in zip(pending, results, strict=True):
+                try:
+                    tt.finish_render_all(setup, renders if isinstance(renders, list) else None, failed)
+                except Exception as err:
+                    self._restore_render_failed(t, err)
+            then()
+
+        self.serial.off_loop(RESTORE_RENDER, blocking, done)
+
+    def _restore_render_failed(self, t: Task, exc: Exception) -> None:
+        """A task's render at restore failed: an event and a retry (at once when Vault answers again,
+        if it could not answer)."""
+        if not isinstance(exc, AgentError):
+            log.error("alloc=%s task=%s: render at restore failed: %r", self.id[:8], t.name, exc)
+        self.event(t.name, "Template Failed", f"{exc}; retrying")
+        tt = self.templates(t)
+        tt.schedule_rerender(1.0)
+        down = isinstance(exc, Unavailable) or (isinstance(exc, TemplateRenderError) and exc.unavailable)
+        tt.wake_when_vault_answers(down)
 
     def restore(self, observed: ObservedAlloc | None = None) -> RestoreAction:
-        """`observed`: what `observe` found, when the core looked at every alloc at once."""
+        """`observed`: what `observe` found, when the core looked at every alloc at once. The
+        templates render off the main loop first (`_rerender_on_restore`); what the plan calls for
+        follows on the loop."""
         obs = observed if observed is not None else self.observe()
         plan = plan_restore(obs, self.d.bugs, [self.task_running(t) for t in self.group.tasks])
         log.info("alloc=%s restore: %s (%s)", self.id[:8], plan.action.value, plan.reason)
         self._vault_changed_on_restore = []
-        if plan.action is not RestoreAction.REPLACE:
-            self._rerender_on_restore()
+        if plan.action is RestoreAction.REPLACE:
+            self._act_on_restore(plan, obs)
+        else:
+            self._rerender_on_restore(lambda: self._after_restore_render(plan, obs))
+        return plan.action
+
+    def _after_restore_render(self, plan: RestorePlan, obs: ObservedAlloc) -> None:
+        try:
+            self._act_on_restore(plan, obs)
+        except Exception as exc:  # as agent.restore does for a restore that raises
+            log.exception("alloc=%s: restore failed", self.id[:8])
+            self.fail(f"restore failed: {exc}")
+
+    def _act_on_restore(self, plan: RestorePlan, obs: ObservedAlloc) -> None:
         if plan.action is RestoreAction.REATTACH:
             self._record_reattached()
             self.event("", "Restored", f"reattached: {plan.reason}")
@@ -707,7 +885,6 @@ class AllocRunner:
         else:
             self.event("", "Restore Failed", plan.reason)
             self.fail(plan.reason)
-        return plan.action
 
     def _record_reattached(self) -> None:
         """A task found running whose record is not 'running' (the agent was killed between the
@@ -722,6 +899,14 @@ class AllocRunner:
         st = self.driver(t).status(h)
         return bool(st.running and st.detail != RESTARTED)
 
+    def _exit_status_kept(self, t: Task) -> bool:
+        """Whether the task's driver still has the exit status of a task that ended while the agent
+        was down. A container engine keeps it with the container (docker, the driver whose tasks
+        join a container's netns); a process driver's task (exec, raw_exec) is the agent's child,
+        whose exit status went with the agent that was its parent: found gone, it died, its exit
+        code unknown."""
+        return self.driver(t).joins_container_netns
+
     def _restore_dead_task(self, t: Task) -> None:
         """A task not running at restore: through the restart policy as if it had died while the
         agent ran (see plan_dead_on_restore). A task recorded 'starting' was being (re)started when
@@ -735,8 +920,14 @@ class AllocRunner:
             )
             return
         st = self.driver(t).status(h) if h else None
-        code = st.exit_code if st is not None and not st.running else None
-        action = plan_dead_on_restore(record.state, record.restart_due, code)
+        exited = st is not None and not st.running
+        code = st.exit_code if st is not None and exited else None
+        lost = exited and code is None and not self._exit_status_kept(t)
+        action = plan_dead_on_restore(
+            record.state, record.restart_due, code, exit_lost=lost, completed=record.completed
+        )
+        if action is DeadOnRestore.COMPLETE:
+            return
         if action is DeadOnRestore.RESTART_POLICY:
             self._task_exited(t, code, while_down=True)
         elif action is DeadOnRestore.RESUME_PENDING:
