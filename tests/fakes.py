@@ -46,6 +46,7 @@ class FakeDriver:
     def __init__(self, name: str, *, joins_container_netns: bool) -> None:
         self.name = name
         self.joins_container_netns = joins_container_netns
+        self.keeps_exit_status = joins_container_netns  # as the real ones: docker yes, exec no
         self.procs: dict[str, FakeProc] = {}
         self.starts: list[TaskContext] = []
         self.stops: list[str] = []

@@ -90,6 +90,10 @@ class TaskDriver(Protocol):
     # In a bridge group, tasks of this driver join a container's netns (docker's
     # `--network container:<id>`) rather than a netns by path: the group then needs a pause container.
     joins_container_netns: bool
+    # A task that ended while the agent was down still has its exit status here: a container engine
+    # keeps it with the container (docker); a process driver's task was the agent's child, whose
+    # status went with that agent (exec, raw_exec): found gone, its exit code is unknown.
+    keeps_exit_status: bool
 
     def start(self, ctx: TaskContext) -> TaskHandle:
         """Start the task; DriverError when it cannot."""

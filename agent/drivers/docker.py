@@ -82,6 +82,7 @@ def task_container_name(task: str, alloc_id: str) -> str:
 class DockerDriver:
     name = "docker"
     joins_container_netns = True
+    keeps_exit_status = True  # the engine keeps it with the container
 
     def __init__(self, client: Any | None = None, *, pids_limit: int = 0, publish_address: str = "") -> None:
         self._client = client

@@ -242,6 +242,7 @@ class Bind:
 class ExecDriver(ProcessDriver):
     name = "exec"
     joins_container_netns = False
+    keeps_exit_status = False  # the task was a child of the agent that started it
 
     def __init__(
         self,

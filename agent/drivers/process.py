@@ -384,6 +384,7 @@ class ProcessDriver:
 
     name = "process"
     joins_container_netns = False
+    keeps_exit_status = False  # the task was a child of the agent that started it
 
     def __init__(self, on_exit: ExitReport | None = None) -> None:
         self.on_exit = on_exit  # (alloc id, pid) -> None, called from a watcher thread

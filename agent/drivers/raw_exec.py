@@ -154,6 +154,7 @@ def credentials(pid: int) -> tuple[int, int, tuple[int, ...]] | None:
 class RawExecDriver(ProcessDriver):
     name = NAME
     joins_container_netns = False
+    keeps_exit_status = False  # the task was a child of the agent that started it
 
     def __init__(self, on_exit: ExitReport | None = None, *, agent_uid: int | None = None) -> None:
         super().__init__(on_exit)

@@ -901,11 +901,8 @@ class AllocRunner:
 
     def _exit_status_kept(self, t: Task) -> bool:
         """Whether the task's driver still has the exit status of a task that ended while the agent
-        was down. A container engine keeps it with the container (docker, the driver whose tasks
-        join a container's netns); a process driver's task (exec, raw_exec) is the agent's child,
-        whose exit status went with the agent that was its parent: found gone, it died, its exit
-        code unknown."""
-        return self.driver(t).joins_container_netns
+        was down (TaskDriver.keeps_exit_status: docker yes, exec and raw_exec no)."""
+        return self.driver(t).keeps_exit_status
 
     def _restore_dead_task(self, t: Task) -> None:
         """A task not running at restore: through the restart policy as if it had died while the

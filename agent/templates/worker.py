@@ -206,9 +206,9 @@ def _nobody() -> tuple[int, int]:
 
 
 class _WorkerPool:
-    """The one render worker of the agent (renders run one at a time on the main loop; the lock is
-    for anything else that renders). A worker that overran its budget is killed and a fresh one is
-    started at once, so its start-up overlaps the agent's other work.
+    """The one render worker of the agent: renders run one at a time (they come from offload's
+    threads, serialized per alloc; the lock serializes them across allocs). A worker that overran
+    its budget is killed and a fresh one is started at once, so its start-up overlaps the agent's other work.
 
     A root agent's worker drops to nobody. When it cannot (nobody cannot read the agent's Python or
     venv, no such user, ...): with `fail_closed` (client config template_worker_fail_closed) every
