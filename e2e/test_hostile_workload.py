@@ -14,8 +14,10 @@ operator; afterwards every fingerprinted file is unchanged and the agent's event
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import ssl
+import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -29,6 +31,7 @@ from agent.errors import AgentError
 from e2e.harness import history
 from e2e.harness.checkers import FileSeen, unchanged_problems
 from e2e.harness.cluster import AGENT_DATA_DIR, AGENT_PORT, Agent, Cluster
+from e2e.harness.faults import AgentRestart, injected
 from e2e.harness.jobs import PKI_ISSUE, running_job
 from e2e.harness.probes import observe_files
 from e2e.harness.remote import Remote
@@ -364,3 +367,347 @@ def test_an_exec_task_sees_nothing_of_the_agent(cluster: Cluster, canary: list[F
     assert procs < 10, f"the exec task sees {procs} processes: not in a pid namespace of its own"
     problems = unchanged_problems(node.name, canary, _fingerprint(node))
     assert not problems, problems
+
+
+# --- round two (issue 32): the task's environment, its files, and a batch job's end ------------------
+# A preload library that appends the euid of each process that loads it to `marks` beside itself.
+# Built on the controller (the lab's nodes have no compiler); the task could have written it to its
+# alloc/ dir itself, the test puts it there for it.
+PRELOAD_LIBRARY = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void loaded(void) {
+    Dl_info info;
+    char dir[4096], path[4200], line[64];
+    if (!dladdr((void *)loaded, &info) || !info.dli_fname) return;
+    snprintf(dir, sizeof dir, "%s", info.dli_fname);
+    snprintf(path, sizeof path, "%s/marks", dirname(dir));
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0666);
+    if (fd < 0) return;
+    int n = snprintf(line, sizeof line, "uid %d\n", (int)geteuid());
+    if (n > 0) (void)!write(fd, line, (size_t)n);
+    close(fd);
+}
+"""
+# The task rewrites its rendered env file (local/ is its own) to name the library by its host path,
+# and makes itself restart: an agent that re-read the file at the restart would hand LD_PRELOAD to its
+# own root processes outside the chroot. Its jobspec env names the library by the chroot's path: the
+# control, loaded by the task itself as nobody.
+PRELOAD_JOB = """
+job "hostile-preload" {{
+  group "g" {{
+    restart {{
+      attempts = 5
+      delay    = "1s"
+      interval = "5m"
+      mode     = "fail"
+    }}
+    task "t" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", <<EOS
+if [ -e /alloc/restarted ]; then env > /local/env-after; exec sleep 3600; fi
+until [ -e /alloc/preload.so ]; do sleep 0.2; done
+rm -f /local/app.env
+lib="{data_dir}/alloc/$NOMAD_ALLOC_ID/alloc/preload.so"
+printf 'LD_PRELOAD=%s:/alloc/preload.so\\n' "$lib" > /local/app.env
+touch /alloc/restarted
+exit 1
+EOS
+        ]
+      }}
+      env {{
+        LD_PRELOAD = "/alloc/preload.so"
+      }}
+      template {{
+        data        = "GREETING=hello"
+        destination = "local/app.env"
+        env         = true
+      }}
+      resources {{
+        memory = 64
+      }}
+    }}
+  }}
+}}
+"""
+NOBODY = 65534
+
+
+def _preload_library(tmp_path: Path) -> bytes:
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler on the controller to build the preload library")
+    source, lib = tmp_path / "preload.c", tmp_path / "preload.so"
+    source.write_text(PRELOAD_LIBRARY)
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(source), "-ldl"], check=True)
+    return lib.read_bytes()
+
+
+def test_a_tasks_preload_library_never_runs_as_root(cluster: Cluster, tmp_path: Path) -> None:
+    """Issue 32: an exec task that rewrote its env template and restarted got its LD_PRELOAD loaded
+    by the agent's root setup shell outside the chroot."""
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
+    library = _preload_library(tmp_path)
+    with running_job(agent, PRELOAD_JOB.format(data_dir=AGENT_DATA_DIR), "hostile-preload") as job:
+        shared = f"{AGENT_DATA_DIR}/alloc/{job.alloc_id}/alloc"
+        node.put(f"{shared}/preload.so", library, mode=0o755)
+
+        def restarted() -> tuple[str | None, str]:
+            env = node.run(f"cat {AGENT_DATA_DIR}/alloc/{job.alloc_id}/t/local/env-after", check=False)
+            return (env.stdout if env.rc == 0 and env.stdout else None), "no env-after yet"
+
+        env_after = wait_until(restarted, timeout=60, what=f"{node.name}: hostile-preload restarted")
+        marks = node.run(f"cat {shared}/marks", check=False).stdout.split()
+        uids = [int(m) for m in marks[1::2]]
+    history.record(history.NOTE, "preload library loads (euid)", node=node.name, uids=uids)
+    assert NOBODY in uids, f"the control: the library never loaded in the task: {uids}"
+    assert 0 not in uids, f"the task's preload library ran as root on the node: {uids}"
+    env = dict(line.split("=", 1) for line in env_after.splitlines() if "=" in line)
+    assert env.get("LD_PRELOAD") == "/alloc/preload.so", "the restart took the task's rewritten env file"
+    assert env.get("GREETING") == "hello", "the rendered env template's values are gone"
+
+
+TOKEN_TRAPS = {
+    "fifo": "rm -f /secrets/vault_token && mkfifo /secrets/vault_token",
+    "link": "rm -f /secrets/vault_token && ln -s /etc/fieldlab-agent/approle.json /secrets/vault_token",
+}
+TOKEN_TRAP_JOB = """
+job "hostile-token-{kind}" {{
+  group "g" {{
+    task "t" {{
+      driver = "docker"
+      config {{
+        image   = "fieldlab/busybox:latest"
+        command = "/bin/sh"
+        args    = ["-c", <<EOS
+until [ -s /secrets/vault_token ]; do sleep 0.2; done
+{plant}
+touch /local/planted
+exec sleep 3600
+EOS
+        ]
+      }}
+      vault {{
+        policies = ["{policy}"]
+      }}
+    }}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(TOKEN_TRAPS))
+def test_a_trapped_token_file_never_keeps_the_agent_down(cluster: Cluster, kind: str) -> None:
+    """Issue 32: after a restart the agent read secrets/vault_token with a plain read: a FIFO there
+    hung its restore before the API started (and systemd's retries hung the same way), a link made
+    it read a host file as the token. It must come back, and give the task a real token file."""
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
+    spec = TOKEN_TRAP_JOB.format(kind=kind, plant=TOKEN_TRAPS[kind], policy=HOSTILE_POLICY)
+    with running_job(agent, spec, f"hostile-token-{kind}") as job:
+        task_dir = f"{AGENT_DATA_DIR}/alloc/{job.alloc_id}/t"
+        wait_until(
+            lambda: (
+                True if node.run(f"test -e {task_dir}/local/planted", check=False).rc == 0 else None,
+                "",
+            ),
+            timeout=60,
+            what=f"{node.name}: the task planted a {kind} at its token file",
+        )
+        restart = AgentRestart(cluster, node, signal="SIGTERM")
+        with injected(restart):
+            pass  # the heal waits for the agent to answer healthy, its restore done
+        history.measure(
+            f"agent restart over a {kind} token file: kill to restore done", restart.restore_seconds
+        )
+
+        def token_again() -> tuple[bool | None, str]:
+            token = f"{task_dir}/secrets/vault_token"
+            probe = node.run(f"test -f {token} && ! test -L {token}", check=False)
+            return (True if probe.rc == 0 else None), "no regular token file yet"
+
+        wait_until(token_again, timeout=60, what=f"{node.name}: a new token file in place of the {kind}")
+        assert agent.alloc(job.alloc_id)["status"] == "running"
+
+
+BATCH_JOB = """
+job "hostile-batch" {
+  type = "batch"
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo done"]
+      }
+    }
+  }
+}
+"""
+BATCH_SETTLED = 30.0  # past Nomad's restart delay (15 s): a restart would have shown by then
+
+
+def test_a_batch_task_that_exits_0_is_complete_not_restarted(cluster: Cluster) -> None:
+    """Issue 32: a batch exec task exiting 0 was restarted three times, failed and replaced, forever
+    (and a task that ended at once was taken for a failed isolation setup)."""
+    agent = cluster.agent(cluster.clients[0])
+    allocs = agent.run_job(BATCH_JOB, "hostile: batch exit 0")
+    try:
+
+        def complete() -> tuple[dict[str, Any] | None, str]:
+            a = agent.alloc(allocs[0])
+            return (a if a["status"] == "complete" else None), str(a["status"])
+
+        wait_until(complete, timeout=60, what="hostile-batch complete")
+        settled_at = time.monotonic() + BATCH_SETTLED
+
+        def stays_complete() -> tuple[bool | None, str]:
+            a = agent.alloc(allocs[0])
+            assert a["status"] == "complete" and a["tasks"]["t"]["restarts"] == 0, a
+            mine = [x for x in agent.allocs() if x.get("job") == "hostile-batch"]
+            assert len(mine) == 1, f"a complete batch alloc was replaced: {mine}"
+            return (True if time.monotonic() >= settled_at else None), "complete, not replaced"
+
+        wait_until(
+            stays_complete, timeout=BATCH_SETTLED + 30, interval=2.0, what="hostile-batch stays complete"
+        )
+        events = _events(agent, allocs[0])
+        assert not [m for t, m in events if t in ("Restarting", "Driver Failure", "Setup Failure")], events
+    finally:
+        agent.stop_job("hostile-batch")
+
+
+RAW_EXEC_JOB = """
+job "hostile-raw" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "id > /etc/owned-by-a-field-jobspec; sleep 3600"]
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_raw_exec_jobspec_is_refused_unless_the_lab_trusts_its_jobspecs(cluster: Cluster) -> None:
+    """Issue 32: the lab enabled raw_exec everywhere, so any field jobspec run in it was root on a node
+    with all capabilities. Off unless the lab was made with --raw-exec."""
+    if cluster.raw_exec:
+        pytest.skip(f"lab {cluster.name} was made with --raw-exec (trusted jobspecs only)")
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
+    before = agent.request("GET", "/v1/jobs")
+    with pytest.raises(AgentError, match="raw_exec is disabled"):
+        agent.run_job(RAW_EXEC_JOB, "hostile: raw_exec")
+    assert agent.request("GET", "/v1/jobs") == before, "a refused job must store nothing"
+    assert node.run("test -e /etc/owned-by-a-field-jobspec", check=False).rc != 0
+
+
+# (a|a)*b backtracks exponentially under Python's re (43.9 s at 28 a's, doubling per character);
+# Go's regexp, RE2, is linear. Parsed at submission: the agent's API must answer throughout.
+REGEX_BOMB_JOB = SLEEPER_JOB.format(
+    job="hostile-regex",
+    blocks='      env {\n        BOMB = length(regexall("(a|a)*b", "' + "a" * 40 + 'c"))\n      }\n',
+)
+# A 121-byte template whose `env` calls ask for 16 MiB names: the agent held 238 MB and stalled
+# its loop 2.3 s serving them, outside the template's own budget.
+ENV_BOMB = (
+    '{{ $s := "x" }}{{ range loop 24 }}{{ $s = print $s $s }}{{ end }}'
+    "{{ range $i := loop 9 }}{{ env (print $s $i) }}{{ end }}"
+)
+BOMB_SECONDS = 30.0  # submission to a settled alloc, generous for CI
+
+
+def _stop_if_stored(agent: Agent, job: str) -> None:
+    """Stop `job` unless the agent refused it at submission (then it stored nothing to stop)."""
+    try:
+        agent.stop_job(job)
+    except AgentError as exc:
+        if "404" not in str(exc):
+            raise
+
+
+def _rss_kb(node: Remote) -> int:
+    pid = node.out("systemctl show -p MainPID --value fieldlab-agent")
+    return int(node.out(f"awk '/^VmRSS/ {{print $2}}' /proc/{pid}/status"))
+
+
+def test_a_regex_bomb_in_a_jobspec_never_stalls_the_agent(cluster: Cluster) -> None:
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
+    t0 = time.monotonic()
+    try:
+        allocs = agent.run_job(REGEX_BOMB_JOB, "hostile: regex bomb")
+        took = time.monotonic() - t0
+        history.measure("submission of a (a|a)*b regex over 40 chars", took, node=node.name)
+        assert took < BOMB_SECONDS, f"the submission took {took:.1f}s"
+        latency = _health_latency(agent)
+        assert latency < 5.0, f"the agent answered health in {latency:.1f}s after the bomb"
+        assert allocs, "the job was not placed"
+    finally:
+        _stop_if_stored(agent, "hostile-regex")
+
+
+def test_a_template_env_bomb_costs_its_own_budget_not_the_agent(cluster: Cluster) -> None:
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
+    before = _rss_kb(node)
+    spec = SLEEPER_JOB.format(job="hostile-env-bomb", blocks=DATA_TEMPLATE.format(text=ENV_BOMB))
+    latencies: list[float] = []
+    try:
+        try:
+            allocs = agent.run_job(spec, "hostile: template env bomb")
+        except AgentError as exc:  # refused at submission is as good: it never rendered
+            refusal = str(exc)
+            assert "400" in refusal, refusal
+        else:
+
+            def settled() -> tuple[str | None, str]:
+                latencies.append(_health_latency(agent))
+                kinds = ("Template Failed", "Setup Failure")
+                failed = [m for t, m in _events(agent, allocs[0]) if t in kinds]
+                return (failed[0] if failed else None), str(agent.alloc(allocs[0])["status"])
+
+            refusal = wait_until(settled, timeout=BOMB_SECONDS, interval=1.0, what="the env bomb refused")
+        grown = _rss_kb(node) - before
+        history.measure("agent RSS growth under a template env bomb (MB)", grown / 1024, node=node.name)
+        history.record(history.NOTE, "template env bomb refused", node=node.name, refusal=refusal)
+        assert max(latencies, default=0.0) < 5.0, f"the agent stalled under the env bomb: {latencies}"
+        assert grown < 64 * 1024, f"the agent grew by {grown} kB under the env bomb"
+    finally:
+        _stop_if_stored(agent, "hostile-env-bomb")
+
+
+OTHER_JOBS_POLICY = "fieldlab-job-probe"  # the probe jobs' policy (pki role): not a hostile-* job's
+
+
+def test_a_job_cannot_name_another_jobs_vault_policy(cluster: Cluster) -> None:
+    """Issue 32: any job could name another job's fieldlab-job-* policy and read what it may."""
+    agent = cluster.agent(cluster.clients[0])
+    blocks = VAULT_BLOCK.format(policy=OTHER_JOBS_POLICY) + DATA_TEMPLATE.format(
+        text='{{ with secret "secret/data/fieldlab/jobs/probe/canary" }}{{ .Data.data.value }}{{ end }}'
+    )
+    allocs = agent.run_job(SLEEPER_JOB.format(job="hostile-policy", blocks=blocks), "hostile: policy")
+    try:
+
+        def settled() -> tuple[dict[str, Any] | None, str]:
+            a = agent.alloc(allocs[0])
+            return (a if a["status"] != "pending" else None), str(a["status"])
+
+        alloc = wait_until(settled, timeout=60, what="hostile-policy settles")
+        events = _events(agent, allocs[0])
+        refused = [m for t, m in events if t == "Vault Policy Refused"]
+        assert alloc["status"] == "failed" and refused, f"{alloc['status']}: {events}"
+        assert OTHER_JOBS_POLICY in refused[0] and "hostile-policy" in refused[0], refused
+    finally:
+        agent.stop_job("hostile-policy")
