@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from agent.drivers.process import Cgroups
 from agent.drivers.raw_exec import RawExecDriver
 from agent.model import Resources, Task
 from lab.waits import wait_until
+from tests.test_raw_exec import Exits
 
 pytestmark = [pytest.mark.root]
 if os.geteuid() != 0:
@@ -53,24 +53,6 @@ static void mark(const char *path) {
 }
 __attribute__((constructor)) static void loaded(void) { mark(HOST_MARKS); mark("/alloc/marks"); }
 """
-
-
-@dataclass
-class Exits:
-    seen: list[tuple[str, str]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, alloc: str, handle_id: str) -> None:
-        with self.lock:
-            self.seen.append((alloc, handle_id))
-
-    def wait_for(self, alloc: str, handle: TaskHandle) -> None:
-        wait_until(
-            lambda: (True if (alloc, handle.id) in self.seen else None, str(self.seen)),
-            timeout=TIMEOUT,
-            what=f"the exit of pid {handle.id} to be reported",
-            interval=0.05,
-        )
 
 
 @dataclass
@@ -170,29 +152,15 @@ def _wait_marks(node: Node, count: int, what: str) -> list[int]:
     )
 
 
-def test_an_exec_tasks_preload_library_never_runs_as_root_at_start_or_in_its_scripts(node: Node) -> None:
-    driver = ExecDriver(Exits())
+@pytest.mark.parametrize("kind", ["exec", "raw_exec"])
+def test_a_tasks_preload_library_never_runs_as_root_at_start_or_in_its_scripts(node: Node, kind: str) -> None:
+    driver: ExecDriver | RawExecDriver = ExecDriver(Exits()) if kind == "exec" else RawExecDriver(Exits())
     handle = node.start(driver, "exec sleep 600")
     uids = _wait_marks(node, 1, "the preload library to load in the task (the control)")
     assert NOBODY in uids and 0 not in uids, f"loaded as root by a host-side step: {uids}"
 
     # A change script / `alloc exec` runs in the environment the runner recorded, loads the library
     # in the task as the task's user, and nowhere before that.
-    before = len(node.uids())
-    code, said = driver.exec(handle, ["/bin/sh", "-c", 'echo "$GREETING $(id -u)"'], 10.0, node.env())
-    assert (code, said.strip().splitlines()[-1]) == (0, f"hello {NOBODY}"), said
-    uids = node.uids()
-    assert len(uids) > before and 0 not in uids, f"loaded as root by the exec's way in: {uids}"
-    driver.stop(handle, 2.0, "SIGKILL")
-
-
-@pytest.mark.parametrize("user", ["nobody"])
-def test_a_raw_exec_tasks_preload_library_never_runs_as_root(node: Node, user: str) -> None:
-    driver = RawExecDriver(Exits())
-    handle = node.start(driver, "exec sleep 600", user=user)
-    uids = _wait_marks(node, 1, "the preload library to load in the task (the control)")
-    assert NOBODY in uids and 0 not in uids, f"loaded as root by a host-side step: {uids}"
-
     before = len(node.uids())
     code, said = driver.exec(handle, ["/bin/sh", "-c", 'echo "$GREETING $(id -u)"'], 10.0, node.env())
     assert (code, said.strip().splitlines()[-1]) == (0, f"hello {NOBODY}"), said
