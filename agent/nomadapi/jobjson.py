@@ -1,0 +1,538 @@
+"""The agent's `Job` as Nomad's api.Job (api/jobs.go, api/tasks.go, api/services.go, api/resources.go), the
+JSON `nomad job inspect` prints; the job list's stubs and summaries, and evaluations; and the Go encodings
+every view shares (durations and times in nanoseconds, time.Time, os.FileMode, map[string]string values).
+
+Go writes every field of a struct: a nil pointer, slice or map as null, a zero value as itself. Where the
+agent has no value for a field, the view writes the value Nomad's JSON jobspec reader (agent.jobspec.api_json)
+takes as unset, so that the job read back from GET /v1/job/<id> and registered again is the same job, with
+no warning about fields the user never wrote. That is null for Nomad's defaulted blocks the agent does not
+implement (`Update`, `EphemeralDisk`, `LogConfig`, `ReschedulePolicy`, `Migrate`), where a Nomad server
+would show its defaults; and "" for `Vault.Cluster`, where Nomad shows "default".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import stat
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from typing import Any
+
+from agent.jobspec.durations import parse_duration
+from agent.model import Check, Group, Job, Network, Service, Task, Template, Vault
+
+_NS_PER_S = 1_000_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time, as encoding/json writes it
+DEFAULT_PRIORITY = 50  # api.JobDefaultPriority
+# The agent's alloc statuses -> the TaskGroupSummary counter they count in (adopted: found running).
+_SUMMARY_FIELD = {
+    "pending": "Starting",
+    "running": "Running",
+    "failed": "Failed",
+    "complete": "Complete",
+    "adopted": "Running",
+}
+# A service name the jobspec reader (agent.jobspec.build) takes when it is written out: RFC 1123, as Nomad.
+_RFC1123 = re.compile(r"^(?i:[a-z0-9]|[a-z0-9][a-z0-9-]{0,61}[a-z0-9])$")
+
+
+def ns(seconds: float) -> int:
+    """Seconds as Go's int64 nanoseconds (a time.Duration, or a Unix time in ns): those of the float's
+    shortest decimal spelling (0.1 s is 100000000 ns; a Unix time, which a float holds to about 0.2 µs,
+    gets no digits of binary noise)."""
+    return round(Fraction(repr(float(seconds))) * _NS_PER_S)
+
+
+def go_time(seconds: float | None) -> str:
+    """A Unix time (seconds) as Go's time.Time in JSON (RFC 3339 with nanoseconds, UTC, the fraction's
+    trailing zeros trimmed); None is Go's zero time."""
+    if seconds is None:
+        return ZERO_TIME
+    whole, frac = divmod(ns(seconds), _NS_PER_S)
+    text = (_EPOCH + timedelta(seconds=whole)).strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        text += "." + f"{frac:09d}".rstrip("0")
+    return text + "Z"
+
+
+def go_string(value: object) -> str:
+    """A value as a Go string (a map[string]string's value): Go's spelling of booleans, JSON for
+    structures, "" for None."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def go_int(value: object) -> int:
+    """A number (or its text) as a Go int; 0 when it is none."""
+    if isinstance(value, int | float):
+        return int(value)
+    with suppress(TypeError, ValueError):
+        return int(str(value))
+    return 0
+
+
+def duration_ns(value: object) -> int:
+    """A duration detail (seconds, or a Go duration string) as nanoseconds; 0 when unreadable."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return ns(value)
+    if isinstance(value, str):
+        with suppress(ValueError):
+            return ns(parse_duration(value))
+    return 0
+
+
+def signal_number(value: object) -> int:
+    """A signal (its number, or a name: "SIGTERM", "term") as its number; 0 when unknown."""
+    if isinstance(value, str) and not value.isdigit():
+        name = value.upper() if value.upper().startswith("SIG") else f"SIG{value.upper()}"
+        return int(signal.Signals[name]) if name in signal.Signals.__members__ else 0
+    return go_int(value)
+
+
+def go_bool(value: object) -> bool:
+    """True, or Go's text of it ("true")."""
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+_TYPE_LETTERS = (  # Go's os.FileMode.String(): these type letters, in this order, before the permissions
+    ("d", stat.S_ISDIR),
+    ("L", stat.S_ISLNK),
+    ("D", lambda m: stat.S_ISBLK(m) or stat.S_ISCHR(m)),
+    ("p", stat.S_ISFIFO),
+    ("S", stat.S_ISSOCK),
+    ("u", lambda m: bool(m & stat.S_ISUID)),
+    ("g", lambda m: bool(m & stat.S_ISGID)),
+    ("c", stat.S_ISCHR),
+    ("t", lambda m: bool(m & stat.S_ISVTX)),
+)
+
+
+def go_file_mode(mode: int, is_dir: bool = False) -> str:
+    """A Unix st_mode as Go's os.FileMode.String(): "-rw-r--r--", "drwxr-xr-x", "Lrwxrwxrwx",
+    "Dcrw-rw-rw-" (a character device), "dtrwxrwxrwx" (sticky)."""
+    letters = "".join(c for c, test in _TYPE_LETTERS if test(mode) or (c == "d" and is_dir))
+    perms = "".join(ch if mode & (1 << (8 - i)) else "-" for i, ch in enumerate("rwxrwxrwx"))
+    return (letters or "-") + perms
+
+
+def plain(value: object) -> Any:
+    """A JSON-ready copy: mappings as dicts, tuples and lists as lists."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def _map(value: Mapping[str, str]) -> dict[str, str] | None:
+    return dict(value) if value else None  # a nil map, as Nomad writes an unset one
+
+
+def _list(value: Sequence[str]) -> list[str] | None:
+    return list(value) if value else None
+
+
+def job_json(
+    job: Job,
+    *,
+    region: str,
+    namespace: str,
+    status: str,
+    version: int,
+    stable: bool,
+    submit_time: float,
+    create_index: int,
+    modify_index: int,
+    job_modify_index: int,
+    node_pool: str = "default",
+) -> dict[str, Any]:
+    """api.Job (api/jobs.go: type Job struct), as `nomad job inspect` prints it inside {"Job": ...}.
+    `submit_time` is a Unix time in seconds (SubmitTime: ns)."""
+    return {
+        "Region": region,
+        "Namespace": namespace,
+        "ID": job.id,
+        "Name": job.name or job.id,
+        "Type": job.type,
+        "Priority": DEFAULT_PRIORITY,
+        "AllAtOnce": False,
+        "Datacenters": list(job.datacenters),
+        "NodePool": node_pool,
+        "Constraints": None,
+        "Affinities": None,
+        "TaskGroups": [_group(job, g) for g in job.groups],
+        "Update": None,
+        "Multiregion": None,
+        "Spreads": None,
+        "Periodic": None,
+        "ParameterizedJob": None,
+        "Reschedule": None,
+        "Migrate": None,
+        "Meta": _map(job.meta),
+        "UI": None,
+        "Stop": False,
+        "ParentID": "",
+        "Dispatched": False,
+        "DispatchIdempotencyToken": "",
+        "Payload": None,
+        "ConsulNamespace": "",
+        "VaultNamespace": "",
+        "NomadTokenID": "",
+        "Status": status,
+        "StatusDescription": "",
+        "Stable": stable,
+        "Version": version,
+        "SubmitTime": ns(submit_time),
+        "CreateIndex": create_index,
+        "ModifyIndex": modify_index,
+        "JobModifyIndex": job_modify_index,
+        "VersionTag": None,
+    }
+
+
+def _group(job: Job, g: Group) -> dict[str, Any]:
+    """api.TaskGroup (api/tasks.go)."""
+    return {
+        "Name": g.name,
+        "Count": g.count,
+        "Constraints": None,
+        "Affinities": None,
+        "Tasks": [_task(job, g, t) for t in g.tasks],
+        "Spreads": None,
+        "Volumes": None,
+        "RestartPolicy": {
+            "Interval": ns(g.restart.interval),
+            "Attempts": g.restart.attempts,
+            "Delay": ns(g.restart.delay),
+            "Mode": g.restart.mode,
+            "RenderTemplates": False,
+        },
+        "Disconnect": None,
+        "ReschedulePolicy": None,
+        "EphemeralDisk": None,
+        "Update": None,
+        "Migrate": None,
+        "Networks": [_network(g.network)] if g.network is not None else None,
+        "Meta": _map(g.meta),
+        "Services": [_service(s, _default_service_name(job, g)) for s in g.services] or None,
+        "ShutdownDelay": None,
+        "MaxRunDuration": None,
+        "StopAfterClientDisconnect": None,
+        "MaxClientDisconnect": None,
+        "Scaling": None,
+        "Consul": None,
+        "PreventRescheduleOnLost": None,
+    }
+
+
+def network_json(
+    mode: str, reserved: list[dict[str, Any]], dynamic: list[dict[str, Any]], *, ip: str = ""
+) -> dict[str, Any]:
+    """api.NetworkResource (api/resources.go): static ports in ReservedPorts, dynamic ones in
+    DynamicPorts."""
+    return {
+        "Mode": mode,
+        "Device": "",
+        "CIDR": "",
+        "IP": ip,
+        "DNS": None,
+        "ReservedPorts": reserved or None,
+        "DynamicPorts": dynamic or None,
+        "Hostname": "",
+        "MBits": None,
+        "CNI": None,
+    }
+
+
+def port_json(label: str, value: int, to: int) -> dict[str, Any]:
+    """api.Port (api/resources.go): `value` is the host port (0: a dynamic port not assigned yet)."""
+    return {"Label": label, "Value": value, "To": to, "HostNetwork": "default", "IgnoreCollision": False}
+
+
+def _network(net: Network) -> dict[str, Any]:
+    reserved = [port_json(p.label, p.static, p.to) for p in net.ports if p.static]
+    return network_json(net.mode, reserved, [port_json(p.label, 0, p.to) for p in net.ports if not p.static])
+
+
+def _default_service_name(job: Job, g: Group, t: Task | None = None) -> str:
+    return f"{job.id}-{g.name}-{t.name}" if t is not None else f"{job.id}-{g.name}"
+
+
+def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
+    """api.Task (api/tasks.go); `CSIPluginConfig` is `omitempty` and nil: left out."""
+    return {
+        "Name": t.name,
+        "Driver": t.driver,
+        "User": t.user,
+        "Lifecycle": None,
+        "Config": plain(t.config),
+        "Constraints": None,
+        "Affinities": None,
+        "Env": _map(t.env),
+        "Services": [_service(s, _default_service_name(job, g, t)) for s in t.services] or None,
+        "Resources": resources(t.resources.cpu, t.resources.memory),
+        "RestartPolicy": None,
+        "Meta": _map(t.meta),
+        "KillTimeout": ns(t.kill_timeout),
+        "LogConfig": None,
+        "Artifacts": None,
+        "Vault": _vault(t.vault) if t.vault is not None else None,
+        "Consul": None,
+        "Templates": [_template(x) for x in t.templates] or None,
+        "DispatchPayload": None,
+        "VolumeMounts": None,
+        "Leader": False,
+        "ShutdownDelay": 0,
+        "KillSignal": t.kill_signal,
+        "Kind": "",
+        "ScalingPolicies": None,
+        "Secrets": None,
+        "Identity": None,
+        "Identities": None,
+        "Actions": None,
+        "Schedule": None,
+    }
+
+
+def resources(
+    cpu: int, memory: int, *, disk: int = 0, networks: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """api.Resources (api/resources.go), the zero values of what the agent does not reserve."""
+    return {
+        "CPU": cpu,
+        "Cores": 0,
+        "MemoryMB": memory,
+        "MemoryMaxMB": 0,
+        "DiskMB": disk,
+        "Networks": networks,
+        "Devices": None,
+        "NUMA": None,
+        "SecretsMB": 0,
+        "IOPS": 0,
+    }
+
+
+def _service(s: Service, default_name: str) -> dict[str, Any]:
+    """api.Service (api/services.go). A service left unnamed in the jobspec got the default name
+    (job-group[-task]), which is written as Nomad shows it, unless it is not an RFC 1123 name (a job
+    ID with "_"): the jobspec reader refuses such a name written out, so it is written unset ("")
+    and read back as the same default."""
+    unset = s.name == default_name and not _RFC1123.match(s.name)
+    return {
+        "Name": "" if unset else s.name,
+        "Tags": _list(s.tags),
+        "CanaryTags": None,
+        "EnableTagOverride": False,
+        "PortLabel": s.port,
+        "AddressMode": "auto",
+        "Address": "",
+        "Checks": [_check(c) for c in s.checks] or None,
+        "CheckRestart": None,
+        "Connect": None,
+        "Meta": None,
+        "CanaryMeta": None,
+        "TaggedAddresses": None,
+        "TaskName": "",
+        "OnUpdate": "require_healthy",
+        "Identity": None,
+        "Weights": None,
+        "Provider": s.provider,
+        "Cluster": "",
+        "Kind": "",
+    }
+
+
+def _check(c: Check) -> dict[str, Any]:
+    """api.ServiceCheck (api/services.go)."""
+    return {
+        "Name": c.name,
+        "Type": c.type,
+        "Command": c.command,
+        "Args": _list(c.args),
+        "Path": c.path,
+        "Protocol": "",
+        "PortLabel": c.port,
+        "Expose": False,
+        "AddressMode": "",
+        "Advertise": "",
+        "Interval": ns(c.interval),
+        "Timeout": ns(c.timeout),
+        "InitialStatus": "",
+        "Notes": "",
+        "TLSServerName": "",
+        "TLSSkipVerify": False,
+        "Header": None,
+        "Method": "",
+        "CheckRestart": None,
+        "GRPCService": "",
+        "GRPCUseTLS": False,
+        "TaskName": c.task,
+        "SuccessBeforePassing": 0,
+        "FailuresBeforeCritical": 0,
+        "FailuresBeforeWarning": 0,
+        "Body": "",
+        "OnUpdate": "require_healthy",
+    }
+
+
+def _template(t: Template) -> dict[str, Any]:
+    """api.Template (api/tasks.go), with api.ChangeScript and api.WaitConfig."""
+    script = t.change_script
+    wait = t.wait_min or t.wait_max
+    return {
+        "SourcePath": t.source,
+        "DestPath": t.destination,
+        "EmbeddedTmpl": t.data,
+        "ChangeMode": t.change_mode,
+        "ChangeScript": None
+        if script is None
+        else {
+            "Command": script.command,
+            "Args": list(script.args),
+            "Timeout": ns(script.timeout),
+            "FailOnError": script.fail_on_error,
+            "RunOnFirstRender": False,
+        },
+        "ChangeSignal": t.change_signal,
+        "Once": False,
+        "Splay": ns(t.splay),
+        "Perms": t.perms,
+        "Uid": None,
+        "Gid": None,
+        "LeftDelim": t.left_delimiter,
+        "RightDelim": t.right_delimiter,
+        "Envvars": t.env,
+        "VaultGrace": 0,
+        "Wait": {"Min": ns(t.wait_min), "Max": ns(t.wait_max)} if wait else None,
+        "ErrMissingKey": t.error_on_missing_key,
+    }
+
+
+def _vault(v: Vault) -> dict[str, Any]:
+    """api.Vault (api/tasks.go)."""
+    return {
+        "Policies": list(v.policies),
+        "Role": v.role,
+        "Namespace": "",
+        "Cluster": "",
+        "Env": v.env,
+        "DisableFile": not v.file,
+        "ChangeMode": v.change_mode,
+        "ChangeSignal": v.change_signal,
+        "AllowTokenExpiration": False,
+    }
+
+
+# --- job lists, summaries and evaluations ------------------------------------------------------
+
+
+def job_stub(job_json_dict: Mapping[str, Any], *, status: str, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """api.JobListStub (api/jobs.go) of a job as `job_json` writes it; `summary` is `job_summary`'s.
+    `Namespace` and `Meta` are `omitempty`: left out when empty."""
+    out: dict[str, Any] = {
+        "ID": job_json_dict["ID"],
+        "ParentID": job_json_dict.get("ParentID") or "",
+        "Name": job_json_dict["Name"],
+    }
+    if job_json_dict.get("Namespace"):
+        out["Namespace"] = job_json_dict["Namespace"]
+    out |= {
+        "Datacenters": list(job_json_dict.get("Datacenters") or []),
+        "Type": job_json_dict["Type"],
+        "Priority": job_json_dict["Priority"],
+        "Periodic": job_json_dict.get("Periodic") is not None,
+        "ParameterizedJob": job_json_dict.get("ParameterizedJob") is not None,
+        "Stop": bool(job_json_dict.get("Stop")),
+        "Status": status,
+        "StatusDescription": job_json_dict.get("StatusDescription") or "",
+        "JobSummary": dict(summary),
+        "CreateIndex": job_json_dict["CreateIndex"],
+        "ModifyIndex": job_json_dict["ModifyIndex"],
+        "JobModifyIndex": job_json_dict["JobModifyIndex"],
+        "SubmitTime": job_json_dict["SubmitTime"],
+    }
+    if job_json_dict.get("Meta"):
+        out["Meta"] = dict(job_json_dict["Meta"])
+    return out
+
+
+def job_summary(
+    job_id: str,
+    namespace: str,
+    counts: Mapping[str, Mapping[str, int]],
+    create_index: int,
+    modify_index: int,
+) -> dict[str, Any]:
+    """api.JobSummary (api/jobs.go): `counts` is {group: {agent alloc status: n}}; pending allocs count
+    as Starting, running and adopted ones as Running. A one-node agent queues nothing and loses nothing."""
+    summary: dict[str, dict[str, int]] = {}
+    for group, by_status in counts.items():
+        tg = dict.fromkeys(("Queued", "Complete", "Failed", "Running", "Starting", "Lost", "Unknown"), 0)
+        for status, n in by_status.items():
+            if status in _SUMMARY_FIELD:
+                tg[_SUMMARY_FIELD[status]] += n
+        summary[group] = tg
+    return {
+        "JobID": job_id,
+        "Namespace": namespace,
+        "Summary": summary,
+        "Children": {"Pending": 0, "Running": 0, "Dead": 0},
+        "CreateIndex": create_index,
+        "ModifyIndex": modify_index,
+    }
+
+
+def evaluation(
+    eval_id: str,
+    *,
+    job_id: str,
+    namespace: str,
+    triggered_by: str,
+    status: str = "complete",
+    create_index: int,
+    modify_index: int,
+    create_time: float,
+    type_: str,
+    priority: int = 50,
+    job_modify_index: int = 0,
+) -> dict[str, Any]:
+    """api.Evaluation (api/evaluations.go): the one-node agent places at once, so an evaluation is
+    complete when it is answered, with nothing queued, blocked or failed."""
+    return {
+        "ID": eval_id,
+        "Priority": priority,
+        "Type": type_,
+        "TriggeredBy": triggered_by,
+        "Namespace": namespace,
+        "JobID": job_id,
+        "JobModifyIndex": job_modify_index,
+        "NodeID": "",
+        "NodeModifyIndex": 0,
+        "DeploymentID": "",
+        "Status": status,
+        "StatusDescription": "",
+        "Wait": 0,
+        "WaitUntil": ZERO_TIME,
+        **dict.fromkeys(("NextEval", "PreviousEval", "BlockedEval"), ""),
+        **dict.fromkeys(("RelatedEvals", "FailedTGAllocs", "PlanAnnotations", "ClassEligibility"), None),
+        "EscapedComputedClass": False,
+        "QuotaLimitReached": "",
+        "MissingNonNodeResources": None,
+        "AnnotatePlan": False,
+        "QueuedAllocations": None,
+        "SnapshotIndex": 0,
+        "CreateIndex": create_index,
+        "ModifyIndex": modify_index,
+        "CreateTime": ns(create_time),
+        "ModifyTime": ns(create_time),
+    }

@@ -1,0 +1,595 @@
+"""Pure views: the agent's plain data as the JSON of Nomad's Go `api` structs (api/*.go).
+
+Every function returns what Go's encoding/json writes for the struct: every field, a nil pointer, slice
+or map as null, `omitempty` fields left out when empty. Units are Go's: durations and Unix times in int64
+nanoseconds, time.Time fields as RFC 3339 strings (Go's zero time "0001-01-01T00:00:00Z"). Inputs are the
+agent's: times in seconds since the epoch (float), alloc views as agent.runner.view.alloc_view (or
+agent.runner.adopt's) builds them. No I/O here.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from agent.nomadapi.jobjson import (
+    ZERO_TIME,
+    duration_ns,
+    evaluation,
+    go_bool,
+    go_file_mode,
+    go_int,
+    go_string,
+    go_time,
+    job_json,
+    job_stub,
+    job_summary,
+    network_json,
+    ns,
+    port_json,
+    resources,
+    signal_number,
+)
+
+__all__ = ["ZERO_TIME", "evaluation", "go_time", "job_json", "job_stub", "job_summary", "ns"]  # re-exported
+
+# The agent's alloc statuses -> Nomad's ClientStatus (an adopted alloc's tasks were found running).
+CLIENT_STATUS = {s: s for s in ("pending", "running", "failed", "complete")} | {"adopted": "running"}
+# The agent's task states -> Nomad's ("pending", "running", "dead").
+_TASK_STATE = {"pending": "pending", "starting": "pending", "running": "running", "dead": "dead"}
+_STARTED = frozenset({"Started"})
+_FINISHED = frozenset({"Terminated", "Killed", "Not Restarting"})
+_RESTARTED = frozenset({"Restarting", "Restart Signaled"})
+SERF_PORT = 4648  # Nomad's default serf port: what AgentMember.Port is on a Nomad agent
+# Serf's protocol and delegate versions, as a Nomad agent reports them (api/agent.go: AgentMember)
+_PROTOCOL = {"ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2}
+_DELEGATE = {"DelegateMin": 2, "DelegateMax": 5, "DelegateCur": 4}
+
+
+class TaskEventLike(Protocol):
+    """What the views read of an agent event (agent.state.store.Event)."""
+
+    @property
+    def time(self) -> float: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def details(self) -> Mapping[str, Any]: ...
+
+
+# --- task states and events -------------------------------------------------------------------------
+
+
+def task_event(ev: TaskEventLike) -> dict[str, Any]:
+    """api.TaskEvent (api/tasks.go). Details (snake_case keys, as Nomad's) become strings; the deprecated
+    flat fields are filled from the details Nomad names them by, zero otherwise."""
+    d = ev.details or {}
+
+    def text(*keys: str) -> str:
+        return next((go_string(d[k]) for k in keys if d.get(k) is not None), "")
+
+    return {
+        "Type": ev.type,
+        "Time": ns(ev.time),
+        "DisplayMessage": ev.message,
+        "Details": {str(k): go_string(v) for k, v in d.items()},
+        "Message": ev.message,
+        "FailsTask": go_bool(d.get("fails_task")),
+        "RestartReason": text("restart_reason"),
+        "SetupError": text("setup_error"),
+        "DriverError": text("driver_error"),
+        "DriverMessage": text("driver_message"),
+        "ExitCode": go_int(d.get("exit_code")),
+        "Signal": signal_number(d.get("signal")),
+        "KillReason": text("kill_reason"),
+        "KillTimeout": duration_ns(d.get("kill_timeout")),
+        "KillError": text("kill_error"),
+        "StartDelay": duration_ns(d.get("start_delay")),
+        "DownloadError": text("download_error"),
+        "ValidationError": text("validation_error"),
+        "DiskLimit": go_int(d.get("disk_limit")),
+        "DiskSize": go_int(d.get("disk_size")),
+        "FailedSibling": text("failed_sibling"),
+        "VaultError": text("vault_renewal_error", "vault_error"),
+        "TaskSignalReason": text("task_signal_reason"),
+        "TaskSignal": text("task_signal"),
+        "GenericSource": text("generic_source"),
+    }
+
+
+def _last(events: Sequence[TaskEventLike], types: frozenset[str]) -> float | None:
+    return next((e.time for e in reversed(events) if e.type in types), None)
+
+
+def task_state(state: str, failed: bool, restarts: int, events: Sequence[TaskEventLike]) -> dict[str, Any]:
+    """api.TaskState (api/tasks.go): `state` is the agent's task state ("starting" is Nomad's
+    "pending"), `events` the task's, oldest first. StartedAt is the last "Started"; FinishedAt the last
+    "Terminated", "Killed" or "Not Restarting" of a dead task (zero while it is not dead); LastRestart
+    the last "Restarting" or "Restart Signaled". (No TaskHandle: nomad/structs comments it out.)"""
+    nomad_state = _TASK_STATE.get(state, "pending")
+    finished = _last(events, _FINISHED) if nomad_state == "dead" else None
+    return {
+        "State": nomad_state,
+        "Failed": failed,
+        "Restarts": restarts,
+        "LastRestart": go_time(_last(events, _RESTARTED)),
+        "StartedAt": go_time(_last(events, _STARTED)),
+        "FinishedAt": go_time(finished),
+        "Events": [task_event(e) for e in events],
+    }
+
+
+# --- allocations -----------------------------------------------------------------------------------
+
+
+def _job_group(job: Mapping[str, Any] | None, group: str) -> Mapping[str, Any] | None:
+    if job is None:
+        return None
+    return next((g for g in job.get("TaskGroups") or [] if g.get("Name") == group), None)
+
+
+def _task_resources(job: Mapping[str, Any] | None, view: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """{task: (CPU, MemoryMB)} of the alloc's tasks: the job's, zero for a task the job does not name
+    (an adopted alloc has no job)."""
+    tg = _job_group(job, str(view.get("group", "")))
+    asked = {
+        t["Name"]: (int(t["Resources"]["CPU"]), int(t["Resources"]["MemoryMB"]))
+        for t in (tg or {}).get("Tasks") or []
+        if t.get("Resources")
+    }
+    return {name: asked.get(name, (0, 0)) for name in view.get("tasks") or {}}
+
+
+def _alloc_network(view: Mapping[str, Any], job: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The alloc's network as api.NetworkResource, its host ports assigned; None without one."""
+    net = view.get("network") or {}
+    mode = str(net.get("mode") or "none")
+    ports = list(net.get("ports") or [])
+    if mode in ("none", "unknown") and not ports:
+        return None
+    tg = _job_group(job, str(view.get("group", "")))
+    static: set[str] = set()
+    for n in (tg or {}).get("Networks") or []:
+        static |= {p["Label"] for p in n.get("ReservedPorts") or []}
+    reserved = [port_json(p["label"], int(p["host"]), int(p["to"])) for p in ports if p["label"] in static]
+    dynamic = [port_json(p["label"], int(p["host"]), int(p["to"])) for p in ports if p["label"] not in static]
+    return network_json(mode, reserved, dynamic, ip=str(net.get("address") or ""))
+
+
+def _allocated(view: Mapping[str, Any], job: Mapping[str, Any] | None) -> dict[str, Any]:
+    """api.AllocatedResources (api/allocations.go)."""
+    net = view.get("network") or {}
+    network = _alloc_network(view, job)
+    host_ip = str(net.get("address") or "")
+    mappings = [
+        {"Label": p["label"], "Value": int(p["host"]), "To": int(p["to"]), "HostIP": host_ip}
+        for p in net.get("ports") or []
+    ]
+    return {
+        "Tasks": {
+            name: {
+                "Cpu": {"CpuShares": cpu},
+                "Memory": {"MemoryMB": memory, "MemoryMaxMB": 0},
+                "Networks": None,
+                "Devices": None,
+            }
+            for name, (cpu, memory) in _task_resources(job, view).items()
+        },
+        "Shared": {"DiskMB": 0, "Networks": [network] if network else None, "Ports": mappings or None},
+    }
+
+
+def _task_states(
+    view: Mapping[str, Any], events_by_task: Mapping[str, Sequence[TaskEventLike]]
+) -> dict[str, Any]:
+    return {
+        name: task_state(
+            str(t.get("state", "pending")),
+            bool(t.get("failed")),
+            int(t.get("restarts") or 0),
+            events_by_task.get(name, ()),
+        )
+        for name, t in (view.get("tasks") or {}).items()
+    }
+
+
+def _metrics() -> dict[str, Any]:
+    """api.AllocationMetric (api/allocations.go) of a placement on the one node there is (the Nomad
+    CLI's `alloc status -verbose` reads it: never null)."""
+    return {
+        **dict.fromkeys(("NodesEvaluated", "NodesFiltered", "NodesInPool"), 0),
+        "NodePool": "",
+        **dict.fromkeys(("NodesAvailable", "ClassFiltered", "ConstraintFiltered"), None),
+        "NodesExhausted": 0,
+        **dict.fromkeys(
+            ("ClassExhausted", "DimensionExhausted", "QuotaExhausted", "ResourcesExhausted"), None
+        ),
+        "Scores": None,
+        "AllocationTime": 0,
+        "CoalescedFailures": 0,
+        "ScoreMetaData": None,
+    }
+
+
+# api.AllocationListStub's fields, in its order.
+_STUB_FIELDS = (  # noqa: SIM905 (26 names, a line)
+    "ID EvalID Name Namespace NodeID NodeName JobID JobType JobVersion TaskGroup AllocatedResources "
+    "DesiredStatus DesiredDescription ClientStatus ClientDescription TaskStates DeploymentStatus "
+    "FollowupEvalID NextAllocation RescheduleTracker PreemptedAllocations PreemptedByAllocation "
+    "CreateIndex ModifyIndex CreateTime ModifyTime"
+).split()
+
+
+def alloc_json(
+    view: Mapping[str, Any],
+    *,
+    job: dict[str, Any] | None,
+    events_by_task: Mapping[str, Sequence[TaskEventLike]],
+    node_id: str,
+    node_name: str,
+    namespace: str,
+    create_index: int,
+    modify_index: int,
+    alloc_modify_index: int,
+    modify_time: float,
+    desc: str = "",
+    eval_id: str = "",
+    index: int = 0,
+) -> dict[str, Any]:
+    """api.Allocation (api/allocations.go) of an alloc view; `job` is `job_json`'s (None: an adopted
+    alloc, whose jobspec is lost), `desc` the DesiredDescription, `index` the alloc's index in its group
+    (Name "<job>.<group>[index]")."""
+    net = view.get("network") or {}
+    per_task = _task_resources(job, view)
+    network = _alloc_network(view, job)
+    networks = [network] if network else None
+    address = str(net.get("address") or "")
+    return {
+        "ID": view["id"],
+        "Namespace": namespace,
+        "EvalID": eval_id,
+        "Name": f"{view.get('job', '')}.{view.get('group', '')}[{index}]",
+        "NodeID": node_id,
+        "NodeName": node_name,
+        "JobID": view.get("job", ""),
+        "Job": job,
+        "TaskGroup": view.get("group", ""),
+        "Resources": resources(
+            sum(c for c, _ in per_task.values()), sum(m for _, m in per_task.values()), networks=networks
+        ),
+        "TaskResources": {name: resources(cpu, mem) for name, (cpu, mem) in per_task.items()},
+        "AllocatedResources": _allocated(view, job),
+        "Services": None,
+        "Metrics": _metrics(),
+        "DesiredStatus": "stop" if view.get("desired") == "stop" else "run",
+        "DesiredDescription": desc,
+        "DesiredTransition": dict.fromkeys(
+            ("Migrate", "Reschedule", "ForceReschedule", "NoShutdownDelay", "MigrateDisablePlacement")
+        ),
+        "ClientStatus": CLIENT_STATUS.get(str(view.get("status")), "pending"),
+        "ClientDescription": view.get("reason") or "",
+        "TaskStates": _task_states(view, events_by_task),
+        "DeploymentID": "",
+        "DeploymentStatus": None,
+        "FollowupEvalID": "",
+        "PreviousAllocation": view.get("replaces") or "",
+        "NextAllocation": view.get("replaced_by") or "",
+        "RescheduleTracker": None,
+        "NetworkStatus": {"InterfaceName": "eth0", "Address": address, "AddressIPv6": "", "DNS": None}
+        if net.get("mode") == "bridge" and address
+        else None,
+        "PreemptedAllocations": None,
+        "PreemptedByAllocation": "",
+        "CreateIndex": create_index,
+        "ModifyIndex": modify_index,
+        "AllocModifyIndex": alloc_modify_index,
+        "CreateTime": ns(float(view.get("created") or 0.0)),
+        "ModifyTime": ns(modify_time),
+    }
+
+
+def alloc_stub(
+    view: Mapping[str, Any],
+    *,
+    job: dict[str, Any] | None = None,
+    events_by_task: Mapping[str, Sequence[TaskEventLike]],
+    node_id: str,
+    node_name: str,
+    namespace: str,
+    create_index: int,
+    modify_index: int,
+    alloc_modify_index: int,
+    modify_time: float,
+    desc: str = "",
+    eval_id: str = "",
+    index: int = 0,
+    with_resources: bool = False,
+) -> dict[str, Any]:
+    """api.AllocationListStub (api/allocations.go), from the same inputs as `alloc_json` (JobType and
+    JobVersion come from `job` when given). AllocatedResources is `omitempty`: only `with_resources`
+    (Nomad's `?resources=true`) writes it."""
+    full = alloc_json(
+        view,
+        job=job,
+        events_by_task=events_by_task,
+        node_id=node_id,
+        node_name=node_name,
+        namespace=namespace,
+        create_index=create_index,
+        modify_index=modify_index,
+        alloc_modify_index=alloc_modify_index,
+        modify_time=modify_time,
+        desc=desc,
+        eval_id=eval_id,
+        index=index,
+    )
+    full |= {"JobType": (job or {}).get("Type") or "", "JobVersion": int((job or {}).get("Version") or 0)}
+    return {k: full[k] for k in _STUB_FIELDS if with_resources or k != "AllocatedResources"}
+
+
+# --- the node ---------------------------------------------------------------------------------------
+
+
+def _driver_info(name: str, d: Mapping[str, Any]) -> dict[str, Any]:
+    """api.DriverInfo (api/nodes.go) from {"healthy", "detected", "description"[, "attributes",
+    "update_time" (seconds)]}; a detected driver's attributes default to Nomad's driver.<name> = true."""
+    detected = bool(d.get("detected"))
+    attributes = d.get("attributes")
+    if attributes is None and detected:
+        attributes = {f"driver.{name}": "true"}
+    update = d.get("update_time")
+    return {
+        "Attributes": dict(attributes) if attributes is not None else None,
+        "Detected": detected,
+        "Healthy": bool(d.get("healthy")),
+        "HealthDescription": str(d.get("description") or ""),
+        "UpdateTime": go_time(float(update) if update is not None else None),
+    }
+
+
+def _host(address: str) -> str:
+    """The IP of "ip:port" ("[v6]:port" too); an address without a port as it is."""
+    if address.startswith("["):
+        return address[1 : address.find("]")] if "]" in address else address
+    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+
+
+def _node_resources(attributes: Mapping[str, str]) -> dict[str, Any]:
+    """api.NodeResources (api/nodes.go) from the fingerprint attributes Nomad derives them from
+    (cpu.totalcompute, cpu.numcores, memory.totalbytes, unique.storage.bytestotal); 0 when absent."""
+    mb = 1024 * 1024
+    return {
+        "Cpu": {
+            "CpuShares": go_int(attributes.get("cpu.totalcompute")),
+            "TotalCpuCores": go_int(attributes.get("cpu.numcores")),
+            "ReservableCpuCores": None,
+        },
+        "Memory": {"MemoryMB": go_int(attributes.get("memory.totalbytes")) // mb},
+        "Disk": {"DiskMB": go_int(attributes.get("unique.storage.bytestotal")) // mb},
+        "Networks": None,
+        "Devices": None,
+        "MinDynamicPort": 20000,  # Nomad's default dynamic port range
+        "MaxDynamicPort": 32000,
+    }
+
+
+def _reserved() -> dict[str, Any]:
+    """api.NodeReservedResources (api/nodes.go): the agent reserves nothing of the node."""
+    return {
+        "Cpu": {"CpuShares": 0},
+        "Memory": {"MemoryMB": 0},
+        "Disk": {"DiskMB": 0},
+        "Networks": {"ReservedHostPorts": ""},
+    }
+
+
+def node_json(
+    *,
+    node_id: str,
+    name: str,
+    datacenter: str,
+    address: str,
+    drivers: Mapping[str, Mapping[str, Any]],
+    attributes: Mapping[str, str],
+    meta: Mapping[str, str],
+    status: str = "ready",
+    node_class: str = "",
+    node_pool: str = "default",
+    create_index: int,
+    modify_index: int,
+    tls: bool = True,
+    status_updated_at: float = 0.0,
+) -> dict[str, Any]:
+    """api.Node (api/nodes.go) of the agent's node; `address` is the HTTP API's "ip:port" (HTTPAddr).
+    NodeResources and ReservedResources are never null: the Nomad CLI's `node status` reads them."""
+    return {
+        "ID": node_id,
+        "Datacenter": datacenter,
+        "Name": name,
+        "HTTPAddr": address,
+        "TLSEnabled": tls,
+        "Attributes": dict(attributes),
+        "Resources": None,
+        "Reserved": None,
+        "NodeResources": _node_resources(attributes),
+        "ReservedResources": _reserved(),
+        "Links": None,
+        "Meta": dict(meta),
+        "NodeClass": node_class,
+        "NodePool": node_pool,
+        "CgroupParent": "",
+        "Drain": False,
+        "DrainStrategy": None,
+        "SchedulingEligibility": "eligible",
+        "Status": status,
+        "StatusDescription": "",
+        "StatusUpdatedAt": int(status_updated_at),
+        "Events": None,
+        "Drivers": {n: _driver_info(n, d) for n, d in drivers.items()},
+        "HostVolumes": None,
+        "GCVolumesOnNodeGC": False,
+        "HostNetworks": None,
+        "CSIControllerPlugins": None,
+        "CSINodePlugins": None,
+        "LastDrain": None,
+        "CreateIndex": create_index,
+        "ModifyIndex": modify_index,
+        "NodeMaxAllocs": 0,
+    }
+
+
+def node_stub(
+    *,
+    node_id: str,
+    name: str,
+    datacenter: str,
+    address: str,
+    drivers: Mapping[str, Mapping[str, Any]],
+    attributes: Mapping[str, str],
+    meta: Mapping[str, str],
+    status: str = "ready",
+    node_class: str = "",
+    node_pool: str = "default",
+    create_index: int,
+    modify_index: int,
+    with_resources: bool = False,
+    with_os: bool = False,
+) -> dict[str, Any]:
+    """api.NodeListStub (api/nodes.go), as the server's Node.Stub (nomad/structs) fills it: Address the
+    IP of HTTPAddr, Version the `nomad.version` attribute. Attributes, NodeResources and
+    ReservedResources are `omitempty`, written only when asked: `?os=true` (`with_os`: the os.name
+    attribute alone) and `?resources=true` (`with_resources`)."""
+    del meta  # not a field of the stub
+    out: dict[str, Any] = {"Address": _host(address), "ID": node_id}
+    if with_os:
+        out["Attributes"] = {"os.name": attributes.get("os.name", "")}
+    out |= {
+        "Datacenter": datacenter,
+        "Name": name,
+        "NodeClass": node_class,
+        "NodePool": node_pool,
+        "Version": attributes.get("nomad.version", ""),
+        "Drain": False,
+        "SchedulingEligibility": "eligible",
+        "Status": status,
+        "StatusDescription": "",
+        "Drivers": {n: _driver_info(n, d) for n, d in drivers.items()},
+    }
+    if with_resources:
+        out["NodeResources"] = _node_resources(attributes)
+        out["ReservedResources"] = _reserved()
+    return out | {"LastDrain": None, "CreateIndex": create_index, "ModifyIndex": modify_index}
+
+
+# --- the agent ---------------------------------------------------------------------------------------
+
+
+def agent_member(
+    *,
+    node_name: str,
+    datacenter: str,
+    region: str,
+    version: str,
+    addr: str,
+    port: int = SERF_PORT,
+    status: str = "alive",
+) -> dict[str, Any]:
+    """api.AgentMember (api/agent.go): Name "<node>.<region>" as Nomad names its members, Addr the IP
+    (a port in `addr` is dropped), Tags the region, datacenter and build."""
+    return {
+        "Name": f"{node_name}.{region}",
+        "Addr": _host(addr),
+        "Port": port,
+        "Tags": {"region": region, "dc": datacenter, "build": version},
+        "Status": status,
+        **_PROTOCOL,
+        **_DELEGATE,
+    }
+
+
+def agent_self(
+    *,
+    node_name: str,
+    datacenter: str,
+    region: str,
+    version: str,
+    config: Mapping[str, Any],
+    node_id: str = "",
+    addr: str = "",
+    client_stats: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """api.AgentSelf (api/agent.go): {"config", "member", "stats"}. `config` is the agent's, over the
+    fields Nomad's API client reads (Region, Datacenter, NodeName, Version as Nomad's VersionInfo);
+    stats["client"]["node_id"] is what `nomad node status -self` looks up. The member is filled in
+    (a Nomad client without a server answers an empty one): api.Agent.NodeName() reads its Name."""
+    full: dict[str, Any] = {
+        "Region": region,
+        "Datacenter": datacenter,
+        "NodeName": node_name,
+        "Version": {
+            "BuildDate": ZERO_TIME,
+            "Revision": "",
+            "Version": version,
+            "VersionPrerelease": "",
+            "VersionMetadata": "",
+        },
+    }
+    for key, value in config.items():
+        before = full.get(key)
+        full[key] = {**before, **value} if isinstance(before, dict) and isinstance(value, Mapping) else value
+    member = agent_member(
+        node_name=node_name, datacenter=datacenter, region=region, version=version, addr=addr
+    )
+    member["Name"] = node_name  # api.Agent.NodeName() is the member's name
+    # a Nomad client's stats (client/client.go: Stats); no servers, so no heartbeats: ""
+    client = dict.fromkeys(("known_servers", "last_heartbeat", "heartbeat_ttl"), "")
+    client |= {"node_id": node_id, "num_allocations": "0"} | dict(client_stats or {})
+    return {"config": full, "member": member, "stats": {"client": client}}
+
+
+def health(ok_client: bool, message: str, *, server_asked: bool = False) -> dict[str, Any]:
+    """api.AgentHealthResponse (api/agent.go). A Nomad agent without a server leaves "server" out
+    (`omitempty`); asked for it (`?type=server`) it answers {"ok": false, "message": "server not
+    enabled"} (command/agent/agent_endpoint.go: HealthRequest)."""
+    out: dict[str, Any] = {"client": {"ok": ok_client, "message": message}}
+    if server_asked:
+        out["server"] = {"ok": False, "message": "server not enabled"}
+    return out
+
+
+# --- the alloc dir ----------------------------------------------------------------------------------
+
+
+def file_info(
+    name: str, is_dir: bool, size: int, mode: int, mod_time: float, content_type: str = ""
+) -> dict[str, Any]:
+    """api.AllocFileInfo (api/fs.go). ContentType is `omitempty` in the client's struct
+    (client/structs: AllocFileInfo): a listing leaves it out, a stat gives it."""
+    out: dict[str, Any] = {
+        "Name": name,
+        "IsDir": is_dir,
+        "Size": size,
+        "FileMode": go_file_mode(mode, is_dir),
+        "ModTime": go_time(mod_time),
+    }
+    if content_type:
+        out["ContentType"] = content_type
+    return out
+
+
+def stream_frame(offset: int, data: bytes, file: str, file_event: str = "") -> dict[str, Any]:
+    """api.StreamFrame (api/fs.go; client/lib/streamframer): every field `omitempty`; Data base64
+    (Go's []byte). All empty is the heartbeat frame, {}."""
+    out: dict[str, Any] = {}
+    if offset:
+        out["Offset"] = offset
+    if data:
+        out["Data"] = base64.b64encode(data).decode("ascii")
+    if file:
+        out["File"] = file
+    if file_event:
+        out["FileEvent"] = file_event
+    return out
