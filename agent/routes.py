@@ -86,6 +86,10 @@ def _files(data: dict[str, Any]) -> dict[str, str] | None:
     return dict(given)
 
 
+# The agent's own routes, kept under this prefix while its CLI verbs, the e2e harness and the
+# benches move to Nomad's API (agent.nomadapi) at Nomad's own paths; then they go.
+LEGACY_PREFIX = "/fieldlab"
+
 STOP_MARGIN = 30.0  # seconds a job stop may take past the longest kill_timeout before it answers
 EXEC_TIMEOUT = 30.0  # seconds an exec may run when the request does not say
 EXEC_MAX_TIMEOUT = 300.0
@@ -136,7 +140,7 @@ def _managed(core: Core, ref: str, action: str) -> AllocRunner:
         raise Conflict(
             f"alloc {adopted.id} is adopted (found running after the state database was lost): "
             f"the agent does not manage it, so it cannot {action} in it; "
-            f"stop it with POST /v1/allocation/{adopted.id}/stop"
+            f"stop it with `fieldlab-agent alloc stop {adopted.id}` (POST /v1/allocation/{adopted.id}/stop)"
         )
     return core.runner(ref)
 
@@ -320,7 +324,7 @@ def build_routes(core: Core) -> list[tuple[str, str, Handler]]:
         ("GET", r"/v1/client/fs/logs/([^/]+)", _logs_handler(core)),
         *_info_routes(core),
     ]
-    return [(m, rx, _guard(h)) for m, rx, h in table]
+    return [(m, LEGACY_PREFIX + rx, _guard(h)) for m, rx, h in table]
 
 
 def _task_routes(core: Core) -> list[tuple[str, str, Handler]]:
@@ -455,7 +459,7 @@ def _exec_handler(core: Core) -> Handler:
 
 def build_streams(core: Core) -> list[tuple[str, str, StreamOpener]]:
     """The interactive exec session (`alloc exec -i/-t`, agent.execframes)."""
-    return [("POST", r"/v1/allocation/([^/]+)/exec", _guard(_session_opener(core)))]
+    return [("POST", LEGACY_PREFIX + r"/v1/allocation/([^/]+)/exec", _guard(_session_opener(core)))]
 
 
 def _session_opener(core: Core) -> Callable[[tuple[str, ...], bytes], ExecSession]:

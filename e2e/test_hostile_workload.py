@@ -200,7 +200,7 @@ def _events(agent: Agent, alloc_id: str) -> list[tuple[str, str]]:
 
 def _health_latency(agent: Agent) -> float:
     t0 = time.monotonic()
-    agent.request("GET", "/v1/agent/health")
+    agent.request("GET", "/fieldlab/v1/agent/health")
     return time.monotonic() - t0
 
 
@@ -253,12 +253,12 @@ def test_template_reads_outside_the_sandbox_are_refused_at_submission(cluster: C
     agent = cluster.agent(cluster.clients[0])
     job, template = REFUSED_AT_SUBMISSION[attempt]
     spec = SLEEPER_JOB.format(job=job, blocks=template)
-    before = agent.request("GET", "/v1/jobs")
+    before = agent.request("GET", "/fieldlab/v1/jobs")
     with pytest.raises(AgentError) as refused:
         agent.run_job(spec, f"hostile: {attempt}")
     msg = str(refused.value)
     assert "400" in msg and "template[0]" in msg, msg
-    assert agent.request("GET", "/v1/jobs") == before, "a refused job must store nothing"
+    assert agent.request("GET", "/fieldlab/v1/jobs") == before, "a refused job must store nothing"
 
 
 @pytest.mark.parametrize("attempt", sorted(OUTSIDE_POLICY))
@@ -310,7 +310,7 @@ def test_the_api_refuses_a_workloads_own_certificate(cluster: Cluster, tmp_path:
             f"https://{node.address}:{AGENT_PORT}", str(cluster.secrets / "ca.pem"), str(crt), str(key)
         )
         with pytest.raises(AgentError) as refused:
-            api.request("POST", "/v1/jobs", {"jobspec": 'job "x" {}', "source": "hostile"})
+            api.request("POST", "/fieldlab/v1/jobs", {"jobspec": 'job "x" {}', "source": "hostile"})
         outcomes[role] = str(refused.value)
     history.record(history.NOTE, "API refusals of workload certificates", node=node.name, outcomes=outcomes)
     # A client cert a job may ask for chains to the lab CA, but it is not the operator: 403.
@@ -488,8 +488,7 @@ job "hostile-token-{kind}" {{
         command = "/bin/sh"
         args    = ["-c", <<EOS
 until [ -s /secrets/vault_token ]; do sleep 0.2; done
-{plant}
-touch /local/planted
+if [ ! -e /local/planted ]; then {plant}; touch /local/planted; fi
 exec sleep 3600
 EOS
         ]
@@ -507,7 +506,9 @@ EOS
 def test_a_trapped_token_file_never_keeps_the_agent_down(cluster: Cluster, kind: str) -> None:
     """Issue 32: after a restart the agent read secrets/vault_token with a plain read: a FIFO there
     hung its restore before the API started (and systemd's retries hung the same way), a link made
-    it read a host file as the token. It must come back, and give the task a real token file."""
+    it read a host file as the token. It must come back, and give the task a real token file. The
+    task plants its trap once (a restarted task planting it again would hide the new token file
+    from the check, as it did when the agent restored fast enough for the task to restart first)."""
     node = cluster.clients[0]
     agent = cluster.agent(node)
     spec = TOKEN_TRAP_JOB.format(kind=kind, plant=TOKEN_TRAPS[kind], policy=HOSTILE_POLICY)
@@ -606,10 +607,10 @@ def test_a_raw_exec_jobspec_is_refused_unless_the_lab_trusts_its_jobspecs(cluste
         pytest.skip(f"lab {cluster.name} was made with --raw-exec (trusted jobspecs only)")
     node = cluster.clients[0]
     agent = cluster.agent(node)
-    before = agent.request("GET", "/v1/jobs")
+    before = agent.request("GET", "/fieldlab/v1/jobs")
     with pytest.raises(AgentError, match="raw_exec is disabled"):
         agent.run_job(RAW_EXEC_JOB, "hostile: raw_exec")
-    assert agent.request("GET", "/v1/jobs") == before, "a refused job must store nothing"
+    assert agent.request("GET", "/fieldlab/v1/jobs") == before, "a refused job must store nothing"
     assert node.run("test -e /etc/owned-by-a-field-jobspec", check=False).rc != 0
 
 

@@ -38,7 +38,7 @@ def test_light_clients_run_an_agent_without_docker(cluster: Cluster) -> None:
 
     def problems(node: Remote) -> list[str]:
         out = []
-        info = cluster.agent(node).try_get("/v1/node")
+        info = cluster.agent(node).try_get("/fieldlab/v1/node")
         if info is None:
             return [f"{node.name}: the agent does not answer"]
         want = ["exec", "raw_exec"] if cluster.raw_exec else ["exec"]

@@ -5,7 +5,7 @@ on the controller against real dockerd and CNI, on the test bridge 10.213.251.0/
 With the largest N (50) two more rows follow on the same node: the same running allocs with 10,000
 terminal allocs in state (written through the store's API, with their task records and events, as
 a node that ran them would hold them), and 500 jobs submitted (count = 0: stored, nothing to run).
-Each row prints restore time (the median of BENCH_RESTARTS=3 restarts), `GET /v1/allocations` p50,
+Each row prints restore time (the median of BENCH_RESTARTS=3 restarts), `GET /fieldlab/v1/allocations` p50,
 RSS; the history row also a cProfile top-10 of the restore (in-process, the same build_core as the
 daemon) and the agent's import cost (`python -X importtime`).
 
@@ -86,7 +86,7 @@ def _list_p50(d: Daemon, n: int = 30) -> float:
     took = []
     for _ in range(n):
         t0 = time.perf_counter()
-        d.api.request("GET", "/v1/allocations")
+        d.api.request("GET", "/fieldlab/v1/allocations")
         took.append(time.perf_counter() - t0)
     return statistics.median(took) * 1000
 
@@ -185,7 +185,7 @@ def _restarts(d: Daemon) -> tuple[float, float, list[dict[str, Any]]]:
         d.stop()
         walls.append(d.start())
         restores.append(d.metric("fieldlab_agent_restore_seconds"))
-    allocs = d.api.request("GET", "/v1/allocations")
+    allocs = d.api.request("GET", "/fieldlab/v1/allocations")
     return statistics.median(restores), statistics.median(walls), allocs
 
 
@@ -197,7 +197,7 @@ def _restart_row(d: Daemon, label: str, n: int) -> Row:
     rss = _rss_mb(d.proc.pid) if d.proc else 0.0
     print(
         f"  {label}: restore {restore:5.2f}s, agent up in {wall:5.2f}s, {running}/{n} running, "
-        f"task restarts {restarts}, GET /v1/allocations p50 {p50:5.1f} ms, RSS {rss:5.1f} MB",
+        f"task restarts {restarts}, GET /fieldlab/v1/allocations p50 {p50:5.1f} ms, RSS {rss:5.1f} MB",
         flush=True,
     )
     return label, restore, wall, p50, running, restarts, rss
@@ -217,18 +217,18 @@ def _extra_rows(
     print(f"  restore with history / without: {row[1] / base:.2f}x (target <= 1.20)", flush=True)
     record(Figure(f"agent: restore {n} running + {HISTORY} terminal", row[1], "s", "", AGENT_START))
     record(Figure("agent: restore with history / without", row[1] / base, "x", "<= 1.20x"))
-    record(Figure(f"agent: GET /v1/allocations p50, {HISTORY} terminal", row[3], "ms", ""))
+    record(Figure(f"agent: GET /fieldlab/v1/allocations p50, {HISTORY} terminal", row[3], "ms", ""))
     record(Figure(f"agent: RSS, {n} running + {HISTORY} terminal", row[6], "MB", ""))
     t0 = time.monotonic()
     for i in range(JOBS):
-        d.api.request("POST", "/v1/jobs", {"jobspec": EMPTY_JOB.format(i=i)})
+        d.api.request("POST", "/fieldlab/v1/jobs", {"jobspec": EMPTY_JOB.format(i=i)})
     took = time.monotonic() - t0
     print(f"  submitted {JOBS} jobs in {took:.1f}s ({JOBS / took:.0f}/s)", flush=True)
     jobs_row = _restart_row(d, f"{n} running + {JOBS} jobs", n)
     rows.append(jobs_row)
     record(Figure(f"agent: restore {n} running + {JOBS} jobs", jobs_row[1], "s", "", AGENT_START))
     for i in range(JOBS):
-        d.api.request("DELETE", f"/v1/job/stored-{i}")
+        d.api.request("DELETE", f"/fieldlab/v1/job/stored-{i}")
     return rows
 
 
@@ -250,9 +250,9 @@ def run(sizes: list[int]) -> int:
             d.start()
             t0 = time.monotonic()
             for i in range(n):
-                d.api.request("POST", "/v1/jobs", {"jobspec": JOB.format(i=i)})
+                d.api.request("POST", "/fieldlab/v1/jobs", {"jobspec": JOB.format(i=i)})
             setup = time.monotonic() - t0
-            allocs = d.api.request("GET", "/v1/allocations")
+            allocs = d.api.request("GET", "/fieldlab/v1/allocations")
             assert sum(a["status"] == "running" for a in allocs) == n, [a["status"] for a in allocs]
             restore, wall, allocs = _restarts(d)
             restarts = sum(t["restarts"] for a in allocs for t in a["tasks"].values())
@@ -277,7 +277,7 @@ def run(sizes: list[int]) -> int:
         finally:
             for i in range(n):
                 try:
-                    d.api.request("DELETE", f"/v1/job/bench-{i}")
+                    d.api.request("DELETE", f"/fieldlab/v1/job/bench-{i}")
                 except Exception as exc:
                     print(f"  cleanup bench-{i}: {exc}")
             d.stop()

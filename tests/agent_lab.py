@@ -267,7 +267,7 @@ class Daemon:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"agent exited {self.proc.returncode}; see {self.log}")
             try:
-                self.api.request("GET", "/v1/jobs")
+                self.api.request("GET", "/fieldlab/v1/jobs")
                 return True, "up"
             except Exception as exc:
                 return None, str(exc)

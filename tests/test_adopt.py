@@ -221,22 +221,22 @@ def test_restore_after_a_lost_state_adopts_lists_and_stops_on_request(
     assert tasks.stopped == []
 
     routes = _serve(core, looping)
-    status, allocs = _call(routes, "GET", "/v1/allocations")
+    status, allocs = _call(routes, "GET", "/fieldlab/v1/allocations")
     assert status == 200 and {a["id"]: a["status"] for a in allocs} == {
         A: "adopted",
         B: "adopted",
         D: "adopted",
     }
-    status, one = _call(routes, "GET", f"/v1/allocation/{A[:8]}")
+    status, one = _call(routes, "GET", f"/fieldlab/v1/allocation/{A[:8]}")
     assert status == 200 and one["id"] == A and one["tasks"]["web"]["state"] == "running"
-    status, events = _call(routes, "GET", f"/v1/allocation/{A}/events")
+    status, events = _call(routes, "GET", f"/fieldlab/v1/allocation/{A}/events")
     (ev,) = events
     assert ev["type"] == EVENT_ADOPTED and moved in ev["message"] and ev["details"]["state_db"] == moved
-    assert "not restarted, replaced" in ev["message"] and "DELETE /v1/job/web" in ev["message"]
+    assert "not restarted, replaced" in ev["message"] and "fieldlab-agent job stop web" in ev["message"]
 
     # The operator stops the job: its adopted allocs' tasks are stopped (tasks before the pause
     # container) and they are gone from the listing, the store, and the sweeper's keep list.
-    status, out = _call(routes, "DELETE", "/v1/job/web")
+    status, out = _call(routes, "DELETE", "/fieldlab/v1/job/web")
     assert status == 200 and sorted(out["stopped"]) == [A, B]
     assert tasks.stopped[:3] == ["c-a-side", "c-a-web", "c-a-pause"] and "c-b-web" in tasks.stopped
     assert core.call(core.adoption.ids) == {D}
@@ -244,11 +244,11 @@ def test_restore_after_a_lost_state_adopts_lists_and_stops_on_request(
     assert core.call(lambda: sweeper.calls[-1]) == (set(), {D})  # a sweep for their leftovers
 
     # D (an exec task, job known only from its environment) is stopped as an alloc.
-    status, out = _call(routes, "POST", f"/v1/allocation/{D}/stop")
+    status, out = _call(routes, "POST", f"/fieldlab/v1/allocation/{D}/stop")
     assert status == 200 and out == {"stopped": [D]} and tasks.stopped[-1] == f"{D}.worker"
-    status, allocs = _call(routes, "GET", "/v1/allocations")
+    status, allocs = _call(routes, "GET", "/fieldlab/v1/allocations")
     assert allocs == []
-    assert _call(routes, "DELETE", "/v1/job/web")[0] == 404  # nothing of it left
+    assert _call(routes, "DELETE", "/fieldlab/v1/job/web")[0] == 404  # nothing of it left
 
 
 def test_a_later_restart_adopts_the_same_allocs_again_and_forgets_gone_ones(tmp_path: Path) -> None:
@@ -307,5 +307,5 @@ job "web" {
 }
 """
     (alloc,) = core.submit(spec, "hcl")["allocs"]
-    with pytest.raises(Conflict, match="DELETE /v1/job/web"):
+    with pytest.raises(Conflict, match="fieldlab-agent job stop web"):
         core.stop_alloc(alloc)

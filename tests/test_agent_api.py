@@ -78,7 +78,7 @@ def test_health_answers_the_operator_cert(running_agent: tuple[Agent, TestCA, in
     _, ca, port = running_agent
     op = ca.issue(OPERATOR, server=False)
     with urllib.request.urlopen(
-        f"https://127.0.0.1:{port}/v1/agent/health", context=_ctx(ca, op.cert, op.key), timeout=5
+        f"https://127.0.0.1:{port}/fieldlab/v1/agent/health", context=_ctx(ca, op.cert, op.key), timeout=5
     ) as resp:
         body = json.loads(resp.read())
     assert resp.status == 200
@@ -133,7 +133,9 @@ def test_health_shows_the_start_up_vault_login_of_the_agents_one_client(
     try:
         op = ca.issue(OPERATOR, server=False)
         with urllib.request.urlopen(
-            f"https://127.0.0.1:{cfg.port}/v1/agent/health", context=_ctx(ca, op.cert, op.key), timeout=5
+            f"https://127.0.0.1:{cfg.port}/fieldlab/v1/agent/health",
+            context=_ctx(ca, op.cert, op.key),
+            timeout=5,
         ) as resp:
             body = json.loads(resp.read())
         assert body["vault"] == {"configured": True, "authenticated": True, "error": ""}
@@ -476,7 +478,7 @@ def test_a_write_whose_body_is_no_json_object_is_a_400_not_a_traceback(
     # The routes read the body before they touch the core: a stand-in core is enough.
     api = serve(build_routes(cast(Core, object())))
     with caplog.at_level(logging.DEBUG, logger="agent"):
-        status, out = api.request("POST", "/v1/jobs", body)
+        status, out = api.request("POST", "/fieldlab/v1/jobs", body)
     assert status == 400 and "JSON" in out["error"], out
     assert all(r.exc_info is None and r.levelno < logging.ERROR for r in caplog.records)
 
@@ -499,14 +501,14 @@ def test_the_cli_speaks_the_api_with_the_operator_cert_and_names_a_refused_ident
 
     api = serve(
         [
-            route("POST", r"/v1/jobs"),
-            route("GET", r"/v1/jobs"),
-            route("DELETE", r"/v1/job/([a-z]+)"),
-            route("GET", r"/v1/allocations"),
-            route("GET", r"/v1/allocation/([0-9a-f-]+)"),
-            route("GET", r"/v1/allocation/([0-9a-f-]+)/events"),
-            route("POST", r"/v1/allocation/([0-9a-f-]+)/restart"),
-            route("POST", r"/v1/allocation/([0-9a-f-]+)/signal"),
+            route("POST", r"/fieldlab/v1/jobs"),
+            route("GET", r"/fieldlab/v1/jobs"),
+            route("DELETE", r"/fieldlab/v1/job/([a-z]+)"),
+            route("GET", r"/fieldlab/v1/allocations"),
+            route("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)"),
+            route("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)/events"),
+            route("POST", r"/fieldlab/v1/allocation/([0-9a-f-]+)/restart"),
+            route("POST", r"/fieldlab/v1/allocation/([0-9a-f-]+)/signal"),
         ]
     )
     jobspec = tmp_path / "example.hcl"
@@ -531,14 +533,14 @@ def test_the_cli_speaks_the_api_with_the_operator_cert_and_names_a_refused_ident
     for argv in commands:
         assert cli.main(argv) == 0, argv
     assert [(m, p) for m, p, _ in seen] == [
-        ("POST", r"/v1/jobs"),
-        ("GET", r"/v1/jobs"),
-        ("DELETE", r"/v1/job/([a-z]+)"),
-        ("GET", r"/v1/allocations"),
-        ("GET", r"/v1/allocation/([0-9a-f-]+)"),
-        ("GET", r"/v1/allocation/([0-9a-f-]+)/events"),
-        ("POST", r"/v1/allocation/([0-9a-f-]+)/restart"),
-        ("POST", r"/v1/allocation/([0-9a-f-]+)/signal"),
+        ("POST", r"/fieldlab/v1/jobs"),
+        ("GET", r"/fieldlab/v1/jobs"),
+        ("DELETE", r"/fieldlab/v1/job/([a-z]+)"),
+        ("GET", r"/fieldlab/v1/allocations"),
+        ("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)"),
+        ("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)/events"),
+        ("POST", r"/fieldlab/v1/allocation/([0-9a-f-]+)/restart"),
+        ("POST", r"/fieldlab/v1/allocation/([0-9a-f-]+)/signal"),
     ]
     assert seen[0][2] == {"jobspec": 'job "example" {}\n', "source": str(jobspec)}
     capsys.readouterr()

@@ -342,7 +342,7 @@ def test_node_status() -> None:
     assert "docker  false    docker engine: connection refused" in text
     assert text.endswith("Pending  Running  Failed  Complete  Adopted\n0        3        1       0         0")
     older = fmt.node_status({**health, "vault": {}}, None)
-    assert "Jobs    = unknown: the agent has no GET /v1/node" in older
+    assert "Jobs    = unknown: the agent has no GET /fieldlab/v1/node" in older
 
 
 def test_last_lines() -> None:
@@ -453,7 +453,9 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agent]:
         "version": __version__,
         "uptime_seconds": 3.0,
     }
-    server = ApiServer(cfg, {"/v1/agent/health": lambda: json_response(200, health)}, build_routes(core))
+    server = ApiServer(
+        cfg, {"/fieldlab/v1/agent/health": lambda: json_response(200, health)}, build_routes(core)
+    )
     server.start()
     flags = [
         f"-address=https://127.0.0.1:{server.port}",

@@ -544,22 +544,28 @@ def test_the_http_api_runs_stops_and_refuses_bad_jobs(lab: AgentLab, tmp_path: P
     server.start()
     api = ApiClient(f"https://127.0.0.1:{port}", str(ca.ca_file), str(op.cert), str(op.key))
     try:
-        out = api.request("POST", "/v1/jobs", {"jobspec": (JOBS / "cni-check-on-restore.hcl").read_text()})
+        out = api.request(
+            "POST", "/fieldlab/v1/jobs", {"jobspec": (JOBS / "cni-check-on-restore.hcl").read_text()}
+        )
         alloc = out["allocs"][0]
-        detail = api.request("GET", f"/v1/allocation/{alloc[:8]}")
+        detail = api.request("GET", f"/fieldlab/v1/allocation/{alloc[:8]}")
         assert detail["status"] == "running" and detail["tasks"]["nginx"]["state"] == "running"
-        assert [a["id"] for a in api.request("GET", "/v1/allocations")] == [alloc]
+        assert [a["id"] for a in api.request("GET", "/fieldlab/v1/allocations")] == [alloc]
         with pytest.raises(ApiError) as conflict:
-            api.request("POST", "/v1/jobs", {"jobspec": (JOBS / "cni-check-on-restore.hcl").read_text()})
+            api.request(
+                "POST", "/fieldlab/v1/jobs", {"jobspec": (JOBS / "cni-check-on-restore.hcl").read_text()}
+            )
         assert conflict.value.status == 409
         bad = 'job "x" {\n  group "g" {\n    task "t" {\n      driver = "rkt"\n    }\n  }\n}\n'
         with pytest.raises(ApiError) as refused:
-            api.request("POST", "/v1/jobs", {"jobspec": bad, "source": "bad.hcl"})
+            api.request("POST", "/fieldlab/v1/jobs", {"jobspec": bad, "source": "bad.hcl"})
         assert refused.value.status == 400
         assert any(p["path"] == "job.x.group.g.task.t.driver" for p in refused.value.body["problems"])
-        api.request("POST", f"/v1/allocation/{alloc}/signal", {"task": "nginx", "signal": "SIGHUP"})
-        assert "Signaling" in [e["type"] for e in api.request("GET", f"/v1/allocation/{alloc}/events")]
-        assert api.request("DELETE", "/v1/job/example") == {"stopped": [alloc]}
+        api.request("POST", f"/fieldlab/v1/allocation/{alloc}/signal", {"task": "nginx", "signal": "SIGHUP"})
+        assert "Signaling" in [
+            e["type"] for e in api.request("GET", f"/fieldlab/v1/allocation/{alloc}/events")
+        ]
+        assert api.request("DELETE", "/fieldlab/v1/job/example") == {"stopped": [alloc]}
         wait_until(  # the tasks' stops run off the agent's loop: the answer comes before they end
             lambda: (True if lab.containers(alloc) == [] else None, str(lab.containers(alloc))),
             timeout=TIMEOUT,
@@ -610,7 +616,7 @@ def test_variables_and_cli_read_files_sent_over_the_api_survive_a_restart(
     files = load_jobspec(spec, {"page": "hi"}).files
     agent = lab.start_agent()
     try:
-        submit = next(h for m, p, h in build_routes(agent.core) if (m, p) == ("POST", "/v1/jobs"))
+        submit = next(h for m, p, h in build_routes(agent.core) if (m, p) == ("POST", "/fieldlab/v1/jobs"))
         body = {"jobspec": VARIABLE_JOB, "Variables": 'page = "hi"', "files": files, "source": "job.hcl"}
         status, _, raw = submit((), json.dumps(body).encode())
         assert status == 201, raw
@@ -968,10 +974,10 @@ def test_a_batch_exec_task_that_exits_0_completes_and_stays_readable_after_a_res
         agent.stop()
         agent = lab.start_agent()
         routes = {(m, rx): h for m, rx, h in build_routes(agent.core)}
-        status, _, body = routes[("GET", r"/v1/allocation/([0-9a-f-]+)")]((alloc,), b"")
+        status, _, body = routes[("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)")]((alloc,), b"")
         read = json.loads(body)
         assert status == 200 and read["status"] == "complete" and read["tasks"]["once"]["failed"] is False
-        status, _, body = routes[("GET", r"/v1/allocation/([0-9a-f-]+)/events")]((alloc,), b"")
+        status, _, body = routes[("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)/events")]((alloc,), b"")
         assert status == 200 and "Terminated" in [e["type"] for e in json.loads(body)]
     finally:
         agent.stop()

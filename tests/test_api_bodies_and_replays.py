@@ -91,14 +91,14 @@ def _no_traceback(caplog: pytest.LogCaptureFixture) -> None:
 @pytest.mark.parametrize(
     ("route", "body"),
     [
-        ("/v1/jobs", b"[" * DEEP + b"]" * DEEP),
-        ("/v1/jobs", b'{"a":' * DEEP + b"1" + b"}" * DEEP),
+        ("/fieldlab/v1/jobs", b"[" * DEEP + b"]" * DEEP),
+        ("/fieldlab/v1/jobs", b'{"a":' * DEEP + b"1" + b"}" * DEEP),
         (
-            "/v1/jobs",
+            "/fieldlab/v1/jobs",
             b'{"jobspec": "job \\"x\\" {}", "variables": {"v": ' + b"[" * DEEP + b"]" * DEEP + b"}}",
         ),
-        ("/v1/allocation/abcdef12/restart", b'{"task": ' + b"[" * DEEP + b"]" * DEEP + b"}"),
-        ("/v1/allocation/abcdef12/signal", b"[" * DEEP),
+        ("/fieldlab/v1/allocation/abcdef12/restart", b'{"task": ' + b"[" * DEEP + b"]" * DEEP + b"}"),
+        ("/fieldlab/v1/allocation/abcdef12/signal", b"[" * DEEP),
     ],
     ids=["array", "object", "variables", "restart", "signal-unclosed"],
 )
@@ -130,14 +130,16 @@ def test_a_handler_that_recurses_too_deep_on_a_body_is_a_400_with_one_warning(
     def walk(groups: tuple[str, ...], body: bytes) -> Response:
         return json_response(200, {"depth": depth(json.loads(body))})
 
-    served = api([("POST", r"/v1/walk", walk)])
-    assert served.post("/v1/walk", b"[[[]]]") == (200, {"depth": 3})
+    served = api([("POST", r"/fieldlab/v1/walk", walk)])
+    assert served.post("/fieldlab/v1/walk", b"[[[]]]") == (200, {"depth": 3})
     with caplog.at_level(logging.DEBUG, logger="agent"):
-        status, out = served.post("/v1/walk", b"[" * 900 + b"]" * 900)  # json reads it; the walk cannot
+        status, out = served.post(
+            "/fieldlab/v1/walk", b"[" * 900 + b"]" * 900
+        )  # json reads it; the walk cannot
     assert status == 400 and "nested too deeply" in out["error"], out
     _no_traceback(caplog)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "/v1/walk" in warnings[0].getMessage()
+    assert len(warnings) == 1 and "/fieldlab/v1/walk" in warnings[0].getMessage()
 
 
 # -- Idempotency-Key: kept while in flight and from the answer on --------------------------------
@@ -168,7 +170,7 @@ def test_a_key_is_kept_from_its_answer_on_so_a_request_longer_than_the_ttl_still
         runs.append(1)
         return json_response(200, {"run": len(runs)})
 
-    fp = Replays.fingerprint("DELETE", "/v1/job/web?", b"")
+    fp = Replays.fingerprint("DELETE", "/fieldlab/v1/job/web?", b"")
     first, replayed = replays.answer("k-long", fp, long_action, caller=OPERATOR)
     assert not replayed
     clock.now += 1.0  # the retry, just after the answer
@@ -193,7 +195,7 @@ def test_a_key_still_in_flight_is_never_expired_nor_pushed_out_by_the_cap() -> N
         assert release.wait(10)
         return json_response(200, {"slow": True})
 
-    fp = Replays.fingerprint("POST", "/v1/jobs?", b"{}")
+    fp = Replays.fingerprint("POST", "/fieldlab/v1/jobs?", b"{}")
     out: list[tuple[Response, bool]] = []
     first = threading.Thread(target=lambda: out.append(replays.answer("k-slow", fp, slow, caller=OPERATOR)))
     first.start()
@@ -229,16 +231,16 @@ def test_another_caller_reusing_a_key_gets_its_own_action_never_the_first_caller
             200, {"run": len(runs), "token-of-the-first-caller": "s3cr3t" * (len(runs) == 1)}
         )
 
-    served = api([("POST", r"/v1/act", secret_for)])
-    first = served.post("/v1/act", b"{}", key="k-shared")
+    served = api([("POST", r"/fieldlab/v1/act", secret_for)])
+    first = served.post("/fieldlab/v1/act", b"{}", key="k-shared")
     assert first == (200, {"run": 1, "token-of-the-first-caller": "s3cr3t"})
     # The same key and body from another identity: its own action, its own answer.
-    other = served.post("/v1/act", b"{}", who=SECOND, key="k-shared")
+    other = served.post("/fieldlab/v1/act", b"{}", who=SECOND, key="k-shared")
     assert other == (200, {"run": 2, "token-of-the-first-caller": ""}), "another caller got the first answer"
     # Another body under that key from the other caller is not "a different request" of the first's.
-    assert served.post("/v1/act", b'{"x": 1}', who=SECOND, key="k-other")[0] == 200
+    assert served.post("/fieldlab/v1/act", b'{"x": 1}', who=SECOND, key="k-other")[0] == 200
     # Each caller's own retry is still answered once.
-    assert served.post("/v1/act", b"{}", key="k-shared") == first
-    assert served.post("/v1/act", b"{}", who=SECOND, key="k-shared") == other
+    assert served.post("/fieldlab/v1/act", b"{}", key="k-shared") == first
+    assert served.post("/fieldlab/v1/act", b"{}", who=SECOND, key="k-shared") == other
     assert runs == ["run"] * 3
     assert served.server.replays.replayed == 2

@@ -355,7 +355,7 @@ def test_job_run_sends_the_variables_with_the_jobspec(
     assert cli.main(["job", "run", str(f), *extra]) == 0
     capsys.readouterr()
     [(method, path, body)] = api.calls
-    assert (method, path) == ("POST", "/v1/jobs")
+    assert (method, path) == ("POST", "/fieldlab/v1/jobs")
     assert body["jobspec"] == VARIABLE
     assert body["source"] == str(f)
     if with_vars:

@@ -310,7 +310,7 @@ def test_a_session_whose_caller_goes_away_or_breaks_the_format_ends_its_command(
 
     # The caller sends a frame of a kind the agent does not take.
     sock, _ = api.upgrade(
-        f"/v1/allocation/{alloc}/exec", {"cmd": ["sleep", "4712"], "task": "box"}, ef.PROTOCOL
+        f"/fieldlab/v1/allocation/{alloc}/exec", {"cmd": ["sleep", "4712"], "task": "box"}, ef.PROTOCOL
     )
     try:
         wait_until(
@@ -332,7 +332,7 @@ def test_a_session_is_refused_with_a_reason_and_without_an_upgrade(
     served: tuple[AgentUnderTest, ApiClient, str],
 ) -> None:
     _, api, alloc = served
-    path = f"/v1/allocation/{alloc}/exec"
+    path = f"/fieldlab/v1/allocation/{alloc}/exec"
     for body, status, says in (
         ({"cmd": ["sh"], "task": "nope"}, 404, "no task 'nope'"),
         ({"cmd": [], "task": "box"}, 400, '"cmd" must be'),

@@ -89,12 +89,12 @@ def _no_traceback(caplog: pytest.LogCaptureFixture) -> None:
     assert all(r.exc_info is None and r.levelno < logging.ERROR for r in caplog.records)
 
 
-# -- GET /v1/job/<id>, GET /v1/jobs, GET /v1/node
+# -- GET /fieldlab/v1/job/<id>, GET /fieldlab/v1/jobs, GET /fieldlab/v1/node
 
 
 def test_a_job_is_answered_with_its_groups_summary_allocs_spec_and_submission(api: Api) -> None:
     allocs = api.submit(TWO_TASKS)
-    status, job = api.call("GET", "/v1/job/pair")
+    status, job = api.call("GET", "/fieldlab/v1/job/pair")
     assert status == 200
     assert (job["id"], job["type"], job["status"]) == ("pair", "batch", "running")
     assert job["groups"] == [
@@ -108,21 +108,21 @@ def test_a_job_is_answered_with_its_groups_summary_allocs_spec_and_submission(ap
     assert sorted(a["id"] for a in job["allocs"]) == sorted(allocs)
     assert job["spec"]["id"] == "pair" and job["spec"]["groups"][0]["tasks"][0]["config"] == {"image": "x"}
     assert job["submission"]["source"] == TWO_TASKS and job["submission"]["format"] == "hcl"
-    assert api.call("GET", "/v1/jobs") == (200, [{"id": "pair", "type": "batch", "allocs": allocs}])
+    assert api.call("GET", "/fieldlab/v1/jobs") == (200, [{"id": "pair", "type": "batch", "allocs": allocs}])
 
 
 def test_a_stopped_job_is_dead_and_an_unknown_one_is_a_404_naming_it(api: Api) -> None:
     api.submit(ONE_TASK)
-    assert api.call("DELETE", "/v1/job/web")[0] == 200
-    assert api.call("GET", "/v1/job/web")[1]["status"] == "dead"
-    assert api.call("GET", "/v1/job/nope") == (404, {"error": "no job 'nope'"})
-    status, out = api.call("GET", "/v1/job/a%20b")  # quoted in the path
+    assert api.call("DELETE", "/fieldlab/v1/job/web")[0] == 200
+    assert api.call("GET", "/fieldlab/v1/job/web")[1]["status"] == "dead"
+    assert api.call("GET", "/fieldlab/v1/job/nope") == (404, {"error": "no job 'nope'"})
+    status, out = api.call("GET", "/fieldlab/v1/job/a%20b")  # quoted in the path
     assert status == 404 and "'a b'" in out["error"]
 
 
 def test_the_node_counts_allocs_by_status_and_says_each_driver_is_healthy(api: Api) -> None:
     api.submit(ONE_TASK)
-    status, node = api.call("GET", "/v1/node")
+    status, node = api.call("GET", "/fieldlab/v1/node")
     assert status == 200
     assert node["allocs"] == {"pending": 0, "running": 1, "failed": 0, "complete": 0, "adopted": 0}
     assert node["jobs"] == 1 and node["datacenter"] == "dc1"
@@ -144,21 +144,24 @@ def test_logs_of_the_only_task_from_an_offset_in_chunks(api: Api, monkeypatch: p
     logs = _logs_dir(api, alloc, "srv")
     (logs / "stdout").write_bytes(b"hello\nworld\n")
     (logs / "stderr").write_bytes(b"\xffoops\n")
-    status, out = api.call("GET", f"/v1/client/fs/logs/{alloc[:8]}")
+    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc[:8]}")
     assert status == 200
     assert (out["alloc"], out["task"], out["type"]) == (alloc, "srv", "stdout")
     assert base64.b64decode(out["data"]) == b"hello\nworld\n"
     assert (out["offset"], out["next_offset"], out["size"], out["reset"]) == (0, 12, 12, False)
-    out = api.call("GET", f"/v1/client/fs/logs/{alloc}?task=srv&type=stdout&offset=6")[1]
+    out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv&type=stdout&offset=6")[1]
     assert base64.b64decode(out["data"]) == b"world\n" and out["offset"] == 6
-    out = api.call("GET", f"/v1/client/fs/logs/{alloc}?task=srv&type=stderr")[1]
+    out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv&type=stderr")[1]
     assert base64.b64decode(out["data"]) == b"\xffoops\n"  # bytes as written, not decoded
-    out = api.call("GET", f"/v1/client/fs/logs/{alloc}?offset=6&origin=end")[1]
+    out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?offset=6&origin=end")[1]
     assert base64.b64decode(out["data"]) == b"world\n" and out["offset"] == 6
-    assert api.call("GET", f"/v1/client/fs/logs/{alloc}?type=stderr&plain=true") == (200, b"\xffoops\n")
+    assert api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?type=stderr&plain=true") == (
+        200,
+        b"\xffoops\n",
+    )
     monkeypatch.setattr("agent.logs.READ_LIMIT", 5)
     monkeypatch.setattr(routes, "read_log", _limited(5))
-    out = api.call("GET", f"/v1/client/fs/logs/{alloc}?task=srv")[1]
+    out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv")[1]
     assert base64.b64decode(out["data"]) == b"hello" and out["next_offset"] == 5 and out["size"] == 12
 
 
@@ -183,7 +186,7 @@ def test_a_follow_waits_for_new_bytes_and_answers_when_they_come(api: Api) -> No
 
     threading.Thread(target=later, daemon=True).start()
     t0 = time.monotonic()
-    status, out = api.call("GET", f"/v1/client/fs/logs/{alloc}?task=srv&offset=4&follow=true")
+    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv&offset=4&follow=true")
     assert status == 200 and base64.b64decode(out["data"]) == b"two\n"
     assert 0.3 < time.monotonic() - t0 < 4.0
 
@@ -195,30 +198,38 @@ def test_a_log_that_is_a_symlink_or_a_fifo_is_not_read(api: Api, tmp_path: Path)
     secret.write_text("agent secret")
     (logs / "stdout").symlink_to(secret)
     os.mkfifo(logs / "stderr")
-    status, out = api.call("GET", f"/v1/client/fs/logs/{alloc}?task=srv")
+    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv")
     assert status == 400 and "symlink" in out["error"] and "agent secret" not in json.dumps(out)
-    status, out = api.call("GET", f"/v1/client/fs/logs/{alloc}?task=srv&type=stderr")
+    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv&type=stderr")
     assert status == 400 and "not a regular file" in out["error"]
 
 
 def test_a_task_that_never_wrote_has_empty_logs(api: Api) -> None:
     (alloc,) = api.submit(ONE_TASK)
-    status, out = api.call("GET", f"/v1/client/fs/logs/{alloc}?type=stderr")
+    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?type=stderr")
     assert status == 200 and out["data"] == "" and out["size"] == 0
 
 
 @pytest.mark.parametrize(
     ("path", "status", "needle"),
     [
-        ("/v1/client/fs/logs/XYZ", 400, "alloc id 'XYZ' in the path"),
-        ("/v1/client/fs/logs/ab", 400, "at least 6"),
-        ("/v1/client/fs/logs/{alloc}?type=stdin", 400, "query parameter type='stdin': stdout or stderr"),
-        ("/v1/client/fs/logs/{alloc}?offset=-1", 400, "query parameter offset='-1': a byte count"),
-        ("/v1/client/fs/logs/{alloc}?origin=middle", 400, "origin='middle': start or end"),
-        ("/v1/client/fs/logs/{alloc}?follow=maybe", 400, "follow='maybe': true or false"),
-        ("/v1/client/fs/logs/{alloc}?tail=1", 400, "unknown query parameter 'tail' (known: task, type"),
-        ("/v1/client/fs/logs/{alloc}?task=nope", 404, "has no task 'nope' (its tasks: srv)"),
-        ("/v1/client/fs/logs/ffffffff", 404, "no alloc ffffffff"),
+        ("/fieldlab/v1/client/fs/logs/XYZ", 400, "alloc id 'XYZ' in the path"),
+        ("/fieldlab/v1/client/fs/logs/ab", 400, "at least 6"),
+        (
+            "/fieldlab/v1/client/fs/logs/{alloc}?type=stdin",
+            400,
+            "query parameter type='stdin': stdout or stderr",
+        ),
+        ("/fieldlab/v1/client/fs/logs/{alloc}?offset=-1", 400, "query parameter offset='-1': a byte count"),
+        ("/fieldlab/v1/client/fs/logs/{alloc}?origin=middle", 400, "origin='middle': start or end"),
+        ("/fieldlab/v1/client/fs/logs/{alloc}?follow=maybe", 400, "follow='maybe': true or false"),
+        (
+            "/fieldlab/v1/client/fs/logs/{alloc}?tail=1",
+            400,
+            "unknown query parameter 'tail' (known: task, type",
+        ),
+        ("/fieldlab/v1/client/fs/logs/{alloc}?task=nope", 404, "has no task 'nope' (its tasks: srv)"),
+        ("/fieldlab/v1/client/fs/logs/ffffffff", 404, "no alloc ffffffff"),
     ],
 )
 def test_bad_log_requests_are_4xx_naming_what_and_where(
@@ -233,9 +244,9 @@ def test_bad_log_requests_are_4xx_naming_what_and_where(
 
 def test_logs_of_a_group_of_two_tasks_need_the_task(api: Api) -> None:
     alloc = api.submit(TWO_TASKS)[0]
-    status, out = api.call("GET", f"/v1/client/fs/logs/{alloc}")
+    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}")
     assert status == 400 and "has tasks a, b: say which one" in out["error"]
-    status, out = api.call("GET", f"/v1/client/fs/logs/{alloc}?task=b")  # a fake docker: files
+    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=b")  # a fake docker: files
     assert status == 200
 
 
@@ -256,7 +267,7 @@ def test_exec_runs_through_the_driver_off_the_loop_and_answers_code_and_output(
 
     monkeypatch.setattr(api.node.exec, "exec", fake_exec)
     status, out = api.call(
-        "POST", f"/v1/allocation/{alloc[:8]}/exec", {"cmd": ["cat", "/local/x"], "timeout": 7}
+        "POST", f"/fieldlab/v1/allocation/{alloc[:8]}/exec", {"cmd": ["cat", "/local/x"], "timeout": 7}
     )
     assert status == 200
     assert out == {
@@ -275,12 +286,14 @@ def test_exec_that_cannot_run_says_why_and_one_that_hangs_is_a_504(
 ) -> None:
     (alloc,) = api.submit(ONE_TASK)
     monkeypatch.setattr(api.node.exec, "exec", lambda h, argv, t, env=None: (-1, "the task's init is gone"))
-    status, out = api.call("POST", f"/v1/allocation/{alloc}/exec", {"task": "srv", "cmd": ["ls"]})
+    status, out = api.call("POST", f"/fieldlab/v1/allocation/{alloc}/exec", {"task": "srv", "cmd": ["ls"]})
     assert status == 200 and out["exit_code"] == -1 and out["error"] == "the task's init is gone"
     release = threading.Event()
     monkeypatch.setattr(api.node.exec, "exec", lambda h, argv, t, env=None: (release.wait(5), (0, ""))[1])
     monkeypatch.setattr(routes, "EXEC_MARGIN", 0.2)
-    status, out = api.call("POST", f"/v1/allocation/{alloc}/exec", {"cmd": ["sleep", "9"], "timeout": 0.1})
+    status, out = api.call(
+        "POST", f"/fieldlab/v1/allocation/{alloc}/exec", {"cmd": ["sleep", "9"], "timeout": 0.1}
+    )
     release.set()
     assert (
         status == 504 and "did not report back" in out["error"] and out["retry"] == "check the outcome first"
@@ -306,15 +319,15 @@ def test_bad_exec_requests_are_4xx(
 ) -> None:
     (alloc,) = api.submit(ONE_TASK)
     with caplog.at_level(logging.DEBUG, logger="agent"):
-        got, out = api.call("POST", f"/v1/allocation/{alloc}/exec", body)
+        got, out = api.call("POST", f"/fieldlab/v1/allocation/{alloc}/exec", body)
     assert got == status and needle in out["error"], out
     _no_traceback(caplog)
 
 
 def test_exec_in_a_task_that_is_not_running_is_a_409(api: Api) -> None:
     (alloc,) = api.submit(ONE_TASK)
-    api.call("DELETE", "/v1/job/web")
-    status, out = api.call("POST", f"/v1/allocation/{alloc}/exec", {"cmd": ["ls"]})
+    api.call("DELETE", "/fieldlab/v1/job/web")
+    status, out = api.call("POST", f"/fieldlab/v1/allocation/{alloc}/exec", {"cmd": ["ls"]})
     assert status == 409 and "is not running" in out["error"]
 
 
@@ -323,23 +336,25 @@ def test_exec_in_a_task_that_is_not_running_is_a_409(api: Api) -> None:
 
 def test_signal_without_a_task_reaches_every_running_task(api: Api) -> None:
     alloc = api.submit(TWO_TASKS)[0]
-    status, out = api.call("POST", f"/v1/allocation/{alloc}/signal", {"signal": "SIGHUP"})
+    status, out = api.call("POST", f"/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGHUP"})
     assert status == 200 and out == {"signalled": ["a", "b"], "signal": "SIGHUP"}
     assert [s for _, s in api.node.docker.signals] == ["SIGHUP", "SIGHUP"]
-    status, out = api.call("POST", f"/v1/allocation/{alloc}/signal", {"signal": "SIGUSR1", "task": "b"})
+    status, out = api.call(
+        "POST", f"/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGUSR1", "task": "b"}
+    )
     assert status == 200 and out == {"signalled": "b", "signal": "SIGUSR1"}
 
 
 @pytest.mark.parametrize(
     ("path", "body", "status", "needle"),
     [
-        ("/v1/allocation/{alloc}/signal", {"signal": "HUP"}, 400, "'HUP' is not a signal name"),
-        ("/v1/allocation/{alloc}/signal", {"signal": 1}, 400, "is not a signal name"),
-        ("/v1/allocation/{alloc}/signal", {"signal": "SIGHUP", "task": "x"}, 404, "has no task 'x'"),
-        ("/v1/allocation/{alloc}/restart", {"task": ["a"]}, 400, '"task" must be a task name'),
-        ("/v1/allocation/{alloc}/restart", {"task": "x"}, 404, "has no task 'x'"),
-        ("/v1/allocation/ab12/restart", {}, 400, "at least 6"),
-        ("/v1/allocation/NOTHEX/signal", {"signal": "SIGHUP"}, 400, "alloc id 'NOTHEX' in the path"),
+        ("/fieldlab/v1/allocation/{alloc}/signal", {"signal": "HUP"}, 400, "'HUP' is not a signal name"),
+        ("/fieldlab/v1/allocation/{alloc}/signal", {"signal": 1}, 400, "is not a signal name"),
+        ("/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGHUP", "task": "x"}, 404, "has no task 'x'"),
+        ("/fieldlab/v1/allocation/{alloc}/restart", {"task": ["a"]}, 400, '"task" must be a task name'),
+        ("/fieldlab/v1/allocation/{alloc}/restart", {"task": "x"}, 404, "has no task 'x'"),
+        ("/fieldlab/v1/allocation/ab12/restart", {}, 400, "at least 6"),
+        ("/fieldlab/v1/allocation/NOTHEX/signal", {"signal": "SIGHUP"}, 400, "alloc id 'NOTHEX' in the path"),
     ],
 )
 def test_bad_signal_and_restart_requests_are_4xx(
@@ -355,7 +370,7 @@ def test_bad_signal_and_restart_requests_are_4xx(
 def test_restart_without_a_task_restarts_every_running_task(api: Api) -> None:
     alloc = api.submit(TWO_TASKS)[0]
     before = len(api.node.docker.starts)
-    status, view = api.call("POST", f"/v1/allocation/{alloc}/restart", {})
+    status, view = api.call("POST", f"/fieldlab/v1/allocation/{alloc}/restart", {})
     assert status == 200 and view["id"] == alloc
 
     def restarted() -> bool:
@@ -365,16 +380,19 @@ def test_restart_without_a_task_restarts_every_running_task(api: Api) -> None:
     while not restarted() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert restarted()
-    events = api.call("GET", f"/v1/allocation/{alloc}/events")[1]
+    events = api.call("GET", f"/fieldlab/v1/allocation/{alloc}/events")[1]
     assert sorted(e["task"] for e in events if e["type"] == "Restart Signaled") == ["a", "b"]
 
 
 def test_a_dead_alloc_has_nothing_to_signal_or_restart(api: Api) -> None:
     (alloc,) = api.submit(ONE_TASK)
-    api.call("DELETE", "/v1/job/web")
-    assert api.call("POST", f"/v1/allocation/{alloc}/signal", {"signal": "SIGHUP"})[0] == 409
-    assert api.call("POST", f"/v1/allocation/{alloc}/signal", {"signal": "SIGHUP", "task": "srv"})[0] == 409
-    assert api.call("POST", f"/v1/allocation/{alloc}/restart", {})[0] == 409
+    api.call("DELETE", "/fieldlab/v1/job/web")
+    assert api.call("POST", f"/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGHUP"})[0] == 409
+    assert (
+        api.call("POST", f"/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGHUP", "task": "srv"})[0]
+        == 409
+    )
+    assert api.call("POST", f"/fieldlab/v1/allocation/{alloc}/restart", {})[0] == 409
 
 
 # -- adopted allocs (found running after the state database was lost: agent.runner.adopt)
@@ -391,41 +409,43 @@ def test_adopted_allocs_are_listed_by_job_and_node_read_but_never_acted_on(tmp_p
     threading.Thread(target=core.run_loop, daemon=True).start()
     try:
         api = Api(node, core)
-        status, job = api.call("GET", "/v1/job/batch")
+        status, job = api.call("GET", "/fieldlab/v1/job/batch")
         assert status == 200 and job["spec"] is None and job["submission"] is None
         assert job["status"] == "running" and [a["id"] for a in job["allocs"]] == [D]
         assert job["summary"] == {"w": {"pending": 0, "running": 0, "failed": 0, "complete": 0, "adopted": 1}}
-        assert api.call("GET", "/v1/node")[1]["allocs"]["adopted"] == 3
+        assert api.call("GET", "/fieldlab/v1/node")[1]["allocs"]["adopted"] == 3
         logs = node.root / "data" / "alloc" / D / "worker" / "logs"
         logs.mkdir(parents=True)
         (logs / "stdout").write_bytes(b"still here\n")
-        status, out = api.call("GET", f"/v1/client/fs/logs/{D}")
+        status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{D}")
         assert status == 200 and base64.b64decode(out["data"]) == b"still here\n" and out["task"] == "worker"
-        status, out = api.call("POST", f"/v1/allocation/{D}/exec", {"cmd": ["ls"]})
-        assert status == 409 and "adopted" in out["error"] and f"/v1/allocation/{D}/stop" in out["error"]
-        assert api.call("POST", f"/v1/allocation/{D}/signal", {"signal": "SIGHUP"})[0] == 409
-        assert api.call("POST", f"/v1/allocation/{D}/restart", {})[0] == 409
+        status, out = api.call("POST", f"/fieldlab/v1/allocation/{D}/exec", {"cmd": ["ls"]})
+        assert (
+            status == 409 and "adopted" in out["error"] and f"fieldlab-agent alloc stop {D}" in out["error"]
+        )
+        assert api.call("POST", f"/fieldlab/v1/allocation/{D}/signal", {"signal": "SIGHUP"})[0] == 409
+        assert api.call("POST", f"/fieldlab/v1/allocation/{D}/restart", {})[0] == 409
     finally:
         core.stop()
 
 
-# -- DELETE /v1/job/<id>?purge=true, POST /v1/client/gc
+# -- DELETE /fieldlab/v1/job/<id>?purge=true, POST /fieldlab/v1/client/gc
 
 
 def test_job_stop_purge_removes_the_job_and_its_allocs_and_client_gc_collects_terminal_ones(api: Api) -> None:
     (web,) = api.submit(ONE_TASK)
     pair = api.submit(TWO_TASKS)
-    status, out = api.call("DELETE", "/v1/job/web?purge=true")
+    status, out = api.call("DELETE", "/fieldlab/v1/job/web?purge=true")
     assert status == 200 and out["stopped"] == [web] and out["purged"] == [web]
     assert api.node.store.get("job", "web") is None and api.node.store.get("alloc", web) is None
-    assert api.call("GET", "/v1/job/web")[0] == 404
-    assert api.call("DELETE", "/v1/job/pair?purge=maybe")[0] == 400  # a bad flag: nothing done
+    assert api.call("GET", "/fieldlab/v1/job/web")[0] == 404
+    assert api.call("DELETE", "/fieldlab/v1/job/pair?purge=maybe")[0] == 400  # a bad flag: nothing done
     assert api.node.store.get("job", "pair") is not None
 
-    status, out = api.call("DELETE", "/v1/job/pair")  # stopped, kept: its allocs are terminal
+    status, out = api.call("DELETE", "/fieldlab/v1/job/pair")  # stopped, kept: its allocs are terminal
     assert status == 200 and sorted(out["stopped"]) == sorted(pair) and "purged" not in out
     assert all(api.node.store.get("alloc", a) is not None for a in pair)
-    status, out = api.call("POST", "/v1/client/gc")
+    status, out = api.call("POST", "/fieldlab/v1/client/gc")
     assert status == 200 and sorted(out["collected"]) == sorted(pair) and out["jobs_purged"] == ["pair"]
     assert all(api.node.store.get("alloc", a) is None for a in pair)
     assert api.node.store.get("job", "pair") is None
@@ -473,20 +493,20 @@ def _exits(api: Api, alloc: str, code: int) -> None:
 
 def test_every_alloc_listed_after_an_agent_restart_is_read_with_its_tasks_and_events(tmp_path: Path) -> None:
     """A stopped, a failed and a completed alloc of the agent's last run: listed by GET
-    /v1/allocations, so each is answered by GET /v1/allocation/<id> (by id and by prefix), its
+    /v1/allocations, so each is answered by GET /fieldlab/v1/allocation/<id> (by id and by prefix), its
     events, its logs and its job's view, with its task states, however often the agent restarts."""
     node = FakeNode(tmp_path)
     core = node.core()
     threading.Thread(target=core.run_loop, daemon=True).start()
     api = Api(node, core)
     (stopped,) = api.submit(ONE_TASK)
-    assert api.call("DELETE", "/v1/job/web")[0] == 200
+    assert api.call("DELETE", "/fieldlab/v1/job/web")[0] == 200
     (failed,) = api.submit(CRASHY)
     _exits(api, failed, 2)
     (done,) = api.submit(BATCH)
     _exits(api, done, 0)
     deadline = time.monotonic() + 5
-    while len(api.call("GET", "/v1/allocations")[1]) < 4 and time.monotonic() < deadline:
+    while len(api.call("GET", "/fieldlab/v1/allocations")[1]) < 4 and time.monotonic() < deadline:
         time.sleep(0.01)  # the failed alloc's replacement starts on the loop's timer
     expected = {stopped: ("complete", "srv"), failed: ("failed", "t"), done: ("complete", "t")}
     for _ in range(2):  # the agent restarted, then restarted again
@@ -495,27 +515,27 @@ def test_every_alloc_listed_after_an_agent_restart_is_read_with_its_tasks_and_ev
         core.restore()
         threading.Thread(target=core.run_loop, daemon=True).start()
         api = Api(node, core)
-        listed = {a["id"]: a["status"] for a in api.call("GET", "/v1/allocations")[1]}
+        listed = {a["id"]: a["status"] for a in api.call("GET", "/fieldlab/v1/allocations")[1]}
         assert {a: listed.get(a) for a in expected} == {a: s for a, (s, _) in expected.items()}
         for alloc, (status, task) in expected.items():
             for ref in (alloc, alloc[:8]):
-                code, view = api.call("GET", f"/v1/allocation/{ref}")
+                code, view = api.call("GET", f"/fieldlab/v1/allocation/{ref}")
                 assert code == 200 and (view["id"], view["status"]) == (alloc, status), view
                 assert view["tasks"][task]["state"] == "dead", view
-            code, events = api.call("GET", f"/v1/allocation/{alloc[:8]}/events")
+            code, events = api.call("GET", f"/fieldlab/v1/allocation/{alloc[:8]}/events")
             assert code == 200 and "Started" in [e["type"] for e in events]
-            assert api.call("GET", f"/v1/client/fs/logs/{alloc}")[0] == 200
-        assert api.call("GET", f"/v1/allocation/{failed}")[1]["tasks"]["t"]["failed"] is True
-        completed = api.call("GET", f"/v1/allocation/{done}")[1]
+            assert api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}")[0] == 200
+        assert api.call("GET", f"/fieldlab/v1/allocation/{failed}")[1]["tasks"]["t"]["failed"] is True
+        completed = api.call("GET", f"/fieldlab/v1/allocation/{done}")[1]
         assert (
             completed["tasks"]["t"]["failed"] is False and completed["reason"] == "All tasks have completed"
         )
-        events = api.call("GET", f"/v1/allocation/{done}/events")[1]
+        events = api.call("GET", f"/fieldlab/v1/allocation/{done}/events")[1]
         assert ("Terminated", "Exit Code: 0") in [(e["type"], e["message"]) for e in events]
-        assert [a["id"] for a in api.call("GET", "/v1/job/once")[1]["allocs"]] == [done]
-        assert api.call("GET", "/v1/job/once")[1]["status"] == "dead"
-        jobs = {j["id"]: j["allocs"] for j in api.call("GET", "/v1/jobs")[1]}
+        assert [a["id"] for a in api.call("GET", "/fieldlab/v1/job/once")[1]["allocs"]] == [done]
+        assert api.call("GET", "/fieldlab/v1/job/once")[1]["status"] == "dead"
+        jobs = {j["id"]: j["allocs"] for j in api.call("GET", "/fieldlab/v1/jobs")[1]}
         assert jobs["web"] == [stopped] and jobs["once"] == [done] and failed in jobs["crashy"]
-        assert api.call("GET", "/v1/node")[1]["allocs"]["complete"] == 2
-        assert api.call("GET", "/v1/allocation/ffffffff")[0] == 404
+        assert api.call("GET", "/fieldlab/v1/node")[1]["allocs"]["complete"] == 2
+        assert api.call("GET", "/fieldlab/v1/allocation/ffffffff")[0] == 404
     core.stop()

@@ -109,13 +109,13 @@ def test_a_corrupt_state_db_is_moved_aside_and_running_tasks_are_adopted_until_s
         assert lab.wait_http(web_port, TIMEOUT, "/bin/busybox")[0] == 200
         assert lab.wait_http(exe_port, TIMEOUT, "/index.html")[0] == 200
 
-        status, allocs = _api(agent, "GET", "/v1/allocations")
+        status, allocs = _api(agent, "GET", "/fieldlab/v1/allocations")
         assert status == 200
         assert {a["id"]: (a["status"], a["job"]) for a in allocs} == {
             web: ("adopted", "example"),
             exe: ("adopted", "exec-web"),
         }
-        _, events = _api(agent, "GET", f"/v1/allocation/{web}/events")
+        _, events = _api(agent, "GET", f"/fieldlab/v1/allocation/{web}/events")
         assert [e["type"] for e in events] == [EVENT_ADOPTED]
         assert str(moved) in events[0]["message"] and "not restarted, replaced" in events[0]["message"]
 
@@ -124,10 +124,10 @@ def test_a_corrupt_state_db_is_moved_aside_and_running_tasks_are_adopted_until_s
         assert _running(lab, web) == containers
 
         # The operator stops them: removed, and the sweep after takes their network along.
-        status, out = _api(agent, "DELETE", "/v1/job/example")
+        status, out = _api(agent, "DELETE", "/fieldlab/v1/job/example")
         assert status == 200 and out == {"stopped": [web]}
         assert lab.containers(web) == []
-        status, out = _api(agent, "POST", f"/v1/allocation/{exe}/stop")
+        status, out = _api(agent, "POST", f"/fieldlab/v1/allocation/{exe}/stop")
         assert status == 200 and out == {"stopped": [exe]}
         wait_until(
             lambda: (True if not os.path.exists(f"/proc/{pid}") else None, f"pid {pid}"),
@@ -136,7 +136,7 @@ def test_a_corrupt_state_db_is_moved_aside_and_running_tasks_are_adopted_until_s
         )
         agent.core.call(agent.core.sweep)
         assert f"{exe}.httpd" not in Cgroups.names() and f"fl-{exe}" not in netns.list_names()
-        assert _api(agent, "GET", "/v1/allocations") == (200, [])
+        assert _api(agent, "GET", "/fieldlab/v1/allocations") == (200, [])
         assert moved.exists()  # never deleted
     finally:
         agent.stop()

@@ -112,7 +112,7 @@ def _settled(d: Daemon, alloc: str, timeout: float = 60.0) -> dict[str, Any]:
     answers while it is still pending)."""
 
     def view() -> tuple[dict[str, Any] | None, str]:
-        v = d.api.request("GET", f"/v1/allocation/{alloc}")
+        v = d.api.request("GET", f"/fieldlab/v1/allocation/{alloc}")
         return (None if v["status"] == "pending" else dict(v)), str(v["status"])
 
     return wait_until(view, timeout=timeout, what=f"alloc {alloc[:8]} set up", interval=0.05)
@@ -123,7 +123,7 @@ def _restored(d: Daemon, alloc: str, times: int, timeout: float = 60.0) -> None:
     restore's re-render, which runs off the agent's main loop: after the agent answers)."""
 
     def restored() -> tuple[bool | None, str]:
-        events = d.api.request("GET", f"/v1/allocation/{alloc}/events")
+        events = d.api.request("GET", f"/fieldlab/v1/allocation/{alloc}/events")
         n = sum(1 for e in events if e["type"] in ("Restored", "Restore Network", "Restore Failed"))
         return (True if n >= times else None), f"{n} restores"
 
@@ -145,10 +145,10 @@ def _run(
     try:
         d.start()
         task = (EXEC if driver == "exec" else DOCKER).format()
-        out = d.api.request("POST", "/v1/jobs", {"jobspec": JOB.format(driver=task, mode=mode)})
+        out = d.api.request("POST", "/fieldlab/v1/jobs", {"jobspec": JOB.format(driver=task, mode=mode)})
         alloc = out["allocs"][0]
         view = _settled(d, alloc)
-        events = d.api.request("GET", f"/v1/allocation/{alloc}/events")
+        events = d.api.request("GET", f"/fieldlab/v1/allocation/{alloc}/events")
         assert view["status"] == "running", [(e["type"], e["message"]) for e in events]
         port = int(view["network"]["ports"][0]["host"])
         cert_file = lab.data_dir / "alloc" / alloc / "probe" / "secrets" / "cert.pem"
@@ -185,7 +185,9 @@ def _run(
             hups = [s for s in _probe(port)["signals"] if s["signal"] == "SIGHUP"]  # type: ignore[union-attr,index]
             delivered = len(hups)
         else:
-            delivered = int(d.api.request("GET", f"/v1/allocation/{alloc}")["tasks"]["probe"]["restarts"])
+            delivered = int(
+                d.api.request("GET", f"/fieldlab/v1/allocation/{alloc}")["tasks"]["probe"]["restarts"]
+            )
         if not problems and delivered != changes:
             problems.append(f"{delivered} {mode} deliveries for {changes} certificate changes")
     finally:
@@ -246,14 +248,14 @@ def test_re_renders_resume_after_a_vault_outage(
     d = _daemon(lab, openbao, tmp_path, fault)
     try:
         d.start()
-        alloc = d.api.request("POST", "/v1/jobs", {"jobspec": NOOP_JOB.format()})["allocs"][0]
+        alloc = d.api.request("POST", "/fieldlab/v1/jobs", {"jobspec": NOOP_JOB.format()})["allocs"][0]
         _settled(d, alloc)
         serial = lab.data_dir / "alloc" / alloc / "t" / "secrets" / "serial"
         first = serial.read_text()
         openbao.stop()
 
         def failed_times(n: int) -> tuple[bool | None, str]:
-            events = d.api.request("GET", f"/v1/allocation/{alloc}/events")
+            events = d.api.request("GET", f"/fieldlab/v1/allocation/{alloc}/events")
             fails = [e for e in events if e["type"] == "Template Failed"]
             return (True if len(fails) >= n else None), f"{len(fails)} failures"
 

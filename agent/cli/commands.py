@@ -55,22 +55,22 @@ def _print_json(data: Any) -> None:
 def job_status(args: argparse.Namespace) -> int:
     api = client(args)
     if getattr(args, "job_id", None):
-        job = api.request("GET", f"/v1/job/{_q(args.job_id)}")
+        job = api.request("GET", f"/fieldlab/v1/job/{_q(args.job_id)}")
         if args.json:
             _print_json(job)
         else:
             print(fmt.job_status(job, time.time(), args.verbose))
         return 0
-    jobs = api.request("GET", "/v1/jobs")
+    jobs = api.request("GET", "/fieldlab/v1/jobs")
     if args.json:
         _print_json(jobs)
         return 0
-    print(fmt.job_list(jobs, api.request("GET", "/v1/allocations")))
+    print(fmt.job_list(jobs, api.request("GET", "/fieldlab/v1/allocations")))
     return 0
 
 
 def job_inspect(args: argparse.Namespace) -> int:
-    job = client(args).request("GET", f"/v1/job/{_q(args.job_id)}")
+    job = client(args).request("GET", f"/fieldlab/v1/job/{_q(args.job_id)}")
     if job.get("spec") is None:
         print(
             f"fieldlab-agent: job {args.job_id} has only adopted allocs: its jobspec went with the lost "
@@ -83,7 +83,7 @@ def job_inspect(args: argparse.Namespace) -> int:
 
 def job_run(args: argparse.Namespace) -> int:
     body = submission(args)
-    out = client(args).request("POST", "/v1/jobs", body)
+    out = client(args).request("POST", "/fieldlab/v1/jobs", body)
     if args.json:
         _print_json(out)
     else:
@@ -93,7 +93,7 @@ def job_run(args: argparse.Namespace) -> int:
 
 def job_stop(args: argparse.Namespace) -> int:
     purge = "?purge=true" if getattr(args, "purge", False) else ""
-    out = client(args).request("DELETE", f"/v1/job/{_q(args.job_id)}{purge}")
+    out = client(args).request("DELETE", f"/fieldlab/v1/job/{_q(args.job_id)}{purge}")
     if args.json:
         _print_json(out)
     else:
@@ -105,7 +105,7 @@ def job_stop(args: argparse.Namespace) -> int:
 
 
 def alloc_list(args: argparse.Namespace) -> int:
-    allocs = client(args).request("GET", "/v1/allocations")
+    allocs = client(args).request("GET", "/fieldlab/v1/allocations")
     if args.json:
         _print_json(allocs)
     else:
@@ -115,8 +115,8 @@ def alloc_list(args: argparse.Namespace) -> int:
 
 def alloc_status(args: argparse.Namespace) -> int:
     api = client(args)
-    alloc = api.request("GET", f"/v1/allocation/{_q(args.alloc_id)}")
-    events = api.request("GET", f"/v1/allocation/{_q(args.alloc_id)}/events")
+    alloc = api.request("GET", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}")
+    events = api.request("GET", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/events")
     if args.json:
         _print_json({"alloc": alloc, "events": events})
     else:
@@ -126,7 +126,7 @@ def alloc_status(args: argparse.Namespace) -> int:
 
 def _only_task(api: ApiClient, alloc_id: str) -> tuple[str, str]:
     """(full alloc id, its group's only task); AgentError naming the tasks when there are more."""
-    alloc = api.request("GET", f"/v1/allocation/{_q(alloc_id)}")
+    alloc = api.request("GET", f"/fieldlab/v1/allocation/{_q(alloc_id)}")
     tasks = sorted(alloc.get("tasks") or {})
     if len(tasks) != 1:
         raise AgentError(
@@ -157,7 +157,7 @@ def alloc_logs(args: argparse.Namespace) -> int:
     if task is None:
         alloc_id, task = _only_task(api, alloc_id)
     stream = "stderr" if args.stderr else "stdout"
-    base = f"/v1/client/fs/logs/{_q(alloc_id)}"
+    base = f"/fieldlab/v1/client/fs/logs/{_q(alloc_id)}"
 
     def get(offset: int, *, from_end: bool = False, follow: bool = False) -> dict[str, Any]:
         params = {"task": task, "type": stream, "offset": str(offset)}
@@ -201,7 +201,7 @@ def alloc_exec(args: argparse.Namespace) -> int:
     if task:
         body["task"] = task
     api = client(args, timeout=args.timeout + EXEC_CLIENT_MARGIN)
-    out = api.request("POST", f"/v1/allocation/{_q(args.alloc_id)}/exec", body)
+    out = api.request("POST", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/exec", body)
     code = int(out.get("exit_code", -1))
     if out.get("output"):
         _write(str(out["output"]).encode())
@@ -218,7 +218,7 @@ def _exec_session(args: argparse.Namespace) -> int:
     task = args.task_flag or args.task
     if task:
         body["task"] = task
-    path = f"/v1/allocation/{_q(args.alloc_id)}/exec"
+    path = f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/exec"
     return session.run(client(args), path, body, stdin=bool(args.stdin))
 
 
@@ -232,7 +232,7 @@ def alloc_signal(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"signal": sig}
     if args.task:
         body["task"] = args.task
-    out = client(args).request("POST", f"/v1/allocation/{_q(args.alloc_id)}/signal", body)
+    out = client(args).request("POST", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/signal", body)
     sent = out.get("signalled")
     names = ", ".join(sent) if isinstance(sent, list) else str(sent)
     print(f"Sent {sig} to task {names} of alloc {args.alloc_id}")
@@ -241,14 +241,14 @@ def alloc_signal(args: argparse.Namespace) -> int:
 
 def alloc_restart(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"task": args.task} if args.task else {}
-    out = client(args).request("POST", f"/v1/allocation/{_q(args.alloc_id)}/restart", body)
+    out = client(args).request("POST", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/restart", body)
     which = f"task {args.task}" if args.task else "every running task"
     print(f"Restarting {which} of alloc {fmt.short(out.get('id') or args.alloc_id)}")
     return 0
 
 
 def alloc_stop(args: argparse.Namespace) -> int:
-    out = client(args).request("POST", f"/v1/allocation/{_q(args.alloc_id)}/stop", {})
+    out = client(args).request("POST", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/stop", {})
     print("\n".join(f'Allocation "{a}" stopped' for a in out.get("stopped") or []))
     return 0
 
@@ -260,9 +260,9 @@ def node_status(args: argparse.Namespace) -> int:
     from agent.client import ApiError
 
     api = client(args)
-    health = api.request("GET", "/v1/agent/health")
+    health = api.request("GET", "/fieldlab/v1/agent/health")
     try:
-        node: dict[str, Any] | None = api.request("GET", "/v1/node")
+        node: dict[str, Any] | None = api.request("GET", "/fieldlab/v1/node")
     except ApiError as exc:
         if exc.status != 404:  # 404: an agent with jobs disabled, or one older than this route
             raise

@@ -79,7 +79,7 @@ def signal_name(given: str) -> str:
 
 
 def job_list(jobs: Sequence[Mapping[str, Any]], allocs: Sequence[Mapping[str, Any]]) -> str:
-    """`job status` without an id: one row per job (GET /v1/jobs) with what its allocs are."""
+    """`job status` without an id: one row per job (GET /fieldlab/v1/jobs) with what its allocs are."""
     if not jobs:
         return "No running jobs"
     rows = []
@@ -92,7 +92,7 @@ def job_list(jobs: Sequence[Mapping[str, Any]], allocs: Sequence[Mapping[str, An
 
 
 def job_status(job: Mapping[str, Any], now: float, verbose: bool = False) -> str:
-    """`job status ID`: the job (GET /v1/job/<id>), a summary per task group, its allocations."""
+    """`job status ID`: the job (GET /fieldlab/v1/job/<id>), a summary per task group, its allocations."""
     head = kv(
         [
             ("ID", job.get("id")),
@@ -136,7 +136,7 @@ def job_status(job: Mapping[str, Any], now: float, verbose: bool = False) -> str
 
 
 def job_submitted(answer: Mapping[str, Any]) -> str:
-    """`job run`: POST /v1/jobs' answer."""
+    """`job run`: POST /fieldlab/v1/jobs' answer."""
     lines = [f'==> Job "{answer.get("job")}" submitted']
     lines += [f'    Allocation "{short(a)}" created' for a in answer.get("allocs") or []]
     lines += [f"    Warning: {w}" for w in answer.get("warnings") or []]
@@ -144,7 +144,7 @@ def job_submitted(answer: Mapping[str, Any]) -> str:
 
 
 def job_stopped(job_id: str, answer: Mapping[str, Any]) -> str:
-    """`job stop`: DELETE /v1/job/<id>'s answer."""
+    """`job stop`: DELETE /fieldlab/v1/job/<id>'s answer."""
     stopped = answer.get("stopped") or []
     lines = [f'==> Job "{job_id}" stopped' + ("" if stopped else " (no allocation was running)")]
     lines += [f'    Allocation "{short(a)}" stopped' for a in stopped]
@@ -185,7 +185,7 @@ def _network(alloc: Mapping[str, Any]) -> tuple[str, str]:
 def alloc_status(
     alloc: Mapping[str, Any], events: Sequence[Mapping[str, Any]], now: float, verbose: bool = False
 ) -> str:
-    """`alloc status`: the alloc (GET /v1/allocation/<id>), its tasks, its recent events."""
+    """`alloc status`: the alloc (GET /fieldlab/v1/allocation/<id>), its tasks, its recent events."""
     network, ports = _network(alloc)
     pairs: list[tuple[str, object]] = [
         ("ID", alloc.get("id")),
@@ -267,7 +267,7 @@ def last_lines(data: bytes, n: int) -> bytes:
 
 
 def log_bytes(answer: Mapping[str, Any]) -> bytes:
-    """The bytes of a GET /v1/client/fs/logs answer."""
+    """The bytes of a GET /fieldlab/v1/client/fs/logs answer."""
     return base64.b64decode(str(answer.get("data") or ""))
 
 
@@ -285,7 +285,7 @@ def _vault(health: Mapping[str, Any]) -> str:
 
 
 def node_status(health: Mapping[str, Any], node: Mapping[str, Any] | None) -> str:
-    """`node status`: GET /v1/agent/health and GET /v1/node (None: the agent runs no jobs)."""
+    """`node status`: GET /fieldlab/v1/agent/health and /fieldlab/v1/node (None: the agent runs no jobs)."""
     pairs: list[tuple[str, object]] = [
         ("Name", health.get("node")),
         ("Status", "ready" if health.get("status") == "ok" else health.get("status")),
@@ -298,7 +298,7 @@ def node_status(health: Mapping[str, Any], node: Mapping[str, Any] | None) -> st
             ("State DB", f"recovered: the corrupt one was moved to {health['state_recovered_from']}")
         )
     if node is None:
-        why = "the agent has no GET /v1/node (jobs_enabled is off, or it is older than this CLI)"
+        why = "the agent has no GET /fieldlab/v1/node (jobs_enabled is off, or it is older than this CLI)"
         pairs.append(("Jobs", f"unknown: {why}"))
         return kv(pairs)
     pairs += [

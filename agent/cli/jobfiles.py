@@ -39,7 +39,7 @@ def variables(args: argparse.Namespace) -> dict[str, object]:
 
 
 def submission(args: argparse.Namespace) -> dict[str, object]:
-    """The body of POST /v1/jobs for `job run FILE`."""
+    """The body of POST /fieldlab/v1/jobs for `job run FILE`."""
     try:
         text = args.file.read_text()
     except OSError as exc:

@@ -167,12 +167,12 @@ class AdoptedAlloc:
 
 def adoption_message(a: AdoptedAlloc) -> str:
     names = ", ".join(sorted(t.task for t in a.tasks if t.role != "pause")) or "none"
-    stop = f"DELETE /v1/job/{a.job} or " if a.job else ""
+    stop = f"`fieldlab-agent job stop {a.job}` (nomad job stop {a.job}) or " if a.job else ""
     return (
         f"Restore failed: the agent's state database was corrupt and was moved aside to {a.lost_state};"
         f" this alloc's tasks ({names}) were found still running and are adopted: left running, not"
         " managed. The jobspec was lost with the database, so they are not restarted, replaced or"
-        f" re-rendered when they exit. To remove them: {stop}POST /v1/allocation/{a.id}/stop."
+        f" re-rendered when they exit. To remove them: {stop}`fieldlab-agent alloc stop {a.id}`."
     )
 
 

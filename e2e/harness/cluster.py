@@ -54,24 +54,24 @@ class Agent:
             return None
 
     def run_job(self, jobspec: str, source: str) -> list[str]:
-        out = self.request("POST", "/v1/jobs", {"jobspec": jobspec, "source": source})
+        out = self.request("POST", "/fieldlab/v1/jobs", {"jobspec": jobspec, "source": source})
         history.record(
             history.NOTE, f"job submitted from {source}", node=self.node.name, allocs=out["allocs"]
         )
         return list(out["allocs"])
 
     def stop_job(self, job: str) -> None:
-        self.request("DELETE", f"/v1/job/{job}")
+        self.request("DELETE", f"/fieldlab/v1/job/{job}")
         history.record(history.NOTE, f"job {job} stopped", node=self.node.name)
 
     def allocs(self) -> list[dict[str, Any]]:
-        return list(self.request("GET", "/v1/allocations"))
+        return list(self.request("GET", "/fieldlab/v1/allocations"))
 
     def alloc(self, alloc_id: str) -> dict[str, Any]:
-        return dict(self.request("GET", f"/v1/allocation/{alloc_id}"))
+        return dict(self.request("GET", f"/fieldlab/v1/allocation/{alloc_id}"))
 
     def events(self, alloc_id: str) -> list[dict[str, Any]]:
-        return list(self.request("GET", f"/v1/allocation/{alloc_id}/events"))
+        return list(self.request("GET", f"/fieldlab/v1/allocation/{alloc_id}/events"))
 
     def metrics(self) -> dict[str, float] | None:
         """The agent's Prometheus metrics as {name{labels}: value}, or None when it does not answer."""
@@ -89,7 +89,7 @@ class Agent:
 
     def healthy(self) -> tuple[dict[str, Any] | None, str]:
         """For wait_until: the health body once the agent answers ok and is logged in to Vault."""
-        body = self.try_get("/v1/agent/health")
+        body = self.try_get("/fieldlab/v1/agent/health")
         if not isinstance(body, dict):
             return None, f"{self.node.name}: agent does not answer"
         ok = body.get("status") == "ok"

@@ -346,10 +346,10 @@ def replaced(probes: Sequence[FleetProbe]) -> list[str]:
 
 
 def restore_seconds(cluster: Cluster, nodes: Sequence[Remote]) -> dict[str, float]:
-    """Each agent's own figure for its last restore (GET /v1/node)."""
+    """Each agent's own figure for its last restore (GET /fieldlab/v1/node)."""
 
     def one(n: Remote) -> tuple[str, float | None]:
-        got = cluster.agent(n).try_get("/v1/node")
+        got = cluster.agent(n).try_get("/fieldlab/v1/node")
         return n.name, (float(got["restore_seconds"]) if got else None)
 
     return {name: s for name, s in pmap(one, nodes) if s is not None}

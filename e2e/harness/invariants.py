@@ -111,9 +111,9 @@ def record_events(cluster: Cluster) -> list[dict[str, Any]]:
     since = h.started if h is not None else 0.0
     for node in cluster.clients:
         agent = cluster.agent(node)
-        allocs = agent.try_get("/v1/allocations") or []
+        allocs = agent.try_get("/fieldlab/v1/allocations") or []
         for a in allocs:
-            for e in agent.try_get(f"/v1/allocation/{a['id']}/events") or []:
+            for e in agent.try_get(f"/fieldlab/v1/allocation/{a['id']}/events") or []:
                 key = (node.name, a["id"], float(e["time"]), e["type"])
                 if key in _seen_events or float(e["time"]) < since:
                     continue
@@ -180,7 +180,9 @@ def check_starts(
     problems: list[str] = []
     for node in nodes or cluster.clients:
         allocs = alloc_events(cluster, node, since)
-        statuses = {a["id"]: a.get("status") for a in (cluster.agent(node).try_get("/v1/allocations") or [])}
+        statuses = {
+            a["id"]: a.get("status") for a in (cluster.agent(node).try_get("/fieldlab/v1/allocations") or [])
+        }
         now = node_clock(node) if overdue else None
         mine: list[str] = []
         for alloc_id, events in allocs.items():

@@ -129,9 +129,9 @@ def observe_approle(client: Remote, vault_addr: str) -> AppRoleSeen:
 
 
 def observe_agent(cluster: Cluster, client: Remote) -> AgentSeen:
-    """/v1/agent/health with the operator's certificate, then once more with no certificate at all
+    """/fieldlab/v1/agent/health with the operator's certificate, then once more with no certificate at all
     (which the agent must refuse), both through the agent's own API client."""
-    path = "/v1/agent/health"
+    path = "/fieldlab/v1/agent/health"
     error, status, body = None, None, None
     try:
         status, raw = cluster.api(client, timeout=10.0).request_raw("GET", path)

@@ -31,7 +31,7 @@ def secrets(client: Any) -> Path:
 
 @pytest.fixture(scope="module")
 def health_url(client: Any) -> str:
-    return f"https://{hostvars(client)['ansible_host']}:4646/v1/agent/health"
+    return f"https://{hostvars(client)['ansible_host']}:4646/fieldlab/v1/agent/health"
 
 
 def write_private(path: Path, text: str) -> Path:
