@@ -36,7 +36,7 @@ import socket
 import ssl
 import threading
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -51,8 +51,23 @@ from agent.idempotency import Replays
 log = logging.getLogger(__name__)
 
 Response = tuple[int, str, bytes]
+
+
+@dataclass
+class Streamed:
+    """An answer whose body is made as it goes (a followed log, Nomad's StreamFrames): sent with
+    `Transfer-Encoding: chunked`, each chunk as `chunks` yields it (in a stream thread: it may
+    block). An empty chunk sends nothing but checks the client is still there; `close` runs when
+    the stream ends, the client goes away or the server stops."""
+
+    status: int
+    content_type: str
+    chunks: Iterator[bytes]
+    close: Callable[[], None] = lambda: None
+
+
 # A handler gets the path's regex groups and the request body.
-Handler = Callable[[tuple[str, ...], bytes], Response]
+Handler = Callable[[tuple[str, ...], bytes], "Response | Streamed"]
 Route = Callable[[], Response]
 # A stream opener (`Upgrade: fieldlab-exec`): the session to carry, or a Response refusing it.
 StreamOpener = Callable[[tuple[str, ...], bytes], "Response | ExecSession"]
@@ -60,6 +75,7 @@ StreamOpener = Callable[[tuple[str, ...], bytes], "Response | ExecSession"]
 _MAX_HEAD = 64 * 1024  # request line and headers
 _MAX_PARKED = 256  # connections handshaking or being read; keeps the agent's own file descriptors safe
 MAX_SESSIONS = 16  # interactive exec sessions at once (each holds two threads and a command)
+MAX_STREAMS = 32  # streamed answers at once (each holds a stream thread while it waits for data)
 _LINGER = 1.0  # seconds to read what a client still sends after an early answer (so it sees the answer)
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE"})
 _WRITES = frozenset({"POST", "PUT", "DELETE"})
@@ -199,6 +215,13 @@ class _HandlerPool:
 _request = threading.local()  # the request a handler thread is answering
 
 
+def response_header(name: str, value: str) -> None:
+    """In a handler: a header to send with its answer (Nomad's X-Nomad-Index and the like)."""
+    headers = getattr(_request, "out_headers", None)
+    if headers is not None:  # None: called outside a request (a test calling a handler directly)
+        headers[name] = value
+
+
 def query_params() -> dict[str, str]:
     """In a handler: the request's query parameters (the last value of each), e.g. {"purge": "true"}."""
     return {
@@ -234,6 +257,8 @@ class ApiServer:
         self._pool = _HandlerPool(config.api_max_connections)
         # The agent's own GET routes (health, metrics) never wait behind handlers stuck on the core.
         self._status_pool = _HandlerPool(2)
+        self._stream_pool = _HandlerPool(MAX_STREAMS)
+        self._streaming = 0
         self._loop = asyncio.new_event_loop()
         self._stopping = asyncio.Event()
         # Connections still handshaking or being read, oldest first (the ones dropped at the cap).
@@ -258,6 +283,7 @@ class ApiServer:
             self._loop.close()
         self._pool.stop()
         self._status_pool.stop()
+        self._stream_pool.stop()
 
     # -- the event loop ----------------------------------------------------------------------
     def _run(self) -> None:
@@ -376,14 +402,56 @@ class ApiServer:
         pool = self._status_pool if head.method == "GET" and head.path in self._routes else self._pool
         key = head.headers.get("Idempotency-Key") if head.method in _WRITES else None
         assert identity is not None  # authorized above
-        status, ctype, out = await asyncio.wrap_future(
-            pool.submit(partial(self._respond, head.method, head.path, body, key, head.query, identity))
+        answer, extra = await asyncio.wrap_future(
+            pool.submit(partial(self._respond_with, head.method, head.path, body, key, head.query, identity))
         )
+        status = answer.status if isinstance(answer, Streamed) else answer[0]
         if head.method in _WRITES:
             log.info("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
         else:
             log.debug("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
-        await self._answer(writer, (status, ctype, out))
+        if isinstance(answer, Streamed):
+            await self._stream(writer, answer, extra, f"{head.method} {head.path} by {identity}")
+        else:
+            await self._answer(writer, answer, extra)
+
+    async def _stream(
+        self, writer: asyncio.StreamWriter, answer: Streamed, extra: dict[str, str], what: str
+    ) -> None:
+        """Send `answer` chunked, pulling each chunk in a stream thread, until it ends or the
+        client goes away; at MAX_STREAMS open already, 429."""
+        if self._streaming >= MAX_STREAMS:
+            await asyncio.wrap_future(self._stream_pool.submit(answer.close))
+            message = f"{MAX_STREAMS} streams are open already: end one first\n"
+            await self._answer(writer, (429, "text/plain; charset=utf-8", message.encode()))
+            return
+        self._streaming += 1
+        try:
+            head = f"HTTP/1.1 {answer.status} {http.HTTPStatus(answer.status).phrase}\r\n"
+            head += f"Content-Type: {answer.content_type}\r\nTransfer-Encoding: chunked\r\n"
+            head += "".join(f"{k}: {v}\r\n" for k, v in extra.items())
+            writer.write((head + "Connection: close\r\n\r\n").encode("latin-1"))
+            while True:
+                chunk = await asyncio.wrap_future(
+                    self._stream_pool.submit(partial(next, answer.chunks, None))
+                )
+                if chunk is None:
+                    break
+                if chunk:
+                    writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                if writer.is_closing():
+                    raise ConnectionResetError("the client went away")
+                async with asyncio.timeout(self._config.api_request_timeout):
+                    await writer.drain()
+            writer.write(b"0\r\n\r\n")
+            async with asyncio.timeout(self._config.api_request_timeout):
+                await writer.drain()
+        except Exception as exc:  # the client went away, or the stream broke: end it either way
+            log.debug("api stream %s ended: %s", what, exc or type(exc).__name__)
+            raise OSError(f"stream {what} ended early") from exc
+        finally:
+            self._streaming -= 1
+            await asyncio.wrap_future(self._stream_pool.submit(answer.close))
 
     async def _upgrade(
         self,
@@ -458,7 +526,9 @@ class ApiServer:
         method, path = (head.method, head.path) if head else ("-", "-")
         log.warning("api %s %s from %s (identity %r): %d %s", method, path, peer, identity, status, reason)
 
-    async def _answer(self, writer: asyncio.StreamWriter, response: Response) -> None:
+    async def _answer(
+        self, writer: asyncio.StreamWriter, response: Response, extra: dict[str, str] | None = None
+    ) -> None:
         status, ctype, body = response
         try:
             reason = http.HTTPStatus(status).phrase
@@ -466,7 +536,8 @@ class ApiServer:
             reason = "Unknown"
         head = (
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n"
+            + "".join(f"{k}: {v}\r\n" for k, v in (extra or {}).items())
+            + "Connection: close\r\n\r\n"
         )
         writer.write(head.encode("latin-1") + body)
         async with asyncio.timeout(self._config.api_request_timeout):
@@ -484,9 +555,17 @@ class ApiServer:
             pass
 
     # -- in a handler thread -----------------------------------------------------------------
+    def _respond_with(
+        self, method: str, path: str, body: bytes, key: str | None, query: str, caller: str
+    ) -> tuple[Response | Streamed, dict[str, str]]:
+        """The handler's answer and the headers it set (agent.api.response_header)."""
+        _request.out_headers = {}
+        answer = self._respond(method, path, body, key, query, caller)
+        return answer, dict(_request.out_headers)
+
     def _respond(
         self, method: str, path: str, body: bytes, key: str | None = None, query: str = "", caller: str = ""
-    ) -> Response:
+    ) -> Response | Streamed:
         """The handler's answer; a write with an Idempotency-Key is answered once per key of `caller`
         (the client cert identity authorized for it): a retry gets the first answer, another caller's
         key is not this caller's (agent.idempotency)."""
@@ -497,7 +576,7 @@ class ApiServer:
             fingerprint = Replays.fingerprint(method, f"{path}?{query}", body)
             try:
                 response, replayed = self.replays.answer(
-                    key, fingerprint, partial(self._route, method, path, body), caller=caller
+                    key, fingerprint, partial(self._route_whole, method, path, body), caller=caller
                 )
             except ValueError as exc:
                 return json_response(422, {"error": str(exc)})
@@ -517,7 +596,15 @@ class ApiServer:
             log.exception("handler for %s %s failed", method, path)
             return json_response(500, {"error": "internal error, see agent log"})
 
-    def _route(self, method: str, path: str, body: bytes) -> Response:
+    def _route_whole(self, method: str, path: str, body: bytes) -> Response:
+        """A write's answer, kept for its Idempotency-Key: whole, never a stream."""
+        answer = self._route(method, path, body)
+        if isinstance(answer, Streamed):
+            answer.close()
+            return json_response(500, {"error": f"{method} {path} answered a stream to a write"})
+        return answer
+
+    def _route(self, method: str, path: str, body: bytes) -> Response | Streamed:
         route = self._routes.get(path) if method == "GET" else None
         if route is not None:
             return route()

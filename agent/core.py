@@ -33,6 +33,7 @@ from agent.faults import Faults
 from agent.gc import TERMINAL_STATUSES, GarbageCollector, GcReport, alloc_fs_usage
 from agent.jobcodec import encode_job
 from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
+from agent.jobupdate import UpdatePlan, plan_job_update
 from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
 from agent.network.base import Network
@@ -45,6 +46,8 @@ from agent.runner.services import ServiceRegistrar
 from agent.runner.taskdirs import TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import CorruptRecordError, StateStore
+from agent.state.changes import ChangeIndex
+from agent.state.watched import WatchedStore
 from agent.sweeper import Sweeper, SweepReport
 from agent.templates.budget import DEFAULT_PASS_BUDGET
 from agent.templates.render import ConsulSource, check_template
@@ -122,7 +125,10 @@ class Core:
         self.limits = limits  # what a jobspec may ask for (the client's max_count, max_kill_timeout)
         self.datacenter = datacenter
         self.gc_limits = gc_limits or GcLimits()
-        self.store = store
+        # Every write raises the change index: Nomad's X-Nomad-Index and blocking queries read it.
+        self.changes = ChangeIndex()
+        store = WatchedStore(store, self.changes)
+        self.store: StateStore = store
         self.drivers = drivers
         self.faults = faults
         self.bugs = faults.bugs()  # read once; only the plan_* decisions look at it
@@ -372,30 +378,21 @@ class Core:
         fmt: str | None,
         variables: Mapping[str, object],
         source: str = "<request>",
+        plan: UpdatePlan | None = None,
     ) -> dict[str, Any]:
         """On the loop: store a parsed job (its text, format and input variables, so that restore parses
-        it the same way) and start its allocs."""
+        it the same way) and start its allocs; with `plan` (`plan_update`, its stops done), a new
+        version of a running job: only the allocs the plan places."""
         job = parsed.job
-        refused = [
-            (f"job.{job.id}.group.{g.name}.task.{t.name}.driver", why)
-            for g in job.groups
-            for t in g.tasks
-            if (why := self.drivers.refusal(t.driver))
-        ]
-        if not any(fnmatch.fnmatchcase(self.datacenter, dc) for dc in job.datacenters):
-            refused.append(
-                (
-                    f"job.{job.id}.datacenters",
-                    f"{list(job.datacenters)} does not include this client's datacenter "
-                    f'"{self.datacenter}" (config datacenter): Nomad would not place it here',
-                )
-            )
-        if refused:  # a driver this client does not run, or one its config leaves off (raw_exec)
-            raise JobspecError(source, refused)
-        if job.id in self.jobs and any(r.job.id == job.id and r.rec.live for r in self.runners.values()):
+        self._refuse(job, source)
+        if plan is None and any(r.job.id == job.id and r.rec.live for r in self.runners.values()):
             raise Conflict(f"job {job.id} is already running: stop it first")
-        self._check_static_ports(job)
+        self._check_static_ports(job, None if plan is None else {g for g, n in plan.start.items() if n})
+        before = self.store.get("job", job.id) if job.id in self.jobs else None
+        version = int(before.get("version", 0)) + 1 if before is not None else 0
         record = {
+            "version": version,  # Nomad's job Version: 0 at the first register, +1 at each later one
+            "submit_time": time.time(),
             "source": text,
             "format": fmt,
             "warnings": list(parsed.warnings),
@@ -407,13 +404,76 @@ class Core:
         self.jobs[job.id] = job
         created = []
         for group in job.groups:
-            for _ in range(group.count):
-                created.append(self._new_alloc(job, group.name).id)
-        return {"job": job.id, "allocs": created, "warnings": list(parsed.warnings)}
+            count = group.count if plan is None else plan.start.get(group.name, 0)
+            previous = () if plan is None else plan.replaces.get(group.name, ())
+            for i in range(count):
+                replaces = previous[i] if i < len(previous) else ""
+                new = self._new_alloc(job, group.name, replaces=replaces)
+                created.append(new.id)
+                if replaces and (old := self.runners.get(replaces)) is not None:
+                    old.state.save(replaced_by=new.id)
+                    old.event(
+                        "",
+                        "Replaced",
+                        f"job {job.id} updated to version {version}: replaced by alloc {new.id}",
+                    )
+        return {"job": job.id, "allocs": created, "warnings": list(parsed.warnings), "version": version}
 
-    def _check_static_ports(self, job: Job) -> None:
+    def _refuse(self, job: Job, source: str) -> None:
+        """JobspecError when this client would not place the job: a driver it does not run (or
+        its config leaves off, as raw_exec), or a datacenter it is not in."""
+        job_id = job.id
+        refused = [
+            (f"job.{job_id}.group.{g.name}.task.{t.name}.driver", why)
+            for g in job.groups
+            for t in g.tasks
+            if (why := self.drivers.refusal(t.driver))
+        ]
+        if not any(fnmatch.fnmatchcase(self.datacenter, dc) for dc in job.datacenters):
+            refused.append(
+                (
+                    f"job.{job_id}.datacenters",
+                    f"{list(job.datacenters)} does not include this client's datacenter "
+                    f'"{self.datacenter}" (config datacenter): Nomad would not place it here',
+                )
+            )
+        if refused:  # a driver this client does not run, or one its config leaves off (raw_exec)
+            raise JobspecError(source, refused)
+
+    def running_allocs(self, job_id: str) -> list[AllocRunner]:
+        """The job's allocs that run and are meant to (oldest first)."""
+        return sorted(
+            (
+                r
+                for r in self.runners.values()
+                if r.job.id == job_id and r.rec.live and r.rec.desired is DesiredStatus.RUN
+            ),
+            key=lambda r: r.rec.created,
+        )
+
+    def plan_update(self, parsed: ParsedJob, source: str) -> UpdatePlan | None:
+        """On the loop, registering a job that runs, as Nomad (agent.jobupdate): the plan, and the
+        allocs it replaces or drops told to stop (the caller waits for them, then `commit`s with
+        the plan). None when the job does not run (a plain commit)."""
+        job = parsed.job
+        old = self.jobs.get(job.id)
+        running = self.running_allocs(job.id)
+        if old is None or not running:
+            return None
+        self._refuse(job, source)
+        live: dict[str, list[str]] = {}
+        for r in running:
+            live.setdefault(r.group.name, []).append(r.id)
+        plan = plan_job_update(old, job, live)
+        for alloc_id in plan.stop:
+            self.runners[alloc_id].stop("job updated: a new version of the job replaces this alloc")
+        return plan
+
+    def _check_static_ports(self, job: Job, groups: set[str] | None = None) -> None:
         used = self._used_ports()
         for g in job.groups:
+            if groups is not None and g.name not in groups:
+                continue
             for p in g.network.ports if g.network else ():
                 if p.static and p.static in used:
                     raise Conflict(
@@ -515,10 +575,23 @@ class Core:
         adopted = self.adoption.find(alloc_id)
         if adopted is None:
             r = self.runner(alloc_id)
-            raise Conflict(f"alloc {r.id} is managed: stop its job (DELETE /v1/job/{r.job.id})")
+            raise Conflict(f"alloc {r.id} is managed: stop its job (fieldlab-agent job stop {r.job.id})")
         if not self._stop_adopted([adopted.id]):
             raise AgentError(f"alloc {adopted.id}: not all of it could be stopped (see its events)")
         return [adopted.id]
+
+    def stop_and_replace(self, alloc_id: str) -> str:
+        """Nomad's `alloc stop` of a managed alloc: it stops, and as its job still wants it, a
+        replacement is placed (here: this node, the only one). Returns the replacement's id, ""
+        when the alloc was not live (nothing to replace, as Nomad places nothing then)."""
+        r = self.runner(alloc_id)
+        if not r.rec.live or r.rec.desired is DesiredStatus.STOP:
+            return ""
+        r.stop()
+        new = self._new_alloc(r.job, r.group.name, replaces=r.id)
+        r.state.save(replaced_by=new.id)
+        r.event("", "Replaced", f"stopped on request (alloc stop): replaced by alloc {new.id}")
+        return new.id
 
     def runner(self, alloc_id: str) -> AllocRunner:
         matches = [r for a, r in self.runners.items() if a.startswith(alloc_id)] if len(alloc_id) >= 6 else []

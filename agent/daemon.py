@@ -30,6 +30,11 @@ from agent.core import Core
 from agent.errors import AgentError
 from agent.faults import Faults
 from agent.network.cni import CniNetwork
+from agent.nodeinfo import driver_health
+from agent.nomadapi import structs
+from agent.nomadapi.http import answer, blocked_now
+from agent.nomadapi.node import NodeIdentity
+from agent.nomadapi.routes import NomadApi, build_nomad_routes
 from agent.routes import build_routes, build_streams
 from agent.runner.vaulttoken import JobPolicies, bind_job_policies
 from agent.state import SqliteStore
@@ -119,8 +124,15 @@ class Agent:
         if self.config.jobs_enabled:
             self._bind_vault_and_templates()
             self.core = self._start_core()
-            handlers, streams = build_routes(self.core), build_streams(self.core)
-        routes = {"/v1/agent/health": self._health, "/v1/metrics": self._metrics}
+            handlers, streams = (
+                build_nomad_routes(self._nomad_api(self.core)) + build_routes(self.core),
+                build_streams(self.core),
+            )
+        routes = {
+            "/v1/agent/health": lambda: answer(structs.health(True, "ok")),
+            "/fieldlab/v1/agent/health": self._health,
+            "/v1/metrics": self._metrics,
+        }
         self._api = ApiServer(self.config, routes, handlers, streams)
         self._api.start()
         log.info(
@@ -130,6 +142,13 @@ class Agent:
             self.config.bind_address,
             self._api.port,
         )
+
+    def _nomad_api(self, core: Core) -> NomadApi:
+        """Nomad's API over the core, as this node: its ID kept in the data dir, as Nomad's client."""
+        cfg = self.config
+        host = cfg.advertise_address or cfg.bind_address
+        node = NodeIdentity.load(cfg.data_dir, cfg.node_name, cfg.datacenter, f"{host}:{cfg.port}")
+        return NomadApi(core, node, driver_health=lambda: driver_health(core.drivers.all()))
 
     def _bind_vault_and_templates(self) -> None:
         """Process-wide choices of the config, before any alloc runs: which jobs may name which
@@ -272,6 +291,9 @@ class Agent:
             "# HELP fieldlab_agent_sweeps_total Orphan sweeps done since the agent started.",
             "# TYPE fieldlab_agent_sweeps_total counter",
             f"fieldlab_agent_sweeps_total {self.core.sweeps if self.core else 0}",
+            "# HELP fieldlab_agent_blocking_queries Nomad API blocking queries waiting for a change now.",
+            "# TYPE fieldlab_agent_blocking_queries gauge",
+            f"fieldlab_agent_blocking_queries {blocked_now()}",
             "# HELP fieldlab_agent_up The agent is running.",
             "# TYPE fieldlab_agent_up gauge",
             "fieldlab_agent_up 1",

@@ -113,6 +113,16 @@ class GarbageCollector:
             log.info("GC: collected %d terminal alloc(s), %d job(s)", len(collected), len(purged))
         return GcReport(collected, purged, disk, inodes)
 
+    def collect_one(self, alloc_id: str) -> list[str]:
+        """Nomad's `GET /v1/client/allocation/:id/gc`: one terminal alloc now (never one whose
+        replacement is owed or that still has a step off the loop), then its job if nothing of it
+        is left; the jobs purged."""
+        r = self.core.runners.get(alloc_id)
+        if r is not None and (r.rec.live or r.rec.replace_pending or r.serial.busy or r.serial.waiting):
+            raise AgentError(f"alloc {alloc_id} is not done yet: it cannot be collected")
+        job = self._collect(alloc_id)
+        return self._purge_jobs_without_allocs({job} - {""})
+
     def _collect(self, alloc_id: str) -> str:
         """Remove one terminal alloc for good; the job it belonged to."""
         core = self.core

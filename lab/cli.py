@@ -260,13 +260,21 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def agent_env(node: Node, paths: LabPaths) -> list[tuple[str, str]]:
-    """The variables `fieldlab-agent` reads to talk to `node`'s agent, from the lab's secrets (pure)."""
+    """The variables `fieldlab-agent` reads to talk to `node`'s agent, and the same for Nomad's own
+    tools (the `nomad` CLI, python-nomad, Nomad's Go api package read NOMAD_ADDR, NOMAD_CACERT,
+    NOMAD_CLIENT_CERT, NOMAD_CLIENT_KEY), from the lab's secrets (pure)."""
     secrets = paths.secrets_dir
+    addr, ca = f"https://{node.address}:{AGENT_PORT}", str(secrets / "ca.pem")
+    cert, key = str(secrets / "operator.crt"), str(secrets / "operator.key")
     return [
-        ("FIELDLAB_AGENT_ADDR", f"https://{node.address}:{AGENT_PORT}"),
-        ("FIELDLAB_AGENT_CACERT", str(secrets / "ca.pem")),
-        ("FIELDLAB_AGENT_CLIENT_CERT", str(secrets / "operator.crt")),
-        ("FIELDLAB_AGENT_CLIENT_KEY", str(secrets / "operator.key")),
+        ("FIELDLAB_AGENT_ADDR", addr),
+        ("FIELDLAB_AGENT_CACERT", ca),
+        ("FIELDLAB_AGENT_CLIENT_CERT", cert),
+        ("FIELDLAB_AGENT_CLIENT_KEY", key),
+        ("NOMAD_ADDR", addr),
+        ("NOMAD_CACERT", ca),
+        ("NOMAD_CLIENT_CERT", cert),
+        ("NOMAD_CLIENT_KEY", key),
     ]
 
 
@@ -282,7 +290,7 @@ def cmd_env(args: argparse.Namespace) -> int:
         clients = ", ".join(n.name for n in record.nodes if n.role in ("client", "light"))
         raise LabError(f"{node.name} is a {node.role}: it runs no fieldlab-agent (clients: {clients})")
     pairs = agent_env(node, paths)
-    missing = [v for k, v in pairs[1:] if not Path(v).exists()]
+    missing = list(dict.fromkeys(v for k, v in pairs[1:4] if not Path(v).exists()))
     if missing:
         warn(f"lab {record.name}: not there yet (is the lab provisioned?): {', '.join(missing)}")
     print(exports(pairs), end="")
@@ -518,8 +526,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser(
             "env",
             help="print the exports that point fieldlab-agent at a node's agent",
-            description="Print FIELDLAB_AGENT_ADDR, _CACERT, _CLIENT_CERT and _CLIENT_KEY for NODE: "
-            'eval "$(fieldlab lab env client1)" and then fieldlab-agent node status.',
+            description="Print FIELDLAB_AGENT_ADDR, _CACERT, _CLIENT_CERT and _CLIENT_KEY for NODE, and "
+            "NOMAD_ADDR, NOMAD_CACERT, NOMAD_CLIENT_CERT and NOMAD_CLIENT_KEY for Nomad's own tools: "
+            'eval "$(fieldlab lab env client1)" and then fieldlab-agent node status (or nomad job status).',
         )
     )
     env.add_argument("node", metavar="NODE")

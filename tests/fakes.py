@@ -19,6 +19,7 @@ from agent.decisions import NO_BUGS, Bugs
 from agent.drivers.base import RESTARTED, DriverError, ExitReport, TaskContext, TaskHandle, TaskStatus
 from agent.drivers.registry import DriverRegistry
 from agent.drivers.session import ExecSession
+from agent.drivers.usage import Usage
 from agent.model import Task
 from agent.network.base import Network
 from agent.records import AllocRecord, PortAlloc
@@ -118,6 +119,10 @@ class FakeDriver:
         env: Mapping[str, str] | None = None,
     ) -> ExecSession:
         raise DriverError(self.name, "interactive exec", "the fake driver runs no commands")
+
+    def usage(self, alloc_id: str, task: str, handle: TaskHandle) -> Usage | None:
+        p = self.procs.get(handle.id)
+        return Usage(rss=1 << 20, usage=2 << 20, cpu_total_ns=10**7) if p and p.running else None
 
     def stop(self, handle: TaskHandle, timeout: float, sig: str) -> None:
         self.stops.append(handle.id)

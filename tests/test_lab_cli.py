@@ -65,6 +65,10 @@ def test_env_prints_the_exports_for_a_clients_agent(home: Path, capsys: pytest.C
         f"export FIELDLAB_AGENT_CACERT={s / 'ca.pem'}\n"
         f"export FIELDLAB_AGENT_CLIENT_CERT={s / 'operator.crt'}\n"
         f"export FIELDLAB_AGENT_CLIENT_KEY={s / 'operator.key'}\n"
+        "export NOMAD_ADDR=https://10.213.7.11:4646\n"
+        f"export NOMAD_CACERT={s / 'ca.pem'}\n"
+        f"export NOMAD_CLIENT_CERT={s / 'operator.crt'}\n"
+        f"export NOMAD_CLIENT_KEY={s / 'operator.key'}\n"
     )
     assert err == ""
 

@@ -40,6 +40,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("drivers/process.py", "read_environ", "path.read_bytes"): PROC,
     ("drivers/process.py", "open_log", "os.open"): TASK,
     ("drivers/process.py", "read_log_tail", "os.open"): TASK,
+    ("drivers/usage.py", "_read", "(d / name).read_text"): PROC,  # the kernel's cgroup files
     ("drivers/raw_exec.py", "credentials", "Path(f'/proc/{pid}/status').read_text"): PROC,
     ("fsutil.py", "unmount_below", "open"): PROC,  # /proc/self/mounts
     ("jobspec/__init__.py", "load_jobspec", "path.read_text"): CLI,
@@ -47,6 +48,9 @@ SITES: dict[tuple[str, str, str], str] = {
     ("killpoints.py", "sigkill_at.hook", "os.open"): NODE,
     ("logs.py", "FileLog._open", "os.open"): TASK,
     ("network/cni.py", "CniNetwork._load", "path.read_text"): NODE,
+    ("nomadapi/allocfs.py", "_open_dirs", "os.open"): TASK,  # by dir fd, O_NOFOLLOW at every step
+    ("nomadapi/allocfs.py", "_open_regular", "os.open"): TASK,  # O_NOFOLLOW|O_NONBLOCK, regular only
+    ("nomadapi/node.py", "NodeIdentity.load", "path.read_text"): NODE,  # <data_dir>/client/client-id
     ("network/cni.py", "CniNetwork._store", "os.open"): NODE,
     ("network/cni.py", "CniNetwork.cached_attachment", "path.read_text"): NODE,
     ("network/cni.py", "CniNetwork.ipam_reservations", "p.read_text"): NODE,
@@ -68,6 +72,8 @@ SANDBOXED = {
     ("drivers/process.py", "open_log"),
     ("drivers/process.py", "read_log_tail"),
     ("logs.py", "FileLog._open"),
+    ("nomadapi/allocfs.py", "_open_dirs"),
+    ("nomadapi/allocfs.py", "_open_regular"),
     ("runner/vaulttoken.py", "TaskVaultToken._write_file"),
     *(("templates/sandbox.py", f) for f in ("_open_dir", "_open_root", "_read_at", "write_file")),
 }

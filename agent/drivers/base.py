@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent.drivers.usage import Usage
 from agent.errors import AgentError
 from agent.model import Task
 
@@ -127,6 +128,10 @@ class TaskDriver(Protocol):
 
     def stop(self, handle: TaskHandle, timeout: float, sig: str) -> None:
         """Stop gracefully: `sig`, then kill after `timeout` seconds. Gone already is fine."""
+
+    def usage(self, alloc_id: str, task: str, handle: TaskHandle) -> Usage | None:
+        """What the running task uses now (memory, CPU time: agent.drivers.usage); None when it
+        is gone. Blocks for a moment (the engine's stats, a few cgroup files): off the loop."""
 
     def remove(self, alloc_id: str, task: Task, handle: TaskHandle) -> None:
         """Remove the task and everything the driver made for it (container, cgroups)."""

@@ -37,6 +37,7 @@ from agent.drivers.base import (
 )
 from agent.drivers.process import EXEC_OUTPUT_MAX
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
+from agent.drivers.usage import Usage, docker_usage
 from agent.model import Task
 from agent.network.owner import pid_in_netns
 
@@ -242,6 +243,15 @@ class DockerDriver:
             raise DriverError("docker", f"container {handle.id[:12]}", "is gone") from None
         except docker.errors.APIError as exc:
             raise DriverError("docker", f"signal {sig} to {handle.id[:12]}", str(exc.explanation)) from None
+
+    def usage(self, alloc_id: str, task: str, handle: TaskHandle) -> Usage | None:
+        try:
+            stats = self.client.api.stats(handle.id, stream=False, one_shot=True)
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as exc:
+            raise DriverError("docker", f"stats of {handle.id[:12]}", str(exc.explanation)) from None
+        return docker_usage(stats)
 
     @engine_errors("stop")
     def stop(self, handle: TaskHandle, timeout: float, sig: str = "SIGTERM") -> None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.drivers.base import DriverError, ExitReport, TaskHandle, TaskStatus
+from agent.drivers.usage import Usage, cgroup_usage
 from agent.model import Task
 
 if TYPE_CHECKING:
@@ -569,6 +570,10 @@ class ProcessDriver:
 
     def pid(self, handle: TaskHandle) -> int:
         return int(handle.id) if self._alive(handle) else 0
+
+    def usage(self, alloc_id: str, task: str, handle: TaskHandle) -> Usage | None:
+        cg = Cgroups.of_task(alloc_id, task)
+        return cgroup_usage(cg.dirs, cg.v2)
 
     def signal(self, handle: TaskHandle, sig: str) -> None:
         """To the task's process group (P and every process of the task that stayed in it)."""

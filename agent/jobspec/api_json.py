@@ -63,6 +63,12 @@ _UNSET_DEFAULTS = {
     ("on_update", "require_healthy"),
     ("uid", -1),
     ("gid", -1),
+    # What Nomad's CLI and `job inspect` always send for a job: the defaults of a one-region,
+    # one-namespace cluster, which is what this agent is.
+    ("region", "global"),
+    ("namespace", "default"),
+    ("priority", 50),
+    ("node_pool", "default"),
 }
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _MAX_INT_DIGITS = 19  # int64

@@ -1,0 +1,71 @@
+"""What registering a new version of a running job does to its allocs, as Nomad's scheduler decides
+it for one node (pure: plain data in, a plan out; the core carries it out).
+
+Per task group, comparing the running version with the new one:
+- unchanged but for `count`: allocs are added (count up) or the newest stopped (count down), the
+  others keep running untouched (Nomad's in-place update);
+- changed in anything else (a task's config, env, templates, resources, the network, the restart
+  policy, services), or the job's own meta, type or datacenters changed: every live alloc of the
+  group is stopped and `count` new ones placed (Nomad's destructive update), each new one linked
+  to the alloc it replaces (PreviousAllocation / NextAllocation);
+- a group that is gone: its allocs are stopped; a new group: `count` allocs are placed.
+The old allocs are stopped before the new ones start, so a static port is free again when its new
+alloc binds it (a one-node cluster cannot place them side by side).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from agent.model import Group, Job
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    stop: tuple[str, ...]  # live alloc ids to stop first
+    start: Mapping[str, int]  # group name -> new allocs to place after the stops
+    replaces: Mapping[str, tuple[str, ...]]  # group name -> the stopped allocs the new ones replace, in order
+    destructive: tuple[str, ...]  # groups whose allocs are replaced
+
+    @property
+    def noop(self) -> bool:
+        return not self.stop and not any(self.start.values())
+
+
+def _job_level(job: Job) -> tuple[object, ...]:
+    return (job.type, dict(job.meta), job.name, job.datacenters)
+
+
+def _same_but_count(old: Group, new: Group) -> bool:
+    return replace(old, count=new.count) == new
+
+
+def plan_job_update(old: Job, new: Job, live: Mapping[str, Sequence[str]]) -> UpdatePlan:
+    """`live`: per group of the running version, its live alloc ids oldest first."""
+    job_changed = _job_level(old) != _job_level(new)
+    old_groups = {g.name: g for g in old.groups}
+    stop: list[str] = []
+    start: dict[str, int] = {}
+    replaces: dict[str, tuple[str, ...]] = {}
+    destructive: list[str] = []
+    for g in new.groups:
+        running = list(live.get(g.name, ()))
+        before = old_groups.get(g.name)
+        if before is None:
+            start[g.name] = g.count
+            continue
+        if job_changed or not _same_but_count(before, g):
+            destructive.append(g.name)
+            stop.extend(running)
+            start[g.name] = g.count
+            replaces[g.name] = tuple(running[: g.count])
+            continue
+        if len(running) > g.count:
+            stop.extend(running[g.count :])  # the newest go first, as Nomad picks the highest indexes
+        else:
+            start[g.name] = g.count - len(running)
+    for name, ids in live.items():
+        if name not in {g.name for g in new.groups}:
+            stop.extend(ids)
+    return UpdatePlan(tuple(stop), start, replaces, tuple(destructive))

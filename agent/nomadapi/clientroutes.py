@@ -1,0 +1,304 @@
+"""Nomad's client endpoints for this node: restart, signal and GC an allocation, GC the node, and
+read the alloc dir (`/v1/client/fs/{ls,stat,cat,readat,logs}/:alloc`).
+
+The alloc dir is read by agent.nomadapi.allocfs (by dir fd, never following a link, never leaving
+the alloc dir); logs are the tasks' own (agent.logs), served as Nomad serves them: a stream of
+StreamFrame JSON objects, or the bytes themselves with `plain=true`; `follow=true` keeps the stream
+open, sending what the task writes as it comes (and an empty frame every HEARTBEAT seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from agent.api import Handler, Response, Streamed, query_params
+from agent.errors import Conflict, NotFound
+from agent.logs import STREAMS, LogSource, adopted_log_source, log_source, read_log
+from agent.nomadapi import allocfs, structs
+from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
+from agent.nomadapi.usage import alloc_usage
+
+if TYPE_CHECKING:
+    from agent.nomadapi.routes import NomadApi
+
+MAX_READ = 8 * 1024 * 1024  # bytes of one cat/readat answer
+FRAME_BYTES = 64 * 1024  # bytes of log per frame
+HEARTBEAT = 5.0  # seconds a followed stream waits for new bytes before an empty frame
+
+
+def _flag(params: dict[str, str], name: str) -> bool:
+    value = params.get(name, "false").lower()
+    if value not in ("true", "false", "1", "0", ""):
+        raise HttpError(400, f"{name}={value[:32]!r}: true or false")
+    return value in ("true", "1", "")
+
+
+def _count(params: dict[str, str], name: str, default: int) -> int:
+    raw = params.get(name, "")
+    if not raw:
+        return default
+    if not raw.lstrip("-").isdigit() or len(raw) > 19:
+        raise HttpError(400, f"{name}={raw[:32]!r}: a whole number of bytes")
+    return int(raw)
+
+
+def client_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+    core = api.core
+
+    def managed(ref: str) -> Any:
+        from agent.nomadapi.routes import _find_alloc
+
+        adopted = core.adoption.find(ref)
+        if adopted is not None:
+            raise Conflict(
+                f"alloc {adopted.id} is adopted (found running after the state database was lost): the agent "
+                f"does not manage it; stop it with `fieldlab-agent alloc stop {adopted.id}`"
+            )
+        return _find_alloc(core, ref)
+
+    def restart(groups: tuple[str, ...], body: bytes) -> Response:
+        data = body_json(body)
+        name = data.get("TaskName") or ""
+        all_tasks = bool(data.get("AllTasks"))
+        if not isinstance(name, str):
+            raise HttpError(400, '"TaskName" must be a task name')
+
+        def do() -> None:
+            r = managed(unquote(groups[0]))
+            if name:
+                task = next((t for t in r.group.tasks if t.name == name), None)
+                if task is None:
+                    raise NotFound(f"Failed to restart task {name!r}: task not found in alloc {r.id}")
+                tasks = [task]
+            else:
+                tasks = [t for t in r.group.tasks if all_tasks or r.task_running(t)]
+            if not any(r.task_running(t) for t in tasks):
+                raise Conflict(f"Failed to restart: alloc {r.id} has no running task to restart")
+            for t in tasks:
+                if r.task_running(t):
+                    r.user_restart(t)
+
+        core.call(do)
+        meta_headers(core.changes.current())
+        return answer({})
+
+    def send_signal(groups: tuple[str, ...], body: bytes) -> Response:
+        data = body_json(body)
+        name, sig = data.get("Task") or "", data.get("Signal") or "SIGKILL"
+        if not isinstance(sig, str) or sig not in signal.Signals.__members__:
+            raise HttpError(400, f'"Signal" {str(sig)[:32]!r} is not a signal name like SIGHUP')
+        if not isinstance(name, str):
+            raise HttpError(400, '"Task" must be a task name')
+
+        def do() -> None:
+            r = managed(unquote(groups[0]))
+            names = [t.name for t in r.group.tasks if r.task_running(t) and (not name or t.name == name)]
+            if name and name not in {t.name for t in r.group.tasks}:
+                raise NotFound(f"Failed to signal task: {name!r} not found in alloc {r.id}")
+            if not names:
+                raise Conflict(
+                    f"Failed to signal: no running task{' ' + name if name else ''} in alloc {r.id}"
+                )
+            for n in names:
+                r.user_signal(n, sig)
+
+        core.call(do)
+        meta_headers(core.changes.current())
+        return answer({})
+
+    routes: list[tuple[str, str, Handler]] = [
+        ("PUT", r"/v1/client/allocation/([^/]+)/restart", restart),
+        ("POST", r"/v1/client/allocation/([^/]+)/restart", restart),
+        ("PUT", r"/v1/client/allocation/([^/]+)/signal", send_signal),
+        ("POST", r"/v1/client/allocation/([^/]+)/signal", send_signal),
+    ]
+    return routes + _gc_routes(api, managed) + _fs_routes(api)
+
+
+def _gc_routes(api: NomadApi, managed: Any) -> list[tuple[str, str, Handler]]:
+    core = api.core
+
+    def gc_alloc(groups: tuple[str, ...], body: bytes) -> Response:
+        def do() -> None:
+            r = managed(unquote(groups[0]))
+            if r.rec.live:
+                raise Conflict(f"alloc {r.id} is still running: stop it first (nomad alloc stop {r.id[:8]})")
+            core.collector.collect_one(r.id)
+
+        core.call(do)
+        return answer({})
+
+    def gc_node(groups: tuple[str, ...], body: bytes) -> Response:
+        core.call(lambda: core.gc(force=True))
+        return answer({})
+
+    def stats(groups: tuple[str, ...], body: bytes) -> Response:
+        def running() -> tuple[str, list[tuple[str, Any, Any]]]:
+            r = managed(unquote(groups[0]))
+            tasks = [
+                (t.name, r.driver(t), h)
+                for t in r.group.tasks
+                if r.task_running(t) and (h := r.state.handle(t.name)) is not None
+            ]
+            return r.id, tasks
+
+        alloc_id, tasks = core.call(running)
+        if not tasks:
+            raise NotFound(f"alloc {alloc_id} has no running task to measure")
+        found = {}
+        for name, driver, handle in tasks:  # off the loop: the engine's stats, cgroup files
+            u = driver.usage(alloc_id, name, handle)
+            if u is not None:
+                found[name] = u
+        return answer(alloc_usage(alloc_id, found, api.cpu_samples))
+
+    return [
+        ("GET", r"/v1/client/allocation/([^/]+)/gc", gc_alloc),
+        ("PUT", r"/v1/client/allocation/([^/]+)/gc", gc_alloc),
+        ("GET", r"/v1/client/allocation/([^/]+)/stats", stats),
+        ("GET", r"/v1/client/gc", gc_node),
+        ("PUT", r"/v1/client/gc", gc_node),
+        ("POST", r"/v1/client/gc", gc_node),
+    ]
+
+
+def _fs_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+    core = api.core
+
+    def alloc_dir(ref: str) -> Path:
+        from agent.nomadapi.routes import _find_alloc
+
+        def find() -> str:
+            adopted = core.adoption.find(ref)
+            return adopted.id if adopted is not None else str(_find_alloc(core, ref).id)
+
+        return core.deps.data_dir / "alloc" / core.call(find)
+
+    def path_param() -> str:
+        return query_params().get("path", "/")
+
+    def ls(groups: tuple[str, ...], body: bytes) -> Response:
+        where = alloc_dir(unquote(groups[0]))
+        entries = _fs(lambda: allocfs.listdir(where, path_param()))
+        return answer([_info(e) for e in entries])
+
+    def stat_(groups: tuple[str, ...], body: bytes) -> Response:
+        where = alloc_dir(unquote(groups[0]))
+        return answer(_info(_fs(lambda: allocfs.stat(where, path_param()))))
+
+    def cat(groups: tuple[str, ...], body: bytes) -> Response:
+        where = alloc_dir(unquote(groups[0]))
+        data = _fs(lambda: allocfs.read(where, path_param(), 0, MAX_READ))
+        return 200, "text/plain; charset=utf-8", data
+
+    def readat(groups: tuple[str, ...], body: bytes) -> Response:
+        params = query_params()
+        where = alloc_dir(unquote(groups[0]))
+        offset = _count(params, "offset", 0)
+        limit = _count(params, "limit", MAX_READ)
+        if offset < 0 or limit < 0:
+            raise HttpError(400, "offset and limit must not be negative")
+        data = _fs(lambda: allocfs.read(where, path_param(), offset, min(limit, MAX_READ)))
+        return 200, "text/plain; charset=utf-8", data
+
+    return [
+        ("GET", r"/v1/client/fs/ls/([^/]+)", ls),
+        ("GET", r"/v1/client/fs/stat/([^/]+)", stat_),
+        ("GET", r"/v1/client/fs/cat/([^/]+)", cat),
+        ("GET", r"/v1/client/fs/readat/([^/]+)", readat),
+        ("GET", r"/v1/client/fs/logs/([^/]+)", _logs(api)),
+    ]
+
+
+def _fs(fn: Any) -> Any:
+    try:
+        return fn()
+    except allocfs.FsNotFound as exc:
+        raise HttpError(404, str(exc)) from None
+    except allocfs.FsError as exc:
+        raise HttpError(400, str(exc)) from None
+
+
+def _info(e: allocfs.Entry) -> dict[str, Any]:
+    return structs.file_info(e.name, e.is_dir, e.size, e.mode, e.mod_time)
+
+
+def _logs(api: NomadApi) -> Handler:
+    core = api.core
+
+    def logs(groups: tuple[str, ...], body: bytes) -> Response | Streamed:
+        params = query_params()
+        ref = unquote(groups[0])
+        name = params.get("task", "")
+        stream = params.get("type", "")
+        if not name:
+            raise HttpError(400, "must include task name")
+        if stream not in STREAMS:
+            raise HttpError(
+                400,
+                "must include type as stdout or stderr"
+                if not stream
+                else f"type={stream[:32]!r}: stdout or stderr",
+            )
+        origin = params.get("origin", "start")
+        if origin not in ("start", "end"):
+            raise HttpError(400, f'origin={origin[:32]!r}: "start" or "end"')
+        offset = _count(params, "offset", 0)
+        follow, plain = _flag(params, "follow"), _flag(params, "plain")
+
+        def resolve() -> LogSource:
+            from agent.nomadapi.routes import _find_alloc
+
+            adopted = core.adoption.find(ref)
+            if adopted is not None:
+                at = next((t for t in adopted.tasks if t.role != "pause" and t.task == name), None)
+                if at is None:
+                    raise NotFound(f"unknown task name {name!r}")
+                task_dir = core.deps.data_dir / "alloc" / adopted.id / at.task
+                return adopted_log_source(core.drivers.all().values(), task_dir, at.kind, at.target, stream)
+            r = _find_alloc(core, ref)
+            task = next((t for t in r.group.tasks if t.name == name), None)
+            if task is None:
+                raise NotFound(f"unknown task name {name!r}")
+            handle = r.state.handle(task.name)
+            return log_source(r.driver(task), r.task_dir(task), handle.id if handle else None, stream)
+
+        source = core.call(resolve)
+        file = f"alloc/logs/{name}.{stream}.0"
+        return Streamed(
+            200,
+            "text/plain; charset=utf-8" if plain else "application/json",
+            _log_chunks(source, offset, origin == "end", follow, plain, file),
+        )
+
+    return logs
+
+
+def _log_chunks(
+    source: LogSource, offset: int, from_end: bool, follow: bool, plain: bool, file: str
+) -> Iterator[bytes]:
+    """What the log holds from `offset` (back from the end with `from_end`), then, when following,
+    what is written next; each piece as bytes (plain) or a StreamFrame."""
+    chunk = read_log(source, offset, from_end=from_end, limit=FRAME_BYTES)
+    while True:
+        if chunk.data:
+            if plain:
+                yield chunk.data
+            else:
+                yield json.dumps(structs.stream_frame(chunk.offset, chunk.data, file)).encode()
+        elif not follow:
+            return
+        else:
+            yield b"" if plain else b"{}"  # a heartbeat: Nomad sends an empty frame while idle
+        at = chunk.next_offset
+        if chunk.data and len(chunk.data) == FRAME_BYTES:
+            chunk = read_log(source, at, limit=FRAME_BYTES)
+            continue
+        if not follow:
+            return
+        chunk = read_log(source, at, limit=FRAME_BYTES, follow=True, wait=HEARTBEAT)

@@ -1,0 +1,149 @@
+"""How Nomad's HTTP API talks, beside what it says: query options, blocking queries, the
+`X-Nomad-*` headers and errors as plain text.
+
+- Every answer carries `X-Nomad-Index` (the change index of what was read, agent.state.changes),
+  `X-Nomad-KnownLeader: true` and `X-Nomad-LastContact: 0` (a one-node agent is its own leader).
+- A read with `?index=N` waits until what it reads changes past N, or `wait` (a Go duration,
+  default 5m, at most 10m, as Nomad); at most MAX_BLOCKED such waits at once, more are answered
+  at once (the client asks again with the index it got, as after any wake).
+- Errors are the status code with a plain-text body, as Nomad's agent answers them.
+- `namespace` other than `default` (or `*` on lists) and `region` other than the agent's are
+  errors naming them: the agent has one namespace and one region. `X-Nomad-Token` is read by no
+  one: the agent has no ACL system (the mTLS identity check is the gate).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar
+
+from agent.api import Response, Streamed, query_params, response_header
+from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
+from agent.jobspec import JobspecError
+from agent.state.changes import ChangeIndex
+
+NAMESPACE = "default"
+DEFAULT_WAIT = 300.0  # seconds: Nomad's default blocking wait
+MAX_WAIT = 600.0  # Nomad caps a blocking wait at 10 minutes
+MAX_BLOCKED = 32  # blocking queries waiting at once (each holds a handler thread)
+
+_T = TypeVar("_T")
+_DURATION = re.compile(r"((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))+")
+_PART = re.compile(r"([0-9]*\.?[0-9]*)(ns|us|µs|ms|s|m|h)")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_blocked = threading.BoundedSemaphore(MAX_BLOCKED)
+_waiting = [0]  # blocking queries waiting now (a gauge in /v1/metrics)
+_waiting_lock = threading.Lock()
+
+
+def blocked_now() -> int:
+    return _waiting[0]
+
+
+class HttpError(AgentError):
+    """An answer with this status and the message as its plain-text body."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def go_duration(text: str, what: str) -> float:
+    """Seconds of a Go duration ("5s", "1m30s", "250ms"); a bare number is seconds, as Nomad's
+    `wait` takes it."""
+    if re.fullmatch(r"[0-9]{1,9}", text):
+        return float(text)
+    if len(text) > 64 or not _DURATION.fullmatch(text):
+        raise HttpError(400, f"{what}={text[:64]!r}: a duration like 5s, 1m30s or 250ms")
+    return sum(float(n or 0) * _UNIT[u] for n, u in _PART.findall(text))
+
+
+def text(status: int, message: str) -> Response:
+    return status, "text/plain; charset=utf-8", (message.rstrip("\n") + "\n").encode()
+
+
+def answer(data: Any, status: int = 200) -> Response:
+    return status, "application/json", json.dumps(data, separators=(",", ":")).encode()
+
+
+def meta_headers(index: int) -> None:
+    response_header("X-Nomad-Index", str(max(index, 1)))
+    response_header("X-Nomad-KnownLeader", "true")
+    response_header("X-Nomad-LastContact", "0")
+
+
+def check_scope(params: dict[str, str], region: str, *, listing: bool = False) -> None:
+    """Refuse a namespace or region this agent does not have, naming it."""
+    ns = params.get("namespace", NAMESPACE)
+    if ns not in (NAMESPACE, "") and not (listing and ns == "*"):
+        raise HttpError(400, f'namespace "{ns[:64]}" not found: this agent has only the "default" namespace')
+    reg = params.get("region", region)
+    if reg not in (region, ""):
+        raise HttpError(400, f'region "{reg[:64]}" is not this agent\'s: it is in region "{region}" only')
+
+
+def blocking(changes: ChangeIndex, kinds: Collection[str], read: Callable[[], _T]) -> _T:
+    """A read as Nomad serves it: wait first if `?index=` asks to, then `read`, then the headers."""
+    params = query_params()
+    raw = params.get("index", "")
+    if raw:
+        if not re.fullmatch(r"[0-9]{1,20}", raw):
+            raise HttpError(400, f"index={raw[:32]!r}: a change index (X-Nomad-Index of an earlier answer)")
+        wait = min(go_duration(params["wait"], "wait") if params.get("wait") else DEFAULT_WAIT, MAX_WAIT)
+        if _blocked.acquire(blocking=False):
+            with _waiting_lock:
+                _waiting[0] += 1
+            try:
+                changes.wait(int(raw), wait, kinds)
+            finally:
+                with _waiting_lock:
+                    _waiting[0] -= 1
+                _blocked.release()
+    index = changes.current(kinds)
+    out = read()
+    meta_headers(index)
+    return out
+
+
+# Exceptions and the status each answers with (the first that matches).
+_STATUS: tuple[tuple[type[AgentError], int], ...] = (
+    (NotFound, 404),
+    (Conflict, 409),
+    (NotRun, 503),
+    (InProgress, 504),
+    (AgentError, 400),
+)
+
+
+def guard(
+    fn: Callable[[tuple[str, ...], bytes], Response | Streamed],
+) -> Callable[[tuple[str, ...], bytes], Response | Streamed]:
+    """A Nomad route's errors as Nomad answers them: the status code and a plain-text reason."""
+
+    def wrapped(groups: tuple[str, ...], body: bytes) -> Response | Streamed:
+        try:
+            return fn(groups, body)
+        except HttpError as exc:
+            return text(exc.status, str(exc))
+        except JobspecError as exc:
+            lines = [str(exc)] + [f"  {p or '(job)'}: {r}" for p, r in exc.problems]
+            return text(400, "\n".join(dict.fromkeys(lines)))
+        except AgentError as exc:
+            return text(next(code for kind, code in _STATUS if isinstance(exc, kind)), str(exc))
+
+    return wrapped
+
+
+def body_json(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise HttpError(400, f"request body is not JSON: {exc}") from None
+    except RecursionError:
+        raise HttpError(400, "request body is nested too deeply to read") from None
+    if not isinstance(data, dict):
+        raise HttpError(400, "request body must be a JSON object")
+    return data

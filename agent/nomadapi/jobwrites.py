@@ -1,0 +1,202 @@
+"""Nomad's job writes: register (`PUT /v1/jobs`, `/v1/job/:id`), parse HCL (`/v1/jobs/parse`),
+validate (`/v1/validate/job`) and deregister (`DELETE /v1/job/:id`, `?purge=true`).
+
+A register takes the job as Nomad's API JSON (`{"Job": {...}}`, what `nomad job run` sends after
+parsing), parses it in the handler's thread as any jobspec (agent.jobspec) and commits it on the
+main loop; each write answers an EvalID. The same job registered again while it runs is a no-op,
+as in Nomad; a changed one is refused until job updates are built (docs/nomad-api.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from agent.api import Handler, Response, query_params
+from agent.core import parse_submission
+from agent.jobspec import JobspecError, ParsedJob
+from agent.jobupdate import UpdatePlan
+from agent.nomadapi import structs
+from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
+from agent.nomadapi.node import Eval
+from agent.records import DesiredStatus
+from agent.routes import STOP_MARGIN
+
+if TYPE_CHECKING:
+    from agent.nomadapi.routes import NomadApi
+
+NS = "default"
+
+
+def _register_body(data: Mapping[str, Any], where: str) -> tuple[str, dict[str, Any]]:
+    job = data.get("Job")
+    if not isinstance(job, dict):
+        raise HttpError(
+            400, f'{where}: the body needs "Job": the job as Nomad\'s API JSON (nomad job run -output)'
+        )
+    ns = job.get("Namespace") or NS
+    if ns != NS:
+        raise HttpError(
+            400, f'job namespace "{str(ns)[:64]}" not found: this agent has only the "default" namespace'
+        )
+    job_id = job.get("ID")
+    if not isinstance(job_id, str) or not job_id:
+        raise HttpError(400, f'{where}: "Job" has no "ID"')
+    return job_id, job
+
+
+def _parse_job(api: NomadApi, job: Mapping[str, Any], source: str) -> tuple[ParsedJob, str]:
+    text = json.dumps({"Job": job})
+    return parse_submission(text, "json", source, {}, api.core.limits), text
+
+
+def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+    core = api.core
+    from agent.nomadapi.routes import _job_id
+
+    def register(groups: tuple[str, ...], body: bytes) -> Response:
+        check_scope(query_params(), api.node.region)
+        data = body_json(body)
+        job_id, job = _register_body(data, "job register")
+        if groups and groups[0] and unquote(groups[0]) != job_id:
+            raise HttpError(
+                400, f"job ID in the path ({unquote(groups[0])[:64]}) is not the body's ({job_id[:64]})"
+            )
+        parsed, text = _parse_job(api, job, f"job {job_id}")
+
+        source = f"job {job_id}"
+
+        def prepare() -> tuple[bool, UpdatePlan | None, list[str]]:
+            """(the same job runs already, the update's plan, allocs of the job being stopped)."""
+            same = core.jobs.get(job_id) == parsed.job and bool(core.running_allocs(job_id))
+            plan = None if same else core.plan_update(parsed, source)
+            stopping = [
+                r.id
+                for r in core.runners.values()
+                if r.job.id == job_id and r.rec.live and r.rec.desired is DesiredStatus.STOP
+            ]
+            return same, plan, stopping
+
+        same, plan, stopping = core.call(prepare)
+        warnings = "\n".join(parsed.warnings)
+        if not same:
+            # A new version stops what it replaces first (a one-node cluster cannot place the new
+            # allocs beside the old: static ports), bounded as a job stop is.
+            left = core.await_stopped(stopping, core.limits.max_kill_timeout + STOP_MARGIN)
+            if left:
+                raise HttpError(
+                    500, f"job {job_id}: allocs {', '.join(a[:8] for a in left)} did not stop in time"
+                )
+            core.call(lambda: core.commit(parsed, text, "json", {}, source, plan=plan))
+        ev = core.call(lambda: api.evals.create(job_id, "job-register", parsed.job.type))
+        out = {
+            "EvalID": ev.id,
+            "EvalCreateIndex": ev.create_index,
+            "JobModifyIndex": core.changes.of("job", job_id),
+            "Warnings": "" if same else warnings,
+        }
+        meta_headers(core.changes.current())
+        return answer({**out, "Index": out["JobModifyIndex"], "LastContact": 0, "KnownLeader": True})
+
+    def deregister(groups: tuple[str, ...], body: bytes) -> Response:
+        params = query_params()
+        check_scope(params, api.node.region)
+        job_id = _job_id(groups[0])
+        purge = params.get("purge", "false").lower() in ("true", "1")
+
+        def stop() -> tuple[list[str], Eval]:
+            job = api.job_or_404(job_id)
+            return core.stop_job(job_id), api.evals.create(job_id, "job-deregister", job.type)
+
+        stopped, ev = core.call(stop)
+        left = core.await_stopped(stopped, core.limits.max_kill_timeout + STOP_MARGIN)
+        if purge and not left:
+            core.call(lambda: core.purge_job(job_id))
+        index = core.changes.current()
+        meta_headers(index)
+        return answer(
+            {
+                "EvalID": ev.id,
+                "EvalCreateIndex": ev.create_index,
+                "JobModifyIndex": index,
+                "Index": index,
+                "LastContact": 0,
+                "KnownLeader": True,
+            }
+        )
+
+    job_rx = r"/v1/job/([^/]+)"
+    return [
+        ("PUT", r"/v1/jobs", register),
+        ("POST", r"/v1/jobs", register),
+        *_parse_routes(api),
+        ("PUT", job_rx, register),
+        ("POST", job_rx, register),
+        ("DELETE", job_rx, deregister),
+    ]
+
+
+def _parse_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+    core = api.core
+
+    def parse(groups: tuple[str, ...], body: bytes) -> Response:
+        data = body_json(body)
+        hcl = data.get("JobHCL")
+        if not isinstance(hcl, str) or not hcl.strip():
+            raise HttpError(400, 'the body needs "JobHCL": the jobspec\'s text')
+        var_text = data.get("Variables") or ""
+        if not isinstance(var_text, str):
+            raise HttpError(400, '"Variables" must be a string: the text of a variables file')
+        variables: dict[str, object] = {}
+        if var_text.strip():
+            from agent.jobspec.hclvars import parse_var_file
+
+            variables = dict(parse_var_file(var_text, "Variables"))
+        parsed = parse_submission(hcl, "hcl", "JobHCL", variables, core.limits)
+        return answer(
+            structs.job_json(
+                parsed.job,
+                region=api.node.region,
+                namespace=NS,
+                status="pending",
+                version=0,
+                stable=False,
+                submit_time=0.0,
+                create_index=0,
+                modify_index=0,
+                job_modify_index=0,
+            )
+        )
+
+    def validate(groups: tuple[str, ...], body: bytes) -> Response:
+        data = body_json(body)
+        job_id, job = _register_body(data, "job validate")
+        try:
+            parsed, _ = _parse_job(api, job, f"job {job_id}")
+        except JobspecError as exc:
+            errors = [f"{p or '(job)'}: {r}" for p, r in exc.problems] or [str(exc)]
+            return answer(
+                {
+                    "DriverConfigValidated": False,
+                    "ValidationErrors": errors,
+                    "Error": "\n".join(errors),
+                    "Warnings": "",
+                }
+            )
+        return answer(
+            {
+                "DriverConfigValidated": True,
+                "ValidationErrors": None,
+                "Error": "",
+                "Warnings": "\n".join(parsed.warnings),
+            }
+        )
+
+    return [
+        ("PUT", r"/v1/jobs/parse", parse),
+        ("POST", r"/v1/jobs/parse", parse),
+        ("PUT", r"/v1/validate/job", validate),
+        ("POST", r"/v1/validate/job", validate),
+    ]

@@ -1,0 +1,101 @@
+"""Who this agent is in Nomad's terms: its node ID (kept where Nomad's client keeps it, in the
+data dir's `client/client-id`), name, datacenter, region and HTTP address; and the evaluations its
+writes create (a one-node agent has no scheduler queue: each is complete when it is answered)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.state.changes import ChangeIndex
+
+REGION = "global"
+MAX_EVALS = 1000  # evaluations remembered (in memory: an agent restart forgets them, as a GC would)
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    id: str
+    name: str
+    datacenter: str
+    region: str
+    http_addr: str  # "ip:port" of the API
+
+    @classmethod
+    def load(cls, data_dir: Path, name: str, datacenter: str, http_addr: str) -> NodeIdentity:
+        """The node ID from `<data dir>/client/client-id`, made (a random UUID) the first time."""
+        path = data_dir / "client" / "client-id"
+        try:
+            node_id = path.read_text().strip()  # node: the agent's own data dir
+            uuid.UUID(node_id)
+        except (OSError, ValueError):
+            node_id = str(uuid.uuid4())
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = path.with_name(".client-id.tmp")
+            tmp.write_text(node_id + "\n")
+            os.replace(tmp, path)
+        return cls(node_id, name, datacenter, REGION, http_addr)
+
+
+@dataclass(frozen=True)
+class Eval:
+    id: str
+    job_id: str
+    triggered_by: str  # "job-register", "job-deregister", "alloc-stop"
+    job_type: str
+    create_index: int
+    created: float
+
+
+class Evals:
+    """The evaluations register, deregister and alloc stop answer with (`EvalID`), newest last."""
+
+    def __init__(self, changes: ChangeIndex) -> None:
+        self._changes = changes
+        self._lock = threading.Lock()
+        self._evals: OrderedDict[str, Eval] = OrderedDict()
+
+    def create(self, job_id: str, triggered_by: str, job_type: str) -> Eval:
+        eval_id = str(uuid.uuid4())
+        index = self._changes.bump("eval", eval_id)
+        ev = Eval(eval_id, job_id, triggered_by, job_type or "service", index, time.time())
+        with self._lock:
+            self._evals[eval_id] = ev
+            while len(self._evals) > MAX_EVALS:
+                self._evals.popitem(last=False)
+        return ev
+
+    def all(self) -> list[Eval]:
+        with self._lock:
+            return list(self._evals.values())
+
+    def find(self, ref: str) -> Eval | None:
+        with self._lock:
+            hits = [e for e in self._evals.values() if e.id.startswith(ref)]
+        return hits[0] if len(hits) == 1 else None
+
+    def of_job(self, job_id: str) -> list[Eval]:
+        return [e for e in self.all() if e.job_id == job_id]
+
+    def drop_job(self, job_id: str) -> None:
+        with self._lock:
+            for k in [k for k, e in self._evals.items() if e.job_id == job_id]:
+                del self._evals[k]
+
+
+def eval_fields(ev: Eval) -> dict[str, Any]:
+    return {
+        "eval_id": ev.id,
+        "job_id": ev.job_id,
+        "triggered_by": ev.triggered_by,
+        "type_": ev.job_type,
+        "create_index": ev.create_index,
+        "modify_index": ev.create_index,
+        "create_time": ev.created,
+    }

@@ -1,0 +1,455 @@
+"""Nomad's v1 HTTP API, as a one-node Nomad agent in dev mode answers it for its own node: the
+agent, status, jobs, evaluations, allocations and nodes endpoints (the client endpoints, files and
+logs are in agent.nomadapi.clientroutes).
+
+Handlers are thin: they read the request in their own thread, gather plain data on the main loop
+(`core.call`) and shape it with the pure views of agent.nomadapi.structs. Reads are blocking
+queries (agent.nomadapi.http); writes answer an EvalID (agent.nomadapi.node.Evals).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from agent import __version__
+from agent.api import Handler, Response, query_params
+from agent.apiviews import alloc_counts, job_status
+from agent.core import Core
+from agent.errors import AgentError, NotFound
+from agent.nomadapi import structs
+from agent.nomadapi.http import (
+    HttpError,
+    answer,
+    blocking,
+    check_scope,
+    guard,
+    meta_headers,
+)
+from agent.nomadapi.node import Eval, Evals, NodeIdentity, eval_fields
+from agent.nomadapi.usage import CpuSamples
+from agent.state.store import Event
+
+if TYPE_CHECKING:
+    from agent.model import Job
+
+NS = "default"
+_JOB_KINDS = ("job", "alloc", "eval")
+_ALLOC_KINDS = ("alloc",)
+
+
+class NomadApi:
+    """What the routes share: the core, this node and the evaluations."""
+
+    def __init__(self, core: Core, node: NodeIdentity, *, driver_health: Any = None) -> None:
+        self.core = core
+        self.node = node
+        self.evals = Evals(core.changes)
+        self.cpu_samples = CpuSamples()  # the last CPU sample per task, for the stats' percentages
+        self.driver_health = driver_health  # () -> {driver: {"healthy", "detected", "description"}}
+
+    # -- plain data, on the main loop --------------------------------------------------------
+    def all_alloc_views(self) -> list[dict[str, Any]]:
+        return self.core.alloc_views() + self.core.adoption.views()
+
+    def job_dict(self, job: Job) -> dict[str, Any]:
+        """The job as Nomad's api.Job (on the loop: reads its record and allocs)."""
+        record = self.core.store.get("job", job.id) or {}
+        allocs = [a for a in self.all_alloc_views() if a.get("job") == job.id]
+        index = self.core.changes.of("job", job.id)
+        return structs.job_json(
+            job,
+            region=self.node.region,
+            namespace=NS,
+            status=job_status(str(a.get("status", "")) for a in allocs),
+            version=int(record.get("version", 0)),
+            stable=False,
+            submit_time=float(record.get("submit_time") or 0.0),
+            create_index=index,
+            modify_index=max([index, *(self.core.changes.of("alloc", a["id"]) for a in allocs)]),
+            job_modify_index=index,
+        )
+
+    def alloc_dict(
+        self, view: Mapping[str, Any], *, stub: bool, job: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        events: dict[str, list[Event]] = {}
+        for ev in self.core.store.events(str(view["id"])):
+            if ev.task:
+                events.setdefault(ev.task, []).append(ev)
+        index = self.core.changes.of("alloc", str(view["id"]))
+        create = int(float(view.get("created") or 0.0) * 1000)
+        common: dict[str, Any] = {
+            "events_by_task": events,
+            "node_id": self.node.id,
+            "node_name": self.node.name,
+            "namespace": NS,
+            "create_index": min(create, index) if create else index,
+            "modify_index": index,
+            "alloc_modify_index": index,
+            "modify_time": max(
+                [float(view.get("created") or 0.0), *(e.time for v in events.values() for e in v)]
+            ),
+        }
+        if stub:
+            return structs.alloc_stub(view, **common)
+        return structs.alloc_json(view, job=job, **common)
+
+    def summary(self, job_id: str, groups: Sequence[str]) -> dict[str, Any]:
+        allocs = [a for a in self.all_alloc_views() if a.get("job") == job_id]
+        names = list(groups) + sorted({str(a.get("group")) for a in allocs} - set(groups))
+        counts = {n: alloc_counts(a for a in allocs if a.get("group") == n) for n in names}
+        index = self.core.changes.of("job", job_id)
+        return structs.job_summary(job_id, NS, counts, index, self.core.changes.current(_JOB_KINDS))
+
+    def job_or_404(self, job_id: str) -> Job:
+        job = self.core.jobs.get(job_id)
+        if job is None:
+            raise NotFound("job not found")
+        return job
+
+
+def _job_id(raw: str) -> str:
+    job_id = unquote(raw)
+    if not job_id or len(job_id) > 128:
+        raise HttpError(400, "missing job ID" if not job_id else f"job ID {job_id[:64]!r}...: too long")
+    return job_id
+
+
+def _prefix(params: Mapping[str, str]) -> str:
+    return params.get("prefix", "")
+
+
+def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+    """Every Nomad route this agent serves (method, path regex, handler), errors as Nomad's."""
+    from agent.nomadapi.clientroutes import client_routes
+    from agent.nomadapi.jobwrites import job_write_routes
+
+    table = [
+        *_agent_routes(api),
+        *job_write_routes(api),
+        *_job_routes(api),
+        *_alloc_routes(api),
+        *client_routes(api),
+    ]
+    return [(m, rx, guard(h)) for m, rx, h in table]
+
+
+# -- agent, status, regions ------------------------------------------------------------------------
+def _agent_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+    node = api.node
+
+    def self_(groups: tuple[str, ...], body: bytes) -> Response:
+        meta_headers(api.core.changes.current())
+        config = {
+            "Datacenter": node.datacenter,
+            "NodeName": node.name,
+            "Region": node.region,
+            "Version": {"Version": __version__},
+        }
+        return answer(
+            structs.agent_self(
+                node_name=node.name,
+                datacenter=node.datacenter,
+                region=node.region,
+                version=__version__,
+                config=config,
+                node_id=node.id,
+                addr=node.http_addr,
+            )
+        )
+
+    def health(groups: tuple[str, ...], body: bytes) -> Response:
+        return answer(structs.health(True, "ok"))
+
+    def members(groups: tuple[str, ...], body: bytes) -> Response:
+        member = structs.agent_member(
+            node_name=node.name,
+            datacenter=node.datacenter,
+            region=node.region,
+            version=__version__,
+            addr=node.http_addr,
+        )
+        return answer(
+            {
+                "ServerName": node.name,
+                "ServerRegion": node.region,
+                "ServerDC": node.datacenter,
+                "Members": [member],
+            }
+        )
+
+    def leader(groups: tuple[str, ...], body: bytes) -> Response:
+        return answer(node.http_addr.rsplit(":", 1)[0] + ":4647")
+
+    def peers(groups: tuple[str, ...], body: bytes) -> Response:
+        return answer([node.http_addr.rsplit(":", 1)[0] + ":4647"])
+
+    def regions(groups: tuple[str, ...], body: bytes) -> Response:
+        return answer([node.region])
+
+    return [
+        ("GET", r"/v1/agent/self", self_),
+        ("GET", r"/v1/agent/health", health),
+        ("GET", r"/v1/agent/members", members),
+        ("GET", r"/v1/status/leader", leader),
+        ("GET", r"/v1/status/peers", peers),
+        ("GET", r"/v1/regions", regions),
+    ]
+
+
+# -- jobs and evaluations --------------------------------------------------------------------------
+def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+    core = api.core
+
+    def jobs(groups: tuple[str, ...], body: bytes) -> Response:
+        params = query_params()
+        check_scope(params, api.node.region, listing=True)
+        prefix = _prefix(params)
+
+        def read() -> list[dict[str, Any]]:
+            out = []
+            for job_id in sorted(core.jobs):
+                if job_id.startswith(prefix):
+                    job = api.job_dict(core.jobs[job_id])
+                    out.append(
+                        structs.job_stub(
+                            job,
+                            status=job["Status"],
+                            summary=api.summary(job_id, [g.name for g in core.jobs[job_id].groups]),
+                        )
+                    )
+            return out
+
+        return answer(blocking(core.changes, _JOB_KINDS, lambda: core.call(read)))
+
+    def job(groups: tuple[str, ...], body: bytes) -> Response:
+        check_scope(query_params(), api.node.region)
+        job_id = _job_id(groups[0])
+        return answer(
+            blocking(
+                core.changes, _JOB_KINDS, lambda: core.call(lambda: api.job_dict(api.job_or_404(job_id)))
+            )
+        )
+
+    def job_allocs(groups: tuple[str, ...], body: bytes) -> Response:
+        check_scope(query_params(), api.node.region)
+        job_id = _job_id(groups[0])
+
+        def read() -> list[dict[str, Any]]:
+            views = [a for a in api.all_alloc_views() if a.get("job") == job_id]
+            if not views and job_id not in core.jobs:
+                return []
+            return [api.alloc_dict(v, stub=True) for v in views]
+
+        return answer(blocking(core.changes, _ALLOC_KINDS, lambda: core.call(read)))
+
+    def summary(groups: tuple[str, ...], body: bytes) -> Response:
+        job_id = _job_id(groups[0])
+        return answer(
+            blocking(
+                core.changes,
+                _JOB_KINDS,
+                lambda: core.call(
+                    lambda: api.summary(job_id, [g.name for g in api.job_or_404(job_id).groups])
+                ),
+            )
+        )
+
+    def versions(groups: tuple[str, ...], body: bytes) -> Response:
+        job_id = _job_id(groups[0])
+        out = blocking(
+            core.changes, _JOB_KINDS, lambda: core.call(lambda: api.job_dict(api.job_or_404(job_id)))
+        )
+        return answer(
+            {
+                "Versions": [out],
+                "Diffs": None,
+                "Index": core.changes.current(_JOB_KINDS),
+                "LastContact": 0,
+                "KnownLeader": True,
+            }
+        )
+
+    def job_evals(groups: tuple[str, ...], body: bytes) -> Response:
+        job_id = _job_id(groups[0])
+        return answer(
+            blocking(
+                core.changes,
+                ("eval",),
+                lambda: [
+                    structs.evaluation(**eval_fields(e), namespace=NS) for e in api.evals.of_job(job_id)
+                ],
+            )
+        )
+
+    def evaluations(groups: tuple[str, ...], body: bytes) -> Response:
+        prefix = _prefix(query_params())
+        return answer(
+            blocking(
+                core.changes,
+                ("eval",),
+                lambda: [
+                    structs.evaluation(**eval_fields(e), namespace=NS)
+                    for e in api.evals.all()
+                    if e.id.startswith(prefix)
+                ],
+            )
+        )
+
+    def evaluation(groups: tuple[str, ...], body: bytes) -> Response:
+        def read() -> dict[str, Any]:
+            ev = api.evals.find(unquote(groups[0]))
+            if ev is None:
+                raise NotFound("eval not found")
+            return structs.evaluation(**eval_fields(ev), namespace=NS)
+
+        return answer(blocking(core.changes, ("eval",), read))
+
+    def eval_allocs(groups: tuple[str, ...], body: bytes) -> Response:
+        ev = api.evals.find(unquote(groups[0]))
+        if ev is None:
+            raise NotFound("eval not found")
+        return answer(
+            blocking(
+                core.changes,
+                _ALLOC_KINDS,
+                lambda: core.call(
+                    lambda: [
+                        api.alloc_dict(v, stub=True)
+                        for v in api.all_alloc_views()
+                        if v.get("job") == ev.job_id and float(v.get("created") or 0) >= ev.created - 1
+                    ]
+                ),
+            )
+        )
+
+    job_rx = r"/v1/job/([^/]+)"
+    return [
+        ("GET", r"/v1/jobs", jobs),
+        ("GET", job_rx, job),
+        ("GET", job_rx + "/allocations", job_allocs),
+        ("GET", job_rx + "/summary", summary),
+        ("GET", job_rx + "/versions", versions),
+        ("GET", job_rx + "/evaluations", job_evals),
+        ("GET", r"/v1/evaluations", evaluations),
+        ("GET", r"/v1/evaluation/([^/]+)", evaluation),
+        ("GET", r"/v1/evaluation/([^/]+)/allocations", eval_allocs),
+    ]
+
+
+# -- allocations and nodes ------------------------------------------------------------------------
+def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+    core = api.core
+
+    def allocs(groups: tuple[str, ...], body: bytes) -> Response:
+        params = query_params()
+        check_scope(params, api.node.region, listing=True)
+        prefix = _prefix(params)
+        return answer(
+            blocking(
+                core.changes,
+                _ALLOC_KINDS,
+                lambda: core.call(
+                    lambda: [
+                        api.alloc_dict(v, stub=True)
+                        for v in api.all_alloc_views()
+                        if str(v["id"]).startswith(prefix)
+                    ]
+                ),
+            )
+        )
+
+    def alloc(groups: tuple[str, ...], body: bytes) -> Response:
+        check_scope(query_params(), api.node.region)
+        ref = unquote(groups[0])
+
+        def read() -> dict[str, Any]:
+            adopted = core.adoption.find(ref)
+            view = adopted.view() if adopted is not None else _find_alloc(core, ref).view()
+            job = core.jobs.get(str(view.get("job")))
+            return api.alloc_dict(view, stub=False, job=api.job_dict(job) if job is not None else None)
+
+        return answer(blocking(core.changes, _ALLOC_KINDS, lambda: core.call(read)))
+
+    def stop(groups: tuple[str, ...], body: bytes) -> Response:
+        ref = unquote(groups[0])
+
+        def do() -> Eval:
+            adopted = core.adoption.find(ref)
+            if adopted is not None:
+                core.stop_alloc(adopted.id)
+                return api.evals.create(adopted.job, "alloc-stop", "service")
+            r = _find_alloc(core, ref)
+            core.stop_and_replace(r.id)
+            return api.evals.create(r.job.id, "alloc-stop", r.job.type)
+
+        ev = core.call(do)
+        index = core.changes.current()
+        meta_headers(index)
+        return answer({"EvalID": ev.id, "Index": index})
+
+    def nodes(groups: tuple[str, ...], body: bytes) -> Response:
+        prefix = _prefix(query_params())
+        out = blocking(
+            core.changes, ("node",), lambda: [_node(api, stub=True)] if api.node.id.startswith(prefix) else []
+        )
+        return answer(out)
+
+    def node(groups: tuple[str, ...], body: bytes) -> Response:
+        if not api.node.id.startswith(unquote(groups[0])) or not groups[0]:
+            raise NotFound("node not found")
+        return answer(blocking(core.changes, ("node",), lambda: _node(api, stub=False)))
+
+    def node_allocs(groups: tuple[str, ...], body: bytes) -> Response:
+        if unquote(groups[0]) != api.node.id:
+            raise NotFound("node not found")
+        return answer(
+            blocking(
+                core.changes,
+                _ALLOC_KINDS,
+                lambda: core.call(lambda: [api.alloc_dict(v, stub=False) for v in api.all_alloc_views()]),
+            )
+        )
+
+    return [
+        ("GET", r"/v1/allocations", allocs),
+        ("GET", r"/v1/allocation/([^/]+)", alloc),
+        ("PUT", r"/v1/allocation/([^/]+)/stop", stop),
+        ("POST", r"/v1/allocation/([^/]+)/stop", stop),
+        ("GET", r"/v1/nodes", nodes),
+        ("GET", r"/v1/node/([^/]+)", node),
+        ("GET", r"/v1/node/([^/]+)/allocations", node_allocs),
+    ]
+
+
+def _find_alloc(core: Core, ref: str) -> Any:
+    if len(ref) < 2:
+        raise HttpError(400, f"alloc ID {ref!r}: give the ID, or a prefix of at least 2 characters")
+    try:
+        return core.alloc(ref)
+    except NotFound:
+        raise NotFound("alloc not found") from None
+    except AgentError as exc:  # a prefix more than one alloc has
+        raise HttpError(400, str(exc)) from None
+
+
+def _node(api: NomadApi, *, stub: bool) -> dict[str, Any]:
+    health = api.driver_health() if api.driver_health else {}
+    drivers = {
+        n: {"healthy": d["healthy"], "detected": True, "description": d["detail"]} for n, d in health.items()
+    }
+    fields: dict[str, Any] = {
+        "node_id": api.node.id,
+        "name": api.node.name,
+        "datacenter": api.node.datacenter,
+        "address": api.node.http_addr,
+        "drivers": drivers,
+        "attributes": {"nomad.version": __version__, "unique.hostname": api.node.name, "os.name": "linux"},
+        "meta": {},
+        "status": "ready",
+        "create_index": api.core.changes.start,
+        "modify_index": api.core.changes.current(("node",)),
+    }
+    return structs.node_stub(**fields) if stub else structs.node_json(**fields)

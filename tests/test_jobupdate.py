@@ -1,0 +1,63 @@
+"""plan_job_update: what a new version of a running job does to its allocs (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from agent.jobupdate import plan_job_update
+from agent.model import Group, Job, Network, Port, Task
+
+
+def _job(count: int = 2, image: str = "a", meta: dict[str, str] | None = None) -> Job:
+    web = Group("web", (Task("t", "docker", {"image": image}),), count=count)
+    db = Group("db", (Task("d", "docker", {"image": "db"}),), count=1)
+    return Job("j", (web, db), meta=meta or {})
+
+
+LIVE = {"web": ["w1", "w2"], "db": ["d1"]}
+
+
+def test_the_same_job_again_is_no_change() -> None:
+    plan = plan_job_update(_job(), _job(), LIVE)
+    assert plan.noop and plan.destructive == ()
+
+
+def test_count_up_adds_allocs_and_touches_none() -> None:
+    plan = plan_job_update(_job(), _job(count=4), LIVE)
+    assert plan.stop == () and dict(plan.start) == {"web": 2, "db": 0} and plan.destructive == ()
+
+
+def test_count_down_stops_the_newest() -> None:
+    plan = plan_job_update(_job(count=2), _job(count=1), LIVE)
+    assert plan.stop == ("w2",) and not any(plan.start.values())
+
+
+def test_a_changed_task_replaces_its_groups_allocs_one_for_one() -> None:
+    plan = plan_job_update(_job(), _job(image="b"), LIVE)
+    assert plan.stop == ("w1", "w2") and dict(plan.start) == {"web": 2, "db": 0}
+    assert plan.replaces["web"] == ("w1", "w2") and plan.destructive == ("web",)
+
+
+def test_a_changed_task_with_a_smaller_count_replaces_as_many_as_are_wanted() -> None:
+    plan = plan_job_update(_job(), _job(count=1, image="b"), LIVE)
+    assert plan.stop == ("w1", "w2") and plan.start["web"] == 1 and plan.replaces["web"] == ("w1",)
+
+
+def test_job_meta_is_destructive_for_every_group() -> None:
+    plan = plan_job_update(_job(), _job(meta={"v": "2"}), LIVE)
+    assert set(plan.destructive) == {"web", "db"} and set(plan.stop) == {"w1", "w2", "d1"}
+
+
+def test_a_network_change_is_destructive() -> None:
+    old = _job()
+    net = Network("bridge", (Port("http", to=8080),))
+    new = replace(old, groups=(replace(old.groups[0], network=net), old.groups[1]))
+    assert plan_job_update(old, new, LIVE).destructive == ("web",)
+
+
+def test_a_removed_group_stops_and_a_new_group_starts() -> None:
+    old = _job()
+    cache = Group("cache", (Task("c", "docker", {"image": "c"}),), count=3)
+    new = replace(old, groups=(old.groups[0], cache))
+    plan = plan_job_update(old, new, LIVE)
+    assert plan.stop == ("d1",) and plan.start["cache"] == 3 and "db" not in plan.start

@@ -1,0 +1,333 @@
+"""Nomad's own Python client (python-nomad) drives a real agent daemon over mTLS: parse HCL ->
+validate -> register -> the allocation running -> its TaskStates and events -> the alloc dir (ls,
+stat, cat) -> logs (plain, framed, followed) -> signal -> restart -> stop (a replacement is
+placed) -> deregister with purge; and a blocking query that wakes on a change.
+
+Real dockerd, the lab's busybox image, the agent as a subprocess. Shapes are checked against
+Nomad's structs in tests/test_nomad_structs.py; here the point is that Nomad's tools work.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from lab.waits import wait_until
+from tests.agent_lab import AgentLab, Daemon, build_workload_images, why_not_ready
+from tests.pki import TestCA
+
+nomad = pytest.importorskip("nomad", reason="python-nomad is a lab extra (pip install -e .[lab])")
+
+pytestmark = [pytest.mark.root]
+REASON = why_not_ready()
+if REASON:
+    pytestmark.append(pytest.mark.skip(reason=REASON))
+
+RUNNING = 90.0  # seconds from register to the alloc running (image present: a few seconds)
+WAKE = 5.0  # seconds a blocking query may take to wake after a change (the target is 0.1 s)
+
+HCL = """
+variable "greeting" {
+  type    = string
+  default = "hello"
+}
+
+locals {
+  loop = "while true; do sleep 0.2; done"
+}
+
+job "nomadapi" {
+  datacenters = ["*"]
+  group "g" {
+    task "web" {
+      driver = "docker"
+      config {
+        image   = "fieldlab/busybox:latest"
+        command = "sh"
+        args    = ["-c", "echo ${var.greeting}-from-task; trap 'echo got-hup' HUP; ${local.loop}"]
+      }
+      template {
+        data        = "rendered {{ env \\"NOMAD_TASK_NAME\\" }}\\n"
+        destination = "local/hello.txt"
+      }
+      kill_timeout = "2s"
+    }
+  }
+}
+"""
+
+
+BLK_HCL = """
+job "blk" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+      config {
+        image   = "fieldlab/busybox:latest"
+        command = "sleep"
+        args    = ["600"]
+      }
+    }
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> None:
+    build_workload_images(tmp_path_factory.mktemp("images"))
+
+
+@pytest.fixture
+def agent(tmp_path: Path, images: None) -> Iterator[Daemon]:
+    lab = AgentLab(tmp_path / "agentlab")
+    d = Daemon(lab, TestCA(tmp_path), lab.root)
+    d.start()
+    yield d
+    d.stop()
+    if d.log.exists():  # kept beside the test's files: the lab's root goes with its cleanup
+        (tmp_path / "agent.log").write_bytes(d.log.read_bytes())
+    lab.cleanup()
+
+
+def _client(d: Daemon) -> Any:
+    return nomad.Nomad(
+        host="127.0.0.1",
+        port=d.port,
+        secure=True,
+        verify=d.api.ca_file,
+        cert=(d.api.cert_file, d.api.key_file),
+        timeout=60,
+    )
+
+
+def _session(d: Daemon) -> requests.Session:
+    s = requests.Session()
+    s.trust_env = False  # REQUESTS_CA_BUNDLE in the environment would win over the lab CA
+    s.verify = d.api.ca_file
+    s.cert = (d.api.cert_file, d.api.key_file)
+    return s
+
+
+def _running(n: Any, job_id: str) -> dict[str, Any]:
+    def check() -> tuple[dict[str, Any] | None, str]:
+        allocs = n.job.get_allocations(job_id)
+        live = [a for a in allocs if a["ClientStatus"] == "running" and a["DesiredStatus"] == "run"]
+        return (live[0] if live else None), json.dumps([(a["ID"][:8], a["ClientStatus"]) for a in allocs])
+
+    return wait_until(check, timeout=RUNNING, what=f"an alloc of {job_id} running", interval=0.2)
+
+
+def _parked(d: Daemon, count: int) -> None:
+    """Until `count` blocking queries wait in the agent (its gauge), so a wake is measured from a change
+    made after the query was parked."""
+    wait_until(
+        lambda: (d.metric("fieldlab_agent_blocking_queries") >= count, "not parked yet"),
+        timeout=10,
+        what="the blocking query parked in the agent",
+        interval=0.01,
+    )
+
+
+def test_nomads_python_client_drives_the_agent_end_to_end(agent: Daemon) -> None:
+    n = _client(agent)
+    base = f"https://127.0.0.1:{agent.port}"
+    http = _session(agent)
+
+    # agent, status, nodes
+    self_ = n.agent.get_agent()
+    assert self_["member"]["Name"] == "bench" and self_["config"]["Datacenter"] == "dc1"
+    assert n.status.leader.get_leader()
+    nodes = n.nodes.get_nodes()
+    assert [x["Name"] for x in nodes] == ["bench"] and nodes[0]["Status"] == "ready"
+    assert n.node.get_node(nodes[0]["ID"])["Drivers"]["docker"]["Healthy"] is True
+
+    # parse with a variables file, validate, register
+    job = n.jobs.parse(HCL)
+    assert job["ID"] == "nomadapi" and job["TaskGroups"][0]["Tasks"][0]["Driver"] == "docker"
+    parsed = http.post(
+        f"{base}/v1/jobs/parse", json={"JobHCL": HCL, "Variables": 'greeting = "hej"'}, timeout=30
+    )
+    assert "hej-from-task" in json.dumps(parsed.json()), "the Variables file reached the jobspec"
+    job = parsed.json()
+    # python-nomad's validate_job answers the requests.Response itself (its own quirk), hence .json()
+    assert n.validate.validate_job({"Job": job}).json()["ValidationErrors"] in (None, [])
+    bad = n.validate.validate_job(
+        {"Job": {**job, "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "x", "Driver": "nope"}]}]}}
+    )
+    assert bad.json()["ValidationErrors"], bad.text
+    registered = n.job.register_job("nomadapi", {"Job": job})
+    assert n.evaluation.get_evaluation(registered["EvalID"])["Status"] == "complete"
+    assert n.job.get_job("nomadapi")["Version"] == 0
+
+    alloc = _running(n, "nomadapi")
+    alloc_id = alloc["ID"]
+    full = n.allocation.get_allocation(alloc_id)
+    web = full["TaskStates"]["web"]
+    assert web["State"] == "running" and not web["Failed"], web
+    assert "Started" in [e["Type"] for e in web["Events"]]
+    assert all(isinstance(e["Time"], int) and e["Time"] > 10**18 for e in web["Events"]), "times are ns"
+    assert full["Job"]["ID"] == "nomadapi" and full["NodeName"] == "bench"
+
+    # the alloc dir: ls, stat, cat
+    names = {f["Name"] for f in n.client.ls.list_files(alloc_id, "/web/local")}
+    assert "hello.txt" in names, names
+    st = n.client.stat.stat_file(alloc_id, "/web/local/hello.txt")
+    assert st["IsDir"] is False and st["Size"] == len("rendered web\n")
+    assert n.client.cat.read_file(alloc_id, "/web/local/hello.txt") == "rendered web\n"
+    with pytest.raises(nomad.api.exceptions.BadRequestNomadException):
+        n.client.cat.read_file(alloc_id, "/web/../../../etc/shadow")
+
+    # logs: plain, framed
+    wait_until(
+        lambda: (
+            "hej-from-task" in n.client.stream_logs.stream(alloc_id, "web", "stdout", plain=True),
+            "no line yet",
+        ),
+        timeout=30,
+        what="the task's first line in its logs",
+    )
+    framed = http.get(
+        f"{base}/v1/client/fs/logs/{alloc_id}", params={"task": "web", "type": "stdout"}, timeout=30
+    )
+    frames = [json.loads(x) for x in framed.text.replace("}{", "}\n{").splitlines() if x.strip()]
+    assert frames and all(set(f) >= {"Data", "File"} for f in frames), framed.text[:200]
+    assert b"hej-from-task" in b"".join(base64.b64decode(f["Data"]) for f in frames)
+
+    # follow + signal: the HUP line arrives on the open stream
+    got: list[bytes] = []
+    with http.get(
+        f"{base}/v1/client/fs/logs/{alloc_id}",
+        params={
+            "task": "web",
+            "type": "stdout",
+            "follow": "true",
+            "plain": "true",
+            "origin": "end",
+            "offset": "0",
+        },
+        stream=True,
+        timeout=30,
+    ) as stream:
+        n.client.allocation.signal_allocation(alloc_id, "SIGHUP", task="web")
+        for piece in stream.iter_content(chunk_size=None):
+            got.append(piece)
+            if b"got-hup" in b"".join(got):
+                break
+    assert b"got-hup" in b"".join(got)
+
+    # stats: the task's own memory, twice (the second read has a CPU interval to measure)
+    first = n.client.allocation.read_allocation_stats(alloc_id)
+    mem = first["Tasks"]["web"]["ResourceUsage"]["MemoryStats"]
+    assert mem["Usage"] > 0 and "Usage" in mem["Measured"], mem
+    again = n.client.allocation.read_allocation_stats(alloc_id)
+    assert again["Timestamp"] > first["Timestamp"] and again["ResourceUsage"]["CpuStats"]["Percent"] >= 0
+
+    # restart
+    n.client.allocation.restart_allocation(alloc_id)
+
+    def restarted() -> tuple[bool | None, str]:
+        web = n.allocation.get_allocation(alloc_id)["TaskStates"]["web"]
+        return (
+            web["Restarts"] >= 1 and web["State"] == "running"
+        ) or None, f"{web['State']}, {web['Restarts']}"
+
+    wait_until(restarted, timeout=60, what="the restart counted in TaskStates and the task running again")
+
+    # a blocking query wakes on a change
+    index = int(http.get(f"{base}/v1/allocations", timeout=10).headers["X-Nomad-Index"])
+    woke: list[float] = []
+
+    def block() -> None:
+        r = http.get(f"{base}/v1/allocations", params={"index": index, "wait": "60s"}, timeout=90)
+        assert int(r.headers["X-Nomad-Index"]) > index
+        woke.append(time.monotonic())
+
+    t = threading.Thread(target=block)
+    t.start()
+    _parked(agent, 1)
+    changed = time.monotonic()
+    n.client.allocation.signal_allocation(alloc_id, "SIGHUP", task="web")
+    t.join(90)
+    assert woke and woke[0] - changed < WAKE, (
+        f"woke {woke[0] - changed if woke else 'never'} s after the change"
+    )
+
+    # stop the alloc: Nomad places a replacement
+    n.allocation.stop_allocation(alloc_id)
+    wait_until(
+        lambda: (bool(n.allocation.get_allocation(alloc_id)["NextAllocation"]), "no replacement yet"),
+        timeout=60,
+        what="a replacement for the stopped alloc",
+    )
+    current = _running(n, "nomadapi")["ID"]
+
+    # a new version while it runs: an env change replaces the alloc, a count change adds one
+    updated = n.job.get_job("nomadapi")
+    updated["TaskGroups"][0]["Tasks"][0]["Env"] = {"VERSION": "2"}
+    n.job.register_job("nomadapi", {"Job": updated})
+    assert n.job.get_job("nomadapi")["Version"] == 1
+    replaced = n.allocation.get_allocation(current)
+    assert replaced["DesiredStatus"] == "stop" and replaced["NextAllocation"], replaced["DesiredStatus"]
+    new_alloc = _running(n, "nomadapi")["ID"]
+    assert n.allocation.get_allocation(new_alloc)["PreviousAllocation"] == current
+    scaled = n.job.get_job("nomadapi")
+    scaled["TaskGroups"][0]["Count"] = 2
+    n.job.register_job("nomadapi", {"Job": scaled})
+    wait_until(
+        lambda: (
+            len([a for a in n.job.get_allocations("nomadapi") if a["ClientStatus"] == "running"]) == 2
+            or None,
+            "not two running yet",
+        ),
+        timeout=RUNNING,
+        what="the second alloc of count = 2",
+    )
+    assert n.allocation.get_allocation(new_alloc)["ClientStatus"] == "running", "a count change is in place"
+    assert n.job.get_job("nomadapi")["Version"] == 2
+
+    # deregister with purge
+    n.job.deregister_job("nomadapi", purge=True)
+    with pytest.raises(nomad.api.exceptions.URLNotFoundNomadException):
+        n.job.get_job("nomadapi")
+
+
+def test_blocking_queries_wake_fast(agent: Daemon) -> None:
+    """p50/p99 of the wake of a blocking query after a write (printed: a figure, not a timing gate)."""
+    http = _session(agent)
+    base = f"https://127.0.0.1:{agent.port}"
+    hcl = BLK_HCL
+    job = http.post(f"{base}/v1/jobs/parse", json={"JobHCL": hcl}, timeout=30).json()
+    http.post(f"{base}/v1/jobs", json={"Job": job}, timeout=30).raise_for_status()
+    waits: list[float] = []
+    for _ in range(20):
+        index = int(http.get(f"{base}/v1/jobs", timeout=10).headers["X-Nomad-Index"])
+        stamp: list[float] = []
+
+        def block(i: int = index, out: list[float] = stamp) -> None:
+            r = http.get(f"{base}/v1/evaluations", params={"index": i, "wait": "30s"}, timeout=60)
+            out.append(time.monotonic())
+            assert int(r.headers["X-Nomad-Index"]) > i
+
+        t = threading.Thread(target=block)
+        t.start()
+        _parked(agent, 1)
+        t0 = time.monotonic()
+        http.post(f"{base}/v1/jobs", json={"Job": job}, timeout=30).raise_for_status()  # same job: a new eval
+        t.join(60)
+        assert stamp, "the blocking query never answered"
+        waits.append(stamp[0] - t0)
+    waits.sort()
+    p50, p99 = statistics.median(waits), waits[-1]
+    n = len(waits)
+    print(f"\nblocking-query wake after a write: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms (n={n})")
+    assert p99 < WAKE
