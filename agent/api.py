@@ -230,6 +230,11 @@ def query_params() -> dict[str, str]:
     }
 
 
+def query_values(name: str) -> list[str]:
+    """In a handler: every value of a repeated query parameter (Nomad's `topic=...&topic=...`)."""
+    return urllib.parse.parse_qs(getattr(_request, "query", ""), keep_blank_values=True).get(name, [])
+
+
 class ApiServer:
     """Serves `routes` (GET path -> handler) and `handlers` (method, path regex, handler) until `stop()`."""
 

@@ -82,11 +82,11 @@ EMPTY_JOB = """job "stored-{i}" {{
 """
 
 
-def _list_p50(d: Daemon, n: int = 30) -> float:
+def _list_p50(d: Daemon, n: int = 30, path: str = "/fieldlab/v1/allocations") -> float:
     took = []
     for _ in range(n):
         t0 = time.perf_counter()
-        d.api.request("GET", "/fieldlab/v1/allocations")
+        d.api.request("GET", path)
         took.append(time.perf_counter() - t0)
     return statistics.median(took) * 1000
 
@@ -194,12 +194,16 @@ def _restart_row(d: Daemon, label: str, n: int) -> Row:
     restarts = sum(t["restarts"] for a in allocs for t in a["tasks"].values())
     running = sum(a["status"] == "running" for a in allocs)
     p50 = _list_p50(d)
+    nomad_p50 = _list_p50(d, 10, "/v1/allocations")  # Nomad's AllocationListStub, TaskStates with events
     rss = _rss_mb(d.proc.pid) if d.proc else 0.0
     print(
         f"  {label}: restore {restore:5.2f}s, agent up in {wall:5.2f}s, {running}/{n} running, "
-        f"task restarts {restarts}, GET /fieldlab/v1/allocations p50 {p50:5.1f} ms, RSS {rss:5.1f} MB",
+        f"task restarts {restarts}, GET /fieldlab/v1/allocations p50 {p50:5.1f} ms, "
+        f"Nomad's GET /v1/allocations p50 {nomad_p50:5.1f} ms ({nomad_p50 / max(p50, 0.001):.1f}x), "
+        f"RSS {rss:5.1f} MB",
         flush=True,
     )
+    record(Figure(f"agent: Nomad's GET /v1/allocations p50, {label}", nomad_p50, "ms", ""))
     return label, restore, wall, p50, running, restarts, rss
 
 

@@ -331,3 +331,88 @@ def test_blocking_queries_wake_fast(agent: Daemon) -> None:
     n = len(waits)
     print(f"\nblocking-query wake after a write: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms (n={n})")
     assert p99 < WAKE
+
+
+def test_the_event_stream_tells_a_job_and_its_alloc_as_they_change(agent: Daemon) -> None:
+    http = _session(agent)
+    base = f"https://127.0.0.1:{agent.port}"
+    seen: list[dict[str, Any]] = []
+    with http.get(
+        f"{base}/v1/event/stream",
+        params=[("topic", "Job:blk"), ("topic", "Allocation:blk")],
+        stream=True,
+        timeout=60,
+    ) as stream:
+        job = http.post(f"{base}/v1/jobs/parse", json={"JobHCL": BLK_HCL}, timeout=30).json()
+        http.post(f"{base}/v1/jobs", json={"Job": job}, timeout=30).raise_for_status()
+        deadline = time.monotonic() + RUNNING  # heartbeats keep the read alive: the test keeps its own
+        for line in stream.iter_lines():
+            assert time.monotonic() < deadline, f"no running alloc in the stream within {RUNNING:g}s: {seen}"
+            batch = json.loads(line)
+            seen.extend(batch.get("Events", []))
+            running = [
+                e
+                for e in seen
+                if e["Topic"] == "Allocation" and e["Payload"]["Allocation"]["ClientStatus"] == "running"
+            ]
+            if running:
+                break
+    topics = {(e["Topic"], e["Type"]) for e in seen}
+    assert ("Job", "JobRegistered") in topics, topics
+    assert all(e["Key"] == "blk" or "blk" in e["FilterKeys"] for e in seen), "the topic filter held"
+    assert (
+        all(isinstance(e["Index"], int) for e in seen)
+        and running[0]["Payload"]["Allocation"]["JobID"] == "blk"
+    )
+
+
+SVC_HCL = """
+job "svc" {
+  group "g" {
+    network {
+      mode = "bridge"
+      port "http" { to = 8080 }
+    }
+    service {
+      name     = "svc-web"
+      provider = "nomad"
+      port     = "http"
+      tags     = ["v1"]
+    }
+    service {
+      name = "svc-consul"
+      port = "http"
+    }
+    task "t" {
+      driver = "docker"
+      config {
+        image   = "fieldlab/busybox:latest"
+        command = "sleep"
+        args    = ["600"]
+      }
+    }
+  }
+}
+"""
+
+
+def test_nomad_provider_services_are_listed_while_their_alloc_runs(agent: Daemon) -> None:
+    n = _client(agent)
+    http = _session(agent)
+    base = f"https://127.0.0.1:{agent.port}"
+    job = n.jobs.parse(SVC_HCL)
+    n.job.register_job("svc", {"Job": job})
+    alloc = _running(n, "svc")
+    listed = http.get(f"{base}/v1/services", timeout=10).json()
+    assert listed == [{"Namespace": "default", "Services": [{"ServiceName": "svc-web", "Tags": ["v1"]}]}], (
+        listed
+    )
+    (reg,) = http.get(f"{base}/v1/service/svc-web", timeout=10).json()
+    full = n.allocation.get_allocation(alloc["ID"])
+    host_port = full["AllocatedResources"]["Shared"]["Ports"][0]["Value"]
+    assert (reg["AllocID"], reg["JobID"], reg["Port"]) == (alloc["ID"], "svc", host_port), reg
+    assert http.get(f"{base}/v1/service/svc-consul", timeout=10).json() == [], (
+        "a consul service is not Nomad's"
+    )
+    n.job.deregister_job("svc", purge=True)
+    assert http.get(f"{base}/v1/services", timeout=10).json() == [], "gone with its alloc"

@@ -53,10 +53,11 @@ class NomadApi:
     def all_alloc_views(self) -> list[dict[str, Any]]:
         return self.core.alloc_views() + self.core.adoption.views()
 
-    def job_dict(self, job: Job) -> dict[str, Any]:
-        """The job as Nomad's api.Job (on the loop: reads its record and allocs)."""
+    def job_dict(self, job: Job, allocs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The job as Nomad's api.Job (on the loop: reads its record, and its allocs unless given)."""
         record = self.core.store.get("job", job.id) or {}
-        allocs = [a for a in self.all_alloc_views() if a.get("job") == job.id]
+        if allocs is None:
+            allocs = [a for a in self.all_alloc_views() if a.get("job") == job.id]
         index = self.core.changes.of("job", job.id)
         return structs.job_json(
             job,
@@ -96,8 +97,11 @@ class NomadApi:
             return structs.alloc_stub(view, **common)
         return structs.alloc_json(view, job=job, **common)
 
-    def summary(self, job_id: str, groups: Sequence[str]) -> dict[str, Any]:
-        allocs = [a for a in self.all_alloc_views() if a.get("job") == job_id]
+    def summary(
+        self, job_id: str, groups: Sequence[str], allocs: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        if allocs is None:
+            allocs = [a for a in self.all_alloc_views() if a.get("job") == job_id]
         names = list(groups) + sorted({str(a.get("group")) for a in allocs} - set(groups))
         counts = {n: alloc_counts(a for a in allocs if a.get("group") == n) for n in names}
         index = self.core.changes.of("job", job_id)
@@ -124,7 +128,9 @@ def _prefix(params: Mapping[str, str]) -> str:
 def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     """Every Nomad route this agent serves (method, path regex, handler), errors as Nomad's."""
     from agent.nomadapi.clientroutes import client_routes
+    from agent.nomadapi.events import event_stream
     from agent.nomadapi.jobwrites import job_write_routes
+    from agent.nomadapi.services import service_routes
 
     table = [
         *_agent_routes(api),
@@ -132,6 +138,8 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         *_job_routes(api),
         *_alloc_routes(api),
         *client_routes(api),
+        ("GET", r"/v1/event/stream", event_stream(api)),
+        *service_routes(api),
     ]
     return [(m, rx, guard(h)) for m, rx, h in table]
 
@@ -209,17 +217,16 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         prefix = _prefix(params)
 
         def read() -> list[dict[str, Any]]:
+            by_job: dict[str, list[dict[str, Any]]] = {}
+            for a in api.all_alloc_views():  # once, not once per job
+                by_job.setdefault(str(a.get("job")), []).append(a)
             out = []
             for job_id in sorted(core.jobs):
                 if job_id.startswith(prefix):
-                    job = api.job_dict(core.jobs[job_id])
-                    out.append(
-                        structs.job_stub(
-                            job,
-                            status=job["Status"],
-                            summary=api.summary(job_id, [g.name for g in core.jobs[job_id].groups]),
-                        )
-                    )
+                    spec, allocs = core.jobs[job_id], by_job.get(job_id, [])
+                    job = api.job_dict(spec, allocs)
+                    summary = api.summary(job_id, [g.name for g in spec.groups], allocs)
+                    out.append(structs.job_stub(job, status=job["Status"], summary=summary))
             return out
 
         return answer(blocking(core.changes, _JOB_KINDS, lambda: core.call(read)))
@@ -238,12 +245,10 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         job_id = _job_id(groups[0])
 
         def read() -> list[dict[str, Any]]:
-            views = [a for a in api.all_alloc_views() if a.get("job") == job_id]
-            if not views and job_id not in core.jobs:
-                return []
-            return [api.alloc_dict(v, stub=True) for v in views]
+            views = core.call(lambda: [a for a in api.all_alloc_views() if a.get("job") == job_id])
+            return [api.alloc_dict(v, stub=True) for v in views]  # events read here, off the loop
 
-        return answer(blocking(core.changes, _ALLOC_KINDS, lambda: core.call(read)))
+        return answer(blocking(core.changes, _ALLOC_KINDS, read))
 
     def summary(groups: tuple[str, ...], body: bytes) -> Response:
         job_id = _job_id(groups[0])
@@ -315,13 +320,11 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             blocking(
                 core.changes,
                 _ALLOC_KINDS,
-                lambda: core.call(
-                    lambda: [
-                        api.alloc_dict(v, stub=True)
-                        for v in api.all_alloc_views()
-                        if v.get("job") == ev.job_id and float(v.get("created") or 0) >= ev.created - 1
-                    ]
-                ),
+                lambda: [
+                    api.alloc_dict(v, stub=True)
+                    for v in core.call(api.all_alloc_views)
+                    if v.get("job") == ev.job_id and float(v.get("created") or 0) >= ev.created - 1
+                ],
             )
         )
 
@@ -351,13 +354,11 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             blocking(
                 core.changes,
                 _ALLOC_KINDS,
-                lambda: core.call(
-                    lambda: [
-                        api.alloc_dict(v, stub=True)
-                        for v in api.all_alloc_views()
-                        if str(v["id"]).startswith(prefix)
-                    ]
-                ),
+                lambda: [  # the views on the loop, their events and shapes off it
+                    api.alloc_dict(v, stub=True)
+                    for v in core.call(api.all_alloc_views)
+                    if str(v["id"]).startswith(prefix)
+                ],
             )
         )
 
@@ -365,13 +366,17 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         check_scope(query_params(), api.node.region)
         ref = unquote(groups[0])
 
-        def read() -> dict[str, Any]:
+        def gather() -> tuple[dict[str, Any], dict[str, Any] | None]:
             adopted = core.adoption.find(ref)
             view = adopted.view() if adopted is not None else _find_alloc(core, ref).view()
             job = core.jobs.get(str(view.get("job")))
-            return api.alloc_dict(view, stub=False, job=api.job_dict(job) if job is not None else None)
+            return view, api.job_dict(job) if job is not None else None
 
-        return answer(blocking(core.changes, _ALLOC_KINDS, lambda: core.call(read)))
+        def read() -> dict[str, Any]:
+            view, job = core.call(gather)
+            return api.alloc_dict(view, stub=False, job=job)
+
+        return answer(blocking(core.changes, _ALLOC_KINDS, read))
 
     def stop(groups: tuple[str, ...], body: bytes) -> Response:
         ref = unquote(groups[0])
@@ -409,7 +414,7 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             blocking(
                 core.changes,
                 _ALLOC_KINDS,
-                lambda: core.call(lambda: [api.alloc_dict(v, stub=False) for v in api.all_alloc_views()]),
+                lambda: [api.alloc_dict(v, stub=False) for v in core.call(api.all_alloc_views)],
             )
         )
 

@@ -14,12 +14,13 @@ EventSink = Callable[[str, str, str], None]  # (task, type, message)
 
 
 def service_definitions(rec: AllocRecord, group: Group, advertise_address: str) -> list[dict[str, Any]]:
-    """This alloc's service definitions (group and task services) in Consul's shape."""
+    """This alloc's Consul services (group and task services of provider "consul") in Consul's shape;
+    provider "nomad" services are Nomad's own (agent.nomadapi.services), never sent to Consul."""
     addr = advertise_address or rec.address
     ports: Sequence[dict[str, Any]] = [p.to_record() for p in rec.ports]
-    out = registrations(rec.id, "", group.services, addr, ports)
+    out = registrations(rec.id, "", [s for s in group.services if s.provider == "consul"], addr, ports)
     for t in group.tasks:
-        out += registrations(rec.id, t.name, t.services, addr, ports)
+        out += registrations(rec.id, t.name, [s for s in t.services if s.provider == "consul"], addr, ports)
     return out
 
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection
+
+LOG_SIZE = 4096  # the last changes kept for Nomad's event stream (a reader further behind gets a gap)
 
 
 class ChangeIndex:
@@ -22,6 +25,7 @@ class ChangeIndex:
         self._start = self._last
         self._by_kind: dict[str, int] = {}
         self._by_key: dict[tuple[str, str], int] = {}
+        self._log: deque[tuple[int, str, str]] = deque(maxlen=LOG_SIZE)
 
     @property
     def start(self) -> int:
@@ -33,6 +37,7 @@ class ChangeIndex:
             self._last += 1
             self._by_kind[kind] = self._last
             self._by_key[(kind, key)] = self._last
+            self._log.append((self._last, kind, key))
             self._cond.notify_all()
             return self._last
 
@@ -61,3 +66,8 @@ class ChangeIndex:
                     break
                 self._cond.wait(left)
             return now
+
+    def since(self, after: int) -> list[tuple[int, str, str]]:
+        """The changes past `after` still in the log, oldest first: (index, kind, key)."""
+        with self._cond:
+            return [c for c in self._log if c[0] > after]

@@ -1,0 +1,125 @@
+"""`GET /v1/event/stream`: Nomad's event stream for this node, newline-delimited JSON.
+
+Each line is `{"Index": N, "Events": [...]}` with Nomad's Event (Topic, Type, Key, Namespace,
+FilterKeys, Index, Payload); `{}` is a heartbeat while nothing happens (every HEARTBEAT seconds).
+The events come from the agent's change index (agent.state.changes): every store write names a
+kind and a key, read here as Job (`JobRegistered`, `JobDeregistered`), Allocation
+(`AllocationUpdated`) and Evaluation (`EvaluationUpdated`) events with the object as it is when
+the line is written (Nomad's payload is the object at that index; a burst of writes to one alloc
+is one event here). `topic=Topic:Key` filters as Nomad's (`*` for every topic or key);
+`index=N` starts after N, as far back as the change log goes (LOG_SIZE changes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from agent.api import Handler, Streamed, query_params, query_values
+from agent.nomadapi import structs
+from agent.nomadapi.http import HttpError
+from agent.nomadapi.node import eval_fields
+
+if TYPE_CHECKING:
+    from agent.nomadapi.routes import NomadApi
+
+HEARTBEAT = 10.0  # seconds between heartbeats of an idle stream (Nomad's default)
+TOPICS = ("Job", "Allocation", "Evaluation", "Node")
+_KIND_TOPIC = {"job": "Job", "alloc": "Allocation", "eval": "Evaluation"}
+
+
+def parse_topics(raw: list[str]) -> dict[str, set[str]]:
+    """`topic` values -> {topic: keys} ("*" for any); none given: every topic, every key."""
+    if not raw:
+        return {t: {"*"} for t in TOPICS}
+    out: dict[str, set[str]] = {}
+    for value in raw:
+        topic, _, key = value.partition(":")
+        if topic != "*" and topic not in TOPICS:
+            raise HttpError(400, f"topic {topic[:64]!r}: one of {', '.join(TOPICS)} or *")
+        for t in TOPICS if topic == "*" else (topic,):
+            out.setdefault(t, set()).add(key or "*")
+    return out
+
+
+def wanted(topics: dict[str, set[str]], topic: str, key: str, filter_keys: list[str]) -> bool:
+    keys = topics.get(topic, set())
+    return "*" in keys or key in keys or any(k in keys for k in filter_keys)
+
+
+def event_stream(api: NomadApi) -> Handler:
+    core = api.core
+
+    def job_event(key: str) -> tuple[str, str, list[str], dict[str, Any]]:
+        job = core.jobs.get(key)
+        if job is None:
+            return "Job", "JobDeregistered", [], {"Job": {"ID": key, "Namespace": "default"}}
+        return "Job", "JobRegistered", [], {"Job": api.job_dict(job)}
+
+    def payload(kind: str, key: str) -> tuple[str, str, list[str], dict[str, Any]] | None:
+        """On the loop: (topic, type, filter keys, payload) of one change, None when nothing to say
+        (an alloc or eval already collected: Nomad says nothing of one either)."""
+        if kind == "job":
+            return job_event(key)
+        if kind == "alloc":
+            view = next((v for v in api.all_alloc_views() if v["id"] == key), None)
+            alloc = {"Allocation": api.alloc_dict(view, stub=False)} if view is not None else None
+            return ("Allocation", "AllocationUpdated", [str(view["job"])], alloc) if view and alloc else None
+        ev = api.evals.find(key) if kind == "eval" else None
+        if ev is None:
+            return None
+        found = {"Evaluation": structs.evaluation(**eval_fields(ev), namespace="default")}
+        return "Evaluation", "EvaluationUpdated", [ev.job_id], found
+
+    def stream(groups: tuple[str, ...], body: bytes) -> Streamed:
+        params = query_params()
+        topics = parse_topics(query_values("topic"))
+        raw = params.get("index", "0") or "0"
+        if not raw.isdigit() or len(raw) > 20:
+            raise HttpError(400, f"index={raw[:32]!r}: a change index")
+        start = int(raw)
+
+        def lines() -> Iterator[bytes]:
+            at = start if start else core.changes.current()
+            while True:
+                core.changes.wait(at, HEARTBEAT)
+                changes = core.changes.since(at)
+                if not changes:
+                    yield b"{}\n"
+                    continue
+                at = changes[-1][0]
+                latest: dict[tuple[str, str], int] = {}
+                for index, kind, key in changes:
+                    if kind in _KIND_TOPIC:
+                        latest[(kind, key)] = index
+                wanted_changes = sorted(latest.items(), key=lambda kv: kv[1])
+
+                def build(todo: list[tuple[tuple[str, str], int]] = wanted_changes) -> list[dict[str, Any]]:
+                    out = []
+                    for (kind, key), index in todo:
+                        got = payload(kind, key)
+                        if got is None:
+                            continue
+                        topic, type_, filter_keys, body_ = got
+                        if wanted(topics, topic, key, filter_keys):
+                            out.append(
+                                {
+                                    "Topic": topic,
+                                    "Type": type_,
+                                    "Key": key,
+                                    "Namespace": "default",
+                                    "FilterKeys": filter_keys,
+                                    "Index": index,
+                                    "Payload": body_,
+                                }
+                            )
+                    return out
+
+                events = core.call(build)
+                if events:
+                    yield json.dumps({"Index": at, "Events": events}, separators=(",", ":")).encode() + b"\n"
+
+        return Streamed(200, "application/json", lines())
+
+    return stream
