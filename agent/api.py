@@ -69,6 +69,20 @@ class Streamed:
 # A handler gets the path's regex groups and the request body.
 Handler = Callable[[tuple[str, ...], bytes], "Response | Streamed"]
 Route = Callable[[], Response]
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """A protocol a stream route takes (`Upgrade: <name>`): the 101's extra headers for a request's
+    headers (ValueError: a 400 saying why), and the codec of its messages."""
+
+    name: str
+    headers: Callable[[http.client.HTTPMessage], dict[str, str]]
+    codec: Callable[[asyncio.StreamReader, asyncio.StreamWriter], apistream.Codec]
+
+
+FIELDLAB_EXEC = Upgrade(PROTOCOL, lambda _: {}, lambda reader, _: apistream.FrameCodec(reader))
+
 # A stream opener (`Upgrade: fieldlab-exec`): the session to carry, or a Response refusing it.
 StreamOpener = Callable[[tuple[str, ...], bytes], "Response | ExecSession"]
 
@@ -243,14 +257,16 @@ class ApiServer:
         config: Config,
         routes: dict[str, Route],
         handlers: list[tuple[str, str, Handler]] | None = None,
-        streams: list[tuple[str, str, StreamOpener]] | None = None,
+        streams: list[tuple[str, str, StreamOpener] | tuple[str, str, StreamOpener, Upgrade]] | None = None,
     ) -> None:
         self._config = config
         self._ctx = server_ssl_context(config)
         self._allowed = frozenset(config.api_allowed_identities)
         self._routes = routes
         self._handlers = [(m, re.compile(rx), h) for m, rx, h in handlers or []]
-        self._streams = [(m, re.compile(rx), o) for m, rx, o in streams or []]
+        self._streams = [
+            (st[0], re.compile(st[1]), st[2], st[3] if len(st) > 3 else FIELDLAB_EXEC) for st in streams or []
+        ]
         self._sessions = 0
         self.replays = Replays()  # answers to writes with an Idempotency-Key: a retry acts once
         family = socket.AF_INET6 if ":" in config.bind_address else socket.AF_INET
@@ -467,21 +483,28 @@ class ApiServer:
         identity: str | None,
         peer: str,
     ) -> None:
-        """`Upgrade: fieldlab-exec` on a stream route: open the session in a handler thread, answer
-        101 and carry it (agent.apistream); anything else is answered as an error."""
+        """`Upgrade: <protocol>` on a stream route (the agent's fieldlab-exec, or a websocket for
+        Nomad's exec): open the session in a handler thread, answer 101 and carry it
+        (agent.apistream, with the protocol's codec); anything else is answered as an error."""
         wanted = head.headers.get("Upgrade", "").strip()
-        opener = None
+        opener, upgrade = None, FIELDLAB_EXEC
         groups: tuple[str, ...] = ()
-        for m, rx, o in self._streams:
+        for m, rx, o, u in self._streams:
             match = rx.fullmatch(head.path)
             if match and m == head.method:
-                opener, groups = o, match.groups()
-        if opener is None or wanted.lower() != PROTOCOL:
+                opener, upgrade, groups = o, u, match.groups()
+        if opener is None or wanted.lower() != upgrade.name:
             reason = f"{head.method} {head.path} does not take Upgrade: {wanted[:40]!r}"
             if opener is not None:
-                reason += f" (it takes {PROTOCOL})"
+                reason += f" (it takes {upgrade.name})"
             self._refused(peer, identity, head, 400, reason)
             await self._answer(writer, json_response(400, {"error": reason}))
+            return
+        try:
+            extra = upgrade.headers(head.headers)
+        except ValueError as exc:
+            self._refused(peer, identity, head, 400, str(exc))
+            await self._answer(writer, json_response(400, {"error": str(exc)}))
             return
         if self._sessions >= MAX_SESSIONS:
             reason = f"{MAX_SESSIONS} interactive sessions are open already: end one first"
@@ -497,11 +520,13 @@ class ApiServer:
             if isinstance(opened, tuple):
                 await self._answer(writer, opened)
                 return
+            lines = "".join(f"{k}: {v}\r\n" for k, v in extra.items())
             writer.write(
                 b"HTTP/1.1 101 Switching Protocols\r\n"
-                + f"Upgrade: {PROTOCOL}\r\nConnection: Upgrade\r\n\r\n".encode()
+                + f"Upgrade: {upgrade.name}\r\nConnection: Upgrade\r\n{lines}\r\n".encode()
             )
-            await apistream.pump(reader, writer, opened, f"exec session {head.path} by {identity}")
+            codec = upgrade.codec(reader, writer)
+            await apistream.pump(reader, writer, opened, f"exec session {head.path} by {identity}", codec)
         finally:
             self._sessions -= 1
 
@@ -509,6 +534,7 @@ class ApiServer:
     def _open(
         opener: StreamOpener, groups: tuple[str, ...], body: bytes, head: _Head
     ) -> Response | ExecSession:
+        _request.query = head.query  # query_params() in the opener (Nomad's exec: task, tty, command)
         try:
             return opener(groups, body)
         except RecursionError:

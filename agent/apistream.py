@@ -18,6 +18,8 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
+from collections.abc import Iterable
+from typing import Protocol
 
 from agent import execframes as ef
 from agent.drivers.session import ExecSession
@@ -30,17 +32,59 @@ KILL_WAIT = 10.0  # seconds for a killed command's session threads to finish
 PUT_SLICE = 1.0  # seconds an output frame waits for room before it looks whether the session ended
 
 
+class Codec(Protocol):
+    """How a session's messages look on the wire: the agent's own frames (agent.execframes), or
+    Nomad's websocket messages (agent.nomadapi.wsexec)."""
+
+    def output(self, kind: bytes, data: bytes) -> Iterable[bytes]:
+        """What to send for a piece of the command's output."""
+
+    def exit(self, code: int, error: str | None = None) -> bytes:
+        """What to send last: the exit code, or why there is none."""
+
+    async def receive(self) -> tuple[bytes, bytes] | None:
+        """The client's next (STDIN | CLOSE_STDIN | RESIZE, payload); None when it closed."""
+
+
+class FrameCodec:
+    """The agent's own session frames (`Upgrade: fieldlab-exec`)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+
+    def output(self, kind: bytes, data: bytes) -> Iterable[bytes]:
+        return ef.chunks(kind, data)
+
+    def exit(self, code: int, error: str | None = None) -> bytes:
+        return ef.exit_frame(code, error)
+
+    async def receive(self) -> tuple[bytes, bytes] | None:
+        raw = await self.reader.readexactly(ef.HEADER.size)
+        kind, length = ef.header(raw, ef.FROM_CLIENT)
+        return kind, (await self.reader.readexactly(length) if length else b"")
+
+
 async def pump(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: ExecSession, what: str
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    session: ExecSession,
+    what: str,
+    codec: Codec | None = None,
 ) -> None:
-    await _Pump(reader, writer, session, what).run()
+    await _Pump(reader, writer, session, what, codec or FrameCodec(reader)).run()
 
 
 class _Pump:
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, session: ExecSession, what: str
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        session: ExecSession,
+        what: str,
+        codec: Codec,
     ) -> None:
         self.reader, self.writer, self.session, self.what = reader, writer, session, what
+        self.codec = codec
         self.loop = asyncio.get_running_loop()
         self.out: asyncio.Queue[bytes | None] = asyncio.Queue(OUT_QUEUE)
         self.stopped = threading.Event()  # the session is over: output still read is dropped
@@ -97,16 +141,16 @@ class _Pump:
                 kind, data = self.session.read()
                 if not data:
                     break
-                for frame in ef.chunks(kind, data):
+                for frame in self.codec.output(kind, data):
                     self._put(frame)
             code = self.session.wait(EXIT_WAIT)
             if code is None:
-                self._put(ef.exit_frame(-1, f"no exit code within {EXIT_WAIT:g} s of its output ending"))
+                self._put(self.codec.exit(-1, f"no exit code within {EXIT_WAIT:g} s of its output ending"))
             else:
-                self._put(ef.exit_frame(code))
+                self._put(self.codec.exit(code))
         except Exception as exc:  # a driver error: said to the client, and the session ends
             log.warning("%s: %s", self.what, exc)
-            self._put(ef.exit_frame(-1, str(exc)))
+            self._put(self.codec.exit(-1, str(exc)))
         finally:
             self._put(None)
 
@@ -121,9 +165,10 @@ class _Pump:
         session = self.session
         try:
             while True:
-                raw = await self.reader.readexactly(ef.HEADER.size)
-                kind, length = ef.header(raw, ef.FROM_CLIENT)
-                payload = await self.reader.readexactly(length) if length else b""
+                got = await self.codec.receive()
+                if got is None:  # the client closed its side: as going away
+                    raise EOFError("the client closed the session")
+                kind, payload = got
                 if kind == ef.STDIN:
                     await self.loop.run_in_executor(stdin, session.write, payload)
                 elif kind == ef.CLOSE_STDIN:

@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from agent import __version__
-from agent.api import ApiServer
+from agent.api import ApiServer, Handler, StreamOpener, Upgrade
 from agent.config import Config
 from agent.consul import ConsulClient
 from agent.core import Core
@@ -35,6 +35,7 @@ from agent.nomadapi import structs
 from agent.nomadapi.http import answer, blocked_now
 from agent.nomadapi.node import NodeIdentity
 from agent.nomadapi.routes import NomadApi, build_nomad_routes
+from agent.nomadapi.wsexec import exec_stream
 from agent.routes import build_routes, build_streams
 from agent.runner.vaulttoken import JobPolicies, bind_job_policies
 from agent.state import SqliteStore
@@ -120,14 +121,14 @@ class Agent:
                 self.config.vault.address,
                 "authenticated with approle" if self.vault.authenticated else self.vault.error,
             )
-        handlers, streams = [], []
+        handlers: list[tuple[str, str, Handler]] = []
+        streams: list[tuple[str, str, StreamOpener] | tuple[str, str, StreamOpener, Upgrade]] = []
         if self.config.jobs_enabled:
             self._bind_vault_and_templates()
             self.core = self._start_core()
-            handlers, streams = (
-                build_nomad_routes(self._nomad_api(self.core)) + build_routes(self.core),
-                build_streams(self.core),
-            )
+            nomad = self._nomad_api(self.core)
+            handlers = build_nomad_routes(nomad) + build_routes(self.core)
+            streams = [*build_streams(self.core), exec_stream(nomad)]
         routes = {
             "/v1/agent/health": lambda: answer(structs.health(True, "ok")),
             "/fieldlab/v1/agent/health": self._health,

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import statistics
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import requests
 from lab.waits import wait_until
 from tests.agent_lab import AgentLab, Daemon, build_workload_images, why_not_ready
 from tests.pki import TestCA
+from tests.wsclient import WsClient
 
 nomad = pytest.importorskip("nomad", reason="python-nomad is a lab extra (pip install -e .[lab])")
 
@@ -416,3 +419,76 @@ def test_nomad_provider_services_are_listed_while_their_alloc_runs(agent: Daemon
     )
     n.job.deregister_job("svc", purge=True)
     assert http.get(f"{base}/v1/services", timeout=10).json() == [], "gone with its alloc"
+
+
+def _ctx(d: Daemon) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=d.api.ca_file)
+    ctx.load_cert_chain(d.api.cert_file, d.api.key_file)
+    return ctx
+
+
+def test_nomad_alloc_exec_over_a_websocket(agent: Daemon) -> None:
+    """What `nomad alloc exec -i=true -t=false ALLOC sh -c ...` sends and reads, message for message."""
+    n = _client(agent)
+    job = n.jobs.parse(BLK_HCL)
+    n.job.register_job("blk", {"Job": job})
+    alloc_id = _running(n, "blk")["ID"]
+    command = urllib.parse.quote(json.dumps(["sh", "-c", "read line; echo got:$line; echo err >&2; exit 7"]))
+    path = f"/v1/client/allocation/{alloc_id}/exec?task=t&tty=false&command={command}"
+    ws = WsClient("127.0.0.1", agent.port, path, _ctx(agent))
+    try:
+        assert ws.accepted, ws.head
+        ws.send({})  # a heartbeat, as Nomad's client sends every 10 s
+        ws.send({"stdin": {"data": base64.b64encode(b"hello\n").decode()}})
+        ws.send({"stdin": {"close": True}})
+        got = ws.messages()
+    finally:
+        ws.close()
+    out = b"".join(base64.b64decode(m["stdout"]["data"]) for m in got if "stdout" in m)
+    err = b"".join(base64.b64decode(m["stderr"]["data"]) for m in got if "stderr" in m)
+    assert out == b"got:hello\n" and err == b"err\n", got
+    assert got[-1] == {"exited": True, "result": {"exit_code": 7}}
+
+    # a tty session takes tty_size; an unmasked client frame breaks the format and ends the command
+    tty = WsClient(
+        "127.0.0.1",
+        agent.port,
+        f"/v1/client/allocation/{alloc_id}/exec?task=t&tty=true&command={urllib.parse.quote(json.dumps(['sh']))}",
+        _ctx(agent),
+    )
+    try:
+        tty.send({"tty_size": {"height": 40, "width": 100}})
+        tty.send({"stdin": {"data": base64.b64encode(b"stty size; exit 3\n").decode()}})
+        got = tty.messages()
+    finally:
+        tty.close()
+    shown = b"".join(base64.b64decode(m["stdout"]["data"]) for m in got if "stdout" in m)
+    assert b"40 100" in shown and got[-1]["result"]["exit_code"] == 3, got
+
+    # a client that breaks the framing (an unmasked frame) ends the session: the command is killed
+    sleeper = urllib.parse.quote(json.dumps(["sleep", "600"]))
+    rude = WsClient(
+        "127.0.0.1",
+        agent.port,
+        f"/v1/client/allocation/{alloc_id}/exec?task=t&command={sleeper}",
+        _ctx(agent),
+    )
+    try:
+        rude.send_frame(0x1, b"{}", masked=False)
+        ended = rude.messages()  # within the socket's 30 s, not the command's 600 s
+    finally:
+        rude.close()
+    assert ended and ended[-1]["exited"] and ended[-1]["result"]["exit_code"] != 0, ended
+
+    # refusals: not a task of the alloc, a command that is not a JSON list
+    bad = WsClient(
+        "127.0.0.1",
+        agent.port,
+        f"/v1/client/allocation/{alloc_id}/exec?task=nope&command=%5B%22sh%22%5D",
+        _ctx(agent),
+    )
+    assert bad.status == 404 and b"nope" in bad.body, (bad.head, bad.body)
+    bad = WsClient(
+        "127.0.0.1", agent.port, f"/v1/client/allocation/{alloc_id}/exec?task=t&command=sh", _ctx(agent)
+    )
+    assert bad.status == 400 and b"JSON list" in bad.body, (bad.head, bad.body)
