@@ -33,7 +33,7 @@ from agent.faults import Faults
 from agent.gc import TERMINAL_STATUSES, GarbageCollector, GcReport, alloc_fs_usage
 from agent.jobcodec import encode_job
 from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
-from agent.jobupdate import UpdatePlan, plan_job_update
+from agent.jobupdate import UpdatePlan, earlier_versions, plan_job_update
 from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
 from agent.network.base import Network
@@ -297,8 +297,7 @@ class Core:
 
     def alloc_views(self) -> list[dict[str, Any]]:
         """Every alloc the client tracks, as Nomad lists them: the ones it runs, and the terminal ones
-        whose records the GC has not collected yet (read from the store: a restarted agent keeps
-        no runner for them)."""
+        the GC has not collected yet (read from the store: a restarted agent keeps no runner)."""
         views = [r.view() for r in self.runners.values()]
         for alloc_id, raw in self.store.list("alloc", TERMINAL_STATUSES).records.items():
             if alloc_id not in self.runners and (stored := self._stored_runner(alloc_id, raw)) is not None:
@@ -399,6 +398,7 @@ class Core:
             "variables": dict(variables),
             "files": dict(parsed.files),  # what file() read, kept with the source (display, inspect)
             "canonical": encode_job(job),  # what restore rebuilds the job from, without parsing
+            "history": earlier_versions(before),  # Nomad's /versions: the versions before this one
         }
         self.store.put("job", job.id, record)
         self.jobs[job.id] = job

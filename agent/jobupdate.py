@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from agent.model import Group, Job
 
@@ -69,3 +70,16 @@ def plan_job_update(old: Job, new: Job, live: Mapping[str, Sequence[str]]) -> Up
         if name not in {g.name for g in new.groups}:
             stop.extend(ids)
     return UpdatePlan(tuple(stop), start, replaces, tuple(destructive))
+
+
+TRACKED_VERSIONS = 6  # Nomad's job_tracked_versions default: the versions a job keeps
+
+
+def earlier_versions(before: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The job record's `history` once `before` (the record being replaced) is superseded: its own
+    version first, then its history, at most TRACKED_VERSIONS - 1 of them (with the new one: 6)."""
+    if before is None or "canonical" not in before:
+        return []
+    kept = {k: before.get(k) for k in ("version", "submit_time", "canonical")}
+    older = [h for h in before.get("history") or [] if isinstance(h, dict)]
+    return [kept, *older][: TRACKED_VERSIONS - 1]

@@ -61,3 +61,20 @@ def test_a_removed_group_stops_and_a_new_group_starts() -> None:
     new = replace(old, groups=(old.groups[0], cache))
     plan = plan_job_update(old, new, LIVE)
     assert plan.stop == ("d1",) and plan.start["cache"] == 3 and "db" not in plan.start
+
+
+def test_a_job_keeps_its_last_versions_newest_first_at_most_six_with_the_current() -> None:
+    from agent.jobupdate import TRACKED_VERSIONS, earlier_versions
+
+    record: dict[str, object] | None = None
+    for v in range(9):
+        record = {
+            "version": v,
+            "submit_time": float(v),
+            "canonical": {"v": v},
+            "history": earlier_versions(record),
+        }
+    assert record is not None
+    kept = [h["version"] for h in record["history"]]  # type: ignore[union-attr,index]
+    assert kept == [7, 6, 5, 4, 3] and len(kept) == TRACKED_VERSIONS - 1
+    assert earlier_versions(None) == [] and earlier_versions({"version": 0}) == []

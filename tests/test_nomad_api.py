@@ -189,6 +189,15 @@ def test_nomads_python_client_drives_the_agent_end_to_end(agent: Daemon) -> None
     assert n.client.cat.read_file(alloc_id, "/web/local/hello.txt") == "rendered web\n"
     with pytest.raises(nomad.api.exceptions.BadRequestNomadException):
         n.client.cat.read_file(alloc_id, "/web/../../../etc/shadow")
+    streamed = http.get(
+        f"{base}/v1/client/fs/stream/{alloc_id}",
+        params={"path": "/web/local/hello.txt", "follow": "false"},
+        timeout=30,
+    )
+    frames = [json.loads(x) for x in streamed.text.replace("}{", "}\n{").splitlines() if x.strip()]
+    assert b"".join(base64.b64decode(f["Data"]) for f in frames) == b"rendered web\n", streamed.text
+    host = n.client.stats.read_stats()
+    assert host["Memory"]["Total"] > 0 and host["CPU"] and host["AllocDirStats"]["Size"] > 0, host
 
     # logs: plain, framed
     wait_until(
@@ -297,6 +306,12 @@ def test_nomads_python_client_drives_the_agent_end_to_end(agent: Daemon) -> None
     )
     assert n.allocation.get_allocation(new_alloc)["ClientStatus"] == "running", "a count change is in place"
     assert n.job.get_job("nomadapi")["Version"] == 2
+    history = n.job.get_versions("nomadapi")["Versions"]
+    assert [v["Version"] for v in history] == [2, 1, 0], [v["Version"] for v in history]
+    assert (
+        history[1]["TaskGroups"][0]["Tasks"][0]["Env"] == {"VERSION": "2"}
+        and not history[2]["TaskGroups"][0]["Tasks"][0]["Env"]
+    ), "each version is the job as it was registered"
 
     # deregister with purge
     n.job.deregister_job("nomadapi", purge=True)

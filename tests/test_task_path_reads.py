@@ -50,6 +50,9 @@ SITES: dict[tuple[str, str, str], str] = {
     ("network/cni.py", "CniNetwork._load", "path.read_text"): NODE,
     ("nomadapi/allocfs.py", "_open_dirs", "os.open"): TASK,  # by dir fd, O_NOFOLLOW at every step
     ("nomadapi/allocfs.py", "_open_regular", "os.open"): TASK,  # O_NOFOLLOW|O_NONBLOCK, regular only
+    ("nomadapi/hoststats.py", "host_stats", "Path('/proc/meminfo').read_text"): PROC,
+    ("nomadapi/hoststats.py", "host_stats", "Path('/proc/stat').read_text"): PROC,
+    ("nomadapi/hoststats.py", "host_stats", "Path('/proc/uptime').read_text"): PROC,
     ("nomadapi/node.py", "NodeIdentity.load", "path.read_text"): NODE,  # <data_dir>/client/client-id
     ("network/cni.py", "CniNetwork._store", "os.open"): NODE,
     ("network/cni.py", "CniNetwork.cached_attachment", "path.read_text"): NODE,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from agent.api import Handler, Response, Streamed, query_params
 from agent.errors import Conflict, NotFound
 from agent.logs import STREAMS, LogSource, adopted_log_source, log_source, read_log
 from agent.nomadapi import allocfs, structs
+from agent.nomadapi.hoststats import host_stats
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
 from agent.nomadapi.usage import alloc_usage
 
@@ -161,6 +163,7 @@ def _gc_routes(api: NomadApi, managed: Any) -> list[tuple[str, str, Handler]]:
         ("GET", r"/v1/client/allocation/([^/]+)/gc", gc_alloc),
         ("PUT", r"/v1/client/allocation/([^/]+)/gc", gc_alloc),
         ("GET", r"/v1/client/allocation/([^/]+)/stats", stats),
+        ("GET", r"/v1/client/stats", lambda groups, body: answer(host_stats(core.deps.data_dir))),
         ("GET", r"/v1/client/gc", gc_node),
         ("PUT", r"/v1/client/gc", gc_node),
         ("POST", r"/v1/client/gc", gc_node),
@@ -196,6 +199,21 @@ def _fs_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         data = _fs(lambda: allocfs.read(where, path_param(), 0, MAX_READ))
         return 200, "text/plain; charset=utf-8", data
 
+    def stream(groups: tuple[str, ...], body: bytes) -> Streamed:
+        """A file of the alloc dir as StreamFrames from `offset` (`origin=end`: back from its end),
+        following what is appended (`follow`, Nomad's default: true)."""
+        params = query_params()
+        where = alloc_dir(unquote(groups[0]))
+        path = path_param()
+        offset = _count(params, "offset", 0)
+        origin = params.get("origin", "start")
+        if origin not in ("start", "end") or offset < 0:
+            raise HttpError(400, f'origin={origin[:32]!r}: "start" or "end", and offset a byte count')
+        follow = _flag({"follow": params.get("follow", "true")}, "follow")
+        size = _fs(lambda: allocfs.stat(where, path)).size
+        start = max(0, size - offset) if origin == "end" else offset
+        return Streamed(200, "application/json", _file_frames(where, path, start, follow))
+
     def readat(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         where = alloc_dir(unquote(groups[0]))
@@ -211,6 +229,7 @@ def _fs_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         ("GET", r"/v1/client/fs/stat/([^/]+)", stat_),
         ("GET", r"/v1/client/fs/cat/([^/]+)", cat),
         ("GET", r"/v1/client/fs/readat/([^/]+)", readat),
+        ("GET", r"/v1/client/fs/stream/([^/]+)", stream),
         ("GET", r"/v1/client/fs/logs/([^/]+)", _logs(api)),
     ]
 
@@ -302,3 +321,28 @@ def _log_chunks(
         if not follow:
             return
         chunk = read_log(source, at, limit=FRAME_BYTES, follow=True, wait=HEARTBEAT)
+
+
+FILE_POLL = 0.25  # seconds between looks at a followed file for appended bytes
+
+
+def _file_frames(alloc_dir: Path, path: str, at: int, follow: bool) -> Iterator[bytes]:
+    """Frames of what the file holds from `at`; when following, of what is appended (a heartbeat
+    `{}` each HEARTBEAT seconds without any), until the file goes or the client does."""
+    idle_since = time.monotonic()
+    while True:
+        try:
+            data = allocfs.read(alloc_dir, path, at, FRAME_BYTES)
+        except allocfs.FsError:
+            return  # the file went (or became something else): the stream ends
+        if data:
+            yield json.dumps(structs.stream_frame(at, data, path.lstrip("/"))).encode()
+            at += len(data)
+            idle_since = time.monotonic()
+            continue
+        if not follow:
+            return
+        if time.monotonic() - idle_since >= HEARTBEAT:
+            yield b"{}"
+            idle_since = time.monotonic()
+        time.sleep(FILE_POLL)  # polling the file for appended bytes (no change notification here)

@@ -18,6 +18,7 @@ from agent.api import Handler, Response, query_params
 from agent.apiviews import alloc_counts, job_status
 from agent.core import Core
 from agent.errors import AgentError, NotFound
+from agent.jobcodec import JobCodecError, decode_job
 from agent.nomadapi import structs
 from agent.nomadapi.http import (
     HttpError,
@@ -106,6 +107,34 @@ class NomadApi:
         counts = {n: alloc_counts(a for a in allocs if a.get("group") == n) for n in names}
         index = self.core.changes.of("job", job_id)
         return structs.job_summary(job_id, NS, counts, index, self.core.changes.current(_JOB_KINDS))
+
+    def job_versions(self, job_id: str) -> list[dict[str, Any]]:
+        """On the loop: the job now, then the versions it kept before (newest first), as api.Job."""
+        current = self.job_dict(self.job_or_404(job_id))
+        out = [current]
+        for h in (self.core.store.get("job", job_id) or {}).get("history") or []:
+            try:
+                old = decode_job(h.get("canonical"))
+            except JobCodecError:
+                continue  # a version of another model: not shown rather than shown wrong
+            out.append(
+                {
+                    **current,
+                    **structs.job_json(
+                        old,
+                        region=self.node.region,
+                        namespace=NS,
+                        status=current["Status"],
+                        version=int(h.get("version", 0)),
+                        stable=False,
+                        submit_time=float(h.get("submit_time") or 0.0),
+                        create_index=current["CreateIndex"],
+                        modify_index=current["CreateIndex"],
+                        job_modify_index=current["CreateIndex"],
+                    ),
+                }
+            )
+        return out
 
     def job_or_404(self, job_id: str) -> Job:
         job = self.core.jobs.get(job_id)
@@ -264,17 +293,10 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
 
     def versions(groups: tuple[str, ...], body: bytes) -> Response:
         job_id = _job_id(groups[0])
-        out = blocking(
-            core.changes, _JOB_KINDS, lambda: core.call(lambda: api.job_dict(api.job_or_404(job_id)))
-        )
+        versions = blocking(core.changes, _JOB_KINDS, lambda: core.call(lambda: api.job_versions(job_id)))
+        index = core.changes.current(_JOB_KINDS)
         return answer(
-            {
-                "Versions": [out],
-                "Diffs": None,
-                "Index": core.changes.current(_JOB_KINDS),
-                "LastContact": 0,
-                "KnownLeader": True,
-            }
+            {"Versions": versions, "Diffs": None, "Index": index, "LastContact": 0, "KnownLeader": True}
         )
 
     def job_evals(groups: tuple[str, ...], body: bytes) -> Response:
