@@ -507,3 +507,32 @@ def test_nomad_alloc_exec_over_a_websocket(agent: Daemon) -> None:
         "127.0.0.1", agent.port, f"/v1/client/allocation/{alloc_id}/exec?task=t&command=sh", _ctx(agent)
     )
     assert bad.status == 400 and b"JSON list" in bad.body, (bad.head, bad.body)
+
+
+def test_variables_are_kept_with_check_and_set(agent: Daemon) -> None:
+    n = _client(agent)
+    path = "nomad/jobs/blk/creds"
+    made = n.variable.create_variable(path, {"Items": {"user": "u", "pass": "p"}})
+    assert made["Path"] == path and made["Items"] == {"user": "u", "pass": "p"} and made["ModifyIndex"] > 0
+    assert n.variable.get_variable(path)["Items"]["pass"] == "p"
+    listed = n.variables.get_variables(prefix="nomad/jobs/blk")
+    assert [v["Path"] for v in listed] == [path] and "Items" not in listed[0], "metadata only in lists"
+    # check-and-set: a stale index is a conflict that shows the variable as it is, and changes nothing
+    with pytest.raises(nomad.api.exceptions.VariableConflict):
+        n.variable.create_variable(path, {"Items": {"user": "x"}}, cas=made["ModifyIndex"] - 1)
+    changed = n.variable.create_variable(path, {"Items": {"user": "v"}}, cas=made["ModifyIndex"])
+    assert changed["Items"] == {"user": "v"} and changed["CreateIndex"] == made["CreateIndex"]
+    with pytest.raises(nomad.api.exceptions.VariableConflict):
+        n.variable.create_variable(path, {"Items": {"user": "y"}}, cas=0)  # 0: only if it does not exist
+    # bad input: named, nothing stored
+    for bad_path, body in (
+        ("nomad", {"Items": {"a": "b"}}),
+        ("a b", {"Items": {"a": "b"}}),
+        ("ok", {"Items": {"a": 1}}),
+    ):
+        with pytest.raises(nomad.api.exceptions.BadRequestNomadException):
+            n.variable.create_variable(bad_path, body)
+    assert [v["Path"] for v in n.variables.get_variables()] == [path]
+    n.variable.delete_variable(path)
+    with pytest.raises(nomad.api.exceptions.URLNotFoundNomadException):
+        n.variable.get_variable(path)

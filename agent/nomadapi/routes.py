@@ -160,6 +160,7 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     from agent.nomadapi.events import event_stream
     from agent.nomadapi.jobwrites import job_write_routes
     from agent.nomadapi.services import service_routes
+    from agent.nomadapi.variables import variable_routes
 
     table = [
         *_agent_routes(api),
@@ -169,6 +170,7 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         *client_routes(api),
         ("GET", r"/v1/event/stream", event_stream(api)),
         *service_routes(api),
+        *variable_routes(api),
     ]
     return [(m, rx, guard(h)) for m, rx, h in table]
 
