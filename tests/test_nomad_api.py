@@ -536,3 +536,64 @@ def test_variables_are_kept_with_check_and_set(agent: Daemon) -> None:
     n.variable.delete_variable(path)
     with pytest.raises(nomad.api.exceptions.URLNotFoundNomadException):
         n.variable.get_variable(path)
+
+
+HOSTILE_HCL = """
+locals {
+  plant = join("; ", [
+    "ln -s /etc/shadow /local/shadow",
+    "ln -s / /local/root",
+    "mkfifo /local/fifo",
+    "ln -s ../../ /alloc/data/up",
+  ])
+}
+
+job "trap" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+      config {
+        image   = "fieldlab/busybox:latest"
+        command = "sh"
+        args    = ["-c", "${local.plant}; touch /local/planted; sleep 600"]
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_workload_cannot_steer_the_fs_api_out_of_its_alloc_dir(agent: Daemon) -> None:
+    """A task plants links to host files, to the root and out of the alloc dir, and a FIFO; the
+    operator reading them through Nomad's fs API gets refusals, never a host file, never a hang."""
+    n = _client(agent)
+    n.job.register_job("trap", {"Job": n.jobs.parse(HOSTILE_HCL)})
+    alloc_id = _running(n, "trap")["ID"]
+    wait_until(
+        lambda: (
+            "planted" in {f["Name"] for f in n.client.ls.list_files(alloc_id, "/t/local")} or None,
+            "not yet",
+        ),
+        timeout=30,
+        what="the task planted its traps",
+    )
+    host_shadow = Path("/etc/shadow").read_text()
+    for path in (
+        "/t/local/shadow",
+        "/t/local/root/etc/shadow",
+        "/alloc/data/up/t/local/shadow",
+        "/t/local/fifo",
+    ):
+        with pytest.raises(nomad.api.exceptions.BaseNomadException) as refused:
+            n.client.cat.read_file(alloc_id, path)
+        text = refused.value.nomad_resp.text
+        assert host_shadow[:20] not in text and refused.value.nomad_resp.status_code in (400, 404), (
+            path,
+            text,
+        )
+    link = n.client.stat.stat_file(alloc_id, "/t/local/shadow")
+    assert link["FileMode"].startswith("L") and link["Size"] == len("/etc/shadow"), link
+    with pytest.raises(nomad.api.exceptions.BaseNomadException):
+        n.client.ls.list_files(alloc_id, "/t/local/root")
+    with pytest.raises(nomad.api.exceptions.BaseNomadException):
+        n.client.cat.read_file(alloc_id, "/t/secrets/vault_token")  # a task's secrets are never served
