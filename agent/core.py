@@ -38,7 +38,7 @@ from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
 from agent.network.base import Network
 from agent.offload import Offload, threaded
-from agent.records import AllocRecord, DesiredStatus, PortAlloc, RecordError
+from agent.records import AllocRecord, DesiredStatus, PortAlloc, RecordError, one_by_prefix
 from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner, RunnerDeps
@@ -324,10 +324,7 @@ class Core:
         A runner of this run, or a terminal alloc of an earlier run read from the store (a restarted
         agent keeps no runner for it). Whatever acts on an alloc goes through `runner`."""
         terminal = {row.key for row in self.store.index("alloc", TERMINAL_STATUSES)} - set(self.runners)
-        matches = sorted(a for a in (*self.runners, *terminal) if a.startswith(ref)) if len(ref) >= 6 else []
-        if len(matches) != 1:
-            raise NotFound(f"no alloc {ref}" if not matches else f"alloc prefix {ref} is ambiguous")
-        alloc_id = matches[0]
+        alloc_id = one_by_prefix(ref, (*self.runners, *terminal))
         if alloc_id in self.runners:
             return self.runners[alloc_id]
         try:
@@ -594,7 +591,4 @@ class Core:
         return new.id
 
     def runner(self, alloc_id: str) -> AllocRunner:
-        matches = [r for a, r in self.runners.items() if a.startswith(alloc_id)] if len(alloc_id) >= 6 else []
-        if len(matches) != 1:
-            raise NotFound(f"no alloc {alloc_id}" if not matches else f"alloc prefix {alloc_id} is ambiguous")
-        return matches[0]
+        return self.runners[one_by_prefix(alloc_id, self.runners)]

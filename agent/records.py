@@ -9,12 +9,12 @@ replaced, the others restore untouched.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from agent.errors import AgentError
+from agent.errors import AgentError, NotFound
 
 RECORD_FORMAT = 1  # bumped with a state-schema upgrade step when a record's shape changes
 RESTART_TIMES_KEPT = 20
@@ -26,6 +26,22 @@ class RecordError(AgentError):
     def __init__(self, kind: str, key: str, reason: str) -> None:
         self.kind, self.key, self.reason = kind, key, reason
         super().__init__(f"state {kind}/{key}: {reason}")
+
+
+MIN_PREFIX = 2  # the shortest alloc id prefix that names an alloc, as Nomad's CLI takes one
+
+
+def one_by_prefix(ref: str, ids: Iterable[str], what: str = "alloc") -> str:
+    """The one id of `ids` that `ref` (MIN_PREFIX characters or more) starts; NotFound when none,
+    AgentError naming (some of) them when more than one."""
+    matches = sorted(i for i in ids if i.startswith(ref)) if len(ref) >= MIN_PREFIX else []
+    if not matches:
+        raise NotFound(f"no {what} {ref}")
+    if len(matches) > 1:
+        shown = ", ".join(m[:8] for m in matches[:10]) + (", ..." if len(matches) > 10 else "")
+        raise AgentError(f"{what} prefix {ref} matches {len(matches)} ({shown}): give more of the id")
+    found: str = matches[0]
+    return found
 
 
 class AllocStatus(Enum):

@@ -96,7 +96,7 @@ EXEC_MAX_TIMEOUT = 300.0
 EXEC_MARGIN = 10.0  # seconds past the exec's own timeout before the handler stops waiting for it
 EXEC_MAX_OUTPUT = 1024 * 1024  # characters of an exec's output answered (the rest is cut, and said)
 
-_ALLOC_REF = re.compile(r"[0-9a-f-]{6,36}")
+_ALLOC_REF = re.compile(r"[0-9a-f-]{2,36}")
 _OFFSET = re.compile(r"[0-9]{1,18}")
 
 
@@ -104,7 +104,7 @@ def _alloc_ref(raw: str) -> str:
     ref = unquote(raw)
     if not _ALLOC_REF.fullmatch(ref):
         raise AgentError(
-            f"alloc id {ref[:64]!r} in the path: give an alloc id or a prefix of at least 6 of its "
+            f"alloc id {ref[:64]!r} in the path: give an alloc id or a prefix of at least 2 of its "
             "characters (0-9, a-f, -)"
         )
     return ref

@@ -214,7 +214,8 @@ def test_a_task_that_never_wrote_has_empty_logs(api: Api) -> None:
     ("path", "status", "needle"),
     [
         ("/fieldlab/v1/client/fs/logs/XYZ", 400, "alloc id 'XYZ' in the path"),
-        ("/fieldlab/v1/client/fs/logs/ab", 400, "at least 6"),
+        ("/fieldlab/v1/client/fs/logs/a", 400, "at least 2"),
+        ("/fieldlab/v1/client/fs/logs/--", 404, "no alloc --"),  # a 2-character prefix is looked up
         (
             "/fieldlab/v1/client/fs/logs/{alloc}?type=stdin",
             400,
@@ -353,7 +354,8 @@ def test_signal_without_a_task_reaches_every_running_task(api: Api) -> None:
         ("/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGHUP", "task": "x"}, 404, "has no task 'x'"),
         ("/fieldlab/v1/allocation/{alloc}/restart", {"task": ["a"]}, 400, '"task" must be a task name'),
         ("/fieldlab/v1/allocation/{alloc}/restart", {"task": "x"}, 404, "has no task 'x'"),
-        ("/fieldlab/v1/allocation/ab12/restart", {}, 400, "at least 6"),
+        ("/fieldlab/v1/allocation/a/restart", {}, 400, "at least 2"),
+        ("/fieldlab/v1/allocation/--/restart", {}, 404, "no alloc --"),
         ("/fieldlab/v1/allocation/NOTHEX/signal", {"signal": "SIGHUP"}, 400, "alloc id 'NOTHEX' in the path"),
     ],
 )

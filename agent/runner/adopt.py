@@ -33,6 +33,7 @@ from agent.drivers.docker import DockerDriver
 from agent.drivers.process import Cgroups, task_environ
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
+from agent.records import MIN_PREFIX
 from agent.state import StateStore
 
 log = logging.getLogger(__name__)
@@ -356,8 +357,10 @@ class Adoption:
         return new
 
     def find(self, prefix: str) -> AdoptedAlloc | None:
-        """The adopted alloc whose id starts with `prefix` (6 characters at least), if just one."""
-        matches = [a for i, a in self.allocs.items() if i.startswith(prefix)] if len(prefix) >= 6 else []
+        """The adopted alloc whose id starts with `prefix` (MIN_PREFIX characters at least), if just one."""
+        matches = (
+            [a for i, a in self.allocs.items() if i.startswith(prefix)] if len(prefix) >= MIN_PREFIX else []
+        )
         return matches[0] if len(matches) == 1 else None
 
     def of_job(self, job_id: str) -> list[str]:
