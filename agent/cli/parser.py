@@ -219,7 +219,7 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         "alloc status",
         "an allocation: its tasks, their state and restarts, and its recent events",
     )
-    ast.add_argument("alloc_id", metavar="ALLOC", help="an alloc id or a prefix of 6+ characters")
+    ast.add_argument("alloc_id", metavar="ALLOC", help="an alloc id or a prefix of 2+ characters")
     _json(ast, "the alloc and its events as JSON")
     _verbose(ast)
     lg = leaf(
