@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import socket
@@ -143,8 +144,26 @@ def test_exec_takes_i_and_t_apart_and_wants_a_command(capsys: pytest.CaptureFixt
         False,
         False,
     )
-    assert cli.main(["alloc", "exec", "abcdef12", "web"]) == 2
-    assert "say the command after --" in capsys.readouterr().err
+    assert cli.main(["alloc", "exec", "abcdef12"]) == 2
+    assert "say the command" in capsys.readouterr().err
+
+
+def test_exec_takes_nomads_form_without_the_double_dash() -> None:
+    """`nomad alloc exec [-task T] ALLOC CMD ARGS...`: the first word after the options is ALLOC,
+    everything after it is the command, its own flags included."""
+    args = parse("alloc", "exec", "-task", "web", "-i", "-t", "ab12", "sh", "-c", "echo hi")
+    assert (args.task_flag, args.stdin, args.tty, args.alloc_id, args.task) == (
+        "web",
+        True,
+        True,
+        "ab12",
+        None,
+    )
+    assert args.command == ["sh", "-c", "echo hi"]
+    args = parse("alloc", "exec", "-timeout=5", "ab12", "ls", "-la")
+    assert (args.timeout, args.alloc_id, args.command) == (5.0, "ab12", ["ls", "-la"])
+    args = parse("--config", "x.json", "alloc", "exec", "-timeout", "5", "ab12", "ls")
+    assert (args.timeout, args.command) == (5.0, ["ls"])
 
 
 # -- what it prints (pure)
@@ -550,3 +569,12 @@ def test_errors_are_one_line_with_the_apis_reason(agent: Agent, capsys: pytest.C
     assert code == 2 and "-timeout 0: more than 0" in err
     code, _, err = _run(capsys, "job", "inspect", *f, "nope")
     assert code == 2 and "HTTP 404: no job 'nope'" in err
+
+
+def test_a_terminal_without_a_size_is_taken_as_24_by_80(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.cli import session as cli_session
+
+    monkeypatch.setattr(cli_session.os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))
+    assert cli_session.terminal_size() == (24, 80)
+    monkeypatch.setattr(cli_session.os, "get_terminal_size", lambda fd: os.terminal_size((132, 50)))
+    assert cli_session.terminal_size() == (50, 132)

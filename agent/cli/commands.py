@@ -191,7 +191,9 @@ def alloc_logs(args: argparse.Namespace) -> int:
 
 def alloc_exec(args: argparse.Namespace) -> int:
     if not args.command:
-        raise AgentError("say the command after --: alloc exec ALLOC [TASK] -- CMD [ARG...]")
+        raise AgentError(
+            "say the command: fieldlab-agent alloc exec ALLOC CMD [ARG...] (or ALLOC [TASK] -- CMD [ARG...])"
+        )
     if args.stdin or args.tty:
         return _exec_session(args)
     if not 0 < args.timeout <= EXEC_MAX_TIMEOUT:

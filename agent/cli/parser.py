@@ -242,7 +242,7 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         alloc_sub,
         "alloc exec",
         "run a command in a task and print its output",
-        usage=f"{PROG} alloc exec [options] ALLOC [TASK] -- CMD [ARG...]",
+        usage=f"{PROG} alloc exec [options] ALLOC [TASK] -- CMD [ARG...], or as Nomad: ALLOC CMD [ARG...]",
         description="Run CMD in the task through its driver's exec (docker exec; nsenter into the "
         "task's namespaces, root, cgroup and user for exec; the task's user and dir for raw_exec), "
         "print what it wrote (stdout and stderr together) and exit with its exit code (126 when it "
@@ -290,12 +290,45 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
     so.add_argument("alloc_id", metavar="ALLOC")
 
 
+_EXEC_VALUED = frozenset(
+    {
+        "-task",
+        "--task",
+        "-timeout",
+        "--timeout",
+        "-address",
+        "--address",
+        "-ca-cert",
+        "--ca-cert",
+        "-client-cert",
+        "--client-cert",
+        "-client-key",
+        "--client-key",
+    }
+)
+
+
+def _nomad_exec_form(args: list[str]) -> tuple[list[str], list[str] | None]:
+    """Nomad's `alloc exec [options] ALLOC CMD [ARG...]` (no `--`): the first word after the options
+    is ALLOC, the rest the command (the task from -task, or the group's only task)."""
+    at = next((i for i in range(len(args) - 1) if args[i : i + 2] == ["alloc", "exec"]), None)
+    if at is None:
+        return args, None
+    i = at + 2
+    while i < len(args) and args[i].startswith("-") and args[i] != "-":
+        i += 2 if args[i] in _EXEC_VALUED else 1
+    if len(args) - i < 2:  # ALLOC alone (or nothing): argparse says what is missing
+        return args, None
+    return args[: i + 1], args[i + 1 :]
+
+
 def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
-    """(what to parse, the command after `--`) for `alloc exec ... -- CMD...`; (argv, None) for
-    anything else, whose `--` argparse handles as usual."""
+    """(what to parse, the command) for `alloc exec ... -- CMD...` and for Nomad's form without `--`
+    (`alloc exec [options] ALLOC CMD...`); (argv, None) for anything else, whose `--` argparse
+    handles as usual."""
     args = list(argv)
     if "--" not in args:
-        return args, None
+        return _nomad_exec_form(args)
     cut = args.index("--")
     words = [a for a in args[:cut] if not a.startswith("-")]
     if words[:2] == ["alloc", "exec"] or (len(words) > 2 and words[1:3] == ["alloc", "exec"]):

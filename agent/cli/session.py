@@ -23,10 +23,13 @@ CANNOT_RUN = 126  # the exit code when the command could not run (as the one-sho
 
 
 def terminal_size() -> tuple[int, int]:
+    """The terminal's rows and columns; 24x80 when there is none, or it has no size (0x0: a pty
+    nobody sized, as under `script` or some CI runners), as Nomad's CLI falls back."""
     for fd in (0, 1, 2):
         with contextlib.suppress(OSError):
             size = os.get_terminal_size(fd)
-            return size.lines, size.columns
+            if size.lines > 0 and size.columns > 0:
+                return size.lines, size.columns
     return 24, 80
 
 
