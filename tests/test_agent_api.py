@@ -483,6 +483,17 @@ def test_a_write_whose_body_is_no_json_object_is_a_400_not_a_traceback(
     assert all(r.exc_info is None and r.levelno < logging.ERROR for r in caplog.records)
 
 
+EXAMPLE_JOB = """job "example" {
+  group "g" {
+    task "t" {
+      driver = "docker"
+      config { image = "busybox" }
+    }
+  }
+}
+"""
+
+
 def test_the_cli_speaks_the_api_with_the_operator_cert_and_names_a_refused_identity(
     serve: Callable[..., Served],
     tmp_path: Path,
@@ -492,16 +503,18 @@ def test_the_cli_speaks_the_api_with_the_operator_cert_and_names_a_refused_ident
     """`fieldlab-agent job|alloc` through agent.client (as the e2e harness does), with stand-in routes."""
     seen: list[tuple[str, str, Any]] = []
 
-    def route(method: str, path: str) -> tuple[str, str, Handler]:
+    def route(method: str, path: str, answer: Any = None) -> tuple[str, str, Handler]:
         def handler(groups: tuple[str, ...], body: bytes) -> Response:
             seen.append((method, path, json.loads(body) if body else None))
-            return json_response(200, {"ok": [method, *groups]})
+            return json_response(200, {"ok": [method, *groups]} if answer is None else answer)
 
         return method, path, handler
 
     api = serve(
         [
-            route("POST", r"/fieldlab/v1/jobs"),
+            route("PUT", r"/v1/jobs", {"EvalID": "e1", "Warnings": ""}),
+            route("GET", r"/v1/job/([a-z]+)", {"Version": 0}),
+            route("GET", r"/v1/evaluation/([0-9a-z]+)/allocations", []),
             route("GET", r"/fieldlab/v1/jobs"),
             route("DELETE", r"/fieldlab/v1/job/([a-z]+)"),
             route("GET", r"/fieldlab/v1/allocations"),
@@ -512,7 +525,7 @@ def test_the_cli_speaks_the_api_with_the_operator_cert_and_names_a_refused_ident
         ]
     )
     jobspec = tmp_path / "example.hcl"
-    jobspec.write_text('job "example" {}\n')
+    jobspec.write_text(EXAMPLE_JOB)
     env = {
         "FIELDLAB_AGENT_ADDR": f"https://127.0.0.1:{api.port}",
         "FIELDLAB_AGENT_CACERT": str(api.ca.ca_file),
@@ -533,7 +546,9 @@ def test_the_cli_speaks_the_api_with_the_operator_cert_and_names_a_refused_ident
     for argv in commands:
         assert cli.main(argv) == 0, argv
     assert [(m, p) for m, p, _ in seen] == [
-        ("POST", r"/fieldlab/v1/jobs"),
+        ("PUT", r"/v1/jobs"),  # job run: Nomad's register, then the job's version and the eval's allocs
+        ("GET", r"/v1/job/([a-z]+)"),
+        ("GET", r"/v1/evaluation/([0-9a-z]+)/allocations"),
         ("GET", r"/fieldlab/v1/jobs"),
         ("DELETE", r"/fieldlab/v1/job/([a-z]+)"),
         ("GET", r"/fieldlab/v1/allocations"),
@@ -542,7 +557,8 @@ def test_the_cli_speaks_the_api_with_the_operator_cert_and_names_a_refused_ident
         ("POST", r"/fieldlab/v1/allocation/([0-9a-f-]+)/restart"),
         ("POST", r"/fieldlab/v1/allocation/([0-9a-f-]+)/signal"),
     ]
-    assert seen[0][2] == {"jobspec": 'job "example" {}\n', "source": str(jobspec)}
+    registered = seen[0][2]
+    assert registered["Job"]["ID"] == "example" and registered["Submission"]["Source"] == EXAMPLE_JOB
     capsys.readouterr()
     workload = api.ca.issue("web.service.fieldlab", server=False)
     monkeypatch.setenv("FIELDLAB_AGENT_CLIENT_CERT", str(workload.cert))

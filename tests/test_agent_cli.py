@@ -29,6 +29,8 @@ from agent.config import Config, TLSConfig
 from agent.core import Core
 from agent.drivers.base import TaskHandle
 from agent.errors import AgentError
+from agent.nomadapi.node import NodeIdentity
+from agent.nomadapi.routes import NomadApi, build_nomad_routes
 from agent.routes import build_routes
 from tests.fakes import FakeNode
 from tests.pki import Issued, TestCA
@@ -472,8 +474,14 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agent]:
         "version": __version__,
         "uptime_seconds": 3.0,
     }
+    nomad = NomadApi(
+        core,
+        NodeIdentity("5f8e2d1c-0000-4000-8000-000000000001", "client1", "dc1", "global", "127.0.0.1:4646"),
+    )
     server = ApiServer(
-        cfg, {"/fieldlab/v1/agent/health": lambda: json_response(200, health)}, build_routes(core)
+        cfg,
+        {"/fieldlab/v1/agent/health": lambda: json_response(200, health)},
+        build_nomad_routes(nomad) + build_routes(core),
     )
     server.start()
     flags = [
@@ -503,7 +511,8 @@ def test_every_verb_against_an_agent(
     spec = tmp_path / "web.hcl"
     spec.write_text(ONE_TASK)
     code, out, _ = _run(capsys, "job", "run", *f, str(spec))
-    assert code == 0 and out.startswith('==> Job "web" submitted\n    Allocation "')
+    assert code == 0 and out.startswith('==> Job "web" registered (version 0)\n    Evaluation "'), out
+    assert '    Allocation "' in out
     alloc = agent.core.call(lambda: next(iter(agent.core.runners)))
 
     code, out, _ = _run(capsys, "job", "status", *f)

@@ -338,30 +338,41 @@ class _FakeApi:
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         self.calls.append((method, path, body))
-        return {"ok": True}
+        return [] if path.endswith("/allocations") else {"EvalID": "e1", "Version": 0}
 
 
-@pytest.mark.parametrize("with_vars", [True, False])
-def test_job_run_sends_the_variables_with_the_jobspec(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, with_vars: bool
+def test_job_run_parses_here_with_the_variables_and_registers_nomads_job_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import agent.client
 
     api = _FakeApi()
     monkeypatch.setattr(agent.client.ApiClient, "from_env", classmethod(lambda cls: api))
     f = _write(tmp_path, "v.hcl", VARIABLE)
-    vf = _write(tmp_path, "vars.json", json.dumps({"replicas": 2}))
-    extra = ["-var", "image=redis:7", "-var-file", str(vf)] if with_vars else []
-    assert cli.main(["job", "run", str(f), *extra]) == 0
-    capsys.readouterr()
-    [(method, path, body)] = api.calls
-    assert (method, path) == ("POST", "/fieldlab/v1/jobs")
-    assert body["jobspec"] == VARIABLE
-    assert body["source"] == str(f)
-    if with_vars:
-        assert body["variables"] == {"replicas": 2, "image": "redis:7"}
-    else:
-        assert "variables" not in body
+    vf = _write(tmp_path, "vars.json", json.dumps({"image": "nginx:1"}))
+    assert cli.main(["job", "run", str(f), "-var", "image=redis:7", "-var-file", str(vf)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('==> Job "withvar" registered (version 0)'), out
+    (method, path, body), *_ = api.calls
+    assert (method, path) == ("PUT", "/v1/jobs")
+    task = body["Job"]["TaskGroups"][0]["Tasks"][0]
+    assert body["Job"]["ID"] == "withvar" and task["Config"]["image"] == "redis:7", (
+        "the variable was applied here"
+    )
+    assert body["Submission"]["Source"] == VARIABLE
+    assert body["Submission"]["VariableFlags"] == {"image": "redis:7"}, "-var wins over -var-file, as Nomad"
+
+
+def test_job_run_names_a_variable_without_a_value_and_registers_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent.client
+
+    api = _FakeApi()
+    monkeypatch.setattr(agent.client.ApiClient, "from_env", classmethod(lambda cls: api))
+    f = _write(tmp_path, "v.hcl", VARIABLE)
+    assert cli.main(["job", "run", str(f)]) != 0
+    assert "image" in capsys.readouterr().err and api.calls == []
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,6 @@ PROBE = "the lab's probe workload, which runs inside a task: not the agent"
 
 SITES: dict[tuple[str, str, str], str] = {
     ("cli/jobfiles.py", "variables", "path.read_text"): CLI,
-    ("cli/jobfiles.py", "submission", "args.file.read_text"): CLI,
     ("config.py", "_read", "path.read_text"): NODE,
     ("drivers/exec.py", "InitArgs.of", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
     ("drivers/exec.py", "_isolated", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
@@ -42,6 +41,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("drivers/process.py", "read_log_tail", "os.open"): TASK,
     ("drivers/usage.py", "_read", "(d / name).read_text"): PROC,  # the kernel's cgroup files
     ("drivers/raw_exec.py", "credentials", "Path(f'/proc/{pid}/status').read_text"): PROC,
+    ("cli/jobfiles.py", "registration", "args.file.read_text"): CLI,  # `job run FILE`: the operator's
     ("fsutil.py", "unmount_below", "open"): PROC,  # /proc/self/mounts
     ("jobspec/__init__.py", "load_jobspec", "path.read_text"): CLI,
     ("jobspec/hclfuncs.py", "_read_file", "path.open"): CLI,  # HCL file(): the agent gets a bundle

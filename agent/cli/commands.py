@@ -13,7 +13,7 @@ from urllib.parse import quote, urlencode
 
 from agent.cli import format as fmt
 from agent.cli import session
-from agent.cli.jobfiles import submission
+from agent.cli.jobfiles import registration
 from agent.errors import AgentError
 
 if TYPE_CHECKING:
@@ -82,12 +82,22 @@ def job_inspect(args: argparse.Namespace) -> int:
 
 
 def job_run(args: argparse.Namespace) -> int:
-    body = submission(args)
-    out = client(args).request("POST", "/fieldlab/v1/jobs", body)
+    """Nomad's `job run`: parse here, register with `PUT /v1/jobs` (a job that runs gets a new
+    version), then the evaluation's allocations (not with -detach)."""
+    body, warnings = registration(args)
+    job_id = str(body["Job"]["ID"])  # type: ignore[index]
+    api = client(args)
+    out = api.request("PUT", "/v1/jobs", body)
+    if args.detach:
+        print(f"Job registration successful\nEvaluation ID: {out.get('EvalID')}")
+        return 0
+    version = api.request("GET", f"/v1/job/{_q(job_id)}").get("Version")
+    allocs = api.request("GET", f"/v1/evaluation/{_q(str(out.get('EvalID')))}/allocations")
     if args.json:
-        _print_json(out)
+        _print_json({**out, "Version": version, "Allocations": [a.get("ID") for a in allocs]})
     else:
-        print(fmt.job_submitted(out))
+        agent_warnings = [w for w in str(out.get("Warnings") or "").splitlines() if w]
+        print(fmt.job_registered(job_id, version, out, allocs, [*warnings, *agent_warnings]))
     return 0
 
 

@@ -135,11 +135,18 @@ def job_status(job: Mapping[str, Any], now: float, verbose: bool = False) -> str
     return "\n".join(out)
 
 
-def job_submitted(answer: Mapping[str, Any]) -> str:
-    """`job run`: POST /fieldlab/v1/jobs' answer."""
-    lines = [f'==> Job "{answer.get("job")}" submitted']
-    lines += [f'    Allocation "{short(a)}" created' for a in answer.get("allocs") or []]
-    lines += [f"    Warning: {w}" for w in answer.get("warnings") or []]
+def job_registered(
+    job_id: str,
+    version: object,
+    answer: Mapping[str, Any],
+    allocs: Sequence[Mapping[str, Any]],
+    warnings: Sequence[str],
+) -> str:
+    """`job run`: Nomad's register answer (EvalID), the job's version and the evaluation's allocs."""
+    lines = [f'==> Job "{job_id}" registered (version {version})']
+    lines.append(f'    Evaluation "{short(answer.get("EvalID"))}" finished with status "complete"')
+    lines += [f'    Allocation "{short(a.get("ID"))}" created' for a in allocs]
+    lines += [f"    Warning: {w}" for w in dict.fromkeys(warnings)]
     return "\n".join(lines)
 
 

@@ -38,20 +38,57 @@ def variables(args: argparse.Namespace) -> dict[str, object]:
     return out
 
 
-def submission(args: argparse.Namespace) -> dict[str, object]:
-    """The body of POST /fieldlab/v1/jobs for `job run FILE`."""
+# What Nomad's server sets: left null in what `job run` registers (the agent would warn otherwise).
+_SERVER_SET = (
+    "Status",
+    "StatusDescription",
+    "Stable",
+    "Version",
+    "SubmitTime",
+    "CreateIndex",
+    "ModifyIndex",
+    "JobModifyIndex",
+)
+
+
+def registration(args: argparse.Namespace) -> tuple[dict[str, object], list[str]]:
+    """The body of Nomad's `PUT /v1/jobs` for `job run FILE`, and the parse's warnings: the jobspec
+    is parsed here, as Nomad's CLI parses it on its side (variables, file() next to the jobspec),
+    and registered as Nomad's API JSON with the Submission (the source as written, its -var
+    flags) that `job inspect` shows. AgentError with every problem, naming the file, when it
+    does not parse."""
+    from agent.jobspec import JobspecError, load_jobspec
+    from agent.nomadapi.jobjson import job_json
+
     try:
-        text = args.file.read_text()
-    except OSError as exc:
-        raise AgentError(f"{args.file}: {exc.strerror}") from None
-    body: dict[str, object] = {"jobspec": text, "source": str(args.file)}
+        source = args.file.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentError(f"{args.file}: {getattr(exc, 'strerror', None) or exc}") from None
     given = variables(args)
-    if given:
-        body["variables"] = given
-    files = files_read(args.file, given)
-    if files:
-        body["files"] = files
-    return body
+    try:
+        parsed = load_jobspec(args.file, given)
+    except JobspecError as exc:  # every problem, one a line, each with its path in the file
+        raise AgentError(str(exc)) from None
+    job = job_json(
+        parsed.job,
+        region="global",
+        namespace="default",
+        status="",
+        version=0,
+        stable=False,
+        submit_time=0.0,
+        create_index=0,
+        modify_index=0,
+        job_modify_index=0,
+    )
+    job.update(dict.fromkeys(_SERVER_SET))
+    submission = {
+        "Source": source,
+        "Format": "json" if args.file.suffix == ".json" else "hcl2",
+        "VariableFlags": {k: str(v) for k, v in given.items()},
+        "Variables": "",
+    }
+    return {"Job": job, "Submission": submission}, list(parsed.warnings)
 
 
 def validate_command(args: argparse.Namespace) -> int:

@@ -181,10 +181,15 @@ def _job_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
     _json(ls)
     ins = leaf(job_sub, "job inspect", "the job as stored: its spec and the submission, as JSON")
     ins.add_argument("job_id", metavar="ID")
-    jr = leaf(job_sub, "job run", "submit a jobspec file (HCL or JSON)")
+    jr = leaf(
+        job_sub,
+        "job run",
+        "register a jobspec file (HCL or JSON): a job that runs gets a new version",
+    )
     jr.add_argument("file", type=Path, metavar="FILE")
     var_options(jr)
     _json(jr)
+    _flag(jr, "detach", action="store_true", help="print the evaluation's id and return (as Nomad)")
     jv = leaf(
         job_sub,
         "job validate",

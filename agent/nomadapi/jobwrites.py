@@ -47,6 +47,18 @@ def _register_body(data: Mapping[str, Any], where: str) -> tuple[str, dict[str, 
     return job_id, job
 
 
+def _submission(data: Mapping[str, Any], text: str) -> tuple[str, str, dict[str, object]]:
+    """(source, format, variables) kept with the job for `job inspect`: the Submission Nomad's CLI
+    sends along (the jobspec as written, its -var flags), else the Job JSON registered."""
+    sub = data.get("Submission")
+    if not isinstance(sub, dict) or not isinstance(sub.get("Source"), str) or not sub["Source"]:
+        return text, "json", {}
+    fmt = "json" if str(sub.get("Format", "")).lower() == "json" else "hcl"
+    flags = sub.get("VariableFlags")
+    given: dict[str, object] = {str(k): str(v) for k, v in flags.items()} if isinstance(flags, dict) else {}
+    return str(sub["Source"]), fmt, given
+
+
 def _parse_job(api: NomadApi, job: Mapping[str, Any], source: str) -> tuple[ParsedJob, str]:
     text = json.dumps({"Job": job})
     return parse_submission(text, "json", source, {}, api.core.limits), text
@@ -89,7 +101,8 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                 raise HttpError(
                     500, f"job {job_id}: allocs {', '.join(a[:8] for a in left)} did not stop in time"
                 )
-            core.call(lambda: core.commit(parsed, text, "json", {}, source, plan=plan))
+            shown, fmt, given = _submission(data, text)
+            core.call(lambda: core.commit(parsed, shown, fmt, given, source, plan=plan))
         ev = core.call(lambda: api.evals.create(job_id, "job-register", parsed.job.type))
         out = {
             "EvalID": ev.id,

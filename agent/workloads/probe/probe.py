@@ -408,8 +408,9 @@ class Probe:
                 continue
             name = signal.Signals(signum).name
             if signum == signal.SIGHUP:
-                self._load()
-            self._record(name, signum, at)
+                self._load(signal_at=(name, signum, at))  # the load and its signal seen together
+            else:
+                self._record(name, signum, at)
             if signum in STOP_SIGNALS:
                 log.info("%s: stopping", name)
                 return 0
@@ -429,9 +430,13 @@ class Probe:
         self._queue.put((signum, time.time()))
 
     # -- state ---------------------------------------------------------------------------------
-    def _load(self) -> None:
+    def _load(self, signal_at: tuple[str, int, float] | None = None) -> None:
+        """Load the certificate; with `signal_at` (a SIGHUP), record that signal in the same step,
+        so a status never shows the new load without its signal (or the signal without its load)."""
         cfg = self.config
         if cfg.cert is None:
+            if signal_at:
+                self._record(*signal_at)
             return
         try:
             loaded = load_certificate(cfg.cert, cfg.key, tls=cfg.tls_port is not None)
@@ -439,11 +444,17 @@ class Probe:
             log.error("keeping the certificate loaded before: %s", e)
             with self._lock:
                 self._load_error = {"time": time.time(), "error": str(e)}
+            if signal_at:
+                self._record(*signal_at)
             return
         with self._lock:
             self._cert = loaded
             self._loads += 1
             self._load_error = None
+            if signal_at:
+                name, signum, at = signal_at
+                entry = {"signal": name, "number": signum, "time": at, "cert_sha256": loaded.info.sha256}
+                self._signals.append(entry)
         log.info("loaded %s: sha256 %s serial %s", loaded.path, loaded.info.sha256, loaded.info.serial)
 
     def _record(self, name: str, signum: int, at: float) -> None:
