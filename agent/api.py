@@ -23,29 +23,30 @@ session's frames until the command ends (at most MAX_SESSIONS at once).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import http
 import http.client
 import io
 import json
 import logging
-import queue
 import re
 import socket
 import ssl
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from agent import apistream
+from agent.apipool import HandlerPool
+from agent.apistream import FIELDLAB_EXEC, Streamed, Upgrade
+
+__all__ = ["FIELDLAB_EXEC", "ApiServer", "Handler", "Response", "StreamOpener", "Streamed", "Upgrade"]
 from agent.config import Config
 from agent.drivers.session import ExecSession
 from agent.errors import AgentError
-from agent.execframes import PROTOCOL
 from agent.idempotency import Replays
 
 log = logging.getLogger(__name__)
@@ -53,35 +54,10 @@ log = logging.getLogger(__name__)
 Response = tuple[int, str, bytes]
 
 
-@dataclass
-class Streamed:
-    """An answer whose body is made as it goes (a followed log, Nomad's StreamFrames): sent with
-    `Transfer-Encoding: chunked`, each chunk as `chunks` yields it (in a stream thread: it may
-    block). An empty chunk sends nothing but checks the client is still there; `close` runs when
-    the stream ends, the client goes away or the server stops."""
-
-    status: int
-    content_type: str
-    chunks: Iterator[bytes]
-    close: Callable[[], None] = lambda: None
-
-
 # A handler gets the path's regex groups and the request body.
 Handler = Callable[[tuple[str, ...], bytes], "Response | Streamed"]
 Route = Callable[[], Response]
 
-
-@dataclass(frozen=True)
-class Upgrade:
-    """A protocol a stream route takes (`Upgrade: <name>`): the 101's extra headers for a request's
-    headers (ValueError: a 400 saying why), and the codec of its messages."""
-
-    name: str
-    headers: Callable[[http.client.HTTPMessage], dict[str, str]]
-    codec: Callable[[asyncio.StreamReader, asyncio.StreamWriter], apistream.Codec]
-
-
-FIELDLAB_EXEC = Upgrade(PROTOCOL, lambda _: {}, lambda reader, _: apistream.FrameCodec(reader))
 
 # A stream opener (`Upgrade: fieldlab-exec`): the session to carry, or a Response refusing it.
 StreamOpener = Callable[[tuple[str, ...], bytes], "Response | ExecSession"]
@@ -182,50 +158,6 @@ def _body_length(head: _Head, limit: int) -> int:
     return length
 
 
-_Work = tuple[Callable[[], Any], concurrent.futures.Future[Any]]
-
-
-_R = TypeVar("_R")
-
-
-class _HandlerPool:
-    """At most `size` daemon threads run handlers, started as needed; more requests wait in the queue."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._queue: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
-        self._lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-
-    def submit(self, fn: Callable[[], _R]) -> concurrent.futures.Future[_R]:
-        fut: concurrent.futures.Future[_R] = concurrent.futures.Future()
-        self._queue.put((fn, fut))
-        with self._lock:
-            if not self._idle.acquire(blocking=False) and len(self._threads) < self._size:
-                t = threading.Thread(
-                    target=self._work, name=f"api-handler-{len(self._threads) + 1}", daemon=True
-                )
-                self._threads.append(t)
-                t.start()
-        return fut
-
-    def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            fn, fut = item
-            if fut.set_running_or_notify_cancel():
-                try:
-                    fut.set_result(fn())
-                except BaseException as exc:  # fn answers 500 itself; this only keeps the thread alive
-                    fut.set_exception(exc)
-            self._idle.release()
-
-    def stop(self) -> None:
-        with self._lock:
-            for _ in self._threads:
-                self._queue.put(None)
-
-
 _request = threading.local()  # the request a handler thread is answering
 
 
@@ -275,10 +207,10 @@ class ApiServer:
         except OSError as exc:
             raise AgentError(f"cannot listen on {config.bind_address}:{config.port}: {exc}") from None
         self._sock.setblocking(False)
-        self._pool = _HandlerPool(config.api_max_connections)
+        self._pool = HandlerPool(config.api_max_connections)
         # The agent's own GET routes (health, metrics) never wait behind handlers stuck on the core.
-        self._status_pool = _HandlerPool(2)
-        self._stream_pool = _HandlerPool(MAX_STREAMS)
+        self._status_pool = HandlerPool(2)
+        self._stream_pool = HandlerPool(MAX_STREAMS)
         self._streaming = 0
         self._loop = asyncio.new_event_loop()
         self._stopping = asyncio.Event()

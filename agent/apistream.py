@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import http.client
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Protocol
 
 from agent import execframes as ef
@@ -62,6 +64,32 @@ class FrameCodec:
         raw = await self.reader.readexactly(ef.HEADER.size)
         kind, length = ef.header(raw, ef.FROM_CLIENT)
         return kind, (await self.reader.readexactly(length) if length else b"")
+
+
+@dataclass
+class Streamed:
+    """An answer whose body is made as it goes (a followed log, Nomad's StreamFrames): sent with
+    `Transfer-Encoding: chunked`, each chunk as `chunks` yields it (in a stream thread: it may
+    block). An empty chunk sends nothing but checks the client is still there; `close` runs when
+    the stream ends, the client goes away or the server stops."""
+
+    status: int
+    content_type: str
+    chunks: Iterator[bytes]
+    close: Callable[[], None] = lambda: None
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """A protocol a stream route takes (`Upgrade: <name>`): the 101's extra headers for a request's
+    headers (ValueError: a 400 saying why), and the codec of its messages."""
+
+    name: str
+    headers: Callable[[http.client.HTTPMessage], dict[str, str]]
+    codec: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Codec]
+
+
+FIELDLAB_EXEC = Upgrade(ef.PROTOCOL, lambda _: {}, lambda reader, _: FrameCodec(reader))
 
 
 async def pump(
