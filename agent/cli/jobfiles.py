@@ -38,19 +38,6 @@ def variables(args: argparse.Namespace) -> dict[str, object]:
     return out
 
 
-# What Nomad's server sets: left null in what `job run` registers (the agent would warn otherwise).
-_SERVER_SET = (
-    "Status",
-    "StatusDescription",
-    "Stable",
-    "Version",
-    "SubmitTime",
-    "CreateIndex",
-    "ModifyIndex",
-    "JobModifyIndex",
-)
-
-
 def registration(args: argparse.Namespace) -> tuple[dict[str, object], list[str]]:
     """The body of Nomad's `PUT /v1/jobs` for `job run FILE`, and the parse's warnings: the jobspec
     is parsed here, as Nomad's CLI parses it on its side (variables, file() next to the jobspec),
@@ -58,7 +45,7 @@ def registration(args: argparse.Namespace) -> tuple[dict[str, object], list[str]
     flags) that `job inspect` shows. AgentError with every problem, naming the file, when it
     does not parse."""
     from agent.jobspec import JobspecError, load_jobspec
-    from agent.nomadapi.jobjson import job_json
+    from agent.nomadapi.jobjson import parsed_job_json
 
     try:
         source = args.file.read_text()
@@ -69,19 +56,7 @@ def registration(args: argparse.Namespace) -> tuple[dict[str, object], list[str]
         parsed = load_jobspec(args.file, given)
     except JobspecError as exc:  # every problem, one a line, each with its path in the file
         raise AgentError(str(exc)) from None
-    job = job_json(
-        parsed.job,
-        region="global",
-        namespace="default",
-        status="",
-        version=0,
-        stable=False,
-        submit_time=0.0,
-        create_index=0,
-        modify_index=0,
-        job_modify_index=0,
-    )
-    job.update(dict.fromkeys(_SERVER_SET))
+    job = parsed_job_json(parsed.job)
     submission = {
         "Source": source,
         "Format": "json" if args.file.suffix == ".json" else "hcl2",

@@ -200,6 +200,38 @@ def job_json(
     }
 
 
+# What Nomad's server sets on a job: null in a job that was parsed but not registered.
+SERVER_SET = (
+    "Status",
+    "StatusDescription",
+    "Stable",
+    "Version",
+    "SubmitTime",
+    "CreateIndex",
+    "ModifyIndex",
+    "JobModifyIndex",
+)
+
+
+def parsed_job_json(job: Job, region: str = "global") -> dict[str, Any]:
+    """A jobspec just parsed, as Nomad's api.Job before any register (`/v1/jobs/parse`, and what
+    `job run` registers): the server's fields null, so a register reads none of them."""
+    out = job_json(
+        job,
+        region=region,
+        namespace="default",
+        status="",
+        version=0,
+        stable=False,
+        submit_time=0.0,
+        create_index=0,
+        modify_index=0,
+        job_modify_index=0,
+    )
+    out.update(dict.fromkeys(SERVER_SET))
+    return out
+
+
 def _group(job: Job, g: Group) -> dict[str, Any]:
     """api.TaskGroup (api/tasks.go)."""
     return {

@@ -18,8 +18,8 @@ from agent.api import Handler, Response, query_params
 from agent.core import parse_submission
 from agent.jobspec import JobspecError, ParsedJob
 from agent.jobupdate import UpdatePlan
-from agent.nomadapi import structs
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
+from agent.nomadapi.jobjson import parsed_job_json
 from agent.nomadapi.node import Eval
 from agent.records import DesiredStatus
 from agent.routes import STOP_MARGIN
@@ -168,20 +168,7 @@ def _parse_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
 
             variables = dict(parse_var_file(var_text, "Variables"))
         parsed = parse_submission(hcl, "hcl", "JobHCL", variables, core.limits)
-        return answer(
-            structs.job_json(
-                parsed.job,
-                region=api.node.region,
-                namespace=NS,
-                status="pending",
-                version=0,
-                stable=False,
-                submit_time=0.0,
-                create_index=0,
-                modify_index=0,
-                job_modify_index=0,
-            )
-        )
+        return answer(parsed_job_json(parsed.job, api.node.region))
 
     def validate(groups: tuple[str, ...], body: bytes) -> Response:
         data = body_json(body)
