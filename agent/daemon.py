@@ -12,13 +12,13 @@ denied, error), when, from which request, and its error text.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import select
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
@@ -36,7 +36,6 @@ from agent.nomadapi.http import answer, blocked_now
 from agent.nomadapi.node import NodeIdentity
 from agent.nomadapi.routes import NomadApi, build_nomad_routes
 from agent.nomadapi.wsexec import exec_stream
-from agent.routes import build_routes, build_streams
 from agent.runner.vaulttoken import JobPolicies, bind_job_policies
 from agent.state import SqliteStore
 from agent.templates import worker as render_worker
@@ -68,6 +67,23 @@ def needs_vault_probe(
     """Probe when neither a request nor a probe told us anything within `interval`."""
     seen = [s.at for s in (last, probe) if s is not None]
     return not seen or now - max(seen) >= interval
+
+
+def health_stats(body: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """A health body as Nomad's agent Stats hold it (api.AgentSelf: map[string]map[string]string):
+    nested keys joined with "_", booleans "true"/"false", None "" (pure)."""
+    out: dict[str, str] = {}
+    for key, value in body.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out |= health_stats(value, f"{name}_")
+        elif isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        elif isinstance(value, list | tuple):
+            out[name] = ",".join(str(v) for v in value)
+        else:
+            out[name] = "" if value is None else str(value)
+    return out
 
 
 def vault_health(
@@ -127,13 +143,9 @@ class Agent:
             self._bind_vault_and_templates()
             self.core = self._start_core()
             nomad = self._nomad_api(self.core)
-            handlers = build_nomad_routes(nomad) + build_routes(self.core)
-            streams = [*build_streams(self.core), exec_stream(nomad)]
-        routes = {
-            "/v1/agent/health": lambda: answer(structs.health(True, "ok")),
-            "/fieldlab/v1/agent/health": self._health,
-            "/v1/metrics": self._metrics,
-        }
+            handlers = build_nomad_routes(nomad)
+            streams = [exec_stream(nomad)]
+        routes = {"/v1/agent/health": self._nomad_health, "/v1/metrics": self._metrics}
         self._api = ApiServer(self.config, routes, handlers, streams)
         self._api.start()
         log.info(
@@ -149,7 +161,13 @@ class Agent:
         cfg = self.config
         host = cfg.advertise_address or cfg.bind_address
         node = NodeIdentity.load(cfg.data_dir, cfg.node_name, cfg.datacenter, f"{host}:{cfg.port}")
-        return NomadApi(core, node, driver_health=lambda: driver_health(core.drivers.all()))
+        return NomadApi(
+            core,
+            node,
+            driver_health=lambda: driver_health(core.drivers.all()),
+            agent_health=self._nomad_health,
+            agent_stats=lambda: health_stats(self.health_body()),
+        )
 
     def _bind_vault_and_templates(self) -> None:
         """Process-wide choices of the config, before any alloc runs: which jobs may name which
@@ -250,7 +268,16 @@ class Agent:
                 self._probing.release()
         return vault_health(self.vault, client.token_accessor, client.last_status, client.last_probe)
 
-    def _health(self) -> tuple[int, str, bytes]:
+    def _nomad_health(self) -> tuple[int, str, bytes]:
+        """Nomad's /v1/agent/health: 200 while the agent is ok, 500 with what is wrong (as Nomad's
+        agent answers an unhealthy client); the detail is Stats["fieldlab"] of /v1/agent/self."""
+        body = self.health_body()
+        ok = body["status"] == "ok"
+        message = "ok" if ok else str(body.get("error") or body["status"])
+        return answer(structs.health(ok, message), 200 if ok else 500)
+
+    def health_body(self) -> dict[str, Any]:
+        """This agent's health beyond Nomad's: its Vault login, the render worker, the state db."""
         vault, vault_status = self._vault_now()
         body: dict[str, Any] = {
             "status": "ok",
@@ -269,7 +296,10 @@ class Agent:
             )
         if self._store is not None and self._store.recovered_from:
             body["state_recovered_from"] = self._store.recovered_from
-        return 200, "application/json", json.dumps(body).encode()
+        if self.core is not None:
+            body["restore_seconds"] = round(self.core.restore_seconds, 3)
+            body["sweeps"] = self.core.sweeps
+        return body
 
     def _metrics(self) -> tuple[int, str, bytes]:
         allocs = list(self.core.runners.values()) if self.core else []

@@ -1,11 +1,17 @@
 """A one-host agent lab on the controller for integration tests: real dockerd, real CNI plugins on a
 bridge of the test's own (10.213.251.0/24), the lab's workload images built by the workload_images
-role, and a Core driven like the daemon drives it. Traffic stays on that bridge."""
+role, and a Core driven like the daemon drives it. Traffic stays on that bridge.
+
+Beside it, the agent's Nomad API over a Core called in-process (`NomadRoutes`, no server, no root),
+and what the tests read of Nomad's answers: a job run as `nomad job run` does it (`run_job`), an
+alloc's events (`alloc_events`), a log's StreamFrames (`stream_frames`)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -15,17 +21,23 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.client import ApiClient
+from agent import api as agent_api
+from agent.api import Response, Streamed
+from agent.client import ApiClient, ApiError
 from agent.core import Core
 from agent.drivers.base import LABEL_ALLOC, LABEL_MANAGED
 from agent.drivers.docker import DockerDriver
 from agent.faults import Faults
 from agent.network import iptables
 from agent.network.cni import CniNetwork
+from agent.nodeinfo import driver_health
+from agent.nomadapi.node import NodeIdentity
+from agent.nomadapi.routes import NomadApi, build_nomad_routes
 from agent.state import SqliteStore
 from agent.wiring import CoreSettings, build_core, start_core
 from lab.config import PROJECT_DIR
@@ -37,6 +49,83 @@ PLUGIN_DIR = Path("/usr/lib/cni")
 NETWORK = "flrun"
 BRIDGE = "flrun0"
 GATEWAY = "10.213.251.1"
+
+
+NODE = NodeIdentity("5f8e2d1c-0000-4000-8000-000000000001", "client1", "dc1", "global", "127.0.0.1:4646")
+
+Request = Callable[..., Any]  # (method, path, body=None) -> the JSON answer; ApiError on a 4xx/5xx
+
+
+class NomadRoutes:
+    """The agent's Nomad API over `core`, each handler called in this thread as the API server calls
+    it (the path's groups, the body, the query in the thread): what the daemon serves, without a
+    server. The core's loop must run (a thread on `core.run_loop`)."""
+
+    def __init__(self, core: Core, node: NodeIdentity = NODE, *, nomad: NomadApi | None = None) -> None:
+        """`nomad`: the NomadApi to serve (the daemon's, say); by default one over `core` as `node`."""
+        self.core = core
+        self.nomad = nomad or NomadApi(core, node, driver_health=lambda: driver_health(core.drivers.all()))
+        self.table = build_nomad_routes(self.nomad)  # (method, path regex, handler): an ApiServer's
+        self.routes = [(m, re.compile(rx), h) for m, rx, h in self.table]
+
+    def answer(self, method: str, target: str, body: Any = None) -> Response | Streamed:
+        """The handler's answer as it is (a Streamed one not read yet)."""
+        raw = body if isinstance(body, bytes) else (b"" if body is None else json.dumps(body).encode())
+        path, _, agent_api._request.query = target.partition("?")
+        for m, rx, handler in self.routes:
+            match = rx.fullmatch(path)
+            if m == method and match:
+                return handler(match.groups(), raw)
+        raise AssertionError(f"no route for {method} {path}")
+
+    def call(self, method: str, target: str, body: Any = None) -> tuple[int, Any]:
+        """(status, body): JSON decoded, a plain-text answer (Nomad's errors) as str, a stream's
+        bytes joined (a stream that is not followed: it ends)."""
+        out = self.answer(method, target, body)
+        if isinstance(out, Streamed):
+            try:
+                return out.status, b"".join(out.chunks)
+            finally:
+                out.close()
+        status, ctype, data = out
+        return status, json.loads(data) if ctype == "application/json" else data.decode()
+
+    def request(self, method: str, target: str, body: Any = None) -> Any:
+        """As agent.client.ApiClient.request: the JSON answer, ApiError for a 4xx or 5xx."""
+        status, out = self.call(method, target, body)
+        if status >= 400:
+            raise ApiError(status, out)
+        return out
+
+
+def run_job(request: Request, hcl: str) -> list[str]:
+    """`nomad job run` through Nomad's API: parse the HCL (`/v1/jobs/parse`), register the Job with
+    its Submission (`PUT /v1/jobs`); the IDs of the allocs its evaluation placed."""
+    job = request("POST", "/v1/jobs/parse", {"JobHCL": hcl, "Canonicalize": True})
+    out = request("PUT", "/v1/jobs", {"Job": job, "Submission": {"Source": hcl, "Format": "hcl2"}})
+    return [str(a["ID"]) for a in request("GET", f"/v1/evaluation/{out['EvalID']}/allocations")]
+
+
+def alloc_events(alloc: dict[str, Any]) -> list[dict[str, Any]]:
+    """An api.Allocation's task events, oldest first, each once: an alloc-wide event is in every
+    task's list (as Nomad's alloc runner appends it to each); `Task` says whose list it was in first."""
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for task, state in sorted((alloc.get("TaskStates") or {}).items()):
+        for ev in state.get("Events") or []:
+            seen.setdefault((ev["Time"], ev["Type"], ev["DisplayMessage"]), {**ev, "Task": task})
+    return sorted(seen.values(), key=lambda e: int(e["Time"]))
+
+
+def stream_frames(data: bytes) -> list[dict[str, Any]]:
+    """Nomad's StreamFrames as a log or file stream sends them (JSON objects one after the other),
+    each frame's Data decoded to bytes; heartbeats (`{}`) left out."""
+    text, at, out = data.decode(), 0, []
+    decoder = json.JSONDecoder()
+    while at < len(text):
+        frame, at = decoder.raw_decode(text, at)
+        if frame:
+            out.append({**frame, "Data": base64.b64decode(frame.get("Data") or "")})
+    return out
 
 
 def why_not_ready() -> str | None:
@@ -267,7 +356,7 @@ class Daemon:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"agent exited {self.proc.returncode}; see {self.log}")
             try:
-                self.api.request("GET", "/fieldlab/v1/jobs")
+                self.api.request("GET", "/v1/jobs")  # Nomad's routes are served once the core runs
                 return True, "up"
             except Exception as exc:
                 return None, str(exc)

@@ -5,7 +5,6 @@ and stop with a fake node (no root, no docker)."""
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,6 @@ import pytest
 
 from agent.core import Core
 from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_MANAGED, LABEL_ROLE, LABEL_TASK
-from agent.routes import build_routes
 from agent.runner.adopt import (
     EVENT_ADOPTED,
     KIND_ADOPTED,
@@ -26,6 +24,7 @@ from agent.runner.adopt import (
     plan_adoption,
 )
 from agent.sweeper import Observed, SeenChain, SeenContainer, SweepReport, plan_sweep
+from tests.agent_lab import NomadRoutes, alloc_events
 from tests.fakes import FakeNode
 
 A = "aaaaaaaa-0000-4000-8000-000000000001"  # docker tasks, still running: adopted
@@ -192,19 +191,10 @@ def looping() -> Iterator[list[Core]]:
         c.stop()
 
 
-def _serve(core: Core, looping: list[Core]) -> dict[tuple[str, str], Any]:
+def _serve(core: Core, looping: list[Core]) -> NomadRoutes:
     threading.Thread(target=core.run_loop, daemon=True).start()
     looping.append(core)
-    return {(m, rx): h for m, rx, h in build_routes(core)}
-
-
-def _call(routes: dict[tuple[str, str], Any], method: str, path: str, body: bytes = b"") -> tuple[int, Any]:
-    for (m, rx), handler in routes.items():
-        match = re.fullmatch(rx, path)
-        if m == method and match:
-            status, _, data = handler(match.groups(), body)
-            return status, json.loads(data)
-    raise AssertionError(f"no route for {method} {path}")
+    return NomadRoutes(core)
 
 
 def test_restore_after_a_lost_state_adopts_lists_and_stops_on_request(
@@ -220,35 +210,44 @@ def test_restore_after_a_lost_state_adopts_lists_and_stops_on_request(
     assert sweeper.calls == [(set(), {A, B, D})]  # swept after adoption, keeping the adopted
     assert tasks.stopped == []
 
-    routes = _serve(core, looping)
-    status, allocs = _call(routes, "GET", "/fieldlab/v1/allocations")
-    assert status == 200 and {a["id"]: a["status"] for a in allocs} == {
-        A: "adopted",
-        B: "adopted",
-        D: "adopted",
+    api = _serve(core, looping)
+    status, allocs = api.call("GET", "/v1/allocations")
+    # Nomad's view: an adopted alloc's tasks run (ClientStatus running); the adoption is its
+    # ClientDescription, naming where the lost state database went.
+    assert status == 200 and {a["ID"]: (a["ClientStatus"], a["JobID"]) for a in allocs} == {
+        A: ("running", "web"),
+        B: ("running", "web"),
+        D: ("running", "batch"),
     }
-    status, one = _call(routes, "GET", f"/fieldlab/v1/allocation/{A[:8]}")
-    assert status == 200 and one["id"] == A and one["tasks"]["web"]["state"] == "running"
-    status, events = _call(routes, "GET", f"/fieldlab/v1/allocation/{A}/events")
-    (ev,) = events
-    assert ev["type"] == EVENT_ADOPTED and moved in ev["message"] and ev["details"]["state_db"] == moved
-    assert "not restarted, replaced" in ev["message"] and "fieldlab-agent job stop web" in ev["message"]
+    assert all("adopted" in a["ClientDescription"] and moved in a["ClientDescription"] for a in allocs)
+    status, one = api.call("GET", f"/v1/allocation/{A[:8]}")
+    assert status == 200 and one["ID"] == A and one["TaskStates"]["web"]["State"] == "running"
+    assert one["TaskStates"]["side"]["State"] == "dead"
+    (ev,) = alloc_events(one)  # an alloc-wide event: in each task's list, one event
+    assert [e["Type"] for e in one["TaskStates"]["side"]["Events"]] == [EVENT_ADOPTED]
+    assert (
+        ev["Type"] == EVENT_ADOPTED and moved in ev["DisplayMessage"] and ev["Details"]["state_db"] == moved
+    )
+    assert "not restarted, replaced" in ev["DisplayMessage"]
+    assert "fieldlab-agent job stop web" in ev["DisplayMessage"]
 
-    # The operator stops the job: its adopted allocs' tasks are stopped (tasks before the pause
-    # container) and they are gone from the listing, the store, and the sweeper's keep list.
-    status, out = _call(routes, "DELETE", "/fieldlab/v1/job/web")
-    assert status == 200 and sorted(out["stopped"]) == [A, B]
+    # The operator stops the job (`nomad job stop web`): its adopted allocs' tasks are stopped (tasks
+    # before the pause container) and they are gone from the listing, the store, and the sweeper's
+    # keep list.
+    status, out = api.call("DELETE", "/v1/job/web")
+    assert status == 200 and out["EvalID"]
     assert tasks.stopped[:3] == ["c-a-side", "c-a-web", "c-a-pause"] and "c-b-web" in tasks.stopped
     assert core.call(core.adoption.ids) == {D}
     assert node.store.get(KIND_ADOPTED, A) is None and node.store.events(A) == []
     assert core.call(lambda: sweeper.calls[-1]) == (set(), {D})  # a sweep for their leftovers
+    assert api.request("GET", f"/v1/evaluation/{out['EvalID']}")["TriggeredBy"] == "job-deregister"
 
     # D (an exec task, job known only from its environment) is stopped as an alloc.
-    status, out = _call(routes, "POST", f"/fieldlab/v1/allocation/{D}/stop")
-    assert status == 200 and out == {"stopped": [D]} and tasks.stopped[-1] == f"{D}.worker"
-    status, allocs = _call(routes, "GET", "/fieldlab/v1/allocations")
+    status, out = api.call("POST", f"/v1/allocation/{D}/stop")
+    assert status == 200 and out["EvalID"] and tasks.stopped[-1] == f"{D}.worker"
+    status, allocs = api.call("GET", "/v1/allocations")
     assert allocs == []
-    assert _call(routes, "DELETE", "/fieldlab/v1/job/web")[0] == 404  # nothing of it left
+    assert api.call("DELETE", "/v1/job/web") == (404, "job not found\n")  # nothing of it left
 
 
 def test_a_later_restart_adopts_the_same_allocs_again_and_forgets_gone_ones(tmp_path: Path) -> None:

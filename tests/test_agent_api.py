@@ -1,6 +1,7 @@
 """The agent's API over real mTLS: the operator's cert gets answers; other certs from the same CA get
-403, no cert or another CA's is refused in the handshake; bad requests get 4xx JSON, never a traceback;
-idle and slow clients never stop the API from answering the operator."""
+403, no cert or another CA's is refused in the handshake; bad requests get a 4xx (the server's JSON, or
+Nomad's plain-text reason from its routes), never a traceback; idle and slow clients never stop the
+API from answering the operator."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -31,11 +33,21 @@ from agent.api import ApiServer, Handler, Response, json_response
 from agent.config import Config, TLSConfig, VaultConfig
 from agent.core import Core
 from agent.daemon import Agent
-from agent.routes import build_routes
+from agent.nomadapi.routes import NomadApi, build_nomad_routes
+from agent.state.changes import ChangeIndex
+from tests.agent_lab import NODE, NomadRoutes
+from tests.fakes import FakeNode
 from tests.openbao_server import OpenBaoServer
 from tests.pki import Issued, TestCA
 
 OPERATOR = "controller.operator.fieldlab"  # the lab pki role's pki_operator_common_name
+
+
+def _decoded(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
 
 
 def _free_port() -> int:
@@ -75,15 +87,17 @@ def _ctx(ca: TestCA, cert: Path | None = None, key: Path | None = None) -> ssl.S
 
 
 def test_health_answers_the_operator_cert(running_agent: tuple[Agent, TestCA, int]) -> None:
-    _, ca, port = running_agent
+    agent, ca, port = running_agent
     op = ca.issue(OPERATOR, server=False)
     with urllib.request.urlopen(
-        f"https://127.0.0.1:{port}/fieldlab/v1/agent/health", context=_ctx(ca, op.cert, op.key), timeout=5
+        f"https://127.0.0.1:{port}/v1/agent/health", context=_ctx(ca, op.cert, op.key), timeout=5
     ) as resp:
         body = json.loads(resp.read())
     assert resp.status == 200
-    assert body["status"] == "ok" and body["node"] == "client1"
-    assert body["vault"] == {"configured": False, "authenticated": False, "error": ""}
+    assert body == {"client": {"ok": True, "message": "ok"}}  # Nomad's AgentHealthResponse
+    detail = agent.health_body()  # what /v1/agent/self carries in Stats["fieldlab"]
+    assert detail["status"] == "ok" and detail["node"] == "client1"
+    assert detail["vault"] == {"configured": False, "authenticated": False, "error": ""}
 
 
 def test_metrics_are_prometheus_text(running_agent: tuple[Agent, TestCA, int]) -> None:
@@ -130,18 +144,26 @@ def test_health_shows_the_start_up_vault_login_of_the_agents_one_client(
     )
     agent = Agent(cfg)
     agent.startup()
+    core = FakeNode(tmp_path / "node").core()
+    threading.Thread(target=core.run_loop, daemon=True).start()
     try:
         op = ca.issue(OPERATOR, server=False)
         with urllib.request.urlopen(
-            f"https://127.0.0.1:{cfg.port}/fieldlab/v1/agent/health",
+            f"https://127.0.0.1:{cfg.port}/v1/agent/health",
             context=_ctx(ca, op.cert, op.key),
             timeout=5,
         ) as resp:
-            body = json.loads(resp.read())
-        assert body["vault"] == {"configured": True, "authenticated": True, "error": ""}
+            assert json.loads(resp.read()) == {"client": {"ok": True, "message": "ok"}}
+        assert agent.health_body()["vault"] == {"configured": True, "authenticated": True, "error": ""}
+        # Through Nomad's API as the daemon wires it: Stats["fieldlab"] of /v1/agent/self.
+        stats = NomadRoutes(core, nomad=agent._nomad_api(core)).request("GET", "/v1/agent/self")["stats"]
+        fieldlab = stats["fieldlab"]
+        assert (fieldlab["vault_configured"], fieldlab["vault_authenticated"]) == ("true", "true"), fieldlab
+        assert fieldlab["vault_error"] == "" and fieldlab["vault_status_state"] == "ok", fieldlab
         # One login, by the client the core would be given for templates (not a throwaway one).
         assert agent.vault_client is not None and agent.vault_client.logins == 1
     finally:
+        core.stop()
         agent.shutdown()
 
 
@@ -193,12 +215,13 @@ class Served:
     def request(
         self, method: str, path: str, body: bytes | None = None, cert: Issued | None = None
     ) -> tuple[int, Any]:
+        """(status, body): JSON decoded, a plain-text answer (Nomad's errors) as str."""
         req = urllib.request.Request(self.url(path), data=body, method=method)
         try:
             with urllib.request.urlopen(req, context=self.ctx(cert or self.operator), timeout=10) as resp:
-                return resp.status, json.loads(resp.read())
+                return resp.status, _decoded(resp.read())
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
+            return exc.code, _decoded(exc.read())
 
     def tls(self, cert: Issued | None = None, timeout: float = 10) -> ssl.SSLSocket:
         tcp = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
@@ -471,15 +494,29 @@ def test_handlers_run_on_a_bounded_pool_and_health_does_not_wait_for_it(
     assert running == [0, 2]
 
 
+def stand_in_routes() -> list[tuple[str, str, Handler]]:
+    """Nomad's routes over a stand-in core with nothing but its change index: enough for what a
+    route does with a request before it touches the core (reading its body)."""
+    return build_nomad_routes(NomadApi(cast(Core, SimpleNamespace(changes=ChangeIndex())), NODE))
+
+
+@pytest.mark.parametrize(
+    "route",
+    [
+        ("PUT", "/v1/jobs"),
+        ("POST", "/v1/jobs/parse"),
+        ("POST", "/v1/validate/job"),
+        ("POST", "/v1/client/allocation/abcdef12/signal"),
+    ],
+)
 @pytest.mark.parametrize("body", [b"{not json", b"\xff\xfe\x00", b"[1, 2]"])
 def test_a_write_whose_body_is_no_json_object_is_a_400_not_a_traceback(
-    serve: Callable[..., Served], caplog: pytest.LogCaptureFixture, body: bytes
+    serve: Callable[..., Served], caplog: pytest.LogCaptureFixture, route: tuple[str, str], body: bytes
 ) -> None:
-    # The routes read the body before they touch the core: a stand-in core is enough.
-    api = serve(build_routes(cast(Core, object())))
+    api = serve(stand_in_routes())
     with caplog.at_level(logging.DEBUG, logger="agent"):
-        status, out = api.request("POST", "/fieldlab/v1/jobs", body)
-    assert status == 400 and "JSON" in out["error"], out
+        status, out = api.request(*route, body)
+    assert status == 400 and "JSON" in out, out  # Nomad's error: the status and a plain-text reason
     assert all(r.exc_info is None and r.levelno < logging.ERROR for r in caplog.records)
 
 
@@ -494,36 +531,27 @@ EXAMPLE_JOB = """job "example" {
 """
 
 
-def test_the_cli_speaks_the_api_with_the_operator_cert_and_names_a_refused_identity(
+def test_the_cli_speaks_nomads_api_with_the_operator_cert_and_names_a_refused_identity(
     serve: Callable[..., Served],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`fieldlab-agent job|alloc` through agent.client (as the e2e harness does), with stand-in routes."""
+    """`fieldlab-agent job|alloc` through agent.client (as the e2e harness does), against Nomad's
+    routes over a fake node: every verb is answered by Nomad's routes alone, and does what it says."""
+    node = FakeNode(tmp_path / "node")
+    core = node.core()
+    threading.Thread(target=core.run_loop, daemon=True).start()
     seen: list[tuple[str, str, Any]] = []
 
-    def route(method: str, path: str, answer: Any = None) -> tuple[str, str, Handler]:
-        def handler(groups: tuple[str, ...], body: bytes) -> Response:
+    def recorded(method: str, path: str, handler: Handler) -> tuple[str, str, Handler]:
+        def record(groups: tuple[str, ...], body: bytes) -> Any:
             seen.append((method, path, json.loads(body) if body else None))
-            return json_response(200, {"ok": [method, *groups]} if answer is None else answer)
+            return handler(groups, body)
 
-        return method, path, handler
+        return method, path, record
 
-    api = serve(
-        [
-            route("PUT", r"/v1/jobs", {"EvalID": "e1", "Warnings": ""}),
-            route("GET", r"/v1/job/([a-z]+)", {"Version": 0}),
-            route("GET", r"/v1/evaluation/([0-9a-z]+)/allocations", []),
-            route("GET", r"/fieldlab/v1/jobs"),
-            route("DELETE", r"/fieldlab/v1/job/([a-z]+)"),
-            route("GET", r"/fieldlab/v1/allocations"),
-            route("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)"),
-            route("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)/events"),
-            route("POST", r"/fieldlab/v1/allocation/([0-9a-f-]+)/restart"),
-            route("POST", r"/fieldlab/v1/allocation/([0-9a-f-]+)/signal"),
-        ]
-    )
+    api = serve([recorded(*r) for r in NomadRoutes(core).table])
     jobspec = tmp_path / "example.hcl"
     jobspec.write_text(EXAMPLE_JOB)
     env = {
@@ -534,37 +562,35 @@ def test_the_cli_speaks_the_api_with_the_operator_cert_and_names_a_refused_ident
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    commands = [
-        ["job", "run", str(jobspec)],
-        ["job", "list", "-json"],
-        ["job", "stop", "example"],
-        ["alloc", "list", "-json"],
-        ["alloc", "status", "ab12", "-json"],
-        ["alloc", "restart", "ab12", "web"],
-        ["alloc", "signal", "ab12", "web", "SIGHUP"],
-    ]
-    for argv in commands:
-        assert cli.main(argv) == 0, argv
-    assert [(m, p) for m, p, _ in seen] == [
-        ("PUT", r"/v1/jobs"),  # job run: Nomad's register, then the job's version and the eval's allocs
-        ("GET", r"/v1/job/([a-z]+)"),
-        ("GET", r"/v1/evaluation/([0-9a-z]+)/allocations"),
-        ("GET", r"/fieldlab/v1/jobs"),
-        ("DELETE", r"/fieldlab/v1/job/([a-z]+)"),
-        ("GET", r"/fieldlab/v1/allocations"),
-        ("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)"),
-        ("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)/events"),
-        ("POST", r"/fieldlab/v1/allocation/([0-9a-f-]+)/restart"),
-        ("POST", r"/fieldlab/v1/allocation/([0-9a-f-]+)/signal"),
-    ]
-    registered = seen[0][2]
-    assert registered["Job"]["ID"] == "example" and registered["Submission"]["Source"] == EXAMPLE_JOB
-    capsys.readouterr()
-    workload = api.ca.issue("web.service.fieldlab", server=False)
-    monkeypatch.setenv("FIELDLAB_AGENT_CLIENT_CERT", str(workload.cert))
-    monkeypatch.setenv("FIELDLAB_AGENT_CLIENT_KEY", str(workload.key))
-    assert cli.main(["job", "list"]) == 2
-    assert "HTTP 403: client identity 'web.service.fieldlab' may not call" in capsys.readouterr().err
+    try:
+        assert cli.main(["job", "run", str(jobspec)]) == 0
+        alloc = core.call(lambda: next(iter(core.runners)))
+        commands = [
+            ["job", "list", "-json"],
+            ["alloc", "list", "-json"],
+            ["alloc", "status", alloc[:4], "-json"],
+            ["alloc", "restart", alloc[:4], "t"],
+            ["alloc", "signal", "-s", "SIGHUP", alloc[:4], "t"],
+            ["job", "stop", "example"],
+        ]
+        for argv in commands:
+            assert cli.main(argv) == 0, (argv, capsys.readouterr().err)
+        calls = [(m, p) for m, p, _ in seen]
+        assert ("PUT", r"/v1/jobs") in calls and ("DELETE", r"/v1/job/([^/]+)") in calls, calls
+        assert ("POST", r"/v1/client/allocation/([^/]+)/restart") in calls, calls
+        assert ("POST", r"/v1/client/allocation/([^/]+)/signal") in calls, calls
+        registered = next(b for m, p, b in seen if (m, p) == ("PUT", r"/v1/jobs"))
+        assert registered["Job"]["ID"] == "example" and registered["Submission"]["Source"] == EXAMPLE_JOB
+        assert core.call(lambda: core.runner(alloc).rec.desired.value) == "stop"  # the job stopped
+        assert [sig for _, sig in node.docker.signals] == ["SIGHUP"]
+        capsys.readouterr()
+        workload = api.ca.issue("web.service.fieldlab", server=False)
+        monkeypatch.setenv("FIELDLAB_AGENT_CLIENT_CERT", str(workload.cert))
+        monkeypatch.setenv("FIELDLAB_AGENT_CLIENT_KEY", str(workload.key))
+        assert cli.main(["job", "list"]) == 2
+        assert "HTTP 403: client identity 'web.service.fieldlab' may not call" in capsys.readouterr().err
+    finally:
+        core.stop()
 
 
 def test_stop_returns_while_a_handler_still_runs_and_logs_no_error(

@@ -6,7 +6,6 @@ reattaches without touching anything; a simulated host reboot is detected and th
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -20,7 +19,14 @@ import pytest
 
 from agent.jobspec import load_jobspec
 from lab.waits import wait_until
-from tests.agent_lab import AgentLab, AgentUnderTest, build_workload_images, why_not_ready
+from tests.agent_lab import (
+    AgentLab,
+    AgentUnderTest,
+    NomadRoutes,
+    build_workload_images,
+    run_job,
+    why_not_ready,
+)
 from tests.fakes import FakeVault
 
 pytestmark = [pytest.mark.root]
@@ -519,13 +525,12 @@ def test_without_the_fault_the_same_pause_kill_recovers_cleanly(lab: AgentLab) -
 
 
 def test_the_http_api_runs_stops_and_refuses_bad_jobs(lab: AgentLab, tmp_path: Path) -> None:
-    """The same flow through the mTLS API and the CLI's client, as an operator would use it."""
+    """The same flow through Nomad's API over mTLS and the CLI's client, as an operator would use it."""
     import socket
 
     from agent.api import ApiServer
     from agent.client import ApiClient, ApiError
     from agent.config import Config, TLSConfig
-    from agent.routes import build_routes
     from tests.pki import TestCA
 
     ca = TestCA(tmp_path)
@@ -540,33 +545,41 @@ def test_the_http_api_runs_stops_and_refuses_bad_jobs(lab: AgentLab, tmp_path: P
         node_name="t", bind_address="127.0.0.1", port=port, tls=TLSConfig(srv.cert, srv.key, ca.ca_file)
     )
     agent = lab.start_agent()
-    server = ApiServer(cfg, {}, build_routes(agent.core))
+    server = ApiServer(cfg, {}, NomadRoutes(agent.core).table)
     server.start()
     api = ApiClient(f"https://127.0.0.1:{port}", str(ca.ca_file), str(op.cert), str(op.key))
+    text = (JOBS / "cni-check-on-restore.hcl").read_text()
     try:
-        out = api.request(
-            "POST", "/fieldlab/v1/jobs", {"jobspec": (JOBS / "cni-check-on-restore.hcl").read_text()}
-        )
-        alloc = out["allocs"][0]
-        detail = api.request("GET", f"/fieldlab/v1/allocation/{alloc[:8]}")
-        assert detail["status"] == "running" and detail["tasks"]["nginx"]["state"] == "running"
-        assert [a["id"] for a in api.request("GET", "/fieldlab/v1/allocations")] == [alloc]
-        with pytest.raises(ApiError) as conflict:
-            api.request(
-                "POST", "/fieldlab/v1/jobs", {"jobspec": (JOBS / "cni-check-on-restore.hcl").read_text()}
-            )
-        assert conflict.value.status == 409
+        (alloc,) = run_job(api.request, text)
+        detail = api.request("GET", f"/v1/allocation/{alloc[:8]}")
+        assert detail["ClientStatus"] == "running" and detail["TaskStates"]["nginx"]["State"] == "running"
+        assert [a["ID"] for a in api.request("GET", "/v1/allocations")] == [alloc]
+        # The same job again while it runs: Nomad's no-op (an evaluation), never a second alloc.
+        run_job(api.request, text)
+        assert [a["ID"] for a in api.request("GET", "/v1/allocations")] == [alloc]
+        assert api.request("GET", "/v1/job/example")["Version"] == 0
         bad = 'job "x" {\n  group "g" {\n    task "t" {\n      driver = "rkt"\n    }\n  }\n}\n'
         with pytest.raises(ApiError) as refused:
-            api.request("POST", "/fieldlab/v1/jobs", {"jobspec": bad, "source": "bad.hcl"})
-        assert refused.value.status == 400
-        assert any(p["path"] == "job.x.group.g.task.t.driver" for p in refused.value.body["problems"])
-        api.request("POST", f"/fieldlab/v1/allocation/{alloc}/signal", {"task": "nginx", "signal": "SIGHUP"})
-        assert "Signaling" in [
-            e["type"] for e in api.request("GET", f"/fieldlab/v1/allocation/{alloc}/events")
-        ]
-        assert api.request("DELETE", "/fieldlab/v1/job/example") == {"stopped": [alloc]}
-        wait_until(  # the tasks' stops run off the agent's loop: the answer comes before they end
+            api.request("POST", "/v1/jobs/parse", {"JobHCL": bad})
+        assert refused.value.status == 400 and "job.x.group.g.task.t.driver" in str(refused.value.body)
+        # Registered as Job JSON (what a Nomad client sends), a driver the client does not run is
+        # refused all the same, naming where.
+        good = bad.replace('"rkt"', '"exec"\n      config { command = "/bin/true" }')
+        job = api.request("POST", "/v1/jobs/parse", {"JobHCL": good})
+        job["TaskGroups"][0]["Tasks"][0]["Driver"] = "rkt"
+        with pytest.raises(ApiError) as refused:
+            api.request("PUT", "/v1/jobs", {"Job": job})
+        assert refused.value.status == 400 and "job.x.group.g.task.t.driver" in str(refused.value.body)
+        with pytest.raises(ApiError) as missing:
+            api.request("GET", "/v1/job/x")
+        assert missing.value.status == 404
+        api.request("POST", f"/v1/client/allocation/{alloc}/signal", {"Task": "nginx", "Signal": "SIGHUP"})
+        events = api.request("GET", f"/v1/allocation/{alloc}")["TaskStates"]["nginx"]["Events"]
+        assert "Signaling" in [e["Type"] for e in events]
+        assert api.request("DELETE", "/v1/job/example")["EvalID"]
+        stopped = api.request("GET", f"/v1/allocation/{alloc}")
+        assert (stopped["DesiredStatus"], stopped["ClientStatus"]) == ("stop", "complete")
+        wait_until(  # the containers are removed off the agent's loop: perhaps after the answer
             lambda: (True if lab.containers(alloc) == [] else None, str(lab.containers(alloc))),
             timeout=TIMEOUT,
             what="the stopped job's containers to be gone",
@@ -606,27 +619,32 @@ job "vars" {
 def test_variables_and_cli_read_files_sent_over_the_api_survive_a_restart(
     lab: AgentLab, tmp_path: Path
 ) -> None:
-    """An operator's `job run -var page=hi job.hcl` (file() read on the CLI side): the API takes the
-    variables and files, stores them with the job, and a restarted agent evaluates the job the same."""
-    from agent.routes import build_routes
+    """An operator's `job run -var page=hi job.hcl` (variables and file() evaluated on the CLI side,
+    as Nomad's CLI does): the agent runs the Job JSON it was sent, keeps the Submission (the source
+    as written, its -var flags) with the job, and a restarted agent has the job the same."""
+    from agent.nomadapi.jobjson import parsed_job_json
 
     (tmp_path / "motd.txt").write_text("from the cli")
     spec = tmp_path / "job.hcl"
     spec.write_text(VARIABLE_JOB)
-    files = load_jobspec(spec, {"page": "hi"}).files
+    parsed = load_jobspec(spec, {"page": "hi"})
+    submission = {"Source": VARIABLE_JOB, "Format": "hcl2", "VariableFlags": {"page": "hi"}}
     agent = lab.start_agent()
     try:
-        submit = next(h for m, p, h in build_routes(agent.core) if (m, p) == ("POST", "/fieldlab/v1/jobs"))
-        body = {"jobspec": VARIABLE_JOB, "Variables": 'page = "hi"', "files": files, "source": "job.hcl"}
-        status, _, raw = submit((), json.dumps(body).encode())
-        assert status == 201, raw
-        (alloc,) = json.loads(raw)["allocs"]
+        api = NomadRoutes(agent.core)
+        status, out = api.call(
+            "PUT", "/v1/jobs", {"Job": parsed_job_json(parsed.job), "Submission": submission}
+        )
+        assert status == 200, out
+        (alloc,) = [a["ID"] for a in api.request("GET", f"/v1/evaluation/{out['EvalID']}/allocations")]
         agent.settle()  # its template renders off the main loop
         page = lab.data_dir / "alloc" / alloc / "t" / "local" / "page"
         assert page.read_text() == "HI from the cli"
-        status, _, raw = submit((), json.dumps({"jobspec": VARIABLE_JOB.replace('"vars"', '"v2"')}).encode())
-        problems = json.loads(raw).get("problems", [])
-        assert status == 400 and any("no value given" in p["reason"] for p in problems), raw
+        # Nomad's parse takes a variables file's text; a variable without a value is named.
+        status, raw = api.call("POST", "/v1/jobs/parse", {"JobHCL": VARIABLE_JOB.replace('"vars"', '"v2"')})
+        assert status == 400 and "no value given" in raw, raw
+        status, raw = api.call("POST", "/v1/jobs/parse", {"JobHCL": VARIABLE_JOB, "Variables": 'page = "hi"'})
+        assert status == 400 and "file functions are not available" in raw, raw  # no directory here
     finally:
         agent.stop()
     agent = lab.start_agent()
@@ -635,6 +653,8 @@ def test_variables_and_cli_read_files_sent_over_the_api_survive_a_restart(
         assert job.groups[0].count == 1
         assert job.groups[0].tasks[0].templates[0].data == "HI from the cli"
         assert _view(agent, alloc)["status"] == "running"
+        kept = NomadRoutes(agent.core).request("GET", "/v1/job/vars/submission?version=0")
+        assert kept["Source"] == VARIABLE_JOB and kept["VariableFlags"] == {"page": "hi"}, kept
     finally:
         agent.stop()
 
@@ -948,8 +968,6 @@ job "exec-once" {
 def test_a_batch_exec_task_that_exits_0_completes_and_stays_readable_after_a_restart(lab: AgentLab) -> None:
     """Nomad's batch jobs: a task's exit 0 is its completion (no restart, no failure, no
     replacement); the alloc is complete, and still read by the API after an agent restart."""
-    from agent.routes import build_routes
-
     agent = lab.start_agent()
     out = agent.core.call(lambda: agent.core.submit(BATCH_EXEC, "hcl"))
     (alloc,) = out["allocs"]
@@ -973,12 +991,11 @@ def test_a_batch_exec_task_that_exits_0_completes_and_stays_readable_after_a_res
         assert agent.core.call(lambda: list(agent.core.runners)) == [alloc], "nothing replaced it"
         agent.stop()
         agent = lab.start_agent()
-        routes = {(m, rx): h for m, rx, h in build_routes(agent.core)}
-        status, _, body = routes[("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)")]((alloc,), b"")
-        read = json.loads(body)
-        assert status == 200 and read["status"] == "complete" and read["tasks"]["once"]["failed"] is False
-        status, _, body = routes[("GET", r"/fieldlab/v1/allocation/([0-9a-f-]+)/events")]((alloc,), b"")
-        assert status == 200 and "Terminated" in [e["type"] for e in json.loads(body)]
+        status, read = NomadRoutes(agent.core).call("GET", f"/v1/allocation/{alloc}")
+        assert status == 200 and read["ClientStatus"] == "complete", read
+        once = read["TaskStates"]["once"]
+        assert once["State"] == "dead" and once["Failed"] is False
+        assert "Terminated" in [e["Type"] for e in once["Events"]]
     finally:
         agent.stop()
 

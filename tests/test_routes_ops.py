@@ -1,6 +1,6 @@
-"""The API routes behind `fieldlab-agent job status|inspect`, `alloc logs|exec|signal|restart` and
+"""Nomad's API routes behind `fieldlab-agent job status|inspect`, `alloc logs|exec|signal|restart` and
 `node status`, on the real Core and loop with a fake node (no root, no docker): what each answers,
-and that every bad input is a 4xx JSON error naming what and where, never a traceback."""
+and that every bad input is a 4xx naming what and where, never a traceback."""
 
 from __future__ import annotations
 
@@ -8,21 +8,28 @@ import base64
 import json
 import logging
 import os
-import re
+import ssl
 import threading
 import time
-from collections.abc import Iterator, Mapping
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent import api as agent_api
-from agent import routes
+from agent.api import ApiServer, Streamed
+from agent.config import Config, TLSConfig
 from agent.core import Core
 from agent.drivers.base import TaskHandle
-from agent.routes import build_routes
+from agent.drivers.session import ProcessSession
+from agent.nomadapi import clientroutes
+from agent.nomadapi.wsexec import exec_stream
+from tests.agent_lab import NODE, NomadRoutes, alloc_events, stream_frames
 from tests.fakes import FakeNode
+from tests.pki import TestCA
+from tests.wsclient import WsClient
 
 ONE_TASK = """
 job "web" {
@@ -52,28 +59,22 @@ job "pair" {
 }
 """
 
-Routes = dict[tuple[str, str], Any]
+OPERATOR = "controller.operator.fieldlab"
 
 
-class Api:
+class Api(NomadRoutes):
     def __init__(self, node: FakeNode, core: Core) -> None:
-        self.node, self.core = node, core
-        self.routes: Routes = {(m, rx): h for m, rx, h in build_routes(core)}
-
-    def call(self, method: str, target: str, body: Any = None) -> tuple[int, Any]:
-        """As the API server calls a handler: the path's groups, the body, the query in the thread."""
-        raw = body if isinstance(body, bytes) else (b"" if body is None else json.dumps(body).encode())
-        path, _, agent_api._request.query = target.partition("?")
-        for (m, rx), handler in self.routes.items():
-            match = re.fullmatch(rx, path)
-            if m == method and match:
-                status, ctype, data = handler(match.groups(), raw)
-                return status, json.loads(data) if ctype == "application/json" else data
-        raise AssertionError(f"no route for {method} {path}")
+        super().__init__(core)
+        self.node = node
 
     def submit(self, spec: str) -> list[str]:
         out = self.core.call(lambda: self.core.submit(spec, "hcl"))
         return list(out["allocs"])
+
+    def alloc_ids(self, target: str) -> list[str]:
+        status, out = self.call("GET", target)
+        assert status == 200, out
+        return sorted(a["ID"] for a in out)
 
 
 @pytest.fixture
@@ -89,48 +90,53 @@ def _no_traceback(caplog: pytest.LogCaptureFixture) -> None:
     assert all(r.exc_info is None and r.levelno < logging.ERROR for r in caplog.records)
 
 
-# -- GET /fieldlab/v1/job/<id>, GET /fieldlab/v1/jobs, GET /fieldlab/v1/node
+# -- GET /v1/job/<id> (+ /summary, /allocations, /submission), /v1/jobs, /v1/node/<id>
 
 
 def test_a_job_is_answered_with_its_groups_summary_allocs_spec_and_submission(api: Api) -> None:
     allocs = api.submit(TWO_TASKS)
-    status, job = api.call("GET", "/fieldlab/v1/job/pair")
+    status, job = api.call("GET", "/v1/job/pair")
     assert status == 200
-    assert (job["id"], job["type"], job["status"]) == ("pair", "batch", "running")
-    assert job["groups"] == [
-        {
-            "name": "g",
-            "count": 2,
-            "tasks": [{"name": "a", "driver": "docker"}, {"name": "b", "driver": "docker"}],
-        }
+    assert (job["ID"], job["Type"], job["Status"]) == ("pair", "batch", "running")
+    assert [(g["Name"], g["Count"]) for g in job["TaskGroups"]] == [("g", 2)]
+    tasks = job["TaskGroups"][0]["Tasks"]
+    assert [(t["Name"], t["Driver"]) for t in tasks] == [("a", "docker"), ("b", "docker")]
+    assert tasks[0]["Config"] == {"image": "x"}
+    summary = api.request("GET", "/v1/job/pair/summary")["Summary"]
+    assert summary["g"]["Running"] == 2 and summary["g"]["Failed"] == 0
+    assert api.alloc_ids("/v1/job/pair/allocations") == sorted(allocs)
+    submission = api.request("GET", "/v1/job/pair/submission?version=0")
+    assert submission["Source"] == TWO_TASKS and submission["Format"] == "hcl2"
+    assert api.call("GET", "/v1/job/pair/submission?version=1") == (404, "job source not found\n")
+    assert api.call("GET", "/v1/job/pair/submission")[0] == 400  # Nomad's: the version is required
+    listed = api.request("GET", "/v1/jobs")
+    assert [(j["ID"], j["Type"], j["JobSummary"]["Summary"]["g"]["Running"]) for j in listed] == [
+        ("pair", "batch", 2)
     ]
-    assert job["summary"]["g"]["running"] == 2 and job["summary"]["g"]["failed"] == 0
-    assert sorted(a["id"] for a in job["allocs"]) == sorted(allocs)
-    assert job["spec"]["id"] == "pair" and job["spec"]["groups"][0]["tasks"][0]["config"] == {"image": "x"}
-    assert job["submission"]["source"] == TWO_TASKS and job["submission"]["format"] == "hcl"
-    assert api.call("GET", "/fieldlab/v1/jobs") == (200, [{"id": "pair", "type": "batch", "allocs": allocs}])
 
 
-def test_a_stopped_job_is_dead_and_an_unknown_one_is_a_404_naming_it(api: Api) -> None:
+def test_a_stopped_job_is_dead_and_an_unknown_one_is_a_404(api: Api) -> None:
     api.submit(ONE_TASK)
-    assert api.call("DELETE", "/fieldlab/v1/job/web")[0] == 200
-    assert api.call("GET", "/fieldlab/v1/job/web")[1]["status"] == "dead"
-    assert api.call("GET", "/fieldlab/v1/job/nope") == (404, {"error": "no job 'nope'"})
-    status, out = api.call("GET", "/fieldlab/v1/job/a%20b")  # quoted in the path
-    assert status == 404 and "'a b'" in out["error"]
+    assert api.call("DELETE", "/v1/job/web")[0] == 200
+    assert api.request("GET", "/v1/job/web")["Status"] == "dead"
+    assert api.call("GET", "/v1/job/nope") == (404, "job not found\n")
+    assert api.call("DELETE", "/v1/job/nope") == (404, "job not found\n")
+    assert api.request("GET", "/v1/job/w%65b")["ID"] == "web"  # quoted in the path: read unquoted
 
 
-def test_the_node_counts_allocs_by_status_and_says_each_driver_is_healthy(api: Api) -> None:
-    api.submit(ONE_TASK)
-    status, node = api.call("GET", "/fieldlab/v1/node")
+def test_the_node_lists_its_allocs_and_says_each_driver_is_healthy(api: Api) -> None:
+    (alloc,) = api.submit(ONE_TASK)
+    status, node = api.call("GET", f"/v1/node/{NODE.id}")
     assert status == 200
-    assert node["allocs"] == {"pending": 0, "running": 1, "failed": 0, "complete": 0, "adopted": 0}
-    assert node["jobs"] == 1 and node["datacenter"] == "dc1"
-    assert set(node["drivers"]) == {"docker", "exec"}
-    assert all(d["healthy"] for d in node["drivers"].values())
+    assert node["Datacenter"] == "dc1" and node["Status"] == "ready"
+    assert set(node["Drivers"]) == {"docker", "exec"}
+    assert all(d["Healthy"] for d in node["Drivers"].values())
+    on_node = api.request("GET", f"/v1/node/{NODE.id}/allocations")
+    assert [(a["ID"], a["ClientStatus"]) for a in on_node] == [(alloc, "running")]
+    assert len(api.request("GET", "/v1/jobs")) == 1
 
 
-# -- logs
+# -- logs: GET /v1/client/fs/logs/<alloc>?task=&type= (StreamFrames, or the bytes with plain=true)
 
 
 def _logs_dir(api: Api, alloc: str, task: str) -> Path:
@@ -139,42 +145,35 @@ def _logs_dir(api: Api, alloc: str, task: str) -> Path:
     return d
 
 
-def test_logs_of_the_only_task_from_an_offset_in_chunks(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+def _log_frames(api: Api, alloc: str, query: str) -> list[dict[str, Any]]:
+    status, data = api.call("GET", f"/v1/client/fs/logs/{alloc}?{query}")
+    assert status == 200, data
+    return stream_frames(data)
+
+
+def test_logs_of_a_task_from_an_offset_in_frames(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
     (alloc,) = api.submit(ONE_TASK)
     logs = _logs_dir(api, alloc, "srv")
     (logs / "stdout").write_bytes(b"hello\nworld\n")
     (logs / "stderr").write_bytes(b"\xffoops\n")
-    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc[:8]}")
-    assert status == 200
-    assert (out["alloc"], out["task"], out["type"]) == (alloc, "srv", "stdout")
-    assert base64.b64decode(out["data"]) == b"hello\nworld\n"
-    assert (out["offset"], out["next_offset"], out["size"], out["reset"]) == (0, 12, 12, False)
-    out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv&type=stdout&offset=6")[1]
-    assert base64.b64decode(out["data"]) == b"world\n" and out["offset"] == 6
-    out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv&type=stderr")[1]
-    assert base64.b64decode(out["data"]) == b"\xffoops\n"  # bytes as written, not decoded
-    out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?offset=6&origin=end")[1]
-    assert base64.b64decode(out["data"]) == b"world\n" and out["offset"] == 6
-    assert api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?type=stderr&plain=true") == (
+    (frame,) = _log_frames(api, alloc[:8], "task=srv&type=stdout")
+    assert frame["Data"] == b"hello\nworld\n" and frame["File"] == "alloc/logs/srv.stdout.0"
+    (frame,) = _log_frames(api, alloc, "task=srv&type=stdout&offset=6")
+    assert frame["Data"] == b"world\n"
+    (frame,) = _log_frames(api, alloc, "task=srv&type=stderr")
+    assert frame["Data"] == b"\xffoops\n"  # bytes as written, not decoded
+    (frame,) = _log_frames(api, alloc, "task=srv&type=stdout&offset=6&origin=end")
+    assert frame["Data"] == b"world\n"
+    assert api.call("GET", f"/v1/client/fs/logs/{alloc}?task=srv&type=stderr&plain=true") == (
         200,
         b"\xffoops\n",
     )
-    monkeypatch.setattr("agent.logs.READ_LIMIT", 5)
-    monkeypatch.setattr(routes, "read_log", _limited(5))
-    out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv")[1]
-    assert base64.b64decode(out["data"]) == b"hello" and out["next_offset"] == 5 and out["size"] == 12
+    monkeypatch.setattr(clientroutes, "FRAME_BYTES", 5)
+    frames = _log_frames(api, alloc, "task=srv&type=stdout")
+    assert [f["Data"] for f in frames] == [b"hello", b"\nworl", b"d\n"]
 
 
-def _limited(limit: int) -> Any:
-    from agent.logs import read_log
-
-    def read(source: Any, offset: int, **kw: Any) -> Any:
-        return read_log(source, offset, limit=limit, **kw)
-
-    return read
-
-
-def test_a_follow_waits_for_new_bytes_and_answers_when_they_come(api: Api) -> None:
+def test_a_follow_sends_new_bytes_as_they_come(api: Api) -> None:
     (alloc,) = api.submit(ONE_TASK)
     out_file = _logs_dir(api, alloc, "srv") / "stdout"
     out_file.write_bytes(b"one\n")
@@ -184,10 +183,15 @@ def test_a_follow_waits_for_new_bytes_and_answers_when_they_come(api: Api) -> No
         with out_file.open("ab") as f:
             f.write(b"two\n")
 
+    answer = api.answer("GET", f"/v1/client/fs/logs/{alloc}?task=srv&type=stdout&offset=4&follow=true")
+    assert isinstance(answer, Streamed) and answer.status == 200
     threading.Thread(target=later, daemon=True).start()
     t0 = time.monotonic()
-    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv&offset=4&follow=true")
-    assert status == 200 and base64.b64decode(out["data"]) == b"two\n"
+    try:
+        got = next(c for c in answer.chunks if c != b"{}")  # heartbeats until the bytes come
+    finally:
+        answer.close()
+    assert stream_frames(got)[0]["Data"] == b"two\n"
     assert 0.3 < time.monotonic() - t0 < 4.0
 
 
@@ -198,39 +202,32 @@ def test_a_log_that_is_a_symlink_or_a_fifo_is_not_read(api: Api, tmp_path: Path)
     secret.write_text("agent secret")
     (logs / "stdout").symlink_to(secret)
     os.mkfifo(logs / "stderr")
-    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv")
-    assert status == 400 and "symlink" in out["error"] and "agent secret" not in json.dumps(out)
-    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=srv&type=stderr")
-    assert status == 400 and "not a regular file" in out["error"]
+    status, out = api.call("GET", f"/v1/client/fs/logs/{alloc}?task=srv&type=stdout")
+    assert status == 400 and "symlink" in out and "agent secret" not in out
+    status, out = api.call("GET", f"/v1/client/fs/logs/{alloc}?task=srv&type=stderr&plain=true")
+    assert status == 400 and "not a regular file" in out
 
 
 def test_a_task_that_never_wrote_has_empty_logs(api: Api) -> None:
     (alloc,) = api.submit(ONE_TASK)
-    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?type=stderr")
-    assert status == 200 and out["data"] == "" and out["size"] == 0
+    assert api.call("GET", f"/v1/client/fs/logs/{alloc}?task=srv&type=stderr") == (200, b"")
 
 
 @pytest.mark.parametrize(
     ("path", "status", "needle"),
     [
-        ("/fieldlab/v1/client/fs/logs/XYZ", 400, "alloc id 'XYZ' in the path"),
-        ("/fieldlab/v1/client/fs/logs/a", 400, "at least 2"),
-        ("/fieldlab/v1/client/fs/logs/--", 404, "no alloc --"),  # a 2-character prefix is looked up
-        (
-            "/fieldlab/v1/client/fs/logs/{alloc}?type=stdin",
-            400,
-            "query parameter type='stdin': stdout or stderr",
-        ),
-        ("/fieldlab/v1/client/fs/logs/{alloc}?offset=-1", 400, "query parameter offset='-1': a byte count"),
-        ("/fieldlab/v1/client/fs/logs/{alloc}?origin=middle", 400, "origin='middle': start or end"),
-        ("/fieldlab/v1/client/fs/logs/{alloc}?follow=maybe", 400, "follow='maybe': true or false"),
-        (
-            "/fieldlab/v1/client/fs/logs/{alloc}?tail=1",
-            400,
-            "unknown query parameter 'tail' (known: task, type",
-        ),
-        ("/fieldlab/v1/client/fs/logs/{alloc}?task=nope", 404, "has no task 'nope' (its tasks: srv)"),
-        ("/fieldlab/v1/client/fs/logs/ffffffff", 404, "no alloc ffffffff"),
+        ("/v1/client/fs/logs/XYZ?task=srv&type=stdout", 404, "alloc not found"),
+        ("/v1/client/fs/logs/a?task=srv&type=stdout", 400, "at least 2"),
+        ("/v1/client/fs/logs/--?task=srv&type=stdout", 404, "alloc not found"),  # a 2-character prefix
+        ("/v1/client/fs/logs/{alloc}?type=stdout", 400, "must include task name"),
+        ("/v1/client/fs/logs/{alloc}?task=srv", 400, "must include type as stdout or stderr"),
+        ("/v1/client/fs/logs/{alloc}?task=srv&type=stdin", 400, "type='stdin': stdout or stderr"),
+        ("/v1/client/fs/logs/{alloc}?task=srv&type=stdout&offset=-1", 400, "offset=-1: a byte count"),
+        ("/v1/client/fs/logs/{alloc}?task=srv&type=stdout&offset=x", 400, "offset='x': a whole number"),
+        ("/v1/client/fs/logs/{alloc}?task=srv&type=stdout&origin=middle", 400, "origin='middle'"),
+        ("/v1/client/fs/logs/{alloc}?task=srv&type=stdout&follow=maybe", 400, "follow='maybe': true or"),
+        ("/v1/client/fs/logs/{alloc}?task=nope&type=stdout", 404, "unknown task name 'nope'"),
+        ("/v1/client/fs/logs/ffffffff?task=srv&type=stdout", 404, "alloc not found"),
     ],
 )
 def test_bad_log_requests_are_4xx_naming_what_and_where(
@@ -239,124 +236,160 @@ def test_bad_log_requests_are_4xx_naming_what_and_where(
     (alloc,) = api.submit(ONE_TASK)
     with caplog.at_level(logging.DEBUG, logger="agent"):
         got, out = api.call("GET", path.format(alloc=alloc))
-    assert got == status and needle in out["error"], out
+    assert got == status and needle in out, out
     _no_traceback(caplog)
 
 
-def test_logs_of_a_group_of_two_tasks_need_the_task(api: Api) -> None:
+def test_logs_of_a_group_of_two_tasks_are_each_tasks_own(api: Api) -> None:
     alloc = api.submit(TWO_TASKS)[0]
-    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}")
-    assert status == 400 and "has tasks a, b: say which one" in out["error"]
-    status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}?task=b")  # a fake docker: files
-    assert status == 200
+    assert api.call("GET", f"/v1/client/fs/logs/{alloc}?type=stdout")[0] == 400  # which task: Nomad asks
+    assert api.call("GET", f"/v1/client/fs/logs/{alloc}?task=b&type=stdout") == (200, b"")  # fake docker
 
 
-# -- exec
+# -- exec: `nomad alloc exec` over a websocket (GET /v1/client/allocation/<id>/exec)
+
+
+@pytest.fixture
+def served(api: Api, tmp_path: Path) -> Iterator[Callable[[str], WsClient]]:
+    """The routes and the exec stream on an mTLS API server; opens a websocket at a path."""
+    ca = TestCA(tmp_path)
+    srv, op = ca.issue("client1.agent.fieldlab", server=True), ca.issue(OPERATOR, server=False)
+    cfg = Config(
+        node_name="client1",
+        data_dir=tmp_path / "data",
+        bind_address="127.0.0.1",
+        port=0,
+        tls=TLSConfig(srv.cert, srv.key, ca.ca_file),
+    )
+    server = ApiServer(cfg, {}, api.table, [exec_stream(api.nomad)])
+    server.start()
+    ctx = ssl.create_default_context(cafile=str(ca.ca_file))
+    ctx.load_cert_chain(str(op.cert), str(op.key))
+    sockets: list[WsClient] = []
+
+    def open_ws(path: str) -> WsClient:
+        ws = WsClient("127.0.0.1", server.port, path, ctx, timeout=10)
+        sockets.append(ws)
+        return ws
+
+    yield open_ws
+    for ws in sockets:
+        ws.close()
+    server.stop(5)
+
+
+def _exec_path(alloc: str, command: Any, task: str | None = "srv") -> str:
+    query = {"command": command if isinstance(command, str) else json.dumps(command), "tty": "false"}
+    if task is not None:
+        query["task"] = task
+    return f"/v1/client/allocation/{alloc}/exec?{urllib.parse.urlencode(query)}"
 
 
 def test_exec_runs_through_the_driver_off_the_loop_and_answers_code_and_output(
-    api: Api, monkeypatch: pytest.MonkeyPatch
+    api: Api, served: Callable[[str], WsClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (alloc,) = api.submit(ONE_TASK)
-    seen: list[tuple[str, list[str], float, str]] = []
+    loop = api.core.call(threading.get_ident)
+    handle = api.core.call(lambda: api.core.runner(alloc).state.handle("srv"))
+    seen: list[tuple[str, list[str], int, dict[str, str]]] = []
 
-    def fake_exec(
-        handle: TaskHandle, argv: list[str], timeout: float, env: Mapping[str, str] | None = None
-    ) -> tuple[int, str]:
-        seen.append((handle.id, argv, timeout, threading.current_thread().name))
-        return 3, "hello from the task\n"
+    def session(
+        h: TaskHandle,
+        argv: list[str],
+        *,
+        tty: bool,
+        rows: int = 24,
+        cols: int = 80,
+        env: Mapping[str, str] | None = None,
+    ) -> ProcessSession:
+        seen.append((h.id, argv, threading.get_ident(), dict(env or {})))
+        script = 'printf "hello from the task\\n"; echo "$0" >&2; exit 3'
+        return ProcessSession(["/bin/sh", "-c", script, argv[-1]], None, "/", tty=tty)
 
-    monkeypatch.setattr(api.node.exec, "exec", fake_exec)
-    status, out = api.call(
-        "POST", f"/fieldlab/v1/allocation/{alloc[:8]}/exec", {"cmd": ["cat", "/local/x"], "timeout": 7}
-    )
-    assert status == 200
-    assert out == {
-        "alloc": alloc,
-        "task": "srv",
-        "exit_code": 3,
-        "output": "hello from the task\n",
-        "truncated": False,
-    }
-    ((_, argv, timeout, thread),) = seen
-    assert argv == ["cat", "/local/x"] and timeout == 7.0 and thread != "MainThread"
+    monkeypatch.setattr(api.node.exec, "exec_session", session)
+    ws = served(_exec_path(alloc[:8], ["cat", "/local/x"]))
+    assert ws.accepted, (ws.head, ws.body)
+    got = ws.messages()
+    out = b"".join(base64.b64decode(m["stdout"]["data"]) for m in got if "stdout" in m)
+    err = b"".join(base64.b64decode(m["stderr"]["data"]) for m in got if "stderr" in m)
+    assert (out, err) == (b"hello from the task\n", b"/local/x\n")
+    assert got[-1] == {"exited": True, "result": {"exit_code": 3}}
+    ((handle_id, argv, thread, env),) = seen
+    assert handle is not None and handle_id == handle.id
+    assert argv == ["cat", "/local/x"] and thread != loop, "the command started on the main loop"
+    assert env.get("NOMAD_ALLOC_ID") == alloc and env.get("NOMAD_TASK_NAME") == "srv", env
 
 
-def test_exec_that_cannot_run_says_why_and_one_that_hangs_is_a_504(
-    api: Api, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_exec_that_cannot_start_is_refused_saying_why(api: Api, served: Callable[[str], WsClient]) -> None:
     (alloc,) = api.submit(ONE_TASK)
-    monkeypatch.setattr(api.node.exec, "exec", lambda h, argv, t, env=None: (-1, "the task's init is gone"))
-    status, out = api.call("POST", f"/fieldlab/v1/allocation/{alloc}/exec", {"task": "srv", "cmd": ["ls"]})
-    assert status == 200 and out["exit_code"] == -1 and out["error"] == "the task's init is gone"
-    release = threading.Event()
-    monkeypatch.setattr(api.node.exec, "exec", lambda h, argv, t, env=None: (release.wait(5), (0, ""))[1])
-    monkeypatch.setattr(routes, "EXEC_MARGIN", 0.2)
-    status, out = api.call(
-        "POST", f"/fieldlab/v1/allocation/{alloc}/exec", {"cmd": ["sleep", "9"], "timeout": 0.1}
-    )
-    release.set()
-    assert (
-        status == 504 and "did not report back" in out["error"] and out["retry"] == "check the outcome first"
-    )
+    ws = served(_exec_path(alloc, ["ls"]))  # the fake driver's session cannot start a command
+    assert ws.status == 409 and b"the fake driver runs no commands" in ws.body, (ws.head, ws.body)
 
 
 @pytest.mark.parametrize(
-    ("body", "status", "needle"),
+    ("command", "task", "status", "needle"),
     [
-        (b"[1]", 400, "JSON object"),
-        ({"cmd": "ls -l"}, 400, '"cmd" must be the command as a non-empty list'),
-        ({"cmd": []}, 400, '"cmd" must be'),
-        ({"cmd": ["ls", 3]}, 400, '"cmd" must be'),
-        ({"cmd": ["ls"], "timeout": 0}, 400, '"timeout" must be seconds'),
-        ({"cmd": ["ls"], "timeout": 301}, 400, "at most 300"),
-        ({"cmd": ["ls"], "timeout": True}, 400, '"timeout"'),
-        ({"cmd": ["ls"], "task": 5}, 400, '"task" must be a task name'),
-        ({"cmd": ["ls"], "task": "nope"}, 404, "has no task 'nope'"),
+        ("ls -l", "srv", 400, "command must be a JSON list of strings"),
+        ([], "srv", 400, "command must be a JSON list"),
+        (["ls", 3], "srv", 400, "command must be a JSON list"),
+        (["ls", ""], "srv", 400, "command must be a JSON list"),
+        ({"cmd": ["ls"]}, "srv", 400, "command must be a JSON list"),
+        (["ls"], None, 400, "missing task name"),
+        (["ls"], "nope", 404, "task 'nope' not found in alloc"),
     ],
 )
 def test_bad_exec_requests_are_4xx(
-    api: Api, caplog: pytest.LogCaptureFixture, body: Any, status: int, needle: str
+    api: Api,
+    served: Callable[[str], WsClient],
+    caplog: pytest.LogCaptureFixture,
+    command: Any,
+    task: str | None,
+    status: int,
+    needle: str,
 ) -> None:
     (alloc,) = api.submit(ONE_TASK)
     with caplog.at_level(logging.DEBUG, logger="agent"):
-        got, out = api.call("POST", f"/fieldlab/v1/allocation/{alloc}/exec", body)
-    assert got == status and needle in out["error"], out
+        ws = served(_exec_path(alloc, command, task))
+    assert ws.status == status and needle in ws.body.decode(), (ws.head, ws.body)
     _no_traceback(caplog)
 
 
-def test_exec_in_a_task_that_is_not_running_is_a_409(api: Api) -> None:
+def test_exec_in_a_task_that_is_not_running_is_a_409(api: Api, served: Callable[[str], WsClient]) -> None:
     (alloc,) = api.submit(ONE_TASK)
-    api.call("DELETE", "/fieldlab/v1/job/web")
-    status, out = api.call("POST", f"/fieldlab/v1/allocation/{alloc}/exec", {"cmd": ["ls"]})
-    assert status == 409 and "is not running" in out["error"]
+    api.call("DELETE", "/v1/job/web")
+    ws = served(_exec_path(alloc, ["ls"]))
+    assert ws.status == 409 and b"is not running" in ws.body, (ws.head, ws.body)
 
 
-# -- signal and restart
+# -- signal and restart: POST /v1/client/allocation/<id>/signal|restart
 
 
 def test_signal_without_a_task_reaches_every_running_task(api: Api) -> None:
     alloc = api.submit(TWO_TASKS)[0]
-    status, out = api.call("POST", f"/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGHUP"})
-    assert status == 200 and out == {"signalled": ["a", "b"], "signal": "SIGHUP"}
+    status, out = api.call("POST", f"/v1/client/allocation/{alloc}/signal", {"Signal": "SIGHUP"})
+    assert status == 200 and out == {}
     assert [s for _, s in api.node.docker.signals] == ["SIGHUP", "SIGHUP"]
+    handle_b = api.core.call(lambda: api.core.runner(alloc).state.handle("b"))
     status, out = api.call(
-        "POST", f"/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGUSR1", "task": "b"}
+        "POST", f"/v1/client/allocation/{alloc}/signal", {"Signal": "SIGUSR1", "Task": "b"}
     )
-    assert status == 200 and out == {"signalled": "b", "signal": "SIGUSR1"}
+    assert status == 200 and handle_b is not None
+    assert api.node.docker.signals[2:] == [(handle_b.id, "SIGUSR1")]
 
 
 @pytest.mark.parametrize(
     ("path", "body", "status", "needle"),
     [
-        ("/fieldlab/v1/allocation/{alloc}/signal", {"signal": "HUP"}, 400, "'HUP' is not a signal name"),
-        ("/fieldlab/v1/allocation/{alloc}/signal", {"signal": 1}, 400, "is not a signal name"),
-        ("/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGHUP", "task": "x"}, 404, "has no task 'x'"),
-        ("/fieldlab/v1/allocation/{alloc}/restart", {"task": ["a"]}, 400, '"task" must be a task name'),
-        ("/fieldlab/v1/allocation/{alloc}/restart", {"task": "x"}, 404, "has no task 'x'"),
-        ("/fieldlab/v1/allocation/a/restart", {}, 400, "at least 2"),
-        ("/fieldlab/v1/allocation/--/restart", {}, 404, "no alloc --"),
-        ("/fieldlab/v1/allocation/NOTHEX/signal", {"signal": "SIGHUP"}, 400, "alloc id 'NOTHEX' in the path"),
+        ("/v1/client/allocation/{alloc}/signal", {"Signal": "HUP"}, 400, "'HUP' is not a signal name"),
+        ("/v1/client/allocation/{alloc}/signal", {"Signal": 1}, 400, "is not a signal name"),
+        ("/v1/client/allocation/{alloc}/signal", {"Signal": "SIGHUP", "Task": 5}, 400, '"Task" must be'),
+        ("/v1/client/allocation/{alloc}/signal", {"Signal": "SIGHUP", "Task": "x"}, 404, "'x' not found"),
+        ("/v1/client/allocation/{alloc}/signal", b"[1]", 400, "JSON object"),
+        ("/v1/client/allocation/{alloc}/restart", {"TaskName": ["a"]}, 400, '"TaskName" must be a task'),
+        ("/v1/client/allocation/{alloc}/restart", {"TaskName": "x"}, 404, "task not found in alloc"),
+        ("/v1/client/allocation/a/restart", {}, 400, "at least 2"),
+        ("/v1/client/allocation/--/restart", {}, 404, "alloc not found"),
+        ("/v1/client/allocation/NOTHEX/signal", {"Signal": "SIGHUP"}, 404, "alloc not found"),
     ],
 )
 def test_bad_signal_and_restart_requests_are_4xx(
@@ -365,15 +398,14 @@ def test_bad_signal_and_restart_requests_are_4xx(
     (alloc,) = api.submit(ONE_TASK)
     with caplog.at_level(logging.DEBUG, logger="agent"):
         got, out = api.call("POST", path.format(alloc=alloc), body)
-    assert got == status and needle in out["error"], out
+    assert got == status and needle in out, out
     _no_traceback(caplog)
 
 
 def test_restart_without_a_task_restarts_every_running_task(api: Api) -> None:
     alloc = api.submit(TWO_TASKS)[0]
     before = len(api.node.docker.starts)
-    status, view = api.call("POST", f"/fieldlab/v1/allocation/{alloc}/restart", {})
-    assert status == 200 and view["id"] == alloc
+    assert api.call("POST", f"/v1/client/allocation/{alloc}/restart", {}) == (200, {})
 
     def restarted() -> bool:
         return api.core.call(lambda: len(api.node.docker.starts)) >= before + 2
@@ -382,19 +414,17 @@ def test_restart_without_a_task_restarts_every_running_task(api: Api) -> None:
     while not restarted() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert restarted()
-    events = api.call("GET", f"/fieldlab/v1/allocation/{alloc}/events")[1]
-    assert sorted(e["task"] for e in events if e["type"] == "Restart Signaled") == ["a", "b"]
+    states = api.request("GET", f"/v1/allocation/{alloc}")["TaskStates"]
+    assert all("Restart Signaled" in [e["Type"] for e in states[t]["Events"]] for t in ("a", "b")), states
 
 
 def test_a_dead_alloc_has_nothing_to_signal_or_restart(api: Api) -> None:
     (alloc,) = api.submit(ONE_TASK)
-    api.call("DELETE", "/fieldlab/v1/job/web")
-    assert api.call("POST", f"/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGHUP"})[0] == 409
-    assert (
-        api.call("POST", f"/fieldlab/v1/allocation/{alloc}/signal", {"signal": "SIGHUP", "task": "srv"})[0]
-        == 409
-    )
-    assert api.call("POST", f"/fieldlab/v1/allocation/{alloc}/restart", {})[0] == 409
+    api.call("DELETE", "/v1/job/web")
+    signal = f"/v1/client/allocation/{alloc}/signal"
+    assert api.call("POST", signal, {"Signal": "SIGHUP"})[0] == 409
+    assert api.call("POST", signal, {"Signal": "SIGHUP", "Task": "srv"})[0] == 409
+    assert api.call("POST", f"/v1/client/allocation/{alloc}/restart", {})[0] == 409
 
 
 # -- adopted allocs (found running after the state database was lost: agent.runner.adopt)
@@ -411,46 +441,58 @@ def test_adopted_allocs_are_listed_by_job_and_node_read_but_never_acted_on(tmp_p
     threading.Thread(target=core.run_loop, daemon=True).start()
     try:
         api = Api(node, core)
-        status, job = api.call("GET", "/fieldlab/v1/job/batch")
-        assert status == 200 and job["spec"] is None and job["submission"] is None
-        assert job["status"] == "running" and [a["id"] for a in job["allocs"]] == [D]
-        assert job["summary"] == {"w": {"pending": 0, "running": 0, "failed": 0, "complete": 0, "adopted": 1}}
-        assert api.call("GET", "/fieldlab/v1/node")[1]["allocs"]["adopted"] == 3
+        (stub,) = api.request("GET", "/v1/job/batch/allocations")
+        assert (stub["ID"], stub["ClientStatus"], stub["TaskGroup"]) == (D, "running", "w")
+        assert (
+            "adopted" in stub["ClientDescription"] and node.store.recovered_from in stub["ClientDescription"]
+        )
+        # its jobspec went with the lost state database: the job itself is not known, its allocs are
+        assert api.call("GET", "/v1/job/batch")[0] == 404
+        on_node = api.request("GET", f"/v1/node/{NODE.id}/allocations")
+        assert len(on_node) == 3 and {a["ClientStatus"] for a in on_node} == {"running"}
         logs = node.root / "data" / "alloc" / D / "worker" / "logs"
         logs.mkdir(parents=True)
         (logs / "stdout").write_bytes(b"still here\n")
-        status, out = api.call("GET", f"/fieldlab/v1/client/fs/logs/{D}")
-        assert status == 200 and base64.b64decode(out["data"]) == b"still here\n" and out["task"] == "worker"
-        status, out = api.call("POST", f"/fieldlab/v1/allocation/{D}/exec", {"cmd": ["ls"]})
-        assert (
-            status == 409 and "adopted" in out["error"] and f"fieldlab-agent alloc stop {D}" in out["error"]
+        assert api.call("GET", f"/v1/client/fs/logs/{D}?task=worker&type=stdout&plain=true") == (
+            200,
+            b"still here\n",
         )
-        assert api.call("POST", f"/fieldlab/v1/allocation/{D}/signal", {"signal": "SIGHUP"})[0] == 409
-        assert api.call("POST", f"/fieldlab/v1/allocation/{D}/restart", {})[0] == 409
+        opener = exec_stream(api.nomad)[2]
+        agent_api._request.query = "task=worker&command=%5B%22ls%22%5D"  # as the server sets it
+        refused = opener((D,), b"")
+        assert isinstance(refused, tuple), refused
+        status, _, body = refused
+        assert status == 409 and b"adopted" in body and f"fieldlab-agent alloc stop {D}".encode() in body
+        assert api.call("POST", f"/v1/client/allocation/{D}/signal", {"Signal": "SIGHUP"})[0] == 409
+        assert api.call("POST", f"/v1/client/allocation/{D}/restart", {})[0] == 409
     finally:
         core.stop()
 
 
-# -- DELETE /fieldlab/v1/job/<id>?purge=true, POST /fieldlab/v1/client/gc
+# -- DELETE /v1/job/<id>?purge=true, POST /v1/client/gc
 
 
 def test_job_stop_purge_removes_the_job_and_its_allocs_and_client_gc_collects_terminal_ones(api: Api) -> None:
     (web,) = api.submit(ONE_TASK)
     pair = api.submit(TWO_TASKS)
-    status, out = api.call("DELETE", "/fieldlab/v1/job/web?purge=true")
-    assert status == 200 and out["stopped"] == [web] and out["purged"] == [web]
+    status, out = api.call("DELETE", "/v1/job/web?purge=true")
+    assert status == 200 and out["EvalID"]
     assert api.node.store.get("job", "web") is None and api.node.store.get("alloc", web) is None
-    assert api.call("GET", "/fieldlab/v1/job/web")[0] == 404
-    assert api.call("DELETE", "/fieldlab/v1/job/pair?purge=maybe")[0] == 400  # a bad flag: nothing done
+    assert api.call("GET", "/v1/job/web")[0] == 404
+    assert api.alloc_ids("/v1/job/web/allocations") == []
+    status, out = api.call("DELETE", "/v1/job/pair?purge=maybe")  # a bad flag: nothing done
+    assert status == 400 and "purge" in out
     assert api.node.store.get("job", "pair") is not None
+    assert {a["DesiredStatus"] for a in api.request("GET", "/v1/job/pair/allocations")} == {"run"}
 
-    status, out = api.call("DELETE", "/fieldlab/v1/job/pair")  # stopped, kept: its allocs are terminal
-    assert status == 200 and sorted(out["stopped"]) == sorted(pair) and "purged" not in out
+    assert api.call("DELETE", "/v1/job/pair")[0] == 200  # stopped, kept: its allocs are terminal
+    stubs = api.request("GET", "/v1/job/pair/allocations")
+    assert sorted(a["ID"] for a in stubs) == sorted(pair)
+    assert {(a["DesiredStatus"], a["ClientStatus"]) for a in stubs} == {("stop", "complete")}
     assert all(api.node.store.get("alloc", a) is not None for a in pair)
-    status, out = api.call("POST", "/fieldlab/v1/client/gc")
-    assert status == 200 and sorted(out["collected"]) == sorted(pair) and out["jobs_purged"] == ["pair"]
+    assert api.call("POST", "/v1/client/gc") == (200, {})
     assert all(api.node.store.get("alloc", a) is None for a in pair)
-    assert api.node.store.get("job", "pair") is None
+    assert api.node.store.get("job", "pair") is None and api.call("GET", "/v1/job/pair")[0] == 404
 
 
 # -- terminal allocs after an agent restart: every alloc listed is readable
@@ -495,20 +537,20 @@ def _exits(api: Api, alloc: str, code: int) -> None:
 
 def test_every_alloc_listed_after_an_agent_restart_is_read_with_its_tasks_and_events(tmp_path: Path) -> None:
     """A stopped, a failed and a completed alloc of the agent's last run: listed by GET
-    /v1/allocations, so each is answered by GET /fieldlab/v1/allocation/<id> (by id and by prefix), its
-    events, its logs and its job's view, with its task states, however often the agent restarts."""
+    /v1/allocations, so each is answered by GET /v1/allocation/<id> (by id and by prefix) with its
+    task states and events, its logs and its job's allocations, however often the agent restarts."""
     node = FakeNode(tmp_path)
     core = node.core()
     threading.Thread(target=core.run_loop, daemon=True).start()
     api = Api(node, core)
     (stopped,) = api.submit(ONE_TASK)
-    assert api.call("DELETE", "/fieldlab/v1/job/web")[0] == 200
+    assert api.call("DELETE", "/v1/job/web")[0] == 200
     (failed,) = api.submit(CRASHY)
     _exits(api, failed, 2)
     (done,) = api.submit(BATCH)
     _exits(api, done, 0)
     deadline = time.monotonic() + 5
-    while len(api.call("GET", "/fieldlab/v1/allocations")[1]) < 4 and time.monotonic() < deadline:
+    while len(api.request("GET", "/v1/allocations")) < 4 and time.monotonic() < deadline:
         time.sleep(0.01)  # the failed alloc's replacement starts on the loop's timer
     expected = {stopped: ("complete", "srv"), failed: ("failed", "t"), done: ("complete", "t")}
     for _ in range(2):  # the agent restarted, then restarted again
@@ -517,27 +559,26 @@ def test_every_alloc_listed_after_an_agent_restart_is_read_with_its_tasks_and_ev
         core.restore()
         threading.Thread(target=core.run_loop, daemon=True).start()
         api = Api(node, core)
-        listed = {a["id"]: a["status"] for a in api.call("GET", "/fieldlab/v1/allocations")[1]}
+        listed = {a["ID"]: a["ClientStatus"] for a in api.request("GET", "/v1/allocations")}
         assert {a: listed.get(a) for a in expected} == {a: s for a, (s, _) in expected.items()}
         for alloc, (status, task) in expected.items():
             for ref in (alloc, alloc[:8]):
-                code, view = api.call("GET", f"/fieldlab/v1/allocation/{ref}")
-                assert code == 200 and (view["id"], view["status"]) == (alloc, status), view
-                assert view["tasks"][task]["state"] == "dead", view
-            code, events = api.call("GET", f"/fieldlab/v1/allocation/{alloc[:8]}/events")
-            assert code == 200 and "Started" in [e["type"] for e in events]
-            assert api.call("GET", f"/fieldlab/v1/client/fs/logs/{alloc}")[0] == 200
-        assert api.call("GET", f"/fieldlab/v1/allocation/{failed}")[1]["tasks"]["t"]["failed"] is True
-        completed = api.call("GET", f"/fieldlab/v1/allocation/{done}")[1]
-        assert (
-            completed["tasks"]["t"]["failed"] is False and completed["reason"] == "All tasks have completed"
-        )
-        events = api.call("GET", f"/fieldlab/v1/allocation/{done}/events")[1]
-        assert ("Terminated", "Exit Code: 0") in [(e["type"], e["message"]) for e in events]
-        assert [a["id"] for a in api.call("GET", "/fieldlab/v1/job/once")[1]["allocs"]] == [done]
-        assert api.call("GET", "/fieldlab/v1/job/once")[1]["status"] == "dead"
-        jobs = {j["id"]: j["allocs"] for j in api.call("GET", "/fieldlab/v1/jobs")[1]}
-        assert jobs["web"] == [stopped] and jobs["once"] == [done] and failed in jobs["crashy"]
-        assert api.call("GET", "/fieldlab/v1/node")[1]["allocs"]["complete"] == 2
-        assert api.call("GET", "/fieldlab/v1/allocation/ffffffff")[0] == 404
+                code, view = api.call("GET", f"/v1/allocation/{ref}")
+                assert code == 200 and (view["ID"], view["ClientStatus"]) == (alloc, status), view
+                assert view["TaskStates"][task]["State"] == "dead", view
+                assert "Started" in [e["Type"] for e in view["TaskStates"][task]["Events"]]
+            assert api.call("GET", f"/v1/client/fs/logs/{alloc}?task={task}&type=stdout")[0] == 200
+        assert api.request("GET", f"/v1/allocation/{failed}")["TaskStates"]["t"]["Failed"] is True
+        completed = api.request("GET", f"/v1/allocation/{done}")
+        assert completed["TaskStates"]["t"]["Failed"] is False
+        assert completed["ClientDescription"] == "All tasks have completed"
+        events = [(e["Type"], e["DisplayMessage"]) for e in alloc_events(completed)]
+        assert ("Terminated", "Exit Code: 0") in events
+        assert api.alloc_ids("/v1/job/once/allocations") == [done]
+        assert api.request("GET", "/v1/job/once")["Status"] == "dead"
+        assert api.alloc_ids("/v1/job/web/allocations") == [stopped]
+        assert failed in api.alloc_ids("/v1/job/crashy/allocations")
+        on_node = api.request("GET", f"/v1/node/{NODE.id}/allocations")
+        assert sum(a["ClientStatus"] == "complete" for a in on_node) == 2
+        assert api.call("GET", "/v1/allocation/ffffffff") == (404, "alloc not found\n")
     core.stop()

@@ -1,26 +1,29 @@
 """A corrupt state database on a real dockerd (root): the agent still starts, moves the file aside,
 adopts the docker and exec tasks that are still running (the orphan sweeper, even with no grace
-period, leaves them alone), lists them with status "adopted" and an event naming the moved file,
-and removes them when an operator stops them.
+period, leaves them alone), lists them in Nomad's API as running allocs whose description and event
+name the moved file, and removes them when an operator stops them.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent.drivers.process import Cgroups
 from agent.network import netns
-from agent.routes import build_routes
 from agent.runner.adopt import EVENT_ADOPTED
 from lab.waits import wait_until
-from tests.agent_lab import AgentLab, AgentUnderTest, build_workload_images, why_not_ready
+from tests.agent_lab import (
+    AgentLab,
+    AgentUnderTest,
+    NomadRoutes,
+    alloc_events,
+    build_workload_images,
+    why_not_ready,
+)
 
 pytestmark = [pytest.mark.root]
 REASON = why_not_ready()
@@ -56,15 +59,6 @@ def _port(agent: AgentUnderTest, alloc: str) -> int:
     view = agent.core.call(lambda: agent.core.runner(alloc).view())
     assert view["status"] == "running", view
     return int(view["network"]["ports"][0]["host"])
-
-
-def _api(agent: AgentUnderTest, method: str, path: str) -> tuple[int, Any]:
-    for m, rx, handler in build_routes(agent.core):
-        match = re.fullmatch(rx, path)
-        if m == method and match:
-            status, _, body = handler(match.groups(), b"")
-            return status, json.loads(body)
-    raise AssertionError(f"no route {method} {path}")
 
 
 def _running(lab: AgentLab, alloc: str) -> dict[str, str]:
@@ -109,26 +103,29 @@ def test_a_corrupt_state_db_is_moved_aside_and_running_tasks_are_adopted_until_s
         assert lab.wait_http(web_port, TIMEOUT, "/bin/busybox")[0] == 200
         assert lab.wait_http(exe_port, TIMEOUT, "/index.html")[0] == 200
 
-        status, allocs = _api(agent, "GET", "/fieldlab/v1/allocations")
+        api = NomadRoutes(agent.core)
+        status, allocs = api.call("GET", "/v1/allocations")
         assert status == 200
-        assert {a["id"]: (a["status"], a["job"]) for a in allocs} == {
-            web: ("adopted", "example"),
-            exe: ("adopted", "exec-web"),
+        assert {a["ID"]: (a["ClientStatus"], a["JobID"]) for a in allocs} == {
+            web: ("running", "example"),
+            exe: ("running", "exec-web"),
         }
-        _, events = _api(agent, "GET", f"/fieldlab/v1/allocation/{web}/events")
-        assert [e["type"] for e in events] == [EVENT_ADOPTED]
-        assert str(moved) in events[0]["message"] and "not restarted, replaced" in events[0]["message"]
+        assert all(str(moved) in a["ClientDescription"] for a in allocs)
+        events = alloc_events(api.request("GET", f"/v1/allocation/{web}"))
+        assert [e["Type"] for e in events] == [EVENT_ADOPTED]
+        assert str(moved) in events[0]["DisplayMessage"]
+        assert "not restarted, replaced" in events[0]["DisplayMessage"]
 
         # A second sweep changes nothing either.
         agent.core.call(agent.core.sweep)
         assert _running(lab, web) == containers
 
         # The operator stops them: removed, and the sweep after takes their network along.
-        status, out = _api(agent, "DELETE", "/fieldlab/v1/job/example")
-        assert status == 200 and out == {"stopped": [web]}
+        status, out = api.call("DELETE", "/v1/job/example")  # `nomad job stop example`
+        assert status == 200 and out["EvalID"]
         assert lab.containers(web) == []
-        status, out = _api(agent, "POST", f"/fieldlab/v1/allocation/{exe}/stop")
-        assert status == 200 and out == {"stopped": [exe]}
+        status, out = api.call("POST", f"/v1/allocation/{exe}/stop")
+        assert status == 200 and out["EvalID"]
         wait_until(
             lambda: (True if not os.path.exists(f"/proc/{pid}") else None, f"pid {pid}"),
             timeout=TIMEOUT,
@@ -136,7 +133,7 @@ def test_a_corrupt_state_db_is_moved_aside_and_running_tasks_are_adopted_until_s
         )
         agent.core.call(agent.core.sweep)
         assert f"{exe}.httpd" not in Cgroups.names() and f"fl-{exe}" not in netns.list_names()
-        assert _api(agent, "GET", "/fieldlab/v1/allocations") == (200, [])
+        assert api.call("GET", "/v1/allocations") == (200, [])
         assert moved.exists()  # never deleted
     finally:
         agent.stop()

@@ -20,7 +20,7 @@ import pytest
 
 from agent.config import DEFAULT_CHROOT_ENV
 from lab.waits import wait_until
-from tests.agent_lab import AgentLab, Daemon, build_workload_images, why_not_ready
+from tests.agent_lab import AgentLab, Daemon, alloc_events, build_workload_images, run_job, why_not_ready
 from tests.openbao_server import OpenBaoServer
 from tests.pki import TestCA
 
@@ -112,8 +112,8 @@ def _settled(d: Daemon, alloc: str, timeout: float = 60.0) -> dict[str, Any]:
     answers while it is still pending)."""
 
     def view() -> tuple[dict[str, Any] | None, str]:
-        v = d.api.request("GET", f"/fieldlab/v1/allocation/{alloc}")
-        return (None if v["status"] == "pending" else dict(v)), str(v["status"])
+        v = d.api.request("GET", f"/v1/allocation/{alloc}")
+        return (None if v["ClientStatus"] == "pending" else dict(v)), str(v["ClientStatus"])
 
     return wait_until(view, timeout=timeout, what=f"alloc {alloc[:8]} set up", interval=0.05)
 
@@ -123,8 +123,8 @@ def _restored(d: Daemon, alloc: str, times: int, timeout: float = 60.0) -> None:
     restore's re-render, which runs off the agent's main loop: after the agent answers)."""
 
     def restored() -> tuple[bool | None, str]:
-        events = d.api.request("GET", f"/fieldlab/v1/allocation/{alloc}/events")
-        n = sum(1 for e in events if e["type"] in ("Restored", "Restore Network", "Restore Failed"))
+        events = alloc_events(d.api.request("GET", f"/v1/allocation/{alloc}"))
+        n = sum(1 for e in events if e["Type"] in ("Restored", "Restore Network", "Restore Failed"))
         return (True if n >= times else None), f"{n} restores"
 
     wait_until(restored, timeout=timeout, what=f"restore {times} of alloc {alloc[:8]}", interval=0.05)
@@ -145,12 +145,11 @@ def _run(
     try:
         d.start()
         task = (EXEC if driver == "exec" else DOCKER).format()
-        out = d.api.request("POST", "/fieldlab/v1/jobs", {"jobspec": JOB.format(driver=task, mode=mode)})
-        alloc = out["allocs"][0]
+        (alloc,) = run_job(d.api.request, JOB.format(driver=task, mode=mode))
         view = _settled(d, alloc)
-        events = d.api.request("GET", f"/fieldlab/v1/allocation/{alloc}/events")
-        assert view["status"] == "running", [(e["type"], e["message"]) for e in events]
-        port = int(view["network"]["ports"][0]["host"])
+        events = alloc_events(view)
+        assert view["ClientStatus"] == "running", [(e["Type"], e["DisplayMessage"]) for e in events]
+        port = int(view["AllocatedResources"]["Shared"]["Ports"][0]["Value"])
         cert_file = lab.data_dir / "alloc" / alloc / "probe" / "secrets" / "cert.pem"
 
         def loaded_is_on_disk() -> tuple[str | None, str]:
@@ -186,7 +185,7 @@ def _run(
             delivered = len(hups)
         else:
             delivered = int(
-                d.api.request("GET", f"/fieldlab/v1/allocation/{alloc}")["tasks"]["probe"]["restarts"]
+                d.api.request("GET", f"/v1/allocation/{alloc}")["TaskStates"]["probe"]["Restarts"]
             )
         if not problems and delivered != changes:
             problems.append(f"{delivered} {mode} deliveries for {changes} certificate changes")
@@ -248,15 +247,15 @@ def test_re_renders_resume_after_a_vault_outage(
     d = _daemon(lab, openbao, tmp_path, fault)
     try:
         d.start()
-        alloc = d.api.request("POST", "/fieldlab/v1/jobs", {"jobspec": NOOP_JOB.format()})["allocs"][0]
+        (alloc,) = run_job(d.api.request, NOOP_JOB.format())
         _settled(d, alloc)
         serial = lab.data_dir / "alloc" / alloc / "t" / "secrets" / "serial"
         first = serial.read_text()
         openbao.stop()
 
         def failed_times(n: int) -> tuple[bool | None, str]:
-            events = d.api.request("GET", f"/fieldlab/v1/allocation/{alloc}/events")
-            fails = [e for e in events if e["type"] == "Template Failed"]
+            events = alloc_events(d.api.request("GET", f"/v1/allocation/{alloc}"))
+            fails = [e for e in events if e["Type"] == "Template Failed"]
             return (True if len(fails) >= n else None), f"{len(fails)} failures"
 
         wait_until(lambda: failed_times(3), timeout=60, what="three failed re-renders during the outage")

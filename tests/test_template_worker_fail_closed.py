@@ -12,11 +12,12 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.config import Config
-from agent.daemon import Agent
+from agent.daemon import Agent, health_stats
 from agent.model import Template
 from agent.templates import worker
 from agent.templates.errors import TemplateRenderError
@@ -114,14 +115,20 @@ def test_the_agents_health_says_why_templates_are_not_rendered(
     agent = Agent(Config(node_name="client1", data_dir=tmp_path / "data", template_worker_fail_closed=True))
     agent._bind_vault_and_templates()
 
-    def refused() -> tuple[dict[str, object] | None, str]:
-        body = json.loads(agent._health()[2])
+    def refused() -> tuple[dict[str, Any] | None, str]:
+        body = agent.health_body()
         return (body if body["template_worker"]["state"] == "refused" else None), str(body["template_worker"])
 
     body = wait_until(refused, timeout=30, what="the render worker's refusal in health")
     assert body["status"] == "degraded", body
     assert "templates are not rendered" in str(body["error"]) and "nobody" in str(body["error"]), body
     assert pool.fail_closed
+    # Nomad's /v1/agent/health: 500 with the reason, as Nomad's agent answers an unhealthy client
+    status, _, raw = agent._nomad_health()
+    client = json.loads(raw)["client"]
+    assert status == 500 and client["ok"] is False and "templates are not rendered" in client["message"]
+    stats = health_stats(body)
+    assert stats["status"] == "degraded" and stats["template_worker_state"] == "refused", stats
 
 
 def test_the_worker_that_can_drop_keeps_health_ok(
@@ -130,10 +137,11 @@ def test_the_worker_that_can_drop_keeps_health_ok(
     agent = Agent(Config(node_name="client1", data_dir=tmp_path / "data", template_worker_fail_closed=True))
     agent._bind_vault_and_templates()
 
-    def started() -> tuple[dict[str, object] | None, str]:
-        body = json.loads(agent._health()[2])
+    def started() -> tuple[dict[str, Any] | None, str]:
+        body = agent.health_body()
         return (body if body["template_worker"]["state"] != "not started" else None), str(body)
 
     body = wait_until(started, timeout=30, what="the render worker's start in health")
     assert body["status"] == "ok" and body["template_worker"]["state"] == "ok", body
+    assert agent._nomad_health()[0] == 200
     assert _worker_uid(pool) == 65534

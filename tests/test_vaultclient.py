@@ -340,7 +340,8 @@ def test_the_token_role_refuses_other_policies_and_the_client_refuses_none(openb
 
 
 def _health(agent: Agent) -> tuple[dict[str, Any], dict[str, Any]]:
-    body = json.loads(agent._health()[2])
+    """The agent's health as /v1/agent/self carries it (Stats["fieldlab"], agent.daemon.health_stats)."""
+    body = agent.health_body()
     return body["vault"], body["vault_status"]
 
 

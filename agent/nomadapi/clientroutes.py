@@ -19,13 +19,14 @@ from urllib.parse import unquote
 
 from agent.api import Handler, Response, Streamed, query_params
 from agent.errors import Conflict, NotFound
-from agent.logs import STREAMS, LogSource, adopted_log_source, log_source, read_log
+from agent.logs import STREAMS, LogChunk, LogSource, adopted_log_source, log_source, read_log
 from agent.nomadapi import allocfs, structs
 from agent.nomadapi.hoststats import host_stats
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
 from agent.nomadapi.usage import alloc_usage
 
 if TYPE_CHECKING:
+    from agent.core import Core
     from agent.nomadapi.routes import NomadApi
 
 MAX_READ = 8 * 1024 * 1024  # bytes of one cat/readat answer
@@ -49,19 +50,25 @@ def _count(params: dict[str, str], name: str, default: int) -> int:
     return int(raw)
 
 
+def managed_alloc(core: Core, ref: str) -> Any:
+    """On the loop: the managed alloc `ref` names, to act in (restart, signal, exec, GC); an adopted
+    one (agent.runner.adopt) is refused with a 409 saying how to end it."""
+    from agent.nomadapi.routes import _find_alloc
+
+    adopted = core.adoption.find(ref)
+    if adopted is not None:
+        raise Conflict(
+            f"alloc {adopted.id} is adopted (found running after the state database was lost): the agent "
+            f"does not manage it; stop it with `fieldlab-agent alloc stop {adopted.id}`"
+        )
+    return _find_alloc(core, ref)
+
+
 def client_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     core = api.core
 
     def managed(ref: str) -> Any:
-        from agent.nomadapi.routes import _find_alloc
-
-        adopted = core.adoption.find(ref)
-        if adopted is not None:
-            raise Conflict(
-                f"alloc {adopted.id} is adopted (found running after the state database was lost): the agent "
-                f"does not manage it; stop it with `fieldlab-agent alloc stop {adopted.id}`"
-            )
-        return _find_alloc(core, ref)
+        return managed_alloc(core, ref)
 
     def restart(groups: tuple[str, ...], body: bytes) -> Response:
         data = body_json(body)
@@ -268,6 +275,8 @@ def _logs(api: NomadApi) -> Handler:
         if origin not in ("start", "end"):
             raise HttpError(400, f'origin={origin[:32]!r}: "start" or "end"')
         offset = _count(params, "offset", 0)
+        if offset < 0:
+            raise HttpError(400, f"offset={offset}: a byte count (origin=end counts back from the end)")
         follow, plain = _flag(params, "follow"), _flag(params, "plain")
 
         def resolve() -> LogSource:
@@ -289,21 +298,22 @@ def _logs(api: NomadApi) -> Handler:
 
         source = core.call(resolve)
         file = f"alloc/logs/{name}.{stream}.0"
+        # The first read here, before the status is sent: a log that cannot be read (a symlink or a
+        # FIFO the task planted, its container gone, the engine not answering) is an error status,
+        # as Nomad answers an error that comes before any output, not a 200 whose stream breaks.
+        first = read_log(source, offset, from_end=origin == "end", limit=FRAME_BYTES)
         return Streamed(
             200,
             "text/plain; charset=utf-8" if plain else "application/json",
-            _log_chunks(source, offset, origin == "end", follow, plain, file),
+            _log_chunks(source, first, follow, plain, file),
         )
 
     return logs
 
 
-def _log_chunks(
-    source: LogSource, offset: int, from_end: bool, follow: bool, plain: bool, file: str
-) -> Iterator[bytes]:
-    """What the log holds from `offset` (back from the end with `from_end`), then, when following,
-    what is written next; each piece as bytes (plain) or a StreamFrame."""
-    chunk = read_log(source, offset, from_end=from_end, limit=FRAME_BYTES)
+def _log_chunks(source: LogSource, chunk: LogChunk, follow: bool, plain: bool, file: str) -> Iterator[bytes]:
+    """What the log holds from its first read `chunk` on, then, when following, what is written
+    next; each piece as bytes (plain) or a StreamFrame."""
     while True:
         if chunk.data:
             if plain:

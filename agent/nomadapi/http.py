@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from agent.api import Response, Streamed, query_params, response_header
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.jobspec import JobspecError
+from agent.logs import LogsGone, LogsUnavailable
 from agent.state.changes import ChangeIndex
 
 NAMESPACE = "default"
@@ -110,6 +111,8 @@ def blocking(changes: ChangeIndex, kinds: Collection[str], read: Callable[[], _T
 
 # Exceptions and the status each answers with (the first that matches).
 _STATUS: tuple[tuple[type[AgentError], int], ...] = (
+    (LogsGone, 404),  # a task's log went with its container
+    (LogsUnavailable, 503),  # the engine holding a log did not answer: a retry may find it
     (NotFound, 404),
     (Conflict, 409),
     (NotRun, 503),

@@ -16,13 +16,15 @@ from urllib.parse import unquote
 
 from agent.api import Handler, Response, query_params
 from agent.core import parse_submission
+from agent.errors import NotFound
 from agent.jobspec import JobspecError, ParsedJob
 from agent.jobupdate import UpdatePlan
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
 from agent.nomadapi.jobjson import parsed_job_json
 from agent.nomadapi.node import Eval
 from agent.records import DesiredStatus
-from agent.routes import STOP_MARGIN
+
+STOP_MARGIN = 30.0  # seconds a job stop may take past the longest kill_timeout before it answers
 
 if TYPE_CHECKING:
     from agent.nomadapi.routes import NomadApi
@@ -45,6 +47,19 @@ def _register_body(data: Mapping[str, Any], where: str) -> tuple[str, dict[str, 
     if not isinstance(job_id, str) or not job_id:
         raise HttpError(400, f'{where}: "Job" has no "ID"')
     return job_id, job
+
+
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def _go_bool(params: Mapping[str, str], name: str) -> bool:
+    """A boolean query parameter as Nomad's strconv.ParseBool reads it (absent: false); anything
+    else is refused before the write acts (`?purge=maybe` neither purges nor stops)."""
+    raw = params.get(name, "")
+    if raw and raw not in _GO_TRUE | _GO_FALSE:
+        raise HttpError(400, f'Failed to parse value of "{name}" ({raw[:32]}) as a bool: true or false')
+    return raw in _GO_TRUE
 
 
 def _submission(data: Mapping[str, Any], text: str) -> tuple[str, str, dict[str, object]]:
@@ -117,16 +132,22 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         params = query_params()
         check_scope(params, api.node.region)
         job_id = _job_id(groups[0])
-        purge = params.get("purge", "false").lower() in ("true", "1")
+        purge = _go_bool(params, "purge")
 
         def stop() -> tuple[list[str], Eval]:
-            job = api.job_or_404(job_id)
-            return core.stop_job(job_id), api.evals.create(job_id, "job-deregister", job.type)
+            # A job known only by its adopted allocs (found running after the state database was
+            # lost, agent.runner.adopt: the jobspec went with it) is stopped too: their event tells
+            # the operator to `nomad job stop` it, there is no other job-wide way to end them.
+            job = core.jobs.get(job_id)
+            if job is None and not core.adoption.of_job(job_id):
+                raise NotFound("job not found")
+            kind = job.type if job is not None else "service"
+            return core.stop_job(job_id), api.evals.create(job_id, "job-deregister", kind)
 
         stopped, ev = core.call(stop)
         left = core.await_stopped(stopped, core.limits.max_kill_timeout + STOP_MARGIN)
         if purge and not left:
-            core.call(lambda: core.purge_job(job_id))
+            core.call(lambda: core.purge_job(job_id) if job_id in core.jobs else [])
         index = core.changes.current()
         meta_headers(index)
         return answer(

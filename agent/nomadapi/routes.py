@@ -9,7 +9,7 @@ queries (agent.nomadapi.http); writes answer an EvalID (agent.nomadapi.node.Eval
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -40,15 +40,38 @@ _JOB_KINDS = ("job", "alloc", "eval")
 _ALLOC_KINDS = ("alloc",)
 
 
+def events_by_task(events: Sequence[Event], tasks: Sequence[str]) -> dict[str, list[Event]]:
+    """Each task's events, as TaskStates shows them. An event of the whole alloc (its network, its
+    stop, its failure) is in every task's list, as Nomad's alloc runner appends an alloc-wide event to
+    each task's state (pure)."""
+    out: dict[str, list[Event]] = {t: [] for t in tasks}
+    for ev in events:
+        for name in [ev.task] if ev.task else tasks:
+            out.setdefault(name, []).append(ev)
+    return out
+
+
 class NomadApi:
     """What the routes share: the core, this node and the evaluations."""
 
-    def __init__(self, core: Core, node: NodeIdentity, *, driver_health: Any = None) -> None:
+    def __init__(
+        self,
+        core: Core,
+        node: NodeIdentity,
+        *,
+        driver_health: Any = None,
+        agent_health: Callable[[], Response] | None = None,
+        agent_stats: Callable[[], dict[str, str]] | None = None,
+    ) -> None:
         self.core = core
         self.node = node
         self.evals = Evals(core.changes)
         self.cpu_samples = CpuSamples()  # the last CPU sample per task, for the stats' percentages
         self.driver_health = driver_health  # () -> {driver: {"healthy", "detected", "description"}}
+        # /v1/agent/health's answer (the daemon's: 500 while degraded), and Stats["fieldlab"] of
+        # /v1/agent/self (this agent's health beyond Nomad's: Vault login, restore, sweeps)
+        self.agent_health = agent_health or (lambda: answer(structs.health(True, "ok")))
+        self.agent_stats = agent_stats or dict
 
     # -- plain data, on the main loop --------------------------------------------------------
     def all_alloc_views(self) -> list[dict[str, Any]]:
@@ -74,12 +97,14 @@ class NomadApi:
         )
 
     def alloc_dict(
-        self, view: Mapping[str, Any], *, stub: bool, job: dict[str, Any] | None = None
+        self,
+        view: Mapping[str, Any],
+        *,
+        stub: bool,
+        job: dict[str, Any] | None = None,
+        resources: bool = False,
     ) -> dict[str, Any]:
-        events: dict[str, list[Event]] = {}
-        for ev in self.core.store.events(str(view["id"])):
-            if ev.task:
-                events.setdefault(ev.task, []).append(ev)
+        events = events_by_task(self.core.store.events(str(view["id"])), list(view.get("tasks") or {}))
         index = self.core.changes.of("alloc", str(view["id"]))
         create = int(float(view.get("created") or 0.0) * 1000)
         common: dict[str, Any] = {
@@ -95,7 +120,7 @@ class NomadApi:
             ),
         }
         if stub:
-            return structs.alloc_stub(view, **common)
+            return structs.alloc_stub(view, with_resources=resources, **common)
         return structs.alloc_json(view, job=job, **common)
 
     def summary(
@@ -196,11 +221,12 @@ def _agent_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                 config=config,
                 node_id=node.id,
                 addr=node.http_addr,
+                extra_stats={"fieldlab": api.agent_stats()},
             )
         )
 
     def health(groups: tuple[str, ...], body: bytes) -> Response:
-        return answer(structs.health(True, "ok"))
+        return api.agent_health()
 
     def members(groups: tuple[str, ...], body: bytes) -> Response:
         member = structs.agent_member(
@@ -359,11 +385,38 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         ("GET", job_rx + "/allocations", job_allocs),
         ("GET", job_rx + "/summary", summary),
         ("GET", job_rx + "/versions", versions),
+        ("GET", job_rx + "/submission", _job_submission(api)),
         ("GET", job_rx + "/evaluations", job_evals),
         ("GET", r"/v1/evaluations", evaluations),
         ("GET", r"/v1/evaluation/([^/]+)", evaluation),
         ("GET", r"/v1/evaluation/([^/]+)/allocations", eval_allocs),
     ]
+
+
+def _job_submission(api: NomadApi) -> Handler:
+    """`GET /v1/job/:id/submission?version=N`: the jobspec as submitted (`nomad job inspect -hcl`),
+    kept for the job's current version; 404 "job source not found" for any other, as Nomad."""
+    core = api.core
+
+    def submission(groups: tuple[str, ...], body: bytes) -> Response:
+        params = query_params()
+        check_scope(params, api.node.region)
+        job_id = _job_id(groups[0])
+        raw = params.get("version", "")
+        if not raw.isdigit() or len(raw) > 19:
+            raise HttpError(400, "Unable to parse job submission version parameter")
+
+        def read() -> dict[str, Any]:
+            record = core.store.get("job", job_id) if job_id in core.jobs else None
+            if record is None or int(record.get("version", 0)) != int(raw) or not record.get("source"):
+                raise NotFound("job source not found")
+            return structs.job_submission(
+                str(record["source"]), record.get("format"), record.get("variables") or {}
+            )
+
+        return answer(blocking(core.changes, ("job",), lambda: core.call(read)))
+
+    return submission
 
 
 # -- allocations and nodes ------------------------------------------------------------------------
@@ -374,12 +427,14 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         params = query_params()
         check_scope(params, api.node.region, listing=True)
         prefix = _prefix(params)
+        # `?resources=true`: each stub with its AllocatedResources (Nomad's list_allocations)
+        resources = params.get("resources", "false").lower() in ("true", "1")
         return answer(
             blocking(
                 core.changes,
                 _ALLOC_KINDS,
                 lambda: [  # the views on the loop, their events and shapes off it
-                    api.alloc_dict(v, stub=True)
+                    api.alloc_dict(v, stub=True, resources=resources)
                     for v in core.call(api.all_alloc_views)
                     if str(v["id"]).startswith(prefix)
                 ],

@@ -520,6 +520,7 @@ def agent_self(
     node_id: str = "",
     addr: str = "",
     client_stats: Mapping[str, str] | None = None,
+    extra_stats: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     """api.AgentSelf (api/agent.go): {"config", "member", "stats"}. `config` is the agent's, over the
     fields Nomad's API client reads (Region, Datacenter, NodeName, Version as Nomad's VersionInfo);
@@ -547,7 +548,9 @@ def agent_self(
     # a Nomad client's stats (client/client.go: Stats); no servers, so no heartbeats: ""
     client = dict.fromkeys(("known_servers", "last_heartbeat", "heartbeat_ttl"), "")
     client |= {"node_id": node_id, "num_allocations": "0"} | dict(client_stats or {})
-    return {"config": full, "member": member, "stats": {"client": client}}
+    stats: dict[str, dict[str, str]] = {"client": client}
+    stats |= {k: dict(v) for k, v in (extra_stats or {}).items()}
+    return {"config": full, "member": member, "stats": stats}
 
 
 def health(ok_client: bool, message: str, *, server_asked: bool = False) -> dict[str, Any]:
@@ -578,6 +581,19 @@ def file_info(
     if content_type:
         out["ContentType"] = content_type
     return out
+
+
+def job_submission(source: str, fmt: str | None, variables: Mapping[str, object]) -> dict[str, Any]:
+    """api.JobSubmission (api/jobs.go): the jobspec as it was submitted, `fmt` the agent's ("hcl" is
+    Nomad's "hcl2"; None: as the text reads), its -var flags as strings."""
+    if fmt not in ("hcl", "json"):
+        fmt = "json" if source.lstrip().startswith("{") else "hcl"
+    return {
+        "Source": source,
+        "Format": "hcl2" if fmt == "hcl" else "json",
+        "VariableFlags": {str(k): go_string(v) for k, v in variables.items()} or None,
+        "Variables": "",
+    }
 
 
 def stream_frame(offset: int, data: bytes, file: str, file_event: str = "") -> dict[str, Any]:

@@ -208,9 +208,9 @@ def exec_stream(api: NomadApi) -> tuple[str, str, StreamOpener, Upgrade]:
             return text(exc.status, str(exc))
 
         def find() -> tuple[Any, Any, str, dict[str, str]]:
-            from agent.nomadapi.routes import _find_alloc
+            from agent.nomadapi.clientroutes import managed_alloc
 
-            r = _find_alloc(core, unquote(groups[0]))
+            r = managed_alloc(core, unquote(groups[0]))  # an adopted alloc: 409 saying how to end it
             task = next((t for t in r.group.tasks if t.name == name), None)
             if task is None:
                 raise NotFound(f"task {name!r} not found in alloc {r.id}")
