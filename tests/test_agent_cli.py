@@ -1,6 +1,7 @@
 """`fieldlab-agent` as Nomad users type it: the parsing (single-dash flags, `--` before a command),
-what it prints (pure formatting: tables, `Key = value`, relative times), the shell completion, and
-each verb end to end over real mTLS against the real routes on a fake node."""
+what it prints from Nomad's structs (pure formatting: tables, `Key = value`, relative times), the
+shell completion, and each verb end to end over real mTLS against the agent's Nomad routes (and its
+exec websocket) on a fake node: the CLI speaks nothing but Nomad's HTTP API."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ import argparse
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,23 +25,35 @@ from typing import Any
 import pytest
 
 from agent import __version__, cli
-from agent.api import ApiServer, json_response
-from agent.cli import commands, completion
+from agent import execframes as ef
+from agent.api import ApiServer, Response
+from agent.cli import allocformat, commands, completion, wsclient
 from agent.cli import format as fmt
+from agent.cli import logs as cli_logs
+from agent.cli import session as cli_session
+from agent.cli.calls import Nomad
 from agent.cli.parser import split_command
 from agent.client import ApiClient
 from agent.config import Config, TLSConfig
 from agent.core import Core
+from agent.daemon import health_stats
 from agent.drivers.base import TaskHandle
 from agent.errors import AgentError
+from agent.nodeinfo import driver_health
+from agent.nomadapi import structs
+from agent.nomadapi.http import answer
+from agent.nomadapi.jobjson import go_time, ns
 from agent.nomadapi.node import NodeIdentity
-from agent.nomadapi.routes import NomadApi, build_nomad_routes
-from agent.routes import build_routes
+from agent.nomadapi.routes import NomadApi, build_nomad_routes, events_by_task
+from agent.nomadapi.wsexec import exec_stream
+from agent.state.store import Event
+from lab.waits import wait_until
 from tests.fakes import FakeNode
 from tests.pki import Issued, TestCA
 
 OPERATOR = "controller.operator.fieldlab"
 NOW = 1_700_000_000.0
+NODE_ID = "5f8e2d1c-0000-4000-8000-000000000001"
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -90,6 +107,10 @@ def test_exec_takes_its_flags_before_the_double_dash_and_the_command_after_it() 
 def test_signal_takes_nomads_form_and_the_older_one() -> None:
     args = parse("alloc", "signal", "-s", "HUP", "abcdef12", "web")
     assert (args.signal, args.alloc_id, args.task, args.legacy_signal) == ("HUP", "abcdef12", "web", None)
+    args = parse("alloc", "signal", "-s", "HUP", "-task", "web", "abcdef12")
+    assert (args.task_flag, args.task) == ("web", None)
+    args = parse("alloc", "restart", "-all-tasks", "abcdef12")
+    assert (args.all_tasks, args.task_flag, args.task) == (True, None, None)
     args = parse("alloc", "signal", "abcdef12", "web", "SIGHUP")
     assert (args.signal, args.task, args.legacy_signal) == (None, "web", "SIGHUP")
     assert parse("alloc", "signal", "abcdef12").task is None
@@ -168,7 +189,7 @@ def test_exec_takes_nomads_form_without_the_double_dash() -> None:
     assert (args.timeout, args.command) == (5.0, ["ls"])
 
 
-# -- what it prints (pure)
+# -- what it prints, from Nomad's structs (pure)
 
 
 @pytest.mark.parametrize(
@@ -187,12 +208,16 @@ def test_durations_as_nomad_prints_them(seconds: float, text: str) -> None:
     assert fmt.duration(seconds) == text
 
 
-def test_relative_times() -> None:
+def test_relative_times_and_nomads_time_units() -> None:
     assert fmt.ago(NOW - 12, NOW) == "12s ago"
     assert fmt.ago(NOW - 192, NOW) == "3m12s ago"
     assert fmt.ago(NOW - 0.4, NOW) == "just now"
     assert fmt.ago(NOW + 5, NOW) == "in 5s"
     assert fmt.ago(None, NOW) == "-" and fmt.ago(0, NOW) == "-"
+    # Nomad's times: Unix nanoseconds, and time.Time as RFC 3339 (the zero time: unset)
+    assert fmt.seconds(ns(NOW - 3)) == NOW - 3 and fmt.seconds(0) is None
+    assert fmt.go_time_seconds(go_time(NOW - 2.5)) == NOW - 2.5
+    assert fmt.go_time_seconds(go_time(None)) is None and fmt.go_time_seconds("") is None
 
 
 def test_tables_and_key_value_blocks_align_without_trailing_spaces() -> None:
@@ -217,8 +242,9 @@ def test_bad_signal_names_say_what_is_wrong(given: str) -> None:
         fmt.signal_name(given)
 
 
-ALLOC = {
-    "id": "8c1a2b3c-0000-4000-8000-000000000001",
+ALLOC_ID = "8c1a2b3c-0000-4000-8000-000000000001"
+VIEW: dict[str, Any] = {
+    "id": ALLOC_ID,
     "job": "web",
     "group": "cache",
     "status": "running",
@@ -238,138 +264,347 @@ ALLOC = {
         "side": {"state": "dead", "restarts": 0, "failed": True, "container": None},
     },
 }
+JOB = {
+    "ID": "web",
+    "Version": 3,
+    "Type": "service",
+    "TaskGroups": [
+        {
+            "Name": "cache",
+            "Tasks": [{"Name": "redis", "Driver": "docker"}, {"Name": "side", "Driver": "exec"}],
+        }
+    ],
+}
 EVENTS = [
-    {"time": NOW - 290 + i, "task": "redis", "type": "Started", "message": f"start {i}", "details": {}}
-    for i in range(12)
-] + [{"time": NOW - 5, "task": "side", "type": "Terminated", "message": "Exit Code: 1", "details": {}}]
+    Event(i, NOW - 290 + i, ALLOC_ID, "redis", "Started", f"start {i}", {"cause": "start"}) for i in range(12)
+] + [
+    Event(20, NOW - 100, ALLOC_ID, "", "Network Lost", "pause container died", {}),
+    Event(21, NOW - 5, ALLOC_ID, "side", "Terminated", "Exit Code: 1", {"exit_code": 1}),
+]
 
 
-def test_alloc_status_is_a_kv_block_a_task_table_and_the_recent_events_newest_first() -> None:
-    text = fmt.alloc_status(ALLOC, EVENTS, NOW)
-    assert text.splitlines()[:11] == [
-        "ID              = 8c1a2b3c-0000-4000-8000-000000000001",
-        "Job ID          = web",
-        "Task Group      = cache",
-        "Client Status   = running",
-        "Desired Status  = run",
-        "Reason          = <none>",
-        "Created         = 5m ago",
-        "Network         = bridge, 10.213.251.5",
-        "Ports           = http 20000 -> 8080",
-        "Pause Container = ffffffffffff",
-        "Replaces        = 77777777-0000-4000-8000-000000000000",
+def nomad_alloc(
+    view: Mapping[str, Any], events: list[Event], job: dict[str, Any] | None = None, *, stub: bool = False
+) -> dict[str, Any]:
+    """The alloc as the agent's Nomad routes answer it (agent.nomadapi.structs)."""
+    common: dict[str, Any] = {
+        "job": job,
+        "events_by_task": events_by_task(events, list(view["tasks"])),
+        "node_id": NODE_ID,
+        "node_name": "client1",
+        "namespace": "default",
+        "create_index": 10,
+        "modify_index": 12,
+        "alloc_modify_index": 12,
+        "modify_time": NOW - 5,
+    }
+    return structs.alloc_stub(view, **common) if stub else structs.alloc_json(view, **common)
+
+
+def test_alloc_status_reads_nomads_allocation_with_alloc_wide_events_once() -> None:
+    text = allocformat.alloc_status(nomad_alloc(VIEW, EVENTS, JOB), NOW)
+    assert text.splitlines()[:14] == [
+        "ID                 = 8c1a2b3c-0000-4000-8000-000000000001",
+        "Name               = web.cache[0]",
+        "Job ID             = web",
+        "Job Version        = 3",
+        "Task Group         = cache",
+        "Client Status      = running",
+        "Client Description = <none>",
+        "Desired Status     = run",
+        "Created            = 5m ago",
+        "Modified           = 5s ago",
+        "Network            = bridge, 10.213.251.5",
+        "Ports              = http 20000 -> 8080",
+        "Replaces           = 77777777-0000-4000-8000-000000000000",
+        "",
     ]
-    assert "\nTasks\nName   State    Restarts  Failed  Container\n" in text
-    assert "redis  running  2         false   aaaaaaaaaaaa\nside   dead     0         true    -\n" in text
+    assert "\nTasks\nName   Driver  State    Restarts  Failed  Started\n" in text
+    assert (
+        "redis  docker  running  2         false   4m39s ago\nside   exec    dead     0         true    -\n"
+        in text
+    )
     events = text.split("Recent Events:\n")[1].splitlines()
-    assert events[0] == "Time       Task   Type        Description"
-    assert events[1] == "5s ago     side   Terminated  Exit Code: 1"
-    assert events[2] == "4m39s ago  redis  Started     start 11"
-    assert len(events) == 1 + fmt.RECENT_EVENTS + 1 and "3 older events not shown" in events[-1]
-    verbose = fmt.alloc_status(ALLOC, EVENTS, NOW, verbose=True)
-    assert "older events" not in verbose and "start 0" in verbose and "a" * 64 in verbose
+    assert events[0] == "Time       Task   Type          Description"
+    assert events[1] == "5s ago     side   Terminated    Exit Code: 1"
+    # an alloc-wide event is in every task's Events (as Nomad's): shown once, without a task
+    assert events[2] == "1m40s ago  -      Network Lost  pause container died"
+    assert events[3] == "4m39s ago  redis  Started       start 11"
+    assert len(events) == 1 + fmt.RECENT_EVENTS + 1 and "4 older events not shown" in events[-1]
+    verbose = allocformat.alloc_status(nomad_alloc(VIEW, EVENTS, JOB), NOW, verbose=True)
+    assert "older events" not in verbose and "start 0" in verbose
+    assert f"Container\nredis  docker  running  2         false   4m39s ago  redis-{ALLOC_ID}\n" in verbose
 
 
 def test_an_adopted_alloc_shows_its_cgroup_and_where_the_state_went() -> None:
-    adopted = {
-        **ALLOC,
+    view = {
+        **VIEW,
         "status": "adopted",
+        "replaces": "",
         "network": {"mode": "unknown", "address": "", "ports": [], "pause_container": None},
-        "tasks": {
-            "worker": {
-                "state": "running",
-                "restarts": 0,
-                "failed": False,
-                "container": None,
-                "cgroup": "x.worker",
-            }
+        "tasks": {"worker": {"state": "running", "restarts": 0, "failed": False, "container": None}},
+    }
+    adopted = Event(
+        1,
+        NOW - 60,
+        ALLOC_ID,
+        "",
+        "Adopted",
+        "Restore failed: ... adopted",
+        {
+            "state_db": "/var/lib/state.db.corrupt-1",
+            "tasks": [
+                {"task": "worker", "kind": "cgroup", "target": "x.worker", "role": "process", "running": True}
+            ],
         },
-        "adopted": {"state_db": "/var/lib/state.db.corrupt-1", "at": NOW - 60},
-    }
-    text = fmt.alloc_status(adopted, [], NOW)
-    assert "Adopted        = 1m ago, state database moved to /var/lib/state.db.corrupt-1" in text
-    assert "worker  running  0         false   cgroup x.worker" in text
-    assert text.endswith("Recent Events:\nNo events")
-
-
-def test_job_list_and_job_status() -> None:
-    jobs = [
-        {"id": "web", "type": "service", "allocs": ["a1"]},
-        {"id": "batch", "type": "batch", "allocs": []},
-    ]
-    allocs = [
-        {"id": "a1" * 4, "job": "web", "status": "running"},
-        {"id": "b" * 8, "job": "web", "status": "failed"},
-    ]
-    assert fmt.job_list(jobs, allocs) == (
-        "ID     Type     Status   Running/Allocs\nbatch  batch    dead     0/0\nweb    service  running  1/2"
     )
-    assert fmt.job_list([], []) == "No running jobs"
+    alloc = nomad_alloc(view, [adopted])
+    assert alloc["ClientStatus"] == "running" and alloc["Job"] is None  # Nomad's words for it
+    text = allocformat.alloc_status(alloc, NOW)
+    assert "Client Status      = adopted" in text
+    assert "Adopted            = 1m ago, state database moved to /var/lib/state.db.corrupt-1" in text
+    assert "Name    Driver  State    Restarts  Failed  Started  Container\n" in text
+    assert "worker  -       running  0         false   -        cgroup x.worker" in text
+    assert text.endswith("1m ago  worker  Adopted  Restore failed: ... adopted")
+    assert allocformat.alloc_list([nomad_alloc(view, [adopted], stub=True)], NOW).splitlines()[1].split() == [
+        "8c1a2b3c",
+        "web",
+        "cache",
+        "0",
+        "run",
+        "adopted",
+        "5m",
+        "ago",
+        "5s",
+        "ago",
+    ]
+
+
+def test_job_list_and_job_status_read_nomads_job_summary_and_stubs() -> None:
+    web = structs.job_summary("web", "default", {"cache": {"running": 1, "failed": 1}}, 1, 2)
+    batch = structs.job_summary("batch", "default", {"g": {}}, 1, 2)
+    stubs = [
+        {
+            "ID": "web",
+            "Type": "service",
+            "Priority": 50,
+            "Status": "running",
+            "JobSummary": web,
+            "SubmitTime": ns(NOW - 60),
+        },
+        {
+            "ID": "batch",
+            "Type": "batch",
+            "Priority": 70,
+            "Status": "dead",
+            "JobSummary": batch,
+            "SubmitTime": ns(NOW - 7500),
+        },
+    ]
+    assert fmt.job_list(stubs, NOW) == (
+        "ID     Type     Priority  Status   Running/Allocs  Submitted\n"
+        "batch  batch    70        dead     0/0             2h5m ago\n"
+        "web    service  50        running  1/2             1m ago"
+    )
+    assert fmt.job_list([], NOW) == "No running jobs"
     job = {
-        "id": "web",
-        "name": "web",
-        "type": "service",
-        "datacenters": ["dc1", "dc2"],
-        "status": "running",
-        "summary": {"cache": {"pending": 0, "running": 1, "failed": 1, "complete": 0, "adopted": 0}},
-        "allocs": [
-            {"id": ALLOC["id"], "group": "cache", "desired": "run", "status": "running", "created": NOW - 60},
-        ],
+        "ID": "web",
+        "Name": "web",
+        "Type": "service",
+        "Priority": 50,
+        "Datacenters": ["dc1", "dc2"],
+        "Status": "running",
+        "Version": 2,
+        "SubmitTime": ns(NOW - 60),
     }
-    assert fmt.job_status(job, NOW) == "\n".join(
+    older = nomad_alloc({**VIEW, "id": "b" * 8 + ALLOC_ID[8:], "created": NOW - 600}, [], stub=True)
+    assert fmt.job_status("web", job, web, [older, nomad_alloc(VIEW, EVENTS, stub=True)], NOW) == "\n".join(
         [
             "ID          = web",
             "Name        = web",
+            "Submit Date = 1m ago",
             "Type        = service",
+            "Priority    = 50",
             "Datacenters = dc1,dc2",
             "Status      = running",
+            "Version     = 2",
             "",
             "Summary",
-            "Task Group  Pending  Running  Failed  Complete  Adopted",
-            "cache       0        1        1       0         0",
+            "Task Group  Queued  Starting  Running  Failed  Complete  Lost  Unknown",
+            "cache       0       0         1        1       0         0     0",
             "",
             "Allocations",
-            "ID        Task Group  Desired  Status   Created",
-            "8c1a2b3c  cache       run      running  1m ago",
+            "ID        Task Group  Version  Desired  Status   Created  Modified",
+            "8c1a2b3c  cache       0        run      running  5m ago   5s ago",
+            "bbbbbbbb  cache       0        run      running  10m ago  5s ago",
         ]
     )
+    # a job known only by its adopted allocs (its jobspec went with a lost state database)
+    adopted = [{**nomad_alloc(VIEW, [], stub=True), "TaskStates": {"w": {"Events": [{"Type": "Adopted"}]}}}]
+    text = fmt.job_status("web", None, fmt.summary_of("web", adopted), adopted, NOW)
+    assert text.startswith("ID     = web\nType   = <unknown: adopted allocs only>\nStatus = running\n")
+    assert "cache       0       0         1        0       0" in text and "adopted" in text
 
 
-def test_node_status() -> None:
-    health = {
-        "status": "ok",
-        "node": "client1",
-        "version": "0.1.0",
-        "uptime_seconds": 7500.0,
-        "vault": {"configured": True, "authenticated": False, "error": "sealed"},
-        "vault_status": {"state": "sealed", "error": "Vault is sealed"},
-    }
-    node = {
-        "datacenter": "dc1",
-        "jobs": 2,
-        "allocs": {"pending": 0, "running": 3, "failed": 1, "complete": 0, "adopted": 0},
-        "restore_seconds": 0.25,
-        "sweeps": 4,
-        "drivers": {
-            "docker": {"healthy": False, "detail": "docker engine: connection refused"},
-            "exec": {"healthy": True, "detail": "runs processes on the node"},
-        },
-    }
-    text = fmt.node_status(health, node)
-    assert text.startswith(
-        "Name          = client1\nStatus        = ready\nVersion       = 0.1.0\nUptime        = 2h5m\n"
+def test_job_stop_says_which_allocs_stopped() -> None:
+    running = nomad_alloc(VIEW, [], stub=True)
+    other = {**running, "ID": "c" * 8 + ALLOC_ID[8:]}
+    done = {**running, "ClientStatus": "complete"}
+    assert fmt.job_stopped("web", {"EvalID": "e" * 36}, [running, other], [done, other], purge=False) == (
+        '==> Job "web" stopped\n'
+        '    Evaluation "eeeeeeee" finished with status "complete"\n'
+        '    Allocation "8c1a2b3c" stopped\n'
+        '    Allocation "cccccccc" still stopping'
     )
-    assert "Vault         = sealed (Vault is sealed)" in text and "Restore Time  = 0.250s" in text
-    assert "docker  false    docker engine: connection refused" in text
+    assert fmt.job_stopped("web", {"EvalID": "e" * 36}, [running], [], purge=True).endswith(
+        '    Allocation "8c1a2b3c" stopped\n==> Job "web" purged'
+    )
+    assert fmt.job_stopped("web", {}, [done], [done], purge=False).startswith(
+        '==> Job "web" stopped (no allocation was running)'
+    )
+
+
+def test_node_status_reads_agent_self_health_and_the_node() -> None:
+    stats = health_stats(
+        {
+            "status": "ok",
+            "uptime_seconds": 7500.0,
+            "vault": {"configured": True, "authenticated": False, "error": "sealed"},
+            "vault_status": {"state": "sealed", "error": "Vault is sealed", "last_request": None},
+            "template_worker": {"user": "nobody", "fail_closed": True, "state": "ok", "error": ""},
+            "restore_seconds": 0.25,
+            "sweeps": 4,
+        }
+    )
+    agent_self = structs.agent_self(
+        node_name="client1",
+        datacenter="dc1",
+        region="global",
+        version="0.1.0",
+        config={},
+        node_id=NODE_ID,
+        extra_stats={"fieldlab": stats},
+    )
+    node = structs.node_json(
+        node_id=NODE_ID,
+        name="client1",
+        datacenter="dc1",
+        address="10.0.0.1:4646",
+        drivers={
+            "docker": {
+                "healthy": False,
+                "detected": True,
+                "description": "docker engine: connection refused",
+            },
+            "exec": {"healthy": True, "detected": True, "description": "runs processes on the node"},
+        },
+        attributes={},
+        meta={},
+        create_index=1,
+        modify_index=2,
+    )
+    allocs = [nomad_alloc(VIEW, [])] * 3 + [nomad_alloc({**VIEW, "status": "failed"}, [])]
+    text = fmt.node_status(agent_self, structs.health(True, "ok"), node, allocs, jobs=2)
+    assert text.startswith(
+        "Name          = client1\nID            = 5f8e2d1c\nStatus        = ready\nVersion       = 0.1.0\n"
+        "Uptime        = 2h5m\nVault         = sealed (Vault is sealed)\nTemplates     = ok\n"
+        "Datacenter    = dc1\nJobs          = 2\nRestore Time  = 0.250s\nOrphan Sweeps = 4\n"
+    ), text
+    assert "docker  true      false    docker engine: connection refused" in text
     assert text.endswith("Pending  Running  Failed  Complete  Adopted\n0        3        1       0         0")
-    older = fmt.node_status({**health, "vault": {}}, None)
-    assert "Jobs    = unknown: the agent has no GET /fieldlab/v1/node" in older
+    degraded = fmt.node_status(
+        {**agent_self, "stats": {"fieldlab": {**stats, "status": "degraded"}}},
+        structs.health(False, "templates are not rendered"),
+        node,
+        [],
+        jobs=0,
+    )
+    assert "Status        = degraded (templates are not rendered)" in degraded
+    # a Nomad agent has no stats["fieldlab"]: Nomad's part alone
+    nomad_only = fmt.node_status(
+        structs.agent_self(
+            node_name="n", datacenter="dc1", region="global", version="1.9.3", config={}, node_id=NODE_ID
+        ),
+        structs.health(True, "ok"),
+        node,
+        [],
+        jobs=0,
+    )
+    assert "Vault" not in nomad_only and "\nVersion    = 1.9.3\n" in nomad_only
 
 
 def test_last_lines() -> None:
     assert fmt.last_lines(b"a\nb\nc\n", 2) == b"b\nc\n"
     assert fmt.last_lines(b"a\nb\nno newline", 1) == b"no newline"
     assert fmt.last_lines(b"a\n", 5) == b"a\n" and fmt.last_lines(b"a\n", 0) == b""
+
+
+class Answers:
+    """An ApiClient that answers each GET path from a table."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        return self.answers[path]
+
+
+def test_an_alloc_prefix_is_found_as_nomads_cli_finds_it() -> None:
+    a, b = "ab000000-0000-4000-8000-000000000001", "ab111111-0000-4000-8000-000000000002"
+    nomad = Nomad(
+        Answers(
+            {
+                "/v1/allocations?prefix=ab": [{"ID": a}, {"ID": b}],
+                "/v1/allocations?prefix=ab1": [{"ID": b}],
+                f"/v1/allocations?prefix={a}": [{"ID": a}],
+                "/v1/allocations?prefix=cd": [],
+            }
+        )
+    )
+    assert nomad.find_alloc("ab1")["ID"] == b and nomad.find_alloc(a)["ID"] == a
+    with pytest.raises(
+        AgentError, match=r'prefix "ab" matches 2 allocations \(ab000000, ab111111\): give more'
+    ):
+        nomad.find_alloc("ab")
+    with pytest.raises(AgentError, match='no allocation with prefix or id "cd"'):
+        nomad.find_alloc("cd")
+    with pytest.raises(AgentError, match="a prefix of at least 2 characters"):
+        nomad.find_alloc("a")
+
+
+def test_stream_frames_are_read_however_the_pieces_cut_them() -> None:
+    frames = [structs.stream_frame(0, b"one\n", "f"), {}, structs.stream_frame(4, b"two\n", "f")]
+    text = b"".join(json.dumps(f).encode() for f in frames)
+    for cut in range(len(text)):
+        assert list(cli_logs.frames([text[:cut], text[cut:]])) == frames
+    assert [cli_logs.frame_data(f) for f in frames] == [(0, b"one\n"), (0, b""), (4, b"two\n")]
+    with pytest.raises(AgentError, match="inside a frame"):
+        list(cli_logs.frames([text[:-3]]))
+
+
+def test_the_websocket_decoder_joins_fragments_and_refuses_masked_frames() -> None:
+    decoder = wsclient.Decoder()
+    frames = (
+        bytes([0x01, 3])
+        + b'{"a'  # a text message's first fragment
+        + bytes([0x89, 2])
+        + b"hi"  # a ping between its fragments
+        + bytes([0x00, 3])
+        + b'":1'  # a continuation
+        + bytes([0x80, 1])
+        + b"}"  # the last
+    )
+    got = [f for i in range(len(frames)) for f in decoder.feed(frames[i : i + 1])]
+    assert got == [(wsclient.PING, b"hi"), (wsclient.TEXT, b'{"a":1}')]
+    assert wsclient.Decoder().feed(bytes([0x81, 2]) + b"{}" + bytes([0x88, 4]) + b"\x03\xe8ok") == [
+        (wsclient.TEXT, b"{}"),
+        (wsclient.CLOSE, b"\x03\xe8ok"),
+    ]
+    assert wsclient.parse_close(b"\x03\xf3boom") == wsclient.Closed(1011, "boom")
+    with pytest.raises(wsclient.WsError, match="masked"):
+        wsclient.Decoder().feed(bytes([0x81, 0x82]) + b"mask{}")
+    masked = wsclient.client_frame(wsclient.TEXT, b"{}", mask=b"\x01\x02\x03\x04")
+    assert masked == bytes([0x81, 0x82, 1, 2, 3, 4, ord("{") ^ 1, ord("}") ^ 2])
 
 
 # -- completion
@@ -419,7 +654,7 @@ def test_the_completion_script_completes_in_bash(
     assert [w for w in run.stdout.splitlines() if w] == offered
 
 
-# -- every verb end to end: the CLI, real mTLS, the real routes on a fake node
+# -- every verb end to end: the CLI, real mTLS, the agent's Nomad routes on a fake node
 
 ONE_TASK = """
 job "web" {
@@ -431,6 +666,7 @@ job "web" {
   }
 }
 """
+SESSION_WAIT = 10.0  # seconds a scripted exec session waits for what the CLI sends
 
 
 def _free_port() -> int:
@@ -444,6 +680,7 @@ class Agent:
     node: FakeNode
     core: Core
     flags: list[str]  # -address, -ca-cert, -client-cert, -client-key
+    health: dict[str, Any]  # what the agent's stats["fieldlab"] is made of
 
 
 @pytest.fixture
@@ -473,16 +710,23 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agent]:
         "node": "client1",
         "version": __version__,
         "uptime_seconds": 3.0,
+        "vault": {"configured": False, "authenticated": False, "error": ""},
+        "restore_seconds": 0.125,
+        "sweeps": 1,
     }
+
+    def agent_health() -> Response:  # as the daemon's: 500 with the reason while degraded
+        ok = health["status"] == "ok"
+        return answer(structs.health(ok, "ok" if ok else "templates are not rendered"), 200 if ok else 500)
+
     nomad = NomadApi(
         core,
-        NodeIdentity("5f8e2d1c-0000-4000-8000-000000000001", "client1", "dc1", "global", "127.0.0.1:4646"),
+        NodeIdentity(NODE_ID, "client1", "dc1", "global", "127.0.0.1:4646"),
+        driver_health=lambda: driver_health(core.drivers.all()),
+        agent_health=agent_health,
+        agent_stats=lambda: health_stats(health),
     )
-    server = ApiServer(
-        cfg,
-        {"/fieldlab/v1/agent/health": lambda: json_response(200, health)},
-        build_nomad_routes(nomad) + build_routes(core),
-    )
+    server = ApiServer(cfg, {}, build_nomad_routes(nomad), [exec_stream(nomad)])
     server.start()
     flags = [
         f"-address=https://127.0.0.1:{server.port}",
@@ -493,7 +737,7 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agent]:
         "-client-key",
         str(op.key),
     ]
-    yield Agent(node, core, flags)
+    yield Agent(node, core, flags, health)
     server.stop(5)
     core.stop()
 
@@ -504,35 +748,56 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
+def _job_running(agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    spec = tmp_path / "web.hcl"
+    spec.write_text(ONE_TASK)
+    code, out, _ = _run(capsys, "job", "run", *agent.flags, str(spec))
+    assert code == 0 and out.startswith('==> Job "web" registered (version 0)\n    Evaluation "'), out
+    assert '    Allocation "' in out
+    alloc: str = agent.core.call(lambda: next(iter(agent.core.runners)))
+    return alloc
+
+
 def test_every_verb_against_an_agent(
     agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     f = agent.flags
-    spec = tmp_path / "web.hcl"
-    spec.write_text(ONE_TASK)
-    code, out, _ = _run(capsys, "job", "run", *f, str(spec))
-    assert code == 0 and out.startswith('==> Job "web" registered (version 0)\n    Evaluation "'), out
-    assert '    Allocation "' in out
-    alloc = agent.core.call(lambda: next(iter(agent.core.runners)))
+    alloc = _job_running(agent, tmp_path, capsys)
 
     code, out, _ = _run(capsys, "job", "status", *f)
-    assert code == 0 and out.splitlines() == [
-        "ID   Type     Status   Running/Allocs",
-        "web  service  running  1/1",
+    assert code == 0 and out.splitlines()[0].split() == [
+        "ID",
+        "Type",
+        "Priority",
+        "Status",
+        "Running/Allocs",
+        "Submitted",
     ]
+    assert out.splitlines()[1].split()[:5] == ["web", "service", "50", "running", "1/1"]
     code, out, _ = _run(capsys, "job", "status", *f, "web")
-    assert (
-        code == 0 and "Status      = running" in out and f"{alloc[:8]}  g           run      running" in out
-    )
+    assert code == 0 and "Status      = running" in out and "Version     = 0" in out
+    assert "g           0       0         1        0       0         0     0" in out, out
+    assert re.search(rf"\n{alloc[:8]}  g +0 +run +running ", out), out
+    code, out, _ = _run(capsys, "job", "status", "-json", *f, "web")
+    assert json.loads(out)["Allocations"][0]["ID"] == alloc
+
+    # job inspect prints Nomad's {"Job": ...}: job run takes it back (the same job: no new version)
     code, out, _ = _run(capsys, "job", "inspect", *f, "web")
-    inspected = json.loads(out)
-    assert inspected["job"]["id"] == "web" and inspected["submission"]["source"] == ONE_TASK
+    assert code == 0 and json.loads(out)["Job"]["ID"] == "web"
+    assert json.loads(out)["Job"]["TaskGroups"][0]["Tasks"][0]["Driver"] == "exec"
+    (tmp_path / "web.json").write_text(out)
+    code, out, _ = _run(capsys, "job", "run", *f, str(tmp_path / "web.json"))
+    assert code == 0 and out.startswith('==> Job "web" registered (version 0)'), out
+    assert _run(capsys, "job", "inspect", "-hcl", *f, "web")[:2] == (0, ONE_TASK)
 
     code, out, _ = _run(capsys, "alloc", "status", *f, alloc[:8])
-    assert code == 0 and f"ID             = {alloc}" in out and "srv   running  0         false" in out
-    assert re.search(r"\n(just now|\d+s ago) +srv +Started", out), out
+    assert code == 0 and f"ID                 = {alloc}" in out and "Name               = web.g[0]" in out
+    assert re.search(r"\nsrv   exec    running  0         false   (just now|\d+s ago)\n", out), out
+    assert re.search(r"\n(just now|\d+s ago) +srv +Started +Task started by client", out), out
     code, out, _ = _run(capsys, "alloc", "status", "-json", *f, alloc[:8])
-    assert json.loads(out)["alloc"]["id"] == alloc
+    assert json.loads(out)["ID"] == alloc and json.loads(out)["TaskStates"]["srv"]["State"] == "running"
+    code, out, _ = _run(capsys, "alloc", "list", *f)
+    assert code == 0 and out.splitlines()[1].split()[:6] == [alloc[:8], "web", "g", "0", "run", "running"]
 
     logs = agent.node.root / "data" / "alloc" / alloc / "srv" / "logs"
     logs.mkdir(parents=True)
@@ -540,50 +805,260 @@ def test_every_verb_against_an_agent(
     (logs / "stderr").write_bytes(b"warning\n")
     assert _run(capsys, "alloc", "logs", *f, alloc[:8])[:2] == (0, "line 1\nline 2\n")
     assert _run(capsys, "alloc", "logs", "-stderr", *f, alloc[:8], "srv")[:2] == (0, "warning\n")
+    assert _run(capsys, "alloc", "logs", "-task", "srv", *f, alloc[:8])[:2] == (0, "line 1\nline 2\n")
     assert _run(capsys, "alloc", "logs", "-tail", "-n", "1", *f, alloc[:8])[:2] == (0, "line 2\n")
     assert _run(capsys, "alloc", "logs", "-tail", "-c", "3", *f, alloc[:8])[:2] == (0, " 2\n")
-
-    def exec_(
-        handle: TaskHandle, argv: list[str], timeout: float, env: Mapping[str, str] | None = None
-    ) -> tuple[int, str]:
-        return (7, f"ran {' '.join(argv)} for {timeout:g}s\n")
-
-    agent.node.exec.exec = exec_  # type: ignore[method-assign]
-    code, out, _ = _run(capsys, "alloc", "exec", *f, "-timeout", "9", alloc[:8], "--", "ls", "-la")
-    assert (code, out) == (7, "ran ls -la for 9s\n")
 
     code, out, _ = _run(capsys, "alloc", "signal", "-s", "hup", *f, alloc[:8])
     assert code == 0 and out == f"Sent SIGHUP to task srv of alloc {alloc[:8]}\n"
     assert agent.node.exec.signals[-1][1] == "SIGHUP"
     code, out, _ = _run(capsys, "alloc", "restart", *f, alloc[:8], "srv")
     assert code == 0 and out == f"Restarting task srv of alloc {alloc[:8]}\n"
+    events = agent.core.store.events(alloc)
+    assert {"Signaling", "Restart Signaled"} <= {e.type for e in events if e.task == "srv"}, events
 
     code, out, _ = _run(capsys, "node", "status", *f)
-    assert code == 0 and "Name          = client1" in out and "exec    true" in out
+    assert code == 0 and out.startswith("Name          = client1\nID            = 5f8e2d1c\n"), out
+    assert "Status        = ready" in out and "Restore Time  = 0.125s" in out and "Jobs          = 1" in out
+    assert "exec    true      true     runs processes on the node" in out
     assert "Pending  Running  Failed  Complete  Adopted\n0        1        0       0         0" in out
+    agent.health["status"] = "degraded"  # the render worker failing closed: health answers 500
+    code, out, _ = _run(capsys, "node", "status", *f)
+    assert code == 0 and "Status        = degraded (templates are not rendered)" in out, out
+    code, out, _ = _run(capsys, "node", "status", "-json", *f)
+    assert json.loads(out)["Self"]["stats"]["fieldlab"]["status"] == "degraded"
+    assert json.loads(out)["Health"] == {"client": {"ok": False, "message": "templates are not rendered"}}
+
+    # alloc stop: a managed alloc is replaced, as Nomad's scheduler does
+    code, out, _ = _run(capsys, "alloc", "stop", *f, alloc[:8])
+    assert code == 0 and out.startswith(f'==> Allocation "{alloc[:8]}" '), out
+    assert '    Evaluation "' in out and re.search(r'\n    Allocation "[0-9a-f]{8}" replaces it\n$', out), out
+    new = agent.core.call(lambda: next(a for a in agent.core.runners if a != alloc))
 
     code, out, _ = _run(capsys, "job", "stop", *f, "web")
-    assert code == 0 and out == f'==> Job "web" stopped\n    Allocation "{alloc[:8]}" stopped\n'
+    assert code == 0 and out.startswith('==> Job "web" stopped\n    Evaluation "'), out
+    assert f'    Allocation "{new[:8]}" stopped\n' in out and "still stopping" not in out
+    code, out, _ = _run(capsys, "job", "stop", "-purge", *f, "web")
+    assert code == 0 and out.endswith('==> Job "web" purged\n'), out
+    assert _run(capsys, "job", "status", *f)[1] == "No running jobs\n"
 
 
-def test_errors_are_one_line_with_the_apis_reason(agent: Agent, capsys: pytest.CaptureFixture[str]) -> None:
+class ScriptedSession:
+    """An exec session (agent.drivers.session.ExecSession) the test scripts: its output, then its
+    exit code; `echo`: first waits for stdin to end and answers it upper-cased; `hang`: runs until
+    killed; `fail`: its output breaks (the command could not run)."""
+
+    def __init__(
+        self,
+        out: list[tuple[bytes, bytes]],
+        code: int,
+        *,
+        tty: bool,
+        echo: bool = False,
+        hang: bool = False,
+        fail: str = "",
+    ) -> None:
+        self.tty, self.out, self.code, self.echo, self.hang, self.fail = tty, out, code, echo, hang, fail
+        self.stdin = b""
+        self.stdin_closed = threading.Event()
+        self.sizes: list[tuple[int, int]] = []
+        self.killed = threading.Event()
+
+    def read(self) -> tuple[bytes, bytes]:
+        if self.echo:
+            self.echo = False
+            self.stdin_closed.wait(SESSION_WAIT)
+            return ef.STDOUT, self.stdin.upper()
+        if self.out:
+            return self.out.pop(0)
+        if self.fail:
+            raise RuntimeError(self.fail)
+        if self.hang:
+            self.killed.wait(SESSION_WAIT * 3)
+        return ef.STDOUT, b""
+
+    def write(self, data: bytes) -> None:
+        self.stdin += data
+
+    def close_stdin(self) -> None:
+        self.stdin_closed.set()
+
+    def resize(self, rows: int, cols: int) -> None:
+        self.sizes.append((rows, cols))
+
+    def wait(self, timeout: float) -> int | None:
+        return 137 if self.killed.is_set() else self.code
+
+    def kill(self) -> None:
+        self.killed.set()
+
+
+def _script(agent: Agent, make: Any) -> list[tuple[list[str], bool, ScriptedSession]]:
+    """Each exec session the agent opens in the fake exec driver: (command, tty, session)."""
+    opened: list[tuple[list[str], bool, ScriptedSession]] = []
+
+    def exec_session(handle: TaskHandle, argv: list[str], *, tty: bool, **kw: Any) -> ScriptedSession:
+        session: ScriptedSession = make(tty)
+        opened.append((argv, tty, session))
+        return session
+
+    agent.node.exec.exec_session = exec_session  # type: ignore[method-assign,assignment]
+    return opened
+
+
+def test_exec_speaks_nomads_websocket_with_the_exit_code_and_both_streams(
+    agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = agent.flags
+    alloc = _job_running(agent, tmp_path, capsys)
+    opened = _script(
+        agent, lambda tty: ScriptedSession([(ef.STDOUT, b"out\n"), (ef.STDERR, b"err\n")], 7, tty=tty)
+    )
+    code, out, err = _run(capsys, "alloc", "exec", *f, alloc[:8], "--", "ls", "-la")
+    assert (code, out, err) == (7, "out\n", "err\n")
+    ((argv, tty, session),) = opened
+    assert (argv, tty) == (["ls", "-la"], False)
+    assert session.stdin_closed.is_set() and session.stdin == b""  # no -i: no stdin, closed at once
+    # Nomad's form: the task from -task, the command after ALLOC; an exit code past 255 is cut
+    opened[:] = []
+    _script(agent, lambda tty: ScriptedSession([], 300, tty=tty))
+    assert _run(capsys, "alloc", "exec", "-task", "srv", *f, alloc[:8], "true")[0] == 255
+
+    # the command could not run: said, and 126
+    _script(agent, lambda tty: ScriptedSession([], 0, tty=tty, fail="exec: no such file: /nope"))
+    code, _, err = _run(capsys, "alloc", "exec", *f, alloc[:8], "--", "/nope")
+    assert code == 126 and "fieldlab-agent: exec: exec: no such file: /nope" in err
+
+    # past -timeout the CLI goes away, which kills the command
+    hung = _script(agent, lambda tty: ScriptedSession([(ef.STDOUT, b"working\n")], 0, tty=tty, hang=True))
+    code, out, err = _run(capsys, "alloc", "exec", "-timeout", "0.5", *f, alloc[:8], "--", "sleep", "60")
+    assert (code, out) == (126, "working\n") and "ran past -timeout 0.5s" in err
+    assert hung[0][2].killed.wait(SESSION_WAIT), "the command outlived its caller"
+
+
+def test_an_interactive_exec_sends_stdin_and_the_terminal_size_as_it_changes(
+    agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alloc = _job_running(agent, tmp_path, capsys)
+    opened = _script(agent, lambda tty: ScriptedSession([], 3, tty=tty, echo=True))
+    size = [(33, 101)]
+    monkeypatch.setattr(cli_session, "terminal_size", lambda: size[0])
+    read_end, write_end = os.pipe()
+    monkeypatch.setattr(sys, "stdin", os.fdopen(read_end, "rb", buffering=0))
+
+    def typist() -> None:  # the user types, resizes the window, then ends stdin
+        wait_until(
+            lambda: (True if opened and opened[0][2].sizes else None, "no session"),
+            timeout=SESSION_WAIT,
+            what="the session's first size",
+            interval=0.05,
+        )
+        os.write(write_end, b"hello\n")
+        size[0] = (40, 120)
+        os.kill(os.getpid(), signal.SIGWINCH)
+        wait_until(
+            lambda: (True if len(opened[0][2].sizes) > 1 else None, str(opened[0][2].sizes)),
+            timeout=SESSION_WAIT,
+            what="the new size",
+            interval=0.05,
+        )
+        os.close(write_end)
+
+    t = threading.Thread(target=typist, daemon=True)
+    t.start()
+    code, out, _ = _run(capsys, "alloc", "exec", "-i", "-t", *agent.flags, alloc[:8], "--", "sh")
+    t.join(SESSION_WAIT)
+    ((argv, tty, session),) = opened
+    assert (code, out, argv, tty) == (3, "HELLO\n", ["sh"], True)
+    assert session.sizes == [(33, 101), (40, 120)] and session.stdin == b"hello\n"
+
+
+def test_a_terminal_without_a_size_is_taken_as_24_by_80(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_session.os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))
+    assert cli_session.terminal_size() == (24, 80)
+    monkeypatch.setattr(cli_session.os, "get_terminal_size", lambda fd: os.terminal_size((132, 50)))
+    assert cli_session.terminal_size() == (50, 132)
+
+
+def _until(stream: Any, text: bytes, seen: bytearray) -> bytes:
+    """Read `stream` (a subprocess's pipe) until `text` has come."""
+    deadline = time.monotonic() + SESSION_WAIT
+    while text not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0 and select.select([stream], [], [], left)[0], f"no {text!r}: {bytes(seen)!r}"
+        more = os.read(stream.fileno(), 65536)
+        assert more, f"ended before {text!r}: {bytes(seen)!r}"
+        seen += more
+    return bytes(seen)
+
+
+def test_logs_follow_from_the_tail_until_ctrl_c_and_say_when_the_log_starts_again(
+    agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    alloc = _job_running(agent, tmp_path, capsys)
+    logs = agent.node.root / "data" / "alloc" / alloc / "srv" / "logs"
+    logs.mkdir(parents=True)
+    stdout = logs / "stdout"
+    stdout.write_bytes(b"line 1\nline 2\n")
+    follow = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "alloc",
+            "logs",
+            "-f",
+            "-tail",
+            "-n",
+            "1",
+            *agent.flags,
+            alloc[:8],
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        out, err = bytearray(), bytearray()
+        _until(follow.stdout, b"line 2\n", out)
+        with stdout.open("ab") as log:
+            log.write(b"line 3\n")
+        assert _until(follow.stdout, b"line 3\n", out) == b"line 2\nline 3\n"
+        stdout.write_bytes(b"new\n")  # shorter than what was read: a new container's log
+        _until(follow.stderr, b"started again", err)
+        assert _until(follow.stdout, b"new\n", out) == b"line 2\nline 3\nnew\n"
+        follow.send_signal(signal.SIGINT)
+        assert follow.wait(SESSION_WAIT) == 0
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait()
+
+
+def test_errors_are_one_line_naming_what_failed_with_the_agents_reason(
+    agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     f = agent.flags
     code, _, err = _run(capsys, "alloc", "status", *f, "ffffffff")
-    assert code == 2 and err == "fieldlab-agent: error: HTTP 404: no alloc ffffffff\n"
-    code, _, err = _run(capsys, "alloc", "logs", *f, "XYZ", "srv")
-    assert code == 2 and "HTTP 400: alloc id 'XYZ' in the path" in err
+    assert code == 2 and err == 'fieldlab-agent: error: no allocation with prefix or id "ffffffff"\n'
+    code, _, err = _run(capsys, "alloc", "logs", *f, "f", "srv")
+    assert code == 2 and "prefix of at least 2 characters" in err
     code, _, err = _run(capsys, "alloc", "signal", "-s", "NOPE", *f, "ffffffff")
     assert code == 2 and "signal 'NOPE': not a signal name" in err
     code, _, err = _run(capsys, "alloc", "exec", *f, "-timeout", "0", "ffffffff", "--", "ls")
     assert code == 2 and "-timeout 0: more than 0" in err
     code, _, err = _run(capsys, "job", "inspect", *f, "nope")
-    assert code == 2 and "HTTP 404: no job 'nope'" in err
+    assert code == 2 and err == "fieldlab-agent: error: job nope: HTTP 404: job not found\n"
 
-
-def test_a_terminal_without_a_size_is_taken_as_24_by_80(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent.cli import session as cli_session
-
-    monkeypatch.setattr(cli_session.os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))
-    assert cli_session.terminal_size() == (24, 80)
-    monkeypatch.setattr(cli_session.os, "get_terminal_size", lambda fd: os.terminal_size((132, 50)))
-    assert cli_session.terminal_size() == (50, 132)
+    alloc = _job_running(agent, tmp_path, capsys)
+    code, _, err = _run(capsys, "alloc", "exec", "-task", "nope", *f, alloc[:8], "ls")
+    assert code == 2 and err == (
+        f"fieldlab-agent: error: exec in task nope of alloc {alloc[:8]}: HTTP 404: "
+        f"task 'nope' not found in alloc {alloc}\n"
+    )
+    code, _, err = _run(capsys, "alloc", "signal", "-task", "nope", *f, alloc[:8])
+    assert code == 2 and f"signal SIGKILL to alloc {alloc[:8]}: HTTP 404: Failed to signal task" in err
+    assert "\n" not in err.rstrip("\n") and "Traceback" not in err
+    code, _, err = _run(capsys, "node", "status", "-address", "https://127.0.0.1:1", *f[1:])
+    assert code == 2 and err.startswith(
+        "fieldlab-agent: error: cannot reach the agent at https://127.0.0.1:1"
+    )

@@ -1,6 +1,7 @@
-"""`fieldlab-agent alloc logs` and `alloc exec` through the CLI, over mTLS, against a real docker task
-and a real exec task on the controller's dockerd (root): the container's stdout and stderr apart,
-an exec's output and exit code, and an exec task's log files."""
+"""`fieldlab-agent alloc logs` and `alloc exec` through the CLI, over mTLS, against the agent's Nomad
+routes (the logs route, the exec websocket) with a real docker task and a real exec task on the
+controller's dockerd (root): the container's stdout and stderr apart, an exec's output (its stdout
+and stderr apart) and exit code, the command killed past -timeout, and an exec task's log files."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import pytest
 from agent import cli
 from agent.api import ApiServer
 from agent.config import Config, TLSConfig
-from agent.routes import build_routes
+from agent.drivers.base import LABEL_TASK
+from agent.nomadapi.node import NodeIdentity
+from agent.nomadapi.routes import NomadApi, build_nomad_routes
+from agent.nomadapi.wsexec import exec_stream
 from lab.waits import wait_until
 from tests.agent_lab import AgentLab, build_workload_images, why_not_ready
 from tests.pki import TestCA
@@ -70,7 +74,11 @@ def test_logs_and_exec_through_the_cli_against_real_tasks(
         node_name="t", bind_address="127.0.0.1", port=port, tls=TLSConfig(srv.cert, srv.key, ca.ca_file)
     )
     agent = lab.start_agent()
-    server = ApiServer(cfg, {}, build_routes(agent.core))
+    nomad = NomadApi(
+        agent.core,
+        NodeIdentity("5f8e2d1c-0000-4000-8000-000000000002", "t", "dc1", "global", f"127.0.0.1:{port}"),
+    )
+    server = ApiServer(cfg, {}, build_nomad_routes(nomad), [exec_stream(nomad)])
     server.start()
     flags = ["-address", f"https://127.0.0.1:{port}", "-ca-cert", str(ca.ca_file)]
     flags += ["-client-cert", str(op.cert), "-client-key", str(op.key)]
@@ -93,12 +101,20 @@ def test_logs_and_exec_through_the_cli_against_real_tasks(
         code, out, _ = run("alloc", "logs", "-stderr", *flags, alloc[:8], "proc")
         assert code == 0 and "proc-err\n" in out  # after what the exec driver's setup may have said
 
-        code, out, _ = run("alloc", "exec", *flags, alloc[:8], "docker", "--", "sh", "-c", "echo hi; exit 3")
-        assert (code, out) == (3, "hi\n")
+        script = "echo hi; echo oops >&2; exit 3"
+        code, out, err = run("alloc", "exec", *flags, alloc[:8], "docker", "--", "sh", "-c", script)
+        assert (code, out, err) == (3, "hi\n", "oops\n")
         code, out, _ = run("alloc", "exec", *flags, alloc[:8], "proc", "--", "/bin/sh", "-c", "echo in-proc")
         assert (code, out) == (0, "in-proc\n")
-        code, _, err = run("alloc", "exec", *flags, "-timeout", "1", alloc[:8], "docker", "--", "sleep", "30")
+        code, _, err = run("alloc", "exec", *flags, "-timeout", "1", alloc[:8], "docker", "--", "sleep", "31")
         assert code == 126 and "timeout" in err
+        (box,) = [c for c in lab.containers(alloc) if c.labels.get(LABEL_TASK) == "docker"]
+
+        def sleeping() -> tuple[bool | None, str]:
+            ps = box.exec_run(["ps", "-o", "args"]).output.decode()
+            return (None if "sleep 31" in ps else True), ps
+
+        wait_until(sleeping, timeout=20, what="the exec past its -timeout to be killed")
     finally:
         server.stop(5)
         agent.stop_job("talk")

@@ -1,12 +1,13 @@
 """`fieldlab-agent alloc exec -i/-t` end to end (root): the real CLI, run on a pseudo-terminal of
-the test's own, talks mTLS to a real API server over a real Core with a docker task, an exec task
-and a raw_exec task on the controller's dockerd.
+the test's own, talks mTLS to a real API server (the agent's Nomad routes and its exec websocket,
+`GET /v1/client/allocation/:id/exec`) over a real Core with a docker task, an exec task and a
+raw_exec task on the controller's dockerd.
 
 What a bug would break: typed input reaching the command and its answer coming back, the exit code,
 the command getting a terminal of the caller's size that follows a window resize, stdout and stderr
 apart without -t, the session being inside the task (an exec task's chroot, pid namespace and user:
 never the agent's files), and the command dying with its session when the caller goes away or
-breaks the frame format (no exec left running in a task).
+breaks the websocket's format (no exec left running in a task).
 """
 
 from __future__ import annotations
@@ -20,19 +21,24 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
 import pytest
 
-from agent import execframes as ef
 from agent.api import ApiServer
+from agent.cli.calls import CallError
+from agent.cli.session import exec_path
+from agent.cli.wsclient import WebSocket
 from agent.client import ApiClient
 from agent.config import Config, TLSConfig
+from agent.drivers.base import LABEL_TASK
 from agent.drivers.session import set_winsize
 from agent.errors import AgentError
-from agent.routes import build_routes, build_streams
+from agent.nomadapi.node import NodeIdentity
+from agent.nomadapi.routes import NomadApi, build_nomad_routes
+from agent.nomadapi.wsexec import exec_stream
 from lab.waits import wait_until
 from tests.agent_lab import AgentLab, AgentUnderTest, build_workload_images, why_not_ready
 from tests.pki import TestCA
@@ -172,7 +178,11 @@ def served(
         node_name="t", bind_address="127.0.0.1", port=port, tls=TLSConfig(srv.cert, srv.key, ca.ca_file)
     )
     agent = lab.start_agent(raw_exec_enabled=True)
-    server = ApiServer(cfg, {}, build_routes(agent.core), build_streams(agent.core))
+    nomad = NomadApi(
+        agent.core,
+        NodeIdentity("5f8e2d1c-0000-4000-8000-000000000003", "t", "dc1", "global", f"127.0.0.1:{port}"),
+    )
+    server = ApiServer(cfg, {}, build_nomad_routes(nomad), [exec_stream(nomad)])
     server.start()
     api = ApiClient(f"https://127.0.0.1:{port}", str(ca.ca_file), str(op.cert), str(op.key))
     try:
@@ -276,7 +286,7 @@ def test_without_a_tty_stdin_flows_in_and_stdout_and_stderr_stay_apart(
 
 def _running_sleepers(lab: AgentLab, alloc: str, marker: str) -> int:
     """How many `sleep <marker>` run in the alloc's docker task (what a session started there)."""
-    (box,) = [c for c in lab.containers(alloc) if c.labels.get("org.fieldlab.task") == "box"]
+    (box,) = [c for c in lab.containers(alloc) if c.labels.get(LABEL_TASK) == "box"]
     out = box.exec_run(["sh", "-c", f"ps -o args | grep -c '^sleep {marker}$' || true"]).output
     return int(out.decode().strip())
 
@@ -308,53 +318,65 @@ def test_a_session_whose_caller_goes_away_or_breaks_the_format_ends_its_command(
     finally:
         term.close()
 
-    # The caller sends a frame of a kind the agent does not take.
-    sock, _ = api.upgrade(
-        f"/fieldlab/v1/allocation/{alloc}/exec", {"cmd": ["sleep", "4712"], "task": "box"}, ef.PROTOCOL
-    )
-    try:
-        wait_until(
-            lambda: (True if sleepers("4712") == 1 else None, "not started"),
-            timeout=ANSWER_TIMEOUT,
-            what="the raw session's sleep",
-        )
-        sock.sendall(b"Z\x00\x00\x00\x00")
-        wait_until(
-            lambda: (True if sleepers("4712") == 0 else None, "still running"),
-            timeout=GONE_TIMEOUT,
-            what="the sleep of a session that broke the format to be killed",
-        )
-    finally:
-        sock.close()
+    # The caller breaks the websocket's format: an unmasked frame, or a terminal of no size.
+    for marker, breaking in (("4712", bytes([0x81, 0x02]) + b"{}"), ("4713", None)):
+        ws = WebSocket.connect(api, exec_path(alloc, "box", ["sleep", marker], tty=breaking is None), "exec")
+        try:
+            wait_until(
+                partial(_count_is, sleepers, marker, 1),
+                timeout=ANSWER_TIMEOUT,
+                what="the raw session's sleep",
+            )
+            if breaking is None:
+                ws.send({"tty_size": {"height": 0, "width": 0}})
+            else:
+                ws.sock.sendall(breaking)
+            wait_until(
+                partial(_count_is, sleepers, marker, 0),
+                timeout=GONE_TIMEOUT,
+                what=f"the sleep of a session that broke the format to be killed ({marker})",
+            )
+        finally:
+            ws.close()
+
+
+def _count_is(sleepers: Callable[[str], int], marker: str, n: int) -> tuple[bool | None, str]:
+    found = sleepers(marker)
+    return (True if found == n else None), f"{found} running"
+
+
+def _exit_of(ws: WebSocket) -> int:
+    """The exit code the agent sends last (the session's stdin closed first)."""
+    ws.send({"stdin": {"close": True}})
+    deadline = time.monotonic() + ANSWER_TIMEOUT
+    while time.monotonic() < deadline:
+        messages, closed = ws.receive()
+        for m in messages:
+            if m.get("exited"):
+                return int(m["result"]["exit_code"])
+        assert closed is None, f"closed without an exit code: {closed}"
+    raise AssertionError("no exit code")
 
 
 def test_a_session_is_refused_with_a_reason_and_without_an_upgrade(
     served: tuple[AgentUnderTest, ApiClient, str],
 ) -> None:
     _, api, alloc = served
-    path = f"/fieldlab/v1/allocation/{alloc}/exec"
-    for body, status, says in (
-        ({"cmd": ["sh"], "task": "nope"}, 404, "no task 'nope'"),
-        ({"cmd": [], "task": "box"}, 400, '"cmd" must be'),
-        ({"cmd": ["sh"], "task": "box", "rows": 0}, 400, "rows must be a whole number"),
-        ({"cmd": ["/no/such/binary"], "task": "raw", "tty": True}, None, None),
+    for task, command, status, says in (
+        ("nope", ["sh"], 404, "task 'nope' not found"),
+        ("box", [], 400, "command must be a JSON list of strings"),
     ):
-        if status is None:  # starts, and the exit frame says it could not run (or 127 from sh)
-            sock, early = api.upgrade(path, body, ef.PROTOCOL)
-            decoder, frames = ef.Decoder(ef.FROM_AGENT), []
-            frames += decoder.feed(early)
-            deadline = time.monotonic() + ANSWER_TIMEOUT
-            while not any(k == ef.EXIT for k, _ in frames) and time.monotonic() < deadline:
-                frames += decoder.feed(sock.recv(65536))
-            sock.close()
-            ((code, _),) = [ef.parse_exit(p) for k, p in frames if k == ef.EXIT]
-            assert code != 0, frames
-            continue
-        with pytest.raises(Exception) as caught:
-            api.upgrade(path, body, ef.PROTOCOL)
-        assert getattr(caught.value, "status", None) == status and says in str(caught.value), caught.value
-    with pytest.raises(Exception) as caught:
-        api.upgrade(path, {"cmd": ["sh"], "task": "box"}, "websocket")
-    assert getattr(caught.value, "status", None) == 400 and "fieldlab-exec" in str(caught.value)
+        with pytest.raises(CallError) as caught:
+            WebSocket.connect(api, exec_path(alloc, task, command, tty=False), "exec")
+        assert caught.value.status == status and says in caught.value.reason, caught.value
+    # a command that is not there starts a session whose exit code says so (127 from the shell's
+    # exec, or the agent's -1 when it could not start it)
+    ws = WebSocket.connect(api, exec_path(alloc, "raw", ["/no/such/binary"], tty=True), "exec")
+    try:
+        assert _exit_of(ws) != 0
+    finally:
+        ws.close()
     with pytest.raises(AgentError, match=r"cannot reach|closed"):  # no client cert: no TLS session
-        ApiClient(api.address, api.ca_file, "", "").upgrade(path, {"cmd": ["sh"], "task": "box"}, ef.PROTOCOL)
+        WebSocket.connect(
+            ApiClient(api.address, api.ca_file, "", ""), exec_path(alloc, "box", ["sh"], tty=False), "exec"
+        )

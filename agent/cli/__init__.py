@@ -3,8 +3,12 @@ agent as Nomad's CLI does (job, alloc, node verbs; agent.cli.commands), print it
 completion script.
 
     parser.py      the command tree (Nomad's single-dash flags, `--` before a command to exec)
-    commands.py    the verbs that call the agent's API (I/O)
+    commands.py    the verbs, each speaking Nomad's HTTP API (I/O)
+    calls.py       their calls: errors naming what failed, alloc id prefixes, streamed answers
+    logs.py        `alloc logs`: plain, -tail, -f (Nomad's StreamFrames)
+    session.py     `alloc exec` over Nomad's exec websocket (wsclient.py: RFC 6455 over mTLS)
     format.py      what they print: tables, `Key = value` blocks, relative times (pure)
+    allocformat.py the same for allocations (pure)
     jobfiles.py    jobspec files: -var/-var-file, file() reads, `job validate` (offline)
     completion.py  bash/zsh completion generated from the command tree
 """
@@ -108,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return func(args)
     try:
         return func(args)
-    except AgentError as exc:
-        print(f"fieldlab-agent: error: {exc}", file=sys.stderr)
+    except AgentError as exc:  # what failed and the agent's reason (Nomad's are plain text, one a line)
+        print(f"fieldlab-agent: error: {str(exc).strip()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("fieldlab-agent: interrupted", file=sys.stderr)

@@ -1,34 +1,29 @@
-"""The `fieldlab-agent` verbs that talk to an agent over its mTLS API (agent.client): each asks the
-API, then prints what agent.cli.format makes of the answer (or the JSON with -json)."""
+"""The `fieldlab-agent` verbs that talk to an agent: each speaks Nomad's HTTP API, as Nomad's CLI
+does (over agent.client's mTLS, agent.cli.calls), then prints what agent.cli.format makes of the
+answer (or the JSON with -json)."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import sys
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
 
+from agent.cli import allocformat, session
 from agent.cli import format as fmt
-from agent.cli import session
+from agent.cli.calls import CallError, Nomad, q
 from agent.cli.jobfiles import registration
+from agent.cli.logs import print_logs
 from agent.errors import AgentError
 
 if TYPE_CHECKING:
     from agent.client import ApiClient
 
 EXEC_MAX_TIMEOUT = 300.0
-EXEC_CLIENT_MARGIN = 30.0  # seconds the client waits past an exec's own timeout
-EXEC_CANNOT_RUN = 126  # exit status when the command could not run or was killed at its timeout
+NOT_FOUND = 404
 
 
-def _q(part: str) -> str:
-    return quote(part, safe="")
-
-
-def client(args: argparse.Namespace, timeout: float | None = None) -> ApiClient:
+def client(args: argparse.Namespace) -> ApiClient:
     """The API client: FIELDLAB_AGENT_* with -address, -ca-cert, -client-cert, -client-key over them."""
     from agent.client import ApiClient
 
@@ -39,10 +34,11 @@ def client(args: argparse.Namespace, timeout: float | None = None) -> ApiClient:
         "key_file": args.client_key,
     }
     overrides = {k: v for k, v in given.items() if v}
-    api = ApiClient.from_env(**overrides) if overrides else ApiClient.from_env()
-    if timeout is not None and dataclasses.is_dataclass(api):
-        api = dataclasses.replace(api, timeout=timeout)
-    return api
+    return ApiClient.from_env(**overrides) if overrides else ApiClient.from_env()
+
+
+def nomad(args: argparse.Namespace) -> Nomad:
+    return Nomad(client(args))
 
 
 def _print_json(data: Any) -> None:
@@ -52,32 +48,66 @@ def _print_json(data: Any) -> None:
 # -- jobs ---------------------------------------------------------------------------------------
 
 
+def _job(api: Nomad, job_id: str) -> dict[str, Any] | None:
+    """GET /v1/job/:id; None when the agent knows the job only by adopted allocs (found running after
+    its state database was lost: the jobspec went with it); CallError 404 when it knows nothing."""
+    try:
+        job: dict[str, Any] = api.get(f"/v1/job/{q(job_id)}", f"job {job_id}")
+        return job
+    except CallError as exc:
+        if exc.status != NOT_FOUND or not _job_allocs(api, job_id):
+            raise
+        return None
+
+
+def _job_allocs(api: Nomad, job_id: str) -> list[dict[str, Any]]:
+    allocs: list[dict[str, Any]] = api.get(f"/v1/job/{q(job_id)}/allocations", f"job {job_id}'s allocations")
+    return allocs
+
+
 def job_status(args: argparse.Namespace) -> int:
-    api = client(args)
-    if getattr(args, "job_id", None):
-        job = api.request("GET", f"/fieldlab/v1/job/{_q(args.job_id)}")
+    api = nomad(args)
+    job_id = getattr(args, "job_id", None)
+    if not job_id:
+        jobs = api.get("/v1/jobs", "the job list")
         if args.json:
-            _print_json(job)
+            _print_json(jobs)
         else:
-            print(fmt.job_status(job, time.time(), args.verbose))
+            print(fmt.job_list(jobs, time.time()))
         return 0
-    jobs = api.request("GET", "/fieldlab/v1/jobs")
+    job = _job(api, job_id)
+    allocs = _job_allocs(api, job_id)
+    summary = (
+        api.get(f"/v1/job/{q(job_id)}/summary", f"job {job_id}'s summary")
+        if job is not None
+        else fmt.summary_of(job_id, allocs)
+    )
     if args.json:
-        _print_json(jobs)
-        return 0
-    print(fmt.job_list(jobs, api.request("GET", "/fieldlab/v1/allocations")))
+        _print_json({"Job": job, "Summary": summary, "Allocations": allocs})
+    else:
+        print(fmt.job_status(job_id, job, summary, allocs, time.time(), args.verbose))
     return 0
 
 
 def job_inspect(args: argparse.Namespace) -> int:
-    job = client(args).request("GET", f"/fieldlab/v1/job/{_q(args.job_id)}")
-    if job.get("spec") is None:
-        print(
-            f"fieldlab-agent: job {args.job_id} has only adopted allocs: its jobspec went with the lost "
-            "state database",
-            file=sys.stderr,
+    """As `nomad job inspect`: {"Job": api.Job}, which `job run` takes back; -hcl: the jobspec as it
+    was submitted (GET /v1/job/:id/submission)."""
+    api = nomad(args)
+    job = _job(api, args.job_id)
+    if job is None:
+        raise AgentError(
+            f"job {args.job_id} has only adopted allocs: its jobspec went with the lost state database"
         )
-    _print_json({"job": job.get("spec"), "submission": job.get("submission")})
+    if not args.hcl:
+        _print_json({"Job": job})
+        return 0
+    version = int(job.get("Version") or 0)
+    sub = api.get(
+        f"/v1/job/{q(args.job_id)}/submission?version={version}",
+        f"job {args.job_id}'s submission (version {version})",
+    )
+    source = str(sub.get("Source") or "")
+    print(source, end="" if source.endswith("\n") else "\n")
     return 0
 
 
@@ -86,13 +116,15 @@ def job_run(args: argparse.Namespace) -> int:
     version), then the evaluation's allocations (not with -detach)."""
     body, warnings = registration(args)
     job_id = str(body["Job"]["ID"])  # type: ignore[index]
-    api = client(args)
-    out = api.request("PUT", "/v1/jobs", body)
+    api = nomad(args)
+    out = api.call("PUT", "/v1/jobs", f"job {job_id}: register", body)
     if args.detach:
         print(f"Job registration successful\nEvaluation ID: {out.get('EvalID')}")
         return 0
-    version = api.request("GET", f"/v1/job/{_q(job_id)}").get("Version")
-    allocs = api.request("GET", f"/v1/evaluation/{_q(str(out.get('EvalID')))}/allocations")
+    version = api.get(f"/v1/job/{q(job_id)}", f"job {job_id}").get("Version")
+    allocs = api.get(
+        f"/v1/evaluation/{q(str(out.get('EvalID')))}/allocations", "the evaluation's allocations"
+    )
     if args.json:
         _print_json({**out, "Version": version, "Allocations": [a.get("ID") for a in allocs]})
     else:
@@ -102,12 +134,19 @@ def job_run(args: argparse.Namespace) -> int:
 
 
 def job_stop(args: argparse.Namespace) -> int:
-    purge = "?purge=true" if getattr(args, "purge", False) else ""
-    out = client(args).request("DELETE", f"/fieldlab/v1/job/{_q(args.job_id)}{purge}")
+    """`DELETE /v1/job/:id` (`?purge=true`): the agent answers once the allocs are stopped."""
+    api = nomad(args)
+    purge = bool(getattr(args, "purge", False))
+    before = [] if args.detach or args.json else _job_allocs(api, args.job_id)
+    path = f"/v1/job/{q(args.job_id)}" + ("?purge=true" if purge else "")
+    out = api.call("DELETE", path, f"job {args.job_id}: stop")
     if args.json:
         _print_json(out)
+    elif args.detach:
+        print(out.get("EvalID"))
     else:
-        print(fmt.job_stopped(args.job_id, out))
+        after = _job_allocs(api, args.job_id)
+        print(fmt.job_stopped(args.job_id, out, before, after, purge))
     return 0
 
 
@@ -115,123 +154,67 @@ def job_stop(args: argparse.Namespace) -> int:
 
 
 def alloc_list(args: argparse.Namespace) -> int:
-    allocs = client(args).request("GET", "/fieldlab/v1/allocations")
+    allocs = nomad(args).get("/v1/allocations", "the allocation list")
     if args.json:
         _print_json(allocs)
     else:
-        print(fmt.alloc_list(allocs, time.time(), args.verbose))
+        print(allocformat.alloc_list(allocs, time.time(), args.verbose))
     return 0
 
 
 def alloc_status(args: argparse.Namespace) -> int:
-    api = client(args)
-    alloc = api.request("GET", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}")
-    events = api.request("GET", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/events")
+    alloc = nomad(args).alloc(args.alloc_id)
     if args.json:
-        _print_json({"alloc": alloc, "events": events})
+        _print_json(alloc)
     else:
-        print(fmt.alloc_status(alloc, events, time.time(), args.verbose))
+        print(allocformat.alloc_status(alloc, time.time(), args.verbose))
     return 0
 
 
-def _only_task(api: ApiClient, alloc_id: str) -> tuple[str, str]:
-    """(full alloc id, its group's only task); AgentError naming the tasks when there are more."""
-    alloc = api.request("GET", f"/fieldlab/v1/allocation/{_q(alloc_id)}")
-    tasks = sorted(alloc.get("tasks") or {})
+def only_task(alloc: dict[str, Any]) -> str:
+    """The group's only task, as Nomad's CLI takes it when none is named; AgentError naming the
+    tasks when there are more."""
+    tasks = sorted(fmt.task_names(alloc))
     if len(tasks) != 1:
         raise AgentError(
-            f"alloc {alloc.get('id')} has tasks {', '.join(tasks) or 'none'}: say which one (TASK)"
+            f"alloc {alloc.get('ID')} has tasks {', '.join(tasks) or 'none'}: say which one (TASK or -task)"
         )
-    return str(alloc.get("id")), tasks[0]
-
-
-def _write(data: bytes) -> None:
-    out = sys.stdout
-    out.flush()
-    buffer = getattr(out, "buffer", None)
-    if buffer is not None:
-        buffer.write(data)
-        buffer.flush()
-    else:  # a text-only stdout (some test captures)
-        out.write(data.decode(errors="replace"))
-        out.flush()
-
-
-TAIL_WINDOW = 64 * 1024  # bytes read back from the end to find -n lines
+    return tasks[0]
 
 
 def alloc_logs(args: argparse.Namespace) -> int:
-    api = client(args)
-    task = args.task_flag or args.task
-    alloc_id = args.alloc_id
-    if task is None:
-        alloc_id, task = _only_task(api, alloc_id)
-    stream = "stderr" if args.stderr else "stdout"
-    base = f"/fieldlab/v1/client/fs/logs/{_q(alloc_id)}"
-
-    def get(offset: int, *, from_end: bool = False, follow: bool = False) -> dict[str, Any]:
-        params = {"task": task, "type": stream, "offset": str(offset)}
-        if from_end:
-            params["origin"] = "end"
-        if follow:
-            params["follow"] = "true"
-        answer: dict[str, Any] = api.request("GET", f"{base}?{urlencode(params)}")
-        return answer
-
-    try:
-        if args.tail:
-            answer = get(args.bytes if args.bytes is not None else TAIL_WINDOW, from_end=True)
-            data = fmt.log_bytes(answer)
-            _write(data if args.bytes is not None else fmt.last_lines(data, args.lines))
-        else:
-            answer = {"next_offset": 0}
-        offset = int(answer.get("next_offset") or 0)
-        while args.follow or not args.tail:
-            answer = get(offset, follow=args.follow)
-            if answer.get("reset") and offset:
-                print(f"fieldlab-agent: the {stream} log started again (a new container)", file=sys.stderr)
-            _write(fmt.log_bytes(answer))
-            offset = int(answer.get("next_offset") or 0)
-            if not args.follow and offset >= int(answer.get("size") or 0):
-                break
-        return 0
-    except KeyboardInterrupt:
-        return 0
+    api = nomad(args)
+    alloc = api.find_alloc(args.alloc_id)
+    task = args.task_flag or args.task or only_task(alloc)
+    return print_logs(api, args, str(alloc["ID"]), task)
 
 
 def alloc_exec(args: argparse.Namespace) -> int:
+    """Nomad's exec websocket, interactive (-i, -t) or not: the command's exit code."""
     if not args.command:
         raise AgentError(
             "say the command: fieldlab-agent alloc exec ALLOC CMD [ARG...] (or ALLOC [TASK] -- CMD [ARG...])"
         )
-    if args.stdin or args.tty:
-        return _exec_session(args)
-    if not 0 < args.timeout <= EXEC_MAX_TIMEOUT:
+    one_shot = not (args.stdin or args.tty)
+    if one_shot and not 0 < args.timeout <= EXEC_MAX_TIMEOUT:
         raise AgentError(f"-timeout {args.timeout:g}: more than 0 and at most {EXEC_MAX_TIMEOUT:g} seconds")
-    body: dict[str, Any] = {"cmd": list(args.command), "timeout": args.timeout}
-    task = args.task_flag or args.task
-    if task:
-        body["task"] = task
-    api = client(args, timeout=args.timeout + EXEC_CLIENT_MARGIN)
-    out = api.request("POST", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/exec", body)
-    code = int(out.get("exit_code", -1))
-    if out.get("output"):
-        _write(str(out["output"]).encode())
-    if out.get("truncated"):
-        print("fieldlab-agent: exec: the output was cut at 1 MiB", file=sys.stderr)
-    if code < 0:
-        print(f"fieldlab-agent: exec: {out.get('error') or 'the command could not run'}", file=sys.stderr)
-        return EXEC_CANNOT_RUN
-    return min(code, 255)
+    api = nomad(args)
+    alloc = api.find_alloc(args.alloc_id)
+    task = args.task_flag or args.task or only_task(alloc)
+    return session.run(
+        api.api,
+        str(alloc["ID"]),
+        task,
+        list(args.command),
+        tty=bool(args.tty),
+        stdin=bool(args.stdin),
+        timeout=args.timeout if one_shot else None,
+    )
 
 
-def _exec_session(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"cmd": list(args.command), "tty": bool(args.tty)}
-    task = args.task_flag or args.task
-    if task:
-        body["task"] = task
-    path = f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/exec"
-    return session.run(client(args), path, body, stdin=bool(args.stdin))
+def _running_tasks(alloc: dict[str, Any]) -> list[str]:
+    states = alloc.get("TaskStates") or {}
+    return sorted(name for name, t in states.items() if (t or {}).get("State") == "running")
 
 
 def alloc_signal(args: argparse.Namespace) -> int:
@@ -241,27 +224,50 @@ def alloc_signal(args: argparse.Namespace) -> int:
         sig = fmt.signal_name(args.signal or args.legacy_signal or "SIGKILL")
     except ValueError as exc:
         raise AgentError(str(exc)) from None
-    body: dict[str, Any] = {"signal": sig}
-    if args.task:
-        body["task"] = args.task
-    out = client(args).request("POST", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/signal", body)
-    sent = out.get("signalled")
-    names = ", ".join(sent) if isinstance(sent, list) else str(sent)
-    print(f"Sent {sig} to task {names} of alloc {args.alloc_id}")
+    api = nomad(args)
+    alloc = api.find_alloc(args.alloc_id)
+    alloc_id = str(alloc["ID"])
+    task = args.task_flag or args.task
+    body: dict[str, Any] = {"Signal": sig, "Task": task or ""}
+    api.call(
+        "POST", f"/v1/client/allocation/{q(alloc_id)}/signal", f"signal {sig} to alloc {alloc_id[:8]}", body
+    )
+    names = task or ", ".join(_running_tasks(alloc)) or "every running task"
+    print(f"Sent {sig} to task {names} of alloc {alloc_id[:8]}")
     return 0
 
 
 def alloc_restart(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"task": args.task} if args.task else {}
-    out = client(args).request("POST", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/restart", body)
-    which = f"task {args.task}" if args.task else "every running task"
-    print(f"Restarting {which} of alloc {fmt.short(out.get('id') or args.alloc_id)}")
+    api = nomad(args)
+    alloc = api.find_alloc(args.alloc_id)
+    alloc_id = str(alloc["ID"])
+    task = args.task_flag or args.task
+    body: dict[str, Any] = {"TaskName": task or "", "AllTasks": bool(args.all_tasks)}
+    api.call("POST", f"/v1/client/allocation/{q(alloc_id)}/restart", f"restart alloc {alloc_id[:8]}", body)
+    which = f"task {task}" if task else ("every task" if args.all_tasks else "every running task")
+    print(f"Restarting {which} of alloc {alloc_id[:8]}")
     return 0
 
 
 def alloc_stop(args: argparse.Namespace) -> int:
-    out = client(args).request("POST", f"/fieldlab/v1/allocation/{_q(args.alloc_id)}/stop", {})
-    print("\n".join(f'Allocation "{a}" stopped' for a in out.get("stopped") or []))
+    """`POST /v1/allocation/:id/stop`: a managed alloc stops and is replaced (NextAllocation), as
+    Nomad's scheduler does; an adopted one's tasks are removed."""
+    api = nomad(args)
+    alloc_id = str(api.find_alloc(args.alloc_id)["ID"])
+    out = api.call("POST", f"/v1/allocation/{q(alloc_id)}/stop", f"stop alloc {alloc_id[:8]}", {})
+    if args.json:
+        _print_json(out)
+        return 0
+    if args.detach:
+        print(out.get("EvalID"))
+        return 0
+    try:
+        after: dict[str, Any] | None = api.get(f"/v1/allocation/{q(alloc_id)}", f"alloc {alloc_id[:8]}")
+    except CallError as exc:
+        if exc.status != NOT_FOUND:
+            raise
+        after = None
+    print(allocformat.alloc_stopped(alloc_id, out, after))
     return 0
 
 
@@ -269,18 +275,27 @@ def alloc_stop(args: argparse.Namespace) -> int:
 
 
 def node_status(args: argparse.Namespace) -> int:
+    """The agent's node: GET /v1/agent/self (its node id, and this agent's own health in
+    stats["fieldlab"]), /v1/agent/health (500 while degraded), /v1/node/:id, its allocations and
+    the job count."""
     from agent.client import ApiError
 
-    api = client(args)
-    health = api.request("GET", "/fieldlab/v1/agent/health")
+    api = nomad(args)
+    agent_self = api.get("/v1/agent/self", "the agent")
     try:
-        node: dict[str, Any] | None = api.request("GET", "/fieldlab/v1/node")
-    except ApiError as exc:
-        if exc.status != 404:  # 404: an agent with jobs disabled, or one older than this route
-            raise
-        node = None
+        health = api.api.request("GET", "/v1/agent/health")
+    except ApiError as exc:  # 500 while the agent is degraded: the answer says why
+        if not isinstance(exc.body, dict) or "client" not in exc.body:
+            raise CallError("the agent's health", exc.status, str(exc.body).strip()) from None
+        health = exc.body
+    node_id = str(((agent_self.get("stats") or {}).get("client") or {}).get("node_id") or "")
+    if not node_id:
+        raise AgentError("the agent has no client node (stats.client.node_id of /v1/agent/self is empty)")
+    node = api.get(f"/v1/node/{q(node_id)}", f"node {node_id[:8]}")
+    allocs = api.get(f"/v1/node/{q(node_id)}/allocations", f"node {node_id[:8]}'s allocations")
+    jobs = api.get("/v1/jobs", "the job list")
     if args.json:
-        _print_json({"health": health, "node": node})
+        _print_json({"Self": agent_self, "Health": health, "Node": node, "Allocations": allocs})
     else:
-        print(fmt.node_status(health, node))
+        print(fmt.node_status(agent_self, health, node, allocs, len(jobs), args.verbose))
     return 0

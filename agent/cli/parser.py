@@ -18,8 +18,9 @@ DEFAULT_ADDRESS = "https://127.0.0.1:4646"
 EXEC_INTERACTIVE = (
     "-i passes stdin to the command and -t gives it a pseudo-terminal (raw mode on yours, the "
     "window size following it): an interactive session until the command ends, with no -timeout. "
-    "Without either, exec runs the command to its end with no stdin, as a change script runs "
-    "(Nomad defaults -i to true; here it is asked for, so a script's exec never waits on stdin)."
+    "Without either, exec runs the command to its end with no stdin, as a change script runs, "
+    "killed past -timeout (Nomad defaults -i to true; here it is asked for, so a script's exec "
+    "never waits on stdin). Either way it goes over Nomad's exec websocket, as `nomad alloc exec`."
 )
 
 Command = Callable[[argparse.Namespace], int]
@@ -159,7 +160,8 @@ def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
         "node status",
         "the node: name, version, drivers and their health, Vault, alloc counts",
     )
-    _json(ns, "the agent's health and node answers as JSON")
+    _json(ns, "the agent's answers (agent self, health, node, its allocations) as JSON")
+    _flag(ns, "verbose", action="store_true", help="the full node id")
     return p
 
 
@@ -179,8 +181,13 @@ def _job_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
     _verbose(st)
     ls = leaf(job_sub, "job list", "the jobs as a table (job status without ID)")
     _json(ls)
-    ins = leaf(job_sub, "job inspect", "the job as stored: its spec and the submission, as JSON")
+    ins = leaf(
+        job_sub,
+        "job inspect",
+        'the job as Nomad\'s API JSON ({"Job": ...}, which job run takes back), or its jobspec (-hcl)',
+    )
     ins.add_argument("job_id", metavar="ID")
+    _flag(ins, "hcl", action="store_true", help="the jobspec as it was submitted (its current version)")
     jr = leaf(
         job_sub,
         "job run",
@@ -203,6 +210,7 @@ def _job_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
     var_options(jv)
     js = leaf(job_sub, "job stop", "stop a job's allocations (answers once they are stopped)")
     js.add_argument("job_id", metavar="ID")
+    _flag(js, "detach", action="store_true", help="print the evaluation's id only (as Nomad)")
     js.add_argument(
         "-purge",
         "--purge",
@@ -225,7 +233,7 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         "an allocation: its tasks, their state and restarts, and its recent events",
     )
     ast.add_argument("alloc_id", metavar="ALLOC", help="an alloc id or a prefix of 2+ characters")
-    _json(ast, "the alloc and its events as JSON")
+    _json(ast, "the alloc (Nomad's api.Allocation) as JSON")
     _verbose(ast)
     lg = leaf(
         alloc_sub,
@@ -250,8 +258,9 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         usage=f"{PROG} alloc exec [options] ALLOC [TASK] -- CMD [ARG...], or as Nomad: ALLOC CMD [ARG...]",
         description="Run CMD in the task through its driver's exec (docker exec; nsenter into the "
         "task's namespaces, root, cgroup and user for exec; the task's user and dir for raw_exec), "
-        "print what it wrote (stdout and stderr together) and exit with its exit code (126 when it "
-        f"could not run or ran past -timeout). {EXEC_INTERACTIVE}",
+        "print what it writes (its stdout on stdout, its stderr on stderr) and exit with its exit code "
+        "(126 when it could not run or ran past -timeout). TASK may be left out when the group has "
+        f"one task. {EXEC_INTERACTIVE}",
     )
     ex.add_argument("alloc_id", metavar="ALLOC")
     ex.add_argument("task", nargs="?", metavar="TASK")
@@ -262,7 +271,7 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         type=float,
         default=30.0,
         metavar="SECONDS",
-        help="kill it after this long (30, at most 300)",
+        help="without -i and -t: kill it after this long (30, at most 300)",
     )
     ex.add_argument("-i", dest="stdin", action="store_true", help="pass stdin to the command")
     ex.add_argument("-t", dest="tty", action="store_true", help="give the command a pseudo-terminal")
@@ -277,6 +286,7 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
     sg.add_argument(
         "-s", "-signal", "--signal", dest="signal", metavar="SIG", help="the signal (default SIGKILL)"
     )
+    _flag(sg, "task", dest="task_flag", metavar="TASK", help="the task (instead of TASK)")
     sg.add_argument("alloc_id", metavar="ALLOC")
     sg.add_argument("task", nargs="?", metavar="TASK")
     sg.add_argument("legacy_signal", nargs="?", help=argparse.SUPPRESS)  # the older `ALLOC TASK SIG`
@@ -285,14 +295,18 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         "alloc restart",
         "restart a task, or every running task of the alloc",
     )
+    _flag(rs, "task", dest="task_flag", metavar="TASK", help="the task (instead of TASK)")
+    _flag(rs, "all-tasks", dest="all_tasks", action="store_true", help="every task of the alloc (as Nomad)")
     rs.add_argument("alloc_id", metavar="ALLOC")
     rs.add_argument("task", nargs="?", metavar="TASK")
     so = leaf(
         alloc_sub,
         "alloc stop",
-        "stop an adopted allocation (a managed one is stopped with its job: job stop)",
+        "stop an allocation: a managed one is replaced (as Nomad's scheduler does), an adopted one ends",
     )
     so.add_argument("alloc_id", metavar="ALLOC")
+    _flag(so, "detach", action="store_true", help="print the evaluation's id only (as Nomad)")
+    _json(so)
 
 
 _EXEC_VALUED = frozenset(
