@@ -42,7 +42,7 @@ from agent.records import AllocRecord, DesiredStatus, PortAlloc, RecordError, on
 from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner, RunnerDeps
-from agent.runner.services import ServiceRegistrar
+from agent.runner.services import NomadData, ServiceRegistrar
 from agent.runner.taskdirs import TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import CorruptRecordError, StateStore
@@ -50,8 +50,8 @@ from agent.state.changes import ChangeIndex
 from agent.state.watched import WatchedStore
 from agent.sweeper import Sweeper, SweepReport
 from agent.templates.budget import DEFAULT_PASS_BUDGET
+from agent.templates.deps import TemplateDeps
 from agent.templates.render import ConsulSource, check_template
-from agent.templates.runner import TemplateDeps
 from agent.templates.wake import vault_wake
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,9 @@ class Core:
         # come back to this loop (agent.offload); tests of the fakes pass run_inline.
         self.offload = offload if offload is not None else threaded(self._q.put)
         consul_kv: ConsulSource | None = ConsulData(consul.address) if consul else None
+        nomad = NomadData(
+            store, lambda: self.runners, self.changes, self.schedule, datacenter, advertise_address, data_dir
+        )
         self.deps = RunnerDeps(
             store=store,
             drivers=drivers,
@@ -163,6 +166,7 @@ class Core:
                 pass_budget=template_pass_budget,
                 max_templates=limits.max_templates,
                 vault_wake=vault_wake(vault, self.schedule, self.offload),
+                nomad=nomad,
             ),
             bugs=self.bugs,
             dirs=task_dirs,

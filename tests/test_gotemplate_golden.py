@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agent.gotemplate import (
-    NOMAD_SERVER_FUNCTIONS,
+    REFUSED_FUNCTIONS,
     Call,
     TemplateError,
     TemplateExecError,
@@ -100,11 +100,11 @@ def test_syntax_error_position() -> None:
 def test_parse_checks_function_names_when_given() -> None:
     names = funcs().keys()
     parse('{{ secret "x" | toJSON }}{{ len "a" }}', funcs=names)
-    with pytest.raises(TemplateSyntaxError, match='function "nomadVar" not defined'):
-        parse('x\n{{ with nomadVar "a" }}{{ end }}', funcs=names)
-    parse('{{ nomadVar "a" }}')  # without funcs any identifier parses...
-    with pytest.raises(TemplateExecError, match='function "nomadVar" not defined'):
-        parse('{{ nomadVar "a" }}').execute(None, funcs=funcs())  # ...and execution refuses it
+    with pytest.raises(TemplateSyntaxError, match='function "plugin" not defined'):
+        parse('x\n{{ with plugin "a" }}{{ end }}', funcs=names)
+    parse('{{ plugin "a" }}')  # without funcs any identifier parses...
+    with pytest.raises(TemplateExecError, match='function "plugin" not defined'):
+        parse('{{ plugin "a" }}').execute(None, funcs=funcs())  # ...and execution refuses it
 
 
 def test_python_errors_inside_functions_are_wrapped() -> None:
@@ -135,20 +135,22 @@ def test_function_calls_lists_names_constant_args_and_positions() -> None:
     assert Call("timestamp", (), 2, 128) in calls
     assert len(calls) == 8
     assert Call("plugin", (None,), 3, 9) in calls
-    refused = {c.name for c in calls} & NOMAD_SERVER_FUNCTIONS
-    assert refused == {"nomadVar", "plugin"}
+    refused = {c.name for c in calls} & REFUSED_FUNCTIONS
+    assert refused == {"plugin"}
 
 
-def test_nomad_server_functions() -> None:
-    assert {
+def test_refused_functions() -> None:
+    assert {"plugin", "writeToFile"} == REFUSED_FUNCTIONS
+    assert not REFUSED_FUNCTIONS & funcs().keys()
+    nomad = {
         "nomadVar",
         "nomadVarList",
+        "nomadVarListSafe",
+        "nomadVarExists",
         "nomadService",
         "nomadServices",
-        "plugin",
-        "writeToFile",
-    } <= NOMAD_SERVER_FUNCTIONS
-    assert not NOMAD_SERVER_FUNCTIONS & funcs().keys()
+    }
+    assert nomad <= funcs().keys()  # served from the agent's state (tests/test_template_nomad_*.py)
 
 
 # -- write, budgets, bounds

@@ -59,6 +59,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("network/cni.py", "CniNetwork.ipam_reservations", "p.read_text"): NODE,
     ("network/cni.py", "_flocked", "os.open"): NODE,
     ("network/netns.py", "create_inside", "os.open"): PROC,  # /proc/thread-self/ns, /run/netns
+    ("runner/services.py", "client_id.read", "(data_dir / 'client' / 'client-id').read_text"): NODE,
     ("runner/vaulttoken.py", "TaskVaultToken._write_file", "os.open"): TASK,  # O_EXCL|O_NOFOLLOW
     ("state/sqlite.py", "SqliteStore._move_aside", "os.open"): NODE,
     ("state/sqlite.py", "SqliteStore._prepare_files", "os.open"): NODE,

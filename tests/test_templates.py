@@ -68,12 +68,12 @@ def test_render_errors_name_the_template_and_write_nothing(
     [
         ("{{ if }}", "local/x:1:"),
         ('{{ vault_read "x" }}', 'function "vault_read" not defined'),
-        ('ok\n{{ with nomadVar "nomad/jobs/x" }}{{ .a }}{{ end }}', "local/x:2:"),
-        (
-            '{{ with nomadVar "nomad/jobs/x" }}{{ .a }}{{ end }}',
-            "function nomadVar is not run by fieldlab-agent",
-        ),
-        ('{{ range nomadService "web" }}{{ .Address }}{{ end }}', "nomadService"),
+        ('ok\n{{ with plugin "x" }}{{ .a }}{{ end }}', "local/x:2:"),
+        ('{{ writeToFile "/tmp/x" "" "" "0644" "a" }}', "function writeToFile is not run by fieldlab-agent"),
+        ('{{ with nomadVar "nomad/jobs/x" }}{{ .a }}{{ end }}', None),  # served: test_template_nomad_*
+        ('{{ range nomadService "web" }}{{ .Address }}{{ end }}', None),
+        ('{{ range nomadVarList "nomad/jobs" }}{{ .Path }}{{ end }}{{ nomadVarExists "x" }}', None),
+        ('{{ nomadVarListSafe }}{{ nomadServices }}{{ nomadService 2 "k" "web" }}', None),
         ('{{ plugin "my-plugin" "arg" }}', "function plugin is not run"),
         ('{{ with secret "pki_int/issue/web" }}{{ .Data.certificate }}{{ end }}', None),
         ('{{ range service "web" }}{{ .Address }}:{{ .Port }}{{ end }}', None),

@@ -8,13 +8,13 @@ Nomad job templates. No I/O: data-backed functions read through a caller-supplie
 
 from __future__ import annotations
 
-from agent.gotemplate.consul import NOMAD_SERVER_FUNCTIONS, DataSource, consul_functions
+from agent.gotemplate.consul import REFUSED_FUNCTIONS, DataSource, consul_functions
 from agent.gotemplate.errors import TemplateError, TemplateExecError, TemplateSyntaxError
 from agent.gotemplate.template import DEFAULT_MAX_STEPS, Call, Template, function_calls, parse
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
-    "NOMAD_SERVER_FUNCTIONS",
+    "REFUSED_FUNCTIONS",
     "Call",
     "DataSource",
     "Template",

@@ -1,8 +1,8 @@
 """consul-template's functions as Nomad offers them: the data-backed ones read through a
-`DataSource` the caller implements (Vault, Consul KV and catalog, env, files, sockaddr), the rest
-are pure (with `scratch`, a per-run scratchpad, and consul-template's `sprig_*` functions).
-`NOMAD_SERVER_FUNCTIONS` names the ones this agent refuses: they need a Nomad server, run a plugin
-program or write files."""
+`DataSource` the caller implements (Vault, Consul KV and catalog, Nomad variables and services,
+env, files, sockaddr), the rest are pure (with `scratch`, a per-run scratchpad, and
+consul-template's `sprig_*` functions). `REFUSED_FUNCTIONS` names the ones this agent refuses: they
+run a plugin program or write files."""
 
 from __future__ import annotations
 
@@ -15,25 +15,15 @@ from agent.gotemplate import encode, helpers
 from agent.gotemplate.builtins import EXECUTE_TEMPLATE, GoError
 from agent.gotemplate.gofmt import LIST_TYPES, go_quote, type_name
 from agent.gotemplate.gotime import RFC3339, go_format
+from agent.gotemplate.nomad import NomadSource, nomad_functions
 from agent.gotemplate.objects import SCRATCH
 from agent.gotemplate.sprig_collections import sprig_functions
 from agent.gotemplate.tomlenc import to_toml
 
-NOMAD_SERVER_FUNCTIONS = frozenset(
-    {
-        "nomadVar",
-        "nomadVarList",
-        "nomadVarListSafe",
-        "nomadVarExists",
-        "nomadService",
-        "nomadServices",
-        "plugin",
-        "writeToFile",
-    }
-)
+REFUSED_FUNCTIONS = frozenset({"plugin", "writeToFile"})
 
 
-class DataSource(Protocol):
+class DataSource(NomadSource, Protocol):
     """What the data-backed template functions read. Any method may raise; the template reports it
     as `error calling <function>: <message>` at the calling action."""
 
@@ -395,4 +385,5 @@ def consul_functions(
     funcs["timestamp"] = _timestamp(clock)
     funcs.update(sprig_functions(clock))
     funcs.update(_data_functions(source))
+    funcs.update(nomad_functions(source))
     return funcs

@@ -67,6 +67,14 @@ def to_json_text(v: Any, html: bool = True, indent: str = "", level: int = 0) ->
         return _wrap("[", "]", [to_json_text(x, html, indent, level + 1) for x in v], indent, level)
     if isinstance(v, dt.datetime):  # time.Time marshals as RFC 3339 with nanoseconds
         return _json_str(go_format(v, "2006-01-02T15:04:05.999999999Z07:00"), html)
+    marshal = getattr(v, "go_json", None)  # a Go type's own form: a struct's fields in order, or a value
+    if callable(marshal):
+        value = marshal()
+        if not isinstance(value, list):
+            return to_json_text(value, html, indent, level)
+        sep = " " if indent else ""
+        parts = [f"{_json_str(k, html)}:{sep}{to_json_text(x, html, indent, level + 1)}" for k, x in value]
+        return _wrap("{", "}", parts, indent, level)
     raise GoError(f"json: unsupported type: {type_name(v)}")
 
 

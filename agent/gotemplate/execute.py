@@ -33,7 +33,7 @@ from agent.gotemplate.nodes import (
     VariableNode,
     WithNode,
 )
-from agent.gotemplate.objects import SCRATCH, GoObject, Scratch
+from agent.gotemplate.objects import NO_FIELD, SCRATCH, GoObject, Scratch
 
 NO_FINAL: Any = object()  # no value piped in from a previous command
 FRAMES_PER_LEVEL = 6  # Python frames one level of nesting (control, paren, template call) may take
@@ -413,6 +413,10 @@ class Executor:
             if self.missing_error:
                 raise self.fail(node, f'map has no entry for key "{name}"') from None
             return MISSING
+        if isinstance(receiver, GoObject) and (value := receiver.go_field(name)) is not NO_FIELD:
+            if has_args:
+                raise self.fail(node, f"{name} has arguments but cannot be invoked as function")
+            return value
         raise self.fail(node, f"can't evaluate field {name} in type {type_name(receiver)}")
 
     def eval_arg(self, dot: Any, node: Node) -> Any:  # noqa: PLR0911 - one return per node kind

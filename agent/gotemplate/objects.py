@@ -1,7 +1,7 @@
 """Go values with methods, as templates call them: `{{ scratch.Set "k" "v" }}`, `{{ $s.Get "k" }}`.
 A `GoObject` names its Go methods in `GO_METHODS` (Go name -> Python attribute); the evaluator calls
 a method when a field chain names one, with the command's arguments (and the piped value) as Go does.
-Maps keep their field (key) access."""
+Maps keep their field (key) access; a `GoStruct` has fields (`.Path`), read after its methods."""
 
 from __future__ import annotations
 
@@ -70,8 +70,15 @@ def store(m: dict[Any, Any], k: Any, v: Any) -> None:
         raise
 
 
+class _NoField:
+    __slots__ = ()
+
+
+NO_FIELD: Any = _NoField()  # what GoObject.go_field answers for a name that is not a field
+
+
 class GoObject:
-    """A non-map value whose Go methods a template may call."""
+    """A value whose Go methods a template may call."""
 
     GO_TYPE: ClassVar[str] = "object"
     GO_METHODS: ClassVar[dict[str, str]] = {}
@@ -86,6 +93,31 @@ class GoObject:
             return None
         method: Callable[..., Any] = getattr(self, attr)
         return method
+
+    def go_field(self, name: str) -> Any:
+        """The field `name` of a struct; NO_FIELD when there is none."""
+        return NO_FIELD
+
+
+class GoStruct(GoObject):
+    """A Go struct (or a pointer to one: GO_TYPE starting with "*") with the fields GO_FIELDS, in
+    their declared order: printed as Go's %v (`{a b}`, `&{a b}`) unless it has a String method, and
+    marshalled by toJSON with its fields in that order (`go_json`)."""
+
+    GO_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields: dict[str, Any] = {name: fields.get(name) for name in self.GO_FIELDS}
+
+    def go_field(self, name: str) -> Any:
+        return self.fields.get(name, NO_FIELD)
+
+    def go_json(self) -> list[tuple[str, Any]]:
+        return [(name, self.fields[name]) for name in self.GO_FIELDS]
+
+    def __str__(self) -> str:
+        body = "{" + " ".join(fmt_v(self.fields[name]) for name in self.GO_FIELDS) + "}"
+        return "&" + body if self.GO_TYPE.startswith("*") else body
 
 
 def _key(k: Any) -> str:

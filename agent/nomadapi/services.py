@@ -3,6 +3,8 @@
 (api.ServiceRegistration, api/services.go). A service is listed while its alloc runs; its address
 is the node's advertise address (else the alloc's) and its port the mapped host port of its label,
 as Nomad's `address_mode = "auto"`. Consul services (the default provider) are not listed here.
+A task's templates read the same registrations with `nomadService` and `nomadServices`
+(agent.templates.nomadfuncs), and render again when they change.
 """
 
 from __future__ import annotations
@@ -12,45 +14,23 @@ from urllib.parse import unquote
 
 from agent.api import Handler, Response
 from agent.nomadapi.http import answer, blocking
+from agent.runner.services import nomad_registrations
 
 if TYPE_CHECKING:
     from agent.nomadapi.routes import NomadApi
 
 
 def registrations(api: NomadApi) -> list[dict[str, Any]]:
-    """On the loop: every nomad-provider service of the running allocs."""
+    """On the loop: every nomad-provider service of the running allocs (what the tasks' templates
+    read too: agent.runner.services.NomadData)."""
     core = api.core
-    out = []
-    for r in core.runners.values():
-        if not r.alloc_running():
-            continue
-        address = core.deps.advertise_address or r.rec.address
-        host = {p.label: p.host for p in r.rec.ports}
-        index = core.changes.of("alloc", r.id)
-        owners = [("group", s) for s in r.group.services] + [
-            (t.name, s) for t in r.group.tasks for s in t.services
-        ]
-        for owner, svc in owners:
-            if svc.provider != "nomad":
-                continue
-            port = host.get(svc.port, int(svc.port) if svc.port.isdigit() else 0)
-            out.append(
-                {
-                    "ID": f"_nomad-task-{r.id}-{owner}-{svc.name}-{svc.port}",
-                    "ServiceName": svc.name,
-                    "Namespace": "default",
-                    "NodeID": api.node.id,
-                    "Datacenter": api.node.datacenter,
-                    "JobID": r.job.id,
-                    "AllocID": r.id,
-                    "Tags": list(svc.tags) or None,
-                    "Address": address,
-                    "Port": port,
-                    "CreateIndex": index,
-                    "ModifyIndex": index,
-                }
-            )
-    return sorted(out, key=lambda s: (s["ServiceName"], s["ID"]))
+    return nomad_registrations(
+        core.runners.values(),
+        advertise_address=core.deps.advertise_address,
+        node_id=api.node.id,
+        datacenter=api.node.datacenter,
+        index_of=lambda alloc_id: core.changes.of("alloc", alloc_id),
+    )
 
 
 def service_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:

@@ -6,7 +6,13 @@ encrypted with a keyring as a Nomad server does; listed and read only over the m
 operator's certificate is the gate: no ACL). Paths follow Nomad's rule (`[a-zA-Z0-9-_~/]{1,128}`,
 `nomad` itself reserved, `nomad/jobs/...` allowed); items are strings, at most 64 KiB together.
 A write with `cas=N` lands only if the variable's ModifyIndex is N (0: it must not exist yet), else
-409 with the variable as it is. The template functions (`nomadVar`, ...) are not served yet.
+409 with the variable as it is.
+
+A task's templates read them with `nomadVar`, `nomadVarExists`, `nomadVarList` and
+`nomadVarListSafe` (agent.templates.nomadfuncs), as Nomad's implicit workload-identity policy lets
+a task read them: only `nomad/jobs`, `nomad/jobs/<job>`, `nomad/jobs/<job>/<group>` and
+`nomad/jobs/<job>/<group>/<task>` of its own job; a write or delete re-renders the templates that
+read them (agent.templates.nomadwatch).
 """
 
 from __future__ import annotations
@@ -19,13 +25,14 @@ from urllib.parse import unquote
 
 from agent.api import Handler, Response, query_params
 from agent.nomadapi.http import HttpError, answer, blocking, body_json, meta_headers
+from agent.runner.services import VAR_KIND, variable_json
 
 if TYPE_CHECKING:
     from agent.nomadapi.routes import NomadApi
 
 MAX_SIZE = 65536  # Nomad's maxVariableSize: the items' keys and values together
 _PATH = re.compile(r"[a-zA-Z0-9\-_~/]{1,128}")
-_KIND = "var"
+_KIND = VAR_KIND
 
 
 def check_path(path: str) -> str:
@@ -49,20 +56,6 @@ def _items(data: dict[str, Any]) -> dict[str, str]:
     return dict(items)
 
 
-def _variable(path: str, rec: dict[str, Any], *, metadata: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "Namespace": "default",
-        "Path": path,
-        "CreateIndex": int(rec.get("create_index", 0)),
-        "ModifyIndex": int(rec.get("modify_index", 0)),
-        "CreateTime": int(rec.get("create_time", 0)),
-        "ModifyTime": int(rec.get("modify_time", 0)),
-    }
-    if not metadata:
-        out["Items"] = dict(rec.get("items") or {})
-    return out
-
-
 def _cas(params: dict[str, str]) -> int | None:
     raw = params.get("cas")
     if raw is None:
@@ -81,7 +74,9 @@ def variable_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         def read() -> list[dict[str, Any]]:
             recs = core.store.list(_KIND).records
             return [
-                _variable(p, dict(r), metadata=True) for p, r in sorted(recs.items()) if p.startswith(prefix)
+                variable_json(p, dict(r), metadata=True)
+                for p, r in sorted(recs.items())
+                if p.startswith(prefix)
             ]
 
         return answer(blocking(core.changes, (_KIND,), lambda: core.call(read)))
@@ -93,7 +88,7 @@ def variable_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             rec = core.store.get(_KIND, path)
             if rec is None:
                 raise HttpError(404, "variable not found")
-            return _variable(path, dict(rec))
+            return variable_json(path, dict(rec))
 
         return answer(blocking(core.changes, (_KIND,), lambda: core.call(read)))
 
@@ -112,7 +107,7 @@ def variable_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             rec = core.store.get(_KIND, path)
             current = dict(rec) if rec is not None else None
             if cas is not None and (current or {}).get("modify_index", 0) != cas:
-                return 409, _variable(path, current) if current else {}
+                return 409, variable_json(path, current) if current else {}
             now = time.time_ns()
             index = core.changes.current() + 1
             new = {
@@ -123,7 +118,7 @@ def variable_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                 "modify_time": now,
             }
             core.store.put(_KIND, path, new)
-            return 200, _variable(path, new)
+            return 200, variable_json(path, new)
 
         status, out = core.call(write)
         meta_headers(core.changes.current())
@@ -136,7 +131,7 @@ def variable_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         def remove() -> tuple[int, dict[str, Any] | None]:
             rec = core.store.get(_KIND, path)
             if cas is not None and rec is not None and dict(rec).get("modify_index") != cas:
-                return 409, _variable(path, dict(rec))
+                return 409, variable_json(path, dict(rec))
             core.store.delete(_KIND, path)
             return 200, None
 

@@ -4,11 +4,13 @@ Templates are Go `text/template` with consul-template's functions, as Nomad rend
 (agent.gotemplate). The functions that read data are served by the agent on the render worker's
 behalf (agent.templates.worker): `secret` (a Vault read, or a write with `"k=v"` parameters, e.g.
 `pki_int/issue/<role>`), `secrets` (a Vault LIST), `key`/`keyOrDefault`/`keyExists`/`ls`/`tree`
-and `service`/`services` (Consul), `env` (the task's environment) and `file` (a file of the task's
-sandbox). Within one render pass of a task every distinct secret is fetched once, so a cert and its
-key rendered into two files match, and a re-issue cycle costs one Vault request per dynamic secret.
-Functions that need a Nomad server (`nomadVar`, `nomadService`, ...), run programs (`plugin`) or
-write files are refused at submission, naming the function, the template and the line.
+and `service`/`services` (Consul), `nomadVar`/`nomadVarExists`/`nomadVarList`/`nomadVarListSafe`
+and `nomadService`/`nomadServices` (this node's Nomad variables, as the task's workload identity may
+read them, and native services: agent.templates.nomadfuncs), `env` (the task's environment) and
+`file` (a file of the task's sandbox). Within one render pass of a task every distinct secret is
+fetched once, so a cert and its key rendered into two files match, and a re-issue cycle costs one
+Vault request per dynamic secret. Functions that run programs (`plugin`) or write files are refused
+at submission, naming the function, the template and the line.
 
 File access goes through agent.templates.sandbox; the time, memory and size budgets are the
 worker's. Every exception of a render becomes a TemplateRenderError naming the destination, and a
@@ -35,6 +37,7 @@ from agent.model import Template
 from agent.templates.budget import MAX_ENV_NAME, RenderMeter
 from agent.templates.envfile import parse_env_file
 from agent.templates.errors import TemplateRenderError, secret_strings
+from agent.templates.nomadfuncs import NomadView, nomad_functions
 from agent.templates.sandbox import (
     DEFAULT_MAX_BYTES,
     SandboxError,
@@ -114,6 +117,9 @@ class Reads:
     keys: set[str] = field(default_factory=set)
     env: dict[str, str | None] = field(default_factory=dict)  # the variables `env` read, as they were
     volatile: bool = False
+    # What its Nomad reads depend on ("var", "services", "service:<name>"): a change re-renders it
+    # (agent.templates.nomadwatch).
+    nomad: set[str] = field(default_factory=set)
 
     def same_when(self, reused: Iterable[str], env: Mapping[str, str]) -> bool:
         """Whether rendering again from these held secrets (`reused`: not fetched anew) and this env
@@ -133,6 +139,7 @@ class RenderContext:
     env: Mapping[str, str]
     vault: SecretSource | None = None
     consul: ConsulSource | None = None
+    nomad: NomadView | None = None  # this node's variables and services the task may read
     cache: dict[str, tuple[dict[str, Any], float]] = field(default_factory=dict)
     fetches: int = 0
     used: set[str] = field(default_factory=set)  # the secrets (cache keys) the pass's templates read
@@ -150,10 +157,13 @@ class RenderContext:
     env_files: dict[str, tuple[dict[str, str], list[int]]] = field(default_factory=dict)
 
     def secrets(self) -> set[str]:
-        """The secret strings this pass holds (the data of every secret it fetched or reused, and
-        the task's Vault token): what a render error must not show (agent.templates.errors)."""
+        """The secret strings this pass holds (the data of every secret it fetched or reused, the
+        items of the Nomad variables it may read, and the task's Vault token): what a render error
+        must not show (agent.templates.errors), as consul-template redacts them."""
         token = getattr(self.vault, "token", "")
         values: list[Any] = [data for data, _ in self.cache.values()]
+        if self.nomad is not None:
+            values += [var.get("Items") for var in self.nomad.variables.values()]
         values += [t for t in (token, self.env.get("VAULT_TOKEN", "")) if isinstance(t, str) and t]
         return secret_strings(values)
 
@@ -179,7 +189,6 @@ class _NoData:
 KNOWN_FUNCTIONS = frozenset(gotemplate.consul_functions(_NoData()))
 # consul-template functions Nomad allows that this agent does not run, and why (named at submission).
 NOT_RUN = {
-    **{name: "it needs a Nomad server" for name in gotemplate.NOMAD_SERVER_FUNCTIONS},
     "plugin": "it runs a program on the client",
     "writeToFile": "it writes files outside the template's destination",
     "caRoots": "it needs Consul Connect's CA, which this lab does not run",
@@ -389,7 +398,13 @@ def _functions(
         "sockaddr": sockaddr_fn,
         **_vault_functions(dest, ctx, budget),
         **_consul_functions(dest, ctx, budget),
+        **nomad_functions(dest, ctx.nomad, lambda depends: _nomad_read(ctx.reads_of(dest), depends)),
     }
+
+
+def _nomad_read(reads: Reads, depends: str) -> None:
+    reads.volatile = True  # rendered again by every pass, and at once when it changes
+    reads.nomad.add(depends)
 
 
 def secret_key(path: str, params: Mapping[str, Any]) -> str:

@@ -28,15 +28,12 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 from agent.decisions import (
-    NO_BUGS,
     AfterRestore,
-    Bugs,
     plan_after_restore,
     plan_rate_limit_retry,
     plan_render_retry,
@@ -44,9 +41,7 @@ from agent.decisions import (
 )
 from agent.errors import AgentError, Unavailable
 from agent.model import ChangeScript, Task
-from agent.offload import Offload, run_inline
-from agent.state import StateStore
-from agent.templates.budget import DEFAULT_MAX_TEMPLATES, DEFAULT_PASS_BUDGET, too_many_templates
+from agent.templates.budget import too_many_templates
 from agent.templates.changemode import (
     Plan,
     TemplateState,
@@ -55,20 +50,22 @@ from agent.templates.changemode import (
     on_task_started,
     plan_actions,
 )
+from agent.templates.deps import SetupPass, TaskHost, TemplateDeps
 from agent.templates.errors import TemplateRenderError, rate_limited_cause
 from agent.templates.held import Held, after_pass, next_due, reusable
-from agent.templates.render import (
-    ConsulSource,
-    Reads,
-    RenderContext,
-    RestartPaced,
-    SecretSource,
-    prefetch,
-    render,
-)
+from agent.templates.nomadwatch import follow, task_view
+from agent.templates.render import Reads, RenderContext, RestartPaced, prefetch, render
 from agent.templates.sandbox import SandboxError, read_file
-from agent.templates.wake import WAKE_SPREAD, VaultWake
+from agent.templates.wake import WAKE_SPREAD
 
+__all__ = [
+    "PREFETCH_PARALLEL",
+    "RATE_LIMITED_EVENT",
+    "SetupPass",
+    "TaskHost",
+    "TaskTemplates",
+    "TemplateDeps",
+]
 log = logging.getLogger(__name__)
 PREFETCH_PARALLEL = 8  # Vault requests of one render pass in flight at once
 # A setup or restore pass (run_render_all, off the main loop) waits out a rate limit at most this many
@@ -76,82 +73,6 @@ PREFETCH_PARALLEL = 8  # Vault requests of one render pass in flight at once
 RENDER_ALL_RATE_LIMIT_RETRIES = 2
 RENDER_ALL_RATE_LIMIT_WAIT = 2.0
 RATE_LIMITED_EVENT = "Vault Rate Limited"
-
-
-class TaskHost(Protocol):
-    """What the template runner needs of the alloc that runs its task."""
-
-    @property
-    def alloc_id(self) -> str: ...
-
-    def alloc_running(self) -> bool: ...
-
-    def task_env(self, t: Task) -> Mapping[str, str]: ...
-
-    def task_dir(self, t: Task) -> Path: ...
-
-    def task_vault(self, t: Task) -> SecretSource | None:
-        """The task's own Vault access (its token, never the agent's); None: no Vault configured."""
-        ...
-
-    def event(self, task: str, type_: str, message: str) -> None: ...
-
-    def task_running(self, t: Task) -> bool: ...
-
-    def signal_task(self, t: Task, sig: str) -> None: ...
-
-    def exec_in_task(
-        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
-    ) -> None:
-        """Run argv in the task off the main loop; `then(exit code, output)` on it when done."""
-        ...
-
-    def restart_for_template(self, t: Task) -> None: ...
-
-
-@dataclass(frozen=True)
-class TemplateDeps:
-    """What every task's template runner shares: the store, the timer, Consul, the bugs. Vault is
-    per task: its host gives it (`TaskHost.task_vault`)."""
-
-    store: StateStore
-    schedule: Callable[[float, Callable[[], None]], None]
-    consul: ConsulSource | None = None
-    bugs: Bugs = NO_BUGS
-    render_timeout: float = 2.0  # seconds one template may take (client config template_render_timeout)
-    max_bytes: int = 4 * 1024 * 1024  # largest rendered template (client config template_max_bytes)
-    # Where a periodic pass's renders run (agent.offload): worker threads (the agent) or at
-    # once (tests of the fakes).
-    offload: Offload = run_inline
-    clock: Callable[[], float] = time.time  # wall clock: the re-issue times kept in the templates' states
-    # The held secrets' schedule (agent.templates.held): in memory only, so a clock that a step of the
-    # wall clock does not move.
-    monotonic: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep  # render_all's wait after a rate limit
-    # Where in its RENEW_FRACTION window each fetched secret is renewed (uniform in [0, 1]).
-    jitter: Callable[[], float] = random.random  # spreading load, not crypto
-    # Seconds all of one task's renders of one pass may take together (client config
-    # template_pass_budget), and the templates a task may have (template_max_per_task):
-    # agent.templates.budget.
-    pass_budget: float = DEFAULT_PASS_BUDGET
-    max_templates: int = DEFAULT_MAX_TEMPLATES
-    # Renders that failed because Vault could not answer subscribe here, and are retried as soon as
-    # Vault answers again (agent.templates.wake); None: they wait out their backoff.
-    vault_wake: VaultWake | None = None
-
-
-@dataclass
-class SetupPass:
-    """A pass that renders every template and fetches every secret (a task's setup, a restore),
-    begun on the main loop (`TaskTemplates.begin_render_all`), run off it (`run_render_all`) and
-    finished on it (`finish_render_all`). What must happen on the loop meanwhile (the rate-limit
-    events) waits in `events`."""
-
-    ctx: RenderContext
-    started: float  # time.monotonic
-    began: float  # deps.monotonic
-    events: list[tuple[str, str]] = field(default_factory=list)
-    rate_limited: int = 0
 
 
 class TaskTemplates:
@@ -324,6 +245,7 @@ class TaskTemplates:
         """A pass's render context. `reuse_held`: the held secrets not due yet are rendered from as
         they are (a periodic pass); otherwise every secret is fetched (a setup, a restore)."""
         ctx = RenderContext(self.r.task_env(self.t), vault=self.r.task_vault(self.t), consul=self.d.consul)
+        ctx.nomad = task_view(self.d.nomad, self.r.alloc_id, self.t)
         if reuse_held:
             ctx.cache.update(reusable(self._held, self.d.monotonic()))
             ctx.reused.update(ctx.cache)
@@ -434,9 +356,15 @@ class TaskTemplates:
         self.fetches += ctx.fetches
         self._last_used = set(ctx.used)
         self._reads = dict(ctx.reads)
+        self._follow_nomad(ctx)
         if delay is not None:
             self.schedule_rerender(delay)
         return changed
+
+    def _follow_nomad(self, ctx: RenderContext) -> None:
+        """A pass as soon as the Nomad data the templates read changes (agent.templates.nomadwatch)."""
+        reads = [r.nomad for r in ctx.reads.values()]
+        follow(self.d.nomad, self.r, self.t, ctx.nomad, reads, lambda: self.schedule_rerender(0.0))
 
     def schedule_rerender(self, delay: float) -> None:
         self.generation += 1

@@ -52,6 +52,7 @@ from agent.templates.budget import (
     RenderMeter,
 )
 from agent.templates.errors import CUT_MARK, TemplateRenderError
+from agent.templates.proxy import Proxy
 
 log = logging.getLogger(__name__)
 
@@ -531,53 +532,6 @@ class _TooBig(Exception):
     pass
 
 
-class _Proxy:
-    """The data functions, in the worker: each is a request to the agent, which does the I/O
-    (agent.gotemplate.DataSource)."""
-
-    def __init__(self, call: Callable[[str, list[Any], dict[str, Any]], Any]) -> None:
-        self._call = call
-
-    def secret(self, path: str, params: dict[str, str]) -> Any:
-        return self._call("secret", [path, params], {})
-
-    def secrets(self, path: str) -> Any:
-        return self._call("secrets", [path], {})
-
-    def key(self, path: str) -> Any:
-        return self._call("key", [path], {})
-
-    def ls(self, prefix: str) -> Any:
-        return self._call("ls", [prefix], {})
-
-    def tree(self, prefix: str) -> Any:
-        return self._call("tree", [prefix], {})
-
-    def service(self, name: str, *filters: str) -> Any:
-        return self._call("service", [name, *filters], {})
-
-    def services(self, *args: str) -> Any:
-        return self._call("services", list(args), {})
-
-    def env(self, name: str) -> Any:
-        return self._call("env", [name], {})
-
-    def datacenters(self, ignore_inaccessible: bool = False) -> Any:
-        return self._call("datacenters", [bool(ignore_inaccessible)], {})
-
-    def node(self, name: str = "") -> Any:
-        return self._call("node", [name], {})
-
-    def nodes(self) -> Any:
-        return self._call("nodes", [], {})
-
-    def sockaddr(self, expr: str) -> Any:
-        return self._call("sockaddr", [expr], {})
-
-    def file(self, path: str) -> Any:
-        return self._call("file", [path], {})
-
-
 def _worker_render(req: dict[str, Any], call: Callable[[str, list[Any], dict[str, Any]], Any]) -> str:
     from agent import gotemplate  # the worker's only template engine
 
@@ -598,7 +552,7 @@ def _worker_render(req: dict[str, Any], call: Callable[[str, list[Any], dict[str
     )
     out = tpl.execute(
         data=None,
-        funcs=gotemplate.consul_functions(_Proxy(call)),
+        funcs=gotemplate.consul_functions(Proxy(call)),
         write=write,
         missing_key_error=bool(req.get("missing_key_error")),
         max_steps=UNBOUNDED_STEPS,  # the worker's time budget bounds a render, not a step count

@@ -1,4 +1,4 @@
-# nomadService lists Nomad-native services from the servers' catalog.
+# nomadService lists Nomad-native services (provider = "nomad"); the agent answers from this node.
 job "nomadservice" {
   group "g" {
     task "t" {

@@ -1,4 +1,4 @@
-# nomadVarList and nomadVarExists: also answered by the Nomad servers.
+# nomadVarList and nomadVarExists: nomad/jobs/<job>/flags is not readable without an ACL policy.
 job "nomadvarlist" {
   group "g" {
     task "t" {

@@ -1,4 +1,4 @@
-# nomadVar reads a Nomad Variable from the Nomad servers; the agent has no server to ask.
+# nomadVar reads a Nomad Variable the job's workload identity may read (nomad/jobs/<job>).
 job "nomadvar" {
   group "g" {
     task "t" {
