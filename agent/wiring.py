@@ -53,6 +53,7 @@ class CoreSettings:
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation) is registered
     docker_enabled: bool = True  # the docker driver (and pause containers) is registered
     datacenter: str = "dc1"
+    node_name: str = ""  # this node's name: Nomad's docker label com.hashicorp.nomad.node_name
     gc: GcLimits = field(default_factory=GcLimits)
 
     @classmethod
@@ -78,6 +79,7 @@ class CoreSettings:
             raw_exec_enabled=cfg.raw_exec_enabled,
             docker_enabled=cfg.docker_enabled,
             datacenter=cfg.datacenter,
+            node_name=cfg.node_name,
             gc=GcLimits(
                 max_allocs=cfg.gc_max_allocs,
                 disk_usage_threshold=cfg.gc_disk_usage_threshold,
@@ -98,7 +100,9 @@ def build_core(
 ) -> Core:
     if settings.docker_enabled:
         docker = docker or DockerDriver(
-            pids_limit=settings.docker_pids_limit, publish_address=settings.advertise_address
+            pids_limit=settings.docker_pids_limit,
+            publish_address=settings.advertise_address,
+            node_name=settings.node_name,
         )
     else:
         docker = None

@@ -72,7 +72,19 @@ def engine_errors(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     return wrap
 
 
+# Nomad's docker driver's labels (drivers/docker/driver.go: dockerLabelAllocID, ...)
+NOMAD_LABEL_PREFIX = "com.hashicorp.nomad."
+NOMAD_LABEL_ALLOC = NOMAD_LABEL_PREFIX + "alloc_id"
+
+
 def pause_name(alloc_id: str) -> str:
+    """Nomad's name of an alloc's pause container (drivers/docker/network.go)."""
+    return f"nomad_init_{alloc_id}"
+
+
+def legacy_pause_name(alloc_id: str) -> str:
+    """The name this agent gave pause containers before it took Nomad's: one started then is found
+    by it (kept, not renamed: its alloc's tasks share its network namespace)."""
     return f"fieldlab_init_{alloc_id}"
 
 
@@ -85,8 +97,16 @@ class DockerDriver:
     joins_container_netns = True
     keeps_exit_status = True  # the engine keeps it with the container
 
-    def __init__(self, client: Any | None = None, *, pids_limit: int = 0, publish_address: str = "") -> None:
+    def __init__(
+        self,
+        client: Any | None = None,
+        *,
+        pids_limit: int = 0,
+        publish_address: str = "",
+        node_name: str = "",
+    ) -> None:
         self._client = client
+        self.node_name = node_name  # Nomad's label com.hashicorp.nomad.node_name
         self._look = _Look()
         self.pids_limit = pids_limit  # of every task container; 0: none (client config docker_pids_limit)
         # Host-mode groups: published ports bind this address (the node's advertise address), as
@@ -103,6 +123,19 @@ class DockerDriver:
         return self._client
 
     def _labels(self, job: str, group: str, alloc_id: str, task: str, role: str) -> dict[str, str]:
+        """The agent's own labels (what restore, adoption and the sweeper read), and Nomad's: a task
+        container carries those of Nomad's docker driver with `extra_labels = ["*"]`, the pause
+        container the alloc ID only, as Nomad's `nomad_init_<alloc>` does."""
+        nomad = {NOMAD_LABEL_ALLOC: alloc_id}
+        if role == "task":
+            nomad |= {
+                NOMAD_LABEL_PREFIX + "job_name": job,
+                NOMAD_LABEL_PREFIX + "job_id": job,
+                NOMAD_LABEL_PREFIX + "task_group_name": group,
+                NOMAD_LABEL_PREFIX + "task_name": task,
+                NOMAD_LABEL_PREFIX + "namespace": "default",
+                NOMAD_LABEL_PREFIX + "node_name": self.node_name,
+            }
         return {
             LABEL_MANAGED: "true",
             LABEL_JOB: job,
@@ -110,6 +143,7 @@ class DockerDriver:
             LABEL_ALLOC: alloc_id,
             LABEL_TASK: task,
             LABEL_ROLE: role,
+            **nomad,
         }
 
     # -- pause container ----------------------------------------------------------------------
@@ -117,7 +151,10 @@ class DockerDriver:
     def start_pause(self, job: str, group: str, alloc_id: str, image: str = PAUSE_IMAGE) -> TaskHandle:
         """Create and start the alloc's pause container (or start the existing one)."""
         try:
-            c = self.client.containers.get(pause_name(alloc_id))
+            try:
+                c = self.client.containers.get(pause_name(alloc_id))
+            except docker.errors.NotFound:
+                c = self.client.containers.get(legacy_pause_name(alloc_id))
             if c.status != "running":
                 c.start()
         except docker.errors.NotFound:

@@ -1,0 +1,73 @@
+"""The docker driver names and labels containers as Nomad's docker driver does, on a real dockerd:
+the pause container `nomad_init_<alloc>` with `com.hashicorp.nomad.alloc_id`, task containers with
+Nomad's labels; a pause container this agent started under its earlier name is found, not doubled
+(root)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+
+import docker
+import pytest
+
+from agent.drivers.docker import NOMAD_LABEL_ALLOC, DockerDriver, legacy_pause_name, pause_name
+from tests.agent_lab import build_workload_images, why_not_ready
+
+pytestmark = [pytest.mark.root]
+REASON = why_not_ready()
+if REASON:
+    pytestmark.append(pytest.mark.skip(reason=REASON))
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> DockerDriver:
+    build_workload_images(tmp_path_factory.mktemp("images"))
+    return DockerDriver(node_name="client9")
+
+
+@pytest.fixture
+def alloc_id(driver: DockerDriver) -> Iterator[str]:
+    alloc = str(uuid.uuid4())
+    yield alloc
+    for name in (pause_name(alloc), legacy_pause_name(alloc)):
+        with contextlib.suppress(docker.errors.NotFound):
+            driver.client.containers.get(name).remove(force=True)
+
+
+def test_the_pause_container_has_nomads_name_and_alloc_label(driver: DockerDriver, alloc_id: str) -> None:
+    handle = driver.start_pause("web", "g", alloc_id)
+    c = driver.client.containers.get(handle.id)
+    assert c.name == f"nomad_init_{alloc_id}"
+    assert c.labels[NOMAD_LABEL_ALLOC] == alloc_id
+    assert driver.start_pause("web", "g", alloc_id).id == handle.id, "started again: the same container"
+
+
+def test_a_pause_container_of_the_earlier_name_is_kept(driver: DockerDriver, alloc_id: str) -> None:
+    """A node upgraded under running allocs: their pause containers keep their name and netns."""
+    from agent.drivers.docker import PAUSE_IMAGE
+
+    old = driver.client.containers.run(
+        PAUSE_IMAGE, name=legacy_pause_name(alloc_id), detach=True, network_mode="none", init=True
+    )
+    old.stop(timeout=1)
+    handle = driver.start_pause("web", "g", alloc_id)
+    assert handle.id == old.id, "a second pause container was made beside the old one"
+    assert driver.client.containers.get(old.id).status == "running"
+    with pytest.raises(docker.errors.NotFound):
+        driver.client.containers.get(pause_name(alloc_id))
+
+
+def test_a_task_container_carries_nomads_labels(driver: DockerDriver) -> None:
+    labels = driver._labels("web", "g", "a1", "nginx", "task")
+    assert {k: v for k, v in labels.items() if k.startswith("com.hashicorp.nomad.")} == {
+        "com.hashicorp.nomad.alloc_id": "a1",
+        "com.hashicorp.nomad.job_name": "web",
+        "com.hashicorp.nomad.job_id": "web",
+        "com.hashicorp.nomad.task_group_name": "g",
+        "com.hashicorp.nomad.task_name": "nginx",
+        "com.hashicorp.nomad.namespace": "default",
+        "com.hashicorp.nomad.node_name": "client9",
+    }
+    assert labels["org.fieldlab.alloc"] == "a1", "the agent's own labels stay: restore reads them"
