@@ -142,14 +142,14 @@ molecule: bootstrap ## Every role's molecule scenario: converge, idempotence, ve
 SEED ?=
 LOOPS ?= 5
 CHAOS_MINUTES ?= 3
-E2E_ARGS = --lab $(LAB) --loops $(LOOPS) --chaos-minutes $(CHAOS_MINUTES) $(if $(SEED),--seed $(SEED)) $(if $(K),-k "$(K)") $(if $(FLEET),--fleet $(FLEET))
+E2E_ARGS = --lab $(LAB) $(if $(TARGET),--target $(TARGET)) --loops $(LOOPS) --chaos-minutes $(CHAOS_MINUTES) $(if $(SEED),--seed $(SEED)) $(if $(K),-k "$(K)") $(if $(FLEET),--fleet $(FLEET))
 
 .PHONY: smoke
 smoke: install ## The e2e suites in `make test` (all but chaos, LOOPS=5) on the running lab (LAB=default)
 	$(BIN)/pytest e2e -m "e2e and not nightly" $(E2E_ARGS)
 
 .PHONY: e2e
-e2e: install ## All e2e suites incl. seeded chaos on the running lab; report in e2e/reports/<run>/ (SEED=, LOOPS=, CHAOS_MINUTES=, K=)
+e2e: install ## All e2e suites incl. seeded chaos on the running lab; report in e2e/reports/<run>/ (SEED=, LOOPS=, CHAOS_MINUTES=, K=, TARGET=nomad: a Nomad cluster's clients)
 	$(BIN)/pytest e2e $(E2E_ARGS)
 
 .PHONY: nightly
@@ -162,9 +162,9 @@ nightly-vm: install ## The qemu provider's night: 1+2 VMs, the restore and pause
 	@bash scripts/nightly-vm.sh
 
 .PHONY: repro
-repro: install ## Reproduce a field bug on the running lab: BUG=<id> (flag on: REPRODUCED, off: FIXED), BUG=list, BUG=all
+repro: install ## Reproduce a field bug on the running lab: BUG=<id> (flag on: REPRODUCED, off: FIXED), BUG=list, BUG=all; TARGET=nomad: once, PRESENT or ABSENT
 	@if [ -z "$(BUG)" ]; then echo "make repro: say which bug: BUG=<id>, BUG=list or BUG=all" >&2; exit 2; fi
-	$(BIN)/python -m e2e.repro --lab $(LAB) $(if $(MARKDOWN),--markdown) $(BUG)
+	$(BIN)/python -m e2e.repro --lab $(LAB) $(if $(TARGET),--target $(TARGET)) $(if $(MARKDOWN),--markdown) $(BUG)
 
 .PHONY: bench
 bench: bootstrap ## Every bench in one sitting (floors, agent, templates, lab), then one table: figure | value | target | ratio to floor

@@ -29,9 +29,10 @@ import pytest
 from e2e.harness import fleet, history, invariants
 from e2e.harness.cluster import Cluster, load_cluster
 from e2e.harness.collect import collect
-from e2e.harness.faults import FAULTS_DROPIN, FaultError, set_agent_faults
+from e2e.harness.faults import FaultError, faults_dropin, set_agent_faults
 from e2e.harness.history import History
 from e2e.harness.remote import Remote
+from e2e.harness.target import TargetError
 from lab.config import LabPaths
 from lab.errors import LabError
 from lab.providers.base import LabRecord
@@ -47,6 +48,12 @@ CLIENT_TIMEOUT = 15.0
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("fieldlab e2e")
     g.addoption("--lab", default=os.environ.get("LAB", "default"), help="lab to run against")
+    g.addoption(
+        "--target",
+        default=os.environ.get("TARGET", ""),
+        help="what the clients run: fieldlab (this project's agent) or nomad (e2e/targets/); "
+        "default: the lab inventory's fieldlab_target, else fieldlab",
+    )
     g.addoption(
         "--seed", type=int, default=None, help="seed of the random choices (chaos schedule); replays a run"
     )
@@ -217,18 +224,34 @@ def fleet_size(request: pytest.FixtureRequest) -> int:
     return int(request.config.getoption("--fleet"))
 
 
+@pytest.fixture(autouse=True)
+def _agent_own_only_on_fieldlab(request: pytest.FixtureRequest) -> None:
+    """A test marked agent_own tests this project's agent itself: on another target it is skipped."""
+    if request.node.get_closest_marker("agent_own") is None:
+        return
+    target = request.getfixturevalue("cluster").target
+    if target.name != "fieldlab":
+        pytest.skip(
+            f"tests this project's agent itself (its files, credentials, state): "
+            f"not on the {target.name} target"
+        )
+
+
 @pytest.fixture(scope="session")
 def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     lab = request.config.getoption("--lab")
     try:
-        c = load_cluster(lab)
-    except FileNotFoundError as exc:
+        c = load_cluster(lab, request.config.getoption("--target") or None)
+    except (FileNotFoundError, TargetError) as exc:
         pytest.fail(str(exc), pytrace=False)
     request.config.stash[_CLUSTER] = c
     flags = [f.strip() for f in request.config.getoption("--agent-faults").split(",") if f.strip()]
     targets = flag_targets(c, request.session.items)
     # Every client is looked at (a few at once: a fleet is a hundred), whatever this run flags.
-    has_dropin = fleet.pmap(lambda n: n.run(f"test -e {FAULTS_DROPIN}", check=False).rc == 0, c.fleet)
+    dropin = faults_dropin(c.target)
+    has_dropin = fleet.pmap(
+        lambda n: c.target.fault_flags and n.run(f"test -e {dropin}", check=False).rc == 0, c.fleet
+    )
     stale = [n for n, has in zip(c.fleet, has_dropin, strict=True) if has]
     try:
         # A killed run with fault flags left them behind: never test a faulty agent unknowingly.

@@ -169,8 +169,37 @@ def failures(junit: Path) -> list[str]:
     return out
 
 
-def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Half:
-    run_dir = base / f"{bug.id}-{'with-flag' if with_flag else 'without'}"
+def _symptom(bug: Bug, fails: list[str]) -> str | None:
+    """The line of a failure that shows the bug's field symptom, with its test's name; None if none."""
+    for f in fails:
+        m = re.search(bug.symptom, f)
+        if m:
+            line_start = f.rfind("\n", 0, m.start()) + 1
+            line_end = f.find("\n", m.end())
+            where = f.split(":", 1)[0]
+            return f"{where}: {f[line_start : line_end if line_end > 0 else None].strip()}"
+    return None
+
+
+def run_once(bug: Bug, lab: str, target: str, base: Path, loops: int) -> Half:
+    """The bug's scenario once against clients that take no fault flags (TARGET=nomad): PRESENT
+    when the suite failed with the field symptom, ABSENT when it passed."""
+    run_dir = base / f"{bug.id}-{target}"
+    rc, fails, took, log = _run_suite(bug, lab, "", run_dir, loops, target)
+    if rc == 0:
+        return Half("ABSENT", took, "", run_dir)
+    shown = _symptom(bug, fails)
+    if shown:
+        return Half("PRESENT", took, shown, run_dir)
+    return Half(
+        "FAILED, NOT WITH THE FIELD SYMPTOM", took, (fails or [f"pytest exit {rc}, see {log}"])[0], run_dir
+    )
+
+
+def _run_suite(
+    bug: Bug, lab: str, flag: str, run_dir: Path, loops: int, target: str = ""
+) -> tuple[int, list[str], float, Path]:
+    """(pytest's exit code, the failures, seconds, the log) of the bug's scenario."""
     argv = [
         sys.executable,
         "-m",
@@ -178,8 +207,9 @@ def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Hal
         *(f"e2e/{t}" for t in bug.tests),
         "--lab",
         lab,
+        *(["--target", target] if target else []),
         "--agent-faults",
-        bug.flag if with_flag else "",
+        flag,
         "--loops",
         str(loops),
         "--report-dir",
@@ -195,23 +225,18 @@ def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Hal
     run_dir.mkdir(parents=True, exist_ok=True)
     with log.open("w") as fh:
         rc = subprocess.call(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
-    took = time.monotonic() - t0
-    fails = failures(run_dir / "junit.xml")
+    return rc, failures(run_dir / "junit.xml"), time.monotonic() - t0, log
+
+
+def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Half:
+    run_dir = base / f"{bug.id}-{'with-flag' if with_flag else 'without'}"
+    rc, fails, took, log = _run_suite(bug, lab, bug.flag if with_flag else "", run_dir, loops)
     if with_flag:
         if rc == 0:
             return Half("NOT REPRODUCED (suite passed with the flag)", took, "", run_dir)
-        for f in fails:
-            m = re.search(bug.symptom, f)
-            if m:
-                line_start = f.rfind("\n", 0, m.start()) + 1
-                line_end = f.find("\n", m.end())
-                where = f.split(":", 1)[0]
-                return Half(
-                    "REPRODUCED",
-                    took,
-                    f"{where}: {f[line_start : line_end if line_end > 0 else None].strip()}",
-                    run_dir,
-                )
+        shown = _symptom(bug, fails)
+        if shown:
+            return Half("REPRODUCED", took, shown, run_dir)
         return Half(
             "FAILED, NOT WITH THE FIELD SYMPTOM",
             took,
@@ -253,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loops", type=int, default=2, help="agent restarts in the template scenarios")
     ap.add_argument("--report-dir", default="", help="where the runs' directories go")
     ap.add_argument("--markdown", action="store_true", help="list: as the table in docs/field-bugs.md")
+    ap.add_argument(
+        "--target",
+        default="",
+        help="what the clients run (e2e/targets/): a target whose clients take no fault flags (nomad) "
+        "runs each scenario once and prints PRESENT or ABSENT",
+    )
     args = ap.parse_args(argv)
     if args.bug == "list":
         print(markdown_table(), end="") if args.markdown else print_list()
@@ -274,6 +305,16 @@ def main(argv: list[str] | None = None) -> int:
     bugs = CATALOGUE if args.bug == "all" else (BUGS[args.bug],)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     base = Path(args.report_dir) if args.report_dir else E2E / "reports" / f"{stamp}-repro-{args.lab}"
+    if args.target:
+        from e2e.harness.target import TargetError, load_target
+
+        try:
+            flags = load_target(args.target).fault_flags
+        except TargetError as exc:
+            print(f"make repro: {exc}", file=sys.stderr)
+            return 2
+        if not flags:
+            return _present_or_absent(bugs, args.lab, args.target, base, args.loops)
     rows = []
     t_all = time.monotonic()
     for i, bug in enumerate(bugs, 1):
@@ -299,6 +340,29 @@ def main(argv: list[str] | None = None) -> int:
         f"bugs reproduced and fixed in {time.monotonic() - t_all:.0f}s; reports under {base}"
     )
     return 0 if ok else 1
+
+
+def _present_or_absent(bugs: tuple[Bug, ...], lab: str, target: str, base: Path, loops: int) -> int:
+    """Each bug's scenario once on clients that take no fault flags: does the field symptom show?"""
+    rows = []
+    t_all = time.monotonic()
+    for i, bug in enumerate(bugs, 1):
+        print(f"[repro {i}/{len(bugs)}] {bug.id} on the {target} target ...", flush=True)
+        h = run_once(bug, lab, target, base, loops)
+        print(
+            f"    {h.verdict} in {h.seconds:.0f}s" + (f": {h.message[:300]}" if h.message else ""), flush=True
+        )
+        rows.append((bug, h))
+    print()
+    print(f"{'bug':<22} {'on ' + target:<36} time")
+    for bug, h in rows:
+        print(f"{bug.id:<22} {h.verdict:<36} {h.seconds:.0f}s")
+    present = sum(1 for _, h in rows if h.verdict == "PRESENT")
+    print(
+        f"\n{present}/{len(rows)} field symptoms present on {target} in {time.monotonic() - t_all:.0f}s; "
+        f"reports under {base}"
+    )
+    return 0 if all(h.verdict in ("PRESENT", "ABSENT") for _, h in rows) else 1
 
 
 if __name__ == "__main__":

@@ -11,29 +11,28 @@ from pathlib import Path
 
 import pytest
 
-from agent.client import ApiClient, ApiError
-from e2e.harness.cluster import Cluster
+from agent.errors import AgentError
+from e2e.harness.cluster import Agent, Cluster
 from e2e.harness.waits import AGENT_HEALTHY, wait_until
 
 JOBSPEC = Path(__file__).resolve().parents[1] / "tests" / "jobspecs" / "cni-check-on-restore.hcl"
 
 
 @pytest.fixture
-def seed_job(cluster: Cluster) -> Iterator[tuple[ApiClient, str]]:
-    client1 = cluster.clients[0]
-    api = cluster.api(client1)
-    out = api.request("POST", "/fieldlab/v1/jobs", {"jobspec": JOBSPEC.read_text(), "source": JOBSPEC.name})
-    yield api, out["allocs"][0]
-    api.request("DELETE", "/fieldlab/v1/job/example")
+def seed_job(cluster: Cluster) -> Iterator[tuple[Agent, str]]:
+    agent = cluster.agent(cluster.clients[0])
+    allocs = agent.run_job(JOBSPEC.read_text(), JOBSPEC.name)
+    yield agent, allocs[0]
+    agent.stop_job("example")
 
 
 def test_seed_job_answers_on_its_mapped_port_from_the_other_client(
-    cluster: Cluster, seed_job: tuple[ApiClient, str]
+    cluster: Cluster, seed_job: tuple[Agent, str]
 ) -> None:
-    api, alloc_id = seed_job
-    alloc = api.request("GET", f"/fieldlab/v1/allocation/{alloc_id}")
-    assert alloc["status"] == "running", json.dumps(alloc, indent=2)
-    port = alloc["network"]["ports"][0]["host"]
+    agent, alloc_id = seed_job
+    alloc = agent.raw_alloc(alloc_id)  # Nomad's api.Allocation
+    assert alloc["ClientStatus"] == "running", json.dumps(alloc, indent=2)
+    port = alloc["AllocatedResources"]["Shared"]["Ports"][0]["Value"]
     client1, client2 = cluster.clients[0], cluster.clients[1]
     url = f"http://{client1.address}:{port}/bin/busybox"
 
@@ -42,14 +41,16 @@ def test_seed_job_answers_on_its_mapped_port_from_the_other_client(
         return (code if code == "200" else None), f"HTTP {code or 'no answer'}"
 
     wait_until(answered, timeout=AGENT_HEALTHY, what=f"{url} from {client2.name}")
-    events = [e["type"] for e in api.request("GET", f"/fieldlab/v1/allocation/{alloc_id}/events")]
+    events = [e["Type"] for e in agent.raw_alloc(alloc_id)["TaskStates"]["nginx"]["Events"]]
     assert events[:3] == ["Received", "Task Setup", "Started"], events
 
 
 def test_an_invalid_jobspec_is_refused_with_its_path(cluster: Cluster) -> None:
-    api = cluster.api(cluster.clients[0])
+    agent = cluster.agent(cluster.clients[0])
     bad = 'job "x" {\n  group "g" {\n    task "t" {\n      driver = "rkt"\n    }\n  }\n}\n'
-    with pytest.raises(ApiError) as exc:
-        api.request("POST", "/fieldlab/v1/jobs", {"jobspec": bad, "source": "bad.hcl"})
-    assert exc.value.status == 400
-    assert "job.x.group.g.task.t.driver" in str(exc.value.body)
+    before = agent.jobs()
+    with pytest.raises(AgentError) as exc:
+        agent.run_job(bad, "bad.hcl")
+    assert "400" in str(exc.value), exc.value
+    assert "job.x.group.g.task.t.driver" in str(exc.value), exc.value
+    assert agent.jobs() == before, "a refused job must store nothing"

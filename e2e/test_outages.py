@@ -31,7 +31,7 @@ def test_noop_templates_resume_rendering_after_a_vault_outage(cluster: Cluster) 
     agent = cluster.agent(node)
     spec = noop_job("noop-secrets", ttl="10s")
     with running_job(agent, spec, "noop-secrets") as job:
-        path = f"/var/lib/fieldlab-agent/alloc/{job.alloc_id}/t/secrets/serial"
+        path = f"{cluster.target.alloc_dir(job.alloc_id)}/t/secrets/serial"
 
         def failures() -> int:
             return sum(1 for e in agent.events(job.alloc_id) if e["type"] == "Template Failed")

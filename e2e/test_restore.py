@@ -45,13 +45,15 @@ def test_agent_restart_leaves_the_alloc_untouched(cluster: Cluster, signal: str)
         running_job(agent, read(EXEC_WEB), EXEC_WEB.name) as exe,
     ):
         invariants.wait_invariants(cluster, "the seed and exec jobs started", [client1])
-        before = alloc_containers(client1, job.alloc_id)
+        before = alloc_containers(client1, job.alloc_id, target=cluster.target)
         pids = task_handles(exe)
         fault = AgentRestart(cluster, client1, signal=signal)
         with injected(fault):
             pass
         invariants.wait_invariants(cluster, f"agent {signal}", [client1])
-        assert alloc_containers(client1, job.alloc_id) == before, f"agent {signal} replaced containers"
+        assert alloc_containers(client1, job.alloc_id, target=cluster.target) == before, (
+            f"agent {signal} replaced containers"
+        )
         assert task_handles(exe) == pids, (
             f"agent {signal} restarted the exec task: {pids} -> {task_handles(exe)}"
         )
@@ -94,7 +96,7 @@ def test_reboot_restores_the_alloc_with_its_network(cluster: Cluster, hard: bool
         events = [e["type"] for e in agent.events(alloc["id"])]
         assert alloc["id"] == job.alloc_id, f"the alloc was replaced instead of restored: {events}"
         assert "Network Recovered" in events, events
-        assert len(alloc_containers(client1, job.alloc_id)) == 2
+        assert len(alloc_containers(client1, job.alloc_id, target=cluster.target)) == 2
         assert_no_ipam_errors(agent, job.alloc_id)
         ex = exe.current()
         ex_events = [e["type"] for e in agent.events(ex["id"])]

@@ -47,7 +47,7 @@ def test_a_task_container_removed_while_the_agent_was_down_is_started_again(clus
     with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
         invariants.wait_invariants(cluster, "the seed job started", [node])
         with injected(AgentDown(cluster, node)):
-            tasks = alloc_containers(node, job.alloc_id, "task")
+            tasks = alloc_containers(node, job.alloc_id, "task", target=cluster.target)
             node.run("docker rm -f " + " ".join(tasks))
         invariants.wait_invariants(cluster, "restore without the task container", [node])
         alloc = job.current()
@@ -73,6 +73,7 @@ def test_the_sweeper_leaves_restored_allocs_alone(cluster: Cluster) -> None:
 
 
 @pytest.mark.destructive
+@pytest.mark.agent_own  # it deletes the agent's state db
 def test_what_a_forgotten_alloc_left_behind_is_swept(cluster: Cluster) -> None:
     """nomad-12216 (orphans): the agent lost its state while down (a wiped disk, a restored
     backup): on start it knows no alloc, and the sweeper must remove everything the old one left
@@ -85,6 +86,6 @@ def test_what_a_forgotten_alloc_left_behind_is_swept(cluster: Cluster) -> None:
             node.run(f"rm -f {AGENT_DATA_DIR}/state/state.db*")
         assert agent.allocs() == [], "the agent still knows allocs after its state was wiped"
         invariants.wait_invariants(cluster, "the agent started with no state", [node])
-        left = alloc_containers(node, job.alloc_id)
+        left = alloc_containers(node, job.alloc_id, target=cluster.target)
         assert left == [], f"containers of the forgotten alloc still there: {left}"
         invariants.final_check(cluster, "the agent started with no state", [node], delay=job.restart_delay)

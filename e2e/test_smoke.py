@@ -38,12 +38,13 @@ def test_light_clients_run_an_agent_without_docker(cluster: Cluster) -> None:
 
     def problems(node: Remote) -> list[str]:
         out = []
-        info = cluster.agent(node).try_get("/fieldlab/v1/node")
+        info = cluster.agent(node).node_info()
         if info is None:
             return [f"{node.name}: the agent does not answer"]
         want = ["exec", "raw_exec"] if cluster.raw_exec else ["exec"]
-        if sorted(info.get("drivers", {})) != want:
-            out.append(f"{node.name}: drivers {sorted(info.get('drivers', {}))}, not {' and '.join(want)}")
+        drivers = sorted(d for d, v in (info.get("Drivers") or {}).items() if v.get("Detected"))
+        if drivers != want:
+            out.append(f"{node.name}: drivers {drivers}, not {' and '.join(want)}")
         masked = node.run("systemctl is-enabled docker.service", check=False).stdout.strip()
         if masked != "masked":
             out.append(f"{node.name}: docker.service is {masked!r}, not masked")
@@ -69,6 +70,7 @@ job "light-docker" {
 """
 
 
+@pytest.mark.agent_own
 def test_testinfra_sees_the_agent_unit_as_systemd_configured_it(cluster: Cluster) -> None:
     host = cluster.clients[0].testinfra()
     svc = host.service("fieldlab-agent")

@@ -253,18 +253,37 @@ def test_approle_is_allowed_its_own_and_refused_the_rest() -> None:
     assert len(no_login) == 10, "nothing answered: every expectation is unmet"
 
 
-HEALTH = {"status": "ok", "node": "client1", "vault": {"authenticated": True}}
+def _seen_body(node: str, vault: str | None = "true", ok: bool = True) -> dict[str, object]:
+    """What observe_agent reads: Nomad's health and agent self (with this agent's Stats["fieldlab"],
+    or none: a Nomad client's)."""
+    stats: dict[str, object] = {"client": {"node_id": "x"}}
+    if vault is not None:
+        stats["fieldlab"] = {"vault_authenticated": vault, "vault_error": "" if vault == "true" else "denied"}
+    return {
+        "health": {"client": {"ok": ok, "message": "ok" if ok else "degraded"}},
+        "self": {"member": {"Name": node}, "stats": stats},
+    }
+
+
+HEALTH = _seen_body("client1")
 
 
 def test_the_agent_answers_healthy_over_mtls_and_refuses_a_client_without_a_certificate() -> None:
     assert agent_problems(AgentSeen("client1", None, 200, HEALTH)) == []
+    assert agent_problems(AgentSeen("client1", None, 200, _seen_body("client1", vault=None))) == [], (
+        "a Nomad client has no Stats['fieldlab']: no Vault login to check"
+    )
     assert agent_problems(AgentSeen("client1", None, 200, HEALTH, answered_without_cert=True)) == [
         "client1: agent answered a client that presented no certificate"
     ]
-    other = {**HEALTH, "node": "client2", "vault": {"authenticated": False}}
+    other = _seen_body("client2", vault="false")
     assert agent_problems(AgentSeen("client1", None, 200, other)) == [
-        f"client1: agent health answered 200 {other}",
-        "client1: agent is not logged in to Vault: {'authenticated': False}",
+        "client1: agent health answered 200 {'client': {'ok': True, 'message': 'ok'}}, self 'client2'",
+        "client1: agent is not logged in to Vault: {'vault_authenticated': 'false', 'vault_error': 'denied'}",
+    ]
+    sick = _seen_body("client1", ok=False)
+    assert agent_problems(AgentSeen("client1", None, 500, sick)) == [
+        "client1: agent health answered 500 {'client': {'ok': False, 'message': 'degraded'}}, self 'client1'"
     ]
     assert agent_problems(AgentSeen("client1", "cannot reach the agent")) == [
         "client1: agent health over mTLS failed: cannot reach the agent"
@@ -279,7 +298,7 @@ def test_a_node_is_checked_for_its_role() -> None:
         docker=DockerRunSeen("n", 0, "fieldlab-ok", ""),
         cni=CniSeen("n", None, ["loopback", "bridge", "portmap"], []),
         approle=AppRoleSeen("n", APPROLE_OK),
-        agent=AgentSeen("n", None, 200, {**HEALTH, "node": "n"}),
+        agent=AgentSeen("n", None, 200, _seen_body("n")),
     )
     assert node_problems(client) == []
     broken = dataclasses.replace(client, agent=AgentSeen("n", "refused"))

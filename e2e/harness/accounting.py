@@ -55,6 +55,7 @@ ANSWERS: Mapping[str, tuple[str, ...]] = {
 RESTORE_EVENTS = ("Restored", "Restore Network", "Setup Resumed")
 # Alloc-level events after which no restart is owed any more (the alloc ended).
 ENDED_EVENTS = ("Alloc Failed", "Restore Failed", "Stop Resumed")
+ALLOC_WIDE = frozenset(RESTORE_EVENTS + ENDED_EVENTS)
 EARLY = 0.5  # seconds a restart may come before its delay is up (clock reads, the loop's timer)
 OVERDUE = 10.0  # seconds past its due time after which an owed restart that never came is reported
 _DELAY = re.compile(r"restarting in (\d+(?:\.\d+)?)s", re.IGNORECASE)
@@ -189,7 +190,8 @@ def start_problems(
     ended = False
     for e in events:
         name = str(e.get("task") or "")
-        if not name:
+        # An alloc-wide event: no task, or (one task: Nomad's view shows it as the task's) its type.
+        if not name or e.get("type") in ALLOC_WIDE:
             if e.get("type") in RESTORE_EVENTS:
                 t = float(e["time"])
                 for task in tasks.values():

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from e2e.harness.target import Target, load_target
+
 BUSYBOX = "fieldlab/busybox:latest"
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap", "firewall")
 CNI_CONFLIST = "/etc/cni/net.d/fieldlab.conflist"
@@ -136,10 +138,14 @@ def agent_problems(seen: AgentSeen) -> list[str]:
         problems.append(f"{seen.node}: agent health over mTLS failed: {seen.error}")
     else:
         body: dict[str, Any] = seen.body if isinstance(seen.body, dict) else {}
-        if seen.status != 200 or body.get("status") != "ok" or body.get("node") != seen.node:
-            problems.append(f"{seen.node}: agent health answered {seen.status} {seen.body}")
-        vault = body.get("vault")
-        if not isinstance(vault, dict) or not vault.get("authenticated"):
+        health, own = body.get("health") or {}, body.get("self") or {}
+        name = (own.get("member") or {}).get("Name")
+        if seen.status != 200 or not (health.get("client") or {}).get("ok") or name != seen.node:
+            problems.append(f"{seen.node}: agent health answered {seen.status} {health}, self {name!r}")
+        # This agent's own Vault login (Stats["fieldlab"]); a Nomad client has no such stats.
+        stats = (own.get("stats") or {}).get("fieldlab")
+        if stats is not None and stats.get("vault_authenticated") != "true":
+            vault = {k: v for k, v in stats.items() if k.startswith("vault_")}
             problems.append(f"{seen.node}: agent is not logged in to Vault: {vault}")
     if seen.answered_without_cert:
         problems.append(f"{seen.node}: agent answered a client that presented no certificate")
@@ -177,8 +183,6 @@ def node_problems(seen: NodeSeen) -> list[str]:
 # --- agent-managed resources: orphans, alloc health, networking, delivered changes ----------------
 # What the checkers look at on a client, from outside the agent (shell on the node): the agent's own
 # view is exactly what a bug gets wrong, so it is only used for which allocs are live.
-NETWORK = "fieldlab"
-IPAM_DIR = f"/var/run/cni/{NETWORK}"
 SHARED_CNI_CHAINS = {
     "CNI-HOSTPORT-DNAT",
     "CNI-HOSTPORT-MASQ",
@@ -187,6 +191,7 @@ SHARED_CNI_CHAINS = {
     "CNI-ADMIN",
 }
 LIVE = ("running", "pending")
+FIELDLAB = load_target("fieldlab")  # what a parse reads unless told another target
 
 
 @dataclass(frozen=True)
@@ -218,22 +223,36 @@ def _sections(text: str) -> dict[str, list[str]]:
 _COMMENT_ID = re.compile(r'id: \\?"([0-9a-f-]{36})\\?"')
 
 
-def parse_resources(text: str) -> list[Resource]:
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def _netns_of_alloc(name: str, prefix: str) -> bool:
+    """An alloc's named netns: `<prefix><alloc id>` (a Nomad client's prefix is "": the alloc id)."""
+    return name.startswith(prefix) and (bool(prefix) or bool(_UUID.match(name)))
+
+
+def parse_resources(text: str, target: Target = FIELDLAB) -> list[Resource]:
     """Every agent-made resource on a node, each with the alloc that owns it (from the text the
-    observation script of `probes.observe_resources` prints)."""
+    observation script of `probes.observe_resources` prints; the names are the target's)."""
     sec = _sections(text)
     res: list[Resource] = []
     for line in sec.get("containers", []):
-        cid, state, alloc, role, name = [*line.split(), "", "", "", "", ""][:5]
+        cid, state, alloc, *rest = [*line.split(), "", "", ""]
+        # "<role> <name>" where the containers carry a role label, else "<name>": a Nomad client
+        # tells its pause container by its name (nomad_init_<alloc>)
+        role, name = (rest[0], rest[1]) if target.docker_role_label else ("", rest[0])
+        if not role and name:
+            role = "pause" if name.startswith(target.pause_prefix) else "task"
         res.append(Resource("container", f"{name or cid[:12]}", alloc or "?", f"{role or '?'} {state}"))
     res += [
-        Resource("netns", n, n[3:] if n.startswith("fl-") else "?")
+        Resource("netns", n, n[len(target.netns_prefix) :])
         for n in sec.get("netns", [])
-        if n.startswith("fl-")
+        if _netns_of_alloc(n, target.netns_prefix)
     ]
     for line in sec.get("ipam", []):
         ip, _, owner = line.partition(" ")
-        res.append(Resource("ipam", ip, owner.strip() or "?", f"host-local reservation in {IPAM_DIR}"))
+        where = f"host-local reservation in {target.ipam_dir}"
+        res.append(Resource("ipam", ip, owner.strip() or "?", where))
     for name in sec.get("cache", []):
         parts = name.removesuffix(".json").split(":")
         res.append(Resource("cni_cache", name, parts[1] if len(parts) == 3 else "?"))

@@ -3,17 +3,21 @@ wrote, and each client's agent API over mTLS (with the operator certificate of t
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
 from agent.client import ApiClient
 from agent.errors import AgentError
-from e2e.harness import history
+from e2e.harness import history, nomadview
 from e2e.harness.remote import Remote
+from e2e.harness.target import Target, load_target
 from lab.config import LabPaths
+from lab.errors import ProviderError
 from lab.providers.base import expand_path
 from lab.ssh import SshTarget
 
@@ -34,8 +38,9 @@ def api_client(node: Remote, secrets: Path, *, client_cert: bool = True, timeout
 
 
 class Agent:
-    """One client's agent API. Reads return None while the agent does not answer (it may be
-    restarting); `request` raises AgentError naming the node."""
+    """One client's agent, through Nomad's HTTP API only (so a Nomad client reads the same), plus
+    the task handles found on its node (e2e.harness.nomadview). Reads return None while the agent
+    does not answer (it may be restarting); `request` raises AgentError naming the node."""
 
     def __init__(self, node: Remote, secrets: Path) -> None:
         self.node = node
@@ -53,25 +58,85 @@ class Agent:
         except AgentError:
             return None
 
+    def register(self, jobspec: str, source: str) -> dict[str, Any]:
+        """Parse the HCL2 jobspec (POST /v1/jobs/parse, as the server does) and register it (PUT
+        /v1/jobs) with its Submission: Nomad's JobRegisterResponse."""
+        try:
+            job = self.request("POST", "/v1/jobs/parse", {"JobHCL": jobspec, "Canonicalize": True})
+        except AgentError as exc:
+            raise AgentError(f"{source}: {exc}") from None
+        submission = {"Source": jobspec, "Format": "hcl2", "VariableFlags": {}, "Variables": ""}
+        return dict(self.request("PUT", "/v1/jobs", {"Job": job, "Submission": submission}))
+
     def run_job(self, jobspec: str, source: str) -> list[str]:
-        out = self.request("POST", "/fieldlab/v1/jobs", {"jobspec": jobspec, "source": source})
-        history.record(
-            history.NOTE, f"job submitted from {source}", node=self.node.name, allocs=out["allocs"]
-        )
-        return list(out["allocs"])
+        """Register the job; the IDs of the allocations its evaluation placed."""
+        out = self.register(jobspec, source)
+        placed = self.request("GET", f"/v1/evaluation/{out['EvalID']}/allocations")
+        ids = nomadview.alloc_ids(placed)
+        history.record(history.NOTE, f"job submitted from {source}", node=self.node.name, allocs=ids)
+        return ids
 
     def stop_job(self, job: str) -> None:
-        self.request("DELETE", f"/fieldlab/v1/job/{job}")
+        self.request("DELETE", f"/v1/job/{quote(job, safe='')}")
         history.record(history.NOTE, f"job {job} stopped", node=self.node.name)
 
+    def jobs(self) -> list[dict[str, Any]]:
+        """GET /v1/jobs: Nomad's JobListStubs."""
+        return list(self.request("GET", "/v1/jobs"))
+
+    def handles(self) -> dict[str, nomadview.Handles]:
+        """Each alloc's task handles on the node ({} when the node does not answer)."""
+        script = f"python3 -c {shlex.quote(nomadview.HANDLES_SCRIPT)}"
+        try:
+            got = self.node.run(script, check=False, timeout=60.0, record=False)
+        except ProviderError:
+            return {}
+        return nomadview.parse_handles(got.stdout) if got.rc == 0 else {}
+
+    def raw_allocs(self) -> list[dict[str, Any]]:
+        """GET /v1/allocations?resources=true: Nomad's AllocationListStubs, with their networks."""
+        return list(self.request("GET", "/v1/allocations?resources=true"))
+
     def allocs(self) -> list[dict[str, Any]]:
-        return list(self.request("GET", "/fieldlab/v1/allocations"))
+        stubs = self.raw_allocs()
+        handles = self.handles() if stubs else {}
+        return [nomadview.alloc_view(a, handles.get(str(a["ID"]))) for a in stubs]
+
+    def try_allocs(self) -> list[dict[str, Any]] | None:
+        try:
+            return self.allocs()
+        except AgentError:
+            return None
+
+    def raw_alloc(self, alloc_id: str) -> dict[str, Any]:
+        """GET /v1/allocation/<id>: Nomad's api.Allocation."""
+        return dict(self.request("GET", f"/v1/allocation/{quote(alloc_id, safe='')}"))
 
     def alloc(self, alloc_id: str) -> dict[str, Any]:
-        return dict(self.request("GET", f"/fieldlab/v1/allocation/{alloc_id}"))
+        a = self.raw_alloc(alloc_id)
+        return nomadview.alloc_view(a, self.handles().get(str(a["ID"])))
 
     def events(self, alloc_id: str) -> list[dict[str, Any]]:
-        return list(self.request("GET", f"/fieldlab/v1/allocation/{alloc_id}/events"))
+        return nomadview.alloc_events(self.raw_alloc(alloc_id))
+
+    def node_info(self) -> dict[str, Any] | None:
+        """GET /v1/node/<id> of this client (found by its name in /v1/nodes), or None when the agent
+        does not answer."""
+        nodes = self.try_get("/v1/nodes")
+        mine = [n for n in nodes or [] if n.get("Name") == self.node.name]
+        if not mine:
+            return None
+        got = self.try_get(f"/v1/node/{quote(str(mine[0]['ID']), safe='')}")
+        return dict(got) if isinstance(got, dict) else None
+
+    def agent_stats(self) -> dict[str, str] | None:
+        """Stats["fieldlab"] of /v1/agent/self: this agent's health beyond Nomad's (its Vault login,
+        restore_seconds, sweeps; strings, as Nomad's Stats). {} from an agent without it (Nomad's);
+        None when the agent does not answer."""
+        body = self.try_get("/v1/agent/self")
+        if not isinstance(body, dict):
+            return None
+        return dict((body.get("stats") or {}).get("fieldlab") or {})
 
     def metrics(self) -> dict[str, float] | None:
         """The agent's Prometheus metrics as {name{labels}: value}, or None when it does not answer."""
@@ -88,12 +153,12 @@ class Agent:
         return out
 
     def healthy(self) -> tuple[dict[str, Any] | None, str]:
-        """For wait_until: the health body once the agent answers ok and is logged in to Vault."""
-        body = self.try_get("/fieldlab/v1/agent/health")
+        """For wait_until: Nomad's health body once the agent's client answers ok."""
+        body = self.try_get("/v1/agent/health")
         if not isinstance(body, dict):
-            return None, f"{self.node.name}: agent does not answer"
-        ok = body.get("status") == "ok"
-        return (body if ok else None), f"{self.node.name}: health {body.get('status')}"
+            return None, f"{self.node.name}: agent does not answer (or is unhealthy)"
+        client = body.get("client") or {}
+        return (body if client.get("ok") else None), f"{self.node.name}: health {client}"
 
 
 @dataclass(frozen=True)
@@ -105,6 +170,8 @@ class Cluster:
     light: list[Remote] = field(default_factory=list)  # light clients (no docker; docs/fleet.md)
     # Whether the agents offer raw_exec (`lab up --raw-exec`; a lab from before the option had it on).
     raw_exec: bool = True
+    # What the clients are, beyond Nomad's API: this project's agent, or Nomad (e2e/targets/)
+    target: Target = field(default_factory=load_target)
 
     @property
     def nodes(self) -> list[Remote]:
@@ -166,7 +233,9 @@ def node_target(name: str, hv: dict[str, Any], lab_vars: dict[str, Any], paths: 
     )
 
 
-def load_cluster(lab: str) -> Cluster:
+def load_cluster(lab: str, target: str | None = None) -> Cluster:
+    """The lab `lab` as its inventory says; `target` (else the inventory's `fieldlab_target`, else
+    "fieldlab") names the target profile of its clients."""
     paths = LabPaths(lab)
     if not paths.inventory.exists():
         raise FileNotFoundError(
@@ -187,4 +256,5 @@ def load_cluster(lab: str) -> Cluster:
         remotes("clients"),
         [Remote(node_target(name, hv or {}, inv["vars"], paths)) for name, hv in light_hosts.items()],
         bool(inv["vars"].get("fieldlab_agent_raw_exec_enabled", True)),
+        load_target(target or str(inv["vars"].get("fieldlab_target") or "fieldlab")),
     )

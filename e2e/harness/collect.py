@@ -12,23 +12,30 @@ import re
 from pathlib import Path
 
 from e2e.harness import history
-from e2e.harness.cluster import AGENT_DATA_DIR, Cluster
+from e2e.harness.cluster import Cluster
 from e2e.harness.remote import Remote, RemoteCommandError
+from e2e.harness.target import Target
 from lab.errors import LabError
 from lab.providers.qemu import console_log
 
-CLIENT_COMMANDS = {
-    "agent.log": "journalctl -u fieldlab-agent -b --no-pager -o short-precise | tail -n 3000",
-    "docker-ps.txt": "docker ps -a --no-trunc",
-    "ip-netns.txt": "ip netns list; echo; ip -br addr",
-    "iptables-save.txt": "iptables-save",
-    "ipam.txt": "for f in /var/run/cni/*/*; do echo \"$f: $(tr '\\n' ' ' < $f)\"; done",
-    "cni-cache.txt": f"ls -l {AGENT_DATA_DIR}/cni; cat {AGENT_DATA_DIR}/cni/*.json",
-    "alloc-dirs.txt": f"find {AGENT_DATA_DIR}/alloc -maxdepth 3 | sort",
-    "docker.log": "journalctl -u docker -b --no-pager -o short-precise | tail -n 500",
-    "journal.log": "journalctl -b --no-pager -o short-precise -p warning | tail -n 1000",
-    "systemctl-failed.txt": "systemctl --failed --no-pager; systemctl status fieldlab-agent --no-pager",
-}
+
+def client_commands(target: Target) -> dict[str, str]:
+    """What is collected of a client, by the names of its target profile."""
+    data, unit = target.data_dir, target.unit
+    return {
+        "agent.log": f"journalctl -u {unit} -b --no-pager -o short-precise | tail -n 3000",
+        "docker-ps.txt": "docker ps -a --no-trunc",
+        "ip-netns.txt": "ip netns list; echo; ip -br addr",
+        "iptables-save.txt": "iptables-save",
+        "ipam.txt": "for f in /var/run/cni/*/*; do echo \"$f: $(tr '\\n' ' ' < $f)\"; done",
+        "cni-cache.txt": f"ls -l {data}/cni; cat {data}/cni/*.json",
+        "alloc-dirs.txt": f"find {data}/alloc -maxdepth 3 | sort",
+        "docker.log": "journalctl -u docker -b --no-pager -o short-precise | tail -n 500",
+        "journal.log": "journalctl -b --no-pager -o short-precise -p warning | tail -n 1000",
+        "systemctl-failed.txt": f"systemctl --failed --no-pager; systemctl status {unit} --no-pager",
+    }
+
+
 SERVER_COMMANDS = {
     "openbao.log": "journalctl -u openbao -b --no-pager -o short-precise | tail -n 1000",
     "seal-status.json": "curl -s -m 3 http://127.0.0.1:8200/v1/sys/seal-status",
@@ -43,12 +50,12 @@ def safe_name(nodeid: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)[-120:] or "session"
 
 
-def collect_node(node: Remote, dest: Path, *, client: bool) -> list[str]:
+def collect_node(node: Remote, dest: Path, *, client: bool, target: Target) -> list[str]:
     """Write the node's state into `dest`; return the names written."""
     dest.mkdir(parents=True, exist_ok=True)
     written = []
     try:
-        for name, cmd in (CLIENT_COMMANDS if client else SERVER_COMMANDS).items():
+        for name, cmd in (client_commands(target) if client else SERVER_COMMANDS).items():
             res = node.run(f"bash -c {_q(cmd)}", check=False, timeout=60)
             (dest / name).write_text(
                 res.stdout + (f"\n--- stderr ---\n{res.stderr}" if res.stderr.strip() else "")
@@ -57,7 +64,7 @@ def collect_node(node: Remote, dest: Path, *, client: bool) -> list[str]:
         if client:
             for f in STATE_FILES:
                 try:
-                    (dest / f).write_bytes(node.get(f"{AGENT_DATA_DIR}/state/{f}"))
+                    (dest / f).write_bytes(node.get(f"{target.data_dir}/state/{f}"))
                     written.append(f)
                 except (OSError, LabError, RemoteCommandError):
                     continue  # e.g. the WAL, checkpointed away since: collect what is there
@@ -83,7 +90,7 @@ def collect(cluster: Cluster, run_dir: Path, nodeid: str) -> Path:
     base = run_dir / "nodes"
     for node in cluster.nodes:
         dest = base / node.name / safe_name(nodeid)
-        names = collect_node(node, dest, client=node in cluster.clients)
+        names = collect_node(node, dest, client=node in cluster.clients, target=cluster.target)
         names += collect_console(console_log(cluster.paths, node.name), dest)
         history.record(history.NOTE, f"collected {len(names)} files", node=node.name, detail=str(dest))
     return base

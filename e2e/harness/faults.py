@@ -19,10 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
 from e2e.harness import history
 from e2e.harness.cluster import Agent, Cluster
+from e2e.harness.nomadview import PAUSE_PREFIXES
 from e2e.harness.remote import Remote, q
+from e2e.harness.target import Target
 from e2e.harness.waits import (
     AGENT_HEALTHY,
     DOCKER_BACK,
@@ -36,9 +37,14 @@ from lab.errors import LabError
 from lab.providers import provider_for
 from lab.providers.base import LabRecord
 
-AGENT_UNIT = "fieldlab-agent"
-FAULTS_DROPIN_DIR = "/etc/systemd/system/fieldlab-agent.service.d"
-FAULTS_DROPIN = f"{FAULTS_DROPIN_DIR}/50-fieldlab-faults.conf"
+FAULTS_DROPIN_NAME = "50-fieldlab-faults.conf"  # in /etc/systemd/system/<the agent's unit>.service.d
+
+
+def faults_dropin(target: Target) -> str:
+    """The systemd drop-in that gives the agent its fault flags."""
+    return f"/etc/systemd/system/{target.unit}.service.d/{FAULTS_DROPIN_NAME}"
+
+
 PARTITION_CHAIN = "FIELDLAB-PARTITION"
 VAULT_OUTAGE_CHAIN = "FIELDLAB-VAULT-OUTAGE"
 
@@ -174,14 +180,14 @@ class AgentRestart(Fault):
         self._t0 = 0.0
 
     def _main_pid(self) -> str:
-        return self.node.out(f"systemctl show -p MainPID --value {AGENT_UNIT}")
+        return self.node.out(f"systemctl show -p MainPID --value {self.cluster.target.unit}")
 
     def _inject(self) -> None:
         before = self._main_pid()
         if before in ("", "0"):
             raise FaultError(f"{self.node.name}: {self.kind}: the agent is not running (MainPID {before!r})")
         self._t0 = time.monotonic()
-        self.node.run(f"systemctl kill --kill-who=main -s {self.signal} {AGENT_UNIT}")
+        self.node.run(f"systemctl kill --kill-who=main -s {self.signal} {self.cluster.target.unit}")
 
         def gone() -> tuple[bool | None, str]:
             alive = self.node.run(f"kill -0 {before} 2>/dev/null", check=False).rc == 0
@@ -197,7 +203,8 @@ class AgentRestart(Fault):
 
     def _heal(self) -> None:
         # SIGKILL: systemd restarts it (Restart=on-failure); SIGTERM: it exited cleanly and stays down.
-        self.node.run(f"systemctl reset-failed {AGENT_UNIT}; systemctl start {AGENT_UNIT}")
+        unit = self.cluster.target.unit
+        self.node.run(f"systemctl reset-failed {unit}; systemctl start {unit}")
         wait_agent(
             self.cluster.agent(self.node), step=f"start after {self.kind}", timeout=self.healthy_timeout
         )
@@ -215,13 +222,15 @@ class AgentDown(Fault):
         self.kind = "agent-down"
 
     def _inject(self) -> None:
-        self.node.run(f"systemctl stop {AGENT_UNIT}")
-        state = self.node.run(f"systemctl is-active {AGENT_UNIT}", check=False).stdout.strip()
+        unit = self.cluster.target.unit
+        self.node.run(f"systemctl stop {unit}")
+        state = self.node.run(f"systemctl is-active {unit}", check=False).stdout.strip()
         if state == "active":
             raise FaultError(f"{self.node.name}: agent-down: the agent is still {state} after systemctl stop")
 
     def _heal(self) -> None:
-        self.node.run(f"systemctl reset-failed {AGENT_UNIT}; systemctl start {AGENT_UNIT}")
+        unit = self.cluster.target.unit
+        self.node.run(f"systemctl reset-failed {unit}; systemctl start {unit}")
         wait_agent(self.cluster.agent(self.node), step="start after agent-down")
 
 
@@ -231,6 +240,14 @@ def set_agent_faults(cluster: Cluster, flags: list[str], nodes: list[Remote] | N
     any node is touched (the agent would refuse to start with it)."""
     from agent.faults import IMPLEMENTED_FAULTS
 
+    unit = cluster.target.unit
+    if flags and not cluster.target.fault_flags:
+        raise FaultError(
+            f"the {cluster.target.name} target's clients take no fault flags: "
+            f"{flags} need this project's agent"
+        )
+    dropin = faults_dropin(cluster.target)
+    dropin_dir = dropin.rsplit("/", 1)[0]
     unknown = sorted(set(flags) - IMPLEMENTED_FAULTS)
     if unknown:
         raise FaultError(
@@ -238,16 +255,14 @@ def set_agent_faults(cluster: Cluster, flags: list[str], nodes: list[Remote] | N
         )
     for node in nodes or cluster.clients:
         if flags:
-            node.run(f"mkdir -p {FAULTS_DROPIN_DIR}")
-            node.put(FAULTS_DROPIN, f"[Service]\nEnvironment=FIELDLAB_AGENT_FAULTS={','.join(flags)}\n")
+            node.run(f"mkdir -p {dropin_dir}")
+            node.put(dropin, f"[Service]\nEnvironment=FIELDLAB_AGENT_FAULTS={','.join(flags)}\n")
         else:
-            node.run(f"rm -f {FAULTS_DROPIN}")
+            node.run(f"rm -f {dropin}")
         since = node.out("date '+%Y-%m-%d %H:%M:%S'")
-        node.run(
-            f"systemctl daemon-reload; systemctl reset-failed {AGENT_UNIT}; systemctl restart {AGENT_UNIT}"
-        )
+        node.run(f"systemctl daemon-reload; systemctl reset-failed {unit}; systemctl restart {unit}")
         wait_agent(cluster.agent(node), step=f"restart with fault flags {flags or 'none'}")
-        log = node.run(f"journalctl -u {AGENT_UNIT} --since {q(since)} --no-pager -o cat", check=False).stdout
+        log = node.run(f"journalctl -u {unit} --since {q(since)} --no-pager -o cat", check=False).stdout
         missing = [f for f in flags if f"FAULT INJECTION ACTIVE: {f} " not in log]
         if missing:
             raise FaultError(f"{node.name}: the agent did not announce fault flags {missing} after restart")
@@ -286,12 +301,19 @@ class DockerRestart(Fault):
         wait_agent(self.cluster.agent(self.node), step="after docker-restart")
 
 
-def alloc_containers(node: Remote, alloc_id: str, role: str | None = None) -> list[str]:
-    """Ids of the alloc's running containers (role: "pause" or "task")."""
-    filt = f"--filter label={LABEL_ALLOC}={alloc_id}"
-    if role:
-        filt += f" --filter label={LABEL_ROLE}={role}"
-    return sorted(node.out(f"docker ps -q --no-trunc {filt}").split())
+def alloc_containers(node: Remote, alloc_id: str, role: str | None = None, *, target: Target) -> list[str]:
+    """Ids of the alloc's running containers (role: "pause" or "task"), by the target's alloc label;
+    the pause container is told by its name (nomad_init_<alloc>), as on a Nomad client."""
+    fmt = "{{.ID}} {{.Names}}"
+    out = node.out(
+        f"docker ps --no-trunc --filter label={target.docker_alloc_label}={alloc_id} --format {q(fmt)}"
+    )
+    found = []
+    for line in out.splitlines():
+        cid, _, name = line.partition(" ")
+        if role is None or (role == "pause") == name.startswith(PAUSE_PREFIXES):
+            found.append(cid)
+    return sorted(found)
 
 
 @dataclass
@@ -315,7 +337,7 @@ class ContainerKill(Fault):
         roles = ["pause", "task"] if self.which == "both" else [self.which]
         ids = []
         for role in roles:  # all ids first: once the pause dies the agent starts stopping the tasks
-            found = alloc_containers(self.node, self.alloc_id, role)
+            found = alloc_containers(self.node, self.alloc_id, role, target=self.cluster.target)
             if not found:
                 raise FaultError(
                     f"{self.node.name}: {self.kind}: alloc {self.alloc_id} has no running {role} container"

@@ -346,11 +346,11 @@ def replaced(probes: Sequence[FleetProbe]) -> list[str]:
 
 
 def restore_seconds(cluster: Cluster, nodes: Sequence[Remote]) -> dict[str, float]:
-    """Each agent's own figure for its last restore (GET /fieldlab/v1/node)."""
+    """Each agent's own figure for its last restore (Stats["fieldlab"] of /v1/agent/self)."""
 
     def one(n: Remote) -> tuple[str, float | None]:
-        got = cluster.agent(n).try_get("/fieldlab/v1/node")
-        return n.name, (float(got["restore_seconds"]) if got else None)
+        got = cluster.agent(n).agent_stats() or {}
+        return n.name, (float(got["restore_seconds"]) if got.get("restore_seconds") else None)
 
     return {name: s for name, s in pmap(one, nodes) if s is not None}
 

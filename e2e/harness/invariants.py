@@ -17,7 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from e2e.harness import accounting, checkers, history, probes
+from agent.errors import AgentError
+from e2e.harness import accounting, checkers, history, nomadview, probes
 from e2e.harness.cluster import Cluster
 from e2e.harness.remote import Remote
 from e2e.harness.waits import (
@@ -30,7 +31,7 @@ from e2e.harness.waits import (
 )
 from lab.errors import LabError
 
-_seen_events: set[tuple[str, str, float, str]] = set()
+_seen_events: set[tuple[str, str, float, str, str]] = set()
 _event_log: list[dict[str, Any]] = []  # every task event seen this run, with "node" and "alloc" added
 
 
@@ -44,7 +45,7 @@ def client_problems(
         return [str(exc)], {}
     except Exception as exc:  # the agent API: AgentError
         return [f"{node.name}: agent API does not answer: {exc}"], {}
-    resources = probes.observe_resources(node)
+    resources = probes.observe_resources(node, cluster.target)
     orphans = checkers.orphan_problems(resources, allocs, node.name)
     problems = orphans + checkers.container_set_problems(resources, allocs, node.name)
     try:  # read again: a task that restarted while the node was observed is not judged on it
@@ -54,7 +55,7 @@ def client_problems(
     steady = checkers.steady_allocs(allocs, after)
     problems += checkers.process_set_problems(resources, steady, node.name)
     problems += checkers.chain_set_problems(resources, allocs, node.name)
-    names = probes.container_names(node)
+    names = probes.container_names(node, cluster.target)
     problems += checkers.alloc_health_problems(node.name, steady, resources, names)
     running = [a for a in allocs if a.get("status") == "running" and a["network"].get("mode") == "bridge"]
     if network:  # also beside other problems: the address check names the cause of a "stray" rule
@@ -111,22 +112,26 @@ def record_events(cluster: Cluster) -> list[dict[str, Any]]:
     since = h.started if h is not None else 0.0
     for node in cluster.clients:
         agent = cluster.agent(node)
-        allocs = agent.try_get("/fieldlab/v1/allocations") or []
-        for a in allocs:
-            for e in agent.try_get(f"/fieldlab/v1/allocation/{a['id']}/events") or []:
-                key = (node.name, a["id"], float(e["time"]), e["type"])
+        try:
+            stubs = agent.raw_allocs()  # a stub's TaskStates hold the events: one request per node
+        except AgentError:
+            stubs = []
+        for stub in stubs:
+            alloc_id = str(stub["ID"])
+            for e in nomadview.alloc_events(stub):
+                key = (node.name, alloc_id, float(e["time"]), e["type"], e["task"])
                 if key in _seen_events or float(e["time"]) < since:
                     continue
                 _seen_events.add(key)
                 new.append(e)
-                _event_log.append({**e, "node": node.name, "alloc": a["id"]})
+                _event_log.append({**e, "node": node.name, "alloc": alloc_id})
                 history.record(
                     history.EVENT,
                     e["type"],
                     node=node.name,
                     detail=e.get("message", ""),
                     at=float(e["time"]),
-                    alloc=a["id"],
+                    alloc=alloc_id,
                     task=e["task"],
                 )
     return new
@@ -181,7 +186,8 @@ def check_starts(
     for node in nodes or cluster.clients:
         allocs = alloc_events(cluster, node, since)
         statuses = {
-            a["id"]: a.get("status") for a in (cluster.agent(node).try_get("/fieldlab/v1/allocations") or [])
+            str(a["ID"]): a.get("ClientStatus")
+            for a in (cluster.agent(node).try_get("/v1/allocations") or [])
         }
         now = node_clock(node) if overdue else None
         mine: list[str] = []
@@ -269,7 +275,7 @@ def sweeps_leave_alone(cluster: Cluster, node: Remote, jobs: list[Any]) -> list[
     from e2e.harness.jobs import task_handles
 
     def seen(j: Any) -> tuple[list[str], dict[str, str]]:
-        return alloc_containers(node, j.current()["id"]), task_handles(j)
+        return alloc_containers(node, j.current()["id"], target=cluster.target), task_handles(j)
 
     before = {j.job: seen(j) for j in jobs}
     sweeps = wait_sweeps(cluster.agent(node), 2)

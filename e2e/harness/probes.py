@@ -13,16 +13,12 @@ import json
 from typing import Any
 
 from agent.config import DEFAULT_TOKEN_ROLE as TOKEN_ROLE
-from agent.drivers.base import LABEL_ALLOC, LABEL_MANAGED, LABEL_ROLE
-from agent.drivers.process import CGROUP_PARENT, CGROUP_ROOT
+from agent.drivers.process import CGROUP_ROOT
 from agent.errors import AgentError
-from agent.network.netns import NETNS_DIR
-from agent.network.owner import netns_name
 from e2e.harness.checkers import (
     BUSYBOX,
     CNI_CONFLIST,
     CNI_PLUGINS,
-    IPAM_DIR,
     AgentSeen,
     AppRoleSeen,
     CniSeen,
@@ -41,6 +37,7 @@ from e2e.harness.checkers import (
 from e2e.harness.cluster import AGENT_DATA_DIR, Cluster
 from e2e.harness.jobs import PROBE_POLICY
 from e2e.harness.remote import Remote, q
+from e2e.harness.target import Target
 from e2e.harness.waits import SYSTEMD_READY
 
 
@@ -129,13 +126,15 @@ def observe_approle(client: Remote, vault_addr: str) -> AppRoleSeen:
 
 
 def observe_agent(cluster: Cluster, client: Remote) -> AgentSeen:
-    """/fieldlab/v1/agent/health with the operator's certificate, then once more with no certificate at all
-    (which the agent must refuse), both through the agent's own API client."""
-    path = "/fieldlab/v1/agent/health"
+    """Nomad's /v1/agent/health and /v1/agent/self with the operator's certificate, then health once
+    more with no certificate at all (which the agent must refuse), all through the agent's own API
+    client. The body is {"health": ..., "self": ...}."""
+    path = "/v1/agent/health"
     error, status, body = None, None, None
     try:
         status, raw = cluster.api(client, timeout=10.0).request_raw("GET", path)
-        body = json.loads(raw)
+        _, own = cluster.api(client, timeout=10.0).request_raw("GET", "/v1/agent/self")
+        body = {"health": json.loads(raw), "self": json.loads(own)}
     except (AgentError, OSError) as exc:  # OSError: the lab's ca.pem or operator cert unreadable
         error = str(exc)
     try:
@@ -165,7 +164,7 @@ _OBSERVE = r"""
 set -u
 D={data}
 echo "## containers"
-L='{{{{.Label "{alloc_label}"}}}} {{{{.Label "{role_label}"}}}}'
+L='{{{{.Label "{alloc_label}"}}}}{role_field}'
 F="{{{{.ID}}}} {{{{.State}}}} $L {{{{.Names}}}}"
 # A light client has no docker engine (its socket masked): no containers. A full client whose engine
 # is down still has the socket (socket activation), and the failing `docker ps` fails the observation.
@@ -213,27 +212,29 @@ iptables-save -t nat; iptables-save -t filter
 """
 
 
-def observe_resources(node: Remote, data_dir: str = AGENT_DATA_DIR) -> list[Resource]:
+def observe_resources(node: Remote, target: Target) -> list[Resource]:
     """Every agent-made resource on the node (containers, netns, IP reservations, CNI cache, alloc
-    dirs, task processes, CNI chains and rules), each with the alloc that owns it."""
+    dirs, task processes, CNI chains and rules), each with the alloc that owns it, by the names of
+    the node's target profile."""
+    role = f' {{{{.Label "{target.docker_role_label}"}}}}' if target.docker_role_label else ""
     script = _OBSERVE.format(
-        data=data_dir,
-        ipam=IPAM_DIR,
-        alloc_label=LABEL_ALLOC,
-        role_label=LABEL_ROLE,
-        managed_label=LABEL_MANAGED,
+        data=target.data_dir,
+        ipam=target.ipam_dir,
+        alloc_label=target.docker_alloc_label,
+        role_field=role,
+        managed_label=target.docker_managed_label,
         cgroup_root=CGROUP_ROOT,
-        cgroup_parent=CGROUP_PARENT,
+        cgroup_parent=target.cgroup_parent,
     )
-    return parse_resources(node.out(f"bash -c {q(script)}"))
+    return parse_resources(node.out(f"bash -c {q(script)}"), target)
 
 
-def container_names(node: Remote) -> dict[str, str]:
+def container_names(node: Remote, target: Target) -> dict[str, str]:
     """{full id: name} of every container the agent made on the node."""
     return parse_container_names(
         node.out(
             "if [ -S /var/run/docker.sock ]; then "
-            f"docker ps -a --no-trunc --filter label={LABEL_MANAGED} "
+            f"docker ps -a --no-trunc --filter label={target.docker_managed_label} "
             "--format '{{.ID}} {{.Names}}'; fi"
         )
     )
@@ -268,14 +269,14 @@ echo "alloc $({alloc_ns})"
 """
 
 
-def observe_netns(node: Remote, alloc: dict[str, Any]) -> tuple[str, dict[str, str]]:
+def observe_netns(node: Remote, alloc: dict[str, Any], target: Target) -> tuple[str, dict[str, str]]:
     """(the alloc's netns, {task: its process's netns}), each as its inode ("" when there is none):
-    the pause container's netns, or the named netns fl-<alloc> exec tasks join by path."""
+    the pause container's netns, or the named netns (the target's name for it) exec tasks join."""
     pause = alloc["network"].get("pause_container") or ""
     if pause:
         alloc_ns = f"ns $(dpid {pause})"
     else:
-        alloc_ns = f"stat -L -c %i {NETNS_DIR}/{netns_name(alloc['id'])} 2>/dev/null"
+        alloc_ns = f"stat -L -c %i {target.netns_dir}/{target.netns_name(alloc['id'])} 2>/dev/null"
     lines = []
     for task, ts in alloc["tasks"].items():
         handle = str(ts.get("container") or "")
@@ -316,7 +317,7 @@ def observe_network(
                 f"{cluster.vault_addr}/v1/sys/health",
                 check=False,
             ).stdout.strip()
-    netns, task_netns = observe_netns(node, alloc)
+    netns, task_netns = observe_netns(node, alloc, cluster.target)
     return NetworkSeen(
         node.name,
         alloc["id"],
