@@ -11,6 +11,7 @@ import os
 import ssl
 import threading
 import time
+import types
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -26,7 +27,7 @@ from agent.drivers.base import TaskHandle
 from agent.drivers.session import ProcessSession
 from agent.nomadapi import clientroutes
 from agent.nomadapi.wsexec import exec_stream
-from tests.agent_lab import NODE, NomadRoutes, alloc_events, stream_frames
+from tests.agent_lab import NODE, NomadRoutes, alloc_events, run_job, stream_frames
 from tests.fakes import FakeNode
 from tests.pki import TestCA
 from tests.wsclient import WsClient
@@ -113,6 +114,22 @@ def test_a_job_is_answered_with_its_groups_summary_allocs_spec_and_submission(ap
     assert [(j["ID"], j["Type"], j["JobSummary"]["Summary"]["g"]["Running"]) for j in listed] == [
         ("pair", "batch", 2)
     ]
+
+
+def test_a_registers_evaluation_lists_the_allocs_it_placed_however_late_it_was_made(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI fleet storm: on a loaded node the evaluation was made seconds after its allocs, and its
+    allocations (read by the time of creation) came back empty. It lists what it placed; the same
+    job registered again places nothing, as Nomad's no-op evaluation."""
+    from agent.nomadapi import node as nomad_node
+
+    real = time.time
+    late = types.SimpleNamespace(time=lambda: real() + 5.0)  # the node module's clock only
+    monkeypatch.setattr(nomad_node, "time", late)  # the eval made 5 s after its allocs
+    placed = run_job(api.request, TWO_TASKS)
+    assert len(placed) == 2 and sorted(placed) == api.alloc_ids("/v1/job/pair/allocations")
+    assert run_job(api.request, TWO_TASKS) == [], "the same job again placed nothing"
 
 
 def test_a_stopped_job_is_dead_and_an_unknown_one_is_a_404(api: Api) -> None:

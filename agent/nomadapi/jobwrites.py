@@ -108,6 +108,7 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
 
         same, plan, stopping = core.call(prepare)
         warnings = "\n".join(parsed.warnings)
+        placed: tuple[str, ...] = ()  # the same job again places nothing, as Nomad's no-op eval
         if not same:
             # A new version stops what it replaces first (a one-node cluster cannot place the new
             # allocs beside the old: static ports), bounded as a job stop is.
@@ -117,8 +118,9 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                     500, f"job {job_id}: allocs {', '.join(a[:8] for a in left)} did not stop in time"
                 )
             shown, fmt, given = _submission(data, text)
-            core.call(lambda: core.commit(parsed, shown, fmt, given, source, plan=plan))
-        ev = core.call(lambda: api.evals.create(job_id, "job-register", parsed.job.type))
+            done = core.call(lambda: core.commit(parsed, shown, fmt, given, source, plan=plan))
+            placed = tuple(str(a) for a in done.get("allocs") or ())
+        ev = core.call(lambda: api.evals.create(job_id, "job-register", parsed.job.type, placed))
         out = {
             "EvalID": ev.id,
             "EvalCreateIndex": ev.create_index,

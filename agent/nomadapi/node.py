@@ -51,6 +51,9 @@ class Eval:
     job_type: str
     create_index: int
     created: float
+    # The allocs this evaluation placed, when known (a register's); None: those of its job created
+    # since it (an alloc stop's replacement)
+    placed: tuple[str, ...] | None = None
 
 
 class Evals:
@@ -61,10 +64,12 @@ class Evals:
         self._lock = threading.Lock()
         self._evals: OrderedDict[str, Eval] = OrderedDict()
 
-    def create(self, job_id: str, triggered_by: str, job_type: str) -> Eval:
+    def create(
+        self, job_id: str, triggered_by: str, job_type: str, placed: tuple[str, ...] | None = None
+    ) -> Eval:
         eval_id = str(uuid.uuid4())
         index = self._changes.bump("eval", eval_id)
-        ev = Eval(eval_id, job_id, triggered_by, job_type or "service", index, time.time())
+        ev = Eval(eval_id, job_id, triggered_by, job_type or "service", index, time.time(), placed)
         with self._lock:
             self._evals[eval_id] = ev
             while len(self._evals) > MAX_EVALS:

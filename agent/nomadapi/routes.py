@@ -373,7 +373,12 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                 lambda: [
                     api.alloc_dict(v, stub=True)
                     for v in core.call(api.all_alloc_views)
-                    if v.get("job") == ev.job_id and float(v.get("created") or 0) >= ev.created - 1
+                    if v.get("job") == ev.job_id
+                    and (
+                        v["id"] in ev.placed
+                        if ev.placed is not None
+                        else float(v.get("created") or 0) >= ev.created - 1
+                    )
                 ],
             )
         )
