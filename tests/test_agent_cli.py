@@ -40,7 +40,7 @@ from agent.daemon import health_stats
 from agent.drivers.base import TaskHandle
 from agent.errors import AgentError
 from agent.nodeinfo import driver_health
-from agent.nomadapi import structs
+from agent.nomadapi import fsjson, structs
 from agent.nomadapi.http import answer
 from agent.nomadapi.jobjson import go_time, ns
 from agent.nomadapi.node import NodeIdentity
@@ -573,7 +573,7 @@ def test_an_alloc_prefix_is_found_as_nomads_cli_finds_it() -> None:
 
 
 def test_stream_frames_are_read_however_the_pieces_cut_them() -> None:
-    frames = [structs.stream_frame(0, b"one\n", "f"), {}, structs.stream_frame(4, b"two\n", "f")]
+    frames = [fsjson.stream_frame(0, b"one\n", "f"), {}, fsjson.stream_frame(4, b"two\n", "f")]
     text = b"".join(json.dumps(f).encode() for f in frames)
     for cut in range(len(text)):
         assert list(cli_logs.frames([text[:cut], text[cut:]])) == frames

@@ -20,7 +20,7 @@ import pytest
 from agent import validate
 from agent.jobspec import JobspecError, ParsedJob, parse_jobspec
 from agent.model import Job
-from agent.nomadapi import structs
+from agent.nomadapi import fsjson, structs
 from agent.state.store import Event
 from tests.nomad_structs import (
     OMITEMPTY_ELSEWHERE,
@@ -285,10 +285,10 @@ VIEWS: dict[str, Callable[[], dict[str, Any]]] = {
     "AgentSelf": _self,
     "AgentMember": _member,
     "AgentHealthResponse": lambda: structs.health(True, "ok", server_asked=True),
-    "AllocFileInfo": lambda: structs.file_info(
+    "AllocFileInfo": lambda: fsjson.file_info(
         "app.conf", False, 96, 0o100644, T0, "text/plain; charset=utf-8"
     ),
-    "StreamFrame": lambda: structs.stream_frame(
+    "StreamFrame": lambda: fsjson.stream_frame(
         3604480, b"hello\n", "alloc/logs/server.stdout.0", "file truncated"
     ),
 }
@@ -900,11 +900,11 @@ def test_agent_self_member_and_health() -> None:
     ],
 )
 def test_file_modes_as_go_writes_them(mode: int, is_dir: bool, shown: str) -> None:
-    assert structs.file_info("f", is_dir, 1, mode, T0)["FileMode"] == shown
+    assert fsjson.file_info("f", is_dir, 1, mode, T0)["FileMode"] == shown
 
 
 def test_file_info_and_stream_frames() -> None:
-    listed = structs.file_info("alloc", True, 4096, stat.S_IFDIR | 0o775, T0)
+    listed = fsjson.file_info("alloc", True, 4096, stat.S_IFDIR | 0o775, T0)
     assert listed == {
         "Name": "alloc",
         "IsDir": True,
@@ -913,13 +913,13 @@ def test_file_info_and_stream_frames() -> None:
         "ModTime": "2025-12-04T09:29:13.25Z",
     }
     check_shape("AllocFileInfo", listed)
-    stat_json = structs.file_info("a.json", False, 2, 0o100644, T0, "application/json")
+    stat_json = fsjson.file_info("a.json", False, 2, 0o100644, T0, "application/json")
     assert stat_json["ContentType"] == "application/json"
-    frame = structs.stream_frame(3604480, b"531932\n", "alloc/logs/redis.stdout.0")
+    frame = fsjson.stream_frame(3604480, b"531932\n", "alloc/logs/redis.stdout.0")
     assert frame == {"Offset": 3604480, "Data": "NTMxOTMyCg==", "File": "alloc/logs/redis.stdout.0"}
-    assert structs.stream_frame(0, b"", "", "file deleted") == {"FileEvent": "file deleted"}
-    assert structs.stream_frame(0, b"", "") == {}  # the heartbeat frame
-    check_shape("StreamFrame", structs.stream_frame(0, b"", ""))
+    assert fsjson.stream_frame(0, b"", "", "file deleted") == {"FileEvent": "file deleted"}
+    assert fsjson.stream_frame(0, b"", "") == {}  # the heartbeat frame
+    check_shape("StreamFrame", fsjson.stream_frame(0, b"", ""))
 
 
 # --- the examples of Nomad's API docs --------------------------------------------------------------------
@@ -1091,11 +1091,9 @@ def test_evaluation_and_alloc_dir_views_have_the_keys_of_the_docs_examples() -> 
         "Priority RelatedEvals SnapshotIndex Status StatusDescription TriggeredBy Type"
     )
     _doc_keys_are_ours("Evaluation", _eval(), eval_doc)
-    listed = structs.file_info("alloc", True, 4096, stat.S_IFDIR | 0o775, T0)
+    listed = fsjson.file_info("alloc", True, 4096, stat.S_IFDIR | 0o775, T0)
     assert set(listed) == _keys("FileMode IsDir ModTime Name Size")  # a listing: no ContentType
     _doc_keys_are_ours("AllocFileInfo", listed, _keys("FileMode IsDir ModTime Name Size"))
-    frame = structs.stream_frame(3604480, b"x", "alloc/logs/redis.log")
+    frame = fsjson.stream_frame(3604480, b"x", "alloc/logs/redis.log")
     assert set(frame) == _keys("Data File Offset")
-    assert set(structs.stream_frame(0, b"", "alloc/logs/redis.log", "file deleted")) == _keys(
-        "File FileEvent"
-    )
+    assert set(fsjson.stream_frame(0, b"", "alloc/logs/redis.log", "file deleted")) == _keys("File FileEvent")

@@ -20,7 +20,7 @@ from urllib.parse import unquote
 from agent.api import Handler, Response, Streamed, query_params
 from agent.errors import Conflict, NotFound
 from agent.logs import STREAMS, LogChunk, LogSource, adopted_log_source, log_source, read_log
-from agent.nomadapi import allocfs, structs
+from agent.nomadapi import allocfs, fsjson
 from agent.nomadapi.hoststats import host_stats
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
 from agent.nomadapi.usage import alloc_usage
@@ -251,7 +251,7 @@ def _fs(fn: Any) -> Any:
 
 
 def _info(e: allocfs.Entry) -> dict[str, Any]:
-    return structs.file_info(e.name, e.is_dir, e.size, e.mode, e.mod_time)
+    return fsjson.file_info(e.name, e.is_dir, e.size, e.mode, e.mod_time)
 
 
 def _logs(api: NomadApi) -> Handler:
@@ -319,7 +319,7 @@ def _log_chunks(source: LogSource, chunk: LogChunk, follow: bool, plain: bool, f
             if plain:
                 yield chunk.data
             else:
-                yield json.dumps(structs.stream_frame(chunk.offset, chunk.data, file)).encode()
+                yield json.dumps(fsjson.stream_frame(chunk.offset, chunk.data, file)).encode()
         elif not follow:
             return
         else:
@@ -346,7 +346,7 @@ def _file_frames(alloc_dir: Path, path: str, at: int, follow: bool) -> Iterator[
         except allocfs.FsError:
             return  # the file went (or became something else): the stream ends
         if data:
-            yield json.dumps(structs.stream_frame(at, data, path.lstrip("/"))).encode()
+            yield json.dumps(fsjson.stream_frame(at, data, path.lstrip("/"))).encode()
             at += len(data)
             idle_since = time.monotonic()
             continue

@@ -9,7 +9,6 @@ agent.runner.adopt's) builds them. No I/O here.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -18,7 +17,6 @@ from agent.nomadapi.jobjson import (
     duration_ns,
     evaluation,
     go_bool,
-    go_file_mode,
     go_int,
     go_string,
     go_time,
@@ -563,24 +561,7 @@ def health(ok_client: bool, message: str, *, server_asked: bool = False) -> dict
     return out
 
 
-# --- the alloc dir ----------------------------------------------------------------------------------
-
-
-def file_info(
-    name: str, is_dir: bool, size: int, mode: int, mod_time: float, content_type: str = ""
-) -> dict[str, Any]:
-    """api.AllocFileInfo (api/fs.go). ContentType is `omitempty` in the client's struct
-    (client/structs: AllocFileInfo): a listing leaves it out, a stat gives it."""
-    out: dict[str, Any] = {
-        "Name": name,
-        "IsDir": is_dir,
-        "Size": size,
-        "FileMode": go_file_mode(mode, is_dir),
-        "ModTime": go_time(mod_time),
-    }
-    if content_type:
-        out["ContentType"] = content_type
-    return out
+# --- a job's submission ----------------------------------------------------------------------------
 
 
 def job_submission(source: str, fmt: str | None, variables: Mapping[str, object]) -> dict[str, Any]:
@@ -594,18 +575,3 @@ def job_submission(source: str, fmt: str | None, variables: Mapping[str, object]
         "VariableFlags": {str(k): go_string(v) for k, v in variables.items()} or None,
         "Variables": "",
     }
-
-
-def stream_frame(offset: int, data: bytes, file: str, file_event: str = "") -> dict[str, Any]:
-    """api.StreamFrame (api/fs.go; client/lib/streamframer): every field `omitempty`; Data base64
-    (Go's []byte). All empty is the heartbeat frame, {}."""
-    out: dict[str, Any] = {}
-    if offset:
-        out["Offset"] = offset
-    if data:
-        out["Data"] = base64.b64encode(data).decode("ascii")
-    if file:
-        out["File"] = file
-    if file_event:
-        out["FileEvent"] = file_event
-    return out
