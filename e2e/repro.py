@@ -188,9 +188,16 @@ def run_once(bug: Bug, lab: str, target: str, base: Path, loops: int) -> Half:
     rc, fails, took, log = _run_suite(bug, lab, "", run_dir, loops, target)
     if rc == 0:
         return Half("ABSENT", took, "", run_dir)
+    return _failed(bug, "PRESENT", rc, fails, took, log, run_dir)
+
+
+def _failed(
+    bug: Bug, shown_verdict: str, rc: int, fails: list[str], took: float, log: Path, run_dir: Path
+) -> Half:
+    """A run whose suite failed: `shown_verdict` when a failure shows the field symptom."""
     shown = _symptom(bug, fails)
     if shown:
-        return Half("PRESENT", took, shown, run_dir)
+        return Half(shown_verdict, took, shown, run_dir)
     return Half(
         "FAILED, NOT WITH THE FIELD SYMPTOM", took, (fails or [f"pytest exit {rc}, see {log}"])[0], run_dir
     )
@@ -234,15 +241,7 @@ def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Hal
     if with_flag:
         if rc == 0:
             return Half("NOT REPRODUCED (suite passed with the flag)", took, "", run_dir)
-        shown = _symptom(bug, fails)
-        if shown:
-            return Half("REPRODUCED", took, shown, run_dir)
-        return Half(
-            "FAILED, NOT WITH THE FIELD SYMPTOM",
-            took,
-            (fails or [f"pytest exit {rc}, see {log}"])[0],
-            run_dir,
-        )
+        return _failed(bug, "REPRODUCED", rc, fails, took, log, run_dir)
     if rc == 0:
         return Half("FIXED", took, "", run_dir)
     return Half(

@@ -223,14 +223,6 @@ def _sections(text: str) -> dict[str, list[str]]:
 _COMMENT_ID = re.compile(r'id: \\?"([0-9a-f-]{36})\\?"')
 
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-
-
-def _netns_of_alloc(name: str, prefix: str) -> bool:
-    """An alloc's named netns: `<prefix><alloc id>` (a Nomad client's prefix is "": the alloc id)."""
-    return name.startswith(prefix) and (bool(prefix) or bool(_UUID.match(name)))
-
-
 def parse_resources(text: str, target: Target = FIELDLAB) -> list[Resource]:
     """Every agent-made resource on a node, each with the alloc that owns it (from the text the
     observation script of `probes.observe_resources` prints; the names are the target's)."""
@@ -247,7 +239,7 @@ def parse_resources(text: str, target: Target = FIELDLAB) -> list[Resource]:
     res += [
         Resource("netns", n, n[len(target.netns_prefix) :])
         for n in sec.get("netns", [])
-        if _netns_of_alloc(n, target.netns_prefix)
+        if target.is_alloc_netns(n)
     ]
     for line in sec.get("ipam", []):
         ip, _, owner = line.partition(" ")

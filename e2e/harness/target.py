@@ -6,11 +6,13 @@ so that what they read on a node means the same on a real Nomad client."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import yaml
 
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 TARGETS_DIR = Path(__file__).resolve().parents[1] / "targets"
 DEFAULT = "fieldlab"
 
@@ -39,6 +41,10 @@ class Target:
 
     def netns_name(self, alloc_id: str) -> str:
         return f"{self.netns_prefix}{alloc_id}"
+
+    def is_alloc_netns(self, name: str) -> bool:
+        """An alloc's named netns: `<prefix><alloc id>` (a Nomad client's prefix is "": the alloc id)."""
+        return name.startswith(self.netns_prefix) and (bool(self.netns_prefix) or bool(_UUID.match(name)))
 
     def alloc_dir(self, alloc_id: str) -> str:
         return f"{self.data_dir}/alloc/{alloc_id}"
