@@ -20,6 +20,20 @@ NOT_CARRIED_OUT = 503  # the agent withdrew the request before acting: a retry i
 RETRY_PAUSE = 0.5  # seconds, times the attempt number
 
 
+def read_body(sock: ssl.SSLSocket, got: bytes, length: int) -> bytes:
+    """The `length` bytes of a body of which `got` came with the head: what the peer sends until then
+    (less when it closes or the socket fails first)."""
+    try:
+        while len(got) < length:
+            more = sock.recv(65536)
+            if not more:
+                break
+            got += more
+    except OSError:
+        pass
+    return got[:length]
+
+
 class ApiError(AgentError):
     def __init__(self, status: int, body: Any) -> None:
         self.status, self.body = status, body
@@ -126,15 +140,7 @@ class ApiClient:
             name, _, value = line.partition(b":")
             if name.strip().lower() == b"content-length" and value.strip().isdigit():
                 length = int(value.strip())
-        try:
-            while len(got) < length:
-                more = sock.recv(65536)
-                if not more:
-                    break
-                got += more
-        except OSError:
-            pass
-        return got[:length]
+        return read_body(sock, got, length)
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         return json.loads(self.request_raw(method, path, body)[1] or b"null")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.cli.calls import CallError, reason
-from agent.client import ApiClient
+from agent.client import ApiClient, read_body
 from agent.errors import AgentError
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -226,13 +226,4 @@ class WebSocket:
 
 def _rest_of_body(sock: ssl.SSLSocket, headers: dict[str, str], got: bytes) -> bytes:
     raw = headers.get("content-length", "")
-    length = int(raw) if raw.isdigit() else MAX_HEAD
-    try:
-        while len(got) < length:
-            more = sock.recv(RECV_SIZE)
-            if not more:
-                break
-            got += more
-    except OSError:
-        pass
-    return got[:length]
+    return read_body(sock, got, int(raw) if raw.isdigit() else MAX_HEAD)
