@@ -80,8 +80,8 @@ bootstrap: install ## Install the controller's system packages and start dockerd
 
 # --- the lab -----------------------------------------------------------------------------------
 .PHONY: lab-up
-lab-up: bootstrap ## Build and provision the lab (LAB=default CLIENTS=2; RAW_EXEC=1: the raw_exec driver, trusted jobspecs only)
-	$(BIN)/fieldlab lab up --lab $(LAB) --clients $(CLIENTS) --provider $(PROVIDER) $(if $(filter 1,$(RAW_EXEC)),--raw-exec)
+lab-up: bootstrap ## Build and provision the lab (LAB=default CLIENTS=2; RAW_EXEC=1: the raw_exec driver, trusted jobspecs only; LAYOUT=nomad: the agents under a Nomad client's names)
+	$(BIN)/fieldlab lab up --lab $(LAB) --clients $(CLIENTS) --provider $(PROVIDER) $(if $(filter 1,$(RAW_EXEC)),--raw-exec) $(if $(LAYOUT),--layout $(LAYOUT))
 
 .PHONY: lab-bake
 lab-bake: bootstrap ## Build (or find cached) the baked node images lab-up starts nodes from

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import ConfigError
+from agent.layout import NodeLayout
 
 DEFAULT_CONFIG = Path("/etc/fieldlab-agent/config.json")
 
@@ -93,6 +94,10 @@ class Config:
     cni_conf_dir: Path = Path("/etc/cni/net.d")
     cni_network: str = "fieldlab"  # the conflist <cni_conf_dir>/<cni_network>.conflist
     cni_bridge: str = "fieldlab0"
+    # Names outside the data dir (agent.layout): an exec group's netns /run/netns/<prefix><alloc id>,
+    # a process task's cgroup <root>/<parent>/<alloc>.<task>. Nomad's: "" and "nomad.slice".
+    netns_prefix: str = "fl-"
+    cgroup_parent: str = "fieldlab"
     sweep_interval: float = 60.0  # seconds between orphan sweeps
     sweep_grace: float = 60.0  # containers younger than this are never swept
     sweep_dry_run: bool = False  # only report what the sweeper would remove
@@ -311,6 +316,8 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "cni_bridge",
         "advertise_address",
         "datacenter",
+        "netns_prefix",
+        "cgroup_parent",
     ):
         if key in raw:
             if not isinstance(raw[key], str):
@@ -350,6 +357,11 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
             kw[key] = check()
     if "shutdown_timeout" in raw:
         kw["shutdown_timeout"] = _seconds(p, raw, "shutdown_timeout")
+    try:
+        NodeLayout(kw.get("netns_prefix", "fl-"), kw.get("cgroup_parent", "fieldlab"))
+    except ValueError as exc:
+        key = str(exc).split(" ", 1)[0]
+        raise ConfigError(p, key, str(exc).split(": ", 1)[-1]) from None
     if raw.get("tls") is not None:
         kw["tls"] = _tls(p, raw["tls"])
     if raw.get("vault") is not None:

@@ -22,13 +22,14 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
-from agent import __version__
+from agent import __version__, layout
 from agent.api import ApiServer, Handler, StreamOpener, Upgrade
 from agent.config import Config
 from agent.consul import ConsulClient
 from agent.core import Core
 from agent.errors import AgentError
 from agent.faults import Faults
+from agent.layout import NodeLayout
 from agent.network.cni import CniNetwork
 from agent.nodeinfo import driver_health
 from agent.nomadapi import structs
@@ -175,6 +176,7 @@ class Agent:
         (then it is started now, so that health says at once whether it can)."""
         vault = self.config.vault
         bind_job_policies(JobPolicies(vault.job_policy_prefix, vault.job_policies))
+        layout.bind(NodeLayout(self.config.netns_prefix, self.config.cgroup_parent))
         render_worker.configure(fail_closed=self.config.template_worker_fail_closed)
         if self.config.template_worker_fail_closed:
             render_worker.prestart()

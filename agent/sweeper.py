@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from agent import layout
 from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
 from agent.drivers.docker import DockerDriver
 from agent.drivers.process import Cgroups
 from agent.fsutil import unmount_below
+from agent.layout import netns_alloc
 from agent.network import iptables, netns
 from agent.network.cni import CniNetwork
 
@@ -50,10 +52,11 @@ class Observed:
     reservations: Sequence[tuple[str, str]] = ()  # (ip, container id)
     chains: Sequence[SeenChain] = ()
     alloc_dirs: Sequence[str] = ()
-    netns: Sequence[str] = ()  # names of agent-created netns: "fl-<alloc id>"
+    netns: Sequence[str] = ()  # names of netns in /run/netns, agent-made ones "<netns_prefix><alloc id>"
     # ("<alloc>.<task>", pids) of process tasks: exec and raw_exec (agent.drivers.process)
     task_cgroups: Sequence[tuple[str, Sequence[int]]] = ()
     forward_ips: Sequence[str] = ()  # addresses with firewall-plugin rules in CNI-FORWARD (no comment)
+    netns_prefix: str = "fl-"  # the bound layout's (agent.layout): which netns names are the agent's
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,10 @@ def plan_sweep(
     ]
     kept_dirs = live_ids | set(recorded)
     out += [Removal("alloc_dir", d, d) for d in obs.alloc_dirs if d not in kept_dirs]
-    out += [Removal("netns", n, n[3:]) for n in obs.netns if n.startswith("fl-") and n[3:] not in live_ids]
+    for n in obs.netns:
+        alloc = netns_alloc(n, obs.netns_prefix)
+        if alloc is not None and alloc not in live_ids:
+            out.append(Removal("netns", n, alloc))
     for name, pids in obs.task_cgroups:
         alloc = name.rsplit(".", 1)[0]
         if alloc not in live_ids:
@@ -166,9 +172,12 @@ class Sweeper:
             forward_ips = iptables.forward_rule_ips()
         alloc_root = self.data_dir / "alloc"
         dirs = sorted(p.name for p in alloc_root.iterdir() if p.is_dir()) if alloc_root.is_dir() else []
-        spaces = [n for n in netns.list_names() if n.startswith("fl-")]
+        prefix = layout.current().netns_prefix
+        spaces = [n for n in netns.list_names() if netns_alloc(n, prefix) is not None]
         cgroups = [(name, Cgroups(name).pids()) for name in Cgroups.names()]
-        return Observed(containers, cache_ids, reservations, chains, dirs, spaces, cgroups, forward_ips)
+        return Observed(
+            containers, cache_ids, reservations, chains, dirs, spaces, cgroups, forward_ips, prefix
+        )
 
     def sweep(
         self, live: Iterable[str], adopted: Iterable[str] = (), recorded: Iterable[str] = ()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from e2e.harness import invariants
-from e2e.harness.cluster import AGENT_DATA_DIR, Cluster
+from e2e.harness.cluster import Cluster
 from e2e.harness.faults import AgentDown, AgentRestart, alloc_containers, injected
 from e2e.harness.jobs import SEED_RESTORE, read, running_job
 
@@ -28,7 +28,7 @@ def test_an_alloc_whose_dir_vanished_is_replaced(cluster: Cluster) -> None:
     with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
         invariants.wait_invariants(cluster, "the seed job started", [node])
         with injected(AgentDown(cluster, node)):
-            d = f"{AGENT_DATA_DIR}/alloc/{job.alloc_id}"
+            d = f"{cluster.target.data_dir}/alloc/{job.alloc_id}"
             # Its secrets/ tmpfs mounts go first, as a lost or replaced disk would take them.
             node.run(f"findmnt -rn -o TARGET | grep '^{d}/' | sort -r | xargs -r umount -l; rm -rf {d}")
         invariants.wait_invariants(cluster, "restore without the alloc dir", [node])
@@ -83,7 +83,7 @@ def test_what_a_forgotten_alloc_left_behind_is_swept(cluster: Cluster) -> None:
     with running_job(agent, read(SEED_RESTORE), SEED_RESTORE.name) as job:
         invariants.wait_invariants(cluster, "the seed job started", [node])
         with injected(AgentDown(cluster, node)):
-            node.run(f"rm -f {AGENT_DATA_DIR}/state/state.db*")
+            node.run(f"rm -f {cluster.target.data_dir}/state/state.db*")
         assert agent.allocs() == [], "the agent still knows allocs after its state was wiped"
         invariants.wait_invariants(cluster, "the agent started with no state", [node])
         left = alloc_containers(node, job.alloc_id, target=cluster.target)

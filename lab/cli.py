@@ -18,7 +18,7 @@ from typing import Any
 
 from lab import __version__
 from lab.bake import BAKED_REPO, Bake, baked_wheel, ensure_baked, find_baked
-from lab.config import PROJECT_DIR, PROVIDERS, LabPaths, LabSpec
+from lab.config import LAYOUTS, PROJECT_DIR, PROVIDERS, LabPaths, LabSpec
 from lab.errors import LabError, NotRootError
 from lab.progress import Timings, say, warn
 from lab.providers import provider_for
@@ -59,6 +59,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         subnet=args.subnet,
         static_inventory=Path(args.inventory) if args.inventory else None,
         raw_exec=args.raw_exec,
+        layout=args.layout,
     )
     paths = LabPaths(spec.name)
     existed = paths.lab_file.exists()
@@ -69,6 +70,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         + (f" ({spec.full} full, {spec.light} light)" if spec.light else "")
         + f", subnet {spec.subnet}"
         + (", raw_exec on" if spec.raw_exec else "")
+        + (f", {spec.layout} layout" if spec.layout != "fieldlab" else "")
         + (" (converging the running lab)" if existed else "")
     )
     try:
@@ -89,8 +91,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         else:
             # Independent: the nodes boot while the agent's wheelhouse builds.
             record, digest = _nodes_and_wheelhouse(provider, spec, paths, images, timings)
-        if record.raw_exec != spec.raw_exec:  # what this `up` asked for, kept for later commands
-            record = replace(record, raw_exec=spec.raw_exec)
+        if (record.raw_exec, record.layout) != (spec.raw_exec, spec.layout):  # kept for later commands
+            record = replace(record, raw_exec=spec.raw_exec, layout=spec.layout)
             record.save(paths)
         with timings.phase("inventory"):
             inv = write_inventory(record, paths)
@@ -485,6 +487,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("RAW_EXEC") == "1",
         help="enable the agents' raw_exec driver (no isolation: trusted jobspecs only; off by default;"
         " make test and make nightly set it) (env RAW_EXEC=1)",
+    )
+    up.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default=os.environ.get("LAYOUT") or "fieldlab",
+        help="the agents' node layout: fieldlab (default), or nomad: a Nomad client's names (unit nomad,"
+        " /opt/nomad/data, netns by alloc id, nomad.slice, CNI network nomad), so that the suites run"
+        " with TARGET=nomad against this agent (env LAYOUT)",
     )
     up.add_argument("--no-provision", action="store_true", help="only create nodes and the inventory")
     up.add_argument(

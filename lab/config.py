@@ -49,6 +49,9 @@ class NodeSpec:
     address: str
 
 
+LAYOUTS = ("fieldlab", "nomad")  # the agent role's fieldlab_agent_layout
+
+
 @dataclass(frozen=True)
 class LabSpec:
     """What the user asked for: a named lab, its provider and its shape."""
@@ -63,8 +66,14 @@ class LabSpec:
     # The agents' raw_exec driver (no isolation: trusted jobspecs only). Off unless the lab is made
     # for suites that run raw_exec tasks (`fieldlab lab up --raw-exec`; make test and make nightly).
     raw_exec: bool = False
+    # The node layout the agents are deployed with: `fieldlab` (this project's names) or `nomad` (a
+    # Nomad client's: unit, data dir, netns, cgroups, CNI network), which the suites then read with
+    # TARGET=nomad (the inventory's fieldlab_target).
+    layout: str = "fieldlab"
 
     def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"--layout {self.layout!r}: one of {', '.join(LAYOUTS)}")
         if not _NAME_RE.match(self.name):
             raise ConfigError(f"lab name {self.name!r}: use 1-24 of a-z, 0-9 and '-', starting with a letter")
         if self.provider not in PROVIDERS:

@@ -91,6 +91,11 @@ def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
         # The agents' raw_exec driver (no isolation, trusted jobspecs only): as `lab up` was asked.
         "fieldlab_agent_raw_exec_enabled": record.raw_exec,
     }
+    if record.layout != "fieldlab":
+        # The agents laid out as a Nomad client (the roles' fieldlab_layout), and the harness told
+        # to read the nodes by the same names (e2e/targets/<layout>.yml).
+        lab_vars["fieldlab_layout"] = record.layout
+        lab_vars["fieldlab_target"] = record.layout
     if record.provider == "docker" or paths.ssh_key.exists():
         lab_vars["ansible_ssh_private_key_file"] = str(paths.ssh_key)
     if record.static_inventory:

@@ -79,6 +79,8 @@ def print_summary(
         print("memory:      " + memory_line(record, memory))
     if record.raw_exec:
         print("raw_exec:    on for every client (no isolation: trusted jobspecs only)")
+    if record.layout != "fieldlab":
+        print(f"layout:      {record.layout} (the agents under Nomad's names; the suites read the nodes so)")
     print(f"inventory:   {inv}")
     print(f"state dir:   {paths.state_dir}   (secrets in {paths.secrets_dir}, mode 0600)")
     last = record.nodes[-1]

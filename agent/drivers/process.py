@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent import layout
 from agent.drivers.base import DriverError, ExitReport, TaskHandle, TaskStatus
 from agent.drivers.usage import Usage, cgroup_usage
 from agent.model import Task
@@ -44,7 +45,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-CGROUP_PARENT = "fieldlab"  # the agent's task cgroups: <root>[/<controller>]/fieldlab/<alloc>.<task>
+
+
+def cgroup_parent() -> str:
+    """The agent's task cgroups: <root>[/<controller>]/<parent>/<alloc>.<task> (agent.layout)."""
+    return layout.current().cgroup_parent
+
+
 TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 KILL_WAIT = 5.0  # seconds to wait for a process after SIGKILL
 # What every host-side process of a process driver runs with (P before it becomes the workload, the
@@ -99,9 +106,9 @@ class Cgroups:
         self.name = name
         self.v2 = (root / "cgroup.controllers").exists()
         self.dirs = (
-            [root / CGROUP_PARENT / name]
+            [root / cgroup_parent() / name]
             if self.v2
-            else [root / c / CGROUP_PARENT / name for c in ("memory", "cpu")]
+            else [root / c / cgroup_parent() / name for c in ("memory", "cpu")]
         )
 
     @classmethod
@@ -159,7 +166,7 @@ class Cgroups:
     def names(cls, root: Path = CGROUP_ROOT) -> list[str]:
         """Names of the task cgroups the agent made (for the orphan sweeper)."""
         v2 = (root / "cgroup.controllers").exists()
-        base = root / CGROUP_PARENT if v2 else root / "memory" / CGROUP_PARENT
+        base = root / cgroup_parent() if v2 else root / "memory" / cgroup_parent()
         return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
 
     def pids(self) -> list[int]:
@@ -195,7 +202,7 @@ def task_cgroup_name(proc_cgroup_lines: list[str]) -> str | None:
     """The task cgroup's name ("<alloc>.<task>") in the lines of a /proc/<pid>/cgroup, if any."""
     for line in proc_cgroup_lines:
         path = line.split(":", 2)[-1]
-        if path.startswith(f"/{CGROUP_PARENT}/"):
+        if path.startswith(f"/{cgroup_parent()}/"):
             parts = path.split("/")
             if len(parts) > 2 and parts[2]:
                 return parts[2]

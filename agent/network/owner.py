@@ -1,17 +1,18 @@
-"""A network namespace the agent creates by name (`/run/netns/fl-<alloc>`), for bridge groups
-whose tasks all join a netns by path (exec, raw processes). A host reboot clears /run: the owner
+"""A network namespace the agent creates by name (`/run/netns/<prefix><alloc>`, agent.layout), for
+bridge groups whose tasks all join a netns by path (exec, raw processes). A host reboot clears /run: the owner
 is then gone and restore rebuilds the network."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from agent import layout
 from agent.drivers.base import TaskHandle, TaskStatus
 from agent.network import netns
 
 
 def netns_name(alloc_id: str) -> str:
-    return f"fl-{alloc_id}"
+    return layout.current().netns_name(alloc_id)
 
 
 def pid_in_netns(path: Path, pid: int) -> bool:

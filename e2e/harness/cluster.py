@@ -60,13 +60,15 @@ class Agent:
 
     def register(self, jobspec: str, source: str) -> dict[str, Any]:
         """Parse the HCL2 jobspec (POST /v1/jobs/parse, as the server does) and register it (PUT
-        /v1/jobs) with its Submission: Nomad's JobRegisterResponse."""
+        /v1/jobs), pinned to this client by a `${node.unique.name}` constraint, with its Submission
+        (the jobspec as given): Nomad's JobRegisterResponse."""
         try:
             job = self.request("POST", "/v1/jobs/parse", {"JobHCL": jobspec, "Canonicalize": True})
         except AgentError as exc:
             raise AgentError(f"{source}: {exc}") from None
         submission = {"Source": jobspec, "Format": "hcl2", "VariableFlags": {}, "Variables": ""}
-        return dict(self.request("PUT", "/v1/jobs", {"Job": job, "Submission": submission}))
+        body = {"Job": nomadview.pinned(job, self.node.name), "Submission": submission}
+        return dict(self.request("PUT", "/v1/jobs", body))
 
     def run_job(self, jobspec: str, source: str) -> list[str]:
         """Register the job; the IDs of the allocations its evaluation placed."""

@@ -190,3 +190,19 @@ def alloc_events(a: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def alloc_ids(allocs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(a["ID"]) for a in allocs]
+
+
+NODE_NAME_TARGET = "${node.unique.name}"
+
+
+def pinned(job: Mapping[str, Any], node_name: str) -> dict[str, Any]:
+    """The api.Job with a constraint that places it on the client `node_name` only (a Nomad
+    scheduler may place a job on any client of the cluster; the suites read the node they chose).
+    Its own constraints stay; one of the same kind already there is replaced, not doubled."""
+    own = [
+        c
+        for c in job.get("Constraints") or []
+        if not (c.get("LTarget") == NODE_NAME_TARGET and c.get("Operand") in ("=", "==", "is"))
+    ]
+    pin = {"LTarget": NODE_NAME_TARGET, "RTarget": node_name, "Operand": "="}
+    return {**job, "Constraints": [*own, pin]}

@@ -63,6 +63,8 @@ class LabRecord:
     baked: dict[str, str] = field(default_factory=dict)
     # The agents run the raw_exec driver (`lab up --raw-exec`): written into the inventory.
     raw_exec: bool = False
+    # The agents' node layout (`lab up --layout`): fieldlab, or nomad (Nomad's names: e2e/targets/).
+    layout: str = "fieldlab"
 
     def save(self, paths: LabPaths) -> None:
         paths.lab_file.write_text(json.dumps(asdict(self), indent=2) + "\n")

@@ -1,0 +1,139 @@
+"""The node layout (agent.layout): this project's names or a Nomad client's, chosen in the config,
+bound by the daemon, read by the netns owner, the process drivers' cgroups and the sweeper; the lab
+role's layouts say the same as the harness's target profiles; `lab up --layout nomad` tells both the
+roles and the harness; and the harness pins every job to its client with a constraint."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent import layout
+from agent.config import load_config
+from agent.drivers.process import Cgroups, task_cgroup_name
+from agent.errors import ConfigError
+from agent.layout import FIELDLAB, NOMAD, NodeLayout, netns_alloc
+from agent.network.owner import netns_name
+from agent.sweeper import Observed, plan_sweep
+from e2e.harness.nomadview import pinned
+from e2e.harness.target import load_target
+from lab.config import LabPaths, LabSpec
+from lab.errors import ConfigError as LabConfigError
+from lab.inventory import inventory_data
+from lab.providers.base import LabRecord, Node
+
+ROOT = Path(__file__).resolve().parent.parent
+LIVE = "25ae50ff-a9cc-410b-a13d-90c55bdf29c1"
+DEAD = "0b7e1d2c-1111-4a0b-95c4-99111646b200"
+
+
+@pytest.fixture
+def bound() -> Iterator[None]:
+    yield
+    layout.bind(FIELDLAB)
+
+
+def test_a_netns_name_belongs_to_an_alloc_only_under_the_layouts_prefix() -> None:
+    assert netns_alloc(f"fl-{LIVE}", "fl-") == LIVE
+    assert netns_alloc(LIVE, "fl-") is None  # Nomad's name is not this layout's
+    assert netns_alloc(LIVE, "") == LIVE
+    # With no prefix only an alloc id's shape tells: another tool's netns is never the agent's.
+    assert netns_alloc("cni-1234", "") is None and netns_alloc(f"fl-{LIVE}", "") is None
+    assert netns_alloc("fl-", "fl-") is None
+
+
+def test_a_layout_refuses_names_that_are_not_one_path_component() -> None:
+    with pytest.raises(ValueError, match="cgroup_parent"):
+        NodeLayout(cgroup_parent="../escape")
+    with pytest.raises(ValueError, match="cgroup_parent"):
+        NodeLayout(cgroup_parent="a/b")
+    with pytest.raises(ValueError, match="netns_prefix"):
+        NodeLayout(netns_prefix="x/")
+
+
+def test_the_bound_layout_names_the_netns_and_the_task_cgroups(bound: None, tmp_path: Path) -> None:
+    assert netns_name(LIVE) == f"fl-{LIVE}"
+    layout.bind(NOMAD)
+    assert netns_name(LIVE) == LIVE
+    (tmp_path / "cgroup.controllers").write_text("memory cpu\n")  # a v2 hierarchy
+    cg = Cgroups.of_task(LIVE, "web", tmp_path)
+    assert cg.dirs == [tmp_path / "nomad.slice" / f"{LIVE}.web"]
+    (tmp_path / "nomad.slice" / f"{LIVE}.web").mkdir(parents=True)
+    (tmp_path / "fieldlab" / f"{DEAD}.web").mkdir(parents=True)  # the other layout's: not listed
+    assert Cgroups.names(tmp_path) == [f"{LIVE}.web"]
+    assert task_cgroup_name([f"0::/nomad.slice/{LIVE}.web"]) == f"{LIVE}.web"
+    assert task_cgroup_name([f"0::/fieldlab/{LIVE}.web"]) is None
+
+
+def test_the_sweeper_removes_a_dead_allocs_netns_by_the_layouts_names() -> None:
+    nomad = Observed(netns=[LIVE, DEAD, "cni-other", f"fl-{DEAD}"], netns_prefix="")
+    assert [(r.kind, r.target, r.owner) for r in plan_sweep({LIVE}, nomad)] == [("netns", DEAD, DEAD)]
+    mine = Observed(netns=[f"fl-{LIVE}", f"fl-{DEAD}", DEAD])
+    assert [(r.kind, r.target, r.owner) for r in plan_sweep({LIVE}, mine)] == [
+        ("netns", f"fl-{DEAD}", DEAD)
+    ]
+
+
+def test_the_config_takes_a_layout_and_refuses_a_bad_one_naming_the_key(tmp_path: Path) -> None:
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({"node_name": "n", "netns_prefix": "", "cgroup_parent": "nomad.slice"}))
+    cfg = load_config(p)
+    assert (cfg.netns_prefix, cfg.cgroup_parent) == ("", "nomad.slice")
+    assert (load_config_default(tmp_path).netns_prefix, load_config_default(tmp_path).cgroup_parent) == (
+        "fl-",
+        "fieldlab",
+    )
+    p.write_text(json.dumps({"node_name": "n", "cgroup_parent": "../../etc"}))
+    with pytest.raises(ConfigError, match=r"cgroup_parent.*one path component"):
+        load_config(p)
+    p.write_text(json.dumps({"node_name": "n", "netns_prefix": 3}))
+    with pytest.raises(ConfigError, match="netns_prefix"):
+        load_config(p)
+
+
+def load_config_default(tmp_path: Path) -> object:
+    p = tmp_path / "default.json"
+    p.write_text(json.dumps({"node_name": "n"}))
+    return load_config(p)
+
+
+def test_the_roles_layouts_name_what_the_harness_profiles_read() -> None:
+    role_vars = yaml.safe_load((ROOT / "lab/roles/fieldlab_agent/vars/main.yml").read_text())
+    layouts = role_vars["_fieldlab_agent_layouts"]
+    assert set(layouts) == {"fieldlab", "nomad"}
+    for name, names in layouts.items():
+        target = load_target(name)
+        agent = {"fieldlab": FIELDLAB, "nomad": NOMAD}[name]
+        assert names["unit"] == target.unit and names["data_dir"] == target.data_dir, name
+        assert names["config_dir"] == target.config_dir and names["cni_network"] == target.cni_network, name
+        assert names["netns_prefix"] == target.netns_prefix == agent.netns_prefix, name
+        assert names["cgroup_parent"] == target.cgroup_parent == agent.cgroup_parent, name
+        assert target.ipam_dir == f"/var/run/cni/{names['cni_network']}", name
+    # The agent's config carries them from the role's variables.
+    config = role_vars["fieldlab_agent_config"]
+    assert {"cni_network", "netns_prefix", "cgroup_parent"} <= set(config)
+
+
+def test_a_nomad_layout_lab_tells_the_roles_and_the_harness(tmp_path: Path) -> None:
+    paths = LabPaths("x", home=tmp_path)
+    nodes = [Node("server1", "server", "172.30.99.10"), Node("client1", "client", "172.30.99.11")]
+    plain = inventory_data(LabRecord("x", "docker", nodes), paths)["all"]["vars"]
+    assert "fieldlab_layout" not in plain and "fieldlab_target" not in plain
+    nomad = inventory_data(LabRecord("x", "docker", nodes, layout="nomad"), paths)["all"]["vars"]
+    assert (nomad["fieldlab_layout"], nomad["fieldlab_target"]) == ("nomad", "nomad")
+    with pytest.raises(LabConfigError, match="--layout 'consul'"):
+        LabSpec(layout="consul")
+
+
+def test_the_harness_pins_a_job_to_its_client_keeping_the_jobs_own_constraints() -> None:
+    own = {"LTarget": "${attr.kernel.name}", "RTarget": "linux", "Operand": "="}
+    other_pin = {"LTarget": "${node.unique.name}", "RTarget": "client9", "Operand": "="}
+    job = {"ID": "j", "Constraints": [own, other_pin]}
+    out = pinned(job, "client1")
+    assert out["Constraints"] == [own, {"LTarget": "${node.unique.name}", "RTarget": "client1", "Operand": "="}]
+    assert job["Constraints"] == [own, other_pin]  # the caller's job is not changed
+    assert pinned({"ID": "j", "Constraints": None}, "c")["Constraints"][0]["RTarget"] == "c"
