@@ -158,5 +158,5 @@ def test_seeded_chaos_keeps_every_invariant(
 
 
 def _delivered(node: Remote, job: RunningJob) -> tuple[bool | None, str]:
-    problems = checkers.delivery_problems(probes.observe_delivery(node, job.current(), "probe"))
+    problems = checkers.delivery_problems(probes.observe_delivery(job.agent, job.current(), "probe"))
     return (True if not problems else None), "; ".join(problems)

@@ -115,6 +115,6 @@ def test_openbao_unseals_itself_after_server_reboot(cluster: Cluster) -> None:
     problems = [
         p
         for c in cluster.clients
-        for p in checkers.approle_problems(probes.observe_approle(c, cluster.vault_addr))
+        for p in checkers.approle_problems(probes.observe_approle(c, cluster.vault_addr, cluster.target))
     ]
     assert not problems, "\n".join(problems)

@@ -52,7 +52,7 @@ def loaded_cert(node: Remote, job: RunningJob, what: str) -> str:
     """Wait until the probe has loaded the cert on disk; return its sha256."""
 
     def same() -> tuple[str | None, str]:
-        seen = observe_delivery(node, job.current(), TASK)
+        seen = observe_delivery(job.agent, job.current(), TASK)
         problems = checkers.delivery_problems(seen)
         return (seen.disk_sha256 if not problems else None), "; ".join(problems)
 
@@ -111,7 +111,7 @@ def test_change_script_runs_once_in_a_restored_task(cluster: Cluster) -> None:
     """nomad-15851/24051: the script runs inside the task after restore (it sends the probe SIGUSR1)."""
     node = cluster.clients[0]
     with running_job(cluster.agent(node), probe_job("pki-script", "script"), "script") as job:
-        first = cert_sha256_on_disk(node, job.alloc_id, TASK)
+        first = cert_sha256_on_disk(node, job.alloc_id, TASK, data_dir=job.agent.data_dir)
         for signal in ("SIGTERM", "SIGKILL"):
             before = deliveries(node, job, "script")
             with injected(AgentRestart(cluster, node, signal=signal)):
@@ -127,7 +127,7 @@ def test_change_script_runs_once_in_a_restored_task(cluster: Cluster) -> None:
                 events = [(e["type"], e["message"]) for e in cluster.agent(node).events(job.alloc_id)][-6:]
                 raise AssertionError(f"{node.name}: {exc}; last events {events}") from None
             invariants.check_starts(cluster, f"agent {signal}", [node])
-        assert cert_sha256_on_disk(node, job.alloc_id, TASK) != first
+        assert cert_sha256_on_disk(node, job.alloc_id, TASK, data_dir=job.agent.data_dir) != first
         assert deliveries(node, job, "script") == 2, "the change script ran more than once per change"
         invariants.final_check(cluster, "the agent restarts", [node], delay=job.restart_delay)
 

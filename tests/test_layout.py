@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from agent import layout
-from agent.config import load_config
+from agent.config import Config, load_config
 from agent.drivers.process import Cgroups, task_cgroup_name
 from agent.errors import ConfigError
 from agent.layout import FIELDLAB, NOMAD, NodeLayout, netns_alloc
@@ -73,9 +73,7 @@ def test_the_sweeper_removes_a_dead_allocs_netns_by_the_layouts_names() -> None:
     nomad = Observed(netns=[LIVE, DEAD, "cni-other", f"fl-{DEAD}"], netns_prefix="")
     assert [(r.kind, r.target, r.owner) for r in plan_sweep({LIVE}, nomad)] == [("netns", DEAD, DEAD)]
     mine = Observed(netns=[f"fl-{LIVE}", f"fl-{DEAD}", DEAD])
-    assert [(r.kind, r.target, r.owner) for r in plan_sweep({LIVE}, mine)] == [
-        ("netns", f"fl-{DEAD}", DEAD)
-    ]
+    assert [(r.kind, r.target, r.owner) for r in plan_sweep({LIVE}, mine)] == [("netns", f"fl-{DEAD}", DEAD)]
 
 
 def test_the_config_takes_a_layout_and_refuses_a_bad_one_naming_the_key(tmp_path: Path) -> None:
@@ -83,10 +81,8 @@ def test_the_config_takes_a_layout_and_refuses_a_bad_one_naming_the_key(tmp_path
     p.write_text(json.dumps({"node_name": "n", "netns_prefix": "", "cgroup_parent": "nomad.slice"}))
     cfg = load_config(p)
     assert (cfg.netns_prefix, cfg.cgroup_parent) == ("", "nomad.slice")
-    assert (load_config_default(tmp_path).netns_prefix, load_config_default(tmp_path).cgroup_parent) == (
-        "fl-",
-        "fieldlab",
-    )
+    default = load_config_default(tmp_path)
+    assert (default.netns_prefix, default.cgroup_parent) == ("fl-", "fieldlab")
     p.write_text(json.dumps({"node_name": "n", "cgroup_parent": "../../etc"}))
     with pytest.raises(ConfigError, match=r"cgroup_parent.*one path component"):
         load_config(p)
@@ -95,7 +91,7 @@ def test_the_config_takes_a_layout_and_refuses_a_bad_one_naming_the_key(tmp_path
         load_config(p)
 
 
-def load_config_default(tmp_path: Path) -> object:
+def load_config_default(tmp_path: Path) -> Config:
     p = tmp_path / "default.json"
     p.write_text(json.dumps({"node_name": "n"}))
     return load_config(p)
@@ -134,6 +130,16 @@ def test_the_harness_pins_a_job_to_its_client_keeping_the_jobs_own_constraints()
     other_pin = {"LTarget": "${node.unique.name}", "RTarget": "client9", "Operand": "="}
     job = {"ID": "j", "Constraints": [own, other_pin]}
     out = pinned(job, "client1")
-    assert out["Constraints"] == [own, {"LTarget": "${node.unique.name}", "RTarget": "client1", "Operand": "="}]
+    pin = {"LTarget": "${node.unique.name}", "RTarget": "client1", "Operand": "="}
+    assert out["Constraints"] == [own, pin]
     assert job["Constraints"] == [own, other_pin]  # the caller's job is not changed
     assert pinned({"ID": "j", "Constraints": None}, "c")["Constraints"][0]["RTarget"] == "c"
+
+
+def test_a_missing_approle_file_fails_this_agents_smoke_but_not_a_nomad_clients() -> None:
+    from e2e.harness.checkers import AppRoleSeen, approle_problems
+
+    assert approle_problems(AppRoleSeen("c1", {"login": "absent"})) == ["c1: no AppRole credentials file"]
+    assert approle_problems(AppRoleSeen("c1", {"login": "absent"}, required=False)) == []
+    # Present but failing is a problem on either target.
+    assert approle_problems(AppRoleSeen("c1", {"login": "failed"}, required=False))

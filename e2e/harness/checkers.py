@@ -103,11 +103,16 @@ APPROLE_REFUSED = ("other_agent", "sys_mounts", "root_ca", "workload", "kv", "pl
 @dataclass(frozen=True)
 class AppRoleSeen:
     node: str
-    answers: dict[str, str]  # probe name -> "ok"/"failed" (login) or the HTTP status
+    answers: dict[str, str]  # probe name -> "ok"/"failed"/"absent" (login) or the HTTP status
+    # The node must have the lab's AppRole file: this agent's (the fieldlab target's). A Nomad
+    # client logs in to Vault its own way and may have none: then nothing is checked.
+    required: bool = True
 
 
 def approle_problems(seen: AppRoleSeen) -> list[str]:
     got = seen.answers
+    if got.get("login") == "absent":
+        return [f"{seen.node}: no AppRole credentials file"] if seen.required else []
     problems = [
         f"{seen.node}: approle {k} gave {got.get(k)!r}, expected {v!r}"
         for k, v in APPROLE_ALLOWED.items()

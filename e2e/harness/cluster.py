@@ -42,9 +42,10 @@ class Agent:
     the task handles found on its node (e2e.harness.nomadview). Reads return None while the agent
     does not answer (it may be restarting); `request` raises AgentError naming the node."""
 
-    def __init__(self, node: Remote, secrets: Path) -> None:
+    def __init__(self, node: Remote, secrets: Path, data_dir: str = AGENT_DATA_DIR) -> None:
         self.node = node
         self.api = api_client(node, secrets, timeout=20.0)
+        self.data_dir = data_dir  # the client's data dir (the target profile's): alloc dirs below it
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         try:
@@ -198,7 +199,7 @@ class Cluster:
         n = self.node(node) if isinstance(node, str) else node
         if n not in self.fleet:
             raise KeyError(f"{n.name} is not a client of lab {self.name}: it runs no agent")
-        return Agent(n, self.secrets)
+        return Agent(n, self.secrets, self.target.data_dir)
 
     def api(self, node: Remote, *, client_cert: bool = True, timeout: float = 60.0) -> ApiClient:
         """The agent's API client for `node` (see `api_client`); `agent(node)` wraps one for the suites."""

@@ -122,7 +122,7 @@ class FleetProbe:
         return self.agent.alloc(self.alloc_id)
 
     def seen(self) -> DeliverySeen:
-        return observe_delivery(self.node, self.alloc(), TASK)
+        return observe_delivery(self.agent, self.alloc(), TASK)
 
 
 @contextmanager
@@ -315,7 +315,7 @@ def check_deliveries(probes: Sequence[FleetProbe]) -> tuple[list[str], int]:
     def one(p: FleetProbe) -> tuple[list[str], int]:
         before = p.agent.events(p.alloc_id)
         alloc = p.alloc()
-        status = observe_delivery(p.node, alloc, TASK).status
+        status = observe_delivery(p.agent, alloc, TASK).status
         after, restarts = settled(p)
         probs = delivery_problems(
             p.key, p.mode, before, status, after, restarts, p.start_sha, p.start_signals

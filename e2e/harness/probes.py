@@ -34,7 +34,7 @@ from e2e.harness.checkers import (
     parse_container_names,
     parse_resources,
 )
-from e2e.harness.cluster import AGENT_DATA_DIR, Cluster
+from e2e.harness.cluster import Agent, Cluster
 from e2e.harness.jobs import PROBE_POLICY
 from e2e.harness.remote import Remote, q
 from e2e.harness.target import Target
@@ -70,12 +70,14 @@ def observe_vault(server: Remote) -> VaultSeen:
     return VaultSeen(server.name, res.rc, dict(json.loads(res.stdout)))
 
 
-def observe_approle(client: Remote, vault_addr: str) -> AppRoleSeen:
+def observe_approle(client: Remote, vault_addr: str, target: Target) -> AppRoleSeen:
     """Log in with the node's own AppRole (on the node: the token never leaves it) and try what its
     policy must allow and what it must refuse; each answer by name. The agent's token creates tasks'
     tokens through the token role only (`task_token`, revoked again at once); it issues no workload
-    cert and reads no KV entry itself."""
-    login = f"curl -sf -X POST -d @/etc/fieldlab-agent/approle.json {vault_addr}/v1/auth/approle/login"
+    cert and reads no KV entry itself. The file is in the target's config dir; a target other than
+    this agent may have none (login=absent)."""
+    approle = f"{target.config_dir}/approle.json"
+    login = f"curl -sf -X POST -d @{approle} {vault_addr}/v1/auth/approle/login"
     probes = {
         "workload": (
             "POST",
@@ -100,6 +102,7 @@ def observe_approle(client: Remote, vault_addr: str) -> AppRoleSeen:
     }
     lines = [
         "set -u",
+        f"[ -r {approle} ] || {{ echo login=absent; exit 0; }}",
         f"tok=$({login} | jq -r .auth.client_token)",
         '[ -n "$tok" ] && [ "$tok" != null ] || { echo login=failed; exit 0; }',
         "echo login=ok",
@@ -122,7 +125,8 @@ def observe_approle(client: Remote, vault_addr: str) -> AppRoleSeen:
     ]
     script = "\n".join(lines)
     out = client.out(f"bash -c {q(script)}")
-    return AppRoleSeen(client.name, dict(line.split("=", 1) for line in out.splitlines() if "=" in line))
+    answers = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return AppRoleSeen(client.name, answers, required=target.name == "fieldlab")
 
 
 def observe_agent(cluster: Cluster, client: Remote) -> AgentSeen:
@@ -154,7 +158,7 @@ def observe_node(cluster: Cluster, node: Remote) -> NodeSeen:
         systemd,
         docker=observe_docker_run(node),
         cni=observe_cni(node),
-        approle=observe_approle(node, cluster.vault_addr),
+        approle=observe_approle(node, cluster.vault_addr, cluster.target),
         agent=observe_agent(cluster, node),
     )
 
@@ -338,8 +342,9 @@ def cert_sha256_on_disk(
     node: Remote,
     alloc_id: str,
     task: str,
+    *,
+    data_dir: str,
     rel: str = "secrets/cert.pem",
-    data_dir: str = AGENT_DATA_DIR,
 ) -> str | None:
     path = f"{data_dir}/alloc/{alloc_id}/{task}/{rel}"
     res = node.run(f"openssl x509 -in {path} -outform der | sha256sum", check=False)
@@ -357,11 +362,13 @@ def probe_status(node: Remote, port: int) -> dict[str, Any] | None:
         return None
 
 
-def observe_delivery(node: Remote, alloc: dict[str, Any], task: str) -> DeliverySeen:
-    """What the probe of `alloc` has loaded, and the certificate on disk for its `task`."""
+def observe_delivery(agent: Agent, alloc: dict[str, Any], task: str) -> DeliverySeen:
+    """What the probe of `alloc` has loaded, and the certificate on disk for its `task` (in the
+    agent's data dir, as its target profile names it)."""
+    node = agent.node
     port = int(alloc["network"]["ports"][0]["host"])
     status = probe_status(node, port)
-    disk = cert_sha256_on_disk(node, alloc["id"], task)
+    disk = cert_sha256_on_disk(node, alloc["id"], task, data_dir=agent.data_dir)
     return DeliverySeen(node.name, alloc["id"], port, status, disk)
 
 
