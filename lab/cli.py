@@ -19,7 +19,7 @@ from typing import Any
 from lab import __version__
 from lab.bake import BAKED_REPO, Bake, baked_wheel, ensure_baked, find_baked
 from lab.config import LAYOUTS, PROJECT_DIR, PROVIDERS, LabPaths, LabSpec
-from lab.errors import LabError, NotRootError
+from lab.errors import ConfigError, LabError, NotRootError
 from lab.progress import Timings, say, warn
 from lab.providers import provider_for
 from lab.providers.base import LabRecord, Node
@@ -47,11 +47,8 @@ def _record(paths: LabPaths) -> LabRecord | None:
     return LabRecord.load(paths)
 
 
-def cmd_up(args: argparse.Namespace) -> int:
-    _require_root(args.provider)
-    from lab.inventory import write_inventory
-
-    spec = LabSpec(
+def _spec(args: argparse.Namespace) -> LabSpec:
+    return LabSpec(
         name=args.lab,
         provider=args.provider,
         clients=args.clients,
@@ -60,8 +57,19 @@ def cmd_up(args: argparse.Namespace) -> int:
         static_inventory=Path(args.inventory) if args.inventory else None,
         raw_exec=args.raw_exec,
         layout=args.layout,
+        target=args.target,
     )
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    _require_root(args.provider)
+    from lab.inventory import write_inventory
+
+    spec = _spec(args)
+    # A Nomad cluster's own clients: nothing to provision, the cluster's certificates by hand.
+    no_provision = args.no_provision or spec.target != "fieldlab"
     paths = LabPaths(spec.name)
+    _require_cluster_certs(paths, spec.target)
     existed = paths.lab_file.exists()
     provider = provider_for(spec.provider)
     timings = Timings(command="lab up")
@@ -71,6 +79,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         + f", subnet {spec.subnet}"
         + (", raw_exec on" if spec.raw_exec else "")
         + (f", {spec.layout} layout" if spec.layout != "fieldlab" else "")
+        + (f", target {spec.target} (nothing deployed)" if spec.target != "fieldlab" else "")
         + (" (converging the running lab)" if existed else "")
     )
     try:
@@ -81,22 +90,20 @@ def cmd_up(args: argparse.Namespace) -> int:
                 ph.detail = f"{'built' if built else 'cached'} {base}"
         bake: Bake | None = None
         digest = ""
-        if base and getattr(provider, "bakes", False) and not args.no_provision and not args.no_bake:
+        if base and getattr(provider, "bakes", False) and not no_provision and not args.no_bake:
             bake, digest = _bake_phases(provider, base, paths, timings)
         images = bake.tags if bake is not None else None
-        if args.no_provision or digest:
+        if no_provision or digest:
             with timings.phase("nodes") as ph:
                 record = provider.up(spec, paths, images=images)
                 ph.detail = f"{len(record.nodes)} nodes"
         else:
             # Independent: the nodes boot while the agent's wheelhouse builds.
             record, digest = _nodes_and_wheelhouse(provider, spec, paths, images, timings)
-        if (record.raw_exec, record.layout) != (spec.raw_exec, spec.layout):  # kept for later commands
-            record = replace(record, raw_exec=spec.raw_exec, layout=spec.layout)
-            record.save(paths)
+        record = _keep_choices(record, spec, paths)
         with timings.phase("inventory"):
             inv = write_inventory(record, paths)
-        if not args.no_provision:
+        if not no_provision:
             on_bake = bake is not None and runs_baked(provider, record, bake.tags)
             if provision_plan(on_bake=on_bake, full=args.full) == "per-lab":
                 wheel = _baked_wheel(provider, bake) if bake is not None and not existed else ""
@@ -115,10 +122,37 @@ def cmd_up(args: argparse.Namespace) -> int:
                 provider.down(rec, paths)
             _forget(paths)
         raise
-    memory = {} if args.no_provision else node_memory(provider, record, paths, timings)
+    memory = {} if no_provision else node_memory(provider, record, paths, timings)
     timings.write(paths.timings)
-    print_summary(record, paths, inv, timings, provisioned=not args.no_provision, memory=memory)
+    print_summary(record, paths, inv, timings, provisioned=not no_provision, memory=memory)
     return 0
+
+
+def _keep_choices(record: LabRecord, spec: LabSpec, paths: LabPaths) -> LabRecord:
+    """What this `up` asked for (raw_exec, layout, target), kept in the record for later commands."""
+    asked = (spec.raw_exec, spec.layout, spec.target)
+    if (record.raw_exec, record.layout, record.target) == asked:
+        return record
+    record = replace(record, raw_exec=spec.raw_exec, layout=spec.layout, target=spec.target)
+    record.save(paths)
+    return record
+
+
+CLUSTER_CERTS = ("ca.pem", "operator.crt", "operator.key")
+
+
+def _require_cluster_certs(paths: LabPaths, target: str) -> None:
+    """A Nomad cluster's clients are reached with the cluster's CA and a client certificate it
+    accepts, copied into the lab's secrets dir by hand (the lab's own PKI issued none of them).
+    Nothing to check for this agent's lab (its PKI issues them)."""
+    if target == "fieldlab":
+        return
+    missing = [n for n in CLUSTER_CERTS if not (paths.secrets_dir / n).is_file()]
+    if missing:
+        raise ConfigError(
+            f"--target {target}: copy the cluster's CA and a client certificate it accepts to"
+            f" {paths.secrets_dir}/{{{','.join(CLUSTER_CERTS)}}} (mode 0600); missing: {', '.join(missing)}"
+        )
 
 
 def _bake_phases(provider: Any, base: str, paths: LabPaths, timings: Timings) -> tuple[Bake, str]:
@@ -495,6 +529,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="the agents' node layout: fieldlab (default), or nomad: a Nomad client's names (unit nomad,"
         " /opt/nomad/data, netns by alloc id, nomad.slice, CNI network nomad), so that the suites run"
         " with TARGET=nomad against this agent (env LAYOUT)",
+    )
+    up.add_argument(
+        "--target",
+        choices=LAYOUTS,
+        default=os.environ.get("LAB_TARGET") or "fieldlab",
+        help="what the clients run: fieldlab (this agent, deployed; default), or nomad: the clients of"
+        " your own Nomad cluster (--provider static): nothing is deployed, the cluster's ca.pem,"
+        " operator.crt and operator.key go into the lab's secrets dir, the suites read the nodes as"
+        " Nomad's (env LAB_TARGET)",
     )
     up.add_argument("--no-provision", action="store_true", help="only create nodes and the inventory")
     up.add_argument(

@@ -70,10 +70,26 @@ class LabSpec:
     # Nomad client's: unit, data dir, netns, cgroups, CNI network), which the suites then read with
     # TARGET=nomad (the inventory's fieldlab_target).
     layout: str = "fieldlab"
+    # What runs on the clients: `fieldlab`, this project's agent (deployed by lab up), or `nomad`, a
+    # Nomad cluster's clients on the user's own hosts (static provider): nothing is deployed, the
+    # cluster's certificates go into the secrets dir by hand, and the suites read the nodes so.
+    target: str = "fieldlab"
 
-    def __post_init__(self) -> None:
+    def _check_layout_and_target(self) -> None:
         if self.layout not in LAYOUTS:
             raise ConfigError(f"--layout {self.layout!r}: one of {', '.join(LAYOUTS)}")
+        if self.target not in LAYOUTS:
+            raise ConfigError(f"--target {self.target!r}: one of {', '.join(LAYOUTS)}")
+        if self.target != "fieldlab" and self.provider != "static":
+            raise ConfigError(
+                f"--target {self.target}: the clients of a running {self.target} cluster on your own hosts"
+                " (--provider static --inventory FILE); to run this agent under Nomad's names, --layout nomad"
+            )
+        if self.target != "fieldlab" and self.layout != "fieldlab":
+            raise ConfigError(f"--target {self.target} deploys nothing: --layout does not apply")
+
+    def __post_init__(self) -> None:
+        self._check_layout_and_target()
         if not _NAME_RE.match(self.name):
             raise ConfigError(f"lab name {self.name!r}: use 1-24 of a-z, 0-9 and '-', starting with a letter")
         if self.provider not in PROVIDERS:

@@ -44,6 +44,17 @@ def user_vars(path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]], di
     return _carried(top.get("vars")), groups, hosts
 
 
+def _target_vars(record: LabRecord) -> dict[str, str]:
+    """The agents laid out as a Nomad client (`--layout`: the roles' fieldlab_layout), or a Nomad
+    cluster's own clients (`--target`): either way the harness reads the nodes by that target
+    profile's names (fieldlab_target, e2e/targets/<name>.yml)."""
+    if record.target != "fieldlab":
+        return {"fieldlab_target": record.target}
+    if record.layout != "fieldlab":
+        return {"fieldlab_layout": record.layout, "fieldlab_target": record.layout}
+    return {}
+
+
 def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
     all_vars: dict[str, Any] = {}
     group_vars: dict[str, dict[str, Any]] = {}
@@ -91,11 +102,7 @@ def inventory_data(record: LabRecord, paths: LabPaths) -> dict[str, Any]:
         # The agents' raw_exec driver (no isolation, trusted jobspecs only): as `lab up` was asked.
         "fieldlab_agent_raw_exec_enabled": record.raw_exec,
     }
-    if record.layout != "fieldlab":
-        # The agents laid out as a Nomad client (the roles' fieldlab_layout), and the harness told
-        # to read the nodes by the same names (e2e/targets/<layout>.yml).
-        lab_vars["fieldlab_layout"] = record.layout
-        lab_vars["fieldlab_target"] = record.layout
+    lab_vars.update(_target_vars(record))
     if record.provider == "docker" or paths.ssh_key.exists():
         lab_vars["ansible_ssh_private_key_file"] = str(paths.ssh_key)
     if record.static_inventory:

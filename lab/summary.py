@@ -58,10 +58,11 @@ def print_summary(
     )
     if record.baked:
         print("baked:       " + ", ".join(f"{role}s {tag}" for role, tag in sorted(record.baked.items())))
+    agent = "fieldlab-agent" if record.layout == "fieldlab" else f"fieldlab-agent as unit {record.layout}"
     services = {
         "server": "openbao (vault api :8200), consul if installable",
-        "client": "dockerd, cni plugins, fieldlab-agent (mTLS api :4646)",
-        "light": "cni plugins, fieldlab-agent (mTLS api :4646; exec"
+        "client": f"dockerd, cni plugins, {agent} (mTLS api :4646)",
+        "light": f"cni plugins, {agent} (mTLS api :4646; exec"
         + (" and raw_exec" if record.raw_exec else "")
         + ", no docker)",
     }
@@ -79,6 +80,8 @@ def print_summary(
         print("memory:      " + memory_line(record, memory))
     if record.raw_exec:
         print("raw_exec:    on for every client (no isolation: trusted jobspecs only)")
+    if record.target != "fieldlab":
+        print(f"target:      {record.target} (your cluster's own clients: nothing deployed here)")
     if record.layout != "fieldlab":
         print(f"layout:      {record.layout} (the agents under Nomad's names; the suites read the nodes so)")
     print(f"inventory:   {inv}")

@@ -123,6 +123,13 @@ def test_a_nomad_layout_lab_tells_the_roles_and_the_harness(tmp_path: Path) -> N
     assert (nomad["fieldlab_layout"], nomad["fieldlab_target"]) == ("nomad", "nomad")
     with pytest.raises(LabConfigError, match="--layout 'consul'"):
         LabSpec(layout="consul")
+    # A Nomad cluster's own clients: only on the user's hosts, and nothing of this agent deployed.
+    with pytest.raises(LabConfigError, match="--target nomad: the clients of a running nomad cluster"):
+        LabSpec(target="nomad")
+    with pytest.raises(LabConfigError, match="--layout does not apply"):
+        LabSpec(provider="static", static_inventory=Path("x"), target="nomad", layout="nomad")
+    theirs = inventory_data(LabRecord("x", "static", nodes, target="nomad"), paths)["all"]["vars"]
+    assert theirs["fieldlab_target"] == "nomad" and "fieldlab_layout" not in theirs
 
 
 def test_the_harness_pins_a_job_to_its_client_keeping_the_jobs_own_constraints() -> None:
@@ -143,3 +150,4 @@ def test_a_missing_approle_file_fails_this_agents_smoke_but_not_a_nomad_clients(
     assert approle_problems(AppRoleSeen("c1", {"login": "absent"}, required=False)) == []
     # Present but failing is a problem on either target.
     assert approle_problems(AppRoleSeen("c1", {"login": "failed"}, required=False))
+

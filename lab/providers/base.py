@@ -65,6 +65,8 @@ class LabRecord:
     raw_exec: bool = False
     # The agents' node layout (`lab up --layout`): fieldlab, or nomad (Nomad's names: e2e/targets/).
     layout: str = "fieldlab"
+    # What the clients run (`lab up --target`): fieldlab (this agent, deployed) or nomad (theirs).
+    target: str = "fieldlab"
 
     def save(self, paths: LabPaths) -> None:
         paths.lab_file.write_text(json.dumps(asdict(self), indent=2) + "\n")
