@@ -9,7 +9,6 @@ sweeps. Two larger steps it runs on the loop have their own modules: the startup
 
 from __future__ import annotations
 
-import fnmatch
 import heapq
 import itertools
 import logging
@@ -37,7 +36,9 @@ from agent.jobupdate import UpdatePlan, earlier_versions, plan_job_update
 from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
 from agent.network.base import Network
+from agent.nodeinfo import node_attributes
 from agent.offload import Offload, threaded
+from agent.placement import NodeFacts, refusals
 from agent.records import AllocRecord, DesiredStatus, PortAlloc, RecordError, one_by_prefix
 from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
@@ -121,9 +122,12 @@ class Core:
         kill_point: KillHook | None = None,
         offload: Offload | None = None,
         gc_limits: GcLimits | None = None,
+        node: NodeFacts | None = None,
     ) -> None:
         self.limits = limits  # what a jobspec may ask for (the client's max_count, max_kill_timeout)
         self.datacenter = datacenter
+        # What a job's datacenters and constraints are checked against, and /v1/node/:id shows
+        self.node = node or NodeFacts("", "", datacenter, attributes=node_attributes(drivers.names))
         self.gc_limits = gc_limits or GcLimits()
         # Every write raises the change index: Nomad's X-Nomad-Index and blocking queries read it.
         self.changes = ChangeIndex()
@@ -422,23 +426,16 @@ class Core:
 
     def _refuse(self, job: Job, source: str) -> None:
         """JobspecError when this client would not place the job: a driver it does not run (or
-        its config leaves off, as raw_exec), or a datacenter it is not in."""
-        job_id = job.id
+        its config leaves off, as raw_exec), a datacenter it is not in, or a constraint of a group
+        it does not meet (agent.placement: Nomad would leave the group pending)."""
         refused = [
-            (f"job.{job_id}.group.{g.name}.task.{t.name}.driver", why)
+            (f"job.{job.id}.group.{g.name}.task.{t.name}.driver", why)
             for g in job.groups
             for t in g.tasks
             if (why := self.drivers.refusal(t.driver))
         ]
-        if not any(fnmatch.fnmatchcase(self.datacenter, dc) for dc in job.datacenters):
-            refused.append(
-                (
-                    f"job.{job_id}.datacenters",
-                    f"{list(job.datacenters)} does not include this client's datacenter "
-                    f'"{self.datacenter}" (config datacenter): Nomad would not place it here',
-                )
-            )
-        if refused:  # a driver this client does not run, or one its config leaves off (raw_exec)
+        refused += refusals(job, self.node)
+        if refused:
             raise JobspecError(source, refused)
 
     def running_allocs(self, job_id: str) -> list[AllocRunner]:

@@ -2,12 +2,12 @@
 it for one node (pure: plain data in, a plan out; the core carries it out).
 
 Per task group, comparing the running version with the new one:
-- unchanged but for `count`: allocs are added (count up) or the newest stopped (count down), the
-  others keep running untouched (Nomad's in-place update);
+- unchanged but for `count` and constraints: allocs are added (count up) or the newest stopped (count
+  down), the others keep running untouched (Nomad's in-place update);
 - changed in anything else (a task's config, env, templates, resources, the network, the restart
-  policy, services), or the job's own meta, type or datacenters changed: every live alloc of the
-  group is stopped and `count` new ones placed (Nomad's destructive update), each new one linked
-  to the alloc it replaces (PreviousAllocation / NextAllocation);
+  policy, services), or the job's own meta, type or datacenters changed (its constraints may): every
+  live alloc of the group is stopped and `count` new ones placed (Nomad's destructive update), each
+  new one linked to the alloc it replaces (PreviousAllocation / NextAllocation);
 - a group that is gone: its allocs are stopped; a new group: `count` allocs are placed.
 The old allocs are stopped before the new ones start, so a static port is free again when its new
 alloc binds it (a one-node cluster cannot place them side by side).
@@ -39,7 +39,14 @@ def _job_level(job: Job) -> tuple[object, ...]:
 
 
 def _same_but_count(old: Group, new: Group) -> bool:
-    return replace(old, count=new.count) == new
+    return _placed(replace(old, count=new.count)) == _placed(new)
+
+
+def _placed(g: Group) -> Group:
+    """The group without its own and its tasks' constraints, which Nomad's tasksUpdated does not compare:
+    an alloc whose node still meets them is updated in place (the core refuses a job whose constraints
+    this node does not meet)."""
+    return replace(g, constraints=(), tasks=tuple(replace(t, constraints=()) for t in g.tasks))
 
 
 def plan_job_update(old: Job, new: Job, live: Mapping[str, Sequence[str]]) -> UpdatePlan:

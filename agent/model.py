@@ -12,6 +12,21 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Constraint:
+    """A `constraint` block, as Nomad's api.Constraint: `ltarget` (the jobspec's `attribute`) and
+    `rtarget` (`value`) are node targets ("${attr.kernel.name}", "${meta.rack}", "${node.unique.name}")
+    or literals; `operand` (`operator`) is one of agent.placement.OPERANDS. Nomad's String() of it,
+    what a placement failure names, is `str(constraint)`."""
+
+    ltarget: str = ""
+    rtarget: str = ""
+    operand: str = "="
+
+    def __str__(self) -> str:
+        return f"{self.ltarget} {self.operand} {self.rtarget}"
+
+
+@dataclass(frozen=True)
 class Port:
     """A port of a group's network, as Nomad means it.
 
@@ -127,6 +142,7 @@ class Task:
     user: str = ""  # the user the task runs as ("": the driver's default, nobody for exec)
     vault: Vault | None = None
     meta: Mapping[str, str] = field(default_factory=dict)  # NOMAD_META_<key>, over the group's and job's
+    constraints: tuple[Constraint, ...] = ()  # its group is placed only on a node that meets them
 
 
 @dataclass(frozen=True)
@@ -138,6 +154,7 @@ class Group:
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     services: tuple[Service, ...] = ()
     meta: Mapping[str, str] = field(default_factory=dict)
+    constraints: tuple[Constraint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,3 +165,4 @@ class Job:
     meta: Mapping[str, str] = field(default_factory=dict)
     name: str = ""  # Nomad's display name ("": the ID)
     datacenters: tuple[str, ...] = ("*",)  # globs; the client runs the job only if its datacenter matches
+    constraints: tuple[Constraint, ...] = ()  # every group's, besides its own and its tasks'

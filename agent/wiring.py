@@ -25,6 +25,8 @@ from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.plugins import check_supported, plugin_version
+from agent.nodeinfo import load_node_id, node_attributes
+from agent.placement import NodeFacts
 from agent.runner.alloc import RESTORE_RENDER
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import StateStore
@@ -53,7 +55,8 @@ class CoreSettings:
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation) is registered
     docker_enabled: bool = True  # the docker driver (and pause containers) is registered
     datacenter: str = "dc1"
-    node_name: str = ""  # this node's name: Nomad's docker label com.hashicorp.nomad.node_name
+    # this node's name: a constraint's ${node.unique.name}, Nomad's docker label com.hashicorp.nomad.node_name
+    node_name: str = ""
     gc: GcLimits = field(default_factory=GcLimits)
 
     @classmethod
@@ -117,9 +120,17 @@ def build_core(
         untracked_pause=plan_orphan_sweep(faults.bugs()).reap_untracked_pause,
     )
     sweeper = Sweeper(docker, cni, settings.data_dir, policy=policy, dry_run=settings.sweep_dry_run)
+    registry = build_registry(docker, exec_driver, raw_exec_enabled=settings.raw_exec_enabled)
+    # The node as constraints see it, and as /v1/node/:id shows it: fingerprinted once, here.
+    node = NodeFacts(
+        id=load_node_id(settings.data_dir),
+        name=settings.node_name,
+        datacenter=settings.datacenter,
+        attributes=node_attributes(registry.names),
+    )
     return Core(
         store,
-        build_registry(docker, exec_driver, raw_exec_enabled=settings.raw_exec_enabled),
+        registry,
         network,
         data_dir=settings.data_dir,
         faults=faults,
@@ -134,6 +145,7 @@ def build_core(
         limits=settings.limits,
         datacenter=settings.datacenter,
         gc_limits=settings.gc,
+        node=node,
     )
 
 

@@ -324,6 +324,11 @@ job "example" {
     attribute = "${attr.kernel.name}"
     value     = "linux"
   }
+  affinity {
+    attribute = "${attr.kernel.name}"
+    value     = "linux"
+    weight    = 50
+  }
   update {
     max_parallel = 1
   }
@@ -361,7 +366,7 @@ job "example" {
         for path in (
             "job.example.region",
             "job.example.priority",
-            "job.example.constraint",
+            "job.example.affinity",
             "job.example.update",
             "job.example.group.g.ephemeral_disk",
             "job.example.group.g.task.t.config.auth",

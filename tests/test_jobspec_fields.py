@@ -1,9 +1,10 @@
 """Every field of Nomad's jobspec is known to both front-ends: implemented, or accepted with a warning.
 
 NOMAD below is copied by hand from Nomad's api/*.go structs (jobs.go, tasks.go, services.go, resources.go,
-consul.go; Nomad 1.10/1.11): for each block the agent reads, each Go field name with its HCL name (the
-`hcl:"..."` tag, as jobspec2 decodes it; "" for a field without one, only in the API JSON). Blocks the agent
-accepts whole without reading them (WHOLESALE) need only their own key to be known in their parent.
+consul.go, constraint.go; Nomad 1.10/1.11): for each block the agent reads, each Go field name with its
+HCL name (the `hcl:"..."` tag, as jobspec2 decodes it; "" for a field without one, only in the API JSON).
+Blocks the agent accepts whole without reading them (WHOLESALE) need only their own key to be known in
+their parent.
 """
 
 from __future__ import annotations
@@ -185,6 +186,7 @@ NOMAD: dict[str, dict[str, str]] = {
         "RunOnFirstRender": "run_on_first_render",
     },
     "wait": {"Min": "min", "Max": "max"},
+    "constraint": {"LTarget": "attribute", "RTarget": "value", "Operand": "operator"},
     "vault": {
         "Policies": "policies",
         "Role": "role",
@@ -256,7 +258,6 @@ HCL_ONLY = {"job": {"vault", "task"}}
 
 # Nomad structs inside blocks the agent accepts whole (one warning for the block): their parent's key.
 WHOLESALE: dict[str, tuple[str, str]] = {
-    "Constraint": ("job", "constraint"),
     "Affinity": ("job", "affinity"),
     "Spread": ("job", "spread"),
     "SpreadTarget": ("job", "spread"),

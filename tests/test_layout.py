@@ -150,4 +150,3 @@ def test_a_missing_approle_file_fails_this_agents_smoke_but_not_a_nomad_clients(
     assert approle_problems(AppRoleSeen("c1", {"login": "absent"}, required=False)) == []
     # Present but failing is a problem on either target.
     assert approle_problems(AppRoleSeen("c1", {"login": "failed"}, required=False))
-

@@ -21,6 +21,7 @@ READS = frozenset({"read_text", "read_bytes", "open"})
 
 PROC = "the kernel's view of a process (/proc/<pid>/...): not a file the task can replace"
 NODE = "the agent's own files (config, state, CNI cache, its credentials), in root-only dirs"
+HOST = "the host's system files (/etc/os-release), root's: no task writes them"
 CLI = "the user's own files, read by the CLI on the user's machine"
 TASK = "a task-owned path, through a sandboxed reader (dir fd, O_NOFOLLOW, O_NONBLOCK, regular, capped)"
 PROBE = "the lab's probe workload, which runs inside a task: not the agent"
@@ -53,7 +54,8 @@ SITES: dict[tuple[str, str, str], str] = {
     ("nomadapi/hoststats.py", "host_stats", "Path('/proc/meminfo').read_text"): PROC,
     ("nomadapi/hoststats.py", "host_stats", "Path('/proc/stat').read_text"): PROC,
     ("nomadapi/hoststats.py", "host_stats", "Path('/proc/uptime').read_text"): PROC,
-    ("nomadapi/node.py", "NodeIdentity.load", "path.read_text"): NODE,  # <data_dir>/client/client-id
+    ("nodeinfo.py", "load_node_id", "path.read_text"): NODE,  # <data_dir>/client/client-id
+    ("nodeinfo.py", "_os_release", "path.read_text"): HOST,  # /etc/os-release: os.name, os.version
     ("network/cni.py", "CniNetwork._store", "os.open"): NODE,
     ("network/cni.py", "CniNetwork.cached_attachment", "path.read_text"): NODE,
     ("network/cni.py", "CniNetwork.ipam_reservations", "p.read_text"): NODE,

@@ -44,6 +44,9 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("template", "change_script"): ("change_script", "one"),
     ("template", "wait"): ("wait", "one"),
     ("service", "check"): ("check", "many"),
+    ("job", "constraint"): ("constraint", "many"),
+    ("group", "constraint"): ("constraint", "many"),
+    ("task", "constraint"): ("constraint", "many"),
 }
 # Implemented durations: nanoseconds in the API JSON.
 _DURATIONS: Mapping[str, frozenset[str]] = {
@@ -218,6 +221,9 @@ class _Api:
         for key, value in raw.items():
             if key in skip or self._server_set(context, key, value, path, ignored):
                 continue
+            if context == "constraint" and key not in API_RENAMES["constraint"]:
+                out[key] = Invalid("not a field of Nomad's api.Constraint: LTarget, RTarget, Operand")
+                continue  # the HCL shorthands (regexp = ...) are not the API's
             name = hcl_name(context, key)
             if name in IMPLEMENTED[context]:
                 if value is None or value == "":  # Go's zero value of a string: not set
@@ -283,7 +289,10 @@ class _Api:
                 return Invalid(f"item {i}: expected an object, not {_kind(item)}")
             if not labelled:
                 ipath = path if context == "network" else f"{path}[{i}]"  # the builder reads one network
-                blocks.append(Block((), self._fields(item, ipath, context, set())))
+                fields = self._fields(item, ipath, context, set())
+                if context == "constraint" and "operator" not in fields:  # "Missing constraint operand"
+                    fields["operator"] = Invalid('required: "Operand", the operator ("=", "regexp", ...)')
+                blocks.append(Block((), fields))
                 continue
             label_key = _LABEL_KEY[context]
             label = item.get(label_key)

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import TypeVar
 
+from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import MAX_NS, duration_seconds, format_duration
 from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED, known
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
@@ -156,6 +157,7 @@ class Builder:
             meta=meta,
             name=self._str(body, "name", path) or job_id,
             datacenters=datacenters,
+            constraints=read_constraints(self, body, path),
         )
 
     def _group(
@@ -205,6 +207,7 @@ class Builder:
             restart=restart,
             services=services,
             meta=self._str_map(body, "meta", path),
+            constraints=read_constraints(self, body, path),
         )
 
     def _task(
@@ -248,6 +251,7 @@ class Builder:
             user=user,
             vault=vault,
             meta=self._str_map(body, "meta", path),
+            constraints=read_constraints(self, body, path, task_level=True),
         )
 
     def _driver(self, body: Body, path: str) -> str:

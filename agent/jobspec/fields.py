@@ -5,7 +5,7 @@ UNIMPLEMENTED is Nomad's, accepted, and produces one warning naming its path; an
 Nomad jobspec field and is rejected. Names are HCL's (Nomad's `hcl:"..."` struct tags in api/*.go); the API
 JSON front-end maps its names onto these (`API_RENAMES`, else snake_case of the Go field name).
 
-A block the agent does not implement (`constraint`, `update`, `connect`, `logs`, ...) is accepted whole with
+A block the agent does not implement (`affinity`, `update`, `connect`, `logs`, ...) is accepted whole with
 one warning: its own fields are not looked at, so no table describes them.
 
 SERVER_SET lists API JSON fields that the Nomad server sets (indexes, status, versions), or that Nomad
@@ -21,8 +21,8 @@ from collections.abc import Mapping
 IMPLEMENTED: Mapping[str, frozenset[str]] = {
     # `id` overrides the job's label as its ID; `task` directly in a job is a group of its own, named after
     # the task; `vault` is the default of every task without one (both as Nomad's HCL2 jobspec)
-    "job": frozenset({"type", "meta", "group", "id", "task", "vault", "name", "datacenters"}),
-    "group": frozenset({"count", "network", "restart", "task", "service", "meta"}),
+    "job": frozenset({"type", "meta", "group", "id", "task", "vault", "name", "datacenters", "constraint"}),
+    "group": frozenset({"count", "network", "restart", "task", "service", "meta", "constraint"}),
     # `reserved_ports` is Nomad's other spelling of a port block (static ports)
     "network": frozenset({"mode", "port", "reserved_ports"}),
     "port": frozenset({"to", "static"}),
@@ -40,6 +40,25 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "user",
             "meta",
             "vault",
+            "constraint",
+        }
+    ),
+    # attribute/value/operator and jobspec2's shorthands (agent.jobspec.constraints)
+    "constraint": frozenset(
+        {
+            "attribute",
+            "value",
+            "operator",
+            "version",
+            "semver",
+            "regexp",
+            "set_contains",
+            "set_contains_all",
+            "set_contains_any",
+            "is_set",
+            "is_not_set",
+            "distinct_hosts",
+            "distinct_property",
         }
     ),
     "vault": frozenset({"policies", "role", "change_mode", "change_signal", "env", "disable_file"}),
@@ -77,7 +96,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
         {
             "all_at_once",
             "affinity",
-            "constraint",
             "consul",
             "consul_namespace",
             "consul_token",
@@ -101,7 +119,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "group": frozenset(
         {
             "affinity",
-            "constraint",
             "consul",
             "disconnect",
             "ephemeral_disk",
@@ -122,12 +139,12 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "network": frozenset({"cidr", "cni", "device", "dns", "hostname", "ip", "mbits"}),
     "port": frozenset({"host_network", "ignore_collision"}),
     "restart": frozenset({"render_templates"}),
+    "constraint": frozenset(),
     "task": frozenset(
         {
             "action",
             "affinity",
             "artifact",
-            "constraint",
             "consul",
             "csi_plugin",
             "dispatch_payload",
@@ -338,6 +355,7 @@ API_RENAMES: Mapping[str, Mapping[str, str]] = {
     },
     "service": {"PortLabel": "port", "Checks": "check", "TaskName": "task"},
     "check": {"PortLabel": "port", "TaskName": "task"},
+    "constraint": {"LTarget": "attribute", "RTarget": "value", "Operand": "operator"},
 }
 
 # API JSON fields the Nomad server sets or ignores: ignored, with one warning per object naming them.

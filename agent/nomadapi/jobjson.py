@@ -23,7 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 from agent.jobspec.durations import parse_duration
-from agent.model import Check, Group, Job, Network, Service, Task, Template, Vault
+from agent.model import Check, Constraint, Group, Job, Network, Service, Task, Template, Vault
 
 _NS_PER_S = 1_000_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -142,6 +142,11 @@ def _list(value: Sequence[str]) -> list[str] | None:
     return list(value) if value else None
 
 
+def _constraints(constraints: Sequence[Constraint]) -> list[dict[str, str]] | None:
+    """[]*api.Constraint (api/constraint.go), null when there is none."""
+    return [{"LTarget": c.ltarget, "RTarget": c.rtarget, "Operand": c.operand} for c in constraints] or None
+
+
 def job_json(
     job: Job,
     *,
@@ -168,7 +173,7 @@ def job_json(
         "AllAtOnce": False,
         "Datacenters": list(job.datacenters),
         "NodePool": node_pool,
-        "Constraints": None,
+        "Constraints": _constraints(job.constraints),
         "Affinities": None,
         "TaskGroups": [_group(job, g) for g in job.groups],
         "Update": None,
@@ -237,7 +242,7 @@ def _group(job: Job, g: Group) -> dict[str, Any]:
     return {
         "Name": g.name,
         "Count": g.count,
-        "Constraints": None,
+        "Constraints": _constraints(g.constraints),
         "Affinities": None,
         "Tasks": [_task(job, g, t) for t in g.tasks],
         "Spreads": None,
@@ -308,7 +313,7 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "User": t.user,
         "Lifecycle": None,
         "Config": plain(t.config),
-        "Constraints": None,
+        "Constraints": _constraints(t.constraints),
         "Affinities": None,
         "Env": _map(t.env),
         "Services": [_service(s, _default_service_name(job, g, t)) for s in t.services] or None,

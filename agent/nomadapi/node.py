@@ -4,7 +4,6 @@ writes create (a one-node agent has no scheduler queue: each is complete when it
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.nodeinfo import load_node_id
 from agent.state.changes import ChangeIndex
 
 REGION = "global"
@@ -30,17 +30,7 @@ class NodeIdentity:
     @classmethod
     def load(cls, data_dir: Path, name: str, datacenter: str, http_addr: str) -> NodeIdentity:
         """The node ID from `<data dir>/client/client-id`, made (a random UUID) the first time."""
-        path = data_dir / "client" / "client-id"
-        try:
-            node_id = path.read_text().strip()  # node: the agent's own data dir
-            uuid.UUID(node_id)
-        except (OSError, ValueError):
-            node_id = str(uuid.uuid4())
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = path.with_name(".client-id.tmp")
-            tmp.write_text(node_id + "\n")
-            os.replace(tmp, path)
-        return cls(node_id, name, datacenter, REGION, http_addr)
+        return cls(load_node_id(data_dir), name, datacenter, REGION, http_addr)
 
 
 @dataclass(frozen=True)

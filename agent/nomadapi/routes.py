@@ -529,14 +529,17 @@ def _node(api: NomadApi, *, stub: bool) -> dict[str, Any]:
     drivers = {
         n: {"healthy": d["healthy"], "detected": True, "description": d["detail"]} for n, d in health.items()
     }
+    facts = api.core.node  # what constraints are checked against (agent.placement)
     fields: dict[str, Any] = {
         "node_id": api.node.id,
         "name": api.node.name,
         "datacenter": api.node.datacenter,
         "address": api.node.http_addr,
         "drivers": drivers,
-        "attributes": {"nomad.version": __version__, "unique.hostname": api.node.name, "os.name": "linux"},
-        "meta": {},
+        "attributes": dict(facts.attributes),
+        "meta": dict(facts.meta),
+        "node_class": facts.node_class,
+        "node_pool": facts.pool,
         "status": "ready",
         "create_index": api.core.changes.start,
         "modify_index": api.core.changes.current(("node",)),
