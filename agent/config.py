@@ -83,6 +83,10 @@ class VaultConfig:
 class Config:
     node_name: str
     datacenter: str = "dc1"  # a job runs here only if one of its datacenters (globs) matches, as Nomad
+    # Nomad's client `node_class` and `meta`: what constraints read as ${node.class} and ${meta.<key>},
+    # and /v1/node/:id shows as NodeClass and Meta.
+    node_class: str = ""
+    node_meta: tuple[tuple[str, str], ...] = ()
     data_dir: Path = Path("/var/lib/fieldlab-agent")
     bind_address: str = "0.0.0.0"  # noqa: S104 - the agent API serves the lab network, over mTLS
     port: int = 4646
@@ -208,6 +212,16 @@ def _chroot_env(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str],
     return tuple(out)
 
 
+def _node_meta(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:
+    value = raw[key]
+    if not isinstance(value, dict):
+        raise ConfigError(p, key, "must be an object of key -> string value (Nomad's client meta)")
+    for k, v in value.items():
+        if not k or not isinstance(v, str):
+            raise ConfigError(p, f"{key}.{k}", "a non-empty key with a string value")
+    return tuple(sorted(value.items()))
+
+
 def _log_level(p: str, value: Any) -> str:
     if value not in _LOG_LEVELS:
         raise ConfigError(p, "log_level", f"{value!r}: choose one of {', '.join(_LOG_LEVELS)}")
@@ -316,6 +330,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "cni_bridge",
         "advertise_address",
         "datacenter",
+        "node_class",
         "netns_prefix",
         "cgroup_parent",
     ):
@@ -346,6 +361,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "template_worker_fail_closed": lambda: _bool(p, raw, "template_worker_fail_closed"),
         "exec_allow_root": lambda: _bool(p, raw, "exec_allow_root"),
         "chroot_env": lambda: _chroot_env(p, raw, "chroot_env"),
+        "node_meta": lambda: _node_meta(p, raw, "node_meta"),
         "docker_pids_limit": lambda: _count(p, raw, "docker_pids_limit", minimum=0),
         "raw_exec_enabled": lambda: _bool(p, raw, "raw_exec_enabled"),
         "docker_enabled": lambda: _bool(p, raw, "docker_enabled"),

@@ -57,6 +57,8 @@ class CoreSettings:
     datacenter: str = "dc1"
     # this node's name: a constraint's ${node.unique.name}, Nomad's docker label com.hashicorp.nomad.node_name
     node_name: str = ""
+    node_class: str = ""  # ${node.class}
+    node_meta: tuple[tuple[str, str], ...] = ()  # ${meta.<key>}
     gc: GcLimits = field(default_factory=GcLimits)
 
     @classmethod
@@ -83,6 +85,8 @@ class CoreSettings:
             docker_enabled=cfg.docker_enabled,
             datacenter=cfg.datacenter,
             node_name=cfg.node_name,
+            node_class=cfg.node_class,
+            node_meta=cfg.node_meta,
             gc=GcLimits(
                 max_allocs=cfg.gc_max_allocs,
                 disk_usage_threshold=cfg.gc_disk_usage_threshold,
@@ -126,7 +130,9 @@ def build_core(
         id=load_node_id(settings.data_dir),
         name=settings.node_name,
         datacenter=settings.datacenter,
+        node_class=settings.node_class,
         attributes=node_attributes(registry.names),
+        meta=dict(settings.node_meta),
     )
     return Core(
         store,

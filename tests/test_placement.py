@@ -552,3 +552,25 @@ def test_the_node_advertises_nomads_fingerprint_attributes() -> None:
     }
     x86 = node_attributes([], uname=os.uname_result(("Linux", "h", "6.8.0", "#1", "x86_64")), os_release="")
     assert x86["cpu.arch"] == "amd64" and "driver.docker" not in x86 and x86["os.name"] == ""
+
+
+def test_the_clients_node_class_and_meta_come_from_its_config(tmp_path: object) -> None:
+    """Nomad's client `node_class` and `meta`: config -> the core's settings (NodeFacts' source);
+    a meta that is not an object of strings is refused naming the key."""
+    import json
+    from pathlib import Path
+
+    from agent.config import load_config
+    from agent.errors import ConfigError
+    from agent.wiring import CoreSettings
+
+    p = Path(str(tmp_path)) / "config.json"
+    p.write_text(json.dumps({"node_name": "n", "node_class": "edge", "node_meta": {"rack": "r1"}}))
+    settings = CoreSettings.from_config(load_config(p))
+    assert (settings.node_class, settings.node_meta) == ("edge", (("rack", "r1"),))
+    p.write_text(json.dumps({"node_name": "n", "node_meta": {"rack": 1}}))
+    with pytest.raises(ConfigError, match=r"node_meta\.rack"):
+        load_config(p)
+    p.write_text(json.dumps({"node_name": "n", "node_meta": ["rack"]}))
+    with pytest.raises(ConfigError, match="node_meta"):
+        load_config(p)
