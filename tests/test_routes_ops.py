@@ -242,7 +242,7 @@ def test_a_task_that_never_wrote_has_empty_logs(api: Api) -> None:
         ("/v1/client/fs/logs/{alloc}?task=srv&type=stdout&offset=x", 400, "offset='x': a whole number"),
         ("/v1/client/fs/logs/{alloc}?task=srv&type=stdout&origin=middle", 400, "origin='middle'"),
         ("/v1/client/fs/logs/{alloc}?task=srv&type=stdout&follow=maybe", 400, "follow='maybe': true or"),
-        ("/v1/client/fs/logs/{alloc}?task=nope&type=stdout", 404, "unknown task name 'nope'"),
+        ("/v1/client/fs/logs/{alloc}?task=nope&type=stdout", 400, 'unknown task name "nope"'),
         ("/v1/client/fs/logs/ffffffff?task=srv&type=stdout", 404, "alloc not found"),
     ],
 )

@@ -285,14 +285,14 @@ def _logs(api: NomadApi) -> Handler:
             adopted = core.adoption.find(ref)
             if adopted is not None:
                 at = next((t for t in adopted.tasks if t.role != "pause" and t.task == name), None)
-                if at is None:
-                    raise NotFound(f"unknown task name {name!r}")
+                if at is None:  # Nomad's client answers 400 here (client/fs_endpoint.go), not 404
+                    raise HttpError(400, f"unknown task name {json.dumps(name)}")
                 task_dir = core.deps.data_dir / "alloc" / adopted.id / at.task
                 return adopted_log_source(core.drivers.all().values(), task_dir, at.kind, at.target, stream)
             r = _find_alloc(core, ref)
             task = next((t for t in r.group.tasks if t.name == name), None)
             if task is None:
-                raise NotFound(f"unknown task name {name!r}")
+                raise HttpError(400, f"unknown task name {json.dumps(name)}")
             handle = r.state.handle(task.name)
             return log_source(r.driver(task), r.task_dir(task), handle.id if handle else None, stream)
 
