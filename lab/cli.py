@@ -12,14 +12,14 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from lab import __version__
 from lab.bake import BAKED_REPO, Bake, baked_wheel, ensure_baked, find_baked
+from lab.choices import keep_choices, require_cluster_certs, spec_of
 from lab.config import LAYOUTS, PROJECT_DIR, PROVIDERS, LabPaths, LabSpec
-from lab.errors import ConfigError, LabError, NotRootError
+from lab.errors import LabError, NotRootError
 from lab.progress import Timings, say, warn
 from lab.providers import provider_for
 from lab.providers.base import LabRecord, Node
@@ -47,29 +47,15 @@ def _record(paths: LabPaths) -> LabRecord | None:
     return LabRecord.load(paths)
 
 
-def _spec(args: argparse.Namespace) -> LabSpec:
-    return LabSpec(
-        name=args.lab,
-        provider=args.provider,
-        clients=args.clients,
-        full_clients=args.full_clients,
-        subnet=args.subnet,
-        static_inventory=Path(args.inventory) if args.inventory else None,
-        raw_exec=args.raw_exec,
-        layout=args.layout,
-        target=args.target,
-    )
-
-
 def cmd_up(args: argparse.Namespace) -> int:
     _require_root(args.provider)
     from lab.inventory import write_inventory
 
-    spec = _spec(args)
+    spec = spec_of(args)
     # A Nomad cluster's own clients: nothing to provision, the cluster's certificates by hand.
     no_provision = args.no_provision or spec.target != "fieldlab"
     paths = LabPaths(spec.name)
-    _require_cluster_certs(paths, spec.target)
+    require_cluster_certs(paths, spec.target)
     existed = paths.lab_file.exists()
     provider = provider_for(spec.provider)
     timings = Timings(command="lab up")
@@ -100,7 +86,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         else:
             # Independent: the nodes boot while the agent's wheelhouse builds.
             record, digest = _nodes_and_wheelhouse(provider, spec, paths, images, timings)
-        record = _keep_choices(record, spec, paths)
+        record = keep_choices(record, spec, paths)
         with timings.phase("inventory"):
             inv = write_inventory(record, paths)
         if not no_provision:
@@ -126,33 +112,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     timings.write(paths.timings)
     print_summary(record, paths, inv, timings, provisioned=not no_provision, memory=memory)
     return 0
-
-
-def _keep_choices(record: LabRecord, spec: LabSpec, paths: LabPaths) -> LabRecord:
-    """What this `up` asked for (raw_exec, layout, target), kept in the record for later commands."""
-    asked = (spec.raw_exec, spec.layout, spec.target)
-    if (record.raw_exec, record.layout, record.target) == asked:
-        return record
-    record = replace(record, raw_exec=spec.raw_exec, layout=spec.layout, target=spec.target)
-    record.save(paths)
-    return record
-
-
-CLUSTER_CERTS = ("ca.pem", "operator.crt", "operator.key")
-
-
-def _require_cluster_certs(paths: LabPaths, target: str) -> None:
-    """A Nomad cluster's clients are reached with the cluster's CA and a client certificate it
-    accepts, copied into the lab's secrets dir by hand (the lab's own PKI issued none of them).
-    Nothing to check for this agent's lab (its PKI issues them)."""
-    if target == "fieldlab":
-        return
-    missing = [n for n in CLUSTER_CERTS if not (paths.secrets_dir / n).is_file()]
-    if missing:
-        raise ConfigError(
-            f"--target {target}: copy the cluster's CA and a client certificate it accepts to"
-            f" {paths.secrets_dir}/{{{','.join(CLUSTER_CERTS)}}} (mode 0600); missing: {', '.join(missing)}"
-        )
 
 
 def _bake_phases(provider: Any, base: str, paths: LabPaths, timings: Timings) -> tuple[Bake, str]:
