@@ -129,6 +129,16 @@ class Vault:
 
 
 @dataclass(frozen=True)
+class LogConfig:
+    """A task's `logs` block (Nomad's LogConfig): its logmon keeps `max_files` files of each stream,
+    each up to `max_file_size` MB; `disabled`: the output goes nowhere and no logmon runs."""
+
+    max_files: int = 10
+    max_file_size: int = 10  # MB
+    disabled: bool = False
+
+
+@dataclass(frozen=True)
 class Task:
     name: str
     driver: str  # "docker", "exec" or "raw_exec"
@@ -143,6 +153,7 @@ class Task:
     vault: Vault | None = None
     meta: Mapping[str, str] = field(default_factory=dict)  # NOMAD_META_<key>, over the group's and job's
     constraints: tuple[Constraint, ...] = ()  # its group is placed only on a node that meets them
+    logs: LogConfig = field(default_factory=LogConfig)
 
 
 @dataclass(frozen=True)

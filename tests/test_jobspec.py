@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from agent.errors import AgentError
 from agent.jobspec import JobspecError, Limits, ParsedJob, load_jobspec, parse_duration, parse_jobspec
 from agent.jobspec.fields import UNIMPLEMENTED
-from agent.model import ChangeScript, Check, Network, Port, RestartPolicy, Vault
+from agent.model import ChangeScript, Check, LogConfig, Network, Port, RestartPolicy, Vault
 
 SPECS = Path(__file__).parent / "jobspecs"
 NOT_IMPLEMENTED = "accepted but not implemented by fieldlab-agent"
@@ -372,10 +372,39 @@ job "example" {
             "job.example.group.g.task.t.config.auth",
             "job.example.group.g.task.t.config.volumes",
             "job.example.group.g.task.t.artifact",
-            "job.example.group.g.task.t.logs",
             "job.example.group.g.task.t.lifecycle",
         )
     )
+    assert _parse(text).job.groups[0].tasks[0].logs == LogConfig(max_files=3)  # logs: implemented
+
+
+def test_the_logs_block_is_read_and_checked_as_nomads_log_config() -> None:
+    def logs(body: str) -> tuple[LogConfig | None, list[str]]:
+        text = f"""
+job "j" {{
+  group "g" {{
+    task "t" {{
+      driver = "exec"
+      config {{ command = "/bin/true" }}
+      logs {{ {body} }}
+    }}
+  }}
+}}
+"""
+        try:
+            return _parse(text).job.groups[0].tasks[0].logs, []
+        except JobspecError as exc:
+            return None, exc.lines()
+
+    assert logs("max_files = 2\n max_file_size = 5") == (LogConfig(2, 5), [])
+    assert logs("disabled = true") == (LogConfig(disabled=True), [])
+    assert logs("")[0] == LogConfig(10, 10, False)  # Nomad's defaults
+    _, problems = logs("max_files = 0")
+    assert any("logs.max_files" in p and "at least 1" in p for p in problems), problems
+    _, problems = logs("max_file_size = 0")
+    assert any("logs.max_file_size" in p for p in problems), problems
+    _, problems = logs('max_size = "1"')
+    assert any("logs.max_size" in p for p in problems), problems
 
 
 def test_api_json_zero_values_of_unimplemented_fields_do_not_warn() -> None:

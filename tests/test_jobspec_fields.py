@@ -107,6 +107,12 @@ NOMAD: dict[str, dict[str, str]] = {
         "HostNetwork": "host_network",
         "IgnoreCollision": "ignore_collision",
     },
+    "logs": {  # api.LogConfig
+        "MaxFiles": "max_files",
+        "MaxFileSizeMB": "max_file_size",
+        "Enabled": "enabled",
+        "Disabled": "disabled",
+    },
     "restart": {
         "Interval": "interval",
         "Attempts": "attempts",
@@ -277,7 +283,6 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "Consul": ("group", "consul"),
     "VolumeMount": ("task", "volume_mount"),
     "TaskLifecycle": ("task", "lifecycle"),
-    "LogConfig": ("task", "logs"),
     "TaskArtifact": ("task", "artifact"),
     "DispatchPayloadConfig": ("task", "dispatch_payload"),
     "TaskCSIPluginConfig": ("task", "csi_plugin"),

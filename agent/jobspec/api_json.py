@@ -40,6 +40,7 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("task", "template"): ("template", "many"),
     ("task", "service"): ("service", "many"),
     ("task", "vault"): ("vault", "one"),
+    ("task", "logs"): ("logs", "one"),
     ("resources", "network"): ("network", "many"),
     ("template", "change_script"): ("change_script", "one"),
     ("template", "wait"): ("wait", "one"),

@@ -27,6 +27,7 @@ from agent.model import (
     Check,
     Group,
     Job,
+    LogConfig,
     Network,
     Port,
     Resources,
@@ -252,6 +253,23 @@ class Builder:
             vault=vault,
             meta=self._str_map(body, "meta", path),
             constraints=read_constraints(self, body, path, task_level=True),
+            logs=self._logs(body, path),
+        )
+
+    def _logs(self, body: Body, path: str) -> LogConfig:
+        """The `logs` block, checked as Nomad's LogConfig.Validate (at least 1 file of at least 1 MB).
+        Nomad also checks max_files x max_file_size against the group's ephemeral_disk, which the
+        agent does not implement yet: not checked."""
+        blocks = list(self._blocks(body, "logs", path, single=True))
+        if not blocks:
+            return LogConfig()
+        _, lb, lpath = blocks[0]
+        self._keys(lb, "logs", lpath)
+        disabled = self._bool(lb, "disabled", lpath, False)
+        return LogConfig(
+            max_files=self._int(lb, "max_files", lpath, 10, minimum=1),
+            max_file_size=self._int(lb, "max_file_size", lpath, 10, minimum=1),
+            disabled=disabled,
         )
 
     def _driver(self, body: Body, path: str) -> str:

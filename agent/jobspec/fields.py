@@ -5,7 +5,7 @@ UNIMPLEMENTED is Nomad's, accepted, and produces one warning naming its path; an
 Nomad jobspec field and is rejected. Names are HCL's (Nomad's `hcl:"..."` struct tags in api/*.go); the API
 JSON front-end maps its names onto these (`API_RENAMES`, else snake_case of the Go field name).
 
-A block the agent does not implement (`affinity`, `update`, `connect`, `logs`, ...) is accepted whole with
+A block the agent does not implement (`affinity`, `update`, `lifecycle`, ...) is accepted whole with
 one warning: its own fields are not looked at, so no table describes them.
 
 SERVER_SET lists API JSON fields that the Nomad server sets (indexes, status, versions), or that Nomad
@@ -41,8 +41,11 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "meta",
             "vault",
             "constraint",
+            "logs",
         }
     ),
+    # Nomad's LogConfig: rotation of alloc/logs/<task>.<stream>.N by the task's logmon
+    "logs": frozenset({"max_files", "max_file_size", "disabled"}),
     # attribute/value/operator and jobspec2's shorthands (agent.jobspec.constraints)
     "constraint": frozenset(
         {
@@ -139,6 +142,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "network": frozenset({"cidr", "cni", "device", "dns", "hostname", "ip", "mbits"}),
     "port": frozenset({"host_network", "ignore_collision"}),
     "restart": frozenset({"render_templates"}),
+    "logs": frozenset({"enabled"}),  # Nomad's pre-1.5.4 spelling, read by Nomad as !disabled
     "constraint": frozenset(),
     "task": frozenset(
         {
@@ -152,7 +156,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "kind",
             "leader",
             "lifecycle",
-            "logs",
             "restart",
             "scaling",
             "schedule",
@@ -356,6 +359,7 @@ API_RENAMES: Mapping[str, Mapping[str, str]] = {
     "service": {"PortLabel": "port", "Checks": "check", "TaskName": "task"},
     "check": {"PortLabel": "port", "TaskName": "task"},
     "constraint": {"LTarget": "attribute", "RTarget": "value", "Operand": "operator"},
+    "logs": {"MaxFileSizeMB": "max_file_size"},
 }
 
 # API JSON fields the Nomad server sets or ignores: ignored, with one warning per object naming them.

@@ -6,7 +6,7 @@ Go writes every field of a struct: a nil pointer, slice or map as null, a zero v
 agent has no value for a field, the view writes the value Nomad's JSON jobspec reader (agent.jobspec.api_json)
 takes as unset, so that the job read back from GET /v1/job/<id> and registered again is the same job, with
 no warning about fields the user never wrote. That is null for Nomad's defaulted blocks the agent does not
-implement (`Update`, `EphemeralDisk`, `LogConfig`, `ReschedulePolicy`, `Migrate`), where a Nomad server
+implement (`Update`, `EphemeralDisk`, `ReschedulePolicy`, `Migrate`), where a Nomad server
 would show its defaults; and "" for `Vault.Cluster`, where Nomad shows "default".
 """
 
@@ -321,7 +321,12 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "RestartPolicy": None,
         "Meta": _map(t.meta),
         "KillTimeout": ns(t.kill_timeout),
-        "LogConfig": None,
+        "LogConfig": {
+            "MaxFiles": t.logs.max_files,
+            "MaxFileSizeMB": t.logs.max_file_size,
+            "Enabled": None,
+            "Disabled": t.logs.disabled,
+        },
         "Artifacts": None,
         "Vault": _vault(t.vault) if t.vault is not None else None,
         "Consul": None,
