@@ -6,6 +6,7 @@ exec websocket) on a fake node: the CLI speaks nothing but Nomad's HTTP API."""
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import re
@@ -799,10 +800,10 @@ def test_every_verb_against_an_agent(
     code, out, _ = _run(capsys, "alloc", "list", *f)
     assert code == 0 and out.splitlines()[1].split()[:6] == [alloc[:8], "web", "g", "0", "run", "running"]
 
-    logs = agent.node.root / "data" / "alloc" / alloc / "srv" / "logs"
+    logs = agent.node.root / "data" / "alloc" / alloc / "alloc" / "logs"
     logs.mkdir(parents=True)
-    (logs / "stdout").write_bytes(b"line 1\nline 2\n")
-    (logs / "stderr").write_bytes(b"warning\n")
+    (logs / "srv.stdout.0").write_bytes(b"line 1\nline 2\n")
+    (logs / "srv.stderr.0").write_bytes(b"warning\n")
     assert _run(capsys, "alloc", "logs", *f, alloc[:8])[:2] == (0, "line 1\nline 2\n")
     assert _run(capsys, "alloc", "logs", "-stderr", *f, alloc[:8], "srv")[:2] == (0, "warning\n")
     assert _run(capsys, "alloc", "logs", "-task", "srv", *f, alloc[:8])[:2] == (0, "line 1\nline 2\n")
@@ -992,13 +993,13 @@ def _until(stream: Any, text: bytes, seen: bytearray) -> bytes:
     return bytes(seen)
 
 
-def test_logs_follow_from_the_tail_until_ctrl_c_and_say_when_the_log_starts_again(
+def test_logs_follow_from_the_tail_until_ctrl_c_and_on_into_the_next_file(
     agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     alloc = _job_running(agent, tmp_path, capsys)
-    logs = agent.node.root / "data" / "alloc" / alloc / "srv" / "logs"
+    logs = agent.node.root / "data" / "alloc" / alloc / "alloc" / "logs"
     logs.mkdir(parents=True)
-    stdout = logs / "stdout"
+    stdout = logs / "srv.stdout.0"
     stdout.write_bytes(b"line 1\nline 2\n")
     follow = subprocess.Popen(
         [
@@ -1018,20 +1019,37 @@ def test_logs_follow_from_the_tail_until_ctrl_c_and_say_when_the_log_starts_agai
         stderr=subprocess.PIPE,
     )
     try:
-        out, err = bytearray(), bytearray()
+        out = bytearray()
         _until(follow.stdout, b"line 2\n", out)
         with stdout.open("ab") as log:
             log.write(b"line 3\n")
         assert _until(follow.stdout, b"line 3\n", out) == b"line 2\nline 3\n"
-        stdout.write_bytes(b"new\n")  # shorter than what was read: a new container's log
-        _until(follow.stderr, b"started again", err)
+        (logs / "srv.stdout.1").write_bytes(b"new\n")  # logmon rotated: the next file
         assert _until(follow.stdout, b"new\n", out) == b"line 2\nline 3\nnew\n"
         follow.send_signal(signal.SIGINT)
         assert follow.wait(SESSION_WAIT) == 0
+        assert follow.stderr is not None and b"started again" not in follow.stderr.read()
     finally:
         if follow.poll() is None:
             follow.kill()
             follow.wait()
+
+
+def test_a_followed_log_starting_again_in_one_file_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.cli.logs import followed
+
+    def frame(data: bytes, end: int, file: str = "alloc/logs/web.stdout.0") -> dict[str, object]:
+        return {"Data": base64.b64encode(data).decode(), "Offset": end, "File": file}
+
+    frames = [
+        frame(b"abc", 3),
+        {},
+        frame(b"de", 5),
+        frame(b"x", 1, "alloc/logs/web.stdout.1"),  # a rotation: not a restart
+        frame(b"new", 3, "alloc/logs/web.stdout.1"),  # before where the file was: a new container
+    ]
+    assert list(followed(frames, "stdout")) == [b"abc", b"", b"de", b"x", b"new"]
+    assert capsys.readouterr().err.count("the stdout log started again") == 1
 
 
 def test_errors_are_one_line_naming_what_failed_with_the_agents_reason(

@@ -217,9 +217,13 @@ def test_a_hostile_exec_task_sees_only_its_own_chroot_as_nobody(lab: AgentLab) -
         alloc = _submit(agent, job)
         assert _view(agent, alloc)["status"] == "running", _events(agent, alloc)
         task_dir = lab.data_dir / "alloc" / alloc / "t"
-        stdout = _wait_file(task_dir / "logs" / "stdout", "done", "the hostile script to finish")
+        stdout = _wait_file(
+            task_dir.parent / "alloc" / "logs" / f"{task_dir.name}.stdout.0",
+            "done",
+            "the hostile script to finish",
+        )
         checks = _checks(stdout)
-        stderr = (task_dir / "logs" / "stderr").read_text()
+        stderr = (task_dir.parent / "alloc" / "logs" / f"{task_dir.name}.stderr.0").read_text()
 
         leaks = {k: v for k, v in checks.items() if "LEAK" in v}
         assert leaks == {}, f"escapes: {leaks}\n{stderr[-2000:]}"
@@ -298,7 +302,9 @@ def test_user_root_is_refused_unless_the_client_allows_it(lab: AgentLab) -> None
     try:
         alloc = _submit(agent, ROOT_JOB.replace("@JOB@", "as-root-allowed").replace("@USER@", "root"))
         assert _view(agent, alloc)["status"] == "running", _events(agent, alloc)
-        out = _wait_file(lab.data_dir / "alloc" / alloc / "t" / "logs" / "stdout", "no-chroot", "root task")
+        out = _wait_file(
+            lab.data_dir / "alloc" / alloc / "alloc" / "logs" / "t.stdout.0", "no-chroot", "root task"
+        )
         uid, capbnd = out.splitlines()[:2]
         assert uid == "0"
         bounding = int(capbnd.split()[1], 16)
@@ -476,7 +482,9 @@ def test_a_workload_without_handlers_dies_of_the_agents_signal_and_its_exit_is_r
         signalled = _submit(agent, EXIT_JOB.replace("@JOB@", "signalled"))
         stopped = _submit(agent, EXIT_JOB.replace("@JOB@", "stopped"))
         for alloc in (signalled, stopped):
-            _wait_file(lab.data_dir / "alloc" / alloc / "t" / "logs" / "stdout", "started", "the task")
+            _wait_file(
+                lab.data_dir / "alloc" / alloc / "alloc" / "logs" / "t.stdout.0", "started", "the task"
+            )
         pids = {a: _pid(agent, a, "t") for a in (signalled, stopped)}
         t0 = time.monotonic()
         _signal(agent, signalled, "SIGTERM")

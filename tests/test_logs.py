@@ -99,13 +99,13 @@ class FakeDockerClient:
 def test_a_docker_tasks_log_is_its_containers_stream_sliced_by_offset() -> None:
     c = FakeContainer(b"out-1\nout-2\n", b"err\n")
     driver = DockerDriver(client=FakeDockerClient({"cid": c}))
-    source = log_source(driver, Path("/nowhere"), "cid", "stdout")
+    source = log_source(driver, Path("/nowhere"), "web", "cid", "stdout")
     assert isinstance(source, DockerLog)
     assert source.read(6, 100) == LogChunk(b"out-2\n", 6, 12)
     assert c.asked[-1] == {"stdout": True, "stderr": False, "timestamps": False}
-    err = log_source(driver, Path("/nowhere"), "cid", "stderr").read(0, 100)
+    err = log_source(driver, Path("/nowhere"), "web", "cid", "stderr").read(0, 100)
     assert err.data == b"err\n" and c.asked[-1]["stderr"] is True
-    assert isinstance(log_source(driver, Path("/nowhere"), None, "stdout"), NoLog)
+    assert isinstance(log_source(driver, Path("/nowhere"), "web", None, "stdout"), NoLog)
 
 
 def test_a_gone_container_and_an_engine_away_are_told_apart() -> None:
@@ -117,34 +117,90 @@ def test_a_gone_container_and_an_engine_away_are_told_apart() -> None:
         away.read(0, 10)
 
 
-def test_a_process_drivers_log_is_the_task_dirs_file(tmp_path: Path) -> None:
-    source = log_source(FakeDriver("exec", joins_container_netns=False), tmp_path, "4242", "stderr")
-    assert isinstance(source, FileLog) and source.what == str(tmp_path / "logs" / "stderr")
+def test_a_process_drivers_log_is_its_logmons_files_in_the_alloc_dir(tmp_path: Path) -> None:
+    source = log_source(FakeDriver("exec", joins_container_netns=False), tmp_path, "web", "4242", "stderr")
+    assert isinstance(source, FileLog) and source.what == str(tmp_path / "alloc" / "logs" / "web.stderr.N")
     assert source.read(0, 10) == LogChunk(b"", 0, 0)  # nothing written yet
-    (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "stderr").write_bytes(b"0123456789")
-    assert source.read(3, 4) == LogChunk(b"3456", 3, 10)
-    assert source.read(20, 4) == LogChunk(b"0123", 0, 10, reset=True)
+    logs = tmp_path / "alloc" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "web.stderr.0").write_bytes(b"0123456789")
+    chunk = source.read(3, 4)
+    assert (chunk.data, chunk.offset, chunk.size, chunk.resume) == (b"3456", 3, 10, (0, 7))
+    assert (chunk.file, chunk.file_offset, chunk.reset) == ("alloc/logs/web.stderr.0", 3, False)
+    end = source.read(20, 4)  # past the end is the end, as Nomad's findClosest
+    assert (end.data, end.offset, end.reset) == (b"", 10, False)
+
+
+def test_rotated_files_are_one_log_and_a_follow_resumes_across_rotation_and_purge(tmp_path: Path) -> None:
+    logs = tmp_path / "alloc" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "web.stdout.1").write_bytes(b"aaaa")
+    (logs / "web.stdout.2").write_bytes(b"bb")
+    (logs / "web.stdout.x").write_bytes(b"not a log index")
+    (logs / "web.stderr.7").write_bytes(b"the other stream")
+    source = FileLog(tmp_path, "web", "stdout")
+    first = source.read(0, 100)
+    assert (first.data, first.file, first.resume, first.size) == (
+        b"aaaa",
+        "alloc/logs/web.stdout.1",
+        (1, 4),
+        6,
+    )
+    nxt = source.read(first.next_offset, 100, resume=first.resume)  # file 1 read out: on into file 2
+    assert (nxt.data, nxt.offset, nxt.resume) == (b"bb", 4, (2, 2))
+    assert source.read(5, 100).data == b"b" and source.read(3, 100, from_end=True).data == b"a"
+    (logs / "web.stdout.3").write_bytes(b"cc")  # rotated while a follow waits at the end of file 2
+    assert source.read(nxt.next_offset, 100, resume=nxt.resume).data == b"cc"
+    (logs / "web.stdout.1").unlink()  # purged
+    (logs / "web.stdout.2").unlink()
+    behind = source.read(0, 100, resume=(1, 2))  # a reader so slow its file went: the oldest left
+    assert (behind.data, behind.resume) == (b"cc", (3, 2))
+
+
+@pytest.mark.parametrize(
+    ("offset", "from_end", "resume", "expected"),
+    [
+        (0, False, None, (0, 0)),
+        (4, False, None, (0, 4)),  # the end of the first file, as Nomad's findClosest (offset <= size)
+        (5, False, None, (1, 1)),
+        (99, False, None, (2, 3)),  # past the end: the end
+        (0, True, None, (2, 3)),
+        (3, True, None, (2, 0)),
+        (5, True, None, (1, 0)),
+        (99, True, None, (0, 0)),
+        (0, False, (11, 2), (1, 2)),
+        (0, False, (11, 9), (1, 2)),  # a resume past its file's end: that end
+        (0, False, (5, 1), (0, 0)),  # purged: the oldest file
+        (0, False, (13, 0), (2, 3)),  # ahead of what is there (read before a purge): the end
+    ],
+)
+def test_where_a_read_of_rotated_files_starts(
+    offset: int, from_end: bool, resume: tuple[int, int] | None, expected: tuple[int, int]
+) -> None:
+    from agent.logs import _locate
+
+    assert _locate([(10, 4), (11, 2), (12, 3)], offset, from_end, resume) == expected
 
 
 def test_a_logs_dir_that_is_a_symlink_is_not_followed(tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (elsewhere / "stdout").write_text("not the task's")
-    task_dir = tmp_path / "task"
-    task_dir.mkdir()
-    (task_dir / "logs").symlink_to(elsewhere)
+    (elsewhere / "web.stdout.0").write_text("not the task's")
+    alloc_dir = tmp_path / "alloc-id"
+    (alloc_dir / "alloc").mkdir(parents=True)
+    (alloc_dir / "alloc" / "logs").symlink_to(elsewhere)
     with pytest.raises(Exception, match="symlink or not a directory"):
-        FileLog(task_dir, "stdout").read(0, 100)
+        FileLog(alloc_dir, "web", "stdout").read(0, 100)
 
 
 def test_adopted_tasks_read_their_container_or_their_files(tmp_path: Path) -> None:
     docker_driver = DockerDriver(client=FakeDockerClient({"cid": FakeContainer(b"x", b"")}))
     exec_driver = FakeDriver("exec", joins_container_netns=False)
-    container = adopted_log_source([exec_driver, docker_driver], tmp_path, "container", "cid", "stdout")
+    drivers = [exec_driver, docker_driver]
+    container = adopted_log_source(drivers, tmp_path, "web", "container", "cid", "stdout")
     assert container.read(0, 10).data == b"x"
-    assert isinstance(adopted_log_source([exec_driver], tmp_path, "container", "cid", "stdout"), NoLog)
-    assert isinstance(adopted_log_source([exec_driver], tmp_path, "cgroup", "a.t", "stdout"), FileLog)
+    assert isinstance(adopted_log_source([exec_driver], tmp_path, "web", "container", "cid", "stdout"), NoLog)
+    assert isinstance(adopted_log_source([exec_driver], tmp_path, "web", "cgroup", "a.t", "stdout"), FileLog)
 
 
 class Growing(NoLog):
@@ -154,7 +210,9 @@ class Growing(NoLog):
         super().__init__("growing")
         self.reads, self.after, self.data = 0, after, data
 
-    def read(self, offset: int, limit: int, from_end: bool = False) -> LogChunk:
+    def read(
+        self, offset: int, limit: int, from_end: bool = False, resume: tuple[int, int] | None = None
+    ) -> LogChunk:
         self.reads += 1
         if self.reads > self.after:
             return LogChunk(self.data, offset, offset + len(self.data))

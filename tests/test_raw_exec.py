@@ -27,6 +27,7 @@ from agent.drivers.base import DriverError, TaskContext, TaskHandle
 from agent.drivers.process import TOOL_PATH, Cgroups, proc_start_time
 from agent.drivers.raw_exec import DISABLED, RawExecDriver
 from agent.model import Resources, Task
+from agent.runner.logmonhook import HOST_LOGMON, LogLimits, LogmonOutput
 from lab.waits import wait_until
 
 pytestmark = [pytest.mark.root]
@@ -100,12 +101,17 @@ class Bench:
             "NOMAD_GROUP_NAME": "g",
             "NOMAD_ALLOC_DIR": str(task_dir.parent / "alloc"),
         }
-        ctx = TaskContext(job="rawjob", group="g", alloc_id=alloc, task=task, task_dir=task_dir, env=env)
+        HOST_LOGMON.ensure(task_dir.parent, "t", LogLimits())  # as the runner does before a start
+        output = LogmonOutput(HOST_LOGMON, task_dir.parent, "t")
+        ctx = TaskContext(
+            job="rawjob", group="g", alloc_id=alloc, task=task, task_dir=task_dir, env=env, output=output
+        )
         return alloc, task, driver.start(ctx), task_dir
 
     def cleanup(self) -> None:
         for alloc in self.allocs:
             Cgroups.of_task(alloc, "t").kill_all()
+            HOST_LOGMON.stop_all(self.root / "alloc" / alloc)
 
 
 @pytest.fixture
@@ -157,7 +163,8 @@ def test_a_raw_exec_task_runs_as_root_in_its_task_dir_session_and_cgroup(bench: 
         signal.signal(signal.SIGHUP, old)
     assert handle.driver == "raw_exec"
     pid = int(handle.id)
-    out = _lines(_wait_file(task_dir / "logs" / "stdout", "ready", "the task's report"))
+    stdout = task_dir.parent / "alloc" / "logs" / "t.stdout.0"  # through the task's logmon
+    out = _lines(_wait_file(stdout, "ready", "the task's report"))
     assert out["uid"] == "0", out
     assert out["cwd"] == str(task_dir), out
     assert out["task_dir"] == str(task_dir / "local"), out

@@ -4,8 +4,9 @@
 - the whole log: `plain=true`, the bytes as they are, written as they come;
 - `-tail`: `origin=end&offset=N` (N: -c bytes, or a window in which the last -n lines are found);
 - `-f`: `follow=true`, Nomad's StreamFrames (`{"Offset", "Data": <base64>, "File"}`, one JSON
-  object after another, `{}` heartbeats) until Ctrl-C; from the start, or from where -tail ended.
-  A frame that starts before the offset reached means the log started again (a docker task's new
+  object after another, `{}` heartbeats) until Ctrl-C; from the start, or with -tail from the end in
+  the same request (-n: the last lines of what comes first, as Nomad's CLI). A frame of the same file
+  that starts before where the last one ended means the log started again (a docker task's new
   container): said on stderr."""
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import argparse
 import base64
 import binascii
 import json
+import queue
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -68,6 +71,9 @@ def show(data: bytes) -> None:
     write_out(sys.stdout, data)
 
 
+TAIL_SETTLE = 1.0  # seconds without new bytes that end a followed tail's first window (Nomad's CLI: 1s)
+
+
 def print_logs(nomad: Nomad, args: argparse.Namespace, alloc_id: str, task: str) -> int:
     stream = "stderr" if args.stderr else "stdout"
     base = f"/v1/client/fs/logs/{q(alloc_id)}?"
@@ -82,28 +88,66 @@ def print_logs(nomad: Nomad, args: argparse.Namespace, alloc_id: str, task: str)
             for data in get(plain="true"):
                 show(data)
             return 0
-        at = 0
-        if args.tail:
-            back = str(args.bytes if args.bytes is not None else TAIL_WINDOW)
-            if not args.follow:
-                data = b"".join(get(origin="end", offset=back, plain="true"))
-                show(data if args.bytes is not None else last_lines(data, args.lines))
-                return 0
-            tail = b""
-            for frame in frames(get(origin="end", offset=back)):
-                offset, data = frame_data(frame)
-                if data:
-                    tail += data
-                    at = offset + len(data)
-            show(tail if args.bytes is not None else last_lines(tail, args.lines))
-        for frame in frames(get(offset=str(at), follow="true")):
-            offset, data = frame_data(frame)
-            if not data:
-                continue  # a heartbeat
-            if offset < at:
-                print(f"fieldlab-agent: the {stream} log started again (a new container)", file=sys.stderr)
+        back = str(args.bytes if args.bytes is not None else TAIL_WINDOW)
+        if not args.follow:
+            data = b"".join(get(origin="end", offset=back, plain="true"))
+            show(data if args.bytes is not None else last_lines(data, args.lines))
+            return 0
+        # One followed request, as Nomad's CLI makes it: from the end when tailing, else the start.
+        more = {"origin": "end", "offset": back} if args.tail else {"offset": "0"}
+        datas = followed(frames(get(follow="true", **more)), stream)
+        if args.tail and args.bytes is None:
+            datas = tail_lines(datas, args.lines)
+        for data in datas:
             show(data)
-            at = offset + len(data)
         return 0
     except KeyboardInterrupt:
         return 0
+
+
+def followed(stream_frames: Iterable[dict[str, Any]], stream: str) -> Iterator[bytes]:
+    """The data of followed frames; None for a heartbeat (the tail window's clock). A frame of the
+    same file that starts before where the last one ended means the log started again (a docker
+    task's new container): said on stderr. Frames of the next file (a rotation) go on as they are."""
+    file, at = "", 0
+    for frame in stream_frames:
+        end, data = frame_data(frame)
+        if not data:
+            yield b""
+            continue
+        name = str(frame.get("File") or "")
+        if name == file and end - len(data) < at:
+            print(f"fieldlab-agent: the {stream} log started again (a new container)", file=sys.stderr)
+        file, at = name, end
+        yield data
+
+
+def tail_lines(datas: Iterable[bytes], n: int, settle: float = TAIL_SETTLE) -> Iterator[bytes]:
+    """The last `n` lines of what comes first (until `settle` seconds pass with nothing new, or a
+    heartbeat), then everything as it comes (Nomad's CLI LineLimitReader)."""
+    q_: queue.Queue[bytes | None] = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for d in datas:
+                q_.put(d)
+        finally:
+            q_.put(None)
+
+    threading.Thread(target=pump, name="logs-follow", daemon=True).start()
+    window = b""
+    while True:
+        try:
+            got = q_.get(timeout=settle)
+        except queue.Empty:
+            break
+        if got is None:
+            yield last_lines(window, n)
+            return
+        if not got:
+            break  # a heartbeat: the log has been idle
+        window += got
+    yield last_lines(window, n)
+    while (got := q_.get()) is not None:
+        if got:
+            yield got

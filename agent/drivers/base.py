@@ -70,6 +70,14 @@ ExitReport = Callable[[str, str], None]
 """(alloc id, handle id) -> None: a driver saw a task (or a netns owner) of that alloc exit."""
 
 
+class TaskOutput(Protocol):
+    """Where a process task's stdout and stderr go (agent.runner.logmonhook: the pipes its logmon
+    copies into alloc/logs)."""
+
+    def open(self) -> tuple[int, int]:
+        """Two fds for the task's stdout and stderr; the caller closes them once the task has them."""
+
+
 @dataclass(frozen=True)
 class TaskContext:
     """Everything a driver needs to start one task of an alloc."""
@@ -84,6 +92,7 @@ class TaskContext:
     netns: Path | None = None  # the alloc's network namespace, for drivers that join it by path
     netns_owner: TaskHandle | None = None  # the container owning it, for drivers that join a container
     ports: tuple[tuple[str, int, int], ...] = ()  # the alloc's ports: (label, host port, to)
+    output: TaskOutput | None = None  # a process task's stdout/stderr (None: /dev/null, `logs` disabled)
 
 
 class TaskDriver(Protocol):
@@ -95,6 +104,9 @@ class TaskDriver(Protocol):
     # keeps it with the container (docker); a process driver's task was the agent's child, whose
     # status went with that agent (exec, raw_exec): found gone, its exit code is unknown.
     keeps_exit_status: bool
+    # The task's stdout/stderr are the runner's to give (TaskContext.output: its logmon's pipes into
+    # alloc/logs, as Nomad's); False: the runtime keeps them (a docker container's log).
+    log_files: bool
 
     def start(self, ctx: TaskContext) -> TaskHandle:
         """Start the task; DriverError when it cannot."""

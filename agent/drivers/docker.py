@@ -96,6 +96,7 @@ class DockerDriver:
     name = "docker"
     joins_container_netns = True
     keeps_exit_status = True  # the engine keeps it with the container
+    log_files = False  # the engine keeps the log with the container
 
     def __init__(
         self,

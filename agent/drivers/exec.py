@@ -69,7 +69,6 @@ from agent.drivers.process import (
     cgroup_procs_of,
     children,
     host_tool,
-    log_size,
     read_environ,
     read_log_tail,
 )
@@ -142,6 +141,7 @@ INIT_V1 = (
 # so a task that ends at once (with any code) is told from a setup that never reached it.
 SETUP_FAILED = 199
 SETUP_FAILED_LINE = "fieldlab-setup: isolation setup failed"
+SETUP_ERR = ".setup-stderr"  # in the task dir (root's): the setup's stderr, truncated at each start
 
 
 @dataclass(frozen=True)
@@ -291,6 +291,8 @@ class ExecDriver(ProcessDriver):
             return '"$R"' + q(inside)
 
         lines = [
+            # The setup's own stderr goes to SETUP_ERR (read when it fails); the init gets the task's.
+            f"exec 3>&2 2>{q(str(task_dir / SETUP_ERR))}",
             "set -e",
             f'trap \'rc=$?; if [ $rc -ne 0 ]; then echo "{SETUP_FAILED_LINE} ($rc)" >&2; '
             f"exit {SETUP_FAILED}; fi' EXIT",
@@ -335,6 +337,7 @@ class ExecDriver(ProcessDriver):
             "cd /",
             f"{q(umount)} -l /.oldroot",
             "trap - EXIT",
+            "exec 2>&3 3>&-",
             'exec "$@"',
         ]
         return "\n".join(lines) + "\n"
@@ -397,15 +400,12 @@ class ExecDriver(ProcessDriver):
         # signals the agent sends (they are the workload's: see the module docstring).
         shield = " ".join(str(s) for s in SHIELDED_SIGNALS)
         script = f"{cg.join_script()}trap '' {shield}; exec {shlex.join(argv)}"
-        logs = task_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        offset = log_size(logs, "stderr")
         env = carry_env(inside_env(ctx.env))
-        proc = self.spawn(task, ["/bin/sh", "-c", script], env=env, cwd="/", logs=logs, what=cmd)
-        self._wait_for_init(proc, task, logs, offset)
+        proc = self.spawn(task, ["/bin/sh", "-c", script], env=env, cwd="/", output=ctx.output, what=cmd)
+        self._wait_for_init(proc, task, task_dir)
         return self.adopt(alloc_id, task, proc)
 
-    def _wait_for_init(self, proc: subprocess.Popen[bytes], task: Task, logs: Path, offset: int) -> None:
+    def _wait_for_init(self, proc: subprocess.Popen[bytes], task: Task, task_dir: Path) -> None:
         """Until the init runs inside the finished root. A setup that fails is a DriverError that
         says why (the setup's stderr), not a task that exits; a task that ended before the init was
         seen (it ran and exited at once, with any code) is a task exit: P is left unreaped for
@@ -416,7 +416,7 @@ class ExecDriver(ProcessDriver):
             while task_init(proc.pid) is None:
                 ended = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
                 if ended is not None:
-                    said = read_log_tail(logs, "stderr", offset)
+                    said = read_log_tail(task_dir, SETUP_ERR, 0)
                     failed = ended.si_code == os.CLD_EXITED and ended.si_status == SETUP_FAILED
                     if failed and SETUP_FAILED_LINE in said:
                         proc.wait()

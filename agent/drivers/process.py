@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent import layout
-from agent.drivers.base import DriverError, ExitReport, TaskHandle, TaskStatus
+from agent.drivers.base import DriverError, ExitReport, TaskHandle, TaskOutput, TaskStatus
 from agent.drivers.usage import Usage, cgroup_usage
 from agent.model import Task
 
@@ -273,27 +273,9 @@ def enter_task_env(sh: str, env_tool: str) -> list[str]:
 _SAFE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
-def open_log(logs: Path, name: str) -> int:
-    """logs/<name> for appending, opened by the dir's fd without following a link or blocking on a
-    FIFO, and only if it is a regular file: a task that can write its logs dir (raw_exec as its own
-    user) cannot point the agent's root at another file."""
-    flags = (
-        os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-    )
-    dfd = os.open(logs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        fd = os.open(name, flags, 0o644, dir_fd=dfd)
-    finally:
-        os.close(dfd)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise OSError(f"{logs / name} is not a regular file")
-    os.set_blocking(fd, True)
-    return fd
-
-
 def read_log_tail(logs: Path, name: str, offset: int, limit: int = 400) -> str:
-    """What logs/<name> gained past `offset`, its last `limit` characters (the same safe open)."""
+    """What <dir>/<name> gained past `offset`, its last `limit` characters; opened by the dir's fd
+    without following a link or blocking on a FIFO, and read only if it is a regular file."""
     flags = os.O_RDONLY | _SAFE_FLAGS
     try:
         dfd = os.open(logs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -311,14 +293,6 @@ def read_log_tail(logs: Path, name: str, offset: int, limit: int = 400) -> str:
         return os.pread(fd, 4 * limit, start).decode(errors="replace").strip()[-limit:]
     finally:
         os.close(fd)
-
-
-def log_size(logs: Path, name: str) -> int:
-    try:
-        st = os.stat(logs / name, follow_symlinks=False)
-    except OSError:
-        return 0
-    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def read_capped(fd: int, deadline: float, limit: int = EXEC_OUTPUT_MAX) -> tuple[bytes, bool]:
@@ -393,6 +367,7 @@ class ProcessDriver:
     name = "process"
     joins_container_netns = False
     keeps_exit_status = False  # the task was a child of the agent that started it
+    log_files = True  # through its logmon, into alloc/logs
 
     def __init__(self, on_exit: ExitReport | None = None) -> None:
         self.on_exit = on_exit  # (alloc id, pid) -> None, called from a watcher thread
@@ -468,21 +443,28 @@ class ProcessDriver:
         return cg
 
     def spawn(
-        self, task: Task, argv: list[str], *, env: Mapping[str, str], cwd: str | Path, logs: Path, what: str
+        self,
+        task: Task,
+        argv: list[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | Path,
+        output: TaskOutput | None,
+        what: str,
     ) -> subprocess.Popen[bytes]:
-        """P, in a session of its own, stdout/stderr appended to logs/stdout and logs/stderr. `env` is
-        P's own: HOST_ENV and the carried task environment (carry_env), never the task's as is."""
-        logs.mkdir(parents=True, exist_ok=True)
+        """P, in a session of its own, its stdout/stderr the task's `output` (its logmon's pipes;
+        None: /dev/null). `env` is P's own: HOST_ENV and the carried task environment (carry_env),
+        never the task's as is."""
         out = err = -1
         try:
-            out = open_log(logs, "stdout")
-            err = open_log(logs, "stderr")
+            if output is not None:
+                out, err = output.open()
             return subprocess.Popen(
                 argv,
                 cwd=cwd,
                 env=dict(env),
-                stdout=out,
-                stderr=err,
+                stdout=out if out >= 0 else subprocess.DEVNULL,
+                stderr=err if err >= 0 else subprocess.DEVNULL,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )

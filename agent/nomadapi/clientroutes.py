@@ -287,14 +287,15 @@ def _logs(api: NomadApi) -> Handler:
                 at = next((t for t in adopted.tasks if t.role != "pause" and t.task == name), None)
                 if at is None:  # Nomad's client answers 400 here (client/fs_endpoint.go), not 404
                     raise HttpError(400, f"unknown task name {json.dumps(name)}")
-                task_dir = core.deps.data_dir / "alloc" / adopted.id / at.task
-                return adopted_log_source(core.drivers.all().values(), task_dir, at.kind, at.target, stream)
+                alloc_dir = core.deps.data_dir / "alloc" / adopted.id
+                drivers = core.drivers.all().values()
+                return adopted_log_source(drivers, alloc_dir, at.task, at.kind, at.target, stream)
             r = _find_alloc(core, ref)
             task = next((t for t in r.group.tasks if t.name == name), None)
             if task is None:
                 raise HttpError(400, f"unknown task name {json.dumps(name)}")
             handle = r.state.handle(task.name)
-            return log_source(r.driver(task), r.task_dir(task), handle.id if handle else None, stream)
+            return log_source(r.driver(task), r.alloc_dir, task.name, handle.id if handle else None, stream)
 
         source = core.call(resolve)
         file = f"alloc/logs/{name}.{stream}.0"
@@ -319,18 +320,26 @@ def _log_chunks(source: LogSource, chunk: LogChunk, follow: bool, plain: bool, f
             if plain:
                 yield chunk.data
             else:
-                yield json.dumps(fsjson.stream_frame(chunk.offset, chunk.data, file)).encode()
+                # Offset: where in its file the frame's data ends, as Nomad's streamFile sends it
+                at_file = chunk.offset if chunk.file_offset is None else chunk.file_offset
+                frame = fsjson.stream_frame(at_file + len(chunk.data), chunk.data, chunk.file or file)
+                yield json.dumps(frame).encode()
         elif not follow:
             return
         else:
             yield b"" if plain else b"{}"  # a heartbeat: Nomad sends an empty frame while idle
-        at = chunk.next_offset
+        at, resume = chunk.next_offset, chunk.resume
         if chunk.data and len(chunk.data) == FRAME_BYTES:
-            chunk = read_log(source, at, limit=FRAME_BYTES)
+            chunk = read_log(source, at, limit=FRAME_BYTES, resume=resume)
             continue
+        if resume is not None and not follow:  # a file log: the next file may hold more
+            chunk = read_log(source, at, limit=FRAME_BYTES, resume=resume)
+            if chunk.data:
+                continue
+            return
         if not follow:
             return
-        chunk = read_log(source, at, limit=FRAME_BYTES, follow=True, wait=HEARTBEAT)
+        chunk = read_log(source, at, limit=FRAME_BYTES, follow=True, wait=HEARTBEAT, resume=resume)
 
 
 FILE_POLL = 0.25  # seconds between looks at a followed file for appended bytes

@@ -44,7 +44,15 @@ from agent.decisions import (
     plan_start_failure,
     plan_task_restart,
 )
-from agent.drivers.base import RESTARTED, DriverError, NetnsOwner, TaskContext, TaskDriver, TaskHandle
+from agent.drivers.base import (
+    RESTARTED,
+    DriverError,
+    NetnsOwner,
+    TaskContext,
+    TaskDriver,
+    TaskHandle,
+    TaskOutput,
+)
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, Unavailable
 from agent.killpoints import KillHook, no_kill
@@ -52,6 +60,7 @@ from agent.model import Group, Job, Task
 from agent.network.base import Network
 from agent.offload import Offload, Serial, run_inline
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, TaskState
+from agent.runner.logmonhook import HOST_LOGMON, LogLimits, LogmonOutput, TaskLogs
 from agent.runner.services import ServiceRegistrar, service_definitions
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.taskdirs import HostTaskDirs, TaskDirs
@@ -89,6 +98,7 @@ class RunnerDeps:
     templates: TemplateDeps
     bugs: Bugs = NO_BUGS
     dirs: TaskDirs | None = None
+    task_logs: TaskLogs = HOST_LOGMON  # process tasks' logmons (agent.runner.logmonhook)
     services: ServiceRegistrar | None = None
     advertise_address: str = ""
     vault: TokenIssuer | None = None  # the agent's Vault client: creates and revokes tasks' tokens
@@ -495,6 +505,7 @@ class AllocRunner:
         if token is not None:
             token.ensure()  # a no-op unless the token expired while the task was down
         owner = self.state.handle(NETNS_OWNER) if self.bridge else None
+        output = self._task_output(t)
         ctx = TaskContext(
             job=self.job.id,
             group=self.group.name,
@@ -506,6 +517,7 @@ class AllocRunner:
             netns=self.netns_path(),
             netns_owner=owner,
             ports=tuple((p.label, p.host, p.to) for p in self.rec.ports),
+            output=output,
         )
         record = self.state.task(t.name)
         self.state.put_task(
@@ -525,6 +537,18 @@ class AllocRunner:
             self.state.update_task(t.name, state=TaskState.RUNNING, failed=False)
             self.event(t.name, "Started", "Task started by client", **details)
         self.kill_point("start.after-task-record")
+
+    def _task_output(self, t: Task) -> TaskOutput | None:
+        """A process task's stdout/stderr: the pipes of its logmon, started when none runs (Nomad's
+        logmon hook); None for a driver that keeps its own log (docker) or when `logs` is disabled."""
+        if not self.driver(t).log_files or t.logs.disabled:
+            return None
+        limits = LogLimits(t.logs.max_files, t.logs.max_file_size)
+        try:
+            self.d.task_logs.ensure(self.alloc_dir, t.name, limits)
+        except OSError as exc:
+            raise DriverError("logmon", f"task {t.name}", f"cannot start its logmon: {exc}") from None
+        return LogmonOutput(self.d.task_logs, self.alloc_dir, t.name)
 
     def _fail_setup(self, reason: str) -> None:
         for t in self.group.tasks:
@@ -599,6 +623,8 @@ class AllocRunner:
         if decision.complete:
             if all_done:  # what the alloc holds on the node goes; a kill before leaves it to the sweep
                 self._teardown()
+            else:  # this task is done for good: its logmon drains and ends (Nomad's logmon hook)
+                self.d.task_logs.stop(self.alloc_dir, t.name)
             return
         if not decision.restart:
             self._finish_failure(reason)
@@ -888,12 +914,19 @@ class AllocRunner:
 
     def _record_reattached(self) -> None:
         """A task found running whose record is not 'running' (the agent was killed between the
-        start being recorded and the state catching up): recorded running now."""
+        start being recorded and the state catching up): recorded running now. A running process
+        task whose logmon is gone (killed) gets a new one, which copies what waited in the pipe."""
         for t in self.group.tasks:
             h = self.state.handle(t.name)
             record = self.state.task(t.name)
-            if h is not None and record.state is not TaskState.RUNNING and self._handle_running(t, h):
+            if h is None or not self._handle_running(t, h):
+                continue
+            if record.state is not TaskState.RUNNING:
                 self.state.put_task(t.name, record.with_(state=TaskState.RUNNING))
+            try:  # its logmon outlived the agent as a rule; one that did not is started again
+                self._task_output(t)
+            except DriverError as exc:
+                self.event(t.name, "Logmon Failure", f"{exc.reason}: its output waits in the pipe")
 
     def _handle_running(self, t: Task, h: Any) -> bool:
         st = self.driver(t).status(h)
@@ -994,6 +1027,7 @@ class AllocRunner:
                 self.event("", "Network Teardown", str(exc))
             self.owner.remove(self.id, self.state.handle(NETNS_OWNER))
         self._revoke_vault_tokens()
+        self.d.task_logs.stop_all(self.alloc_dir)  # after the tasks: each logmon drains its pipes
         self.d.task_dirs.cleanup(self.alloc_dir)
 
     # -- API view ------------------------------------------------------------------------------

@@ -1,15 +1,19 @@
-"""Task directories on the node: `local/` (0755) and `secrets/` (a 0700 tmpfs, mounted again after
-a reboot), and unmounting everything below an alloc dir at teardown. Behind a protocol so that the
-runner's unit tests need no root."""
+"""Task directories on the node, as Nomad's client lays them out: the alloc's shared `alloc/` with
+`data/`, `logs/` and `tmp/` (0777, every task of the alloc writes them), and per task `local/` (0755),
+`tmp/` and `secrets/` (a 0700 tmpfs, mounted again after a reboot); at teardown everything below the alloc
+dir is unmounted, and at its removal (the GC) any logmon left of it ended. Behind a protocol so
+that the runner's unit tests need no root."""
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Protocol
 
 from agent.fsutil import mount_secrets, unmount_below
+from agent.runner.logmonhook import HOST_LOGMON
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +32,25 @@ class TaskDirs(Protocol):
         """The alloc dir gone (the GC): unmounted, then removed without following any link in it."""
 
 
+def _dir_with_mode(d: Path, mode: int) -> None:
+    """`d` made when missing and given `mode` through an fd opened without following a link: a task
+    can write alloc/ and its own dirs, and a link it planted there is refused (OSError), never chmod'ed
+    through."""
+    d.mkdir(parents=True, exist_ok=True)
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
 class HostTaskDirs:
     def prepare(self, task_dir: Path) -> None:
         shared = task_dir.parent / "alloc"  # the alloc's shared dir (NOMAD_ALLOC_DIR), 0777 as Nomad's
-        shared.mkdir(parents=True, exist_ok=True)
-        shared.chmod(0o777)
-        local = task_dir / "local"
-        local.mkdir(parents=True, exist_ok=True)
-        local.chmod(0o755)
+        for d in (shared, shared / "data", shared / "logs", shared / "tmp"):
+            _dir_with_mode(d, 0o777)
+        _dir_with_mode(task_dir / "local", 0o755)
+        _dir_with_mode(task_dir / "tmp", 0o1777)
         mount_secrets(task_dir / "secrets")
 
     def remount_secrets(self, task_dir: Path) -> bool:
@@ -45,6 +60,7 @@ class HostTaskDirs:
         unmount_below(alloc_dir)
 
     def remove(self, alloc_dir: Path) -> None:
+        HOST_LOGMON.stop_all(alloc_dir)  # none as a rule: the alloc's teardown ended them
         unmount_below(alloc_dir)
 
         def report(fn: object, path: str, exc: object) -> None:
