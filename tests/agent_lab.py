@@ -291,6 +291,11 @@ class AgentLab:
         for name in Cgroups.names():  # exec tasks of this lab's allocs (the agent leaves tasks running)
             if (self.data_dir / "alloc" / name.rsplit(".", 1)[0]).exists():
                 Cgroups(name).kill_all()
+        from agent.runner.logmonhook import HOST_LOGMON
+
+        allocs = self.data_dir / "alloc"
+        for alloc_dir in allocs.iterdir() if allocs.is_dir() else ():  # their logmons go on too
+            HOST_LOGMON.stop_all(alloc_dir)
         for name in netns.list_names():
             if name.startswith("fl-") and (self.data_dir / "alloc" / name[3:]).exists():
                 netns.delete(name)

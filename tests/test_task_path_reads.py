@@ -2,7 +2,8 @@
 tmp/, the alloc's shared dir, and for raw_exec whatever its user can write), so anything the agent
 reads there goes through a reader that opens by dir fd, follows no link, never blocks (O_NONBLOCK, a
 FIFO is refused), takes regular files only and caps the size: agent.templates.sandbox (`read_file`),
-agent.logs (`FileLog`) and agent.drivers.process (`open_log`, `read_log_tail`). The rule, grep-able:
+agent.logs (`FileLog`, `TaskDirLog`), agent.drivers.process (`read_log_tail`), logmon's rotator and the
+logmon hook's and the task dirs' openers (agent.logmon, agent.runner.logmonhook, agent.runner.taskdirs). The rule, grep-able:
 
     grep -rnE "read_text|read_bytes|open\\(" agent/
 
@@ -38,7 +39,8 @@ SITES: dict[tuple[str, str, str], str] = {
     # A task's environ is read only to find the carried environment of the agent's own root
     # processes (exec's init) and, for adoption after a lost state, the job a cgroup belongs to.
     ("drivers/process.py", "read_environ", "path.read_bytes"): PROC,
-    ("drivers/process.py", "open_log", "os.open"): TASK,
+    # a process task's stdout/stderr: its FIFOs in the alloc's .logmon dir (root's, 0700)
+    ("drivers/process.py", "ProcessDriver.spawn", "output.open"): NODE,
     ("drivers/process.py", "read_log_tail", "os.open"): TASK,
     ("drivers/usage.py", "_read", "(d / name).read_text"): PROC,  # the kernel's cgroup files
     ("drivers/raw_exec.py", "credentials", "Path(f'/proc/{pid}/status').read_text"): PROC,
@@ -47,7 +49,16 @@ SITES: dict[tuple[str, str, str], str] = {
     ("jobspec/__init__.py", "load_jobspec", "path.read_text"): CLI,
     ("jobspec/hclfuncs.py", "_read_file", "path.open"): CLI,  # HCL file(): the agent gets a bundle
     ("killpoints.py", "sigkill_at.hook", "os.open"): NODE,
-    ("logs.py", "FileLog._open", "os.open"): TASK,
+    ("logs.py", "FileLog._dir", "os.open"): TASK,  # alloc/ and logs/ by dir fd, O_NOFOLLOW
+    ("logs.py", "FileLog._read", "os.open"): TASK,  # O_NOFOLLOW|O_NONBLOCK, regular only
+    ("logs.py", "TaskDirLog.read", "os.open"): TASK,  # a task started before logmon: the same rules
+    # logmon writes the tasks' logs dir (0777) by its fd: O_NOFOLLOW|O_NONBLOCK, regular, one link
+    ("logmon/__main__.py", "Rotator._open", "os.open"): TASK,
+    ("logmon/docker.py", "follow", "os.open"): NODE,  # its since-file in the alloc's .logmon dir
+    ("runner/logmonhook.py", "_open_fifo", "os.open"): NODE,  # .logmon/ (root's, 0700)
+    ("runner/logmonhook.py", "_read_pidfile", "path.read_text"): NODE,  # .logmon/<task>.pid
+    ("runner/logmonhook.py", "_open_logs_dir", "os.open"): TASK,  # alloc/ and logs/, O_NOFOLLOW
+    ("runner/taskdirs.py", "_dir_with_mode", "os.open"): TASK,  # O_NOFOLLOW|O_DIRECTORY, then fchmod
     ("network/cni.py", "CniNetwork._load", "path.read_text"): NODE,
     ("nomadapi/allocfs.py", "_open_dirs", "os.open"): TASK,  # by dir fd, O_NOFOLLOW at every step
     ("nomadapi/allocfs.py", "_open_regular", "os.open"): TASK,  # O_NOFOLLOW|O_NONBLOCK, regular only
@@ -75,9 +86,13 @@ SITES: dict[tuple[str, str, str], str] = {
     ("workloads/probe/probe.py", "_read", "open"): PROBE,
 }
 SANDBOXED = {
-    ("drivers/process.py", "open_log"),
     ("drivers/process.py", "read_log_tail"),
-    ("logs.py", "FileLog._open"),
+    ("logs.py", "FileLog._dir"),
+    ("logs.py", "FileLog._read"),
+    ("logs.py", "TaskDirLog.read"),
+    ("logmon/__main__.py", "Rotator._open"),
+    ("runner/logmonhook.py", "_open_logs_dir"),
+    ("runner/taskdirs.py", "_dir_with_mode"),
     ("nomadapi/allocfs.py", "_open_dirs"),
     ("nomadapi/allocfs.py", "_open_regular"),
     ("runner/vaulttoken.py", "TaskVaultToken._write_file"),

@@ -14,8 +14,11 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import contextlib
 import json
+import os
 import queue
+import signal
 import sys
 import threading
 from collections.abc import Iterable, Iterator
@@ -72,6 +75,7 @@ def show(data: bytes) -> None:
 
 
 TAIL_SETTLE = 1.0  # seconds without new bytes that end a followed tail's first window (Nomad's CLI: 1s)
+LOOK = 0.1  # seconds of each wait for the next piece: short, so Ctrl-C is seen at once
 
 
 def print_logs(nomad: Nomad, args: argparse.Namespace, alloc_id: str, task: str) -> int:
@@ -94,6 +98,9 @@ def print_logs(nomad: Nomad, args: argparse.Namespace, alloc_id: str, task: str)
             show(data if args.bytes is not None else last_lines(data, args.lines))
             return 0
         # One followed request, as Nomad's CLI makes it: from the end when tailing, else the start.
+        # Ctrl-C ends it there and then: the stream's reader may sit in a TLS read that an
+        # interpreter's shutdown would wait on, so the process exits at once, output flushed.
+        signal.signal(signal.SIGINT, _quit)
         more = {"origin": "end", "offset": back} if args.tail else {"offset": "0"}
         datas = followed(frames(get(follow="true", **more)), stream)
         if args.tail and args.bytes is None:
@@ -103,6 +110,12 @@ def print_logs(nomad: Nomad, args: argparse.Namespace, alloc_id: str, task: str)
         return 0
     except KeyboardInterrupt:
         return 0
+
+
+def _quit(signum: int, frame: object) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    os._exit(0)
 
 
 def followed(stream_frames: Iterable[dict[str, Any]], stream: str) -> Iterator[bytes]:
@@ -124,7 +137,8 @@ def followed(stream_frames: Iterable[dict[str, Any]], stream: str) -> Iterator[b
 
 def tail_lines(datas: Iterable[bytes], n: int, settle: float = TAIL_SETTLE) -> Iterator[bytes]:
     """The last `n` lines of what comes first (until `settle` seconds pass with nothing new, or a
-    heartbeat), then everything as it comes (Nomad's CLI LineLimitReader)."""
+    heartbeat), then everything as it comes (Nomad's CLI LineLimitReader). The stream is read by a
+    daemon thread; this one waits in short timed looks, so that Ctrl-C ends it at once."""
     q_: queue.Queue[bytes | None] = queue.Queue()
 
     def pump() -> None:
@@ -135,19 +149,26 @@ def tail_lines(datas: Iterable[bytes], n: int, settle: float = TAIL_SETTLE) -> I
             q_.put(None)
 
     threading.Thread(target=pump, name="logs-follow", daemon=True).start()
-    window = b""
-    while True:
+    window, quiet = b"", 0.0
+    while quiet < settle:
         try:
-            got = q_.get(timeout=settle)
+            got = q_.get(timeout=LOOK)
         except queue.Empty:
-            break
+            quiet += LOOK
+            continue
         if got is None:
             yield last_lines(window, n)
             return
         if not got:
             break  # a heartbeat: the log has been idle
-        window += got
+        window, quiet = window + got, 0.0
     yield last_lines(window, n)
-    while (got := q_.get()) is not None:
+    while True:
+        try:
+            got = q_.get(timeout=LOOK)
+        except queue.Empty:
+            continue
+        if got is None:
+            return
         if got:
             yield got
