@@ -136,6 +136,19 @@ class FileLog:
                 found.append((idx, st.st_size))
         return sorted(found)
 
+    def present(self) -> bool:
+        """Whether logmon has written any file of this stream yet."""
+        try:
+            dfd = self._dir()
+        except AgentError:
+            return True  # there, and not readable: read() says why
+        if dfd is None:
+            return False
+        try:
+            return bool(self._files(dfd))
+        finally:
+            os.close(dfd)
+
     def _read(self, dfd: int, idx: int, pos: int, limit: int) -> bytes:
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
@@ -213,6 +226,48 @@ def _locate(
     return len(files) - 1, files[-1][1]
 
 
+class TaskDirLog:
+    """`<task dir>/logs/<stream>`: where an exec or raw_exec task started by an agent before logmon
+    writes (its stdout is that file, for as long as it runs): read as it was, so that an upgrade of
+    the agent restarts no task to keep its log readable."""
+
+    def __init__(self, task_dir: Path, stream: str) -> None:
+        self.task_dir, self.stream = task_dir, stream
+        self.what = f"{task_dir / 'logs' / stream}"
+
+    def exists(self) -> bool:
+        try:
+            return stat.S_ISREG(os.stat(self.task_dir / "logs" / self.stream, follow_symlinks=False).st_mode)
+        except OSError:
+            return False
+
+    def read(
+        self, offset: int, limit: int, from_end: bool = False, resume: tuple[int, int] | None = None
+    ) -> LogChunk:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        fds: list[int] = []
+        try:
+            fds.append(os.open(self.task_dir, flags | os.O_DIRECTORY))
+            fds.append(os.open("logs", flags | os.O_DIRECTORY, dir_fd=fds[-1]))
+            fd = os.open(self.stream, flags | os.O_NONBLOCK, dir_fd=fds[-1])
+        except FileNotFoundError:
+            return LogChunk(b"", 0, 0, reset=offset > 0 and not from_end)
+        except OSError as exc:
+            raise AgentError(f"{self.what}: {exc.strerror}: not read") from None
+        finally:
+            for d in fds:
+                os.close(d)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise AgentError(f"{self.what}: not a regular file: not read")
+            size = os.fstat(fd).st_size
+            start, length, reset = slice_log(size, offset, limit, from_end)
+            data = os.pread(fd, length, start) if length else b""
+        finally:
+            os.close(fd)
+        return LogChunk(data, start, size, reset)
+
+
 class DockerLog:
     """A container's log through the docker SDK (`client()` gives a docker.DockerClient). The
     engine gives a whole stream at a time: the offset is applied here."""
@@ -280,15 +335,21 @@ def read_log(
 
 
 def log_source(driver: object, alloc_dir: Path, task: str, container: str | None, stream: str) -> LogSource:
-    """Where a task of `driver` keeps `stream`: its container's log for the docker driver (None:
-    no container yet), `alloc/logs/<task>.<stream>.N` for the process drivers. Cheap: nothing is read."""
+    """Where a task of `driver` keeps `stream`: `alloc/logs/<task>.<stream>.N`, which its logmon
+    writes (a docker task's through its docker logger). With no such file yet (a task an agent
+    before logmon started, or logs disabled): a docker task's container log (None: no container
+    yet), a process task's `<task dir>/logs/<stream>` when there is one. Cheap: a listing at most."""
     from agent.drivers.docker import DockerDriver
 
+    files = FileLog(alloc_dir, task, stream)
+    if files.present():
+        return files
     if isinstance(driver, DockerDriver):
         if not container:
             return NoLog(f"{task} {stream}: the task has no container")
         return DockerLog(lambda: driver.client, container, stream)
-    return FileLog(alloc_dir, task, stream)
+    legacy = TaskDirLog(alloc_dir / task, stream)
+    return legacy if legacy.exists() else files
 
 
 def adopted_log_source(

@@ -49,6 +49,7 @@ class FakeDriver:
         self.joins_container_netns = joins_container_netns
         self.keeps_exit_status = joins_container_netns  # as the real ones: docker yes, exec no
         self.log_files = False  # no logmon for a fake task (tests/test_logmon_hook.py runs real ones)
+        self.container_log = False
         self.procs: dict[str, FakeProc] = {}
         self.starts: list[TaskContext] = []
         self.stops: list[str] = []

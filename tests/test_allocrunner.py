@@ -110,6 +110,8 @@ def test_setup_failure_tears_down_and_fails_without_replacement(tmp_path: Path) 
     r = _started(node)
     assert r.rec.status is AllocStatus.FAILED and "duplicate allocation" in r.rec.reason
     assert _events(node, r).count("Setup Failure") == 2
+    states = r.view()["tasks"]
+    assert all(states[t.name]["state"] == "dead" and states[t.name]["failed"] for t in r.group.tasks), states
     assert node.pause.removed == ["pause-1"] and node.docker.starts == []
     assert node.dirs.cleaned == [r.alloc_dir] and node.replaced == []
 

@@ -242,3 +242,34 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path: Path) -> None:
     assert bad_size.returncode == 2 and "0 is less than 1" in bad_size.stderr
     bad_task = run("--task", "../x", "--logs-fd", "0", "--stdout-fd", "1", "--stderr-fd", "2")
     assert bad_task.returncode == 2 and "not a task name" in bad_task.stderr
+
+
+# -- the docker logger (agent.logmon.docker): the engine's stream and timestamps, without an engine
+
+
+def test_the_engines_timestamps_and_since() -> None:
+    from agent.logmon.docker import since_arg, stamp_to_ns
+
+    assert stamp_to_ns(b"2026-12-04T20:00:01.123456789Z") == 1796414401_123456789
+    assert stamp_to_ns(b"2026-12-04T20:00:01.5Z") == 1796414401_500000000
+    assert stamp_to_ns(b"2026-12-04T20:00:01Z") == 1796414401_000000000
+    assert since_arg(1796414401_000000042) == "1796414401.000000042"
+    with pytest.raises(ValueError):
+        stamp_to_ns(b"not-a-time")
+
+
+def test_the_multiplexed_stream_is_cut_into_frames_by_stream() -> None:
+    import io
+    import struct
+
+    from agent.logmon.docker import frames
+
+    def frame(kind: int, data: bytes) -> bytes:
+        return struct.pack(">BxxxL", kind, len(data)) + data
+
+    body = io.BufferedReader(
+        io.BytesIO(frame(1, b"T1 out\n") + frame(2, b"T2 err\n") + frame(1, b"T3 cut")[:5])
+    )
+    assert list(frames(body, multiplexed=True)) == [(1, b"T1 out\n"), (2, b"T2 err\n")]  # type: ignore[arg-type]
+    raw = io.BufferedReader(io.BytesIO(b"T1 a\nT2 b\n"))
+    assert list(frames(raw, multiplexed=False)) == [(1, b"T1 a\n"), (1, b"T2 b\n")]  # type: ignore[arg-type]

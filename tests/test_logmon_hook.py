@@ -14,7 +14,7 @@ import pytest
 from agent.drivers.process import proc_start_time
 from agent.runner.logmonhook import FIFO_DIR
 from lab.waits import wait_until
-from tests.agent_lab import AgentLab, why_not_ready
+from tests.agent_lab import AgentLab, build_workload_images, why_not_ready
 
 LINES = 12000
 PHASE1 = 4000
@@ -69,8 +69,43 @@ WAIT = 60.0  # seconds for a phase of the tasks or the agent
 pytestmark = [pytest.mark.root]
 
 
+DOCKER_JOB = """
+job "dlogs" {
+  group "g" {
+    restart {
+      attempts = 3
+      interval = "10m"
+      delay    = "0s"
+      mode     = "fail"
+    }
+    task "d" {
+      driver = "docker"
+      config {
+        image   = "fieldlab/busybox:latest"
+        command = "/bin/sh"
+        args    = ["-c", <<EOT
+n=$(cat /local/runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > /local/runs
+i=0; while [ $i -lt 300 ]; do echo "run $n line $i"; i=$((i+1)); done
+echo "run $n says on stderr" >&2
+echo up > /local/up.$n
+exec sleep 600
+EOT
+        ]
+      }
+    }
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> None:
+    if why_not_ready() is None:
+        build_workload_images(tmp_path_factory.mktemp("images"))
+
+
 @pytest.fixture
-def lab(tmp_path: Path):  # type: ignore[no-untyped-def]
+def lab(images: None, tmp_path: Path):  # type: ignore[no-untyped-def]
     reason = why_not_ready()
     if reason:
         pytest.skip(reason)
@@ -94,7 +129,7 @@ def _files(logs: Path, base: str) -> list[Path]:
 
 
 def _logmon_pid(alloc_dir: Path, task: str) -> int:
-    pid, started = (alloc_dir / FIFO_DIR / f"{task}.pid").read_text().split()
+    pid, started, *_ = (alloc_dir / FIFO_DIR / f"{task}.pid").read_text().split()
     assert proc_start_time(int(pid)) == started, "the recorded logmon is not running"
     return int(pid)
 
@@ -144,5 +179,104 @@ def test_rotated_files_hold_every_line_once_across_an_agent_stop_and_a_killed_lo
         agent.stop_job("logs")
         for pid in pids:
             wait_until(lambda p=pid: _gone(p), timeout=WAIT, what="the job's logmons ended")
+    finally:
+        agent.stop()
+
+
+def test_a_docker_tasks_log_lands_in_the_alloc_dir_across_its_containers_and_a_killed_logger(
+    lab: AgentLab,
+) -> None:
+    """Nomad's docker_logger: the container's log copied into the task's logmon pipes. A restart
+    (a new container) adds to the same files; a docker logger killed while the agent is down is
+    started again on restore and writes nothing twice."""
+    agent = lab.start_agent()
+    (alloc,) = agent.core.call(lambda: agent.core.submit(DOCKER_JOB, None, source="test"))["allocs"]
+    alloc_dir = lab.data_dir / "alloc" / alloc
+    logs, local = alloc_dir / "alloc" / "logs", alloc_dir / "d" / "local"
+    try:
+        wait_until(lambda: _there(local / "up.1"), timeout=WAIT, what="the first container up")
+
+        def lines(want: int) -> tuple[list[str] | None, str]:
+            text = b"".join(p.read_bytes() for p in _files(logs, "d.stdout")).decode()
+            got = re.findall(r"^run \d+ line \d+$", text, re.M)
+            return (got if len(got) >= want else None), f"{len(got)} lines"
+
+        first = wait_until(lambda: lines(300), timeout=WAIT, what="run 1 in d.stdout.N")
+        assert first == [f"run 1 line {i}" for i in range(300)]
+        logger = _logmon_pid(alloc_dir, "d.docker")
+
+        def restart() -> None:
+            r = agent.core.runner(alloc)
+            r.user_restart(r.group.tasks[0])
+
+        agent.core.call(restart)
+        wait_until(lambda: _there(local / "up.2"), timeout=WAIT, what="the second container up")
+        both = wait_until(lambda: lines(600), timeout=WAIT, what="run 2 after run 1 in the same files")
+        assert both == first + [f"run 2 line {i}" for i in range(300)]
+        assert _logmon_pid(alloc_dir, "d.docker") != logger  # a logger per container
+
+        agent.stop()
+        os.kill(_logmon_pid(alloc_dir, "d.docker"), signal.SIGKILL)
+        agent = lab.start_agent()  # restore: the container runs, its logger is started again
+        _logmon_pid(alloc_dir, "d.docker")
+
+        def stderr() -> tuple[str | None, str]:
+            text = b"".join(p.read_bytes() for p in _files(logs, "d.stderr")).decode()
+            return (text if "run 2 says" in text else None), text
+
+        said = wait_until(stderr, timeout=WAIT, what="both runs' stderr in d.stderr.N")
+        assert said == "run 1 says on stderr\nrun 2 says on stderr\n"
+        assert lines(600)[0] == both  # the new logger skipped what the killed one wrote
+    finally:
+        agent.stop()
+
+
+def test_a_task_that_plants_a_link_where_logmon_rotates_cannot_make_it_write_there(
+    lab: AgentLab, tmp_path: Path
+) -> None:
+    """Hostile: an exec task (nobody, in its chroot) links `/alloc/logs/t.stdout.1` (the shared
+    logs dir, 0777 as Nomad's) to a host file, then writes past the 1 MB file so that logmon (root, on
+    the host) rotates into that name. logmon skips it for the next index; the host file is intact."""
+    canary = tmp_path / "canary"
+    canary.write_text("the host's file\n")
+    canary.chmod(0o666)  # writable by anyone: only logmon's refusal keeps it intact
+    job = f"""
+job "hostile-logs" {{
+  group "g" {{
+    task "t" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sh"
+        args = ["-c", <<EOT
+ln -s {canary} /alloc/logs/t.stdout.1
+head -c 1500000 /dev/zero | tr '\\000' y | fold -w 99
+echo done > /local/done
+exec sleep 600
+EOT
+        ]
+      }}
+      logs {{
+        max_files     = 3
+        max_file_size = 1
+      }}
+    }}
+  }}
+}}
+"""
+    agent = lab.start_agent()
+    try:
+        (alloc,) = agent.core.call(lambda: agent.core.submit(job, None, source="test"))["allocs"]
+        alloc_dir = lab.data_dir / "alloc" / alloc
+        logs = alloc_dir / "alloc" / "logs"
+        wait_until(lambda: _there(alloc_dir / "t" / "local" / "done"), timeout=WAIT, what="the flood written")
+
+        def copied() -> tuple[int | None, str]:
+            total = sum(p.stat().st_size for p in _files(logs, "t.stdout") if not p.is_symlink())
+            return (total if total >= 1500000 else None), f"{total} bytes in regular files"
+
+        wait_until(copied, timeout=WAIT, what="the flood in logmon's files")
+        assert canary.read_text() == "the host's file\n"
+        assert (logs / "t.stdout.1").is_symlink()  # left as the task made it, skipped
+        assert (logs / "t.stdout.2").is_file() and not (logs / "t.stdout.2").is_symlink()
     finally:
         agent.stop()

@@ -20,6 +20,7 @@ from agent.logs import (
     LogsGone,
     LogsUnavailable,
     NoLog,
+    TaskDirLog,
     adopted_log_source,
     log_source,
     read_log,
@@ -129,6 +130,20 @@ def test_a_process_drivers_log_is_its_logmons_files_in_the_alloc_dir(tmp_path: P
     assert (chunk.file, chunk.file_offset, chunk.reset) == ("alloc/logs/web.stderr.0", 3, False)
     end = source.read(20, 4)  # past the end is the end, as Nomad's findClosest
     assert (end.data, end.offset, end.reset) == (b"", 10, False)
+
+
+def test_a_task_started_before_logmon_is_read_where_it_writes(tmp_path: Path) -> None:
+    """An agent upgraded under a running exec task: the task's stdout is still <task dir>/logs/stdout
+    (an agent before logmon opened it for the task), read there until logmon's files exist."""
+    exec_driver = FakeDriver("exec", joins_container_netns=False)
+    (tmp_path / "web" / "logs").mkdir(parents=True)
+    (tmp_path / "web" / "logs" / "stdout").write_bytes(b"from before the upgrade\n")
+    source = log_source(exec_driver, tmp_path, "web", "4242", "stdout")
+    assert isinstance(source, TaskDirLog) and source.read(5, 100).data == b"before the upgrade\n"
+    assert isinstance(log_source(exec_driver, tmp_path, "web", "4242", "stderr"), FileLog)  # none there
+    (tmp_path / "alloc" / "logs").mkdir(parents=True)
+    (tmp_path / "alloc" / "logs" / "web.stdout.0").write_bytes(b"new\n")  # restarted under logmon
+    assert isinstance(log_source(exec_driver, tmp_path, "web", "4242", "stdout"), FileLog)
 
 
 def test_rotated_files_are_one_log_and_a_follow_resumes_across_rotation_and_purge(tmp_path: Path) -> None:

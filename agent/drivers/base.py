@@ -104,9 +104,11 @@ class TaskDriver(Protocol):
     # keeps it with the container (docker); a process driver's task was the agent's child, whose
     # status went with that agent (exec, raw_exec): found gone, its exit code is unknown.
     keeps_exit_status: bool
-    # The task's stdout/stderr are the runner's to give (TaskContext.output: its logmon's pipes into
-    # alloc/logs, as Nomad's); False: the runtime keeps them (a docker container's log).
+    # The task's output goes to alloc/logs through its logmon (as Nomad's): a process task is given
+    # the pipes (TaskContext.output); a container's log is copied into them by a docker logger
+    # (`container_log`: the runner starts one for each container the task gets).
     log_files: bool
+    container_log: bool
 
     def start(self, ctx: TaskContext) -> TaskHandle:
         """Start the task; DriverError when it cannot."""

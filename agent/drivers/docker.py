@@ -96,7 +96,8 @@ class DockerDriver:
     name = "docker"
     joins_container_netns = True
     keeps_exit_status = True  # the engine keeps it with the container
-    log_files = False  # the engine keeps the log with the container
+    log_files = True  # the container's log, copied into the task's logmon pipes by a docker logger
+    container_log = True
 
     def __init__(
         self,

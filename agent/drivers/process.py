@@ -368,6 +368,7 @@ class ProcessDriver:
     joins_container_netns = False
     keeps_exit_status = False  # the task was a child of the agent that started it
     log_files = True  # through its logmon, into alloc/logs
+    container_log = False  # the task writes the pipes itself
 
     def __init__(self, on_exit: ExitReport | None = None) -> None:
         self.on_exit = on_exit  # (alloc id, pid) -> None, called from a watcher thread

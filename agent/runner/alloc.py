@@ -537,6 +537,7 @@ class AllocRunner:
             self.state.update_task(t.name, state=TaskState.RUNNING, failed=False)
             self.event(t.name, "Started", "Task started by client", **details)
         self.kill_point("start.after-task-record")
+        self._follow_container_log(t, h)
 
     def _task_output(self, t: Task) -> TaskOutput | None:
         """A process task's stdout/stderr: the pipes of its logmon, started when none runs (Nomad's
@@ -550,9 +551,23 @@ class AllocRunner:
             raise DriverError("logmon", f"task {t.name}", f"cannot start its logmon: {exc}") from None
         return LogmonOutput(self.d.task_logs, self.alloc_dir, t.name)
 
+    def _follow_container_log(self, t: Task, h: TaskHandle) -> None:
+        """A container's log copied into the task's logmon pipes (Nomad's docker_logger), one logger
+        per container; a logger that cannot start is an event, not a failed task."""
+        if not self.driver(t).container_log or t.logs.disabled:
+            return
+        try:
+            self.d.task_logs.follow_container(self.alloc_dir, t.name, h.id)
+        except OSError as exc:
+            self.event(t.name, "Logmon Failure", f"cannot follow its container's log: {exc}")
+
     def _fail_setup(self, reason: str) -> None:
-        for t in self.group.tasks:
-            self.event(t.name, "Setup Failure", reason)
+        """The alloc could not be set up: each task dead and failed with the reason (as Nomad's
+        client shows a task whose prestart failed), not left pending."""
+        with self.d.store.transaction():
+            for t in self.group.tasks:
+                self.event(t.name, "Setup Failure", reason)
+                self.state.update_task(t.name, state=TaskState.DEAD, failed=True)
         self._teardown()
         self.state.save(status=AllocStatus.FAILED, reason=reason)
 
@@ -923,10 +938,14 @@ class AllocRunner:
                 continue
             if record.state is not TaskState.RUNNING:
                 self.state.put_task(t.name, record.with_(state=TaskState.RUNNING))
-            try:  # its logmon outlived the agent as a rule; one that did not is started again
-                self._task_output(t)
-            except DriverError as exc:
-                self.event(t.name, "Logmon Failure", f"{exc.reason}: its output waits in the pipe")
+            # Its logmon outlived the agent as a rule; one that did not is started again. A process
+            # task an agent before logmon started writes its own file (agent.logs.TaskDirLog): none.
+            if self.driver(t).container_log or self.d.task_logs.has_pipes(self.alloc_dir, t.name):
+                try:
+                    self._task_output(t)
+                except DriverError as exc:
+                    self.event(t.name, "Logmon Failure", f"{exc.reason}: its output waits in the pipe")
+            self._follow_container_log(t, h)
 
     def _handle_running(self, t: Task, h: Any) -> bool:
         st = self.driver(t).status(h)

@@ -12,6 +12,10 @@ unit kills the agent's main process only): while it is down, what the task write
 twice. `ensure` starts one when the recorded one is gone (after a reboot, or a kill); `stop` asks it to
 drain and end (SIGTERM), at the alloc's teardown.
 
+A docker task's output is its container's log: `follow_container` starts a docker logger
+(agent.logmon.docker, Nomad's docker_logger) that copies the container's log into the same pipes, one
+per container, found again on restore.
+
 Its pid and start time are kept in `.logmon/<task>.pid`, so a restarted agent finds the one an earlier
 agent started. Nothing here follows a link in the alloc's shared dir: the logs dir is opened component
 by component without following one, and logmon gets it as an open fd.
@@ -40,6 +44,8 @@ log = logging.getLogger(__name__)
 FIFO_DIR = ".logmon"  # in the alloc dir: root's, 0700
 STREAMS = ("stdout", "stderr")
 STOP_TIMEOUT = 5.0  # seconds logmon gets to drain its pipes after SIGTERM, before SIGKILL
+DOCKER_LOGGER = ".docker"  # `<task>.docker.pid`: the task's docker logger (agent.logmon.docker)
+DOCKER_GRACE = 2.0  # seconds a docker logger gets to end with its container's log before SIGTERM
 MB = 1024 * 1024
 
 
@@ -69,11 +75,18 @@ class TaskLogs(Protocol):
     def pipes(self, alloc_dir: Path, task: str) -> tuple[int, int]:
         """The task's stdout and stderr: its FIFOs opened read-write (the caller closes them)."""
 
+    def has_pipes(self, alloc_dir: Path, task: str) -> bool:
+        """Whether the task was given its logmon's pipes (no: started by an agent before logmon)."""
+
+    def follow_container(self, alloc_dir: Path, task: str, container: str) -> None:
+        """A docker logger copying `container`'s log into the task's pipes (started when none runs
+        for it); OSError when it cannot."""
+
     def stop(self, alloc_dir: Path, task: str) -> None:
         """The task's logmon drained and ended (nothing when none runs)."""
 
     def stop_all(self, alloc_dir: Path) -> None:
-        """Every logmon of the alloc (its teardown, the GC)."""
+        """Every logmon and docker logger of the alloc (its teardown, the GC)."""
 
 
 @dataclass(frozen=True)
@@ -133,20 +146,21 @@ def _open_logs_dir(alloc_dir: Path) -> int:
     return fd
 
 
-def _read_pidfile(path: Path) -> tuple[int, str] | None:
+def _read_pidfile(path: Path) -> tuple[int, str, str] | None:
+    """(pid, start time, target: the container a docker logger follows, else "")."""
     try:
-        pid, started = path.read_text().split()
-        return int(pid), started
+        pid, started, *target = path.read_text().split()
+        return int(pid), started, target[0] if target else ""
     except (OSError, ValueError):
         return None
 
 
 def _alive(path: Path) -> int | None:
-    """The pid of the logmon recorded in `path` when it still runs (same pid, same start time)."""
+    """The pid of the process recorded in `path` when it still runs (same pid, same start time)."""
     got = _read_pidfile(path)
     if got is None:
         return None
-    pid, started = got
+    pid, started, _ = got
     return pid if proc_start_time(pid) == started else None
 
 
@@ -165,6 +179,12 @@ class HostLogmon:
         except OSError:
             os.close(out)
             raise
+
+    def has_pipes(self, alloc_dir: Path, task: str) -> bool:
+        try:
+            return stat.S_ISFIFO(os.lstat(fifo_path(alloc_dir, task, "stdout")).st_mode)
+        except OSError:
+            return False
 
     def ensure(self, alloc_dir: Path, task: str, limits: LogLimits) -> None:
         pidfile = _open_fifo_dir(alloc_dir) / f"{task}.pid"
@@ -201,43 +221,88 @@ class HostLogmon:
         finally:
             for fd in fds:
                 os.close(fd)
-        started = proc_start_time(proc.pid, zombie_ok=True)
-        if started is None:
-            raise OSError(errno.ESRCH, f"logmon for task {task} exited at once ({proc.wait()})")
-        self._children[proc.pid] = proc
-        tmp = pidfile.with_suffix(".pid.tmp")
-        tmp.write_text(f"{proc.pid} {started}\n")
-        tmp.replace(pidfile)
+        self._record(proc, pidfile, f"logmon for task {task}")
         log.debug("alloc dir %s task %s: logmon pid %d", alloc_dir.name[:8], task, proc.pid)
 
+    def follow_container(self, alloc_dir: Path, task: str, container: str) -> None:
+        fifo_dir = _open_fifo_dir(alloc_dir)
+        pidfile = fifo_dir / f"{task}{DOCKER_LOGGER}.pid"
+        got = _read_pidfile(pidfile)
+        if got is not None and got[2] == container and _alive(pidfile) is not None:
+            return
+        out, err = self.pipes(alloc_dir, task)
+        try:
+            proc = subprocess.Popen(
+                [
+                    self.python,
+                    "-m",
+                    "agent.logmon.docker",
+                    "--container",
+                    container,
+                    "--stdout-fd",
+                    str(out),
+                    "--stderr-fd",
+                    str(err),
+                    "--since-file",
+                    str(fifo_dir / f"{task}.{container[:12]}.since"),
+                ],
+                pass_fds=(out, err),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                cwd="/",
+                start_new_session=True,
+            )
+        finally:
+            os.close(out)
+            os.close(err)
+        self._record(proc, pidfile, f"docker logger for task {task}", container)
+
+    def _record(self, proc: subprocess.Popen[bytes], pidfile: Path, what: str, target: str = "") -> None:
+        started = proc_start_time(proc.pid, zombie_ok=True)
+        if started is None:
+            raise OSError(errno.ESRCH, f"{what} exited at once ({proc.wait()})")
+        self._children[proc.pid] = proc
+        tmp = pidfile.with_suffix(".pid.tmp")
+        tmp.write_text(f"{proc.pid} {started} {target}\n")
+        tmp.replace(pidfile)
+
     def stop(self, alloc_dir: Path, task: str) -> None:
-        pidfile = alloc_dir / FIFO_DIR / f"{task}.pid"
-        pid = _alive(pidfile)
-        if pid is not None:
-            self._end(pid)
-        with contextlib.suppress(FileNotFoundError):
-            pidfile.unlink()
+        """The task's docker logger first (it ends by itself once its container is gone: a grace for
+        that, so the container's last lines get into the pipe), then its logmon, which drains."""
+        for name, grace in ((f"{task}{DOCKER_LOGGER}", DOCKER_GRACE), (task, 0.0)):
+            pidfile = alloc_dir / FIFO_DIR / f"{name}.pid"
+            pid = _alive(pidfile)
+            if pid is not None:
+                self._end(pid, grace)
+            with contextlib.suppress(FileNotFoundError):
+                pidfile.unlink()
 
     def stop_all(self, alloc_dir: Path) -> None:
-        """Every logmon of the alloc (its teardown, the GC)."""
         d = alloc_dir / FIFO_DIR
         try:
-            names = [p.name for p in d.iterdir() if p.name.endswith(".pid")]
+            names = [p.name[: -len(".pid")] for p in d.iterdir() if p.name.endswith(".pid")]
         except OSError:
             return
         for name in names:
-            self.stop(alloc_dir, name[: -len(".pid")])
+            if not name.endswith(DOCKER_LOGGER):
+                self.stop(alloc_dir, name)
+        for name in names:  # a docker logger whose task has no logmon recorded (a kill in between)
+            if name.endswith(DOCKER_LOGGER):
+                self.stop(alloc_dir, name[: -len(DOCKER_LOGGER)])
 
-    def _end(self, pid: int) -> None:
-        """SIGTERM (logmon drains its pipes, then ends), SIGKILL after STOP_TIMEOUT; reaped when ours."""
+    def _end(self, pid: int, grace: float = 0.0) -> None:
+        """After `grace` seconds for it to end by itself, SIGTERM (logmon drains its pipes, then
+        ends), SIGKILL after STOP_TIMEOUT; reaped when ours."""
         try:
             fd = os.pidfd_open(pid)
         except OSError:
             return
         try:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            ended, _, _ = select.select([fd], [], [], STOP_TIMEOUT)
+            ended, _, _ = select.select([fd], [], [], grace)
+            if not ended:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+                ended, _, _ = select.select([fd], [], [], STOP_TIMEOUT)
             if not ended:
                 log.warning("logmon pid %d did not end %.0fs after SIGTERM: SIGKILL", pid, STOP_TIMEOUT)
                 with contextlib.suppress(ProcessLookupError):
