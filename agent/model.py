@@ -157,6 +157,17 @@ class Task:
 
 
 @dataclass(frozen=True)
+class EphemeralDisk:
+    """A group's `ephemeral_disk` (Nomad's EphemeralDisk): the alloc dir's size in MB, checked against
+    the node; `sticky` or `migrate`: an alloc that replaces one of the group on this node takes over
+    its `alloc/data` and each task's `local/`."""
+
+    size: int = 300
+    sticky: bool = False
+    migrate: bool = False
+
+
+@dataclass(frozen=True)
 class Group:
     name: str
     tasks: tuple[Task, ...]
@@ -166,6 +177,7 @@ class Group:
     services: tuple[Service, ...] = ()
     meta: Mapping[str, str] = field(default_factory=dict)
     constraints: tuple[Constraint, ...] = ()
+    ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)
 
 
 @dataclass(frozen=True)

@@ -139,3 +139,25 @@ def driver_health(drivers: Mapping[str, object], timeout: float = PING_TIMEOUT) 
         healthy, detail = probed if probed is not None else (True, "runs processes on the node")
         out[name] = {"healthy": healthy, "detail": detail}
     return out
+
+
+def disk_free_mb(data_dir: Path) -> int | None:
+    """MB free in the data dir's file system (Nomad's node disk, its storage fingerprint)."""
+    try:
+        st = os.statvfs(data_dir)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize // (1024 * 1024)
+
+
+def storage_attributes(data_dir: Path) -> dict[str, str]:
+    """Nomad's storage fingerprint: `unique.storage.volume`, `.bytestotal`, `.bytesfree`."""
+    try:
+        st = os.statvfs(data_dir)
+    except OSError:
+        return {}
+    return {
+        "unique.storage.volume": str(data_dir),
+        "unique.storage.bytestotal": str(st.f_blocks * st.f_frsize),
+        "unique.storage.bytesfree": str(st.f_bavail * st.f_frsize),
+    }

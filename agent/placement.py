@@ -79,6 +79,7 @@ class NodeFacts:
     region: str = "global"
     attributes: Mapping[str, str] = field(default_factory=dict)
     meta: Mapping[str, str] = field(default_factory=dict)
+    disk_mb: int | None = None  # free MB in the data dir at start (Nomad's node disk); None: unknown
 
 
 @dataclass(frozen=True)
@@ -341,7 +342,8 @@ def failures(job: Job, node: NodeFacts) -> dict[str, list[Failure]]:
 
 def refusals(job: Job, node: NodeFacts) -> list[tuple[str, str]]:
     """(path, reason) of each reason Nomad would not place the job's groups on this node: the job's
-    datacenters, then each group's failing constraints."""
+    datacenters, each group's failing constraints, and a group whose allocs' ephemeral disks do not
+    fit the node's disk."""
     out = []
     if not any(fnmatch.fnmatchcase(node.datacenter, dc) for dc in job.datacenters):
         out.append(
@@ -353,4 +355,13 @@ def refusals(job: Job, node: NodeFacts) -> list[tuple[str, str]]:
         )
     for name, found in failures(job, node).items():
         out += [(f"job.{job.id}.group.{name}", f.message()) for f in found]
+    for g in job.groups:
+        if node.disk_mb is not None and g.count and g.ephemeral_disk.size * g.count > node.disk_mb:
+            out.append(
+                (
+                    f"job.{job.id}.group.{g.name}.ephemeral_disk.size",
+                    f"{g.count} x {g.ephemeral_disk.size} MB is more than this client's {node.disk_mb} MB"
+                    ' free in its data dir: Nomad would not place it here (dimension "disk" exhausted)',
+                )
+            )
     return out

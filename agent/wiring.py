@@ -25,7 +25,7 @@ from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.plugins import check_supported, plugin_version
-from agent.nodeinfo import load_node_id, node_attributes
+from agent.nodeinfo import disk_free_mb, load_node_id, node_attributes, storage_attributes
 from agent.placement import NodeFacts
 from agent.runner.alloc import RESTORE_RENDER
 from agent.runner.vaulttoken import TokenIssuer
@@ -131,8 +131,9 @@ def build_core(
         name=settings.node_name,
         datacenter=settings.datacenter,
         node_class=settings.node_class,
-        attributes=node_attributes(registry.names),
+        attributes={**node_attributes(registry.names), **storage_attributes(settings.data_dir)},
         meta=dict(settings.node_meta),
+        disk_mb=disk_free_mb(settings.data_dir),
     )
     return Core(
         store,

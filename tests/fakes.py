@@ -256,6 +256,11 @@ class FakeDirs:
     def remount_secrets(self, task_dir: Path) -> bool:
         return False
 
+    def migrate(self, previous: Path, alloc_dir: Path, tasks: Sequence[str]) -> list[str]:
+        from agent.runner.taskdirs import migrate_dirs  # plain renames in the test's tmp dir
+
+        return migrate_dirs(previous, alloc_dir, tasks)
+
     def cleanup(self, alloc_dir: Path) -> None:
         self.cleaned.append(alloc_dir)
 

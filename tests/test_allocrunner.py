@@ -946,3 +946,52 @@ def test_a_batch_task_found_exited_0_at_restore_is_complete(tmp_path: Path) -> N
     again.restore()
     assert again.rec.status is AllocStatus.COMPLETE and not again.state.task("t0").failed
     assert len(node.docker.starts) == 1 and node.timers == [] and node.replaced == []
+
+
+def test_a_sticky_ephemeral_disk_is_taken_over_by_the_replacement_and_only_then(tmp_path: Path) -> None:
+    """Nomad's sticky ephemeral_disk on one node: the replacement of a failed alloc gets its alloc/data
+    and its tasks' local/ (moved, before anything of it runs); without sticky it starts empty."""
+    from agent.core import Core
+    from agent.faults import Faults
+
+    def run(spec: str, where: Path) -> tuple[Path, Path]:
+        node = FakeNode(where)
+        core = Core(
+            node.store, node.registry, None, data_dir=where / "data", faults=Faults(), task_dirs=node.dirs
+        )
+        (alloc,) = core.submit(spec, "hcl")["allocs"]
+        old = core.runner(alloc)
+        (old.alloc_dir / "alloc" / "data").mkdir(parents=True)  # HostTaskDirs.prepare makes it
+        (old.alloc_dir / "alloc" / "data" / "db").write_text("rows\n")
+        (old.task_dir(old.group.tasks[0]) / "local" / "cache").write_text("warm\n")
+        _crash(node, old, "t", 2)
+        while core._timers:  # the replacement, on the core's timer (its loop is not running here)
+            core._timers.sort()
+            core._timers.pop(0).fn()
+        new = core.runner(AllocRecord.from_record(node.store.get("alloc", alloc) or {}).replaced_by)
+        assert new.rec.replaces == alloc and new.alloc_running()
+        return old.alloc_dir, new.alloc_dir
+
+    sticky = _RESTART_SPEC.replace(
+        'group "g" {', 'group "g" {\n    ephemeral_disk {\n      sticky = true\n    }', 1
+    )
+    old, new = run(sticky, tmp_path / "sticky")
+    assert (new / "alloc" / "data" / "db").read_text() == "rows\n"
+    assert (new / "t" / "local" / "cache").read_text() == "warm\n"
+    assert not (old / "alloc" / "data").exists()  # moved, not copied
+    old, new = run(_RESTART_SPEC, tmp_path / "plain")
+    assert not (new / "alloc" / "data" / "db").exists() and (old / "alloc" / "data" / "db").exists()
+
+
+def test_a_link_left_in_the_previous_alloc_is_not_taken_over(tmp_path: Path) -> None:
+    from agent.runner.taskdirs import migrate_dirs
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "alloc").mkdir(parents=True)
+    (old / "alloc" / "data").symlink_to("/etc")  # a task can write alloc/
+    (old / "t" / "local").mkdir(parents=True)
+    (old / "t" / "local" / "x").write_text("mine")
+    (new / "t" / "local").mkdir(parents=True)
+    (new / "t" / "local" / "y").write_text("rendered already")  # not empty: kept as it is
+    assert migrate_dirs(old, new, ["t"]) == []
+    assert not (new / "alloc" / "data").exists() and (new / "t" / "local" / "y").exists()

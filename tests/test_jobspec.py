@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from agent.errors import AgentError
 from agent.jobspec import JobspecError, Limits, ParsedJob, load_jobspec, parse_duration, parse_jobspec
 from agent.jobspec.fields import UNIMPLEMENTED
-from agent.model import ChangeScript, Check, LogConfig, Network, Port, RestartPolicy, Vault
+from agent.model import ChangeScript, Check, EphemeralDisk, LogConfig, Network, Port, RestartPolicy, Vault
 
 SPECS = Path(__file__).parent / "jobspecs"
 NOT_IMPLEMENTED = "accepted but not implemented by fieldlab-agent"
@@ -368,7 +368,6 @@ job "example" {
             "job.example.priority",
             "job.example.affinity",
             "job.example.update",
-            "job.example.group.g.ephemeral_disk",
             "job.example.group.g.task.t.config.auth",
             "job.example.group.g.task.t.config.volumes",
             "job.example.group.g.task.t.artifact",
@@ -376,6 +375,37 @@ job "example" {
         )
     )
     assert _parse(text).job.groups[0].tasks[0].logs == LogConfig(max_files=3)  # logs: implemented
+    assert _parse(text).job.groups[0].ephemeral_disk == EphemeralDisk(size=300)  # and ephemeral_disk
+
+
+def test_ephemeral_disk_is_read_and_checked_with_the_tasks_logs_as_nomad() -> None:
+    def group(body: str, logs: str = "") -> EphemeralDisk | list[str]:
+        text = f"""
+job "j" {{
+  group "g" {{
+    {body}
+    task "t" {{
+      driver = "exec"
+      config {{ command = "/bin/true" }}
+      {logs}
+    }}
+  }}
+}}
+"""
+        try:
+            return _parse(text).job.groups[0].ephemeral_disk
+        except JobspecError as exc:
+            return exc.lines()
+
+    assert group("") == EphemeralDisk(300, False, False)  # Nomad's defaults
+    assert group("ephemeral_disk {\n size = 500\n sticky = true\n migrate = true\n }") == EphemeralDisk(
+        500, True, True
+    )
+    (too_small,) = group("ephemeral_disk {\n size = 5\n }")  # type: ignore[misc]
+    assert "ephemeral_disk.size: must be at least 10" in too_small
+    (logs,) = group("ephemeral_disk {\n size = 100\n }")  # type: ignore[misc]  # 10 x 10 MB of logs
+    assert "task.t.logs: log storage (100 MB) must be less than requested disk capacity (100 MB" in logs
+    assert group("ephemeral_disk {\n size = 100\n }", "logs {\n max_files = 2\n }") == EphemeralDisk(100)
 
 
 def test_the_logs_block_is_read_and_checked_as_nomads_log_config() -> None:

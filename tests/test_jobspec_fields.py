@@ -107,6 +107,7 @@ NOMAD: dict[str, dict[str, str]] = {
         "HostNetwork": "host_network",
         "IgnoreCollision": "ignore_collision",
     },
+    "ephemeral_disk": {"Sticky": "sticky", "Migrate": "migrate", "SizeMB": "size"},  # api.EphemeralDisk
     "logs": {  # api.LogConfig
         "MaxFiles": "max_files",
         "MaxFileSizeMB": "max_file_size",
@@ -275,7 +276,6 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "ParameterizedJobConfig": ("job", "parameterized"),
     "ReschedulePolicy": ("group", "reschedule"),
     "MigrateStrategy": ("group", "migrate"),
-    "EphemeralDisk": ("group", "ephemeral_disk"),
     "VolumeRequest": ("group", "volume"),
     "CSIMountOptions": ("group", "volume"),
     "DisconnectStrategy": ("group", "disconnect"),

@@ -9,6 +9,7 @@ so that a difference from Nomad fails here.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -574,3 +575,24 @@ def test_the_clients_node_class_and_meta_come_from_its_config(tmp_path: object) 
     p.write_text(json.dumps({"node_name": "n", "node_meta": ["rack"]}))
     with pytest.raises(ConfigError, match="node_meta"):
         load_config(p)
+
+
+def test_a_group_whose_ephemeral_disks_do_not_fit_the_nodes_disk_is_refused_naming_it() -> None:
+    from dataclasses import replace
+
+    from agent.model import EphemeralDisk
+    from agent.nodeinfo import disk_free_mb, storage_attributes
+
+    def job(size: int, count: int) -> Job:
+        g = Group("g", (Task("t", "exec"),), count=count, ephemeral_disk=EphemeralDisk(size=size))
+        return Job("j", (g,))
+
+    small = replace(NODE, disk_mb=1000)
+    assert refusals(job(500, 2), small) == []
+    ((path, why),) = refusals(job(500, 3), small)
+    assert path == "job.j.group.g.ephemeral_disk.size"
+    assert "3 x 500 MB is more than this client's 1000 MB free" in why and 'dimension "disk"' in why
+    assert refusals(job(10**9, 1), replace(NODE, disk_mb=None)) == []  # unknown: not checked
+    assert refusals(job(500, 0), replace(NODE, disk_mb=0)) == []  # nothing placed
+    free, attrs = disk_free_mb(Path("/")), storage_attributes(Path("/"))
+    assert free is not None and free >= 0 and int(attrs["unique.storage.bytesfree"]) // 2**20 >= free - 64

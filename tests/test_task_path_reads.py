@@ -2,8 +2,9 @@
 tmp/, the alloc's shared dir, and for raw_exec whatever its user can write), so anything the agent
 reads there goes through a reader that opens by dir fd, follows no link, never blocks (O_NONBLOCK, a
 FIFO is refused), takes regular files only and caps the size: agent.templates.sandbox (`read_file`),
-agent.logs (`FileLog`, `TaskDirLog`), agent.drivers.process (`read_log_tail`), logmon's rotator and the
-logmon hook's and the task dirs' openers (agent.logmon, agent.runner.logmonhook, agent.runner.taskdirs). The rule, grep-able:
+agent.logs (`FileLog`, `TaskDirLog`), agent.drivers.process (`read_log_tail`), logmon's rotator
+and the openers of the logmon hook and the task dirs (agent.logmon, agent.runner.logmonhook,
+agent.runner.taskdirs). The rule, grep-able:
 
     grep -rnE "read_text|read_bytes|open\\(" agent/
 

@@ -25,6 +25,7 @@ from agent.jobspec.tree import Block, Body, Invalid, Report, depth, join
 from agent.model import (
     ChangeScript,
     Check,
+    EphemeralDisk,
     Group,
     Job,
     LogConfig,
@@ -209,7 +210,29 @@ class Builder:
             services=services,
             meta=self._str_map(body, "meta", path),
             constraints=read_constraints(self, body, path),
+            ephemeral_disk=self._ephemeral_disk(body, path, tasks),
         )
+
+    def _ephemeral_disk(self, body: Body, path: str, tasks: list[Task]) -> EphemeralDisk:
+        """The group's `ephemeral_disk`, checked as Nomad's EphemeralDisk.Validate (at least 10 MB), and
+        each task's logs against it (LogConfig.Validate: max_files x max_file_size below the size)."""
+        disk, dpath = EphemeralDisk(), join(path, "ephemeral_disk")
+        for _, db, dpath in self._blocks(body, "ephemeral_disk", path, single=True):
+            self._keys(db, "ephemeral_disk", dpath)
+            disk = EphemeralDisk(
+                size=self._int(db, "size", dpath, 300, minimum=10),
+                sticky=self._bool(db, "sticky", dpath, False),
+                migrate=self._bool(db, "migrate", dpath, False),
+            )
+        for t in tasks:
+            usage = t.logs.max_files * t.logs.max_file_size
+            if usage >= disk.size:  # as Nomad, whether or not the logs are disabled
+                self.report.error(
+                    f"{path}.task.{t.name}.logs",
+                    f"log storage ({usage} MB) must be less than requested disk capacity ({disk.size} MB"
+                    f" at {dpath})",
+                )
+        return disk
 
     def _task(
         self,
@@ -257,9 +280,8 @@ class Builder:
         )
 
     def _logs(self, body: Body, path: str) -> LogConfig:
-        """The `logs` block, checked as Nomad's LogConfig.Validate (at least 1 file of at least 1 MB).
-        Nomad also checks max_files x max_file_size against the group's ephemeral_disk, which the
-        agent does not implement yet: not checked."""
+        """The `logs` block, checked as Nomad's LogConfig.Validate (at least 1 file of at least 1 MB;
+        against the group's ephemeral_disk in _ephemeral_disk)."""
         blocks = list(self._blocks(body, "logs", path, single=True))
         if not blocks:
             return LogConfig()

@@ -22,7 +22,12 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     # `id` overrides the job's label as its ID; `task` directly in a job is a group of its own, named after
     # the task; `vault` is the default of every task without one (both as Nomad's HCL2 jobspec)
     "job": frozenset({"type", "meta", "group", "id", "task", "vault", "name", "datacenters", "constraint"}),
-    "group": frozenset({"count", "network", "restart", "task", "service", "meta", "constraint"}),
+    "group": frozenset(
+        {"count", "network", "restart", "task", "service", "meta", "constraint", "ephemeral_disk"}
+    ),
+    # Nomad's EphemeralDisk: the alloc dir's size, and whether a replacement on this node takes over
+    # the data of the alloc it replaces (sticky; migrate: from another node too, here the same)
+    "ephemeral_disk": frozenset({"size", "sticky", "migrate"}),
     # `reserved_ports` is Nomad's other spelling of a port block (static ports)
     "network": frozenset({"mode", "port", "reserved_ports"}),
     "port": frozenset({"to", "static"}),
@@ -124,7 +129,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "affinity",
             "consul",
             "disconnect",
-            "ephemeral_disk",
             "max_client_disconnect",
             "max_run_duration",
             "migrate",
@@ -143,6 +147,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "port": frozenset({"host_network", "ignore_collision"}),
     "restart": frozenset({"render_templates"}),
     "logs": frozenset({"enabled"}),  # Nomad's pre-1.5.4 spelling, read by Nomad as !disabled
+    "ephemeral_disk": frozenset(),
     "constraint": frozenset(),
     "task": frozenset(
         {
@@ -360,6 +365,7 @@ API_RENAMES: Mapping[str, Mapping[str, str]] = {
     "check": {"PortLabel": "port", "TaskName": "task"},
     "constraint": {"LTarget": "attribute", "RTarget": "value", "Operand": "operator"},
     "logs": {"MaxFileSizeMB": "max_file_size"},
+    "ephemeral_disk": {"SizeMB": "size"},
 }
 
 # API JSON fields the Nomad server sets or ignores: ignored, with one warning per object naming them.

@@ -6,7 +6,7 @@ Go writes every field of a struct: a nil pointer, slice or map as null, a zero v
 agent has no value for a field, the view writes the value Nomad's JSON jobspec reader (agent.jobspec.api_json)
 takes as unset, so that the job read back from GET /v1/job/<id> and registered again is the same job, with
 no warning about fields the user never wrote. That is null for Nomad's defaulted blocks the agent does not
-implement (`Update`, `EphemeralDisk`, `ReschedulePolicy`, `Migrate`), where a Nomad server
+implement (`Update`, `ReschedulePolicy`, `Migrate`), where a Nomad server
 would show its defaults; and "" for `Vault.Cluster`, where Nomad shows "default".
 """
 
@@ -256,7 +256,11 @@ def _group(job: Job, g: Group) -> dict[str, Any]:
         },
         "Disconnect": None,
         "ReschedulePolicy": None,
-        "EphemeralDisk": None,
+        "EphemeralDisk": {
+            "Sticky": g.ephemeral_disk.sticky,
+            "Migrate": g.ephemeral_disk.migrate,
+            "SizeMB": g.ephemeral_disk.size,
+        },
         "Update": None,
         "Migrate": None,
         "Networks": [_network(g.network)] if g.network is not None else None,

@@ -414,11 +414,28 @@ class AllocRunner:
         self._teardown()
         self.start(StartCause.RESTORE, "setup interrupted by an agent restart")
 
+    def _migrate_previous(self) -> None:
+        """ephemeral_disk sticky/migrate: the data of the alloc this one replaces, on this node,
+        taken over before any task or template of this one runs (Nomad's migrate hook)."""
+        disk, previous = self.group.ephemeral_disk, self.rec.replaces
+        if not previous or not (disk.sticky or disk.migrate):
+            return
+        old_dir = self.d.data_dir / "alloc" / previous
+        moved = self.d.task_dirs.migrate(old_dir, self.alloc_dir, [t.name for t in self.group.tasks])
+        if moved:
+            self.event("", "Migrated", f"took over {', '.join(moved)} of alloc {previous} (ephemeral_disk)")
+
     def _setup_dirs(self, first: int, then: Callable[[Exception | None], None]) -> None:
         """Each task's dir and token from the `first` task on, its templates rendered off the main
         loop before the next task's turn; `then(None)` on the loop when all are, `then(exc)` at the
         first failure."""
         tasks = self.group.tasks
+        if first == 0:
+            try:
+                self._migrate_previous()
+            except OSError as exc:
+                then(exc)
+                return
         for i in range(first, len(tasks)):
             t = tasks[i]
             try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -24,6 +26,10 @@ class TaskDirs(Protocol):
 
     def remount_secrets(self, task_dir: Path) -> bool:
         """Mount secrets/ again if it is not mounted (after a reboot); whether it was mounted now."""
+
+    def migrate(self, previous: Path, alloc_dir: Path, tasks: Sequence[str]) -> list[str]:
+        """The previous alloc's `alloc/data` and each task's `local/` moved here (ephemeral_disk
+        sticky or migrate); what was moved."""
 
     def cleanup(self, alloc_dir: Path) -> None:
         """Unmount everything below the alloc dir."""
@@ -44,6 +50,33 @@ def _dir_with_mode(d: Path, mode: int) -> None:
         os.close(fd)
 
 
+def migrate_dirs(previous: Path, alloc_dir: Path, tasks: Sequence[str]) -> list[str]:
+    """Nomad's sticky ephemeral disk on one node: `alloc/data` and each task's `local/` of the alloc
+    this one replaces are renamed into this one (the previous alloc is stopped: nothing writes them),
+    before any of this alloc's tasks or templates run. A dir is taken only when it is a real dir (a
+    link a task left there is not followed nor moved) and this alloc's is missing or empty; a second
+    run (after a kill) finds the moved ones gone and moves the rest. Returns what was moved."""
+    moved = []
+    for parts in (("alloc", "data"), *((t, "local") for t in tasks)):
+        src, dst = previous.joinpath(*parts), alloc_dir.joinpath(*parts)
+        try:
+            if not stat.S_ISDIR(os.lstat(src).st_mode):
+                continue
+        except FileNotFoundError:
+            continue
+        try:
+            if any(dst.iterdir()):
+                continue
+        except FileNotFoundError:
+            pass
+        except NotADirectoryError:
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)  # an empty dir at dst is replaced; nothing is copied
+        moved.append("/".join(parts))
+    return moved
+
+
 class HostTaskDirs:
     def prepare(self, task_dir: Path) -> None:
         shared = task_dir.parent / "alloc"  # the alloc's shared dir (NOMAD_ALLOC_DIR), 0777 as Nomad's
@@ -55,6 +88,9 @@ class HostTaskDirs:
 
     def remount_secrets(self, task_dir: Path) -> bool:
         return mount_secrets(task_dir / "secrets")
+
+    def migrate(self, previous: Path, alloc_dir: Path, tasks: Sequence[str]) -> list[str]:
+        return migrate_dirs(previous, alloc_dir, tasks)
 
     def cleanup(self, alloc_dir: Path) -> None:
         unmount_below(alloc_dir)
