@@ -260,6 +260,15 @@ _FUNCTION_CASES = [
     ('regex_replace("hello world", "o", "0")', "hell0 w0rld"),
     ('regex_replace("a1b22", "([a-z])([0-9]+)", "$2$1")', "1a22b"),
     ('strlen("héllo")', 5),
+    # Go's filepath.Base and filepath.Dir, as Nomad's jobspec2 has them
+    ('basename("/etc/nomad.d/client.hcl")', "client.hcl"),
+    ('basename("a/b/")', "b"),
+    ('basename("")', "."),
+    ('basename("/")', "/"),
+    ('dirname("/etc/nomad.d/client.hcl")', "/etc/nomad.d"),
+    ('dirname("a")', "."),
+    ('dirname("//a//b//")', "/a/b"),
+    ('dirname("./a/../b/c")', "b"),
 ]
 
 

@@ -329,6 +329,12 @@ REFUSED: dict[str, str] = {
     "fileset": "not supported by fieldlab-agent",
     "filebase64": "not supported by fieldlab-agent",
     "templatefile": "not supported by fieldlab-agent",
+    # Nomad's CLI evaluates these on the user's machine; here the jobspec is evaluated on the agent,
+    # whose home and working dir are not the user's: refused rather than answered wrong
+    "pathexpand": "not supported by fieldlab-agent: the agent, not your shell, evaluates the jobspec"
+    " (write the path out, or pass it with -var)",
+    "abspath": "not supported by fieldlab-agent: the agent, not your shell, evaluates the jobspec"
+    " (write the path out, or pass it with -var)",
 }
 DESCRIPTIONS: dict[str, str] = {}
 
@@ -1208,6 +1214,40 @@ def _read_file(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise EvalError(f"file: {str(path)!r} is not UTF-8 text") from None
+
+
+def _go_clean(path: str) -> str:
+    """Go's filepath.Clean (Unix): one slash between elements, no `.`, `..` resolved lexically."""
+    if not path:
+        return "."
+    rooted = path.startswith("/")
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts and parts[-1] != "..":
+                parts.pop()
+            elif not rooted:
+                parts.append("..")
+            continue
+        parts.append(part)
+    out = "/".join(parts)
+    return "/" + out if rooted else out or "."
+
+
+@_fn("basename", 1, 1, "the last element of a path (Go's filepath.Base)")
+def _basename(ctx: Context, a: list[object]) -> object:
+    path = _s(a, 0).rstrip("/")
+    if not path:
+        return "/" if _s(a, 0) else "."
+    return path.rsplit("/", 1)[-1]
+
+
+@_fn("dirname", 1, 1, "all but the last element of a path (Go's filepath.Dir)")
+def _dirname(ctx: Context, a: list[object]) -> object:
+    path = _s(a, 0)
+    return _go_clean(path[: path.rfind("/") + 1])
 
 
 @_fn("fileexists", 1, 1, "whether a file exists, relative to the jobspec's directory")
