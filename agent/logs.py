@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent.errors import AgentError
+from agent.logmon.rotate import index_of
 
 STREAMS = ("stdout", "stderr")
 READ_LIMIT = 256 * 1024  # bytes per answer
@@ -78,14 +79,6 @@ class LogSource(Protocol):
     ) -> LogChunk: ...
 
 
-def _log_index(name: str, base: str) -> int | None:
-    """N of a name `<base>.N` (Nomad's rotated log files), else None."""
-    if not name.startswith(base + "."):
-        return None
-    rest = name[len(base) + 1 :]
-    return int(rest) if rest.isdigit() else None
-
-
 class FileLog:
     """`alloc/<id>/alloc/logs/<task>.<stream>.N`, written by the task's logmon (process drivers),
     read as Nomad's client reads them: the files present, in index order, as one log. An offset from
@@ -125,7 +118,7 @@ class FileLog:
         """(index, size) of the regular files `<base>.N` present, by index (others are not ours)."""
         found = []
         for name in os.listdir(dfd):
-            idx = _log_index(name, self.base)
+            idx = index_of(name, self.base)  # canonical N only: `web.stdout.²` is not a log
             if idx is None:
                 continue
             try:

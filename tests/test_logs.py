@@ -152,6 +152,8 @@ def test_rotated_files_are_one_log_and_a_follow_resumes_across_rotation_and_purg
     (logs / "web.stdout.1").write_bytes(b"aaaa")
     (logs / "web.stdout.2").write_bytes(b"bb")
     (logs / "web.stdout.x").write_bytes(b"not a log index")
+    (logs / "web.stdout.\u00b2").write_bytes(b"a task's name: isdigit() but no int")
+    (logs / "web.stdout.01").write_bytes(b"not canonical: not logmon's")
     (logs / "web.stderr.7").write_bytes(b"the other stream")
     source = FileLog(tmp_path, "web", "stdout")
     first = source.read(0, 100)

@@ -1,73 +1,82 @@
-"""Nomad's FileRotator rules (client/logmon/logging/rotator.go), as pure functions: where a write
-is cut between files, and which old files go.
+"""Nomad's FileRotator rules (client/logmon/logging/rotator.go) as pure functions: how a write is cut
+between files, which names are rotated files, and which old files go.
 
-Files are `<task>.<stream>.N`. A write fills the current file up to `file_size`; near the end of a
-file (less than LINE_SCAN bytes of room beyond the data) the cut prefers a newline: the data up to
-and including the first newline goes in when it fits, else the file is rotated first; data with no
-newline that is bigger than a whole file (or files smaller than LINE_SCAN) is split at the room left,
-and so is a line that does not fit a fresh file either.
+Files are `<task>.<stream>.N`. A write fills the current file up to `file_size`. Near the end of a
+file (less than LINE_SCAN bytes of room beyond the data) the cut prefers a newline: the data up to and
+including the first newline goes in when it fits, else the file is rotated first. Data with no
+newline goes to the next file whole when it would fit there, else (longer than a file, or files
+smaller than LINE_SCAN) it is split at exactly the room left.
+
+Two places where Nomad's code would go wrong and these rules do not: Nomad adds the running total of
+a write to the file's size after each piece (it overcounts); here each piece counts once. And on a
+fresh, empty file Nomad rotates again and again when a line does not fit (endless empty files);
+here a fresh file is filled up to its size instead, since rotating cannot help.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-LINE_SCAN = 32 * 1024  # Nomad's lineScanLimit
+LINE_SCAN = 32 * 1024  # Nomad's lineScanLimit: how far before a file's end a newline is looked for
 
 
-def plan_write(current: int, file_size: int, data: bytes) -> list[tuple[bool, bytes]]:
-    """The pieces `data` goes out in: (rotate first, piece), in order; every byte once."""
-    out: list[tuple[bool, bytes]] = []
-    n, rotate = 0, False
+def plan_write(current_size: int, file_size: int, data: bytes) -> list[tuple[bool, bytes]]:
+    """`data` cut into (rotate before it, piece) pairs, in order: every byte in exactly one piece.
+
+    `current_size` is what the current file holds. No piece makes a file exceed `file_size`.
+    """
+    pieces: list[tuple[bool, bytes]] = []
+    size, n, rotate = current_size, 0, current_size >= file_size
     while n < len(data):
-        if rotate or current >= file_size:
-            rotate, current = False, 0
-            out.append((True, b""))
-        room = file_size - current
+        if rotate:
+            size = 0
         rest = data[n:]
-        if room - LINE_SCAN < len(rest):
-            nl = rest.find(b"\n")
-            if nl >= 0 and room - nl - 1 >= 0:
-                piece = rest[: nl + 1]
-            elif current == 0 or len(rest) > file_size or (nl < 0 and file_size < LINE_SCAN):
-                # a fresh file the line does not fit either, or data bigger than a file: cut at the
-                # room left (Nomad would rotate again and again on a fresh file)
-                piece = rest[: min(room, len(rest))]
-            else:
-                rotate = True
-                continue
-        else:
-            piece = rest
-        out.append((False, piece))
-        n += len(piece)
-        current += len(piece)
-    return _merged(out)
-
-
-def _merged(steps: list[tuple[bool, bytes]]) -> list[tuple[bool, bytes]]:
-    """(True, b"") markers folded into the piece after them."""
-    merged: list[tuple[bool, bytes]] = []
-    pending = False
-    for rot, piece in steps:
-        if rot and not piece:
-            pending = True
+        piece = _piece(size, file_size, rest)
+        if piece is None:  # the file is rotated first; on a fresh one _piece never says so
+            rotate = True
             continue
-        merged.append((pending, piece))
-        pending = False
-    if pending:
-        merged.append((True, b""))
-    return merged
+        pieces.append((rotate, piece))
+        n += len(piece)
+        size += len(piece)
+        rotate = size >= file_size
+    return pieces
+
+
+def _piece(size: int, file_size: int, rest: bytes) -> bytes | None:
+    """What of `rest` goes into a file holding `size` bytes; None: rotate before writing any."""
+    room = file_size - size
+    if room - LINE_SCAN >= len(rest):  # far from the end: no cut needed
+        return rest
+    newline = rest.find(b"\n")
+    if 0 <= newline < room:  # the first line fits: it goes in whole
+        return rest[: newline + 1]
+    fresh = size == 0
+    if newline >= 0:
+        return rest[:room] if fresh else None
+    if len(rest) > file_size or file_size < LINE_SCAN or fresh:
+        # it would not fit a fresh file either (or the files are too small to look for a line):
+        # fill this one up
+        return rest[:room]
+    return None
 
 
 def index_of(name: str, base: str) -> int | None:
-    """N of `<base>.N`, else None."""
-    if not name.startswith(base + "."):
+    """N of a rotated file `<base>.N`, else None.
+
+    Only canonical decimal N (ASCII digits, no leading zero): a name is then the one name of its
+    index, so that removing index N by the name `<base>.N` removes what was counted. A task can put
+    any name in the logs dir (`web.stdout.²`, `web.stdout.007`): those are not rotated files.
+    """
+    prefix = base + "."
+    if not name.startswith(prefix):
         return None
-    rest = name[len(base) + 1 :]
-    return int(rest) if rest.isdigit() else None
+    digits = name[len(prefix) :]
+    if not (digits.isascii() and digits.isdigit()) or (digits != "0" and digits.startswith("0")):
+        return None
+    return int(digits)
 
 
 def to_purge(indexes: Iterable[int], max_files: int) -> list[int]:
-    """The oldest indexes beyond the `max_files` newest."""
+    """The indexes to remove, oldest first, so that the `max_files` highest remain."""
     ordered = sorted(set(indexes))
     return ordered[: max(0, len(ordered) - max_files)]
