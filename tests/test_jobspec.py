@@ -534,25 +534,31 @@ def test_the_base_of_the_rejection_cases_is_valid() -> None:
             'destination = "local/x"',
             'destination = "/etc/passwd"',
             f"{_T}.template[0].destination",
-            "must be a file under local/ or secrets/",
+            "is an absolute path",
         ),
         (
             'destination = "local/x"',
             'destination = "local/../../x"',
             f"{_T}.template[0].destination",
-            'without ".."',
+            "leaves the task dir",
         ),
         (
             'destination = "local/x"',
-            'destination = "work/x"',
+            'destination = "../web/local/x"',  # another task's dir: not this sandbox's
             f"{_T}.template[0].destination",
-            "under local/",
+            "leaves the task dir",
         ),
         (
             'destination = "local/x"',
             'destination = "local/"',
             f"{_T}.template[0].destination",
-            "a file under",
+            "names a directory",
+        ),
+        (
+            'destination = "local/x"',
+            'destination = "../alloc"',
+            f"{_T}.template[0].destination",
+            "names a directory",
         ),
         ('destination = "local/x"', 'source = "x"', f"{_T}.template[0].destination", "required"),
         ('data = "x"', 'perms = "0644"', f"{_T}.template[0]", 'needs "data" or "source"'),
@@ -903,3 +909,33 @@ def test_template_destinations_in_nomads_sandbox_are_accepted(given: str, stored
     """Nomad's default template sandbox is the task dir plus the alloc's shared alloc/ dir."""
     job = _parse(_BASE.replace('destination = "local/x"', f'destination = "{given}"')).job
     assert job.groups[0].tasks[0].templates[0].destination == stored
+
+
+@pytest.mark.parametrize(
+    ("destination", "kept"),
+    [
+        ("template.out", "template.out"),  # the task dir's root, as Nomad takes it
+        ("usr/local/bin/app.sh", "usr/local/bin/app.sh"),
+        ("../alloc/template.out", "alloc/template.out"),
+        ("${NOMAD_ALLOC_DIR}/config.env", "alloc/config.env"),
+        ("${NOMAD_TASK_DIR}/x.env", "local/x.env"),
+        ("${NOMAD_LOCAL_DIR}/x.env", "${NOMAD_LOCAL_DIR}/x.env"),  # not a Nomad variable: a dir name
+        ("local/./a//b.conf", "local/a/b.conf"),
+    ],
+)
+def test_template_destinations_nomad_takes_are_taken(destination: str, kept: str) -> None:
+    text = f"""
+job "j" {{
+  group "g" {{
+    task "t" {{
+      driver = "exec"
+      config {{ command = "/bin/true" }}
+      template {{
+        data        = "x"
+        destination = "{destination}"
+      }}
+    }}
+  }}
+}}
+"""
+    assert _parse(text).job.groups[0].tasks[0].templates[0].destination == kept

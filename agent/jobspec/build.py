@@ -703,6 +703,11 @@ class Builder:
         return text
 
     def _destination(self, body: Body, path: str) -> str:
+        """Where a template is written: as Nomad, any file inside the task dir (`template.out`,
+        `usr/local/bin/app.sh`, `local/...`, `secrets/...`) or inside the alloc's shared dir
+        (`alloc/...` or `../alloc/...`), once `${NOMAD_*_DIR}` is read. Refused as Nomad refuses what
+        leaves the alloc dir: an absolute path, a `..` out of the task dir other than into the shared
+        alloc/ dir (this sandbox does not reach the other tasks' dirs), a path naming a dir itself."""
         raw = self._str(body, "destination", path, required=True)
         if not raw:
             return ""
@@ -710,18 +715,22 @@ class Builder:
         for var, directory in _TASK_DIR_VARS.items():
             if text.startswith(var):
                 text = directory + text[len(var) :]
-        parts = text.split("/")
-        normal = posixpath.normpath(text)
-        if (
-            text.startswith("/")
-            or ".." in parts
-            or normal.split("/")[0] not in TEMPLATE_DIRS
-            or "/" not in normal
-        ):
+        normal = posixpath.normpath(text) if text else "."
+        parts = normal.split("/")
+        if parts[:2] == ["..", "alloc"]:
+            normal, parts = "/".join(parts[1:]), parts[1:]
+        problem = ""
+        if text.startswith("/"):
+            problem = "is an absolute path: give one relative to the task dir"
+        elif parts[0] == "..":
+            problem = 'leaves the task dir: ".." leads only into the shared alloc/ dir (../alloc/...)'
+        elif normal in (".", *TEMPLATE_DIRS) or text.endswith("/"):
+            problem = "names a directory: give a file in it"
+        if problem:
             self.report.error(
                 join(path, "destination"),
-                f'"{raw}" must be a file under local/ or secrets/ of the task dir, or under the alloc\'s '
-                'shared alloc/ dir, without ".."',
+                f'"{raw}" {problem} (a file inside the task dir, e.g. local/..., secrets/..., or in the '
+                "alloc's shared alloc/ dir)",
             )
             return ""
         return normal
