@@ -92,6 +92,18 @@ def task_container_name(task: str, alloc_id: str) -> str:
     return f"{task}-{alloc_id}"
 
 
+def no_image(image: str, local: list[str], shown: int = 12) -> str:
+    """Why a task's image cannot be had (pure): not on this node, and no registry to pull from; the
+    node's images, so that a report's image can be mapped to one of them."""
+    have = sorted(set(local))
+    listed = ", ".join(have[:shown]) + (f" and {len(have) - shown} more" if len(have) > shown else "")
+    return (
+        f"image {image!r} is not on this node, and this lab has no registry to pull it from (the agent "
+        f"never pulls): the node has {listed or 'no images'}; use one of them (a job variable, or a "
+        "scenario's image map)"
+    )
+
+
 class DockerDriver:
     name = "docker"
     joins_container_netns = True
@@ -239,17 +251,26 @@ class DockerDriver:
         elif cfg.get("args"):
             kw["command"] = [str(a) for a in cfg["args"]]
         try:
+            # Never a pull: this lab has no registry, and a pull would send traffic off the lab.
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise DriverError("docker", f"task {task.name}", no_image(image, self._local_tags())) from None
+        try:
             c = self.client.containers.run(image, **kw)
         except docker.errors.ImageNotFound:
-            raise DriverError(
-                "docker", f"task {task.name}", f"image {image!r} not found on this node"
-            ) from None
+            raise DriverError("docker", f"task {task.name}", no_image(image, self._local_tags())) from None
         except docker.errors.APIError as exc:
             # "cannot join network of a non running container" lands here: the caller recovers the
             # group's network rather than retrying into the same dead end (nomad-12216).
             raise DriverError("docker", f"task {task.name}", str(exc.explanation)) from None
         c.reload()
         return TaskHandle("docker", c.id, c.attrs["State"]["StartedAt"])
+
+    def _local_tags(self) -> list[str]:
+        try:
+            return [t for i in self.client.images.list() for t in (i.tags or ())]
+        except docker.errors.DockerException:
+            return []
 
     def _published(self, ctx: TaskContext, cfg: Mapping[str, Any]) -> dict[str, tuple[str, int] | int]:
         wanted = {str(label) for label in cfg.get("ports") or ()}
