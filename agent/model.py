@@ -154,6 +154,7 @@ class Task:
     meta: Mapping[str, str] = field(default_factory=dict)  # NOMAD_META_<key>, over the group's and job's
     constraints: tuple[Constraint, ...] = ()  # its group is placed only on a node that meets them
     logs: LogConfig = field(default_factory=LogConfig)
+    shutdown_delay: float = 0.0  # seconds between its services' deregistration and its kill signal
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,7 @@ class Group:
     meta: Mapping[str, str] = field(default_factory=dict)
     constraints: tuple[Constraint, ...] = ()
     ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)
+    shutdown_delay: float = 0.0  # seconds at the alloc's stop between its services' deregistration and kills
 
 
 @dataclass(frozen=True)

@@ -283,6 +283,7 @@ class FakeNode:
         self.dirs = FakeDirs()
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.replaced: list[tuple[str, str]] = []
+        self.slept: list[float] = []  # shutdown_delay waits, recorded rather than slept
         self.bugs = bugs
         self.registry = DriverRegistry(
             [self.docker, self.exec], container_netns=self.pause, path_netns=self.named
@@ -312,6 +313,7 @@ class FakeNode:
             templates=TemplateDeps(self.store, self.schedule, bugs=self.bugs),
             bugs=self.bugs,
             dirs=self.dirs,
+            sleep=self.slept.append,
         )
 
     def core(self, **overrides: Any) -> Core:

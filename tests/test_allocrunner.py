@@ -11,7 +11,7 @@ import pytest
 from agent.decisions import Bugs, RestoreAction
 from agent.drivers.base import DriverError
 from agent.drivers.registry import DriverRegistry
-from agent.model import Group, Job, Network, Port, RestartPolicy, Task, Template
+from agent.model import Group, Job, Network, Port, RestartPolicy, Service, Task, Template
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, PortAlloc, TaskState
 from agent.runner.alloc import AllocRunner
 from agent.runner.state import NETNS_OWNER
@@ -995,3 +995,61 @@ def test_a_link_left_in_the_previous_alloc_is_not_taken_over(tmp_path: Path) -> 
     (new / "t" / "local" / "y").write_text("rendered already")  # not empty: kept as it is
     assert migrate_dirs(old, new, ["t"]) == []
     assert not (new / "alloc" / "data").exists() and (new / "t" / "local" / "y").exists()
+
+
+def test_a_groups_shutdown_delay_holds_the_kills_after_the_services_left(tmp_path: Path) -> None:
+    """Nomad's group shutdown_delay: at the stop the alloc's services go first (a nomad service is
+    listed only while the alloc runs), then the delay, then the kill signals."""
+    from dataclasses import replace
+
+    node = FakeNode(tmp_path)
+    job, group = _job()
+    service = Service(name="web", port="http", provider="nomad")
+    group = replace(group, shutdown_delay=7.0, services=(service,))
+    r = AllocRunner(node.deps(), _record(), replace(job, groups=(group,)), group)
+    node.store.put("alloc", r.id, r.rec.to_record())
+    r.start()
+    node.timers.clear()
+    from agent.runner.services import nomad_registrations
+
+    assert (
+        len(
+            nomad_registrations(
+                [r], advertise_address="", node_id="n", datacenter="dc1", index_of=lambda a: 1
+            )
+        )
+        == 1
+    )
+
+    def listed() -> list[str]:
+        regs = nomad_registrations(
+            [r], advertise_address="", node_id="n", datacenter="dc1", index_of=lambda a: 1
+        )
+        return [x["AllocID"] for x in regs]
+
+    r.stop()
+    assert listed() == [], "a stopping alloc's services are still listed during its shutdown_delay"
+    assert node.docker.stops == [] and [d for d, _ in node.timers] == [7.0]
+    assert "Shutdown Delay" in _events(node, r) and "Killing" not in _events(node, r)
+    node.run_timers()
+    assert len(node.docker.stops) == 2 and r.rec.status is AllocStatus.COMPLETE
+    assert _events(node, r).count("Killing") == 2
+
+
+def test_a_tasks_shutdown_delay_is_waited_before_its_kill_only(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    node = FakeNode(tmp_path)
+    job, group = _job()
+    slow = replace(group.tasks[0], shutdown_delay=3.0)
+    group = replace(group, tasks=(slow, group.tasks[1]))
+    r = AllocRunner(node.deps(), _record(), replace(job, groups=(group,)), group)
+    node.store.put("alloc", r.id, r.rec.to_record())
+    r.start()
+    r.user_restart(slow)  # a restart is not a stop: no delay
+    assert node.slept == []
+    r.stop()
+    assert node.slept == [3.0] and r.rec.status is AllocStatus.COMPLETE
+    waits = [e for e in node.store.events(r.id, "t0") if e.type == "Waiting for shutdown delay"]
+    assert [e.message for e in waits] == ["Waiting for shutdown_delay of 3s before killing the task."]
+    assert not [e for e in node.store.events(r.id, "t1") if e.type == "Waiting for shutdown delay"]

@@ -939,3 +939,23 @@ job "j" {{
 }}
 """
     assert _parse(text).job.groups[0].tasks[0].templates[0].destination == kept
+
+
+def test_shutdown_delay_is_read_on_the_group_and_the_task() -> None:
+    text = """
+job "j" {
+  group "g" {
+    shutdown_delay = "10s"
+    task "t" {
+      driver         = "exec"
+      shutdown_delay = "2.5s"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"""
+    group = _parse(text).job.groups[0]
+    assert (group.shutdown_delay, group.tasks[0].shutdown_delay) == (10.0, 2.5)
+    assert not _parse(text).warnings  # implemented: no "accepted but not implemented"
+    with pytest.raises(JobspecError, match="shutdown_delay"):
+        _parse(text.replace('"10s"', '"soon"'))

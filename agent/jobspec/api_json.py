@@ -52,7 +52,8 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
 }
 # Implemented durations: nanoseconds in the API JSON.
 _DURATIONS: Mapping[str, frozenset[str]] = {
-    "task": frozenset({"kill_timeout"}),
+    "task": frozenset({"kill_timeout", "shutdown_delay"}),
+    "group": frozenset({"shutdown_delay"}),
     "restart": frozenset({"interval", "delay"}),
     "template": frozenset({"splay"}),
     "wait": frozenset({"min", "max"}),

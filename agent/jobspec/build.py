@@ -211,6 +211,7 @@ class Builder:
             meta=self._str_map(body, "meta", path),
             constraints=read_constraints(self, body, path),
             ephemeral_disk=self._ephemeral_disk(body, path, tasks),
+            shutdown_delay=self._duration(body, "shutdown_delay", path, 0.0),
         )
 
     def _ephemeral_disk(self, body: Body, path: str, tasks: list[Task]) -> EphemeralDisk:
@@ -277,6 +278,7 @@ class Builder:
             meta=self._str_map(body, "meta", path),
             constraints=read_constraints(self, body, path, task_level=True),
             logs=self._logs(body, path),
+            shutdown_delay=self._duration(body, "shutdown_delay", path, 0.0),
         )
 
     def _logs(self, body: Body, path: str) -> LogConfig:

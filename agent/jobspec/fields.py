@@ -23,7 +23,17 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     # the task; `vault` is the default of every task without one (both as Nomad's HCL2 jobspec)
     "job": frozenset({"type", "meta", "group", "id", "task", "vault", "name", "datacenters", "constraint"}),
     "group": frozenset(
-        {"count", "network", "restart", "task", "service", "meta", "constraint", "ephemeral_disk"}
+        {
+            "count",
+            "network",
+            "restart",
+            "task",
+            "service",
+            "meta",
+            "constraint",
+            "ephemeral_disk",
+            "shutdown_delay",
+        }
     ),
     # Nomad's EphemeralDisk: the alloc dir's size, and whether a replacement on this node takes over
     # the data of the alloc it replaces (sticky; migrate: from another node too, here the same)
@@ -47,6 +57,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "vault",
             "constraint",
             "logs",
+            "shutdown_delay",
         }
     ),
     # Nomad's LogConfig: rotation of alloc/logs/<task>.<stream>.N by the task's logmon
@@ -135,7 +146,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "prevent_reschedule_on_lost",
             "reschedule",
             "scaling",
-            "shutdown_delay",
             "spread",
             "stop_after_client_disconnect",
             "update",
@@ -165,7 +175,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "scaling",
             "schedule",
             "secret",
-            "shutdown_delay",
             "volume_mount",
         }
     ),

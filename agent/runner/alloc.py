@@ -55,6 +55,7 @@ from agent.drivers.base import (
 )
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, Unavailable
+from agent.jobspec.durations import format_duration
 from agent.killpoints import KillHook, no_kill
 from agent.model import Group, Job, Task
 from agent.network.base import Network
@@ -104,6 +105,7 @@ class RunnerDeps:
     vault: TokenIssuer | None = None  # the agent's Vault client: creates and revokes tasks' tokens
     vault_token_role: str = DEFAULT_TOKEN_ROLE
     clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep  # a task's shutdown_delay, in its stop's thread
     # Called at each named step (agent.killpoints): a no-op, or the `crash-at` SIGKILL, or a test's
     # Killed. Every step leaves a record the next restore acts on, losing and doubling nothing.
     kill_point: KillHook = no_kill
@@ -135,6 +137,7 @@ class AllocRunner:
         # Each task's environment as its last start was given it: what `alloc exec` and change scripts
         # run in (never one read back from the task, which the task could rewrite).
         self._started_env: dict[str, dict[str, str]] = {}
+        self._deregistered = False  # its Consul services, once at a stop (shutdown_delay) or teardown
 
     @property
     def rec(self) -> AllocRecord:
@@ -1028,7 +1031,6 @@ class AllocRunner:
         for t in self.group.tasks:
             h = self.state.handle(t.name)
             if h is not None and self._handle_running(t, h):
-                self.event(t.name, "Killing", f"Sent {t.kill_signal} ({reason})")
                 running.append((t, h))
 
         def finish() -> None:
@@ -1040,7 +1042,27 @@ class AllocRunner:
             self.kill_point("stop.after-teardown")
             self.state.save(status=AllocStatus.COMPLETE, reason=reason)
 
-        self._stop_off_loop("stop", running, finish)
+        def kill() -> None:
+            for t, _ in running:
+                if t.shutdown_delay:  # Nomad's task runner: services gone, then this wait, then the signal
+                    shown = format_duration(t.shutdown_delay)
+                    message = f"Waiting for shutdown_delay of {shown} before killing the task."
+                    self.event(t.name, "Waiting for shutdown delay", message)
+                self.event(t.name, "Killing", f"Sent {t.kill_signal} ({reason})")
+            self._stop_off_loop("stop", running, finish, delays=True)
+
+        # Nomad's shutdown_delay: the alloc's services leave the registries first (the nomad ones
+        # with the stop recorded: alloc_running is false), then the group's delay, then the kills.
+        if running and (self.group.shutdown_delay or any(t.shutdown_delay for t, _ in running)):
+            self._deregister_services()
+        if running and self.group.shutdown_delay:
+            delay = self.group.shutdown_delay
+            self.event(
+                "", "Shutdown Delay", f"services deregistered: killing the tasks in {format_duration(delay)}"
+            )
+            self.d.schedule(delay, lambda: self.serial.run(kill))
+            return
+        kill()
 
     def services(self) -> list[dict[str, Any]]:
         return service_definitions(self.rec, self.group, self.d.advertise_address)
@@ -1049,9 +1071,13 @@ class AllocRunner:
         if self.d.services is not None:
             self.d.services.register(self.services(), self.event)
 
-    def _teardown(self) -> None:
-        if self.d.services is not None:
+    def _deregister_services(self) -> None:
+        if self.d.services is not None and not self._deregistered:
             self.d.services.deregister(self.services(), self.event)
+            self._deregistered = True
+
+    def _teardown(self) -> None:
+        self._deregister_services()
         for t in self.group.tasks:
             h = self.state.handle(t.name)
             if h:
@@ -1113,7 +1139,12 @@ class AllocRunner:
         self._stop_off_loop("stop for restart", stopping, then)
 
     def _stop_off_loop(
-        self, what: str, tasks: list[tuple[Task, TaskHandle]], then: Callable[[], None]
+        self,
+        what: str,
+        tasks: list[tuple[Task, TaskHandle]],
+        then: Callable[[], None],
+        *,
+        delays: bool = False,
     ) -> None:
         """Stop the tasks (kill_signal, SIGKILL after kill_timeout) off the main loop, then `then` on
         it. A stop that fails is an event; the driver's next start of the task or the teardown
@@ -1121,14 +1152,21 @@ class AllocRunner:
         if not tasks:
             then()
             return
-        stops = [(t.name, self.driver(t), h, t.kill_timeout, t.kill_signal) for t, h in tasks]
+        stops = [
+            (t.name, self.driver(t), h, t.kill_timeout, t.kill_signal, t.shutdown_delay if delays else 0.0)
+            for t, h in tasks
+        ]
 
         def blocking() -> list[tuple[str, str]]:
             # The tasks are stopped together, as Nomad's client does: the alloc's stop takes its
             # longest kill_timeout, not their sum.
             failed: list[tuple[str, str]] = []
 
-            def one(name: str, driver: TaskDriver, h: TaskHandle, timeout: float, sig: str) -> None:
+            def one(
+                name: str, driver: TaskDriver, h: TaskHandle, timeout: float, sig: str, delay: float
+            ) -> None:
+                if delay:  # the task's shutdown_delay, in this stop's own thread (each task its own)
+                    self.d.sleep(delay)
                 try:
                     driver.stop(h, timeout, sig)
                 except AgentError as exc:

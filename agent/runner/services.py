@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.consul import ConsulClient, ConsulError, registrations
 from agent.model import Group
-from agent.records import AllocRecord
+from agent.records import AllocRecord, DesiredStatus
 from agent.state import StateStore
 from agent.state.changes import ChangeIndex
 from agent.templates.nomadfuncs import NomadView, Workload, readable_paths
@@ -71,8 +71,8 @@ def nomad_registrations(
     Nomad's `address_mode = "auto"`), sorted by name and ID."""
     out = []
     for r in runners:
-        if not r.alloc_running():
-            continue
+        if not r.alloc_running() or r.rec.desired is DesiredStatus.STOP:
+            continue  # a stopping alloc's services are gone at once (Nomad's preKill, shutdown_delay)
         address = advertise_address or r.rec.address
         host = {p.label: p.host for p in r.rec.ports}
         index = index_of(r.id)
