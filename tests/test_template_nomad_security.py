@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from agent.model import Template
+from agent.records import DesiredStatus
 from agent.runner.services import NomadData
 from agent.state import SqliteStore
 from agent.state.changes import ChangeIndex
@@ -57,7 +58,7 @@ def _runner(alloc_id: str, job: str, group: str) -> Any:
         id=alloc_id,
         job=SimpleNamespace(id=job),
         group=SimpleNamespace(name=group, services=(), tasks=()),
-        rec=SimpleNamespace(address="10.0.0.9", ports=()),
+        rec=SimpleNamespace(address="10.0.0.9", ports=(), desired=DesiredStatus.RUN),
         alloc_running=lambda: True,
     )
 
