@@ -378,22 +378,26 @@ job "example" {
     assert _parse(text).job.groups[0].ephemeral_disk == EphemeralDisk(size=300)  # and ephemeral_disk
 
 
-def test_ephemeral_disk_is_read_and_checked_with_the_tasks_logs_as_nomad() -> None:
-    def group(body: str, logs: str = "") -> EphemeralDisk | list[str]:
-        text = f"""
+def _one_exec_task(task: str = "", group: str = "") -> str:
+    """A job "j" with group "g" and one exec task "t"; `task` and `group` are more of their bodies."""
+    return f"""
 job "j" {{
   group "g" {{
-    {body}
+    {group}
     task "t" {{
       driver = "exec"
       config {{ command = "/bin/true" }}
-      {logs}
+      {task}
     }}
   }}
 }}
 """
+
+
+def test_ephemeral_disk_is_read_and_checked_with_the_tasks_logs_as_nomad() -> None:
+    def group(body: str, logs: str = "") -> EphemeralDisk | list[str]:
         try:
-            return _parse(text).job.groups[0].ephemeral_disk
+            return _parse(_one_exec_task(logs, body)).job.groups[0].ephemeral_disk
         except JobspecError as exc:
             return exc.lines()
 
@@ -410,19 +414,8 @@ job "j" {{
 
 def test_the_logs_block_is_read_and_checked_as_nomads_log_config() -> None:
     def logs(body: str) -> tuple[LogConfig | None, list[str]]:
-        text = f"""
-job "j" {{
-  group "g" {{
-    task "t" {{
-      driver = "exec"
-      config {{ command = "/bin/true" }}
-      logs {{ {body} }}
-    }}
-  }}
-}}
-"""
         try:
-            return _parse(text).job.groups[0].tasks[0].logs, []
+            return _parse(_one_exec_task(f"logs {{ {body} }}")).job.groups[0].tasks[0].logs, []
         except JobspecError as exc:
             return None, exc.lines()
 
@@ -924,20 +917,7 @@ def test_template_destinations_in_nomads_sandbox_are_accepted(given: str, stored
     ],
 )
 def test_template_destinations_nomad_takes_are_taken(destination: str, kept: str) -> None:
-    text = f"""
-job "j" {{
-  group "g" {{
-    task "t" {{
-      driver = "exec"
-      config {{ command = "/bin/true" }}
-      template {{
-        data        = "x"
-        destination = "{destination}"
-      }}
-    }}
-  }}
-}}
-"""
+    text = _one_exec_task(f'template {{\n data = "x"\n destination = "{destination}"\n }}')
     assert _parse(text).job.groups[0].tasks[0].templates[0].destination == kept
 
 
