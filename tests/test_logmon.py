@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import signal
 import stat
 import subprocess
@@ -290,6 +291,20 @@ def test_sigterm_drains_what_the_task_wrote(logmon: Logmon) -> None:
     assert logmon.stop() == 0
     assert logmon.text() == _lines(0, 5000)
     assert logmon.text("stderr") == _lines(0, 3000)
+
+
+def test_a_logmon_whose_logs_dir_was_removed_exits(logmon: Logmon) -> None:
+    """An alloc dir GC'd while no agent stopped its logmon (an agent that died, a sweep): no orphan."""
+    proc = logmon.start()
+    _write(logmon.out, _lines(0, 1))
+    logmon.holds(_lines(0, 1))
+    shutil.rmtree(logmon.logs)  # the test's own fd on it stays open: only the dir's links are gone
+
+    def exited() -> tuple[int | None, str]:
+        return proc.poll(), f"logmon pid {proc.pid} still running; said {logmon.said()!r}"
+
+    assert wait_until(exited, timeout=WAIT, what="logmon exiting once its logs dir is removed") == 0
+    assert "logs dir was removed" in logmon.said()
 
 
 def test_a_failing_disk_drops_the_chunk_says_so_once_a_second_and_goes_on(logmon: Logmon) -> None:

@@ -6,7 +6,8 @@
 Started by agent.runner.logmonhook with three inherited fds: the logs dir (`alloc/<id>/alloc/logs`)
 and the task's two FIFOs, opened read-write so that no end is ever seen and a task's restart needs
 nothing from logmon. A chunk read is written at once (no buffer: a SIGKILL loses nothing read).
-SIGTERM or SIGINT: the pipes are drained, then exit 0. Exit 2: bad arguments; exit 1: the logs dir
+SIGTERM or SIGINT: the pipes are drained, then exit 0. The logs dir removed (the alloc dir deleted
+while no agent stopped logmon): exit 0 at the next idle check, so no logmon outlives its alloc. Exit 2: bad arguments; exit 1: the logs dir
 unusable (one line on stderr). A failed write (ENOSPC) is said on stderr, once a second at most, and
 the chunk dropped, as Nomad's logmon does: logmon goes on and the task is never blocked by it.
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 READ_SIZE = 64 * 1024
 DRAIN_FOR = 4.0  # seconds of draining after SIGTERM: the agent SIGKILLs at 5 (a task that never stops)
 FULL = "full"
+GONE_CHECK = 2.0  # seconds idle between checks that the logs dir still exists (its alloc dir GC'd)
 MAX_SKIPS = 1000  # names in the way skipped in one go before giving up (a task can plant many)
 _OPEN = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 # open() errors that mean a task's name is in the way (skip it), not that the disk or the dir fails
@@ -244,15 +246,24 @@ class Stop:
         self.asked = True
 
 
-def serve(rotators: dict[int, Rotator], stop: Stop) -> None:
-    """Copy until asked to stop, then drain what the pipes hold."""
+def dir_gone(dfd: int) -> bool:
+    """The logs dir was removed (its alloc dir GC'd while no agent stopped us): no link left to it."""
+    return os.fstat(dfd).st_nlink == 0
+
+
+def serve(rotators: dict[int, Rotator], stop: Stop, logs_fd: int) -> None:
+    """Copy until asked to stop or the logs dir is removed, then drain what the pipes hold."""
     sel = selectors.DefaultSelector()
     sel.register(stop.wake, selectors.EVENT_READ)
     for fd in rotators:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
     while not stop.asked:
-        for key, _ in sel.select():
+        ready = sel.select(timeout=GONE_CHECK)
+        if not ready and dir_gone(logs_fd):
+            say("the logs dir was removed: nothing left to write to, exiting")
+            return
+        for key, _ in ready:
             if key.fd == stop.wake:
                 with contextlib.suppress(BlockingIOError):
                     os.read(stop.wake, 512)
@@ -273,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             args.stdout_fd: Rotator(args.logs_fd, f"{args.task}.stdout", args.max_files, args.max_file_size),
             args.stderr_fd: Rotator(args.logs_fd, f"{args.task}.stderr", args.max_files, args.max_file_size),
         }
-        serve(rotators, stop)
+        serve(rotators, stop, args.logs_fd)
     except OSError as exc:
         say(f"{exc.strerror or exc}")
         return 1
