@@ -7,9 +7,10 @@ Started by agent.runner.logmonhook with three inherited fds: the logs dir (`allo
 and the task's two FIFOs, opened read-write so that no end is ever seen and a task's restart needs
 nothing from logmon. A chunk read is written at once (no buffer: a SIGKILL loses nothing read).
 SIGTERM or SIGINT: the pipes are drained, then exit 0. The logs dir removed (the alloc dir deleted
-while no agent stopped logmon): exit 0 at the next idle check, so no logmon outlives its alloc. Exit 2: bad arguments; exit 1: the logs dir
-unusable (one line on stderr). A failed write (ENOSPC) is said on stderr, once a second at most, and
-the chunk dropped, as Nomad's logmon does: logmon goes on and the task is never blocked by it.
+while no agent stopped logmon): exit 0 at the next idle check, so no logmon outlives its alloc.
+Exit 2: bad arguments; exit 1: the logs dir unusable (one line on stderr). A failed write (ENOSPC)
+is said on stderr, once a second at most, and the chunk dropped, as Nomad's logmon does: logmon
+goes on and the task is never blocked by it.
 
 The logs dir is the tasks' (0777) and logmon runs as root: each file is opened by the dir's fd,
 without following a link or blocking, and used only as a regular file with one link. A name a task
