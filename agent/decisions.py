@@ -177,9 +177,15 @@ class RestartDecision:
 TASK_COMPLETED = "Restart unnecessary as task terminated successfully"
 
 
-def restarts_on_success(job_type: str) -> bool:
+def restarts_on_success(job_type: str, hook: str = "", sidecar: bool = False) -> bool:
     """Whether a task that exits 0 is restarted, as Nomad's restart tracker: a service or system
-    job's task is (it is meant to run for ever), a batch or sysbatch job's task is done."""
+    job's task is (it is meant to run for ever), a batch or sysbatch job's task is done. A lifecycle
+    task (`hook`) decides by itself, whatever the job: a prestart or poststart sidecar is restarted,
+    an ephemeral one (not a sidecar) and a poststop task are done."""
+    if hook in ("prestart", "poststart"):
+        return sidecar
+    if hook == "poststop":
+        return False
     return job_type not in ("batch", "sysbatch")
 
 
@@ -191,6 +197,8 @@ def plan_task_restart(
     *,
     exit_code: int | None = None,
     job_type: str = "service",
+    hook: str = "",
+    sidecar: bool = False,
 ) -> RestartDecision:
     """Nomad's restart stanza: `attempts` restarts within `interval`; then fail (mode fail) or wait
     out the rest of the interval (mode delay).
@@ -201,11 +209,12 @@ def plan_task_restart(
 
     `exit_code` is the task's (None: unknown, a failure). A batch or sysbatch job's task that exits 0
     is complete whatever its history or attempts: no restart, no failure (`restarts_on_success`).
-    A service job's task is restarted on any exit, 0 included, and each one counts.
+    A service job's task is restarted on any exit, 0 included, and each one counts. A lifecycle
+    task's exit 0 is decided by its `hook` and `sidecar` (restarts_on_success).
     """
     if not cause.counted:
         return RestartDecision(True, 0.0, f"{cause.value}: not counted against the restart policy")
-    if exit_code == 0 and not restarts_on_success(job_type):
+    if exit_code == 0 and not restarts_on_success(job_type, hook, sidecar):
         return RestartDecision(False, 0.0, TASK_COMPLETED, complete=True)
     window = [t for t in counted_restarts if now - t < policy.interval]
     if len(window) < policy.attempts:

@@ -139,6 +139,15 @@ class LogConfig:
 
 
 @dataclass(frozen=True)
+class Lifecycle:
+    """A task's `lifecycle` block (Nomad's TaskLifecycleConfig): `hook` prestart, poststart or
+    poststop; `sidecar`: it runs beside the main tasks instead of running to completion."""
+
+    hook: str
+    sidecar: bool = False
+
+
+@dataclass(frozen=True)
 class Task:
     name: str
     driver: str  # "docker", "exec" or "raw_exec"
@@ -155,6 +164,7 @@ class Task:
     constraints: tuple[Constraint, ...] = ()  # its group is placed only on a node that meets them
     logs: LogConfig = field(default_factory=LogConfig)
     shutdown_delay: float = 0.0  # seconds between its services' deregistration and its kill signal
+    lifecycle: Lifecycle | None = None  # None: a main task
 
 
 @dataclass(frozen=True)

@@ -351,9 +351,6 @@ job "example" {
       logs {
         max_files = 3
       }
-      lifecycle {
-        hook = "prestart"
-      }
       meta {
         a = "b"
       }
@@ -371,7 +368,6 @@ job "example" {
             "job.example.group.g.task.t.config.auth",
             "job.example.group.g.task.t.config.volumes",
             "job.example.group.g.task.t.artifact",
-            "job.example.group.g.task.t.lifecycle",
         )
     )
     assert _parse(text).job.groups[0].tasks[0].logs == LogConfig(max_files=3)  # logs: implemented

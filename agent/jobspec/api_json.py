@@ -41,6 +41,7 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("task", "service"): ("service", "many"),
     ("task", "vault"): ("vault", "one"),
     ("task", "logs"): ("logs", "one"),
+    ("task", "lifecycle"): ("lifecycle", "one"),
     ("group", "ephemeral_disk"): ("ephemeral_disk", "one"),
     ("resources", "network"): ("network", "many"),
     ("template", "change_script"): ("change_script", "one"),

@@ -28,6 +28,7 @@ from agent.model import (
     EphemeralDisk,
     Group,
     Job,
+    Lifecycle,
     LogConfig,
     Network,
     Port,
@@ -48,6 +49,7 @@ NETWORK_MODES = ("bridge", "host", "none")
 RESTART_MODES = ("fail", "delay")
 CHANGE_MODES = ("noop", "signal", "restart", "script")
 VAULT_CHANGE_MODES = ("noop", "signal", "restart")
+LIFECYCLE_HOOKS = ("prestart", "poststart", "poststop")
 CHECK_TYPES = ("http", "tcp", "script")
 UNRUN_CHECK_TYPES = ("grpc",)  # Nomad's, accepted with a warning and not registered
 SERVICE_PROVIDERS = ("consul", "nomad")
@@ -201,6 +203,9 @@ class Builder:
                 self.report.warn(path, _GATEWAY_GROUP)
                 return None
             self.report.error(join(path, "task"), "required: at least one task")
+        if tasks and all(t.lifecycle is not None for t in tasks):  # Nomad's TaskGroup.Validate
+            main = "at least one main task (one without lifecycle)"
+            self.report.error(path, f'group "{_short(name)}" must have {main}')
         return Group(
             name=name,
             tasks=tuple(tasks),
@@ -279,7 +284,20 @@ class Builder:
             constraints=read_constraints(self, body, path, task_level=True),
             logs=self._logs(body, path),
             shutdown_delay=self._duration(body, "shutdown_delay", path, 0.0),
+            lifecycle=self._lifecycle(body, path),
         )
+
+    def _lifecycle(self, body: Body, path: str) -> Lifecycle | None:
+        """The `lifecycle` block (Nomad's TaskLifecycleConfig.Validate: a hook is required and one of
+        prestart, poststart, poststop)."""
+        blocks = list(self._blocks(body, "lifecycle", path, single=True))
+        if not blocks:
+            return None
+        _, lb, lpath = blocks[0]
+        self._keys(lb, "lifecycle", lpath)
+        hook = self._choice(lb, "hook", lpath, LIFECYCLE_HOOKS, "", required=True, what="lifecycle hook")
+        sidecar = self._bool(lb, "sidecar", lpath, False)
+        return Lifecycle(hook=hook, sidecar=sidecar) if hook else None
 
     def _logs(self, body: Body, path: str) -> LogConfig:
         """The `logs` block, checked as Nomad's LogConfig.Validate (at least 1 file of at least 1 MB;

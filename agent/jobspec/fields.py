@@ -58,8 +58,11 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "constraint",
             "logs",
             "shutdown_delay",
+            "lifecycle",
         }
     ),
+    # Nomad's TaskLifecycleConfig: the task's place in the alloc's order (agent.lifecycle)
+    "lifecycle": frozenset({"hook", "sidecar"}),
     # Nomad's LogConfig: rotation of alloc/logs/<task>.<stream>.N by the task's logmon
     "logs": frozenset({"max_files", "max_file_size", "disabled"}),
     # attribute/value/operator and jobspec2's shorthands (agent.jobspec.constraints)
@@ -170,7 +173,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "identity",
             "kind",
             "leader",
-            "lifecycle",
             "restart",
             "scaling",
             "schedule",

@@ -315,7 +315,9 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "Name": t.name,
         "Driver": t.driver,
         "User": t.user,
-        "Lifecycle": None,
+        "Lifecycle": (
+            {"Hook": t.lifecycle.hook, "Sidecar": t.lifecycle.sidecar} if t.lifecycle is not None else None
+        ),
         "Config": plain(t.config),
         "Constraints": _constraints(t.constraints),
         "Affinities": None,

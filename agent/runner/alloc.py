@@ -57,10 +57,12 @@ from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, Unavailable
 from agent.jobspec.durations import format_duration
 from agent.killpoints import KillHook, no_kill
+from agent.lifecycle import Stage
 from agent.model import Group, Job, Task
 from agent.network.base import Network
 from agent.offload import Offload, Serial, run_inline
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, TaskState
+from agent.runner.coordinator import Coordinator, stage
 from agent.runner.logmonhook import HOST_LOGMON, LogLimits, LogmonOutput, TaskLogs
 from agent.runner.services import ServiceRegistrar, service_definitions
 from agent.runner.state import NETNS_OWNER, AllocState
@@ -138,6 +140,7 @@ class AllocRunner:
         # run in (never one read back from the task, which the task could rewrite).
         self._started_env: dict[str, dict[str, str]] = {}
         self._deregistered = False  # its Consul services, once at a stop (shutdown_delay) or teardown
+        self.coord = Coordinator(self)  # the tasks' lifecycle order
 
     @property
     def rec(self) -> AllocRecord:
@@ -387,11 +390,12 @@ class AllocRunner:
             if self.bridge:
                 self.kill_point("start.before-network")
                 self._setup_network()
-            for t in self.group.tasks:
+            for t in self.coord.first_tasks():  # prestart tasks first, when the group has any
                 self._start_task(t, cause, why)
             self.kill_point("start.before-alloc-running")
             self.state.save(status=AllocStatus.RUNNING, reason="")
             self._register_services()
+            self.coord.advance()  # poststart tasks, once the main tasks are started
         except (AgentError, OSError) as exc:
             self._fail_setup(f"failed to setup alloc: {exc}")
 
@@ -598,7 +602,19 @@ class AllocRunner:
 
     def _on_task_exit(self, handle_id: str) -> None:
         name = self.owns_container(handle_id)
-        if name is None or self.rec.status is not AllocStatus.RUNNING:
+        if name is None:
+            return
+        if name != NETNS_OWNER:
+            t = self._task(name)
+            if self.coord.waits_for(t):  # a poststop task of an ending alloc
+                h = self.state.handle(name)
+                code = self.driver(t).status(h).exit_code if h else None
+                self.coord.poststop_exited(t, code, exit_text(code))
+                return
+            record = self.state.task(name)
+            if record.state is TaskState.DEAD and (record.completed or record.failed):
+                return  # dead for good already (a sidecar the coordinator killed): nothing to decide
+        if self.rec.status is not AllocStatus.RUNNING:
             return
         if name == NETNS_OWNER:
             self.event("", "Network Lost", "pause container died; recovering the group's network")
@@ -609,10 +625,13 @@ class AllocRunner:
                 return
             self.recover_network("pause container died")
             return
-        task = next(t for t in self.group.tasks if t.name == name)
+        task = self._task(name)
         h = self.state.handle(name)
         code = self.driver(task).status(h).exit_code if h else None
         self._task_exited(task, code)
+
+    def _task(self, name: str) -> Task:
+        return next(t for t in self.group.tasks if t.name == name)
 
     def _task_exited(self, t: Task, code: int | None, *, while_down: bool = False) -> None:
         """The task exited on its own (found exited at restore: `while_down`; None: its exit code is
@@ -631,19 +650,20 @@ class AllocRunner:
             StartCause.RESTART_POLICY,
             exit_code=code,
             job_type=self.job.type,
+            hook=t.lifecycle.hook if t.lifecycle else "",
+            sidecar=bool(t.lifecycle and t.lifecycle.sidecar),
         )
         generation = self.state.bump(t.name)
         shown = exit_text(code, while_down)
         reason = f"task {t.name} failed with exit code {shown}: {decision.reason}"
-        all_done = decision.complete and all(
-            x.name == t.name or self.state.task(x.name).completed for x in self.group.tasks
-        )
+        all_done = False
         # The exit, the policy's decision (and a failure) land together: a kill never counts the
         # exit twice, nor loses it, nor leaves a task recorded failed in an alloc recorded running.
         with self.d.store.transaction():
             self.event(t.name, "Terminated", f"Exit Code: {shown}", **note)
             if decision.complete:
                 self.state.put_task(t.name, record.with_(completed=True, failed=False, restart_due=0.0))
+                all_done = self.coord.done()  # every task dead for good, poststop ones included
                 if all_done:
                     self.state.save(status=AllocStatus.COMPLETE, reason=ALL_TASKS_COMPLETE)
             elif not decision.restart:
@@ -660,6 +680,7 @@ class AllocRunner:
                 self._teardown()
             else:  # this task is done for good: its logmon drains and ends (Nomad's logmon hook)
                 self.d.task_logs.stop(self.alloc_dir, t.name)
+                self.coord.advance()  # the next lifecycle stage's turn, or sidecars left alone
             return
         if not decision.restart:
             self._finish_failure(reason)
@@ -701,9 +722,13 @@ class AllocRunner:
             self.fail(f"task {t.name} could not start: no Vault token: {exc}")
 
     def _unfinished(self) -> list[Task]:
-        """The group's tasks but those that completed (a batch task's exit 0): what a recovery of
-        the group's network starts again."""
-        return [t for t in self.group.tasks if not self.state.task(t.name).completed]
+        """The group's tasks but those that completed (a batch task's exit 0, a killed sidecar) and
+        those whose lifecycle turn has not come: what a recovery of the group's network starts again."""
+        return [
+            t
+            for t in self.group.tasks
+            if not (record := self.state.task(t.name)).completed and record.state is not TaskState.PENDING
+        ]
 
     def recover_network(self, why: str, cause: StartCause = StartCause.NETWORK_RECOVERY) -> None:
         """Recreate the whole network of the group (DEL, fresh netns owner, ADD) and restart its
@@ -797,9 +822,20 @@ class AllocRunner:
         self.event("", "Alloc Failed", reason)
 
     def _finish_failure(self, reason: str) -> None:
-        """After the failure is recorded: what the alloc holds on the node goes (a kill before that
-        leaves it to the orphan sweep: the alloc is no longer live), then the replacement."""
+        """After the failure is recorded: a group with poststop tasks has its other tasks stopped and
+        its poststop tasks run to their end (Nomad runs them after a failure too), then what the alloc
+        holds on the node goes (a kill before that leaves it to the orphan sweep: the alloc is no
+        longer live), then the replacement."""
         self.kill_point("replace.after-fail-record")
+        if self.coord.poststop_owed():
+            live = self._running_tasks(lambda t: stage(t) is not Stage.POSTSTOP)
+            self._stop_off_loop(
+                "stop before poststop", live, lambda: self.coord.run_poststop(lambda: self._replace(reason))
+            )
+            return
+        self._replace(reason)
+
+    def _replace(self, reason: str) -> None:
         self._teardown()
         self.kill_point("replace.after-teardown")
         self.d.replace(self, reason)
@@ -932,6 +968,7 @@ class AllocRunner:
                     self.templates(t).after_restore()
             for t in self._vault_changed_on_restore:
                 self._vault_token_changed(t, "the stored token no longer works")
+            self.lifecycle_changed()
         elif plan.action is RestoreAction.RESTART_TASKS:
             self.event("", "Restored", plan.reason)
             self._record_reattached()
@@ -940,6 +977,7 @@ class AllocRunner:
                     self._restore_dead_task(t)
                 elif t in self._vault_changed_on_restore:
                     self._vault_token_changed(t, "the stored token no longer works")
+            self.lifecycle_changed()
         elif plan.action is RestoreAction.RECREATE_NETWORK:
             self.event("", "Restore Network", plan.reason)
             self.recover_network(plan.reason, StartCause.RESTORE)
@@ -971,6 +1009,48 @@ class AllocRunner:
         st = self.driver(t).status(h)
         return bool(st.running and st.detail != RESTARTED)
 
+    handle_running = _handle_running  # for the coordinator
+
+    def _running_tasks(self, which: Callable[[Task], bool]) -> list[tuple[Task, TaskHandle]]:
+        running: list[tuple[Task, TaskHandle]] = []
+        for t in self.group.tasks:
+            h = self.state.handle(t.name)
+            if which(t) and h is not None and self._handle_running(t, h):
+                running.append((t, h))
+        return running
+
+    # -- the coordinator's hands (agent.runner.coordinator) ---------------------------------------
+    def lifecycle_changed(self) -> None:
+        """Tasks are dead for good (killed sidecars) or a restore is done: the alloc completes when
+        every task is, else the tasks whose lifecycle turn came start."""
+        if self.rec.status is not AllocStatus.RUNNING or self.rec.desired is DesiredStatus.STOP:
+            return
+        if self.coord.done():
+            self.state.save(status=AllocStatus.COMPLETE, reason=ALL_TASKS_COMPLETE)
+            self._teardown()
+            return
+        self.coord.advance()
+
+    def start_in_turn(self, t: Task) -> None:
+        """A task whose lifecycle turn came while the alloc runs (a main task once its prestart
+        tasks are done, a poststart task, a poststop task after the others ended)."""
+        self._restart_task(t, StartCause.FIRST_START, f"{stage(t).value} turn", count=False)
+
+    def start_poststop(self, t: Task) -> bool:
+        """A poststop task of an ending alloc (stopped or failed); False: it could not start."""
+        try:
+            self._start_task(t, StartCause.FIRST_START, "the alloc is ending")
+        except (AgentError, OSError) as exc:
+            self.event(t.name, "Driver Failure", str(exc))
+            self.state.update_task(t.name, state=TaskState.DEAD, failed=True)
+            return False
+        return True
+
+    def stop_off_loop(
+        self, what: str, tasks: list[tuple[Task, TaskHandle]], then: Callable[[], None]
+    ) -> None:
+        self._stop_off_loop(what, tasks, then)
+
     def _exit_status_kept(self, t: Task) -> bool:
         """Whether the task's driver still has the exit status of a task that ended while the agent
         was down (TaskDriver.keeps_exit_status: docker yes, exec and raw_exec no)."""
@@ -983,6 +1063,8 @@ class AllocRunner:
         without counting (the exit a handle may still show was handled before that start)."""
         record = self.state.task(t.name)
         h = self.state.handle(t.name)
+        if record.state is TaskState.PENDING:
+            return  # its lifecycle turn has not come: the coordinator starts it (lifecycle_changed)
         if record.state is TaskState.STARTING:
             self._restart_task(
                 t, StartCause.RESTORE, "its start was interrupted by an agent restart", count=False
@@ -1027,17 +1109,20 @@ class AllocRunner:
     def _stop_tasks(self, reason: str) -> None:
         if self.rec.status in (AllocStatus.COMPLETE, AllocStatus.FAILED):
             return  # a second stop, or the alloc failed meanwhile (its teardown is done)
-        running: list[tuple[Task, TaskHandle]] = []
-        for t in self.group.tasks:
-            h = self.state.handle(t.name)
-            if h is not None and self._handle_running(t, h):
-                running.append((t, h))
+        # poststop tasks are not killed: they run once the others are dead (Coordinator.run_poststop)
+        running = self._running_tasks(lambda t: stage(t) is not Stage.POSTSTOP)
 
         def finish() -> None:
             for t in self.group.tasks:
-                if self.state.handle(t.name) is not None:
+                if stage(t) is Stage.POSTSTOP:
+                    continue
+                never_started = self.state.task(t.name).state is TaskState.PENDING
+                if self.state.handle(t.name) is not None or never_started:
                     self.state.update_task(t.name, state=TaskState.DEAD)
             self.kill_point("stop.after-tasks-stopped")
+            self.coord.run_poststop(teardown)
+
+        def teardown() -> None:
             self._teardown()
             self.kill_point("stop.after-teardown")
             self.state.save(status=AllocStatus.COMPLETE, reason=reason)

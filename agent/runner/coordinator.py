@@ -1,0 +1,151 @@
+"""The alloc runner's task coordinator: it starts a group's tasks in their lifecycle order, kills
+sidecars that are left alone, and runs poststop tasks at the end (Nomad's tasklifecycle coordinator
+and the task-state handler of its alloc runner).
+
+The order itself is decided by agent.lifecycle (pure). This adapter reads the tasks' records, acts
+through the runner and keeps one thing of its own: what to do once the poststop tasks of an ending
+alloc (a stop, a failure) have exited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from agent.lifecycle import (
+    MAIN_TASKS_DEAD,
+    MAIN_TASKS_DEAD_MESSAGE,
+    Phase,
+    Stage,
+    TaskPhase,
+    plan_lifecycle,
+    stage_of,
+)
+from agent.model import Task
+from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
+
+if TYPE_CHECKING:
+    from agent.drivers.base import TaskHandle
+    from agent.runner.alloc import AllocRunner
+
+
+def stage(t: Task) -> Stage:
+    return stage_of(t.lifecycle.hook, t.lifecycle.sidecar) if t.lifecycle else Stage.MAIN
+
+
+def phase(record: TaskRecord) -> Phase:
+    if record.state is TaskState.PENDING:
+        return Phase.PENDING
+    if record.state is TaskState.DEAD and (record.completed or record.failed):
+        return Phase.DEAD
+    return Phase.LIVE
+
+
+class Coordinator:
+    def __init__(self, runner: AllocRunner) -> None:
+        self.r = runner
+        self._after_poststop: Callable[[], None] | None = None
+
+    @property
+    def has_lifecycle(self) -> bool:
+        return any(t.lifecycle is not None for t in self.r.group.tasks)
+
+    def phases(self) -> list[TaskPhase]:
+        out = []
+        for t in self.r.group.tasks:
+            record = self.r.state.task(t.name)
+            out.append(TaskPhase(t.name, stage(t), phase(record), successful=record.completed))
+        return out
+
+    def first_tasks(self) -> list[Task]:
+        """The tasks the alloc's setup starts: every task but those whose turn comes later."""
+        names = set(plan_lifecycle(self.phases()).start)
+        return [t for t in self.r.group.tasks if t.name in names]
+
+    def done(self) -> bool:
+        return plan_lifecycle(self.phases()).done
+
+    def poststop_owed(self) -> bool:
+        """Whether the group has a poststop task that has not run to its end yet."""
+        return any(
+            stage(t) is Stage.POSTSTOP and phase(self.r.state.task(t.name)) is not Phase.DEAD
+            for t in self.r.group.tasks
+        )
+
+    def advance(self) -> None:
+        """After a task's state changed while the alloc runs: the tasks whose turn it is start (a
+        start may open the next stage: main tasks started open poststart), and sidecars with no
+        main task left alive are killed."""
+        r = self.r
+        for _ in range(len(Stage)):
+            if r.rec.status is not AllocStatus.RUNNING or r.rec.desired is DesiredStatus.STOP:
+                return
+            step = plan_lifecycle(self.phases())
+            if step.kill:
+                self._kill(step.kill)
+                return
+            if not step.start:
+                return
+            for name in step.start:
+                r.start_in_turn(self._task(name))
+
+    def _kill(self, names: tuple[str, ...]) -> None:
+        """Sidecars left alone: recorded dead (done, not failed) first, so their exit is not the
+        restart policy's, then stopped off the loop; the coordinator goes on after."""
+        r = self.r
+        stopping: list[tuple[Task, TaskHandle]] = []
+        with r.d.store.transaction():
+            for name in names:
+                t = self._task(name)
+                r.state.bump(name)  # a restart on a timer for it is cancelled
+                record = r.state.task(name)
+                r.state.put_task(name, record.with_(state=TaskState.DEAD, completed=True, restart_due=0.0))
+                r.event(name, MAIN_TASKS_DEAD, MAIN_TASKS_DEAD_MESSAGE)
+                h = r.state.handle(name)
+                if h is not None and r.handle_running(t, h):
+                    stopping.append((t, h))
+        r.stop_off_loop("kill sidecars", stopping, r.lifecycle_changed)
+
+    # -- poststop at the end of an alloc (a stop, a failure) -----------------------------------------
+    def run_poststop(self, then: Callable[[], None]) -> None:
+        """The alloc is ending (its other tasks are killed): its poststop tasks run to their end,
+        then `then`. Pending ones start; one found running (a restore in the middle) is waited
+        for; one that ran already is not run again."""
+        r = self.r
+        waiting = False
+        for t in r.group.tasks:
+            if stage(t) is not Stage.POSTSTOP:
+                continue
+            record = r.state.task(t.name)
+            p = phase(record)
+            if p is Phase.PENDING:
+                if r.start_poststop(t):
+                    waiting = True
+            elif p is Phase.LIVE:
+                h = r.state.handle(t.name)
+                if h is not None and r.handle_running(t, h):
+                    waiting = True
+                else:  # it ended while the agent was down: its exit status is not known
+                    r.state.put_task(t.name, record.with_(state=TaskState.DEAD, failed=True))
+        if waiting:
+            self._after_poststop = then
+        else:
+            then()
+
+    def waits_for(self, t: Task) -> bool:
+        """Whether an exit of `t` belongs to the poststop run of an ending alloc."""
+        return self._after_poststop is not None and stage(t) is Stage.POSTSTOP
+
+    def poststop_exited(self, t: Task, code: int | None, shown: str) -> None:
+        r = self.r
+        with r.d.store.transaction():
+            r.event(t.name, "Terminated", f"Exit Code: {shown}", exit_code=code)
+            record = r.state.task(t.name)
+            ok = code == 0
+            r.state.put_task(t.name, record.with_(state=TaskState.DEAD, completed=ok, failed=not ok))
+        if not self.poststop_owed() and self._after_poststop is not None:
+            then, self._after_poststop = self._after_poststop, None
+            then()
+
+    def _task(self, name: str) -> Task:
+        return next(t for t in self.r.group.tasks if t.name == name)

@@ -1,0 +1,303 @@
+"""Task lifecycle (prestart, poststart, poststop, sidecars) as Nomad's task coordinator orders it:
+the pure plan (agent.lifecycle), the restart tracker's rule for lifecycle tasks, the jobspec's
+`lifecycle` block, and the alloc runner driving it against the fake node (tests/fakes.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.decisions import RestoreAction, plan_task_restart, restarts_on_success
+from agent.jobspec import JobspecError, parse_jobspec
+from agent.lifecycle import LifecycleStep, Phase, Stage, TaskPhase, plan_lifecycle, stage_of
+from agent.model import Group, Job, Lifecycle, RestartPolicy, Task
+from agent.nomadapi.jobjson import parsed_job_json
+from agent.records import AllocRecord, AllocStatus, TaskState
+from agent.runner.alloc import AllocRunner
+from tests.fakes import FakeNode
+
+POLICY = RestartPolicy(attempts=1, interval=600, delay=3, mode="fail")
+PENDING, LIVE, DEAD = Phase.PENDING, Phase.LIVE, Phase.DEAD
+
+
+# -- the plan --------------------------------------------------------------------------------------
+def _p(name: str, stage: Stage, phase: Phase, ok: bool = False) -> TaskPhase:
+    return TaskPhase(name, stage, phase, successful=ok)
+
+
+def test_stages_from_the_lifecycle_block() -> None:
+    assert stage_of("", False) is Stage.MAIN
+    assert stage_of("prestart", False) is Stage.PRESTART
+    assert stage_of("prestart", True) is Stage.PRESTART_SIDECAR
+    assert stage_of("poststart", False) is Stage.POSTSTART
+    assert stage_of("poststart", True) is Stage.POSTSTART_SIDECAR
+    assert stage_of("poststop", False) is Stage.POSTSTOP
+
+
+def test_prestart_tasks_go_first_and_main_tasks_wait_for_their_success() -> None:
+    tasks = [
+        _p("init", Stage.PRESTART, PENDING),
+        _p("side", Stage.PRESTART_SIDECAR, PENDING),
+        _p("web", Stage.MAIN, PENDING),
+        _p("warm", Stage.POSTSTART, PENDING),
+        _p("bye", Stage.POSTSTOP, PENDING),
+    ]
+    assert plan_lifecycle(tasks) == LifecycleStep(start=("init", "side"))
+    tasks[0:2] = [_p("init", Stage.PRESTART, LIVE), _p("side", Stage.PRESTART_SIDECAR, LIVE)]
+    assert plan_lifecycle(tasks) == LifecycleStep(), "an ephemeral prestart still running holds the main"
+    tasks[0] = _p("init", Stage.PRESTART, DEAD, ok=False)  # failed: the alloc fails, nothing starts
+    assert plan_lifecycle(tasks) == LifecycleStep(), "nothing starts after a failed prestart"
+    tasks[0] = _p("init", Stage.PRESTART, DEAD, ok=True)
+    assert plan_lifecycle(tasks) == LifecycleStep(start=("web",))
+    tasks[2] = _p("web", Stage.MAIN, LIVE)
+    assert plan_lifecycle(tasks) == LifecycleStep(start=("warm",)), "poststart once the main started"
+
+
+def test_a_failed_prestart_never_opens_the_main_stage() -> None:
+    tasks = [_p("init", Stage.PRESTART, DEAD), _p("web", Stage.MAIN, PENDING)]
+    assert plan_lifecycle(tasks).start == ()
+
+
+def test_sidecars_left_alone_are_killed_then_poststop_runs_then_the_alloc_is_done() -> None:
+    tasks = [
+        _p("side", Stage.PRESTART_SIDECAR, LIVE),
+        _p("web", Stage.MAIN, DEAD, ok=True),
+        _p("tail", Stage.POSTSTART_SIDECAR, LIVE),
+        _p("bye", Stage.POSTSTOP, PENDING),
+    ]
+    assert plan_lifecycle(tasks) == LifecycleStep(kill=("side", "tail"))
+    tasks[0] = _p("side", Stage.PRESTART_SIDECAR, DEAD, ok=True)
+    tasks[2] = _p("tail", Stage.POSTSTART_SIDECAR, DEAD, ok=True)
+    assert plan_lifecycle(tasks) == LifecycleStep(start=("bye",))
+    tasks[3] = _p("bye", Stage.POSTSTOP, LIVE)
+    assert plan_lifecycle(tasks) == LifecycleStep()
+    tasks[3] = _p("bye", Stage.POSTSTOP, DEAD, ok=True)
+    assert plan_lifecycle(tasks) == LifecycleStep(done=True)
+
+
+def test_an_ephemeral_poststart_still_running_keeps_the_sidecars() -> None:
+    tasks = [
+        _p("side", Stage.PRESTART_SIDECAR, LIVE),
+        _p("web", Stage.MAIN, DEAD, ok=True),
+        _p("warm", Stage.POSTSTART, LIVE),
+    ]
+    assert plan_lifecycle(tasks) == LifecycleStep()
+
+
+def test_a_group_without_lifecycle_starts_every_task_at_once() -> None:
+    tasks = [_p("a", Stage.MAIN, PENDING), _p("b", Stage.MAIN, PENDING)]
+    assert plan_lifecycle(tasks) == LifecycleStep(start=("a", "b"))
+
+
+@pytest.mark.parametrize(
+    ("job_type", "hook", "sidecar", "restarted"),
+    [
+        ("service", "", False, True),
+        ("batch", "", False, False),
+        ("service", "prestart", False, False),  # an ephemeral prestart's exit 0 is its success
+        ("batch", "prestart", True, True),  # a sidecar runs for as long as the main tasks
+        ("service", "poststart", False, False),
+        ("batch", "poststart", True, True),
+        ("service", "poststop", False, False),
+    ],
+)
+def test_restart_on_success_follows_the_hook_as_nomads_restart_tracker(
+    job_type: str, hook: str, sidecar: bool, restarted: bool
+) -> None:
+    assert restarts_on_success(job_type, hook, sidecar) is restarted
+    decision = plan_task_restart(
+        POLICY, [], 100.0, exit_code=0, job_type=job_type, hook=hook, sidecar=sidecar
+    )
+    assert decision.complete is not restarted and decision.restart is restarted
+
+
+# -- the jobspec -----------------------------------------------------------------------------------
+_SPEC = """
+job "lc" {
+  group "g" {
+    task "init" {
+      driver = "raw_exec"
+      lifecycle {
+        hook    = "%s"
+        sidecar = %s
+      }
+      config { command = "/bin/true" }
+    }
+    task "web" {
+      driver = "raw_exec"
+      config { command = "/bin/sleep" }
+    }
+  }
+}
+"""
+
+
+def _errors(text: str) -> list[str]:
+    with pytest.raises(JobspecError) as caught:
+        parse_jobspec(text, source="lc.hcl")
+    return caught.value.lines()
+
+
+def test_the_lifecycle_block_is_read_and_shown_in_nomads_json() -> None:
+    parsed = parse_jobspec(_SPEC % ("prestart", "true"), source="lc.hcl")
+    tasks = parsed.job.groups[0].tasks
+    assert tasks[0].lifecycle == Lifecycle("prestart", sidecar=True) and tasks[1].lifecycle is None
+    assert not any("lifecycle" in w for w in parsed.warnings), "no longer ignored"
+    shown = parsed_job_json(parsed.job)["TaskGroups"][0]["Tasks"]
+    assert shown[0]["Lifecycle"] == {"Hook": "prestart", "Sidecar": True} and shown[1]["Lifecycle"] is None
+    # and Nomad's JSON of it reads back the same (the API's register, `job run -output`)
+    again = parse_jobspec(json.dumps({"Job": parsed_job_json(parsed.job)}), source="lc.json")
+    assert again.job.groups[0].tasks[0].lifecycle == Lifecycle("prestart", sidecar=True)
+
+
+def test_a_bad_hook_is_refused_naming_it() -> None:
+    (line,) = _errors(_SPEC % ("after", "false"))
+    assert "task.init.lifecycle.hook" in line and '"after"' in line
+
+
+def test_a_group_of_lifecycle_tasks_only_is_refused_as_nomad_does() -> None:
+    spec = (_SPEC % ("prestart", "false")).replace(
+        'task "web" {\n      driver = "raw_exec"\n',
+        'task "web" {\n      lifecycle { hook = "poststop" }\n      driver = "raw_exec"\n',
+    )
+    (line,) = _errors(spec)
+    assert 'group "g" must have at least one main task' in line
+
+
+# -- the runner -------------------------------------------------------------------------------------
+def _task(name: str, hook: str = "", sidecar: bool = False) -> Task:
+    return Task(name=name, driver="exec", lifecycle=Lifecycle(hook, sidecar) if hook else None)
+
+
+def _runner(node: FakeNode, tasks: tuple[Task, ...], job_type: str = "service") -> AllocRunner:
+    group = Group(name="g", tasks=tasks, network=None, restart=POLICY)
+    job = Job(id="web", groups=(group,), type=job_type)
+    rec = AllocRecord(id="a1b2c3d4-0000-4000-8000-000000000009", job="web", group="g")
+    runner = AllocRunner(node.deps(), rec, job, group)
+    node.store.put("alloc", runner.id, runner.rec.to_record())
+    runner.start()
+    return runner
+
+
+def _started(node: FakeNode) -> list[str]:
+    return [ctx.task.name for ctx in node.exec.starts]
+
+
+def _exit(node: FakeNode, r: AllocRunner, task: str, code: int) -> None:
+    (hid,) = [h for h in node.exec.running() if h.startswith(f"exec-{task}-")]
+    node.exec.exit(hid, code)
+    r.on_task_exit(hid)
+
+
+def _again(node: FakeNode, r: AllocRunner) -> AllocRunner:
+    rec = AllocRecord.from_record(node.store.get("alloc", r.id) or {})
+    return AllocRunner(node.deps(), rec, r.job, r.group)
+
+
+def _events(node: FakeNode, r: AllocRunner, task: str) -> list[str]:
+    return [e.type for e in node.store.events(r.id, task)]
+
+
+def test_main_waits_for_its_prestart_then_poststart_follows(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _runner(node, (_task("init", "prestart"), _task("web"), _task("warm", "poststart")))
+    assert _started(node) == ["init"] and r.rec.status is AllocStatus.RUNNING
+    assert r.state.task("web").state is TaskState.PENDING and r.view()["tasks"]["web"]["state"] == "pending"
+    _exit(node, r, "init", 0)
+    init = r.state.task("init")
+    assert (init.state, init.completed, init.failed, init.restarts) == (TaskState.DEAD, True, False, 0)
+    assert _started(node) == ["init", "web", "warm"], "a service job's prestart is done at exit 0"
+    assert node.timers == []
+    _exit(node, r, "warm", 0)
+    assert r.state.task("warm").completed and r.rec.status is AllocStatus.RUNNING, "web still runs"
+    _exit(node, r, "web", 0)  # a service job's main task: restarted by the policy
+    assert [d for d, _ in node.timers] == [POLICY.delay]
+
+
+def test_a_failing_prestart_is_restarted_by_policy_and_fails_the_alloc_without_starting_main(
+    tmp_path: Path,
+) -> None:
+    node = FakeNode(tmp_path)
+    r = _runner(node, (_task("init", "prestart"), _task("web")))
+    _exit(node, r, "init", 1)
+    node.run_timers()
+    assert _started(node) == ["init", "init"]
+    _exit(node, r, "init", 1)
+    assert r.rec.status is AllocStatus.FAILED and r.state.task("init").failed
+    assert "web" not in _started(node) and node.replaced == [(r.id, r.rec.reason)]
+
+
+def test_a_batch_alloc_kills_its_sidecar_when_main_is_done_runs_poststop_then_completes(
+    tmp_path: Path,
+) -> None:
+    node = FakeNode(tmp_path)
+    tasks = (_task("side", "prestart", sidecar=True), _task("job"), _task("bye", "poststop"))
+    r = _runner(node, tasks, job_type="batch")
+    assert _started(node) == ["side", "job"], "main waits only for a sidecar's start"
+    _exit(node, r, "side", 0)  # a sidecar that exits 0 is restarted, even in a batch job
+    assert [d for d, _ in node.timers] == [POLICY.delay]
+    node.run_timers()
+    _exit(node, r, "job", 0)
+    assert "Main Tasks Dead" in _events(node, r, "side")
+    side = r.state.task("side")
+    assert (side.state, side.completed, side.failed) == (TaskState.DEAD, True, False)
+    assert _started(node) == ["side", "job", "side", "bye"] and r.rec.status is AllocStatus.RUNNING
+    assert len(node.exec.stops) == 1, "the sidecar was stopped"
+    _exit(node, r, "bye", 0)
+    assert r.rec.status is AllocStatus.COMPLETE and node.replaced == []
+    assert node.dirs.cleaned == [r.alloc_dir]
+
+
+def test_a_stop_kills_the_main_tasks_then_runs_poststop_to_its_end(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _runner(node, (_task("web"), _task("bye", "poststop")))
+    assert _started(node) == ["web"]
+    r.stop("job stopped")
+    assert _started(node) == ["web", "bye"] and r.rec.status is AllocStatus.RUNNING, "waits for bye"
+    assert node.dirs.cleaned == []
+    _exit(node, r, "bye", 0)
+    assert r.rec.status is AllocStatus.COMPLETE and node.dirs.cleaned == [r.alloc_dir]
+    assert r.state.task("bye").completed and r.state.task("web").state is TaskState.DEAD
+    # a stop again (a restore of the stopped alloc) runs nothing twice
+    r.stop("job stopped")
+    assert _started(node) == ["web", "bye"]
+
+
+def test_a_failed_alloc_runs_its_poststop_before_it_is_replaced(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _runner(node, (_task("web"), _task("bye", "poststop")))
+    _exit(node, r, "web", 1)
+    node.run_timers()
+    _exit(node, r, "web", 1)  # attempts used up
+    assert r.rec.status is AllocStatus.FAILED and _started(node) == ["web", "web", "bye"]
+    assert node.replaced == [], "the replacement waits for the poststop task"
+    _exit(node, r, "bye", 3)
+    assert node.replaced == [(r.id, r.rec.reason)] and r.state.task("bye").failed
+
+
+def test_a_restore_never_runs_a_finished_prestart_again_and_starts_main_in_its_turn(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _runner(node, (_task("init", "prestart"), _task("web")))
+    # killed with the prestart still running: the restore reattaches it, main still waits
+    again = _again(node, r)
+    assert again.restore() in (RestoreAction.RESTART_TASKS, RestoreAction.REATTACH)
+    assert _started(node) == ["init"]
+    _exit(node, again, "init", 0)
+    assert _started(node) == ["init", "web"]
+    # and once more: the prestart completed, the main runs: nothing is started
+    third = _again(node, again)
+    assert third.restore() is RestoreAction.REATTACH and _started(node) == ["init", "web"]
+
+
+def test_a_kill_between_prestart_success_and_main_start_is_finished_by_the_restore(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _runner(node, (_task("init", "prestart"), _task("web")))
+    (hid,) = node.exec.running()
+    node.exec.exit(hid, 0)
+    # the exit recorded, then killed before main was started: what the store holds
+    r.state.put_task("init", r.state.task("init").with_(state=TaskState.DEAD, completed=True))
+    again = _again(node, r)
+    again.restore()
+    assert _started(node) == ["init", "web"], "prestart not again, main started by the restore"
