@@ -243,7 +243,8 @@ def test_a_batch_alloc_kills_its_sidecar_when_main_is_done_runs_poststop_then_co
     assert "Main Tasks Dead" in _events(node, r, "side")
     side = r.state.task("side")
     assert (side.state, side.completed, side.failed) == (TaskState.DEAD, True, False)
-    assert _started(node) == ["side", "job", "side", "bye"] and r.rec.status is AllocStatus.RUNNING
+    assert _started(node) == ["side", "job", "side", "bye"]
+    assert r.rec.status.value == "running", "poststop still runs"
     assert len(node.exec.stops) == 1, "the sidecar was stopped"
     _exit(node, r, "bye", 0)
     assert r.rec.status is AllocStatus.COMPLETE and node.replaced == []
@@ -255,7 +256,8 @@ def test_a_stop_kills_the_main_tasks_then_runs_poststop_to_its_end(tmp_path: Pat
     r = _runner(node, (_task("web"), _task("bye", "poststop")))
     assert _started(node) == ["web"]
     r.stop("job stopped")
-    assert _started(node) == ["web", "bye"] and r.rec.status is AllocStatus.RUNNING, "waits for bye"
+    assert _started(node) == ["web", "bye"]
+    assert r.rec.status.value == "running", "the stop waits for bye"
     assert node.dirs.cleaned == []
     _exit(node, r, "bye", 0)
     assert r.rec.status is AllocStatus.COMPLETE and node.dirs.cleaned == [r.alloc_dir]

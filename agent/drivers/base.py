@@ -18,6 +18,17 @@ from agent.drivers.usage import Usage
 from agent.errors import AgentError
 from agent.model import Task
 
+# Nomad's task-dir variables: the runner sets them to host paths (what raw_exec gets); inside a
+# task's own root (an exec chroot, a container) they are where the task dir's parts are mounted.
+TASK_PATH_VARS = {"NOMAD_ALLOC_DIR": "/alloc", "NOMAD_TASK_DIR": "/local", "NOMAD_SECRETS_DIR": "/secrets"}
+
+
+def inside_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The task's environment as seen inside its own root: Nomad's task-dir variables are the
+    mount points (TASK_PATH_VARS) where the runner set them to host paths."""
+    return {**env, **{k: v for k, v in TASK_PATH_VARS.items() if k in env}}
+
+
 if TYPE_CHECKING:
     from agent.drivers.session import ExecSession
 

@@ -34,6 +34,7 @@ from agent.drivers.base import (
     TaskContext,
     TaskHandle,
     TaskStatus,
+    inside_env,
 )
 from agent.drivers.process import EXEC_OUTPUT_MAX
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
@@ -225,10 +226,11 @@ class DockerDriver:
             "init": True,
             "restart_policy": {"Name": "no"},
             "labels": self._labels(ctx.job, ctx.group, ctx.alloc_id, task.name, "task"),
-            "environment": dict(ctx.env),
+            "environment": inside_env(ctx.env),  # NOMAD_ALLOC_DIR=/alloc ..., as Nomad's docker driver
             "mem_limit": f"{task.resources.memory}m",
             "cpu_shares": max(2, task.resources.cpu),
-            "volumes": {
+            "volumes": {  # the alloc's shared dir, the task's own dirs, as Nomad's docker driver
+                str(ctx.task_dir.parent / "alloc"): {"bind": "/alloc", "mode": "rw"},
                 str(ctx.task_dir / "local"): {"bind": "/local", "mode": "rw"},
                 str(ctx.task_dir / "secrets"): {"bind": "/secrets", "mode": "rw"},
             },

@@ -60,7 +60,7 @@ from pathlib import Path
 
 from agent.config import DEFAULT_CHROOT_ENV
 from agent.drivers import process
-from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle
+from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle, inside_env
 from agent.drivers.process import (
     ENTER_TASK_ENV,
     ProcessDriver,
@@ -111,8 +111,6 @@ ROOT_CAPS = (
     "setpcap",
     "setuid",
 )
-# Task-dir variables the runner may set to host paths: inside the chroot they are these (as Nomad's).
-CHROOT_PATH_VARS = {"NOMAD_ALLOC_DIR": "/alloc", "NOMAD_TASK_DIR": "/local", "NOMAD_SECRETS_DIR": "/secrets"}
 DEV_SHM = "/dev/shm"  # noqa: S108 - inside the chroot: a tmpfs of the task's own
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 DEV_LINKS = (
@@ -481,12 +479,6 @@ class ExecDriver(ProcessDriver):
             task_env,
             tty_argv=["/bin/sh", "-c", f"{joins}exec {shlex.join(tty)}"],
         )
-
-
-def inside_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The task's environment as seen inside the chroot: Nomad's task-dir variables are the chroot's
-    paths (CHROOT_PATH_VARS) where the runner set them to host paths."""
-    return {**env, **{k: v for k, v in CHROOT_PATH_VARS.items() if k in env}}
 
 
 def _isolated(pid: int) -> bool:

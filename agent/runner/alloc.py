@@ -604,31 +604,35 @@ class AllocRunner:
         name = self.owns_container(handle_id)
         if name is None:
             return
-        if name != NETNS_OWNER:
-            t = self._task(name)
-            if self.coord.waits_for(t):  # a poststop task of an ending alloc
-                h = self.state.handle(name)
-                code = self.driver(t).status(h).exit_code if h else None
-                self.coord.poststop_exited(t, code, exit_text(code))
-                return
-            record = self.state.task(name)
-            if record.state is TaskState.DEAD and (record.completed or record.failed):
-                return  # dead for good already (a sidecar the coordinator killed): nothing to decide
+        if name == NETNS_OWNER:
+            self._owner_exited()
+            return
+        t = self._task(name)
+        h = self.state.handle(name)
+        code = self.driver(t).status(h).exit_code if h else None
+        record = self.state.task(name)
+        if self.coord.waits_for(t):  # a poststop task of an ending alloc
+            self.coord.poststop_exited(t, code, exit_text(code))
+        elif record.state is TaskState.DEAD and (record.completed or record.failed):
+            pass  # dead for good already (a sidecar the coordinator killed): nothing to decide
+        elif self.rec.status is not AllocStatus.RUNNING:
+            pass
+        elif self.rec.desired is DesiredStatus.STOP:  # killed by the stop (its poststop tasks run): no policy
+            self.event(name, "Terminated", f"Exit Code: {exit_text(code)}", exit_code=code)
+            self.state.update_task(name, state=TaskState.DEAD)
+        else:
+            self._task_exited(t, code)
+
+    def _owner_exited(self) -> None:
         if self.rec.status is not AllocStatus.RUNNING:
             return
-        if name == NETNS_OWNER:
-            self.event("", "Network Lost", "pause container died; recovering the group's network")
-            if plan_pause_death(self.d.bugs) is PauseDeathAction.RESTART_INTO_DEAD_PAUSE:
-                # nomad-12216: tasks are restarted into the dead pause's network and fail there.
-                for t in self._unfinished():
-                    self._restart_task(t, StartCause.NETWORK_RECOVERY, "pause container died")
-                return
-            self.recover_network("pause container died")
+        self.event("", "Network Lost", "pause container died; recovering the group's network")
+        if plan_pause_death(self.d.bugs) is PauseDeathAction.RESTART_INTO_DEAD_PAUSE:
+            # nomad-12216: tasks are restarted into the dead pause's network and fail there.
+            for t in self._unfinished():
+                self._restart_task(t, StartCause.NETWORK_RECOVERY, "pause container died")
             return
-        task = self._task(name)
-        h = self.state.handle(name)
-        code = self.driver(task).status(h).exit_code if h else None
-        self._task_exited(task, code)
+        self.recover_network("pause container died")
 
     def _task(self, name: str) -> Task:
         return next(t for t in self.group.tasks if t.name == name)
