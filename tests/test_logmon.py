@@ -491,6 +491,31 @@ def test_the_engines_timestamps_and_since() -> None:
         stamp_to_ns(b"not-a-time")
 
 
+def test_what_a_logger_writes_is_decided_stream_by_stream() -> None:
+    """The engine stamps each stream as it reads its pipe: a stderr line written after stdout lines
+    can carry an earlier stamp. Compared across streams (as before), it was dropped by the same
+    logger, or by the next one after a kill (the flaky docker logger test)."""
+    from agent.logmon.docker import fresh, read_since
+
+    def entry(stream: int, second: int, text: str) -> tuple[int, bytes]:
+        return stream, f"2026-12-04T20:00:{second:02d}Z {text}\n".encode()
+
+    log = [entry(1, 10, "a"), entry(1, 30, "b"), entry(2, 20, "late stderr"), entry(1, 40, "c")]
+    s = 1796414400_000000000
+
+    def lines(done: dict[int, int]) -> list[tuple[int, bytes]]:
+        return [(stream, data) for stream, _, data in fresh(log, done)]
+
+    assert lines({1: 0, 2: 0}) == [(1, b"a\n"), (1, b"b\n"), (2, b"late stderr\n"), (1, b"c\n")]
+    # killed after writing stdout up to "b": the stderr line, stamped before "b", is still owed
+    assert lines({1: s + 30 * 10**9, 2: 0}) == [(2, b"late stderr\n"), (1, b"c\n")]
+    assert lines({1: s + 40 * 10**9, 2: s + 20 * 10**9}) == []
+    assert [(st, ns) for st, ns, _ in fresh([(1, b"no stamp here")], {1: 5, 2: 5})] == [(1, 0)]
+    assert read_since("00000000000000000030 00000000000000000020\n") == {1: 30, 2: 20}
+    assert read_since("00000000000000000030\n") == {1: 30, 2: 30}, "an older logger's one stamp"
+    assert read_since("") == read_since("garbage") == {1: 0, 2: 0}
+
+
 def test_the_multiplexed_stream_is_cut_into_frames_by_stream() -> None:
     import io
     import struct

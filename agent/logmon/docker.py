@@ -6,9 +6,12 @@ across its container's restarts (each new container gets a logger of its own).
 
     python -m agent.logmon.docker --container ID --stdout-fd N --stderr-fd N --since-file PATH
 
-It asks for the log with timestamps and keeps the last one it wrote in `--since-file` (root's, in
-the alloc's .logmon dir): a logger started again for the same container (the agent found the old one
-gone) asks from there and skips what it already wrote, so no line is lost or written twice. It ends
+It asks for the log with timestamps and keeps the last one it wrote of each stream in `--since-file`
+(root's, in the alloc's .logmon dir): a logger started again for the same container (the agent
+found the old one gone) asks from the older of the two and skips, stream by stream, what it already
+wrote, so no line is lost or written twice. Stamps are in order within a stream, not across the
+two (the engine stamps each stream as it reads its pipe: a stderr line written after stdout lines
+may carry an earlier stamp than they do), so nothing is ever compared across streams. It ends
 (exit 0) when the engine ends the log: the container stopped. Exit 1: the engine did not answer or
 the container is gone (one line on stderr). Standard library only.
 """
@@ -24,7 +27,7 @@ import signal
 import socket
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from urllib.parse import quote, urlencode
 
@@ -107,17 +110,46 @@ def _get(args: argparse.Namespace, path: str) -> http.client.HTTPResponse:
     return resp
 
 
+def read_since(text: str) -> dict[int, int]:
+    """The since-file's "<stdout stamp> <stderr stamp>" (one stamp: an older logger's, for both)."""
+    try:
+        stamps = [int(x) for x in text.split()]
+    except ValueError:
+        return {1: 0, 2: 0}
+    if len(stamps) == 1:
+        return {1: stamps[0], 2: stamps[0]}
+    if len(stamps) == 2:
+        return {1: stamps[0], 2: stamps[1]}
+    return {1: 0, 2: 0}
+
+
+def fresh(entries: Iterable[tuple[int, bytes]], done: dict[int, int]) -> Iterator[tuple[int, int, bytes]]:
+    """(stream, stamp, line) of each log entry ("<stamp> <line>") that the logger before this one
+    did not write: stamped after `done[stream]`, that stream's last written (0: none). Any other
+    stream than stderr (2) is stdout (1); a line without a stamp is written as it is (stamp 0)."""
+    for kind, payload in entries:
+        stream = 2 if kind == 2 else 1
+        stamp, _, data = payload.partition(b" ")
+        try:
+            ns = stamp_to_ns(stamp)
+        except ValueError:
+            ns, data = 0, payload
+        if ns and ns <= done[stream]:
+            continue
+        yield stream, ns, data
+
+
 def follow(args: argparse.Namespace) -> int:
-    # The last timestamp written, kept at offset 0 of the since-file (one fixed-width pwrite a line:
-    # a logger killed between a line and its stamp writes that line once more, never loses one).
+    # The last timestamp written of each stream, at offset 0 of the since-file (one fixed-width
+    # pwrite a line: a logger killed between a line and its stamp writes that line once more, never
+    # loses one).
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     since_fd = os.open(args.since_file, flags, 0o600)
-    last = 0
-    with contextlib.suppress(ValueError):
-        last = int(os.pread(since_fd, 32, 0).decode().strip() or 0)
+    done = read_since(os.pread(since_fd, 64, 0).decode(errors="replace"))
+    last = dict(done)
     query = {"follow": 1, "stdout": 1, "stderr": 1, "timestamps": 1}
-    if last:
-        query["since"] = since_arg(last)  # type: ignore[assignment]
+    if min(done.values()):  # from the older stream's last line (a stream with none: from the start)
+        query["since"] = since_arg(min(done.values()))  # type: ignore[assignment]
     try:
         # The stream is multiplexed unless the container has a tty (the engine's Content-Type says
         # raw-stream either way before API 1.42: the container's config is what tells).
@@ -128,18 +160,11 @@ def follow(args: argparse.Namespace) -> int:
         print(f"docker logger: {exc}", file=sys.stderr)
         return 1
     fds = {1: args.stdout_fd, 2: args.stderr_fd}
-    for kind, payload in frames(resp, multiplexed):
-        stamp, _, data = payload.partition(b" ")
-        try:
-            ns = stamp_to_ns(stamp)
-        except ValueError:
-            ns, data = last, payload  # not a timestamp: written as it is
-        if ns and ns <= last:
-            continue  # written by the logger before this one
-        write_all(fds.get(kind, args.stdout_fd), data)
-        if ns > last:
-            last = ns
-            os.pwrite(since_fd, f"{last:020d}\n".encode(), 0)
+    for stream, ns, data in fresh(frames(resp, multiplexed), done):
+        write_all(fds[stream], data)
+        if ns > last[stream]:
+            last[stream] = ns
+            os.pwrite(since_fd, f"{last[1]:020d} {last[2]:020d}\n".encode(), 0)
     return 0
 
 
