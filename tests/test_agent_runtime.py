@@ -832,9 +832,17 @@ def test_alloc_with_a_missing_dir_is_replaced_unless_the_fault_restores_it(lab: 
 
 
 # -- restore: a task that vanished while the agent was down (nomad-23684/17079) ---------------------------
-def _remove_task_behind_the_agents_back(lab: AgentLab, agent: AgentUnderTest, alloc: str, driver: str) -> str:
+def _keeper_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def _remove_task_behind_the_agents_back(
+    lab: AgentLab, agent: AgentUnderTest, alloc: str, driver: str, *, keeper_too: bool = True
+) -> str:
     """`docker rm -f` of the task container, or SIGKILL of the exec task's process group, while the
-    agent is down. Returns the vanished task's container id or pid."""
+    agent is down; `keeper_too`: its keeper (the record of its exit) is killed first, as a reboot
+    loses it. Returns the vanished task's container id or pid."""
     import signal
 
     task = "nginx" if driver == "docker" else "httpd"
@@ -844,7 +852,12 @@ def _remove_task_behind_the_agents_back(lab: AgentLab, agent: AgentUnderTest, al
     if driver == "docker":
         lab.docker.client.containers.get(handle["id"]).remove(force=True)
     else:
-        os.killpg(int(handle["id"]), signal.SIGKILL)
+        pid = int(handle["id"])
+        if keeper_too:
+            keeper = _keeper_of(pid)
+            assert "keeper.py" in Path(f"/proc/{keeper}/cmdline").read_text(), "P's parent is its keeper"
+            os.kill(keeper, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     return str(handle["id"])
 
 
@@ -862,9 +875,9 @@ def test_task_that_vanished_while_the_agent_was_down_is_restarted_unless_the_fau
     lab: AgentLab, fault: str, driver: str
 ) -> None:
     """A removed container is started again at once, uncounted (docker would have kept the exit
-    status of one that exited). An exec task is the agent's child: found gone, it died while the
-    agent was down, its exit code went with the agent, and the restart policy counts it as a failure
-    (Terminated with the code unknown, restarted after the policy's delay)."""
+    status of one that exited). An exec task found gone with its keeper (no record of its exit, as
+    after a reboot) died while the agent was down with an unknown exit code, and the restart policy
+    counts it as a failure (Terminated with the code unknown, restarted after the policy's delay)."""
     agent = lab.start_agent()
     exec_ = driver == "exec"
     alloc = _submit(
@@ -949,6 +962,24 @@ def test_an_exec_task_dead_while_down_with_no_restarts_allowed_fails_its_alloc(l
         agent.stop()
 
 
+def test_an_exec_task_killed_while_the_agent_was_down_is_judged_by_the_code_its_keeper_kept(
+    lab: AgentLab,
+) -> None:
+    """Nomad's executor: the task's parent outlives the agent, so the exit of a task that died
+    while the agent was down is known (SIGKILL: 137) and the policy judges it by that code."""
+    agent = lab.start_agent()
+    alloc = _submit(agent, "exec-bridge.hcl", restart='attempts = 0\n      mode = "fail"')
+    _remove_task_behind_the_agents_back(lab, agent, alloc, "exec", keeper_too=False)
+    agent = lab.start_agent()
+    try:
+        view = _view(agent, alloc)
+        assert view["status"] == "failed" and "failed with exit code 137" in str(view["reason"]), view
+        events = [(e.type, e.message) for e in agent.core.store.events(alloc, "httpd")]
+        assert ("Terminated", "Exit Code: 137") in events, events
+    finally:
+        agent.stop()
+
+
 BATCH_EXEC = """
 job "exec-once" {
   type = "batch"
@@ -996,6 +1027,34 @@ def test_a_batch_exec_task_that_exits_0_completes_and_stays_readable_after_a_res
         once = read["TaskStates"]["once"]
         assert once["State"] == "dead" and once["Failed"] is False
         assert "Terminated" in [e["Type"] for e in once["Events"]]
+    finally:
+        agent.stop()
+
+
+def test_a_batch_exec_task_that_completes_while_the_agent_is_down_is_complete_not_run_again(
+    lab: AgentLab,
+) -> None:
+    """hashicorp/nomad#5883's symptom, not reproduced: the exit 0 of a batch task that ended while
+    the agent was down (its keeper kept it) completes the alloc at restore; nothing runs it again."""
+    from agent.drivers.process import proc_start_time
+
+    agent = lab.start_agent()
+    (alloc,) = agent.core.call(lambda: agent.core.submit(BATCH_EXEC, "hcl"))["allocs"]
+    handle = agent.core.store.get("handle", f"{alloc}/once")
+    assert handle is not None
+    agent.stop()  # the task sleeps 1 s: it ends while no agent runs
+    wait_until(
+        lambda: (True if proc_start_time(int(handle["id"])) is None else None, "still running"),
+        timeout=TIMEOUT,
+        what="the batch task ended while the agent is down",
+    )
+    agent = lab.start_agent()
+    try:
+        view = _view(agent, alloc)
+        assert view["status"] == "complete", view
+        events = [(e.type, e.message) for e in agent.core.store.events(alloc, "once")]
+        assert ("Terminated", "Exit Code: 0") in events, events
+        assert [t for t, _ in events].count("Started") == 1, events
     finally:
         agent.stop()
 

@@ -63,6 +63,7 @@ from agent.drivers import process
 from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle, inside_env
 from agent.drivers.process import (
     ENTER_TASK_ENV,
+    KeptProcess,
     ProcessDriver,
     carried_env,
     carry_env,
@@ -399,11 +400,12 @@ class ExecDriver(ProcessDriver):
         shield = " ".join(str(s) for s in SHIELDED_SIGNALS)
         script = f"{cg.join_script()}trap '' {shield}; exec {shlex.join(argv)}"
         env = carry_env(inside_env(ctx.env))
-        proc = self.spawn(task, ["/bin/sh", "-c", script], env=env, cwd="/", output=ctx.output, what=cmd)
+        p_argv = ["/bin/sh", "-c", script]
+        proc = self.spawn(alloc_id, task, p_argv, env=env, cwd="/", output=ctx.output, what=cmd)
         self._wait_for_init(proc, task, task_dir)
         return self.adopt(alloc_id, task, proc)
 
-    def _wait_for_init(self, proc: subprocess.Popen[bytes], task: Task, task_dir: Path) -> None:
+    def _wait_for_init(self, proc: subprocess.Popen[bytes] | KeptProcess, task: Task, task_dir: Path) -> None:
         """Until the init runs inside the finished root. A setup that fails is a DriverError that
         says why (the setup's stderr), not a task that exits; a task that ended before the init was
         seen (it ran and exited at once, with any code) is a task exit: P is left unreaped for
@@ -412,12 +414,11 @@ class ExecDriver(ProcessDriver):
         pidfd = os.pidfd_open(proc.pid)
         try:
             while task_init(proc.pid) is None:
-                ended = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                if ended is not None:
+                ended, code = self.ended(proc)
+                if ended:
                     said = read_log_tail(task_dir, SETUP_ERR, 0)
-                    failed = ended.si_code == os.CLD_EXITED and ended.si_status == SETUP_FAILED
-                    if failed and SETUP_FAILED_LINE in said:
-                        proc.wait()
+                    if code == SETUP_FAILED and SETUP_FAILED_LINE in said:
+                        self.reap(proc)
                         said = said.replace(SETUP_FAILED_LINE, "").strip()
                         raise DriverError(
                             "exec", f"task {task.name}", f"isolation setup failed: {said or 'no output'}"
@@ -426,7 +427,7 @@ class ExecDriver(ProcessDriver):
                 if time.monotonic() > deadline:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                    self.reap(proc)
                     raise DriverError(
                         "exec", f"task {task.name}", f"isolation setup took over {SETUP_TIMEOUT}s"
                     )

@@ -8,8 +8,13 @@ it runs anything, and found again by pid plus start time.
                 allocs that are gone by these names, whichever driver made them.
     handle      TaskHandle(driver, pid of P, field 22 of /proc/<pid>/stat): a pid reused by another
                 process has another start time and is never adopted (status, signal, stop, reattach).
-    exits       one pidfd waiter thread per task (no polling); the agent's own children are reaped
-                for their exit code, a reattached process's code is unknown (None).
+    exits       one pidfd waiter thread per task (no polling). P's parent is its keeper (agent/keeper.py,
+                Nomad's executor in this): a process of its own that outlives agent restarts, reaps P
+                and records its status in EXITS_DIR/<alloc>.<task>.<pid>-<start time> (root's, 0700),
+                so a restarted agent still learns the exit code of a task that ended while it was
+                down. Without a
+                usable EXITS_DIR (not root), P is the agent's own child and a reattached process's
+                code is unknown (None).
     signals     to P's process group (P is its session and group leader), so the task's children
                 get them too; stop is kill_signal, then SIGKILL after kill_timeout.
 
@@ -28,6 +33,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -54,6 +60,11 @@ def cgroup_parent() -> str:
 
 TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 KILL_WAIT = 5.0  # seconds to wait for a process after SIGKILL
+EXITS_DIR = Path("/run/fieldlab/exits")  # the keepers' records: tmpfs, gone with a reboot as the tasks
+KEEPER = str(Path(__file__).resolve().parent.parent / "keeper.py")
+KEEPER_REPORT_WAIT = 10.0  # seconds for a keeper to say P's pid (a python start, a loaded node)
+RECORD_WAIT = 2.0  # seconds for a keeper to write the record of a P that just ended
+RECORD_MAX = 32  # bytes of a record: "-9\n"
 # What every host-side process of a process driver runs with (P before it becomes the workload, the
 # exec driver's setup and init, `alloc exec` and change scripts on their way in): nothing of the
 # task's environment, so a task's LD_PRELOAD, LD_AUDIT, GCONV_PATH, BASH_ENV... never reach a program
@@ -360,6 +371,31 @@ def run_command(
     return proc.returncode, out.decode(errors="replace")
 
 
+class KeptProcess:
+    """P started by its keeper: P's pid, and the keeper (the agent's child) to reap."""
+
+    def __init__(self, pid: int, started: str, keeper: subprocess.Popen[bytes]) -> None:
+        self.pid = pid
+        self.started = started  # P's start time, read by the keeper while P was alive or unreaped
+        self.keeper = keeper
+
+
+def _usable_exits_dir(path: Path) -> Path | None:
+    """EXITS_DIR made (root's, 0700) or checked; None, with a warning, when it cannot be (not
+    root): tasks are then the agent's own children, their codes lost with the agent."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            raise OSError(f"{path} is not a directory of uid {os.geteuid()}")
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.chmod(path, 0o700)
+    except OSError as exc:
+        log.warning("no task keepers (exit codes are lost with the agent): %s", exc)
+        return None
+    return path
+
+
 class ProcessDriver:
     """The TaskDriver protocol for a task that is one process P (and its process group); subclasses
     give `name`, `start` (spawn + adopt) and `exec`."""
@@ -370,11 +406,83 @@ class ProcessDriver:
     log_files = True  # through its logmon, into alloc/logs
     container_log = False  # the task writes the pipes itself
 
-    def __init__(self, on_exit: ExitReport | None = None) -> None:
+    def __init__(self, on_exit: ExitReport | None = None, *, exits_dir: Path | None = EXITS_DIR) -> None:
         self.on_exit = on_exit  # (alloc id, pid) -> None, called from a watcher thread
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._children: dict[int, subprocess.Popen[bytes]] = {}  # P, when the agent is its parent
+        self._keepers: dict[int, subprocess.Popen[bytes]] = {}  # P's pid -> the keeper this agent started
         self._codes: dict[int, int] = {}
         self._lock = threading.Lock()
+        self.exits_dir = _usable_exits_dir(exits_dir) if exits_dir is not None else None
+
+    # -- the keepers' records ----------------------------------------------------------------------
+    def _record_path(self, handle: TaskHandle) -> Path | None:
+        """The record of P's end: `<alloc>.<task>.<pid>-<start time>` (the keeper's name)."""
+        if self.exits_dir is None or not handle.id.isdigit() or not handle.started_at.isdigit():
+            return None
+        suffix = f".{handle.id}-{handle.started_at}"
+        try:
+            names = [n for n in os.listdir(self.exits_dir) if n.endswith(suffix)]
+        except OSError:
+            return None
+        return self.exits_dir / names[0] if names else self.exits_dir / suffix
+
+    def forget_records(self, alloc_id: str, task: str) -> None:
+        """The task's records: at its next start (the runner handled every earlier exit before it
+        starts the task again) and at its removal."""
+        if self.exits_dir is None:
+            return
+        prefix = f"{alloc_id}.{task}."
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.exits_dir):
+                if name.startswith(prefix):
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.exits_dir / name)
+
+    def recorded_code(self, handle: TaskHandle, wait: float = 0.0) -> int | None:
+        """The exit code P's keeper recorded (the driver's way: exit_code), waiting up to `wait`
+        seconds for the record; None when there is none (no keeper, a reboot, a keeper killed)."""
+        path = self._record_path(handle)
+        if path is None:
+            return None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except FileNotFoundError:
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.02)  # the keeper reaps P, then writes: a few ms
+                continue
+            except OSError:
+                return None
+            try:
+                text = os.read(fd, RECORD_MAX).decode(errors="replace").strip()
+            finally:
+                os.close(fd)
+            try:
+                return self.exit_code(int(text))
+            except ValueError:
+                log.warning("%s: keeper record %s unreadable: %r", self.name, path.name, text[:16])
+                return None
+
+    def ended(self, proc: subprocess.Popen[bytes] | KeptProcess) -> tuple[bool, int | None]:
+        """Whether P ended (without reaping a child P), and its code when known."""
+        if isinstance(proc, KeptProcess):
+            if proc_start_time(proc.pid) == proc.started:
+                return False, None
+            return True, self.recorded_code(TaskHandle(self.name, str(proc.pid), proc.started), RECORD_WAIT)
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        if info is None:
+            return False, None
+        return True, (info.si_status if info.si_code == os.CLD_EXITED else -info.si_status)
+
+    def reap(self, proc: subprocess.Popen[bytes] | KeptProcess) -> None:
+        """After a start that failed: P (or its keeper) reaped."""
+        if isinstance(proc, KeptProcess):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.keeper.wait(KILL_WAIT)
+        else:
+            proc.wait()
 
     # -- a command in the task ---------------------------------------------------------------------
     def _exec_plan(
@@ -416,8 +524,9 @@ class ProcessDriver:
 
     # -- start helpers ------------------------------------------------------------------------------
     def exit_code(self, returncode: int) -> int:
-        """What status() reports for a child that ended with Popen's `returncode`."""
-        return returncode
+        """What status() reports for a P that ended with Popen's `returncode`: its code, or 128+N
+        when signal N killed it (exit_code_of), as docker reports it."""
+        return exit_code_of(returncode)
 
     def task_cgroups(self, alloc_id: str, task: Task) -> Cgroups:
         """The task's cgroups, created with its limits (what cannot be applied is logged).
@@ -445,6 +554,7 @@ class ProcessDriver:
 
     def spawn(
         self,
+        alloc_id: str,
         task: Task,
         argv: list[str],
         *,
@@ -452,7 +562,7 @@ class ProcessDriver:
         cwd: str | Path,
         output: TaskOutput | None,
         what: str,
-    ) -> subprocess.Popen[bytes]:
+    ) -> subprocess.Popen[bytes] | KeptProcess:
         """P, in a session of its own, its stdout/stderr the task's `output` (its logmon's pipes;
         None: /dev/null). `env` is P's own: HOST_ENV and the carried task environment (carry_env),
         never the task's as is."""
@@ -460,6 +570,10 @@ class ProcessDriver:
         try:
             if output is not None:
                 out, err = output.open()
+            if self.exits_dir is not None:
+                self.forget_records(alloc_id, task.name)
+                name = f"{alloc_id}.{task.name}."
+                return self._spawn_kept(task, name, argv, env=env, cwd=cwd, out=out, err=err, what=what)
             return subprocess.Popen(
                 argv,
                 cwd=cwd,
@@ -478,9 +592,56 @@ class ProcessDriver:
                 if fd >= 0:
                     os.close(fd)
 
-    def adopt(self, alloc_id: str, task: Task, proc: subprocess.Popen[bytes]) -> TaskHandle:
+    def _spawn_kept(
+        self,
+        task: Task,
+        name: str,
+        argv: list[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str | Path,
+        out: int,
+        err: int,
+        what: str,
+    ) -> KeptProcess:
+        """P started by its keeper (agent/keeper.py): the keeper's report is P's pid."""
+        assert self.exits_dir is not None
+        r, w = os.pipe2(os.O_CLOEXEC)
+        try:
+            keeper = subprocess.Popen(
+                [sys.executable, "-I", "-S", KEEPER, str(self.exits_dir), name, str(w), *argv],
+                cwd=cwd,
+                env=dict(env),
+                stdout=out if out >= 0 else subprocess.DEVNULL,
+                stderr=err if err >= 0 else subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL,
+                pass_fds=(w,),
+                start_new_session=True,  # not in the agent's group, nor in P's
+            )
+        finally:
+            os.close(w)
+        try:
+            report, _ = read_capped(r, time.monotonic() + KEEPER_REPORT_WAIT, 4096)
+        finally:
+            os.close(r)
+        line = report.decode(errors="replace").strip()
+        pid, _, started = line.partition(" ")
+        if not (pid.isdigit() and started.isdigit()):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                keeper.wait(KILL_WAIT)
+            why = line.removeprefix("error ") or f"its keeper said nothing (exit {keeper.poll()})"
+            raise DriverError(self.name, f"task {task.name}", f"cannot start {what!r}: {why}")
+        return KeptProcess(int(pid), started, keeper)
+
+    def adopt(self, alloc_id: str, task: Task, proc: subprocess.Popen[bytes] | KeptProcess) -> TaskHandle:
         """Track P: its handle, and its exit reported through on_exit. A P that already exited (not
         reaped yet) is tracked too: its exit is then reported with its code, like any other."""
+        if isinstance(proc, KeptProcess):  # one that ended already is reported with its recorded code
+            with self._lock:
+                self._keepers[proc.pid] = proc.keeper
+            handle = TaskHandle(self.name, str(proc.pid), proc.started)
+            self._watch_pid(alloc_id, handle)
+            return handle
         started = proc_start_time(proc.pid, zombie_ok=True)
         if started is None:
             proc.wait()
@@ -515,6 +676,7 @@ class ProcessDriver:
     def remove(self, alloc_id: str, task: Task, handle: TaskHandle) -> None:
         self.stop(handle, task.kill_timeout, task.kill_signal)
         self.remove_cgroups(alloc_id, task.name)
+        self.forget_records(alloc_id, task.name)
 
     def remove_cgroups(self, alloc_id: str, task: str) -> None:
         Cgroups.of_task(alloc_id, task).remove()
@@ -544,8 +706,16 @@ class ProcessDriver:
                 os.close(fd)
             with self._lock:
                 proc = self._children.pop(pid, None)
+                keeper = self._keepers.pop(pid, None)
             if proc is not None:
                 self._codes[pid] = self.exit_code(proc.wait())
+            else:
+                if keeper is not None:  # it writes the record, then ends: reaped here
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        keeper.wait(RECORD_WAIT)
+                code = self.recorded_code(handle, wait=RECORD_WAIT if self.exits_dir else 0.0)
+                if code is not None:
+                    self._codes[pid] = code
             self._report(alloc_id, handle)
 
         threading.Thread(target=wait, name=f"{self.name}-{pid}", daemon=True).start()
@@ -556,7 +726,10 @@ class ProcessDriver:
     def status(self, handle: TaskHandle) -> TaskStatus:
         if self._alive(handle):
             return TaskStatus(True)
-        return TaskStatus(False, self._codes.get(int(handle.id)), "process is gone")
+        code = self._codes.get(int(handle.id))
+        if code is None:  # a task that ended while the agent was down: what its keeper recorded
+            code = self.recorded_code(handle)
+        return TaskStatus(False, code, "process is gone")
 
     def pid(self, handle: TaskHandle) -> int:
         return int(handle.id) if self._alive(handle) else 0

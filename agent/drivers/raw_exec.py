@@ -191,7 +191,9 @@ class RawExecDriver(ProcessDriver):
                 raise DriverError(NAME, what, f"task dir: {exc}") from None
         cg = self.task_cgroups(ctx.alloc_id, task)
         shell = ["/bin/sh", "-c", p_script(cg.join_script()), SHELL_NAME, *argv]
-        proc = self.spawn(task, shell, env=carry_env(env), cwd=task_dir, output=ctx.output, what=cmd)
+        proc = self.spawn(
+            ctx.alloc_id, task, shell, env=carry_env(env), cwd=task_dir, output=ctx.output, what=cmd
+        )
         return self.adopt(ctx.alloc_id, task, proc)
 
     def stop(self, handle: TaskHandle, timeout: float, sig: str = "SIGINT") -> None:

@@ -1,0 +1,218 @@
+"""Task lifecycle on a real agent (raw_exec and docker tasks, real processes and containers): the
+order Nomad's coordinator gives prestart, sidecar, main and poststop tasks, sidecars killed when the
+main task is done, poststop at a job stop, and a prestart never run twice across an agent restart.
+
+Each task appends its name to `alloc/data/order` (the alloc's shared dir, /alloc in a container);
+a poststop task copies that file out of the alloc dir, which the teardown removes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab.waits import wait_until
+from tests.agent_lab import AgentLab, AgentUnderTest, build_workload_images, why_not_ready
+
+WAIT = 60.0  # seconds for a task to do its part, or for the alloc to end
+
+pytestmark = [pytest.mark.root]
+
+
+def _sh(name: str, script: str, hook: str = "", sidecar: bool = False) -> str:
+    lifecycle = f'lifecycle {{\n hook = "{hook}"\n sidecar = {str(sidecar).lower()}\n }}' if hook else ""
+    return f"""
+    task "{name}" {{
+      driver = "raw_exec"
+      {lifecycle}
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", <<EOT
+{script}
+EOT
+        ]
+      }}
+    }}"""
+
+
+def _job(name: str, job_type: str, *tasks: str) -> str:
+    body = "".join(tasks)
+    return f"""
+job "{name}" {{
+  type = "{job_type}"
+  group "g" {{
+    restart {{
+      attempts = 0
+      mode     = "fail"
+    }}
+    {body}
+  }}
+}}
+"""
+
+
+SIDECAR = """
+    task "side" {
+      driver = "docker"
+      lifecycle {
+        hook    = "prestart"
+        sidecar = true
+      }
+      config {
+        image   = "fieldlab/busybox:latest"
+        command = "/bin/sh"
+        args    = ["-c", "echo side >> $NOMAD_ALLOC_DIR/data/order; exec sleep 600"]
+      }
+    }"""
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> None:
+    if why_not_ready() is None:
+        build_workload_images(tmp_path_factory.mktemp("images"))
+
+
+@pytest.fixture
+def lab(images: None, tmp_path: Path):  # type: ignore[no-untyped-def]
+    reason = why_not_ready()
+    if reason:
+        pytest.skip(reason)
+    lab = AgentLab(tmp_path / "agentlab")
+    yield lab
+    lab.cleanup()
+
+
+def _submit(agent: AgentUnderTest, text: str) -> str:
+    (alloc,) = agent.core.call(lambda: agent.core.submit(text, None, source="test"))["allocs"]
+    return str(alloc)
+
+
+def _view(agent: AgentUnderTest, alloc: str) -> dict[str, Any]:
+    views = agent.core.call(agent.core.alloc_views)
+    return next(v for v in views if v["id"] == alloc)
+
+
+def _status(agent: AgentUnderTest, alloc: str, want: str) -> dict[str, Any]:
+    def reached() -> tuple[dict[str, Any] | None, str]:
+        v = _view(agent, alloc)
+        states = {t: s["state"] for t, s in v["tasks"].items()}
+        return (v if v["status"] == want else None), f"alloc {v['status']}, tasks {states}"
+
+    return wait_until(reached, timeout=WAIT, what=f"alloc {alloc[:8]} {want}")
+
+
+def _there(path: Path) -> tuple[str | None, str]:
+    return (
+        path.read_text() if path.exists() else None
+    ), f"{path.name} {'there' if path.exists() else 'not yet'}"
+
+
+def test_prestart_then_main_then_sidecar_killed_then_poststop_in_a_batch_job(
+    lab: AgentLab, tmp_path: Path
+) -> None:
+    out = tmp_path / "order.out"
+    job = _job(
+        "lcbatch",
+        "batch",
+        _sh("init", 'sleep 1; echo init >> "$NOMAD_ALLOC_DIR/data/order"', "prestart"),
+        SIDECAR,
+        _sh("main", 'echo main >> "$NOMAD_ALLOC_DIR/data/order"; sleep 1'),
+        _sh(
+            "bye",
+            f'echo bye >> "$NOMAD_ALLOC_DIR/data/order"; cp "$NOMAD_ALLOC_DIR/data/order" {out}',
+            "poststop",
+        ),
+    )
+    agent = lab.start_agent(raw_exec_enabled=True)
+    try:
+        alloc = _submit(agent, job)
+        view = _status(agent, alloc, "complete")
+        order = out.read_text().split()
+        assert sorted(order[:2]) == ["init", "side"] and order[2:] == ["main", "bye"], order
+        tasks = view["tasks"]
+        assert {t: (s["state"], s["failed"]) for t, s in tasks.items()} == {
+            "init": ("dead", False),
+            "side": ("dead", False),
+            "main": ("dead", False),
+            "bye": ("dead", False),
+        }
+        side_events = [e.type for e in agent.core.call(lambda: agent.core.store.events(alloc, "side"))]
+        assert "Main Tasks Dead" in side_events, side_events
+        assert lab.containers(alloc) == [], "the sidecar's container was stopped and removed"
+    finally:
+        agent.stop()
+
+
+WEB_UNTIL_KILLED = """order="$NOMAD_ALLOC_DIR/data/order"
+echo web >> "$order"
+trap 'echo web-killed >> "$order"; exit 0' INT TERM
+while :; do sleep 0.1; done"""
+
+
+def test_a_job_stop_runs_poststop_after_the_main_task_is_killed(lab: AgentLab, tmp_path: Path) -> None:
+    out = tmp_path / "stopped.out"
+    job = _job(
+        "lcstop",
+        "service",
+        _sh(
+            "web",
+            WEB_UNTIL_KILLED,
+        ),
+        _sh(
+            "bye",
+            f'echo bye >> "$NOMAD_ALLOC_DIR/data/order"; cp "$NOMAD_ALLOC_DIR/data/order" {out}',
+            "poststop",
+        ),
+    )
+    agent = lab.start_agent(raw_exec_enabled=True)
+    try:
+        alloc = _submit(agent, job)
+        alloc_dir = lab.data_dir / "alloc" / alloc
+        wait_until(lambda: _there(alloc_dir / "alloc" / "data" / "order"), timeout=WAIT, what="web up")
+        assert not out.exists(), "poststop ran before the stop"
+        agent.stop_job("lcstop")
+        assert out.read_text().split() == ["web", "web-killed", "bye"]
+        assert _view(agent, alloc)["tasks"]["bye"]["state"] == "dead"
+    finally:
+        agent.stop()
+
+
+def test_a_prestart_finished_before_an_agent_restart_is_not_run_again(lab: AgentLab, tmp_path: Path) -> None:
+    gate = tmp_path / "go"
+    job = _job(
+        "lcrestore",
+        "service",
+        _sh(
+            "init",
+            f'echo init >> "$NOMAD_ALLOC_DIR/data/order"; while [ ! -e {gate} ]; do sleep 0.1; done',
+            "prestart",
+        ),
+        _sh("web", 'echo web >> "$NOMAD_ALLOC_DIR/data/order"; exec sleep 600'),
+    )
+    agent = lab.start_agent(raw_exec_enabled=True)
+    alloc = _submit(agent, job)
+    order = lab.data_dir / "alloc" / alloc / "alloc" / "data" / "order"
+    wait_until(lambda: _there(order), timeout=WAIT, what="the prestart task running")
+    # the agent stops while the prestart runs: the main task has not started, nor will at restore
+    agent.stop()
+    agent = lab.start_agent(raw_exec_enabled=True)
+    try:
+        assert order.read_text().split() == ["init"]
+        assert _view(agent, alloc)["tasks"]["web"]["state"] == "pending"
+        gate.write_text("")
+
+        def main_started() -> tuple[list[str] | None, str]:
+            lines = order.read_text().split()
+            return (lines if "web" in lines else None), str(lines)
+
+        wait_until(main_started, timeout=WAIT, what="the main task started after the prestart's exit")
+        # and once more across a restart: the prestart completed, it is not run again
+        agent.stop()
+        agent = lab.start_agent(raw_exec_enabled=True)
+        view = _status(agent, alloc, "running")
+        assert order.read_text().split() == ["init", "web"], "a task ran twice"
+        assert view["tasks"]["init"]["state"] == "dead" and not view["tasks"]["init"]["failed"]
+        agent.stop_job("lcrestore")
+    finally:
+        agent.stop()
