@@ -96,3 +96,24 @@ def test_bad_arguments_are_a_usage_line_and_exit_2(tmp_path: Path) -> None:
     for args in ([], [str(tmp_path), "p", "x", "/bin/true"], [str(tmp_path), "a/b", "5", "/bin/true"]):
         out = subprocess.run([sys.executable, "-I", "-S", KEEPER, *args], capture_output=True, check=False)
         assert out.returncode == 2 and out.stderr.startswith(b"usage: keeper.py"), (args, out)
+
+
+def test_a_record_written_after_the_driver_first_looked_is_still_read(tmp_path: Path) -> None:
+    """The driver asks as soon as P's pidfd fires; the keeper reaps P and writes a moment later
+    (a first look that fixed the record's name before it existed read nothing: a flaky setup test)."""
+    import threading
+
+    from agent.drivers.base import TaskHandle
+    from agent.drivers.raw_exec import RawExecDriver
+
+    driver = RawExecDriver(exits_dir=tmp_path)
+    handle = TaskHandle("raw_exec", "4242", "777")
+    assert driver.recorded_code(handle) is None
+    timer = threading.Timer(0.3, lambda: (tmp_path / "a1.t.4242-777").write_text("-15\n"))
+    timer.start()
+    try:
+        assert driver.recorded_code(handle, wait=WAIT) == 143  # 128 + SIGTERM, as docker reports it
+    finally:
+        timer.cancel()
+    driver.forget_records("a1", "t")
+    assert list(tmp_path.iterdir()) == []

@@ -63,6 +63,7 @@ from agent.drivers import process
 from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle, inside_env
 from agent.drivers.process import (
     ENTER_TASK_ENV,
+    EXITS_DIR,
     KeptProcess,
     ProcessDriver,
     carried_env,
@@ -249,8 +250,9 @@ class ExecDriver(ProcessDriver):
         *,
         allow_root: bool = False,
         chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV,
+        exits_dir: Path | None = EXITS_DIR,
     ) -> None:
-        super().__init__(on_exit)
+        super().__init__(on_exit, exits_dir=exits_dir)
         self.allow_root = allow_root  # a task may ask for user "root" (client config exec_allow_root)
         self.chroot_env = chroot_env  # (host path, path in the chroot) (client config chroot_env)
 

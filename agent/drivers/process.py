@@ -416,7 +416,7 @@ class ProcessDriver:
 
     # -- the keepers' records ----------------------------------------------------------------------
     def _record_path(self, handle: TaskHandle) -> Path | None:
-        """The record of P's end: `<alloc>.<task>.<pid>-<start time>` (the keeper's name)."""
+        """The record of P's end, `<alloc>.<task>.<pid>-<start time>` (the keeper's name), if written."""
         if self.exits_dir is None or not handle.id.isdigit() or not handle.started_at.isdigit():
             return None
         suffix = f".{handle.id}-{handle.started_at}"
@@ -424,7 +424,7 @@ class ProcessDriver:
             names = [n for n in os.listdir(self.exits_dir) if n.endswith(suffix)]
         except OSError:
             return None
-        return self.exits_dir / names[0] if names else self.exits_dir / suffix
+        return self.exits_dir / names[0] if names else None
 
     def forget_records(self, alloc_id: str, task: str) -> None:
         """The task's records: at its next start (the runner handled every earlier exit before it
@@ -441,29 +441,26 @@ class ProcessDriver:
     def recorded_code(self, handle: TaskHandle, wait: float = 0.0) -> int | None:
         """The exit code P's keeper recorded (the driver's way: exit_code), waiting up to `wait`
         seconds for the record; None when there is none (no keeper, a reboot, a keeper killed)."""
-        path = self._record_path(handle)
-        if path is None:
+        if self.exits_dir is None:
             return None
         deadline = time.monotonic() + wait
-        while True:
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            except FileNotFoundError:
-                if time.monotonic() >= deadline:
-                    return None
-                time.sleep(0.02)  # the keeper reaps P, then writes: a few ms
-                continue
-            except OSError:
+        while (path := self._record_path(handle)) is None:
+            if time.monotonic() >= deadline:
                 return None
-            try:
-                text = os.read(fd, RECORD_MAX).decode(errors="replace").strip()
-            finally:
-                os.close(fd)
-            try:
-                return self.exit_code(int(text))
-            except ValueError:
-                log.warning("%s: keeper record %s unreadable: %r", self.name, path.name, text[:16])
-                return None
+            time.sleep(0.02)  # the keeper reaps P, then writes: a few ms
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            text = os.read(fd, RECORD_MAX).decode(errors="replace").strip()
+        finally:
+            os.close(fd)
+        try:
+            return self.exit_code(int(text))
+        except ValueError:
+            log.warning("%s: keeper record %s unreadable: %r", self.name, path.name, text[:16])
+            return None
 
     def ended(self, proc: subprocess.Popen[bytes] | KeptProcess) -> tuple[bool, int | None]:
         """Whether P ended (without reaping a child P), and its code when known."""

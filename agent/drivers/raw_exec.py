@@ -38,6 +38,7 @@ from pathlib import Path
 
 from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle
 from agent.drivers.process import (
+    EXITS_DIR,
     HOST_ENV,
     TOOL_PATH,
     Cgroups,
@@ -156,8 +157,14 @@ class RawExecDriver(ProcessDriver):
     joins_container_netns = False
     keeps_exit_status = False  # the task was a child of the agent that started it
 
-    def __init__(self, on_exit: ExitReport | None = None, *, agent_uid: int | None = None) -> None:
-        super().__init__(on_exit)
+    def __init__(
+        self,
+        on_exit: ExitReport | None = None,
+        *,
+        agent_uid: int | None = None,
+        exits_dir: Path | None = EXITS_DIR,
+    ) -> None:
+        super().__init__(on_exit, exits_dir=exits_dir)
         self.agent_uid = os.geteuid() if agent_uid is None else agent_uid
 
     def exit_code(self, returncode: int) -> int:
