@@ -108,6 +108,7 @@ NOMAD: dict[str, dict[str, str]] = {
         "IgnoreCollision": "ignore_collision",
     },
     "ephemeral_disk": {"Sticky": "sticky", "Migrate": "migrate", "SizeMB": "size"},  # api.EphemeralDisk
+    "lifecycle": {"Hook": "hook", "Sidecar": "sidecar"},  # api.TaskLifecycle
     "logs": {  # api.LogConfig
         "MaxFiles": "max_files",
         "MaxFileSizeMB": "max_file_size",
@@ -282,7 +283,6 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "ScalingPolicy": ("group", "scaling"),
     "Consul": ("group", "consul"),
     "VolumeMount": ("task", "volume_mount"),
-    "TaskLifecycle": ("task", "lifecycle"),
     "TaskArtifact": ("task", "artifact"),
     "DispatchPayloadConfig": ("task", "dispatch_payload"),
     "TaskCSIPluginConfig": ("task", "csi_plugin"),

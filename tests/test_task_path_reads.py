@@ -56,6 +56,12 @@ SITES: dict[tuple[str, str, str], str] = {
     # logmon writes the tasks' logs dir (0777) by its fd: O_NOFOLLOW|O_NONBLOCK, regular, one link
     ("logmon/__main__.py", "Rotator._open", "os.open"): TASK,
     ("logmon/docker.py", "follow", "os.open"): NODE,  # its since-file in the alloc's .logmon dir
+    # a process task's keeper and the driver reading its record: /run/fieldlab/exits (root's, 0700),
+    # /proc/<P>/stat of its own child, /dev/null
+    ("drivers/process.py", "ProcessDriver.recorded_code", "os.open"): NODE,
+    ("keeper.py", "record", "os.open"): NODE,
+    ("keeper.py", "start_time", "open"): NODE,
+    ("keeper.py", "main", "os.open"): NODE,
     ("runner/logmonhook.py", "_open_fifo", "os.open"): NODE,  # .logmon/ (root's, 0700)
     ("runner/logmonhook.py", "_read_pidfile", "path.read_text"): NODE,  # .logmon/<task>.pid
     ("runner/logmonhook.py", "_open_logs_dir", "os.open"): TASK,  # alloc/ and logs/, O_NOFOLLOW

@@ -160,6 +160,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "port": frozenset({"host_network", "ignore_collision"}),
     "restart": frozenset({"render_templates"}),
     "logs": frozenset({"enabled"}),  # Nomad's pre-1.5.4 spelling, read by Nomad as !disabled
+    "lifecycle": frozenset(),
     "ephemeral_disk": frozenset(),
     "constraint": frozenset(),
     "task": frozenset(

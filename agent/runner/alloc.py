@@ -419,6 +419,9 @@ class AllocRunner:
         for t in self.group.tasks:
             self.state.bump(t.name)
         self._teardown()
+        with self.d.store.transaction():  # every task's turn comes again, in lifecycle order
+            for t in self.group.tasks:
+                self.state.put_task(t.name, self.state.task(t.name).with_(state=TaskState.PENDING))
         self.start(StartCause.RESTORE, "setup interrupted by an agent restart")
 
     def _migrate_previous(self) -> None:
