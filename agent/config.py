@@ -133,6 +133,9 @@ class Config:
     # -- task isolation -------------------------------------------------------------------------
     exec_allow_root: bool = False  # exec tasks may ask for `user = "root"`
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
+    # Nomad's client host_volume blocks: name -> a dir of the node that a group's `volume` of type
+    # host may ask for, read only to every task when set so.
+    host_volumes: tuple[tuple[str, str, bool], ...] = ()
     docker_pids_limit: int = 4096  # pids limit of every task container (0: none)
     # The docker driver: off on a node without a docker engine (the lab's light clients): docker
     # tasks are refused at submission with the reason, and nothing of docker is polled or swept.
@@ -210,6 +213,30 @@ def _chroot_env(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str],
             raise ConfigError(p, f"{key}.{host}", "host path and chroot path must be absolute paths")
         out.append((host, inside))
     return tuple(out)
+
+
+def _host_volumes(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str, bool], ...]:
+    """{"name": {"path": "/abs/dir", "read_only": false}}: each path an existing directory (as
+    Nomad's client requires of a host_volume), each name one of letters, digits, '_', '.', '-'."""
+    value = raw[key]
+    if not isinstance(value, dict):
+        raise ConfigError(p, key, 'must be an object of name -> {"path": ..., "read_only": ...}')
+    out = []
+    for name, spec in value.items():
+        where = f"{key}.{name}"
+        if not name or not all(c.isalnum() or c in "_.-" for c in name):
+            raise ConfigError(p, where, "a name of letters, digits, '_', '.', '-'")
+        if not isinstance(spec, dict) or set(spec) - {"path", "read_only"}:
+            raise ConfigError(p, where, 'must be {"path": "/abs/dir", "read_only": false}')
+        path, read_only = spec.get("path"), spec.get("read_only", False)
+        if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
+            raise ConfigError(p, f"{where}.path", "must be an absolute path without '..'")
+        if not Path(path).is_dir():
+            raise ConfigError(p, f"{where}.path", f"{path} is not a directory on this node")
+        if not isinstance(read_only, bool):
+            raise ConfigError(p, f"{where}.read_only", "must be true or false")
+        out.append((name, path, read_only))
+    return tuple(sorted(out))
 
 
 def _node_meta(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:
@@ -361,6 +388,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "template_worker_fail_closed": lambda: _bool(p, raw, "template_worker_fail_closed"),
         "exec_allow_root": lambda: _bool(p, raw, "exec_allow_root"),
         "chroot_env": lambda: _chroot_env(p, raw, "chroot_env"),
+        "host_volumes": lambda: _host_volumes(p, raw, "host_volumes"),
         "node_meta": lambda: _node_meta(p, raw, "node_meta"),
         "docker_pids_limit": lambda: _count(p, raw, "docker_pids_limit", minimum=0),
         "raw_exec_enabled": lambda: _bool(p, raw, "raw_exec_enabled"),

@@ -180,6 +180,7 @@ class Core:
             vault_token_role=vault_token_role,
             kill_point=self.kill_point,
             offload=self.offload,
+            host_volumes=self.node.host_volumes,
         )
         self.restore_seconds = 0.0
         self.sweeper = sweeper

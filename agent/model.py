@@ -139,6 +139,26 @@ class LogConfig:
 
 
 @dataclass(frozen=True)
+class HostVolume:
+    """A group's `volume "<alias>"` of type host (Nomad's VolumeRequest): the client's host volume
+    `source`, read only when the request, the mount or the client's config says so."""
+
+    alias: str
+    source: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class VolumeMount:
+    """A task's `volume_mount` (Nomad's VolumeMount): the group volume `volume` at `destination`."""
+
+    volume: str
+    destination: str
+    read_only: bool = False
+    propagation_mode: str = "private"
+
+
+@dataclass(frozen=True)
 class Lifecycle:
     """A task's `lifecycle` block (Nomad's TaskLifecycleConfig): `hook` prestart, poststart or
     poststop; `sidecar`: it runs beside the main tasks instead of running to completion."""
@@ -165,6 +185,7 @@ class Task:
     logs: LogConfig = field(default_factory=LogConfig)
     shutdown_delay: float = 0.0  # seconds between its services' deregistration and its kill signal
     lifecycle: Lifecycle | None = None  # None: a main task
+    volume_mounts: tuple[VolumeMount, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +211,7 @@ class Group:
     constraints: tuple[Constraint, ...] = ()
     ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)
     shutdown_delay: float = 0.0  # seconds at the alloc's stop between its services' deregistration and kills
+    volumes: tuple[HostVolume, ...] = ()  # its host volumes (a csi one is warned about and left out)
 
 
 @dataclass(frozen=True)

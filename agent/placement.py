@@ -80,6 +80,7 @@ class NodeFacts:
     attributes: Mapping[str, str] = field(default_factory=dict)
     meta: Mapping[str, str] = field(default_factory=dict)
     disk_mb: int | None = None  # free MB in the data dir at start (Nomad's node disk); None: unknown
+    host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # name -> (path, read_only)
 
 
 @dataclass(frozen=True)
@@ -342,8 +343,8 @@ def failures(job: Job, node: NodeFacts) -> dict[str, list[Failure]]:
 
 def refusals(job: Job, node: NodeFacts) -> list[tuple[str, str]]:
     """(path, reason) of each reason Nomad would not place the job's groups on this node: the job's
-    datacenters, each group's failing constraints, and a group whose allocs' ephemeral disks do not
-    fit the node's disk."""
+    datacenters, each group's failing constraints, a group whose allocs' ephemeral disks do not fit
+    the node's disk, and a host volume the node does not have (Nomad's HostVolumeChecker)."""
     out = []
     if not any(fnmatch.fnmatchcase(node.datacenter, dc) for dc in job.datacenters):
         out.append(
@@ -364,4 +365,14 @@ def refusals(job: Job, node: NodeFacts) -> list[tuple[str, str]]:
                     ' free in its data dir: Nomad would not place it here (dimension "disk" exhausted)',
                 )
             )
+        for v in g.volumes:
+            if v.source not in node.host_volumes:
+                have = ", ".join(sorted(node.host_volumes)) or "none"
+                out.append(
+                    (
+                        f"job.{job.id}.group.{g.name}.volume.{v.alias}.source",
+                        f'this client has no host volume "{v.source}" (config host_volumes: {have}):'
+                        " Nomad would not place it here (missing compatible host volumes)",
+                    )
+                )
     return out

@@ -49,6 +49,7 @@ class CoreSettings:
     template_pass_budget: float = DEFAULT_PASS_BUDGET
     exec_allow_root: bool = False
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
+    host_volumes: tuple[tuple[str, str, bool], ...] = ()  # (name, path, read_only), the config's
     docker_pids_limit: int = 0
     vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
     limits: Limits = DEFAULT_LIMITS  # what a jobspec may ask for (max_count, max_kill_timeout)
@@ -74,6 +75,7 @@ class CoreSettings:
             template_pass_budget=cfg.template_pass_budget,
             exec_allow_root=cfg.exec_allow_root,
             chroot_env=cfg.chroot_env,
+            host_volumes=cfg.host_volumes,
             docker_pids_limit=cfg.docker_pids_limit,
             vault_token_role=cfg.vault.token_role,
             limits=Limits(
@@ -134,6 +136,7 @@ def build_core(
         attributes={**node_attributes(registry.names), **storage_attributes(settings.data_dir)},
         meta=dict(settings.node_meta),
         disk_mb=disk_free_mb(settings.data_dir),
+        host_volumes={name: (path, ro) for name, path, ro in settings.host_volumes},
     )
     return Core(
         store,

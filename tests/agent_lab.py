@@ -235,6 +235,7 @@ class AgentLab:
         exec_allow_root: bool = False,
         docker_enabled: bool = True,
         raw_exec_enabled: bool = False,
+        host_volumes: tuple[tuple[str, str, bool], ...] = (),
     ) -> AgentUnderTest:
         store = SqliteStore(self.data_dir / "state" / "state.db")
         cni = CniNetwork(self.conflist, PLUGIN_DIR, self.data_dir / "cni")
@@ -246,6 +247,7 @@ class AgentLab:
             exec_allow_root=exec_allow_root,
             docker_enabled=docker_enabled,
             raw_exec_enabled=raw_exec_enabled,
+            host_volumes=host_volumes,
         )
         docker = self.docker if docker_enabled else None
         core = build_core(settings, store, cni, Faults.parse(faults), docker=docker, vault=vault)

@@ -109,6 +109,24 @@ NOMAD: dict[str, dict[str, str]] = {
     },
     "ephemeral_disk": {"Sticky": "sticky", "Migrate": "migrate", "SizeMB": "size"},  # api.EphemeralDisk
     "lifecycle": {"Hook": "hook", "Sidecar": "sidecar"},  # api.TaskLifecycle
+    "volume": {  # api.VolumeRequest
+        "Name": LABEL,
+        "Type": "type",
+        "Source": "source",
+        "ReadOnly": "read_only",
+        "Sticky": "sticky",
+        "AccessMode": "access_mode",
+        "AttachmentMode": "attachment_mode",
+        "MountOptions": "mount_options",
+        "PerAlloc": "per_alloc",
+    },
+    "volume_mount": {  # api.VolumeMount
+        "Volume": "volume",
+        "Destination": "destination",
+        "ReadOnly": "read_only",
+        "PropagationMode": "propagation_mode",
+        "SELinuxLabel": "selinux_label",
+    },
     "logs": {  # api.LogConfig
         "MaxFiles": "max_files",
         "MaxFileSizeMB": "max_file_size",
@@ -277,12 +295,10 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "ParameterizedJobConfig": ("job", "parameterized"),
     "ReschedulePolicy": ("group", "reschedule"),
     "MigrateStrategy": ("group", "migrate"),
-    "VolumeRequest": ("group", "volume"),
-    "CSIMountOptions": ("group", "volume"),
+    "CSIMountOptions": ("volume", "mount_options"),
     "DisconnectStrategy": ("group", "disconnect"),
     "ScalingPolicy": ("group", "scaling"),
     "Consul": ("group", "consul"),
-    "VolumeMount": ("task", "volume_mount"),
     "TaskArtifact": ("task", "artifact"),
     "DispatchPayloadConfig": ("task", "dispatch_payload"),
     "TaskCSIPluginConfig": ("task", "csi_plugin"),

@@ -90,6 +90,17 @@ class TaskOutput(Protocol):
 
 
 @dataclass(frozen=True)
+class Mount:
+    """A host volume in a task (Nomad's MountConfig): `host_path` at `task_path`, read only when the
+    client's volume, the group's request or the task's mount says so."""
+
+    host_path: str
+    task_path: str
+    read_only: bool
+    propagation_mode: str = "private"
+
+
+@dataclass(frozen=True)
 class TaskContext:
     """Everything a driver needs to start one task of an alloc."""
 
@@ -104,6 +115,7 @@ class TaskContext:
     netns_owner: TaskHandle | None = None  # the container owning it, for drivers that join a container
     ports: tuple[tuple[str, int, int], ...] = ()  # the alloc's ports: (label, host port, to)
     output: TaskOutput | None = None  # a process task's stdout/stderr (None: /dev/null, `logs` disabled)
+    mounts: tuple[Mount, ...] = ()  # its host volumes (volume_mount), resolved against the node's config
 
 
 class TaskDriver(Protocol):

@@ -31,6 +31,7 @@ from agent.drivers.base import (
     RESTARTED,
     DriverError,
     ExitReport,
+    Mount,
     TaskContext,
     TaskHandle,
     TaskStatus,
@@ -103,6 +104,15 @@ def no_image(image: str, local: list[str], shown: int = 12) -> str:
         f"never pulls): the node has {listed or 'no images'}; use one of them (a job variable, or a "
         "scenario's image map)"
     )
+
+
+# Nomad's docker driver: a volume_mount's propagation_mode as a bind's propagation.
+PROPAGATION = {"private": "rprivate", "host-to-task": "rslave", "bidirectional": "rshared"}
+
+
+def volume_bind(m: Mount) -> str:
+    """A host volume as a docker bind: "<host>:<task path>:<ro|rw>,<propagation>"."""
+    return f"{m.host_path}:{m.task_path}:{'ro' if m.read_only else 'rw'},{PROPAGATION[m.propagation_mode]}"
 
 
 class DockerDriver:
@@ -229,11 +239,13 @@ class DockerDriver:
             "environment": inside_env(ctx.env),  # NOMAD_ALLOC_DIR=/alloc ..., as Nomad's docker driver
             "mem_limit": f"{task.resources.memory}m",
             "cpu_shares": max(2, task.resources.cpu),
-            "volumes": {  # the alloc's shared dir, the task's own dirs, as Nomad's docker driver
-                str(ctx.task_dir.parent / "alloc"): {"bind": "/alloc", "mode": "rw"},
-                str(ctx.task_dir / "local"): {"bind": "/local", "mode": "rw"},
-                str(ctx.task_dir / "secrets"): {"bind": "/secrets", "mode": "rw"},
-            },
+            # the alloc's shared dir, the task's own dirs, as Nomad's docker driver; then its volumes
+            "volumes": [
+                f"{ctx.task_dir.parent / 'alloc'}:/alloc:rw",
+                f"{ctx.task_dir / 'local'}:/local:rw",
+                f"{ctx.task_dir / 'secrets'}:/secrets:rw",
+                *(volume_bind(m) for m in ctx.mounts),
+            ],
             "stop_signal": task.kill_signal,
             "security_opt": ["no-new-privileges"],  # setuid binaries in the image gain nothing
         }

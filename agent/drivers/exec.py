@@ -60,7 +60,7 @@ from pathlib import Path
 
 from agent.config import DEFAULT_CHROOT_ENV
 from agent.drivers import process
-from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle, inside_env
+from agent.drivers.base import DriverError, ExitReport, Mount, TaskContext, TaskHandle, inside_env
 from agent.drivers.process import (
     ENTER_TASK_ENV,
     EXITS_DIR,
@@ -281,9 +281,11 @@ class ExecDriver(ProcessDriver):
             f"{tool} is not inside the chroot (the task's init needs sh, env, setpriv and umount)",
         )
 
-    def setup_script(self, task_dir: Path) -> str:
+    def setup_script(self, task_dir: Path, mounts: tuple[Mount, ...] = ()) -> str:
         """The script C runs (as pid 1 of the new namespaces, still on the host's root): build the
-        root, pivot into it, detach the host's root, exec the init given as "$@"."""
+        root, pivot into it, detach the host's root, exec the init given as "$@". `mounts`: the
+        task's host volumes, bound (nosuid, nodev; ro when read only) after the task's own dirs,
+        private to the task's mount namespace whatever their propagation_mode."""
         mount, mkdir, ln, pivot = (_host_tool(t) for t in ("mount", "mkdir", "ln", "pivot_root"))
         umount = self.inside_path("umount")
         q = shlex.quote
@@ -315,6 +317,12 @@ class ExecDriver(ProcessDriver):
             lines += [
                 f"{mkdir} -p {at(inside)}",
                 f"{mount} -o bind,nosuid,nodev {q(str(host_dir))} {at(inside)}",
+            ]
+        for m in mounts:
+            ro = "ro," if m.read_only else ""
+            lines += [
+                f"{mkdir} -p {at(m.task_path)}",
+                f"{mount} -o bind,{ro}nosuid,nodev {q(m.host_path)} {at(m.task_path)}",
             ]
         lines += [
             f"{mkdir} -p {at('/proc')} {at('/dev')}",
@@ -373,7 +381,7 @@ class ExecDriver(ProcessDriver):
             cmd,
             *args,
         ]
-        setup = self.setup_script(task_dir)
+        setup = self.setup_script(task_dir, ctx.mounts)
         argv = [
             _host_tool("unshare"),
             "--mount",

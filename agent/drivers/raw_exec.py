@@ -173,6 +173,9 @@ class RawExecDriver(ProcessDriver):
     def start(self, ctx: TaskContext) -> TaskHandle:
         task, task_dir = ctx.task, ctx.task_dir
         what = f"task {task.name}"
+        if ctx.mounts:  # no filesystem isolation: nothing to mount into (Nomad's MountConfigSupportNone)
+            why = f'task driver "{NAME}" for "{task.name}" does not support host volumes'
+            raise DriverError(NAME, what, why)
         cmd = str(task.config.get("command", ""))
         if not cmd:
             raise DriverError(NAME, what, "config.command is required")

@@ -28,7 +28,8 @@ from agent.jobspec.fields import API_ONLY, API_RENAMES, IMPLEMENTED, SERVER_SET,
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Block, Body, Invalid, Report, depth, join
 
-# How an implemented field holding blocks is read: (its context, "one" | "many" | "labelled" | "ports").
+# How an implemented field holding blocks is read: (its context, "one" | "many" | "labelled" | "ports"
+# | "map": an object of objects by label, as a group's Volumes).
 _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("job", "group"): ("group", "labelled"),
     ("group", "task"): ("task", "labelled"),
@@ -42,6 +43,8 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("task", "vault"): ("vault", "one"),
     ("task", "logs"): ("logs", "one"),
     ("task", "lifecycle"): ("lifecycle", "one"),
+    ("task", "volume_mount"): ("volume_mount", "many"),
+    ("group", "volume"): ("volume", "map"),
     ("group", "ephemeral_disk"): ("ephemeral_disk", "one"),
     ("resources", "network"): ("network", "many"),
     ("template", "change_script"): ("change_script", "one"),
@@ -271,13 +274,26 @@ class _Api:
         if nested is None:
             return value
         inner, shape = nested
-        if shape == "one":
-            return self._one(value, path, inner)
+        if shape in ("one", "map"):
+            return self._one(value, path, inner) if shape == "one" else self._map(value, path, inner)
         if not isinstance(value, list):
             return Invalid(f"expected a list of objects, not {_kind(value)}")
         if shape == "ports":
             return self._ports(value, path, reserved=key != "DynamicPorts")
         return self._list(value, path, inner, labelled=shape == "labelled")
+
+    def _map(self, value: object, path: str, context: str) -> object:
+        """{label: object} (a group's Volumes: {alias: VolumeRequest}, its Name the alias again)."""
+        if value is None:
+            return []
+        if not isinstance(value, dict):
+            return Invalid(f"expected an object of objects by name, not {_kind(value)}")
+        blocks: list[Block] = []
+        for label, item in value.items():
+            if not isinstance(item, dict):
+                return Invalid(f"{label}: expected an object, not {_kind(item)}")
+            blocks.append(Block((str(label),), self._fields(item, f"{path}.{label}", context, {"Name"})))
+        return blocks
 
     def _one(self, value: object, path: str, context: str) -> object:
         if isinstance(value, list) and len(value) == 1:

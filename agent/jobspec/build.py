@@ -22,6 +22,7 @@ from agent.jobspec.durations import MAX_NS, duration_seconds, format_duration
 from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED, known
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Block, Body, Invalid, Report, depth, join
+from agent.jobspec.volumes import check_mounts, read_mounts, read_volumes
 from agent.model import (
     ChangeScript,
     Check,
@@ -203,6 +204,8 @@ class Builder:
                 self.report.warn(path, _GATEWAY_GROUP)
                 return None
             self.report.error(join(path, "task"), "required: at least one task")
+        volumes, csi = read_volumes(self, body, path)
+        tasks = check_mounts(self, tasks, volumes, csi, path)
         if tasks and all(t.lifecycle is not None for t in tasks):  # Nomad's TaskGroup.Validate
             main = "at least one main task (one without lifecycle)"
             self.report.error(path, f'group "{_short(name)}" must have {main}')
@@ -217,6 +220,7 @@ class Builder:
             constraints=read_constraints(self, body, path),
             ephemeral_disk=self._ephemeral_disk(body, path, tasks),
             shutdown_delay=self._duration(body, "shutdown_delay", path, 0.0),
+            volumes=volumes,
         )
 
     def _ephemeral_disk(self, body: Body, path: str, tasks: list[Task]) -> EphemeralDisk:
@@ -285,6 +289,7 @@ class Builder:
             logs=self._logs(body, path),
             shutdown_delay=self._duration(body, "shutdown_delay", path, 0.0),
             lifecycle=self._lifecycle(body, path),
+            volume_mounts=read_mounts(self, body, path),
         )
 
     def _lifecycle(self, body: Body, path: str) -> Lifecycle | None:

@@ -33,8 +33,13 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "constraint",
             "ephemeral_disk",
             "shutdown_delay",
+            "volume",
         }
     ),
+    # Nomad's VolumeRequest: a host volume of the client (`host_volumes` in its config)
+    "volume": frozenset({"type", "source", "read_only", "per_alloc"}),
+    # Nomad's VolumeMount: where a task sees a group volume
+    "volume_mount": frozenset({"volume", "destination", "read_only", "propagation_mode"}),
     # Nomad's EphemeralDisk: the alloc dir's size, and whether a replacement on this node takes over
     # the data of the alloc it replaces (sticky; migrate: from another node too, here the same)
     "ephemeral_disk": frozenset({"size", "sticky", "migrate"}),
@@ -59,6 +64,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "logs",
             "shutdown_delay",
             "lifecycle",
+            "volume_mount",
         }
     ),
     # Nomad's TaskLifecycleConfig: the task's place in the alloc's order (agent.lifecycle)
@@ -153,9 +159,10 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "stop_after_client_disconnect",
             "update",
             "vault",
-            "volume",
         }
     ),
+    "volume": frozenset({"access_mode", "attachment_mode", "mount_options", "sticky"}),
+    "volume_mount": frozenset({"selinux_label"}),
     "network": frozenset({"cidr", "cni", "device", "dns", "hostname", "ip", "mbits"}),
     "port": frozenset({"host_network", "ignore_collision"}),
     "restart": frozenset({"render_templates"}),
@@ -178,7 +185,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "scaling",
             "schedule",
             "secret",
-            "volume_mount",
         }
     ),
     "resources": frozenset({"cores", "device", "disk", "iops", "memory_max", "numa", "secrets"}),
@@ -378,6 +384,7 @@ API_RENAMES: Mapping[str, Mapping[str, str]] = {
     "constraint": {"LTarget": "attribute", "RTarget": "value", "Operand": "operator"},
     "logs": {"MaxFileSizeMB": "max_file_size"},
     "ephemeral_disk": {"SizeMB": "size"},
+    "volume_mount": {"SELinuxLabel": "selinux_label"},
 }
 
 # API JSON fields the Nomad server sets or ignores: ignored, with one warning per object naming them.

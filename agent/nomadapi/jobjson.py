@@ -246,7 +246,21 @@ def _group(job: Job, g: Group) -> dict[str, Any]:
         "Affinities": None,
         "Tasks": [_task(job, g, t) for t in g.tasks],
         "Spreads": None,
-        "Volumes": None,
+        "Volumes": {
+            v.alias: {
+                "Name": v.alias,
+                "Type": "host",
+                "Source": v.source,
+                "ReadOnly": v.read_only,
+                "AccessMode": "",
+                "AttachmentMode": "",
+                "MountOptions": None,
+                "PerAlloc": False,
+                "Sticky": False,
+            }
+            for v in g.volumes
+        }
+        or None,
         "RestartPolicy": {
             "Interval": ns(g.restart.interval),
             "Attempts": g.restart.attempts,
@@ -338,7 +352,17 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "Consul": None,
         "Templates": [_template(x) for x in t.templates] or None,
         "DispatchPayload": None,
-        "VolumeMounts": None,
+        "VolumeMounts": [
+            {
+                "Volume": m.volume,
+                "Destination": m.destination,
+                "ReadOnly": m.read_only,
+                "PropagationMode": m.propagation_mode,
+                "SELinuxLabel": "",
+            }
+            for m in t.volume_mounts
+        ]
+        or None,
         "Leader": False,
         "ShutdownDelay": ns(t.shutdown_delay),
         "KillSignal": t.kill_signal,

@@ -544,4 +544,6 @@ def _node(api: NomadApi, *, stub: bool) -> dict[str, Any]:
         "create_index": api.core.changes.start,
         "modify_index": api.core.changes.current(("node",)),
     }
-    return structs.node_stub(**fields) if stub else structs.node_json(**fields)
+    if stub:
+        return structs.node_stub(**fields)
+    return structs.node_json(**fields, host_volumes=dict(facts.host_volumes))

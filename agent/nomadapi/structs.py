@@ -396,6 +396,7 @@ def node_json(
     status: str = "ready",
     node_class: str = "",
     node_pool: str = "default",
+    host_volumes: Mapping[str, tuple[str, bool]] | None = None,
     create_index: int,
     modify_index: int,
     tls: bool = True,
@@ -427,7 +428,8 @@ def node_json(
         "StatusUpdatedAt": int(status_updated_at),
         "Events": None,
         "Drivers": {n: _driver_info(n, d) for n, d in drivers.items()},
-        "HostVolumes": None,
+        "HostVolumes": {n: {"Path": p, "ReadOnly": ro} for n, (p, ro) in sorted((host_volumes or {}).items())}
+        or None,
         "GCVolumesOnNodeGC": False,
         "HostNetworks": None,
         "CSIControllerPlugins": None,

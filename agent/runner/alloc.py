@@ -17,8 +17,8 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from agent.decisions import (
 from agent.drivers.base import (
     RESTARTED,
     DriverError,
+    Mount,
     NetnsOwner,
     TaskContext,
     TaskDriver,
@@ -114,6 +115,7 @@ class RunnerDeps:
     # Where blocking steps run (agent.offload): worker threads whose continuations come back
     # to the main loop (the agent), or at once (the fakes' tests).
     offload: Offload = run_inline
+    host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # the node's, by name
 
     def __post_init__(self) -> None:
         if self.dirs is None:
@@ -545,6 +547,7 @@ class AllocRunner:
             netns_owner=owner,
             ports=tuple((p.label, p.host, p.to) for p in self.rec.ports),
             output=output,
+            mounts=self._mounts(t),
         )
         record = self.state.task(t.name)
         self.state.put_task(
@@ -565,6 +568,23 @@ class AllocRunner:
             self.event(t.name, "Started", "Task started by client", **details)
         self.kill_point("start.after-task-record")
         self._follow_container_log(t, h)
+
+    def _mounts(self, t: Task) -> tuple[Mount, ...]:
+        """The task's volume_mounts on this node's host volumes (Nomad's volume hook): read only when
+        the client's volume, the group's request or the mount says so. A volume the node no longer
+        has (its config changed since the job was placed) fails the start, naming it."""
+        requests = {v.alias: v for v in self.group.volumes}
+        out = []
+        for m in t.volume_mounts:
+            req = requests[m.volume]
+            found = self.d.host_volumes.get(req.source)
+            if found is None:
+                why = f"host volume validation error: missing {req.source}"
+                raise DriverError("volume", f"task {t.name}", why)
+            path, client_ro = found
+            read_only = client_ro or req.read_only or m.read_only
+            out.append(Mount(path, m.destination, read_only, m.propagation_mode))
+        return tuple(out)
 
     def _task_output(self, t: Task) -> TaskOutput | None:
         """A process task's stdout/stderr: the pipes of its logmon, started when none runs (Nomad's

@@ -1,0 +1,116 @@
+"""A group's `volume` blocks and its tasks' `volume_mount` blocks -> agent.model.HostVolume and
+VolumeMount, checked as Nomad's server checks them on register (nomad/structs VolumeRequest.Validate,
+Task.Validate's volume mounts).
+
+- A `volume` needs a `type`: "host" is implemented; "csi" is accepted with a warning and left out,
+  and so are the mounts of it. `source` is required. `per_alloc` is refused: it names a volume per
+  alloc index, and the lab's nodes have none.
+- A `volume_mount` needs `volume` (a volume of its group) and `destination` (an absolute path in the
+  task, not one of the task's own dirs, and not under another mount of the task: a volume the task
+  can write could hold a link that the next mount would follow). `propagation_mode` is one of
+  Nomad's three.
+
+Whether the node has the volume is the placement's question (agent.placement), answered when the
+job is placed.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from agent.jobspec.tree import Body, join
+from agent.model import HostVolume, Task, VolumeMount
+
+if TYPE_CHECKING:
+    from agent.jobspec.build import Builder
+
+VOLUME_TYPES = ("host", "csi")
+PROPAGATION_MODES = ("private", "host-to-task", "bidirectional")
+# Task paths a mount may not cover or go under: the task's own dirs and the chroot's system dirs,
+# which the agent mounts there itself (a task-writable one could hold a link a mount would follow).
+RESERVED = ("/", "/alloc", "/local", "/secrets", "/tmp", "/dev", "/proc", "/sys", "/.oldroot")  # noqa: S108
+
+
+def read_volumes(builder: Builder, body: Body, path: str) -> tuple[tuple[HostVolume, ...], set[str]]:
+    """The group's host volumes, and the aliases of its csi ones (left out, warned about)."""
+    volumes: list[HostVolume] = []
+    csi: set[str] = set()
+    for alias, vb, vpath in builder._blocks(body, "volume", path, labelled=True):
+        builder._keys(vb, "volume", vpath)
+        kind = builder._choice(vb, "type", vpath, VOLUME_TYPES, "", required=True, what="volume type")
+        source = builder._str(vb, "source", vpath, required=True)
+        read_only = builder._bool(vb, "read_only", vpath, False)
+        if kind == "host" and builder._bool(vb, "per_alloc", vpath, False):
+            builder.report.error(join(vpath, "per_alloc"), "per-alloc host volumes are not implemented")
+        if kind == "csi":
+            builder.report.warn(vpath, "csi volumes are not implemented: it and its mounts are ignored")
+            csi.add(alias)
+        elif kind == "host" and source:
+            volumes.append(HostVolume(alias=alias, source=source, read_only=read_only))
+    return tuple(volumes), csi
+
+
+def read_mounts(builder: Builder, body: Body, path: str) -> tuple[VolumeMount, ...]:
+    """The task's `volume_mount` blocks (checked against the group's volumes in `check_mounts`)."""
+    mounts: list[VolumeMount] = []
+    for _, mb, mpath in builder._blocks(body, "volume_mount", path):
+        builder._keys(mb, "volume_mount", mpath)
+        volume = builder._str(mb, "volume", mpath, required=True)
+        dest = builder._str(mb, "destination", mpath, required=True)
+        mode = builder._choice(mb, "propagation_mode", mpath, PROPAGATION_MODES, "private")
+        read_only = builder._bool(mb, "read_only", mpath, False)
+        if dest and not _destination_ok(builder, dest, join(mpath, "destination")):
+            continue
+        if volume and dest:
+            mounts.append(VolumeMount(volume, posixpath.normpath(dest), read_only, mode))
+    return tuple(mounts)
+
+
+def _destination_ok(builder: Builder, dest: str, where: str) -> bool:
+    if not dest.startswith("/"):
+        builder.report.error(where, f'"{dest}" is not an absolute path in the task')
+        return False
+    if ".." in dest.split("/") or "\x00" in dest:
+        builder.report.error(where, f'"{dest}" may not contain ".."')
+        return False
+    normal = posixpath.normpath(dest)
+    for reserved in RESERVED:
+        if normal == reserved or (reserved != "/" and normal.startswith(reserved + "/")):
+            builder.report.error(where, f'"{dest}" is the task\'s own {reserved}: mount a volume elsewhere')
+            return False
+    return True
+
+
+def _nested(a: str, b: str) -> bool:
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def check_mounts(
+    builder: Builder, tasks: list[Task], volumes: tuple[HostVolume, ...], csi: set[str], path: str
+) -> list[Task]:
+    """Each task's mounts against its group's volumes (Nomad: "references undefined volume"); a
+    mount of a csi volume is left out with the volume."""
+    known = {v.alias for v in volumes}
+    out = []
+    for t in tasks:
+        kept: list[VolumeMount] = []
+        for i, m in enumerate(t.volume_mounts):
+            where = f"{path}.task.{t.name}.volume_mount[{i}]"
+            if m.volume in csi:
+                continue
+            if m.volume not in known:
+                why = f'references undefined volume "{m.volume}" of the group'
+                builder.report.error(f"{where}.volume", why)
+                continue
+            clash = next((k for k in kept if _nested(k.destination, m.destination)), None)
+            if clash is not None:
+                builder.report.error(
+                    f"{where}.destination",
+                    f'"{m.destination}" and "{clash.destination}" nest or repeat: mount each volume apart',
+                )
+                continue
+            kept.append(m)
+        out.append(replace(t, volume_mounts=tuple(kept)) if len(kept) != len(t.volume_mounts) else t)
+    return out
