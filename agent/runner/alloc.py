@@ -203,6 +203,9 @@ class AllocRunner:
             "NOMAD_GROUP_NAME": self.group.name,
             "NOMAD_ALLOC_IP": self.rec.address,
             "NOMAD_ALLOC_DIR": str(self.alloc_dir / "alloc"),  # the shared dir (HostTaskDirs.prepare)
+            # host paths, as raw_exec sees them; exec and docker see /local and /secrets (inside_env)
+            "NOMAD_TASK_DIR": str(self.task_dir(t) / "local"),
+            "NOMAD_SECRETS_DIR": str(self.task_dir(t) / "secrets"),
         }
         meta = {**self.job.meta, **self.group.meta, **t.meta}  # Nomad: the task's wins over the group's
         for key, value in meta.items():
