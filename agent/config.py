@@ -216,8 +216,9 @@ def _chroot_env(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str],
 
 
 def _host_volumes(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str, bool], ...]:
-    """{"name": {"path": "/abs/dir", "read_only": false}}: each path an existing directory (as
-    Nomad's client requires of a host_volume), each name one of letters, digits, '_', '.', '-'."""
+    """{"name": {"path": "/abs/dir", "read_only": false}}: each name one of letters, digits, '_', '.',
+    '-', each path absolute (that it is a directory is checked on the node, at the agent's start:
+    agent.wiring.build_core)."""
     value = raw[key]
     if not isinstance(value, dict):
         raise ConfigError(p, key, 'must be an object of name -> {"path": ..., "read_only": ...}')
@@ -231,8 +232,6 @@ def _host_volumes(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str
         path, read_only = spec.get("path"), spec.get("read_only", False)
         if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
             raise ConfigError(p, f"{where}.path", "must be an absolute path without '..'")
-        if not Path(path).is_dir():
-            raise ConfigError(p, f"{where}.path", f"{path} is not a directory on this node")
         if not isinstance(read_only, bool):
             raise ConfigError(p, f"{where}.read_only", "must be true or false")
         out.append((name, path, read_only))

@@ -20,6 +20,7 @@ from agent.decisions import GcLimits, plan_orphan_sweep
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
 from agent.drivers.registry import build_registry
+from agent.errors import AgentError
 from agent.faults import Faults
 from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
@@ -107,6 +108,9 @@ def build_core(
     consul: ConsulClient | None = None,
     vault: TokenIssuer | None = None,
 ) -> Core:
+    for name, path, _ in settings.host_volumes:  # as Nomad's client, at start: each one must exist
+        if not Path(path).is_dir():
+            raise AgentError(f"config host_volumes.{name}.path: {path} is not a directory on this node")
     if settings.docker_enabled:
         docker = docker or DockerDriver(
             pids_limit=settings.docker_pids_limit,

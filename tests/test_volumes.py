@@ -154,13 +154,32 @@ def test_the_clients_host_volumes_config_is_checked(tmp_path: Path) -> None:
         ("scratch", str(tmp_path / "v"), True),
     )
     for bad, says in [
-        ({"x": {"path": str(tmp_path / "missing")}}, "is not a directory on this node"),
         ({"x": {"path": "relative"}}, "must be an absolute path"),
         ({"a/b": {"path": str(tmp_path / "v")}}, "a name of letters"),
         ({"x": {"path": str(tmp_path / "v"), "mode": 1}}, 'must be {"path"'),
     ]:
         with pytest.raises(ConfigError, match=says):
             load(bad)
+
+
+def test_a_host_volume_that_is_not_a_directory_stops_the_agents_start(tmp_path: Path) -> None:
+    from agent.errors import AgentError
+    from agent.faults import Faults
+    from agent.state import SqliteStore
+    from agent.wiring import CoreSettings, build_core
+
+    settings = CoreSettings(
+        data_dir=tmp_path / "data",
+        bridge="fl0",
+        host_volumes=(("pg", str(tmp_path / "missing"), False),),
+        docker_enabled=False,
+    )
+    store = SqliteStore(tmp_path / "state.db")
+    try:
+        with pytest.raises(AgentError, match=r"host_volumes\.pg\.path: .*missing is not a directory"):
+            build_core(settings, store, None, Faults())
+    finally:
+        store.close()
 
 
 # -- the runner and the docker bind ---------------------------------------------------------------------
