@@ -21,10 +21,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from agent import api as agent_api
 from agent.api import Response, Streamed
@@ -393,3 +395,22 @@ class Daemon:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(30)
+
+
+# -- fixtures a root test module imports (`from tests.agent_lab import images, lab`) ----------------
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The lab's workload images built once per module (none when the host is not ready)."""
+    if why_not_ready() is None:
+        build_workload_images(tmp_path_factory.mktemp("images"))
+
+
+@pytest.fixture
+def lab(images: None, tmp_path: Path) -> Iterator[AgentLab]:
+    """A fresh AgentLab under tmp_path, cleaned up after; skipped with the reason when not ready."""
+    reason = why_not_ready()
+    if reason:
+        pytest.skip(reason)
+    agent_lab = AgentLab(tmp_path / "agentlab")
+    yield agent_lab
+    agent_lab.cleanup()

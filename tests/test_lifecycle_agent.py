@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lab.waits import wait_until
-from tests.agent_lab import AgentLab, AgentUnderTest, build_workload_images, why_not_ready
+from tests.agent_lab import AgentLab, AgentUnderTest
 
 WAIT = 60.0  # seconds for a task to do its part, or for the alloc to end
 
@@ -34,6 +34,12 @@ EOT
         ]
       }}
     }}"""
+
+
+def _poststop_copy(out: Path) -> str:
+    """A poststop task "bye" that appends its name, then copies the order out of the alloc dir."""
+    script = f'echo bye >> "$NOMAD_ALLOC_DIR/data/order"; cp "$NOMAD_ALLOC_DIR/data/order" {out}'
+    return _sh("bye", script, "poststop")
 
 
 def _job(name: str, job_type: str, *tasks: str) -> str:
@@ -65,22 +71,6 @@ SIDECAR = """
         args    = ["-c", "echo side >> $NOMAD_ALLOC_DIR/data/order; exec sleep 600"]
       }
     }"""
-
-
-@pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> None:
-    if why_not_ready() is None:
-        build_workload_images(tmp_path_factory.mktemp("images"))
-
-
-@pytest.fixture
-def lab(images: None, tmp_path: Path):  # type: ignore[no-untyped-def]
-    reason = why_not_ready()
-    if reason:
-        pytest.skip(reason)
-    lab = AgentLab(tmp_path / "agentlab")
-    yield lab
-    lab.cleanup()
 
 
 def _submit(agent: AgentUnderTest, text: str) -> str:
@@ -118,11 +108,7 @@ def test_prestart_then_main_then_sidecar_killed_then_poststop_in_a_batch_job(
         _sh("init", 'sleep 1; echo init >> "$NOMAD_ALLOC_DIR/data/order"', "prestart"),
         SIDECAR,
         _sh("main", 'echo main >> "$NOMAD_ALLOC_DIR/data/order"; sleep 1'),
-        _sh(
-            "bye",
-            f'echo bye >> "$NOMAD_ALLOC_DIR/data/order"; cp "$NOMAD_ALLOC_DIR/data/order" {out}',
-            "poststop",
-        ),
+        _poststop_copy(out),
     )
     agent = lab.start_agent(raw_exec_enabled=True)
     try:
@@ -155,15 +141,8 @@ def test_a_job_stop_runs_poststop_after_the_main_task_is_killed(lab: AgentLab, t
     job = _job(
         "lcstop",
         "service",
-        _sh(
-            "web",
-            WEB_UNTIL_KILLED,
-        ),
-        _sh(
-            "bye",
-            f'echo bye >> "$NOMAD_ALLOC_DIR/data/order"; cp "$NOMAD_ALLOC_DIR/data/order" {out}',
-            "poststop",
-        ),
+        _sh("web", WEB_UNTIL_KILLED),
+        _poststop_copy(out),
     )
     agent = lab.start_agent(raw_exec_enabled=True)
     try:

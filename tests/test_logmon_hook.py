@@ -4,6 +4,7 @@ lost or written twice when the agent stops and the logmon is killed while the ta
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -14,7 +15,7 @@ import pytest
 from agent.drivers.process import proc_start_time
 from agent.runner.logmonhook import FIFO_DIR
 from lab.waits import wait_until
-from tests.agent_lab import AgentLab, build_workload_images, why_not_ready
+from tests.agent_lab import AgentLab
 
 LINES = 12000
 PHASE1 = 4000
@@ -98,22 +99,6 @@ EOT
 """
 
 
-@pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> None:
-    if why_not_ready() is None:
-        build_workload_images(tmp_path_factory.mktemp("images"))
-
-
-@pytest.fixture
-def lab(images: None, tmp_path: Path):  # type: ignore[no-untyped-def]
-    reason = why_not_ready()
-    if reason:
-        pytest.skip(reason)
-    lab = AgentLab(tmp_path / "agentlab")
-    yield lab
-    lab.cleanup()
-
-
 def _there(path: Path) -> tuple[bool | None, str]:
     return (True if path.exists() else None), f"{path.name} {'there' if path.exists() else 'not yet'}"
 
@@ -178,7 +163,7 @@ def test_rotated_files_hold_every_line_once_across_an_agent_stop_and_a_killed_lo
         pids = [_logmon_pid(alloc_dir, t) for t in ("counter", "flood")]
         agent.stop_job("logs")
         for pid in pids:
-            wait_until(lambda p=pid: _gone(p), timeout=WAIT, what="the job's logmons ended")
+            wait_until(functools.partial(_gone, pid), timeout=WAIT, what="the job's logmons ended")
     finally:
         agent.stop()
 

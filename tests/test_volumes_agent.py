@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lab.waits import wait_until
-from tests.agent_lab import AgentLab, AgentUnderTest, build_workload_images, why_not_ready
+from tests.agent_lab import AgentLab, AgentUnderTest
 
 WAIT = 60.0  # seconds for a task to run its script and the alloc to settle
 
@@ -52,22 +52,6 @@ job "vol-{driver}" {{
   }}
 }}
 """
-
-
-@pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> None:
-    if why_not_ready() is None:
-        build_workload_images(tmp_path_factory.mktemp("images"))
-
-
-@pytest.fixture
-def lab(images: None, tmp_path: Path):  # type: ignore[no-untyped-def]
-    reason = why_not_ready()
-    if reason:
-        pytest.skip(reason)
-    lab = AgentLab(tmp_path / "agentlab")
-    yield lab
-    lab.cleanup()
 
 
 def _view(agent: AgentUnderTest, alloc: str) -> dict[str, Any]:

@@ -64,6 +64,7 @@ EXITS_DIR = Path("/run/fieldlab/exits")  # the keepers' records: tmpfs, gone wit
 KEEPER = str(Path(__file__).resolve().parent.parent / "keeper.py")
 KEEPER_REPORT_WAIT = 10.0  # seconds for a keeper to say P's pid (a python start, a loaded node)
 RECORD_WAIT = 2.0  # seconds for a keeper to write the record of a P that just ended
+RECORD_POLL = 0.02  # seconds between looks for that record (the poll of a named wait: RECORD_WAIT)
 RECORD_MAX = 32  # bytes of a record: "-9\n"
 # What every host-side process of a process driver runs with (P before it becomes the workload, the
 # exec driver's setup and init, `alloc exec` and change scripts on their way in): nothing of the
@@ -447,7 +448,7 @@ class ProcessDriver:
         while (path := self._record_path(handle)) is None:
             if time.monotonic() >= deadline:
                 return None
-            time.sleep(0.02)  # the keeper reaps P, then writes: a few ms
+            time.sleep(RECORD_POLL)  # the keeper reaps P, then writes: a few ms
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
