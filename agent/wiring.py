@@ -28,7 +28,7 @@ from agent.network.cni import CniNetwork
 from agent.network.plugins import check_supported, plugin_version
 from agent.nodeinfo import disk_free_mb, load_node_id, node_attributes, storage_attributes
 from agent.placement import NodeFacts
-from agent.runner.alloc import RESTORE_RENDER
+from agent.runner.restorer import RESTORE_RENDER
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import StateStore
 from agent.sweeper import Sweeper, SweepPolicy

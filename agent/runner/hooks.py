@@ -1,0 +1,211 @@
+"""A task runner's hooks (Nomad's taskrunner hooks: task_dir, logmon, vault, template, volume).
+
+Each hook does one part of a task's life around the driver's start, at the points Nomad's task
+runner calls its own hooks:
+
+- `setup`: once, when the alloc is set up, before the task's first start (Nomad's prestart hooks
+  the first time; they mark themselves done so that a restart does not run them again);
+- `prestart`: at every start, giving the start its part of the task's context;
+- `poststart`: after the start is recorded;
+- `exited`: the task is done for good (it will not be started again);
+- `restore`: the agent started again and the alloc is being restored, before anything restarts;
+- `reattached`: the task was found running at that restore;
+- `stop`: the alloc is torn down, after the task's handle is removed.
+
+A hook implements the points it needs; the others are the base class's no-ops. The task runner
+(agent.runner.taskrunner) runs them in the order of `task_hooks`, as Nomad's does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
+from agent.errors import AgentError
+from agent.runner.logmonhook import LogLimits, LogmonOutput
+from agent.templates.render import TemplateRenderError
+
+if TYPE_CHECKING:
+    from agent.runner.taskrunner import TaskRunner
+
+Then = Callable[[Exception | None], None]
+
+
+@dataclass
+class StartRequest:
+    """What the hooks give one start of the task (their parts of agent.drivers.base.TaskContext)."""
+
+    output: TaskOutput | None = None
+    mounts: tuple[Mount, ...] = ()
+
+
+class TaskHook:
+    name = "hook"
+
+    def setup(self, tr: TaskRunner, then: Then) -> None:
+        """Before the task's first start; `then(None)` when done (it may finish off the main loop,
+        on it), `then(exc)` when it failed. Raising is a failure too."""
+        then(None)
+
+    def prestart(self, tr: TaskRunner, req: StartRequest) -> None: ...
+
+    def poststart(self, tr: TaskRunner, handle: TaskHandle) -> None: ...
+
+    def exited(self, tr: TaskRunner) -> None: ...
+
+    def restore(self, tr: TaskRunner) -> None: ...
+
+    def reattached(self, tr: TaskRunner, handle: TaskHandle) -> None: ...
+
+    def stop(self, tr: TaskRunner) -> None: ...
+
+
+class TaskDirHook(TaskHook):
+    """The task's directory (local/, secrets/ on a tmpfs, the alloc's shared dir)."""
+
+    name = "task_dir"
+
+    def setup(self, tr: TaskRunner, then: Then) -> None:
+        tr.event("Task Setup", "Building Task Directory")
+        tr.d.task_dirs.prepare(tr.task_dir)
+        then(None)
+
+    def restore(self, tr: TaskRunner) -> None:
+        if tr.ar.alloc_dir.is_dir() and tr.d.task_dirs.remount_secrets(tr.task_dir):
+            tr.event("Task Setup", "secrets/ tmpfs mounted again (it is gone after a reboot)")
+
+
+class LogmonHook(TaskHook):
+    """A process task's stdout/stderr go through its logmon (agent.runner.logmonhook), started when
+    none runs; a container's log is copied into the same pipes by a logger per container (Nomad's
+    docker_logger). A task whose `logs` are disabled has neither."""
+
+    name = "logmon"
+
+    def prestart(self, tr: TaskRunner, req: StartRequest) -> None:
+        req.output = self.output(tr)
+
+    def output(self, tr: TaskRunner) -> TaskOutput | None:
+        t = tr.t
+        if not tr.driver.log_files or t.logs.disabled:
+            return None
+        limits = LogLimits(t.logs.max_files, t.logs.max_file_size)
+        try:
+            tr.d.task_logs.ensure(tr.ar.alloc_dir, t.name, limits)
+        except OSError as exc:
+            raise DriverError("logmon", f"task {t.name}", f"cannot start its logmon: {exc}") from None
+        return LogmonOutput(tr.d.task_logs, tr.ar.alloc_dir, t.name)
+
+    def poststart(self, tr: TaskRunner, handle: TaskHandle) -> None:
+        """A logger that cannot start is an event, not a failed task."""
+        if not tr.driver.container_log or tr.t.logs.disabled:
+            return
+        try:
+            tr.d.task_logs.follow_container(tr.ar.alloc_dir, tr.t.name, handle.id)
+        except OSError as exc:
+            tr.event("Logmon Failure", f"cannot follow its container's log: {exc}")
+
+    def exited(self, tr: TaskRunner) -> None:
+        tr.d.task_logs.stop(tr.ar.alloc_dir, tr.t.name)  # it drains its pipes and ends
+
+    def reattached(self, tr: TaskRunner, handle: TaskHandle) -> None:
+        """Its logmon outlived the agent as a rule; one that did not is started again and copies what
+        waited in the pipe. A process task an agent before logmon started writes its own file
+        (agent.logs.TaskDirLog): none."""
+        if tr.driver.container_log or tr.d.task_logs.has_pipes(tr.ar.alloc_dir, tr.t.name):
+            try:
+                self.output(tr)
+            except DriverError as exc:
+                tr.event("Logmon Failure", f"{exc.reason}: its output waits in the pipe")
+        self.poststart(tr, handle)
+
+
+class VaultHook(TaskHook):
+    """The task's own Vault token (agent.runner.vaulttoken): made at setup, made again at a start
+    when it expired while the task was down, checked at restore, revoked at the teardown."""
+
+    name = "vault"
+
+    def setup(self, tr: TaskRunner, then: Then) -> None:
+        token = tr.vault_token()
+        if token is not None:
+            token.ensure()
+        then(None)
+
+    def prestart(self, tr: TaskRunner, req: StartRequest) -> None:
+        token = tr.vault_token()
+        if token is not None:
+            token.ensure()  # a no-op unless the token expired while the task was down
+
+    def restore(self, tr: TaskRunner) -> None:
+        token = tr.vault_token()
+        if token is not None and token.restore():
+            tr.vault_changed_on_restore = True
+
+    def stop(self, tr: TaskRunner) -> None:
+        token = tr.vault_token()
+        if token is not None:
+            token.revoke()
+
+
+class TemplateHook(TaskHook):
+    """The task's templates: the first render before its first start, off the main loop
+    (agent.templates.runner.SetupPass). Their re-renders and change_mode live in the template
+    runner; a restore's render is the restorer's (all tasks' at once, agent.runner.restorer)."""
+
+    name = "template"
+
+    def setup(self, tr: TaskRunner, then: Then) -> None:
+        if not tr.t.templates:
+            then(None)
+            return
+        tt = tr.templates()
+        try:
+            setup = tt.begin_render_all()
+        except (AgentError, OSError) as exc:
+            then(exc)
+            return
+        if setup is None:
+            then(None)
+            return
+
+        def done(result: object, exc: Exception | None) -> None:
+            try:
+                tt.finish_render_all(setup, result if isinstance(result, list) else None, exc)
+            except Exception as failed:
+                if isinstance(failed, TemplateRenderError):
+                    tr.event("Template Failed", str(failed))
+                then(failed)
+                return
+            then(None)
+
+        tr.ar.serial.off_loop(f"render {tr.t.name}", lambda: tt.run_render_all(setup), done)
+
+
+class VolumeHook(TaskHook):
+    """The task's volume_mounts on this node's host volumes (Nomad's volume hook): read only when
+    the client's volume, the group's request or the mount says so. A volume the node no longer has
+    (its config changed since the job was placed) fails the start, naming it."""
+
+    name = "volumes"
+
+    def prestart(self, tr: TaskRunner, req: StartRequest) -> None:
+        requests = {v.alias: v for v in tr.ar.group.volumes}
+        out = []
+        for m in tr.t.volume_mounts:
+            want = requests[m.volume]
+            found = tr.d.host_volumes.get(want.source)
+            if found is None:
+                why = f"host volume validation error: missing {want.source}"
+                raise DriverError("volume", f"task {tr.t.name}", why)
+            path, client_ro = found
+            read_only = client_ro or want.read_only or m.read_only
+            out.append(Mount(path, m.destination, read_only, m.propagation_mode))
+        req.mounts = tuple(out)
+
+
+def task_hooks() -> Sequence[TaskHook]:
+    """A task's hooks in Nomad's order (validate and identity have no hook here yet)."""
+    return (TaskDirHook(), LogmonHook(), VaultHook(), TemplateHook(), VolumeHook())

@@ -1,0 +1,68 @@
+"""Killing an alloc's tasks off the main loop (Nomad's alloc runner's killTasks and its task runner's
+kill): each with its kill_signal, SIGKILL after its kill_timeout, all at once, so that an alloc's stop
+takes its longest kill_timeout, not their sum."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from agent.drivers.base import TaskDriver, TaskHandle
+from agent.errors import AgentError
+from agent.model import Task
+
+if TYPE_CHECKING:
+    from agent.runner.alloc import AllocRunner
+
+log = logging.getLogger(__name__)
+
+
+def kill_off_loop(
+    ar: AllocRunner,
+    what: str,
+    tasks: list[tuple[Task, TaskHandle]],
+    then: Callable[[], None],
+    *,
+    delays: bool = False,
+) -> None:
+    """Stop the tasks off the main loop (in the alloc's Serial: its next operations wait), then
+    `then` on it. `delays`: each task's shutdown_delay first, in its own thread. A stop that fails
+    is an event; the driver's next start of the task or the teardown removes what is left."""
+    if not tasks:
+        then()
+        return
+    stops = [
+        (t.name, ar.driver(t), h, t.kill_timeout, t.kill_signal, t.shutdown_delay if delays else 0.0)
+        for t, h in tasks
+    ]
+
+    def blocking() -> list[tuple[str, str]]:
+        failed: list[tuple[str, str]] = []
+
+        def one(name: str, driver: TaskDriver, h: TaskHandle, timeout: float, sig: str, delay: float) -> None:
+            if delay:
+                ar.d.sleep(delay)
+            try:
+                driver.stop(h, timeout, sig)
+            except AgentError as exc:
+                failed.append((name, str(exc)))
+
+        threads = [threading.Thread(target=one, args=stop, daemon=True) for stop in stops[1:]]
+        for th in threads:
+            th.start()
+        one(*stops[0])
+        for th in threads:
+            th.join()
+        return failed
+
+    def done(result: object, exc: Exception | None) -> None:
+        if exc is not None:
+            log.error("alloc=%s: %s failed: %s", ar.id[:8], what, exc)
+            ar.event("", "Kill Failed", f"{what}: {exc}")
+        for name, reason in result if isinstance(result, list) else ():
+            ar.event(name, "Kill Failed", reason)
+        then()
+
+    ar.serial.off_loop(what, blocking, done)

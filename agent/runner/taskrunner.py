@@ -1,0 +1,451 @@
+"""One task of an alloc (Nomad's task runner): its hooks around the driver's start, its start, its
+exit through the restart policy (the restart tracker is agent.decisions.plan_task_restart), its
+restarts, signals and commands, its environment, templates and Vault token.
+
+The alloc runner (agent.runner.alloc) owns the alloc (its dir, network, lifecycle order, status)
+and makes one TaskRunner per task; a task runner acts on the alloc only through it. It runs on the
+agent's main loop, as the alloc runner does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.decisions import (
+    DeadOnRestore,
+    PendingRestart,
+    StartCause,
+    plan_dead_on_restore,
+    plan_pending_restart,
+    plan_start_failure,
+    plan_task_restart,
+)
+from agent.drivers.base import RESTARTED, DriverError, TaskContext, TaskDriver, TaskHandle
+from agent.errors import AgentError
+from agent.model import Task
+from agent.records import AllocStatus, DesiredStatus, TaskState
+from agent.runner.hooks import StartRequest, TaskHook, Then
+from agent.runner.state import NETNS_OWNER, AllocState
+from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
+from agent.templates.envfile import parse_env_file
+from agent.templates.render import SecretSource
+from agent.templates.runner import TaskTemplates
+from agent.templates.sandbox import SandboxError, read_file
+from agent.vaultclient import VaultError
+
+if TYPE_CHECKING:
+    from agent.runner.alloc import AllocRunner, RunnerDeps
+
+log = logging.getLogger(__name__)
+ALL_TASKS_COMPLETE = "All tasks have completed"  # the reason of an alloc whose tasks all completed, as Nomad
+_ENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
+
+
+def exit_text(code: int | None, while_down: bool = False) -> str:
+    """A task's exit code as its events and failure reasons show it; an unknown one says why."""
+    if code is not None:
+        return str(code)
+    return "unknown (the task died while the agent was down)" if while_down else "unknown"
+
+
+class TaskRunner:
+    def __init__(self, ar: AllocRunner, t: Task, hooks: Sequence[TaskHook]) -> None:
+        self.ar = ar
+        self.t = t
+        self.hooks = hooks
+        self._templates: TaskTemplates | None = None
+        self._vault_token: TaskVaultToken | None = None
+        # The environment as its last start was given it: what `alloc exec` and change scripts run
+        # in (never one read back from the task, which the task could rewrite).
+        self._started_env: dict[str, str] | None = None
+        self.vault_changed_on_restore = False  # the restore gave it a new token (VaultHook.restore)
+
+    @property
+    def d(self) -> RunnerDeps:
+        return self.ar.d
+
+    @property
+    def state(self) -> AllocState:
+        return self.ar.state
+
+    @property
+    def name(self) -> str:
+        return self.t.name
+
+    @property
+    def driver(self) -> TaskDriver:
+        return self.d.drivers.get(self.t.driver)
+
+    @property
+    def task_dir(self) -> Path:
+        return self.ar.task_dir(self.t)
+
+    def event(self, type_: str, message: str, **details: Any) -> None:
+        self.ar.event(self.t.name, type_, message, **details)
+
+    def handle(self) -> TaskHandle | None:
+        return self.state.handle(self.t.name)
+
+    def running(self) -> bool:
+        """Recorded running (what the agent decided), not what the driver sees."""
+        return self.state.task(self.t.name).state is TaskState.RUNNING
+
+    def handle_running(self, h: TaskHandle) -> bool:
+        """What the driver sees: the task of this handle runs (not one started again since)."""
+        st = self.driver.status(h)
+        return bool(st.running and st.detail != RESTARTED)
+
+    # -- templates and the Vault token -----------------------------------------------------------
+    def templates(self) -> TaskTemplates:
+        if self._templates is None:
+            self._templates = TaskTemplates(self.ar, self.t, self.d.templates)
+        return self._templates
+
+    def vault_token(self) -> TaskVaultToken | None:
+        """The task's token keeper; None when the task has no vault block or the agent no Vault."""
+        if self.t.vault is None or self.d.vault is None:
+            return None
+        if self._vault_token is None:
+            self._vault_token = TaskVaultToken(
+                alloc_id=self.ar.id,
+                job=self.ar.job.id,
+                task=self.t,
+                issuer=self.d.vault,
+                role=self.d.vault_token_role,
+                store=self.d.store,
+                secrets_dir=self.task_dir / "secrets",
+                schedule=self.d.schedule,
+                event=self.event,
+                on_new_token=self.vault_token_changed,
+                clock=self.d.clock,
+            )
+        return self._vault_token
+
+    def task_vault(self) -> SecretSource | None:
+        """What the task's templates read Vault with: its own token; a task without a vault block
+        gets a source that refuses (never the agent's token); None when the agent has no Vault."""
+        if self.d.vault is None:
+            return None
+        return self.vault_token() or NoVaultBlock()
+
+    def vault_token_changed(self, why: str) -> None:
+        """A new token replaced the one the running task was given: vault.change_mode says how it hears."""
+        t = self.t
+        if t.vault is None or not self.running() or self.ar.rec.status is not AllocStatus.RUNNING:
+            return
+        if t.vault.change_mode == "signal":
+            self.event("Signaling", f"new Vault token acquired ({why}); sending {t.vault.change_signal}")
+            self.signal(t.vault.change_signal)
+        elif t.vault.change_mode == "restart":
+            self.event("Restart Signaled", f"new Vault token acquired ({why})")
+            self.ar.serial.run(lambda: self.stop_then_restart(StartCause.CHANGE_MODE, "new Vault token"))
+
+    # -- environment -------------------------------------------------------------------------------
+    def template_env(self) -> dict[str, str]:
+        """The variables of the task's `env = true` templates as the agent rendered them, kept with
+        the templates' states (agent.templates.changemode.TemplateState.env), at every start, so a
+        change_mode restart picks up new values; they win over the task's env, as in Nomad. The file
+        in the task dir is never read back: the task can write it. A line that was not KEY=VALUE was
+        a "Template Env Failed" event when it was rendered. A state from an agent that kept no values
+        falls back to the file only while it holds exactly what was rendered (its sha256)."""
+        env: dict[str, str] = {}
+        t = self.t
+        if not any(tpl.env for tpl in t.templates):
+            return env
+        states = {s.dest: s for s in self.templates().states()}
+        for tpl in t.templates:
+            st = states.get(tpl.destination)
+            if not tpl.env or st is None:
+                continue
+            if st.env is not None:
+                env.update(st.env)
+                continue
+            why = "not rendered yet"
+            if st.rendered:
+                try:
+                    text = read_file(self.task_dir, tpl.destination)
+                except (SandboxError, OSError) as exc:
+                    why = str(exc)
+                else:
+                    if hashlib.sha256(text.encode()).hexdigest() == st.rendered:
+                        env.update(parse_env_file(text)[0])
+                        continue
+                    why = "changed since it was rendered: not used"
+            self.event("Template Env Failed", f"{tpl.destination}: {why}")
+        return env
+
+    def env(self) -> dict[str, str]:
+        t, ar = self.t, self.ar
+        env = {
+            **t.env,
+            "NOMAD_ALLOC_ID": ar.id,
+            "NOMAD_TASK_NAME": t.name,
+            "NOMAD_JOB_ID": ar.job.id,
+            "NOMAD_JOB_NAME": ar.job.name or ar.job.id,
+            "NOMAD_GROUP_NAME": ar.group.name,
+            "NOMAD_ALLOC_IP": ar.rec.address,
+            "NOMAD_ALLOC_DIR": str(ar.alloc_dir / "alloc"),  # the shared dir (HostTaskDirs.prepare)
+            # host paths, as raw_exec sees them; exec and docker see /local and /secrets (inside_env)
+            "NOMAD_TASK_DIR": str(self.task_dir / "local"),
+            "NOMAD_SECRETS_DIR": str(self.task_dir / "secrets"),
+        }
+        meta = {**ar.job.meta, **ar.group.meta, **t.meta}  # Nomad: the task's wins over the group's
+        for key, value in meta.items():
+            clean = _ENV_UNSAFE.sub("_", key)
+            env[f"NOMAD_META_{clean}"] = value
+            env[f"NOMAD_META_{clean.upper()}"] = value
+        for p in ar.rec.ports:
+            label = _ENV_UNSAFE.sub("_", p.label)  # Nomad's CleanEnvVar: a dashed label is allowed
+            env[f"NOMAD_PORT_{label}"] = str(p.to)
+            env[f"NOMAD_HOST_PORT_{label}"] = str(p.host)
+        token = self.vault_token()
+        if token is not None and t.vault is not None and self.d.vault is not None:
+            env["VAULT_ADDR"] = self.d.vault.address
+            if t.vault.env and token.token:
+                env["VAULT_TOKEN"] = token.token
+        return env
+
+    def exec_env(self) -> dict[str, str]:
+        """The environment a command run in the task gets: the one its last start was given, or
+        (after an agent restart) the same made again from the job and the agent's state."""
+        env = self._started_env
+        return dict(env) if env is not None else {**self.env(), **self.template_env()}
+
+    # -- what runs in the task ----------------------------------------------------------------------
+    def signal(self, sig: str) -> None:
+        h = self.handle()
+        if h is not None:
+            self.driver.signal(h, sig)
+
+    def exec(self, argv: list[str], timeout: float, then: Callable[[int, str], None]) -> None:
+        """Run argv in the running task (a change script) off the main loop; `then(exit code,
+        output)` on the loop when it is done (-1 and the reason when it could not run or timed out).
+        The alloc's other operations do not wait for it."""
+        h = self.handle()
+        if h is None:
+            then(-1, "task has no handle")
+            return
+        driver = self.driver
+
+        def done(result: object, exc: Exception | None) -> None:
+            if exc is not None:
+                then(-1, str(exc))
+                return
+            assert isinstance(result, tuple)
+            then(int(result[0]), str(result[1]))
+
+        env = self.exec_env()
+        self.d.offload(f"exec-{self.t.name}", lambda: driver.exec(h, argv, timeout, env), done)
+
+    # -- setup and start ----------------------------------------------------------------------------
+    def setup(self, then: Then) -> None:
+        """The hooks' setup in their order, each after the one before finished; `then(None)` after
+        the last, `then(exc)` at the first failure (or at once when the alloc was stopped meanwhile)."""
+        self._setup_from(0, then)
+
+    def _setup_from(self, i: int, then: Then) -> None:
+        if i == len(self.hooks):
+            then(None)
+            return
+
+        def next_hook(failed: Exception | None) -> None:
+            if failed is not None or self.ar.rec.desired is DesiredStatus.STOP:
+                then(failed)
+                return
+            self._setup_from(i + 1, then)
+
+        try:
+            self.hooks[i].setup(self, next_hook)
+        except (AgentError, OSError) as exc:
+            then(exc)
+
+    def start(self, cause: StartCause, why: str = "", *, restart: bool = False) -> None:
+        """Start the task once, for one decision (`cause`, in the "Started" event's details). Any
+        restart still on a timer for the task is cancelled by it (the generation moves on).
+        `restart`: counted in `restarts` (with the 'starting' record, so a kill before the start
+        is recorded never counts it twice: restore starts a 'starting' task without counting)."""
+        t, ar = self.t, self.ar
+        self.state.bump(t.name)
+        req = StartRequest()
+        for hook in self.hooks:
+            hook.prestart(self, req)
+        self._started_env = env = {**self.env(), **self.template_env()}
+        ctx = TaskContext(
+            job=ar.job.id,
+            group=ar.group.name,
+            alloc_id=ar.id,
+            task=t,
+            task_dir=self.task_dir,
+            env=env,
+            network_mode=ar.group.network.mode if ar.group.network else "none",
+            netns=ar.netns_path(),
+            netns_owner=self.state.handle(NETNS_OWNER) if ar.bridge else None,
+            ports=tuple((p.label, p.host, p.to) for p in ar.rec.ports),
+            output=req.output,
+            mounts=req.mounts,
+        )
+        record = self.state.task(t.name)
+        self.state.put_task(
+            t.name,
+            (record.restarted() if restart else record).with_(state=TaskState.STARTING, completed=False),
+        )
+        ar.kill_point("start.before-task-start")
+        h = self.driver.start(ctx)  # replaces a leftover of this task whose start was not recorded
+        ar.kill_point("start.after-task-start-before-record")
+        details: dict[str, Any] = {"cause": cause.value}
+        if why:
+            details["why"] = why
+        with self.d.store.transaction():  # the handle, the state and the event land together
+            self.state.put_handle(t.name, h)
+            if t.templates:
+                self.templates().task_started()
+            self.state.update_task(t.name, state=TaskState.RUNNING, failed=False)
+            self.event("Started", "Task started by client", **details)
+        ar.kill_point("start.after-task-record")
+        for hook in self.hooks:
+            hook.poststart(self, h)
+
+    # -- exit and restart ---------------------------------------------------------------------------
+    def exited(self, code: int | None, *, while_down: bool = False) -> None:
+        """The task exited on its own (found exited at restore: `while_down`; None: its exit code is
+        unknown, an exec or raw_exec task that died while the agent was down): the restart policy
+        decides. A batch job's task that exits 0 is complete (dead, not failed; the alloc completes
+        with its last task); any other exit counts against the policy's attempts."""
+        t, ar = self.t, self.ar
+        if ar.rec.status is not AllocStatus.RUNNING:
+            return
+        note = {"exit_code": code, "while_agent_down": True} if while_down else {"exit_code": code}
+        now = self.d.clock()
+        record = self.state.task(t.name).with_(state=TaskState.DEAD)
+        decision = plan_task_restart(
+            ar.group.restart,
+            record.restart_times,
+            now,
+            StartCause.RESTART_POLICY,
+            exit_code=code,
+            job_type=ar.job.type,
+            hook=t.lifecycle.hook if t.lifecycle else "",
+            sidecar=bool(t.lifecycle and t.lifecycle.sidecar),
+        )
+        generation = self.state.bump(t.name)
+        shown = exit_text(code, while_down)
+        reason = f"task {t.name} failed with exit code {shown}: {decision.reason}"
+        all_done = False
+        # The exit, the policy's decision (and a failure) land together: a kill never counts the
+        # exit twice, nor loses it, nor leaves a task recorded failed in an alloc recorded running.
+        with self.d.store.transaction():
+            self.event("Terminated", f"Exit Code: {shown}", **note)
+            if decision.complete:
+                self.state.put_task(t.name, record.with_(completed=True, failed=False, restart_due=0.0))
+                all_done = ar.coord.done()  # every task dead for good, poststop ones included
+                if all_done:
+                    ar.state.save(status=AllocStatus.COMPLETE, reason=ALL_TASKS_COMPLETE)
+            elif not decision.restart:
+                self.state.put_task(t.name, record.with_(failed=True))
+                self.event("Not Restarting", f"{decision.reason} (exit code {shown})", exit_code=code)
+                ar.record_failure(reason)
+            else:
+                self.state.put_task(t.name, record.counted(now, now + decision.delay))
+                self.event("Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})")
+        if decision.complete:
+            if all_done:  # what the alloc holds on the node goes; a kill before leaves it to the sweep
+                ar.teardown()
+            else:  # this task is done for good (its logmon drains and ends); the next stage's turn
+                for hook in self.hooks:
+                    hook.exited(self)
+                ar.coord.advance()
+            return
+        if not decision.restart:
+            ar.finish_failure(reason)
+            return
+        ar.kill_point("restart.after-exit-record")
+        self.schedule_restart(decision.delay, generation)
+
+    def schedule_restart(self, delay: float, generation: int) -> None:
+        pending = PendingRestart(self.t.name, generation)
+
+        def fire() -> None:
+            running = self.ar.rec.status is AllocStatus.RUNNING
+            if plan_pending_restart(pending, self.state.generation(self.t.name), running, self.d.bugs):
+                self.restart(StartCause.RESTART_POLICY)
+            else:
+                log.info(
+                    "alloc=%s task=%s: restart timer superseded by a later decision",
+                    self.ar.id[:8],
+                    self.t.name,
+                )
+
+        self.d.schedule(delay, lambda: self.ar.serial.run(fire))
+
+    def restart(self, cause: StartCause, why: str = "", *, count: bool = True) -> None:
+        """Start the task again now, for one decision. Only RESTART_POLICY restarts were counted (by
+        the decision that scheduled them); every restart shows in `restarts` (`count`: False when a
+        restore finishes a start that was already counted)."""
+        ar = self.ar
+        if ar.rec.status is not AllocStatus.RUNNING or ar.rec.desired is DesiredStatus.STOP:
+            return
+        ar.kill_point("restart.before-start")
+        try:
+            self.start(cause, why, restart=count)
+        except DriverError as exc:
+            self.event("Driver Failure", str(exc))
+            if plan_start_failure(ar.bridge, self.d.bugs):
+                ar.recover_network(f"task {self.t.name} could not start: {exc.reason}")
+            else:
+                ar.fail(f"task {self.t.name} could not start: {exc}")
+        except VaultError as exc:
+            self.event("Vault Token Failed", str(exc))
+            ar.fail(f"task {self.t.name} could not start: no Vault token: {exc}")
+
+    def stop_then_restart(self, cause: StartCause, why: str) -> None:
+        """The task stopped (off the loop) and started again, for one decision."""
+        ar = self.ar
+        if ar.rec.status is not AllocStatus.RUNNING or ar.rec.desired is DesiredStatus.STOP:
+            return
+
+        def start_again() -> None:
+            ar.kill_point("restart.after-stop")
+            self.restart(cause, why)
+
+        ar.stop_for_restart([self.t], start_again)
+
+    # -- restore ------------------------------------------------------------------------------------
+    def restore_dead(self) -> None:
+        """Not running at restore: through the restart policy as if it had died while the agent ran
+        (see plan_dead_on_restore). A task recorded 'starting' was being (re)started when the agent
+        was killed: its start was decided and counted already, so it is started once more without
+        counting (the exit a handle may still show was handled before that start)."""
+        record = self.state.task(self.t.name)
+        h = self.handle()
+        if record.state is TaskState.PENDING:
+            return  # its lifecycle turn has not come: the coordinator starts it (lifecycle_changed)
+        if record.state is TaskState.STARTING:
+            self.restart(StartCause.RESTORE, "its start was interrupted by an agent restart", count=False)
+            return
+        st = self.driver.status(h) if h else None
+        exited = st is not None and not st.running
+        code = st.exit_code if st is not None and exited else None
+        # no exit status of a task that ended while the agent was down, from a driver that does not
+        # keep one (TaskDriver.keeps_exit_status: docker does; a process task's comes from its keeper)
+        lost = exited and code is None and not self.driver.keeps_exit_status
+        action = plan_dead_on_restore(
+            record.state, record.restart_due, code, exit_lost=lost, completed=record.completed
+        )
+        if action is DeadOnRestore.COMPLETE:
+            return
+        if action is DeadOnRestore.RESTART_POLICY:
+            self.exited(code, while_down=True)
+        elif action is DeadOnRestore.RESUME_PENDING:
+            delay = max(0.0, record.restart_due - self.d.clock())
+            self.event("Restarting", f"Task restarting in {delay:.1f}s (owed from before the agent stopped)")
+            self.schedule_restart(delay, self.state.bump(self.t.name))
+        elif record.state is TaskState.DEAD:
+            self.restart(StartCause.RESTORE, "stopped for a restart the agent was killed before finishing")
+        else:
+            why = "gone while the agent was down (no exit status to count)" if h else "never started"
+            self.restart(StartCause.RESTORE, why)
