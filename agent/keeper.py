@@ -3,7 +3,7 @@ part of Nomad's executor that keeps a task's exit status for a client that resta
 
     python -I -S agent/keeper.py EXITS_DIR PREFIX REPORT_FD ARGV...
 
-Run by agent.drivers.process with the task's own environment, its output fds as 1 and 2, and a pipe
+Run by agent.drivers.keeperclient with the task's own environment, its output fds as 1 and 2, and a pipe
 as REPORT_FD. It starts ARGV (the task's P) in a session of its own with every signal at its default,
 writes "<P's pid> <P's start time>" to REPORT_FD and closes it, then waits for P. When P ends, it
 writes P's status as Popen's returncode (the exit code, or -N for signal N) to

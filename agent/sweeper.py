@@ -19,8 +19,8 @@ from pathlib import Path
 
 from agent import layout
 from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
+from agent.drivers.cgroups import Cgroups
 from agent.drivers.docker import DockerDriver
-from agent.drivers.process import Cgroups
 from agent.fsutil import unmount_below
 from agent.layout import netns_alloc
 from agent.network import iptables, netns
@@ -53,7 +53,7 @@ class Observed:
     chains: Sequence[SeenChain] = ()
     alloc_dirs: Sequence[str] = ()
     netns: Sequence[str] = ()  # names of netns in /run/netns, agent-made ones "<netns_prefix><alloc id>"
-    # ("<alloc>.<task>", pids) of process tasks: exec and raw_exec (agent.drivers.process)
+    # ("<alloc>.<task>", pids) of process tasks: exec and raw_exec (agent.drivers.cgroups)
     task_cgroups: Sequence[tuple[str, Sequence[int]]] = ()
     forward_ips: Sequence[str] = ()  # addresses with firewall-plugin rules in CNI-FORWARD (no comment)
     netns_prefix: str = "fl-"  # the bound layout's (agent.layout): which netns names are the agent's

@@ -286,7 +286,7 @@ class AgentLab:
         return wait_until(answered, timeout=timeout, what=f"HTTP answer on {GATEWAY}:{port}", interval=0.5)
 
     def cleanup(self) -> None:
-        from agent.drivers.exec import Cgroups
+        from agent.drivers.cgroups import Cgroups
         from agent.fsutil import unmount_below
         from agent.network import netns
 

@@ -335,7 +335,7 @@ def _plant_exec_orphans(ghost: str) -> int:
     """An agent-created netns and an exec task process (in its cgroup) of an alloc that is gone."""
     import subprocess as sp
 
-    from agent.drivers.exec import Cgroups
+    from agent.drivers.cgroups import Cgroups
     from agent.network import netns
 
     netns.create(f"fl-{ghost}", exist_ok=True)
@@ -372,7 +372,7 @@ def test_sweeper_removes_planted_orphans_and_nothing_live(lab: AgentLab) -> None
         from agent.network import iptables
 
         assert "10.213.251.200" not in iptables.forward_rule_ips()
-        from agent.drivers.exec import proc_start_time
+        from agent.drivers.hostproc import proc_start_time
         from agent.network import netns
 
         assert proc_start_time(orphan_pid) is None, "the orphaned exec process survived the sweep"
@@ -863,7 +863,7 @@ def _remove_task_behind_the_agents_back(
 
 def _task_is_live(lab: AgentLab, driver: str, task_id: str) -> bool:
     if driver == "exec":
-        from agent.drivers.exec import proc_start_time
+        from agent.drivers.hostproc import proc_start_time
 
         return proc_start_time(int(task_id)) is not None
     return any(c.id == task_id and c.status == "running" for c in lab.containers())
@@ -1036,7 +1036,7 @@ def test_a_batch_exec_task_that_completes_while_the_agent_is_down_is_complete_no
 ) -> None:
     """hashicorp/nomad#5883's symptom, not reproduced: the exit 0 of a batch task that ended while
     the agent was down (its keeper kept it) completes the alloc at restore; nothing runs it again."""
-    from agent.drivers.process import proc_start_time
+    from agent.drivers.hostproc import proc_start_time
 
     agent = lab.start_agent()
     (alloc,) = agent.core.call(lambda: agent.core.submit(BATCH_EXEC, "hcl"))["allocs"]

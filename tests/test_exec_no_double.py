@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from agent.drivers.base import TaskContext, TaskHandle
+from agent.drivers.cgroups import Cgroups
 from agent.drivers.exec import ExecDriver
-from agent.drivers.process import Cgroups, proc_start_time
+from agent.drivers.hostproc import proc_start_time
 from agent.drivers.raw_exec import RawExecDriver
 from agent.model import Resources, Task
 from lab.waits import wait_until

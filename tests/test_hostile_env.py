@@ -24,8 +24,8 @@ import pytest
 
 from agent.config import DEFAULT_CHROOT_ENV
 from agent.drivers.base import DriverError, TaskContext, TaskHandle
+from agent.drivers.cgroups import Cgroups
 from agent.drivers.exec import ExecDriver
-from agent.drivers.process import Cgroups
 from agent.drivers.raw_exec import RawExecDriver
 from agent.model import Resources, Task
 from lab.waits import wait_until

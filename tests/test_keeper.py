@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agent.drivers.process import KEEPER, proc_start_time
+from agent.drivers.hostproc import proc_start_time
+from agent.drivers.keeperclient import KEEPER
 from lab.waits import wait_until
 
 WAIT = 20.0  # seconds for a keeper to start P, or to record its end

@@ -14,7 +14,7 @@ import yaml
 
 from agent import layout
 from agent.config import Config, load_config
-from agent.drivers.process import Cgroups, task_cgroup_name
+from agent.drivers.cgroups import Cgroups, task_cgroup_name
 from agent.errors import ConfigError
 from agent.layout import FIELDLAB, NOMAD, NodeLayout, netns_alloc
 from agent.network.owner import netns_name

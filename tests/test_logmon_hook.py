@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.drivers.process import proc_start_time
+from agent.drivers.hostproc import proc_start_time
 from agent.runner.logmonhook import FIFO_DIR
 from lab.waits import wait_until
 from tests.agent_lab import AgentLab

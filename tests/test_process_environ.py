@@ -1,4 +1,4 @@
-"""A task's environment as exec'd (agent.drivers.process.read_environ), what `alloc exec` and change
+"""A task's environment as exec'd (agent.drivers.hostproc.read_environ), what `alloc exec` and change
 scripts run with. A process caught in the middle of an execve shows an empty environ for a moment;
 that read is taken again (CI met it: a raw_exec task's `exec sleep` and the exec of a change script)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.drivers import process
-from agent.drivers.process import read_environ
+from agent.drivers import hostproc
+from agent.drivers.hostproc import read_environ
 
 
 def test_a_live_process_environment_is_read_as_it_was_execd() -> None:
@@ -31,7 +31,7 @@ def test_an_empty_read_mid_execve_is_read_again_until_the_environment_shows(
 
 
 def test_an_environment_that_stays_empty_or_is_gone_reads_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(process, "ENVIRON_SETTLE", 0.05)
+    monkeypatch.setattr(hostproc, "ENVIRON_SETTLE", 0.05)
     proc = subprocess.Popen(["sleep", "30"], env={})
     try:
         assert read_environ(proc.pid) == {}

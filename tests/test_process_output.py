@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import time
 
-from agent.drivers.process import (
+from agent.drivers.hostproc import (
     CARRIER_EXEC,
     EXEC_OUTPUT_MAX,
     HOST_ENV,

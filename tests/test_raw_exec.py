@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from agent.drivers.base import DriverError, TaskContext, TaskHandle
-from agent.drivers.process import TOOL_PATH, Cgroups, proc_start_time
+from agent.drivers.cgroups import Cgroups
+from agent.drivers.hostproc import TOOL_PATH, proc_start_time
 from agent.drivers.raw_exec import DISABLED, RawExecDriver
 from agent.model import Resources, Task
 from agent.runner.logmonhook import HOST_LOGMON, LogLimits, LogmonOutput

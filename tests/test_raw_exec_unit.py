@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from agent.drivers.base import DriverError, TaskHandle
+from agent.drivers.cgroups import task_cgroup_name
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
-from agent.drivers.process import ENTER_TASK_ENV, exit_code_of, proc_start_time, task_cgroup_name
+from agent.drivers.hostproc import ENTER_TASK_ENV, exit_code_of, proc_start_time
 from agent.drivers.raw_exec import (
     DISABLED,
     RawExecDriver,

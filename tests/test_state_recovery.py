@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.drivers.process import Cgroups
+from agent.drivers.cgroups import Cgroups
 from agent.network import netns
 from agent.runner.adopt import EVENT_ADOPTED
 from lab.waits import wait_until

@@ -2,7 +2,7 @@
 tmp/, the alloc's shared dir, and for raw_exec whatever its user can write), so anything the agent
 reads there goes through a reader that opens by dir fd, follows no link, never blocks (O_NONBLOCK, a
 FIFO is refused), takes regular files only and caps the size: agent.templates.sandbox (`read_file`),
-agent.logs (`FileLog`, `TaskDirLog`), agent.drivers.process (`read_log_tail`), logmon's rotator
+agent.logs (`FileLog`, `TaskDirLog`), agent.drivers.hostproc (`read_log_tail`), logmon's rotator
 and the openers of the logmon hook and the task dirs (agent.logmon, agent.runner.logmonhook,
 agent.runner.taskdirs). The rule, grep-able:
 
@@ -33,16 +33,16 @@ SITES: dict[tuple[str, str, str], str] = {
     ("config.py", "_read", "path.read_text"): NODE,
     ("drivers/exec.py", "InitArgs.of", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
     ("drivers/exec.py", "_isolated", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
-    ("drivers/process.py", "proc_start_time", "Path(f'/proc/{pid}/stat').read_text"): PROC,
-    ("drivers/process.py", "children", "Path(f'/proc/{pid}/task/{pid}/children').read_text"): PROC,
-    ("drivers/process.py", "Cgroups.of_pid", "Path(f'/proc/{pid}/cgroup').read_text"): PROC,
-    ("drivers/process.py", "Cgroups.pids", "f.read_text"): PROC,  # cgroup.procs: the kernel's
+    ("drivers/hostproc.py", "proc_start_time", "Path(f'/proc/{pid}/stat').read_text"): PROC,
+    ("drivers/hostproc.py", "children", "Path(f'/proc/{pid}/task/{pid}/children').read_text"): PROC,
+    ("drivers/cgroups.py", "Cgroups.of_pid", "Path(f'/proc/{pid}/cgroup').read_text"): PROC,
+    ("drivers/cgroups.py", "Cgroups.pids", "f.read_text"): PROC,  # cgroup.procs: the kernel's
     # A task's environ is read only to find the carried environment of the agent's own root
     # processes (exec's init) and, for adoption after a lost state, the job a cgroup belongs to.
-    ("drivers/process.py", "read_environ", "path.read_bytes"): PROC,
+    ("drivers/hostproc.py", "read_environ", "path.read_bytes"): PROC,
     # a process task's stdout/stderr: its FIFOs in the alloc's .logmon dir (root's, 0700)
     ("drivers/process.py", "ProcessDriver.spawn", "output.open"): NODE,
-    ("drivers/process.py", "read_log_tail", "os.open"): TASK,
+    ("drivers/hostproc.py", "read_log_tail", "os.open"): TASK,
     ("drivers/usage.py", "_read", "(d / name).read_text"): PROC,  # the kernel's cgroup files
     ("drivers/raw_exec.py", "credentials", "Path(f'/proc/{pid}/status').read_text"): PROC,
     ("cli/jobfiles.py", "registration", "args.file.read_text"): CLI,  # `job run FILE`: the operator's
@@ -58,7 +58,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("logmon/docker.py", "follow", "os.open"): NODE,  # its since-file in the alloc's .logmon dir
     # a process task's keeper and the driver reading its record: /run/fieldlab/exits (root's, 0700),
     # /proc/<P>/stat of its own child, /dev/null
-    ("drivers/process.py", "ProcessDriver.recorded_code", "os.open"): NODE,
+    ("drivers/keeperclient.py", "ExitRecords.status", "os.open"): NODE,
     ("keeper.py", "record", "os.open"): NODE,
     ("keeper.py", "start_time", "open"): NODE,
     ("keeper.py", "main", "os.open"): NODE,
@@ -93,7 +93,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("workloads/probe/probe.py", "_read", "open"): PROBE,
 }
 SANDBOXED = {
-    ("drivers/process.py", "read_log_tail"),
+    ("drivers/hostproc.py", "read_log_tail"),
     ("logs.py", "FileLog._dir"),
     ("logs.py", "FileLog._read"),
     ("logs.py", "TaskDirLog.read"),

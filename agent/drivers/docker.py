@@ -37,7 +37,7 @@ from agent.drivers.base import (
     TaskStatus,
     inside_env,
 )
-from agent.drivers.process import EXEC_OUTPUT_MAX
+from agent.drivers.hostproc import EXEC_OUTPUT_MAX
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
 from agent.drivers.usage import Usage, docker_usage
 from agent.model import Task

@@ -59,28 +59,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.config import DEFAULT_CHROOT_ENV
-from agent.drivers import process
 from agent.drivers.base import DriverError, ExitReport, Mount, TaskContext, TaskHandle, inside_env
-from agent.drivers.process import (
+from agent.drivers.cgroups import cgroup_procs_of
+from agent.drivers.hostproc import (
     ENTER_TASK_ENV,
-    EXITS_DIR,
-    KeptProcess,
-    ProcessDriver,
     carried_env,
     carry_env,
-    cgroup_procs_of,
     children,
     host_tool,
     read_environ,
     read_log_tail,
 )
+from agent.drivers.keeperclient import EXITS_DIR, KeptProcess
+from agent.drivers.process import ProcessDriver
 from agent.drivers.session import ExecPlan
 from agent.model import Task
 
 log = logging.getLogger(__name__)
-# What moved to agent.drivers.process, still importable from here (the sweeper's and tests' name for it).
-Cgroups = process.Cgroups
-proc_start_time = process.proc_start_time
 DEFAULT_USER = "nobody"
 CHROOT_DIR = "chroot"  # the task's root (a mount point inside its mount namespace only)
 TMP_DIR = "tmp"  # <task dir>/tmp, the task's /tmp
@@ -123,7 +118,7 @@ DEV_LINKS = (
 )
 # The task's init (C), run by /bin/sh inside the new root as
 #   sh -c INIT fieldlab-task <env> <setpriv> <uid> <gid> <groups> <caps> <sh> <command> <args...>
-# C runs with HOST_ENV and the task's variables carried (agent.drivers.process.carry_env): they become
+# C runs with HOST_ENV and the task's variables carried (agent.drivers.hostproc.carry_env): they become
 # the environment only after setpriv has dropped to the task's user, through `sh -c ENTER_TASK_ENV`.
 INIT = (
     'env=$1 setpriv=$2 uid=$3 gid=$4 groups=$5 caps=$6 sh=$7; shift 7; "$env" --default-signal "$setpriv" '

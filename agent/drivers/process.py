@@ -2,22 +2,19 @@
 of its own (so it survives agent restarts), placed in a cgroup of its own with the task's limits before
 it runs anything, and found again by pid plus start time.
 
-    cgroups     <cgroup root>/fieldlab/<alloc id>.<task> on v2, or that dir below the memory and cpu
-                controllers on v1; P joins them itself (`echo $$ > cgroup.procs`) before it exec's the
-                task, so no child escapes them. The orphan sweeper (agent.sweeper) finds tasks of
-                allocs that are gone by these names, whichever driver made them.
+    cgroups     one per task (agent.drivers.cgroups); P joins them itself (`echo $$ > cgroup.procs`)
+                before it exec's the task, so no child escapes them.
     handle      TaskHandle(driver, pid of P, field 22 of /proc/<pid>/stat): a pid reused by another
                 process has another start time and is never adopted (status, signal, stop, reattach).
-    exits       one pidfd waiter thread per task (no polling). P's parent is its keeper (agent/keeper.py,
-                Nomad's executor in this): a process of its own that outlives agent restarts, reaps P
-                and records its status in EXITS_DIR/<alloc>.<task>.<pid>-<start time> (root's, 0700),
-                so a restarted agent still learns the exit code of a task that ended while it was
-                down. Without a
-                usable EXITS_DIR (not root), P is the agent's own child and a reattached process's
-                code is unknown (None).
+    exits       one pidfd waiter thread per task (no polling). P's parent is its keeper
+                (agent.drivers.keeperclient): a process of its own that outlives agent restarts and
+                records P's status, so a restarted agent still learns the exit code of a task that
+                ended while it was down. Without a usable EXITS_DIR (not root), P is the agent's own
+                child and a reattached process's code is unknown (None).
     signals     to P's process group (P is its session and group leader), so the task's children
                 get them too; stop is kill_signal, then SIGKILL after kill_timeout.
 
+The /proc reads, the carried environment and the capped reads are agent.drivers.hostproc's.
 `ProcessDriver` implements the TaskDriver protocol but `start` and `_exec_plan` (how a command goes
 into the task: a change script's `exec`, and `exec_session` for `alloc exec -i/-t`), which say what P is.
 """
@@ -28,21 +25,25 @@ import contextlib
 import logging
 import os
 import select
-import shlex
-import shutil
 import signal
-import stat
 import subprocess
-import sys
 import threading
-import time
-from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent import layout
 from agent.drivers.base import DriverError, ExitReport, TaskHandle, TaskOutput, TaskStatus
+from agent.drivers.cgroups import KILL_WAIT, Cgroups
+from agent.drivers.hostproc import exit_code_of, host_tool, proc_start_time, run_command
+from agent.drivers.keeperclient import (
+    EXITS_DIR,
+    RECORD_WAIT,
+    ExitRecords,
+    KeeperFailed,
+    KeptProcess,
+    spawn_kept,
+    usable_exits_dir,
+)
 from agent.drivers.usage import Usage, cgroup_usage
 from agent.model import Task
 
@@ -50,351 +51,6 @@ if TYPE_CHECKING:
     from agent.drivers.session import ExecPlan, ExecSession
 
 log = logging.getLogger(__name__)
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
-def cgroup_parent() -> str:
-    """The agent's task cgroups: <root>[/<controller>]/<parent>/<alloc>.<task> (agent.layout)."""
-    return layout.current().cgroup_parent
-
-
-TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-KILL_WAIT = 5.0  # seconds to wait for a process after SIGKILL
-EXITS_DIR = Path("/run/fieldlab/exits")  # the keepers' records: tmpfs, gone with a reboot as the tasks
-KEEPER = str(Path(__file__).resolve().parent.parent / "keeper.py")
-KEEPER_REPORT_WAIT = 10.0  # seconds for a keeper to say P's pid (a python start, a loaded node)
-RECORD_WAIT = 2.0  # seconds for a keeper to write the record of a P that just ended
-RECORD_POLL = 0.02  # seconds between looks for that record (the poll of a named wait: RECORD_WAIT)
-RECORD_MAX = 32  # bytes of a record: "-9\n"
-# What every host-side process of a process driver runs with (P before it becomes the workload, the
-# exec driver's setup and init, `alloc exec` and change scripts on their way in): nothing of the
-# task's environment, so a task's LD_PRELOAD, LD_AUDIT, GCONV_PATH, BASH_ENV... never reach a program
-# that runs as root outside the task's user (issue 32). The task's variables ride along under
-# CARRIER names, which no loader or shell reads, and become the environment only at the last step,
-# after the drop to the task's user: `sh -c 'eval "$FIELDLAB_TASK_EXEC"' env <command> <args>` execs
-# `env -i -- "$FIELDLAB_TASK_ENV_0" ... <command> <args>`.
-HOST_ENV = {"PATH": TOOL_PATH, "LC_ALL": "C"}
-CARRIER = "FIELDLAB_TASK_ENV_"
-CARRIER_EXEC = "FIELDLAB_TASK_EXEC"
-# `sh -c ENTER_TASK_ENV <env tool> <command> <args...>`: the last step into the task's environment.
-ENTER_TASK_ENV = f'eval "${CARRIER_EXEC}"'
-# The most output a change script or exec keeps: its last EXEC_OUTPUT_MAX bytes, kept as it streams.
-EXEC_OUTPUT_MAX = 64 * 1024
-READ_CHUNK = 64 * 1024
-
-
-def proc_start_time(pid: int, *, zombie_ok: bool = False) -> str | None:
-    """Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or None if gone (or a
-    zombie, unless `zombie_ok`: a child of the agent that exited and is not reaped yet)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] == "Z" and not zombie_ok:
-        return None
-    return fields[19]
-
-
-def children(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def host_tool(name: str, driver: str = "exec", what: str = "isolation") -> str:
-    """A node tool's path (util-linux/coreutils), a DriverError when the node lacks it."""
-    found = shutil.which(name, path=TOOL_PATH)
-    if found is None:
-        raise DriverError(driver, what, f"{name} not found on this node (util-linux/coreutils)")
-    return found
-
-
-class Cgroups:
-    """A task's cgroup(s): one dir under each v1 controller it uses, or one dir on v2."""
-
-    def __init__(self, name: str, root: Path = CGROUP_ROOT) -> None:
-        self.name = name
-        self.v2 = (root / "cgroup.controllers").exists()
-        self.dirs = (
-            [root / cgroup_parent() / name]
-            if self.v2
-            else [root / c / cgroup_parent() / name for c in ("memory", "cpu")]
-        )
-
-    @classmethod
-    def of_task(cls, alloc_id: str, task: str, root: Path = CGROUP_ROOT) -> Cgroups:
-        return cls(f"{alloc_id}.{task}", root)
-
-    @classmethod
-    def of_pid(cls, pid: int, root: Path = CGROUP_ROOT) -> Cgroups | None:
-        """The task cgroups process `pid` is in, None when it is in none (or gone)."""
-        try:
-            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-        except OSError:
-            return None
-        name = task_cgroup_name(lines)
-        return cls(name, root) if name else None
-
-    def create(self, memory_mb: int, cpu_shares: int) -> list[str]:
-        """Create and set limits; return what could not be applied (said in an event, not hidden)."""
-        problems = []
-        for d in self.dirs:
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                problems.append(f"cgroup {d}: {exc.strerror}")
-        limits = (
-            {
-                "memory.max": str(memory_mb * 1024 * 1024),
-                "cpu.weight": str(max(1, min(10000, cpu_shares // 10))),
-            }
-            if self.v2
-            else {
-                "memory.limit_in_bytes": str(memory_mb * 1024 * 1024),
-                "cpu.shares": str(max(2, cpu_shares)),
-            }
-        )
-        for f, value in limits.items():
-            target = next((d / f for d in self.dirs if (d / f).exists()), None)
-            if target is None:
-                problems.append(f"cgroup file {f} not available")
-                continue
-            try:
-                target.write_text(value)
-            except OSError as exc:
-                problems.append(f"{target}: {exc.strerror}")
-        return problems
-
-    def procs_files(self) -> list[Path]:
-        return [d / "cgroup.procs" for d in self.dirs if (d / "cgroup.procs").exists()]
-
-    def join_script(self) -> str:
-        """Shell that moves the running shell into these cgroups (P, before it exec's anything)."""
-        return "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in self.procs_files())
-
-    @classmethod
-    def names(cls, root: Path = CGROUP_ROOT) -> list[str]:
-        """Names of the task cgroups the agent made (for the orphan sweeper)."""
-        v2 = (root / "cgroup.controllers").exists()
-        base = root / cgroup_parent() if v2 else root / "memory" / cgroup_parent()
-        return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
-
-    def pids(self) -> list[int]:
-        found: set[int] = set()
-        for f in self.procs_files():
-            with contextlib.suppress(OSError):
-                found.update(int(x) for x in f.read_text().split())
-        return sorted(found)
-
-    def kill_pids(self) -> None:
-        """SIGKILL every process in the cgroup and wait (a while) for each to be gone."""
-        for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in self.pids():  # reaped by their parent (init) soon; rmdir needs them gone
-            with contextlib.suppress(OSError):
-                fd = os.pidfd_open(pid)
-                select.select([fd], [], [], KILL_WAIT)
-                os.close(fd)
-
-    def kill_all(self) -> None:
-        """SIGKILL every process in the cgroup, then remove it (an orphaned task)."""
-        self.kill_pids()
-        self.remove()
-
-    def remove(self) -> None:
-        for d in self.dirs:
-            with contextlib.suppress(OSError):
-                d.rmdir()
-
-
-def task_cgroup_name(proc_cgroup_lines: list[str]) -> str | None:
-    """The task cgroup's name ("<alloc>.<task>") in the lines of a /proc/<pid>/cgroup, if any."""
-    for line in proc_cgroup_lines:
-        path = line.split(":", 2)[-1]
-        if path.startswith(f"/{cgroup_parent()}/"):
-            parts = path.split("/")
-            if len(parts) > 2 and parts[2]:
-                return parts[2]
-    return None
-
-
-def cgroup_procs_of(pid: int) -> list[Path]:
-    """The cgroup.procs files of the task cgroups process `pid` is in."""
-    cg = Cgroups.of_pid(pid)
-    return cg.procs_files() if cg is not None else []
-
-
-# A process in the middle of an execve shows an empty /proc/<pid>/environ (the new image's stack is
-# not set up yet): a task whose shell `exec`s its program is caught so now and then. An empty read is
-# read again, every ENVIRON_POLL seconds, until ENVIRON_SETTLE seconds have passed.
-ENVIRON_SETTLE = 1.0
-ENVIRON_POLL = 0.01
-
-
-def read_environ(pid: int) -> dict[str, str]:
-    """The environment process `pid` was exec'd with ({} when it cannot be read, or is empty)."""
-    path = Path(f"/proc/{pid}/environ")
-    deadline = time.monotonic() + ENVIRON_SETTLE
-    while True:
-        try:
-            raw = path.read_bytes()
-        except OSError:
-            return {}
-        if raw or time.monotonic() >= deadline:
-            break
-        select.select([], [], [], ENVIRON_POLL)  # the poll's interval, within ENVIRON_SETTLE
-    return dict(kv.split("=", 1) for kv in raw.decode(errors="replace").split("\0") if "=" in kv)
-
-
-def carry_env(env: Mapping[str, str]) -> dict[str, str]:
-    """HOST_ENV plus the task's variables under carrier names, and the script that makes them the
-    environment (see HOST_ENV). A name that cannot be a variable (empty, or with `=` or a NUL) is left
-    out, as execve could not carry it either."""
-    pairs = [(k, v) for k, v in sorted(env.items()) if k and "=" not in k and "\0" not in k + v]
-    out = dict(HOST_ENV)
-    refs = []
-    for i, (k, v) in enumerate(pairs):
-        out[f"{CARRIER}{i}"] = f"{k}={v}"
-        refs.append(f'"${CARRIER}{i}"')
-    out[CARRIER_EXEC] = " ".join(['exec "$0" -i --', *refs, '"$@"'])
-    return out
-
-
-def carried_env(environ: Mapping[str, str]) -> dict[str, str] | None:
-    """The task environment `carry_env` carried in `environ` (a process's own, read back), or None
-    when `environ` carries none."""
-    if CARRIER_EXEC not in environ:
-        return None
-    out: dict[str, str] = {}
-    i = 0
-    while f"{CARRIER}{i}" in environ:
-        k, _, v = environ[f"{CARRIER}{i}"].partition("=")
-        out[k] = v
-        i += 1
-    return out
-
-
-def enter_task_env(sh: str, env_tool: str) -> list[str]:
-    """The argv prefix that runs `<command> <args>` (appended) in the carried task environment."""
-    return [sh, "-c", ENTER_TASK_ENV, env_tool]
-
-
-_SAFE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-
-def read_log_tail(logs: Path, name: str, offset: int, limit: int = 400) -> str:
-    """What <dir>/<name> gained past `offset`, its last `limit` characters; opened by the dir's fd
-    without following a link or blocking on a FIFO, and read only if it is a regular file."""
-    flags = os.O_RDONLY | _SAFE_FLAGS
-    try:
-        dfd = os.open(logs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            fd = os.open(name, flags, dir_fd=dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        return ""
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return ""
-        start = max(offset, st.st_size - 4 * limit)
-        return os.pread(fd, 4 * limit, start).decode(errors="replace").strip()[-limit:]
-    finally:
-        os.close(fd)
-
-
-def read_capped(fd: int, deadline: float, limit: int = EXEC_OUTPUT_MAX) -> tuple[bytes, bool]:
-    """Read `fd` to its end or `deadline` (monotonic), keeping only the last `limit` bytes as the
-    output streams (a command that prints 200 MB costs `limit`). Returns (tail, whether it ended)."""
-    kept: deque[bytes] = deque()
-    size = 0
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return b"".join(kept)[-limit:], False
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(fd, READ_CHUNK)
-        if not chunk:
-            return b"".join(kept)[-limit:], True
-        kept.append(chunk)
-        size += len(chunk)
-        while size - len(kept[0]) >= limit:
-            size -= len(kept.popleft())
-
-
-def task_environ(pid: int) -> dict[str, str]:
-    """The task environment of process `pid`: the one it carries (a host-side process of a process
-    driver), else its own as read (a workload)."""
-    environ = read_environ(pid)
-    carried = carried_env(environ)
-    return environ if carried is None else carried
-
-
-def exit_code_of(returncode: int) -> int:
-    """A child's exit status as docker reports it: its code, or 128+N when signal N killed it."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def run_command(
-    argv: list[str], env: Mapping[str, str] | None, timeout: float, cwd: str = "/"
-) -> tuple[int, str]:
-    """(exit code, the last EXEC_OUTPUT_MAX bytes of stdout+stderr, read as they come); on timeout
-    the whole process group is killed."""
-    proc = subprocess.Popen(
-        argv,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    try:
-        out, ended = read_capped(proc.stdout.fileno(), deadline)
-        if ended:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(max(0.0, deadline - time.monotonic()))
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return -1, f"timed out after {timeout:.0f}s"
-    finally:
-        proc.stdout.close()
-    return proc.returncode, out.decode(errors="replace")
-
-
-class KeptProcess:
-    """P started by its keeper: P's pid, and the keeper (the agent's child) to reap."""
-
-    def __init__(self, pid: int, started: str, keeper: subprocess.Popen[bytes]) -> None:
-        self.pid = pid
-        self.started = started  # P's start time, read by the keeper while P was alive or unreaped
-        self.keeper = keeper
-
-
-def _usable_exits_dir(path: Path) -> Path | None:
-    """EXITS_DIR made (root's, 0700) or checked; None, with a warning, when it cannot be (not
-    root): tasks are then the agent's own children, their codes lost with the agent."""
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        st = os.lstat(path)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            raise OSError(f"{path} is not a directory of uid {os.geteuid()}")
-        if stat.S_IMODE(st.st_mode) != 0o700:
-            os.chmod(path, 0o700)
-    except OSError as exc:
-        log.warning("no task keepers (exit codes are lost with the agent): %s", exc)
-        return None
-    return path
 
 
 class ProcessDriver:
@@ -413,55 +69,21 @@ class ProcessDriver:
         self._keepers: dict[int, subprocess.Popen[bytes]] = {}  # P's pid -> the keeper this agent started
         self._codes: dict[int, int] = {}
         self._lock = threading.Lock()
-        self.exits_dir = _usable_exits_dir(exits_dir) if exits_dir is not None else None
+        usable = usable_exits_dir(exits_dir) if exits_dir is not None else None
+        self.records = ExitRecords(usable, self.name) if usable is not None else None
 
-    # -- the keepers' records ----------------------------------------------------------------------
-    def _record_path(self, handle: TaskHandle) -> Path | None:
-        """The record of P's end, `<alloc>.<task>.<pid>-<start time>` (the keeper's name), if written."""
-        if self.exits_dir is None or not handle.id.isdigit() or not handle.started_at.isdigit():
-            return None
-        suffix = f".{handle.id}-{handle.started_at}"
-        try:
-            names = [n for n in os.listdir(self.exits_dir) if n.endswith(suffix)]
-        except OSError:
-            return None
-        return self.exits_dir / names[0] if names else None
-
+    # -- the keepers' records (agent.drivers.keeperclient) ----------------------------------------------
     def forget_records(self, alloc_id: str, task: str) -> None:
         """The task's records: at its next start (the runner handled every earlier exit before it
         starts the task again) and at its removal."""
-        if self.exits_dir is None:
-            return
-        prefix = f"{alloc_id}.{task}."
-        with contextlib.suppress(OSError):
-            for name in os.listdir(self.exits_dir):
-                if name.startswith(prefix):
-                    with contextlib.suppress(OSError):
-                        os.unlink(self.exits_dir / name)
+        if self.records is not None:
+            self.records.forget(alloc_id, task)
 
     def recorded_code(self, handle: TaskHandle, wait: float = 0.0) -> int | None:
-        """The exit code P's keeper recorded (the driver's way: exit_code), waiting up to `wait`
-        seconds for the record; None when there is none (no keeper, a reboot, a keeper killed)."""
-        if self.exits_dir is None:
-            return None
-        deadline = time.monotonic() + wait
-        while (path := self._record_path(handle)) is None:
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(RECORD_POLL)  # the keeper reaps P, then writes: a few ms
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            text = os.read(fd, RECORD_MAX).decode(errors="replace").strip()
-        finally:
-            os.close(fd)
-        try:
-            return self.exit_code(int(text))
-        except ValueError:
-            log.warning("%s: keeper record %s unreadable: %r", self.name, path.name, text[:16])
-            return None
+        """The exit code P's keeper recorded, as exit_code reports it, waiting up to `wait` seconds
+        for the record; None when there is none (no keeper, a reboot, a keeper killed)."""
+        status = self.records.status(handle, wait) if self.records is not None else None
+        return None if status is None else self.exit_code(status)
 
     def ended(self, proc: subprocess.Popen[bytes] | KeptProcess) -> tuple[bool, int | None]:
         """Whether P ended (without reaping a child P), and its code when known."""
@@ -568,10 +190,14 @@ class ProcessDriver:
         try:
             if output is not None:
                 out, err = output.open()
-            if self.exits_dir is not None:
-                self.forget_records(alloc_id, task.name)
+            if self.records is not None:
+                self.records.forget(alloc_id, task.name)
                 name = f"{alloc_id}.{task.name}."
-                return self._spawn_kept(task, name, argv, env=env, cwd=cwd, out=out, err=err, what=what)
+                try:
+                    return spawn_kept(self.records.dir, name, argv, env=env, cwd=cwd, out=out, err=err)
+                except KeeperFailed as exc:
+                    why = f"cannot start {what!r}: {exc}"
+                    raise DriverError(self.name, f"task {task.name}", why) from None
             return subprocess.Popen(
                 argv,
                 cwd=cwd,
@@ -589,47 +215,6 @@ class ProcessDriver:
             for fd in (out, err):
                 if fd >= 0:
                     os.close(fd)
-
-    def _spawn_kept(
-        self,
-        task: Task,
-        name: str,
-        argv: list[str],
-        *,
-        env: Mapping[str, str],
-        cwd: str | Path,
-        out: int,
-        err: int,
-        what: str,
-    ) -> KeptProcess:
-        """P started by its keeper (agent/keeper.py): the keeper's report is P's pid."""
-        assert self.exits_dir is not None
-        r, w = os.pipe2(os.O_CLOEXEC)
-        try:
-            keeper = subprocess.Popen(
-                [sys.executable, "-I", "-S", KEEPER, str(self.exits_dir), name, str(w), *argv],
-                cwd=cwd,
-                env=dict(env),
-                stdout=out if out >= 0 else subprocess.DEVNULL,
-                stderr=err if err >= 0 else subprocess.DEVNULL,
-                stdin=subprocess.DEVNULL,
-                pass_fds=(w,),
-                start_new_session=True,  # not in the agent's group, nor in P's
-            )
-        finally:
-            os.close(w)
-        try:
-            report, _ = read_capped(r, time.monotonic() + KEEPER_REPORT_WAIT, 4096)
-        finally:
-            os.close(r)
-        line = report.decode(errors="replace").strip()
-        pid, _, started = line.partition(" ")
-        if not (pid.isdigit() and started.isdigit()):
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                keeper.wait(KILL_WAIT)
-            why = line.removeprefix("error ") or f"its keeper said nothing (exit {keeper.poll()})"
-            raise DriverError(self.name, f"task {task.name}", f"cannot start {what!r}: {why}")
-        return KeptProcess(int(pid), started, keeper)
 
     def adopt(self, alloc_id: str, task: Task, proc: subprocess.Popen[bytes] | KeptProcess) -> TaskHandle:
         """Track P: its handle, and its exit reported through on_exit. A P that already exited (not
@@ -711,7 +296,7 @@ class ProcessDriver:
                 if keeper is not None:  # it writes the record, then ends: reaped here
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         keeper.wait(RECORD_WAIT)
-                code = self.recorded_code(handle, wait=RECORD_WAIT if self.exits_dir else 0.0)
+                code = self.recorded_code(handle, wait=RECORD_WAIT if self.records else 0.0)
                 if code is not None:
                     self._codes[pid] = code
             self._report(alloc_id, handle)

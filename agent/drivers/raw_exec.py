@@ -37,18 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle
-from agent.drivers.process import (
-    EXITS_DIR,
-    HOST_ENV,
-    TOOL_PATH,
-    Cgroups,
-    ProcessDriver,
-    carry_env,
-    cgroup_procs_of,
-    enter_task_env,
-    exit_code_of,
-    host_tool,
-)
+from agent.drivers.cgroups import Cgroups, cgroup_procs_of
+from agent.drivers.hostproc import HOST_ENV, TOOL_PATH, carry_env, enter_task_env, exit_code_of, host_tool
+from agent.drivers.keeperclient import EXITS_DIR
+from agent.drivers.process import ProcessDriver
 from agent.drivers.session import ExecPlan
 from agent.model import Task
 

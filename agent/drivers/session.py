@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.drivers.base import DriverError
-from agent.drivers.process import children
+from agent.drivers.hostproc import children
 from agent.execframes import STDERR, STDOUT
 
 READ_SIZE = 64 * 1024

@@ -1,7 +1,7 @@
 """What a running task uses now (Nomad's `alloc status -stats`, `GET /v1/client/allocation/:id/stats`):
 memory and CPU time, read where the kernel keeps them for the task.
 
-- exec and raw_exec tasks: the task's own cgroup (agent.drivers.process.Cgroups): on cgroup v2
+- exec and raw_exec tasks: the task's own cgroup (agent.drivers.cgroups.Cgroups): on cgroup v2
   `memory.current`, `memory.peak`, `memory.stat` (anon, file) and `cpu.stat` (usage/user/system
   µs, throttling); on v1 the memory controller's files.
 - docker tasks: the engine's one-shot stats of the container (no second sample is waited for).

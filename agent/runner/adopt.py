@@ -29,8 +29,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_ROLE, LABEL_TASK, TaskHandle
+from agent.drivers.cgroups import Cgroups
 from agent.drivers.docker import DockerDriver
-from agent.drivers.process import Cgroups, task_environ
+from agent.drivers.hostproc import task_environ
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
 from agent.records import MIN_PREFIX

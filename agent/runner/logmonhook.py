@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from agent.drivers.process import proc_start_time
+from agent.drivers.hostproc import proc_start_time
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from agent.config import DEFAULT_TOKEN_ROLE as TOKEN_ROLE
-from agent.drivers.process import CGROUP_ROOT
+from agent.drivers.cgroups import CGROUP_ROOT
 from agent.errors import AgentError
 from e2e.harness.checkers import (
     BUSYBOX,

@@ -1,0 +1,139 @@
+"""A process task's cgroups: <cgroup root>/<parent>/<alloc id>.<task> on v2, or that dir below the
+memory and cpu controllers on v1 (the parent is agent.layout's). P joins them itself before it exec's
+the task, so no child escapes them; the orphan sweeper (agent.sweeper) finds tasks of allocs that are
+gone by these names, whichever driver made them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shlex
+import signal
+from pathlib import Path
+
+from agent import layout
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+KILL_WAIT = 5.0  # seconds to wait for a process after SIGKILL
+
+
+def cgroup_parent() -> str:
+    """The agent's task cgroups: <root>[/<controller>]/<parent>/<alloc>.<task> (agent.layout)."""
+    return layout.current().cgroup_parent
+
+
+class Cgroups:
+    """A task's cgroup(s): one dir under each v1 controller it uses, or one dir on v2."""
+
+    def __init__(self, name: str, root: Path = CGROUP_ROOT) -> None:
+        self.name = name
+        self.v2 = (root / "cgroup.controllers").exists()
+        self.dirs = (
+            [root / cgroup_parent() / name]
+            if self.v2
+            else [root / c / cgroup_parent() / name for c in ("memory", "cpu")]
+        )
+
+    @classmethod
+    def of_task(cls, alloc_id: str, task: str, root: Path = CGROUP_ROOT) -> Cgroups:
+        return cls(f"{alloc_id}.{task}", root)
+
+    @classmethod
+    def of_pid(cls, pid: int, root: Path = CGROUP_ROOT) -> Cgroups | None:
+        """The task cgroups process `pid` is in, None when it is in none (or gone)."""
+        try:
+            lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        except OSError:
+            return None
+        name = task_cgroup_name(lines)
+        return cls(name, root) if name else None
+
+    def create(self, memory_mb: int, cpu_shares: int) -> list[str]:
+        """Create and set limits; return what could not be applied (said in an event, not hidden)."""
+        problems = []
+        for d in self.dirs:
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                problems.append(f"cgroup {d}: {exc.strerror}")
+        limits = (
+            {
+                "memory.max": str(memory_mb * 1024 * 1024),
+                "cpu.weight": str(max(1, min(10000, cpu_shares // 10))),
+            }
+            if self.v2
+            else {
+                "memory.limit_in_bytes": str(memory_mb * 1024 * 1024),
+                "cpu.shares": str(max(2, cpu_shares)),
+            }
+        )
+        for f, value in limits.items():
+            target = next((d / f for d in self.dirs if (d / f).exists()), None)
+            if target is None:
+                problems.append(f"cgroup file {f} not available")
+                continue
+            try:
+                target.write_text(value)
+            except OSError as exc:
+                problems.append(f"{target}: {exc.strerror}")
+        return problems
+
+    def procs_files(self) -> list[Path]:
+        return [d / "cgroup.procs" for d in self.dirs if (d / "cgroup.procs").exists()]
+
+    def join_script(self) -> str:
+        """Shell that moves the running shell into these cgroups (P, before it exec's anything)."""
+        return "".join(f'echo "$$" > {shlex.quote(str(p))}; ' for p in self.procs_files())
+
+    @classmethod
+    def names(cls, root: Path = CGROUP_ROOT) -> list[str]:
+        """Names of the task cgroups the agent made (for the orphan sweeper)."""
+        v2 = (root / "cgroup.controllers").exists()
+        base = root / cgroup_parent() if v2 else root / "memory" / cgroup_parent()
+        return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+    def pids(self) -> list[int]:
+        found: set[int] = set()
+        for f in self.procs_files():
+            with contextlib.suppress(OSError):
+                found.update(int(x) for x in f.read_text().split())
+        return sorted(found)
+
+    def kill_pids(self) -> None:
+        """SIGKILL every process in the cgroup and wait (a while) for each to be gone."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in self.pids():  # reaped by their parent (init) soon; rmdir needs them gone
+            with contextlib.suppress(OSError):
+                fd = os.pidfd_open(pid)
+                select.select([fd], [], [], KILL_WAIT)
+                os.close(fd)
+
+    def kill_all(self) -> None:
+        """SIGKILL every process in the cgroup, then remove it (an orphaned task)."""
+        self.kill_pids()
+        self.remove()
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+def task_cgroup_name(proc_cgroup_lines: list[str]) -> str | None:
+    """The task cgroup's name ("<alloc>.<task>") in the lines of a /proc/<pid>/cgroup, if any."""
+    for line in proc_cgroup_lines:
+        path = line.split(":", 2)[-1]
+        if path.startswith(f"/{cgroup_parent()}/"):
+            parts = path.split("/")
+            if len(parts) > 2 and parts[2]:
+                return parts[2]
+    return None
+
+
+def cgroup_procs_of(pid: int) -> list[Path]:
+    """The cgroup.procs files of the task cgroups process `pid` is in."""
+    cg = Cgroups.of_pid(pid)
+    return cg.procs_files() if cg is not None else []
