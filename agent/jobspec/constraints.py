@@ -22,7 +22,7 @@ from agent.model import Constraint
 from agent.placement import DISTINCT_HOSTS, DISTINCT_PROPERTY, validate
 
 if TYPE_CHECKING:
-    from agent.jobspec.build import Builder
+    from agent.jobspec.reader import BodyReader
 
 # jobspec2's shorthands that set the operator and the value, in the order it applies them.
 SHORTHANDS = ("version", "semver", "regexp", "set_contains")
@@ -41,7 +41,7 @@ _IGNORED_WHY = {
 
 
 def read_constraints(
-    builder: Builder, body: Body, path: str, *, task_level: bool = False
+    builder: BodyReader, body: Body, path: str, *, task_level: bool = False
 ) -> tuple[Constraint, ...]:
     """The `constraint` blocks of `body` (a job's, a group's or a task's at `path`); every problem is
     reported to the builder's report and the constraint left out."""
@@ -54,7 +54,7 @@ def read_constraints(
     return tuple(out)
 
 
-def _one(builder: Builder, block: Body, path: str, task_level: bool) -> Constraint | None:
+def _one(builder: BodyReader, block: Body, path: str, task_level: bool) -> Constraint | None:
     before = len(builder.report.problems)
     keys = {"ltarget": "attribute", "rtarget": "value", "operand": "operator"}
     ltarget = builder._str(block, "attribute", path)

@@ -24,7 +24,7 @@ from agent.jobspec.tree import Body, join
 from agent.model import HostVolume, Task, VolumeMount
 
 if TYPE_CHECKING:
-    from agent.jobspec.build import Builder
+    from agent.jobspec.reader import BodyReader
 
 VOLUME_TYPES = ("host", "csi")
 PROPAGATION_MODES = ("private", "host-to-task", "bidirectional")
@@ -33,7 +33,7 @@ PROPAGATION_MODES = ("private", "host-to-task", "bidirectional")
 RESERVED = ("/", "/alloc", "/local", "/secrets", "/tmp", "/dev", "/proc", "/sys", "/.oldroot")  # noqa: S108
 
 
-def read_volumes(builder: Builder, body: Body, path: str) -> tuple[tuple[HostVolume, ...], set[str]]:
+def read_volumes(builder: BodyReader, body: Body, path: str) -> tuple[tuple[HostVolume, ...], set[str]]:
     """The group's host volumes, and the aliases of its csi ones (left out, warned about)."""
     volumes: list[HostVolume] = []
     csi: set[str] = set()
@@ -52,7 +52,7 @@ def read_volumes(builder: Builder, body: Body, path: str) -> tuple[tuple[HostVol
     return tuple(volumes), csi
 
 
-def read_mounts(builder: Builder, body: Body, path: str) -> tuple[VolumeMount, ...]:
+def read_mounts(builder: BodyReader, body: Body, path: str) -> tuple[VolumeMount, ...]:
     """The task's `volume_mount` blocks (checked against the group's volumes in `check_mounts`)."""
     mounts: list[VolumeMount] = []
     for _, mb, mpath in builder._blocks(body, "volume_mount", path):
@@ -68,7 +68,7 @@ def read_mounts(builder: Builder, body: Body, path: str) -> tuple[VolumeMount, .
     return tuple(mounts)
 
 
-def _destination_ok(builder: Builder, dest: str, where: str) -> bool:
+def _destination_ok(builder: BodyReader, dest: str, where: str) -> bool:
     if not dest.startswith("/"):
         builder.report.error(where, f'"{dest}" is not an absolute path in the task')
         return False
@@ -88,7 +88,7 @@ def _nested(a: str, b: str) -> bool:
 
 
 def check_mounts(
-    builder: Builder, tasks: list[Task], volumes: tuple[HostVolume, ...], csi: set[str], path: str
+    builder: BodyReader, tasks: list[Task], volumes: tuple[HostVolume, ...], csi: set[str], path: str
 ) -> list[Task]:
     """Each task's mounts against its group's volumes (Nomad: "references undefined volume"); a
     mount of a csi volume is left out with the volume."""
