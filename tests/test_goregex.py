@@ -17,7 +17,7 @@ from agent import goregex
 from agent.gotemplate import TemplateExecError, consul_functions, parse
 from agent.jobspec.hcleval import Scope, evaluate
 from agent.jobspec.hclexpr import parse_expression
-from agent.jobspec.hclfuncs import MAX_VALUE_SIZE, Context, EvalError
+from agent.jobspec.hclvalues import MAX_VALUE_SIZE, Context, EvalError
 from tests.gotemplate_cases import FIXED_NOW, FakeSource
 
 FUNCS = consul_functions(FakeSource(), now=lambda: FIXED_NOW)

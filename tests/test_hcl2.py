@@ -15,7 +15,8 @@ from agent.jobspec import JobspecError, ParsedJob, load_jobspec, parse_jobspec
 from agent.jobspec.hcl import parse_hcl
 from agent.jobspec.hcleval import Scope, evaluate
 from agent.jobspec.hclexpr import ParseError, parse_expression, parse_template
-from agent.jobspec.hclfuncs import FUNCTIONS, Context, EvalError
+from agent.jobspec.hclfuncs import FUNCTIONS
+from agent.jobspec.hclvalues import Context, EvalError
 from agent.jobspec.hclvars import parse_var_args, parse_var_file
 from agent.jobspec.tree import Block, Invalid, Report
 

@@ -48,7 +48,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("cli/jobfiles.py", "registration", "args.file.read_text"): CLI,  # `job run FILE`: the operator's
     ("fsutil.py", "unmount_below", "open"): PROC,  # /proc/self/mounts
     ("jobspec/__init__.py", "load_jobspec", "path.read_text"): CLI,
-    ("jobspec/hclfuncs.py", "_read_file", "path.open"): CLI,  # HCL file(): the agent gets a bundle
+    ("jobspec/hclfuncs/net.py", "_read_file", "path.open"): CLI,  # HCL file(): the agent gets a bundle
     ("killpoints.py", "sigkill_at.hook", "os.open"): NODE,
     ("logs.py", "FileLog._dir", "os.open"): TASK,  # alloc/ and logs/ by dir fd, O_NOFOLLOW
     ("logs.py", "FileLog._read", "os.open"): TASK,  # O_NOFOLLOW|O_NONBLOCK, regular only

@@ -39,9 +39,9 @@ from agent.jobspec.hclexpr import (
     Variable,
     is_traversal,
 )
-from agent.jobspec.hclfuncs import Context, EvalError
-from agent.jobspec.hclfuncs import kind as kind_of
 from agent.jobspec.hclsyntax import Attribute, SyntaxBlock, SyntaxBody, parse_body
+from agent.jobspec.hclvalues import Context, EvalError
+from agent.jobspec.hclvalues import kind as kind_of
 from agent.jobspec.hclvars import VariableDecl, declare, resolve_locals, resolve_variables
 from agent.jobspec.tree import Block, Body, Invalid, Report
 

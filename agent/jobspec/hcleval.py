@@ -42,9 +42,8 @@ from agent.jobspec.hclexpr import (
     is_traversal,
     root_name,
 )
-from agent.jobspec.hclfuncs import (
-    FUNCTIONS,
-    REFUSED,
+from agent.jobspec.hclfuncs import FUNCTIONS, REFUSED
+from agent.jobspec.hclvalues import (
     Context,
     EvalError,
     check_size,

@@ -9,7 +9,7 @@ types parse it as an HCL expression: `-var count=3`, `-var 'tags=["a","b"]'`); o
 as they are; then the value is converted to the type as HCL converts (number "5" -> 5). Problems with
 the given values name the variable (`variable "x": no value given; ...`); problems in a declaration or a
 failed validation are at the variable's path (`variable.x`). Types and conversion are in
-agent.jobspec.hclfuncs (`Type`, `convert`), shared with the `convert()` function.
+agent.jobspec.hclvalues (`Type`, `convert`), shared with the `convert()` function.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from agent.jobspec.errors import JobspecError
 from agent.jobspec.hcleval import Scope, StaticError, evaluate
 from agent.jobspec.hclexpr import Interpolation, Node, ParseError, Template, parse_expression
-from agent.jobspec.hclfuncs import ANY, Context, EvalError, Type, convert, number, type_from_ast
+from agent.jobspec.hclvalues import ANY, Context, EvalError, Type, convert, number, type_from_ast
 from agent.jobspec.tree import Report
 
 __all__ = [
