@@ -17,7 +17,7 @@ LAB ?= default
 CLIENTS ?= 2
 # docker (default), static (INVENTORY=your hosts) or qemu (VMs with a real kernel: docs/vm.md)
 PROVIDER ?= docker
-SCENARIOS := node_base openbao pki consul docker_engine cni workload_images fieldlab_agent
+SCENARIOS := node_base openbao pki artifact_server consul docker_engine cni workload_images fieldlab_agent
 STAMP := $(VENV)/.installed
 
 .PHONY: help

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 from dataclasses import dataclass, field, fields
@@ -136,6 +137,11 @@ class Config:
     # Nomad's client host_volume blocks: name -> a dir of the node that a group's `volume` of type
     # host may ask for, read only to every task when set so.
     host_volumes: tuple[tuple[str, str, bool], ...] = ()
+    # -- artifacts (agent.getter) -----------------------------------------------------------------
+    # Where a task's artifacts may come from: networks (CIDR) or host names. Loopback only unless the
+    # config says more; the lab's role gives its own nodes' subnet (the lab sends traffic nowhere else).
+    artifact_allowed_hosts: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
+    artifact_max_bytes: int = 100 * 1024 * 1024  # one download (Nomad's artifact http_max_size)
     docker_pids_limit: int = 4096  # pids limit of every task container (0: none)
     # The docker driver: off on a node without a docker engine (the lab's light clients): docker
     # tasks are refused at submission with the reason, and nothing of docker is polled or swept.
@@ -213,6 +219,20 @@ def _chroot_env(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str],
             raise ConfigError(p, f"{key}.{host}", "host path and chroot path must be absolute paths")
         out.append((host, inside))
     return tuple(out)
+
+
+def _allowed_hosts(p: str, raw: dict[str, Any], key: str) -> tuple[str, ...]:
+    """Networks ("10.0.0.0/8", "127.0.0.1") or host names ("server1")."""
+    out = _strings(p, raw, key)
+    for i, item in enumerate(out):
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            if not all(c.isalnum() or c in "-." for c in item):
+                raise ConfigError(
+                    p, f"{key}[{i}]", f'"{item}" is neither a network (CIDR) nor a host name'
+                ) from None
+    return out
 
 
 def _host_volumes(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str, bool], ...]:
@@ -388,6 +408,8 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "exec_allow_root": lambda: _bool(p, raw, "exec_allow_root"),
         "chroot_env": lambda: _chroot_env(p, raw, "chroot_env"),
         "host_volumes": lambda: _host_volumes(p, raw, "host_volumes"),
+        "artifact_allowed_hosts": lambda: _allowed_hosts(p, raw, "artifact_allowed_hosts"),
+        "artifact_max_bytes": lambda: _count(p, raw, "artifact_max_bytes"),
         "node_meta": lambda: _node_meta(p, raw, "node_meta"),
         "docker_pids_limit": lambda: _count(p, raw, "docker_pids_limit", minimum=0),
         "raw_exec_enabled": lambda: _bool(p, raw, "raw_exec_enabled"),

@@ -30,6 +30,7 @@ from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.faults import Faults
 from agent.gc import TERMINAL_STATUSES, GarbageCollector, GcReport, alloc_fs_usage
+from agent.getter.getter import ArtifactGetter, HttpGetter
 from agent.jobcodec import encode_job
 from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
 from agent.jobupdate import UpdatePlan, earlier_versions, plan_job_update
@@ -123,6 +124,7 @@ class Core:
         offload: Offload | None = None,
         gc_limits: GcLimits | None = None,
         node: NodeFacts | None = None,
+        getter: ArtifactGetter | None = None,
     ) -> None:
         self.limits = limits  # what a jobspec may ask for (the client's max_count, max_kill_timeout)
         self.datacenter = datacenter
@@ -181,6 +183,7 @@ class Core:
             kill_point=self.kill_point,
             offload=self.offload,
             host_volumes=self.node.host_volumes,
+            getter=getter or HttpGetter(),
         )
         self.restore_seconds = 0.0
         self.sweeper = sweeper

@@ -159,6 +159,19 @@ class VolumeMount:
 
 
 @dataclass(frozen=True)
+class Artifact:
+    """A task's `artifact` (Nomad's TaskArtifact): `source` fetched into `destination` (relative to
+    the task dir) before the task's first start; `mode` any, file or dir; `options` go-getter's
+    (checksum, archive) and the URL's query; `headers` sent with the request."""
+
+    source: str
+    destination: str = "local/"
+    mode: str = "any"
+    options: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Lifecycle:
     """A task's `lifecycle` block (Nomad's TaskLifecycleConfig): `hook` prestart, poststart or
     poststop; `sidecar`: it runs beside the main tasks instead of running to completion."""
@@ -186,6 +199,7 @@ class Task:
     shutdown_delay: float = 0.0  # seconds between its services' deregistration and its kill signal
     lifecycle: Lifecycle | None = None  # None: a main task
     volume_mounts: tuple[VolumeMount, ...] = ()
+    artifacts: tuple[Artifact, ...] = ()
 
 
 @dataclass(frozen=True)

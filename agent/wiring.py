@@ -22,6 +22,8 @@ from agent.drivers.exec import ExecDriver
 from agent.drivers.registry import build_registry
 from agent.errors import AgentError
 from agent.faults import Faults
+from agent.getter.fetch import FetchLimits
+from agent.getter.getter import HttpGetter
 from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
@@ -51,6 +53,7 @@ class CoreSettings:
     exec_allow_root: bool = False
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
     host_volumes: tuple[tuple[str, str, bool], ...] = ()  # (name, path, read_only), the config's
+    artifacts: HttpGetter = field(default_factory=HttpGetter)  # how tasks' artifacts are fetched
     docker_pids_limit: int = 0
     vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
     limits: Limits = DEFAULT_LIMITS  # what a jobspec may ask for (max_count, max_kill_timeout)
@@ -77,6 +80,11 @@ class CoreSettings:
             exec_allow_root=cfg.exec_allow_root,
             chroot_env=cfg.chroot_env,
             host_volumes=cfg.host_volumes,
+            artifacts=HttpGetter(
+                allowed_hosts=cfg.artifact_allowed_hosts,
+                fetch_limits=FetchLimits(max_bytes=cfg.artifact_max_bytes),
+                cafile=str(cfg.tls.ca_file) if cfg.tls else None,
+            ),
             docker_pids_limit=cfg.docker_pids_limit,
             vault_token_role=cfg.vault.token_role,
             limits=Limits(
@@ -160,6 +168,7 @@ def build_core(
         datacenter=settings.datacenter,
         gc_limits=settings.gc,
         node=node,
+        getter=settings.artifacts,
     )
 
 

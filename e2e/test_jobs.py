@@ -1,11 +1,16 @@
 """The reference agent on the lab: the seed's jobspec (seeds/cni-check-on-restore) submitted to
 client1 over mTLS runs, and its mapped port answers from client2, across the lab network; a bad
-jobspec is refused with its path. What happens to the job across restarts and reboots is
-test_restore.py's story."""
+jobspec is refused with its path; an artifact served by the lab's artifact server (server1) lands in
+the task dir, checked against its checksum, before the task starts. What happens to the job across
+restarts and reboots is test_restore.py's story."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import tarfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,3 +59,71 @@ def test_an_invalid_jobspec_is_refused_with_its_path(cluster: Cluster) -> None:
     assert "400" in str(exc.value), exc.value
     assert "job.x.group.g.task.t.driver" in str(exc.value), exc.value
     assert agent.jobs() == before, "a refused job must store nothing"
+
+
+ARTIFACT_JOB = """
+job "%(job)s" {
+  type = "batch"
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "cat $NOMAD_TASK_DIR/app/conf/greeting"]
+      }
+      artifact {
+        source      = "http://%(server)s:8089/%(file)s"
+        destination = "local/app"
+        options {
+          checksum = "sha256:%(sha)s"
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def _tar_gz(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_an_artifact_from_the_lab_server_lands_checked_before_the_task_starts(cluster: Cluster) -> None:
+    agent = cluster.agent(cluster.clients[0])
+    server = cluster.servers[0]
+    token = uuid.uuid4().hex[:8]
+    body = _tar_gz({"conf/greeting": f"hello {token}\n".encode()})
+    name = f"e2e-{token}.tar.gz"
+    server.put(f"/srv/fieldlab-artifacts/{name}", body)
+    job = f"artifact-{token}"
+    spec = ARTIFACT_JOB % {
+        "job": job,
+        "server": server.address,
+        "file": name,
+        "sha": hashlib.sha256(body).hexdigest(),
+    }
+    (alloc_id,) = agent.run_job(spec, "artifact.hcl")
+    try:
+
+        def done() -> tuple[str | None, str]:
+            status = agent.raw_alloc(alloc_id)["ClientStatus"]
+            return (status if status in ("complete", "failed") else None), status
+
+        assert (
+            wait_until(done, timeout=AGENT_HEALTHY, what=f"alloc {alloc_id} of {job} to finish") == "complete"
+        )
+        code, out = agent.api.request_raw(
+            "GET", f"/v1/client/fs/logs/{alloc_id}?task=t&type=stdout&plain=true&origin=start"
+        )
+        assert code == 200 and out.decode() == f"hello {token}\n", (code, out[:200])
+        events = [e["Type"] for e in agent.raw_alloc(alloc_id)["TaskStates"]["t"]["Events"]]
+        assert events.index("Downloading Artifacts") < events.index("Started"), events
+    finally:
+        agent.stop_job(job)
+        server.run(f"rm -f /srv/fieldlab-artifacts/{name}", check=False)

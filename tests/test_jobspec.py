@@ -367,11 +367,11 @@ job "example" {
             "job.example.update",
             "job.example.group.g.task.t.config.auth",
             "job.example.group.g.task.t.config.volumes",
-            "job.example.group.g.task.t.artifact",
         )
     )
     assert _parse(text).job.groups[0].tasks[0].logs == LogConfig(max_files=3)  # logs: implemented
     assert _parse(text).job.groups[0].ephemeral_disk == EphemeralDisk(size=300)  # and ephemeral_disk
+    assert _parse(text).job.groups[0].tasks[0].artifacts[0].source == "https://example.invalid/x.tgz"
 
 
 def _one_exec_task(task: str = "", group: str = "") -> str:

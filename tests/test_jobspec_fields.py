@@ -127,6 +127,15 @@ NOMAD: dict[str, dict[str, str]] = {
         "PropagationMode": "propagation_mode",
         "SELinuxLabel": "selinux_label",
     },
+    "artifact": {  # api.TaskArtifact
+        "GetterSource": "source",
+        "GetterOptions": "options",
+        "GetterHeaders": "headers",
+        "GetterMode": "mode",
+        "GetterInsecure": "insecure",
+        "RelativeDest": "destination",
+        "Chown": "chown",
+    },
     "logs": {  # api.LogConfig
         "MaxFiles": "max_files",
         "MaxFileSizeMB": "max_file_size",
@@ -299,7 +308,6 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "DisconnectStrategy": ("group", "disconnect"),
     "ScalingPolicy": ("group", "scaling"),
     "Consul": ("group", "consul"),
-    "TaskArtifact": ("task", "artifact"),
     "DispatchPayloadConfig": ("task", "dispatch_payload"),
     "TaskCSIPluginConfig": ("task", "csi_plugin"),
     "WorkloadIdentity": ("task", "identity"),

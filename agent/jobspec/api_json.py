@@ -44,6 +44,7 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("task", "logs"): ("logs", "one"),
     ("task", "lifecycle"): ("lifecycle", "one"),
     ("task", "volume_mount"): ("volume_mount", "many"),
+    ("task", "artifact"): ("artifact", "many"),
     ("group", "volume"): ("volume", "map"),
     ("group", "ephemeral_disk"): ("ephemeral_disk", "one"),
     ("resources", "network"): ("network", "many"),

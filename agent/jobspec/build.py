@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TypeVar
 
+from agent.jobspec.artifacts import read_artifacts
 from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
 from agent.jobspec.reader import short
@@ -247,6 +248,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             shutdown_delay=self._duration(body, "shutdown_delay", path, 0.0),
             lifecycle=self._lifecycle(body, path),
             volume_mounts=read_mounts(self, body, path),
+            artifacts=read_artifacts(self, body, path),
         )
 
     def _lifecycle(self, body: Body, path: str) -> Lifecycle | None:

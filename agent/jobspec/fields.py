@@ -40,6 +40,8 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     "volume": frozenset({"type", "source", "read_only", "per_alloc"}),
     # Nomad's VolumeMount: where a task sees a group volume
     "volume_mount": frozenset({"volume", "destination", "read_only", "propagation_mode"}),
+    # Nomad's TaskArtifact: fetched into the task dir before its first start (agent.getter)
+    "artifact": frozenset({"source", "destination", "mode", "options", "headers"}),
     # Nomad's EphemeralDisk: the alloc dir's size, and whether a replacement on this node takes over
     # the data of the alloc it replaces (sticky; migrate: from another node too, here the same)
     "ephemeral_disk": frozenset({"size", "sticky", "migrate"}),
@@ -65,6 +67,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "shutdown_delay",
             "lifecycle",
             "volume_mount",
+            "artifact",
         }
     ),
     # Nomad's TaskLifecycleConfig: the task's place in the alloc's order (agent.lifecycle)
@@ -163,6 +166,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     ),
     "volume": frozenset({"access_mode", "attachment_mode", "mount_options", "sticky"}),
     "volume_mount": frozenset({"selinux_label"}),
+    "artifact": frozenset({"chown", "insecure"}),
     "network": frozenset({"cidr", "cni", "device", "dns", "hostname", "ip", "mbits"}),
     "port": frozenset({"host_network", "ignore_collision"}),
     "restart": frozenset({"render_templates"}),
@@ -174,7 +178,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
         {
             "action",
             "affinity",
-            "artifact",
             "consul",
             "csi_plugin",
             "dispatch_payload",
@@ -385,6 +388,14 @@ API_RENAMES: Mapping[str, Mapping[str, str]] = {
     "logs": {"MaxFileSizeMB": "max_file_size"},
     "ephemeral_disk": {"SizeMB": "size"},
     "volume_mount": {"SELinuxLabel": "selinux_label"},
+    "artifact": {
+        "GetterSource": "source",
+        "GetterOptions": "options",
+        "GetterHeaders": "headers",
+        "GetterMode": "mode",
+        "GetterInsecure": "insecure",
+        "RelativeDest": "destination",
+    },
 }
 
 # API JSON fields the Nomad server sets or ignores: ignored, with one warning per object naming them.

@@ -347,7 +347,19 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
             "Enabled": None,
             "Disabled": t.logs.disabled,
         },
-        "Artifacts": None,
+        "Artifacts": [
+            {
+                "GetterSource": a.source,
+                "GetterOptions": _map(a.options),
+                "GetterHeaders": _map(a.headers),
+                "GetterMode": a.mode,
+                "GetterInsecure": False,
+                "RelativeDest": a.destination,
+                "Chown": False,
+            }
+            for a in t.artifacts
+        ]
+        or None,
         "Vault": _vault(t.vault) if t.vault is not None else None,
         "Consul": None,
         "Templates": [_template(x) for x in t.templates] or None,

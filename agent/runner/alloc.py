@@ -37,6 +37,7 @@ from agent.decisions import (
 from agent.drivers.base import NetnsOwner, TaskDriver, TaskHandle
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, Unavailable
+from agent.getter.getter import ArtifactGetter, HttpGetter
 from agent.jobspec.durations import format_duration
 from agent.killpoints import KillHook, no_kill
 from agent.lifecycle import Stage
@@ -86,6 +87,7 @@ class RunnerDeps:
     # to the main loop (the agent), or at once (the fakes' tests).
     offload: Offload = run_inline
     host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # the node's, by name
+    getter: ArtifactGetter = field(default_factory=HttpGetter)  # tasks' artifacts (agent.getter)
 
     def __post_init__(self) -> None:
         if self.dirs is None:

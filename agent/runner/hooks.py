@@ -1,4 +1,5 @@
-"""A task runner's hooks (Nomad's taskrunner hooks: task_dir, logmon, vault, template, volume).
+"""A task runner's hooks (Nomad's taskrunner hooks: task_dir, logmon, artifacts, vault, template,
+volume).
 
 Each hook does one part of a task's life around the driver's start, at the points Nomad's task
 runner calls its own hooks:
@@ -18,12 +19,13 @@ A hook implements the points it needs; the others are the base class's no-ops. T
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
-from agent.errors import AgentError
+from agent.errors import AgentError, Unavailable
 from agent.runner.logmonhook import LogLimits, LogmonOutput
 from agent.templates.render import TemplateRenderError
 
@@ -31,6 +33,9 @@ if TYPE_CHECKING:
     from agent.runner.taskrunner import TaskRunner
 
 Then = Callable[[Exception | None], None]
+log = logging.getLogger(__name__)
+DOWNLOADING_ARTIFACTS = "Downloading Artifacts"  # Nomad's TaskDownloadingArtifacts
+ARTIFACT_DOWNLOAD_FAILED = "Failed Artifact Download"  # Nomad's TaskArtifactDownloadFailed
 
 
 @dataclass
@@ -122,6 +127,53 @@ class LogmonHook(TaskHook):
         self.poststart(tr, handle)
 
 
+class ArtifactHook(TaskHook):
+    """The task's artifacts (Nomad's artifact hook), fetched into its task dir before its first start,
+    off the main loop, one after the other, by the agent's getter (agent.getter). Not fetched again at
+    a restore: the task dir kept them. A download that failed is a "Failed Artifact Download" event
+    and fails the setup; one whose server did not answer is tried again with the setup
+    (plan_setup_retry)."""
+
+    name = "artifacts"
+
+    def setup(self, tr: TaskRunner, then: Then) -> None:
+        artifacts = tr.t.artifacts
+        if not artifacts:
+            then(None)
+            return
+        tr.event(DOWNLOADING_ARTIFACTS, "Client is downloading artifacts")
+        getter, task_dir, env = tr.d.getter, tr.task_dir, tr.env()
+        failed_source: list[str] = []
+
+        def blocking() -> int:
+            count = 0
+            for artifact in artifacts:
+                failed_source[:] = [artifact.source]
+                count += getter.fetch(task_dir, artifact, env)
+            failed_source.clear()
+            return count
+
+        def done(result: object, exc: Exception | None) -> None:
+            if exc is not None:
+                source = failed_source[0] if failed_source else "?"
+                message = f'failed to download artifact "{source}": {exc}'
+                tr.event(ARTIFACT_DOWNLOAD_FAILED, message)
+                if not isinstance(exc, AgentError | OSError):
+                    log.error("alloc=%s task=%s: %s", tr.ar.id[:8], tr.name, message)
+                then(_failure(exc, message))
+                return
+            then(None)
+
+        tr.ar.serial.off_loop(f"artifacts {tr.t.name}", blocking, done)
+
+
+def _failure(exc: Exception, message: str) -> Exception:
+    """The setup's failure: retryable (Unavailable) when the server did not answer."""
+    if isinstance(exc, Unavailable):
+        return Unavailable(message)
+    return AgentError(message)
+
+
 class VaultHook(TaskHook):
     """The task's own Vault token (agent.runner.vaulttoken): made at setup, made again at a start
     when it expired while the task was down, checked at restore, revoked at the teardown."""
@@ -208,4 +260,4 @@ class VolumeHook(TaskHook):
 
 def task_hooks() -> Sequence[TaskHook]:
     """A task's hooks in Nomad's order (validate and identity have no hook here yet)."""
-    return (TaskDirHook(), LogmonHook(), VaultHook(), TemplateHook(), VolumeHook())
+    return (TaskDirHook(), LogmonHook(), ArtifactHook(), VaultHook(), TemplateHook(), VolumeHook())

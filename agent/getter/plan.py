@@ -1,0 +1,167 @@
+"""What an artifact asks for, decided from plain data (no I/O): its URL with the task's variables and
+its options, its checksum, whether and how it is unpacked, where it lands, and whether its host is
+one the agent may fetch from. go-getter's rules, as Nomad's client uses them, where they apply to
+http(s) sources."""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from agent.errors import AgentError
+
+CHECKSUM_TYPES = {"md5": 32, "sha1": 40, "sha256": 64, "sha512": 128}  # hex digits of each
+MODES = ("any", "file", "dir")
+# go-getter's decompressors, by the source's extension (longest first) or `archive = "<type>"`
+ARCHIVES = (
+    ("tar.gz", "tar.gz"),
+    ("tgz", "tar.gz"),
+    ("tar.bz2", "tar.bz2"),
+    ("tbz2", "tar.bz2"),
+    ("tar.xz", "tar.xz"),
+    ("txz", "tar.xz"),
+    ("tar", "tar"),
+    ("zip", "zip"),
+    ("gz", "gz"),
+    ("bz2", "bz2"),
+    ("xz", "xz"),
+)
+ARCHIVE_TYPES = frozenset(kind for _, kind in ARCHIVES)
+SINGLE_FILE = frozenset({"gz", "bz2", "xz"})  # a compressed file, not a tree
+# go-getter's own options: read by the getter, not sent to the server
+GETTER_OPTIONS = frozenset({"checksum", "archive"})
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
+DEFAULT_ALLOWED = ("127.0.0.0/8", "::1/128")  # loopback only, unless the client config says more
+
+
+class ArtifactError(AgentError):
+    """An artifact that cannot be fetched as written (not worth a retry)."""
+
+
+@dataclass(frozen=True)
+class Checksum:
+    kind: str
+    digest: str  # lower-case hex
+
+
+@dataclass(frozen=True)
+class FetchPlan:
+    url: str  # with the task's variables and the options the server gets
+    host: str
+    checksum: Checksum | None
+    archive: str  # "" for none, else one of ARCHIVE_TYPES
+    file_dest: str  # mode file, or a plain file in mode any: the file's path in the sandbox
+    dir_dest: str  # an archive: the dir its members land in
+    headers: Mapping[str, str]
+
+
+def interpolate(text: str, env: Mapping[str, str]) -> str:
+    """`${VAR}` replaced by the task's variable (Nomad's ReplaceEnv); an unknown one is kept."""
+    return _VAR.sub(lambda m: env.get(m.group(1), m.group(0)), text)
+
+
+def parse_checksum(text: str) -> Checksum:
+    """go-getter's `checksum` option: "type:hex". A checksum file ("file:URL") is not supported."""
+    kind, sep, digest = text.partition(":")
+    kind, digest = kind.strip().lower(), digest.strip().lower()
+    if not sep:
+        raise ArtifactError(f'checksum "{text}" is not "type:value" (types: {", ".join(CHECKSUM_TYPES)})')
+    if kind == "file":
+        raise ArtifactError('a checksum file (checksum = "file:...") is not supported by fieldlab-agent')
+    if kind not in CHECKSUM_TYPES:
+        raise ArtifactError(f'checksum type "{kind}" is not one of {", ".join(CHECKSUM_TYPES)}')
+    if len(digest) != CHECKSUM_TYPES[kind] or not re.fullmatch(r"[0-9a-f]+", digest):
+        raise ArtifactError(f"checksum {kind}:{digest[:16]}... is not {CHECKSUM_TYPES[kind]} hex digits")
+    return Checksum(kind, digest)
+
+
+def archive_kind(path: str, option: str | None) -> str:
+    """How the download is unpacked: `archive = "false"` never, `archive = "<type>"` as that type,
+    else by the URL path's extension ("" when it is no archive)."""
+    if option is not None:
+        value = option.strip().lower()
+        if value in ("false", "0", ""):
+            return ""
+        if value in ("true", "1"):
+            option = None
+        elif value in ARCHIVE_TYPES:
+            return value
+        else:
+            raise ArtifactError(
+                f'archive "{option}" is not false or one of {", ".join(sorted(ARCHIVE_TYPES))}'
+            )
+    name = posixpath.basename(path).lower()
+    for ext, kind in ARCHIVES:
+        if name.endswith("." + ext):
+            return kind
+    return ""
+
+
+def plan_fetch(
+    source: str,
+    destination: str,
+    mode: str,
+    options: Mapping[str, str],
+    headers: Mapping[str, str],
+    env: Mapping[str, str],
+) -> FetchPlan:
+    """The fetch of one artifact, or ArtifactError saying why it cannot be."""
+    raw = interpolate(source, env)
+    url = urllib.parse.urlsplit(raw)
+    if url.scheme not in ("http", "https"):
+        shown = url.scheme or "no scheme"
+        raise ArtifactError(
+            f'source "{raw}": {shown} is not supported by fieldlab-agent (http and https are)'
+        )
+    if not url.hostname:
+        raise ArtifactError(f'source "{raw}" names no host')
+    given = {k: interpolate(v, env) for k, v in options.items()}
+    checksum = parse_checksum(given["checksum"]) if "checksum" in given else None
+    archive = archive_kind(url.path, given.get("archive"))
+    query = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
+    query += [(k, v) for k, v in sorted(given.items()) if k not in GETTER_OPTIONS]
+    full = urllib.parse.urlunsplit((url.scheme, url.netloc, url.path, urllib.parse.urlencode(query), ""))
+    base = posixpath.basename(url.path.rstrip("/"))
+    dest = interpolate(destination, env)
+    if mode == "file":
+        if archive and archive not in SINGLE_FILE:
+            raise ArtifactError(
+                f'mode "file" cannot hold the {archive} archive "{base}": use mode "dir" or "any"'
+            )
+        return FetchPlan(full, url.hostname, checksum, archive, dest, "", dict(headers))
+    if archive and archive not in SINGLE_FILE:
+        return FetchPlan(full, url.hostname, checksum, archive, "", dest, dict(headers))
+    if mode == "dir":
+        raise ArtifactError(f'mode "dir" needs an archive, and "{base}" is none (use mode "file" or "any")')
+    if not base:
+        raise ArtifactError(f'source "{raw}" names no file')
+    name = base
+    if archive in SINGLE_FILE:
+        name = base[: -(len(archive) + 1)] if base.lower().endswith("." + archive) else base
+    return FetchPlan(full, url.hostname, checksum, archive, posixpath.join(dest, name), "", dict(headers))
+
+
+def host_allowed(host: str, addresses: Sequence[str], allowed: Sequence[str]) -> str | None:
+    """Whether the agent may fetch from `host`, which resolved to `addresses`: every address must be
+    in an allowed network (or the host named as is). None when it may; why not, otherwise."""
+    networks = []
+    for item in allowed:
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            if item.lower() == host.lower():
+                return None
+    if not addresses:
+        return f"{host} does not resolve"
+    for text in addresses:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+        if not any(address in net for net in networks):
+            return (
+                f"{host} ({text}) is not in the client's artifact_allowed_hosts "
+                f"({', '.join(allowed) or 'none'}): the agent fetches from the lab's own nodes only"
+            )
+    return None

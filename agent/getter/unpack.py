@@ -1,0 +1,128 @@
+"""A download written into the task's sandbox (agent.templates.sandbox: a path below the task dir or
+the alloc's shared dir, each directory opened without following a link, each file replaced
+atomically): a plain file as it is, a compressed file decompressed, an archive's regular files below
+its destination. An archive member that would land outside its destination, a link, a device or a
+FIFO is refused, as are more members or bytes than the client's limits; setuid, setgid and sticky
+bits are dropped (Nomad's getter umask)."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import posixpath
+import stat
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from agent.getter.plan import ArtifactError
+from agent.templates.sandbox import SandboxError, sandbox_path, write_file
+
+CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class UnpackLimits:
+    max_files: int = 4096  # Nomad's decompression_file_count_limit
+    max_bytes: int = 256 * 1024 * 1024  # of everything unpacked (Nomad's decompression_size_limit)
+
+
+def _write(task_dir: Path, dest: str, data: bytes, mode: int) -> None:
+    try:
+        write_file(task_dir, sandbox_path(dest), data, mode & 0o777)
+    except SandboxError as exc:
+        raise ArtifactError(f"cannot write {dest}: {exc}") from None
+
+
+def _read_capped(f: IO[bytes], left: int, name: str) -> bytes:
+    chunks, total = [], 0
+    while chunk := f.read(min(CHUNK, left + 1 - total)):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > left:
+            raise ArtifactError(f"{name}: unpacks to more than the client's limit of bytes")
+    return b"".join(chunks)
+
+
+def member_path(dest_dir: str, name: str) -> str:
+    """Where an archive member lands: below `dest_dir`, or ArtifactError."""
+    clean = posixpath.normpath(posixpath.join(dest_dir, name.lstrip("/")))
+    base = posixpath.normpath(dest_dir)
+    if name.startswith("/") or not (clean + "/").startswith(base + "/") or clean == base:
+        raise ArtifactError(f'archive member "{name}" would land outside its destination {dest_dir}')
+    return clean
+
+
+def write_plain(task_dir: Path, src: IO[bytes], dest: str, limits: UnpackLimits) -> int:
+    _write(task_dir, dest, _read_capped(src, limits.max_bytes, dest), 0o644)
+    return 1
+
+
+def decompress(task_dir: Path, src: IO[bytes], kind: str, dest: str, limits: UnpackLimits) -> int:
+    """A compressed single file (gz, bz2, xz) into `dest`."""
+    opener = {"gz": gzip.GzipFile, "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
+    try:
+        with opener(fileobj=src) as f:
+            data = _read_capped(f, limits.max_bytes, dest)
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        raise ArtifactError(f"not a {kind} file: {exc}") from None
+    _write(task_dir, dest, data, 0o644)
+    return 1
+
+
+def unpack(task_dir: Path, src: IO[bytes], kind: str, dest_dir: str, limits: UnpackLimits) -> int:
+    """An archive's regular files below `dest_dir`; the number written."""
+    if kind == "zip":
+        return _unzip(task_dir, src, dest_dir, limits)
+    mode = {"tar": "r:", "tar.gz": "r:gz", "tar.bz2": "r:bz2", "tar.xz": "r:xz"}[kind]
+    count = size = 0
+    try:
+        with tarfile.open(fileobj=src, mode=mode) as tar:  # type: ignore[call-overload]
+            for member in tar:
+                if member.isdir():
+                    continue
+                target = member_path(dest_dir, member.name)
+                if not member.isreg():
+                    what = "a link" if member.issym() or member.islnk() else "a device or FIFO"
+                    raise ArtifactError(f'archive member "{member.name}" is {what}: refused')
+                count, size = _count(count, size + member.size, limits, member.name)
+                f = tar.extractfile(member)
+                if f is None:
+                    continue
+                _write(task_dir, target, _read_capped(f, limits.max_bytes, member.name), member.mode)
+    except (tarfile.TarError, EOFError, OSError, lzma.LZMAError) as exc:
+        raise ArtifactError(f"not a {kind} archive: {exc}") from None
+    return count
+
+
+def _unzip(task_dir: Path, src: IO[bytes], dest_dir: str, limits: UnpackLimits) -> int:
+    count = size = 0
+    try:
+        with zipfile.ZipFile(src) as z:
+            for info in z.infolist():
+                if info.is_dir():
+                    continue
+                target = member_path(dest_dir, info.filename)
+                unix_mode = info.external_attr >> 16
+                kind = stat.S_IFMT(unix_mode)  # 0: a zip that says no file type (a regular file)
+                if kind and kind != stat.S_IFREG:
+                    what = "a link" if stat.S_ISLNK(unix_mode) else "not a regular file"
+                    raise ArtifactError(f'archive member "{info.filename}" is {what}: refused')
+                count, size = _count(count, size + info.file_size, limits, info.filename)
+                with z.open(info) as f:
+                    data = _read_capped(f, limits.max_bytes, info.filename)
+                _write(task_dir, target, data, (unix_mode & 0o777) or 0o644)
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise ArtifactError(f"not a zip archive: {exc}") from None
+    return count
+
+
+def _count(count: int, size: int, limits: UnpackLimits, name: str) -> tuple[int, int]:
+    if count + 1 > limits.max_files:
+        raise ArtifactError(f"more than the client's limit of {limits.max_files} files (at {name})")
+    if size > limits.max_bytes:
+        raise ArtifactError(f"more than the client's limit of {limits.max_bytes} bytes unpacked (at {name})")
+    return count + 1, size

@@ -1,0 +1,95 @@
+"""A task's `artifact` blocks -> agent.model.Artifact, checked as far as can be without the task's
+variables: a source (http or https; a go-getter forced getter such as "git::" is refused), a mode,
+a destination inside the task's sandbox (its dir or the alloc's shared alloc/ dir), a checksum of a
+known type, an archive option the getter knows. Defaults as Nomad's api.TaskArtifact.Canonicalize:
+mode "any"; the destination "local/", or "local/<file name>" in mode "file"."""
+
+from __future__ import annotations
+
+import posixpath
+import urllib.parse
+from typing import TYPE_CHECKING
+
+from agent.getter.plan import MODES, ArtifactError, archive_kind, parse_checksum
+from agent.jobspec.tree import Body, join
+from agent.model import Artifact
+
+if TYPE_CHECKING:
+    from agent.jobspec.reader import BodyReader
+
+MAX_ARTIFACTS = 32  # of one task: each a download before its first start
+
+
+def read_artifacts(builder: BodyReader, body: Body, path: str) -> tuple[Artifact, ...]:
+    out: list[Artifact] = []
+    for _, ab, apath in builder._blocks(body, "artifact", path):
+        builder._keys(ab, "artifact", apath)
+        artifact = _artifact(builder, ab, apath)
+        if artifact is not None:
+            out.append(artifact)
+    if len(out) > MAX_ARTIFACTS:
+        builder.report.error(path, f"{len(out)} artifacts in one task, more than {MAX_ARTIFACTS}")
+    return tuple(out)
+
+
+def _artifact(builder: BodyReader, body: Body, path: str) -> Artifact | None:
+    source = builder._str(body, "source", path, required=True)
+    mode = builder._choice(body, "mode", path, MODES, "any")
+    options = builder._str_map(body, "options", path)
+    headers = builder._str_map(body, "headers", path)
+    builder._bool(body, "chown", path, False)  # read for its type; see fields.UNIMPLEMENTED
+    if not source:
+        return None
+    ok = _source_ok(builder, source, join(path, "source"))
+    where = join(path, "options")
+    if "checksum" in options and "${" not in options["checksum"]:
+        try:
+            parse_checksum(options["checksum"])
+        except ArtifactError as exc:
+            builder.report.error(join(where, "checksum"), str(exc))
+            ok = False
+    if "archive" in options:
+        try:
+            archive_kind("", options["archive"])
+        except ArtifactError as exc:
+            builder.report.error(join(where, "archive"), str(exc))
+            ok = False
+    default = "local/"
+    if mode == "file":
+        name = posixpath.basename(urllib.parse.urlsplit(source).path) or "artifact"
+        default = posixpath.join("local", name)
+    dest = builder._str(body, "destination", path, default)
+    if "${" not in dest and (why := _destination_problem(dest)):
+        builder.report.error(join(path, "destination"), why)
+        ok = False
+    if not ok:
+        return None
+    return Artifact(source, dest, mode, options, headers)
+
+
+def _source_ok(builder: BodyReader, source: str, where: str) -> bool:
+    if "::" in source.split("://", 1)[0]:
+        forced = source.split("::", 1)[0]
+        builder.report.error(
+            where, f'the "{forced}::" getter is not supported by fieldlab-agent (http and https are)'
+        )
+        return False
+    if "${" in source.split("://", 1)[0]:
+        return True  # the scheme comes from the task's variables: checked when it is fetched
+    scheme = urllib.parse.urlsplit(source).scheme
+    if scheme not in ("http", "https"):
+        shown = f'"{scheme}"' if scheme else "a source without a scheme"
+        builder.report.error(where, f"{shown} is not supported by fieldlab-agent: give an http or https URL")
+        return False
+    return True
+
+
+def _destination_problem(dest: str) -> str | None:
+    """A destination outside the task's sandbox (its dir, or the alloc's shared dir as alloc/ or
+    ../alloc/), lexically; the getter checks again, without following links, when it writes."""
+    if dest.startswith("/"):
+        return f'"{dest}" is an absolute path: give one relative to the task dir (local/, alloc/, ...)'
+    parts = posixpath.normpath(dest).split("/")
+    if parts[0] == ".." and parts[1:2] != ["alloc"]:
+        return f'"{dest}" escapes the task dir (the sandbox is the task dir and the alloc\'s alloc/ dir)'
+    return None

@@ -1,0 +1,355 @@
+"""Artifacts as Nomad's client fetches them (its artifact hook and go-getter's rules for http(s)): the
+jobspec's `artifact` block and its Nomad JSON, the pure plan (agent.getter.plan), the getter against
+a real HTTP server on loopback (checksums, archives, limits, hosts the client does not allow), and
+the task runner's hook on the fake node (fetched before the first start, not again at a restore, a
+failed download an event that fails the setup). Hostile archives try to write outside their
+destination."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import http.server
+import io
+import json
+import tarfile
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.getter.fetch import ArtifactUnavailable, FetchLimits
+from agent.getter.getter import HttpGetter
+from agent.getter.plan import ArtifactError, Checksum, host_allowed, plan_fetch
+from agent.getter.unpack import UnpackLimits
+from agent.jobspec import JobspecError, parse_jobspec
+from agent.model import Artifact, Group, Job, RestartPolicy, Task
+from agent.nomadapi.jobjson import parsed_job_json
+from agent.records import AllocRecord, AllocStatus, TaskState
+from agent.runner.alloc import AllocRunner
+from tests.fakes import FakeNode
+
+SHA = hashlib.sha256
+
+
+# -- a real HTTP server on loopback ----------------------------------------------------------------
+class Server:
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.hits: list[str] = []
+        self.status: dict[str, int] = {}
+        self.redirects: dict[str, str] = {}
+        files, hits, status, redirects = self.files, self.hits, self.status, self.redirects
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                hits.append(self.path)
+                if path in redirects:
+                    self.send_response(302)
+                    self.send_header("Location", redirects[path])
+                    self.end_headers()
+                    return
+                code = status.get(path, 200 if path in files else 404)
+                body = files.get(path, b"") if code == 200 else b"no"
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+def _tar(members: dict[str, bytes], *, link: tuple[str, str] | None = None) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o4755 if name.endswith(".sh") else 0o644
+            tar.addfile(info, io.BytesIO(data))
+        if link:
+            info = tarfile.TarInfo(link[0])
+            info.type, info.linkname = tarfile.SYMTYPE, link[1]
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+def _fetch(task_dir: Path, artifact: Artifact, **kw: object) -> int:
+    return HttpGetter(**kw).fetch(task_dir, artifact, {"NOMAD_TASK_NAME": "t"})  # type: ignore[arg-type]
+
+
+# -- the plan --------------------------------------------------------------------------------------
+def test_the_plan_follows_go_getters_rules_for_modes_archives_and_options() -> None:
+    env = {"VERSION": "1.2"}
+    plain = plan_fetch("http://h/app-${VERSION}.txt", "local/", "any", {"x": "1"}, {}, env)
+    assert (plain.url, plain.file_dest, plain.archive) == (
+        "http://h/app-1.2.txt?x=1",
+        "local/app-1.2.txt",
+        "",
+    )
+    tgz = plan_fetch("http://h/a.tgz", "local/x", "any", {"checksum": "sha256:" + "a" * 64}, {}, {})
+    assert (tgz.archive, tgz.dir_dest, tgz.checksum) == ("tar.gz", "local/x", Checksum("sha256", "a" * 64))
+    assert "checksum" not in tgz.url, "go-getter's own options never reach the server"
+    assert plan_fetch("http://h/a.tgz", "local/", "any", {"archive": "false"}, {}, {}).archive == ""
+    assert plan_fetch("http://h/f.gz", "local/", "any", {}, {}, {}).file_dest == "local/f"
+    assert plan_fetch("http://h/f", "local/conf", "file", {}, {}, {}).file_dest == "local/conf"
+    for source, mode, says in [
+        ("ftp://h/f", "any", "ftp is not supported"),
+        ("http://h/a.zip", "file", 'mode "file" cannot hold'),
+        ("http://h/f.txt", "dir", 'mode "dir" needs an archive'),
+    ]:
+        with pytest.raises(ArtifactError, match=says):
+            plan_fetch(source, "local/", mode, {}, {}, {})
+
+
+def test_only_allowed_hosts_are_fetched_from() -> None:
+    assert host_allowed("127.0.0.1", ["127.0.0.1"], ["127.0.0.0/8"]) is None
+    assert host_allowed("server1", ["10.77.0.2"], ["10.77.0.0/24"]) is None
+    why = host_allowed("example.com", ["192.0.2.7"], ["127.0.0.0/8"])
+    assert why and "not in the client's artifact_allowed_hosts" in why
+    assert host_allowed("mixed", ["10.77.0.2", "192.0.2.7"], ["10.77.0.0/24"]), "every address counts"
+    assert host_allowed("server1", [], ["server1"]) is None, "a host named in the list as is"
+
+
+# -- the jobspec -----------------------------------------------------------------------------------
+SPEC = """
+job "art" {
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config { command = "/bin/true" }
+      artifact {
+        source      = "%(source)s"
+        destination = "%(dest)s"
+        %(extra)s
+      }
+    }
+  }
+}
+"""
+
+
+def _spec(source: str = "https://server1:8089/app.tar.gz", dest: str = "local/app", extra: str = "") -> str:
+    return SPEC % {"source": source, "dest": dest, "extra": extra}
+
+
+def test_an_artifact_is_read_and_shown_in_nomads_json() -> None:
+    extra = 'options { checksum = "sha256:%s" }\n        headers { X-Lab = "1" }' % ("b" * 64)
+    parsed = parse_jobspec(_spec(extra=extra), source="art.hcl")
+    (artifact,) = parsed.job.groups[0].tasks[0].artifacts
+    assert artifact == Artifact(
+        "https://server1:8089/app.tar.gz",
+        "local/app",
+        "any",
+        {"checksum": "sha256:" + "b" * 64},
+        {"X-Lab": "1"},
+    )
+    assert not any("artifact" in w for w in parsed.warnings), parsed.warnings
+    (shown,) = parsed_job_json(parsed.job)["TaskGroups"][0]["Tasks"][0]["Artifacts"]
+    assert shown == {
+        "GetterSource": "https://server1:8089/app.tar.gz",
+        "GetterOptions": {"checksum": "sha256:" + "b" * 64},
+        "GetterHeaders": {"X-Lab": "1"},
+        "GetterMode": "any",
+        "GetterInsecure": False,
+        "RelativeDest": "local/app",
+        "Chown": False,
+    }
+    again = parse_jobspec(json.dumps({"Job": parsed_job_json(parsed.job)}), source="art.json")
+    assert again.job.groups[0].tasks[0].artifacts == (artifact,)
+    assert not any("Artifacts" in w or "artifact" in w for w in again.warnings), again.warnings
+
+
+def test_a_file_mode_artifact_defaults_to_local_and_its_name() -> None:
+    text = _spec(source="http://server1/conf.json").replace('destination = "local/app"', 'mode = "file"')
+    (artifact,) = parse_jobspec(text, source="art.hcl").job.groups[0].tasks[0].artifacts
+    assert (artifact.mode, artifact.destination) == ("file", "local/conf.json")
+
+
+@pytest.mark.parametrize(
+    ("source", "dest", "extra", "says"),
+    [
+        (
+            "git::https://github.com/x/y",
+            "local/",
+            "",
+            'artifact[0].source: the "git::" getter is not supported',
+        ),
+        ("s3://bucket/key", "local/", "", 'artifact[0].source: "s3" is not supported'),
+        ("http://h/a", "/etc", "", 'artifact[0].destination: "/etc" is an absolute path'),
+        ("http://h/a", "../other/x", "", 'artifact[0].destination: "../other/x" escapes the task dir'),
+        (
+            "http://h/a",
+            "local/",
+            'options { checksum = "sha256:beef" }',
+            "options.checksum: checksum sha256:beef",
+        ),
+        ("http://h/a", "local/", 'options { checksum = "crc:1" }', 'checksum type "crc" is not one of'),
+        ("http://h/a", "local/", 'mode = "tree"', "artifact[0].mode"),
+    ],
+)
+def test_a_bad_artifact_is_refused_with_its_path(source: str, dest: str, extra: str, says: str) -> None:
+    with pytest.raises(JobspecError) as caught:
+        parse_jobspec(_spec(source, dest, extra), source="art.hcl")
+    lines = caught.value.lines()
+    assert any(says in line for line in lines), lines
+
+
+# -- the getter, against a real server -------------------------------------------------------------
+def test_a_file_and_an_archive_land_in_the_sandbox_checked_and_without_setuid(
+    server: Server, tmp_path: Path
+) -> None:
+    task_dir = tmp_path / "alloc" / "t"
+    server.files["/motd.txt"] = b"hello"
+    server.files["/app.tgz"] = body = _tar({"bin/run.sh": b"#!/bin/sh\n", "conf/a.conf": b"a=1"})
+    assert _fetch(task_dir, Artifact(server.url + "/motd.txt")) == 1
+    assert (task_dir / "local" / "motd.txt").read_bytes() == b"hello"
+    checksum = {"checksum": "sha256:" + SHA(body).hexdigest()}
+    assert _fetch(task_dir, Artifact(server.url + "/app.tgz", "local/app", options=checksum)) == 2
+    run = task_dir / "local" / "app" / "bin" / "run.sh"
+    assert run.read_bytes() == b"#!/bin/sh\n" and run.stat().st_mode & 0o7777 == 0o755, "setuid dropped"
+    assert (task_dir / "local" / "app" / "conf" / "a.conf").read_bytes() == b"a=1"
+    server.files["/shared.gz"] = gzip.compress(b"unzipped")
+    _fetch(task_dir, Artifact(server.url + "/shared.gz", "alloc/data"))
+    assert (tmp_path / "alloc" / "alloc" / "data" / "shared").read_bytes() == b"unzipped"
+
+
+def test_a_checksum_mismatch_is_refused_and_writes_nothing(server: Server, tmp_path: Path) -> None:
+    server.files["/app.tgz"] = _tar({"a": b"1"})
+    wrong = {"checksum": "sha256:" + "0" * 64}
+    with pytest.raises(ArtifactError, match="checksums did not match: expected sha256:0000"):
+        _fetch(tmp_path / "t", Artifact(server.url + "/app.tgz", options=wrong))
+    assert not (tmp_path / "t" / "local" / "a").exists()
+
+
+@pytest.mark.parametrize(
+    ("archive", "says"),
+    [
+        (_tar({"../../escaped": b"x"}), 'archive member "../../escaped" would land outside'),
+        (_tar({"/abs/escaped": b"x"}), 'archive member "/abs/escaped" would land outside'),
+        (_tar({"ok": b"1"}, link=("link", "/etc/shadow")), 'archive member "link" is a link: refused'),
+    ],
+)
+def test_a_hostile_archive_never_writes_outside_its_destination(
+    server: Server, tmp_path: Path, archive: bytes, says: str
+) -> None:
+    server.files["/evil.tar.gz"] = archive
+    task_dir = tmp_path / "alloc" / "t"
+    with pytest.raises(ArtifactError, match=says):
+        _fetch(task_dir, Artifact(server.url + "/evil.tar.gz", "local/x"))
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "alloc" / "escaped").exists()
+    assert not (task_dir / "local" / "x" / "link").exists()
+
+
+def test_a_planted_link_in_the_destination_is_not_followed(server: Server, tmp_path: Path) -> None:
+    """A sticky ephemeral disk hands the task's earlier data over: a link it planted there is refused."""
+    task_dir = tmp_path / "alloc" / "t"
+    (task_dir / "local").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (task_dir / "local" / "app").symlink_to(outside)
+    zbuf = io.BytesIO()
+    with zipfile.ZipFile(zbuf, "w") as z:
+        z.writestr("conf", "x")
+    server.files["/app.zip"] = zbuf.getvalue()
+    with pytest.raises(ArtifactError, match="symbolic link"):
+        _fetch(task_dir, Artifact(server.url + "/app.zip", "local/app"))
+    assert list(outside.iterdir()) == []
+
+
+def test_limits_and_hosts_the_client_does_not_allow(server: Server, tmp_path: Path) -> None:
+    server.files["/big"] = b"x" * 5000
+    with pytest.raises(ArtifactError, match="more than the client's limit of 1000"):
+        _fetch(tmp_path, Artifact(server.url + "/big"), fetch_limits=FetchLimits(max_bytes=1000))
+    many = _tar({f"f{i}": b"1" for i in range(5)})
+    server.files["/many.tgz"] = many
+    with pytest.raises(ArtifactError, match="more than the client's limit of 3 files"):
+        _fetch(tmp_path, Artifact(server.url + "/many.tgz"), unpack_limits=UnpackLimits(max_files=3))
+    # 192.0.2.0/24 is TEST-NET-1: refused before any connection is made (nothing is sent to it)
+    with pytest.raises(ArtifactError, match=r"192\.0\.2\.7 .* is not in the client's artifact_allowed_hosts"):
+        _fetch(tmp_path, Artifact("http://192.0.2.7/x"))
+    server.redirects["/away"] = "http://192.0.2.7/x"
+    with pytest.raises(ArtifactError, match="not in the client's artifact_allowed_hosts"):
+        _fetch(tmp_path, Artifact(server.url + "/away"))
+    assert server.hits == ["/big", "/many.tgz", "/away"]
+
+
+def test_a_server_error_is_worth_a_retry_and_a_404_is_not(server: Server, tmp_path: Path) -> None:
+    server.status["/flaky"] = 503
+    with pytest.raises(ArtifactUnavailable, match="bad response code: 503"):
+        _fetch(tmp_path, Artifact(server.url + "/flaky"))
+    with pytest.raises(ArtifactError, match="bad response code: 404") as caught:
+        _fetch(tmp_path, Artifact(server.url + "/missing"))
+    assert not isinstance(caught.value, ArtifactUnavailable)
+
+
+# -- the task runner's hook ------------------------------------------------------------------------
+def _runner(node: FakeNode, server: Server, artifact: Artifact) -> AllocRunner:
+    task = Task(name="t", driver="exec", artifacts=(artifact,))
+    group = Group(name="g", tasks=(task,), network=None, restart=RestartPolicy(attempts=0, mode="fail"))
+    job = Job(id="art", groups=(group,), type="batch")
+    rec = AllocRecord(id="a1b2c3d4-0000-4000-8000-0000000000a7", job="art", group="g")
+    deps = dataclasses.replace(node.deps(), getter=HttpGetter())
+    runner = AllocRunner(deps, rec, job, group)
+    node.store.put("alloc", runner.id, runner.rec.to_record())
+    runner.start()
+    return runner
+
+
+def test_the_artifact_is_in_the_task_dir_before_the_first_start_and_not_fetched_again_on_restore(
+    server: Server, tmp_path: Path
+) -> None:
+    node = FakeNode(tmp_path)
+    server.files["/conf.txt"] = b"v1"
+    r = _runner(node, server, Artifact(server.url + "/conf.txt", "local/"))
+    assert r.rec.status is AllocStatus.RUNNING and [c.task.name for c in node.exec.starts] == ["t"]
+    assert (r.task_dir(r.group.tasks[0]) / "local" / "conf.txt").read_bytes() == b"v1"
+    events = [e.type for e in node.store.events(r.id, "t")]
+    assert events.index("Downloading Artifacts") < events.index("Started"), events
+    again = AllocRunner(
+        node.deps(), AllocRecord.from_record(node.store.get("alloc", r.id) or {}), r.job, r.group
+    )
+    again.restore()
+    assert server.hits == ["/conf.txt"], "a restore does not fetch again"
+
+
+def test_a_failed_download_is_an_event_and_fails_the_setup(server: Server, tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    server.files["/conf.txt"] = b"v1"
+    wrong = {"checksum": "md5:" + "0" * 32}
+    r = _runner(node, server, Artifact(server.url + "/conf.txt", options=wrong))
+    assert r.rec.status is AllocStatus.FAILED and node.exec.starts == []
+    (failed,) = [e for e in node.store.events(r.id, "t") if e.type == "Failed Artifact Download"]
+    assert failed.message.startswith(
+        f'failed to download artifact "{server.url}/conf.txt": checksums did not'
+    )
+    record = r.state.task("t")
+    assert (record.state, record.failed) == (TaskState.DEAD, True)
+    assert "failed to download artifact" in r.rec.reason
+
+
+def test_a_server_that_does_not_answer_is_tried_again_with_the_setup(server: Server, tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    server.status["/conf.txt"] = 503
+    r = _runner(node, server, Artifact(server.url + "/conf.txt"))
+    assert r.rec.status is AllocStatus.PENDING and node.timers, "the setup waits to be tried again"
+    server.files["/conf.txt"], server.status["/conf.txt"] = b"v2", 200
+    node.run_timers()
+    assert r.rec.status is AllocStatus.RUNNING
+    assert (r.task_dir(r.group.tasks[0]) / "local" / "conf.txt").read_bytes() == b"v2"
