@@ -40,8 +40,15 @@ from agent.nomadapi.wsexec import exec_stream
 from agent.runner.vaulttoken import JobPolicies, bind_job_policies
 from agent.state import SqliteStore
 from agent.templates import worker as render_worker
-from agent.vault import VaultStatus, check_vault, vault_client
-from agent.vaultclient import VAULT_DENIED, VAULT_OK, VaultCallStatus, VaultClient
+from agent.vault import (
+    VAULT_DENIED,
+    VAULT_OK,
+    VaultCallStatus,
+    VaultClient,
+    VaultStatus,
+    check_vault,
+    vault_client,
+)
 from agent.wiring import CoreSettings, build_core, start_core
 
 log = logging.getLogger(__name__)

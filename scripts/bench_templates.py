@@ -18,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.vaultclient import VaultClient
+from agent.vault import VaultClient
 from lab.waits import wait_until
 from scripts.benchlib import PKI_ISSUE, Figure, record
 from tests.agent_lab import AgentLab, why_not_ready

@@ -28,7 +28,7 @@ from agent.state import SqliteStore
 from agent.sweeper import Removal, Sweeper, SweepReport
 from agent.templates.render import SecretSource
 from agent.templates.runner import TemplateDeps
-from agent.vaultclient import TokenGrant, VaultDenied, VaultUnavailable
+from agent.vault import TokenGrant, VaultDenied, VaultUnavailable
 
 
 @dataclass

@@ -27,10 +27,17 @@ HOST = "the host's system files (/etc/os-release), root's: no task writes them"
 CLI = "the user's own files, read by the CLI on the user's machine"
 TASK = "a task-owned path, through a sandboxed reader (dir fd, O_NOFOLLOW, O_NONBLOCK, regular, capped)"
 PROBE = "the lab's probe workload, which runs inside a task: not the agent"
+ARTIFACT = (
+    "an artifact: its URL (an allowed host), or the agent's own anonymous temp copy of it and that"
+    " copy's members; what lands in the task dir goes through agent.templates.sandbox"
+)
 
 SITES: dict[tuple[str, str, str], str] = {
     ("cli/jobfiles.py", "variables", "path.read_text"): CLI,
     ("config.py", "_read", "path.read_text"): NODE,
+    ("getter/fetch.py", "download", "opener.open"): ARTIFACT,
+    ("getter/unpack.py", "_unzip", "z.open"): ARTIFACT,
+    ("getter/unpack.py", "unpack", "tarfile.open"): ARTIFACT,
     ("drivers/exec.py", "InitArgs.of", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
     ("drivers/exec.py", "_isolated", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
     ("drivers/hostproc.py", "proc_start_time", "Path(f'/proc/{pid}/stat').read_text"): PROC,
@@ -89,7 +96,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("templates/sandbox.py", "write_file", "os.open"): TASK,
     ("templates/worker.py", "worker_main", "os.open"): NODE,  # /dev/null
     ("validate.py", "read_jobspec", "path.read_bytes"): CLI,
-    ("vaultclient.py", "VaultClient._credentials", "self.approle_file.read_text"): NODE,
+    ("vault/client.py", "VaultClient._credentials", "self.approle_file.read_text"): NODE,
     ("workloads/probe/probe.py", "_read", "open"): PROBE,
 }
 SANDBOXED = {

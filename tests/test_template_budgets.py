@@ -40,7 +40,7 @@ from agent.templates.render import RenderContext, TemplateRenderError, render
 from agent.templates.runner import TaskHost, TaskTemplates, TemplateDeps
 from agent.templates.wake import WAKE_SPREAD, VaultWake
 from agent.validate import validate_text
-from agent.vaultclient import VaultUnavailable
+from agent.vault import VaultUnavailable
 from agent.wiring import CoreSettings, start_core
 from lab.waits import wait_until
 from tests.fakes import FakeNode, FakeVault
@@ -663,7 +663,7 @@ def test_renders_resume_within_seconds_of_an_unseal_not_after_their_backoff(
     """A 4 s certificate renewed while OpenBao is sealed: four passes fail, the next retry is 16 s
     (+-20 %) away. Unsealed, the agent's probe finds Vault healthy and the render resumes within
     about a second of Vault answering (the bound asserted is generous: 5 s)."""
-    from agent.vaultclient import VaultClient
+    from agent.vault import VaultClient
     from tests.openbao_server import JOB_PROBE
 
     openbao = unsealed_after

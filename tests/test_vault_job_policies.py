@@ -24,7 +24,7 @@ from agent.runner.alloc import AllocRunner
 from agent.runner.vaulttoken import JobPolicies, PolicyRefused, TaskVaultToken, TokenIssuer
 from agent.state import SqliteStore
 from agent.templates.runner import TemplateDeps
-from agent.vaultclient import VaultClient
+from agent.vault import VaultClient
 from tests.fakes import FakeNode, FakeVault
 from tests.openbao_server import JOB_OTHER, JOB_PROBE, TOKEN_ROLE, OpenBaoServer, job_kv_path
 

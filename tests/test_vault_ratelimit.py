@@ -37,7 +37,7 @@ from agent.model import ChangeScript, Task, Template
 from agent.records import AllocStatus
 from agent.state import SqliteStore
 from agent.templates.runner import RATE_LIMITED_EVENT, TaskHost, TaskTemplates, TemplateDeps
-from agent.vaultclient import (
+from agent.vault import (
     LOGIN_PATH,
     VAULT_ERROR,
     TokenClient,

@@ -44,7 +44,7 @@ from agent.runner.vaulttoken import (
 )
 from agent.state import SqliteStore
 from agent.templates.runner import TemplateDeps
-from agent.vaultclient import TokenGrant, VaultClient
+from agent.vault import TokenGrant, VaultClient
 from tests.fakes import FakeNode, FakeVault
 from tests.openbao_server import (
     JOB_OTHER,
@@ -622,7 +622,7 @@ CERT = '{{ with secret "%s" "common_name=%s" "ttl=1h" }}{{ .Data.serial_number }
 def test_the_agents_approle_creates_tokens_only_through_the_role_and_reads_nothing(
     openbao: OpenBaoServer, agent_vault: VaultClient
 ) -> None:
-    from agent.vaultclient import VaultDenied
+    from agent.vault import VaultDenied
 
     with pytest.raises(VaultDenied, match="permission denied"):
         agent_vault.read(job_kv_path(JOB_PROBE))
@@ -640,7 +640,7 @@ def test_the_agents_approle_creates_tokens_only_through_the_role_and_reads_nothi
 def test_the_agents_approle_logs_in_only_from_the_clients_address(
     openbao: OpenBaoServer, tmp_path: Path
 ) -> None:
-    from agent.vaultclient import VaultDenied
+    from agent.vault import VaultDenied
 
     creds = tmp_path / "elsewhere.json"
     openbao.add_approle("fieldlab-agent-elsewhere", creds, bound_address="127.0.0.2")

@@ -1,4 +1,4 @@
-"""agent.vaultclient against a real OpenBao server (tests/openbao_server.py): AppRole login, PKI issue
+"""agent.vault against a real OpenBao server (tests/openbao_server.py): AppRole login, PKI issue
 with re-issue jitter, KV v2 reads, denials, outages, token renewal and fresh logins, and tasks' tokens
 created through the token role. The agent's own AppRole reads nothing (tests/test_vault_tokens.py
 checks its policy); the client's mechanics are tested here with a test AppRole that may read."""
@@ -20,8 +20,7 @@ from cryptography import x509
 
 from agent.config import Config, VaultConfig
 from agent.daemon import VAULT_PROBE_INTERVAL, Agent, needs_vault_probe, newest_vault_status
-from agent.vault import VaultStatus, check_vault, vault_client
-from agent.vaultclient import (
+from agent.vault import (
     LOGIN_PATH,
     SecretResult,
     TokenClient,
@@ -30,9 +29,12 @@ from agent.vaultclient import (
     VaultDenied,
     VaultError,
     VaultNotFound,
+    VaultStatus,
     VaultUnavailable,
     backoff,
+    check_vault,
     reissue_at,
+    vault_client,
 )
 from lab.waits import wait_until
 from tests.openbao_server import JOB_PROBE, TOKEN_ROLE, WORKLOAD_ROLE, OpenBaoServer, job_kv_path

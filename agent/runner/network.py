@@ -13,7 +13,7 @@ from agent.drivers.base import DriverError
 from agent.errors import AgentError
 from agent.records import AllocStatus, DesiredStatus, NetworkState
 from agent.runner.state import NETNS_OWNER
-from agent.vaultclient import VaultError
+from agent.vault import VaultError
 
 if TYPE_CHECKING:
     from agent.runner.alloc import AllocRunner

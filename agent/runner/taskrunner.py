@@ -36,7 +36,7 @@ from agent.templates.envfile import parse_env_file
 from agent.templates.render import SecretSource
 from agent.templates.runner import TaskTemplates
 from agent.templates.sandbox import SandboxError, read_file
-from agent.vaultclient import VaultError
+from agent.vault import VaultError
 
 if TYPE_CHECKING:
     from agent.runner.alloc import AllocRunner, RunnerDeps

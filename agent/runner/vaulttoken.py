@@ -49,7 +49,7 @@ from agent.state import StateStore
 from agent.templates.render import RestartPaced
 from agent.templates.sandbox import SandboxError
 from agent.templates.sandbox import read_file as read_task_file
-from agent.vaultclient import (
+from agent.vault import (
     RENEW_FRACTION,
     TokenGrant,
     VaultDenied,
@@ -69,7 +69,7 @@ Clock = Callable[[], float]
 
 
 class TaskTokenClient(Protocol):
-    """Requests with a task's token (agent.vaultclient.TokenClient)."""
+    """Requests with a task's token (agent.vault.TokenClient)."""
 
     def fetch(self, path: str, params: dict[str, Any]) -> tuple[dict[str, Any], float]: ...
 
@@ -81,7 +81,7 @@ class TaskTokenClient(Protocol):
 
 
 class TokenIssuer(Protocol):
-    """What the agent's own Vault client does for tasks (agent.vaultclient.VaultClient)."""
+    """What the agent's own Vault client does for tasks (agent.vault.VaultClient)."""
 
     @property
     def address(self) -> str: ...

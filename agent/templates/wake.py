@@ -95,7 +95,7 @@ class VaultWake:
 def vault_wake(
     vault: object, schedule: Callable[[float, Callable[[], None]], None], offload: Offload
 ) -> VaultWake | None:
-    """The wake for the agent's Vault client (agent.vaultclient.VaultClient.probe: `sys/health`);
+    """The wake for the agent's Vault client (agent.vault.VaultClient.probe: `sys/health`);
     None when there is no Vault, or a client that cannot probe."""
     probe = getattr(vault, "probe", None)
     if probe is None or not callable(probe):

@@ -31,7 +31,6 @@ Tokens and the AppRole secret_id are never logged nor put into an error message.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import random
@@ -39,7 +38,6 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,303 +46,19 @@ import hvac.adapters
 import hvac.exceptions
 import requests
 
-from agent.decisions import RateBucket, plan_rate_cap
-from agent.errors import AgentError, RateLimited, Unavailable
+from agent.vault.errors import (
+    JsonAdapter,
+    VaultDenied,
+    VaultError,
+    VaultNotFound,
+    VaultRateLimited,
+    VaultUnavailable,
+    classify,
+)
+from agent.vault.load import OPS, VAULT_UNREACHABLE, VaultCallStatus, VaultLoad, health_state, state_of
+from agent.vault.results import JITTER_RNG, LOGIN_PATH, RENEW_FRACTION, SecretResult, TokenGrant, grant
 
 log = logging.getLogger(__name__)
-
-RENEW_FRACTION = 2 / 3
-REISSUE_FRACTION = (0.6, 0.8)
-BACKOFF_BASE = 1.0
-BACKOFF_CAP = 60.0
-LOGIN_PATH = "auth/approle/login"
-
-_rng = random.Random()  # noqa: S311 - jitter, not secrets
-
-
-class VaultError(AgentError):
-    """A Vault request failed; the message names the operation and the path, never a secret."""
-
-    def __init__(self, op: str, path: str, reason: str) -> None:
-        self.op, self.path, self.reason = op, path, reason
-        super().__init__(f"vault {op} {path}: {reason}")
-
-
-class VaultUnavailable(VaultError, Unavailable):
-    """Vault cannot answer now (refused, timeout, sealed, 5xx, rate limited): retry with backoff."""
-
-
-class VaultRateLimited(VaultUnavailable, RateLimited):
-    """Vault refused the request over a rate-limit quota (429), or the agent's own cap refused to send
-    it (`vault.max_requests_per_second`): retry after `retry_after` seconds (the server's Retry-After;
-    None when it sent none), with backoff and jitter."""
-
-    def __init__(self, op: str, path: str, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(op, path, reason)
-        self.retry_after = retry_after
-
-
-class VaultDenied(VaultError):
-    """Permission denied on the path (403), or the AppRole credentials were refused: not retried."""
-
-
-class VaultNotFound(VaultError):
-    """Nothing at the path (404): no such secret, or a KV v2 version that was deleted."""
-
-
-@dataclass(frozen=True)
-class SecretResult:
-    """What a read or write returned: `data` is the response's `data`; `ttl` is the lease duration,
-    or for a certificate the seconds from `fetched_at` until its `expiration` (0: not dynamic)."""
-
-    data: dict[str, Any]
-    ttl: float
-    renewable: bool
-    fetched_at: float
-    lease_id: str = ""
-    warnings: tuple[str, ...] = field(default=())
-
-    @property
-    def expires_at(self) -> float | None:
-        return self.fetched_at + self.ttl if self.ttl > 0 else None
-
-
-@dataclass(frozen=True)
-class TokenGrant:
-    """A token as the server granted, renewed or looked it up: its accessor (not a secret: it names the
-    token for lookup or revocation without granting its use), policies and TTL as of `granted_at`
-    (our clock). `token` is the secret itself, only after a create; it never shows in a repr."""
-
-    accessor: str
-    ttl: float
-    renewable: bool
-    granted_at: float
-    policies: tuple[str, ...] = ()
-    token: str = field(default="", repr=False, compare=False)
-    warnings: tuple[str, ...] = field(default=())
-
-
-def _grant(info: dict[str, Any], granted_at: float, warnings: Any = None) -> TokenGrant:
-    """A TokenGrant from an `auth` block (create, renew: lease_duration) or lookup `data` (ttl)."""
-    ttl = info.get("lease_duration", info.get("ttl"))
-    policies = info.get("token_policies") or info.get("policies") or ()
-    return TokenGrant(
-        accessor=str(info.get("accessor") or ""),
-        ttl=float(ttl or 0),
-        renewable=bool(info.get("renewable")),
-        granted_at=granted_at,
-        policies=tuple(str(p) for p in policies),
-        token=str(info.get("client_token") or ""),
-        warnings=tuple(str(w) for w in warnings or ()),
-    )
-
-
-def reissue_at(
-    result: SecretResult,
-    fraction: tuple[float, float] = REISSUE_FRACTION,
-    rng: random.Random | None = None,
-) -> float | None:
-    """When a dynamic secret must be fetched again: a random point between fraction[0] and
-    fraction[1] of its TTL after it was fetched (jitter, never a fixed interval). None for a static
-    secret (no TTL), which only changes when it is written again."""
-    lo, hi = fraction
-    if not 0 < lo <= hi < 1:
-        raise ValueError(f"reissue fraction {fraction}: need 0 < low <= high < 1")
-    if result.ttl <= 0:
-        return None
-    return result.fetched_at + result.ttl * (rng or _rng).uniform(lo, hi)
-
-
-def backoff(
-    attempt: int, *, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP, rng: random.Random | None = None
-) -> float:
-    """Seconds to wait before retry number `attempt` (0-based): exponential, capped, with jitter
-    (between half and all of base * 2**attempt, never under `base` nor over `cap`)."""
-    ceiling = min(cap, base * 2.0 ** min(max(attempt, 0), 32))
-    return max(base, ceiling * (rng or _rng).uniform(0.5, 1.0))
-
-
-_UNAVAILABLE = (
-    hvac.exceptions.InternalServerError,  # 500
-    hvac.exceptions.VaultNotInitialized,  # 501
-    hvac.exceptions.BadGateway,  # 502
-    hvac.exceptions.UnexpectedError,  # any other status
-)
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """A Retry-After header as seconds: delay-seconds ("3") or an HTTP date; None when absent or
-    unreadable. OpenBao sends delay-seconds, and only with `enable_rate_limit_response_headers`."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-class _Adapter(hvac.adapters.JSONAdapter):  # type: ignore[misc]
-    """hvac's JSON adapter, keeping a 429's Retry-After on the exception it raises (hvac's own
-    exceptions carry no headers)."""
-
-    def _raise_for_error(self, method: str, url: str, response: requests.Response) -> None:
-        try:
-            super()._raise_for_error(method, url, response)
-        except hvac.exceptions.RateLimitExceeded as exc:
-            exc.retry_after = retry_after_seconds(response.headers.get("Retry-After"))
-            raise
-
-
-def _classify(exc: Exception, op: str, path: str) -> VaultError:
-    """One of our errors for an hvac or requests exception; the reason names no secret."""
-    if isinstance(exc, requests.RequestException):
-        if isinstance(exc, requests.Timeout):
-            reason = "timed out (server hung or unreachable)"
-        elif isinstance(exc, requests.ConnectionError):
-            reason = "connection failed (server down or unreachable)"
-        else:
-            reason = type(exc).__name__
-        return VaultUnavailable(op, path, reason)
-    if not isinstance(exc, hvac.exceptions.VaultError):
-        return VaultError(op, path, f"{type(exc).__name__}: {exc}")
-    errors = "; ".join(" ".join(str(e).split()) for e in (exc.errors or []) if e) or type(exc).__name__
-    cls: type[VaultError] = VaultError
-    if isinstance(exc, hvac.exceptions.Forbidden):
-        cls, errors = VaultDenied, f"permission denied ({errors})"
-    elif isinstance(exc, hvac.exceptions.InvalidPath):
-        cls, errors = VaultNotFound, "not found"
-    elif isinstance(exc, hvac.exceptions.VaultDown):  # 503
-        cls, errors = VaultUnavailable, f"sealed or unavailable ({errors})"
-    elif isinstance(exc, hvac.exceptions.RateLimitExceeded):  # 429: a rate-limit quota
-        after = getattr(exc, "retry_after", None)
-        said = f"; Retry-After {after:g}s" if after is not None else ""
-        return VaultRateLimited(op, path, f"rate limited (429: {errors}{said})", after)
-    elif isinstance(exc, _UNAVAILABLE):
-        cls, errors = VaultUnavailable, f"server error ({errors})"
-    return cls(op, path, errors)
-
-
-_OPS = {"get": "read", "post": "write", "list": "list"}  # the operation named in errors
-
-# What the last request says about Vault itself (not about the request's own merits).
-VAULT_OK = "ok"  # Vault answered (a 400 or 404 is the request's problem, not Vault's)
-VAULT_SEALED = "sealed"  # 503: sealed
-VAULT_UNREACHABLE = "unreachable"  # connection refused, reset, timed out
-VAULT_DENIED = "denied"  # 403, or the AppRole credentials were refused or cannot be read
-VAULT_ERROR = "error"  # 5xx, 429, anything else
-
-
-class VaultLoad:
-    """The agent's Vault requests, paced and counted: one per agent, shared by its own client and every
-    task's (`VaultClient.token_client`), so one cap covers them all.
-
-    With `max_requests_per_second` (> 0) every request first takes a slot of a token bucket
-    (agent.decisions.plan_rate_cap, burst 1): requests are spaced 1/rate apart, waiting on the
-    calling thread; one whose slot is more than `max_wait` away is refused as VaultRateLimited
-    without being sent (retried by its caller like a 429). 0: no cap. Thread-safe."""
-
-    def __init__(
-        self,
-        max_requests_per_second: float = 0.0,
-        *,
-        max_wait: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if max_requests_per_second < 0:
-            raise ValueError(f"max_requests_per_second {max_requests_per_second}: need >= 0")
-        self.rate = float(max_requests_per_second)
-        self.max_wait = max_wait
-        self.clock, self.sleep = clock, sleep
-        self._lock = threading.Lock()
-        self._bucket = RateBucket(tokens=1.0, at=clock())
-        self.requests = 0  # sent to Vault
-        self.rate_limited = 0  # answered 429 by Vault
-        self.waited = 0  # requests that waited for their slot under the cap
-        self.wait_seconds = 0.0  # ... in all
-        self.refused = 0  # requests the cap refused to send (their slot was too far away)
-
-    def take(self, op: str, path: str) -> None:
-        """Before a request: wait for its slot under the cap (none: go at once), then count it."""
-        wait = 0.0
-        with self._lock:
-            if self.rate > 0:
-                plan = plan_rate_cap(self._bucket, self.clock(), self.rate, self.max_wait)
-                self._bucket = plan.bucket
-                if not plan.granted:
-                    self.refused += 1
-                    raise VaultRateLimited(
-                        op,
-                        path,
-                        f"rate limited by the agent's own cap of {self.rate:g} requests/s "
-                        f"(vault.max_requests_per_second): no slot within {self.max_wait:g}s",
-                        plan.wait,
-                    )
-                wait = plan.wait
-                if wait > 0:
-                    self.waited += 1
-                    self.wait_seconds += wait
-            self.requests += 1
-        if wait > 0:
-            self.sleep(wait)
-
-    def note_rate_limited(self) -> None:
-        with self._lock:
-            self.rate_limited += 1
-
-
-@dataclass(frozen=True)
-class VaultCallStatus:
-    """The outcome of one request to Vault: `state` (VAULT_*), when (the client's clock), which
-    operation and path, and the error text ("" when it succeeded). Names no secret."""
-
-    state: str
-    at: float
-    op: str
-    path: str
-    error: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"state": self.state, "at": self.at, "op": self.op, "path": self.path, "error": self.error}
-
-
-def _state_of(exc: Exception | None) -> str:
-    """VAULT_* for what a request raised (None: it succeeded)."""
-    answered = (hvac.exceptions.InvalidPath, hvac.exceptions.InvalidRequest, VaultNotFound)
-    if exc is None or isinstance(exc, answered):
-        return VAULT_OK
-    if isinstance(exc, requests.RequestException):
-        return VAULT_UNREACHABLE
-    if isinstance(exc, VaultDenied | hvac.exceptions.Forbidden | hvac.exceptions.Unauthorized):
-        return VAULT_DENIED
-    if isinstance(exc, hvac.exceptions.VaultDown) or (
-        isinstance(exc, VaultUnavailable) and "sealed" in exc.reason
-    ):
-        return VAULT_SEALED
-    if (
-        isinstance(exc, VaultUnavailable)
-        and not isinstance(exc, RateLimited)  # a 429: Vault answered, refusing for now (an error)
-        and not exc.reason.startswith("server error")
-    ):
-        return VAULT_UNREACHABLE
-    return VAULT_ERROR
-
-
-def _health_state(code: int) -> tuple[str, str]:
-    """VAULT_* and the error text for a sys/health status code."""
-    if code in (200, 429, 472, 473):  # active; standby; DR / performance standby
-        return VAULT_OK, ""
-    if code == 503:
-        return VAULT_SEALED, "sealed (sys/health 503)"
-    if code == 501:
-        return VAULT_ERROR, "not initialised (sys/health 501)"
-    return VAULT_ERROR, f"sys/health answered HTTP {code}"
 
 
 class _VaultApi(ABC):
@@ -367,7 +81,9 @@ class _VaultApi(ABC):
         self.load = load if load is not None else VaultLoad(max_wait=timeout)
         # hvac's client carries no token (token="" also keeps it from reading VAULT_TOKEN or
         # ~/.vault-token): each request passes its token in its headers.
-        self._hvac = hvac_client or hvac.Client(url=self.address, token="", timeout=timeout, adapter=_Adapter)
+        self._hvac = hvac_client or hvac.Client(
+            url=self.address, token="", timeout=timeout, adapter=JsonAdapter
+        )
         self.last_status: VaultCallStatus | None = None  # the last request's outcome (None: none yet)
         self.last_probe: VaultCallStatus | None = None  # the last sys/health probe's (None: none yet)
 
@@ -377,10 +93,8 @@ class _VaultApi(ABC):
         if isinstance(exc, hvac.exceptions.RateLimitExceeded):
             self.load.note_rate_limited()
         if exc is not None:
-            error = str(exc) if isinstance(exc, VaultError) else str(_classify(exc, op, path))
-        self.last_status = VaultCallStatus(
-            _state_of(exc), self.clock() if at is None else at, op, path, error
-        )
+            error = str(exc) if isinstance(exc, VaultError) else str(classify(exc, op, path))
+        self.last_status = VaultCallStatus(state_of(exc), self.clock() if at is None else at, op, path, error)
 
     def probe(self, timeout: float = 2.0) -> VaultCallStatus:
         """Ask `sys/health` (unauthenticated, cheap): is Vault up, unsealed? Kept as `last_probe`."""
@@ -389,11 +103,11 @@ class _VaultApi(ABC):
             resp = self._hvac.adapter.request("GET", "/v1/sys/health", raise_exception=False, timeout=timeout)
         except requests.RequestException as exc:
             status = VaultCallStatus(
-                VAULT_UNREACHABLE, at, "health", "sys/health", str(_classify(exc, "health", "sys/health"))
+                VAULT_UNREACHABLE, at, "health", "sys/health", str(classify(exc, "health", "sys/health"))
             )
         else:
             code = resp.status_code if isinstance(resp, requests.Response) else 200
-            state, error = _health_state(code)
+            state, error = health_state(code)
             status = VaultCallStatus(state, at, "health", "sys/health", error)
         self.last_probe = status
         return status
@@ -402,7 +116,7 @@ class _VaultApi(ABC):
         self, method: str, path: str, body: dict[str, Any] | None, token: str, op: str = ""
     ) -> dict[str, Any]:
         """One request with `token`; our error for any failure (naming the path, never the token)."""
-        op = op or _OPS.get(method, method)
+        op = op or OPS.get(method, method)
         self.load.take(op, path)
         try:
             adapter = self._hvac.adapter
@@ -412,7 +126,7 @@ class _VaultApi(ABC):
                 kwargs["json"] = body
             resp = call(f"/v1/{path}", **kwargs)
         except (hvac.exceptions.VaultError, requests.RequestException) as exc:
-            err = _classify(exc, op, path)
+            err = classify(exc, op, path)
             self._note(op, path, exc)
             raise err from None
         self._note(op, path)
@@ -504,14 +218,14 @@ class TokenClient(_VaultApi):
         knows it (revoked or expired)."""
         granted_at = self.clock()
         resp = self._send("get", "auth/token/lookup-self", None, self._token, op="lookup")
-        return _grant(resp.get("data") or {}, granted_at)
+        return grant(resp.get("data") or {}, granted_at)
 
     def renew_self(self) -> TokenGrant:
         """Renew the token for its TTL again (a periodic token: for its period); the TTL granted, which
         is less than asked when the token's max TTL caps it."""
         granted_at = self.clock()
         resp = self._send("post", "auth/token/renew-self", {}, self._token, op="renew")
-        return _grant(resp.get("auth") or {}, granted_at, resp.get("warnings"))
+        return grant(resp.get("auth") or {}, granted_at, resp.get("warnings"))
 
 
 class VaultClient(_VaultApi):
@@ -542,7 +256,7 @@ class VaultClient(_VaultApi):
         # random part of it (agents restarted together then reach Vault apart).
         self.restart_jitter = float(restart_jitter)
         self._sleep = sleep
-        self._rng = rng or _rng
+        self._rng = rng or JITTER_RNG
         self._login_spread = restart_jitter > 0  # the first login is still to be spread
         self._lock = threading.RLock()
         self._token = ""
@@ -616,13 +330,13 @@ class VaultClient(_VaultApi):
                 resp = self._hvac.auth.approle.login(role_id=role_id, secret_id=secret_id, use_token=False)
             except (hvac.exceptions.InvalidRequest, hvac.exceptions.Unauthorized) as exc:
                 # 400 "invalid role or secret ID": the credentials themselves were refused.
-                reason = _classify(exc, "login", LOGIN_PATH).reason
+                reason = classify(exc, "login", LOGIN_PATH).reason
                 denied = VaultDenied("login", LOGIN_PATH, f"AppRole credentials refused ({reason})")
                 self._note("login", LOGIN_PATH, denied)
                 raise denied from None
             except (hvac.exceptions.VaultError, requests.RequestException) as exc:
                 self._note("login", LOGIN_PATH, exc)
-                raise _classify(exc, "login", LOGIN_PATH) from None
+                raise classify(exc, "login", LOGIN_PATH) from None
             self._note("login", LOGIN_PATH)
             auth = resp["auth"]
             self._set_token(auth, login=True)
@@ -663,7 +377,7 @@ class VaultClient(_VaultApi):
                     "/v1/auth/token/renew-self", headers={"X-Vault-Token": self._token}
                 )
             except (hvac.exceptions.VaultError, requests.RequestException) as exc:
-                err = _classify(exc, "renew", "auth/token/renew-self")
+                err = classify(exc, "renew", "auth/token/renew-self")
                 self._note("renew", "auth/token/renew-self", exc)
                 if isinstance(err, VaultUnavailable):
                     raise err from None
@@ -697,7 +411,7 @@ class VaultClient(_VaultApi):
     # --- requests
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        op = _OPS.get(method, method)
+        op = OPS.get(method, method)
         path = path.strip("/")
         for attempt in (1, 2):
             token = self._current_token()
@@ -743,7 +457,7 @@ class VaultClient(_VaultApi):
         auth = resp.get("auth") or {}
         if not auth.get("client_token"):
             raise VaultError("create token", path, "the response holds no token")
-        return _grant(auth, granted_at, resp.get("warnings"))
+        return grant(auth, granted_at, resp.get("warnings"))
 
     def revoke_accessor(self, accessor: str) -> None:
         """Revoke a task's token by its accessor (auth/token/revoke-accessor). A token the server no

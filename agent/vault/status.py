@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.config import VaultConfig
-from agent.vaultclient import VaultClient, VaultError
+from agent.vault.client import VaultClient
+from agent.vault.errors import VaultError
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,6 @@ def check_vault(cfg: VaultConfig, client: VaultClient | None) -> VaultStatus:
         raise ValueError("check_vault needs the agent's VaultClient (vault_client(cfg))")
     try:
         client.login()
-    except VaultError as exc:  # the message names no secret (see agent.vaultclient)
+    except VaultError as exc:  # the message names no secret (see agent.vault.errors)
         return VaultStatus(True, False, f"approle login failed: {type(exc).__name__}: {exc}")
     return VaultStatus(True, True)
