@@ -3,7 +3,7 @@ timers only put work on its queue, so no two changes to an alloc ever race.
 
 The Core keeps the loop, the jobs and their allocs (submit, stop, replacements) and the orphan
 sweeps. Two larger steps it runs on the loop have their own modules: the startup restore
-(agent.restore) and the garbage collection of terminal allocs (agent.gc); the Core's `restore`,
+(agent.restore) and the garbage collection of terminal allocs (agent.node.gc); the Core's `restore`,
 `gc`, `start_periodic_gc` and `purge_job` hand over to them.
 """
 
@@ -29,7 +29,6 @@ from agent.decisions import GcLimits, plan_orphan_sweep
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.faults import Faults
-from agent.gc import TERMINAL_STATUSES, GarbageCollector, GcReport, alloc_fs_usage
 from agent.getter.getter import ArtifactGetter, HttpGetter
 from agent.jobcodec import encode_job
 from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
@@ -37,9 +36,11 @@ from agent.jobupdate import UpdatePlan, earlier_versions, plan_job_update
 from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
 from agent.network.base import Network
-from agent.nodeinfo import node_attributes
+from agent.node.gc import TERMINAL_STATUSES, GarbageCollector, GcReport, alloc_fs_usage
+from agent.node.nodeinfo import node_attributes
+from agent.node.placement import NodeFacts, refusals
+from agent.node.sweeper import Sweeper, SweepReport
 from agent.offload import Offload, threaded
-from agent.placement import NodeFacts, refusals
 from agent.records import AllocRecord, DesiredStatus, PortAlloc, RecordError, one_by_prefix
 from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
@@ -50,7 +51,6 @@ from agent.runner.vaulttoken import TokenIssuer
 from agent.state import CorruptRecordError, StateStore
 from agent.state.changes import ChangeIndex
 from agent.state.watched import WatchedStore
-from agent.sweeper import Sweeper, SweepReport
 from agent.templates.budget import DEFAULT_PASS_BUDGET
 from agent.templates.deps import TemplateDeps
 from agent.templates.render import ConsulSource, check_template
@@ -351,12 +351,12 @@ class Core:
         """Every alloc with a record (live or terminal): its alloc dir waits for the GC."""
         return {row.key for row in self.store.index("alloc", (*LIVE_STATUSES, *TERMINAL_STATUSES))}
 
-    # -- garbage collection of terminal allocs (agent.gc) --------------------------------------
+    # -- garbage collection of terminal allocs (agent.node.gc) --------------------------------------
     def gc(self, *, force: bool = False) -> GcReport:
         return self.collector.gc(force=force)
 
     def _alloc_fs_usage(self) -> tuple[float, float]:
-        """What the GC measures (agent.gc.alloc_fs_usage); the GC's tests replace it."""
+        """What the GC measures (agent.node.gc.alloc_fs_usage); the GC's tests replace it."""
         return alloc_fs_usage(self.deps.data_dir)
 
     def start_periodic_gc(self, interval: float) -> None:
@@ -431,7 +431,7 @@ class Core:
     def _refuse(self, job: Job, source: str) -> None:
         """JobspecError when this client would not place the job: a driver it does not run (or
         its config leaves off, as raw_exec), a datacenter it is not in, or a constraint of a group
-        it does not meet (agent.placement: Nomad would leave the group pending)."""
+        it does not meet (agent.node.placement: Nomad would leave the group pending)."""
         refused = [
             (f"job.{job.id}.group.{g.name}.task.{t.name}.driver", why)
             for g in job.groups

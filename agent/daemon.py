@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from agent import __version__, layout
-from agent.api import ApiServer, Handler, StreamOpener, Upgrade
+from agent.api.server import ApiServer, Handler, StreamOpener, Upgrade
 from agent.config import Config
 from agent.consul import ConsulClient
 from agent.core import Core
@@ -31,7 +31,7 @@ from agent.errors import AgentError
 from agent.faults import Faults
 from agent.layout import NodeLayout
 from agent.network.cni import CniNetwork
-from agent.nodeinfo import driver_health
+from agent.node.nodeinfo import driver_health
 from agent.nomadapi import structs
 from agent.nomadapi.http import answer, blocked_now
 from agent.nomadapi.node import NodeIdentity

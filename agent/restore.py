@@ -31,11 +31,11 @@ from agent.jobcodec import JobCodecError, decode_job, encode_job
 from agent.jobspec import JobspecError, Limits, parse_jobspec
 from agent.model import Job
 from agent.network import iptables
+from agent.node.sweeper import SweepReport
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, RecordError
 from agent.runner.adopt import Adoption
 from agent.runner.alloc import AllocRunner, RunnerDeps
 from agent.state import StateStore
-from agent.sweeper import SweepReport
 
 log = logging.getLogger(__name__)
 

@@ -28,12 +28,12 @@ from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.plugins import check_supported, plugin_version
-from agent.nodeinfo import disk_free_mb, load_node_id, node_attributes, storage_attributes
-from agent.placement import NodeFacts
+from agent.node.nodeinfo import disk_free_mb, load_node_id, node_attributes, storage_attributes
+from agent.node.placement import NodeFacts
+from agent.node.sweeper import Sweeper, SweepPolicy
 from agent.runner.restorer import RESTORE_RENDER
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import StateStore
-from agent.sweeper import Sweeper, SweepPolicy
 from agent.templates.budget import DEFAULT_PASS_BUDGET
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from agent.client import ApiClient
+from agent.api.client import ApiClient
 from agent.errors import AgentError
 from e2e.harness import history
 from e2e.harness.checkers import FileSeen, unchanged_problems

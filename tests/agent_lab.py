@@ -28,16 +28,16 @@ from typing import Any
 
 import pytest
 
-from agent import api as agent_api
-from agent.api import Response, Streamed
-from agent.client import ApiClient, ApiError
+from agent.api import server as agent_api
+from agent.api.client import ApiClient, ApiError
+from agent.api.server import Response, Streamed
 from agent.core import Core
 from agent.drivers.base import LABEL_ALLOC, LABEL_MANAGED
 from agent.drivers.docker import DockerDriver
 from agent.faults import Faults
 from agent.network import iptables
 from agent.network.cni import CniNetwork
-from agent.nodeinfo import driver_health
+from agent.node.nodeinfo import driver_health
 from agent.nomadapi.node import NodeIdentity
 from agent.nomadapi.routes import NomadApi, build_nomad_routes
 from agent.state import SqliteStore
@@ -93,7 +93,7 @@ class NomadRoutes:
         return status, json.loads(data) if ctype == "application/json" else data.decode()
 
     def request(self, method: str, target: str, body: Any = None) -> Any:
-        """As agent.client.ApiClient.request: the JSON answer, ApiError for a 4xx or 5xx."""
+        """As agent.api.client.ApiClient.request: the JSON answer, ApiError for a 4xx or 5xx."""
         status, out = self.call(method, target, body)
         if status >= 400:
             raise ApiError(status, out)

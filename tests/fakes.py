@@ -22,10 +22,10 @@ from agent.drivers.session import ExecSession
 from agent.drivers.usage import Usage
 from agent.model import Task
 from agent.network.base import Network
+from agent.node.sweeper import Removal, Sweeper, SweepReport
 from agent.records import AllocRecord, PortAlloc
 from agent.runner.alloc import AllocRunner, RunnerDeps
 from agent.state import SqliteStore
-from agent.sweeper import Removal, Sweeper, SweepReport
 from agent.templates.render import SecretSource
 from agent.templates.runner import TemplateDeps
 from agent.vault import TokenGrant, VaultDenied, VaultUnavailable
@@ -429,7 +429,7 @@ class FakeTokenClient:
 
 class FakeSweeper(Sweeper):
     """The orphan sweeper on a FakeNode: removes every task instance, netns owner and CNI result of
-    an alloc that is neither live nor adopted (as agent.sweeper does by labels, cgroup and netns
+    an alloc that is neither live nor adopted (as agent.node.sweeper does by labels, cgroup and netns
     names); records what it removed."""
 
     def __init__(self, node: FakeNode) -> None:  # no docker, no CNI: nothing of Sweeper's own

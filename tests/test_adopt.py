@@ -14,6 +14,7 @@ import pytest
 
 from agent.core import Core
 from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_MANAGED, LABEL_ROLE, LABEL_TASK
+from agent.node.sweeper import Observed, SeenChain, SeenContainer, SweepReport, plan_sweep
 from agent.runner.adopt import (
     EVENT_ADOPTED,
     KIND_ADOPTED,
@@ -23,7 +24,6 @@ from agent.runner.adopt import (
     NodeContainer,
     plan_adoption,
 )
-from agent.sweeper import Observed, SeenChain, SeenContainer, SweepReport, plan_sweep
 from tests.agent_lab import NomadRoutes, alloc_events
 from tests.fakes import FakeNode
 

@@ -27,9 +27,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from agent import api as agent_api
 from agent import cli
-from agent.api import ApiServer, Handler, Response, json_response
+from agent.api import server as agent_api
+from agent.api.server import ApiServer, Handler, Response, json_response
 from agent.config import Config, TLSConfig, VaultConfig
 from agent.core import Core
 from agent.daemon import Agent
@@ -537,7 +537,7 @@ def test_the_cli_speaks_nomads_api_with_the_operator_cert_and_names_a_refused_id
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`fieldlab-agent job|alloc` through agent.client (as the e2e harness does), against Nomad's
+    """`fieldlab-agent job|alloc` through agent.api.client (as the e2e harness does), against Nomad's
     routes over a fake node: every verb is answered by Nomad's routes alone, and does what it says."""
     node = FakeNode(tmp_path / "node")
     core = node.core()

@@ -26,21 +26,21 @@ from typing import Any
 import pytest
 
 from agent import __version__, cli
-from agent import execframes as ef
-from agent.api import ApiServer, Response
+from agent.api.client import ApiClient
+from agent.api.server import ApiServer, Response
 from agent.cli import allocformat, commands, completion, wsclient
 from agent.cli import format as fmt
 from agent.cli import logs as cli_logs
 from agent.cli import session as cli_session
 from agent.cli.calls import Nomad
 from agent.cli.parser import split_command
-from agent.client import ApiClient
 from agent.config import Config, TLSConfig
 from agent.core import Core
 from agent.daemon import health_stats
+from agent.drivers import execframes as ef
 from agent.drivers.base import TaskHandle
 from agent.errors import AgentError
-from agent.nodeinfo import driver_health
+from agent.node.nodeinfo import driver_health
 from agent.nomadapi import fsjson, structs
 from agent.nomadapi.http import answer
 from agent.nomadapi.jobjson import go_time, ns

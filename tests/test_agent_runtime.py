@@ -528,8 +528,8 @@ def test_the_http_api_runs_stops_and_refuses_bad_jobs(lab: AgentLab, tmp_path: P
     """The same flow through Nomad's API over mTLS and the CLI's client, as an operator would use it."""
     import socket
 
-    from agent.api import ApiServer
-    from agent.client import ApiClient, ApiError
+    from agent.api.client import ApiClient, ApiError
+    from agent.api.server import ApiServer
     from agent.config import Config, TLSConfig
     from tests.pki import TestCA
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from agent.api import ApiServer, Handler, Response, json_response
+from agent.api.idempotency import Replays
+from agent.api.server import ApiServer, Handler, Response, json_response
 from agent.config import Config, TLSConfig
-from agent.idempotency import Replays
 from tests.pki import Issued, TestCA
 from tests.test_agent_api import OPERATOR, _ctx, _decoded, _free_port, stand_in_routes
 
@@ -111,7 +111,7 @@ def test_a_body_nested_too_deeply_is_a_400_naming_it_not_a_traceback(
     served = api(stand_in_routes())
     with caplog.at_level(logging.DEBUG, logger="agent"):
         status, out = served.post(route, body)
-        # The same with an Idempotency-Key (the path through agent.idempotency).
+        # The same with an Idempotency-Key (the path through agent.api.idempotency).
         assert served.post(route, body, key="deep-1") == (status, out)
     assert status == 400 and "nested too deeply" in out, out  # Nomad's error: a plain-text reason
     _no_traceback(caplog)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent import cli
-from agent.api import ApiServer
+from agent.api.server import ApiServer
 from agent.config import Config, TLSConfig
 from agent.drivers.base import LABEL_TASK
 from agent.nomadapi.node import NodeIdentity

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.client import ApiError
+from agent.api.client import ApiError
 from agent.core import Core
 from agent.jobcodec import decode_job, encode_job
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.jobupdate import plan_job_update
 from agent.model import Constraint, Job
+from agent.node.placement import NodeFacts
 from agent.nomadapi.jobjson import parsed_job_json
-from agent.placement import NodeFacts
 from tests.agent_lab import NODE, NomadRoutes, run_job
 from tests.fakes import FakeNode
 
@@ -409,7 +409,7 @@ def test_a_core_without_facts_fingerprints_this_host_with_its_drivers(tmp_path: 
 
 def test_build_core_gives_the_node_its_settings_name_and_the_data_dirs_id(tmp_path: Path) -> None:
     from agent.faults import Faults
-    from agent.nodeinfo import load_node_id
+    from agent.node.nodeinfo import load_node_id
     from agent.state.sqlite import SqliteStore
     from agent.wiring import CoreSettings, build_core
 

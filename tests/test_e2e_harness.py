@@ -629,7 +629,7 @@ def test_the_harness_never_imports_a_suite() -> None:
 @pytest.mark.parametrize("module", ["checkers.py", "accounting.py"])
 def test_the_checkers_do_no_io(module: str) -> None:
     imported = _imports(E2E / "harness" / module)
-    io = {"e2e.harness.remote", "e2e.harness.cluster", "e2e.harness.probes", "agent.client", "lab.ssh"}
+    io = {"e2e.harness.remote", "e2e.harness.cluster", "e2e.harness.probes", "agent.api.client", "lab.ssh"}
     io |= {"e2e.harness.invariants", "e2e.harness.faults", "e2e.harness.history"}
     assert not {m for m in imported if m.split(".")[0] in ("subprocess", "socket", "ssl", "urllib", "os")}
     assert not imported & io, imported & io

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.api import ApiServer
+from agent.api.client import ApiClient
+from agent.api.server import ApiServer
 from agent.cli.calls import CallError
 from agent.cli.session import exec_path
 from agent.cli.wsclient import WebSocket
-from agent.client import ApiClient
 from agent.config import Config, TLSConfig
 from agent.drivers.base import LABEL_TASK
 from agent.drivers.session import set_winsize

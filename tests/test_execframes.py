@@ -1,10 +1,10 @@
-"""The interactive exec session's framing (agent.execframes): pure, no I/O."""
+"""The interactive exec session's framing (agent.drivers.execframes): pure, no I/O."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent import execframes as ef
+from agent.drivers import execframes as ef
 
 
 def test_frames_round_trip_through_a_decoder_fed_in_any_pieces() -> None:

@@ -18,7 +18,7 @@ from agent.drivers.cgroups import Cgroups, task_cgroup_name
 from agent.errors import ConfigError
 from agent.layout import FIELDLAB, NOMAD, NodeLayout, netns_alloc
 from agent.network.owner import netns_name
-from agent.sweeper import Observed, plan_sweep
+from agent.node.sweeper import Observed, plan_sweep
 from e2e.harness.nomadview import pinned
 from e2e.harness.target import load_target
 from lab.config import LabPaths, LabSpec

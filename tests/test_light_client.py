@@ -14,7 +14,7 @@ from agent.config import ConfigError, load_config
 from agent.drivers.base import DriverError
 from agent.drivers.exec import ExecDriver
 from agent.drivers.registry import DOCKER_DISABLED, build_registry
-from agent.sweeper import Sweeper
+from agent.node.sweeper import Sweeper
 
 JOBS = Path(__file__).resolve().parent / "jobspecs"
 

@@ -1,4 +1,4 @@
-"""Reading a task's logs (agent.logs) and the node's driver health (agent.nodeinfo) with stand-ins
+"""Reading a task's logs (agent.logs) and the node's driver health (agent.node.nodeinfo) with stand-ins
 for the docker SDK: offsets, chunks, a log replaced by a shorter one, the long poll, a container
 gone or an engine away, and a ping that never answers."""
 
@@ -26,7 +26,7 @@ from agent.logs import (
     read_log,
     slice_log,
 )
-from agent.nodeinfo import docker_health, driver_health
+from agent.node.nodeinfo import docker_health, driver_health
 from tests.fakes import FakeDriver
 
 

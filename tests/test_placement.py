@@ -1,4 +1,4 @@
-"""Constraints as Nomad's scheduler checks them against one node (agent.placement), and the version
+"""Constraints as Nomad's scheduler checks them against one node (agent.node.placement), and the version
 parsers behind the `version` and `semver` operators (agent.goversion): pure, no I/O.
 
 Tables marked "Nomad's" or "go-version's" are copied from their tests (scheduler/feasible/feasible_test.go,
@@ -16,8 +16,8 @@ import pytest
 from agent import __version__
 from agent.goversion import VersionError, parse_semver, parse_version, semver_constraints, version_constraints
 from agent.model import Constraint, Group, Job, Task
-from agent.nodeinfo import node_attributes
-from agent.placement import NodeFacts, failures, meets, refusals, resolve, validate
+from agent.node.nodeinfo import node_attributes
+from agent.node.placement import NodeFacts, failures, meets, refusals, resolve, validate
 
 NODE = NodeFacts(
     id="5f8e2d1c-0000-4000-8000-000000000001",
@@ -581,7 +581,7 @@ def test_a_group_whose_ephemeral_disks_do_not_fit_the_nodes_disk_is_refused_nami
     from dataclasses import replace
 
     from agent.model import EphemeralDisk
-    from agent.nodeinfo import disk_free_mb, storage_attributes
+    from agent.node.nodeinfo import disk_free_mb, storage_attributes
 
     def job(size: int, count: int) -> Job:
         g = Group("g", (Task("t", "exec"),), count=count, ephemeral_disk=EphemeralDisk(size=size))

@@ -424,7 +424,7 @@ def test_the_sweeper_sees_and_kills_an_orphaned_raw_exec_task(bench: Bench) -> N
     is, and killed. Only this test's own removal is carried out (other cgroups on the node may belong
     to other tests' live allocs)."""
     from agent.drivers.docker import DockerDriver
-    from agent.sweeper import Sweeper, plan_sweep
+    from agent.node.sweeper import Sweeper, plan_sweep
 
     docker = DockerDriver()
     try:

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from agent import api as agent_api
-from agent.api import ApiServer, Streamed
+from agent.api import server as agent_api
+from agent.api.server import ApiServer, Streamed
 from agent.config import Config, TLSConfig
 from agent.core import Core
 from agent.drivers.base import TaskHandle

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.sweeper import Observed, SeenChain, SeenContainer, SweepPolicy, plan_sweep
+from agent.node.sweeper import Observed, SeenChain, SeenContainer, SweepPolicy, plan_sweep
 
 LIVE = "11111111-live"
 DEAD = "22222222-dead"

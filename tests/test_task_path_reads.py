@@ -79,8 +79,8 @@ SITES: dict[tuple[str, str, str], str] = {
     ("nomadapi/hoststats.py", "host_stats", "Path('/proc/meminfo').read_text"): PROC,
     ("nomadapi/hoststats.py", "host_stats", "Path('/proc/stat').read_text"): PROC,
     ("nomadapi/hoststats.py", "host_stats", "Path('/proc/uptime').read_text"): PROC,
-    ("nodeinfo.py", "load_node_id", "path.read_text"): NODE,  # <data_dir>/client/client-id
-    ("nodeinfo.py", "_os_release", "path.read_text"): HOST,  # /etc/os-release: os.name, os.version
+    ("node/nodeinfo.py", "load_node_id", "path.read_text"): NODE,  # <data_dir>/client/client-id
+    ("node/nodeinfo.py", "_os_release", "path.read_text"): HOST,  # /etc/os-release: os.name, os.version
     ("network/cni.py", "CniNetwork._store", "os.open"): NODE,
     ("network/cni.py", "CniNetwork.cached_attachment", "path.read_text"): NODE,
     ("network/cni.py", "CniNetwork.ipam_reservations", "p.read_text"): NODE,

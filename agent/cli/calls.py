@@ -1,4 +1,4 @@
-"""The Nomad API calls `fieldlab-agent`'s verbs make, over agent.client's mTLS: each call names what
+"""The Nomad API calls `fieldlab-agent`'s verbs make, over agent.api.client's mTLS: each call names what
 it asked for when the agent refuses it (Nomad's errors are a status and a plain-text reason), an
 alloc is found by its id or a prefix as Nomad's CLI finds one (`GET /v1/allocations?prefix=`), and a
 streamed answer (a followed log) is read as it comes."""
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from agent.client import ApiClient, ApiError
+from agent.api.client import ApiClient, ApiError
 from agent.errors import AgentError
 
 MIN_PREFIX = 2  # characters of an alloc id that name it (as Nomad's CLI)

@@ -1,5 +1,5 @@
 """The `fieldlab-agent` verbs that talk to an agent: each speaks Nomad's HTTP API, as Nomad's CLI
-does (over agent.client's mTLS, agent.cli.calls), then prints what agent.cli.format makes of the
+does (over agent.api.client's mTLS, agent.cli.calls), then prints what agent.cli.format makes of the
 answer (or the JSON with -json)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from agent.cli.logs import print_logs
 from agent.errors import AgentError
 
 if TYPE_CHECKING:
-    from agent.client import ApiClient
+    from agent.api.client import ApiClient
 
 EXEC_MAX_TIMEOUT = 300.0
 NOT_FOUND = 404
@@ -25,7 +25,7 @@ NOT_FOUND = 404
 
 def client(args: argparse.Namespace) -> ApiClient:
     """The API client: FIELDLAB_AGENT_* with -address, -ca-cert, -client-cert, -client-key over them."""
-    from agent.client import ApiClient
+    from agent.api.client import ApiClient
 
     given = {
         "address": args.address,
@@ -278,7 +278,7 @@ def node_status(args: argparse.Namespace) -> int:
     """The agent's node: GET /v1/agent/self (its node id, and this agent's own health in
     stats["fieldlab"]), /v1/agent/health (500 while degraded), /v1/node/:id, its allocations and
     the job count."""
-    from agent.client import ApiError
+    from agent.api.client import ApiError
 
     api = nomad(args)
     agent_self = api.get("/v1/agent/self", "the agent")

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from agent.apiviews import alloc_counts
-from agent.apiviews import job_status as derived_status
+from agent.api.views import alloc_counts
+from agent.api.views import job_status as derived_status
 
 SHORT_ID = 8
 RECENT_EVENTS = 10  # events shown without -verbose, newest first

@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 from urllib.parse import urlencode
 
+from agent.api.client import ApiClient
 from agent.cli.calls import q
 from agent.cli.wsclient import Closed, WebSocket
-from agent.client import ApiClient
 from agent.errors import AgentError
 
 CANNOT_RUN = 126  # the exit code when the command could not run, or ran past -timeout

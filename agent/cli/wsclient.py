@@ -20,8 +20,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from agent.api.client import ApiClient, read_body
 from agent.cli.calls import CallError, reason
-from agent.client import ApiClient, read_body
 from agent.errors import AgentError
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"

@@ -1,6 +1,6 @@
 """A process task's cgroups: <cgroup root>/<parent>/<alloc id>.<task> on v2, or that dir below the
 memory and cpu controllers on v1 (the parent is agent.layout's). P joins them itself before it exec's
-the task, so no child escapes them; the orphan sweeper (agent.sweeper) finds tasks of allocs that are
+the task, so no child escapes them; the orphan sweeper (agent.node.sweeper) finds tasks of allocs that are
 gone by these names, whichever driver made them."""
 
 from __future__ import annotations

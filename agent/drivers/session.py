@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.drivers.base import DriverError
+from agent.drivers.execframes import STDERR, STDOUT
 from agent.drivers.hostproc import children
-from agent.execframes import STDERR, STDOUT
 
 READ_SIZE = 64 * 1024
 EXITED_CHECK = 0.5  # seconds a read waits for output before it looks whether the command has ended

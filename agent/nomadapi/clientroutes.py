@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from agent.api import Handler, Response, Streamed, query_params
+from agent.api.server import Handler, Response, Streamed, query_params
 from agent.errors import Conflict, NotFound
 from agent.logs import STREAMS, LogChunk, LogSource, adopted_log_source, log_source, read_log
 from agent.nomadapi import allocfs, fsjson

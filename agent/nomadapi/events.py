@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from agent.api import Handler, Streamed, query_params, query_values
+from agent.api.server import Handler, Streamed, query_params, query_values
 from agent.nomadapi import structs
 from agent.nomadapi.http import HttpError
 from agent.nomadapi.node import eval_fields

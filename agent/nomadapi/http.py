@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
-from agent.api import Response, Streamed, query_params, response_header
+from agent.api.server import Response, Streamed, query_params, response_header
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.jobspec import JobspecError
 from agent.logs import LogsGone, LogsUnavailable

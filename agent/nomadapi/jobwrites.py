@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from agent.api import Handler, Response, query_params
+from agent.api.server import Handler, Response, query_params
 from agent.core import parse_submission
 from agent.errors import NotFound
 from agent.jobspec import JobspecError, ParsedJob

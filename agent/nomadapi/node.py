@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.nodeinfo import load_node_id
+from agent.node.nodeinfo import load_node_id
 from agent.state.changes import ChangeIndex
 
 REGION = "global"

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from agent import __version__
-from agent.api import Handler, Response, query_params
-from agent.apiviews import alloc_counts, job_status
+from agent.api.server import Handler, Response, query_params
+from agent.api.views import alloc_counts, job_status
 from agent.core import Core
 from agent.errors import AgentError, NotFound
 from agent.jobcodec import JobCodecError, decode_job
@@ -529,7 +529,7 @@ def _node(api: NomadApi, *, stub: bool) -> dict[str, Any]:
     drivers = {
         n: {"healthy": d["healthy"], "detected": True, "description": d["detail"]} for n, d in health.items()
     }
-    facts = api.core.node  # what constraints are checked against (agent.placement)
+    facts = api.core.node  # what constraints are checked against (agent.node.placement)
     fields: dict[str, Any] = {
         "node_id": api.node.id,
         "name": api.node.name,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from agent.api import Handler, Response
+from agent.api.server import Handler, Response
 from agent.nomadapi.http import answer, blocking
 from agent.runner.services import nomad_registrations
 

@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from agent.api import Handler, Response, query_params
+from agent.api.server import Handler, Response, query_params
 from agent.nomadapi.http import HttpError, answer, blocking, body_json, meta_headers
 from agent.runner.services import VAR_KIND, variable_json
 

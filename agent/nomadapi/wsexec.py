@@ -23,8 +23,8 @@ from email.message import Message
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from agent import execframes as ef
-from agent.api import Response, StreamOpener, Upgrade, query_params
+from agent.api.server import Response, StreamOpener, Upgrade, query_params
+from agent.drivers import execframes as ef
 from agent.drivers.base import DriverError
 from agent.drivers.session import ExecSession
 from agent.errors import AgentError, Conflict, NotFound
@@ -104,7 +104,7 @@ async def _read_frame(reader: asyncio.StreamReader) -> tuple[bool, int, bytes]:
 
 
 class WsInput:
-    """Reads the client's messages as (kind, payload) of agent.execframes; None when it closed."""
+    """Reads the client's messages as (kind, payload) of agent.drivers.execframes; None when it closed."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
@@ -156,7 +156,7 @@ class WsInput:
 
 
 class WsCodec:
-    """agent.apistream.Codec for Nomad's exec websocket."""
+    """agent.api.stream.Codec for Nomad's exec websocket."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.input = WsInput(reader, writer)

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import yaml
 
-from agent.client import ApiClient
+from agent.api.client import ApiClient
 from agent.errors import AgentError
 from e2e.harness import history, nomadview
 from e2e.harness.remote import Remote

@@ -150,7 +150,7 @@ class ApiClient:
 
         A write carries an Idempotency-Key and is tried up to `attempts` times when the connection
         fails or times out or the agent answers 503 (not carried out): every try has the same key,
-        so the agent acts once however many reach it (agent.idempotency).
+        so the agent acts once however many reach it (agent.api.idempotency).
         An empty `cert_file` presents no client certificate (to check that the agent refuses that)."""
         ctx = self._context()
         data = json.dumps(body).encode() if body is not None else None

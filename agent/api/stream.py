@@ -1,4 +1,4 @@
-"""An upgraded API connection carrying an interactive exec session (agent.execframes), on the
+"""An upgraded API connection carrying an interactive exec session (agent.drivers.execframes), on the
 API's event loop.
 
 Two directions, each with a thread of its own so a blocking read or write never holds the loop:
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent import execframes as ef
+from agent.drivers import execframes as ef
 from agent.drivers.session import ExecSession
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ PUT_SLICE = 1.0  # seconds an output frame waits for room before it looks whethe
 
 
 class Codec(Protocol):
-    """How a session's messages look on the wire: the agent's own frames (agent.execframes), or
+    """How a session's messages look on the wire: the agent's own frames (agent.drivers.execframes), or
     Nomad's websocket messages (agent.nomadapi.wsexec)."""
 
     def output(self, kind: bytes, data: bytes) -> Iterable[bytes]:

@@ -4,7 +4,7 @@ Who may call: a client must present a cert that chains to the lab's CA (the TLS 
 anything else, no cert included) and whose subject CN is one of `Config.api_allowed_identities`;
 every other identity gets 403 with a JSON reason naming it. Every write (POST/PUT/DELETE) is logged
 at INFO with the caller's identity, method and path. A write's Idempotency-Key is the caller's own:
-its answer is kept for that identity only (agent.idempotency).
+its answer is kept for that identity only (agent.api.idempotency).
 
 Staying up: one event-loop thread accepts connections and runs each one's TLS handshake and request
 read under its own deadline (`api_handshake_timeout`, `api_request_timeout` for head and body
@@ -16,7 +16,7 @@ their own, so they answer while every handler waits on the core). A bad request 
 4xx JSON error and at most one WARNING line, never a traceback (a body nested too deeply to read
 is a 400 too). One request per connection
 (`Connection: close`), except a request to a stream route with `Upgrade: fieldlab-exec` (an
-interactive exec session, agent.apistream): it is answered 101 and the connection carries the
+interactive exec session, agent.api.stream): it is answered 101 and the connection carries the
 session's frames until the command ends (at most MAX_SESSIONS at once).
 """
 
@@ -39,15 +39,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from agent import apistream
-from agent.apipool import HandlerPool
-from agent.apistream import FIELDLAB_EXEC, Streamed, Upgrade
+from agent.api import stream as apistream
+from agent.api.pool import HandlerPool
+from agent.api.stream import FIELDLAB_EXEC, Streamed, Upgrade
 
 __all__ = ["FIELDLAB_EXEC", "ApiServer", "Handler", "Response", "StreamOpener", "Streamed", "Upgrade"]
+from agent.api.idempotency import Replays
 from agent.config import Config
 from agent.drivers.session import ExecSession
 from agent.errors import AgentError
-from agent.idempotency import Replays
 
 log = logging.getLogger(__name__)
 
@@ -417,7 +417,7 @@ class ApiServer:
     ) -> None:
         """`Upgrade: <protocol>` on a stream route (the agent's fieldlab-exec, or a websocket for
         Nomad's exec): open the session in a handler thread, answer 101 and carry it
-        (agent.apistream, with the protocol's codec); anything else is answered as an error."""
+        (agent.api.stream, with the protocol's codec); anything else is answered as an error."""
         wanted = head.headers.get("Upgrade", "").strip()
         opener, upgrade = None, FIELDLAB_EXEC
         groups: tuple[str, ...] = ()
@@ -531,7 +531,7 @@ class ApiServer:
     ) -> Response | Streamed:
         """The handler's answer; a write with an Idempotency-Key is answered once per key of `caller`
         (the client cert identity authorized for it): a retry gets the first answer, another caller's
-        key is not this caller's (agent.idempotency)."""
+        key is not this caller's (agent.api.idempotency)."""
         _request.query = query
         try:
             if key is None:
