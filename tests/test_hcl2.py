@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from agent.jobspec import JobspecError, ParsedJob, load_jobspec, parse_jobspec
 from agent.jobspec.hcl import parse_hcl
+from agent.jobspec.hclast import ParseError
 from agent.jobspec.hcleval import Scope, evaluate
-from agent.jobspec.hclexpr import ParseError, parse_expression, parse_template
+from agent.jobspec.hclexpr import parse_expression, parse_template
 from agent.jobspec.hclfuncs import FUNCTIONS
 from agent.jobspec.hclvalues import Context, EvalError
 from agent.jobspec.hclvars import parse_var_args, parse_var_file

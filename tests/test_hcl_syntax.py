@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agent.jobspec import JobspecError, ParsedJob, parse_jobspec
 from agent.jobspec.hcl import parse_hcl
-from agent.jobspec.hclexpr import Interpolation, Literal, Template, TupleCons
+from agent.jobspec.hclast import Interpolation, Literal, Template, TupleCons
 from agent.jobspec.hcljson import is_hcl_json
 from agent.jobspec.hclsyntax import MAX_DEPTH, Attribute, SyntaxBlock, SyntaxBody, line_of, parse_body, tokens
 from agent.jobspec.tree import Block, Report

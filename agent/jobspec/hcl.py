@@ -26,8 +26,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent.jobspec.hcleval import Scope, evaluate
-from agent.jobspec.hclexpr import (
+from agent.jobspec.hclast import (
     GetAttr,
     Index,
     Interpolation,
@@ -39,6 +38,7 @@ from agent.jobspec.hclexpr import (
     Variable,
     is_traversal,
 )
+from agent.jobspec.hcleval import Scope, evaluate
 from agent.jobspec.hclsyntax import Attribute, SyntaxBlock, SyntaxBody, parse_body
 from agent.jobspec.hclvalues import Context, EvalError
 from agent.jobspec.hclvalues import kind as kind_of

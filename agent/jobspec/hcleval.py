@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 
-from agent.jobspec.hclexpr import (
+from agent.jobspec.hclast import (
     Binary,
     Call,
     Conditional,

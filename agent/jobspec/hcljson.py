@@ -29,16 +29,8 @@ from pathlib import Path
 
 from agent.jobspec.api_json import _load
 from agent.jobspec.hcl import evaluate_body
-from agent.jobspec.hclexpr import (
-    Interpolation,
-    Literal,
-    Node,
-    ObjectCons,
-    ParseError,
-    TupleCons,
-    parse_expression,
-    parse_template,
-)
+from agent.jobspec.hclast import Interpolation, Literal, Node, ObjectCons, ParseError, TupleCons
+from agent.jobspec.hclexpr import parse_expression, parse_template
 from agent.jobspec.hclsyntax import Attribute, SyntaxBlock, SyntaxBody
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Body, Invalid, Report, join

@@ -32,17 +32,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.jobspec.hclexpr import (
-    Interpolation,
-    Literal,
-    Node,
-    ObjectCons,
-    ParseError,
-    Template,
-    TupleCons,
-    parse_expression_at,
-    parse_template,
-)
+from agent.jobspec.hclast import Interpolation, Literal, Node, ObjectCons, ParseError, Template, TupleCons
+from agent.jobspec.hclexpr import parse_expression_at, parse_template
 from agent.jobspec.tree import Report, join
 
 __all__ = [

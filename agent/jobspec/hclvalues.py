@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.jobspec.hclexpr import Call, Literal, Node, ObjectCons, Parens, TupleCons, Variable
+from agent.jobspec.hclast import Call, Literal, Node, ObjectCons, Parens, TupleCons, Variable
 
 MAX_VALUE_SIZE = 1 << 20  # about a MiB: strings count their length, other values 8 per item
 MAX_STEPS = 1_000_000  # evaluation steps over one jobspec

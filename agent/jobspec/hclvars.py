@@ -22,8 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from agent.jobspec.errors import JobspecError
+from agent.jobspec.hclast import Interpolation, Node, ParseError, Template
 from agent.jobspec.hcleval import Scope, StaticError, evaluate
-from agent.jobspec.hclexpr import Interpolation, Node, ParseError, Template, parse_expression
+from agent.jobspec.hclexpr import parse_expression
 from agent.jobspec.hclvalues import ANY, Context, EvalError, Type, convert, number, type_from_ast
 from agent.jobspec.tree import Report
 
