@@ -42,8 +42,8 @@ from agent.drivers.base import TaskHandle
 from agent.errors import AgentError
 from agent.node.nodeinfo import driver_health
 from agent.nomadapi import fsjson, structs
+from agent.nomadapi.gojson import go_time, ns
 from agent.nomadapi.http import answer
-from agent.nomadapi.jobjson import go_time, ns
 from agent.nomadapi.node import NodeIdentity
 from agent.nomadapi.routes import NomadApi, build_nomad_routes, events_by_task
 from agent.nomadapi.wsexec import exec_stream

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from agent.nomadapi.jobjson import go_file_mode, go_time
+from agent.nomadapi.gojson import go_file_mode, go_time
 
 
 def file_info(

@@ -1,6 +1,6 @@
 """The agent's `Job` as Nomad's api.Job (api/jobs.go, api/tasks.go, api/services.go, api/resources.go), the
-JSON `nomad job inspect` prints; the job list's stubs and summaries, and evaluations; and the Go encodings
-every view shares (durations and times in nanoseconds, time.Time, os.FileMode, map[string]string values).
+JSON `nomad job inspect` prints; the job list's stubs and summaries, and evaluations. The Go encodings
+every view shares (durations and times in nanoseconds, time.Time, os.FileMode) are agent.nomadapi.gojson.
 
 Go writes every field of a struct: a nil pointer, slice or map as null, a zero value as itself. Where the
 agent has no value for a field, the view writes the value Nomad's JSON jobspec reader (agent.jobspec.api_json)
@@ -12,22 +12,13 @@ would show its defaults; and "" for `Vault.Cluster`, where Nomad shows "default"
 
 from __future__ import annotations
 
-import json
 import re
-import signal
-import stat
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
-from datetime import UTC, datetime, timedelta
-from fractions import Fraction
 from typing import Any
 
-from agent.jobspec.durations import parse_duration
 from agent.model import Check, Constraint, Group, Job, Network, Service, Task, Template, Vault
+from agent.nomadapi.gojson import ZERO_TIME, nil_list, nil_map, ns, plain
 
-_NS_PER_S = 1_000_000_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time, as encoding/json writes it
 DEFAULT_PRIORITY = 50  # api.JobDefaultPriority
 # The agent's alloc statuses -> the TaskGroupSummary counter they count in (adopted: found running).
 _SUMMARY_FIELD = {
@@ -39,107 +30,6 @@ _SUMMARY_FIELD = {
 }
 # A service name the jobspec reader (agent.jobspec.build) takes when it is written out: RFC 1123, as Nomad.
 _RFC1123 = re.compile(r"^(?i:[a-z0-9]|[a-z0-9][a-z0-9-]{0,61}[a-z0-9])$")
-
-
-def ns(seconds: float) -> int:
-    """Seconds as Go's int64 nanoseconds (a time.Duration, or a Unix time in ns): those of the float's
-    shortest decimal spelling (0.1 s is 100000000 ns; a Unix time, which a float holds to about 0.2 µs,
-    gets no digits of binary noise)."""
-    return round(Fraction(repr(float(seconds))) * _NS_PER_S)
-
-
-def go_time(seconds: float | None) -> str:
-    """A Unix time (seconds) as Go's time.Time in JSON (RFC 3339 with nanoseconds, UTC, the fraction's
-    trailing zeros trimmed); None is Go's zero time."""
-    if seconds is None:
-        return ZERO_TIME
-    whole, frac = divmod(ns(seconds), _NS_PER_S)
-    text = (_EPOCH + timedelta(seconds=whole)).strftime("%Y-%m-%dT%H:%M:%S")
-    if frac:
-        text += "." + f"{frac:09d}".rstrip("0")
-    return text + "Z"
-
-
-def go_string(value: object) -> str:
-    """A value as a Go string (a map[string]string's value): Go's spelling of booleans, JSON for
-    structures, "" for None."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str | int | float):
-        return str(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def go_int(value: object) -> int:
-    """A number (or its text) as a Go int; 0 when it is none."""
-    if isinstance(value, int | float):
-        return int(value)
-    with suppress(TypeError, ValueError):
-        return int(str(value))
-    return 0
-
-
-def duration_ns(value: object) -> int:
-    """A duration detail (seconds, or a Go duration string) as nanoseconds; 0 when unreadable."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return ns(value)
-    if isinstance(value, str):
-        with suppress(ValueError):
-            return ns(parse_duration(value))
-    return 0
-
-
-def signal_number(value: object) -> int:
-    """A signal (its number, or a name: "SIGTERM", "term") as its number; 0 when unknown."""
-    if isinstance(value, str) and not value.isdigit():
-        name = value.upper() if value.upper().startswith("SIG") else f"SIG{value.upper()}"
-        return int(signal.Signals[name]) if name in signal.Signals.__members__ else 0
-    return go_int(value)
-
-
-def go_bool(value: object) -> bool:
-    """True, or Go's text of it ("true")."""
-    return value is True or (isinstance(value, str) and value.lower() == "true")
-
-
-_TYPE_LETTERS = (  # Go's os.FileMode.String(): these type letters, in this order, before the permissions
-    ("d", stat.S_ISDIR),
-    ("L", stat.S_ISLNK),
-    ("D", lambda m: stat.S_ISBLK(m) or stat.S_ISCHR(m)),
-    ("p", stat.S_ISFIFO),
-    ("S", stat.S_ISSOCK),
-    ("u", lambda m: bool(m & stat.S_ISUID)),
-    ("g", lambda m: bool(m & stat.S_ISGID)),
-    ("c", stat.S_ISCHR),
-    ("t", lambda m: bool(m & stat.S_ISVTX)),
-)
-
-
-def go_file_mode(mode: int, is_dir: bool = False) -> str:
-    """A Unix st_mode as Go's os.FileMode.String(): "-rw-r--r--", "drwxr-xr-x", "Lrwxrwxrwx",
-    "Dcrw-rw-rw-" (a character device), "dtrwxrwxrwx" (sticky)."""
-    letters = "".join(c for c, test in _TYPE_LETTERS if test(mode) or (c == "d" and is_dir))
-    perms = "".join(ch if mode & (1 << (8 - i)) else "-" for i, ch in enumerate("rwxrwxrwx"))
-    return (letters or "-") + perms
-
-
-def plain(value: object) -> Any:
-    """A JSON-ready copy: mappings as dicts, tuples and lists as lists."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
-    return value
-
-
-def _map(value: Mapping[str, str]) -> dict[str, str] | None:
-    return dict(value) if value else None  # a nil map, as Nomad writes an unset one
-
-
-def _list(value: Sequence[str]) -> list[str] | None:
-    return list(value) if value else None
 
 
 def _constraints(constraints: Sequence[Constraint]) -> list[dict[str, str]] | None:
@@ -183,7 +73,7 @@ def job_json(
         "ParameterizedJob": None,
         "Reschedule": None,
         "Migrate": None,
-        "Meta": _map(job.meta),
+        "Meta": nil_map(job.meta),
         "UI": None,
         "Stop": False,
         "ParentID": "",
@@ -278,7 +168,7 @@ def _group(job: Job, g: Group) -> dict[str, Any]:
         "Update": None,
         "Migrate": None,
         "Networks": [_network(g.network)] if g.network is not None else None,
-        "Meta": _map(g.meta),
+        "Meta": nil_map(g.meta),
         "Services": [_service(s, _default_service_name(job, g)) for s in g.services] or None,
         "ShutdownDelay": ns(g.shutdown_delay) if g.shutdown_delay else None,
         "MaxRunDuration": None,
@@ -335,11 +225,11 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "Config": plain(t.config),
         "Constraints": _constraints(t.constraints),
         "Affinities": None,
-        "Env": _map(t.env),
+        "Env": nil_map(t.env),
         "Services": [_service(s, _default_service_name(job, g, t)) for s in t.services] or None,
         "Resources": resources(t.resources.cpu, t.resources.memory),
         "RestartPolicy": None,
-        "Meta": _map(t.meta),
+        "Meta": nil_map(t.meta),
         "KillTimeout": ns(t.kill_timeout),
         "LogConfig": {
             "MaxFiles": t.logs.max_files,
@@ -350,8 +240,8 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "Artifacts": [
             {
                 "GetterSource": a.source,
-                "GetterOptions": _map(a.options),
-                "GetterHeaders": _map(a.headers),
+                "GetterOptions": nil_map(a.options),
+                "GetterHeaders": nil_map(a.headers),
                 "GetterMode": a.mode,
                 "GetterInsecure": False,
                 "RelativeDest": a.destination,
@@ -414,7 +304,7 @@ def _service(s: Service, default_name: str) -> dict[str, Any]:
     unset = s.name == default_name and not _RFC1123.match(s.name)
     return {
         "Name": "" if unset else s.name,
-        "Tags": _list(s.tags),
+        "Tags": nil_list(s.tags),
         "CanaryTags": None,
         "EnableTagOverride": False,
         "PortLabel": s.port,
@@ -442,7 +332,7 @@ def _check(c: Check) -> dict[str, Any]:
         "Name": c.name,
         "Type": c.type,
         "Command": c.command,
-        "Args": _list(c.args),
+        "Args": nil_list(c.args),
         "Path": c.path,
         "Protocol": "",
         "PortLabel": c.port,

@@ -12,22 +12,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from agent.nomadapi.jobjson import (
+from agent.nomadapi.gojson import (
     ZERO_TIME,
     duration_ns,
-    evaluation,
     go_bool,
     go_int,
     go_string,
     go_time,
+    ns,
+    signal_number,
+)
+from agent.nomadapi.jobjson import (
+    evaluation,
     job_json,
     job_stub,
     job_summary,
     network_json,
-    ns,
     port_json,
     resources,
-    signal_number,
 )
 
 __all__ = ["ZERO_TIME", "evaluation", "go_time", "job_json", "job_stub", "job_summary", "ns"]  # re-exported
