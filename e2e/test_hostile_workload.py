@@ -7,17 +7,20 @@ file of the test's) are fingerprinted. Then workloads try, one after another: to
 FIFO at a destination, to read host files through a template's `source` or a Vault path outside the
 template sandbox, to use Vault paths outside their job's policy, to call the agent's API with a
 certificate of their own, and to stall the API with idle and slow connections; an exec task tries to
-read the agent's files and to write to the system. Throughout, the agent keeps answering the
+read the agent's files and to write to the system; an artifact's archive tries to write past its
+destination and to plant a link. Throughout, the agent keeps answering the
 operator; afterwards every fingerprinted file is unchanged and the agent's events name each refusal.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import socket
 import ssl
 import subprocess
+import tarfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -718,3 +721,73 @@ def test_a_job_cannot_name_another_jobs_vault_policy(cluster: Cluster) -> None:
         assert OTHER_JOBS_POLICY in refused[0] and "hostile-policy" in refused[0], refused
     finally:
         agent.stop_job("hostile-policy")
+
+
+ARTIFACT_JOB = """
+job "hostile-artifact-{kind}" {{
+  group "g" {{
+    task "t" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }}
+      artifact {{
+        source      = "http://{server}:8089/{file}"
+        destination = "local/app"
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def _hostile_tar(kind: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        if kind == "traversal":  # from the task dir's local/app up to the node's /etc
+            info = tarfile.TarInfo("../../../../../../../../../../.." + CANARY)
+            data = b"owned by an artifact\n"
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        else:  # a link to the canary, then a write through it
+            link = tarfile.TarInfo("conf")
+            link.type, link.linkname = tarfile.SYMTYPE, CANARY
+            tar.addfile(link)
+            data = b"owned through a link\n"
+            info = tarfile.TarInfo("conf")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["traversal", "link"])
+def test_a_hostile_artifact_never_writes_outside_its_destination(
+    cluster: Cluster, canary: list[FileSeen], kind: str
+) -> None:
+    """Issue 34: an archive from a field report whose members climb out of their destination or plant
+    a link is refused with Nomad's event; the node's files are unchanged."""
+    agent = cluster.agent(cluster.clients[0])
+    server = cluster.servers[0]
+    name = f"hostile-{kind}.tar.gz"
+    server.put(f"/srv/fieldlab-artifacts/{name}", _hostile_tar(kind))
+    job = f"hostile-artifact-{kind}"
+    allocs = agent.run_job(
+        ARTIFACT_JOB.format(kind=kind, server=server.address, file=name), f"hostile: {name}"
+    )
+    try:
+
+        def failed() -> tuple[str | None, str]:
+            status = agent.raw_alloc(allocs[0])["ClientStatus"]
+            return (status if status != "pending" else None), status
+
+        status = wait_until(failed, timeout=60, what=f"{job} to fail its setup")
+        events = _events(agent, allocs[0])
+        said = [m for t, m in events if t == "Failed Artifact Download"]
+        assert status == "failed" and said, events
+        assert ("would land outside" if kind == "traversal" else "is a link: refused") in said[0], said
+        node = cluster.clients[0]
+        assert not unchanged_problems(node.name, canary, observe_files(node, HOST_FILES))
+    finally:
+        agent.stop_job(job)
+        server.run(f"rm -f /srv/fieldlab-artifacts/{name}", check=False)
