@@ -38,9 +38,9 @@ from agent.model import Job
 from agent.network.base import Network
 from agent.node.gc import TERMINAL_STATUSES, GarbageCollector, GcReport, alloc_fs_usage
 from agent.node.nodeinfo import node_attributes
-from agent.node.placement import NodeFacts, refusals
 from agent.node.sweeper import Sweeper, SweepReport
 from agent.offload import Offload, threaded
+from agent.placement import NodeFacts, refusals
 from agent.records import AllocRecord, DesiredStatus, PortAlloc, RecordError, one_by_prefix
 from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
@@ -431,7 +431,7 @@ class Core:
     def _refuse(self, job: Job, source: str) -> None:
         """JobspecError when this client would not place the job: a driver it does not run (or
         its config leaves off, as raw_exec), a datacenter it is not in, or a constraint of a group
-        it does not meet (agent.node.placement: Nomad would leave the group pending)."""
+        it does not meet (agent.placement: Nomad would leave the group pending)."""
         refused = [
             (f"job.{job.id}.group.{g.name}.task.{t.name}.driver", why)
             for g in job.groups

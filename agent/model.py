@@ -15,7 +15,7 @@ from typing import Any
 class Constraint:
     """A `constraint` block, as Nomad's api.Constraint: `ltarget` (the jobspec's `attribute`) and
     `rtarget` (`value`) are node targets ("${attr.kernel.name}", "${meta.rack}", "${node.unique.name}")
-    or literals; `operand` (`operator`) is one of agent.node.placement.OPERANDS. Nomad's String() of it,
+    or literals; `operand` (`operator`) is one of agent.placement.OPERANDS. Nomad's String() of it,
     what a placement failure names, is `str(constraint)`."""
 
     ltarget: str = ""

@@ -29,8 +29,8 @@ from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.plugins import check_supported, plugin_version
 from agent.node.nodeinfo import disk_free_mb, load_node_id, node_attributes, storage_attributes
-from agent.node.placement import NodeFacts
 from agent.node.sweeper import Sweeper, SweepPolicy
+from agent.placement import NodeFacts
 from agent.runner.restorer import RESTORE_RENDER
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import StateStore

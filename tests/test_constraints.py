@@ -19,8 +19,8 @@ from agent.jobcodec import decode_job, encode_job
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.jobupdate import plan_job_update
 from agent.model import Constraint, Job
-from agent.node.placement import NodeFacts
 from agent.nomadapi.jobjson import parsed_job_json
+from agent.placement import NodeFacts
 from tests.agent_lab import NODE, NomadRoutes, run_job
 from tests.fakes import FakeNode
 

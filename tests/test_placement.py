@@ -1,4 +1,4 @@
-"""Constraints as Nomad's scheduler checks them against one node (agent.node.placement), and the version
+"""Constraints as Nomad's scheduler checks them against one node (agent.placement), and the version
 parsers behind the `version` and `semver` operators (agent.goversion): pure, no I/O.
 
 Tables marked "Nomad's" or "go-version's" are copied from their tests (scheduler/feasible/feasible_test.go,
@@ -17,7 +17,7 @@ from agent import __version__
 from agent.goversion import VersionError, parse_semver, parse_version, semver_constraints, version_constraints
 from agent.model import Constraint, Group, Job, Task
 from agent.node.nodeinfo import node_attributes
-from agent.node.placement import NodeFacts, failures, meets, refusals, resolve, validate
+from agent.placement import NodeFacts, failures, meets, refusals, resolve, validate
 
 NODE = NodeFacts(
     id="5f8e2d1c-0000-4000-8000-000000000001",

@@ -1,7 +1,7 @@
 """Every file the agent opens or reads, classified (issue 32): a task owns its dirs (local/, secrets/,
 tmp/, the alloc's shared dir, and for raw_exec whatever its user can write), so anything the agent
 reads there goes through a reader that opens by dir fd, follows no link, never blocks (O_NONBLOCK, a
-FIFO is refused), takes regular files only and caps the size: agent.templates.sandbox (`read_file`),
+FIFO is refused), takes regular files only and caps the size: agent.sandbox (`read_file`),
 agent.logs (`FileLog`, `TaskDirLog`), agent.drivers.hostproc (`read_log_tail`), logmon's rotator
 and the openers of the logmon hook and the task dirs (agent.logmon, agent.runner.logmonhook,
 agent.runner.taskdirs). The rule, grep-able:
@@ -29,7 +29,7 @@ TASK = "a task-owned path, through a sandboxed reader (dir fd, O_NOFOLLOW, O_NON
 PROBE = "the lab's probe workload, which runs inside a task: not the agent"
 ARTIFACT = (
     "an artifact: its URL (an allowed host), or the agent's own anonymous temp copy of it and that"
-    " copy's members; what lands in the task dir goes through agent.templates.sandbox"
+    " copy's members; what lands in the task dir goes through agent.sandbox"
 )
 
 SITES: dict[tuple[str, str, str], str] = {
@@ -90,10 +90,10 @@ SITES: dict[tuple[str, str, str], str] = {
     ("runner/vaulttoken.py", "TaskVaultToken._write_file", "os.open"): TASK,  # O_EXCL|O_NOFOLLOW
     ("state/sqlite.py", "SqliteStore._move_aside", "os.open"): NODE,
     ("state/sqlite.py", "SqliteStore._prepare_files", "os.open"): NODE,
-    ("templates/sandbox.py", "_open_dir", "os.open"): TASK,
-    ("templates/sandbox.py", "_open_root", "os.open"): TASK,
-    ("templates/sandbox.py", "_read_at", "os.open"): TASK,
-    ("templates/sandbox.py", "write_file", "os.open"): TASK,
+    ("sandbox.py", "_open_dir", "os.open"): TASK,
+    ("sandbox.py", "_open_root", "os.open"): TASK,
+    ("sandbox.py", "_read_at", "os.open"): TASK,
+    ("sandbox.py", "write_file", "os.open"): TASK,
     ("templates/worker.py", "worker_main", "os.open"): NODE,  # /dev/null
     ("validate.py", "read_jobspec", "path.read_bytes"): CLI,
     ("vault/client.py", "VaultClient._credentials", "self.approle_file.read_text"): NODE,
@@ -110,7 +110,7 @@ SANDBOXED = {
     ("nomadapi/allocfs.py", "_open_dirs"),
     ("nomadapi/allocfs.py", "_open_regular"),
     ("runner/vaulttoken.py", "TaskVaultToken._write_file"),
-    *(("templates/sandbox.py", f) for f in ("_open_dir", "_open_root", "_read_at", "write_file")),
+    *(("sandbox.py", f) for f in ("_open_dir", "_open_root", "_read_at", "write_file")),
 }
 
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
+from agent import sandbox
 from agent.model import Task, Template
 from agent.state import SqliteStore
 from agent.templates import render as R
-from agent.templates import sandbox
 from agent.templates.render import RenderContext, TemplateRenderError, check_template, render
 from agent.templates.runner import TaskHost, TaskTemplates, TemplateDeps
 

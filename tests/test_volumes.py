@@ -16,8 +16,8 @@ from agent.drivers.docker import volume_bind
 from agent.errors import ConfigError
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.model import HostVolume, VolumeMount
-from agent.node.placement import NodeFacts, refusals
 from agent.nomadapi.jobjson import parsed_job_json
+from agent.placement import NodeFacts, refusals
 from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
 from tests.fakes import FakeNode

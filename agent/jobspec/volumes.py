@@ -10,7 +10,7 @@ Task.Validate's volume mounts).
   can write could hold a link that the next mount would follow). `propagation_mode` is one of
   Nomad's three.
 
-Whether the node has the volume is the placement's question (agent.node.placement), answered when the
+Whether the node has the volume is the placement's question (agent.placement), answered when the
 job is placed.
 """
 

@@ -529,7 +529,7 @@ def _node(api: NomadApi, *, stub: bool) -> dict[str, Any]:
     drivers = {
         n: {"healthy": d["healthy"], "detected": True, "description": d["detail"]} for n, d in health.items()
     }
-    facts = api.core.node  # what constraints are checked against (agent.node.placement)
+    facts = api.core.node  # what constraints are checked against (agent.placement)
     fields: dict[str, Any] = {
         "node_id": api.node.id,
         "name": api.node.name,

@@ -32,10 +32,10 @@ from agent.records import AllocStatus, DesiredStatus, TaskState
 from agent.runner.hooks import StartRequest, TaskHook, Then
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
+from agent.sandbox import SandboxError, read_file
 from agent.templates.envfile import parse_env_file
 from agent.templates.render import SecretSource
 from agent.templates.runner import TaskTemplates
-from agent.templates.sandbox import SandboxError, read_file
 from agent.vault import VaultError
 
 if TYPE_CHECKING:

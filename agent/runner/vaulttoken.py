@@ -45,10 +45,10 @@ from typing import Any, Protocol
 from agent.decisions import plan_rate_limit_retry
 from agent.errors import AgentError, RateLimited
 from agent.model import Task
+from agent.sandbox import SandboxError
+from agent.sandbox import read_file as read_task_file
 from agent.state import StateStore
 from agent.templates.render import RestartPaced
-from agent.templates.sandbox import SandboxError
-from agent.templates.sandbox import read_file as read_task_file
 from agent.vault import (
     RENEW_FRACTION,
     TokenGrant,

@@ -41,6 +41,7 @@ from agent.decisions import (
 )
 from agent.errors import AgentError, Unavailable
 from agent.model import ChangeScript, Task
+from agent.sandbox import SandboxError, read_file
 from agent.templates.budget import too_many_templates
 from agent.templates.changemode import (
     Plan,
@@ -55,7 +56,6 @@ from agent.templates.errors import TemplateRenderError, rate_limited_cause
 from agent.templates.held import Held, after_pass, next_due, reusable
 from agent.templates.nomadwatch import follow, task_view
 from agent.templates.render import Reads, RenderContext, RestartPaced, prefetch, render
-from agent.templates.sandbox import SandboxError, read_file
 from agent.templates.wake import WAKE_SPREAD
 
 __all__ = [
