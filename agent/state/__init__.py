@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from agent.state.sqlite import SCHEMA_VERSION, SqliteStore
+from agent.state.schema import SCHEMA_VERSION
+from agent.state.sqlite import SqliteStore
 from agent.state.store import (
     ALLOC_KINDS,
     KINDS,
