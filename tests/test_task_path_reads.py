@@ -94,7 +94,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("sandbox.py", "_open_root", "os.open"): TASK,
     ("sandbox.py", "_read_at", "os.open"): TASK,
     ("sandbox.py", "write_file", "os.open"): TASK,
-    ("templates/worker.py", "worker_main", "os.open"): NODE,  # /dev/null
+    ("templates/workerproc.py", "worker_main", "os.open"): NODE,  # /dev/null
     ("validate.py", "read_jobspec", "path.read_bytes"): CLI,
     ("vault/client.py", "VaultClient._credentials", "self.approle_file.read_text"): NODE,
     ("workloads/probe/probe.py", "_read", "open"): PROBE,

@@ -48,7 +48,8 @@ from agent.templates.envfile import parse_env_file
 from agent.templates.errors import TemplateRenderError, secret_strings
 from agent.templates.nomadfuncs import NomadView, nomad_functions
 from agent.templates.sockaddr import sockaddr
-from agent.templates.worker import DEFAULT_RENDER_TIMEOUT, run_in_worker
+from agent.templates.worker import run_in_worker
+from agent.templates.workerproc import DEFAULT_RENDER_TIMEOUT
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
