@@ -81,10 +81,10 @@ SITES: dict[tuple[str, str, str], str] = {
     ("nomadapi/hoststats.py", "host_stats", "Path('/proc/uptime').read_text"): PROC,
     ("node/nodeinfo.py", "load_node_id", "path.read_text"): NODE,  # <data_dir>/client/client-id
     ("node/nodeinfo.py", "_os_release", "path.read_text"): HOST,  # /etc/os-release: os.name, os.version
-    ("network/cni.py", "CniNetwork._store", "os.open"): NODE,
-    ("network/cni.py", "CniNetwork.cached_attachment", "path.read_text"): NODE,
-    ("network/cni.py", "CniNetwork.ipam_reservations", "p.read_text"): NODE,
-    ("network/cni.py", "_flocked", "os.open"): NODE,
+    ("network/cnicache.py", "ResultCache.store", "os.open"): NODE,
+    ("network/cnicache.py", "ResultCache.load", "path.read_text"): NODE,
+    ("network/hostlocal.py", "reservations", "p.read_text"): NODE,
+    ("network/hostlocal.py", "_flocked", "os.open"): NODE,
     ("network/netns.py", "create_inside", "os.open"): PROC,  # /proc/thread-self/ns, /run/netns
     ("runner/services.py", "client_id.read", "(data_dir / 'client' / 'client-id').read_text"): NODE,
     ("runner/vaulttoken.py", "TaskVaultToken._write_file", "os.open"): TASK,  # O_EXCL|O_NOFOLLOW

@@ -28,9 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import errno
-import fcntl
-import ipaddress
 import json
 import logging
 import os
@@ -44,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.network import iptables
+from agent.network import hostlocal, iptables
+from agent.network.cnicache import ResultCache
 from agent.network.netns import is_netns
 from agent.network.result import (
     CachedAttachment,
@@ -66,7 +64,6 @@ SUPPORTED_SPEC_VERSIONS = ("0.3.0", "0.3.1", "0.4.0", "1.0.0")
 DEFAULT_PLUGIN_TIMEOUT = 30.0
 KILL_GRACE_SECONDS = 5.0
 HOST_LOCAL_DEFAULT_DIR = "/var/lib/cni/networks"
-CACHE_FORMAT = 1
 _LOCK_STRIPES = 64
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _PLUGIN_TYPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -124,6 +121,7 @@ class CniNetwork:
             self.cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise CniError(f"cannot create CNI result cache dir {self.cache_dir}: {exc.strerror}") from exc
+        self.cache = ResultCache(self.cache_dir, self.name, self.cni_version)
 
     # -- config
 
@@ -326,40 +324,10 @@ class CniNetwork:
 
     def cache_path(self, container_id: str, ifname: str = "eth0") -> Path:
         """Where the ADD result of this container/interface is kept (mode 0600)."""
-        # ':' cannot occur in a network name, a container id or an interface name: the name parses back.
-        return self.cache_dir / f"{self.name}:{container_id}:{ifname}.json"
+        return self.cache.path(container_id, ifname)
 
     def _store(self, att: CachedAttachment) -> None:
-        path = self.cache_path(att.container_id, att.ifname)
-        doc = {
-            "format": CACHE_FORMAT,
-            "network": att.network,
-            "cniVersion": self.cni_version,
-            "containerId": att.container_id,
-            "ifName": att.ifname,
-            "netns": att.netns,
-            "portMappings": [m.to_cni() for m in att.port_mappings],
-            "created": att.created,
-            "result": att.result.to_dict(),
-        }
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                json.dump(doc, f, indent=2)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o600)
-            tmp.replace(path)
-            dfd = os.open(self.cache_dir, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise CniError(f"cannot persist CNI result to {path}: {exc.strerror or exc}") from exc
+        self.cache.store(att)
 
     def cached_attachment(self, container_id: str, ifname: str = "eth0") -> CachedAttachment | None:
         """The persisted ADD of this container/interface; None when there is none.
@@ -367,27 +335,7 @@ class CniNetwork:
         Raises CniError naming the file when it exists but cannot be read or parsed.
         """
         _validate_ids(container_id, ifname)
-        path = self.cache_path(container_id, ifname)
-        try:
-            doc = json.loads(path.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise CniError(
-                f"{path}: unreadable cached CNI result ({exc})", container_id=container_id
-            ) from exc
-        try:
-            return CachedAttachment(
-                network=str(doc["network"]),
-                container_id=str(doc["containerId"]),
-                ifname=str(doc["ifName"]),
-                netns=str(doc.get("netns", "")),
-                port_mappings=tuple(PortMapping.from_cni(m) for m in doc.get("portMappings") or []),
-                created=float(doc.get("created", 0.0)),
-                result=CniResult.from_dict(doc["result"], str(path)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CniError(f"{path}: malformed cached CNI result ({exc})", container_id=container_id) from exc
+        return self.cache.load(container_id, ifname)
 
     def cached_result(self, container_id: str, ifname: str = "eth0") -> CniResult | None:
         """The persisted ADD result of this container/interface, or None."""
@@ -396,59 +344,20 @@ class CniNetwork:
 
     def cached_ids(self) -> list[CacheKey]:
         """(container_id, ifname) of every cached result of this network: what the sweeper compares."""
-        keys = []
-        for p in self.cache_dir.glob(f"{self.name}:*.json"):
-            parts = p.name[: -len(".json")].split(":")
-            if len(parts) == 3 and parts[0] == self.name:
-                keys.append(CacheKey(parts[1], parts[2]))
-        return sorted(keys)
+        return self.cache.ids()
 
     def _drop_cache(self, container_id: str, ifname: str) -> bool:
-        try:
-            self.cache_path(container_id, ifname).unlink()
-            return True
-        except FileNotFoundError:
-            return False
+        return self.cache.drop(container_id, ifname)
 
-    # -- host-local reservations
+    # -- host-local reservations (agent.network.hostlocal)
 
     def ipam_reservations(self) -> list[Reservation]:
         """Every host-local reservation of this network (for the sweeper and the nomad-11272 checks)."""
-        found = []
-        for d in self.host_local_dirs():
-            try:
-                entries = list(d.iterdir())
-            except FileNotFoundError:
-                continue
-            for p in entries:
-                if p.name == "lock" or p.name.startswith("last_reserved_ip"):
-                    continue
-                try:
-                    ipaddress.ip_address(p.name)
-                    lines = p.read_text().splitlines()
-                except (ValueError, OSError):
-                    continue
-                cid = lines[0].strip() if lines else ""
-                ifname = lines[1].strip() if len(lines) > 1 else ""
-                found.append(Reservation(p.name, cid, ifname, p))
-        return sorted(found, key=lambda r: (r.container_id, r.ip))
+        return hostlocal.reservations(self.host_local_dirs())
 
     def release_reservations(self, container_id: str, ifname: str | None = None) -> list[str]:
         """Remove host-local reservation files of this container (under host-local's own lock)."""
-        released = []
-        for d in self.host_local_dirs():
-            if not d.is_dir():
-                continue
-            with _flocked(d / "lock"):
-                for r in self.ipam_reservations():
-                    if r.path.parent != d or r.container_id != container_id:
-                        continue
-                    if ifname is not None and r.ifname and r.ifname != ifname:
-                        continue
-                    with contextlib.suppress(FileNotFoundError):
-                        r.path.unlink()
-                        released.append(f"reservation {r.path}")
-        return released
+        return hostlocal.release(self.host_local_dirs(), container_id, ifname)
 
     # -- ADD, CHECK, DEL
 
@@ -647,19 +556,3 @@ class CniNetwork:
             except (CniError, OSError) as exc:
                 report.plugin_errors.append(f"host-local reservations: {exc}")
         return report
-
-
-@contextlib.contextmanager
-def _flocked(path: Path) -> Iterator[None]:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o600)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.EACCES):
-            yield
-            return
-        raise CniError(f"cannot open host-local lock {path}: {exc.strerror}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
