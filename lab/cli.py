@@ -18,12 +18,13 @@ from typing import Any
 from lab import __version__
 from lab.bake import BAKED_REPO, Bake, baked_wheel, ensure_baked, find_baked
 from lab.choices import keep_choices, require_cluster_certs, spec_of
-from lab.config import LAYOUTS, PROJECT_DIR, PROVIDERS, LabPaths, LabSpec
+from lab.config import LAYOUTS, PROVIDERS, LabPaths, LabSpec
 from lab.errors import LabError, NotRootError
 from lab.progress import Timings, say, warn
 from lab.providers import provider_for
 from lab.providers.base import LabRecord, Node
 from lab.provision import provision, provision_baked, provision_plan, runs_baked
+from lab.suites import add_suite_commands
 from lab.summary import node_memory, print_summary
 
 AGENT_PORT = 4646  # the fieldlab_agent role's fieldlab_agent_port
@@ -353,90 +354,6 @@ def cmd_bake(args: argparse.Namespace) -> int:
     return 0
 
 
-def e2e_argv(args: argparse.Namespace) -> list[str]:
-    """`fieldlab e2e`: what `make e2e` (or with --smoke, `make smoke`) runs (pure)."""
-    argv = [sys.executable, "-m", "pytest", "e2e"]
-    if args.smoke:
-        argv += ["-m", "e2e and not nightly"]
-    argv += ["--lab", args.lab]
-    if args.loops is not None:
-        argv += ["--loops", str(args.loops)]
-    if args.chaos_minutes is not None:
-        argv += ["--chaos-minutes", f"{args.chaos_minutes:g}"]
-    if args.seed is not None:
-        argv += ["--seed", str(args.seed)]
-    if args.k:
-        argv += ["-k", args.k]
-    return argv + list(args.pytest_args)
-
-
-def repro_argv(args: argparse.Namespace) -> list[str]:
-    """`fieldlab repro BUG`: what `make repro BUG=...` runs (pure)."""
-    argv = [sys.executable, "-m", "e2e.repro", "--lab", args.lab]
-    if args.loops is not None:
-        argv += ["--loops", str(args.loops)]
-    return [*argv, args.bug]
-
-
-def report_argv(args: argparse.Namespace) -> list[str]:
-    """`fieldlab report RUN_DIR`: re-render a run's report and print its summary (pure)."""
-    return [sys.executable, "-m", "e2e.harness.report", str(Path(args.run_dir).resolve())]
-
-
-def _run_in_project(argv: list[str]) -> int:
-    """Hand the terminal to `argv`, run from the project's root (where e2e/ lives)."""
-    if not (PROJECT_DIR / "e2e").is_dir():
-        raise LabError(f"{PROJECT_DIR} has no e2e/: the suites run from a checkout of fieldlab")
-    say(" ".join(shlex.quote(a) for a in argv[1:]))
-    os.chdir(PROJECT_DIR)
-    os.execv(argv[0], argv)  # noqa: S606 - the suites take over the terminal
-    return 127  # pragma: no cover - exec does not return
-
-
-def cmd_e2e(args: argparse.Namespace) -> int:
-    return _run_in_project(e2e_argv(args))
-
-
-def cmd_repro(args: argparse.Namespace) -> int:
-    return _run_in_project(repro_argv(args))
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    return _run_in_project(report_argv(args))
-
-
-def _suite_commands(top: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    lab_default = os.environ.get("LAB", "default")
-    e2e = top.add_parser(
-        "e2e",
-        help="run the e2e suites on a running lab (make e2e; --smoke: make smoke)",
-        usage="fieldlab e2e [options] [-- PYTEST-ARGS...]",
-        description="Run the e2e suites against a running lab; the report goes to "
-        "e2e/reports/<run>/. Arguments after -- go to pytest.",
-    )
-    e2e.add_argument("--lab", default=lab_default, help="lab name (env LAB)")
-    e2e.add_argument("--smoke", action="store_true", help="all but the nightly suites (what make test runs)")
-    e2e.add_argument("--seed", type=int, help="replay a run's random choices")
-    e2e.add_argument("--loops", type=int, help="agent restarts per loop suite (default 5)")
-    e2e.add_argument("--chaos-minutes", type=float, help="minutes of seeded chaos (default 3)")
-    e2e.add_argument("-k", help="select tests (pytest -k)")
-    e2e.add_argument("pytest_args", nargs="*", help=argparse.SUPPRESS)
-    e2e.set_defaults(func=cmd_e2e)
-    rp = top.add_parser(
-        "repro",
-        help="reproduce a field bug on a running lab (make repro)",
-        description="Run a FIELD-BUGS.md entry's scenario with its fault flag (REPRODUCED) and "
-        "without (FIXED). BUG: a bug id, list or all.",
-    )
-    rp.add_argument("bug", metavar="BUG")
-    rp.add_argument("--lab", default=lab_default, help="lab name (env LAB)")
-    rp.add_argument("--loops", type=int, help="agent restarts in the template scenarios")
-    rp.set_defaults(func=cmd_repro)
-    rr = top.add_parser("report", help="re-render an e2e run's report and print its summary")
-    rr.add_argument("run_dir", metavar="RUN_DIR", help="e.g. e2e/reports/<run>")
-    rr.set_defaults(func=cmd_report)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fieldlab", description="fieldlab: build, provision and disrupt a test lab"
@@ -581,7 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     bk.set_defaults(func=cmd_bake)
-    _suite_commands(top)
+    add_suite_commands(top)
     return p
 
 

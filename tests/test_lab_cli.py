@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lab import __version__, cli
+from lab import __version__, cli, suites
 from lab.config import LabPaths
 from lab.providers.base import LabRecord, Node, NodeState
 
@@ -167,11 +167,11 @@ def _parse(*argv: str) -> Any:
 
 def test_the_suite_wrappers_run_what_the_make_targets_run() -> None:
     py = sys.executable
-    assert cli.e2e_argv(_parse("e2e", "--lab", "x", "--smoke", "--loops", "5")) == [
+    assert suites.e2e_argv(_parse("e2e", "--lab", "x", "--smoke", "--loops", "5")) == [
         py, "-m", "pytest", "e2e", "-m", "e2e and not nightly", "--lab", "x", "--loops", "5",
     ]  # fmt: skip
     args = _parse("e2e", "--seed", "42", "--chaos-minutes", "1.5", "-k", "restore", "--", "-x", "--lf")
-    assert cli.e2e_argv(args)[4:] == [
+    assert suites.e2e_argv(args)[4:] == [
         "--lab",
         "default",
         "--chaos-minutes",
@@ -183,10 +183,10 @@ def test_the_suite_wrappers_run_what_the_make_targets_run() -> None:
         "-x",
         "--lf",
     ]
-    assert cli.repro_argv(_parse("repro", "nomad-24292", "--lab", "x")) == [
+    assert suites.repro_argv(_parse("repro", "nomad-24292", "--lab", "x")) == [
         py, "-m", "e2e.repro", "--lab", "x", "nomad-24292",
     ]  # fmt: skip
-    argv = cli.report_argv(_parse("report", "e2e/reports/run1"))
+    argv = suites.report_argv(_parse("report", "e2e/reports/run1"))
     assert argv[:3] == [py, "-m", "e2e.harness.report"] and argv[3].endswith("e2e/reports/run1")
     assert Path(argv[3]).is_absolute()
 
