@@ -254,11 +254,10 @@ class Builder(ServiceBlocks, TemplateBlocks):
     def _lifecycle(self, body: Body, path: str) -> Lifecycle | None:
         """The `lifecycle` block (Nomad's TaskLifecycleConfig.Validate: a hook is required and one of
         prestart, poststart, poststop)."""
-        blocks = list(self._blocks(body, "lifecycle", path, single=True))
-        if not blocks:
+        found = self._single(body, "lifecycle", path)
+        if found is None:
             return None
-        _, lb, lpath = blocks[0]
-        self._keys(lb, "lifecycle", lpath)
+        lb, lpath = found
         hook = self._choice(lb, "hook", lpath, LIFECYCLE_HOOKS, "", required=True, what="lifecycle hook")
         sidecar = self._bool(lb, "sidecar", lpath, False)
         return Lifecycle(hook=hook, sidecar=sidecar) if hook else None
@@ -266,11 +265,10 @@ class Builder(ServiceBlocks, TemplateBlocks):
     def _logs(self, body: Body, path: str) -> LogConfig:
         """The `logs` block, checked as Nomad's LogConfig.Validate (at least 1 file of at least 1 MB;
         against the group's ephemeral_disk in _ephemeral_disk)."""
-        blocks = list(self._blocks(body, "logs", path, single=True))
-        if not blocks:
+        found = self._single(body, "logs", path)
+        if found is None:
             return LogConfig()
-        _, lb, lpath = blocks[0]
-        self._keys(lb, "logs", lpath)
+        lb, lpath = found
         disabled = self._bool(lb, "disabled", lpath, False)
         return LogConfig(
             max_files=self._int(lb, "max_files", lpath, 10, minimum=1),
@@ -289,11 +287,10 @@ class Builder(ServiceBlocks, TemplateBlocks):
         return ""
 
     def _vault(self, body: Body, path: str) -> Vault | None:
-        blocks = list(self._blocks(body, "vault", path, single=True))
-        if not blocks:
+        found = self._single(body, "vault", path)
+        if found is None:
             return None
-        _, v, vpath = blocks[0]
-        self._keys(v, "vault", vpath)
+        v, vpath = found
         policies = self._str_list(v, "policies", vpath)
         role = self._str(v, "role", vpath)
         if not policies:
@@ -334,11 +331,10 @@ class Builder(ServiceBlocks, TemplateBlocks):
 
     def _restart(self, body: Body, path: str, job_type: str) -> RestartPolicy:
         default = _RESTART_DEFAULTS["batch" if job_type in ("batch", "sysbatch") else "service"]
-        blocks = list(self._blocks(body, "restart", path, single=True))
-        if not blocks:
+        found = self._single(body, "restart", path)
+        if found is None:
             return default
-        _, rb, rpath = blocks[0]
-        self._keys(rb, "restart", rpath)
+        rb, rpath = found
         before = len(self.report.problems)
         policy = RestartPolicy(
             attempts=self._int(rb, "attempts", rpath, default.attempts, minimum=0),
@@ -397,11 +393,10 @@ class Builder(ServiceBlocks, TemplateBlocks):
         return plain
 
     def _resources(self, body: Body, path: str) -> Resources:
-        blocks = list(self._blocks(body, "resources", path, single=True))
-        if not blocks:
+        found = self._single(body, "resources", path)
+        if found is None:
             return Resources()
-        _, rb, rpath = blocks[0]
-        self._keys(rb, "resources", rpath)
+        rb, rpath = found
         return Resources(
             cpu=self._int(rb, "cpu", rpath, Resources.cpu, minimum=_MIN_CPU),
             memory=self._int(rb, "memory", rpath, Resources.memory, minimum=_MIN_MEMORY),

@@ -59,6 +59,16 @@ class BodyReader:
             found = found[:1]
         yield from found
 
+    def _single(self, body: Body, key: str, path: str) -> tuple[Body, str] | None:
+        """The one `key` block of `body` (its body and path, its keys checked against Nomad's
+        fields for `key`), or None when there is none; a second one is reported by `_blocks`."""
+        blocks = list(self._blocks(body, key, path, single=True))
+        if not blocks:
+            return None
+        _, block, bpath = blocks[0]
+        self._keys(block, key, bpath)
+        return block, bpath
+
     def _block_item(
         self, item: object, i: int, key: str, bpath: str, *, labelled: bool, single: bool
     ) -> list[tuple[str, Body, str]]:

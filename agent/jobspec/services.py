@@ -55,11 +55,10 @@ class ServiceBlocks(BodyReader):
         return Network(mode=network.mode, ports=network.ports + tuple(task_ports))
 
     def _network(self, body: Body, path: str) -> Network | None:
-        blocks = list(self._blocks(body, "network", path, single=True))
-        if not blocks:
+        found = self._single(body, "network", path)
+        if found is None:
             return None
-        _, net, npath = blocks[0]
-        self._keys(net, "network", npath)
+        net, npath = found
         mode = self._str(net, "mode", npath, "host")
         if mode.startswith("cni/"):
             self.report.error(

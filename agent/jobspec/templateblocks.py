@@ -20,6 +20,28 @@ _TASK_DIR_VARS = {
 }
 
 
+def task_relative(raw: str) -> tuple[str, str]:
+    """`raw`, a path relative to the task dir (`${NOMAD_TASK_DIR}`, `${NOMAD_SECRETS_DIR}` and
+    `${NOMAD_ALLOC_DIR}` read as local/, secrets/ and alloc/), as a normal path below the task dir or
+    the shared alloc/ dir, and what is wrong with it ("" when nothing). Refused as Nomad's sandbox
+    refuses what leaves the alloc dir: an absolute path, a `..` out of the task dir other than into
+    the shared alloc/ dir (this sandbox does not reach the other tasks' dirs). Lexical: the writers
+    (agent.sandbox) follow no link."""
+    text = raw
+    for var, directory in _TASK_DIR_VARS.items():
+        if text.startswith(var):
+            text = directory + text[len(var) :]
+    normal = posixpath.normpath(text) if text else "."
+    parts = normal.split("/")
+    if parts[:2] == ["..", "alloc"]:
+        normal, parts = "/".join(parts[1:]), parts[1:]
+    if text.startswith("/"):
+        return normal, "is an absolute path: give one relative to the task dir"
+    if parts[0] == "..":
+        return normal, 'leaves the task dir: ".." leads only into the shared alloc/ dir (../alloc/...)'
+    return normal, ""
+
+
 class TemplateBlocks(BodyReader):
     def _templates(self, body: Body, path: str) -> tuple[Template, ...]:
         templates = []
@@ -106,20 +128,8 @@ class TemplateBlocks(BodyReader):
         raw = self._str(body, "destination", path, required=True)
         if not raw:
             return ""
-        text = raw
-        for var, directory in _TASK_DIR_VARS.items():
-            if text.startswith(var):
-                text = directory + text[len(var) :]
-        normal = posixpath.normpath(text) if text else "."
-        parts = normal.split("/")
-        if parts[:2] == ["..", "alloc"]:
-            normal, parts = "/".join(parts[1:]), parts[1:]
-        problem = ""
-        if text.startswith("/"):
-            problem = "is an absolute path: give one relative to the task dir"
-        elif parts[0] == "..":
-            problem = 'leaves the task dir: ".." leads only into the shared alloc/ dir (../alloc/...)'
-        elif normal in (".", *TEMPLATE_DIRS) or text.endswith("/"):
+        normal, problem = task_relative(raw)
+        if not problem and (normal in (".", *TEMPLATE_DIRS) or raw.endswith("/")):
             problem = "names a directory: give a file in it"
         if problem:
             self.report.error(
@@ -131,11 +141,10 @@ class TemplateBlocks(BodyReader):
         return normal
 
     def _change_script(self, body: Body, path: str) -> ChangeScript | None:
-        blocks = list(self._blocks(body, "change_script", path, single=True))
-        if not blocks:
+        found = self._single(body, "change_script", path)
+        if found is None:
             return None
-        _, sb, spath = blocks[0]
-        self._keys(sb, "change_script", spath)
+        sb, spath = found
         command = self._str(sb, "command", spath, required=True)
         if not command.strip() and "command" in sb:
             self.report.error(join(spath, "command"), "must not be empty")
