@@ -11,6 +11,7 @@ import urllib.parse
 from typing import TYPE_CHECKING
 
 from agent.getter.plan import MODES, ArtifactError, archive_kind, parse_checksum
+from agent.jobspec.templateblocks import task_relative
 from agent.jobspec.tree import Body, join
 from agent.model import Artifact
 
@@ -59,8 +60,9 @@ def _artifact(builder: BodyReader, body: Body, path: str) -> Artifact | None:
         name = posixpath.basename(urllib.parse.urlsplit(source).path) or "artifact"
         default = posixpath.join("local", name)
     dest = builder._str(body, "destination", path, default)
-    if "${" not in dest and (why := _destination_problem(dest)):
-        builder.report.error(join(path, "destination"), why)
+    normal, problem = task_relative(dest)
+    if problem and "${" not in normal:  # another variable: checked by the getter when it writes
+        builder.report.error(join(path, "destination"), f'"{dest}" {problem}')
         ok = False
     if not ok:
         return None
@@ -82,14 +84,3 @@ def _source_ok(builder: BodyReader, source: str, where: str) -> bool:
         builder.report.error(where, f"{shown} is not supported by fieldlab-agent: give an http or https URL")
         return False
     return True
-
-
-def _destination_problem(dest: str) -> str | None:
-    """A destination outside the task's sandbox (its dir, or the alloc's shared dir as alloc/ or
-    ../alloc/), lexically; the getter checks again, without following links, when it writes."""
-    if dest.startswith("/"):
-        return f'"{dest}" is an absolute path: give one relative to the task dir (local/, alloc/, ...)'
-    parts = posixpath.normpath(dest).split("/")
-    if parts[0] == ".." and parts[1:2] != ["alloc"]:
-        return f'"{dest}" escapes the task dir (the sandbox is the task dir and the alloc\'s alloc/ dir)'
-    return None
