@@ -37,6 +37,9 @@ from agent.state import StateStore
 from agent.templates.budget import DEFAULT_PASS_BUDGET
 
 log = logging.getLogger(__name__)
+# Seconds between looks at whether the restore's re-renders are done (_await_restore_renders: a poll
+# of a condition, bounded by the restore timeout; the Serials have no completion event to wait on).
+RESTORE_RENDER_POLL = 0.02
 
 
 @dataclass(frozen=True)
@@ -182,8 +185,8 @@ def _await_restore_renders(core: Core, deadline: float) -> None:
     def rendering() -> list[str]:
         return [a for a, r in core.runners.items() if r.serial.busy == RESTORE_RENDER]
 
-    while core.call(rendering) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    while core.call(rendering) and time.monotonic() < deadline:  # deadline: start_core's restore_timeout
+        time.sleep(RESTORE_RENDER_POLL)
     core.restore_seconds += time.monotonic() - started
 
 
