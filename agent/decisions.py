@@ -35,6 +35,7 @@ class Bugs:
     noop_runner_dies: bool = False
     script_change_before_handle: bool = False
     stale_restart_timer: bool = False
+    rerun_completed_on_restore: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:
@@ -117,6 +118,8 @@ def plan_restore(
     """
     if bugs.half_alive_restore and recorded_running:
         obs = trust_recorded_tasks(obs, recorded_running)
+    if bugs.rerun_completed_on_restore:  # nomad-5883: what completed is not known any more
+        obs = replace(obs, tasks_completed=[])
     check_network = not bugs.no_network_check_on_restore
     if not obs.alloc_dir_exists and not bugs.restore_missing_alloc_dir:
         return RestorePlan(RestoreAction.REPLACE, "alloc directory is missing (nomad-27933)")
@@ -271,6 +274,7 @@ def plan_dead_on_restore(
     *,
     exit_lost: bool = False,
     completed: bool = False,
+    bugs: Bugs = NO_BUGS,
 ) -> DeadOnRestore:
     """A task found exited at restore (the driver has its exit status, `exit_code`) goes through the
     same restart policy as one that dies while the agent runs: the exit counts, the policy's delay
@@ -281,14 +285,28 @@ def plan_dead_on_restore(
     counted again: the owed restart resumes; one recorded `completed` stays dead. A task with no
     exit status otherwise (no handle: the agent died while starting it; the container is gone;
     docker restarted it) is started again by the restore, not counted, as Nomad's task runner
-    starts a task whose handle it cannot recover."""
-    if completed:
+    starts a task whose handle it cannot recover. `rerun-completed-on-restore` is nomad-5883: the
+    task's completion is not seen, and a task that finished successfully is started again."""
+    if completed and not bugs.rerun_completed_on_restore:
         return DeadOnRestore.COMPLETE
     if recorded is TaskState.DEAD and restart_due > 0:
         return DeadOnRestore.RESUME_PENDING
     if (exit_code is not None or exit_lost) and recorded is not TaskState.DEAD:
         return DeadOnRestore.RESTART_POLICY
     return DeadOnRestore.START_AGAIN
+
+
+LIVE_STATUSES = (AllocStatus.PENDING, AllocStatus.RUNNING)
+
+
+def plan_restore_statuses(bugs: Bugs = NO_BUGS) -> tuple[AllocStatus, ...]:
+    """The alloc statuses an agent's restore picks up: the live ones. A terminal alloc the GC has
+    not collected yet is history, read and never acted on. `rerun-completed-on-restore` is
+    nomad-5883 (0.9.0 to 0.9.3): a complete alloc not yet collected is restored as if it still
+    ran (its status back to running), and its tasks that had finished successfully run again."""
+    if bugs.rerun_completed_on_restore:
+        return (*LIVE_STATUSES, AllocStatus.COMPLETE)
+    return LIVE_STATUSES
 
 
 @dataclass(frozen=True)

@@ -93,9 +93,15 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
     ),
     FaultSpec(
         "stale-restart-timer",
-        "fieldlab-12 restart tracker",
+        "fieldlab-12-restart-tracker",
         "a restart-policy timer still fires after a later decision restarted the task (a network recovery, "
         "an operator's restart): the healthy task is stopped and started a second time for one exit",
+    ),
+    FaultSpec(
+        "rerun-completed-on-restore",
+        "nomad-5883",
+        "a complete alloc the GC has not collected yet is restored as if it still ran: its tasks that "
+        "finished successfully run again after an agent restart",
     ),
     # Templates and change_mode.
     FaultSpec(
@@ -112,7 +118,7 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
     ),
     FaultSpec(
         "signal-while-restarting",
-        "nomad-27960",
+        "nomad-25861",
         "a change action is fired into a task that is restarting instead of being queued until it runs, "
         "and is lost",
     ),
@@ -153,6 +159,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "stale-network-status-on-restore",
         "script-change-before-handle",
         "stale-restart-timer",
+        "rerun-completed-on-restore",
     }
 )
 

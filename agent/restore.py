@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from agent.decisions import ObservedAlloc, plan_owed_replacements
+from agent.decisions import ObservedAlloc, plan_owed_replacements, plan_restore_statuses
 from agent.drivers.base import LABEL_GROUP, LABEL_JOB
 from agent.drivers.registry import DriverRegistry
 from agent.jobcodec import JobCodecError, decode_job, encode_job
@@ -81,14 +81,14 @@ class Restore:
                 core.jobs[job_id] = job
         # Only what restore acts on is read (the status column is indexed): live allocs, failed ones
         # whose replacement is owed, and unreadable ones. Terminal history costs nothing here.
-        live = core.store.list("alloc", LIVE_STATUSES)
+        live = core.store.list("alloc", tuple(s.value for s in plan_restore_statuses(core.deps.bugs)))
         owed = core.store.list("alloc", ("failed",), flag="replace_pending")
         corrupt = {bad.key: bad for bad in [*live.corrupt, *owed.corrupt]}
         unreadable = [(bad.key, bad.reason) for bad in corrupt.values()]
         records: list[AllocRecord] = []
         for alloc_id, raw in {**live.records, **owed.records}.items():
             try:
-                records.append(AllocRecord.from_record(raw, alloc_id))
+                records.append(self._reopened(AllocRecord.from_record(raw, alloc_id)))
             except RecordError as exc:
                 unreadable.append((alloc_id, exc.reason))
         for key, reason in unreadable:
@@ -105,6 +105,15 @@ class Restore:
         log.info("restored %d alloc(s) in %.2fs", len(core.runners), core.restore_seconds)
         core.adoption.restore(core.runners)  # when the state DB was lost: what runs is adopted, not swept
         core.sweep()
+
+    def _reopened(self, rec: AllocRecord) -> AllocRecord:
+        """A complete alloc the restore picked up (plan_restore_statuses: only with nomad-5883's
+        fault) is taken to be running again, as Nomad 0.9.0-0.9.3 did: recorded running."""
+        if rec.status is not AllocStatus.COMPLETE or rec.desired is not DesiredStatus.RUN:
+            return rec
+        rec = rec.with_(status=AllocStatus.RUNNING, reason="")
+        self.core.store.put("alloc", rec.id, rec.to_record())
+        return rec
 
     def _restore_job(self, job_id: str, job_rec: dict[str, Any]) -> Job | None:
         """The job from its canonical form (no parsing); a record from before canonical forms, or of

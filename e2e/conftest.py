@@ -79,6 +79,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     g.addoption("--report-dir", default=os.environ.get("E2E_REPORT_DIR", ""), help="the run's directory")
     g.addoption(
+        "--scenario",
+        default="",
+        help="a scenario file (e2e/scenarios/ format) for test_scenarios.py::test_scenario_file",
+    )
+    g.addoption(
+        "--repro",
+        default="",
+        help="this run is one half of `make repro`: BUG,HALF (HALF: with-flag, without or once); the "
+        "report says so, and the run stays out of the trends",
+    )
+    g.addoption(
         "--test-timeout",
         type=float,
         default=float(os.environ.get("E2E_TEST_TIMEOUT", str(TEST_TIMEOUT))),
@@ -106,6 +117,19 @@ def pytest_configure(config: pytest.Config) -> None:
         h.listeners.append(_progress_printer(config, h))
     history.open_run(h)
     config.stash[_HISTORY] = h
+    repro = config.getoption("--repro")
+    if repro:
+        bug, _, half = repro.partition(",")
+        flags = config.getoption("--agent-faults")
+        # The report's header reads this note: the bug, the flag, the half and its replay command.
+        h.record(
+            history.NOTE,
+            f"{history.REPRO_NOTE}{bug}",
+            bug=bug,
+            half=half,
+            flag=flags,
+            replay=f"make repro BUG={bug} LAB={lab}",
+        )
     if not config.option.xmlpath:
         config.option.xmlpath = str(run_dir / "junit.xml")
 

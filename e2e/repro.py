@@ -1,4 +1,8 @@
-"""`make repro BUG=<id>|list|all`: reproduce a field bug from FIELD-BUGS.md on the running lab.
+"""`make repro BUG=<id>|FILE|list|all`: reproduce a field bug of the catalogue on the running lab.
+
+The catalogue is e2e/scenarios/<bug>.yml, one file per bug (e2e.harness.scenario): its scenario is
+data (a jobspec, steps, checks) or names the Python tests that replay it. BUG may also be the path of
+a scenario file anywhere (`fieldlab repro FILE`); `new BUG --jobspec FILE` writes a skeleton.
 
 For a bug, its scenario (one or more e2e tests) runs twice on the lab: first with the agent's fault
 flag that puts the bug back, where the suite must fail with the field symptom (REPRODUCED), then with
@@ -8,145 +12,40 @@ only when every bug asked for was both REPRODUCED and FIXED.
 
     python -m e2e.repro --lab dev nomad-24292
     python -m e2e.repro --lab dev list
+    python -m e2e.repro --lab dev ./my-report.yml
+    python -m e2e.repro new nomad-12345 --jobspec ./report.nomad.hcl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from e2e.harness.scenario import SCENARIOS, Scenario, ScenarioError, catalogue, images_in, load, skeleton
+
 E2E = Path(__file__).resolve().parent
 ROOT = E2E.parent
+REPRO_FILE = "repro.json"  # a half's verdict, beside its run (the report's header reads it)
 
 
-@dataclass(frozen=True)
-class Bug:
-    id: str
-    flag: str
-    tests: tuple[str, ...]  # pytest node ids under e2e/
-    symptom: str  # regex a failure message must match to count as the field symptom
-    what: str  # the field symptom in a line
+def _catalogue() -> tuple[Scenario, ...]:
+    try:
+        return catalogue()
+    except ScenarioError as exc:
+        print(f"make repro: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
-RESTORE = "test_restore.py::test_reboot_restores_the_alloc_with_its_network[clean-reboot]"
-PAUSE = "test_pause_kill.py::test_pause_and_task_kills_leave_one_working_set_and_no_orphans"
-EDGES = "test_restore_edges.py::"
-TEMPLATES = "test_template_restarts.py::"
-
-CATALOGUE: tuple[Bug, ...] = (
-    Bug(
-        "nomad-24140",
-        "last-event-wins",
-        (TEMPLATES + "test_every_change_is_delivered_exactly_once_across_agent_restarts",),
-        r"new cert loaded after restart|deliveries for",
-        "a re-rendered cert is never signalled: the workload keeps the old one",
-    ),
-    Bug(
-        "nomad-9636",
-        "no-change-on-restore",
-        (TEMPLATES + "test_every_change_is_delivered_exactly_once_across_agent_restarts",),
-        r"new cert loaded after restart|deliveries for",
-        "after an agent restart the task is not told of re-issued secrets",
-    ),
-    Bug(
-        "nomad-15851",
-        "script-change-before-handle",
-        (TEMPLATES + "test_change_script_runs_once_in_a_restored_task",),
-        r"change script after agent",
-        "change_mode script fails in a restored task (no driver handle)",
-    ),
-    Bug(
-        "nomad-25861",
-        "signal-while-restarting",
-        (TEMPLATES + "test_a_change_while_the_task_restarts_is_queued_not_fired_into_it",),
-        r"fired while the task was not running",
-        "a change action is fired into a task that is not running, and lost",
-    ),
-    Bug(
-        "nomad-28016",
-        "noop-runner-dies",
-        ("test_outages.py::test_noop_templates_resume_rendering_after_a_vault_outage",),
-        r"did not resume|stopped retrying",
-        "noop templates: the watcher gives up after a Vault outage, secrets go stale",
-    ),
-    Bug(
-        "fieldlab-12-restart-tracker",
-        "stale-restart-timer",
-        (PAUSE,),
-        r"a second start for one decision|containers of live allocs changed",
-        "a restart timer pending at a recovery fires later: the healthy container replaced, a second start",
-    ),
-    Bug(
-        "nomad-12216",
-        "reuse-dead-pause",
-        (PAUSE,),
-        r"events say 'non running container'",
-        "killed pause container: tasks restarted into a network that is gone",
-    ),
-    Bug(
-        "nomad-12216-orphans",
-        "no-orphan-sweep",
-        (EDGES + "test_what_a_forgotten_alloc_left_behind_is_swept",),
-        r"orphan ",
-        "containers, netns, IP reservations and chains of dead allocs are left behind",
-    ),
-    Bug(
-        "nomad-16338",
-        "sweep-untracked-pause",
-        (EDGES + "test_the_sweeper_leaves_restored_allocs_alone",),
-        r"changed while the sweeper ran|no live container|does not answer",
-        "the reaper kills pause containers of restored allocs",
-    ),
-    Bug(
-        "nomad-11272",
-        "ipam-stale-after-reboot",
-        (PAUSE,),
-        r"duplicate allocation",
-        "'duplicate allocation is not allowed' from the alloc's own stale reservation",
-    ),
-    Bug(
-        "nomad-6385",
-        "leak-portmap-chains",
-        (PAUSE,),
-        r"orphan cni_chain|orphan cni_rule|more than one set of CNI chains|does not answer from",
-        "iptables chains and DNAT rules left behind blackhole a host port",
-    ),
-    Bug(
-        "nomad-24292",
-        "no-network-check-on-restore",
-        (RESTORE,),
-        r"no IPv4 address|does not answer|cannot reach Vault",
-        "after a reboot the alloc runs with no network",
-    ),
-    Bug(
-        "nomad-24236",
-        "stale-network-status-on-restore",
-        (PAUSE,),
-        r"netns has \S+ but the agent reports",
-        "after the network is rebuilt the alloc reports its old address",
-    ),
-    Bug(
-        "nomad-23684",
-        "half-alive-restore",
-        (EDGES + "test_a_task_container_removed_while_the_agent_was_down_is_started_again",),
-        r"is running but task",
-        "after a restart an alloc is 'running' with no live task",
-    ),
-    Bug(
-        "nomad-27933",
-        "restore-missing-alloc-dir",
-        (EDGES + "test_an_alloc_whose_dir_vanished_is_replaced",),
-        r"alloc dir is missing|kept as running",
-        "an alloc whose directory is missing is restored instead of replaced",
-    ),
-)
-BUGS = {b.id: b for b in CATALOGUE}
+CATALOGUE: tuple[Scenario, ...] = _catalogue()
+BUGS = {b.bug: b for b in CATALOGUE}
 
 
 @dataclass
@@ -169,7 +68,7 @@ def failures(junit: Path) -> list[str]:
     return out
 
 
-def _symptom(bug: Bug, fails: list[str]) -> str | None:
+def _symptom(bug: Scenario, fails: list[str]) -> str | None:
     """The line of a failure that shows the bug's field symptom, with its test's name; None if none."""
     for f in fails:
         m = re.search(bug.symptom, f)
@@ -181,18 +80,18 @@ def _symptom(bug: Bug, fails: list[str]) -> str | None:
     return None
 
 
-def run_once(bug: Bug, lab: str, target: str, base: Path, loops: int) -> Half:
+def run_once(bug: Scenario, lab: str, target: str, base: Path, loops: int) -> Half:
     """The bug's scenario once against clients that take no fault flags (TARGET=nomad): PRESENT
     when the suite failed with the field symptom, ABSENT when it passed."""
-    run_dir = base / f"{bug.id}-{target}"
-    rc, fails, took, log = _run_suite(bug, lab, "", run_dir, loops, target)
+    run_dir = base / f"{bug.bug}-{target}"
+    rc, fails, took, log = _run_suite(bug, lab, "", run_dir, loops, "once", target)
     if rc == 0:
-        return Half("ABSENT", took, "", run_dir)
-    return _failed(bug, "PRESENT", rc, fails, took, log, run_dir)
+        return _kept(bug, "once", Half("ABSENT", took, "", run_dir))
+    return _kept(bug, "once", _failed(bug, "PRESENT", rc, fails, took, log, run_dir))
 
 
 def _failed(
-    bug: Bug, shown_verdict: str, rc: int, fails: list[str], took: float, log: Path, run_dir: Path
+    bug: Scenario, shown_verdict: str, rc: int, fails: list[str], took: float, log: Path, run_dir: Path
 ) -> Half:
     """A run whose suite failed: `shown_verdict` when a failure shows the field symptom."""
     shown = _symptom(bug, fails)
@@ -204,9 +103,10 @@ def _failed(
 
 
 def _run_suite(
-    bug: Bug, lab: str, flag: str, run_dir: Path, loops: int, target: str = ""
+    bug: Scenario, lab: str, flag: str, run_dir: Path, loops: int, half: str, target: str = ""
 ) -> tuple[int, list[str], float, Path]:
     """(pytest's exit code, the failures, seconds, the log) of the bug's scenario."""
+    own_file = bug.tests == ("test_scenarios.py::test_scenario_file",)
     argv = [
         sys.executable,
         "-m",
@@ -221,6 +121,9 @@ def _run_suite(
         str(loops),
         "--report-dir",
         str(run_dir),
+        "--repro",
+        f"{bug.bug},{half}",
+        *(["--scenario", str(bug.path)] if own_file else []),
         "-p",
         "no:cacheprovider",
         "-q",
@@ -235,9 +138,16 @@ def _run_suite(
     return rc, failures(run_dir / "junit.xml"), time.monotonic() - t0, log
 
 
-def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Half:
-    run_dir = base / f"{bug.id}-{'with-flag' if with_flag else 'without'}"
-    rc, fails, took, log = _run_suite(bug, lab, bug.flag if with_flag else "", run_dir, loops)
+def run_half(bug: Scenario, lab: str, with_flag: bool, base: Path, loops: int) -> Half:
+    half = "with-flag" if with_flag else "without"
+    run_dir = base / f"{bug.bug}-{half}"
+    rc, fails, took, log = _run_suite(bug, lab, bug.flag if with_flag else "", run_dir, loops, half)
+    return _kept(bug, half, _verdict(bug, with_flag, rc, fails, took, log, run_dir))
+
+
+def _verdict(
+    bug: Scenario, with_flag: bool, rc: int, fails: list[str], took: float, log: Path, run_dir: Path
+) -> Half:
     if with_flag:
         if rc == 0:
             return Half("NOT REPRODUCED (suite passed with the flag)", took, "", run_dir)
@@ -252,27 +162,105 @@ def run_half(bug: Bug, lab: str, with_flag: bool, base: Path, loops: int) -> Hal
     )
 
 
+def _kept(bug: Scenario, half: str, h: Half) -> Half:
+    """The half's verdict written beside its run (repro.json), and the run's report rendered again so
+    that its header says it: the bug, the flag, the half, the verdict and the repro's replay."""
+    if not h.run_dir.is_dir():
+        return h
+    data = {
+        "bug": bug.bug,
+        "flag": bug.flag if half == "with-flag" else "",
+        "half": half,
+        "verdict": h.verdict,
+        "message": h.message[:2000],
+        "seconds": round(h.seconds, 1),
+        "scenario": str(bug.path),
+    }
+    (h.run_dir / REPRO_FILE).write_text(json.dumps(data, indent=2) + "\n")
+    try:
+        from e2e.harness.report.build import render
+
+        render(h.run_dir)
+    except Exception as exc:  # the verdict stands; the page is a view of it
+        print(f"    (could not render {h.run_dir}/report.html again: {exc})", flush=True)
+    return h
+
+
 def print_list() -> None:
-    wid = max(len(b.id) for b in CATALOGUE) + 1
+    wid = max(len(b.bug) for b in CATALOGUE) + 1
     wflag = max(len(b.flag) for b in CATALOGUE) + 1
     print(f"{'bug':<{wid}} {'fault flag':<{wflag}} scenario")
     for b in CATALOGUE:
-        print(f"{b.id:<{wid}} {b.flag:<{wflag}} {', '.join(b.tests)}")
+        where = f"data: {b.path.name}" if b.as_data else ", ".join(b.tests)
+        print(f"{b.bug:<{wid}} {b.flag:<{wflag}} {where}")
         print(f"{'':<{wid}} symptom: {b.what}")
+    families = Counter(b.family for b in CATALOGUE)
+    print(f"\n{len(CATALOGUE)} bugs: " + ", ".join(f"{n} {f}" for f, n in sorted(families.items())))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/")
 
 
 def markdown_table() -> str:
     """The catalogue as docs/field-bugs.md shows it (`make repro BUG=list MARKDOWN=1` prints it)."""
-    rows = ["| bug | fault flag | field symptom | scenario (under e2e/) |", "|---|---|---|---|"]
+    rows = [
+        "| bug | Nomad versions | fault flag | family | field symptom | scenario (under e2e/) |",
+        "|---|---|---|---|---|---|",
+    ]
     for b in CATALOGUE:
-        tests = "<br>".join(f"`{t}`" for t in b.tests)
-        rows.append(f"| {b.id} | `{b.flag}` | {b.what.replace('|', '/')} | {tests} |")
+        bug = f"[{b.bug}]({b.link})" if "://" in b.link else b.bug
+        where = f"data: `scenarios/{b.path.name}`" if b.as_data else "<br>".join(f"`{t}`" for t in b.tests)
+        rows.append(f"| {bug} | {_cell(b.versions)} | `{b.flag}` | {b.family} | {_cell(b.what)} | {where} |")
     return "\n".join(rows) + "\n"
 
 
+def flags_table() -> str:
+    """The README's table of the agent's fault flags, from the catalogue and agent/faults.py."""
+    from agent.faults import FAULTS
+
+    rows = ["| flag | field bug | what it does |", "|---|---|---|"]
+    for b in CATALOGUE:
+        spec = FAULTS.get(b.flag)
+        rows.append(f"| `{b.flag}` | {b.bug} | {_cell(spec.description if spec else '?')} |")
+    return "\n".join(rows) + "\n"
+
+
+def new_scenario(bug: str, jobspec: Path, root: Path = SCENARIOS) -> int:
+    """`new BUG --jobspec FILE`: the jobspec copied beside the catalogue, a skeleton to fill in."""
+    from e2e.harness.scenario import BUG_ID
+
+    if not BUG_ID.match(bug):
+        print(f"repro new: {bug!r}: a bug id is nomad-<issue number> (e.g. nomad-5883)", file=sys.stderr)
+        return 2
+    target = root / f"{bug}.yml"
+    if target.exists():
+        print(f"repro new: {target} exists already (nothing written)", file=sys.stderr)
+        return 2
+    try:
+        text = jobspec.read_text()
+    except OSError as exc:
+        print(f"repro new: --jobspec {jobspec}: {exc.strerror}", file=sys.stderr)
+        return 2
+    copy = root / "jobs" / f"{bug}-{jobspec.name}"
+    if copy.exists():
+        print(f"repro new: {copy} exists already (nothing written)", file=sys.stderr)
+        return 2
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(text)
+    target.write_text(skeleton(bug, f"jobs/{copy.name}", images_in(text)))
+    print(f"wrote {target} and {copy}: fill in the scenario, then `make repro BUG={bug}`")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["new"]:
+        return _main_new(argv[1:])
     ap = argparse.ArgumentParser(prog="make repro", description=__doc__.split("\n\n")[0])
-    ap.add_argument("bug", help="a bug id, 'list' or 'all'")
+    ap.add_argument(
+        "bug", help="a bug id, a scenario file, 'list', 'flags' or 'all' (or: new BUG --jobspec FILE)"
+    )
     ap.add_argument("--lab", default="default")
     ap.add_argument("--loops", type=int, default=2, help="agent restarts in the template scenarios")
     ap.add_argument("--report-dir", default="", help="where the runs' directories go")
@@ -287,9 +275,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.bug == "list":
         print(markdown_table(), end="") if args.markdown else print_list()
         return 0
-    if args.bug != "all" and args.bug not in BUGS:
+    if args.bug == "flags":
+        print(flags_table(), end="")
+        return 0
+    if args.bug.endswith((".yml", ".yaml")) or "/" in args.bug:
+        try:
+            bugs: tuple[Scenario, ...] = (load(Path(args.bug).resolve()),)
+        except ScenarioError as exc:
+            print(f"make repro: {exc}", file=sys.stderr)
+            return 2
+    elif args.bug == "all":
+        bugs = CATALOGUE
+    elif args.bug in BUGS:
+        bugs = (BUGS[args.bug],)
+    else:
         print(
-            f"make repro: unknown bug {args.bug!r}; known: {', '.join(BUGS)} (or list, all)", file=sys.stderr
+            f"make repro: unknown bug {args.bug!r}; known: {', '.join(BUGS)} (or list, all, a scenario file)",
+            file=sys.stderr,
         )
         return 2
     from lab.config import LabPaths
@@ -301,7 +303,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    bugs = CATALOGUE if args.bug == "all" else (BUGS[args.bug],)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     base = Path(args.report_dir) if args.report_dir else E2E / "reports" / f"{stamp}-repro-{args.lab}"
     if args.target:
@@ -317,12 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     t_all = time.monotonic()
     for i, bug in enumerate(bugs, 1):
-        print(f"[repro {i}/{len(bugs)}] {bug.id}: with fault flag {bug.flag} ...", flush=True)
+        print(f"[repro {i}/{len(bugs)}] {bug.bug}: with fault flag {bug.flag} ...", flush=True)
         w = run_half(bug, args.lab, True, base, args.loops)
         print(
             f"    {w.verdict} in {w.seconds:.0f}s" + (f": {w.message[:300]}" if w.message else ""), flush=True
         )
-        print(f"[repro {i}/{len(bugs)}] {bug.id}: without the flag ...", flush=True)
+        print(f"[repro {i}/{len(bugs)}] {bug.bug}: without the flag ...", flush=True)
         wo = run_half(bug, args.lab, False, base, args.loops)
         print(
             f"    {wo.verdict} in {wo.seconds:.0f}s" + (f": {wo.message[:300]}" if wo.message else ""),
@@ -330,32 +331,44 @@ def main(argv: list[str] | None = None) -> int:
         )
         rows.append((bug, w, wo))
     print()
-    print(f"{'bug':<22} {'fault flag':<32} {'with the flag':<36} {'without':<12} time")
+    print(f"{'bug':<28} {'fault flag':<32} {'with the flag':<36} {'without':<12} time")
     for bug, w, wo in rows:
-        print(f"{bug.id:<22} {bug.flag:<32} {w.verdict:<36} {wo.verdict:<12} {w.seconds + wo.seconds:.0f}s")
+        print(f"{bug.bug:<28} {bug.flag:<32} {w.verdict:<36} {wo.verdict:<12} {w.seconds + wo.seconds:.0f}s")
     ok = all(w.verdict == "REPRODUCED" and wo.verdict == "FIXED" for _, w, wo in rows)
+    total = time.monotonic() - t_all
+    both = sum(1 for _, w, wo in rows if w.verdict == "REPRODUCED" and wo.verdict == "FIXED")
     print(
-        f"\n{sum(1 for _, w, wo in rows if w.verdict == 'REPRODUCED' and wo.verdict == 'FIXED')}/{len(rows)} "
-        f"bugs reproduced and fixed in {time.monotonic() - t_all:.0f}s; reports under {base}"
+        f"\n{both}/{len(rows)} bugs reproduced and fixed in {total:.0f}s "
+        f"({total / max(1, len(rows)):.0f}s a bug); reports under {base}"
     )
     return 0 if ok else 1
 
 
-def _present_or_absent(bugs: tuple[Bug, ...], lab: str, target: str, base: Path, loops: int) -> int:
+def _main_new(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(
+        prog="make repro new", description="write a scenario skeleton for a bug report"
+    )
+    ap.add_argument("bug", help="the bug id: nomad-<issue number>")
+    ap.add_argument("--jobspec", required=True, help="the report's jobspec, as it gives it")
+    args = ap.parse_args(argv)
+    return new_scenario(args.bug, Path(args.jobspec))
+
+
+def _present_or_absent(bugs: tuple[Scenario, ...], lab: str, target: str, base: Path, loops: int) -> int:
     """Each bug's scenario once on clients that take no fault flags: does the field symptom show?"""
     rows = []
     t_all = time.monotonic()
     for i, bug in enumerate(bugs, 1):
-        print(f"[repro {i}/{len(bugs)}] {bug.id} on the {target} target ...", flush=True)
+        print(f"[repro {i}/{len(bugs)}] {bug.bug} on the {target} target ...", flush=True)
         h = run_once(bug, lab, target, base, loops)
         print(
             f"    {h.verdict} in {h.seconds:.0f}s" + (f": {h.message[:300]}" if h.message else ""), flush=True
         )
         rows.append((bug, h))
     print()
-    print(f"{'bug':<22} {'on ' + target:<36} time")
+    print(f"{'bug':<28} {'on ' + target:<36} time")
     for bug, h in rows:
-        print(f"{bug.id:<22} {h.verdict:<36} {h.seconds:.0f}s")
+        print(f"{bug.bug:<28} {h.verdict:<36} {h.seconds:.0f}s")
     present = sum(1 for _, h in rows if h.verdict == "PRESENT")
     print(
         f"\n{present}/{len(rows)} field symptoms present on {target} in {time.monotonic() - t_all:.0f}s; "

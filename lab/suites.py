@@ -32,11 +32,21 @@ def e2e_argv(args: argparse.Namespace) -> list[str]:
 
 
 def repro_argv(args: argparse.Namespace) -> list[str]:
-    """`fieldlab repro BUG`: what `make repro BUG=...` runs (pure)."""
+    """`fieldlab repro BUG|FILE` (what `make repro BUG=...` runs) or `fieldlab repro new BUG
+    --jobspec FILE` (pure). A scenario file's path is made absolute: the repro runs from the
+    project's root."""
+    if args.bug == "new":
+        if not args.new_bug or not args.jobspec:
+            raise LabError("fieldlab repro new BUG --jobspec FILE: say the bug id and the report's jobspec")
+        jobspec = str(Path(args.jobspec).resolve())
+        return [sys.executable, "-m", "e2e.repro", "new", args.new_bug, "--jobspec", jobspec]
+    bug = args.bug
+    if bug.endswith((".yml", ".yaml")) or "/" in bug:
+        bug = str(Path(bug).resolve())
     argv = [sys.executable, "-m", "e2e.repro", "--lab", args.lab]
     if args.loops is not None:
         argv += ["--loops", str(args.loops)]
-    return [*argv, args.bug]
+    return [*argv, bug]
 
 
 def report_argv(args: argparse.Namespace) -> list[str]:
@@ -86,10 +96,14 @@ def add_suite_commands(top: argparse._SubParsersAction[argparse.ArgumentParser])
     rp = top.add_parser(
         "repro",
         help="reproduce a field bug on a running lab (make repro)",
-        description="Run a FIELD-BUGS.md entry's scenario with its fault flag (REPRODUCED) and "
-        "without (FIXED). BUG: a bug id, list or all.",
+        usage="fieldlab repro [--lab LAB] BUG|FILE|list|all  |  fieldlab repro new BUG --jobspec FILE",
+        description="Run a catalogue entry's scenario (e2e/scenarios/<bug>.yml, or a scenario FILE "
+        "anywhere) with its fault flag (REPRODUCED) and without (FIXED). BUG: a bug id, list or all. "
+        "`new BUG --jobspec FILE` writes a scenario skeleton for a report, to fill in.",
     )
     rp.add_argument("bug", metavar="BUG")
+    rp.add_argument("new_bug", nargs="?", default="", help=argparse.SUPPRESS)
+    rp.add_argument("--jobspec", default="", help="new: the report's jobspec")
     rp.add_argument("--lab", default=lab_default, help="lab name (env LAB)")
     rp.add_argument("--loops", type=int, help="agent restarts in the template scenarios")
     rp.set_defaults(func=cmd_repro)

@@ -3,7 +3,7 @@ content, no-op renders, task restarts, the window where a task is starting, agen
 crash between delivering and recording), and ticks of the agent. Invariant: once things settle, the
 content the task has loaded equals the content on disk for every acting template, and no action is
 ever delivered without an undelivered change. The `last-event-wins` fault (nomad-24140) and the
-`signal-while-restarting` fault (nomad-27960) must each break it."""
+`signal-while-restarting` fault (nomad-25861) must each break it."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ class World:
             self.spurious += 1
         self.deliveries += 1
         if not self.running:
-            return  # fired into a task that is not running: lost (the 27960 bug)
+            return  # fired into a task that is not running: lost (the 25861 bug)
         if plan.restart:
             self.start_task()
             self.mark_running()

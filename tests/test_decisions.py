@@ -35,6 +35,7 @@ from agent.decisions import (
     plan_render_retry,
     plan_restore,
     plan_restore_render,
+    plan_restore_statuses,
     plan_start_failure,
     plan_task_restart,
     restarts_on_success,
@@ -329,6 +330,21 @@ def test_a_task_recorded_complete_leaves_nothing_to_restore() -> None:
     assert plan.action is RestoreAction.REATTACH and "running or complete" in plan.reason
     dead = dataclasses.replace(done, tasks_completed=[False, False])
     assert plan_restore(dead).action is RestoreAction.RESTART_TASKS
+
+
+def test_nomad_5883_a_completed_alloc_is_not_run_again_on_restore() -> None:
+    """Fixed: restore picks up live allocs only, and a task recorded complete stays dead. With
+    `rerun-completed-on-restore` (nomad-5883) a complete alloc is picked up, its completion not seen,
+    and its task started again."""
+    assert plan_restore_statuses() == (AllocStatus.PENDING, AllocStatus.RUNNING)
+    bug = Bugs(rerun_completed_on_restore=True)
+    assert AllocStatus.COMPLETE in plan_restore_statuses(bug)
+    assert AllocStatus.FAILED not in plan_restore_statuses(bug)
+    assert plan_dead_on_restore(TaskState.DEAD, 0.0, 0, completed=True) is DeadOnRestore.COMPLETE
+    assert plan_dead_on_restore(TaskState.DEAD, 0.0, 0, completed=True, bugs=bug) is DeadOnRestore.START_AGAIN
+    done = dataclasses.replace(HEALTHY, tasks_running=[False, False], tasks_completed=[True, True])
+    assert plan_restore(done).action is RestoreAction.REATTACH
+    assert plan_restore(done, bug).action is RestoreAction.RESTART_TASKS
 
 
 def test_owed_replacements_are_owed_once() -> None:

@@ -158,12 +158,12 @@ def test_a_signal_between_termination_and_start_is_caught() -> None:
 def test_the_repro_catalogue_uses_real_flags_and_real_tests() -> None:
     e2e = Path(repro.__file__).parent
     for bug in repro.CATALOGUE:
-        assert bug.flag in IMPLEMENTED_FAULTS, f"{bug.id}: unknown flag {bug.flag}"
+        assert bug.flag in IMPLEMENTED_FAULTS, f"{bug.bug}: unknown flag {bug.flag}"
         re.compile(bug.symptom)
         for test in bug.tests:
             path, _, name = test.partition("::")
             src = (e2e / path).read_text()
-            assert f"def {name.split('[')[0]}(" in src, f"{bug.id}: no test {test}"
+            assert f"def {name.split('[')[0]}(" in src, f"{bug.bug}: no test {test}"
     assert {b.flag for b in repro.CATALOGUE} == set(IMPLEMENTED_FAULTS), "a fault flag has no repro scenario"
 
 

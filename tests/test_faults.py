@@ -19,12 +19,13 @@ AGENT_FLAGS = {
     "restore-missing-alloc-dir": "nomad-27933",
     "half-alive-restore": "nomad-23684/17079",
     "stale-network-status-on-restore": "nomad-24236/16893",
-    "stale-restart-timer": "fieldlab-12 restart tracker",
+    "stale-restart-timer": "fieldlab-12-restart-tracker",
+    "rerun-completed-on-restore": "nomad-5883",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",
     "no-change-on-restore": "nomad-9636",
-    "signal-while-restarting": "nomad-27960",
+    "signal-while-restarting": "nomad-25861",
     "noop-runner-dies": "nomad-28016",
     "script-change-before-handle": "nomad-15851/24051",
 }

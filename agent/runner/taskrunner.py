@@ -434,7 +434,12 @@ class TaskRunner:
         # keep one (TaskDriver.keeps_exit_status: docker does; a process task's comes from its keeper)
         lost = exited and code is None and not self.driver.keeps_exit_status
         action = plan_dead_on_restore(
-            record.state, record.restart_due, code, exit_lost=lost, completed=record.completed
+            record.state,
+            record.restart_due,
+            code,
+            exit_lost=lost,
+            completed=record.completed,
+            bugs=self.d.bugs,
         )
         if action is DeadOnRestore.COMPLETE:
             return

@@ -40,6 +40,10 @@ RUN, TEST, FAULT, HEAL, OBSERVE, CHECK, MEASURE, COMMAND, NOTE, EVENT = (
 # the end of its own span instead of calling it never healed.
 HEALS_ITSELF = "itself"
 
+# The note that makes a run one half of a bug's reproduction (`make repro`): its data names the bug,
+# the half (with-flag, without, once), the fault flag and the repro's own replay command.
+REPRO_NOTE = "repro of "
+
 # Commands are logged whole in commands.log; the history keeps this much of their output.
 OUTPUT_TAIL = 400
 # The steps a long suite shows as it goes, one line each (`progress_line`).

@@ -8,7 +8,8 @@ there was an index) is read in full once and gets one.
 
 A run dir is any directory under the reports root, up to three levels down (`make nightly` puts its
 suites in `<stamp>-nightly/suites/`, `make repro` a dir per bug and flag), that holds a history.jsonl.
-Runs made with agent fault flags (bug reproductions) are listed but left out of the trends.
+Runs made with agent fault flags, and every half of a bug's reproduction, are listed but left out
+of the trends.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from e2e.harness.report.model import (
     HISTORY_NAME,
     JUNIT_NAME,
     REPORT_NAME,
+    REPRO_NAME,
     Run,
     figures,
     load_run,
@@ -44,7 +46,7 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 INDEX_NAME = "index.html"
 LATEST_NAME = "latest"
 SUMMARY_NAME = "run-summary.json"
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 INDEX_TEMPLATE = "index.html.j2"
 SCAN_DEPTH = 3
 TREND_RUNS = 60  # the trends show this many of the latest runs
@@ -97,6 +99,8 @@ class RunSummary:
     failed_checks: int
     measures: dict[str, list[float]]
     targets: dict[str, float]
+    bug: str = ""  # the bug a repro half reproduces ("" for any other run)
+    verdict: str = ""  # that half's verdict
     version: int = SUMMARY_VERSION
     path: str = field(default="", compare=False)  # the run dir relative to the reports root
     has_report: bool = field(default=False, compare=False)
@@ -141,6 +145,8 @@ def summarize(run: Run) -> RunSummary:
         end=run.end,
         outcomes=dict(run.outcomes),
         flags=run.agent_flags,
+        bug=run.repro.bug if run.repro else "",
+        verdict=run.repro.verdict if run.repro else "",
         faults=len(bands),
         unhealed=sum(1 for band in bands if not band.healed),
         failed_checks=sum(1 for rec in run.of_kind(history.CHECK) if rec.get("ok") is False),
@@ -160,7 +166,7 @@ def _fresh(run_dir: Path) -> bool:
     if not cache.is_file():
         return False
     written = cache.stat().st_mtime
-    sources = [run_dir / HISTORY_NAME, run_dir / JUNIT_NAME]
+    sources = [run_dir / HISTORY_NAME, run_dir / JUNIT_NAME, run_dir / REPRO_NAME]
     return all(not src.exists() or src.stat().st_mtime <= written for src in sources)
 
 
@@ -277,7 +283,7 @@ def index_row(summary: RunSummary) -> IndexRow:
 
 
 def trends(summaries: list[RunSummary]) -> list[Trend]:
-    recent = [s for s in summaries if not s.flags][-TREND_RUNS:]
+    recent = [s for s in summaries if not (s.flags or s.bug)][-TREND_RUNS:]
     out = []
     for key in KEY_MEASURES:
         points = [
@@ -321,7 +327,7 @@ def index_html(root: Path, summaries: list[RunSummary]) -> str:
             outcomes=outcome_bars(summaries),
             keys=KEY_MEASURES,
             trend_runs=TREND_RUNS,
-            flagged=sum(1 for s in summaries if s.flags),
+            flagged=sum(1 for s in summaries if s.flags or s.bug),
         )
     )
 

@@ -6,6 +6,7 @@ are all built from a `Run`.
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable
@@ -28,6 +29,18 @@ TIMELINE_KINDS = frozenset(
 )
 # conftest's note when a run's agents carry fault flags (e2e.harness.faults.set_agent_faults).
 FLAGS_NOTE = "agent fault flags: "
+REPRO_NAME = "repro.json"  # a repro half's verdict, written beside its run by e2e/repro.py
+
+
+@dataclass(frozen=True)
+class Repro:
+    """The run is one half of a bug's reproduction (`make repro`)."""
+
+    bug: str
+    half: str  # with-flag, without, once
+    flag: str  # the fault flag the agents ran with ("" without)
+    verdict: str  # REPRODUCED, FIXED, ... ("" while the run is not judged yet)
+    replay: str  # the repro's own command
 
 
 @dataclass
@@ -70,13 +83,41 @@ class Run:
 
     @property
     def agent_flags(self) -> str:
-        """The agent fault flags the run was made with ("" for none): such a run reproduces a bug."""
-        flags = ""
+        """The agent fault flags the run was made with ("" for none): such a run reproduces a bug.
+        Every run ends by setting the flags to none (the heal): that note is not what it ran with."""
+        seen: list[str] = []
         for rec in self.of_kind(history.NOTE):
             name = text(rec.get("name"))
             if name.startswith(FLAGS_NOTE):
                 flags = name.removeprefix(FLAGS_NOTE).strip()
-        return "" if flags == "none" else flags
+                if flags and flags != "none" and flags not in seen:
+                    seen.append(flags)
+        return ",".join(seen)
+
+    @property
+    def repro(self) -> Repro | None:
+        """The reproduction this run is a half of: conftest's note (`--repro`), and the verdict
+        e2e/repro.py wrote beside the run once it judged it; None for any other run."""
+        note = next(
+            (r for r in self.of_kind(history.NOTE) if text(r.get("name")).startswith(history.REPRO_NOTE)),
+            None,
+        )
+        if note is None:
+            return None
+        data = data_of(note)
+        verdict = ""
+        try:
+            judged = json.loads((self.run_dir / REPRO_NAME).read_text())
+            verdict = text(judged.get("verdict")) if isinstance(judged, dict) else ""
+        except (OSError, ValueError):
+            pass
+        return Repro(
+            bug=text(data.get("bug")),
+            half=text(data.get("half")),
+            flag=text(data.get("flag")) or self.agent_flags,
+            verdict=verdict,
+            replay=text(data.get("replay")),
+        )
 
 
 # -- field access (records are JSON written by other processes: never trust a field's type) ----------

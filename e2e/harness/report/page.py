@@ -149,7 +149,8 @@ def context(run: Run) -> dict[str, Any]:
     ]
     return {
         "run": run,
-        "replay": fmt.replay_command(run.seed),
+        "replay": run.repro.replay if run.repro and run.repro.replay else fmt.replay_command(run.seed),
+        "repro": run.repro,
         "suites": [(suite, [test_row(test) for test in suite.tests]) for suite in suites(run)],
         "timeline": Markup(timeline.timeline(run.records, start=run.start, end=run.end)),
         "lanes": timeline.lanes(run.records),

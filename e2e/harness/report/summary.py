@@ -38,13 +38,17 @@ def summary(run_dir: Path) -> str:
 
 def summary_of(run: Run, index: Path | None = None) -> str:
     """`index`: the index page across runs, named before the report when there is one."""
-    replay = replay_command(run.seed)
+    repro = run.repro
+    replay = repro.replay if repro and repro.replay else replay_command(run.seed)
     lines = [
         f"e2e run {run.run_id}  lab {run.lab}  seed {run.seed or '?'}"
         + (f"  (replay: {replay})" if replay else ""),
         f"tests: {fmt_outcomes(run.outcomes)}  wall {fmt_seconds(run.wall)}",
     ]
-    if run.agent_flags:
+    if repro is not None:
+        flag = f"fault flag {repro.flag}" if repro.flag else "no fault flag"
+        lines.append(f"repro of {repro.bug} ({repro.half}, {flag}): {repro.verdict or 'not judged yet'}")
+    elif run.agent_flags:
         lines.append(f"agent fault flags: {run.agent_flags}")
     suite_lines = [f"  {s.name}: {fmt_outcomes(s.outcomes)}  {fmt_seconds(s.wall)}" for s in suites(run)]
     lines += ["suites:", *_capped(suite_lines, "suites")] if suite_lines else []

@@ -1,0 +1,497 @@
+"""A field bug's scenario as data: `e2e/scenarios/<bug>.yml` (pure: read, validate, judge).
+
+A scenario file names the bug (its public Nomad issue, the symptom in the report's words, the Nomad
+versions), the agent's fault flag that puts the bug back, and either
+
+- `python`: the e2e tests that replay it, for a scenario the vocabulary below cannot say yet
+  (`python_why` says what is missing); or
+- `jobspec` (a file beside the scenario, in Nomad's syntax as the report gives it), `images` (the
+  report's images mapped to the lab's local ones: there is no registry here), `steps` and `checks`
+  from a fixed vocabulary, run by `e2e/test_scenarios.py` (the step runner:
+  `e2e/harness/scenario_steps.py`).
+
+Steps (each a one-key mapping, or a bare name where it takes nothing):
+  run                                   submit the jobspec (pinned to the scenario's node)
+  wait: {alloc: STATUS}                 the alloc reaches STATUS (running, complete, failed)
+  wait: {task: NAME, state: STATE}      a task reaches STATE (pending, running, dead)
+  wait: {task: NAME, event: TYPE, count: N}   N events of TYPE for the task
+  wait: invariants                      every invariant of the node holds (orphans, health, starts)
+  agent_restart: SIGTERM | SIGKILL      the agent stopped by that signal, started, restore done
+  agent_stop / agent_start              the agent down between the two (change things under it)
+  reboot: clean | hard                  the node rebooted through the provider
+  docker_restart                        dockerd restarted
+  kill: pause | task | both             SIGKILL the alloc's pause and/or task containers
+  kill_process: TASK                    SIGKILL an exec task's process group
+  remove_containers: task | pause | all docker rm -f the alloc's containers (with the agent down)
+  remove_alloc_dir                      the alloc's directory deleted (with the agent down)
+  vault_outage: SECONDS                 OpenBao unreachable for that long
+  partition: SECONDS                    the node cut off the lab network for that long
+  stop_job                              the job stopped (DELETE /v1/job/:id)
+Every wait has a `timeout` (seconds; default WAIT_TIMEOUT).
+
+Checks (each a one-key mapping; `hold: SECONDS` on the list keeps checking them for that long, so
+a bug that shows a little later is caught):
+  alloc: STATUS                         the scenario's alloc (the first placed) has that status
+  replaced: true | false                it was (or was not) replaced by a new alloc
+  task: {name: NAME, state: S, restarts: N, failed: B}   a task's state (the keys given)
+  starts: {task: NAME, count: N}        the task started exactly N times (its Started events)
+  events: {task: NAME, has: [TYPE], lacks: [TYPE], after: TYPE}   event types (after: only those
+                                        after the last event of that type)
+  invariants                            the node's invariants at the end (orphans, start accounting)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+WAIT_TIMEOUT = 120.0
+BUG_ID = re.compile(r"^(nomad|fieldlab)-[0-9]+(-[a-z0-9-]+)?$")
+FAMILIES = ("templates", "networking", "restore", "lifecycle", "restarts")
+ALLOC_STATUSES = ("pending", "running", "complete", "failed", "lost")
+TASK_STATES = ("pending", "running", "dead")
+SIGNALS = ("SIGTERM", "SIGKILL")
+
+# step name -> how its argument is checked: None (takes none), a tuple (one of), a type, "wait"
+STEPS: dict[str, object] = {
+    "run": None,
+    "wait": "wait",
+    "agent_restart": SIGNALS,
+    "agent_stop": None,
+    "agent_start": None,
+    "reboot": ("clean", "hard"),
+    "docker_restart": None,
+    "kill": ("pause", "task", "both"),
+    "kill_process": str,
+    "remove_containers": ("task", "pause", "all"),
+    "remove_alloc_dir": None,
+    "vault_outage": float,
+    "partition": float,
+    "stop_job": None,
+}
+CHECKS = ("alloc", "replaced", "task", "starts", "events", "invariants")
+REQUIRED = ("bug", "title", "link", "versions", "family", "flag", "symptom", "what")
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot run: the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    arg: Any = None
+    timeout: float = WAIT_TIMEOUT
+
+    def describe(self) -> str:
+        if self.arg is None:
+            return self.name
+        if isinstance(self.arg, dict):
+            return f"{self.name} " + ", ".join(f"{k}={v}" for k, v in self.arg.items())
+        return f"{self.name} {self.arg}"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    path: Path
+    bug: str
+    title: str
+    link: str
+    versions: str
+    family: str
+    flag: str
+    symptom: str  # a regex the failure must match to count as the field symptom
+    what: str  # the field symptom in a line
+    python: tuple[str, ...] = ()  # pytest node ids under e2e/ (a scenario in Python)
+    python_why: str = ""
+    jobspec: Path | None = None
+    images: dict[str, Any] = field(default_factory=dict)
+    steps: tuple[Step, ...] = ()
+    checks: tuple[Step, ...] = ()
+    hold: float = 0.0  # seconds the checks must keep holding
+    node: str = ""  # the client it runs on ("": the lab's first)
+
+    @property
+    def as_data(self) -> bool:
+        return not self.python
+
+    @property
+    def tests(self) -> tuple[str, ...]:
+        """The pytest node ids (under e2e/) that run this scenario."""
+        if self.python:
+            return self.python
+        if self.path.parent == SCENARIOS:
+            return (f"test_scenarios.py::test_scenario[{self.bug}]",)
+        return ("test_scenarios.py::test_scenario_file",)
+
+
+def _where(path: Path, key: str) -> str:
+    return f"{path}: {key}"
+
+
+def _text(path: Path, raw: dict[str, Any], key: str) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str | int | float) or not str(value).strip():
+        raise ScenarioError(f"{_where(path, key)}: required, a non-empty string")
+    return str(value).strip()
+
+
+def _step(path: Path, where: str, item: object, vocab: dict[str, object]) -> Step:
+    if isinstance(item, str):
+        name, arg = item, None
+        extra: dict[str, Any] = {}
+    elif isinstance(item, dict) and len(item) == 1:
+        ((name, arg),) = item.items()
+        extra = {}
+        if isinstance(arg, dict) and "timeout" in arg:
+            arg = dict(arg)
+            extra["timeout"] = arg.pop("timeout")
+    else:
+        raise ScenarioError(
+            f"{_where(path, where)}: a step is a name or a mapping of one name to its argument"
+        )
+    if name not in vocab:
+        close = ", ".join(sorted(vocab))
+        raise ScenarioError(f"{_where(path, where)}: unknown {name!r}; known: {close}")
+    kind = vocab[name]
+    timeout = extra.get("timeout", WAIT_TIMEOUT)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        raise ScenarioError(f"{_where(path, where)}.timeout: a number of seconds > 0, not {timeout!r}")
+    if kind is None:
+        if arg is not None:
+            raise ScenarioError(f"{_where(path, where)}: {name} takes no argument, got {arg!r}")
+    elif isinstance(kind, tuple):
+        if arg not in kind:
+            raise ScenarioError(f"{_where(path, where)}: {name} takes one of {', '.join(kind)}, not {arg!r}")
+    elif kind is float:
+        if not isinstance(arg, int | float) or isinstance(arg, bool) or arg <= 0:
+            raise ScenarioError(f"{_where(path, where)}: {name} takes seconds > 0, not {arg!r}")
+        arg = float(arg)
+    elif kind is str:
+        if not isinstance(arg, str) or not arg:
+            raise ScenarioError(f"{_where(path, where)}: {name} takes a name, not {arg!r}")
+    elif kind == "wait":
+        arg = _wait_arg(path, where, arg)
+    else:  # a check
+        arg = _check_arg(path, where, name, arg)
+    return Step(str(name), arg, float(timeout))
+
+
+def _keys(path: Path, where: str, arg: dict[str, Any], allowed: set[str], required: set[str]) -> None:
+    unknown = sorted(set(arg) - allowed)
+    if unknown:
+        raise ScenarioError(f"{_where(path, where)}: unknown key(s) {unknown}; known: {sorted(allowed)}")
+    missing = sorted(required - set(arg))
+    if missing:
+        raise ScenarioError(f"{_where(path, where)}: missing {missing}")
+
+
+def _wait_arg(path: Path, where: str, arg: object) -> object:
+    if arg == "invariants":
+        return arg
+    if not isinstance(arg, dict):
+        raise ScenarioError(f"{_where(path, where)}: wait takes invariants or {{alloc: ...}} / {{task: ...}}")
+    if "alloc" in arg:
+        _keys(path, where, arg, {"alloc"}, {"alloc"})
+        if arg["alloc"] not in ALLOC_STATUSES:
+            raise ScenarioError(f"{_where(path, where)}.alloc: one of {', '.join(ALLOC_STATUSES)}")
+        return arg
+    _keys(path, where, arg, {"task", "state", "event", "count"}, {"task"})
+    if ("state" in arg) == ("event" in arg):
+        raise ScenarioError(f"{_where(path, where)}: a task wait has either state or event")
+    if "state" in arg and arg["state"] not in TASK_STATES:
+        raise ScenarioError(f"{_where(path, where)}.state: one of {', '.join(TASK_STATES)}")
+    count = arg.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ScenarioError(f"{_where(path, where)}.count: a whole number >= 1")
+    return arg
+
+
+def _check_arg(path: Path, where: str, name: str, arg: object) -> object:
+    if name == "alloc":
+        if arg not in ALLOC_STATUSES:
+            raise ScenarioError(f"{_where(path, where)}: alloc: one of {', '.join(ALLOC_STATUSES)}")
+    elif name == "replaced":
+        if not isinstance(arg, bool):
+            raise ScenarioError(f"{_where(path, where)}: replaced: true or false")
+    elif name == "invariants":
+        if arg not in (None, True):
+            raise ScenarioError(f"{_where(path, where)}: invariants takes no argument")
+    elif not isinstance(arg, dict):
+        raise ScenarioError(f"{_where(path, where)}: {name} takes a mapping")
+    elif name == "task":
+        _keys(path, where, arg, {"name", "state", "restarts", "failed"}, {"name"})
+    elif name == "starts":
+        _keys(path, where, arg, {"task", "count"}, {"task", "count"})
+    elif name == "events":
+        _keys(path, where, arg, {"task", "has", "lacks", "after"}, set())
+        for key in ("has", "lacks"):
+            if not isinstance(arg.get(key, []), list):
+                raise ScenarioError(f"{_where(path, where)}.{key}: a list of event types")
+    return arg
+
+
+CHECK_VOCAB: dict[str, object] = dict.fromkeys(CHECKS, "check")
+
+
+def _head(path: Path, v: dict[str, str]) -> Scenario:
+    return Scenario(
+        path,
+        bug=v["bug"],
+        title=v["title"],
+        link=v["link"],
+        versions=v["versions"],
+        family=v["family"],
+        flag=v["flag"],
+        symptom=v["symptom"],
+        what=v["what"],
+    )
+
+
+def load(path: Path) -> Scenario:
+    """The scenario in `path`; ScenarioError names the file and the field of anything wrong."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{path}: a scenario is a mapping of fields ({', '.join(REQUIRED)}, ...)")
+    known = {*REQUIRED, "python", "python_why", "jobspec", "images", "steps", "checks", "hold", "node"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ScenarioError(f"{path}: unknown field(s) {unknown}; known: {sorted(known)}")
+    values = {key: _text(path, raw, key) for key in REQUIRED}
+    if not BUG_ID.match(values["bug"]):
+        raise ScenarioError(
+            f"{_where(path, 'bug')}: nomad-<issue number> (or fieldlab-<n>), not {values['bug']!r}"
+        )
+    if values["family"] not in FAMILIES:
+        raise ScenarioError(f"{_where(path, 'family')}: one of {', '.join(FAMILIES)}")
+    try:
+        re.compile(values["symptom"])
+    except re.error as exc:
+        raise ScenarioError(f"{_where(path, 'symptom')}: not a regular expression: {exc}") from None
+    python = raw.get("python")
+    if python is not None:
+        if not isinstance(python, list) or not python or not all(isinstance(t, str) for t in python):
+            raise ScenarioError(f"{_where(path, 'python')}: a list of pytest node ids under e2e/")
+        if any(k in raw for k in ("jobspec", "steps", "checks")):
+            raise ScenarioError(f"{path}: a scenario has either python or jobspec/steps/checks, not both")
+        return replace(_head(path, values), python=tuple(python), python_why=str(raw.get("python_why") or ""))
+    for key in ("jobspec", "steps", "checks"):
+        if key not in raw:
+            raise ScenarioError(f"{_where(path, key)}: required (or python: for a scenario in Python)")
+    jobspec = path.parent / _text(path, raw, "jobspec")
+    if not jobspec.is_file():
+        raise ScenarioError(f"{_where(path, 'jobspec')}: no file {jobspec}")
+    images = _images(path, raw.get("images"))
+    steps_raw, checks_raw = raw["steps"], raw["checks"]
+    if not isinstance(steps_raw, list) or not steps_raw:
+        raise ScenarioError(f"{_where(path, 'steps')}: a non-empty list")
+    if not isinstance(checks_raw, list) or not checks_raw:
+        raise ScenarioError(f"{_where(path, 'checks')}: a non-empty list")
+    steps = tuple(_step(path, f"steps[{i}]", s, STEPS) for i, s in enumerate(steps_raw))
+    if steps[0].name != "run":
+        raise ScenarioError(f"{_where(path, 'steps[0]')}: the first step is run (the jobspec submitted)")
+    checks = tuple(_step(path, f"checks[{i}]", c, CHECK_VOCAB) for i, c in enumerate(checks_raw))
+    hold = raw.get("hold", 0)
+    if not isinstance(hold, int | float) or isinstance(hold, bool) or hold < 0:
+        raise ScenarioError(f"{_where(path, 'hold')}: seconds >= 0")
+    return replace(
+        _head(path, values),
+        jobspec=jobspec,
+        images=images,
+        steps=steps,
+        checks=checks,
+        hold=float(hold),
+        node=str(raw.get("node") or ""),
+    )
+
+
+def _order(s: Scenario) -> tuple[int, str, int]:
+    """By family, then by the bug's number."""
+    digits = re.search(r"-([0-9]+)", s.bug)
+    return (FAMILIES.index(s.family), s.bug.split("-")[0], int(digits.group(1)) if digits else 0)
+
+
+def catalogue(root: Path = SCENARIOS) -> tuple[Scenario, ...]:
+    """Every scenario under `root`, in file-name order; the first bad file raises ScenarioError."""
+    found = tuple(sorted((load(p) for p in root.glob("*.yml")), key=_order))
+    seen: dict[str, Path] = {}
+    for s in found:
+        if s.bug in seen:
+            raise ScenarioError(f"{s.path}: bug {s.bug} already in {seen[s.bug]}")
+        seen[s.bug] = s.path
+    return found
+
+
+# -- the job as the lab runs it ----------------------------------------------------------------------
+def substitute_images(job: dict[str, Any], images: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The api.Job with the report's images replaced by the lab's; `images` maps a report's image to
+    a lab image, or to {image, command, args} when the lab's image needs telling what to run (a
+    busybox httpd for the report's nginx). Returns the job and the substitutions made, as
+    `task: old -> new` lines for the run's history. An image the map does not name stays."""
+    done: list[str] = []
+    groups = []
+    for group in job.get("TaskGroups") or []:
+        tasks = []
+        for task in group.get("Tasks") or []:
+            config = dict(task.get("Config") or {})
+            image = config.get("image")
+            if isinstance(image, str) and image in images:
+                to = images[image]
+                new = {"image": to} if isinstance(to, str) else dict(to)
+                config.update(new)
+                extra = " ".join(f"{k}={v}" for k, v in new.items() if k != "image")
+                done.append(
+                    f"{task.get('Name')}: {image} -> {new['image']}" + (f" ({extra})" if extra else "")
+                )
+            tasks.append({**task, "Config": config})
+        groups.append({**group, "Tasks": tasks})
+    return {**job, "TaskGroups": groups}, done
+
+
+def _images(path: Path, raw: object) -> dict[str, Any]:
+    """The scenario's image map, checked: a report's image -> a lab image or {image, command, args}."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{_where(path, 'images')}: a mapping of the report's image to a lab image")
+    out: dict[str, Any] = {}
+    for old, to in raw.items():
+        where = f"images.{old}"
+        if isinstance(to, str) and to:
+            out[str(old)] = to
+            continue
+        if not isinstance(to, dict) or not isinstance(to.get("image"), str):
+            raise ScenarioError(
+                f"{_where(path, where)}: a lab image, or a mapping with image (and command, args)"
+            )
+        _keys(path, where, to, {"image", "command", "args"}, {"image"})
+        if "command" in to and not isinstance(to["command"], str):
+            raise ScenarioError(f"{_where(path, where)}.command: a string")
+        if "args" in to and not (
+            isinstance(to["args"], list) and all(isinstance(a, str) for a in to["args"])
+        ):
+            raise ScenarioError(f"{_where(path, where)}.args: a list of strings")
+        out[str(old)] = dict(to)
+    return out
+
+
+# -- the checks: (alloc view, its events, whether it was replaced) -> problems ---------------------------
+def check_problems(check: Step, alloc: dict[str, Any], events: list[dict[str, Any]]) -> list[str]:
+    """What `check` finds wrong in the alloc's view (e2e.harness.nomadview.alloc_view) and its events
+    (nomadview.alloc_events); [] when it holds. `invariants` is checked by the runner, not here."""
+    name, arg = check.name, check.arg
+    aid = str(alloc.get("id", ""))[:8]
+    if name == "alloc":
+        status = alloc.get("status")
+        return (
+            []
+            if status == arg
+            else [f"alloc {aid} is {status}, expected {arg} ({alloc.get('reason') or ''})"]
+        )
+    if name == "replaced":
+        was = bool(alloc.get("replaced_by"))
+        if was == arg:
+            return []
+        said = "was replaced" if was else "was not replaced"
+        return [f"alloc {aid} {said}, expected {'' if arg else 'not '}replaced"]
+    if name == "task":
+        ts = (alloc.get("tasks") or {}).get(arg["name"])
+        if ts is None:
+            return [f"alloc {aid} has no task {arg['name']}"]
+        return [
+            f"task {arg['name']}: {key} is {ts.get(key)!r}, expected {arg[key]!r}"
+            for key in ("state", "restarts", "failed")
+            if key in arg and ts.get(key) != arg[key]
+        ]
+    if name == "starts":
+        n = sum(1 for e in events if e["type"] == "Started" and e["task"] in (arg["task"], ""))
+        if n == arg["count"]:
+            return []
+        seen = event_types(events, arg["task"])
+        return [f"task {arg['task']} started {n} times, expected {arg['count']}: {seen}"]
+    if name == "events":
+        task = arg.get("task")
+        types = [e["type"] for e in events if task is None or e["task"] in (task, "")]
+        if arg.get("after"):
+            if arg["after"] not in types:
+                return [f"no {arg['after']!r} event: {types}"]
+            types = types[len(types) - types[::-1].index(arg["after"]) :]
+        problems = [f"no {t!r} event{_after(arg)}: {types}" for t in arg.get("has", []) if t not in types]
+        problems += [f"a {t!r} event{_after(arg)}: {types}" for t in arg.get("lacks", []) if t in types]
+        return problems
+    return []
+
+
+def _after(arg: dict[str, Any]) -> str:
+    return f" after {arg['after']!r}" if arg.get("after") else ""
+
+
+def event_types(events: list[dict[str, Any]], task: str) -> list[str]:
+    return [e["type"] for e in events if e["task"] in (task, "")]
+
+
+def wait_state(step: Step, alloc: dict[str, Any], events: list[dict[str, Any]]) -> tuple[bool, str]:
+    """(reached, what is seen) of a wait step over the alloc's view and events (not `invariants`)."""
+    arg = step.arg
+    if "alloc" in arg:
+        return alloc.get("status") == arg["alloc"], f"alloc {alloc.get('status')}"
+    ts = (alloc.get("tasks") or {}).get(arg["task"]) or {}
+    if "state" in arg:
+        return ts.get("state") == arg["state"], f"task {arg['task']} {ts.get('state') or 'unknown'}"
+    n = sum(1 for e in events if e["type"] == arg["event"] and e["task"] in (arg["task"], ""))
+    return n >= arg.get("count", 1), f"{n} {arg['event']} event(s) of task {arg['task']}"
+
+
+# -- a new scenario's skeleton ------------------------------------------------------------------------
+SKELETON = """\
+# {bug}: fill in every field, then `fieldlab repro {path}` (or make repro BUG={bug} once it
+# lies in e2e/scenarios/). The vocabulary of steps and checks: e2e/harness/scenario.py.
+bug: {bug}
+title: "the report's title"
+link: https://github.com/hashicorp/nomad/issues/{number}
+versions: "the Nomad versions the report names"
+family: restore   # {families}
+flag: the-agent-fault-flag   # agent/faults.py; a new bug needs a new flag (a Bugs field)
+symptom: "a regex of the failure message that shows the field symptom"
+what: "the field symptom in one line, as the report words it"
+jobspec: {jobspec}
+images:   # the report's image -> a lab image (no registry here); reported as a substitution
+{images}steps:
+  - run
+  - wait: {{alloc: running, timeout: 90}}
+  - agent_restart: SIGTERM
+checks:
+  - alloc: running
+  - invariants
+"""
+
+
+def skeleton(bug: str, jobspec_name: str, images: list[str]) -> str:
+    number = bug.split("-")[1] if "-" in bug else "NUMBER"
+    lines = "".join(f'  "{i}": fieldlab/busybox:latest\n' for i in images)
+    return SKELETON.format(
+        bug=bug,
+        path=f"e2e/scenarios/{bug}.yml",
+        number=number,
+        families=" | ".join(FAMILIES),
+        jobspec=jobspec_name,
+        images=lines or "  {}\n",
+    )
+
+
+IMAGE_LINE = re.compile(r'^\s*image\s*=\s*"([^"$]+)"', re.MULTILINE)
+
+
+def images_in(jobspec: str) -> list[str]:
+    """The literal images a jobspec names (for the skeleton's map)."""
+    return sorted(set(IMAGE_LINE.findall(jobspec)))

@@ -1,0 +1,202 @@
+"""Running a scenario file (e2e.harness.scenario) on the lab: each step through the harness's faults
+and waits, then the checks. The vocabulary and what each word means: e2e/harness/scenario.py."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from e2e.harness import history, invariants, nomadview
+from e2e.harness.cluster import Agent, Cluster
+from e2e.harness.faults import (
+    AgentDown,
+    AgentRestart,
+    ContainerKill,
+    DockerRestart,
+    Fault,
+    Partition,
+    ProcessKill,
+    Reboot,
+    VaultOutage,
+    alloc_containers,
+)
+from e2e.harness.jobs import job_name, restart_delay
+from e2e.harness.remote import Remote
+from e2e.harness.scenario import Scenario, Step, check_problems, substitute_images, wait_state
+from e2e.harness.waits import WaitTimeout, wait_until
+
+CHECK_POLL = 1.0  # seconds between two looks while the checks must hold
+CHECK_SLACK = 60.0  # past `hold`: the looks themselves take time (each reads the alloc over the API)
+
+
+@dataclass
+class ScenarioRun:
+    """One scenario on one client: the job it submitted, the agent it left down (if any)."""
+
+    cluster: Cluster
+    scenario: Scenario
+    node: Remote
+    job: str = ""
+    alloc_id: str = ""
+    down: AgentDown | None = None
+    substitutions: list[str] = field(default_factory=list)
+
+    @property
+    def agent(self) -> Agent:
+        return self.cluster.agent(self.node)
+
+    # -- the steps -----------------------------------------------------------------------------------
+    def run_steps(self) -> None:
+        for i, step in enumerate(self.scenario.steps, 1):
+            history.record(
+                history.NOTE,
+                f"scenario step {i}/{len(self.scenario.steps)}: {step.describe()}",
+                node=self.node.name,
+            )
+            getattr(self, f"_step_{step.name}")(step)
+        if self.down is not None:  # a scenario that ends with the agent down: started for the checks
+            self._step_agent_start(Step("agent_start"))
+
+    def _step_run(self, step: Step) -> None:
+        source = self.scenario.jobspec
+        assert source is not None
+        text = source.read_text()
+        job = self.agent.request("POST", "/v1/jobs/parse", {"JobHCL": text, "Canonicalize": True})
+        job, self.substitutions = substitute_images(job, self.scenario.images)
+        for line in self.substitutions:
+            history.record(history.NOTE, f"image substituted: {line}", node=self.node.name)
+        submission = {"Source": text, "Format": "hcl2", "VariableFlags": {}, "Variables": ""}
+        body = {"Job": nomadview.pinned(job, self.node.name), "Submission": submission}
+        out = self.agent.request("PUT", "/v1/jobs", body)
+        placed = self.agent.request("GET", f"/v1/evaluation/{out['EvalID']}/allocations")
+        ids = nomadview.alloc_ids(placed)
+        if not ids:
+            raise AssertionError(f"{source.name}: the job placed no alloc on {self.node.name}")
+        self.job, self.alloc_id = str(job.get("ID") or job_name(text)), ids[0]
+        history.record(history.NOTE, f"job submitted from {source.name}", node=self.node.name, allocs=ids)
+
+    def _step_wait(self, step: Step) -> None:
+        if step.arg == "invariants":
+            invariants.wait_invariants(self.cluster, "scenario step", [self.node], timeout=step.timeout)
+            return
+
+        def reached() -> tuple[bool | None, str]:
+            alloc = self.agent.alloc(self.alloc_id)
+            events = self.agent.events(self.alloc_id)
+            ok, seen = wait_state(step, alloc, events)
+            return (True if ok else None), seen
+
+        wait_until(reached, timeout=step.timeout, what=f"{self.node.name}: {step.describe()}")
+
+    def _step_agent_restart(self, step: Step) -> None:
+        self._fault(AgentRestart(self.cluster, self.node, signal=str(step.arg)))
+
+    def _step_agent_stop(self, step: Step) -> None:
+        if self.down is not None:
+            raise AssertionError("agent_stop: the agent is down already (agent_start first)")
+        self.down = AgentDown(self.cluster, self.node)
+        self.down.inject()
+
+    def _step_agent_start(self, step: Step) -> None:
+        if self.down is None:
+            raise AssertionError("agent_start: the agent is not down (agent_stop first)")
+        down, self.down = self.down, None
+        down.heal()
+
+    def _step_reboot(self, step: Step) -> None:
+        self._fault(Reboot(self.cluster, self.node, hard=step.arg == "hard"))
+
+    def _step_docker_restart(self, step: Step) -> None:
+        self._fault(DockerRestart(self.cluster, self.node))
+
+    def _step_kill(self, step: Step) -> None:
+        self._fault(ContainerKill(self.cluster, self.node, alloc_id=self.alloc_id, which=str(step.arg)))
+
+    def _step_kill_process(self, step: Step) -> None:
+        self._fault(ProcessKill(self.cluster, self.node, alloc_id=self.alloc_id, task=str(step.arg)))
+
+    def _step_remove_containers(self, step: Step) -> None:
+        role = None if step.arg == "all" else str(step.arg)
+        ids = alloc_containers(self.node, self.alloc_id, role, target=self.cluster.target)
+        if not ids:
+            raise AssertionError(f"remove_containers: alloc {self.alloc_id[:8]} has no {step.arg} container")
+        self.node.run("docker rm -f " + " ".join(ids))
+
+    def _step_remove_alloc_dir(self, step: Step) -> None:
+        d = f"{self.cluster.target.data_dir}/alloc/{self.alloc_id}"
+        # Its secrets/ tmpfs mounts go first, as a lost or replaced disk would take them.
+        self.node.run(f"findmnt -rn -o TARGET | grep '^{d}/' | sort -r | xargs -r umount -l; rm -rf {d}")
+
+    def _step_vault_outage(self, step: Step) -> None:
+        self._fault(VaultOutage(self.cluster, self.cluster.servers[0]), hold=float(step.arg))
+
+    def _step_partition(self, step: Step) -> None:
+        self._fault(Partition(self.cluster, self.node), hold=float(step.arg))
+
+    def _step_stop_job(self, step: Step) -> None:
+        self.agent.stop_job(self.job)
+
+    def _fault(self, fault: Fault, hold: float = 0.0) -> None:
+        fault.inject()
+        try:
+            if hold:
+                fault.hold(hold)
+        finally:
+            fault.heal()
+
+    # -- the checks ----------------------------------------------------------------------------------
+    def problems(self) -> list[str]:
+        alloc = self.agent.alloc(self.alloc_id)
+        events = self.agent.events(self.alloc_id)
+        out: list[str] = []
+        for check in self.scenario.checks:
+            out += check_problems(check, alloc, events)
+        return out
+
+    def run_checks(self) -> None:
+        """The checks now and, with `hold`, every second for that long; then the invariants (if
+        asked) past the job's restart delay. AssertionError with what was wrong."""
+        hold = self.scenario.hold
+        end = time.monotonic() + hold
+
+        def holding() -> tuple[bool | None, str]:
+            found = self.problems()  # polls are not checks: the verdict is recorded once, below
+            if found:
+                history.check(f"scenario {self.scenario.bug}", found, node=self.node.name)
+                raise AssertionError(f"{self.scenario.bug}: " + "; ".join(found))
+            left = end - time.monotonic()
+            return (True if left <= 0 else None), f"checks holding, {max(0.0, left):.0f}s to go"
+
+        wait_until(
+            holding, timeout=hold + CHECK_SLACK, what=f"the checks held for {hold:.0f}s", interval=CHECK_POLL
+        )
+        history.check(f"scenario {self.scenario.bug}", [], node=self.node.name)
+        if any(c.name == "invariants" for c in self.scenario.checks):
+            source = self.scenario.jobspec
+            delay = restart_delay(source.read_text()) if source else 0.0
+            invariants.final_check(self.cluster, f"scenario {self.scenario.bug}", [self.node], delay=delay)
+
+    def cleanup(self) -> None:
+        if self.down is not None:
+            self._step_agent_start(Step("agent_start"))
+        if self.job:
+            try:
+                self.agent.stop_job(self.job)
+            except Exception as exc:  # the agent may be what broke: say so, let the test's error stand
+                print(f"[e2e] could not stop job {self.job} on {self.node.name}: {exc}")
+
+
+def run_scenario(cluster: Cluster, scenario: Scenario) -> dict[str, Any]:
+    """The scenario's steps then its checks on its client; always stops its job afterwards.
+    Returns what the report notes: the alloc and the image substitutions."""
+    node = cluster.node(scenario.node) if scenario.node else cluster.clients[0]
+    run = ScenarioRun(cluster, scenario, node)
+    try:
+        run.run_steps()
+        run.run_checks()
+    except WaitTimeout as exc:
+        raise AssertionError(f"{scenario.bug}: {exc}") from None
+    finally:
+        run.cleanup()
+    return {"alloc": run.alloc_id, "substitutions": run.substitutions}

@@ -1,0 +1,182 @@
+"""Scenario files (e2e/scenarios/<bug>.yml): every file of the catalogue loads, agrees with the
+agent's fault catalogue, and a bad file is refused with its path and field; the checks and the image
+map are pure and tested here; `repro new` writes a skeleton that loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.faults import FAULTS, IMPLEMENTED_FAULTS
+from e2e import repro
+from e2e.harness.scenario import (
+    SCENARIOS,
+    ScenarioError,
+    Step,
+    catalogue,
+    check_problems,
+    images_in,
+    load,
+    substitute_images,
+    wait_state,
+)
+
+
+def test_every_catalogue_file_loads_and_names_a_real_flag_of_the_same_bug() -> None:
+    scenarios = catalogue()
+    assert len(scenarios) >= 16
+    for s in scenarios:
+        assert s.flag in IMPLEMENTED_FAULTS, f"{s.path}: flag {s.flag} is not one the agent can put back"
+        # agent/faults.py names the same bug (its first id; a suffix such as -orphans is the entry's)
+        number = s.bug.split("-")[1]
+        assert FAULTS[s.flag].bug.split("/")[0].startswith(f"{s.bug.split('-')[0]}-{number}"), s.bug
+        if s.as_data:
+            assert s.jobspec is not None and s.jobspec.is_file()
+            assert s.steps[0].name == "run" and s.checks
+
+
+def test_every_python_scenario_says_why_it_is_not_data_yet() -> None:
+    for s in catalogue():
+        if s.python:
+            assert len(s.python_why) > 40, f"{s.path}: python_why"
+
+
+def _write(tmp_path: Path, text: str, jobspec: bool = True) -> Path:
+    if jobspec:
+        (tmp_path / "job.hcl").write_text('job "j" { group "g" { task "t" { driver = "docker" } } }\n')
+    p = tmp_path / "nomad-1.yml"
+    p.write_text(text)
+    return p
+
+
+GOOD = """\
+bug: nomad-1
+title: t
+link: https://github.com/hashicorp/nomad/issues/1
+versions: "1.0"
+family: restore
+flag: half-alive-restore
+symptom: 'x'
+what: w
+jobspec: job.hcl
+steps: [run, {wait: {alloc: running, timeout: 30}}, {agent_restart: SIGKILL}]
+checks: [{alloc: running}, invariants]
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (("family: restore", "family: kernels"), "nomad-1.yml: family: one of"),
+        (("steps: [run,", "steps: [{reboot: soft},"), "steps[0]: reboot takes one of clean, hard"),
+        (("{agent_restart: SIGKILL}", "{agent_restart: SIGHUP}"), "steps[2]: agent_restart takes one of"),
+        (("{agent_restart: SIGKILL}", "{teleport: 1}"), "steps[2]: unknown 'teleport'"),
+        (("timeout: 30", "timeout: -1"), "steps[1].timeout: a number of seconds > 0"),
+        (("alloc: running, timeout", "alloc: sleeping, timeout"), "steps[1].alloc: one of"),
+        (("[{alloc: running}", "[{starts: {task: t}}"), "checks[0]: missing ['count']"),
+        (("symptom: 'x'", "symptom: '(x'"), "symptom: not a regular expression"),
+        (("jobspec: job.hcl", "jobspec: nope.hcl"), "jobspec: no file"),
+        (("bug: nomad-1", "bug: issue-1"), "bug: nomad-<issue number>"),
+        (("what: w\n", ""), "what: required"),
+        (("steps: [run,", "steps: [{wait: invariants},"), "steps[0]: the first step is run"),
+    ],
+)
+def test_a_bad_scenario_is_refused_with_its_file_and_field(
+    tmp_path: Path, change: tuple[str, str], says: str
+) -> None:
+    p = _write(tmp_path, GOOD.replace(*change))
+    with pytest.raises(ScenarioError) as e:
+        load(p)
+    assert says in str(e.value) and str(p) in str(e.value)
+
+
+def test_a_good_scenario_loads(tmp_path: Path) -> None:
+    s = load(_write(tmp_path, GOOD))
+    assert [st.name for st in s.steps] == ["run", "wait", "agent_restart"]
+    assert s.steps[1].timeout == 30.0 and s.steps[1].arg == {"alloc": "running"}
+    assert s.tests == ("test_scenarios.py::test_scenario_file",)  # outside the catalogue
+    assert not load(SCENARIOS / "nomad-24140.yml").as_data
+
+
+def _alloc(status: str = "running", **tasks: dict[str, object]) -> dict[str, object]:
+    return {"id": "abcdef0123", "status": status, "replaced_by": None, "tasks": tasks}
+
+
+def _ev(task: str, *types: str) -> list[dict[str, object]]:
+    return [{"task": task, "type": t} for t in types]
+
+
+def test_the_checks_say_what_a_bug_breaks() -> None:
+    alloc = _alloc("running", main={"state": "running", "restarts": 0, "failed": False})
+    twice = _ev("main", "Received", "Started", "Terminated", "Restored", "Started")
+    assert check_problems(Step("alloc", "complete"), alloc, []) == [
+        "alloc abcdef01 is running, expected complete ()"
+    ]
+    assert check_problems(Step("alloc", "running"), alloc, []) == []
+    said = check_problems(Step("starts", {"task": "main", "count": 1}), alloc, twice)
+    assert said and said[0].startswith("task main started 2 times, expected 1")
+    assert check_problems(Step("starts", {"task": "main", "count": 2}), alloc, twice) == []
+    after = Step("events", {"task": "main", "after": "Restored", "has": ["Started"], "lacks": ["Terminated"]})
+    assert check_problems(after, alloc, twice) == []
+    assert check_problems(after, alloc, twice[:4]) == ["no 'Started' event after 'Restored': []"]
+    assert check_problems(Step("replaced", True), alloc, []) == [
+        "alloc abcdef01 was not replaced, expected replaced"
+    ]
+    assert check_problems(Step("task", {"name": "main", "state": "dead"}), alloc, []) == [
+        "task main: state is 'running', expected 'dead'"
+    ]
+    assert check_problems(Step("task", {"name": "other"}), alloc, []) == ["alloc abcdef01 has no task other"]
+
+
+def test_the_symptoms_of_data_scenarios_match_what_their_checks_say() -> None:
+    """e2e/repro.py tells REPRODUCED by the scenario's symptom over the failure: the words of the
+    checks that the flag breaks must match it."""
+    s = repro.BUGS["nomad-5883"]
+    alloc = _alloc("running", main={"state": "running"})
+    said = [p for c in s.checks for p in check_problems(c, alloc, _ev("main", "Started", "Started"))]
+    assert said and all(__import__("re").search(s.symptom, p) for p in said[:2]), said
+
+
+def test_waits_read_the_alloc_and_its_events() -> None:
+    alloc = _alloc("complete", main={"state": "dead"})
+    assert wait_state(Step("wait", {"alloc": "complete"}), alloc, []) == (True, "alloc complete")
+    assert wait_state(Step("wait", {"task": "main", "state": "running"}), alloc, [])[0] is False
+    ev = Step("wait", {"task": "main", "event": "Started", "count": 2})
+    assert wait_state(ev, alloc, _ev("main", "Started")) == (False, "1 Started event(s) of task main")
+
+
+def test_images_are_substituted_and_reported() -> None:
+    job = {
+        "TaskGroups": [
+            {"Tasks": [{"Name": "web", "Config": {"image": "nginx:latest", "ports": ["http"]}}]},
+            {"Tasks": [{"Name": "db", "Config": {"image": "postgres:16"}}]},
+        ]
+    }
+    images = {"nginx:latest": {"image": "fieldlab/busybox:latest", "command": "httpd", "args": ["-f"]}}
+    out, done = substitute_images(job, images)
+    web = out["TaskGroups"][0]["Tasks"][0]["Config"]
+    assert web == {"image": "fieldlab/busybox:latest", "command": "httpd", "args": ["-f"], "ports": ["http"]}
+    assert out["TaskGroups"][1]["Tasks"][0]["Config"]["image"] == "postgres:16"  # not in the map: kept
+    assert done == ["web: nginx:latest -> fieldlab/busybox:latest (command=httpd args=['-f'])"]
+    assert job["TaskGroups"][0]["Tasks"][0]["Config"]["image"] == "nginx:latest"  # the input untouched
+
+
+def test_repro_new_writes_a_skeleton_that_loads_and_never_overwrites(tmp_path: Path) -> None:
+    report = tmp_path / "report.hcl"
+    report.write_text('job "x" {\n  group "g" {\n    task "t" {\n      config {\n        image = "redis:7"\n')
+    assert images_in(report.read_text()) == ["redis:7"]
+    root = tmp_path / "scenarios"
+    root.mkdir()
+    assert repro.new_scenario("nomad-4242", report, root) == 0
+    s = load(root / "nomad-4242.yml")
+    assert s.bug == "nomad-4242" and s.images == {"redis:7": "fieldlab/busybox:latest"}
+    assert s.jobspec == root / "jobs" / "nomad-4242-report.hcl"
+    assert repro.new_scenario("nomad-4242", report, root) == 2  # exists: nothing written
+    assert repro.new_scenario("bug 1", report, root) == 2
+
+
+def test_the_readme_flag_table_is_generated_from_the_catalogue() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    shown = readme.split("<!-- flags:start -->\n", 1)[1].split("<!-- flags:end -->", 1)[0]
+    assert shown == repro.flags_table(), "README's flag table is stale: python -m e2e.repro flags"
