@@ -72,6 +72,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="how long the seeded chaos suite runs",
     )
     g.addoption(
+        "--chaos-schedule",
+        default="",
+        help="the chaos suite runs exactly these steps (';'-separated, as a run's history writes them: "
+        "'kill-pause client#1 hold 5s job#0'), with no deadline: a shrink's replay",
+    )
+    g.addoption(
         "--fleet",
         type=int,
         default=int(os.environ.get("FLEET", "0") or 0),

@@ -124,6 +124,8 @@ def _run_suite(
         "--repro",
         f"{bug.bug},{half}",
         *(["--scenario", str(bug.path)] if own_file else []),
+        *(["--chaos-schedule", "; ".join(bug.chaos)] if bug.chaos else []),
+        *(["--seed", str(bug.seed)] if bug.seed is not None else []),
         "-p",
         "no:cacheprovider",
         "-q",

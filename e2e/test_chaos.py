@@ -19,15 +19,15 @@ order does not).
 from __future__ import annotations
 
 import functools
-import random
+import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass
 
 import pytest
 
 from e2e.harness import checkers, history, invariants, probes
+from e2e.harness.chaos import STEP_NOTE, ScheduleError, Step, parse_schedule, schedule
 from e2e.harness.cluster import Cluster
 from e2e.harness.faults import (
     AgentRestart,
@@ -54,37 +54,6 @@ from e2e.harness.remote import Remote
 from e2e.harness.waits import CERT_DELIVERED, wait_until
 
 EXEC_JOB = 3  # the index of the exec job among a client's jobs (the first three are docker jobs)
-KINDS = (
-    "agent-sigterm",
-    "agent-sigkill",
-    "clean-reboot",
-    "hard-reboot",
-    "docker-restart",
-    "kill-pause",
-    "kill-task",
-    "kill-both",
-    "kill-exec",
-    "partition",
-    "vault-outage",
-)
-
-
-@dataclass(frozen=True)
-class Step:
-    kind: str
-    client: int  # index into cluster.clients
-    hold: float  # seconds the fault stays injected (partition, outage)
-    job: int  # which of the client's docker jobs a container kill aims at
-
-    def __str__(self) -> str:
-        return f"{self.kind} client#{self.client + 1} hold {self.hold:.0f}s job#{self.job}"
-
-
-def schedule(seed: int, clients: int) -> Iterator[Step]:
-    """The endless, reproducible sequence of faults for a seed."""
-    rng = random.Random(seed)
-    while True:
-        yield Step(rng.choice(KINDS), rng.randrange(clients), rng.uniform(3.0, 20.0), rng.randrange(3))
 
 
 def make_fault(step: Step, cluster: Cluster, node: Remote, jobs: list[RunningJob]) -> Fault:
@@ -113,7 +82,17 @@ def test_seeded_chaos_keeps_every_invariant(
     cluster: Cluster, seed: int, request: pytest.FixtureRequest
 ) -> None:
     minutes = float(request.config.getoption("--chaos-minutes"))
-    print(f"[chaos] seed {seed} for {minutes:g} min (replay: --seed {seed})")
+    explicit = request.config.getoption("--chaos-schedule")
+    steps: Iterable[Step]
+    if explicit:  # a given schedule (a shrink's replay, a scenario file): every step, no deadline
+        try:
+            steps = parse_schedule(explicit, len(cluster.clients))
+        except ScheduleError as exc:
+            pytest.fail(f"--chaos-schedule: {exc}", pytrace=False)
+        print(f"[chaos] seed {seed}, the {len(steps)} given steps: {'; '.join(map(str, steps))}")
+    else:
+        steps = schedule(seed, len(cluster.clients))
+        print(f"[chaos] seed {seed} for {minutes:g} min (replay: --seed {seed})")
     with ExitStack() as stack:
         jobs: dict[str, list[RunningJob]] = {}
         for node in cluster.clients:
@@ -125,14 +104,12 @@ def test_seeded_chaos_keeps_every_invariant(
                 stack.enter_context(running_job(agent, read(EXEC_WEB), EXEC_WEB.name)),
             ]
         invariants.wait_invariants(cluster, "the chaos workload started")
-        deadline = time.monotonic() + minutes * 60
+        deadline = float("inf") if explicit else time.monotonic() + minutes * 60
         done = 0
-        for step in schedule(seed, len(cluster.clients)):
-            if time.monotonic() >= deadline:
-                break
+        for step in itertools.takewhile(lambda _: time.monotonic() < deadline, steps):
             node = cluster.clients[step.client]
             fault = make_fault(step, cluster, node, jobs[node.name])
-            history.record(history.NOTE, f"chaos step {done + 1}: {step}", node=node.name)
+            history.record(history.NOTE, f"{STEP_NOTE}{done + 1}: {step}", node=node.name)
             t0 = time.monotonic()
             with injected(fault):
                 if step.kind in ("partition", "vault-outage"):

@@ -64,7 +64,19 @@ def _run_in_project(argv: list[str]) -> int:
     return 127  # pragma: no cover - exec does not return
 
 
+def shrink_argv(args: argparse.Namespace) -> list[str]:
+    """`fieldlab e2e shrink RUN`: a failed chaos run shrunk to the steps that matter (pure)."""
+    if len(args.pytest_args) != 2:
+        raise LabError(
+            "fieldlab e2e shrink RUN: say which failed chaos run (its directory under e2e/reports/)"
+        )
+    run = str(Path(args.pytest_args[1]).resolve())
+    return [sys.executable, "-m", "e2e.shrink", run, "--lab", args.lab]
+
+
 def cmd_e2e(args: argparse.Namespace) -> int:
+    if args.pytest_args[:1] == ["shrink"]:
+        return _run_in_project(shrink_argv(args))
     return _run_in_project(e2e_argv(args))
 
 
@@ -81,9 +93,11 @@ def add_suite_commands(top: argparse._SubParsersAction[argparse.ArgumentParser])
     e2e = top.add_parser(
         "e2e",
         help="run the e2e suites on a running lab (make e2e; --smoke: make smoke)",
-        usage="fieldlab e2e [options] [-- PYTEST-ARGS...]",
+        usage="fieldlab e2e [options] [-- PYTEST-ARGS...]  |  fieldlab e2e shrink RUN [--lab LAB]",
         description="Run the e2e suites against a running lab; the report goes to "
-        "e2e/reports/<run>/. Arguments after -- go to pytest.",
+        "e2e/reports/<run>/. Arguments after -- go to pytest. `shrink RUN` replays a failed seeded "
+        "chaos run's steps in ever smaller subsets until no step can be dropped, and writes the "
+        "minimal schedule as a scenario file.",
     )
     e2e.add_argument("--lab", default=lab_default, help="lab name (env LAB)")
     e2e.add_argument("--smoke", action="store_true", help="all but the nightly suites (what make test runs)")

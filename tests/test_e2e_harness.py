@@ -16,6 +16,7 @@ import pytest
 from agent.faults import IMPLEMENTED_FAULTS
 from e2e import repro
 from e2e.harness import faults, history
+from e2e.harness.chaos import KINDS, schedule
 from e2e.harness.checkers import (
     AgentSeen,
     AppRoleSeen,
@@ -44,7 +45,6 @@ from e2e.harness.checkers import (
     systemd_problems,
     vault_problems,
 )
-from e2e.test_chaos import KINDS, schedule
 from e2e.test_template_restarts import fired_while_down
 
 LIVE = "25ae50ff-a9cc-410b-a13d-90c55bdf29c1"

@@ -14,6 +14,7 @@ import pytest
 
 from lab import __version__, cli, suites
 from lab.config import LabPaths
+from lab.errors import LabError
 from lab.providers.base import LabRecord, Node, NodeState
 
 
@@ -47,6 +48,23 @@ def _lab(name: str, *, secrets: bool = True) -> LabPaths:
         for f in ("ca.pem", "operator.crt", "operator.key"):
             (paths.secrets_dir / f).write_text("x")
     return paths
+
+
+def test_e2e_shrink_runs_the_shrinker_on_the_run_dir(tmp_path: Path) -> None:
+    args = _parse("e2e", "shrink", str(tmp_path / "run"), "--lab", "x")
+    assert suites.shrink_argv(args)[1:] == ["-m", "e2e.shrink", str(tmp_path / "run"), "--lab", "x"]
+    with pytest.raises(LabError, match="say which failed chaos run"):
+        suites.shrink_argv(_parse("e2e", "shrink"))
+
+
+def test_repro_new_and_a_scenario_file(tmp_path: Path) -> None:
+    args = _parse("repro", "new", "nomad-1", "--jobspec", "report.hcl")
+    assert suites.repro_argv(args)[1:5] == ["-m", "e2e.repro", "new", "nomad-1"]
+    assert suites.repro_argv(args)[-1] == str(Path("report.hcl").resolve())
+    with pytest.raises(LabError, match="say the bug id"):
+        suites.repro_argv(_parse("repro", "new"))
+    own = suites.repro_argv(_parse("repro", "mine/x.yml", "--lab", "y"))
+    assert own[-1] == str(Path("mine/x.yml").resolve()) and own[3:5] == ["--lab", "y"]
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,8 @@ map are pure and tested here; `repro new` writes a skeleton that loads."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,8 @@ def test_a_good_scenario_loads(tmp_path: Path) -> None:
     assert s.steps[1].timeout == 30.0 and s.steps[1].arg == {"alloc": "running"}
     assert s.tests == ("test_scenarios.py::test_scenario_file",)  # outside the catalogue
     assert not load(SCENARIOS / "nomad-24140.yml").as_data
+    timed = load(_write(tmp_path, GOOD.replace("[run,", "[run, {wait: {invariants: true, timeout: 9}},")))
+    assert (timed.steps[1].arg, timed.steps[1].timeout) == ("invariants", 9.0)
 
 
 def _alloc(status: str = "running", **tasks: dict[str, object]) -> dict[str, object]:
@@ -180,3 +184,69 @@ def test_the_readme_flag_table_is_generated_from_the_catalogue() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     shown = readme.split("<!-- flags:start -->\n", 1)[1].split("<!-- flags:end -->", 1)[0]
     assert shown == repro.flags_table(), "README's flag table is stale: python -m e2e.repro flags"
+
+
+# --- shrinking a chaos run (e2e/shrink.py): delta debugging over its steps ------------------------------
+def test_ddmin_finds_the_steps_that_matter_and_asks_each_subset_once() -> None:
+    from e2e.shrink import ddmin
+
+    asked: list[tuple[int, ...]] = []
+
+    def fails(needed: set[int]) -> Callable[[list[int]], bool]:
+        def oracle(subset: list[int]) -> bool:
+            asked.append(tuple(subset))
+            return needed <= set(subset)
+
+        return oracle
+
+    steps = list(range(12))
+    assert ddmin(steps, fails({5})) == [5]
+    assert ddmin(steps, fails({3, 7})) == [3, 7]
+    assert ddmin(steps, fails({0, 6, 11})) == [0, 6, 11]
+    asked.clear()
+    minimal = ddmin(steps, fails({2, 9}))
+    assert minimal == [2, 9] and len(asked) == len(set(asked)) and len(asked) < 30
+    # 1-minimal: dropping any one step of the result makes the failure go away
+    oracle = fails({2, 9})
+    assert all(not oracle([s for s in minimal if s != drop]) for drop in minimal)
+
+
+def test_a_chaos_steps_text_round_trips_and_bad_steps_are_named() -> None:
+    from e2e.harness.chaos import ScheduleError, Step, parse_schedule, parse_step
+
+    step = Step("kill-pause", 0, 5.4, 2)
+    assert str(step) == "kill-pause client#1 hold 5s job#2"
+    assert parse_step(str(step)) == Step("kill-pause", 0, 5.0, 2)
+    assert parse_schedule("agent-sigkill client#2 hold 3s job#0; kill-task client#1 hold 9s job#1\n", 2) == [
+        Step("agent-sigkill", 1, 3.0, 0),
+        Step("kill-task", 0, 9.0, 1),
+    ]
+    for bad, says in [
+        ("kill-all client#1 hold 5s job#0", "unknown kind 'kill-all'"),
+        ("kill-pause client#3 hold 5s job#0", "no client#3 (the lab has 2)"),
+        ("kill-pause client#1 hold 5s job#7", "job#7"),
+        ("kill pause", "not '<kind> client#N"),
+    ]:
+        with pytest.raises(ScheduleError, match=re.escape(says)):
+            parse_step(bad, 2)
+
+
+def test_a_shrunk_schedule_is_a_scenario_file_repro_runs(tmp_path: Path) -> None:
+    from e2e.harness.chaos import Step
+    from e2e.shrink import FailedRun, Replays, scenario_text
+
+    run = FailedRun(
+        tmp_path / "run",
+        77,
+        "reuse-dead-pause",
+        [Step("agent-sigterm", 0, 4.0, 0)] * 3,
+        "x: events say 'non running container' for alloc 1234abcd",
+    )
+    replays = Replays("default", 77, tmp_path, count=6, seconds=420.0)
+    p = tmp_path / "shrunk.yml"
+    p.write_text(scenario_text(run, [Step("kill-pause", 0, 5.0, 1)], replays, True))
+    s = load(p)
+    assert s.chaos == ("kill-pause client#1 hold 5s job#1",) and s.seed == 77 and s.flag == "reuse-dead-pause"
+    assert s.python == ("test_chaos.py::test_seeded_chaos_keeps_every_invariant",)
+    assert re.search(s.symptom, run.failure)
+    assert "3 step(s) -> 1 in 6 replays, 420s" in p.read_text() and "passes" in p.read_text()

@@ -15,7 +15,8 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
   wait: {alloc: STATUS}                 the alloc reaches STATUS (running, complete, failed)
   wait: {task: NAME, state: STATE}      a task reaches STATE (pending, running, dead)
   wait: {task: NAME, event: TYPE, count: N}   N events of TYPE for the task
-  wait: invariants                      every invariant of the node holds (orphans, health, starts)
+  wait: invariants                      every invariant of the node holds (orphans, health, starts);
+                                        {invariants: true, timeout: N} to give it a timeout
   agent_restart: SIGTERM | SIGKILL      the agent stopped by that signal, started, restore done
   agent_stop / agent_start              the agent down between the two (change things under it)
   reboot: clean | hard                  the node rebooted through the provider
@@ -48,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from e2e.harness.chaos import ScheduleError, parse_schedule
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 WAIT_TIMEOUT = 120.0
@@ -114,6 +117,8 @@ class Scenario:
     steps: tuple[Step, ...] = ()
     checks: tuple[Step, ...] = ()
     hold: float = 0.0  # seconds the checks must keep holding
+    chaos: tuple[str, ...] = ()  # a Python scenario of the chaos suite: its explicit schedule
+    seed: int | None = None  # ... and the seed of everything else
     node: str = ""  # the client it runs on ("": the lab's first)
 
     @property
@@ -192,8 +197,8 @@ def _keys(path: Path, where: str, arg: dict[str, Any], allowed: set[str], requir
 
 
 def _wait_arg(path: Path, where: str, arg: object) -> object:
-    if arg == "invariants":
-        return arg
+    if arg == "invariants" or arg == {"invariants": True}:  # the second form takes a timeout
+        return "invariants"
     if not isinstance(arg, dict):
         raise ScenarioError(f"{_where(path, where)}: wait takes invariants or {{alloc: ...}} / {{task: ...}}")
     if "alloc" in arg:
@@ -264,6 +269,7 @@ def load(path: Path) -> Scenario:
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: a scenario is a mapping of fields ({', '.join(REQUIRED)}, ...)")
     known = {*REQUIRED, "python", "python_why", "jobspec", "images", "steps", "checks", "hold", "node"}
+    known |= {"chaos", "seed"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ScenarioError(f"{path}: unknown field(s) {unknown}; known: {sorted(known)}")
@@ -284,7 +290,25 @@ def load(path: Path) -> Scenario:
             raise ScenarioError(f"{_where(path, 'python')}: a list of pytest node ids under e2e/")
         if any(k in raw for k in ("jobspec", "steps", "checks")):
             raise ScenarioError(f"{path}: a scenario has either python or jobspec/steps/checks, not both")
-        return replace(_head(path, values), python=tuple(python), python_why=str(raw.get("python_why") or ""))
+        chaos = raw.get("chaos") or []
+        if not isinstance(chaos, list) or not all(isinstance(c, str) for c in chaos):
+            raise ScenarioError(
+                f"{_where(path, 'chaos')}: a list of chaos steps ('kill-pause client#1 hold 5s job#0')"
+            )
+        try:
+            parse_schedule("; ".join(chaos)) if chaos else None
+        except ScheduleError as exc:
+            raise ScenarioError(f"{_where(path, 'chaos')}: {exc}") from None
+        seed = raw.get("seed")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise ScenarioError(f"{_where(path, 'seed')}: a whole number")
+        return replace(
+            _head(path, values),
+            python=tuple(python),
+            python_why=str(raw.get("python_why") or ""),
+            chaos=tuple(chaos),
+            seed=seed,
+        )
     for key in ("jobspec", "steps", "checks"):
         if key not in raw:
             raise ScenarioError(f"{_where(path, key)}: required (or python: for a scenario in Python)")
