@@ -178,7 +178,7 @@ def scenario_text(run: FailedRun, steps: list[Step], replays: Replays, passes_wi
         f"# Shrunk by `fieldlab e2e shrink {run.run_dir}`: {len(run.steps)} step(s) -> {len(steps)} in "
         f"{replays.count} replays, {replays.seconds:.0f}s.\n"
         f"# Without the fault flag(s) the shrunk schedule {without}.\n"
-        "# Rename the bug (nomad-<issue>) and fill in title, link and versions to make it a catalogue entry.\n"
+        "# Rename the bug (nomad-<issue>), fill in title, link and versions: a catalogue entry.\n"
     )
     return head + yaml.safe_dump(doc, sort_keys=False, width=100)
 
