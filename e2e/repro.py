@@ -211,7 +211,7 @@ def markdown_table() -> str:
         "|---|---|---|---|---|---|",
     ]
     for b in CATALOGUE:
-        bug = f"[{b.bug}]({b.link})" if "://" in b.link else b.bug
+        bug = f"[{b.bug}]({b.link})" if b.link.startswith("https://") and " " not in b.link else b.bug
         where = f"data: `scenarios/{b.path.name}`" if b.as_data else "<br>".join(f"`{t}`" for t in b.tests)
         rows.append(f"| {bug} | {_cell(b.versions)} | `{b.flag}` | {b.family} | {_cell(b.what)} | {where} |")
     return "\n".join(rows) + "\n"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -108,8 +109,7 @@ def read_run(run_dir: Path) -> FailedRun:
         raise ValueError(f"{run_dir}: {exc}") from None
     if not steps:
         raise ValueError(f"{run_dir}: the chaos test failed before its first step: nothing to shrink")
-    message = (chaos[0].message.strip().splitlines() or [""])[0]
-    return FailedRun(run_dir, int(run.seed), run.agent_flags, steps, message)
+    return FailedRun(run_dir, int(run.seed), run.agent_flags, steps, _first_problem(chaos[0].message))
 
 
 # -- replays on the lab -------------------------------------------------------------------------------------
@@ -183,12 +183,20 @@ def scenario_text(run: FailedRun, steps: list[Step], replays: Replays, passes_wi
     return head + yaml.safe_dump(doc, sort_keys=False, width=100)
 
 
-def _symptom_of(failure: str) -> str:
-    """A regex for the failure: its words up to the first number or id, escaped."""
-    import re
+def _first_problem(message: str) -> str:
+    """The failure's first problem: the line under a wait's "after <what>, within Ns:" header."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if re.search(r"within \d+s:$", line) and i + 1 < len(lines):
+            return lines[i + 1]
+    return lines[0] if lines else ""
 
-    words = re.split(r"[0-9a-f]{8}|\d+", failure, maxsplit=1)[0].strip()
-    return re.escape(words[-80:]) if words else "."
+
+def _symptom_of(failure: str) -> str:
+    """A regex for the failure that other runs of the same symptom match too: its words without
+    digits (node names, ids, addresses and ports differ from run to run), in order."""
+    words = [re.escape(w) for w in failure.split() if not re.search(r"\d", w)]
+    return ".*".join(words[:12]) if words else "."
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -249,4 +249,14 @@ def test_a_shrunk_schedule_is_a_scenario_file_repro_runs(tmp_path: Path) -> None
     assert s.chaos == ("kill-pause client#1 hold 5s job#1",) and s.seed == 77 and s.flag == "reuse-dead-pause"
     assert s.python == ("test_chaos.py::test_seeded_chaos_keeps_every_invariant",)
     assert re.search(s.symptom, run.failure)
+    assert re.search(s.symptom, "x: events say 'non running container' for alloc 99ff00aa")  # ids differ
     assert "3 step(s) -> 1 in 6 replays, 420s" in p.read_text() and "passes" in p.read_text()
+
+
+def test_a_shrink_reads_the_first_problem_under_a_waits_header() -> None:
+    from e2e.shrink import _first_problem, _symptom_of
+
+    message = "after chaos step 6 (x), within 90s:\n  client2: alloc 668efa8c port http does not answer\n"
+    first = _first_problem(message)
+    assert first == "client2: alloc 668efa8c port http does not answer"
+    assert re.search(_symptom_of(first), "client1: alloc 0badf00d port http does not answer")
