@@ -260,3 +260,34 @@ def test_a_shrink_reads_the_first_problem_under_a_waits_header() -> None:
     first = _first_problem(message)
     assert first == "client2: alloc 668efa8c port http does not answer"
     assert re.search(_symptom_of(first), "client1: alloc 0badf00d port http does not answer")
+
+
+# --- a report's own Vault policies, created for the run (e2e/harness/vaultpolicy.py) ------------------
+def test_a_reports_own_policies_become_the_runs_job_policy_scoped_to_the_job() -> None:
+    from e2e.harness import vaultpolicy
+
+    job = {
+        "ID": "dyn-secret",
+        "TaskGroups": [
+            {
+                "Services": [{"Name": "web"}, {"Name": "${NOMAD_JOB_NAME}-x"}],
+                "Tasks": [
+                    {"Name": "app", "Vault": {"Policies": ["dyn-secret-pki", "fieldlab-job-probe"]}},
+                    {"Name": "side", "Services": [{"Name": "metrics"}]},
+                ],
+            }
+        ],
+    }
+    assert vaultpolicy.report_policies(job) == ["dyn-secret-pki"]
+    assert vaultpolicy.service_names(job) == ["dyn-secret", "metrics", "web"]  # no interpolated name
+    out, done = vaultpolicy.substitute_policies(job, "fieldlab-job-dyn-secret")
+    assert out["TaskGroups"][0]["Tasks"][0]["Vault"]["Policies"] == [
+        "fieldlab-job-dyn-secret",
+        "fieldlab-job-probe",
+    ]
+    assert done == ["app: vault policies dyn-secret-pki -> fieldlab-job-dyn-secret"]
+    assert job["TaskGroups"][0]["Tasks"][0]["Vault"]["Policies"][0] == "dyn-secret-pki"  # input untouched
+    hcl = vaultpolicy.policy_hcl("dyn-secret", ["dyn-secret", "web"])
+    assert '"common_name" = ["dyn-secret.service.fieldlab", "web.service.fieldlab"]' in hcl
+    assert 'path "secret/data/fieldlab/jobs/dyn-secret/*"' in hcl and "probe" not in hcl
+    assert hcl.count('capabilities = ["update"]') == 2  # the two certificate roles, nothing else written

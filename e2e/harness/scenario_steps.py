@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from e2e.harness import history, invariants, nomadview
+from e2e.harness import history, invariants, nomadview, vaultpolicy
 from e2e.harness.cluster import Agent, Cluster
 from e2e.harness.faults import (
     AgentDown,
@@ -41,6 +41,7 @@ class ScenarioRun:
     alloc_id: str = ""
     down: AgentDown | None = None
     substitutions: list[str] = field(default_factory=list)
+    policies: vaultpolicy.RunPolicies | None = None
 
     @property
     def agent(self) -> Agent:
@@ -64,6 +65,7 @@ class ScenarioRun:
         text = source.read_text()
         job = self.agent.request("POST", "/v1/jobs/parse", {"JobHCL": text, "Canonicalize": True})
         job, self.substitutions = substitute_images(job, self.scenario.images)
+        job = self._own_policies(job)
         for line in self.substitutions:
             history.record(history.NOTE, f"image substituted: {line}", node=self.node.name)
         submission = {"Source": text, "Format": "hcl2", "VariableFlags": {}, "Variables": ""}
@@ -75,6 +77,30 @@ class ScenarioRun:
             raise AssertionError(f"{source.name}: the job placed no alloc on {self.node.name}")
         self.job, self.alloc_id = str(job.get("ID") or job_name(text)), ids[0]
         history.record(history.NOTE, f"job submitted from {source.name}", node=self.node.name, allocs=ids)
+
+    def _own_policies(self, job: dict[str, Any]) -> dict[str, Any]:
+        """The report's own Vault policies replaced by one created for the run (vaultpolicy)."""
+        if not vaultpolicy.report_policies(job):
+            return job
+        if self.cluster.target.name != "fieldlab":
+            history.record(
+                history.NOTE, "vault policies kept as the report names them (not the lab's OpenBao)"
+            )
+            return job
+        self.policies = vaultpolicy.RunPolicies(
+            self.cluster.vault_addr, self.cluster.paths.secrets_dir / "openbao-init.json"
+        )
+        names = vaultpolicy.service_names(job)
+        name = self.policies.create(str(job["ID"]), names)
+        job, done = vaultpolicy.substitute_policies(job, name)
+        for line in done:
+            self.substitutions.append(line)
+            history.record(
+                history.NOTE,
+                f"policy substituted: {line} (created for the run: {', '.join(names)})",
+                node=self.node.name,
+            )
+        return job
 
     def _step_wait(self, step: Step) -> None:
         if step.arg == "invariants":
@@ -185,6 +211,11 @@ class ScenarioRun:
                 self.agent.stop_job(self.job)
             except Exception as exc:  # the agent may be what broke: say so, let the test's error stand
                 print(f"[e2e] could not stop job {self.job} on {self.node.name}: {exc}")
+        if self.policies is not None:
+            try:
+                self.policies.undo()
+            except Exception as exc:
+                print(f"[e2e] could not remove the run's vault policies {self.policies.created}: {exc}")
 
 
 def run_scenario(cluster: Cluster, scenario: Scenario) -> dict[str, Any]:
