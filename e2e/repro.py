@@ -251,7 +251,8 @@ def new_scenario(bug: str, jobspec: Path, root: Path = SCENARIOS) -> int:
     copy.parent.mkdir(parents=True, exist_ok=True)
     copy.write_text(text)
     target.write_text(skeleton(bug, f"jobs/{copy.name}", images_in(text)))
-    print(f"wrote {target} and {copy}: fill in the scenario, then `make repro BUG={bug}`")
+    run = f"make repro BUG={bug}" if root == SCENARIOS else f"fieldlab repro {target}"
+    print(f"wrote {target} and {copy}: fill in the scenario, then `{run}`")
     return 0
 
 
@@ -352,8 +353,9 @@ def _main_new(argv: list[str]) -> int:
     )
     ap.add_argument("bug", help="the bug id: nomad-<issue number>")
     ap.add_argument("--jobspec", required=True, help="the report's jobspec, as it gives it")
+    ap.add_argument("--dir", default=str(SCENARIOS), help="where to write it (default: the catalogue)")
     args = ap.parse_args(argv)
-    return new_scenario(args.bug, Path(args.jobspec))
+    return new_scenario(args.bug, Path(args.jobspec), Path(args.dir))
 
 
 def _present_or_absent(bugs: tuple[Scenario, ...], lab: str, target: str, base: Path, loops: int) -> int:

@@ -39,7 +39,8 @@ def repro_argv(args: argparse.Namespace) -> list[str]:
         if not args.new_bug or not args.jobspec:
             raise LabError("fieldlab repro new BUG --jobspec FILE: say the bug id and the report's jobspec")
         jobspec = str(Path(args.jobspec).resolve())
-        return [sys.executable, "-m", "e2e.repro", "new", args.new_bug, "--jobspec", jobspec]
+        where = ["--dir", str(Path(args.dir).resolve())] if args.dir else []
+        return [sys.executable, "-m", "e2e.repro", "new", args.new_bug, "--jobspec", jobspec, *where]
     bug = args.bug
     if bug.endswith((".yml", ".yaml")) or "/" in bug:
         bug = str(Path(bug).resolve())
@@ -118,6 +119,7 @@ def add_suite_commands(top: argparse._SubParsersAction[argparse.ArgumentParser])
     rp.add_argument("bug", metavar="BUG")
     rp.add_argument("new_bug", nargs="?", default="", help=argparse.SUPPRESS)
     rp.add_argument("--jobspec", default="", help="new: the report's jobspec")
+    rp.add_argument("--dir", default="", help="new: where to write the scenario (default: e2e/scenarios)")
     rp.add_argument("--lab", default=lab_default, help="lab name (env LAB)")
     rp.add_argument("--loops", type=int, help="agent restarts in the template scenarios")
     rp.set_defaults(func=cmd_repro)
