@@ -250,7 +250,7 @@ def new_scenario(bug: str, jobspec: Path, root: Path = SCENARIOS) -> int:
         return 2
     copy.parent.mkdir(parents=True, exist_ok=True)
     copy.write_text(text)
-    target.write_text(skeleton(bug, f"jobs/{copy.name}", images_in(text)))
+    target.write_text(skeleton(bug, f"jobs/{copy.name}", images_in(text), str(target)))
     run = f"make repro BUG={bug}" if root == SCENARIOS else f"fieldlab repro {target}"
     print(f"wrote {target} and {copy}: fill in the scenario, then `{run}`")
     return 0

@@ -478,8 +478,8 @@ def wait_state(step: Step, alloc: dict[str, Any], events: list[dict[str, Any]]) 
 
 # -- a new scenario's skeleton ------------------------------------------------------------------------
 SKELETON = """\
-# {bug}: fill in every field, then `fieldlab repro {path}` (or make repro BUG={bug} once it
-# lies in e2e/scenarios/). The vocabulary of steps and checks: e2e/harness/scenario.py.
+# {bug}: fill in every field, then `fieldlab repro {path}` (in e2e/scenarios/ it is a catalogue
+# entry: make repro BUG={bug}). The vocabulary of steps and checks: docs/field-bugs.md.
 bug: {bug}
 title: "the report's title"
 link: https://github.com/hashicorp/nomad/issues/{number}
@@ -500,12 +500,12 @@ checks:
 """
 
 
-def skeleton(bug: str, jobspec_name: str, images: list[str]) -> str:
+def skeleton(bug: str, jobspec_name: str, images: list[str], path: str = "") -> str:
     number = bug.split("-")[1] if "-" in bug else "NUMBER"
     lines = "".join(f'  "{i}": fieldlab/busybox:latest\n' for i in images)
     return SKELETON.format(
         bug=bug,
-        path=f"e2e/scenarios/{bug}.yml",
+        path=path or f"e2e/scenarios/{bug}.yml",
         number=number,
         families=" | ".join(FAMILIES),
         jobspec=jobspec_name,
