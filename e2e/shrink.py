@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-import yaml
-
 from e2e.harness.chaos import STEP_NOTE, ScheduleError, Step, steps_run
+from e2e.harness.scenario import dump
 
 E2E = Path(__file__).resolve().parent
 ROOT = E2E.parent
@@ -180,7 +179,7 @@ def scenario_text(run: FailedRun, steps: list[Step], replays: Replays, passes_wi
         f"# Without the fault flag(s) the shrunk schedule {without}.\n"
         "# Rename the bug (nomad-<issue>), fill in title, link and versions: a catalogue entry.\n"
     )
-    return head + yaml.safe_dump(doc, sort_keys=False, width=100)
+    return head + dump(doc)
 
 
 def _first_problem(message: str) -> str:

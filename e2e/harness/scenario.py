@@ -476,8 +476,22 @@ def wait_state(step: Step, alloc: dict[str, Any], events: list[dict[str, Any]]) 
     return n >= arg.get("count", 1), f"{n} {arg['event']} event(s) of task {arg['task']}"
 
 
+# -- writing a scenario ----------------------------------------------------------------------------------
+class _Dumper(yaml.SafeDumper):
+    """Lists indented under their key, as the repository's yamllint wants them."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def dump(doc: dict[str, Any]) -> str:
+    """A scenario as YAML the repository's linters accept: a document start, lists indented."""
+    return "---\n" + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+
+
 # -- a new scenario's skeleton ------------------------------------------------------------------------
 SKELETON = """\
+---
 # {bug}: fill in every field, then `fieldlab repro {path}` (in e2e/scenarios/ it is a catalogue
 # entry: make repro BUG={bug}). The vocabulary of steps and checks: docs/field-bugs.md.
 bug: {bug}
