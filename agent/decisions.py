@@ -36,6 +36,7 @@ class Bugs:
     script_change_before_handle: bool = False
     stale_restart_timer: bool = False
     rerun_completed_on_restore: bool = False
+    rerun_old_allocs_on_restore: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:
@@ -303,10 +304,16 @@ def plan_restore_statuses(bugs: Bugs = NO_BUGS) -> tuple[AllocStatus, ...]:
     """The alloc statuses an agent's restore picks up: the live ones. A terminal alloc the GC has
     not collected yet is history, read and never acted on. `rerun-completed-on-restore` is
     nomad-5883 (0.9.0 to 0.9.3): a complete alloc not yet collected is restored as if it still
-    ran (its status back to running), and its tasks that had finished successfully run again."""
-    if bugs.rerun_completed_on_restore:
-        return (*LIVE_STATUSES, AllocStatus.COMPLETE)
-    return LIVE_STATUSES
+    ran (its status back to running), and its tasks that had finished successfully run again.
+    `rerun-old-allocs-on-restore` is nomad-1795 (0.3.2 to 0.9.1): every alloc still in the client's
+    state is picked up, failed ones (already replaced) included, and run again beside what replaced
+    them."""
+    statuses: tuple[AllocStatus, ...] = LIVE_STATUSES
+    if bugs.rerun_completed_on_restore or bugs.rerun_old_allocs_on_restore:
+        statuses = (*statuses, AllocStatus.COMPLETE)
+    if bugs.rerun_old_allocs_on_restore:
+        statuses = (*statuses, AllocStatus.FAILED)
+    return statuses
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a complete alloc the GC has not collected yet is restored as if it still ran: its tasks that "
         "finished successfully run again after an agent restart",
     ),
+    FaultSpec(
+        "rerun-old-allocs-on-restore",
+        "nomad-1795",
+        "the restore picks up every alloc left in the client's state, failed ones already replaced "
+        "included, and runs them again beside their replacements",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -160,6 +166,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "script-change-before-handle",
         "stale-restart-timer",
         "rerun-completed-on-restore",
+        "rerun-old-allocs-on-restore",
     }
 )
 

@@ -88,7 +88,8 @@ class Restore:
         records: list[AllocRecord] = []
         for alloc_id, raw in {**live.records, **owed.records}.items():
             try:
-                records.append(self._reopened(AllocRecord.from_record(raw, alloc_id)))
+                rec = AllocRecord.from_record(raw, alloc_id)
+                records.append(self._reopened(rec) if alloc_id in live.records else rec)
             except RecordError as exc:
                 unreadable.append((alloc_id, exc.reason))
         for key, reason in unreadable:
@@ -107,9 +108,9 @@ class Restore:
         core.sweep()
 
     def _reopened(self, rec: AllocRecord) -> AllocRecord:
-        """A complete alloc the restore picked up (plan_restore_statuses: only with nomad-5883's
-        fault) is taken to be running again, as Nomad 0.9.0-0.9.3 did: recorded running."""
-        if rec.status is not AllocStatus.COMPLETE or rec.desired is not DesiredStatus.RUN:
+        """A terminal alloc the restore picked up (plan_restore_statuses: only with the faults of
+        nomad-5883 and 1795) is taken to be running again, as those clients did: recorded running."""
+        if rec.live or rec.desired is not DesiredStatus.RUN:
             return rec
         rec = rec.with_(status=AllocStatus.RUNNING, reason="")
         self.core.store.put("alloc", rec.id, rec.to_record())

@@ -347,6 +347,14 @@ def test_nomad_5883_a_completed_alloc_is_not_run_again_on_restore() -> None:
     assert plan_restore(done, bug).action is RestoreAction.RESTART_TASKS
 
 
+def test_nomad_1795_old_allocs_are_not_picked_up_by_the_restore() -> None:
+    """Fixed: a failed alloc (replaced) is history at restore. With `rerun-old-allocs-on-restore`
+    (nomad-1795) it is picked up with the live ones."""
+    assert AllocStatus.FAILED not in plan_restore_statuses()
+    old = plan_restore_statuses(Bugs(rerun_old_allocs_on_restore=True))
+    assert {AllocStatus.FAILED, AllocStatus.COMPLETE, AllocStatus.RUNNING} <= set(old)
+
+
 def test_owed_replacements_are_owed_once() -> None:
     def rec(id_: str, **kw: object) -> AllocRecord:
         return AllocRecord(id=id_, job="web", group="g", **kw)  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ AGENT_FLAGS = {
     "stale-network-status-on-restore": "nomad-24236/16893",
     "stale-restart-timer": "fieldlab-12-restart-tracker",
     "rerun-completed-on-restore": "nomad-5883",
+    "rerun-old-allocs-on-restore": "nomad-1795",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",
