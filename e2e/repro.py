@@ -76,7 +76,8 @@ def _symptom(bug: Scenario, fails: list[str]) -> str | None:
             line_start = f.rfind("\n", 0, m.start()) + 1
             line_end = f.find("\n", m.end())
             where = f.split(":", 1)[0]
-            return f"{where}: {f[line_start : line_end if line_end > 0 else None].strip()}"
+            line = f[line_start : line_end if line_end > 0 else None].strip()
+            return line if line.startswith(f"{where}:") else f"{where}: {line}"
     return None
 
 

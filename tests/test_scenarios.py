@@ -291,3 +291,12 @@ def test_a_reports_own_policies_become_the_runs_job_policy_scoped_to_the_job() -
     assert '"common_name" = ["dyn-secret.service.fieldlab", "web.service.fieldlab"]' in hcl
     assert 'path "secret/data/fieldlab/jobs/dyn-secret/*"' in hcl and "probe" not in hcl
     assert hcl.count('capabilities = ["update"]') == 2  # the two certificate roles, nothing else written
+
+
+def test_the_symptom_line_names_its_test_once() -> None:
+    bug = repro.BUGS["nomad-5883"]
+    first = "test_scenario[nomad-5883]: AssertionError: nomad-5883: task main started 2 times, expected 1"
+    assert repro._symptom(bug, [first]) == first
+    wrapped = "test_x: failed\nE   task main started 3 times, expected 1"
+    assert repro._symptom(bug, [wrapped]) == "test_x: E   task main started 3 times, expected 1"
+    assert repro._symptom(bug, ["test_x: something else"]) is None
