@@ -37,6 +37,8 @@ class Bugs:
     stale_restart_timer: bool = False
     rerun_completed_on_restore: bool = False
     rerun_old_allocs_on_restore: bool = False
+    sidecar_outlives_main: bool = False
+    shutdown_delay_needs_service: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:
@@ -295,6 +297,16 @@ def plan_dead_on_restore(
     if (exit_code is not None or exit_lost) and recorded is not TaskState.DEAD:
         return DeadOnRestore.RESTART_POLICY
     return DeadOnRestore.START_AGAIN
+
+
+def plan_shutdown_delay(delay: float, has_services: bool, bugs: Bugs = NO_BUGS) -> float:
+    """The seconds a task waits at its stop between its services' deregistration and its kill signal:
+    its `shutdown_delay`, whether it registers services or not (Nomad's task runner since PR #7663).
+    `shutdown-delay-needs-service` is nomad-7271: the delay lives in the service hook, so a task
+    with no service of its own is killed at once."""
+    if bugs.shutdown_delay_needs_service and not has_services:
+        return 0.0
+    return delay
 
 
 LIVE_STATUSES = (AllocStatus.PENDING, AllocStatus.RUNNING)

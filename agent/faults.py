@@ -109,6 +109,19 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "the restore picks up every alloc left in the client's state, failed ones already replaced "
         "included, and runs them again beside their replacements",
     ),
+    # Lifecycle and kills.
+    FaultSpec(
+        "sidecar-outlives-main",
+        "nomad-8165",
+        "sidecars left alone are not killed when the main tasks end, so a batch alloc with a sidecar "
+        "never completes",
+    ),
+    FaultSpec(
+        "shutdown-delay-needs-service",
+        "nomad-7271",
+        "a task's shutdown_delay is applied only when the task registers a service of its own: a task "
+        "with no service is killed at once at its stop",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -167,6 +180,8 @@ IMPLEMENTED_FAULTS = frozenset(
         "stale-restart-timer",
         "rerun-completed-on-restore",
         "rerun-old-allocs-on-restore",
+        "sidecar-outlives-main",
+        "shutdown-delay-needs-service",
     }
 )
 

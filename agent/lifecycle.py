@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from agent.decisions import NO_BUGS, Bugs
+
 
 class Stage(Enum):
     PRESTART = "prestart"  # ephemeral: runs to a successful exit before the main tasks
@@ -87,13 +89,16 @@ def _open_stages(tasks: Sequence[TaskPhase]) -> set[Stage]:
     return {Stage.PRESTART_SIDECAR, Stage.MAIN, Stage.POSTSTART, Stage.POSTSTART_SIDECAR}
 
 
-def plan_lifecycle(tasks: Sequence[TaskPhase]) -> LifecycleStep:
-    """What the alloc runner does next with its tasks, from where each one is."""
+def plan_lifecycle(tasks: Sequence[TaskPhase], bugs: Bugs = NO_BUGS) -> LifecycleStep:
+    """What the alloc runner does next with its tasks, from where each one is.
+    `sidecar-outlives-main` is nomad-8165: sidecars left alone are not killed, so a batch alloc
+    whose main tasks finished never completes."""
     if all(t.phase is Phase.DEAD for t in tasks):
         return LifecycleStep(done=True)
     live = [t for t in tasks if t.stage is not Stage.POSTSTOP and t.phase is not Phase.DEAD]
     has_sidecars = any(t.stage in SIDECARS for t in tasks)
-    if live and has_sidecars and all(t.stage in SIDECARS for t in live):
+    alone = live and has_sidecars and all(t.stage in SIDECARS for t in live)
+    if alone and not bugs.sidecar_outlives_main:
         # Nomad kills every live sidecar, started or not, once no other task is left to serve
         return LifecycleStep(kill=tuple(t.name for t in live))
     stages = _open_stages(tasks)

@@ -36,6 +36,7 @@ from agent.decisions import (
     plan_restore,
     plan_restore_render,
     plan_restore_statuses,
+    plan_shutdown_delay,
     plan_start_failure,
     plan_task_restart,
     restarts_on_success,
@@ -353,6 +354,16 @@ def test_nomad_1795_old_allocs_are_not_picked_up_by_the_restore() -> None:
     assert AllocStatus.FAILED not in plan_restore_statuses()
     old = plan_restore_statuses(Bugs(rerun_old_allocs_on_restore=True))
     assert {AllocStatus.FAILED, AllocStatus.COMPLETE, AllocStatus.RUNNING} <= set(old)
+
+
+def test_nomad_7271_a_tasks_shutdown_delay_does_not_need_a_service() -> None:
+    """Fixed: the delay is the task's, with or without a service of its own. With
+    `shutdown-delay-needs-service` (nomad-7271) a task with no service is killed at once."""
+    assert plan_shutdown_delay(8.0, has_services=False) == 8.0
+    assert plan_shutdown_delay(8.0, has_services=True) == 8.0
+    bug = Bugs(shutdown_delay_needs_service=True)
+    assert plan_shutdown_delay(8.0, has_services=False, bugs=bug) == 0.0
+    assert plan_shutdown_delay(8.0, has_services=True, bugs=bug) == 8.0
 
 
 def test_owed_replacements_are_owed_once() -> None:

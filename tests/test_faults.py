@@ -22,6 +22,8 @@ AGENT_FLAGS = {
     "stale-restart-timer": "fieldlab-12-restart-tracker",
     "rerun-completed-on-restore": "nomad-5883",
     "rerun-old-allocs-on-restore": "nomad-1795",
+    "sidecar-outlives-main": "nomad-8165",
+    "shutdown-delay-needs-service": "nomad-7271",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

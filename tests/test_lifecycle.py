@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.decisions import RestoreAction, plan_task_restart, restarts_on_success
+from agent.decisions import Bugs, RestoreAction, plan_task_restart, restarts_on_success
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.lifecycle import LifecycleStep, Phase, Stage, TaskPhase, plan_lifecycle, stage_of
 from agent.model import Group, Job, Lifecycle, RestartPolicy, Task
@@ -75,6 +75,14 @@ def test_sidecars_left_alone_are_killed_then_poststop_runs_then_the_alloc_is_don
     assert plan_lifecycle(tasks) == LifecycleStep()
     tasks[3] = _p("bye", Stage.POSTSTOP, DEAD, ok=True)
     assert plan_lifecycle(tasks) == LifecycleStep(done=True)
+
+
+def test_nomad_8165_sidecars_outlive_their_main_tasks_only_under_the_flag() -> None:
+    """Fixed: a sidecar left alone is killed. With `sidecar-outlives-main` (nomad-8165) nothing is
+    killed and nothing starts: the batch alloc stays running for ever."""
+    tasks = [_p("proxy", Stage.PRESTART_SIDECAR, LIVE), _p("main", Stage.MAIN, DEAD, ok=True)]
+    assert plan_lifecycle(tasks).kill == ("proxy",)
+    assert plan_lifecycle(tasks, Bugs(sidecar_outlives_main=True)) == LifecycleStep()
 
 
 def test_an_ephemeral_poststart_still_running_keeps_the_sidecars() -> None:

@@ -33,6 +33,7 @@ from agent.decisions import (
     StartCause,
     plan_pause_death,
     plan_setup_retry,
+    plan_shutdown_delay,
 )
 from agent.drivers.base import NetnsOwner, TaskDriver, TaskHandle
 from agent.drivers.registry import DriverRegistry
@@ -496,13 +497,17 @@ class AllocRunner:
             self.state.save(status=AllocStatus.COMPLETE, reason=reason)
 
         def kill() -> None:
+            delays = {
+                t.name: plan_shutdown_delay(t.shutdown_delay, bool(t.services), self.d.bugs)
+                for t, _ in running
+            }
             for t, _ in running:
-                if t.shutdown_delay:  # Nomad's task runner: services gone, then this wait, then the signal
-                    shown = format_duration(t.shutdown_delay)
+                if delays[t.name]:  # Nomad's task runner: services gone, then this wait, then the signal
+                    shown = format_duration(delays[t.name])
                     message = f"Waiting for shutdown_delay of {shown} before killing the task."
                     self.event(t.name, "Waiting for shutdown delay", message)
                 self.event(t.name, "Killing", f"Sent {t.kill_signal} ({reason})")
-            kill_off_loop(self, "stop", running, finish, delays=True)
+            kill_off_loop(self, "stop", running, finish, delays=delays)
 
         # Nomad's shutdown_delay: the alloc's services leave the registries first (the nomad ones
         # with the stop recorded: alloc_running is false), then the group's delay, then the kills.

@@ -59,11 +59,11 @@ class Coordinator:
 
     def first_tasks(self) -> list[Task]:
         """The tasks the alloc's setup starts: every task but those whose turn comes later."""
-        names = set(plan_lifecycle(self.phases()).start)
+        names = set(plan_lifecycle(self.phases(), self.r.d.bugs).start)
         return [t for t in self.r.group.tasks if t.name in names]
 
     def done(self) -> bool:
-        return plan_lifecycle(self.phases()).done
+        return plan_lifecycle(self.phases(), self.r.d.bugs).done
 
     def poststop_owed(self) -> bool:
         """Whether the group has a poststop task that has not run to its end yet."""
@@ -80,7 +80,7 @@ class Coordinator:
         for _ in range(len(Stage)):
             if r.rec.status is not AllocStatus.RUNNING or r.rec.desired is DesiredStatus.STOP:
                 return
-            step = plan_lifecycle(self.phases())
+            step = plan_lifecycle(self.phases(), self.r.d.bugs)
             if step.kill:
                 self._kill(step.kill)
                 return

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from agent.drivers.base import TaskDriver, TaskHandle
@@ -25,16 +25,17 @@ def kill_off_loop(
     tasks: list[tuple[Task, TaskHandle]],
     then: Callable[[], None],
     *,
-    delays: bool = False,
+    delays: Mapping[str, float] | None = None,
 ) -> None:
     """Stop the tasks off the main loop (in the alloc's Serial: its next operations wait), then
-    `then` on it. `delays`: each task's shutdown_delay first, in its own thread. A stop that fails
-    is an event; the driver's next start of the task or the teardown removes what is left."""
+    `then` on it. `delays`: the seconds each task waits first (its shutdown_delay), in its own
+    thread. A stop that fails is an event; the driver's next start of the task or the teardown
+    removes what is left."""
     if not tasks:
         then()
         return
     stops = [
-        (t.name, ar.driver(t), h, t.kill_timeout, t.kill_signal, t.shutdown_delay if delays else 0.0)
+        (t.name, ar.driver(t), h, t.kill_timeout, t.kill_signal, (delays or {}).get(t.name, 0.0))
         for t, h in tasks
     ]
 
