@@ -41,11 +41,12 @@ from agent.node.nodeinfo import node_attributes
 from agent.node.sweeper import Sweeper, SweepReport
 from agent.offload import Offload, threaded
 from agent.placement import NodeFacts, refusals
-from agent.records import AllocRecord, DesiredStatus, PortAlloc, RecordError, one_by_prefix
+from agent.records import AllocRecord, DesiredStatus, PortAlloc, one_by_prefix
 from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner, RunnerDeps
 from agent.runner.services import NomadData, ServiceRegistrar
+from agent.runner.stored import stored_runner
 from agent.runner.taskdirs import TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import CorruptRecordError, StateStore
@@ -183,6 +184,7 @@ class Core:
             kill_point=self.kill_point,
             offload=self.offload,
             host_volumes=self.node.host_volumes,
+            max_kill_timeout=limits.max_kill_timeout,
             getter=getter or HttpGetter(),
         )
         self.restore_seconds = 0.0
@@ -317,19 +319,7 @@ class Core:
         return views
 
     def _stored_runner(self, alloc_id: str, raw: Mapping[str, Any] | None) -> AllocRunner | None:
-        """A terminal alloc of an earlier run, read from its record (to read, never to act on);
-        None when the record is unreadable or its job or group is not known."""
-        if raw is None:
-            return None
-        try:
-            rec = AllocRecord.from_record(raw, alloc_id)
-        except RecordError:
-            return None
-        job = self.jobs.get(rec.job)
-        group = next((g for g in job.groups if g.name == rec.group), None) if job else None
-        if job is None or group is None:
-            return None
-        return AllocRunner(self.deps, rec, job, group)
+        return stored_runner(self.deps, self.store, self.jobs, alloc_id, raw)
 
     def alloc(self, ref: str) -> AllocRunner:
         """An alloc to read (its view, events, logs) by id or prefix: every one `alloc_views` lists.

@@ -133,3 +133,21 @@ def test_disk_over_its_threshold_collects_until_it_is_under(node: tuple[FakeNode
     usage = iter([(95.0, 10.0), (90.0, 10.0), (50.0, 10.0)])
     core.collector.usage = lambda: next(usage)
     assert core.gc().collected == done[:2]  # measured again after each: under after two
+
+
+def test_a_terminal_alloc_of_a_group_a_later_version_dropped_stays_listed_until_the_gc(
+    node: tuple[FakeNode, Core],
+) -> None:
+    """A job run again under the same id with another group (a report's job named "example" after
+    an earlier "example"): the earlier version's terminal allocs are still listed (read with the
+    version that had their group) and collected by the GC with their dirs, never left unlisted on
+    disk (the e2e orphan check saw their dirs as orphans)."""
+    fake, core = node
+    old = _run_and_stop(core, "example")
+    core.submit(spec("example").replace('group "g"', 'group "other"'), "hcl")
+    again = _agent(fake)
+    again.restore()
+    listed = {v["id"]: (v["group"], v["status"]) for v in again.alloc_views()}
+    assert listed[old] == ("g", "complete"), listed
+    assert again.alloc(old[:8]).id == old
+    assert old in again.gc(force=True).collected
