@@ -39,6 +39,7 @@ class Bugs:
     rerun_old_allocs_on_restore: bool = False
     sidecar_outlives_main: bool = False
     shutdown_delay_needs_service: bool = False
+    no_max_kill_timeout: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:
@@ -297,6 +298,15 @@ def plan_dead_on_restore(
     if (exit_code is not None or exit_lost) and recorded is not TaskState.DEAD:
         return DeadOnRestore.RESTART_POLICY
     return DeadOnRestore.START_AGAIN
+
+
+def plan_kill_timeout(asked: float, max_kill_timeout: float, bugs: Bugs = NO_BUGS) -> float:
+    """How long a task's stop waits after its kill signal before SIGKILL: its `kill_timeout`, capped
+    at the client's `max_kill_timeout` (Nomad's client, PR #13626). `no-max-kill-timeout` is
+    nomad-10005: the cap is not used and a task asking for 10m holds its stop for 10m."""
+    if bugs.no_max_kill_timeout:
+        return asked
+    return min(asked, max_kill_timeout)
 
 
 def plan_shutdown_delay(delay: float, has_services: bool, bugs: Bugs = NO_BUGS) -> float:

@@ -122,6 +122,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a task's shutdown_delay is applied only when the task registers a service of its own: a task "
         "with no service is killed at once at its stop",
     ),
+    FaultSpec(
+        "no-max-kill-timeout",
+        "nomad-10005",
+        "the client's max_kill_timeout is not used: a task's own kill_timeout (10m, say) holds its "
+        "stop that long before SIGKILL",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -182,6 +188,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "rerun-old-allocs-on-restore",
         "sidecar-outlives-main",
         "shutdown-delay-needs-service",
+        "no-max-kill-timeout",
     }
 )
 

@@ -24,6 +24,7 @@ from agent.decisions import (
     TeardownPlan,
     plan_after_restore,
     plan_dead_on_restore,
+    plan_kill_timeout,
     plan_network_recovery,
     plan_network_teardown,
     plan_orphan_sweep,
@@ -364,6 +365,14 @@ def test_nomad_7271_a_tasks_shutdown_delay_does_not_need_a_service() -> None:
     bug = Bugs(shutdown_delay_needs_service=True)
     assert plan_shutdown_delay(8.0, has_services=False, bugs=bug) == 0.0
     assert plan_shutdown_delay(8.0, has_services=True, bugs=bug) == 8.0
+
+
+def test_nomad_10005_the_clients_max_kill_timeout_caps_a_tasks_kill_timeout() -> None:
+    """Fixed: a stop waits min(kill_timeout, max_kill_timeout). With `no-max-kill-timeout`
+    (nomad-10005) the task's own 10m is waited."""
+    assert plan_kill_timeout(600.0, 30.0) == 30.0
+    assert plan_kill_timeout(5.0, 30.0) == 5.0
+    assert plan_kill_timeout(600.0, 30.0, Bugs(no_max_kill_timeout=True)) == 600.0
 
 
 def test_owed_replacements_are_owed_once() -> None:

@@ -24,6 +24,7 @@ AGENT_FLAGS = {
     "rerun-old-allocs-on-restore": "nomad-1795",
     "sidecar-outlives-main": "nomad-8165",
     "shutdown-delay-needs-service": "nomad-7271",
+    "no-max-kill-timeout": "nomad-10005",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -218,13 +218,14 @@ class Builder(ServiceBlocks, TemplateBlocks):
         env = self._str_map(body, "env", path, env=True)
         resources = self._resources(body, path)
         kill_timeout = self._duration(body, "kill_timeout", path, 5.0)
-        if kill_timeout > self.limits.max_kill_timeout:  # Nomad's client caps it, it does not refuse
+        if (
+            kill_timeout > self.limits.max_kill_timeout
+        ):  # Nomad's client caps it at the kill, it does not refuse
             self.report.warn(
                 join(path, "kill_timeout"),
                 f"{format_duration(kill_timeout)} is more than the client's max_kill_timeout "
-                f"({format_duration(self.limits.max_kill_timeout)}): capped to it",
+                f"({format_duration(self.limits.max_kill_timeout)}): a stop waits that long at most",
             )
-            kill_timeout = self.limits.max_kill_timeout
         kill_signal = self._signal(body, "kill_signal", path, _DEFAULT_KILL_SIGNAL.get(driver, "SIGTERM"))
         templates = self._templates(body, path)
         services = self._services(body, path, labels, service_name, task_names=None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from agent.decisions import (
     PauseDeathAction,
     RestoreAction,
     StartCause,
+    plan_kill_timeout,
     plan_pause_death,
     plan_setup_retry,
     plan_shutdown_delay,
@@ -89,6 +90,7 @@ class RunnerDeps:
     offload: Offload = run_inline
     host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # the node's, by name
     getter: ArtifactGetter = field(default_factory=HttpGetter)  # tasks' artifacts (agent.getter)
+    max_kill_timeout: float = 30.0  # the client's cap on a task's kill_timeout (Nomad's max_kill_timeout)
 
     def __post_init__(self) -> None:
         if self.dirs is None:
@@ -534,6 +536,10 @@ class AllocRunner:
             self.d.services.deregister(self.services(), self.event)
             self._deregistered = True
 
+    def kill_timeout(self, t: Task) -> float:
+        """How long a stop of `t` waits after its kill signal before SIGKILL (the client's cap)."""
+        return plan_kill_timeout(t.kill_timeout, self.d.max_kill_timeout, self.d.bugs)
+
     def teardown(self) -> None:
         """What the alloc holds on the node goes: its services, its tasks' handles, its network, each
         task's hooks' part (its Vault token), its logmons (after the tasks: each drains its pipes)
@@ -542,7 +548,7 @@ class AllocRunner:
         for tr in self.tasks.values():
             h = tr.handle()
             if h:
-                tr.driver.remove(self.id, tr.t, h)
+                tr.driver.remove(self.id, replace(tr.t, kill_timeout=self.kill_timeout(tr.t)), h)
         if self.bridge:
             self.network.teardown()
         for tr in self.tasks.values():
