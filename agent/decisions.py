@@ -40,6 +40,7 @@ class Bugs:
     sidecar_outlives_main: bool = False
     shutdown_delay_needs_service: bool = False
     no_max_kill_timeout: bool = False
+    alloc_addr_port_zero: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:
@@ -298,6 +299,16 @@ def plan_dead_on_restore(
     if (exit_code is not None or exit_lost) and recorded is not TaskState.DEAD:
         return DeadOnRestore.RESTART_POLICY
     return DeadOnRestore.START_AGAIN
+
+
+def plan_alloc_addr_port(to: int, host: int, bugs: Bugs = NO_BUGS) -> int:
+    """The port in a task's NOMAD_ALLOC_ADDR_<label> (the alloc's own address in its network
+    namespace): the port's `to` when the jobspec set one, else the host port (a static port, or a
+    dynamic one with no `to`). `alloc-addr-port-zero` is nomad-27305: `to` is taken as it is, so
+    a port without one gives an address ending in :0."""
+    if bugs.alloc_addr_port_zero or to:
+        return to
+    return host
 
 
 def plan_kill_timeout(asked: float, max_kill_timeout: float, bugs: Bugs = NO_BUGS) -> float:

@@ -128,6 +128,13 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "the client's max_kill_timeout is not used: a task's own kill_timeout (10m, say) holds its "
         "stop that long before SIGKILL",
     ),
+    # The task's environment.
+    FaultSpec(
+        "alloc-addr-port-zero",
+        "nomad-27305",
+        "NOMAD_ALLOC_ADDR_<label> takes the port's `to` as it is: a static port (or a dynamic one "
+        "with no `to`) gives the alloc's address with port 0",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -189,6 +196,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "sidecar-outlives-main",
         "shutdown-delay-needs-service",
         "no-max-kill-timeout",
+        "alloc-addr-port-zero",
     }
 )
 

@@ -23,6 +23,7 @@ from agent.decisions import (
     SweepPlan,
     TeardownPlan,
     plan_after_restore,
+    plan_alloc_addr_port,
     plan_dead_on_restore,
     plan_kill_timeout,
     plan_network_recovery,
@@ -373,6 +374,15 @@ def test_nomad_10005_the_clients_max_kill_timeout_caps_a_tasks_kill_timeout() ->
     assert plan_kill_timeout(600.0, 30.0) == 30.0
     assert plan_kill_timeout(5.0, 30.0) == 5.0
     assert plan_kill_timeout(600.0, 30.0, Bugs(no_max_kill_timeout=True)) == 600.0
+
+
+def test_nomad_27305_the_alloc_addr_port_is_to_or_else_the_host_port() -> None:
+    """Fixed: NOMAD_ALLOC_ADDR_'s port is `to` when set, else the host port (a static port). With
+    `alloc-addr-port-zero` (nomad-27305) a port with no `to` gives port 0."""
+    assert plan_alloc_addr_port(8080, 25000) == 8080
+    assert plan_alloc_addr_port(0, 8080) == 8080
+    assert plan_alloc_addr_port(0, 8080, Bugs(alloc_addr_port_zero=True)) == 0
+    assert plan_alloc_addr_port(8080, 25000, Bugs(alloc_addr_port_zero=True)) == 8080
 
 
 def test_owed_replacements_are_owed_once() -> None:

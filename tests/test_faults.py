@@ -25,6 +25,7 @@ AGENT_FLAGS = {
     "sidecar-outlives-main": "nomad-8165",
     "shutdown-delay-needs-service": "nomad-7271",
     "no-max-kill-timeout": "nomad-10005",
+    "alloc-addr-port-zero": "nomad-27305",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

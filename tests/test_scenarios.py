@@ -82,6 +82,13 @@ checks: [{alloc: running}, invariants]
         (("bug: nomad-1", "bug: issue-1"), "bug: nomad-<issue number>"),
         (("what: w\n", ""), "what: required"),
         (("steps: [run,", "steps: [{wait: invariants},"), "steps[0]: the first step is run"),
+        (("[{alloc: running}", "[{file: {path: /etc/passwd}}"), "checks[0].path: a path inside the alloc dir"),
+        (("[{alloc: running}", "[{file: {path: alloc/../../x}}"), "checks[0].path: a path inside the alloc dir"),
+        (
+            ("[{alloc: running}", "[{file: {path: alloc/x, contains: '(a'}}"),
+            "checks[0].contains: not a regular",
+        ),
+        (("[{alloc: running}", "[{file: {path: alloc/x, exists: maybe}}"), "checks[0].exists: true or false"),
     ],
 )
 def test_a_bad_scenario_is_refused_with_its_file_and_field(
@@ -131,6 +138,24 @@ def test_the_checks_say_what_a_bug_breaks() -> None:
         "task main: state is 'running', expected 'dead'"
     ]
     assert check_problems(Step("task", {"name": "other"}), alloc, []) == ["alloc abcdef01 has no task other"]
+
+
+def test_a_file_check_reads_what_the_fs_api_gave() -> None:
+    """`file`: the text of a file of the alloc dir (None: Nomad's fs API has no such file)."""
+    check = Step("file", {"path": "alloc/addr.txt", "contains": r":28080$"})
+    assert check_problems(check, _alloc(), [], {"alloc/addr.txt": "172.26.64.3:28080\n"}) == []
+    said = check_problems(check, _alloc(), [], {"alloc/addr.txt": "172.26.64.3:0\n"})
+    assert said == ["file alloc/addr.txt does not match ':28080$': '172.26.64.3:0'"]
+    assert check_problems(check, _alloc(), [], {}) == ["no file alloc/addr.txt in the alloc dir"]
+    gone = Step("file", {"path": "t/secrets/x", "exists": False})
+    assert check_problems(gone, _alloc(), [], {"t/secrets/x": None}) == []
+    assert check_problems(gone, _alloc(), [], {"t/secrets/x": ""}) == [
+        "file t/secrets/x exists, expected none"
+    ]
+    lacks = Step("file", {"path": "alloc/log", "lacks": "^ERROR"})
+    assert check_problems(lacks, _alloc(), [], {"alloc/log": "ok\nERROR x\n"})[0].startswith(
+        "file alloc/log matches"
+    )
 
 
 def test_the_symptoms_of_data_scenarios_match_what_their_checks_say() -> None:

@@ -20,6 +20,7 @@ from agent.decisions import (
     DeadOnRestore,
     PendingRestart,
     StartCause,
+    plan_alloc_addr_port,
     plan_dead_on_restore,
     plan_pending_restart,
     plan_start_failure,
@@ -199,15 +200,36 @@ class TaskRunner:
             clean = _ENV_UNSAFE.sub("_", key)
             env[f"NOMAD_META_{clean}"] = value
             env[f"NOMAD_META_{clean.upper()}"] = value
-        for p in ar.rec.ports:
-            label = _ENV_UNSAFE.sub("_", p.label)  # Nomad's CleanEnvVar: a dashed label is allowed
-            env[f"NOMAD_PORT_{label}"] = str(p.to)
-            env[f"NOMAD_HOST_PORT_{label}"] = str(p.host)
+        env.update(self._port_env())
         token = self.vault_token()
         if token is not None and t.vault is not None and self.d.vault is not None:
             env["VAULT_ADDR"] = self.d.vault.address
             if t.vault.env and token.token:
                 env["VAULT_TOKEN"] = token.token
+        return env
+
+    def _port_env(self) -> dict[str, str]:
+        """Each port's variables, as Nomad's taskenv builds them: the host's side (NOMAD_IP_,
+        NOMAD_HOST_PORT_, NOMAD_ADDR_, NOMAD_HOST_IP_, NOMAD_HOST_ADDR_), the task's (NOMAD_PORT_) and,
+        in a group network namespace, the alloc's (NOMAD_ALLOC_INTERFACE_, _IP_, _ADDR_)."""
+        ar, env = self.ar, {}
+        asked = {p.label: p for p in (ar.group.network.ports if ar.group.network else ())}
+        host_ip = self.d.advertise_address
+        for p in ar.rec.ports:
+            label = _ENV_UNSAFE.sub("_", p.label)  # Nomad's CleanEnvVar: a dashed label is allowed
+            env[f"NOMAD_PORT_{label}"] = str(p.to)
+            env[f"NOMAD_HOST_PORT_{label}"] = str(p.host)
+            if host_ip:
+                for prefix in ("NOMAD_IP_", "NOMAD_HOST_IP_"):
+                    env[prefix + label] = host_ip
+                for prefix in ("NOMAD_ADDR_", "NOMAD_HOST_ADDR_"):
+                    env[prefix + label] = f"{host_ip}:{p.host}"
+            if ar.rec.address:
+                to = asked[p.label].to if p.label in asked else p.to
+                env[f"NOMAD_ALLOC_INTERFACE_{label}"] = "eth0"
+                env[f"NOMAD_ALLOC_IP_{label}"] = ar.rec.address
+                port = plan_alloc_addr_port(to, p.host, self.d.bugs)
+                env[f"NOMAD_ALLOC_ADDR_{label}"] = f"{ar.rec.address}:{port}"
         return env
 
     def exec_env(self) -> dict[str, str]:

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import yaml
 
-from agent.api.client import ApiClient
+from agent.api.client import ApiClient, ApiError
 from agent.errors import AgentError
 from e2e.harness import history, nomadview
 from e2e.harness.remote import Remote
@@ -118,6 +118,19 @@ class Agent:
     def alloc(self, alloc_id: str) -> dict[str, Any]:
         a = self.raw_alloc(alloc_id)
         return nomadview.alloc_view(a, self.handles().get(str(a["ID"])))
+
+    def cat(self, alloc_id: str, path: str) -> str | None:
+        """GET /v1/client/fs/cat/<alloc>?path=<path>: a file of the alloc dir as text (None: there is
+        no such file, Nomad's 404; any other failure raises, naming the node)."""
+        url = f"/v1/client/fs/cat/{quote(alloc_id, safe='')}?path={quote(path, safe='/')}"
+        try:
+            return self.api.request_raw("GET", url)[1].decode(errors="replace")
+        except ApiError as exc:
+            if exc.status in (400, 404):
+                return None
+            raise AgentError(f"{self.node.name}: agent API GET {url}: {exc}") from None
+        except AgentError as exc:
+            raise AgentError(f"{self.node.name}: agent API GET {url}: {exc}") from None
 
     def events(self, alloc_id: str) -> list[dict[str, Any]]:
         return nomadview.alloc_events(self.raw_alloc(alloc_id))

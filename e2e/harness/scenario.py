@@ -39,6 +39,8 @@ a bug that shows a little later is caught):
   events: {task: NAME, has: [TYPE], lacks: [TYPE], after: TYPE}   event types (after: only those
                                         after the last event of that type)
   invariants                            the node's invariants at the end (orphans, start accounting)
+  file: {path: P, exists: B, contains: RE, lacks: RE}   a file of the alloc dir as Nomad's fs API
+                                        reads it (P relative to the alloc dir: alloc/x, TASK/local/x)
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ STEPS: dict[str, object] = {
     "partition": float,
     "stop_job": None,
 }
-CHECKS = ("alloc", "replaced", "task", "starts", "events", "invariants")
+CHECKS = ("alloc", "replaced", "task", "starts", "events", "invariants", "file")
 REQUIRED = ("bug", "title", "link", "versions", "family", "flag", "symptom", "what")
 
 
@@ -233,12 +235,36 @@ def _check_arg(path: Path, where: str, name: str, arg: object) -> object:
         _keys(path, where, arg, {"name", "state", "restarts", "failed"}, {"name"})
     elif name == "starts":
         _keys(path, where, arg, {"task", "count"}, {"task", "count"})
+    elif name == "file":
+        _file_arg(path, where, arg)
     elif name == "events":
         _keys(path, where, arg, {"task", "has", "lacks", "after"}, set())
         for key in ("has", "lacks"):
             if not isinstance(arg.get(key, []), list):
                 raise ScenarioError(f"{_where(path, where)}.{key}: a list of event types")
     return arg
+
+
+def _file_arg(path: Path, where: str, arg: dict[str, Any]) -> None:
+    _keys(path, where, arg, {"path", "exists", "contains", "lacks"}, {"path"})
+    target = arg["path"]
+    if not isinstance(target, str) or not target or target.startswith("/") or ".." in target.split("/"):
+        raise ScenarioError(
+            f"{_where(path, where)}.path: a path inside the alloc dir (alloc/x, TASK/local/x)"
+        )
+    if not isinstance(arg.get("exists", True), bool):
+        raise ScenarioError(f"{_where(path, where)}.exists: true or false")
+    for key in ("contains", "lacks"):
+        if key in arg:
+            try:
+                re.compile(str(arg[key]))
+            except re.error as exc:
+                raise ScenarioError(f"{_where(path, where)}.{key}: not a regular expression: {exc}") from None
+
+
+def file_paths(checks: tuple[Step, ...]) -> list[str]:
+    """The alloc-dir paths the `file` checks read (the runner fetches them for `check_problems`)."""
+    return [c.arg["path"] for c in checks if c.name == "file"]
 
 
 CHECK_VOCAB: dict[str, object] = dict.fromkeys(CHECKS, "check")
@@ -410,10 +436,18 @@ def _images(path: Path, raw: object) -> dict[str, Any]:
 
 
 # -- the checks: (alloc view, its events, whether it was replaced) -> problems ---------------------------
-def check_problems(check: Step, alloc: dict[str, Any], events: list[dict[str, Any]]) -> list[str]:
-    """What `check` finds wrong in the alloc's view (e2e.harness.nomadview.alloc_view) and its events
-    (nomadview.alloc_events); [] when it holds. `invariants` is checked by the runner, not here."""
+def check_problems(
+    check: Step,
+    alloc: dict[str, Any],
+    events: list[dict[str, Any]],
+    files: dict[str, str | None] | None = None,
+) -> list[str]:
+    """What `check` finds wrong in the alloc's view (e2e.harness.nomadview.alloc_view), its events
+    (nomadview.alloc_events) and the files its `file` checks read (path -> text, None: no such
+    file); [] when it holds. `invariants` is checked by the runner, not here."""
     name, arg = check.name, check.arg
+    if name == "file":
+        return _file_problems(arg, (files or {}).get(arg["path"]))
     aid = str(alloc.get("id", ""))[:8]
     if name == "alloc":
         status = alloc.get("status")
@@ -454,6 +488,21 @@ def check_problems(check: Step, alloc: dict[str, Any], events: list[dict[str, An
         problems += [f"a {t!r} event{_after(arg)}: {types}" for t in arg.get("lacks", []) if t in types]
         return problems
     return []
+
+
+def _file_problems(arg: dict[str, Any], text: str | None) -> list[str]:
+    where = arg["path"]
+    if text is None:
+        return [f"no file {where} in the alloc dir"] if arg.get("exists", True) else []
+    if not arg.get("exists", True):
+        return [f"file {where} exists, expected none"]
+    shown = text.strip()[:200]
+    problems = []
+    if "contains" in arg and not re.search(str(arg["contains"]), text, re.MULTILINE):
+        problems.append(f"file {where} does not match {arg['contains']!r}: {shown!r}")
+    if "lacks" in arg and re.search(str(arg["lacks"]), text, re.MULTILINE):
+        problems.append(f"file {where} matches {arg['lacks']!r}: {shown!r}")
+    return problems
 
 
 def _after(arg: dict[str, Any]) -> str:

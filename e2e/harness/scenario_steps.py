@@ -23,7 +23,7 @@ from e2e.harness.faults import (
 )
 from e2e.harness.jobs import job_name, restart_delay
 from e2e.harness.remote import Remote
-from e2e.harness.scenario import Scenario, Step, check_problems, substitute_images, wait_state
+from e2e.harness.scenario import Scenario, Step, check_problems, file_paths, substitute_images, wait_state
 from e2e.harness.waits import WaitTimeout, wait_until
 
 CHECK_POLL = 1.0  # seconds between two looks while the checks must hold
@@ -175,9 +175,10 @@ class ScenarioRun:
     def problems(self) -> list[str]:
         alloc = self.agent.alloc(self.alloc_id)
         events = self.agent.events(self.alloc_id)
+        files = {p: self.agent.cat(self.alloc_id, p) for p in file_paths(self.scenario.checks)}
         out: list[str] = []
         for check in self.scenario.checks:
-            out += check_problems(check, alloc, events)
+            out += check_problems(check, alloc, events, files)
         return out
 
     def run_checks(self) -> None:
