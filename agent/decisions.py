@@ -41,6 +41,8 @@ class Bugs:
     shutdown_delay_needs_service: bool = False
     no_max_kill_timeout: bool = False
     alloc_addr_port_zero: bool = False
+    network_status_lost_on_restore: bool = False
+    no_tmpfs_remount_on_restore: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:
@@ -309,6 +311,24 @@ def plan_alloc_addr_port(to: int, host: int, bugs: Bugs = NO_BUGS) -> int:
     if bugs.alloc_addr_port_zero or to:
         return to
     return host
+
+
+def plan_task_network_address(address: str, from_state: bool, bugs: Bugs = NO_BUGS) -> str:
+    """The alloc address a task's start is given (NOMAD_ALLOC_IP, NOMAD_ALLOC_*_<label>): the
+    recorded one. `from_state` says the alloc's network was taken over from the state at a restore
+    (not created in this run of the agent). `network-status-lost-on-restore` is nomad-26699: the
+    network hook does not read its status back from the state, so a task restarted after an agent
+    restart starts with no alloc address."""
+    if bugs.network_status_lost_on_restore and from_state:
+        return ""
+    return address
+
+
+def plan_remount_secrets(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether a restore mounts a task's secrets/ tmpfs again when it is gone (after a reboot), as
+    Nomad's task dir hook does since PR #28345. `no-tmpfs-remount-on-restore` is nomad-28345: the
+    hook's state says done, so a rebooted node's recovered tasks keep their secrets on disk."""
+    return not bugs.no_tmpfs_remount_on_restore
 
 
 def plan_kill_timeout(asked: float, max_kill_timeout: float, bugs: Bugs = NO_BUGS) -> float:

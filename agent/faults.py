@@ -135,6 +135,18 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "NOMAD_ALLOC_ADDR_<label> takes the port's `to` as it is: a static port (or a dynamic one "
         "with no `to`) gives the alloc's address with port 0",
     ),
+    FaultSpec(
+        "network-status-lost-on-restore",
+        "nomad-26699",
+        "the network hook does not read the alloc's network status back at a restore: a task "
+        "restarted after an agent restart gets no NOMAD_ALLOC_IP / NOMAD_ALLOC_ADDR_<label>",
+    ),
+    FaultSpec(
+        "no-tmpfs-remount-on-restore",
+        "nomad-28345",
+        "a restore after a reboot does not mount the tasks' secrets/ tmpfs again: the recovered "
+        "tasks' secrets (tokens, rendered templates) land on the node's disk",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -197,6 +209,8 @@ IMPLEMENTED_FAULTS = frozenset(
         "shutdown-delay-needs-service",
         "no-max-kill-timeout",
         "alloc-addr-port-zero",
+        "network-status-lost-on-restore",
+        "no-tmpfs-remount-on-restore",
     }
 )
 

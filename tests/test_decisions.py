@@ -34,12 +34,14 @@ from agent.decisions import (
     plan_pending_restart,
     plan_rate_cap,
     plan_rate_limit_retry,
+    plan_remount_secrets,
     plan_render_retry,
     plan_restore,
     plan_restore_render,
     plan_restore_statuses,
     plan_shutdown_delay,
     plan_start_failure,
+    plan_task_network_address,
     plan_task_restart,
     restarts_on_success,
     trust_recorded_tasks,
@@ -383,6 +385,20 @@ def test_nomad_27305_the_alloc_addr_port_is_to_or_else_the_host_port() -> None:
     assert plan_alloc_addr_port(0, 8080) == 8080
     assert plan_alloc_addr_port(0, 8080, Bugs(alloc_addr_port_zero=True)) == 0
     assert plan_alloc_addr_port(8080, 25000, Bugs(alloc_addr_port_zero=True)) == 8080
+
+
+def test_nomad_26699_a_restored_allocs_tasks_keep_their_alloc_address() -> None:
+    """Fixed: the recorded address, restored or not. With `network-status-lost-on-restore`
+    (nomad-26699) a network taken over at a restore gives its tasks no address."""
+    assert plan_task_network_address("172.26.64.5", from_state=True) == "172.26.64.5"
+    bug = Bugs(network_status_lost_on_restore=True)
+    assert plan_task_network_address("172.26.64.5", from_state=True, bugs=bug) == ""
+    assert plan_task_network_address("172.26.64.5", from_state=False, bugs=bug) == "172.26.64.5"
+
+
+def test_nomad_28345_a_restore_mounts_the_secrets_tmpfs_again() -> None:
+    assert plan_remount_secrets() is True
+    assert plan_remount_secrets(Bugs(no_tmpfs_remount_on_restore=True)) is False
 
 
 def test_owed_replacements_are_owed_once() -> None:

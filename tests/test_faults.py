@@ -26,6 +26,8 @@ AGENT_FLAGS = {
     "shutdown-delay-needs-service": "nomad-7271",
     "no-max-kill-timeout": "nomad-10005",
     "alloc-addr-port-zero": "nomad-27305",
+    "network-status-lost-on-restore": "nomad-26699",
+    "no-tmpfs-remount-on-restore": "nomad-28345",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -115,6 +115,7 @@ class AllocRunner:
         self.coord = Coordinator(self)  # the tasks' lifecycle order
         self.network = AllocNetwork(self)
         self.restorer = Restorer(self)
+        self.network_from_state = False  # its network taken over at a restore, not created in this run
 
     @property
     def rec(self) -> AllocRecord:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agent.decisions import plan_remount_secrets
 from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
 from agent.errors import AgentError, Unavailable
 from agent.runner.logmonhook import LogLimits, LogmonOutput
@@ -78,6 +79,8 @@ class TaskDirHook(TaskHook):
         then(None)
 
     def restore(self, tr: TaskRunner) -> None:
+        if not plan_remount_secrets(tr.d.bugs):
+            return
         if tr.ar.alloc_dir.is_dir() and tr.d.task_dirs.remount_secrets(tr.task_dir):
             tr.event("Task Setup", "secrets/ tmpfs mounted again (it is gone after a reboot)")
 

@@ -46,6 +46,7 @@ class AllocNetwork:
             # (API, NOMAD_ALLOC_IP of the tasks restarted next) keeps the one from before.
             address = ar.rec.address
         ar.state.save(network_state=NetworkState.READY, address=address)
+        ar.network_from_state = False
 
     def delete(self) -> None:
         ar = self.ar

@@ -77,6 +77,7 @@ class Restorer:
         templates render off the main loop first (`_rerender`); what the plan calls for follows on
         the loop."""
         ar = self.ar
+        ar.network_from_state = ar.bridge  # until the plan recreates it (AllocNetwork.setup)
         obs = observed if observed is not None else self.observe()
         plan = plan_restore(obs, ar.d.bugs, [tr.running() for tr in ar.tasks.values()])
         log.info("alloc=%s restore: %s (%s)", ar.id[:8], plan.action.value, plan.reason)

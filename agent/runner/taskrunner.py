@@ -24,6 +24,7 @@ from agent.decisions import (
     plan_dead_on_restore,
     plan_pending_restart,
     plan_start_failure,
+    plan_task_network_address,
     plan_task_restart,
 )
 from agent.drivers.base import RESTARTED, DriverError, TaskContext, TaskDriver, TaskHandle
@@ -189,7 +190,7 @@ class TaskRunner:
             "NOMAD_JOB_ID": ar.job.id,
             "NOMAD_JOB_NAME": ar.job.name or ar.job.id,
             "NOMAD_GROUP_NAME": ar.group.name,
-            "NOMAD_ALLOC_IP": ar.rec.address,
+            "NOMAD_ALLOC_IP": self.alloc_address(),
             "NOMAD_ALLOC_DIR": str(ar.alloc_dir / "alloc"),  # the shared dir (HostTaskDirs.prepare)
             # host paths, as raw_exec sees them; exec and docker see /local and /secrets (inside_env)
             "NOMAD_TASK_DIR": str(self.task_dir / "local"),
@@ -224,13 +225,17 @@ class TaskRunner:
                     env[prefix + label] = host_ip
                 for prefix in ("NOMAD_ADDR_", "NOMAD_HOST_ADDR_"):
                     env[prefix + label] = f"{host_ip}:{p.host}"
-            if ar.rec.address:
+            if address := self.alloc_address():
                 to = asked[p.label].to if p.label in asked else p.to
                 env[f"NOMAD_ALLOC_INTERFACE_{label}"] = "eth0"
-                env[f"NOMAD_ALLOC_IP_{label}"] = ar.rec.address
+                env[f"NOMAD_ALLOC_IP_{label}"] = address
                 port = plan_alloc_addr_port(to, p.host, self.d.bugs)
-                env[f"NOMAD_ALLOC_ADDR_{label}"] = f"{ar.rec.address}:{port}"
+                env[f"NOMAD_ALLOC_ADDR_{label}"] = f"{address}:{port}"
         return env
+
+    def alloc_address(self) -> str:
+        """The alloc's address as the task's start is given it (Nomad's network status)."""
+        return plan_task_network_address(self.ar.rec.address, self.ar.network_from_state, self.d.bugs)
 
     def exec_env(self) -> dict[str, str]:
         """The environment a command run in the task gets: the one its last start was given, or
