@@ -43,6 +43,7 @@ class Bugs:
     alloc_addr_port_zero: bool = False
     network_status_lost_on_restore: bool = False
     no_tmpfs_remount_on_restore: bool = False
+    ignore_image_stopsignal: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:
@@ -329,6 +330,18 @@ def plan_remount_secrets(bugs: Bugs = NO_BUGS) -> bool:
     Nomad's task dir hook does since PR #28345. `no-tmpfs-remount-on-restore` is nomad-28345: the
     hook's state says done, so a rebooted node's recovered tasks keep their secrets on disk."""
     return not bugs.no_tmpfs_remount_on_restore
+
+
+def plan_kill_signal(asked: str, driver: str, bugs: Bugs = NO_BUGS) -> str:
+    """The signal a task's stop sends first: its `kill_signal` when the jobspec set one; else the
+    driver's default, as Nomad's drivers: SIGINT for exec and raw_exec, and for docker "" (the
+    image's STOPSIGNAL through `docker stop`, SIGTERM when the image sets none; PR #10441).
+    `ignore-image-stopsignal` is nomad-9989: docker's default is SIGTERM whatever the image says."""
+    if asked:
+        return asked
+    if driver == "docker":
+        return "SIGTERM" if bugs.ignore_image_stopsignal else ""
+    return "SIGINT"
 
 
 def plan_kill_timeout(asked: float, max_kill_timeout: float, bugs: Bugs = NO_BUGS) -> float:

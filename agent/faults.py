@@ -128,6 +128,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "the client's max_kill_timeout is not used: a task's own kill_timeout (10m, say) holds its "
         "stop that long before SIGKILL",
     ),
+    FaultSpec(
+        "ignore-image-stopsignal",
+        "nomad-9989",
+        "a docker task with no kill_signal is stopped with SIGTERM, whatever STOPSIGNAL its image "
+        "sets (the image's graceful shutdown signal is never sent)",
+    ),
     # The task's environment.
     FaultSpec(
         "alloc-addr-port-zero",
@@ -211,6 +217,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "alloc-addr-port-zero",
         "network-status-lost-on-restore",
         "no-tmpfs-remount-on-restore",
+        "ignore-image-stopsignal",
     }
 )
 

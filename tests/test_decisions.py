@@ -25,6 +25,7 @@ from agent.decisions import (
     plan_after_restore,
     plan_alloc_addr_port,
     plan_dead_on_restore,
+    plan_kill_signal,
     plan_kill_timeout,
     plan_network_recovery,
     plan_network_teardown,
@@ -399,6 +400,18 @@ def test_nomad_26699_a_restored_allocs_tasks_keep_their_alloc_address() -> None:
 def test_nomad_28345_a_restore_mounts_the_secrets_tmpfs_again() -> None:
     assert plan_remount_secrets() is True
     assert plan_remount_secrets(Bugs(no_tmpfs_remount_on_restore=True)) is False
+
+
+def test_nomad_9989_a_docker_task_without_kill_signal_stops_with_its_images_stopsignal() -> None:
+    """Fixed: unset means the driver's default: the image's STOPSIGNAL for docker ("": docker stop),
+    SIGINT for exec and raw_exec; a kill_signal set is used as it is. With
+    `ignore-image-stopsignal` (nomad-9989) docker's default is SIGTERM."""
+    assert plan_kill_signal("", "docker") == ""
+    assert plan_kill_signal("", "exec") == plan_kill_signal("", "raw_exec") == "SIGINT"
+    assert plan_kill_signal("SIGQUIT", "docker") == "SIGQUIT"
+    bug = Bugs(ignore_image_stopsignal=True)
+    assert plan_kill_signal("", "docker", bug) == "SIGTERM"
+    assert plan_kill_signal("SIGQUIT", "docker", bug) == "SIGQUIT"
 
 
 def test_owed_replacements_are_owed_once() -> None:

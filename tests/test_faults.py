@@ -28,6 +28,7 @@ AGENT_FLAGS = {
     "alloc-addr-port-zero": "nomad-27305",
     "network-status-lost-on-restore": "nomad-26699",
     "no-tmpfs-remount-on-restore": "nomad-28345",
+    "ignore-image-stopsignal": "nomad-9989",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -56,7 +56,7 @@ def test_cni_check_seed_is_a_bridge_job_with_a_mapped_port() -> None:
         "ports": ["http"],
     }
     assert (task.resources.cpu, task.resources.memory) == (500, 256)
-    assert (task.kill_timeout, task.kill_signal) == (5.0, "SIGTERM")
+    assert (task.kill_timeout, task.kill_signal) == (5.0, "")  # unset: the driver's default at the stop
 
 
 def test_pause_container_seed_job_keeps_its_template_and_datacenters() -> None:
@@ -724,7 +724,7 @@ def test_restart_policy_is_checked_like_nomad_and_defaults_follow_the_job_type()
     batch = _parse(_BASE.replace('job "t" {', 'job "t" {\n  type = "batch"'))
     assert batch.job.groups[0].restart == RestartPolicy(attempts=3, interval=86400.0, delay=15.0, mode="fail")
     exec_task = _parse(_BASE.replace('kill_signal = "SIGTERM"', "")).job.groups[0].tasks[0]
-    assert exec_task.kill_signal == "SIGTERM"  # docker's default; exec's is SIGINT, as Nomad
+    assert exec_task.kill_signal == ""  # unset: the driver's default at the stop (decisions.plan_kill_signal)
 
 
 @pytest.mark.parametrize(

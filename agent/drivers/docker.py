@@ -246,7 +246,8 @@ class DockerDriver:
                 f"{ctx.task_dir / 'secrets'}:/secrets:rw",
                 *(volume_bind(m) for m in ctx.mounts),
             ],
-            "stop_signal": task.kill_signal,
+            # none: the image's STOPSIGNAL (decisions.plan_kill_signal)
+            "stop_signal": task.kill_signal or None,
             "security_opt": ["no-new-privileges"],  # setuid binaries in the image gain nothing
         }
         if self.pids_limit > 0:
@@ -329,7 +330,8 @@ class DockerDriver:
 
     @engine_errors("stop")
     def stop(self, handle: TaskHandle, timeout: float, sig: str = "SIGTERM") -> None:
-        """The container's stop signal was set from the task's kill_signal when it was created."""
+        """`docker stop`: the container's stop signal was set from the task's kill_signal when it was
+        created (none set: the image's STOPSIGNAL), then SIGKILL after `timeout`."""
         try:
             self.client.containers.get(handle.id).stop(timeout=int(max(1, timeout)))
         except docker.errors.NotFound:

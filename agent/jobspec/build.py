@@ -46,7 +46,6 @@ _RESTART_DEFAULTS = {
 _MIN_RESTART_INTERVAL = 5.0
 _MIN_CPU = 1
 _MIN_MEMORY = 10
-_DEFAULT_KILL_SIGNAL = {"docker": "SIGTERM", "exec": "SIGINT", "raw_exec": "SIGINT"}
 _GATEWAY_GROUP = (
     "a group without tasks whose services use Consul Connect (a gateway): Consul Connect is not "
     "implemented by fieldlab-agent, so the group is accepted but not run"
@@ -226,7 +225,8 @@ class Builder(ServiceBlocks, TemplateBlocks):
                 f"{format_duration(kill_timeout)} is more than the client's max_kill_timeout "
                 f"({format_duration(self.limits.max_kill_timeout)}): a stop waits that long at most",
             )
-        kill_signal = self._signal(body, "kill_signal", path, _DEFAULT_KILL_SIGNAL.get(driver, "SIGTERM"))
+        # "" when not set, as Nomad's job keeps it: the driver's default then (decisions.plan_kill_signal)
+        kill_signal = self._signal(body, "kill_signal", path, "")
         templates = self._templates(body, path)
         services = self._services(body, path, labels, service_name, task_names=None)
         user = self._str(body, "user", path)

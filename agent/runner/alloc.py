@@ -31,6 +31,7 @@ from agent.decisions import (
     PauseDeathAction,
     RestoreAction,
     StartCause,
+    plan_kill_signal,
     plan_kill_timeout,
     plan_pause_death,
     plan_setup_retry,
@@ -107,10 +108,16 @@ class AllocRunner:
         self.d = deps
         self.state = AllocState(deps.store, record)
         self.job = job
-        self.group = group
+        # each task with the signal its stops send (its kill_signal, else the driver's default)
+        tasks = tuple(
+            replace(t, kill_signal=plan_kill_signal(t.kill_signal, t.driver, deps.bugs)) for t in group.tasks
+        )
+        self.group = replace(group, tasks=tasks)
         self.id: str = record.id
         self.serial = Serial(deps.offload, f"alloc={record.id[:8]}")
-        self.tasks: dict[str, TaskRunner] = {t.name: TaskRunner(self, t, task_hooks()) for t in group.tasks}
+        self.tasks: dict[str, TaskRunner] = {
+            t.name: TaskRunner(self, t, task_hooks()) for t in self.group.tasks
+        }
         self._deregistered = False  # its Consul services, once at a stop (shutdown_delay) or teardown
         self.coord = Coordinator(self)  # the tasks' lifecycle order
         self.network = AllocNetwork(self)
@@ -509,7 +516,8 @@ class AllocRunner:
                     shown = format_duration(delays[t.name])
                     message = f"Waiting for shutdown_delay of {shown} before killing the task."
                     self.event(t.name, "Waiting for shutdown delay", message)
-                self.event(t.name, "Killing", f"Sent {t.kill_signal} ({reason})")
+                sent = t.kill_signal or "the image's STOPSIGNAL"
+                self.event(t.name, "Killing", f"Sent {sent} ({reason})")
             kill_off_loop(self, "stop", running, finish, delays=delays)
 
         # Nomad's shutdown_delay: the alloc's services leave the registries first (the nomad ones
