@@ -514,7 +514,7 @@ def test_a_job_without_optional_parts_writes_go_nils() -> None:
     assert (tg["Networks"], tg["Services"], tg["Meta"]) == (None, None, None)
     task = tg["Tasks"][0]
     assert (task["Env"], task["Services"], task["Templates"], task["Vault"], task["Meta"]) == (None,) * 5
-    assert task["KillSignal"] == "SIGINT"  # exec's default, as the jobspec reader sets it
+    assert task["KillSignal"] == ""  # unset, as Nomad's job keeps it: the driver's default at the stop
 
 
 def _nomad_port_order(job: Job) -> Job:
