@@ -44,6 +44,9 @@ class Bugs:
     network_status_lost_on_restore: bool = False
     no_tmpfs_remount_on_restore: bool = False
     ignore_image_stopsignal: bool = False
+    migrate_destroys_previous_alloc: bool = False
+    group_delay_for_dead_tasks: bool = False
+    restart_without_delay: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:
@@ -210,6 +213,7 @@ def plan_task_restart(
     job_type: str = "service",
     hook: str = "",
     sidecar: bool = False,
+    bugs: Bugs = NO_BUGS,
 ) -> RestartDecision:
     """Nomad's restart stanza: `attempts` restarts within `interval`; then fail (mode fail) or wait
     out the rest of the interval (mode delay).
@@ -222,6 +226,9 @@ def plan_task_restart(
     is complete whatever its history or attempts: no restart, no failure (`restarts_on_success`).
     A service job's task is restarted on any exit, 0 included, and each one counts. A lifecycle
     task's exit 0 is decided by its `hook` and `sidecar` (restarts_on_success).
+
+    `restart-without-delay` is nomad-15215: the restart timer fires at once (a zero-duration timer
+    that ticks although it was reset), so a failing task is restarted without its delay.
     """
     if not cause.counted:
         return RestartDecision(True, 0.0, f"{cause.value}: not counted against the restart policy")
@@ -231,7 +238,7 @@ def plan_task_restart(
     if len(window) < policy.attempts:
         return RestartDecision(
             True,
-            policy.delay,
+            0.0 if bugs.restart_without_delay else policy.delay,
             f"restart {len(window) + 1} of {policy.attempts} in {policy.interval:.0f}s",
             counted=True,
         )
@@ -302,65 +309,6 @@ def plan_dead_on_restore(
     if (exit_code is not None or exit_lost) and recorded is not TaskState.DEAD:
         return DeadOnRestore.RESTART_POLICY
     return DeadOnRestore.START_AGAIN
-
-
-def plan_alloc_addr_port(to: int, host: int, bugs: Bugs = NO_BUGS) -> int:
-    """The port in a task's NOMAD_ALLOC_ADDR_<label> (the alloc's own address in its network
-    namespace): the port's `to` when the jobspec set one, else the host port (a static port, or a
-    dynamic one with no `to`). `alloc-addr-port-zero` is nomad-27305: `to` is taken as it is, so
-    a port without one gives an address ending in :0."""
-    if bugs.alloc_addr_port_zero or to:
-        return to
-    return host
-
-
-def plan_task_network_address(address: str, from_state: bool, bugs: Bugs = NO_BUGS) -> str:
-    """The alloc address a task's start is given (NOMAD_ALLOC_IP, NOMAD_ALLOC_*_<label>): the
-    recorded one. `from_state` says the alloc's network was taken over from the state at a restore
-    (not created in this run of the agent). `network-status-lost-on-restore` is nomad-26699: the
-    network hook does not read its status back from the state, so a task restarted after an agent
-    restart starts with no alloc address."""
-    if bugs.network_status_lost_on_restore and from_state:
-        return ""
-    return address
-
-
-def plan_remount_secrets(bugs: Bugs = NO_BUGS) -> bool:
-    """Whether a restore mounts a task's secrets/ tmpfs again when it is gone (after a reboot), as
-    Nomad's task dir hook does since PR #28345. `no-tmpfs-remount-on-restore` is nomad-28345: the
-    hook's state says done, so a rebooted node's recovered tasks keep their secrets on disk."""
-    return not bugs.no_tmpfs_remount_on_restore
-
-
-def plan_kill_signal(asked: str, driver: str, bugs: Bugs = NO_BUGS) -> str:
-    """The signal a task's stop sends first: its `kill_signal` when the jobspec set one; else the
-    driver's default, as Nomad's drivers: SIGINT for exec and raw_exec, and for docker "" (the
-    image's STOPSIGNAL through `docker stop`, SIGTERM when the image sets none; PR #10441).
-    `ignore-image-stopsignal` is nomad-9989: docker's default is SIGTERM whatever the image says."""
-    if asked:
-        return asked
-    if driver == "docker":
-        return "SIGTERM" if bugs.ignore_image_stopsignal else ""
-    return "SIGINT"
-
-
-def plan_kill_timeout(asked: float, max_kill_timeout: float, bugs: Bugs = NO_BUGS) -> float:
-    """How long a task's stop waits after its kill signal before SIGKILL: its `kill_timeout`, capped
-    at the client's `max_kill_timeout` (Nomad's client, PR #13626). `no-max-kill-timeout` is
-    nomad-10005: the cap is not used and a task asking for 10m holds its stop for 10m."""
-    if bugs.no_max_kill_timeout:
-        return asked
-    return min(asked, max_kill_timeout)
-
-
-def plan_shutdown_delay(delay: float, has_services: bool, bugs: Bugs = NO_BUGS) -> float:
-    """The seconds a task waits at its stop between its services' deregistration and its kill signal:
-    its `shutdown_delay`, whether it registers services or not (Nomad's task runner since PR #7663).
-    `shutdown-delay-needs-service` is nomad-7271: the delay lives in the service hook, so a task
-    with no service of its own is killed at once."""
-    if bugs.shutdown_delay_needs_service and not has_services:
-        return 0.0
-    return delay
 
 
 LIVE_STATUSES = (AllocStatus.PENDING, AllocStatus.RUNNING)

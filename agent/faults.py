@@ -134,6 +134,25 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a docker task with no kill_signal is stopped with SIGTERM, whatever STOPSIGNAL its image "
         "sets (the image's graceful shutdown signal is never sent)",
     ),
+    FaultSpec(
+        "migrate-destroys-previous-alloc",
+        "nomad-18034",
+        "after a sticky ephemeral disk is taken over on the same node, the previous alloc's whole dir "
+        "is destroyed: the logs of the alloc that failed are gone at once",
+    ),
+    FaultSpec(
+        "group-delay-for-dead-tasks",
+        "nomad-25157",
+        "an alloc's stop waits its group's shutdown_delay even when no task is alive (all dead, or "
+        "waiting out a restart delay): the stop hangs for nothing",
+    ),
+    # Restarts.
+    FaultSpec(
+        "restart-without-delay",
+        "nomad-15215",
+        "the restart policy's timer fires at once: a failing task is restarted without waiting its "
+        "restart delay, and burns its attempts in seconds",
+    ),
     # The task's environment.
     FaultSpec(
         "alloc-addr-port-zero",
@@ -218,6 +237,9 @@ IMPLEMENTED_FAULTS = frozenset(
         "network-status-lost-on-restore",
         "no-tmpfs-remount-on-restore",
         "ignore-image-stopsignal",
+        "migrate-destroys-previous-alloc",
+        "group-delay-for-dead-tasks",
+        "restart-without-delay",
     }
 )
 

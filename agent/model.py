@@ -188,7 +188,7 @@ class Task:
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Resources = field(default_factory=Resources)
     kill_timeout: float = 5.0
-    kill_signal: str = ""  # "": the driver's default (decisions.plan_kill_signal)
+    kill_signal: str = ""  # "": the driver's default (taskdecisions.plan_kill_signal)
     templates: tuple[Template, ...] = ()
     services: tuple[Service, ...] = ()
     user: str = ""  # the user the task runs as ("": the driver's default, nobody for exec)

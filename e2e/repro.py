@@ -215,6 +215,10 @@ def markdown_table() -> str:
         bug = f"[{b.bug}]({b.link})" if b.link.startswith("https://") and " " not in b.link else b.bug
         where = f"data: `scenarios/{b.path.name}`" if b.as_data else "<br>".join(f"`{t}`" for t in b.tests)
         rows.append(f"| {bug} | {_cell(b.versions)} | `{b.flag}` | {b.family} | {_cell(b.what)} | {where} |")
+    families = Counter(b.family for b in CATALOGUE)
+    data = sum(1 for b in CATALOGUE if b.as_data)
+    count = ", ".join(f"{n} {f}" for f, n in sorted(families.items()))
+    rows += ["", f"{len(CATALOGUE)} entries ({count}); {data} as data, {len(CATALOGUE) - data} in Python."]
     return "\n".join(rows) + "\n"
 
 

@@ -23,10 +23,7 @@ from agent.decisions import (
     SweepPlan,
     TeardownPlan,
     plan_after_restore,
-    plan_alloc_addr_port,
     plan_dead_on_restore,
-    plan_kill_signal,
-    plan_kill_timeout,
     plan_network_recovery,
     plan_network_teardown,
     plan_orphan_sweep,
@@ -35,14 +32,11 @@ from agent.decisions import (
     plan_pending_restart,
     plan_rate_cap,
     plan_rate_limit_retry,
-    plan_remount_secrets,
     plan_render_retry,
     plan_restore,
     plan_restore_render,
     plan_restore_statuses,
-    plan_shutdown_delay,
     plan_start_failure,
-    plan_task_network_address,
     plan_task_restart,
     restarts_on_success,
     trust_recorded_tasks,
@@ -50,6 +44,16 @@ from agent.decisions import (
 from agent.faults import KNOWN_FAULTS, Faults
 from agent.model import RestartPolicy
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
+from agent.taskdecisions import (
+    plan_alloc_addr_port,
+    plan_group_shutdown_delay,
+    plan_keep_previous_alloc_dir,
+    plan_kill_signal,
+    plan_kill_timeout,
+    plan_remount_secrets,
+    plan_shutdown_delay,
+    plan_task_network_address,
+)
 
 HEALTHY = ObservedAlloc(
     alloc_dir_exists=True, bridge=True, tasks_running=[True, True], tasks_share_pause_netns=[True, True]
@@ -412,6 +416,25 @@ def test_nomad_9989_a_docker_task_without_kill_signal_stops_with_its_images_stop
     bug = Bugs(ignore_image_stopsignal=True)
     assert plan_kill_signal("", "docker", bug) == "SIGTERM"
     assert plan_kill_signal("SIGQUIT", "docker", bug) == "SIGQUIT"
+
+
+def test_nomad_18034_the_previous_alloc_dir_outlives_the_migration() -> None:
+    assert plan_keep_previous_alloc_dir() is True
+    assert plan_keep_previous_alloc_dir(Bugs(migrate_destroys_previous_alloc=True)) is False
+
+
+def test_nomad_25157_no_group_shutdown_delay_when_no_task_is_alive() -> None:
+    assert plan_group_shutdown_delay(10.0, tasks_alive=True) == 10.0
+    assert plan_group_shutdown_delay(10.0, tasks_alive=False) == 0.0
+    bug = Bugs(group_delay_for_dead_tasks=True)
+    assert plan_group_shutdown_delay(10.0, tasks_alive=False, bugs=bug) == 10.0
+
+
+def test_nomad_15215_a_restart_waits_its_delay() -> None:
+    policy = RestartPolicy(attempts=2, interval=300.0, delay=10.0, mode="fail")
+    assert plan_task_restart(policy, [], 100.0, exit_code=1).delay == 10.0
+    bug = plan_task_restart(policy, [], 100.0, exit_code=1, bugs=Bugs(restart_without_delay=True))
+    assert bug.restart and bug.delay == 0.0 and bug.counted
 
 
 def test_owed_replacements_are_owed_once() -> None:

@@ -29,6 +29,9 @@ AGENT_FLAGS = {
     "network-status-lost-on-restore": "nomad-26699",
     "no-tmpfs-remount-on-restore": "nomad-28345",
     "ignore-image-stopsignal": "nomad-9989",
+    "migrate-destroys-previous-alloc": "nomad-18034",
+    "group-delay-for-dead-tasks": "nomad-25157",
+    "restart-without-delay": "nomad-15215",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -97,7 +97,7 @@ def test_template_change_mode_job_reads_modes_signals_and_durations() -> None:
     (group,) = job.groups
     assert group.restart == RestartPolicy(attempts=3, interval=300.0, delay=10.0, mode="fail")
     (task,) = group.tasks
-    # kept as asked (Nomad's job shows it): the client caps it at the kill (decisions.plan_kill_timeout)
+    # kept as asked (Nomad's job shows it): the client caps it at the kill (taskdecisions.plan_kill_timeout)
     assert (task.kill_timeout, task.kill_signal) == (90.0, "SIGINT")
     roomy = parse_jobspec(
         (SPECS / "template-change-mode.hcl").read_text(), source="t", limits=Limits(max_kill_timeout=120.0)
@@ -724,7 +724,9 @@ def test_restart_policy_is_checked_like_nomad_and_defaults_follow_the_job_type()
     batch = _parse(_BASE.replace('job "t" {', 'job "t" {\n  type = "batch"'))
     assert batch.job.groups[0].restart == RestartPolicy(attempts=3, interval=86400.0, delay=15.0, mode="fail")
     exec_task = _parse(_BASE.replace('kill_signal = "SIGTERM"', "")).job.groups[0].tasks[0]
-    assert exec_task.kill_signal == ""  # unset: the driver's default at the stop (decisions.plan_kill_signal)
+    assert (
+        exec_task.kill_signal == ""
+    )  # unset: the driver's default at the stop (taskdecisions.plan_kill_signal)
 
 
 @pytest.mark.parametrize(

@@ -359,7 +359,7 @@ def test_raw_exec_runs_like_exec() -> None:
     task = parsed.job.groups[0].tasks[0]
     assert (task.driver, task.kill_signal, task.config["command"], task.config["args"]) == (
         "raw_exec",
-        "",  # unset: raw_exec's SIGINT at the stop (decisions.plan_kill_signal)
+        "",  # unset: raw_exec's SIGINT at the stop (taskdecisions.plan_kill_signal)
         "/bin/sh",
         ["-c", "true"],
     )
@@ -454,7 +454,7 @@ def test_kill_timeout_over_go_durations_is_refused() -> None:
 
 def test_kill_timeout_over_the_clients_max_is_capped_with_a_warning_as_nomad() -> None:
     parsed = parse_jobspec(_job(task='kill_timeout = "45s"'), source="t.hcl")
-    # kept as asked (the job shows it, as Nomad's); the stop caps it (decisions.plan_kill_timeout)
+    # kept as asked (the job shows it, as Nomad's); the stop caps it (taskdecisions.plan_kill_timeout)
     assert parsed.job.groups[0].tasks[0].kill_timeout == 45.0
     assert (
         "job.j.group.g.task.t.kill_timeout: 45s is more than the client's max_kill_timeout (30s): "

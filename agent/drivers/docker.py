@@ -246,7 +246,7 @@ class DockerDriver:
                 f"{ctx.task_dir / 'secrets'}:/secrets:rw",
                 *(volume_bind(m) for m in ctx.mounts),
             ],
-            # none: the image's STOPSIGNAL (decisions.plan_kill_signal)
+            # none: the image's STOPSIGNAL (taskdecisions.plan_kill_signal)
             "stop_signal": task.kill_signal or None,
             "security_opt": ["no-new-privileges"],  # setuid binaries in the image gain nothing
         }

@@ -225,7 +225,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
                 f"{format_duration(kill_timeout)} is more than the client's max_kill_timeout "
                 f"({format_duration(self.limits.max_kill_timeout)}): a stop waits that long at most",
             )
-        # "" when not set, as Nomad's job keeps it: the driver's default then (decisions.plan_kill_signal)
+        # "" when not set, as Nomad's job keeps it: the driver's default then (taskdecisions.plan_kill_signal)
         kill_signal = self._signal(body, "kill_signal", path, "")
         templates = self._templates(body, path)
         services = self._services(body, path, labels, service_name, task_names=None)

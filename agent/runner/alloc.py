@@ -31,11 +31,8 @@ from agent.decisions import (
     PauseDeathAction,
     RestoreAction,
     StartCause,
-    plan_kill_signal,
-    plan_kill_timeout,
     plan_pause_death,
     plan_setup_retry,
-    plan_shutdown_delay,
 )
 from agent.drivers.base import NetnsOwner, TaskDriver, TaskHandle
 from agent.drivers.registry import DriverRegistry
@@ -52,6 +49,7 @@ from agent.runner.coordinator import Coordinator, stage
 from agent.runner.hooks import task_hooks
 from agent.runner.kill import kill_off_loop
 from agent.runner.logmonhook import HOST_LOGMON, TaskLogs
+from agent.runner.migrate import migrate_previous
 from agent.runner.network import AllocNetwork
 from agent.runner.restorer import Restorer
 from agent.runner.services import ServiceRegistrar, service_definitions
@@ -61,6 +59,12 @@ from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner, exit_text
 from agent.runner.vaulttoken import TaskVaultToken, TokenIssuer
 from agent.runner.view import alloc_view
 from agent.state import StateStore
+from agent.taskdecisions import (
+    plan_group_shutdown_delay,
+    plan_kill_signal,
+    plan_kill_timeout,
+    plan_shutdown_delay,
+)
 from agent.templates.render import SecretSource, TemplateRenderError
 from agent.templates.runner import TaskTemplates, TemplateDeps
 
@@ -290,17 +294,6 @@ class AllocRunner:
                 self.state.put_task(t.name, self.state.task(t.name).with_(state=TaskState.PENDING))
         self.start(StartCause.RESTORE, "setup interrupted by an agent restart")
 
-    def _migrate_previous(self) -> None:
-        """ephemeral_disk sticky/migrate: the data of the alloc this one replaces, on this node,
-        taken over before any task or template of this one runs (Nomad's migrate hook)."""
-        disk, previous = self.group.ephemeral_disk, self.rec.replaces
-        if not previous or not (disk.sticky or disk.migrate):
-            return
-        old_dir = self.d.data_dir / "alloc" / previous
-        moved = self.d.task_dirs.migrate(old_dir, self.alloc_dir, [t.name for t in self.group.tasks])
-        if moved:
-            self.event("", "Migrated", f"took over {', '.join(moved)} of alloc {previous} (ephemeral_disk)")
-
     def _setup_dirs(self, first: int, then: Callable[[Exception | None], None]) -> None:
         """Each task's setup hooks (its dir, its Vault token, its first render off the main loop),
         from the `first` task on, each task after the one before; `then(None)` on the loop when all
@@ -308,7 +301,7 @@ class AllocRunner:
         tasks = self.group.tasks
         if first == 0:
             try:
-                self._migrate_previous()
+                migrate_previous(self)
             except OSError as exc:
                 then(exc)
                 return
@@ -522,10 +515,10 @@ class AllocRunner:
 
         # Nomad's shutdown_delay: the alloc's services leave the registries first (the nomad ones
         # with the stop recorded: alloc_running is false), then the group's delay, then the kills.
-        if running and (self.group.shutdown_delay or any(t.shutdown_delay for t, _ in running)):
+        delay = plan_group_shutdown_delay(self.group.shutdown_delay, bool(running), self.d.bugs)
+        if running and (delay or any(t.shutdown_delay for t, _ in running)):
             self._deregister_services()
-        if running and self.group.shutdown_delay:
-            delay = self.group.shutdown_delay
+        if delay:
             self.event(
                 "", "Shutdown Delay", f"services deregistered: killing the tasks in {format_duration(delay)}"
             )

@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agent.decisions import plan_remount_secrets
 from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
 from agent.errors import AgentError, Unavailable
 from agent.runner.logmonhook import LogLimits, LogmonOutput
+from agent.taskdecisions import plan_remount_secrets
 from agent.templates.render import TemplateRenderError
 
 if TYPE_CHECKING:

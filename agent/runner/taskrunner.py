@@ -20,11 +20,9 @@ from agent.decisions import (
     DeadOnRestore,
     PendingRestart,
     StartCause,
-    plan_alloc_addr_port,
     plan_dead_on_restore,
     plan_pending_restart,
     plan_start_failure,
-    plan_task_network_address,
     plan_task_restart,
 )
 from agent.drivers.base import RESTARTED, DriverError, TaskContext, TaskDriver, TaskHandle
@@ -35,6 +33,7 @@ from agent.runner.hooks import StartRequest, TaskHook, Then
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
 from agent.sandbox import SandboxError, read_file
+from agent.taskdecisions import plan_alloc_addr_port, plan_task_network_address
 from agent.templates.envfile import parse_env_file
 from agent.templates.render import SecretSource
 from agent.templates.runner import TaskTemplates
@@ -358,6 +357,7 @@ class TaskRunner:
             job_type=ar.job.type,
             hook=t.lifecycle.hook if t.lifecycle else "",
             sidecar=bool(t.lifecycle and t.lifecycle.sidecar),
+            bugs=self.d.bugs,
         )
         generation = self.state.bump(t.name)
         shown = exit_text(code, while_down)

@@ -1,0 +1,84 @@
+"""Decisions about one task's life on the node (pure, over plain data), beside agent.decisions: the
+signal and the waits of its stop, the addresses its start is given, its dirs across a restore or a
+replacement. Each fault flag of these bugs is a parameter here, as in agent.decisions."""
+
+from __future__ import annotations
+
+from agent.decisions import NO_BUGS, Bugs
+
+
+def plan_kill_signal(asked: str, driver: str, bugs: Bugs = NO_BUGS) -> str:
+    """The signal a task's stop sends first: its `kill_signal` when the jobspec set one; else the
+    driver's default, as Nomad's drivers: SIGINT for exec and raw_exec, and for docker "" (the
+    image's STOPSIGNAL through `docker stop`, SIGTERM when the image sets none; PR #10441).
+    `ignore-image-stopsignal` is nomad-9989: docker's default is SIGTERM whatever the image says."""
+    if asked:
+        return asked
+    if driver == "docker":
+        return "SIGTERM" if bugs.ignore_image_stopsignal else ""
+    return "SIGINT"
+
+
+def plan_kill_timeout(asked: float, max_kill_timeout: float, bugs: Bugs = NO_BUGS) -> float:
+    """How long a task's stop waits after its kill signal before SIGKILL: its `kill_timeout`, capped
+    at the client's `max_kill_timeout` (Nomad's client, PR #13626). `no-max-kill-timeout` is
+    nomad-10005: the cap is not used and a task asking for 10m holds its stop for 10m."""
+    if bugs.no_max_kill_timeout:
+        return asked
+    return min(asked, max_kill_timeout)
+
+
+def plan_shutdown_delay(delay: float, has_services: bool, bugs: Bugs = NO_BUGS) -> float:
+    """The seconds a task waits at its stop between its services' deregistration and its kill signal:
+    its `shutdown_delay`, whether it registers services or not (Nomad's task runner since PR #7663).
+    `shutdown-delay-needs-service` is nomad-7271: the delay lives in the service hook, so a task
+    with no service of its own is killed at once."""
+    if bugs.shutdown_delay_needs_service and not has_services:
+        return 0.0
+    return delay
+
+
+def plan_group_shutdown_delay(delay: float, tasks_alive: bool, bugs: Bugs = NO_BUGS) -> float:
+    """The seconds an alloc's stop waits (its group's shutdown_delay) between its services leaving
+    and its tasks' kill signals: none when no task is alive to be killed (all dead, or waiting out a
+    restart delay), as Nomad's client since PR #25157. `group-delay-for-dead-tasks` is nomad-25157:
+    the delay is waited anyway, holding the stop of an alloc with nothing left to drain."""
+    if tasks_alive or bugs.group_delay_for_dead_tasks:
+        return delay
+    return 0.0
+
+
+def plan_alloc_addr_port(to: int, host: int, bugs: Bugs = NO_BUGS) -> int:
+    """The port in a task's NOMAD_ALLOC_ADDR_<label> (the alloc's own address in its network
+    namespace): the port's `to` when the jobspec set one, else the host port (a static port, or a
+    dynamic one with no `to`). `alloc-addr-port-zero` is nomad-27305: `to` is taken as it is, so
+    a port without one gives an address ending in :0."""
+    if bugs.alloc_addr_port_zero or to:
+        return to
+    return host
+
+
+def plan_task_network_address(address: str, from_state: bool, bugs: Bugs = NO_BUGS) -> str:
+    """The alloc address a task's start is given (NOMAD_ALLOC_IP, NOMAD_ALLOC_*_<label>): the
+    recorded one. `from_state` says the alloc's network was taken over from the state at a restore
+    (not created in this run of the agent). `network-status-lost-on-restore` is nomad-26699: the
+    network hook does not read its status back from the state, so a task restarted after an agent
+    restart starts with no alloc address."""
+    if bugs.network_status_lost_on_restore and from_state:
+        return ""
+    return address
+
+
+def plan_remount_secrets(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether a restore mounts a task's secrets/ tmpfs again when it is gone (after a reboot), as
+    Nomad's task dir hook does since PR #28345. `no-tmpfs-remount-on-restore` is nomad-28345: the
+    hook's state says done, so a rebooted node's recovered tasks keep their secrets on disk."""
+    return not bugs.no_tmpfs_remount_on_restore
+
+
+def plan_keep_previous_alloc_dir(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether the previous alloc's dir stays after a sticky ephemeral disk was taken over from it on
+    this node: it does, its logs with it, until the GC (Nomad's allocwatcher since PR #18108).
+    `migrate-destroys-previous-alloc` is nomad-18034: the whole previous alloc dir is destroyed once
+    its data moved, and the logs of the alloc that failed go with it."""
+    return not bugs.migrate_destroys_previous_alloc
