@@ -1053,3 +1053,45 @@ def test_a_tasks_shutdown_delay_is_waited_before_its_kill_only(tmp_path: Path) -
     waits = [e for e in node.store.events(r.id, "t0") if e.type == "Waiting for shutdown delay"]
     assert [e.message for e in waits] == ["Waiting for shutdown_delay of 3s before killing the task."]
     assert not [e for e in node.store.events(r.id, "t1") if e.type == "Waiting for shutdown delay"]
+
+
+def test_a_containers_log_is_read_to_its_end_before_the_teardown_removes_it(tmp_path: Path) -> None:
+    """A task that exits at once and fails its alloc: the teardown ends each docker logger (it reads
+    the container's log to its end, within its grace) before it removes the container. Removing
+    first lost the output of a task that failed within its first second (its logger had not read
+    it yet: an empty app.stdout.0, seen by the nomad-18034 scenario 1 run in 3)."""
+    from dataclasses import replace
+
+    order: list[str] = []
+
+    class Logs:
+        def ensure(self, alloc_dir: Path, task: str, limits: object) -> None: ...
+
+        def pipes(self, alloc_dir: Path, task: str) -> tuple[int, int]:
+            raise AssertionError("no process task here")
+
+        def has_pipes(self, alloc_dir: Path, task: str) -> bool:
+            return False
+
+        def follow_container(self, alloc_dir: Path, task: str, container: str) -> None: ...
+
+        def stop(self, alloc_dir: Path, task: str) -> None:
+            order.append(f"logger {task}")
+
+        def stop_all(self, alloc_dir: Path) -> None: ...
+
+    node = FakeNode(tmp_path)
+    node.docker.container_log = True
+    removed = node.docker.remove
+
+    def remove(alloc_id: str, task: Task, handle: object) -> None:
+        order.append(f"remove {task.name}")
+        removed(alloc_id, task, handle)  # type: ignore[arg-type]
+
+    node.docker.remove = remove  # type: ignore[method-assign]
+    job, group = _job("docker", tasks=1)
+    r = AllocRunner(replace(node.deps(), task_logs=Logs()), _record(), job, group)
+    node.store.put("alloc", r.id, r.rec.to_record())
+    r.start()
+    r.teardown()
+    assert order.index("logger t0") < order.index("remove t0"), order

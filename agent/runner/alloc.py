@@ -550,6 +550,8 @@ class AllocRunner:
         for tr in self.tasks.values():
             h = tr.handle()
             if h:
+                if tr.driver.container_log:  # its logger reads the container's log to the end first
+                    self.d.task_logs.stop(self.alloc_dir, tr.t.name)
                 tr.driver.remove(self.id, replace(tr.t, kill_timeout=self.kill_timeout(tr.t)), h)
         if self.bridge:
             self.network.teardown()
