@@ -47,6 +47,7 @@ class Bugs:
     migrate_destroys_previous_alloc: bool = False
     group_delay_for_dead_tasks: bool = False
     restart_without_delay: bool = False
+    sidecars_killed_with_main: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

@@ -146,6 +146,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "an alloc's stop waits its group's shutdown_delay even when no task is alive (all dead, or "
         "waiting out a restart delay): the stop hangs for nothing",
     ),
+    FaultSpec(
+        "sidecars-killed-with-main",
+        "nomad-13055",
+        "an alloc's stop kills its sidecars together with its main tasks, not after them: a proxy "
+        "dies while the service behind it still drains",
+    ),
     # Restarts.
     FaultSpec(
         "restart-without-delay",
@@ -240,6 +246,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "migrate-destroys-previous-alloc",
         "group-delay-for-dead-tasks",
         "restart-without-delay",
+        "sidecars-killed-with-main",
     }
 )
 

@@ -89,6 +89,18 @@ def _open_stages(tasks: Sequence[TaskPhase]) -> set[Stage]:
     return {Stage.PRESTART_SIDECAR, Stage.MAIN, Stage.POSTSTART, Stage.POSTSTART_SIDECAR}
 
 
+def plan_kill_order(tasks: Sequence[tuple[str, Stage]], bugs: Bugs = NO_BUGS) -> tuple[tuple[str, ...], ...]:
+    """The phases of an alloc's stop (poststop tasks aside: they run after): every other task
+    first, then the sidecars once those are dead, as Nomad's alloc runner since PR #13055 (a proxy
+    outlives the service it fronts). `sidecars-killed-with-main` is nomad-13055: one phase, all at
+    once."""
+    if bugs.sidecars_killed_with_main:
+        return (tuple(n for n, _ in tasks),) if tasks else ()
+    first = tuple(n for n, s in tasks if s not in SIDECARS)
+    last = tuple(n for n, s in tasks if s in SIDECARS)
+    return tuple(p for p in (first, last) if p)
+
+
 def plan_lifecycle(tasks: Sequence[TaskPhase], bugs: Bugs = NO_BUGS) -> LifecycleStep:
     """What the alloc runner does next with its tasks, from where each one is.
     `sidecar-outlives-main` is nomad-8165: sidecars left alone are not killed, so a batch alloc

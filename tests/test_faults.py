@@ -32,6 +32,7 @@ AGENT_FLAGS = {
     "migrate-destroys-previous-alloc": "nomad-18034",
     "group-delay-for-dead-tasks": "nomad-25157",
     "restart-without-delay": "nomad-15215",
+    "sidecars-killed-with-main": "nomad-13055",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -11,7 +11,7 @@ import pytest
 
 from agent.decisions import Bugs, RestoreAction, plan_task_restart, restarts_on_success
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.lifecycle import LifecycleStep, Phase, Stage, TaskPhase, plan_lifecycle, stage_of
+from agent.lifecycle import LifecycleStep, Phase, Stage, TaskPhase, plan_kill_order, plan_lifecycle, stage_of
 from agent.model import Group, Job, Lifecycle, RestartPolicy, Task
 from agent.nomadapi.jobjson import parsed_job_json
 from agent.records import AllocRecord, AllocStatus, TaskState
@@ -83,6 +83,14 @@ def test_nomad_8165_sidecars_outlive_their_main_tasks_only_under_the_flag() -> N
     tasks = [_p("proxy", Stage.PRESTART_SIDECAR, LIVE), _p("main", Stage.MAIN, DEAD, ok=True)]
     assert plan_lifecycle(tasks).kill == ("proxy",)
     assert plan_lifecycle(tasks, Bugs(sidecar_outlives_main=True)) == LifecycleStep()
+
+
+def test_nomad_13055_sidecars_are_killed_after_the_other_tasks() -> None:
+    tasks = [("proxy", Stage.PRESTART_SIDECAR), ("web", Stage.MAIN), ("tail", Stage.POSTSTART_SIDECAR)]
+    assert plan_kill_order(tasks) == (("web",), ("proxy", "tail"))
+    assert plan_kill_order([("web", Stage.MAIN)]) == (("web",),)
+    assert plan_kill_order([]) == ()
+    assert plan_kill_order(tasks, Bugs(sidecars_killed_with_main=True)) == (("proxy", "web", "tail"),)
 
 
 def test_an_ephemeral_poststart_still_running_keeps_the_sidecars() -> None:

@@ -40,14 +40,14 @@ from agent.errors import AgentError, Unavailable
 from agent.getter.getter import ArtifactGetter, HttpGetter
 from agent.jobspec.durations import format_duration
 from agent.killpoints import KillHook, no_kill
-from agent.lifecycle import Stage
+from agent.lifecycle import Stage, plan_kill_order
 from agent.model import Group, Job, Task
 from agent.network.base import Network
 from agent.offload import Offload, Serial, run_inline
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 from agent.runner.coordinator import Coordinator, stage
 from agent.runner.hooks import task_hooks
-from agent.runner.kill import kill_off_loop
+from agent.runner.kill import kill_in_phases, kill_off_loop
 from agent.runner.logmonhook import HOST_LOGMON, TaskLogs
 from agent.runner.migrate import migrate_previous
 from agent.runner.network import AllocNetwork
@@ -504,14 +504,9 @@ class AllocRunner:
                 t.name: plan_shutdown_delay(t.shutdown_delay, bool(t.services), self.d.bugs)
                 for t, _ in running
             }
-            for t, _ in running:
-                if delays[t.name]:  # Nomad's task runner: services gone, then this wait, then the signal
-                    shown = format_duration(delays[t.name])
-                    message = f"Waiting for shutdown_delay of {shown} before killing the task."
-                    self.event(t.name, "Waiting for shutdown delay", message)
-                sent = t.kill_signal or "the image's STOPSIGNAL"
-                self.event(t.name, "Killing", f"Sent {sent} ({reason})")
-            kill_off_loop(self, "stop", running, finish, delays=delays)
+            order = plan_kill_order([(t.name, stage(t)) for t, _ in running], self.d.bugs)
+            phases = [[(t, h) for t, h in running if t.name in names] for names in order]
+            kill_in_phases(self, reason, phases, finish, delays)
 
         # Nomad's shutdown_delay: the alloc's services leave the registries first (the nomad ones
         # with the stop recorded: alloc_running is false), then the group's delay, then the kills.

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from agent.drivers.base import TaskDriver, TaskHandle
 from agent.errors import AgentError
+from agent.jobspec.durations import format_duration
 from agent.model import Task
 
 if TYPE_CHECKING:
@@ -67,3 +68,26 @@ def kill_off_loop(
         then()
 
     ar.serial.off_loop(what, blocking, done)
+
+
+def kill_in_phases(
+    ar: AllocRunner,
+    reason: str,
+    phases: list[list[tuple[Task, TaskHandle]]],
+    then: Callable[[], None],
+    delays: Mapping[str, float],
+) -> None:
+    """An alloc's stop: each phase's tasks killed together (each after its shutdown_delay), the next
+    phase once they are all dead (agent.lifecycle.plan_kill_order: sidecars last), then `then`."""
+    if not phases:
+        then()
+        return
+    tasks, rest = phases[0], phases[1:]
+    for t, _ in tasks:
+        if delays.get(t.name):  # Nomad's task runner: services gone, then this wait, then the signal
+            shown = format_duration(delays[t.name])
+            message = f"Waiting for shutdown_delay of {shown} before killing the task."
+            ar.event(t.name, "Waiting for shutdown delay", message)
+        sent = t.kill_signal or "the image's STOPSIGNAL"
+        ar.event(t.name, "Killing", f"Sent {sent} ({reason})")
+    kill_off_loop(ar, "stop", tasks, lambda: kill_in_phases(ar, reason, rest, then, delays), delays=delays)
