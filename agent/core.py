@@ -52,6 +52,7 @@ from agent.runner.vaulttoken import TokenIssuer
 from agent.state import CorruptRecordError, StateStore
 from agent.state.changes import ChangeIndex
 from agent.state.watched import WatchedStore
+from agent.taskenv import node_table
 from agent.templates.budget import DEFAULT_PASS_BUDGET
 from agent.templates.deps import TemplateDeps
 from agent.templates.render import ConsulSource, check_template
@@ -185,6 +186,7 @@ class Core:
             offload=self.offload,
             host_volumes=self.node.host_volumes,
             max_kill_timeout=limits.max_kill_timeout,
+            node_table=node_table(self.node),
             getter=getter or HttpGetter(),
         )
         self.restore_seconds = 0.0

@@ -48,6 +48,7 @@ class Bugs:
     group_delay_for_dead_tasks: bool = False
     restart_without_delay: bool = False
     sidecars_killed_with_main: bool = False
+    meta_not_interpolated: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

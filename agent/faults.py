@@ -178,6 +178,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a restore after a reboot does not mount the tasks' secrets/ tmpfs again: the recovered "
         "tasks' secrets (tokens, rendered templates) land on the node's disk",
     ),
+    FaultSpec(
+        "meta-not-interpolated",
+        "nomad-10876",
+        "a task's NOMAD_META_* variables keep their ${...} references (${NOMAD_ALLOC_ID}, "
+        "${node.unique.name}) instead of the values",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -247,6 +253,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "group-delay-for-dead-tasks",
         "restart-without-delay",
         "sidecars-killed-with-main",
+        "meta-not-interpolated",
     }
 )
 

@@ -82,3 +82,10 @@ def plan_keep_previous_alloc_dir(bugs: Bugs = NO_BUGS) -> bool:
     `migrate-destroys-previous-alloc` is nomad-18034: the whole previous alloc dir is destroyed once
     its data moved, and the logs of the alloc that failed go with it."""
     return not bugs.migrate_destroys_previous_alloc
+
+
+def plan_interpolate_meta(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether a task's NOMAD_META_* values are interpolated with its environment and the node (as
+    Nomad's client since PR #10876). `meta-not-interpolated` is nomad-10876: they reach the task with
+    their `${...}` references as written."""
+    return not bugs.meta_not_interpolated

@@ -33,6 +33,7 @@ AGENT_FLAGS = {
     "group-delay-for-dead-tasks": "nomad-25157",
     "restart-without-delay": "nomad-15215",
     "sidecars-killed-with-main": "nomad-13055",
+    "meta-not-interpolated": "nomad-10876",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

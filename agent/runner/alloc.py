@@ -96,6 +96,7 @@ class RunnerDeps:
     host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # the node's, by name
     getter: ArtifactGetter = field(default_factory=HttpGetter)  # tasks' artifacts (agent.getter)
     max_kill_timeout: float = 30.0  # the client's cap on a task's kill_timeout (Nomad's max_kill_timeout)
+    node_table: Mapping[str, str] = field(default_factory=dict)  # ${node.*}, ${attr.*}, ${meta.*} (taskenv)
 
     def __post_init__(self) -> None:
         if self.dirs is None:

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,8 @@ from agent.runner.hooks import StartRequest, TaskHook, Then
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
 from agent.sandbox import SandboxError, read_file
-from agent.taskdecisions import plan_alloc_addr_port, plan_task_network_address
+from agent.taskdecisions import plan_alloc_addr_port, plan_interpolate_meta, plan_task_network_address
+from agent.taskenv import build_env, interpolate_config
 from agent.templates.envfile import parse_env_file
 from agent.templates.render import SecretSource
 from agent.templates.runner import TaskTemplates
@@ -182,8 +184,7 @@ class TaskRunner:
 
     def env(self) -> dict[str, str]:
         t, ar = self.t, self.ar
-        env = {
-            **t.env,
+        client = {
             "NOMAD_ALLOC_ID": ar.id,
             "NOMAD_TASK_NAME": t.name,
             "NOMAD_JOB_ID": ar.job.id,
@@ -194,13 +195,17 @@ class TaskRunner:
             # host paths, as raw_exec sees them; exec and docker see /local and /secrets (inside_env)
             "NOMAD_TASK_DIR": str(self.task_dir / "local"),
             "NOMAD_SECRETS_DIR": str(self.task_dir / "secrets"),
+            **self._port_env(),
         }
-        meta = {**ar.job.meta, **ar.group.meta, **t.meta}  # Nomad: the task's wins over the group's
-        for key, value in meta.items():
+        meta = {}
+        for key, value in {**ar.job.meta, **ar.group.meta, **t.meta}.items():  # the task's wins
             clean = _ENV_UNSAFE.sub("_", key)
-            env[f"NOMAD_META_{clean}"] = value
-            env[f"NOMAD_META_{clean.upper()}"] = value
-        env.update(self._port_env())
+            meta[f"NOMAD_META_{clean}"] = meta[f"NOMAD_META_{clean.upper()}"] = value
+        # Nomad's order: the client's variables, the meta, the task's env (each interpolated with
+        # the node and what comes before it: agent.taskenv)
+        env = build_env(
+            client, meta, t.env, self.d.node_table, interpolate_meta=plan_interpolate_meta(self.d.bugs)
+        )
         token = self.vault_token()
         if token is not None and t.vault is not None and self.d.vault is not None:
             env["VAULT_ADDR"] = self.d.vault.address
@@ -305,7 +310,7 @@ class TaskRunner:
             job=ar.job.id,
             group=ar.group.name,
             alloc_id=ar.id,
-            task=t,
+            task=replace(t, config=interpolate_config(dict(t.config), env, self.d.node_table)),
             task_dir=self.task_dir,
             env=env,
             network_mode=ar.group.network.mode if ar.group.network else "none",
