@@ -458,7 +458,7 @@ class Core:
         live: dict[str, list[str]] = {}
         for r in running:
             live.setdefault(r.group.name, []).append(r.id)
-        plan = plan_job_update(old, job, live)
+        plan = plan_job_update(old, job, live, self.bugs)
         for alloc_id in plan.stop:
             self.runners[alloc_id].stop("job updated: a new version of the job replaces this alloc")
         return plan

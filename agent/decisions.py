@@ -49,6 +49,7 @@ class Bugs:
     restart_without_delay: bool = False
     sidecars_killed_with_main: bool = False
     meta_not_interpolated: bool = False
+    volume_change_in_place: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

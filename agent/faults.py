@@ -184,6 +184,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a task's NOMAD_META_* variables keep their ${...} references (${NOMAD_ALLOC_ID}, "
         "${node.unique.name}) instead of the values",
     ),
+    FaultSpec(
+        "volume-change-in-place",
+        "nomad-13008",
+        "a job update that adds, changes or removes a host volume or a volume_mount is applied in "
+        "place: the running allocs are not replaced and never get the new mount",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -254,6 +260,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "restart-without-delay",
         "sidecars-killed-with-main",
         "meta-not-interpolated",
+        "volume-change-in-place",
     }
 )
 

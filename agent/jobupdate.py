@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agent.decisions import NO_BUGS, Bugs
 from agent.model import Group, Job
 
 
@@ -38,8 +39,14 @@ def _job_level(job: Job) -> tuple[object, ...]:
     return (job.type, dict(job.meta), job.name, job.datacenters)
 
 
-def _same_but_count(old: Group, new: Group) -> bool:
+def _same_but_count(old: Group, new: Group, bugs: Bugs = NO_BUGS) -> bool:
+    if bugs.volume_change_in_place:  # nomad-13008: volumes are not compared
+        old, new = _without_volumes(old), _without_volumes(new)
     return _placed(replace(old, count=new.count)) == _placed(new)
+
+
+def _without_volumes(g: Group) -> Group:
+    return replace(g, volumes=(), tasks=tuple(replace(t, volume_mounts=()) for t in g.tasks))
 
 
 def _placed(g: Group) -> Group:
@@ -49,8 +56,12 @@ def _placed(g: Group) -> Group:
     return replace(g, constraints=(), tasks=tuple(replace(t, constraints=()) for t in g.tasks))
 
 
-def plan_job_update(old: Job, new: Job, live: Mapping[str, Sequence[str]]) -> UpdatePlan:
-    """`live`: per group of the running version, its live alloc ids oldest first."""
+def plan_job_update(
+    old: Job, new: Job, live: Mapping[str, Sequence[str]], bugs: Bugs = NO_BUGS
+) -> UpdatePlan:
+    """`live`: per group of the running version, its live alloc ids oldest first.
+    `volume-change-in-place` is nomad-13008: a group whose host volumes or mounts changed is updated
+    in place, so its allocs keep running without the new volume."""
     job_changed = _job_level(old) != _job_level(new)
     old_groups = {g.name: g for g in old.groups}
     stop: list[str] = []
@@ -63,7 +74,7 @@ def plan_job_update(old: Job, new: Job, live: Mapping[str, Sequence[str]]) -> Up
         if before is None:
             start[g.name] = g.count
             continue
-        if job_changed or not _same_but_count(before, g):
+        if job_changed or not _same_but_count(before, g, bugs):
             destructive.append(g.name)
             stop.extend(running)
             start[g.name] = g.count

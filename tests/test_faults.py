@@ -34,6 +34,7 @@ AGENT_FLAGS = {
     "restart-without-delay": "nomad-15215",
     "sidecars-killed-with-main": "nomad-13055",
     "meta-not-interpolated": "nomad-10876",
+    "volume-change-in-place": "nomad-13008",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

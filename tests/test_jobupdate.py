@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from agent.decisions import Bugs
 from agent.jobupdate import plan_job_update
-from agent.model import Group, Job, Network, Port, Task
+from agent.model import Group, HostVolume, Job, Network, Port, Task, VolumeMount
 
 
 def _job(count: int = 2, image: str = "a", meta: dict[str, str] | None = None) -> Job:
@@ -53,6 +54,19 @@ def test_a_network_change_is_destructive() -> None:
     net = Network("bridge", (Port("http", to=8080),))
     new = replace(old, groups=(replace(old.groups[0], network=net), old.groups[1]))
     assert plan_job_update(old, new, LIVE).destructive == ("web",)
+
+
+def test_nomad_13008_a_volume_change_is_destructive_unless_the_flag_is_on() -> None:
+    """Fixed: adding a host volume and its mount replaces the group's allocs. With
+    `volume-change-in-place` (nomad-13008) they are updated in place and never get the mount."""
+    old = _job()
+    web = old.groups[0]
+    mounted = replace(web.tasks[0], volume_mounts=(VolumeMount("scratch", "/scratch"),))
+    new_web = replace(web, volumes=(HostVolume("scratch", "scratch"),), tasks=(mounted,))
+    new = replace(old, groups=(new_web, old.groups[1]))
+    assert plan_job_update(old, new, LIVE).destructive == ("web",)
+    in_place = plan_job_update(old, new, LIVE, Bugs(volume_change_in_place=True))
+    assert in_place.noop and in_place.destructive == ()
 
 
 def test_a_removed_group_stops_and_a_new_group_starts() -> None:

@@ -28,6 +28,8 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
   vault_outage: SECONDS                 OpenBao unreachable for that long
   partition: SECONDS                    the node cut off the lab network for that long
   stop_job                              the job stopped (DELETE /v1/job/:id)
+  update: FILE                          a new version of the job registered (a jobspec beside the
+                                        scenario, the same job id; its images mapped the same way)
 Every wait has a `timeout` (seconds; default WAIT_TIMEOUT).
 
 Checks (each a one-key mapping; `hold: SECONDS` on the list keeps checking them for that long, so
@@ -78,6 +80,7 @@ STEPS: dict[str, object] = {
     "vault_outage": float,
     "partition": float,
     "stop_job": None,
+    "update": "file",
 }
 CHECKS = ("alloc", "replaced", "task", "starts", "events", "invariants", "file")
 REQUIRED = ("bug", "title", "link", "versions", "family", "flag", "symptom", "what")
@@ -182,6 +185,12 @@ def _step(path: Path, where: str, item: object, vocab: dict[str, object]) -> Ste
     elif kind is str:
         if not isinstance(arg, str) or not arg:
             raise ScenarioError(f"{_where(path, where)}: {name} takes a name, not {arg!r}")
+    elif kind == "file":
+        if not isinstance(arg, str) or not (path.parent / arg).is_file():
+            raise ScenarioError(
+                f"{_where(path, where)}: {name} takes a jobspec beside the scenario, not {arg!r}"
+            )
+        arg = str((path.parent / arg).resolve())
     elif kind == "wait":
         arg = _wait_arg(path, where, arg)
     else:  # a check

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from e2e.harness import history, invariants, nomadview, vaultpolicy
@@ -63,6 +64,20 @@ class ScenarioRun:
         source = self.scenario.jobspec
         assert source is not None
         text = source.read_text()
+        job, ids = self._register(text, source.name)
+        if not ids:
+            raise AssertionError(f"{source.name}: the job placed no alloc on {self.node.name}")
+        self.job, self.alloc_id = str(job.get("ID") or job_name(text)), ids[0]
+        history.record(history.NOTE, f"job submitted from {source.name}", node=self.node.name, allocs=ids)
+
+    def _step_update(self, step: Step) -> None:
+        """A new version of the job (the same id): the scenario's alloc stays the first placed."""
+        source = Path(str(step.arg))
+        _, ids = self._register(source.read_text(), source.name)
+        history.record(history.NOTE, f"job updated from {source.name}", node=self.node.name, allocs=ids)
+
+    def _register(self, text: str, source: str) -> tuple[dict[str, Any], list[str]]:
+        """Parse, map the images, pin, register: the job and the allocs its evaluation placed."""
         job = self.agent.request("POST", "/v1/jobs/parse", {"JobHCL": text, "Canonicalize": True})
         job, self.substitutions = substitute_images(job, self.scenario.images)
         job = self._own_policies(job)
@@ -72,11 +87,7 @@ class ScenarioRun:
         body = {"Job": nomadview.pinned(job, self.node.name), "Submission": submission}
         out = self.agent.request("PUT", "/v1/jobs", body)
         placed = self.agent.request("GET", f"/v1/evaluation/{out['EvalID']}/allocations")
-        ids = nomadview.alloc_ids(placed)
-        if not ids:
-            raise AssertionError(f"{source.name}: the job placed no alloc on {self.node.name}")
-        self.job, self.alloc_id = str(job.get("ID") or job_name(text)), ids[0]
-        history.record(history.NOTE, f"job submitted from {source.name}", node=self.node.name, allocs=ids)
+        return job, nomadview.alloc_ids(placed)
 
     def _own_policies(self, job: dict[str, Any]) -> dict[str, Any]:
         """The report's own Vault policies replaced by one created for the run (vaultpolicy)."""
