@@ -74,7 +74,7 @@ checks: [{alloc: running}, invariants]
         (("steps: [run,", "steps: [{reboot: soft},"), "steps[0]: reboot takes one of clean, hard"),
         (("{agent_restart: SIGKILL}", "{agent_restart: SIGHUP}"), "steps[2]: agent_restart takes one of"),
         (("{agent_restart: SIGKILL}", "{teleport: 1}"), "steps[2]: unknown 'teleport'"),
-        (("{agent_restart: SIGKILL}", "{update: nope.hcl}"), "steps[2]: update takes a jobspec beside the file"),
+        (("{agent_restart: SIGKILL}", "{update: nope.hcl}"), "steps[2]: update takes a jobspec"),
         (("timeout: 30", "timeout: -1"), "steps[1].timeout: a number of seconds > 0"),
         (("alloc: running, timeout", "alloc: sleeping, timeout"), "steps[1].alloc: one of"),
         (("[{alloc: running}", "[{starts: {task: t}}"), "checks[0]: missing ['count']"),
