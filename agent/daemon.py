@@ -195,7 +195,7 @@ class Agent:
         conflist = cfg.cni_conf_dir / f"{cfg.cni_network}.conflist"
         cni = None
         if conflist.exists():
-            cni = CniNetwork(conflist, cfg.cni_plugin_dir, cfg.data_dir / "cni")
+            cni = CniNetwork(conflist, cfg.cni_plugin_dir, cfg.data_dir / "cni", bugs=self.faults.bugs())
         else:
             log.warning("no CNI conflist at %s: bridge networking is unavailable", conflist)
         store = SqliteStore(cfg.data_dir / "state" / "state.db")

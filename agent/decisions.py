@@ -50,6 +50,7 @@ class Bugs:
     sidecars_killed_with_main: bool = False
     meta_not_interpolated: bool = False
     volume_change_in_place: bool = False
+    no_loopback_in_netns: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

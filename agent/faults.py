@@ -190,6 +190,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a job update that adds, changes or removes a host volume or a volume_mount is applied in "
         "place: the running allocs are not replaced and never get the new mount",
     ),
+    FaultSpec(
+        "no-loopback-in-netns",
+        "nomad-13428",
+        "the conflist's loopback plugin is not run: an alloc's network namespace made for exec or "
+        "raw_exec tasks has `lo` down, so they cannot reach 127.0.0.1",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -261,6 +267,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "sidecars-killed-with-main",
         "meta-not-interpolated",
         "volume-change-in-place",
+        "no-loopback-in-netns",
     }
 )
 

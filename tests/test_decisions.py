@@ -43,6 +43,7 @@ from agent.decisions import (
 )
 from agent.faults import KNOWN_FAULTS, Faults
 from agent.model import RestartPolicy
+from agent.network.plugins import plan_cni_chain
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 from agent.taskdecisions import (
     plan_alloc_addr_port,
@@ -435,6 +436,12 @@ def test_nomad_15215_a_restart_waits_its_delay() -> None:
     assert plan_task_restart(policy, [], 100.0, exit_code=1).delay == 10.0
     bug = plan_task_restart(policy, [], 100.0, exit_code=1, bugs=Bugs(restart_without_delay=True))
     assert bug.restart and bug.delay == 0.0 and bug.counted
+
+
+def test_nomad_13428_the_loopback_plugin_runs_unless_the_flag_is_on() -> None:
+    types = ["loopback", "bridge", "firewall", "portmap"]
+    assert plan_cni_chain(types) == (0, 1, 2, 3)
+    assert plan_cni_chain(types, Bugs(no_loopback_in_netns=True)) == (1, 2, 3)
 
 
 def test_owed_replacements_are_owed_once() -> None:

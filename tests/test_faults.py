@@ -35,6 +35,7 @@ AGENT_FLAGS = {
     "sidecars-killed-with-main": "nomad-13055",
     "meta-not-interpolated": "nomad-10876",
     "volume-change-in-place": "nomad-13008",
+    "no-loopback-in-netns": "nomad-13428",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

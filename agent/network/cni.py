@@ -41,9 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.decisions import NO_BUGS, Bugs
 from agent.network import hostlocal, iptables
 from agent.network.cnicache import ResultCache
 from agent.network.netns import is_netns
+from agent.network.plugins import plan_cni_chain
 from agent.network.result import (
     CachedAttachment,
     CacheKey,
@@ -103,6 +105,7 @@ class CniNetwork:
         *,
         timeout: float = DEFAULT_PLUGIN_TIMEOUT,
         clean_iptables: bool = True,
+        bugs: Bugs = NO_BUGS,
     ) -> None:
         self.conflist_path = Path(conflist_path)
         self.plugin_dir = Path(plugin_dir)
@@ -114,8 +117,9 @@ class CniNetwork:
         self.name: str = conf["name"]
         self.cni_version: str = conf["cniVersion"]
         self.disable_check: bool = conf.get("disableCheck") in (True, "true")
+        chain = plan_cni_chain([p["type"] for p in conf["plugins"]], bugs)
         self.plugins: tuple[PluginConf, ...] = tuple(
-            PluginConf(i, p["type"], p) for i, p in enumerate(conf["plugins"])
+            PluginConf(i, p["type"], p) for i, p in enumerate(conf["plugins"]) if i in chain
         )
         try:
             self.cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""The version of the CNI plugins, and whether CNI CHECK can be trusted with them.
+"""The version of the CNI plugins, whether CNI CHECK can be trusted with them, and which of the
+conflist's plugins run (`plan_cni_chain`, a decision with its fault flag).
 
 Debian's containernetworking-plugins 1.1.1 give no version fingerprint of their own (`--version` says
 "version unknown", VERSION only lists spec versions): `plugin_version` asks dpkg first, then the
@@ -11,8 +12,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from agent.decisions import NO_BUGS, Bugs
 
 
 @dataclass(frozen=True, order=True)
@@ -88,3 +92,11 @@ def plugin_version(
 def check_supported(version: Version | None) -> bool:
     """Whether CNI CHECK can be trusted with these plugins (upstream's gate: bridge >= 1.3.0)."""
     return version is not None and version >= CHECK_MIN_VERSION
+
+
+def plan_cni_chain(types: Sequence[str], bugs: Bugs = NO_BUGS) -> tuple[int, ...]:
+    """The conflist's plugins an ADD/DEL runs, by index: all of them, the `loopback` one too (it
+    brings `lo` up in a netns the agent made, as Nomad's bridge network since PR #13428).
+    `no-loopback-in-netns` is nomad-13428: loopback is left out, and an exec or raw_exec task in
+    bridge mode has no 127.0.0.1."""
+    return tuple(i for i, t in enumerate(types) if not (bugs.no_loopback_in_netns and t == "loopback"))

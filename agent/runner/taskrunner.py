@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,15 @@ from agent.decisions import (
     plan_start_failure,
     plan_task_restart,
 )
-from agent.drivers.base import RESTARTED, DriverError, TaskContext, TaskDriver, TaskHandle
+from agent.drivers.base import (
+    RESTARTED,
+    TASK_PATH_VARS,
+    DriverError,
+    TaskContext,
+    TaskDriver,
+    TaskHandle,
+    inside_env,
+)
 from agent.errors import AgentError
 from agent.model import Task
 from agent.records import AllocStatus, DesiredStatus, TaskState
@@ -202,16 +210,23 @@ class TaskRunner:
             clean = _ENV_UNSAFE.sub("_", key)
             meta[f"NOMAD_META_{clean}"] = meta[f"NOMAD_META_{clean.upper()}"] = value
         # Nomad's order: the client's variables, the meta, the task's env (each interpolated with
-        # the node and what comes before it: agent.taskenv)
-        env = build_env(
-            client, meta, t.env, self.d.node_table, interpolate_meta=plan_interpolate_meta(self.d.bugs)
-        )
+        # the node and what comes before it: agent.taskenv). References resolve as the task sees its
+        # dirs (/local in a container or a chroot); the dirs' own variables stay host paths here:
+        # each driver maps them to its view (inside_env).
+        interpolate = plan_interpolate_meta(self.d.bugs)
+        env = build_env(self.task_view(client), meta, t.env, self.d.node_table, interpolate_meta=interpolate)
+        env.update({k: client[k] for k in TASK_PATH_VARS if k in client})
         token = self.vault_token()
         if token is not None and t.vault is not None and self.d.vault is not None:
             env["VAULT_ADDR"] = self.d.vault.address
             if t.vault.env and token.token:
                 env["VAULT_TOKEN"] = token.token
         return env
+
+    def task_view(self, env: Mapping[str, str]) -> dict[str, str]:
+        """`env` as the task sees it: docker and exec tasks see their dirs at /alloc, /local and
+        /secrets (their own root); a raw_exec task sees the host's paths."""
+        return dict(env) if self.t.driver == "raw_exec" else inside_env(env)
 
     def _port_env(self) -> dict[str, str]:
         """Each port's variables, as Nomad's taskenv builds them: the host's side (NOMAD_IP_,
@@ -306,11 +321,12 @@ class TaskRunner:
         for hook in self.hooks:
             hook.prestart(self, req)
         self._started_env = env = {**self.env(), **self.template_env()}
+        config = interpolate_config(dict(t.config), self.task_view(env), self.d.node_table)
         ctx = TaskContext(
             job=ar.job.id,
             group=ar.group.name,
             alloc_id=ar.id,
-            task=replace(t, config=interpolate_config(dict(t.config), env, self.d.node_table)),
+            task=replace(t, config=config),
             task_dir=self.task_dir,
             env=env,
             network_mode=ar.group.network.mode if ar.group.network else "none",

@@ -118,6 +118,16 @@ class ScenarioRun:
             invariants.wait_invariants(self.cluster, "scenario step", [self.node], timeout=step.timeout)
             return
 
+        if isinstance(step.arg, dict) and "file" in step.arg:
+            where = str(step.arg["file"])
+
+            def exists() -> tuple[bool | None, str]:
+                there = self.agent.cat(self.alloc_id, where) is not None
+                return (True if there else None), f"{where} {'exists' if there else 'missing'}"
+
+            wait_until(exists, timeout=step.timeout, what=f"{self.node.name}: {step.describe()}")
+            return
+
         def reached() -> tuple[bool | None, str]:
             alloc = self.agent.alloc(self.alloc_id)
             events = self.agent.events(self.alloc_id)
