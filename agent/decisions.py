@@ -51,6 +51,7 @@ class Bugs:
     meta_not_interpolated: bool = False
     volume_change_in_place: bool = False
     no_loopback_in_netns: bool = False
+    log_skips_rotated_tail: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

@@ -196,6 +196,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "the conflist's loopback plugin is not run: an alloc's network namespace made for exec or "
         "raw_exec tasks has `lo` down, so they cannot reach 127.0.0.1",
     ),
+    FaultSpec(
+        "log-skips-rotated-tail",
+        "nomad-11721",
+        "a log read moves on to the next rotated file as soon as one exists, so the lines left in the "
+        "file it was reading (across the rotation) are never streamed",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -268,6 +274,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "meta-not-interpolated",
         "volume-change-in-place",
         "no-loopback-in-netns",
+        "log-skips-rotated-tail",
     }
 )
 

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent.decisions import NO_BUGS, Bugs
 from agent.errors import AgentError
 from agent.logmon.rotate import index_of
+from agent.taskdecisions import plan_next_log_file
 
 STREAMS = ("stdout", "stderr")
 READ_LIMIT = 256 * 1024  # bytes per answer
@@ -87,8 +89,9 @@ class FileLog:
     and the position in it), into the next file when one is rotated in; a reader so slow that its file
     was purged goes on at the oldest file left. Each chunk holds bytes of one file, and says which."""
 
-    def __init__(self, alloc_dir: Path, task: str, stream: str) -> None:
+    def __init__(self, alloc_dir: Path, task: str, stream: str, bugs: Bugs = NO_BUGS) -> None:
         self.alloc_dir, self.base = alloc_dir, f"{task}.{stream}"
+        self.bugs = bugs
         self.what = f"{alloc_dir / 'alloc' / 'logs' / self.base}.N"
 
     def _dir(self) -> int | None:
@@ -170,7 +173,7 @@ class FileLog:
             total = sum(size for _, size in files)
             i, pos = _locate(files, offset, from_end, resume)
             # a file read to its end when a later one exists: the rotation moved on, so does the read
-            while pos >= files[i][1] and i + 1 < len(files):
+            while plan_next_log_file(pos, files[i][1], i + 1 < len(files), self.bugs):
                 i, pos = i + 1, 0
             idx = files[i][0]
             data = self._read(dfd, idx, pos, max(0, min(limit, files[i][1] - pos)))
@@ -327,14 +330,16 @@ def read_log(
     return chunk
 
 
-def log_source(driver: object, alloc_dir: Path, task: str, container: str | None, stream: str) -> LogSource:
+def log_source(
+    driver: object, alloc_dir: Path, task: str, container: str | None, stream: str, bugs: Bugs = NO_BUGS
+) -> LogSource:
     """Where a task of `driver` keeps `stream`: `alloc/logs/<task>.<stream>.N`, which its logmon
     writes (a docker task's through its docker logger). With no such file yet (a task an agent
     before logmon started, or logs disabled): a docker task's container log (None: no container
     yet), a process task's `<task dir>/logs/<stream>` when there is one. Cheap: a listing at most."""
     from agent.drivers.docker import DockerDriver
 
-    files = FileLog(alloc_dir, task, stream)
+    files = FileLog(alloc_dir, task, stream, bugs)
     if files.present():
         return files
     if isinstance(driver, DockerDriver):

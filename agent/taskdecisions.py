@@ -89,3 +89,13 @@ def plan_interpolate_meta(bugs: Bugs = NO_BUGS) -> bool:
     Nomad's client since PR #10876). `meta-not-interpolated` is nomad-10876: they reach the task with
     their `${...}` references as written."""
     return not bugs.meta_not_interpolated
+
+
+def plan_next_log_file(pos: int, size: int, has_next: bool, bugs: Bugs = NO_BUGS) -> bool:
+    """Whether a log read moves on to the next rotated file: once it has read this one to its end
+    (`pos` >= `size`) and a later one exists. `log-skips-rotated-tail` is nomad-11721: it moves on
+    as soon as a later file exists, and the frames left in this one (across the rotation) are
+    never streamed."""
+    if not has_next:
+        return False
+    return bugs.log_skips_rotated_tail or pos >= size

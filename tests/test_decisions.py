@@ -51,6 +51,7 @@ from agent.taskdecisions import (
     plan_keep_previous_alloc_dir,
     plan_kill_signal,
     plan_kill_timeout,
+    plan_next_log_file,
     plan_remount_secrets,
     plan_shutdown_delay,
     plan_task_network_address,
@@ -442,6 +443,13 @@ def test_nomad_13428_the_loopback_plugin_runs_unless_the_flag_is_on() -> None:
     types = ["loopback", "bridge", "firewall", "portmap"]
     assert plan_cni_chain(types) == (0, 1, 2, 3)
     assert plan_cni_chain(types, Bugs(no_loopback_in_netns=True)) == (1, 2, 3)
+
+
+def test_nomad_11721_a_log_read_finishes_a_file_before_the_next() -> None:
+    assert plan_next_log_file(100, 100, has_next=True) is True
+    assert plan_next_log_file(40, 100, has_next=True) is False
+    assert plan_next_log_file(100, 100, has_next=False) is False
+    assert plan_next_log_file(40, 100, has_next=True, bugs=Bugs(log_skips_rotated_tail=True)) is True
 
 
 def test_owed_replacements_are_owed_once() -> None:

@@ -36,6 +36,7 @@ AGENT_FLAGS = {
     "meta-not-interpolated": "nomad-10876",
     "volume-change-in-place": "nomad-13008",
     "no-loopback-in-netns": "nomad-13428",
+    "log-skips-rotated-tail": "nomad-11721",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

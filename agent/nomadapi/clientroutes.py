@@ -295,7 +295,9 @@ def _logs(api: NomadApi) -> Handler:
             if task is None:
                 raise HttpError(400, f"unknown task name {json.dumps(name)}")
             handle = r.state.handle(task.name)
-            return log_source(r.driver(task), r.alloc_dir, task.name, handle.id if handle else None, stream)
+            return log_source(
+                r.driver(task), r.alloc_dir, task.name, handle.id if handle else None, stream, r.d.bugs
+            )
 
         source = core.call(resolve)
         file = f"alloc/logs/{name}.{stream}.0"

@@ -132,6 +132,20 @@ class Agent:
         except AgentError as exc:
             raise AgentError(f"{self.node.name}: agent API GET {url}: {exc}") from None
 
+    def logs(self, alloc_id: str, task: str, stream: str) -> str | None:
+        """GET /v1/client/fs/logs/<alloc>?task=&type=&origin=start&plain=true: the task's whole log
+        as `nomad alloc logs` prints it (None: no such task or log, Nomad's 404)."""
+        query = f"task={quote(task)}&type={stream}&origin=start&offset=0&plain=true"
+        url = f"/v1/client/fs/logs/{quote(alloc_id, safe='')}?{query}"
+        try:
+            return self.api.request_raw("GET", url)[1].decode(errors="replace")
+        except ApiError as exc:
+            if exc.status in (400, 404):
+                return None
+            raise AgentError(f"{self.node.name}: agent API GET {url}: {exc}") from None
+        except AgentError as exc:
+            raise AgentError(f"{self.node.name}: agent API GET {url}: {exc}") from None
+
     def events(self, alloc_id: str) -> list[dict[str, Any]]:
         return nomadview.alloc_events(self.raw_alloc(alloc_id))
 

@@ -42,6 +42,8 @@ a bug that shows a little later is caught):
   events: {task: NAME, has: [TYPE], lacks: [TYPE], after: TYPE}   event types (after: only those
                                         after the last event of that type)
   invariants                            the node's invariants at the end (orphans, start accounting)
+  logs: {task: T, stream: stdout|stderr, contains: RE, lacks: RE}   the task's log from its start,
+                                        as `nomad alloc logs` reads it (the fs logs API, plain)
   file: {path: P, exists: B, contains: RE, lacks: RE}   a file of the alloc dir as Nomad's fs API
                                         reads it (P relative to the alloc dir: alloc/x, TASK/local/x)
 """
@@ -83,7 +85,7 @@ STEPS: dict[str, object] = {
     "stop_job": None,
     "update": "file",
 }
-CHECKS = ("alloc", "replaced", "task", "starts", "events", "invariants", "file")
+CHECKS = ("alloc", "replaced", "task", "starts", "events", "invariants", "file", "logs")
 REQUIRED = ("bug", "title", "link", "versions", "family", "flag", "symptom", "what")
 
 
@@ -251,6 +253,13 @@ def _check_arg(path: Path, where: str, name: str, arg: object) -> object:
         _keys(path, where, arg, {"task", "count"}, {"task", "count"})
     elif name == "file":
         _file_arg(path, where, arg)
+    elif name == "logs":
+        _keys(path, where, arg, {"task", "stream", "contains", "lacks"}, {"task"})
+        if arg.get("stream", "stdout") not in ("stdout", "stderr"):
+            raise ScenarioError(f"{_where(path, where)}.stream: stdout or stderr")
+        _file_arg(
+            path, where, {"path": "alloc/logs", **{k: arg[k] for k in ("contains", "lacks") if k in arg}}
+        )
     elif name == "events":
         _keys(path, where, arg, {"task", "has", "lacks", "after"}, set())
         for key in ("has", "lacks"):
@@ -277,8 +286,15 @@ def _file_arg(path: Path, where: str, arg: dict[str, Any]) -> None:
 
 
 def file_paths(checks: tuple[Step, ...]) -> list[str]:
-    """The alloc-dir paths the `file` checks read (the runner fetches them for `check_problems`)."""
-    return [c.arg["path"] for c in checks if c.name == "file"]
+    """What the `file` and `logs` checks read (the runner fetches them for `check_problems`): an
+    alloc-dir path, or `logs:TASK:STREAM` for a task's log."""
+    return [
+        c.arg["path"] if c.name == "file" else log_key(c.arg) for c in checks if c.name in ("file", "logs")
+    ]
+
+
+def log_key(arg: dict[str, Any]) -> str:
+    return f"logs:{arg['task']}:{arg.get('stream', 'stdout')}"
 
 
 CHECK_VOCAB: dict[str, object] = dict.fromkeys(CHECKS, "check")
@@ -462,6 +478,9 @@ def check_problems(
     name, arg = check.name, check.arg
     if name == "file":
         return _file_problems(arg, (files or {}).get(arg["path"]))
+    if name == "logs":
+        where = f"{arg['task']}'s {arg.get('stream', 'stdout')}"
+        return _file_problems({**arg, "path": where}, (files or {}).get(log_key(arg)))
     aid = str(alloc.get("id", ""))[:8]
     if name == "alloc":
         status = alloc.get("status")

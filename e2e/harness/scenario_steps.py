@@ -196,11 +196,17 @@ class ScenarioRun:
     def problems(self) -> list[str]:
         alloc = self.agent.alloc(self.alloc_id)
         events = self.agent.events(self.alloc_id)
-        files = {p: self.agent.cat(self.alloc_id, p) for p in file_paths(self.scenario.checks)}
+        files = {p: self._read(p) for p in file_paths(self.scenario.checks)}
         out: list[str] = []
         for check in self.scenario.checks:
             out += check_problems(check, alloc, events, files)
         return out
+
+    def _read(self, what: str) -> str | None:
+        if what.startswith("logs:"):
+            _, task, stream = what.split(":", 2)
+            return self.agent.logs(self.alloc_id, task, stream)
+        return self.agent.cat(self.alloc_id, what)
 
     def run_checks(self) -> None:
         """The checks now and, with `hold`, every second for that long; then the invariants (if
