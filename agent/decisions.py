@@ -52,6 +52,7 @@ class Bugs:
     volume_change_in_place: bool = False
     no_loopback_in_netns: bool = False
     log_skips_rotated_tail: bool = False
+    failed_restore_leaks_tasks: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

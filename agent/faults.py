@@ -202,6 +202,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a log read moves on to the next rotated file as soon as one exists, so the lines left in the "
         "file it was reading (across the rotation) are never streamed",
     ),
+    FaultSpec(
+        "failed-restore-leaks-tasks",
+        "nomad-17104",
+        "an alloc whose restore fails is marked failed and replaced without its tasks being killed: "
+        "its containers and network are left behind, still running",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -275,6 +281,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "volume-change-in-place",
         "no-loopback-in-netns",
         "log-skips-rotated-tail",
+        "failed-restore-leaks-tasks",
     }
 )
 

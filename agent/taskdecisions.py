@@ -1,6 +1,7 @@
 """Decisions about one task's life on the node (pure, over plain data), beside agent.decisions: the
 signal and the waits of its stop, the addresses its start is given, its dirs across a restore or a
-replacement. Each fault flag of these bugs is a parameter here, as in agent.decisions."""
+replacement, what a failed restore leaves, its logs' rotation as read back. Each fault flag of
+these bugs is a parameter here, as in agent.decisions."""
 
 from __future__ import annotations
 
@@ -99,3 +100,10 @@ def plan_next_log_file(pos: int, size: int, has_next: bool, bugs: Bugs = NO_BUGS
     if not has_next:
         return False
     return bugs.log_skips_rotated_tail or pos >= size
+
+
+def plan_cleanup_failed_restore(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether an alloc whose restore failed (replaced) has its tasks killed and what it holds torn
+    down, as any failed alloc (Nomad's client since PR #17104). `failed-restore-leaks-tasks` is
+    nomad-17104: it is marked failed and replaced, and its containers and network are left."""
+    return not bugs.failed_restore_leaks_tasks

@@ -47,6 +47,7 @@ from agent.network.plugins import plan_cni_chain
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 from agent.taskdecisions import (
     plan_alloc_addr_port,
+    plan_cleanup_failed_restore,
     plan_group_shutdown_delay,
     plan_keep_previous_alloc_dir,
     plan_kill_signal,
@@ -450,6 +451,11 @@ def test_nomad_11721_a_log_read_finishes_a_file_before_the_next() -> None:
     assert plan_next_log_file(40, 100, has_next=True) is False
     assert plan_next_log_file(100, 100, has_next=False) is False
     assert plan_next_log_file(40, 100, has_next=True, bugs=Bugs(log_skips_rotated_tail=True)) is True
+
+
+def test_nomad_17104_a_failed_restore_cleans_up_unless_the_flag_is_on() -> None:
+    assert plan_cleanup_failed_restore() is True
+    assert plan_cleanup_failed_restore(Bugs(failed_restore_leaks_tasks=True)) is False
 
 
 def test_owed_replacements_are_owed_once() -> None:

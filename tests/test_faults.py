@@ -37,6 +37,7 @@ AGENT_FLAGS = {
     "volume-change-in-place": "nomad-13008",
     "no-loopback-in-netns": "nomad-13428",
     "log-skips-rotated-tail": "nomad-11721",
+    "failed-restore-leaks-tasks": "nomad-17104",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -383,12 +383,15 @@ class AllocRunner:
         """The group's whole network recreated and its tasks restarted (AllocNetwork.recover)."""
         self.serial.run(lambda: self.network.recover(why, cause))
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: str, *, teardown: bool = True) -> None:
         """Mark the alloc failed, tear it down and have a replacement started. The replacement is
         owed from the moment the failure is written (`replace_pending`), so a kill before it starts
-        leaves a record the next restore replaces."""
+        leaves a record the next restore replaces. `teardown` False: only the nomad-17104 fault."""
         with self.d.store.transaction():
             self.record_failure(reason)
+        if not teardown:
+            self.d.replace(self, reason)
+            return
         self.finish_failure(reason)
 
     def record_failure(self, reason: str) -> None:

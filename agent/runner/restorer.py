@@ -10,12 +10,19 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from agent.decisions import ObservedAlloc, RestoreAction, RestorePlan, StartCause, plan_restore
+from agent.decisions import (
+    ObservedAlloc,
+    RestoreAction,
+    RestorePlan,
+    StartCause,
+    plan_restore,
+)
 from agent.drivers.base import RESTARTED
 from agent.errors import AgentError, Unavailable
 from agent.records import NetworkState, TaskState
 from agent.runner.state import NETNS_OWNER
 from agent.runner.taskrunner import TaskRunner
+from agent.taskdecisions import plan_cleanup_failed_restore
 from agent.templates.render import TemplateRenderError
 from agent.templates.runner import SetupPass, TaskTemplates
 
@@ -175,7 +182,7 @@ class Restorer:
             ar.recover_network(plan.reason, StartCause.RESTORE)
         else:
             ar.event("", "Restore Failed", plan.reason)
-            ar.fail(plan.reason)
+            ar.fail(plan.reason, teardown=plan_cleanup_failed_restore(ar.d.bugs))
 
     def _record_reattached(self) -> None:
         """A task found running whose record is not 'running' (the agent was killed between the
