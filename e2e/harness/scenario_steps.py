@@ -29,6 +29,7 @@ from e2e.harness.waits import WaitTimeout, wait_until
 
 CHECK_POLL = 1.0  # seconds between two looks while the checks must hold
 CHECK_SLACK = 60.0  # past `hold`: the looks themselves take time (each reads the alloc over the API)
+INVARIANTS_NOW = 20.0  # seconds the `invariants` check gives the node to settle (the sweeper's grace is 60)
 
 
 @dataclass
@@ -227,6 +228,10 @@ class ScenarioRun:
         )
         history.check(f"scenario {self.scenario.bug}", [], node=self.node.name)
         if any(c.name == "invariants" for c in self.scenario.checks):
+            # now (a leak the sweeper would clear a minute later is a leak), then past the restarts
+            invariants.wait_invariants(
+                self.cluster, f"scenario {self.scenario.bug}", [self.node], timeout=INVARIANTS_NOW
+            )
             source = self.scenario.jobspec
             delay = restart_delay(source.read_text()) if source else 0.0
             invariants.final_check(self.cluster, f"scenario {self.scenario.bug}", [self.node], delay=delay)
