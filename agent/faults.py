@@ -208,6 +208,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "an alloc whose restore fails is marked failed and replaced without its tasks being killed: "
         "its containers and network are left behind, still running",
     ),
+    FaultSpec(
+        "no-logmon-recovery",
+        "nomad-5577",
+        "a restore does not start a reattached task's logmon again when it is gone: the task's next "
+        "write to its log pipe finds no reader and SIGPIPE kills it",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -282,6 +288,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "no-loopback-in-netns",
         "log-skips-rotated-tail",
         "failed-restore-leaks-tasks",
+        "no-logmon-recovery",
     }
 )
 

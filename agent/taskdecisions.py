@@ -107,3 +107,11 @@ def plan_cleanup_failed_restore(bugs: Bugs = NO_BUGS) -> bool:
     down, as any failed alloc (Nomad's client since PR #17104). `failed-restore-leaks-tasks` is
     nomad-17104: it is marked failed and replaced, and its containers and network are left."""
     return not bugs.failed_restore_leaks_tasks
+
+
+def plan_restart_logmon(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether a restore starts a reattached task's logmon again when it is gone (it died, or the
+    node rebooted under a task that survived): as Nomad's client since PR #5577. `no-logmon-recovery`
+    is nomad-5577: none is started, the task's next write to its log pipe finds no reader and
+    SIGPIPE kills it."""
+    return not bugs.no_logmon_recovery

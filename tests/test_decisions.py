@@ -54,6 +54,7 @@ from agent.taskdecisions import (
     plan_kill_timeout,
     plan_next_log_file,
     plan_remount_secrets,
+    plan_restart_logmon,
     plan_shutdown_delay,
     plan_task_network_address,
 )
@@ -456,6 +457,11 @@ def test_nomad_11721_a_log_read_finishes_a_file_before_the_next() -> None:
 def test_nomad_17104_a_failed_restore_cleans_up_unless_the_flag_is_on() -> None:
     assert plan_cleanup_failed_restore() is True
     assert plan_cleanup_failed_restore(Bugs(failed_restore_leaks_tasks=True)) is False
+
+
+def test_nomad_5577_a_gone_logmon_is_started_again_at_restore() -> None:
+    assert plan_restart_logmon() is True
+    assert plan_restart_logmon(Bugs(no_logmon_recovery=True)) is False
 
 
 def test_owed_replacements_are_owed_once() -> None:

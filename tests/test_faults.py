@@ -38,6 +38,7 @@ AGENT_FLAGS = {
     "no-loopback-in-netns": "nomad-13428",
     "log-skips-rotated-tail": "nomad-11721",
     "failed-restore-leaks-tasks": "nomad-17104",
+    "no-logmon-recovery": "nomad-5577",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
 from agent.errors import AgentError, Unavailable
 from agent.runner.logmonhook import LogLimits, LogmonOutput
-from agent.taskdecisions import plan_remount_secrets
+from agent.taskdecisions import plan_remount_secrets, plan_restart_logmon
 from agent.templates.render import TemplateRenderError
 
 if TYPE_CHECKING:
@@ -122,6 +122,8 @@ class LogmonHook(TaskHook):
         """Its logmon outlived the agent as a rule; one that did not is started again and copies what
         waited in the pipe. A process task an agent before logmon started writes its own file
         (agent.logs.TaskDirLog): none."""
+        if not plan_restart_logmon(tr.d.bugs):
+            return
         if tr.driver.container_log or tr.d.task_logs.has_pipes(tr.ar.alloc_dir, tr.t.name):
             try:
                 self.output(tr)

@@ -24,6 +24,7 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
   docker_restart                        dockerd restarted
   kill: pause | task | both             SIGKILL the alloc's pause and/or task containers
   kill_process: TASK                    SIGKILL an exec task's process group
+  kill_logmon: TASK                     SIGKILL a process task's logmon (this agent's: its pidfile)
   remove_containers: task | pause | all docker rm -f the alloc's containers (with the agent down)
   remove_alloc_dir                      the alloc's directory deleted (with the agent down)
   vault_outage: SECONDS                 OpenBao unreachable for that long
@@ -62,7 +63,7 @@ from e2e.harness.chaos import ScheduleError, parse_schedule
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 WAIT_TIMEOUT = 120.0
 BUG_ID = re.compile(r"^(nomad|fieldlab)-[0-9]+(-[a-z0-9-]+)?$")
-FAMILIES = ("templates", "networking", "restore", "lifecycle", "restarts")
+FAMILIES = ("templates", "networking", "restore", "lifecycle", "restarts", "logs")
 ALLOC_STATUSES = ("pending", "running", "complete", "failed", "lost")
 TASK_STATES = ("pending", "running", "dead")
 SIGNALS = ("SIGTERM", "SIGKILL")
@@ -78,6 +79,7 @@ STEPS: dict[str, object] = {
     "docker_restart": None,
     "kill": ("pause", "task", "both"),
     "kill_process": str,
+    "kill_logmon": str,
     "remove_containers": ("task", "pause", "all"),
     "remove_alloc_dir": None,
     "vault_outage": float,

@@ -164,6 +164,14 @@ class ScenarioRun:
     def _step_kill_process(self, step: Step) -> None:
         self._fault(ProcessKill(self.cluster, self.node, alloc_id=self.alloc_id, task=str(step.arg)))
 
+    def _step_kill_logmon(self, step: Step) -> None:
+        pidfile = f"{self.cluster.target.data_dir}/alloc/{self.alloc_id}/.logmon/{step.arg}.pid"
+        got = self.node.run(f"kill -9 $(cat {pidfile})", check=False)
+        if got.rc != 0:
+            raise AssertionError(f"kill_logmon: no logmon of task {step.arg} ({pidfile}): {got.stderr}")
+                f"kill_logmon: no logmon of task {step.arg} to kill ({pidfile}): {got.stderr}"
+            )
+
     def _step_remove_containers(self, step: Step) -> None:
         role = None if step.arg == "all" else str(step.arg)
         ids = alloc_containers(self.node, self.alloc_id, role, target=self.cluster.target)
