@@ -169,8 +169,6 @@ class ScenarioRun:
         got = self.node.run(f"kill -9 $(cat {pidfile})", check=False)
         if got.rc != 0:
             raise AssertionError(f"kill_logmon: no logmon of task {step.arg} ({pidfile}): {got.stderr}")
-                f"kill_logmon: no logmon of task {step.arg} to kill ({pidfile}): {got.stderr}"
-            )
 
     def _step_remove_containers(self, step: Step) -> None:
         role = None if step.arg == "all" else str(step.arg)
