@@ -15,7 +15,7 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
   wait: {alloc: STATUS}                 the alloc reaches STATUS (running, complete, failed)
   wait: {task: NAME, state: STATE}      a task reaches STATE (pending, running, dead)
   wait: {task: NAME, event: TYPE, count: N}   N events of TYPE for the task
-  wait: {file: PATH}                    a file of the alloc dir exists (PATH as the `file` check's)
+  wait: {file: PATH, contains: RE}      a file of the alloc dir exists (and has a line matching RE)
   wait: invariants                      every invariant of the node holds (orphans, health, starts);
                                         {invariants: true, timeout: N} to give it a timeout
   agent_restart: SIGTERM | SIGKILL      the agent stopped by that signal, started, restore done
@@ -218,8 +218,10 @@ def _wait_arg(path: Path, where: str, arg: object) -> object:
     if not isinstance(arg, dict):
         raise ScenarioError(f"{_where(path, where)}: wait takes invariants or {{alloc: ...}} / {{task: ...}}")
     if "file" in arg:
-        _keys(path, where, arg, {"file"}, {"file"})
-        _file_arg(path, where, {"path": arg["file"]})
+        _keys(path, where, arg, {"file", "contains"}, {"file"})
+        _file_arg(
+            path, where, {"path": arg["file"], **({"contains": arg["contains"]} if "contains" in arg else {})}
+        )
         return arg
     if "alloc" in arg:
         _keys(path, where, arg, {"alloc"}, {"alloc"})

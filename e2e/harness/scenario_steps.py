@@ -3,6 +3,7 @@ and waits, then the checks. The vocabulary and what each word means: e2e/harness
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,11 +121,15 @@ class ScenarioRun:
             return
 
         if isinstance(step.arg, dict) and "file" in step.arg:
-            where = str(step.arg["file"])
+            where, pattern = str(step.arg["file"]), step.arg.get("contains")
 
             def exists() -> tuple[bool | None, str]:
-                there = self.agent.cat(self.alloc_id, where) is not None
-                return (True if there else None), f"{where} {'exists' if there else 'missing'}"
+                text = self.agent.cat(self.alloc_id, where)
+                if text is None:
+                    return None, f"{where} missing"
+                if pattern and not re.search(str(pattern), text, re.MULTILINE):
+                    return None, f"{where}: no line matches {pattern!r} (last: {text.strip()[-80:]!r})"
+                return True, f"{where} exists"
 
             wait_until(exists, timeout=step.timeout, what=f"{self.node.name}: {step.describe()}")
             return

@@ -9,7 +9,7 @@ job "webserver" {
 
       config {
         command = "/bin/sh"
-        args    = ["-c", "while true; do echo \"tick $(date +%s)\"; sleep 15; done"]
+        args    = ["-c", "i=0; while true; do echo \"tick $i\"; i=$((i+1)); sleep 1; done"]
       }
 
       resources {
