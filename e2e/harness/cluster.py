@@ -122,21 +122,15 @@ class Agent:
     def cat(self, alloc_id: str, path: str) -> str | None:
         """GET /v1/client/fs/cat/<alloc>?path=<path>: a file of the alloc dir as text (None: there is
         no such file, Nomad's 404; any other failure raises, naming the node)."""
-        url = f"/v1/client/fs/cat/{quote(alloc_id, safe='')}?path={quote(path, safe='/')}"
-        try:
-            return self.api.request_raw("GET", url)[1].decode(errors="replace")
-        except ApiError as exc:
-            if exc.status in (400, 404):
-                return None
-            raise AgentError(f"{self.node.name}: agent API GET {url}: {exc}") from None
-        except AgentError as exc:
-            raise AgentError(f"{self.node.name}: agent API GET {url}: {exc}") from None
+        return self._text(f"/v1/client/fs/cat/{quote(alloc_id, safe='')}?path={quote(path, safe='/')}")
 
     def logs(self, alloc_id: str, task: str, stream: str) -> str | None:
         """GET /v1/client/fs/logs/<alloc>?task=&type=&origin=start&plain=true: the task's whole log
         as `nomad alloc logs` prints it (None: no such task or log, Nomad's 404)."""
         query = f"task={quote(task)}&type={stream}&origin=start&offset=0&plain=true"
-        url = f"/v1/client/fs/logs/{quote(alloc_id, safe='')}?{query}"
+        return self._text(f"/v1/client/fs/logs/{quote(alloc_id, safe='')}?{query}")
+
+    def _text(self, url: str) -> str | None:
         try:
             return self.api.request_raw("GET", url)[1].decode(errors="replace")
         except ApiError as exc:
