@@ -151,3 +151,22 @@ def test_a_terminal_alloc_of_a_group_a_later_version_dropped_stays_listed_until_
     assert listed[old] == ("g", "complete"), listed
     assert again.alloc(old[:8]).id == old
     assert old in again.gc(force=True).collected
+
+
+def test_a_terminal_alloc_whose_group_no_kept_version_has_is_still_listed_until_the_gc(
+    node: tuple[FakeNode, Core],
+) -> None:
+    """The same job id run again more times than the versions a job keeps (6), each with another
+    group: the first one's terminal alloc is still listed (its group read from its own task records)
+    and collected by the GC, never left unlisted on disk (the repro of the whole catalogue saw one as
+    an orphan dir: its job "example" had been run by 6 reports since)."""
+    fake, core = node
+    old = _run_and_stop(core, "example")
+    for i in range(7):
+        core.submit(spec("example").replace('group "g"', f'group "other{i}"'), "hcl")
+        core.stop_job("example")
+    again = _agent(fake)
+    again.restore()
+    listed = {v["id"]: (v["group"], v["status"]) for v in again.alloc_views()}
+    assert listed[old] == ("g", "complete"), listed
+    assert old in again.gc(force=True).collected

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.jobcodec import JobCodecError, decode_job
-from agent.model import Group, Job
+from agent.model import Group, Job, Task
 from agent.records import AllocRecord, RecordError
 from agent.runner.alloc import AllocRunner, RunnerDeps
 from agent.state import StateStore
@@ -17,7 +17,7 @@ def stored_runner(
     deps: RunnerDeps, store: StateStore, jobs: Mapping[str, Job], alloc_id: str, raw: Mapping[str, Any] | None
 ) -> AllocRunner | None:
     """The alloc's runner from its record; None when the record is unreadable or neither the job
-    nor any version of it the store keeps has the alloc's group."""
+    nor any version of it the store keeps has the alloc's group, and it has no task records."""
     if raw is None:
         return None
     try:
@@ -28,6 +28,8 @@ def stored_runner(
     group = next((g for g in job.groups if g.name == rec.group), None) if job else None
     if job is not None and group is None:
         job, group = version_with_group(store, rec.job, rec.group)
+    if job is None or group is None:
+        job, group = group_from_records(store, rec)
     if job is None or group is None:
         return None
     return AllocRunner(deps, rec, job, group)
@@ -45,3 +47,20 @@ def version_with_group(store: StateStore, job_id: str, group_name: str) -> tuple
         if group is not None:
             return old, group
     return None, None
+
+
+def group_from_records(store: StateStore, rec: AllocRecord) -> tuple[Job | None, Group | None]:
+    """The alloc's group as its own records tell it (each task's name, and its driver from its
+    handle), when no version of its job the store keeps has it any more (a job run again under the
+    same id more times than the versions kept): enough to list and read the alloc until the GC,
+    as Nomad lists every alloc of a job until then."""
+    prefix = f"{rec.id}/"
+    names = sorted(k.removeprefix(prefix) for k in store.list("task").records if k.startswith(prefix))
+    if not names:
+        return None, None
+    tasks = []
+    for name in names:
+        handle = store.get("handle", prefix + name) or {}
+        tasks.append(Task(name=name, driver=str(handle.get("driver") or "docker")))
+    group = Group(name=rec.group, tasks=tuple(tasks))
+    return Job(id=rec.job, groups=(group,)), group
