@@ -29,7 +29,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from e2e.harness.scenario import SCENARIOS, Scenario, ScenarioError, catalogue, images_in, load, skeleton
+from e2e.harness.scenario import SCENARIOS, Scenario, ScenarioError, catalogue, load
+from e2e.harness.scenario_write import images_in, skeleton
 
 E2E = Path(__file__).resolve().parent
 ROOT = E2E.parent

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from e2e.harness.chaos import STEP_NOTE, ScheduleError, Step, steps_run
-from e2e.harness.scenario import dump
+from e2e.harness.scenario_write import dump
 
 E2E = Path(__file__).resolve().parent
 ROOT = E2E.parent

@@ -18,11 +18,11 @@ from e2e.harness.scenario import (
     Step,
     catalogue,
     check_problems,
-    images_in,
     load,
     substitute_images,
     wait_state,
 )
+from e2e.harness.scenario_write import images_in
 
 
 def test_every_catalogue_file_loads_and_names_a_real_flag_of_the_same_bug() -> None:
