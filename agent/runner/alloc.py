@@ -113,9 +113,15 @@ class AllocRunner:
         self.d = deps
         self.state = AllocState(deps.store, record)
         self.job = job
-        # each task with the signal its stops send (its kill_signal, else the driver's default)
+        # each task as its stops see it: the signal they send first (its kill_signal, else the
+        # driver's default) and how long they wait before SIGKILL (capped by the client)
         tasks = tuple(
-            replace(t, kill_signal=plan_kill_signal(t.kill_signal, t.driver, deps.bugs)) for t in group.tasks
+            replace(
+                t,
+                kill_signal=plan_kill_signal(t.kill_signal, t.driver, deps.bugs),
+                kill_timeout=plan_kill_timeout(t.kill_timeout, deps.max_kill_timeout, deps.bugs),
+            )
+            for t in group.tasks
         )
         self.group = replace(group, tasks=tasks)
         self.id: str = record.id
@@ -537,10 +543,6 @@ class AllocRunner:
             self.d.services.deregister(self.services(), self.event)
             self._deregistered = True
 
-    def kill_timeout(self, t: Task) -> float:
-        """How long a stop of `t` waits after its kill signal before SIGKILL (the client's cap)."""
-        return plan_kill_timeout(t.kill_timeout, self.d.max_kill_timeout, self.d.bugs)
-
     def teardown(self) -> None:
         """What the alloc holds on the node goes: its services, its tasks' handles, its network, each
         task's hooks' part (its Vault token), its logmons (after the tasks: each drains its pipes)
@@ -551,7 +553,7 @@ class AllocRunner:
             if h:
                 if tr.driver.container_log:  # its logger reads the container's log to the end first
                     self.d.task_logs.stop(self.alloc_dir, tr.t.name)
-                tr.driver.remove(self.id, replace(tr.t, kill_timeout=self.kill_timeout(tr.t)), h)
+                tr.driver.remove(self.id, tr.t, h)
         if self.bridge:
             self.network.teardown()
         for tr in self.tasks.values():

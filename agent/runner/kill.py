@@ -36,7 +36,7 @@ def kill_off_loop(
         then()
         return
     stops = [
-        (t.name, ar.driver(t), h, ar.kill_timeout(t), t.kill_signal, (delays or {}).get(t.name, 0.0))
+        (t.name, ar.driver(t), h, t.kill_timeout, t.kill_signal, (delays or {}).get(t.name, 0.0))
         for t, h in tasks
     ]
 
