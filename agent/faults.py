@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agent.decisions import Bugs
+from agent.bugs import Bugs
 from agent.errors import AgentError
 from agent.killpoints import POINTS, check_point
 

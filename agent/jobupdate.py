@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agent.decisions import NO_BUGS, Bugs
+from agent.bugs import NO_BUGS, Bugs
 from agent.model import Group, Job
 
 

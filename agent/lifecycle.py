@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from agent.decisions import NO_BUGS, Bugs
+from agent.bugs import NO_BUGS, Bugs
 
 
 class Stage(Enum):

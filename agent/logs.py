@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.decisions import NO_BUGS, Bugs
+from agent.bugs import NO_BUGS, Bugs
 from agent.errors import AgentError
 from agent.logmon.rotate import index_of
 from agent.taskdecisions import plan_next_log_file

@@ -5,7 +5,7 @@ these bugs is a parameter here, as in agent.decisions."""
 
 from __future__ import annotations
 
-from agent.decisions import NO_BUGS, Bugs
+from agent.bugs import NO_BUGS, Bugs
 
 
 def plan_kill_signal(asked: str, driver: str, bugs: Bugs = NO_BUGS) -> str:

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent.bugs import NO_BUGS, Bugs
 from agent.config import DEFAULT_TOKEN_ROLE
 from agent.decisions import (
-    NO_BUGS,
     SETUP_RETRY_ATTEMPTS,
-    Bugs,
     ObservedAlloc,
     PauseDeathAction,
     RestoreAction,

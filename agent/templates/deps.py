@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from agent.decisions import NO_BUGS, Bugs
+from agent.bugs import NO_BUGS, Bugs
 from agent.model import Task
 from agent.offload import Offload, run_inline
 from agent.state import StateStore
