@@ -53,6 +53,7 @@ class Bugs:
     log_skips_rotated_tail: bool = False
     failed_restore_leaks_tasks: bool = False
     no_logmon_recovery: bool = False
+    no_vault_token_after_stop: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

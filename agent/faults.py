@@ -214,6 +214,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a restore does not start a reattached task's logmon again when it is gone: the task's next "
         "write to its log pipe finds no reader and SIGPIPE kills it",
     ),
+    FaultSpec(
+        "no-vault-token-after-stop",
+        "nomad-19268",
+        "a Vault token is refused for a task of an alloc told to stop (not yet done on the client): the "
+        "poststop task that needs one fails with 'Can't request Vault token for terminal allocation'",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -289,6 +295,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "log-skips-rotated-tail",
         "failed-restore-leaks-tasks",
         "no-logmon-recovery",
+        "no-vault-token-after-stop",
     }
 )
 

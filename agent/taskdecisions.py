@@ -115,3 +115,11 @@ def plan_restart_logmon(bugs: Bugs = NO_BUGS) -> bool:
     is nomad-5577: none is started, the task's next write to its log pipe finds no reader and
     SIGPIPE kills it."""
     return not bugs.no_logmon_recovery
+
+
+def plan_vault_token_allowed(alloc_stopping: bool, bugs: Bugs = NO_BUGS) -> bool:
+    """Whether a task's Vault token may be derived now: until the alloc is done on the client, so a
+    poststop task (which runs after the alloc was told to stop) gets its own, as Nomad since PR
+    #19268. `no-vault-token-after-stop` is nomad-19268: the derivation is refused once the alloc is
+    told to stop ("Can't request Vault token for terminal allocation") and the poststop task fails."""
+    return not (bugs.no_vault_token_after_stop and alloc_stopping)

@@ -39,6 +39,7 @@ AGENT_FLAGS = {
     "log-skips-rotated-tail": "nomad-11721",
     "failed-restore-leaks-tasks": "nomad-17104",
     "no-logmon-recovery": "nomad-5577",
+    "no-vault-token-after-stop": "nomad-19268",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING
 
 from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
 from agent.errors import AgentError, Unavailable
+from agent.records import DesiredStatus
 from agent.runner.logmonhook import LogLimits, LogmonOutput
-from agent.taskdecisions import plan_remount_secrets, plan_restart_logmon
+from agent.taskdecisions import plan_remount_secrets, plan_restart_logmon, plan_vault_token_allowed
 from agent.templates.render import TemplateRenderError
+from agent.vault.errors import VaultError
 
 if TYPE_CHECKING:
     from agent.runner.taskrunner import TaskRunner
@@ -188,13 +190,22 @@ class VaultHook(TaskHook):
     def setup(self, tr: TaskRunner, then: Then) -> None:
         token = tr.vault_token()
         if token is not None:
+            self._may_derive(tr)
             token.ensure()
         then(None)
 
     def prestart(self, tr: TaskRunner, req: StartRequest) -> None:
         token = tr.vault_token()
         if token is not None:
+            self._may_derive(tr)
             token.ensure()  # a no-op unless the token expired while the task was down
+
+    @staticmethod
+    def _may_derive(tr: TaskRunner) -> None:
+        if not plan_vault_token_allowed(tr.ar.rec.desired is DesiredStatus.STOP, tr.d.bugs):
+            raise VaultError(
+                "derive token", "auth/token/create", "Can't request Vault token for terminal allocation"
+            )
 
     def restore(self, tr: TaskRunner) -> None:
         token = tr.vault_token()
