@@ -54,6 +54,7 @@ class Bugs:
     failed_restore_leaks_tasks: bool = False
     no_logmon_recovery: bool = False
     no_vault_token_after_stop: bool = False
+    templates_merged_by_content: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

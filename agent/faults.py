@@ -220,6 +220,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a Vault token is refused for a task of an alloc told to stop (not yet done on the client): the "
         "poststop task that needs one fails with 'Can't request Vault token for terminal allocation'",
     ),
+    FaultSpec(
+        "templates-merged-by-content",
+        "nomad-26880",
+        "templates are told apart by their contents alone (consul-template's hash before PR 2096): of two "
+        "templates with the same text, only the first is rendered, the other's destination never written",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -296,6 +302,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "failed-restore-leaks-tasks",
         "no-logmon-recovery",
         "no-vault-token-after-stop",
+        "templates-merged-by-content",
     }
 )
 

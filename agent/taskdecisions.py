@@ -5,6 +5,8 @@ these bugs is a parameter here, as in agent.decisions."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agent.bugs import NO_BUGS, Bugs
 
 
@@ -123,3 +125,19 @@ def plan_vault_token_allowed(alloc_stopping: bool, bugs: Bugs = NO_BUGS) -> bool
     #19268. `no-vault-token-after-stop` is nomad-19268: the derivation is refused once the alloc is
     told to stop ("Can't request Vault token for terminal allocation") and the poststop task fails."""
     return not (bugs.no_vault_token_after_stop and alloc_stopping)
+
+
+def plan_templates_to_render(templates: Sequence[tuple[str, str, str]], bugs: Bugs = NO_BUGS) -> list[int]:
+    """Which of a task's templates ((source, data, destination) each, in order) a render pass renders:
+    one per identity, the first of each. A template's identity is all three, as consul-template's
+    since PR 2096 (Nomad PR #26880), so only exact repeats merge. `templates-merged-by-content` is
+    nomad-26880: the identity is the text alone, so a later template with the same text as an
+    earlier one is merged into it and its destination is never written."""
+    seen: set[object] = set()
+    out: list[int] = []
+    for i, (source, data, dest) in enumerate(templates):
+        ident: object = data if bugs.templates_merged_by_content else (source, data, dest)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(i)
+    return out

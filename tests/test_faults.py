@@ -40,6 +40,7 @@ AGENT_FLAGS = {
     "failed-restore-leaks-tasks": "nomad-17104",
     "no-logmon-recovery": "nomad-5577",
     "no-vault-token-after-stop": "nomad-19268",
+    "templates-merged-by-content": "nomad-26880",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -4,7 +4,7 @@ fixed answer, and what its fault flag changes (the field bug's mechanism, in one
 from __future__ import annotations
 
 from agent.bugs import Bugs
-from agent.taskdecisions import plan_vault_token_allowed
+from agent.taskdecisions import plan_templates_to_render, plan_vault_token_allowed
 
 
 def test_nomad_19268_a_stopping_alloc_still_gets_vault_tokens_for_its_poststop_tasks() -> None:
@@ -13,3 +13,16 @@ def test_nomad_19268_a_stopping_alloc_still_gets_vault_tokens_for_its_poststop_t
     bug = Bugs(no_vault_token_after_stop=True)
     assert plan_vault_token_allowed(alloc_stopping=False, bugs=bug) is True
     assert plan_vault_token_allowed(alloc_stopping=True, bugs=bug) is False
+
+
+def test_nomad_26880_templates_with_the_same_text_are_each_rendered() -> None:
+    same = [
+        ("", "{{ key }}", "local/a.conf"),
+        ("", "{{ key }}", "local/b.conf"),
+        ("", "{{ key }}", "local/a.conf"),
+    ]
+    assert plan_templates_to_render(same) == [0, 1]  # only the exact repeat merges
+    assert plan_templates_to_render(same, Bugs(templates_merged_by_content=True)) == [0]
+    assert plan_templates_to_render(
+        [("a.tpl", "", "x"), ("b.tpl", "", "y")], Bugs(templates_merged_by_content=True)
+    ) == [0]

@@ -42,6 +42,7 @@ from agent.decisions import (
 from agent.errors import AgentError, Unavailable
 from agent.model import ChangeScript, Task
 from agent.sandbox import SandboxError, read_file
+from agent.taskdecisions import plan_templates_to_render
 from agent.templates.budget import too_many_templates
 from agent.templates.changemode import (
     Plan,
@@ -288,8 +289,10 @@ class TaskTemplates:
                     ctx.used |= last.keys  # still read: held on, prefetched when due
         out = []
         budget = self.d.pass_budget
+        keys = [(t.source, t.data, t.destination) for t in self.t.templates]
+        templates = [self.t.templates[i] for i in plan_templates_to_render(keys, self.d.bugs)]
         for _pass in range(2):
-            for tpl in self.t.templates:
+            for tpl in templates:
                 if tpl.destination in same:
                     continue
                 left = budget - ctx.meter.charged
