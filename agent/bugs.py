@@ -55,6 +55,7 @@ class Bugs:
     no_logmon_recovery: bool = False
     no_vault_token_after_stop: bool = False
     templates_merged_by_content: bool = False
+    no_teardown_after_restore: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

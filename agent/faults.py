@@ -226,6 +226,13 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "templates are told apart by their contents alone (consul-template's hash before PR 2096): of two "
         "templates with the same text, only the first is rendered, the other's destination never written",
     ),
+    FaultSpec(
+        "no-teardown-after-restore",
+        "nomad-17455",
+        "an alloc's network taken over at an agent restart is not torn down when the alloc stops (the "
+        "teardown knows only a network it created in this run): its pause container, netns and iptables "
+        "rules stay behind",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -303,6 +310,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "no-logmon-recovery",
         "no-vault-token-after-stop",
         "templates-merged-by-content",
+        "no-teardown-after-restore",
     }
 )
 

@@ -141,3 +141,12 @@ def plan_templates_to_render(templates: Sequence[tuple[str, str, str]], bugs: Bu
             seen.add(ident)
             out.append(i)
     return out
+
+
+def plan_teardown_restored_network(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether an alloc's teardown tears down a network it took over at a restore (not created in
+    this run of the agent): it does, found from the state, as Nomad's network hook finds the pause
+    container by its alloc id since PR #17455. `no-teardown-after-restore` is nomad-17455 (and
+    #15214 for other drivers): the hook knows only a network it set up itself, so after an agent
+    restart a stopped alloc's pause container, netns and iptables rules stay behind."""
+    return not bugs.no_teardown_after_restore

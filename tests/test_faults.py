@@ -41,6 +41,7 @@ AGENT_FLAGS = {
     "no-logmon-recovery": "nomad-5577",
     "no-vault-token-after-stop": "nomad-19268",
     "templates-merged-by-content": "nomad-26880",
+    "no-teardown-after-restore": "nomad-17455",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -4,7 +4,11 @@ fixed answer, and what its fault flag changes (the field bug's mechanism, in one
 from __future__ import annotations
 
 from agent.bugs import Bugs
-from agent.taskdecisions import plan_templates_to_render, plan_vault_token_allowed
+from agent.taskdecisions import (
+    plan_teardown_restored_network,
+    plan_templates_to_render,
+    plan_vault_token_allowed,
+)
 
 
 def test_nomad_19268_a_stopping_alloc_still_gets_vault_tokens_for_its_poststop_tasks() -> None:
@@ -26,3 +30,8 @@ def test_nomad_26880_templates_with_the_same_text_are_each_rendered() -> None:
     assert plan_templates_to_render(
         [("a.tpl", "", "x"), ("b.tpl", "", "y")], Bugs(templates_merged_by_content=True)
     ) == [0]
+
+
+def test_nomad_17455_a_network_taken_over_at_a_restore_is_torn_down() -> None:
+    assert plan_teardown_restored_network() is True
+    assert plan_teardown_restored_network(Bugs(no_teardown_after_restore=True)) is False

@@ -13,6 +13,7 @@ from agent.drivers.base import DriverError
 from agent.errors import AgentError
 from agent.records import AllocStatus, DesiredStatus, NetworkState
 from agent.runner.state import NETNS_OWNER
+from agent.taskdecisions import plan_teardown_restored_network
 from agent.vault import VaultError
 
 if TYPE_CHECKING:
@@ -65,6 +66,9 @@ class AllocNetwork:
     def teardown(self) -> None:
         """At the alloc's teardown: DEL (its failure is an event), then the owner goes."""
         ar = self.ar
+        if ar.network_from_state and not plan_teardown_restored_network(ar.d.bugs):
+            ar.state.save(network_state=NetworkState.DELETED)  # nomad-17455: nothing torn down
+            return
         try:
             self.delete()
         except AgentError as exc:
