@@ -56,6 +56,7 @@ class Bugs:
     no_vault_token_after_stop: bool = False
     templates_merged_by_content: bool = False
     no_teardown_after_restore: bool = False
+    no_local_mount: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

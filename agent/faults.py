@@ -233,6 +233,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "teardown knows only a network it created in this run): its pause container, netns and iptables "
         "rules stay behind",
     ),
+    FaultSpec(
+        "no-local-mount",
+        "nomad-1830",
+        "a docker task's local/ dir is not mounted into its container: what the agent put there "
+        "(templates, artifacts) is not at /local, and a task that reads its config from there fails",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -311,6 +317,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "no-vault-token-after-stop",
         "templates-merged-by-content",
         "no-teardown-after-restore",
+        "no-local-mount",
     }
 )
 

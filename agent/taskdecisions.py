@@ -150,3 +150,11 @@ def plan_teardown_restored_network(bugs: Bugs = NO_BUGS) -> bool:
     #15214 for other drivers): the hook knows only a network it set up itself, so after an agent
     restart a stopped alloc's pause container, netns and iptables rules stay behind."""
     return not bugs.no_teardown_after_restore
+
+
+def plan_task_dir_mounts(bugs: Bugs = NO_BUGS) -> tuple[str, ...]:
+    """The task dirs a container driver mounts into the task's root, as Nomad's docker driver does:
+    the alloc's shared alloc/, and the task's local/ and secrets/. `no-local-mount` is nomad-1830
+    (0.4.0): local/ is not mounted, so the templates and artifacts the agent put there are not at
+    /local inside the container."""
+    return ("alloc", "secrets") if bugs.no_local_mount else ("alloc", "local", "secrets")

@@ -42,6 +42,7 @@ AGENT_FLAGS = {
     "no-vault-token-after-stop": "nomad-19268",
     "templates-merged-by-content": "nomad-26880",
     "no-teardown-after-restore": "nomad-17455",
+    "no-local-mount": "nomad-1830",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

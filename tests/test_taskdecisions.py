@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from agent.bugs import Bugs
 from agent.taskdecisions import (
+    plan_task_dir_mounts,
     plan_teardown_restored_network,
     plan_templates_to_render,
     plan_vault_token_allowed,
@@ -35,3 +36,8 @@ def test_nomad_26880_templates_with_the_same_text_are_each_rendered() -> None:
 def test_nomad_17455_a_network_taken_over_at_a_restore_is_torn_down() -> None:
     assert plan_teardown_restored_network() is True
     assert plan_teardown_restored_network(Bugs(no_teardown_after_restore=True)) is False
+
+
+def test_nomad_1830_a_container_gets_its_local_dir() -> None:
+    assert plan_task_dir_mounts() == ("alloc", "local", "secrets")
+    assert "local" not in plan_task_dir_mounts(Bugs(no_local_mount=True))

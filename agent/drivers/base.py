@@ -116,6 +116,7 @@ class TaskContext:
     ports: tuple[tuple[str, int, int], ...] = ()  # the alloc's ports: (label, host port, to)
     output: TaskOutput | None = None  # a process task's stdout/stderr (None: /dev/null, `logs` disabled)
     mounts: tuple[Mount, ...] = ()  # its host volumes (volume_mount), resolved against the node's config
+    task_dirs: tuple[str, ...] = ("alloc", "local", "secrets")  # mounted at /<name> (plan_task_dir_mounts)
 
 
 class TaskDriver(Protocol):

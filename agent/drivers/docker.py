@@ -241,9 +241,10 @@ class DockerDriver:
             "cpu_shares": max(2, task.resources.cpu),
             # the alloc's shared dir, the task's own dirs, as Nomad's docker driver; then its volumes
             "volumes": [
-                f"{ctx.task_dir.parent / 'alloc'}:/alloc:rw",
-                f"{ctx.task_dir / 'local'}:/local:rw",
-                f"{ctx.task_dir / 'secrets'}:/secrets:rw",
+                *(
+                    f"{ctx.task_dir.parent / d if d == 'alloc' else ctx.task_dir / d}:/{d}:rw"
+                    for d in ctx.task_dirs
+                ),
                 *(volume_bind(m) for m in ctx.mounts),
             ],
             # none: the image's STOPSIGNAL (taskdecisions.plan_kill_signal)

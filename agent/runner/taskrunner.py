@@ -42,7 +42,12 @@ from agent.runner.hooks import StartRequest, TaskHook, Then
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
 from agent.sandbox import SandboxError, read_file
-from agent.taskdecisions import plan_alloc_addr_port, plan_interpolate_meta, plan_task_network_address
+from agent.taskdecisions import (
+    plan_alloc_addr_port,
+    plan_interpolate_meta,
+    plan_task_dir_mounts,
+    plan_task_network_address,
+)
 from agent.taskenv import build_env, interpolate_config
 from agent.templates.envfile import parse_env_file
 from agent.templates.render import SecretSource
@@ -335,6 +340,7 @@ class TaskRunner:
             ports=tuple((p.label, p.host, p.to) for p in ar.rec.ports),
             output=req.output,
             mounts=req.mounts,
+            task_dirs=plan_task_dir_mounts(self.d.bugs),
         )
         record = self.state.task(t.name)
         self.state.put_task(
