@@ -57,6 +57,7 @@ class Bugs:
     templates_merged_by_content: bool = False
     no_teardown_after_restore: bool = False
     no_local_mount: bool = False
+    recreate_netns_on_restore: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

@@ -33,6 +33,7 @@ class ObservedAlloc:
     has_cni_result: bool = True
     # Tasks recorded complete (a batch task that exited 0): not running, and nothing to restore.
     tasks_completed: Sequence[bool] = ()
+    netns_by_agent: bool = False  # the netns is the agent's own (exec, raw_exec), not a pause container's
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ def plan_restore(
     bug, `half-alive-restore`: the record is believed over the driver). `no-network-check-on-restore`
     is nomad-24292: a running pause container is taken at its word and the network is never
     verified. `restore-missing-alloc-dir` is nomad-27933: restore goes on as if the alloc directory
-    were there.
+    were there. `recreate-netns-on-restore` is nomad-9757: the netns the agent made for exec and
+    raw_exec tasks is not taken over, so the network is recreated and those tasks restarted.
     """
     if bugs.half_alive_restore and recorded_running:
         obs = trust_recorded_tasks(obs, recorded_running)
@@ -80,6 +82,8 @@ def plan_restore(
     if not obs.alloc_dir_exists and not bugs.restore_missing_alloc_dir:
         return RestorePlan(RestoreAction.REPLACE, "alloc directory is missing (nomad-27933)")
     problem = network_problem(obs) if obs.bridge and check_network else None
+    if obs.bridge and obs.netns_by_agent and bugs.recreate_netns_on_restore:
+        problem = "no network restored for the agent's own netns (nomad-9757)"
     if problem:
         return RestorePlan(RestoreAction.RECREATE_NETWORK, problem)
     done = list(obs.tasks_completed) or [False] * len(obs.tasks_running)

@@ -239,6 +239,13 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a docker task's local/ dir is not mounted into its container: what the agent put there "
         "(templates, artifacts) is not at /local, and a task that reads its config from there fails",
     ),
+    FaultSpec(
+        "recreate-netns-on-restore",
+        "nomad-9757",
+        "a restore does not take over the network namespace the agent made for exec or raw_exec tasks (no "
+        "pause container): it recreates the group's network, so every such task is restarted by a plain "
+        "agent restart",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -318,6 +325,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "templates-merged-by-content",
         "no-teardown-after-restore",
         "no-local-mount",
+        "recreate-netns-on-restore",
     }
 )
 

@@ -43,6 +43,7 @@ AGENT_FLAGS = {
     "templates-merged-by-content": "nomad-26880",
     "no-teardown-after-restore": "nomad-17455",
     "no-local-mount": "nomad-1830",
+    "recreate-netns-on-restore": "nomad-9757",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -3,7 +3,10 @@ fixed answer, and what its fault flag changes (the field bug's mechanism, in one
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from agent.bugs import Bugs
+from agent.decisions import ObservedAlloc, RestoreAction, plan_restore
 from agent.taskdecisions import (
     plan_task_dir_mounts,
     plan_teardown_restored_network,
@@ -41,3 +44,14 @@ def test_nomad_17455_a_network_taken_over_at_a_restore_is_torn_down() -> None:
 def test_nomad_1830_a_container_gets_its_local_dir() -> None:
     assert plan_task_dir_mounts() == ("alloc", "local", "secrets")
     assert "local" not in plan_task_dir_mounts(Bugs(no_local_mount=True))
+
+
+def test_nomad_9757_the_agents_own_netns_is_taken_over_at_a_restore() -> None:
+    obs = ObservedAlloc(
+        alloc_dir_exists=True, bridge=True, tasks_running=[True], tasks_share_pause_netns=[True]
+    )
+    exec_obs = replace(obs, netns_by_agent=True)
+    assert plan_restore(exec_obs).action is RestoreAction.REATTACH
+    bug = Bugs(recreate_netns_on_restore=True)
+    assert plan_restore(exec_obs, bug).action is RestoreAction.RECREATE_NETWORK
+    assert plan_restore(obs, bug).action is RestoreAction.REATTACH  # a pause container's: unchanged

@@ -77,6 +77,7 @@ class Restorer:
             network_diffs=diffs,
             has_cni_result=has_result,
             tasks_completed=[ar.state.task(name).completed for name in ar.tasks],
+            netns_by_agent=ar.owner.kind == "netns",
         )
 
     def restore(self, observed: ObservedAlloc | None = None) -> RestoreAction:
