@@ -58,6 +58,7 @@ class Bugs:
     no_teardown_after_restore: bool = False
     no_local_mount: bool = False
     recreate_netns_on_restore: bool = False
+    ports_keyed_by_container_port: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

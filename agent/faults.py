@@ -246,6 +246,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "pause container): it recreates the group's network, so every such task is restarted by a plain "
         "agent restart",
     ),
+    FaultSpec(
+        "ports-keyed-by-container-port",
+        "nomad-9951",
+        "an alloc's port mappings are keyed by the port inside the container: of two host ports forwarded "
+        "to the same container port only the last is mapped, the other does not answer",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -326,6 +332,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "no-teardown-after-restore",
         "no-local-mount",
         "recreate-netns-on-restore",
+        "ports-keyed-by-container-port",
     }
 )
 

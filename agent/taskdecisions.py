@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.bugs import NO_BUGS, Bugs
+from agent.records import PortAlloc
 
 
 def plan_kill_signal(asked: str, driver: str, bugs: Bugs = NO_BUGS) -> str:
@@ -158,3 +159,14 @@ def plan_task_dir_mounts(bugs: Bugs = NO_BUGS) -> tuple[str, ...]:
     (0.4.0): local/ is not mounted, so the templates and artifacts the agent put there are not at
     /local inside the container."""
     return ("alloc", "secrets") if bugs.no_local_mount else ("alloc", "local", "secrets")
+
+
+def plan_mapped_ports(ports: Sequence[PortAlloc], bugs: Bugs = NO_BUGS) -> list[PortAlloc]:
+    """The host ports an alloc's network forwards (each to its `to` port inside): every one, so two
+    host ports may reach the same container port, as Nomad since PR #9951. `ports-keyed-by-container-port`
+    is nomad-9951: the mappings are keyed by the container port, so of several host ports forwarded
+    to one container port only the last is mapped."""
+    if not bugs.ports_keyed_by_container_port:
+        return list(ports)
+    by_to = {p.to: p for p in ports}
+    return list(by_to.values())

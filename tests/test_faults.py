@@ -44,6 +44,7 @@ AGENT_FLAGS = {
     "no-teardown-after-restore": "nomad-17455",
     "no-local-mount": "nomad-1830",
     "recreate-netns-on-restore": "nomad-9757",
+    "ports-keyed-by-container-port": "nomad-9951",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

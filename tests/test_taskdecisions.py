@@ -7,7 +7,9 @@ from dataclasses import replace
 
 from agent.bugs import Bugs
 from agent.decisions import ObservedAlloc, RestoreAction, plan_restore
+from agent.records import PortAlloc
 from agent.taskdecisions import (
+    plan_mapped_ports,
     plan_task_dir_mounts,
     plan_teardown_restored_network,
     plan_templates_to_render,
@@ -55,3 +57,14 @@ def test_nomad_9757_the_agents_own_netns_is_taken_over_at_a_restore() -> None:
     bug = Bugs(recreate_netns_on_restore=True)
     assert plan_restore(exec_obs, bug).action is RestoreAction.RECREATE_NETWORK
     assert plan_restore(obs, bug).action is RestoreAction.REATTACH  # a pause container's: unchanged
+
+
+def test_nomad_9951_two_host_ports_may_reach_one_container_port() -> None:
+    ports = [
+        PortAlloc("public", 21000, 8080),
+        PortAlloc("internal", 21001, 8080),
+        PortAlloc("db", 21002, 5432),
+    ]
+    assert plan_mapped_ports(ports) == ports
+    keyed = plan_mapped_ports(ports, Bugs(ports_keyed_by_container_port=True))
+    assert [p.label for p in keyed] == ["internal", "db"]

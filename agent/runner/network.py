@@ -13,7 +13,7 @@ from agent.drivers.base import DriverError
 from agent.errors import AgentError
 from agent.records import AllocStatus, DesiredStatus, NetworkState
 from agent.runner.state import NETNS_OWNER
-from agent.taskdecisions import plan_teardown_restored_network
+from agent.taskdecisions import plan_mapped_ports, plan_teardown_restored_network
 from agent.vault import VaultError
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class AllocNetwork:
             raise AgentError(f"the {ar.owner.kind} owning the network namespace is not running")
         ar.state.save(network_state=NetworkState.ADDING)
         ar.kill_point("start.before-network-add")
-        address = ar.d.network.add(ar.id, ns, ar.rec.ports)
+        address = ar.d.network.add(ar.id, ns, plan_mapped_ports(ar.rec.ports, ar.d.bugs))
         ar.kill_point("start.after-network-add")
         if keep_address and ar.rec.address:
             # nomad-24236/16893: the recreated network's address is not written back; the alloc
