@@ -59,6 +59,7 @@ class Bugs:
     no_local_mount: bool = False
     recreate_netns_on_restore: bool = False
     ports_keyed_by_container_port: bool = False
+    netns_left_after_batch: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

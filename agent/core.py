@@ -9,6 +9,7 @@ sweeps. Two larger steps it runs on the loop have their own modules: the startup
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import logging
@@ -64,6 +65,7 @@ T = TypeVar("T")
 DYNAMIC_PORTS = range(20000, 32000)
 LOOP_IDLE = 1.0  # the loop wakes at least this often to run due timers
 STOP_POLL = 0.05  # seconds between looks at allocs being stopped (await_stopped)
+SWEPT_KEPT = 200  # removals of the sweeper the agent lists in /v1/agent/self (swept)
 
 
 def parse_submission(
@@ -193,6 +195,9 @@ class Core:
         self.sweeper = sweeper
         self.last_sweep: SweepReport | None = None
         self.sweeps = 0  # sweeps done since start: the e2e suites wait for one to have run
+        # What the sweeps removed ("kind:owner:target", the last SWEPT_KEPT): a leak the alloc's own
+        # teardown left is found here even after the sweeper cleaned it (/v1/agent/self).
+        self.swept: collections.deque[str] = collections.deque(maxlen=SWEPT_KEPT)
         # Allocs found running after the state DB was lost: kept, listed, stopped on request only.
         self.adoption = Adoption(store, node_of(drivers))
         self.restorer = Restore(self)
@@ -300,6 +305,8 @@ class Core:
         )
         self.last_sweep = report
         self.sweeps += 1
+        if not report.dry_run:
+            self.swept.extend(f"{r.kind}:{r.owner}:{r.target}" for r in report.planned)
         if report.errors:
             log.error("sweeper could not remove: %s", "; ".join(report.errors))
         return report

@@ -308,6 +308,7 @@ class Agent:
         if self.core is not None:
             body["restore_seconds"] = round(self.core.restore_seconds, 3)
             body["sweeps"] = self.core.sweeps
+            body["swept"] = list(self.core.swept)
         return body
 
     def _metrics(self) -> tuple[int, str, bytes]:

@@ -252,6 +252,13 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "an alloc's port mappings are keyed by the port inside the container: of two host ports forwarded "
         "to the same container port only the last is mapped, the other does not answer",
     ),
+    FaultSpec(
+        "netns-left-after-batch",
+        "nomad-25714",
+        "the network namespace the agent made for a batch alloc's exec or raw_exec tasks is not removed "
+        "when the alloc is done (its file is still held open, so the unmount fails): one netns leaks per "
+        "batch run",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -333,6 +340,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "no-local-mount",
         "recreate-netns-on-restore",
         "ports-keyed-by-container-port",
+        "netns-left-after-batch",
     }
 )
 

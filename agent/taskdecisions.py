@@ -170,3 +170,11 @@ def plan_mapped_ports(ports: Sequence[PortAlloc], bugs: Bugs = NO_BUGS) -> list[
         return list(ports)
     by_to = {p.to: p for p in ports}
     return list(by_to.values())
+
+
+def plan_remove_agent_netns(batch: bool, bugs: Bugs = NO_BUGS) -> bool:
+    """Whether a teardown removes the network namespace the agent made itself (exec and raw_exec
+    tasks in bridge mode): always, as Nomad since PR #25714 (it closes its handle on the netns file
+    and unmounts lazily). `netns-left-after-batch` is nomad-25714: a batch alloc's netns file is
+    still held open at its teardown, the unmount fails, and the netns stays behind."""
+    return not (bugs.netns_left_after_batch and batch)

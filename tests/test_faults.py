@@ -45,6 +45,7 @@ AGENT_FLAGS = {
     "no-local-mount": "nomad-1830",
     "recreate-netns-on-restore": "nomad-9757",
     "ports-keyed-by-container-port": "nomad-9951",
+    "netns-left-after-batch": "nomad-25714",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

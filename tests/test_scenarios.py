@@ -14,10 +14,12 @@ from agent.faults import FAULTS, IMPLEMENTED_FAULTS
 from e2e import repro
 from e2e.harness.scenario import (
     SCENARIOS,
+    SWEPT_KEY,
     ScenarioError,
     Step,
     catalogue,
     check_problems,
+    file_paths,
     load,
     substitute_images,
     wait_state,
@@ -332,3 +334,15 @@ def test_the_symptom_line_names_its_test_once() -> None:
     wrapped = "test_x: failed\nE   task main started 3 times, expected 1"
     assert repro._symptom(bug, [wrapped]) == "test_x: E   task main started 3 times, expected 1"
     assert repro._symptom(bug, ["test_x: something else"]) is None
+
+
+def test_swept_none_names_what_the_sweeper_removed_of_the_alloc() -> None:
+    alloc = _alloc("complete")
+    step = Step("swept", "none")
+    assert file_paths((step,)) == [SWEPT_KEY]
+    seen = "netns abcdef0123 fl-abcdef0123\ncontainer otheralloc00 web-pause"
+    assert check_problems(step, alloc, [], {SWEPT_KEY: seen}) == [
+        "the agent's sweeper removed netns fl-abcdef0123 of alloc abcdef01: its teardown left it"
+    ]
+    assert check_problems(step, alloc, [], {SWEPT_KEY: "container otheralloc00 web-pause"}) == []
+    assert check_problems(step, alloc, [], {SWEPT_KEY: ""}) == []

@@ -10,6 +10,7 @@ from agent.decisions import ObservedAlloc, RestoreAction, plan_restore
 from agent.records import PortAlloc
 from agent.taskdecisions import (
     plan_mapped_ports,
+    plan_remove_agent_netns,
     plan_task_dir_mounts,
     plan_teardown_restored_network,
     plan_templates_to_render,
@@ -68,3 +69,10 @@ def test_nomad_9951_two_host_ports_may_reach_one_container_port() -> None:
     assert plan_mapped_ports(ports) == ports
     keyed = plan_mapped_ports(ports, Bugs(ports_keyed_by_container_port=True))
     assert [p.label for p in keyed] == ["internal", "db"]
+
+
+def test_nomad_25714_a_batch_allocs_own_netns_goes_at_its_teardown() -> None:
+    assert plan_remove_agent_netns(batch=True) is True
+    bug = Bugs(netns_left_after_batch=True)
+    assert plan_remove_agent_netns(batch=True, bugs=bug) is False
+    assert plan_remove_agent_netns(batch=False, bugs=bug) is True

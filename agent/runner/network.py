@@ -13,7 +13,7 @@ from agent.drivers.base import DriverError
 from agent.errors import AgentError
 from agent.records import AllocStatus, DesiredStatus, NetworkState
 from agent.runner.state import NETNS_OWNER
-from agent.taskdecisions import plan_mapped_ports, plan_teardown_restored_network
+from agent.taskdecisions import plan_mapped_ports, plan_remove_agent_netns, plan_teardown_restored_network
 from agent.vault import VaultError
 
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ class AllocNetwork:
             self.delete()
         except AgentError as exc:
             ar.event("", "Network Teardown", str(exc))
-        ar.owner.remove(ar.id, ar.state.handle(NETNS_OWNER))
+        if ar.owner.kind != "netns" or plan_remove_agent_netns(ar.job.type == "batch", ar.d.bugs):
+            ar.owner.remove(ar.id, ar.state.handle(NETNS_OWNER))
 
     # -- recovery ---------------------------------------------------------------------------------
     def recover(self, why: str, cause: StartCause) -> None:

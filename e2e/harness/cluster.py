@@ -162,6 +162,18 @@ class Agent:
             return None
         return dict((body.get("stats") or {}).get("fieldlab") or {})
 
+    def swept(self) -> list[tuple[str, str, str]]:
+        """What the agent's orphan sweeper removed lately, as (kind, owner alloc, target): what an
+        alloc's own teardown should have removed. [] from an agent that does not say (Nomad's)."""
+        raw = (self.agent_stats() or {}).get("swept") or ""
+        out = []
+        for item in raw.split(","):
+            kind, _, rest = item.partition(":")
+            owner, _, target = rest.partition(":")
+            if kind and target:
+                out.append((kind, owner, target))
+        return out
+
     def metrics(self) -> dict[str, float] | None:
         """The agent's Prometheus metrics as {name{labels}: value}, or None when it does not answer."""
         try:

@@ -43,6 +43,8 @@ a bug that shows a little later is caught):
   events: {task: NAME, has: [TYPE], lacks: [TYPE], after: TYPE}   event types (after: only those
                                         after the last event of that type)
   invariants                            the node's invariants at the end (orphans, start accounting)
+  swept: none                           the agent's orphan sweeper removed nothing of the alloc: its
+                                        own teardown left nothing behind (a leak the sweeper hides)
   logs: {task: T, stream: stdout|stderr, contains: RE, lacks: RE}   the task's log from its start,
                                         as `nomad alloc logs` reads it (the fs logs API, plain)
   file: {path: P, exists: B, contains: RE, lacks: RE}   a file of the alloc dir as Nomad's fs API
@@ -87,7 +89,7 @@ STEPS: dict[str, object] = {
     "stop_job": None,
     "update": "file",
 }
-CHECKS = ("alloc", "replaced", "task", "starts", "events", "invariants", "file", "logs")
+CHECKS = ("alloc", "replaced", "task", "starts", "events", "invariants", "file", "logs", "swept")
 REQUIRED = ("bug", "title", "link", "versions", "family", "flag", "symptom", "what")
 
 
@@ -249,6 +251,11 @@ def _check_arg(path: Path, where: str, name: str, arg: object) -> object:
     elif name == "invariants":
         if arg not in (None, True):
             raise ScenarioError(f"{_where(path, where)}: invariants takes no argument")
+    elif name == "swept":
+        if arg != "none":
+            raise ScenarioError(
+                f"{_where(path, where)}: swept: none (nothing of the alloc left to the sweeper)"
+            )
     elif not isinstance(arg, dict):
         raise ScenarioError(f"{_where(path, where)}: {name} takes a mapping")
     elif name == "task":
@@ -292,9 +299,13 @@ def _file_arg(path: Path, where: str, arg: dict[str, Any]) -> None:
 def file_paths(checks: tuple[Step, ...]) -> list[str]:
     """What the `file` and `logs` checks read (the runner fetches them for `check_problems`): an
     alloc-dir path, or `logs:TASK:STREAM` for a task's log."""
-    return [
+    paths = [
         c.arg["path"] if c.name == "file" else log_key(c.arg) for c in checks if c.name in ("file", "logs")
     ]
+    return paths + [SWEPT_KEY] * any(c.name == "swept" for c in checks)
+
+
+SWEPT_KEY = "agent:swept"  # file_paths' key for what the sweeper removed: "kind owner target" lines
 
 
 def log_key(arg: dict[str, Any]) -> str:
@@ -486,6 +497,13 @@ def check_problems(
         where = f"{arg['task']}'s {arg.get('stream', 'stdout')}"
         return _file_problems({**arg, "path": where}, (files or {}).get(log_key(arg)))
     aid = str(alloc.get("id", ""))[:8]
+    if name == "swept":
+        lines = ((files or {}).get(SWEPT_KEY) or "").splitlines()
+        left = [line.split(" ", 2) for line in lines if line.split(" ")[1:2] == [str(alloc.get("id", ""))]]
+        return [
+            f"the agent's sweeper removed {kind} {target} of alloc {aid}: its teardown left it"
+            for kind, _, target in left
+        ]
     if name == "alloc":
         status = alloc.get("status")
         return (

@@ -25,10 +25,19 @@ from e2e.harness.faults import (
 )
 from e2e.harness.jobs import job_name, restart_delay
 from e2e.harness.remote import Remote
-from e2e.harness.scenario import Scenario, Step, check_problems, file_paths, substitute_images, wait_state
+from e2e.harness.scenario import (
+    SWEPT_KEY,
+    Scenario,
+    Step,
+    check_problems,
+    file_paths,
+    substitute_images,
+    wait_state,
+)
 from e2e.harness.waits import WaitTimeout, wait_until
 
 CHECK_POLL = 1.0  # seconds between two looks while the checks must hold
+NEXT_SWEEP = 150.0  # the agent sweeps every 60 s by default (the lab: 15 s)
 CHECK_SLACK = 60.0  # past `hold`: the looks themselves take time (each reads the alloc over the API)
 INVARIANTS_NOW = 20.0  # seconds the `invariants` check gives the node to settle (the sweeper's grace is 60)
 
@@ -215,10 +224,27 @@ class ScenarioRun:
         return out
 
     def _read(self, what: str) -> str | None:
+        if what == SWEPT_KEY:
+            return self._swept_after_next_sweep()
         if what.startswith("logs:"):
             _, task, stream = what.split(":", 2)
             return self.agent.logs(self.alloc_id, task, stream)
         return self.agent.cat(self.alloc_id, what)
+
+    def _swept_after_next_sweep(self) -> str:
+        """What the sweeper removed, once it swept again after now: a leak the teardown left is
+        then either still there (the invariants see it) or in this list. "" from an agent that
+        does not count its sweeps (Nomad's)."""
+        before = (self.agent.agent_stats() or {}).get("sweeps")
+        if not before:
+            return ""
+
+        def swept_again() -> tuple[bool | None, str]:
+            now = (self.agent.agent_stats() or {}).get("sweeps") or before
+            return (True if int(now) > int(before) else None), f"{before} sweeps so far"
+
+        wait_until(swept_again, timeout=NEXT_SWEEP, what="the agent's next orphan sweep")
+        return "\n".join(" ".join(r) for r in self.agent.swept())
 
     def run_checks(self) -> None:
         """The checks now and, with `hold`, every second for that long; then the invariants (if
