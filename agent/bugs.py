@@ -60,6 +60,8 @@ class Bugs:
     recreate_netns_on_restore: bool = False
     ports_keyed_by_container_port: bool = False
     netns_left_after_batch: bool = False
+    group_without_main_task_accepted: bool = False
+    lifecycle_without_hook_accepted: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

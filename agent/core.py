@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -142,6 +142,7 @@ class Core:
         self.drivers = drivers
         self.faults = faults
         self.bugs = faults.bugs()  # read once; only the plan_* decisions look at it
+        self.limits = replace(self.limits, bugs=self.bugs)  # the submission checks' flags
         # The named steps a kill must not break (agent.killpoints): a no-op unless `crash-at` is set
         # (then the agent SIGKILLs itself there, once per data dir), or a test's hook.
         self.kill_point = kill_point if kill_point is not None else sigkill_at(faults.crash_at, data_dir)

@@ -259,6 +259,18 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "when the alloc is done (its file is still held open, so the unmount fails): one netns leaks per "
         "batch run",
     ),
+    FaultSpec(
+        "group-without-main-task-accepted",
+        "nomad-17570",
+        "a task group whose tasks all have a lifecycle block (no main task) is accepted at submission "
+        "instead of refused, and its alloc has nothing to run for",
+    ),
+    FaultSpec(
+        "lifecycle-without-hook-accepted",
+        "nomad-26285",
+        "a lifecycle block without its required hook is accepted at submission (the task silently becomes "
+        "a main task) instead of refused",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -341,6 +353,8 @@ IMPLEMENTED_FAULTS = frozenset(
         "recreate-netns-on-restore",
         "ports-keyed-by-container-port",
         "netns-left-after-batch",
+        "group-without-main-task-accepted",
+        "lifecycle-without-hook-accepted",
     }
 )
 

@@ -6,6 +6,7 @@ these bugs is a parameter here, as in agent.decisions."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from agent.bugs import NO_BUGS, Bugs
 from agent.records import PortAlloc
@@ -178,3 +179,20 @@ def plan_remove_agent_netns(batch: bool, bugs: Bugs = NO_BUGS) -> bool:
     and unmounts lazily). `netns-left-after-batch` is nomad-25714: a batch alloc's netns file is
     still held open at its teardown, the unmount fails, and the netns stays behind."""
     return not (bugs.netns_left_after_batch and batch)
+
+
+@dataclass(frozen=True)
+class ValidationChecks:
+    main_task: bool  # a group needs a task without lifecycle
+    lifecycle_hook: bool  # a lifecycle block needs its hook
+
+
+def plan_validation(bugs: Bugs = NO_BUGS) -> ValidationChecks:
+    """The submission checks a fault flag can take out (Nomad's TaskGroup and TaskLifecycleConfig
+    Validate). `group-without-main-task-accepted` is nomad-17570: a group of lifecycle tasks only is
+    accepted. `lifecycle-without-hook-accepted` is nomad-26285: a lifecycle block without `hook` is
+    accepted, and the task becomes a main task."""
+    return ValidationChecks(
+        main_task=not bugs.group_without_main_task_accepted,
+        lifecycle_hook=not bugs.lifecycle_without_hook_accepted,
+    )

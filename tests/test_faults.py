@@ -46,6 +46,8 @@ AGENT_FLAGS = {
     "recreate-netns-on-restore": "nomad-9757",
     "ports-keyed-by-container-port": "nomad-9951",
     "netns-left-after-batch": "nomad-25714",
+    "group-without-main-task-accepted": "nomad-17570",
+    "lifecycle-without-hook-accepted": "nomad-26285",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

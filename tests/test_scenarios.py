@@ -85,6 +85,10 @@ checks: [{alloc: running}, invariants]
         (("bug: nomad-1", "bug: issue-1"), "bug: nomad-<issue number>"),
         (("what: w\n", ""), "what: required"),
         (("steps: [run,", "steps: [{wait: invariants},"), "steps[0]: the first step is run"),
+        (("steps: [run,", "steps: [{run: {refused: x}},"), "steps: after a refused run nothing more"),
+        (("steps: [run,", "steps: [{run: {refused: '(x'}},"), "steps[0].refused: not a regex"),
+        (("steps: [run,", "steps: [{run: {accepted: x}},"), "steps[0]: run takes nothing, or {refused: RE}"),
+        (("[{alloc: running}, invariants]", "[{swept: all}]"), "checks[0]: swept: none"),
         (
             ("[{alloc: running}", "[{file: {path: /etc/passwd}}"),
             "checks[0].path: a path inside",

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from agent.bugs import Bugs
 from agent.decisions import ObservedAlloc, RestoreAction, plan_restore
+from agent.jobspec import JobspecError, parse_jobspec
+from agent.jobspec.limits import Limits
 from agent.records import PortAlloc
 from agent.taskdecisions import (
+    ValidationChecks,
     plan_mapped_ports,
     plan_remove_agent_netns,
     plan_task_dir_mounts,
     plan_teardown_restored_network,
     plan_templates_to_render,
+    plan_validation,
     plan_vault_token_allowed,
 )
 
@@ -76,3 +82,30 @@ def test_nomad_25714_a_batch_allocs_own_netns_goes_at_its_teardown() -> None:
     bug = Bugs(netns_left_after_batch=True)
     assert plan_remove_agent_netns(batch=True, bugs=bug) is False
     assert plan_remove_agent_netns(batch=False, bugs=bug) is True
+
+
+ONLY_PRESTART = """
+job "migrate" {
+  group "db" {
+    task "migrate" {
+      lifecycle { hook = "prestart" }
+      driver = "docker"
+      config { image = "busybox" }
+    }
+  }
+}
+"""
+NO_HOOK = ONLY_PRESTART.replace('hook = "prestart"', "sidecar = true")
+
+
+def test_nomad_17570_and_26285_the_submission_checks_refuse_what_nomad_refuses() -> None:
+    assert plan_validation() == ValidationChecks(main_task=True, lifecycle_hook=True)
+    with pytest.raises(JobspecError, match="must have at least one main task"):
+        parse_jobspec(ONLY_PRESTART, source="t.hcl")
+    flagged = Limits(bugs=Bugs(group_without_main_task_accepted=True))
+    assert parse_jobspec(ONLY_PRESTART, source="t.hcl", limits=flagged).job.groups[0].tasks[0].lifecycle
+    with pytest.raises(JobspecError, match="hook"):
+        parse_jobspec(NO_HOOK, source="t.hcl")
+    no_hook = Limits(bugs=Bugs(lifecycle_without_hook_accepted=True))
+    task = parse_jobspec(NO_HOOK, source="t.hcl", limits=no_hook).job.groups[0].tasks[0]
+    assert task.lifecycle is None  # Nomad's IsMain: a lifecycle without a hook is a main task

@@ -29,6 +29,7 @@ from agent.model import (
     Task,
     Vault,
 )
+from agent.taskdecisions import plan_validation
 
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)
@@ -163,7 +164,8 @@ class Builder(ServiceBlocks, TemplateBlocks):
             self.report.error(join(path, "task"), "required: at least one task")
         volumes, csi = read_volumes(self, body, path)
         tasks = check_mounts(self, tasks, volumes, csi, path)
-        if tasks and all(t.lifecycle is not None for t in tasks):  # Nomad's TaskGroup.Validate
+        checks = plan_validation(self.limits.bugs)
+        if checks.main_task and tasks and all(t.lifecycle is not None for t in tasks):  # TaskGroup.Validate
             main = "at least one main task (one without lifecycle)"
             self.report.error(path, f'group "{short(name)}" must have {main}')
         return Group(
@@ -259,7 +261,8 @@ class Builder(ServiceBlocks, TemplateBlocks):
         if found is None:
             return None
         lb, lpath = found
-        hook = self._choice(lb, "hook", lpath, LIFECYCLE_HOOKS, "", required=True, what="lifecycle hook")
+        required = plan_validation(self.limits.bugs).lifecycle_hook
+        hook = self._choice(lb, "hook", lpath, LIFECYCLE_HOOKS, "", required=required, what="lifecycle hook")
         sidecar = self._bool(lb, "sidecar", lpath, False)
         return Lifecycle(hook=hook, sidecar=sidecar) if hook else None
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.bugs import NO_BUGS, Bugs
+
 MIB = 1 << 20
 
 
@@ -17,6 +19,7 @@ class Limits:
     max_templates: int = 256  # template blocks of one task (the client's template_max_per_task)
     max_bytes: int = MIB  # a jobspec's text (the API answers 413 above it)
     max_depth: int = 64  # nesting of blocks, lists and objects
+    bugs: Bugs = NO_BUGS  # the fault flags of the validation (agent.taskdecisions.plan_validation)
 
 
 DEFAULT_LIMITS = Limits()

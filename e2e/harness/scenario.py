@@ -12,6 +12,8 @@ versions), the agent's fault flag that puts the bug back, and either
 
 Steps (each a one-key mapping, or a bare name where it takes nothing):
   run                                   submit the jobspec (pinned to the scenario's node)
+  run: {refused: RE}                    the submission must be refused with a message matching RE
+                                        (the only step; checks: [])
   wait: {alloc: STATUS}                 the alloc reaches STATUS (running, complete, failed)
   wait: {task: NAME, state: STATE}      a task reaches STATE (pending, running, dead)
   wait: {task: NAME, event: TYPE, count: N}   N events of TYPE for the task
@@ -65,14 +67,14 @@ from e2e.harness.chaos import ScheduleError, parse_schedule
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 WAIT_TIMEOUT = 120.0
 BUG_ID = re.compile(r"^(nomad|fieldlab)-[0-9]+(-[a-z0-9-]+)?$")
-FAMILIES = ("templates", "networking", "restore", "lifecycle", "restarts", "logs")
+FAMILIES = ("templates", "networking", "restore", "lifecycle", "restarts", "logs", "jobspec")
 ALLOC_STATUSES = ("pending", "running", "complete", "failed", "lost")
 TASK_STATES = ("pending", "running", "dead")
 SIGNALS = ("SIGTERM", "SIGKILL")
 
 # step name -> how its argument is checked: None (takes none), a tuple (one of), a type, "wait"
 STEPS: dict[str, object] = {
-    "run": None,
+    "run": "run",
     "wait": "wait",
     "agent_restart": SIGNALS,
     "agent_stop": None,
@@ -200,6 +202,16 @@ def _step(path: Path, where: str, item: object, vocab: dict[str, object]) -> Ste
         arg = str((path.parent / arg).resolve())
     elif kind == "wait":
         arg = _wait_arg(path, where, arg)
+    elif kind == "run":
+        if arg is not None:
+            if not isinstance(arg, dict) or set(arg) != {"refused"} or not isinstance(arg["refused"], str):
+                raise ScenarioError(f"{_where(path, where)}: run takes nothing, or {{refused: RE}}")
+            try:
+                re.compile(arg["refused"])
+            except re.error as exc:
+                raise ScenarioError(
+                    f"{_where(path, where)}.refused: not a regular expression: {exc}"
+                ) from None
     else:  # a check
         arg = _check_arg(path, where, name, arg)
     return Step(str(name), arg, float(timeout))
@@ -390,11 +402,14 @@ def load(path: Path) -> Scenario:
     steps_raw, checks_raw = raw["steps"], raw["checks"]
     if not isinstance(steps_raw, list) or not steps_raw:
         raise ScenarioError(f"{_where(path, 'steps')}: a non-empty list")
-    if not isinstance(checks_raw, list) or not checks_raw:
-        raise ScenarioError(f"{_where(path, 'checks')}: a non-empty list")
     steps = tuple(_step(path, f"steps[{i}]", s, STEPS) for i, s in enumerate(steps_raw))
     if steps[0].name != "run":
         raise ScenarioError(f"{_where(path, 'steps[0]')}: the first step is run (the jobspec submitted)")
+    if steps[0].arg is not None:  # run: {refused: RE}: the submission is all there is to judge
+        if len(steps) > 1 or checks_raw:
+            raise ScenarioError(f"{_where(path, 'steps')}: after a refused run nothing more (checks: [])")
+    elif not isinstance(checks_raw, list) or not checks_raw:
+        raise ScenarioError(f"{_where(path, 'checks')}: a non-empty list")
     checks = tuple(_step(path, f"checks[{i}]", c, CHECK_VOCAB) for i, c in enumerate(checks_raw))
     hold = raw.get("hold", 0)
     if not isinstance(hold, int | float) or isinstance(hold, bool) or hold < 0:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.errors import AgentError
 from e2e.harness import history, invariants, nomadview, vaultpolicy
 from e2e.harness.cluster import Agent, Cluster
 from e2e.harness.faults import (
@@ -54,6 +55,7 @@ class ScenarioRun:
     down: AgentDown | None = None
     substitutions: list[str] = field(default_factory=list)
     policies: vaultpolicy.RunPolicies | None = None
+    refusal: str | None = None  # what the agent said refusing the job (run: {refused: RE})
 
     @property
     def agent(self) -> Agent:
@@ -75,11 +77,29 @@ class ScenarioRun:
         source = self.scenario.jobspec
         assert source is not None
         text = source.read_text()
+        if step.arg is not None:
+            self._refused(text, source.name, str(step.arg["refused"]))
+            return
         job, ids = self._register(text, source.name)
         if not ids:
             raise AssertionError(f"{source.name}: the job placed no alloc on {self.node.name}")
         self.job, self.alloc_id = str(job.get("ID") or job_name(text)), ids[0]
         history.record(history.NOTE, f"job submitted from {source.name}", node=self.node.name, allocs=ids)
+
+    def _refused(self, text: str, name: str, want: str) -> None:
+        """The submission must be refused, with a message matching `want` (what Nomad says)."""
+        try:
+            job, ids = self._register(text, name)
+        except AgentError as exc:
+            if not re.search(want, str(exc)):
+                raise AssertionError(f"{name}: refused, but not with /{want}/: {exc}") from None
+            self.refusal = str(exc)
+            history.record(history.NOTE, f"job refused as it must be: {exc}", node=self.node.name)
+            return
+        self.job, self.alloc_id = str(job.get("ID") or job_name(text)), (ids or [""])[0]
+        raise AssertionError(
+            f"{name}: the job was accepted ({len(ids)} alloc(s) placed); it must be refused: /{want}/"
+        )
 
     def _step_update(self, step: Step) -> None:
         """A new version of the job (the same id): the scenario's alloc stays the first placed."""
@@ -249,6 +269,9 @@ class ScenarioRun:
     def run_checks(self) -> None:
         """The checks now and, with `hold`, every second for that long; then the invariants (if
         asked) past the job's restart delay. AssertionError with what was wrong."""
+        if self.refusal is not None:  # run: {refused: RE}, and it was
+            history.check(f"scenario {self.scenario.bug}", [], node=self.node.name)
+            return
         hold = self.scenario.hold
         end = time.monotonic() + hold
 
