@@ -62,6 +62,7 @@ class Bugs:
     netns_left_after_batch: bool = False
     group_without_main_task_accepted: bool = False
     lifecycle_without_hook_accepted: bool = False
+    restart_dead_prestart: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

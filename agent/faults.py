@@ -271,6 +271,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a lifecycle block without its required hook is accepted at submission (the task silently becomes "
         "a main task) instead of refused",
     ),
+    FaultSpec(
+        "restart-dead-prestart",
+        "nomad-9841",
+        "an alloc restart (no task named) also asks the prestart tasks that already finished to restart, "
+        "and fails with 'Task not running': the main task is not restarted",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -355,6 +361,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "netns-left-after-batch",
         "group-without-main-task-accepted",
         "lifecycle-without-hook-accepted",
+        "restart-dead-prestart",
     }
 )
 

@@ -196,3 +196,20 @@ def plan_validation(bugs: Bugs = NO_BUGS) -> ValidationChecks:
         main_task=not bugs.group_without_main_task_accepted,
         lifecycle_hook=not bugs.lifecycle_without_hook_accepted,
     )
+
+
+def plan_user_restart(
+    running: Sequence[tuple[str, bool]], task: str, bugs: Bugs = NO_BUGS
+) -> tuple[list[str], str]:
+    """Which tasks an alloc restart (`nomad alloc restart`) restarts, from each task's (name,
+    running), and why it fails ("" when it goes ahead): a named task, which must be running; with
+    no name, the running ones (a prestart task that finished stays done). `restart-dead-prestart`
+    is nomad-9841: with no name every task is asked, and a prestart task that already finished
+    fails the whole restart with "Task not running"; the main task is not restarted."""
+    if task:
+        return ([task], "") if dict(running).get(task) else ([], "no running task to restart")
+    dead = [name for name, alive in running if not alive]
+    if bugs.restart_dead_prestart and dead:
+        return [], f"Task not running: {', '.join(dead)}"
+    alive_names = [name for name, alive in running if alive]
+    return alive_names, "" if alive_names else "no running task to restart"

@@ -48,6 +48,7 @@ AGENT_FLAGS = {
     "netns-left-after-batch": "nomad-25714",
     "group-without-main-task-accepted": "nomad-17570",
     "lifecycle-without-hook-accepted": "nomad-26285",
+    "restart-dead-prestart": "nomad-9841",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

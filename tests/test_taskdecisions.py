@@ -19,6 +19,7 @@ from agent.taskdecisions import (
     plan_task_dir_mounts,
     plan_teardown_restored_network,
     plan_templates_to_render,
+    plan_user_restart,
     plan_validation,
     plan_vault_token_allowed,
 )
@@ -109,3 +110,14 @@ def test_nomad_17570_and_26285_the_submission_checks_refuse_what_nomad_refuses()
     no_hook = Limits(bugs=Bugs(lifecycle_without_hook_accepted=True))
     task = parse_jobspec(NO_HOOK, source="t.hcl", limits=no_hook).job.groups[0].tasks[0]
     assert task.lifecycle is None  # Nomad's IsMain: a lifecycle without a hook is a main task
+
+
+def test_nomad_9841_an_alloc_restart_leaves_a_finished_prestart_task_alone() -> None:
+    tasks = [("prepare", False), ("main", True)]
+    assert plan_user_restart(tasks, "") == (["main"], "")
+    assert plan_user_restart(tasks, "prepare") == ([], "no running task to restart")
+    assert plan_user_restart(tasks, "main") == (["main"], "")
+    assert plan_user_restart([("main", False)], "") == ([], "no running task to restart")
+    bug = Bugs(restart_dead_prestart=True)
+    assert plan_user_restart(tasks, "", bug) == ([], "Task not running: prepare")
+    assert plan_user_restart(tasks, "main", bug) == (["main"], "")

@@ -24,6 +24,7 @@ from agent.nomadapi import allocfs, fsjson
 from agent.nomadapi.hoststats import host_stats
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
 from agent.nomadapi.usage import alloc_usage
+from agent.taskdecisions import plan_user_restart
 
 if TYPE_CHECKING:
     from agent.core import Core
@@ -73,7 +74,8 @@ def client_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     def restart(groups: tuple[str, ...], body: bytes) -> Response:
         data = body_json(body)
         name = data.get("TaskName") or ""
-        all_tasks = bool(data.get("AllTasks"))
+        # AllTasks (re-run the lifecycle tasks that finished, as Nomad 1.3+) is not done yet: the
+        # running tasks restart, as without it (agent.taskdecisions.plan_user_restart)
         if not isinstance(name, str):
             raise HttpError(400, '"TaskName" must be a task name')
 
@@ -85,11 +87,12 @@ def client_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                     raise NotFound(f"Failed to restart task {name!r}: task not found in alloc {r.id}")
                 tasks = [task]
             else:
-                tasks = [t for t in r.group.tasks if all_tasks or r.task_running(t)]
-            if not any(r.task_running(t) for t in tasks):
-                raise Conflict(f"Failed to restart: alloc {r.id} has no running task to restart")
+                tasks = list(r.group.tasks)
+            names, refused = plan_user_restart([(t.name, r.task_running(t)) for t in tasks], name, core.bugs)
+            if refused:
+                raise Conflict(f"Failed to restart: alloc {r.id}: {refused}")
             for t in tasks:
-                if r.task_running(t):
+                if t.name in names:
                     r.user_restart(t)
 
         core.call(do)

@@ -32,6 +32,7 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
   vault_outage: SECONDS                 OpenBao unreachable for that long
   partition: SECONDS                    the node cut off the lab network for that long
   stop_job                              the job stopped (DELETE /v1/job/:id)
+  restart_alloc                         the alloc restarted as `nomad alloc restart ID` does (no task named)
   update: FILE                          a new version of the job registered (a jobspec beside the
                                         scenario, the same job id; its images mapped the same way)
 Every wait has a `timeout` (seconds; default WAIT_TIMEOUT).
@@ -89,6 +90,7 @@ STEPS: dict[str, object] = {
     "vault_outage": float,
     "partition": float,
     "stop_job": None,
+    "restart_alloc": None,
     "update": "file",
 }
 CHECKS = ("alloc", "replaced", "task", "starts", "events", "invariants", "file", "logs", "swept")

@@ -225,6 +225,13 @@ class ScenarioRun:
     def _step_stop_job(self, step: Step) -> None:
         self.agent.stop_job(self.job)
 
+    def _step_restart_alloc(self, step: Step) -> None:
+        """`nomad alloc restart ID`: PUT /v1/client/allocation/:id/restart with no task named."""
+        try:
+            self.agent.request("PUT", f"/v1/client/allocation/{self.alloc_id}/restart", {})
+        except AgentError as exc:
+            raise AssertionError(f"nomad alloc restart {self.alloc_id[:8]} failed: {exc}") from None
+
     def _fault(self, fault: Fault, hold: float = 0.0) -> None:
         fault.inject()
         try:
