@@ -63,6 +63,7 @@ class Bugs:
     group_without_main_task_accepted: bool = False
     lifecycle_without_hook_accepted: bool = False
     restart_dead_prestart: bool = False
+    host_namespaces_allowed: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

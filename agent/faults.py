@@ -277,6 +277,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "an alloc restart (no task named) also asks the prestart tasks that already finished to restart, "
         "and fails with 'Task not running': the main task is not restarted",
     ),
+    FaultSpec(
+        "host-namespaces-allowed",
+        "nomad-28190",
+        'a docker task\'s pid_mode, ipc_mode or uts_mode "host" is honoured although the node does not '
+        "allow privileged modes: the workload sees and can signal the node's processes (CVE-2026-14891)",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -362,6 +368,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "group-without-main-task-accepted",
         "lifecycle-without-hook-accepted",
         "restart-dead-prestart",
+        "host-namespaces-allowed",
     }
 )
 

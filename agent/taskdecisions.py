@@ -213,3 +213,24 @@ def plan_user_restart(
         return [], f"Task not running: {', '.join(dead)}"
     alive_names = [name for name, alive in running if alive]
     return alive_names, "" if alive_names else "no running task to restart"
+
+
+HOST_NAMESPACE_KEYS = (
+    "pid_mode",
+    "ipc_mode",
+    "uts_mode",
+)  # a docker task's config keys that can ask for "host"
+
+
+def plan_host_namespaces(asked: Sequence[str], bugs: Bugs = NO_BUGS) -> tuple[tuple[str, ...], str]:
+    """A docker task asking for the node's own namespaces (`asked`: the HOST_NAMESPACE_KEYS set to
+    "host"): which it gets, and why its start is refused ("" when it is not). This agent does not
+    allow privileged modes (Nomad's allow_privileged / allowed_modes), so the start is refused, as
+    Nomad's docker driver since PR #28190. `host-namespaces-allowed` is nomad-28190
+    (CVE-2026-14891): the host modes are honoured, and the workload sees the node's processes."""
+    if not asked:
+        return (), ""
+    if bugs.host_namespaces_allowed:
+        return tuple(asked), ""
+    keys = ", ".join(f'{k} = "host"' for k in asked)
+    return (), f"{keys} is not allowed: this node does not allow privileged modes"

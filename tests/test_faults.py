@@ -49,6 +49,7 @@ AGENT_FLAGS = {
     "group-without-main-task-accepted": "nomad-17570",
     "lifecycle-without-hook-accepted": "nomad-26285",
     "restart-dead-prestart": "nomad-9841",
+    "host-namespaces-allowed": "nomad-28190",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -14,6 +14,7 @@ from agent.jobspec.limits import Limits
 from agent.records import PortAlloc
 from agent.taskdecisions import (
     ValidationChecks,
+    plan_host_namespaces,
     plan_mapped_ports,
     plan_remove_agent_netns,
     plan_task_dir_mounts,
@@ -121,3 +122,13 @@ def test_nomad_9841_an_alloc_restart_leaves_a_finished_prestart_task_alone() -> 
     bug = Bugs(restart_dead_prestart=True)
     assert plan_user_restart(tasks, "", bug) == ([], "Task not running: prepare")
     assert plan_user_restart(tasks, "main", bug) == (["main"], "")
+
+
+def test_nomad_28190_host_namespaces_need_privileged_modes() -> None:
+    assert plan_host_namespaces([]) == ((), "")
+    granted, refused = plan_host_namespaces(["pid_mode"])
+    assert granted == () and 'pid_mode = "host" is not allowed' in refused
+    assert plan_host_namespaces(["pid_mode", "ipc_mode"], Bugs(host_namespaces_allowed=True)) == (
+        ("pid_mode", "ipc_mode"),
+        "",
+    )

@@ -117,6 +117,7 @@ class TaskContext:
     output: TaskOutput | None = None  # a process task's stdout/stderr (None: /dev/null, `logs` disabled)
     mounts: tuple[Mount, ...] = ()  # its host volumes (volume_mount), resolved against the node's config
     task_dirs: tuple[str, ...] = ("alloc", "local", "secrets")  # mounted at /<name> (plan_task_dir_mounts)
+    host_namespaces: tuple[str, ...] = ()  # config keys whose "host" it gets (plan_host_namespaces)
 
 
 class TaskDriver(Protocol):

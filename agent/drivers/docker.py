@@ -253,6 +253,8 @@ class DockerDriver:
         }
         if self.pids_limit > 0:
             kw["pids_limit"] = self.pids_limit
+        for key in ctx.host_namespaces:  # the runner refused the start unless they are allowed
+            kw[key] = "host"
         if ctx.netns_owner is not None:
             kw["network_mode"] = f"container:{ctx.netns_owner.id}"
         elif ctx.network_mode == "host" and cfg.get("network_mode") != "host":

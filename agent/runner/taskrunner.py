@@ -43,7 +43,9 @@ from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
 from agent.sandbox import SandboxError, read_file
 from agent.taskdecisions import (
+    HOST_NAMESPACE_KEYS,
     plan_alloc_addr_port,
+    plan_host_namespaces,
     plan_interpolate_meta,
     plan_task_dir_mounts,
     plan_task_network_address,
@@ -327,6 +329,10 @@ class TaskRunner:
             hook.prestart(self, req)
         self._started_env = env = {**self.env(), **self.template_env()}
         config = interpolate_config(dict(t.config), self.task_view(env), self.d.node_table)
+        asked = [k for k in HOST_NAMESPACE_KEYS if t.driver == "docker" and config.get(k) == "host"]
+        host_namespaces, refused = plan_host_namespaces(asked, self.d.bugs)
+        if refused:
+            raise DriverError(t.driver, t.name, refused)
         ctx = TaskContext(
             job=ar.job.id,
             group=ar.group.name,
@@ -341,6 +347,7 @@ class TaskRunner:
             output=req.output,
             mounts=req.mounts,
             task_dirs=plan_task_dir_mounts(self.d.bugs),
+            host_namespaces=host_namespaces,
         )
         record = self.state.task(t.name)
         self.state.put_task(
