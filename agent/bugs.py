@@ -64,6 +64,7 @@ class Bugs:
     lifecycle_without_hook_accepted: bool = False
     restart_dead_prestart: bool = False
     host_namespaces_allowed: bool = False
+    logs_dir_writable: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

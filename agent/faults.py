@@ -283,6 +283,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         'a docker task\'s pid_mode, ipc_mode or uts_mode "host" is honoured although the node does not '
         "allow privileged modes: the workload sees and can signal the node's processes (CVE-2026-14891)",
     ),
+    FaultSpec(
+        "logs-dir-writable",
+        "nomad-27918",
+        "a docker task's /alloc/logs is writable: a workload can forge or truncate the logs of its "
+        "alloc's other tasks (and swap their log pipes; CVE-2026-6959)",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -369,6 +375,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "lifecycle-without-hook-accepted",
         "restart-dead-prestart",
         "host-namespaces-allowed",
+        "logs-dir-writable",
     }
 )
 

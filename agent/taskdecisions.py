@@ -234,3 +234,11 @@ def plan_host_namespaces(asked: Sequence[str], bugs: Bugs = NO_BUGS) -> tuple[tu
         return tuple(asked), ""
     keys = ", ".join(f'{k} = "host"' for k in asked)
     return (), f"{keys} is not allowed: this node does not allow privileged modes"
+
+
+def plan_logs_read_only(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether a container task sees its alloc's logs dir (alloc/logs) read-only, as Nomad binds it
+    since PR #27918 (CVE-2026-6959): the task writes its logs through its output, never into that
+    dir. `logs-dir-writable` is nomad-27918: /alloc/logs is writable like the rest of /alloc, and a
+    workload can forge or truncate the logs of the alloc's other tasks."""
+    return not bugs.logs_dir_writable

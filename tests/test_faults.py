@@ -50,6 +50,7 @@ AGENT_FLAGS = {
     "lifecycle-without-hook-accepted": "nomad-26285",
     "restart-dead-prestart": "nomad-9841",
     "host-namespaces-allowed": "nomad-28190",
+    "logs-dir-writable": "nomad-27918",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -15,6 +15,7 @@ from agent.records import PortAlloc
 from agent.taskdecisions import (
     ValidationChecks,
     plan_host_namespaces,
+    plan_logs_read_only,
     plan_mapped_ports,
     plan_remove_agent_netns,
     plan_task_dir_mounts,
@@ -132,3 +133,8 @@ def test_nomad_28190_host_namespaces_need_privileged_modes() -> None:
         ("pid_mode", "ipc_mode"),
         "",
     )
+
+
+def test_nomad_27918_a_tasks_view_of_the_logs_dir_is_read_only() -> None:
+    assert plan_logs_read_only() is True
+    assert plan_logs_read_only(Bugs(logs_dir_writable=True)) is False

@@ -118,6 +118,7 @@ class TaskContext:
     mounts: tuple[Mount, ...] = ()  # its host volumes (volume_mount), resolved against the node's config
     task_dirs: tuple[str, ...] = ("alloc", "local", "secrets")  # mounted at /<name> (plan_task_dir_mounts)
     host_namespaces: tuple[str, ...] = ()  # config keys whose "host" it gets (plan_host_namespaces)
+    logs_read_only: bool = True  # alloc/logs bound read-only over /alloc (plan_logs_read_only)
 
 
 class TaskDriver(Protocol):

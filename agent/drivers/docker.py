@@ -245,6 +245,8 @@ class DockerDriver:
                     f"{ctx.task_dir.parent / d if d == 'alloc' else ctx.task_dir / d}:/{d}:rw"
                     for d in ctx.task_dirs
                 ),
+                # the alloc's logs: written by the agent from the tasks' output, read-only to tasks
+                *([f"{ctx.task_dir.parent / 'alloc' / 'logs'}:/alloc/logs:ro"] if ctx.logs_read_only else []),
                 *(volume_bind(m) for m in ctx.mounts),
             ],
             # none: the image's STOPSIGNAL (taskdecisions.plan_kill_signal)

@@ -47,6 +47,7 @@ from agent.taskdecisions import (
     plan_alloc_addr_port,
     plan_host_namespaces,
     plan_interpolate_meta,
+    plan_logs_read_only,
     plan_task_dir_mounts,
     plan_task_network_address,
 )
@@ -348,6 +349,7 @@ class TaskRunner:
             mounts=req.mounts,
             task_dirs=plan_task_dir_mounts(self.d.bugs),
             host_namespaces=host_namespaces,
+            logs_read_only=plan_logs_read_only(self.d.bugs),
         )
         record = self.state.task(t.name)
         self.state.put_task(
