@@ -65,6 +65,7 @@ class Bugs:
     restart_dead_prestart: bool = False
     host_namespaces_allowed: bool = False
     logs_dir_writable: bool = False
+    restart_batch_on_success: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

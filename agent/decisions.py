@@ -176,12 +176,14 @@ def plan_task_restart(
     A service job's task is restarted on any exit, 0 included, and each one counts. A lifecycle
     task's exit 0 is decided by its `hook` and `sidecar` (restarts_on_success).
 
-    `restart-without-delay` is nomad-15215: the restart timer fires at once (a zero-duration timer
+    `restart-batch-on-success` is nomad-491: a batch task's exit 0 is counted like a failure and
+    restarted. `restart-without-delay` is nomad-15215: the restart timer fires at once (a zero-duration timer
     that ticks although it was reset), so a failing task is restarted without its delay.
     """
     if not cause.counted:
         return RestartDecision(True, 0.0, f"{cause.value}: not counted against the restart policy")
-    if exit_code == 0 and not restarts_on_success(job_type, hook, sidecar):
+    batch_bug = bugs.restart_batch_on_success and not hook  # nomad-491: exit 0 is not seen as done
+    if exit_code == 0 and not restarts_on_success(job_type, hook, sidecar) and not batch_bug:
         return RestartDecision(False, 0.0, TASK_COMPLETED, complete=True)
     window = [t for t in counted_restarts if now - t < policy.interval]
     if len(window) < policy.attempts:

@@ -289,6 +289,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a docker task's /alloc/logs is writable: a workload can forge or truncate the logs of its "
         "alloc's other tasks (and swap their log pipes; CVE-2026-6959)",
     ),
+    FaultSpec(
+        "restart-batch-on-success",
+        "nomad-491",
+        "a batch job's task that exits 0 goes through the restart policy like a failure: it is run again "
+        "(and again) instead of completing its alloc"
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -376,6 +382,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "restart-dead-prestart",
         "host-namespaces-allowed",
         "logs-dir-writable",
+        "restart-batch-on-success",
     }
 )
 

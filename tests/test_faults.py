@@ -51,6 +51,7 @@ AGENT_FLAGS = {
     "restart-dead-prestart": "nomad-9841",
     "host-namespaces-allowed": "nomad-28190",
     "logs-dir-writable": "nomad-27918",
+    "restart-batch-on-success": "nomad-491",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

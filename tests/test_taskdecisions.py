@@ -8,9 +8,10 @@ from dataclasses import replace
 import pytest
 
 from agent.bugs import Bugs
-from agent.decisions import ObservedAlloc, RestoreAction, plan_restore
+from agent.decisions import ObservedAlloc, RestoreAction, plan_restore, plan_task_restart
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.jobspec.limits import Limits
+from agent.model import RestartPolicy
 from agent.records import PortAlloc
 from agent.taskdecisions import (
     ValidationChecks,
@@ -138,3 +139,23 @@ def test_nomad_28190_host_namespaces_need_privileged_modes() -> None:
 def test_nomad_27918_a_tasks_view_of_the_logs_dir_is_read_only() -> None:
     assert plan_logs_read_only() is True
     assert plan_logs_read_only(Bugs(logs_dir_writable=True)) is False
+
+
+def test_nomad_491_a_batch_task_that_exits_0_is_done() -> None:
+    policy = RestartPolicy(attempts=3, interval=60.0, delay=2.0, mode="fail")
+    done = plan_task_restart(policy, [], 100.0, exit_code=0, job_type="batch")
+    assert done.complete and not done.restart
+    again = plan_task_restart(
+        policy, [], 100.0, exit_code=0, job_type="batch", bugs=Bugs(restart_batch_on_success=True)
+    )
+    assert again.restart and again.counted and not again.complete
+    prestart = plan_task_restart(
+        policy,
+        [],
+        100.0,
+        exit_code=0,
+        job_type="batch",
+        hook="prestart",
+        bugs=Bugs(restart_batch_on_success=True),
+    )
+    assert prestart.complete  # a lifecycle task decides by its hook: not this bug
