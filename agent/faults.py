@@ -293,7 +293,7 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "restart-batch-on-success",
         "nomad-491",
         "a batch job's task that exits 0 goes through the restart policy like a failure: it is run again "
-        "(and again) instead of completing its alloc"
+        "(and again) instead of completing its alloc",
     ),
     # Templates and change_mode.
     FaultSpec(

@@ -14,16 +14,13 @@ from agent.faults import FAULTS, IMPLEMENTED_FAULTS
 from e2e import repro
 from e2e.harness.scenario import (
     SCENARIOS,
-    SWEPT_KEY,
     ScenarioError,
     Step,
     catalogue,
-    check_problems,
-    file_paths,
     load,
     substitute_images,
-    wait_state,
 )
+from e2e.harness.scenario_judge import SWEPT_KEY, check_problems, file_paths, wait_state
 from e2e.harness.scenario_write import images_in
 
 

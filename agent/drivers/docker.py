@@ -20,6 +20,7 @@ from typing import Any, ParamSpec, TypeVar
 import docker
 import docker.errors
 import requests
+from docker.types import LogConfig
 
 from agent.drivers.base import (
     LABEL_ALLOC,
@@ -88,6 +89,9 @@ def legacy_pause_name(alloc_id: str) -> str:
     """The name this agent gave pause containers before it took Nomad's: one started then is found
     by it (kept, not renamed: its alloc's tasks share its network namespace)."""
     return f"fieldlab_init_{alloc_id}"
+
+
+CONTAINER_LOG_OPTS = {"max-file": "2", "max-size": "2m"}  # json-file, per container
 
 
 def task_container_name(task: str, alloc_id: str) -> str:
@@ -255,6 +259,9 @@ class DockerDriver:
         }
         if self.pids_limit > 0:
             kw["pids_limit"] = self.pids_limit
+        # the engine's own copy of the output, kept small whatever the daemon's defaults (the agent's
+        # logger copies it into alloc/logs): Nomad's docker driver default since 0.9.2 (nomad#5782)
+        kw["log_config"] = LogConfig(type="json-file", config=CONTAINER_LOG_OPTS)
         for key in ctx.host_namespaces:  # the runner refused the start unless they are allowed
             kw[key] = "host"
         if ctx.netns_owner is not None:

@@ -27,14 +27,11 @@ from e2e.harness.faults import (
 from e2e.harness.jobs import job_name, restart_delay
 from e2e.harness.remote import Remote
 from e2e.harness.scenario import (
-    SWEPT_KEY,
     Scenario,
     Step,
-    check_problems,
-    file_paths,
     substitute_images,
-    wait_state,
 )
+from e2e.harness.scenario_judge import SWEPT_KEY, check_problems, file_paths, wait_state
 from e2e.harness.waits import WaitTimeout, wait_until
 
 CHECK_POLL = 1.0  # seconds between two looks while the checks must hold
@@ -253,9 +250,6 @@ class ScenarioRun:
     def _read(self, what: str) -> str | None:
         if what == SWEPT_KEY:
             return self._swept_after_next_sweep()
-        if what.startswith("logs:"):
-            _, task, stream = what.split(":", 2)
-            return self.agent.logs(self.alloc_id, task, stream)
         return self.agent.cat(self.alloc_id, what)
 
     def _swept_after_next_sweep(self) -> str:
