@@ -250,6 +250,9 @@ class ScenarioRun:
     def _read(self, what: str) -> str | None:
         if what == SWEPT_KEY:
             return self._swept_after_next_sweep()
+        if what.startswith("logs:"):
+            _, task, stream = what.split(":", 2)
+            return self.agent.logs(self.alloc_id, task, stream)
         return self.agent.cat(self.alloc_id, what)
 
     def _swept_after_next_sweep(self) -> str:
