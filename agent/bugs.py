@@ -66,6 +66,7 @@ class Bugs:
     host_namespaces_allowed: bool = False
     logs_dir_writable: bool = False
     restart_batch_on_success: bool = False
+    env_from_changed_templates_only: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

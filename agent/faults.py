@@ -295,6 +295,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "a batch job's task that exits 0 goes through the restart policy like a failure: it is run again "
         "(and again) instead of completing its alloc",
     ),
+    FaultSpec(
+        "env-from-changed-templates-only",
+        "nomad-3529",
+        "at a restart after a re-render, the task's environment is read only from the env templates whose "
+        "content changed: the variables of its other env templates are gone",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -383,6 +389,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "host-namespaces-allowed",
         "logs-dir-writable",
         "restart-batch-on-success",
+        "env-from-changed-templates-only",
     }
 )
 

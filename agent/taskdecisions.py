@@ -242,3 +242,13 @@ def plan_logs_read_only(bugs: Bugs = NO_BUGS) -> bool:
     dir. `logs-dir-writable` is nomad-27918: /alloc/logs is writable like the rest of /alloc, and a
     workload can forge or truncate the logs of the alloc's other tasks."""
     return not bugs.logs_dir_writable
+
+
+def plan_env_templates(changed: Sequence[bool], bugs: Bugs = NO_BUGS) -> list[bool]:
+    """Which of a task's `env = true` templates (each: whether its content changed since the task
+    last started) its next start reads variables from: all of them, as Nomad since 0.7.1 (#3529).
+    `env-from-changed-templates-only` is nomad-3529: after one of them re-rendered, only the changed
+    ones are read, and the variables of the others are missing from the restarted task."""
+    if bugs.env_from_changed_templates_only and any(changed):
+        return list(changed)
+    return [True] * len(changed)

@@ -52,6 +52,7 @@ AGENT_FLAGS = {
     "host-namespaces-allowed": "nomad-28190",
     "logs-dir-writable": "nomad-27918",
     "restart-batch-on-success": "nomad-491",
+    "env-from-changed-templates-only": "nomad-3529",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -15,6 +15,7 @@ from agent.model import RestartPolicy
 from agent.records import PortAlloc
 from agent.taskdecisions import (
     ValidationChecks,
+    plan_env_templates,
     plan_host_namespaces,
     plan_logs_read_only,
     plan_mapped_ports,
@@ -159,3 +160,9 @@ def test_nomad_491_a_batch_task_that_exits_0_is_done() -> None:
         bugs=Bugs(restart_batch_on_success=True),
     )
     assert prestart.complete  # a lifecycle task decides by its hook: not this bug
+
+
+def test_nomad_3529_every_env_template_is_read_at_a_restart() -> None:
+    assert plan_env_templates([False, True]) == [True, True]
+    assert plan_env_templates([False, False], Bugs(env_from_changed_templates_only=True)) == [True, True]
+    assert plan_env_templates([False, True], Bugs(env_from_changed_templates_only=True)) == [False, True]

@@ -45,6 +45,7 @@ from agent.sandbox import SandboxError, read_file
 from agent.taskdecisions import (
     HOST_NAMESPACE_KEYS,
     plan_alloc_addr_port,
+    plan_env_templates,
     plan_host_namespaces,
     plan_interpolate_meta,
     plan_logs_read_only,
@@ -177,9 +178,12 @@ class TaskRunner:
         if not any(tpl.env for tpl in t.templates):
             return env
         states = {s.dest: s for s in self.templates().states()}
-        for tpl in t.templates:
-            st = states.get(tpl.destination)
-            if not tpl.env or st is None:
+        envs = [
+            (tpl, states[tpl.destination]) for tpl in t.templates if tpl.env and tpl.destination in states
+        ]
+        read = plan_env_templates([st.rendered != st.delivered for _, st in envs], self.d.bugs)
+        for (tpl, st), wanted in zip(envs, read, strict=True):
+            if not wanted:
                 continue
             if st.env is not None:
                 env.update(st.env)
