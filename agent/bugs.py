@@ -67,6 +67,7 @@ class Bugs:
     logs_dir_writable: bool = False
     restart_batch_on_success: bool = False
     env_from_changed_templates_only: bool = False
+    negative_cores_accepted: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

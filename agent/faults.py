@@ -301,6 +301,11 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "at a restart after a re-render, the task's environment is read only from the env templates whose "
         "content changed: the variables of its other env templates are gone",
     ),
+    FaultSpec(
+        "negative-cores-accepted",
+        "nomad-10511",
+        "a task's resources block with a negative cores value is accepted at submission instead of refused",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -390,6 +395,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "logs-dir-writable",
         "restart-batch-on-success",
         "env-from-changed-templates-only",
+        "negative-cores-accepted",
     }
 )
 

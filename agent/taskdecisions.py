@@ -185,16 +185,19 @@ def plan_remove_agent_netns(batch: bool, bugs: Bugs = NO_BUGS) -> bool:
 class ValidationChecks:
     main_task: bool  # a group needs a task without lifecycle
     lifecycle_hook: bool  # a lifecycle block needs its hook
+    cores_not_negative: bool  # resources.cores >= 0 (the agent pins no cores, but checks the value)
 
 
 def plan_validation(bugs: Bugs = NO_BUGS) -> ValidationChecks:
     """The submission checks a fault flag can take out (Nomad's TaskGroup and TaskLifecycleConfig
     Validate). `group-without-main-task-accepted` is nomad-17570: a group of lifecycle tasks only is
     accepted. `lifecycle-without-hook-accepted` is nomad-26285: a lifecycle block without `hook` is
-    accepted, and the task becomes a main task."""
+    accepted, and the task becomes a main task. `negative-cores-accepted` is nomad-10511: a negative
+    `cores` is accepted."""
     return ValidationChecks(
         main_task=not bugs.group_without_main_task_accepted,
         lifecycle_hook=not bugs.lifecycle_without_hook_accepted,
+        cores_not_negative=not bugs.negative_cores_accepted,
     )
 
 

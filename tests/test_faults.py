@@ -53,6 +53,7 @@ AGENT_FLAGS = {
     "logs-dir-writable": "nomad-27918",
     "restart-batch-on-success": "nomad-491",
     "env-from-changed-templates-only": "nomad-3529",
+    "negative-cores-accepted": "nomad-10511",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

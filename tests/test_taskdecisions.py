@@ -104,7 +104,7 @@ NO_HOOK = ONLY_PRESTART.replace('hook = "prestart"', "sidecar = true")
 
 
 def test_nomad_17570_and_26285_the_submission_checks_refuse_what_nomad_refuses() -> None:
-    assert plan_validation() == ValidationChecks(main_task=True, lifecycle_hook=True)
+    assert plan_validation() == ValidationChecks(main_task=True, lifecycle_hook=True, cores_not_negative=True)
     with pytest.raises(JobspecError, match="must have at least one main task"):
         parse_jobspec(ONLY_PRESTART, source="t.hcl")
     flagged = Limits(bugs=Bugs(group_without_main_task_accepted=True))
@@ -166,3 +166,14 @@ def test_nomad_3529_every_env_template_is_read_at_a_restart() -> None:
     assert plan_env_templates([False, True]) == [True, True]
     assert plan_env_templates([False, False], Bugs(env_from_changed_templates_only=True)) == [True, True]
     assert plan_env_templates([False, True], Bugs(env_from_changed_templates_only=True)) == [False, True]
+
+
+NEGATIVE_CORES = ONLY_PRESTART.replace('lifecycle { hook = "prestart" }', "resources { cores = -1 }")
+
+
+def test_nomad_10511_a_negative_cores_value_is_refused() -> None:
+    assert plan_validation().cores_not_negative
+    with pytest.raises(JobspecError, match="cores: must not be negative"):
+        parse_jobspec(NEGATIVE_CORES, source="t.hcl")
+    flagged = Limits(bugs=Bugs(negative_cores_accepted=True))
+    assert parse_jobspec(NEGATIVE_CORES, source="t.hcl", limits=flagged).job.id == "migrate"

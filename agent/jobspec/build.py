@@ -401,6 +401,9 @@ class Builder(ServiceBlocks, TemplateBlocks):
         if found is None:
             return Resources()
         rb, rpath = found
+        if "cores" in rb:  # Nomad's Resources.Validate; the agent pins no cores (the value is ignored)
+            floor = 0 if plan_validation(self.limits.bugs).cores_not_negative else None
+            self._int(rb, "cores", rpath, 0, minimum=floor)
         return Resources(
             cpu=self._int(rb, "cpu", rpath, Resources.cpu, minimum=_MIN_CPU),
             memory=self._int(rb, "memory", rpath, Resources.memory, minimum=_MIN_MEMORY),
