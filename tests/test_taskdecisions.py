@@ -173,7 +173,7 @@ NEGATIVE_CORES = ONLY_PRESTART.replace('lifecycle { hook = "prestart" }', "resou
 
 def test_nomad_10511_a_negative_cores_value_is_refused() -> None:
     assert plan_validation().cores_not_negative
-    with pytest.raises(JobspecError, match="cores: must not be negative"):
+    with pytest.raises(JobspecError, match="cores value \\(-1\\) cannot be negative"):
         parse_jobspec(NEGATIVE_CORES, source="t.hcl")
     flagged = Limits(bugs=Bugs(negative_cores_accepted=True))
     assert parse_jobspec(NEGATIVE_CORES, source="t.hcl", limits=flagged).job.id == "migrate"

@@ -13,7 +13,7 @@ from typing import TypeVar
 from agent.jobspec.artifacts import read_artifacts
 from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
-from agent.jobspec.reader import short
+from agent.jobspec.reader import short, whole
 from agent.jobspec.services import ServiceBlocks
 from agent.jobspec.templateblocks import TemplateBlocks
 from agent.jobspec.tree import Body, Invalid, depth, join
@@ -401,9 +401,9 @@ class Builder(ServiceBlocks, TemplateBlocks):
         if found is None:
             return Resources()
         rb, rpath = found
-        if "cores" in rb:  # Nomad's Resources.Validate; the agent pins no cores (the value is ignored)
-            floor = 0 if plan_validation(self.limits.bugs).cores_not_negative else None
-            self._int(rb, "cores", rpath, 0, minimum=floor)
+        cores = whole(rb.get("cores"))  # Nomad's Resources.Validate; the agent pins no cores (ignored)
+        if cores is not None and cores < 0 and plan_validation(self.limits.bugs).cores_not_negative:
+            self.report.error(join(rpath, "cores"), f"cores value ({cores}) cannot be negative")
         return Resources(
             cpu=self._int(rb, "cpu", rpath, Resources.cpu, minimum=_MIN_CPU),
             memory=self._int(rb, "memory", rpath, Resources.memory, minimum=_MIN_MEMORY),
