@@ -68,6 +68,7 @@ class Bugs:
     restart_batch_on_success: bool = False
     env_from_changed_templates_only: bool = False
     negative_cores_accepted: bool = False
+    leader_killed_with_others: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

@@ -306,6 +306,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "nomad-10511",
         "a task's resources block with a negative cores value is accepted at submission instead of refused",
     ),
+    FaultSpec(
+        "leader-killed-with-others",
+        "nomad-2753",
+        "at an alloc's stop the group's leader task is killed together with the other tasks instead of "
+        "first, so they lose it while it still drains",
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -396,6 +402,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "restart-batch-on-success",
         "env-from-changed-templates-only",
         "negative-cores-accepted",
+        "leader-killed-with-others",
     }
 )
 

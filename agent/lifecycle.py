@@ -89,16 +89,21 @@ def _open_stages(tasks: Sequence[TaskPhase]) -> set[Stage]:
     return {Stage.PRESTART_SIDECAR, Stage.MAIN, Stage.POSTSTART, Stage.POSTSTART_SIDECAR}
 
 
-def plan_kill_order(tasks: Sequence[tuple[str, Stage]], bugs: Bugs = NO_BUGS) -> tuple[tuple[str, ...], ...]:
-    """The phases of an alloc's stop (poststop tasks aside: they run after): every other task
-    first, then the sidecars once those are dead, as Nomad's alloc runner since PR #13055 (a proxy
-    outlives the service it fronts). `sidecars-killed-with-main` is nomad-13055: one phase, all at
-    once."""
+def plan_kill_order(
+    tasks: Sequence[tuple[str, Stage]], bugs: Bugs = NO_BUGS, leaders: Sequence[str] = ()
+) -> tuple[tuple[str, ...], ...]:
+    """The phases of an alloc's stop (poststop tasks aside: they run after): the group's leader
+    first (Nomad since 0.6.0, #2753), every other task once it is dead, then the sidecars once
+    those are dead, as Nomad's alloc runner since PR #13055 (a proxy outlives the service it
+    fronts). `sidecars-killed-with-main` is nomad-13055: one phase, all at once (the leader's aside).
+    `leader-killed-with-others` is nomad-2753: the leader is killed with the others."""
+    lead = () if bugs.leader_killed_with_others else tuple(n for n, _ in tasks if n in leaders)
+    rest = [(n, s) for n, s in tasks if n not in lead]
     if bugs.sidecars_killed_with_main:
-        return (tuple(n for n, _ in tasks),) if tasks else ()
-    first = tuple(n for n, s in tasks if s not in SIDECARS)
-    last = tuple(n for n, s in tasks if s in SIDECARS)
-    return tuple(p for p in (first, last) if p)
+        return tuple(p for p in (lead, tuple(n for n, _ in rest)) if p)
+    first = tuple(n for n, s in rest if s not in SIDECARS)
+    last = tuple(n for n, s in rest if s in SIDECARS)
+    return tuple(p for p in (lead, first, last) if p)
 
 
 def plan_lifecycle(tasks: Sequence[TaskPhase], bugs: Bugs = NO_BUGS) -> LifecycleStep:

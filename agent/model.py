@@ -198,6 +198,7 @@ class Task:
     logs: LogConfig = field(default_factory=LogConfig)
     shutdown_delay: float = 0.0  # seconds between its services' deregistration and its kill signal
     lifecycle: Lifecycle | None = None  # None: a main task
+    leader: bool = False  # the group's leader: killed first at a stop (agent.lifecycle.plan_kill_order)
     volume_mounts: tuple[VolumeMount, ...] = ()
     artifacts: tuple[Artifact, ...] = ()
 

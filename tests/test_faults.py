@@ -54,6 +54,7 @@ AGENT_FLAGS = {
     "restart-batch-on-success": "nomad-491",
     "env-from-changed-templates-only": "nomad-3529",
     "negative-cores-accepted": "nomad-10511",
+    "leader-killed-with-others": "nomad-2753",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

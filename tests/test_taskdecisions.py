@@ -11,6 +11,7 @@ from agent.bugs import Bugs
 from agent.decisions import ObservedAlloc, RestoreAction, plan_restore, plan_task_restart
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.jobspec.limits import Limits
+from agent.lifecycle import Stage, plan_kill_order
 from agent.model import RestartPolicy
 from agent.records import PortAlloc
 from agent.taskdecisions import (
@@ -177,3 +178,11 @@ def test_nomad_10511_a_negative_cores_value_is_refused() -> None:
         parse_jobspec(NEGATIVE_CORES, source="t.hcl")
     flagged = Limits(bugs=Bugs(negative_cores_accepted=True))
     assert parse_jobspec(NEGATIVE_CORES, source="t.hcl", limits=flagged).job.id == "migrate"
+
+
+def test_nomad_2753_the_leader_is_killed_first() -> None:
+    tasks = [("shipper", Stage.MAIN), ("leader", Stage.MAIN), ("proxy", Stage.PRESTART_SIDECAR)]
+    assert plan_kill_order(tasks, leaders=["leader"]) == (("leader",), ("shipper",), ("proxy",))
+    assert plan_kill_order(tasks) == (("shipper", "leader"), ("proxy",))
+    bug = Bugs(leader_killed_with_others=True)
+    assert plan_kill_order(tasks, bug, ["leader"]) == (("shipper", "leader"), ("proxy",))

@@ -241,6 +241,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             resources=resources,
             kill_timeout=kill_timeout,
             kill_signal=kill_signal,
+            leader=self._bool(body, "leader", path, False),
             templates=templates,
             services=services,
             user=user,

@@ -68,6 +68,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "lifecycle",
             "volume_mount",
             "artifact",
+            "leader",
         }
     ),
     # Nomad's TaskLifecycleConfig: the task's place in the alloc's order (agent.lifecycle)
@@ -183,7 +184,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "dispatch_payload",
             "identity",
             "kind",
-            "leader",
             "restart",
             "scaling",
             "schedule",

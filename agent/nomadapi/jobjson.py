@@ -265,7 +265,7 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
             for m in t.volume_mounts
         ]
         or None,
-        "Leader": False,
+        "Leader": t.leader,
         "ShutdownDelay": ns(t.shutdown_delay),
         "KillSignal": t.kill_signal,
         "Kind": "",

@@ -513,7 +513,8 @@ class AllocRunner:
                 t.name: plan_shutdown_delay(t.shutdown_delay, bool(t.services), self.d.bugs)
                 for t, _ in running
             }
-            order = plan_kill_order([(t.name, stage(t)) for t, _ in running], self.d.bugs)
+            leaders = [t.name for t, _ in running if t.leader]
+            order = plan_kill_order([(t.name, stage(t)) for t, _ in running], self.d.bugs, leaders)
             phases = [[(t, h) for t, h in running if t.name in names] for names in order]
             kill_in_phases(self, reason, phases, finish, delays)
 
