@@ -217,7 +217,7 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
     FaultSpec(
         "no-vault-token-after-stop",
         "nomad-19268",
-        "a Vault token is refused for a task of an alloc told to stop (not yet done on the client): the "
+        "a Vault token is refused for a task of an alloc told to stop (still running on the client): the "
         "poststop task that needs one fails with 'Can't request Vault token for terminal allocation'",
     ),
     FaultSpec(
