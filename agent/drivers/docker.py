@@ -91,7 +91,11 @@ def legacy_pause_name(alloc_id: str) -> str:
     return f"fieldlab_init_{alloc_id}"
 
 
-CONTAINER_LOG_OPTS = {"max-file": "2", "max-size": "2m"}  # json-file, per container
+# json-file, per container: bounded whatever the daemon's defaults (nomad#5782). Nomad's driver keeps
+# 2 files of 2 MB; the agent's logger (python, following the engine's log) can fall behind a task
+# that writes fast on a loaded node, and lines the engine rotated away before it read them are lost
+# (seen in CI: nomad-11721's 16 500 first lines), so the engine keeps 3 files of 10 MB.
+CONTAINER_LOG_OPTS = {"max-file": "3", "max-size": "10m"}
 
 
 def task_container_name(task: str, alloc_id: str) -> str:
@@ -259,8 +263,8 @@ class DockerDriver:
         }
         if self.pids_limit > 0:
             kw["pids_limit"] = self.pids_limit
-        # the engine's own copy of the output, kept small whatever the daemon's defaults (the agent's
-        # logger copies it into alloc/logs): Nomad's docker driver default since 0.9.2 (nomad#5782)
+        # the engine's own copy of the output, bounded whatever the daemon's defaults (the agent's
+        # logger copies it into alloc/logs), as Nomad's docker driver since 0.9.2 (nomad#5782)
         kw["log_config"] = LogConfig(type="json-file", config=CONTAINER_LOG_OPTS)
         for key in ctx.host_namespaces:  # the runner refused the start unless they are allowed
             kw[key] = "host"
