@@ -8,7 +8,7 @@ job "configured" {
       config {
         image   = "alpine:3.4"
         command = "sh"
-        args    = ["-c", "cat /local/app.conf; while true; do sleep 1; done"]
+        args    = ["-c", "cat /local/app.conf; echo started; while true; do sleep 1; done"]
       }
 
       template {
