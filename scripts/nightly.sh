@@ -21,8 +21,12 @@ mkdir -p "$RUN_DIR"
 FLEET=${FLEET:-100}
 phase lab-up .venv/bin/fieldlab lab up --lab "$LAB" --clients "$FLEET" --subnet "$SUBNET"
 if last_phase_ok; then
+    # The repro phase runs every catalogue scenario without its flag (the FIXED half): the suites
+    # leave the data scenarios to it rather than run each of them twice a night.
+    SKIP_SCENARIOS=()
+    if [ "$REPRO" = 1 ]; then SKIP_SCENARIOS=(--deselect e2e/test_scenarios.py::test_scenario); fi
     phase suites .venv/bin/pytest e2e --lab "$LAB" --loops "$LOOPS" --chaos-minutes "$CHAOS_MINUTES" \
-        --report-dir "$RUN_DIR/suites" ${SEED:+--seed "$SEED"}
+        --report-dir "$RUN_DIR/suites" ${SEED:+--seed "$SEED"} "${SKIP_SCENARIOS[@]}"
     if [ "$REPRO" = 1 ]; then
         phase repro bash -o pipefail -c ".venv/bin/python -m e2e.repro --lab '$LAB' --report-dir '$RUN_DIR/repro' all 2>&1 | tee '$RUN_DIR/repro.txt'"
     fi
