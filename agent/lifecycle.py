@@ -7,6 +7,8 @@ Pure functions over plain data: the runner describes each task (`TaskPhase`) and
 - Prestart tasks start first. Main tasks start once every ephemeral prestart task (not a sidecar)
   has exited successfully and every prestart sidecar has started.
 - Poststart tasks start once every main task has started.
+- When the group's leader is dead for good (it completed), every other live task is killed ("Leader
+  Task Dead"); a leader that failed fails the alloc as any failed task does.
 - When no task but sidecars is left alive, the sidecars are killed ("Main Tasks Dead").
 - Poststop tasks start once every other task is dead, whether it completed, failed or was stopped.
 - The alloc is done when every task is dead, poststop tasks included.
@@ -36,6 +38,8 @@ class Stage(Enum):
 SIDECARS = (Stage.PRESTART_SIDECAR, Stage.POSTSTART_SIDECAR)
 MAIN_TASKS_DEAD = "Main Tasks Dead"  # Nomad's TaskMainDead event
 MAIN_TASKS_DEAD_MESSAGE = "Main tasks in the group died"
+LEADER_DEAD = "Leader Task Dead"  # Nomad's TaskLeaderDead event
+LEADER_DEAD_MESSAGE = "Leader Task in Group dead"
 
 
 def stage_of(hook: str, sidecar: bool) -> Stage:
@@ -61,12 +65,14 @@ class TaskPhase:
     stage: Stage
     phase: Phase
     successful: bool = False  # dead after an exit the restart policy took as the end of its work
+    leader: bool = False  # `leader = true`: its end is the group's
 
 
 @dataclass(frozen=True)
 class LifecycleStep:
     start: tuple[str, ...] = ()  # pending tasks whose turn it is
-    kill: tuple[str, ...] = ()  # live sidecars with no main task left alive ("Main Tasks Dead")
+    kill: tuple[str, ...] = ()  # live tasks that must go: see `why`
+    why: tuple[str, str] = (MAIN_TASKS_DEAD, MAIN_TASKS_DEAD_MESSAGE)  # the kill's event: type, message
     done: bool = False  # every task dead, poststop ones included: the alloc has ended
 
 
@@ -113,6 +119,9 @@ def plan_lifecycle(tasks: Sequence[TaskPhase], bugs: Bugs = NO_BUGS) -> Lifecycl
     if all(t.phase is Phase.DEAD for t in tasks):
         return LifecycleStep(done=True)
     live = [t for t in tasks if t.stage is not Stage.POSTSTOP and t.phase is not Phase.DEAD]
+    leader_done = any(t.leader and t.phase is Phase.DEAD and t.successful for t in tasks)
+    if live and leader_done:  # Nomad's alloc runner: the leader's end ends the group, sidecars too
+        return LifecycleStep(kill=tuple(t.name for t in live), why=(LEADER_DEAD, LEADER_DEAD_MESSAGE))
     has_sidecars = any(t.stage in SIDECARS for t in tasks)
     alone = live and has_sidecars and all(t.stage in SIDECARS for t in live)
     if alone and not bugs.sidecar_outlives_main:

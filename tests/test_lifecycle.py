@@ -93,6 +93,24 @@ def test_nomad_13055_sidecars_are_killed_after_the_other_tasks() -> None:
     assert plan_kill_order(tasks, Bugs(sidecars_killed_with_main=True)) == (("proxy", "web", "tail"),)
 
 
+def test_a_leader_done_kills_every_live_task_sidecars_included() -> None:
+    """Nomad's alloc runner: a leader dead without failing ends the group ("Leader Task Dead");
+    a poststop task is not killed (it runs after); a failed leader is the restart policy's."""
+    tasks = [
+        _p("side", Stage.PRESTART_SIDECAR, LIVE),
+        TaskPhase("lead", Stage.MAIN, DEAD, successful=True, leader=True),
+        _p("web", Stage.MAIN, LIVE),
+        _p("bye", Stage.POSTSTOP, PENDING),
+    ]
+    step = plan_lifecycle(tasks)
+    assert step.kill == ("side", "web") and step.why == ("Leader Task Dead", "Leader Task in Group dead")
+    tasks[1] = TaskPhase("lead", Stage.MAIN, DEAD, successful=False, leader=True)
+    assert plan_lifecycle(tasks) == LifecycleStep(), "a failed leader: the alloc fails by its policy"
+    tasks[1] = TaskPhase("lead", Stage.MAIN, LIVE, leader=True)
+    tasks[2] = _p("web", Stage.MAIN, DEAD, ok=True)
+    assert plan_lifecycle(tasks) == LifecycleStep(), "a task that is not the leader ends alone"
+
+
 def test_an_ephemeral_poststart_still_running_keeps_the_sidecars() -> None:
     tasks = [
         _p("side", Stage.PRESTART_SIDECAR, LIVE),
@@ -183,8 +201,8 @@ def test_a_group_of_lifecycle_tasks_only_is_refused_as_nomad_does() -> None:
 
 
 # -- the runner -------------------------------------------------------------------------------------
-def _task(name: str, hook: str = "", sidecar: bool = False) -> Task:
-    return Task(name=name, driver="exec", lifecycle=Lifecycle(hook, sidecar) if hook else None)
+def _task(name: str, hook: str = "", sidecar: bool = False, leader: bool = False) -> Task:
+    return Task(name=name, driver="exec", lifecycle=Lifecycle(hook, sidecar) if hook else None, leader=leader)
 
 
 def _runner(node: FakeNode, tasks: tuple[Task, ...], job_type: str = "service") -> AllocRunner:
@@ -265,6 +283,30 @@ def test_a_batch_alloc_kills_its_sidecar_when_main_is_done_runs_poststop_then_co
     _exit(node, r, "bye", 0)
     assert r.rec.status is AllocStatus.COMPLETE and node.replaced == []
     assert node.dirs.cleaned == [r.alloc_dir]
+
+
+def test_a_batch_leader_done_stops_the_group_then_poststop_runs_and_the_alloc_completes(
+    tmp_path: Path,
+) -> None:
+    node = FakeNode(tmp_path)
+    tasks = (_task("side", "prestart", sidecar=True), _task("lead", leader=True), _task("web"))
+    r = _runner(node, (*tasks, _task("bye", "poststop")), job_type="batch")
+    _exit(node, r, "lead", 0)
+    for name in ("side", "web"):
+        assert _events(node, r, name)[-2:] == ["Leader Task Dead", "Killing"], name
+        t = r.state.task(name)
+        assert (t.state, t.completed, t.failed) == (TaskState.DEAD, True, False), name
+    assert len(node.exec.stops) == 2 and _started(node)[-1] == "bye"
+    _exit(node, r, "bye", 0)
+    assert r.rec.status is AllocStatus.COMPLETE and node.replaced == []
+
+
+def test_a_service_leader_that_exits_is_restarted_and_the_group_lives_on(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _runner(node, (_task("lead", leader=True), _task("web")))
+    _exit(node, r, "lead", 0)
+    assert "Leader Task Dead" not in _events(node, r, "web") and node.exec.stops == []
+    assert [d for d, _ in node.timers] == [POLICY.delay]
 
 
 def test_a_stop_kills_the_main_tasks_then_runs_poststop_to_its_end(tmp_path: Path) -> None:

@@ -195,3 +195,26 @@ def test_a_prestart_finished_before_an_agent_restart_is_not_run_again(lab: Agent
         agent.stop_job("lcrestore")
     finally:
         agent.stop()
+
+
+def test_a_batch_leader_that_exits_stops_the_group_and_the_alloc_completes(
+    lab: AgentLab, tmp_path: Path
+) -> None:
+    """`leader = true`: its exit 0 ends the group: the other main task (trapping the kill signal to
+    write it down) is stopped with "Leader Task Dead", then the poststop runs, then complete."""
+    out = tmp_path / "leader.out"
+    lead = _sh("lead", 'echo lead >> "$NOMAD_ALLOC_DIR/data/order"; sleep 1').replace(
+        'driver = "raw_exec"', 'driver = "raw_exec"\n      leader = true'
+    )
+    job = _job("lcleader", "batch", lead, _sh("web", WEB_UNTIL_KILLED), _poststop_copy(out))
+    agent = lab.start_agent(raw_exec_enabled=True)
+    try:
+        alloc = _submit(agent, job)
+        view = _status(agent, alloc, "complete")
+        assert sorted(out.read_text().split()[:2]) == ["lead", "web"]
+        assert out.read_text().split()[2:] == ["web-killed", "bye"], "web was killed by the leader's end"
+        assert view["tasks"]["web"]["state"] == "dead" and not view["tasks"]["web"]["failed"]
+        web_events = [e.type for e in agent.core.call(lambda: agent.core.store.events(alloc, "web"))]
+        assert "Leader Task Dead" in web_events, web_events
+    finally:
+        agent.stop()

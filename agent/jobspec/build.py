@@ -241,7 +241,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             resources=resources,
             kill_timeout=kill_timeout,
             kill_signal=kill_signal,
-            leader=self._leader(body, path),
+            leader=self._bool(body, "leader", path, False),
             templates=templates,
             services=services,
             user=user,
@@ -254,15 +254,6 @@ class Builder(ServiceBlocks, TemplateBlocks):
             volume_mounts=read_mounts(self, body, path),
             artifacts=read_artifacts(self, body, path),
         )
-
-    def _leader(self, body: Body, path: str) -> bool:
-        leader = self._bool(body, "leader", path, False)
-        if leader:  # half of Nomad's leader: said at submission, never silently
-            self.report.warn(
-                join(path, "leader"),
-                "the leader is killed first at a stop; its death does not yet stop the group's other tasks",
-            )
-        return leader
 
     def _lifecycle(self, body: Body, path: str) -> Lifecycle | None:
         """The `lifecycle` block (Nomad's TaskLifecycleConfig.Validate: a hook is required and one of

@@ -471,10 +471,10 @@ class AllocRunner:
             return False
         return True
 
-    def stop_off_loop(
-        self, what: str, tasks: list[tuple[Task, TaskHandle]], then: Callable[[], None]
+    def kill_phases(
+        self, reason: str, phases: list[list[tuple[Task, TaskHandle]]], then: Callable[[], None]
     ) -> None:
-        kill_off_loop(self, what, tasks, then)
+        kill_in_phases(self, reason, phases, then, {})
 
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, reason: str = "job stopped") -> None:

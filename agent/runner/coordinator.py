@@ -13,11 +13,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from agent.lifecycle import (
-    MAIN_TASKS_DEAD,
-    MAIN_TASKS_DEAD_MESSAGE,
     Phase,
     Stage,
     TaskPhase,
+    plan_kill_order,
     plan_lifecycle,
     stage_of,
 )
@@ -54,7 +53,9 @@ class Coordinator:
         out = []
         for t in self.r.group.tasks:
             record = self.r.state.task(t.name)
-            out.append(TaskPhase(t.name, stage(t), phase(record), successful=record.completed))
+            out.append(
+                TaskPhase(t.name, stage(t), phase(record), successful=record.completed, leader=t.leader)
+            )
         return out
 
     def first_tasks(self) -> list[Task]:
@@ -82,16 +83,17 @@ class Coordinator:
                 return
             step = plan_lifecycle(self.phases(), self.r.d.bugs)
             if step.kill:
-                self._kill(step.kill)
+                self._kill(step.kill, step.why)
                 return
             if not step.start:
                 return
             for name in step.start:
                 r.start_in_turn(self._task(name))
 
-    def _kill(self, names: tuple[str, ...]) -> None:
-        """Sidecars left alone: recorded dead (done, not failed) first, so their exit is not the
-        restart policy's, then stopped off the loop; the coordinator goes on after."""
+    def _kill(self, names: tuple[str, ...], why: tuple[str, str]) -> None:
+        """Tasks whose group ended (sidecars left alone, every task once the leader is done):
+        recorded dead (done, not failed) first, so their exit is not the restart policy's, then
+        stopped off the loop, sidecars last; the coordinator goes on after."""
         r = self.r
         stopping: list[tuple[Task, TaskHandle]] = []
         with r.d.store.transaction():
@@ -100,11 +102,13 @@ class Coordinator:
                 r.state.bump(name)  # a restart on a timer for it is cancelled
                 record = r.state.task(name)
                 r.state.put_task(name, record.with_(state=TaskState.DEAD, completed=True, restart_due=0.0))
-                r.event(name, MAIN_TASKS_DEAD, MAIN_TASKS_DEAD_MESSAGE)
+                r.event(name, *why)
                 h = r.state.handle(name)
                 if h is not None and r.handle_running(t, h):
                     stopping.append((t, h))
-        r.stop_off_loop("kill sidecars", stopping, r.lifecycle_changed)
+        order = plan_kill_order([(t.name, stage(t)) for t, _ in stopping], r.d.bugs)
+        phases = [[(t, h) for t, h in stopping if t.name in names] for names in order]
+        r.kill_phases(why[1].lower(), phases, r.lifecycle_changed)
 
     # -- poststop at the end of an alloc (a stop, a failure) -----------------------------------------
     def run_poststop(self, then: Callable[[], None]) -> None:
