@@ -309,6 +309,23 @@ def test_a_service_leader_that_exits_is_restarted_and_the_group_lives_on(tmp_pat
     assert [d for d, _ in node.timers] == [POLICY.delay]
 
 
+def test_restart_all_tasks_runs_a_finished_prestart_again_before_main(tmp_path: Path) -> None:
+    """`nomad alloc restart -all-tasks`: the finished prestart runs again, the main task waits for
+    it as at the alloc's start; each restart is counted; a poststop task is left for the end."""
+    node = FakeNode(tmp_path)
+    r = _runner(node, (_task("init", "prestart"), _task("web"), _task("bye", "poststop")))
+    _exit(node, r, "init", 0)
+    assert _started(node) == ["init", "web"]
+    r.user_restart_all()
+    assert _started(node) == ["init", "web", "init"], "web waits for init's second run"
+    assert r.state.task("web").state is TaskState.PENDING and "exec-web-2" in node.exec.stops
+    _exit(node, r, "init", 0)
+    assert _started(node) == ["init", "web", "init", "web"]
+    assert (r.state.task("init").restarts, r.state.task("web").restarts) == (1, 1)
+    assert _events(node, r, "init").count("Restart Signaled") == 1
+    assert r.state.task("bye").state is TaskState.PENDING and r.rec.status is AllocStatus.RUNNING
+
+
 def test_a_stop_kills_the_main_tasks_then_runs_poststop_to_its_end(tmp_path: Path) -> None:
     node = FakeNode(tmp_path)
     r = _runner(node, (_task("web"), _task("bye", "poststop")))

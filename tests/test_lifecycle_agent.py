@@ -218,3 +218,36 @@ def test_a_batch_leader_that_exits_stops_the_group_and_the_alloc_completes(
         assert "Leader Task Dead" in web_events, web_events
     finally:
         agent.stop()
+
+
+def test_restart_all_tasks_runs_the_finished_prestart_again_then_the_main_task(lab: AgentLab) -> None:
+    """`nomad alloc restart -all-tasks` on real processes: the prestart that had finished runs
+    again, and the main task (stopped) starts only after it, as at the alloc's first start."""
+    job = _job(
+        "lcrestartall",
+        "service",
+        _sh("init", 'echo init >> "$NOMAD_ALLOC_DIR/data/order"', "prestart"),
+        _sh("web", 'echo web >> "$NOMAD_ALLOC_DIR/data/order"; exec sleep 600'),
+    )
+    agent = lab.start_agent(raw_exec_enabled=True)
+    try:
+        alloc = _submit(agent, job)
+        order = lab.data_dir / "alloc" / alloc / "alloc" / "data" / "order"
+
+        def lines(n: int) -> tuple[list[str] | None, str]:
+            got = order.read_text().split() if order.exists() else []
+            return (got if len(got) >= n else None), str(got)
+
+        wait_until(lambda: lines(2), timeout=WAIT, what="init then web")
+        agent.core.call(lambda: agent.core.runner(alloc).user_restart_all())
+        assert wait_until(lambda: lines(4), timeout=WAIT, what="init then web again") == [
+            "init",
+            "web",
+            "init",
+            "web",
+        ]
+        view = _status(agent, alloc, "running")
+        assert (view["tasks"]["init"]["restarts"], view["tasks"]["web"]["restarts"]) == (1, 1)
+        agent.stop_job("lcrestartall")
+    finally:
+        agent.stop()

@@ -456,6 +456,13 @@ def test_signal_without_a_task_reaches_every_running_task(api: Api) -> None:
         ("/v1/client/allocation/{alloc}/signal", b"[1]", 400, "JSON object"),
         ("/v1/client/allocation/{alloc}/restart", {"TaskName": ["a"]}, 400, '"TaskName" must be a task'),
         ("/v1/client/allocation/{alloc}/restart", {"TaskName": "x"}, 404, "task not found in alloc"),
+        ("/v1/client/allocation/{alloc}/restart", {"AllTasks": "yes"}, 400, '"AllTasks" must be true or'),
+        (
+            "/v1/client/allocation/{alloc}/restart",
+            {"AllTasks": True, "TaskName": "srv"},
+            400,
+            "task name cannot be set when restarting all tasks",
+        ),
         ("/v1/client/allocation/a/restart", {}, 400, "at least 2"),
         ("/v1/client/allocation/--/restart", {}, 404, "alloc not found"),
         ("/v1/client/allocation/NOTHEX/signal", {"Signal": "SIGHUP"}, 404, "alloc not found"),
@@ -484,7 +491,10 @@ def test_restart_without_a_task_restarts_every_running_task(api: Api) -> None:
         time.sleep(0.02)
     assert restarted()
     states = api.request("GET", f"/v1/allocation/{alloc}")["TaskStates"]
-    assert all("Restart Signaled" in [e["Type"] for e in states[t]["Events"]] for t in ("a", "b")), states
+    signaled = [
+        [e["DisplayMessage"] for e in states[t]["Events"] if e["Type"] == "Restart Signaled"] for t in "ab"
+    ]
+    assert signaled == [["User requested running tasks to restart"]] * 2, states
 
 
 def test_a_dead_alloc_has_nothing_to_signal_or_restart(api: Api) -> None:
@@ -494,6 +504,7 @@ def test_a_dead_alloc_has_nothing_to_signal_or_restart(api: Api) -> None:
     assert api.call("POST", signal, {"Signal": "SIGHUP"})[0] == 409
     assert api.call("POST", signal, {"Signal": "SIGHUP", "Task": "srv"})[0] == 409
     assert api.call("POST", f"/v1/client/allocation/{alloc}/restart", {})[0] == 409
+    assert api.call("POST", f"/v1/client/allocation/{alloc}/restart", {"AllTasks": True})[0] == 409
 
 
 # -- adopted allocs (found running after the state database was lost: agent.runner.adopt)

@@ -73,14 +73,23 @@ def client_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
 
     def restart(groups: tuple[str, ...], body: bytes) -> Response:
         data = body_json(body)
-        name = data.get("TaskName") or ""
-        # AllTasks (re-run the lifecycle tasks that finished, as Nomad 1.3+) is not done yet: the
-        # running tasks restart, as without it (agent.taskdecisions.plan_user_restart)
+        name, all_tasks = data.get("TaskName") or "", data.get("AllTasks") or False
         if not isinstance(name, str):
             raise HttpError(400, '"TaskName" must be a task name')
+        if not isinstance(all_tasks, bool):
+            raise HttpError(400, '"AllTasks" must be true or false')
+        if all_tasks and name:  # Nomad's client refuses it in these words
+            raise HttpError(400, "task name cannot be set when restarting all tasks")
 
         def do() -> None:
             r = managed(unquote(groups[0]))
+            if all_tasks:  # finished lifecycle tasks too, from the first stage (Nomad 1.3.4+)
+                if not r.alloc_running():
+                    raise Conflict(
+                        f"Failed to restart: alloc {r.id}: restart of an alloc that should not run"
+                    )
+                r.user_restart_all()
+                return
             if name:
                 task = next((t for t in r.group.tasks if t.name == name), None)
                 if task is None:
@@ -91,9 +100,10 @@ def client_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             names, refused = plan_user_restart([(t.name, r.task_running(t)) for t in tasks], name, core.bugs)
             if refused:
                 raise Conflict(f"Failed to restart: alloc {r.id}: {refused}")
+            reason = "User requested task to restart" if name else "User requested running tasks to restart"
             for t in tasks:
                 if t.name in names:
-                    r.user_restart(t)
+                    r.user_restart(t, reason)
 
         core.call(do)
         meta_headers(core.changes.current())

@@ -351,8 +351,10 @@ class AllocRunner:
         record = self.state.task(name)
         if self.coord.waits_for(t):  # a poststop task of an ending alloc
             self.coord.poststop_exited(t, code, exit_text(code))
-        elif record.state is TaskState.DEAD and (record.completed or record.failed):
-            pass  # dead for good already (a sidecar the coordinator killed): nothing to decide
+        elif record.state is TaskState.PENDING or (
+            record.state is TaskState.DEAD and (record.completed or record.failed)
+        ):
+            pass  # dead for good already (a killed sidecar), or back to its turn (restart all): no policy
         elif self.rec.status is not AllocStatus.RUNNING:
             pass
         elif self.rec.desired is DesiredStatus.STOP:  # killed by the stop (its poststop tasks run): no policy
@@ -565,19 +567,17 @@ class AllocRunner:
     # -- API view ------------------------------------------------------------------------------
     def view(self) -> dict[str, Any]:
         names = [t.name for t in self.group.tasks]
-        return alloc_view(
-            self.rec,
-            self.group,
-            {n: self.state.task(n) for n in names},
-            {n: self.state.handle(n) for n in names},
-            self.state.handle(NETNS_OWNER),
-        )
+        tasks, handles = {n: self.state.task(n) for n in names}, {n: self.state.handle(n) for n in names}
+        return alloc_view(self.rec, self.group, tasks, handles, self.state.handle(NETNS_OWNER))
 
     # -- user actions (API) ----------------------------------------------------------------------
-    def user_restart(self, t: Task) -> None:
-        self.event(t.name, "Restart Signaled", "User requested task to restart")
+    def user_restart(self, t: Task, reason: str = "User requested task to restart") -> None:
+        self.event(t.name, "Restart Signaled", reason)
         tr = self.tasks[t.name]
         self.serial.run(lambda: tr.stop_then_restart(StartCause.OPERATOR, "user request"))
+
+    def user_restart_all(self) -> None:
+        self.serial.run(lambda: self.coord.restart_all("User requested all tasks to restart"))
 
     def user_signal(self, task: str, sig: str) -> None:
         h = self.state.handle(task)

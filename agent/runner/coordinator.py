@@ -110,6 +110,31 @@ class Coordinator:
         phases = [[(t, h) for t, h in stopping if t.name in names] for names in order]
         r.kill_phases(why[1].lower(), phases, r.lifecycle_changed)
 
+    def restart_all(self, reason: str) -> None:
+        """`nomad alloc restart -all-tasks` (Nomad's RestartAll): every task but the poststop ones
+        is stopped and goes back to pending, each restart counted, and the lifecycle starts again
+        from its first stage: a prestart task that had finished runs again before the main tasks."""
+        r = self.r
+        tasks = [t for t in r.group.tasks if stage(t) is not Stage.POSTSTOP]
+        for t in tasks:
+            r.event(t.name, "Restart Signaled", reason)
+
+        def again() -> None:
+            if r.rec.status is not AllocStatus.RUNNING or r.rec.desired is DesiredStatus.STOP:
+                return  # stopped or failed meanwhile: nothing starts again
+            with r.d.store.transaction():
+                for t in tasks:
+                    r.state.bump(t.name)  # a restart on a timer for it is cancelled
+                    record = r.state.task(t.name)
+                    if record.state is not TaskState.PENDING:
+                        record = record.restarted()
+                    r.state.put_task(
+                        t.name, record.with_(state=TaskState.PENDING, completed=False, failed=False)
+                    )
+            self.advance()
+
+        r.stop_for_restart(tasks, again)
+
     # -- poststop at the end of an alloc (a stop, a failure) -----------------------------------------
     def run_poststop(self, then: Callable[[], None]) -> None:
         """The alloc is ending (its other tasks are killed): its poststop tasks run to their end,
