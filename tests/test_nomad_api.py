@@ -389,6 +389,26 @@ def test_the_event_stream_tells_a_job_and_its_alloc_as_they_change(agent: Daemon
     )
 
 
+def test_the_node_topic_tells_the_clients_registration(agent: Daemon) -> None:
+    """A stream from the node's CreateIndex on topic Node: the agent's start registered the node
+    (NodeRegistration, keyed by the node ID, the api.Node as payload), at the node's ModifyIndex."""
+    http = _session(agent)
+    base = f"https://127.0.0.1:{agent.port}"
+    (stub,) = http.get(f"{base}/v1/nodes", timeout=30).json()
+    node = http.get(f"{base}/v1/node/{stub['ID']}", timeout=30).json()
+    params = [("topic", "Node"), ("index", str(node["CreateIndex"]))]
+    deadline = time.monotonic() + 25  # past two heartbeats: the registration is in the log already
+    with http.get(f"{base}/v1/event/stream", params=params, stream=True, timeout=60) as stream:
+        for line in stream.iter_lines():
+            assert time.monotonic() < deadline, "no Node event in the stream"
+            if line != b"{}":
+                break
+    (event,) = json.loads(line)["Events"]
+    assert (event["Topic"], event["Type"], event["Key"]) == ("Node", "NodeRegistration", node["ID"]), event
+    assert event["Index"] == node["ModifyIndex"] > node["CreateIndex"], (event["Index"], node)
+    assert event["Payload"]["Node"]["ID"] == node["ID"] and event["Payload"]["Node"]["Status"] == "ready"
+
+
 SVC_HCL = """
 job "svc" {
   group "g" {

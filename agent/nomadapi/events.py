@@ -4,7 +4,8 @@ Each line is `{"Index": N, "Events": [...]}` with Nomad's Event (Topic, Type, Ke
 FilterKeys, Index, Payload); `{}` is a heartbeat while nothing happens (every HEARTBEAT seconds).
 The events come from the agent's change index (agent.state.changes): every store write names a
 kind and a key, read here as Job (`JobRegistered`, `JobDeregistered`), Allocation
-(`AllocationUpdated`) and Evaluation (`EvaluationUpdated`) events with the object as it is when
+(`AllocationUpdated`), Evaluation (`EvaluationUpdated`) and Node (`NodeRegistration`, once at the
+agent's start; a driver's health changing later is not an event yet) events with the object as it is when
 the line is written (Nomad's payload is the object at that index; a burst of writes to one alloc
 is one event here). `topic=Topic:Key` filters as Nomad's (`*` for every topic or key);
 `index=N` starts after N, as far back as the change log goes (LOG_SIZE changes).
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 HEARTBEAT = 10.0  # seconds between heartbeats of an idle stream (Nomad's default)
 TOPICS = ("Job", "Allocation", "Evaluation", "Node")
-_KIND_TOPIC = {"job": "Job", "alloc": "Allocation", "eval": "Evaluation"}
+_KIND_TOPIC = {"job": "Job", "alloc": "Allocation", "eval": "Evaluation", "node": "Node"}
 
 
 def parse_topics(raw: list[str]) -> dict[str, set[str]]:
@@ -62,6 +63,8 @@ def event_stream(api: NomadApi) -> Handler:
         (an alloc or eval already collected: Nomad says nothing of one either)."""
         if kind == "job":
             return job_event(key)
+        if kind == "node":  # the client's registration, as Nomad's Node.Register writes it
+            return "Node", "NodeRegistration", [], {"Node": api.node_dict(stub=False)}
         if kind == "alloc":
             view = next((v for v in api.all_alloc_views() if v["id"] == key), None)
             alloc = {"Allocation": api.alloc_dict(view, stub=False)} if view is not None else None

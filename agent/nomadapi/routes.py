@@ -72,8 +72,35 @@ class NomadApi:
         # /v1/agent/self (this agent's health beyond Nomad's: Vault login, restore, sweeps)
         self.agent_health = agent_health or (lambda: answer(structs.health(True, "ok")))
         self.agent_stats = agent_stats or dict
+        core.changes.bump("node", node.id)  # registered: the Node topic's NodeRegistration
 
     # -- plain data, on the main loop --------------------------------------------------------
+    def node_dict(self, *, stub: bool) -> dict[str, Any]:
+        """This node as Nomad's api.NodeListStub (stub) or api.Node."""
+        health = self.driver_health() if self.driver_health else {}
+        drivers = {
+            n: {"healthy": d["healthy"], "detected": True, "description": d["detail"]}
+            for n, d in health.items()
+        }
+        facts = self.core.node  # what constraints are checked against (agent.placement)
+        fields: dict[str, Any] = {
+            "node_id": self.node.id,
+            "name": self.node.name,
+            "datacenter": self.node.datacenter,
+            "address": self.node.http_addr,
+            "drivers": drivers,
+            "attributes": dict(facts.attributes),
+            "meta": dict(facts.meta),
+            "node_class": facts.node_class,
+            "node_pool": facts.pool,
+            "status": "ready",
+            "create_index": self.core.changes.start,
+            "modify_index": self.core.changes.current(("node",)),
+        }
+        if stub:
+            return structs.node_stub(**fields)
+        return structs.node_json(**fields, host_volumes=dict(facts.host_volumes))
+
     def all_alloc_views(self) -> list[dict[str, Any]]:
         return self.core.alloc_views() + self.core.adoption.views()
 
@@ -482,14 +509,16 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     def nodes(groups: tuple[str, ...], body: bytes) -> Response:
         prefix = _prefix(query_params())
         out = blocking(
-            core.changes, ("node",), lambda: [_node(api, stub=True)] if api.node.id.startswith(prefix) else []
+            core.changes,
+            ("node",),
+            lambda: [api.node_dict(stub=True)] if api.node.id.startswith(prefix) else [],
         )
         return answer(out)
 
     def node(groups: tuple[str, ...], body: bytes) -> Response:
         if not api.node.id.startswith(unquote(groups[0])) or not groups[0]:
             raise NotFound("node not found")
-        return answer(blocking(core.changes, ("node",), lambda: _node(api, stub=False)))
+        return answer(blocking(core.changes, ("node",), lambda: api.node_dict(stub=False)))
 
     def node_allocs(groups: tuple[str, ...], body: bytes) -> Response:
         if unquote(groups[0]) != api.node.id:
@@ -522,28 +551,3 @@ def _find_alloc(core: Core, ref: str) -> Any:
         raise NotFound("alloc not found") from None
     except AgentError as exc:  # a prefix more than one alloc has
         raise HttpError(400, str(exc)) from None
-
-
-def _node(api: NomadApi, *, stub: bool) -> dict[str, Any]:
-    health = api.driver_health() if api.driver_health else {}
-    drivers = {
-        n: {"healthy": d["healthy"], "detected": True, "description": d["detail"]} for n, d in health.items()
-    }
-    facts = api.core.node  # what constraints are checked against (agent.placement)
-    fields: dict[str, Any] = {
-        "node_id": api.node.id,
-        "name": api.node.name,
-        "datacenter": api.node.datacenter,
-        "address": api.node.http_addr,
-        "drivers": drivers,
-        "attributes": dict(facts.attributes),
-        "meta": dict(facts.meta),
-        "node_class": facts.node_class,
-        "node_pool": facts.pool,
-        "status": "ready",
-        "create_index": api.core.changes.start,
-        "modify_index": api.core.changes.current(("node",)),
-    }
-    if stub:
-        return structs.node_stub(**fields)
-    return structs.node_json(**fields, host_volumes=dict(facts.host_volumes))
