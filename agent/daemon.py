@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from agent import __version__, layout
-from agent.api.server import ApiServer, Handler, StreamOpener, Upgrade
+from agent.api.server import ApiServer, Handler, StreamOpener, Upgrade, query_params
 from agent.config import Config
 from agent.consul import ConsulClient
 from agent.core import Core
@@ -34,6 +34,8 @@ from agent.network.cni import CniNetwork
 from agent.node.nodeinfo import driver_health
 from agent.nomadapi import structs
 from agent.nomadapi.http import answer, blocked_now
+from agent.nomadapi.metrics import Metric
+from agent.nomadapi.metrics import render as render_metrics
 from agent.nomadapi.node import NodeIdentity
 from agent.nomadapi.routes import NomadApi, build_nomad_routes
 from agent.nomadapi.wsexec import exec_stream
@@ -312,34 +314,51 @@ class Agent:
         return body
 
     def _metrics(self) -> tuple[int, str, bytes]:
-        allocs = list(self.core.runners.values()) if self.core else []
+        """Nomad's /v1/metrics: JSON, or Prometheus text with `?format=prometheus`."""
+        core = self.core
+        allocs = list(core.runners.values()) if core else []
         running = sum(1 for r in allocs if r.alloc_running())
-        lines = [
-            "# HELP fieldlab_agent_allocs_running Allocations running on this node.",
-            "# TYPE fieldlab_agent_allocs_running gauge",
-            f"fieldlab_agent_allocs_running {running}",
-            "# HELP fieldlab_agent_restore_seconds How long the last restore on start took.",
-            "# TYPE fieldlab_agent_restore_seconds gauge",
-            f"fieldlab_agent_restore_seconds {self.core.restore_seconds if self.core else 0:.3f}",
-            "# HELP fieldlab_agent_orphans_removed_total Orphaned resources the sweeper removed, by kind.",
-            "# TYPE fieldlab_agent_orphans_removed_total counter",
-            *(
-                f'fieldlab_agent_orphans_removed_total{{kind="{k}"}} {n}'
-                for k, n in sorted(
-                    (self.core.sweeper.totals if self.core and self.core.sweeper else {}).items()
-                )
+        uptime = round(time.time() - self.started, 1)
+        swept = core.sweeper.totals if core and core.sweeper else {}
+        metrics = [
+            Metric("nomad.client.allocations.running", "gauge", "Allocations running on this node.", running),
+            Metric(
+                "nomad.client.allocations.terminal",
+                "gauge",
+                "Allocations ended on this node.",
+                len(allocs) - running,
             ),
-            "# HELP fieldlab_agent_sweeps_total Orphan sweeps done since the agent started.",
-            "# TYPE fieldlab_agent_sweeps_total counter",
-            f"fieldlab_agent_sweeps_total {self.core.sweeps if self.core else 0}",
-            "# HELP fieldlab_agent_blocking_queries Nomad API blocking queries waiting for a change now.",
-            "# TYPE fieldlab_agent_blocking_queries gauge",
-            f"fieldlab_agent_blocking_queries {blocked_now()}",
-            "# HELP fieldlab_agent_up The agent is running.",
-            "# TYPE fieldlab_agent_up gauge",
-            "fieldlab_agent_up 1",
-            "# HELP fieldlab_agent_uptime_seconds Seconds since the agent started.",
-            "# TYPE fieldlab_agent_uptime_seconds gauge",
-            f"fieldlab_agent_uptime_seconds {time.time() - self.started:.1f}",
+            Metric("nomad.client.uptime", "gauge", "Seconds since the client started.", uptime),
+            Metric("fieldlab.agent.allocs_running", "gauge", "Allocations running on this node.", running),
+            Metric(
+                "fieldlab.agent.restore_seconds",
+                "gauge",
+                "How long the last restore on start took.",
+                round(core.restore_seconds if core else 0.0, 3),
+            ),
+            *(
+                Metric(
+                    "fieldlab.agent.orphans_removed_total",
+                    "counter",
+                    "Orphaned resources the sweeper removed, by kind.",
+                    n,
+                    {"kind": k},
+                )
+                for k, n in sorted(swept.items())
+            ),
+            Metric(
+                "fieldlab.agent.sweeps_total",
+                "counter",
+                "Orphan sweeps done since the agent started.",
+                core.sweeps if core else 0,
+            ),
+            Metric(
+                "fieldlab.agent.blocking_queries",
+                "gauge",
+                "Nomad API blocking queries waiting for a change now.",
+                blocked_now(),
+            ),
+            Metric("fieldlab.agent.up", "gauge", "The agent is running.", 1),
+            Metric("fieldlab.agent.uptime_seconds", "gauge", "Seconds since the agent started.", uptime),
         ]
-        return 200, "text/plain; version=0.0.4", ("\n".join(lines) + "\n").encode()
+        return render_metrics(metrics, query_params().get("format", ""))

@@ -379,7 +379,8 @@ class Daemon:
 
         ctx = ssl.create_default_context(cafile=self.api.ca_file)
         ctx.load_cert_chain(self.api.cert_file, self.api.key_file)
-        with urllib.request.urlopen(f"{self.api.address}/v1/metrics", context=ctx, timeout=10) as r:
+        url = f"{self.api.address}/v1/metrics?format=prometheus"
+        with urllib.request.urlopen(url, context=ctx, timeout=10) as r:
             for line in r.read().decode().splitlines():
                 if line.startswith(name + " "):
                     return float(line.split()[1])

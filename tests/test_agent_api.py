@@ -100,14 +100,36 @@ def test_health_answers_the_operator_cert(running_agent: tuple[Agent, TestCA, in
     assert detail["vault"] == {"configured": False, "authenticated": False, "error": ""}
 
 
-def test_metrics_are_prometheus_text(running_agent: tuple[Agent, TestCA, int]) -> None:
+def test_metrics_are_nomads_json_or_prometheus_text(running_agent: tuple[Agent, TestCA, int]) -> None:
+    """As Nomad's agent: api.MetricsSummary JSON by default, Prometheus text with
+    `?format=prometheus` (dots joined with `_`); another format is a 400 naming it."""
     _, ca, port = running_agent
     op = ca.issue(OPERATOR, server=False)
-    with urllib.request.urlopen(
-        f"https://127.0.0.1:{port}/v1/metrics", context=_ctx(ca, op.cert, op.key), timeout=5
-    ) as resp:
-        text = resp.read().decode()
-    assert "# TYPE fieldlab_agent_up gauge\nfieldlab_agent_up 1\n" in text
+    ctx = _ctx(ca, op.cert, op.key)
+
+    def get(query: str) -> tuple[str, str]:
+        url = f"https://127.0.0.1:{port}/v1/metrics{query}"
+        with urllib.request.urlopen(url, context=ctx, timeout=5) as resp:
+            return resp.headers["Content-Type"], resp.read().decode()
+
+    kind, text = get("?format=prometheus")
+    assert kind.startswith("text/plain") and "# TYPE fieldlab_agent_up gauge\nfieldlab_agent_up 1\n" in text
+    assert "\nnomad_client_allocations_running 0\n" in text, text
+    kind, raw = get("")
+    summary = json.loads(raw)
+    assert kind == "application/json" and set(summary) == {
+        "Timestamp",
+        "Gauges",
+        "Points",
+        "Counters",
+        "Samples",
+    }
+    gauges = {g["Name"]: g["Value"] for g in summary["Gauges"]}
+    assert gauges["fieldlab.agent.up"] == 1 and gauges["nomad.client.allocations.running"] == 0, gauges
+    assert all(set(g) == {"Name", "Value", "Labels"} for g in summary["Gauges"])
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        get("?format=xml")
+    assert bad.value.code == 400 and "format='xml'" in bad.value.read().decode()
 
 
 def test_client_without_a_cert_is_refused_at_tls(running_agent: tuple[Agent, TestCA, int]) -> None:

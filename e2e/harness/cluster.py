@@ -177,7 +177,7 @@ class Agent:
     def metrics(self) -> dict[str, float] | None:
         """The agent's Prometheus metrics as {name{labels}: value}, or None when it does not answer."""
         try:
-            _, raw = replace(self.api, timeout=10.0).request_raw("GET", "/v1/metrics")
+            _, raw = replace(self.api, timeout=10.0).request_raw("GET", "/v1/metrics?format=prometheus")
         except AgentError:
             return None
         text = raw.decode()
