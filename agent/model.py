@@ -88,6 +88,18 @@ class Template:
 
 
 @dataclass(frozen=True)
+class CheckRestart:
+    """A check's `check_restart` (its own, else its service's): the task is restarted once the
+    check has been unhealthy for `limit` checks in a row (0: never), not within `grace` seconds of
+    the task's start; warnings count as healthy with `ignore_warnings` (Consul's; Nomad's own
+    checks have none)."""
+
+    limit: int = 0
+    grace: float = 1.0
+    ignore_warnings: bool = False
+
+
+@dataclass(frozen=True)
 class Check:
     name: str
     type: str  # "http", "tcp", "script"
@@ -98,6 +110,8 @@ class Check:
     command: str = ""  # script checks: run inside the task
     args: tuple[str, ...] = ()
     task: str = ""  # a group-level script check: the task it runs in
+    restart: CheckRestart | None = None  # check_restart (agent.runner.checks for provider "nomad")
+    method: str = "GET"  # http checks
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ these bugs is a parameter here, as in agent.decisions."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agent.bugs import NO_BUGS, Bugs
 from agent.records import PortAlloc
@@ -255,3 +255,49 @@ def plan_env_templates(changed: Sequence[bool], bugs: Bugs = NO_BUGS) -> list[bo
     if bugs.env_from_changed_templates_only and any(changed):
         return list(changed)
     return [True] * len(changed)
+
+
+CHECK_OUTPUT_LIMIT = 3 * 1024  # bytes of a failing http check's body kept as its output (Nomad's)
+
+
+def check_result(kind: str, status_code: int | None, error: str, body: str = "") -> tuple[str, str]:
+    """A Nomad check's status and output from one probe (Nomad's client checker): tcp passes when
+    it connects; http passes on 200 ("nomad: http ok") and on any other code below 400 (its body
+    as the output), and fails from 400 up or when no answer came (the error, "nomad: " first)."""
+    if error:
+        return "failure", f"nomad: {error}" if kind == "http" else error
+    if kind == "tcp":
+        return "success", "nomad: tcp ok"
+    if status_code == 200:
+        return "success", "nomad: http ok"
+    status = "success" if status_code is not None and status_code < 400 else "failure"
+    return status, body[:CHECK_OUTPUT_LIMIT]
+
+
+@dataclass(frozen=True)
+class CheckWatch:
+    """One watched check of a running task (Nomad's check watcher's restarter): the end of its
+    grace after the task's start, and when it first went unhealthy since (0: it is healthy)."""
+
+    interval: float
+    limit: int
+    grace_until: float
+    ignore_warnings: bool = False
+    unhealthy_since: float = 0.0
+
+
+def plan_check_restart(watch: CheckWatch, status: str, now: float) -> tuple[CheckWatch, bool]:
+    """After one result of a watched check (`check_restart`): the watch's new state, and whether its
+    task is restarted now, as Nomad's check watcher decides: a healthy result (a warning too with
+    ignore_warnings) clears it; a failure within the grace is not counted; otherwise the task is
+    restarted once the check has stayed unhealthy for interval x (limit - 1) since its first
+    failure (limit 1: at the first failure past the grace)."""
+    healthy = status == "success" or (status == "warning" and watch.ignore_warnings)
+    if healthy or watch.limit <= 0:
+        return (replace(watch, unhealthy_since=0.0) if watch.unhealthy_since else watch), False
+    if now < watch.grace_until:
+        return watch, False
+    since = watch.unhealthy_since or now
+    if now >= since + watch.interval * (watch.limit - 1):
+        return replace(watch, unhealthy_since=0.0), True
+    return replace(watch, unhealthy_since=since), False

@@ -286,6 +286,7 @@ NOMAD: dict[str, dict[str, str]] = {
         "Body": "body",
         "OnUpdate": "on_update",
     },
+    "check_restart": {"Limit": "limit", "Grace": "grace", "IgnoreWarnings": "ignore_warnings"},
 }
 
 # jobspec2's extras at job level (types.config.go): a job-level vault block and tasks outside groups.
@@ -318,7 +319,6 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "CNIConfig": ("network", "cni"),
     "RequestedDevice": ("resources", "device"),
     "NUMAResource": ("resources", "numa"),
-    "CheckRestart": ("service", "check_restart"),
     "ServiceWeights": ("service", "weights"),
     "ConsulConnect": ("service", "connect"),
     "ConsulSidecarService": ("service", "connect"),

@@ -497,6 +497,12 @@ def test_restart_without_a_task_restarts_every_running_task(api: Api) -> None:
     assert signaled == [["User requested running tasks to restart"]] * 2, states
 
 
+def test_checks_of_an_alloc_without_nomad_checks_are_empty_and_an_unknown_alloc_is_404(api: Api) -> None:
+    (alloc,) = api.submit(ONE_TASK)
+    assert api.call("GET", f"/v1/client/allocation/{alloc}/checks") == (200, {})
+    assert api.call("GET", "/v1/client/allocation/0123abcd/checks")[0] == 404
+
+
 def test_a_dead_alloc_has_nothing_to_signal_or_restart(api: Api) -> None:
     (alloc,) = api.submit(ONE_TASK)
     api.call("DELETE", "/v1/job/web")

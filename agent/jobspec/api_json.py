@@ -51,6 +51,8 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("template", "change_script"): ("change_script", "one"),
     ("template", "wait"): ("wait", "one"),
     ("service", "check"): ("check", "many"),
+    ("service", "check_restart"): ("check_restart", "one"),
+    ("check", "check_restart"): ("check_restart", "one"),
     ("job", "constraint"): ("constraint", "many"),
     ("group", "constraint"): ("constraint", "many"),
     ("task", "constraint"): ("constraint", "many"),
@@ -64,6 +66,7 @@ _DURATIONS: Mapping[str, frozenset[str]] = {
     "wait": frozenset({"min", "max"}),
     "change_script": frozenset({"timeout"}),
     "check": frozenset({"interval", "timeout"}),
+    "check_restart": frozenset({"grace"}),
 }
 # The field that names an object of a labelled list.
 _LABEL_KEY = {"group": "Name", "task": "Name", "port": "Label"}

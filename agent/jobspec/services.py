@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
 from agent.jobspec.reader import BodyReader, choices, short
 from agent.jobspec.tree import Body, join
-from agent.model import Check, Network, Port, Service
+from agent.model import Check, CheckRestart, Network, Port, Service
 
 NETWORK_MODES = ("bridge", "host", "none")
 CHECK_TYPES = ("http", "tcp", "script")
@@ -128,6 +129,7 @@ class ServiceBlocks(BodyReader):
                     f'"{short(name)}" is not a valid service name (letters, digits and dashes, at most 63)',
                 )
             port = self._port_label(sb, "port", spath, labels)
+            service_restart = self._check_restart(sb, spath, None)
             checks = []
             for _, cb, cpath in self._blocks(sb, "check", spath):
                 if cb.get("type") in UNRUN_CHECK_TYPES:
@@ -137,7 +139,8 @@ class ServiceBlocks(BodyReader):
                         f"{cb.get('type')} checks are not implemented by fieldlab-agent: not registered",
                     )
                     continue
-                checks.append(self._check(cb, cpath, name, port, labels, task_names))
+                check = self._check(cb, cpath, name, port, labels, task_names)
+                checks.append(replace(check, restart=self._check_restart(cb, cpath, service_restart)))
             services.append(
                 Service(
                     name=name,
@@ -184,16 +187,32 @@ class ServiceBlocks(BodyReader):
         for key, value in (("interval", interval), ("timeout", timeout)):
             if key in body and 0 <= value < _MIN_CHECK_INTERVAL:
                 self.report.error(join(path, key), f"must be at least {_MIN_CHECK_INTERVAL:g}s")
+        method = self._str(body, "method", path, "GET")
+        if method != "GET" and ctype != "http":
+            self.report.warn(join(path, "method"), f"only applies to http checks; ignored for {ctype}")
         return Check(
             name=self._str(body, "name", path, f'service: "{service}" check'),
             type=ctype,
             path=check_path,
+            method=method.upper(),
             interval=interval,
             timeout=timeout,
             port=port,
             command=command,
             args=self._str_list(body, "args", path),
             task=task,
+        )
+
+    def _check_restart(self, body: Body, path: str, inherited: CheckRestart | None) -> CheckRestart | None:
+        """A `check_restart` block (Nomad's CheckRestart), else the one inherited from the service."""
+        found = self._single(body, "check_restart", path)
+        if found is None:
+            return inherited
+        block, bpath = found
+        return CheckRestart(
+            limit=self._int(block, "limit", bpath, 0, minimum=0),
+            grace=self._duration(block, "grace", bpath, 1.0),
+            ignore_warnings=self._bool(block, "ignore_warnings", bpath, False),
         )
 
     def _check_task(self, body: Body, path: str, task_names: set[str] | None) -> str:

@@ -179,7 +179,13 @@ def _gc_routes(api: NomadApi, managed: Any) -> list[tuple[str, str, Handler]]:
                 found[name] = u
         return answer(alloc_usage(alloc_id, found, api.cpu_samples))
 
+    def checks(groups: tuple[str, ...], body: bytes) -> Response:
+        """api.AllocCheckStatuses: the last result of each nomad service check (agent.runner.checks)."""
+        alloc_id = core.call(lambda: str(managed(unquote(groups[0])).id))
+        return answer(core.deps.check_results.of(alloc_id))
+
     return [
+        ("GET", r"/v1/client/allocation/([^/]+)/checks", checks),
         ("GET", r"/v1/client/allocation/([^/]+)/gc", gc_alloc),
         ("PUT", r"/v1/client/allocation/([^/]+)/gc", gc_alloc),
         ("GET", r"/v1/client/allocation/([^/]+)/stats", stats),

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.model import Check, Constraint, Group, Job, Network, Service, Task, Template, Vault
+from agent.model import Check, CheckRestart, Constraint, Group, Job, Network, Service, Task, Template, Vault
 from agent.nomadapi.gojson import ZERO_TIME, nil_list, nil_map, ns, plain
 
 DEFAULT_PRIORITY = 50  # api.JobDefaultPriority
@@ -326,6 +326,13 @@ def _service(s: Service, default_name: str) -> dict[str, Any]:
     }
 
 
+def _check_restart(r: CheckRestart | None) -> dict[str, Any] | None:
+    """api.CheckRestart."""
+    if r is None:
+        return None
+    return {"Limit": r.limit, "Grace": ns(r.grace), "IgnoreWarnings": r.ignore_warnings}
+
+
 def _check(c: Check) -> dict[str, Any]:
     """api.ServiceCheck (api/services.go)."""
     return {
@@ -346,8 +353,8 @@ def _check(c: Check) -> dict[str, Any]:
         "TLSServerName": "",
         "TLSSkipVerify": False,
         "Header": None,
-        "Method": "",
-        "CheckRestart": None,
+        "Method": c.method if c.type == "http" else "",
+        "CheckRestart": _check_restart(c.restart),
         "GRPCService": "",
         "GRPCUseTLS": False,
         "TaskName": c.task,

@@ -44,6 +44,7 @@ from agent.model import Group, Job, Task
 from agent.network.base import Network
 from agent.offload import Offload, Serial, run_inline
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
+from agent.runner.checks import CheckResults, ChecksHook
 from agent.runner.coordinator import Coordinator, stage
 from agent.runner.hooks import task_hooks
 from agent.runner.kill import kill_in_phases, kill_off_loop
@@ -86,16 +87,15 @@ class RunnerDeps:
     vault_token_role: str = DEFAULT_TOKEN_ROLE
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep  # a task's shutdown_delay, in its stop's thread
-    # Called at each named step (agent.killpoints): a no-op, or the `crash-at` SIGKILL, or a test's
-    # Killed. Every step leaves a record the next restore acts on, losing and doubling nothing.
+    # At each named step (agent.killpoints): a no-op, the `crash-at` SIGKILL, or a test's Killed.
     kill_point: KillHook = no_kill
-    # Where blocking steps run (agent.offload): worker threads whose continuations come back
-    # to the main loop (the agent), or at once (the fakes' tests).
+    # Where blocking steps run (agent.offload): threads whose continuations come back to the loop.
     offload: Offload = run_inline
     host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # the node's, by name
     getter: ArtifactGetter = field(default_factory=HttpGetter)  # tasks' artifacts (agent.getter)
     max_kill_timeout: float = 30.0  # the client's cap on a task's kill_timeout (Nomad's max_kill_timeout)
     node_table: Mapping[str, str] = field(default_factory=dict)  # ${node.*}, ${attr.*}, ${meta.*} (taskenv)
+    check_results: CheckResults = field(default_factory=CheckResults)  # nomad checks (runner.checks)
 
     def __post_init__(self) -> None:
         if self.dirs is None:
@@ -126,7 +126,7 @@ class AllocRunner:
         self.id: str = record.id
         self.serial = Serial(deps.offload, f"alloc={record.id[:8]}")
         self.tasks: dict[str, TaskRunner] = {
-            t.name: TaskRunner(self, t, task_hooks()) for t in self.group.tasks
+            t.name: TaskRunner(self, t, (*task_hooks(), ChecksHook())) for t in self.group.tasks
         }
         self._deregistered = False  # its Consul services, once at a stop (shutdown_delay) or teardown
         self.coord = Coordinator(self)  # the tasks' lifecycle order

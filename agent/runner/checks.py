@@ -1,0 +1,221 @@
+"""A task's Nomad service checks (Nomad's client checker and check watcher): the `http` and `tcp`
+checks of its `provider = "nomad"` services (and of its group's services whose check names it as
+`task`) are run every `interval` while the task runs, the first after half an interval, each with
+its `timeout`; their last results are what `GET /v1/client/allocation/:id/checks` answers. A check
+with `check_restart` (limit > 0) restarts the task once it has stayed unhealthy for its limit
+(agent.taskdecisions.plan_check_restart): the task is killed with its kill signal, and its exit
+goes to the restart policy as any failure does (Nomad's watcher restarts with failure = true).
+
+Where a check goes: the node's advertise address (the alloc's address without one) and the host
+port of the check's port label, else its service's (Nomad's `address_mode = "host"`): the node's
+own address, never another host. Consul services' checks are Consul's to run, not this hook's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import logging
+import socket
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agent.drivers.base import TaskHandle
+from agent.model import Check, Service
+from agent.runner.hooks import TaskHook
+from agent.taskdecisions import CheckWatch, check_result, plan_check_restart, plan_kill_signal
+
+if TYPE_CHECKING:
+    from agent.runner.taskrunner import TaskRunner
+
+log = logging.getLogger(__name__)
+RUN_TYPES = ("http", "tcp")  # the check types Nomad's client runs for its own services
+
+
+class CheckResults:
+    """Every alloc's last check results on this node ({alloc: {check id: api.AllocCheckStatus}}),
+    written by the tasks' check hooks, read by the API; an alloc's go with its teardown."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_alloc: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def put(self, alloc_id: str, result: dict[str, Any]) -> None:
+        with self._lock:
+            self._by_alloc.setdefault(alloc_id, {})[str(result["ID"])] = result
+
+    def drop(self, alloc_id: str, ids: set[str]) -> None:
+        with self._lock:
+            kept = {k: v for k, v in self._by_alloc.get(alloc_id, {}).items() if k not in ids}
+            if kept:
+                self._by_alloc[alloc_id] = kept
+            else:
+                self._by_alloc.pop(alloc_id, None)
+
+    def of(self, alloc_id: str) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return dict(self._by_alloc.get(alloc_id, {}))
+
+
+@dataclass(frozen=True)
+class Watched:
+    id: str
+    check: Check
+    service: Service
+    group_level: bool
+
+
+def check_id(alloc_id: str, group: str, task: str, c: Check) -> str:
+    """A stable ID for one check of one alloc (Nomad hashes the same parts with sha256)."""
+    parts = (alloc_id, group, task, c.name, c.type, c.port, f"{c.interval}", f"{c.timeout}", c.path, c.method)
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def _probe(kind: str, address: str, port: int, c: Check) -> tuple[int | None, str, str]:
+    """One probe (off the loop): (http status or None, error, body)."""
+    try:
+        if kind == "tcp":
+            socket.create_connection((address, port), timeout=c.timeout).close()
+            return None, "", ""
+        conn = http.client.HTTPConnection(address, port, timeout=c.timeout)
+        try:
+            conn.request(c.method or "GET", c.path or "/", headers={"User-Agent": "Nomad/fieldlab-agent"})
+            resp = conn.getresponse()
+            return resp.status, "", resp.read(3 * 1024).decode(errors="replace")
+        finally:
+            conn.close()
+    except (OSError, http.client.HTTPException) as exc:
+        return None, str(exc) or type(exc).__name__, ""
+
+
+class ChecksHook(TaskHook):
+    name = "checks"
+
+    def __init__(self) -> None:
+        self._generation = 0
+        self._ids: set[str] = set()
+
+    def _checks(self, tr: TaskRunner) -> list[Watched]:
+        ar = tr.ar
+        out = [
+            Watched(check_id(ar.id, ar.group.name, tr.t.name, c), c, s, False)
+            for s in tr.t.services
+            if s.provider == "nomad"
+            for c in s.checks
+            if c.type in RUN_TYPES
+        ]
+        out += [
+            Watched(check_id(ar.id, ar.group.name, tr.t.name, c), c, s, True)
+            for s in ar.group.services
+            if s.provider == "nomad"
+            for c in s.checks
+            if c.type in RUN_TYPES and c.task == tr.t.name
+        ]
+        return out
+
+    def poststart(self, tr: TaskRunner, handle: TaskHandle) -> None:
+        self._watch(tr, handle)
+
+    def reattached(self, tr: TaskRunner, handle: TaskHandle) -> None:
+        self._watch(tr, handle)
+
+    def exited(self, tr: TaskRunner) -> None:
+        self._unwatch(tr)
+
+    def stop(self, tr: TaskRunner) -> None:
+        self._unwatch(tr)
+
+    def _unwatch(self, tr: TaskRunner) -> None:
+        self._generation += 1
+        tr.d.check_results.drop(tr.ar.id, self._ids)
+
+    def _watch(self, tr: TaskRunner, handle: TaskHandle) -> None:
+        """Start (again) watching the task's checks: a new run of the task, a new grace."""
+        self._generation += 1
+        generation, now = self._generation, tr.d.clock()
+        for w in self._checks(tr):
+            self._ids.add(w.id)
+            r = w.check.restart
+            watch = CheckWatch(
+                interval=w.check.interval,
+                limit=r.limit if r else 0,
+                grace_until=now + (r.grace if r else 0.0),
+                ignore_warnings=r.ignore_warnings if r else False,
+            )
+            tr.d.check_results.put(tr.ar.id, self._result(tr, w, "pending", "", None, now))
+            self._schedule(tr, handle, w, watch, generation, w.check.interval / 2)
+
+    def _schedule(
+        self, tr: TaskRunner, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int, delay: float
+    ) -> None:
+        tr.d.schedule(delay, lambda: self._run(tr, handle, w, watch, gen))
+
+    def _current(self, tr: TaskRunner, handle: TaskHandle, gen: int) -> bool:
+        h = tr.handle()
+        return gen == self._generation and h is not None and h.id == handle.id and tr.ar.alloc_running()
+
+    def _target(self, tr: TaskRunner, w: Watched) -> tuple[str, int] | str:
+        label = w.check.port or w.service.port
+        ports = {p.label: p.host for p in tr.ar.rec.ports}
+        port = ports.get(label) or (int(label) if label.isdigit() else 0)
+        if not port:
+            return f'port "{label}" has no host port on this node'
+        return tr.d.advertise_address or tr.ar.rec.address or "127.0.0.1", port
+
+    def _run(self, tr: TaskRunner, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int) -> None:
+        if not self._current(tr, handle, gen):
+            return
+        target = self._target(tr, w)
+
+        def blocking() -> tuple[int | None, str, str]:
+            if isinstance(target, str):
+                return None, target, ""
+            return _probe(w.check.type, target[0], target[1], w.check)
+
+        def done(got: object, exc: Exception | None) -> None:
+            if not self._current(tr, handle, gen):
+                return
+            code, error, body = got if isinstance(got, tuple) else (None, str(exc), "")
+            status, output = check_result(w.check.type, code, error, body)
+            now = tr.d.clock()
+            tr.d.check_results.put(tr.ar.id, self._result(tr, w, status, output, code, now))
+            after, restart = plan_check_restart(watch, status, now)
+            if restart:
+                self._restart(tr, handle, w)
+                return
+            self._schedule(tr, handle, w, after, gen, w.check.interval)
+
+        tr.d.offload(f"check-{tr.t.name}", blocking, done)
+
+    def _restart(self, tr: TaskRunner, handle: TaskHandle, w: Watched) -> None:
+        """check_restart: the task is killed; its exit is the restart policy's (a failure)."""
+        self._generation += 1  # every check of the task waits for its next start
+        tr.event("Restart Signaled", f'healthcheck: check "{w.check.name}" unhealthy')
+        log.info("alloc=%s task=%s: check %r unhealthy: restarting", tr.ar.id[:8], tr.t.name, w.check.name)
+        t = tr.t
+        sig = plan_kill_signal(t.kill_signal, t.driver, tr.d.bugs)
+        timeout = min(t.kill_timeout, tr.d.max_kill_timeout)
+        tr.d.offload(f"check-restart-{t.name}", lambda: tr.driver.stop(handle, timeout, sig), _ignore)
+
+    def _result(
+        self, tr: TaskRunner, w: Watched, status: str, output: str, code: int | None, now: float
+    ) -> dict[str, Any]:
+        """api.AllocCheckStatus."""
+        return {
+            "ID": w.id,
+            "Check": w.check.name,
+            "Group": f"{tr.ar.job.id}.{tr.ar.group.name}[0]",  # the alloc's Name, as Nomad's
+            "Mode": "healthiness",
+            "Output": output,
+            "Service": w.service.name,
+            "Task": "" if w.group_level else tr.t.name,
+            "Status": status,
+            "StatusCode": code or 0,
+            "Timestamp": int(now),
+        }
+
+
+def _ignore(result: object, exc: Exception | None) -> None:
+    if exc is not None:
+        log.warning("check restart: the task's stop failed: %s", exc)
