@@ -69,6 +69,7 @@ class Bugs:
     env_from_changed_templates_only: bool = False
     negative_cores_accepted: bool = False
     leader_killed_with_others: bool = False
+    check_id_without_group: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

@@ -312,6 +312,13 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "at an alloc's stop the group's leader task is killed together with the other tasks instead of "
         "first, so they lose it while it still drains",
     ),
+    FaultSpec(
+        "check-id-without-group",
+        "nomad-16240",
+        "the check watcher (check_restart) hashes a nomad service check's ID without the alloc's group, "
+        "while the checker stores its results under the ID with it: the watcher never finds the check's "
+        "status, and a task whose check fails is never restarted"
+    ),
     # Templates and change_mode.
     FaultSpec(
         "last-event-wins",
@@ -403,6 +410,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "env-from-changed-templates-only",
         "negative-cores-accepted",
         "leader-killed-with-others",
+        "check-id-without-group",
     }
 )
 

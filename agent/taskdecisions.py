@@ -301,3 +301,12 @@ def plan_check_restart(watch: CheckWatch, status: str, now: float) -> tuple[Chec
     if now >= since + watch.interval * (watch.limit - 1):
         return replace(watch, unhealthy_since=0.0), True
     return replace(watch, unhealthy_since=since), False
+
+
+def plan_watched_group(group: str, bugs: Bugs = NO_BUGS) -> str:
+    """The group the check watcher (check_restart) hashes a nomad check's ID with, to find the
+    status the checker stored under the ID it hashed: the alloc's group, as the checker's. Nomad's
+    IDs are computed at several callsites and must agree (PR #16240). `check-id-without-group` is
+    nomad-16240: the service hook left the group out, the watcher finds no status under its ID
+    and never restarts the task."""
+    return "" if bugs.check_id_without_group else group

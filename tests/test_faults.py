@@ -55,6 +55,7 @@ AGENT_FLAGS = {
     "env-from-changed-templates-only": "nomad-3529",
     "negative-cores-accepted": "nomad-10511",
     "leader-killed-with-others": "nomad-2753",
+    "check-id-without-group": "nomad-16240",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -27,6 +27,7 @@ from agent.taskdecisions import (
     plan_user_restart,
     plan_validation,
     plan_vault_token_allowed,
+    plan_watched_group,
 )
 
 
@@ -186,3 +187,8 @@ def test_nomad_2753_the_leader_is_killed_first() -> None:
     assert plan_kill_order(tasks) == (("shipper", "leader"), ("proxy",))
     bug = Bugs(leader_killed_with_others=True)
     assert plan_kill_order(tasks, bug, ["leader"]) == (("shipper", "leader"), ("proxy",))
+
+
+def test_nomad_16240_the_check_watcher_hashes_the_check_id_with_the_group() -> None:
+    assert plan_watched_group("web") == "web"
+    assert plan_watched_group("web", Bugs(check_id_without_group=True)) == ""

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 from agent.drivers.base import TaskHandle
 from agent.model import Check, Service
 from agent.runner.hooks import TaskHook
-from agent.taskdecisions import CheckWatch, check_result, plan_check_restart, plan_kill_signal
+from agent.taskdecisions import (
+    CheckWatch,
+    check_result,
+    plan_check_restart,
+    plan_kill_signal,
+    plan_watched_group,
+)
 
 if TYPE_CHECKING:
     from agent.runner.taskrunner import TaskRunner
@@ -60,7 +66,8 @@ class CheckResults:
 
 @dataclass(frozen=True)
 class Watched:
-    id: str
+    id: str  # the checker's: its results are stored under it
+    watcher_id: str  # the check watcher's, which finds the status it judges under it (the same)
     check: Check
     service: Service
     group_level: bool
@@ -97,22 +104,18 @@ class ChecksHook(TaskHook):
         self._ids: set[str] = set()
 
     def _checks(self, tr: TaskRunner) -> list[Watched]:
-        ar = tr.ar
-        out = [
-            Watched(check_id(ar.id, ar.group.name, tr.t.name, c), c, s, False)
-            for s in tr.t.services
+        ar, task = tr.ar, tr.t.name
+        watched_group = plan_watched_group(ar.group.name, tr.d.bugs)
+        found = [(s, False) for s in tr.t.services] + [(s, True) for s in ar.group.services]
+        return [
+            Watched(
+                check_id(ar.id, ar.group.name, task, c), check_id(ar.id, watched_group, task, c), c, s, grp
+            )
+            for s, grp in found
             if s.provider == "nomad"
             for c in s.checks
-            if c.type in RUN_TYPES
+            if c.type in RUN_TYPES and (not grp or c.task == task)
         ]
-        out += [
-            Watched(check_id(ar.id, ar.group.name, tr.t.name, c), c, s, True)
-            for s in ar.group.services
-            if s.provider == "nomad"
-            for c in s.checks
-            if c.type in RUN_TYPES and c.task == tr.t.name
-        ]
-        return out
 
     def poststart(self, tr: TaskRunner, handle: TaskHandle) -> None:
         self._watch(tr, handle)
@@ -180,7 +183,16 @@ class ChecksHook(TaskHook):
             status, output = check_result(w.check.type, code, error, body)
             now = tr.d.clock()
             tr.d.check_results.put(tr.ar.id, self._result(tr, w, status, output, code, now))
-            after, restart = plan_check_restart(watch, status, now)
+            # the watcher judges the status it finds under its own ID of the check (Nomad's)
+            found = tr.d.check_results.of(tr.ar.id).get(w.watcher_id)
+            if found is None:
+                if now >= watch.grace_until and watch.limit > 0:
+                    log.warning(
+                        "alloc=%s task=%s: watched check %r not found", tr.ar.id[:8], tr.t.name, w.check.name
+                    )
+                self._schedule(tr, handle, w, watch, gen, w.check.interval)
+                return
+            after, restart = plan_check_restart(watch, str(found["Status"]), now)
             if restart:
                 self._restart(tr, handle, w)
                 return
