@@ -317,7 +317,7 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "nomad-16240",
         "the check watcher (check_restart) hashes a nomad service check's ID without the alloc's group, "
         "while the checker stores its results under the ID with it: the watcher never finds the check's "
-        "status, and a task whose check fails is never restarted"
+        "status, and a task whose check fails is never restarted",
     ),
     # Templates and change_mode.
     FaultSpec(
