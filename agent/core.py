@@ -472,15 +472,15 @@ class Core:
         return plan
 
     def _check_static_ports(self, job: Job, groups: set[str] | None = None) -> None:
-        used = self._used_ports()
+        holders = {p.host: r for r in self.runners.values() if r.rec.live for p in r.rec.ports}
         for g in job.groups:
-            if groups is not None and g.name not in groups:
-                continue
-            for p in g.network.ports if g.network else ():
-                if p.static and p.static in used:
+            for p in g.network.ports if g.network and (groups is None or g.name in groups) else ():
+                if p.static and (r := holders.get(p.static)) is not None:
+                    held = f"alloc {r.id[:8]} of job {r.job.id}"
+                    if r.rec.desired is DesiredStatus.STOP:
+                        held = f"alloc {r.id[:8]}, which is stopping: run the job again once it stopped"
                     raise Conflict(
-                        f"job {job.id} group {g.name} port {p.label}: static port {p.static} "
-                        "is already taken by another alloc"
+                        f"job {job.id} group {g.name} port {p.label}: static port {p.static} held by {held}"
                     )
 
     def _used_ports(self) -> set[int]:

@@ -576,9 +576,14 @@ def test_the_http_api_runs_stops_and_refuses_bad_jobs(lab: AgentLab, tmp_path: P
         api.request("POST", f"/v1/client/allocation/{alloc}/signal", {"Task": "nginx", "Signal": "SIGHUP"})
         events = api.request("GET", f"/v1/allocation/{alloc}")["TaskStates"]["nginx"]["Events"]
         assert "Signaling" in [e["Type"] for e in events]
-        assert api.request("DELETE", "/v1/job/example")["EvalID"]
-        stopped = api.request("GET", f"/v1/allocation/{alloc}")
-        assert (stopped["DesiredStatus"], stopped["ClientStatus"]) == ("stop", "complete")
+        assert api.request("DELETE", "/v1/job/example")["EvalID"]  # answered once the stop is decided
+        assert api.request("GET", f"/v1/allocation/{alloc}")["DesiredStatus"] == "stop"
+
+        def complete() -> tuple[bool | None, str]:
+            status = api.request("GET", f"/v1/allocation/{alloc}")["ClientStatus"]
+            return (True if status == "complete" else None), status
+
+        wait_until(complete, timeout=TIMEOUT, what="the stopped job's alloc to complete")
         wait_until(  # the containers are removed off the agent's loop: perhaps after the answer
             lambda: (True if lab.containers(alloc) == [] else None, str(lab.containers(alloc))),
             timeout=TIMEOUT,

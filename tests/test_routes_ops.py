@@ -25,8 +25,11 @@ from agent.config import Config, TLSConfig
 from agent.core import Core
 from agent.drivers.base import TaskHandle
 from agent.drivers.session import ProcessSession
+from agent.errors import Conflict
 from agent.nomadapi import clientroutes
 from agent.nomadapi.wsexec import exec_stream
+from agent.records import DesiredStatus
+from lab.waits import wait_until
 from tests.agent_lab import NODE, NomadRoutes, alloc_events, run_job, stream_frames
 from tests.fakes import FakeNode
 from tests.pki import TestCA
@@ -497,6 +500,33 @@ def test_restart_without_a_task_restarts_every_running_task(api: Api) -> None:
     assert signaled == [["User requested running tasks to restart"]] * 2, states
 
 
+STATIC = """
+job "JOB" {
+  group "g" {
+    network {
+      port "http" { static = 8088 }
+    }
+    task "srv" {
+      driver = "exec"
+      config { command = "/bin/sleep" }
+    }
+  }
+}
+"""
+
+
+def test_a_static_port_held_by_another_alloc_is_refused_naming_the_holder(api: Api) -> None:
+    (alloc,) = api.submit(STATIC.replace("JOB", "first"))
+    with pytest.raises(Conflict, match=rf"static port 8088 held by alloc {alloc[:8]} of job first"):
+        api.submit(STATIC.replace("JOB", "second"))
+    # a stop in progress: desired "stop" recorded, its tasks still being killed
+    api.core.call(lambda: api.core.runner(alloc).state.save(desired=DesiredStatus.STOP))
+    with pytest.raises(
+        Conflict, match=rf"held by alloc {alloc[:8]}, which is stopping: run the job again once"
+    ):
+        api.submit(STATIC.replace("JOB", "second"))
+
+
 def test_checks_of_an_alloc_without_nomad_checks_are_empty_and_an_unknown_alloc_is_404(api: Api) -> None:
     (alloc,) = api.submit(ONE_TASK)
     assert api.call("GET", f"/v1/client/allocation/{alloc}/checks") == (200, {})
@@ -571,10 +601,16 @@ def test_job_stop_purge_removes_the_job_and_its_allocs_and_client_gc_collects_te
     assert api.node.store.get("job", "pair") is not None
     assert {a["DesiredStatus"] for a in api.request("GET", "/v1/job/pair/allocations")} == {"run"}
 
-    assert api.call("DELETE", "/v1/job/pair")[0] == 200  # stopped, kept: its allocs are terminal
+    assert api.call("DELETE", "/v1/job/pair")[0] == 200  # the stop decided; kept: its allocs end
     stubs = api.request("GET", "/v1/job/pair/allocations")
     assert sorted(a["ID"] for a in stubs) == sorted(pair)
-    assert {(a["DesiredStatus"], a["ClientStatus"]) for a in stubs} == {("stop", "complete")}
+    assert {a["DesiredStatus"] for a in stubs} == {"stop"}, "the answer comes with the stop decided"
+
+    def ended() -> tuple[bool | None, str]:
+        seen = {a["ClientStatus"] for a in api.request("GET", "/v1/job/pair/allocations")}
+        return (True if seen == {"complete"} else None), str(seen)
+
+    wait_until(ended, timeout=10, what="the stopped job's allocs to complete")
     assert all(api.node.store.get("alloc", a) is not None for a in pair)
     assert api.call("POST", "/v1/client/gc") == (200, {})
     assert all(api.node.store.get("alloc", a) is None for a in pair)

@@ -133,8 +133,31 @@ def job_run(args: argparse.Namespace) -> int:
     return 0
 
 
+STOP_WATCH = 120.0  # seconds `job stop` watches the allocs end (the client's max_kill_timeout and more)
+STOP_POLL = 0.25
+
+
+def _watch_stopped(api: Nomad, job_id: str, purge: bool) -> list[dict[str, Any]]:
+    """After the stop was accepted: the job's allocs, once none still runs (polled, STOP_WATCH);
+    a purged job's are gone with it."""
+    deadline = time.monotonic() + STOP_WATCH
+    while True:
+        try:
+            allocs = _job_allocs(api, job_id)
+        except CallError:
+            if purge:
+                return []
+            raise
+        if not [a for a in allocs if a.get("ClientStatus") in ("pending", "running")]:
+            return allocs
+        if time.monotonic() >= deadline:
+            return allocs
+        time.sleep(STOP_POLL)
+
+
 def job_stop(args: argparse.Namespace) -> int:
-    """`DELETE /v1/job/:id` (`?purge=true`): the agent answers once the allocs are stopped."""
+    """`DELETE /v1/job/:id` (`?purge=true`): answered once the stop is decided; then (unless
+    -detach or -json) the allocs are watched until they have stopped, and summed up."""
     api = nomad(args)
     purge = bool(getattr(args, "purge", False))
     before = [] if args.detach or args.json else _job_allocs(api, args.job_id)
@@ -145,7 +168,7 @@ def job_stop(args: argparse.Namespace) -> int:
     elif args.detach:
         print(out.get("EvalID"))
     else:
-        after = _job_allocs(api, args.job_id)
+        after = _watch_stopped(api, args.job_id, purge)
         print(fmt.job_stopped(args.job_id, out, before, after, purge))
     return 0
 

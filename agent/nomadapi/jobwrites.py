@@ -147,8 +147,11 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             return core.stop_job(job_id), api.evals.create(job_id, "job-deregister", kind)
 
         stopped, ev = core.call(stop)
-        left = core.await_stopped(stopped, core.limits.max_kill_timeout + STOP_MARGIN)
-        if purge and not left:
+        # As Nomad's: the answer comes once the stop is decided (the allocs' desired status is
+        # "stop"), while their tasks are still being killed; `nomad job stop` then watches them. A
+        # purge waits for them to end first (their records go with the job): then the job is gone
+        # when the answer comes, as it is at once on Nomad's server.
+        if purge and not core.await_stopped(stopped, core.limits.max_kill_timeout + STOP_MARGIN):
             core.call(lambda: core.purge_job(job_id) if job_id in core.jobs else [])
         index = core.changes.current()
         meta_headers(index)

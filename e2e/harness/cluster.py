@@ -20,9 +20,11 @@ from lab.config import LabPaths
 from lab.errors import ProviderError
 from lab.providers.base import expand_path
 from lab.ssh import SshTarget
+from lab.waits import wait_until
 
 AGENT_PORT = 4646
 AGENT_DATA_DIR = "/var/lib/fieldlab-agent"  # the fieldlab_agent role's default
+STOP_WAIT = 120.0  # seconds for a stopped job's allocs to end (the client's max_kill_timeout and more)
 
 
 def api_client(node: Remote, secrets: Path, *, client_cert: bool = True, timeout: float = 60.0) -> ApiClient:
@@ -79,8 +81,20 @@ class Agent:
         history.record(history.NOTE, f"job submitted from {source}", node=self.node.name, allocs=ids)
         return ids
 
-    def stop_job(self, job: str) -> None:
-        self.request("DELETE", f"/v1/job/{quote(job, safe='')}")
+    def stop_job(self, job: str, timeout: float = STOP_WAIT) -> None:
+        """`nomad job stop JOB`: DELETE answers once the stop is decided, on Nomad and on this agent;
+        then, as the CLI watches it, wait (polling, `timeout`) until no alloc of the job still runs."""
+        path = f"/v1/job/{quote(job, safe='')}"
+        self.request("DELETE", path)
+
+        def ended() -> tuple[bool | None, str]:
+            allocs = self.try_get(f"{path}/allocations")
+            if allocs is None:
+                return None, "the agent does not answer"
+            live = [str(a["ID"])[:8] for a in allocs if a.get("ClientStatus") in ("pending", "running")]
+            return (True if not live else None), f"still running: {', '.join(live)}"
+
+        wait_until(ended, timeout=timeout, what=f"{self.node.name}: the allocs of job {job} to stop")
         history.record(history.NOTE, f"job {job} stopped", node=self.node.name)
 
     def jobs(self) -> list[dict[str, Any]]:
