@@ -40,6 +40,10 @@ from e2e.harness.remote import Remote, q
 from e2e.harness.target import Target
 from e2e.harness.waits import SYSTEMD_READY
 
+# A read the checks make of a node (no side effect) is tried again for this long when the SSH
+# connection breaks under it: seen once in a nightly's fleet storm, 100 nodes on 2 busy cores.
+READ_RETRY = 15.0
+
 
 # --- a node of its role ---------------------------------------------------------------------------
 def observe_systemd(node: Remote) -> SystemdSeen:
@@ -347,13 +351,13 @@ def cert_sha256_on_disk(
     rel: str = "secrets/cert.pem",
 ) -> str | None:
     path = f"{data_dir}/alloc/{alloc_id}/{task}/{rel}"
-    res = node.run(f"openssl x509 -in {path} -outform der | sha256sum", check=False)
+    res = node.run(f"openssl x509 -in {path} -outform der | sha256sum", check=False, retry_for=READ_RETRY)
     return res.stdout.split()[0] if res.rc == 0 and res.stdout.strip() else None
 
 
 def probe_status(node: Remote, port: int) -> dict[str, Any] | None:
     """The probe's /status, read from the node itself through the mapped port."""
-    res = node.run(f"curl -sf -m 3 http://127.0.0.1:{port}/status", check=False)
+    res = node.run(f"curl -sf -m 3 http://127.0.0.1:{port}/status", check=False, retry_for=READ_RETRY)
     if res.rc != 0:
         return None
     try:
