@@ -277,12 +277,13 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     request.config.stash[_CLUSTER] = c
     flags = [f.strip() for f in request.config.getoption("--agent-faults").split(",") if f.strip()]
     targets = flag_targets(c, request.session.items)
-    # Every client is looked at (a few at once: a fleet is a hundred), whatever this run flags.
+    # The clients this run uses are looked at (a few at once: a storm's fleet is a hundred),
+    # whatever it flags; the light clients only by a run that storms them (they are its targets).
     dropin = faults_dropin(c.target)
     has_dropin = fleet.pmap(
-        lambda n: c.target.fault_flags and n.run(f"test -e {dropin}", check=False).rc == 0, c.fleet
+        lambda n: c.target.fault_flags and n.run(f"test -e {dropin}", check=False).rc == 0, targets
     )
-    stale = [n for n, has in zip(c.fleet, has_dropin, strict=True) if has]
+    stale = [n for n, has in zip(targets, has_dropin, strict=True) if has]
     try:
         # A killed run with fault flags left them behind: never test a faulty agent unknowingly.
         leftover = [n for n in stale if not flags or n not in targets]
@@ -296,7 +297,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             with contextlib.suppress(FaultError):
                 set_agent_faults(c, [], targets)  # never leave an agent half-configured behind
         pytest.fail(f"could not set the agents' fault flags to {flags or 'none'}: {exc}", pytrace=False)
-    _clean_slate(c)
+    _clean_slate(c, targets)
     try:  # a run starts from a clean lab, or says why not: leftovers would fake or hide a symptom
         invariants.wait_invariants(c, "the start of the run (leftovers of earlier runs?)")
     except AssertionError as exc:
@@ -318,9 +319,10 @@ def flag_targets(cluster: Cluster, items: Iterable[Any]) -> list[Remote]:
 _CLUSTER = pytest.StashKey[Cluster]()
 
 
-def _clean_slate(c: Cluster) -> None:
-    """Stop jobs left over by an earlier run that was killed, so every suite starts from zero allocs."""
-    for node in c.fleet:
+def _clean_slate(c: Cluster, nodes: list[Remote]) -> None:
+    """Stop jobs left over on `nodes` (the run's) by an earlier run that was killed, so every suite
+    starts from zero allocs."""
+    for node in nodes:
         agent = c.agent(node)
         live = {a["job"] for a in agent.allocs() if a.get("status") in ("running", "pending")}
         for job in sorted(live):
