@@ -20,7 +20,7 @@ from lab.config import LabPaths
 from lab.errors import ProviderError
 from lab.providers.base import expand_path
 from lab.ssh import SshTarget
-from lab.waits import wait_until
+from lab.waits import WaitTimeout, wait_until
 
 AGENT_PORT = 4646
 AGENT_DATA_DIR = "/var/lib/fieldlab-agent"  # the fieldlab_agent role's default
@@ -81,9 +81,11 @@ class Agent:
         history.record(history.NOTE, f"job submitted from {source}", node=self.node.name, allocs=ids)
         return ids
 
-    def stop_job(self, job: str, timeout: float = STOP_WAIT) -> None:
+    def stop_job(self, job: str, timeout: float = STOP_WAIT, *, must_end: bool = True) -> None:
         """`nomad job stop JOB`: DELETE answers once the stop is decided, on Nomad and on this agent;
-        then, as the CLI watches it, wait (polling, `timeout`) until no alloc of the job still runs."""
+        then, as the CLI watches it, wait (polling, `timeout`) until no alloc of the job still runs.
+        `must_end` False: a stop still going at `timeout` is not an error here (a scenario's next
+        steps judge it: a task that holds its stop is the symptom of some field bugs)."""
         path = f"/v1/job/{quote(job, safe='')}"
         self.request("DELETE", path)
 
@@ -94,7 +96,11 @@ class Agent:
             live = [str(a["ID"])[:8] for a in allocs if a.get("ClientStatus") in ("pending", "running")]
             return (True if not live else None), f"still running: {', '.join(live)}"
 
-        wait_until(ended, timeout=timeout, what=f"{self.node.name}: the allocs of job {job} to stop")
+        try:
+            wait_until(ended, timeout=timeout, what=f"{self.node.name}: the allocs of job {job} to stop")
+        except WaitTimeout:
+            if must_end:
+                raise
         history.record(history.NOTE, f"job {job} stopped", node=self.node.name)
 
     def jobs(self) -> list[dict[str, Any]]:

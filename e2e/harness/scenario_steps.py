@@ -38,6 +38,7 @@ CHECK_POLL = 1.0  # seconds between two looks while the checks must hold
 NEXT_SWEEP = 150.0  # the agent sweeps every 60 s by default (the lab: 15 s)
 CHECK_SLACK = 60.0  # past `hold`: the looks themselves take time (each reads the alloc over the API)
 INVARIANTS_NOW = 20.0  # seconds the `invariants` check gives the node to settle (the sweeper's grace is 60)
+STOP_STEP_WATCH = 60.0  # the client's max_kill_timeout (30 s in the lab) and a margin
 
 
 @dataclass
@@ -220,7 +221,9 @@ class ScenarioRun:
         self._fault(Partition(self.cluster, self.node), hold=float(step.arg))
 
     def _step_stop_job(self, step: Step) -> None:
-        self.agent.stop_job(self.job)
+        """`nomad job stop`: watched for at most STOP_STEP_WATCH, the client's max_kill_timeout and a
+        margin; a stop still going then is for the next steps to judge, not an error of this one."""
+        self.agent.stop_job(self.job, STOP_STEP_WATCH, must_end=False)
 
     def _step_restart_alloc(self, step: Step) -> None:
         """`nomad alloc restart ID`: PUT /v1/client/allocation/:id/restart with no task named."""
