@@ -25,10 +25,12 @@ from agent.drivers.base import TaskHandle
 from agent.model import Check, Service
 from agent.runner.hooks import TaskHook
 from agent.taskdecisions import (
+    CHECK_OUTPUT_LIMIT,
     CheckWatch,
     check_result,
     plan_check_restart,
     plan_kill_signal,
+    plan_kill_timeout,
     plan_watched_group,
 )
 
@@ -89,7 +91,7 @@ def _probe(kind: str, address: str, port: int, c: Check) -> tuple[int | None, st
         try:
             conn.request(c.method or "GET", c.path or "/", headers={"User-Agent": "Nomad/fieldlab-agent"})
             resp = conn.getresponse()
-            return resp.status, "", resp.read(3 * 1024).decode(errors="replace")
+            return resp.status, "", resp.read(CHECK_OUTPUT_LIMIT).decode(errors="replace")
         finally:
             conn.close()
     except (OSError, http.client.HTTPException) as exc:
@@ -207,7 +209,7 @@ class ChecksHook(TaskHook):
         log.info("alloc=%s task=%s: check %r unhealthy: restarting", tr.ar.id[:8], tr.t.name, w.check.name)
         t = tr.t
         sig = plan_kill_signal(t.kill_signal, t.driver, tr.d.bugs)
-        timeout = min(t.kill_timeout, tr.d.max_kill_timeout)
+        timeout = plan_kill_timeout(t.kill_timeout, tr.d.max_kill_timeout, tr.d.bugs)
         tr.d.offload(f"check-restart-{t.name}", lambda: tr.driver.stop(handle, timeout, sig), _ignore)
 
     def _result(
