@@ -135,6 +135,8 @@ class RestartDecision:
     # No restart and no failure: the task finished its work (a batch task's exit 0). It stays dead,
     # not failed; the alloc completes once all its tasks have.
     complete: bool = False
+    # The start of the restart interval a counted restart falls in (the tracker's state to keep).
+    interval_start: float = 0.0
 
 
 TASK_COMPLETED = "Restart unnecessary as task terminated successfully"
@@ -162,10 +164,13 @@ def plan_task_restart(
     job_type: str = "service",
     hook: str = "",
     sidecar: bool = False,
+    interval_start: float | None = None,
     bugs: Bugs = NO_BUGS,
 ) -> RestartDecision:
     """Nomad's restart stanza: `attempts` restarts within `interval`; then fail (mode fail) or wait
-    out the rest of the interval (mode delay).
+    out the rest of the interval (mode delay). The interval tumbles as Nomad's restart tracker's
+    (`restart_interval`): `interval_start` is the current interval's start (the task's first start
+    for its first exit; None: the first of `counted_restarts`).
 
     `counted_restarts` are the times of the earlier restarts the policy counted (those caused by the
     task's own exit). A restart the agent or an operator triggers (`cause` not RESTART_POLICY) is
@@ -185,23 +190,43 @@ def plan_task_restart(
     batch_bug = bugs.restart_batch_on_success and not hook  # nomad-491: exit 0 is not seen as done
     if exit_code == 0 and not restarts_on_success(job_type, hook, sidecar) and not batch_bug:
         return RestartDecision(False, 0.0, TASK_COMPLETED, complete=True)
-    window = [t for t in counted_restarts if now - t < policy.interval]
-    if len(window) < policy.attempts:
+    if policy.attempts == 0:  # Nomad's hot path: whatever the mode, no restart at all
+        return RestartDecision(False, 0.0, f"exceeded 0 restart(s): {NO_RESTARTS_ALLOWED}")
+    start, used = restart_interval(policy, counted_restarts, now, interval_start)
+    if used < policy.attempts:
         return RestartDecision(
             True,
             0.0 if bugs.restart_without_delay else policy.delay,
-            f"restart {len(window) + 1} of {policy.attempts} in {policy.interval:.0f}s",
+            f"restart {used + 1} of {policy.attempts} in {policy.interval:.0f}s",
             counted=True,
+            interval_start=start,
         )
     if policy.mode == "delay":
-        wait = policy.interval - (now - min(window)) if window else policy.delay
         return RestartDecision(
             True,
-            max(policy.delay, wait),
+            max(0.0, start + policy.interval - now),
             "attempts exhausted; delaying until the interval ends",
             counted=True,
+            interval_start=start,
         )
     return RestartDecision(False, 0.0, f"exceeded {policy.attempts} restart(s) in {policy.interval:.0f}s")
+
+
+NO_RESTARTS_ALLOWED = "Policy allows no restarts"
+
+
+def restart_interval(
+    policy: RestartPolicy, counted_restarts: Sequence[float], now: float, interval_start: float | None
+) -> tuple[float, int]:
+    """Nomad's restart tracker counts in tumbling intervals, not a sliding window: an interval
+    starts when the tracker does (`interval_start`: the task's first start) and a new one starts at
+    the first counted exit after it ended; the count starts again from 0 there. Returns the start of
+    the interval `now` falls in and how many counted restarts it already holds."""
+    if interval_start is None:
+        interval_start = min(counted_restarts, default=now)
+    if now > interval_start + policy.interval:
+        return now, 0
+    return interval_start, sum(1 for t in counted_restarts if t >= interval_start)
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,8 @@ class TaskRecord:
     restart policy counts (the task's own exits, at the time the policy decided), which its
     `attempts` are checked against. `restart_due`: when a restart the policy put on a timer is due
     (0: none), so that a restore resumes it rather than counting the same exit again. `completed`:
-    dead for good, not failed (a batch task that exited 0): nothing restarts it."""
+    dead for good, not failed (a batch task that exited 0): nothing restarts it. `interval_start`:
+    the start of the restart policy's current interval (0: none yet, the task's first start)."""
 
     state: TaskState = TaskState.PENDING
     restarts: int = 0
@@ -207,6 +208,7 @@ class TaskRecord:
     failed: bool = False
     restart_due: float = 0.0
     completed: bool = False
+    interval_start: float = 0.0
 
     def with_(self, **changes: Any) -> TaskRecord:
         return replace(self, **changes)
@@ -215,9 +217,11 @@ class TaskRecord:
         """The task is being started again (whatever the cause): no restart is owed any more."""
         return replace(self, restarts=self.restarts + 1, restart_due=0.0)
 
-    def counted(self, now: float, due: float) -> TaskRecord:
-        """The policy decided to restart the task at `due` after its exit at `now`; the exit counts."""
-        return replace(self, restart_times=(*self.restart_times, now)[-RESTART_TIMES_KEPT:], restart_due=due)
+    def counted(self, now: float, due: float, interval_start: float) -> TaskRecord:
+        """The policy decided to restart the task at `due` after its exit at `now`; the exit counts
+        in the interval that started at `interval_start`."""
+        times = (*self.restart_times, now)[-RESTART_TIMES_KEPT:]
+        return replace(self, restart_times=times, restart_due=due, interval_start=interval_start)
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -228,6 +232,7 @@ class TaskRecord:
             "failed": self.failed,
             "restart_due": self.restart_due,
             "completed": self.completed,
+            "interval_start": self.interval_start,
         }
 
     @classmethod
@@ -242,4 +247,5 @@ class TaskRecord:
             failed=bool(rec.get("failed", False)),
             restart_due=_float("task", key, "restart_due", rec.get("restart_due")),
             completed=bool(rec.get("completed", False)),
+            interval_start=_float("task", key, "interval_start", rec.get("interval_start")),
         )

@@ -4,6 +4,7 @@ changes there. No root, no docker: these run in `make unit` in well under a seco
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,31 @@ def test_a_crashed_task_restarts_after_the_delay_until_attempts_run_out(tmp_path
     assert r.rec.status is AllocStatus.FAILED and "exceeded 2 restart(s)" in r.rec.reason
     assert r.state.task("t0").failed and node.replaced == [(r.id, r.rec.reason)]
     assert "Exit Code: 3" in [e.message for e in node.store.events(r.id, "t0")]
+
+
+def test_restart_attempts_are_counted_in_tumbling_intervals_from_the_tasks_start(tmp_path: Path) -> None:
+    """Nomad's restart tracker: the interval starts with the task runner and a new one (count 0)
+    starts at the first exit after it ended, kept in the task record. Two restarts at +10 s and
+    +20 s and an exit at +61 s: restarted (a sliding window would have failed the alloc)."""
+    node = FakeNode(tmp_path)
+    now = [1000.0]
+    job, group = _job(policy=RestartPolicy(attempts=2, interval=60, delay=1, mode="fail"))
+    rec = dataclasses.replace(_record(), created=1000.0)
+    r = AllocRunner(dataclasses.replace(node.deps(), clock=lambda: now[0]), rec, job, group)
+    node.store.put("alloc", r.id, r.rec.to_record())
+    r.start()
+    for at in (1010.0, 1020.0, 1061.0):
+        now[0] = at
+        _crash(node, r)
+        node.run_timers()
+        assert r.alloc_running() and r.state.task("t0").state is TaskState.RUNNING, at
+    assert r.state.task("t0").interval_start == 1061.0
+    now[0] = 1062.0
+    _crash(node, r)
+    node.run_timers()
+    now[0] = 1063.0
+    _crash(node, r)
+    assert r.rec.status is AllocStatus.FAILED and "exceeded 2 restart(s)" in r.rec.reason
 
 
 def test_exit_of_a_container_the_alloc_no_longer_owns_is_ignored(tmp_path: Path) -> None:

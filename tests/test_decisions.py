@@ -38,6 +38,7 @@ from agent.decisions import (
     plan_restore_statuses,
     plan_start_failure,
     plan_task_restart,
+    restart_interval,
     restarts_on_success,
     trust_recorded_tasks,
 )
@@ -173,13 +174,37 @@ def test_exited_task_is_restarted_on_restore() -> None:
 
 def test_restart_policy_counts_attempts_within_the_interval() -> None:
     pol = RestartPolicy(attempts=2, interval=60, delay=1, mode="fail")
-    assert plan_task_restart(pol, [], 100).restart
-    assert plan_task_restart(pol, [50], 100).restart
-    d = plan_task_restart(pol, [50, 90], 100)
+    assert plan_task_restart(pol, [], 100, interval_start=50).restart
+    assert plan_task_restart(pol, [60], 100, interval_start=50).restart
+    d = plan_task_restart(pol, [60, 90], 100, interval_start=50)
     assert not d.restart and "exceeded 2" in d.reason
-    assert plan_task_restart(pol, [10, 20], 100).restart  # old restarts fell out of the interval
-    delay = plan_task_restart(RestartPolicy(attempts=1, interval=60, delay=1, mode="delay"), [90], 100)
-    assert delay.restart and delay.delay == pytest.approx(50)
+    fresh = plan_task_restart(pol, [10, 20], 100, interval_start=5)  # that interval ended at 65
+    assert fresh.restart and fresh.interval_start == 100 and "restart 1 of 2" in fresh.reason
+    delay = plan_task_restart(RestartPolicy(attempts=1, interval=60, delay=1, mode="delay"), [90], 100, interval_start=80)
+    assert delay.restart and delay.delay == pytest.approx(40) and delay.interval_start == 80
+
+
+def test_restart_intervals_tumble_as_nomads_tracker_not_slide() -> None:
+    """Nomad's restart tracker: an interval starts with the tracker; the first counted exit after it
+    ended starts the next one with a count of 0. A sliding window would refuse the third exit below
+    (two restarts in the last 60 s); Nomad restarts it, and waits only to the interval's end."""
+    pol = RestartPolicy(attempts=2, interval=60, delay=1, mode="fail")
+    assert restart_interval(pol, [50, 55], 59, 0) == (0, 2)
+    assert restart_interval(pol, [50, 55], 60, 0) == (0, 2), "the interval's end is still in it"
+    assert restart_interval(pol, [50, 55], 61, 0) == (61, 0)
+    third = plan_task_restart(pol, [50, 55], 61, interval_start=0)
+    assert (third.restart, third.counted, third.interval_start) == (True, True, 61)
+    refused = plan_task_restart(pol, [50, 55], 59, interval_start=0)
+    assert not refused.restart
+    delayed = plan_task_restart(dataclasses.replace(pol, mode="delay"), [50, 55], 59, interval_start=0)
+    assert delayed.restart and delayed.delay == pytest.approx(1), "to the interval's end, not 60 s after the first"
+
+
+def test_no_attempts_means_no_restart_whatever_the_mode() -> None:
+    for mode in ("fail", "delay"):
+        pol = RestartPolicy(attempts=0, interval=60, delay=1, mode=mode)
+        d = plan_task_restart(pol, [], 100, interval_start=90)
+        assert not d.restart and "Policy allows no restarts" in d.reason, mode
 
 
 def test_half_alive_bug_believes_the_record_inside_plan_restore() -> None:

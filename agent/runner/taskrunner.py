@@ -397,6 +397,7 @@ class TaskRunner:
             job_type=ar.job.type,
             hook=t.lifecycle.hook if t.lifecycle else "",
             sidecar=bool(t.lifecycle and t.lifecycle.sidecar),
+            interval_start=record.interval_start or ar.rec.created,
             bugs=self.d.bugs,
         )
         generation = self.state.bump(t.name)
@@ -417,7 +418,7 @@ class TaskRunner:
                 self.event("Not Restarting", f"{decision.reason} (exit code {shown})", exit_code=code)
                 ar.record_failure(reason)
             else:
-                self.state.put_task(t.name, record.counted(now, now + decision.delay))
+                self.state.put_task(t.name, record.counted(now, now + decision.delay, decision.interval_start))
                 self.event("Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})")
         if decision.complete:
             if all_done:  # what the alloc holds on the node goes; a kill before leaves it to the sweep
