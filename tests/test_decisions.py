@@ -180,7 +180,8 @@ def test_restart_policy_counts_attempts_within_the_interval() -> None:
     assert not d.restart and "exceeded 2" in d.reason
     fresh = plan_task_restart(pol, [10, 20], 100, interval_start=5)  # that interval ended at 65
     assert fresh.restart and fresh.interval_start == 100 and "restart 1 of 2" in fresh.reason
-    delay = plan_task_restart(RestartPolicy(attempts=1, interval=60, delay=1, mode="delay"), [90], 100, interval_start=80)
+    delaying = RestartPolicy(attempts=1, interval=60, delay=1, mode="delay")
+    delay = plan_task_restart(delaying, [90], 100, interval_start=80)
     assert delay.restart and delay.delay == pytest.approx(40) and delay.interval_start == 80
 
 
@@ -197,7 +198,7 @@ def test_restart_intervals_tumble_as_nomads_tracker_not_slide() -> None:
     refused = plan_task_restart(pol, [50, 55], 59, interval_start=0)
     assert not refused.restart
     delayed = plan_task_restart(dataclasses.replace(pol, mode="delay"), [50, 55], 59, interval_start=0)
-    assert delayed.restart and delayed.delay == pytest.approx(1), "to the interval's end, not 60 s after the first"
+    assert delayed.restart and delayed.delay == pytest.approx(1), "to the interval's end, not 60 s after 50"
 
 
 def test_no_attempts_means_no_restart_whatever_the_mode() -> None:

@@ -418,7 +418,8 @@ class TaskRunner:
                 self.event("Not Restarting", f"{decision.reason} (exit code {shown})", exit_code=code)
                 ar.record_failure(reason)
             else:
-                self.state.put_task(t.name, record.counted(now, now + decision.delay, decision.interval_start))
+                counted = record.counted(now, now + decision.delay, decision.interval_start)
+                self.state.put_task(t.name, counted)
                 self.event("Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})")
         if decision.complete:
             if all_done:  # what the alloc holds on the node goes; a kill before leaves it to the sweep
