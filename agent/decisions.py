@@ -340,11 +340,25 @@ def plan_pause_death(bugs: Bugs = NO_BUGS) -> PauseDeathAction:
     return PauseDeathAction.RECOVER_NETWORK
 
 
-def plan_start_failure(bridge: bool, bugs: Bugs = NO_BUGS) -> bool:
-    """A task could not start: recover the group's network (True) or fail the alloc (False).
-    In a bridge group the usual cause is a network owner that died ("cannot join network of a non
-    running container"), so the network is rebuilt rather than retried into the same dead end."""
-    return bridge and not bugs.reuse_dead_pause
+class StartFailure(Enum):
+    RECOVER_NETWORK = "recover the group's network"
+    RESTART_POLICY = "through the restart policy"
+    FAIL = "fail"
+
+
+def plan_start_failure(bridge: bool, recoverable: bool = False, bugs: Bugs = NO_BUGS) -> StartFailure:
+    """A task could not start. In a bridge group the usual cause is a network owner that died
+    ("cannot join network of a non running container"), so the network is rebuilt rather than
+    retried into the same dead end. Elsewhere, as Nomad's task runner: an error the driver calls
+    recoverable (the docker engine not answering, a container it could not create or start) goes
+    through the restart policy like an exit (counted, after its delay); any other fails the task
+    ("Error was unrecoverable")."""
+    if bridge:
+        return StartFailure.FAIL if bugs.reuse_dead_pause else StartFailure.RECOVER_NETWORK
+    return StartFailure.RESTART_POLICY if recoverable else StartFailure.FAIL
+
+
+UNRECOVERABLE = "Error was unrecoverable"
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class FakeDriver:
         self.signals: list[tuple[str, str]] = []
         self.exec_envs: list[dict[str, str] | None] = []
         self.fail_starts = 0  # the next N starts raise DriverError
+        self.fail_recoverable = False  # ... a recoverable one (a container docker could not create)
         self.unavailable_once: set[str] = set()  # tasks whose next start finds the engine away
         self.leftovers: list[str] = []  # live instances a start replaced
         self.swept: list[str] = []  # what the orphan sweep removed (FakeSweeper)
@@ -71,7 +72,10 @@ class FakeDriver:
         if self.fail_starts:
             self.fail_starts -= 1
             raise DriverError(
-                self.name, f"task {ctx.task.name}", "cannot join network of a non running container"
+                self.name,
+                f"task {ctx.task.name}",
+                "cannot join network of a non running container",
+                recoverable=self.fail_recoverable,
             )
         for old, p in list(self.procs.items()):
             if p.running and (p.ctx.alloc_id, p.ctx.task.name) == (ctx.alloc_id, ctx.task.name):

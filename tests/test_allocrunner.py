@@ -208,6 +208,53 @@ def test_a_task_that_cannot_start_outside_bridge_fails_the_alloc(tmp_path: Path)
     assert r.rec.status is AllocStatus.FAILED and node.replaced and "could not start" in r.rec.reason
 
 
+def test_a_recoverable_start_error_goes_through_the_restart_policy(tmp_path: Path) -> None:
+    """Nomad's task runner: a start error the driver calls recoverable is counted as a failure and
+    the start tried again after the policy's delay; the task then runs."""
+    node = FakeNode(tmp_path)
+    r = _started(node, mode="host")
+    node.docker.fail_starts, node.docker.fail_recoverable = 1, True
+    _crash(node, r)
+    node.run_timers()  # the restart after the exit: its start fails, and is tried again on a timer
+    t0 = r.state.task("t0")
+    assert r.alloc_running() and t0.state is TaskState.RUNNING
+    assert len(t0.restart_times) == 2, "the exit and the failed start both count"
+    kinds = [e.type for e in node.store.events(r.id, "t0")]
+    assert kinds[-4:] == ["Restarting", "Driver Failure", "Restarting", "Started"], kinds
+
+
+def test_recoverable_start_errors_fail_the_alloc_once_attempts_run_out(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node, mode="host")
+    node.docker.fail_starts, node.docker.fail_recoverable = 5, True
+    _crash(node, r)
+    node.run_timers()
+    assert r.rec.status is AllocStatus.FAILED and "exceeded 2 restart(s)" in r.rec.reason
+    assert "start error" in [e.message for e in node.store.events(r.id, "t0")][-1]
+    assert node.docker.fail_starts == 3, "two restarts were tried, no more"
+
+
+def test_a_recoverable_error_at_the_first_start_is_retried_not_a_setup_failure(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    node.docker.fail_starts, node.docker.fail_recoverable = 1, True
+    r = _started(node, mode="host", tasks=1)
+    assert r.alloc_running() and r.state.task("t0").state is TaskState.DEAD
+    assert [d for d, _ in node.timers] == [POLICY.delay], "tried again after the policy's delay"
+    node.run_timers()
+    assert r.state.task("t0").state is TaskState.RUNNING and r.state.task("t0").restarts == 1
+
+
+def test_an_unrecoverable_start_error_is_not_restarted(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    r = _started(node, mode="host")
+    node.docker.fail_starts = 1
+    _crash(node, r)
+    node.run_timers()
+    assert r.rec.status is AllocStatus.FAILED
+    events = [(e.type, e.message) for e in node.store.events(r.id, "t0")]
+    assert events[-1] == ("Not Restarting", "Error was unrecoverable"), events
+
+
 # -- pause death and network recovery --------------------------------------------------------------
 def test_pause_death_recreates_the_whole_network_once(tmp_path: Path) -> None:
     node = FakeNode(tmp_path)

@@ -20,6 +20,7 @@ from agent.decisions import (
     RateBucket,
     RestoreAction,
     StartCause,
+    StartFailure,
     SweepPlan,
     TeardownPlan,
     plan_after_restore,
@@ -235,9 +236,11 @@ def test_every_fault_flag_has_a_bugs_field_and_every_field_a_flag() -> None:
 def test_pause_death_and_start_failure_recover_the_network_unless_the_12216_bug() -> None:
     assert plan_pause_death() is PauseDeathAction.RECOVER_NETWORK
     assert plan_pause_death(Bugs(reuse_dead_pause=True)) is PauseDeathAction.RESTART_INTO_DEAD_PAUSE
-    assert plan_start_failure(bridge=True) is True
-    assert plan_start_failure(bridge=False) is False  # nothing to rebuild: the alloc fails
-    assert plan_start_failure(bridge=True, bugs=Bugs(reuse_dead_pause=True)) is False
+    assert plan_start_failure(bridge=True) is StartFailure.RECOVER_NETWORK
+    assert plan_start_failure(bridge=True, recoverable=True) is StartFailure.RECOVER_NETWORK
+    assert plan_start_failure(bridge=False) is StartFailure.FAIL  # nothing to rebuild, nothing to retry
+    assert plan_start_failure(bridge=False, recoverable=True) is StartFailure.RESTART_POLICY
+    assert plan_start_failure(bridge=True, bugs=Bugs(reuse_dead_pause=True)) is StartFailure.FAIL
 
 
 def test_network_recovery_runs_del_and_takes_the_new_address() -> None:

@@ -292,8 +292,9 @@ class DockerDriver:
             raise DriverError("docker", f"task {task.name}", no_image(image, self._local_tags())) from None
         except docker.errors.APIError as exc:
             # "cannot join network of a non running container" lands here: the caller recovers the
-            # group's network rather than retrying into the same dead end (nomad-12216).
-            raise DriverError("docker", f"task {task.name}", str(exc.explanation)) from None
+            # group's network rather than retrying into the same dead end (nomad-12216). Elsewhere
+            # a create or start error is recoverable, as Nomad's docker driver says.
+            raise DriverError("docker", f"task {task.name}", str(exc.explanation), recoverable=True) from None
         c.reload()
         return TaskHandle("docker", c.id, c.attrs["State"]["StartedAt"])
 

@@ -267,7 +267,7 @@ class AllocRunner:
                 self.kill_point("start.before-network")
                 self.network.setup()
             for t in self.coord.first_tasks():  # prestart tasks first, when the group has any
-                self.tasks[t.name].start(cause, why)
+                self.tasks[t.name].first_start(cause, why)
             self.kill_point("start.before-alloc-running")
             self.state.save(status=AllocStatus.RUNNING, reason="")
             self._register_services()

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.decisions import (
+    UNRECOVERABLE,
     DeadOnRestore,
     PendingRestart,
     StartCause,
+    StartFailure,
     plan_dead_on_restore,
     plan_pending_restart,
     plan_start_failure,
@@ -463,13 +465,59 @@ class TaskRunner:
             self.start(cause, why, restart=count)
         except DriverError as exc:
             self.event("Driver Failure", str(exc))
-            if plan_start_failure(ar.bridge, self.d.bugs):
+            action = plan_start_failure(ar.bridge, exc.recoverable, self.d.bugs)
+            if action is StartFailure.RECOVER_NETWORK:
                 ar.recover_network(f"task {self.t.name} could not start: {exc.reason}")
-            else:
+            elif action is StartFailure.FAIL:
+                self.event("Not Restarting", UNRECOVERABLE)
                 ar.fail(f"task {self.t.name} could not start: {exc}")
+            elif given_up := self.start_failed(exc):
+                ar.fail(f"task {self.t.name} could not start: {given_up}: {exc}")
         except VaultError as exc:
             self.event("Vault Token Failed", str(exc))
             ar.fail(f"task {self.t.name} could not start: no Vault token: {exc}")
+
+    def first_start(self, cause: StartCause, why: str = "") -> None:
+        """The task's start as the alloc is set up. A start error the restart policy takes (a
+        recoverable one outside a bridge group) is counted and the start tried again after the
+        delay; any other ends the setup (raised)."""
+        try:
+            self.start(cause, why)
+        except DriverError as exc:
+            if (
+                plan_start_failure(self.ar.bridge, exc.recoverable, self.d.bugs)
+                is not StartFailure.RESTART_POLICY
+            ):
+                raise
+            self.event("Driver Failure", str(exc))
+            if self.start_failed(exc):
+                raise
+
+    def start_failed(self, exc: DriverError) -> str:
+        """A recoverable start error through the restart policy, as an exit whose code is unknown:
+        counted, and the start tried again after the policy's delay (""); else the policy gave up
+        ("Not Restarting"): its reason, and the caller fails the alloc."""
+        t, ar = self.t, self.ar
+        now = self.d.clock()
+        record = self.state.task(t.name).with_(state=TaskState.DEAD)
+        decision = plan_task_restart(
+            ar.group.restart,
+            record.restart_times,
+            now,
+            StartCause.RESTART_POLICY,
+            interval_start=record.interval_start or ar.rec.created,
+            bugs=self.d.bugs,
+        )
+        generation = self.state.bump(t.name)
+        with self.d.store.transaction():
+            if not decision.restart:
+                self.state.put_task(t.name, record.with_(failed=True))
+                self.event("Not Restarting", f"{decision.reason} (start error: {exc.reason})")
+                return decision.reason
+            self.state.put_task(t.name, record.counted(now, now + decision.delay, decision.interval_start))
+            self.event("Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})")
+        self.schedule_restart(decision.delay, generation)
+        return ""
 
     def stop_then_restart(self, cause: StartCause, why: str) -> None:
         """The task stopped (off the loop) and started again, for one decision."""
