@@ -45,7 +45,8 @@ from agent.placement import NodeFacts, refusals
 from agent.records import AllocRecord, DesiredStatus, PortAlloc, one_by_prefix
 from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
-from agent.runner.alloc import AllocRunner, RunnerDeps
+from agent.runner.alloc import AllocRunner
+from agent.runner.deps import RunnerDeps
 from agent.runner.services import NomadData, ServiceRegistrar
 from agent.runner.stored import stored_runner
 from agent.runner.taskdirs import TaskDirs

@@ -186,6 +186,24 @@ class Artifact:
 
 
 @dataclass(frozen=True)
+class WorkloadIdentity:
+    """A task's `identity` block (Nomad's WorkloadIdentity): a JWT the agent signs for the task
+    (agent.identity). The default one (name "default") is for Nomad itself (its audience is always
+    "nomadproject.io"); `env`: NOMAD_TOKEN (NOMAD_TOKEN_<name> for another), `file`:
+    secrets/nomad_token (secrets/nomad_<name>.jwt), or `filepath` in the task dir. `ttl` seconds (0:
+    no expiry); a token is signed again before it expires and `change_mode` tells the task."""
+
+    name: str = "default"
+    audience: tuple[str, ...] = ("nomadproject.io",)
+    env: bool = False
+    file: bool = False
+    filepath: str = ""
+    ttl: float = 0.0
+    change_mode: str = "noop"
+    change_signal: str = ""
+
+
+@dataclass(frozen=True)
 class Lifecycle:
     """A task's `lifecycle` block (Nomad's TaskLifecycleConfig): `hook` prestart, poststart or
     poststop; `sidecar`: it runs beside the main tasks instead of running to completion."""
@@ -215,6 +233,7 @@ class Task:
     leader: bool = False  # the group's leader: killed first at a stop (agent.lifecycle.plan_kill_order)
     volume_mounts: tuple[VolumeMount, ...] = ()
     artifacts: tuple[Artifact, ...] = ()
+    identities: tuple[WorkloadIdentity, ...] = ()  # the default one first, when the job has it
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ from agent.network import iptables
 from agent.node.sweeper import SweepReport
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, RecordError
 from agent.runner.adopt import Adoption
-from agent.runner.alloc import AllocRunner, RunnerDeps
+from agent.runner.alloc import AllocRunner
+from agent.runner.deps import RunnerDeps
 from agent.state import StateStore
 
 log = logging.getLogger(__name__)

@@ -262,9 +262,12 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def write_file(task_dir: Path, where: SandboxPath, data: bytes, perms: int) -> bool:
-    """Replace the file at `where` with `data` (mode `perms`) atomically; False when it already holds
-    exactly `data`. Raises SandboxError (refused) or OSError (the write failed; nothing left behind)."""
+def write_file(
+    task_dir: Path, where: SandboxPath, data: bytes, perms: int, owner: tuple[int, int] | None = None
+) -> bool:
+    """Replace the file at `where` with `data` (mode `perms`, owned by `owner`'s uid and gid when
+    given) atomically; False when it already holds exactly `data`. Raises SandboxError (refused) or
+    OSError (the write failed; nothing left behind)."""
     dir_fd = _open_parent(task_dir, where, create=True)
     try:
         name, shown = where.parts[-1], str(where)
@@ -288,6 +291,8 @@ def write_file(task_dir: Path, where: SandboxPath, data: bytes, perms: int) -> b
             try:
                 _write_all(fd, data)
                 os.fchmod(fd, perms)
+                if owner is not None:
+                    os.fchown(fd, *owner)
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -24,7 +24,8 @@ from agent.model import Task
 from agent.network.base import Network
 from agent.node.sweeper import Removal, Sweeper, SweepReport
 from agent.records import AllocRecord, PortAlloc
-from agent.runner.alloc import AllocRunner, RunnerDeps
+from agent.runner.alloc import AllocRunner
+from agent.runner.deps import RunnerDeps
 from agent.state import SqliteStore
 from agent.templates.render import SecretSource
 from agent.templates.runner import TemplateDeps

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from agent import __version__, cli
 from agent.api.client import ApiClient
@@ -1080,3 +1081,25 @@ def test_errors_are_one_line_naming_what_failed_with_the_agents_reason(
     assert code == 2 and err.startswith(
         "fieldlab-agent: error: cannot reach the agent at https://127.0.0.1:1"
     )
+
+
+def test_the_jwks_of_the_agents_workload_identity_key_is_served_as_nomads(agent: Agent) -> None:
+    """GET /.well-known/jwks.json (Nomad's JWKSPath): the RSA key the agent signs tasks' identities
+    with, by its id; a token the agent signed verifies against it (tests/test_identity.verify)."""
+    from tests.test_identity import verify
+
+    flags = dict(zip(agent.flags[1::2], agent.flags[2::2], strict=True))
+    address = agent.flags[0].split("=", 1)[1]
+    resp = requests.get(
+        f"{address}/.well-known/jwks.json",
+        verify=flags["-ca-cert"],
+        cert=(flags["-client-cert"], flags["-client-key"]),
+        timeout=10,
+    )
+    assert resp.status_code == 200, resp.text
+    jwks = resp.json()
+    keyring = agent.core.deps.keyring
+    assert keyring is not None
+    (key,) = jwks["keys"]
+    assert (key["kty"], key["alg"], key["use"], key["kid"]) == ("RSA", "RS256", "sig", keyring.key_id)
+    assert verify(keyring.sign({"sub": "x"}), jwks) == {"sub": "x"}

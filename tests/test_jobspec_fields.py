@@ -287,6 +287,19 @@ NOMAD: dict[str, dict[str, str]] = {
         "OnUpdate": "on_update",
     },
     "check_restart": {"Limit": "limit", "Grace": "grace", "IgnoreWarnings": "ignore_warnings"},
+    # api.WorkloadIdentity (a task's; a service's is accepted whole, in the service's table)
+    "identity": {
+        "Name": "name",
+        "Audience": "aud",
+        "ChangeMode": "change_mode",
+        "ChangeSignal": "change_signal",
+        "Env": "env",
+        "File": "file",
+        "Filepath": "filepath",
+        "ServiceName": "service_name",
+        "TTL": "ttl",
+        "ExtraClaims": "extra_claims",
+    },
 }
 
 # jobspec2's extras at job level (types.config.go): a job-level vault block and tasks outside groups.
@@ -311,7 +324,6 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "Consul": ("group", "consul"),
     "DispatchPayloadConfig": ("task", "dispatch_payload"),
     "TaskCSIPluginConfig": ("task", "csi_plugin"),
-    "WorkloadIdentity": ("task", "identity"),
     "Secret": ("task", "secret"),
     "Action": ("task", "action"),
     "TaskSchedule": ("task", "schedule"),

@@ -45,6 +45,7 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("task", "lifecycle"): ("lifecycle", "one"),
     ("task", "volume_mount"): ("volume_mount", "many"),
     ("task", "artifact"): ("artifact", "many"),
+    ("task", "identity"): ("identity", "many"),
     ("group", "volume"): ("volume", "map"),
     ("group", "ephemeral_disk"): ("ephemeral_disk", "one"),
     ("resources", "network"): ("network", "many"),
@@ -67,6 +68,7 @@ _DURATIONS: Mapping[str, frozenset[str]] = {
     "change_script": frozenset({"timeout"}),
     "check": frozenset({"interval", "timeout"}),
     "check_restart": frozenset({"grace"}),
+    "identity": frozenset({"ttl"}),
 }
 # The field that names an object of a labelled list.
 _LABEL_KEY = {"group": "Name", "task": "Name", "port": "Label"}
@@ -229,6 +231,7 @@ class _Api:
     ) -> dict[str, object]:
         out: dict[str, object] = {}
         ignored: list[str] = []
+        raw = _identity_listed(context, raw)
         for key, value in raw.items():
             if key in skip or self._server_set(context, key, value, path, ignored):
                 continue
@@ -365,3 +368,10 @@ def _kind(value: object) -> str:
 
 def _short(text: str) -> str:
     return text if len(text) <= 64 else f"{text[:50]}... ({len(text)} characters)"
+
+
+def _identity_listed(context: str, raw: Mapping[str, object]) -> Mapping[str, object]:
+    """A task's default identity (`Identity`, one object) read as one more of its `Identities`."""
+    if context == "task" and isinstance(raw.get("Identity"), dict):
+        return {**raw, "Identity": [raw["Identity"]]}
+    return raw

@@ -13,6 +13,7 @@ from typing import TypeVar
 from agent.jobspec.artifacts import read_artifacts
 from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
+from agent.jobspec.identities import read_identities
 from agent.jobspec.reader import short, whole
 from agent.jobspec.services import ServiceBlocks
 from agent.jobspec.templateblocks import TemplateBlocks
@@ -253,6 +254,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             lifecycle=self._lifecycle(body, path),
             volume_mounts=read_mounts(self, body, path),
             artifacts=read_artifacts(self, body, path),
+            identities=read_identities(self, body, path),
         )
 
     def _lifecycle(self, body: Body, path: str) -> Lifecycle | None:

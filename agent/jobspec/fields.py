@@ -42,6 +42,8 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     "volume_mount": frozenset({"volume", "destination", "read_only", "propagation_mode"}),
     # Nomad's TaskArtifact: fetched into the task dir before its first start (agent.getter)
     "artifact": frozenset({"source", "destination", "mode", "options", "headers"}),
+    # Nomad's WorkloadIdentity: a JWT the agent signs for the task (agent.identity)
+    "identity": frozenset({"name", "aud", "env", "file", "filepath", "ttl", "change_mode", "change_signal"}),
     # Nomad's EphemeralDisk: the alloc dir's size, and whether a replacement on this node takes over
     # the data of the alloc it replaces (sticky; migrate: from another node too, here the same)
     "ephemeral_disk": frozenset({"size", "sticky", "migrate"}),
@@ -69,6 +71,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "volume_mount",
             "artifact",
             "leader",
+            "identity",
         }
     ),
     # Nomad's TaskLifecycleConfig: the task's place in the alloc's order (agent.lifecycle)
@@ -183,6 +186,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "volume": frozenset({"access_mode", "attachment_mode", "mount_options", "sticky"}),
     "volume_mount": frozenset({"selinux_label"}),
     "artifact": frozenset({"chown", "insecure"}),
+    "identity": frozenset({"extra_claims", "service_name"}),
     "network": frozenset({"cidr", "cni", "device", "dns", "hostname", "ip", "mbits"}),
     "port": frozenset({"host_network", "ignore_collision"}),
     "restart": frozenset({"render_templates"}),
@@ -197,7 +201,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "consul",
             "csi_plugin",
             "dispatch_payload",
-            "identity",
             "kind",
             "restart",
             "scaling",
@@ -376,6 +379,7 @@ API_RENAMES: Mapping[str, Mapping[str, str]] = {
         "ScalingPolicies": "scaling",
         "Secrets": "secret",
         "Identities": "identity",
+        "Identity": "identity",
         "Actions": "action",
     },
     "resources": {
@@ -401,6 +405,7 @@ API_RENAMES: Mapping[str, Mapping[str, str]] = {
     "logs": {"MaxFileSizeMB": "max_file_size"},
     "ephemeral_disk": {"SizeMB": "size"},
     "volume_mount": {"SELinuxLabel": "selinux_label"},
+    "identity": {"Audience": "aud", "TTL": "ttl"},
     "artifact": {
         "GetterSource": "source",
         "GetterOptions": "options",
@@ -436,9 +441,7 @@ SERVER_SET: Mapping[str, frozenset[str]] = {
 }
 
 # API JSON fields without an HCL name, not implemented: one warning each.
-API_ONLY: Mapping[str, frozenset[str]] = {
-    "task": frozenset({"Identity"}),  # the task's default workload identity
-}
+API_ONLY: Mapping[str, frozenset[str]] = {}
 
 
 def known(context: str) -> frozenset[str]:

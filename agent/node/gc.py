@@ -26,7 +26,8 @@ from typing import Protocol
 from agent.decisions import GcCandidate, GcLimits, plan_gc
 from agent.errors import AgentError, Conflict, NotFound
 from agent.model import Job
-from agent.runner.alloc import AllocRunner, RunnerDeps
+from agent.runner.alloc import AllocRunner
+from agent.runner.deps import RunnerDeps
 from agent.state import StateStore, drop_alloc
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,19 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.model import Check, CheckRestart, Constraint, Group, Job, Network, Service, Task, Template, Vault
+from agent.model import (
+    Check,
+    CheckRestart,
+    Constraint,
+    Group,
+    Job,
+    Network,
+    Service,
+    Task,
+    Template,
+    Vault,
+    WorkloadIdentity,
+)
 from agent.nomadapi.gojson import ZERO_TIME, nil_list, nil_map, ns, plain
 
 DEFAULT_PRIORITY = 50  # api.JobDefaultPriority
@@ -271,10 +283,26 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "Kind": "",
         "ScalingPolicies": None,
         "Secrets": None,
-        "Identity": None,
-        "Identities": None,
+        "Identity": next((_identity(w) for w in t.identities if w.name == "default"), None),
+        "Identities": [_identity(w) for w in t.identities if w.name != "default"] or None,
         "Actions": None,
         "Schedule": None,
+    }
+
+
+def _identity(w: WorkloadIdentity) -> dict[str, Any]:
+    """api.WorkloadIdentity (api/tasks.go)."""
+    return {
+        "Name": w.name,
+        "Audience": list(w.audience),
+        "ChangeMode": w.change_mode,
+        "ChangeSignal": w.change_signal,
+        "Env": w.env,
+        "File": w.file,
+        "Filepath": w.filepath,
+        "ServiceName": "",
+        "TTL": ns(w.ttl),
+        "ExtraClaims": None,
     }
 
 

@@ -281,7 +281,14 @@ def _agent_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     def regions(groups: tuple[str, ...], body: bytes) -> Response:
         return answer([node.region])
 
+    def jwks(groups: tuple[str, ...], body: bytes) -> Response:
+        """The public keys of the workload identities this agent signs (Nomad's JWKSPath)."""
+        keyring = api.core.deps.keyring
+        assert keyring is not None  # RunnerDeps makes one
+        return answer(keyring.jwks())
+
     return [
+        ("GET", r"/\.well-known/jwks\.json", jwks),
         ("GET", r"/v1/agent/self", self_),
         ("GET", r"/v1/agent/health", health),
         ("GET", r"/v1/agent/members", members),

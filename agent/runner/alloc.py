@@ -16,14 +16,11 @@ agent.network.base); what a fault flag changes is decided by the pure `plan_*` f
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.config import DEFAULT_TOKEN_ROLE
 from agent.decisions import (
     SETUP_RETRY_ATTEMPTS,
     ObservedAlloc,
@@ -34,31 +31,25 @@ from agent.decisions import (
     plan_setup_retry,
 )
 from agent.drivers.base import NetnsOwner, TaskDriver, TaskHandle
-from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, Unavailable
-from agent.getter.getter import ArtifactGetter, HttpGetter
 from agent.jobspec.durations import format_duration
-from agent.killpoints import KillHook, no_kill
 from agent.lifecycle import Stage, plan_kill_order
 from agent.model import Group, Job, Task
-from agent.network.base import Network
-from agent.offload import Offload, Serial, run_inline
+from agent.offload import Serial
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
-from agent.runner.checks import CheckResults, ChecksHook
+from agent.runner.checks import ChecksHook
 from agent.runner.coordinator import Coordinator, stage
+from agent.runner.deps import RunnerDeps
 from agent.runner.hooks import task_hooks
 from agent.runner.kill import kill_in_phases, kill_off_loop
-from agent.runner.logmonhook import HOST_LOGMON, TaskLogs
 from agent.runner.migrate import migrate_previous
 from agent.runner.network import AllocNetwork
 from agent.runner.restorer import Restorer
-from agent.runner.services import ServiceRegistrar, service_definitions
+from agent.runner.services import service_definitions
 from agent.runner.state import NETNS_OWNER, AllocState
-from agent.runner.taskdirs import HostTaskDirs, TaskDirs
 from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner, exit_text
-from agent.runner.vaulttoken import TaskVaultToken, TokenIssuer
+from agent.runner.vaulttoken import TaskVaultToken
 from agent.runner.view import alloc_view
-from agent.state import StateStore
 from agent.taskdecisions import (
     plan_group_shutdown_delay,
     plan_kill_signal,
@@ -66,45 +57,7 @@ from agent.taskdecisions import (
     plan_shutdown_delay,
 )
 from agent.templates.render import SecretSource, TemplateRenderError
-from agent.templates.runner import TaskTemplates, TemplateDeps
-
-
-@dataclass
-class RunnerDeps:
-    store: StateStore
-    drivers: DriverRegistry
-    network: Network | None
-    data_dir: Path
-    schedule: Callable[[float, Callable[[], None]], None]
-    replace: Callable[[AllocRunner, str], None]
-    templates: TemplateDeps
-    bugs: Bugs = NO_BUGS
-    dirs: TaskDirs | None = None
-    task_logs: TaskLogs = HOST_LOGMON  # process tasks' logmons (agent.runner.logmonhook)
-    services: ServiceRegistrar | None = None
-    advertise_address: str = ""
-    vault: TokenIssuer | None = None  # the agent's Vault client: creates and revokes tasks' tokens
-    vault_token_role: str = DEFAULT_TOKEN_ROLE
-    clock: Callable[[], float] = time.time
-    sleep: Callable[[float], None] = time.sleep  # a task's shutdown_delay, in its stop's thread
-    # At each named step (agent.killpoints): a no-op, the `crash-at` SIGKILL, or a test's Killed.
-    kill_point: KillHook = no_kill
-    # Where blocking steps run (agent.offload): threads whose continuations come back to the loop.
-    offload: Offload = run_inline
-    host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # the node's, by name
-    getter: ArtifactGetter = field(default_factory=HttpGetter)  # tasks' artifacts (agent.getter)
-    max_kill_timeout: float = 30.0  # the client's cap on a task's kill_timeout (Nomad's max_kill_timeout)
-    node_table: Mapping[str, str] = field(default_factory=dict)  # ${node.*}, ${attr.*}, ${meta.*} (taskenv)
-    check_results: CheckResults = field(default_factory=CheckResults)  # nomad checks (runner.checks)
-
-    def __post_init__(self) -> None:
-        if self.dirs is None:
-            self.dirs = HostTaskDirs()
-
-    @property
-    def task_dirs(self) -> TaskDirs:
-        assert self.dirs is not None  # set in __post_init__
-        return self.dirs
+from agent.templates.runner import TaskTemplates
 
 
 class AllocRunner:

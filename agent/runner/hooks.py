@@ -275,5 +275,15 @@ class VolumeHook(TaskHook):
 
 
 def task_hooks() -> Sequence[TaskHook]:
-    """A task's hooks in Nomad's order (validate and identity have no hook here yet)."""
-    return (TaskDirHook(), LogmonHook(), ArtifactHook(), VaultHook(), TemplateHook(), VolumeHook())
+    """A task's hooks in Nomad's order (validate has no hook here: the jobspec reader checks)."""
+    from agent.runner.identityhook import IdentityHook
+
+    return (
+        TaskDirHook(),
+        IdentityHook(),
+        LogmonHook(),
+        ArtifactHook(),
+        VaultHook(),
+        TemplateHook(),
+        VolumeHook(),
+    )

@@ -9,7 +9,8 @@ from typing import Any
 from agent.jobcodec import JobCodecError, decode_job
 from agent.model import Group, Job, Task
 from agent.records import AllocRecord, RecordError
-from agent.runner.alloc import AllocRunner, RunnerDeps
+from agent.runner.alloc import AllocRunner
+from agent.runner.deps import RunnerDeps
 from agent.state import StateStore
 
 

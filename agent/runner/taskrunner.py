@@ -61,7 +61,8 @@ from agent.templates.runner import TaskTemplates
 from agent.vault import VaultError
 
 if TYPE_CHECKING:
-    from agent.runner.alloc import AllocRunner, RunnerDeps
+    from agent.runner.alloc import AllocRunner
+    from agent.runner.deps import RunnerDeps
 
 log = logging.getLogger(__name__)
 ALL_TASKS_COMPLETE = "All tasks have completed"  # the reason of an alloc whose tasks all completed, as Nomad
@@ -80,6 +81,7 @@ class TaskRunner:
         self.ar = ar
         self.t = t
         self.hooks = hooks
+        self.workload_env: dict[str, str] = {}  # the identities' tokens with env = true
         self._templates: TaskTemplates | None = None
         self._vault_token: TaskVaultToken | None = None
         # The environment as its last start was given it: what `alloc exec` and change scripts run
@@ -235,6 +237,7 @@ class TaskRunner:
             env["VAULT_ADDR"] = self.d.vault.address
             if t.vault.env and token.token:
                 env["VAULT_TOKEN"] = token.token
+        env.update(self.workload_env)  # NOMAD_TOKEN[_<name>] (agent.runner.identityhook)
         return env
 
     def task_view(self, env: Mapping[str, str]) -> dict[str, str]:

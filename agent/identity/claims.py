@@ -1,0 +1,51 @@
+"""A task's workload identity claims, as Nomad's (nomad/structs/workload_id.go and identity.go):
+the job's namespace, id and alloc id, the task's name; `sub` is
+region:namespace:job:group:task:identity; `aud` the identity's audience; `iat` and `nbf` now, `exp`
+now + ttl when the identity has one; `jti` unique per token. Pure: the caller gives the time and
+the token id."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent.model import WorkloadIdentity
+
+DEFAULT_REGION = "global"
+DEFAULT_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Where a task sits: what its claims name."""
+
+    job_id: str
+    group: str
+    alloc_id: str
+    task: str
+    namespace: str = DEFAULT_NAMESPACE
+    region: str = DEFAULT_REGION
+
+
+def identity_claims(w: Workload, wid: WorkloadIdentity, now: float, token_id: str) -> dict[str, Any]:
+    issued = int(now)
+    claims: dict[str, Any] = {
+        "nomad_namespace": w.namespace,
+        "nomad_job_id": w.job_id,
+        "nomad_allocation_id": w.alloc_id,
+        "nomad_task": w.task,
+        "sub": ":".join((w.region, w.namespace, w.job_id, w.group, w.task, wid.name)),
+        "aud": list(wid.audience),
+        "iat": issued,
+        "nbf": issued,
+        "jti": token_id,
+    }
+    if wid.ttl > 0:
+        claims["exp"] = issued + int(wid.ttl)
+    return claims
+
+
+def renew_at(issued: float, ttl: float) -> float | None:
+    """When a token with `ttl` signed at `issued` is signed again: half way to its expiry (Nomad's
+    widmgr renews well before it; a token without ttl never)."""
+    return issued + ttl / 2 if ttl > 0 else None

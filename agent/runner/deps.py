@@ -1,0 +1,71 @@
+"""What an alloc runner is given (RunnerDeps): the node's state store, drivers, network, timers
+and the agent's services the alloc's tasks use. Fakes of each make the runner testable without
+root (tests/fakes.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent.bugs import NO_BUGS, Bugs
+from agent.config import DEFAULT_TOKEN_ROLE
+from agent.drivers.registry import DriverRegistry
+from agent.getter.getter import ArtifactGetter, HttpGetter
+from agent.identity.keyring import Keyring
+from agent.killpoints import KillHook, no_kill
+from agent.network.base import Network
+from agent.offload import Offload, run_inline
+from agent.runner.checks import CheckResults
+from agent.runner.logmonhook import HOST_LOGMON, TaskLogs
+from agent.runner.services import ServiceRegistrar
+from agent.runner.taskdirs import HostTaskDirs, TaskDirs
+from agent.runner.vaulttoken import TokenIssuer
+from agent.state import StateStore
+from agent.templates.runner import TemplateDeps
+
+if TYPE_CHECKING:
+    from agent.runner.alloc import AllocRunner
+
+
+@dataclass
+class RunnerDeps:
+    store: StateStore
+    drivers: DriverRegistry
+    network: Network | None
+    data_dir: Path
+    schedule: Callable[[float, Callable[[], None]], None]
+    replace: Callable[[AllocRunner, str], None]
+    templates: TemplateDeps
+    bugs: Bugs = NO_BUGS
+    dirs: TaskDirs | None = None
+    task_logs: TaskLogs = HOST_LOGMON  # process tasks' logmons (agent.runner.logmonhook)
+    services: ServiceRegistrar | None = None
+    advertise_address: str = ""
+    vault: TokenIssuer | None = None  # the agent's Vault client: creates and revokes tasks' tokens
+    vault_token_role: str = DEFAULT_TOKEN_ROLE
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep  # a task's shutdown_delay, in its stop's thread
+    # At each named step (agent.killpoints): a no-op, the `crash-at` SIGKILL, or a test's Killed.
+    kill_point: KillHook = no_kill
+    # Where blocking steps run (agent.offload): threads whose continuations come back to the loop.
+    offload: Offload = run_inline
+    host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # the node's, by name
+    getter: ArtifactGetter = field(default_factory=HttpGetter)  # tasks' artifacts (agent.getter)
+    max_kill_timeout: float = 30.0  # the client's cap on a task's kill_timeout (Nomad's max_kill_timeout)
+    node_table: Mapping[str, str] = field(default_factory=dict)  # ${node.*}, ${attr.*}, ${meta.*} (taskenv)
+    check_results: CheckResults = field(default_factory=CheckResults)  # nomad checks (runner.checks)
+    keyring: Keyring | None = None  # signs the tasks' workload identities (None: the data dir's)
+
+    def __post_init__(self) -> None:
+        if self.dirs is None:
+            self.dirs = HostTaskDirs()
+        if self.keyring is None:
+            self.keyring = Keyring(self.data_dir)  # its key is made at its first use
+
+    @property
+    def task_dirs(self) -> TaskDirs:
+        assert self.dirs is not None  # set in __post_init__
+        return self.dirs
