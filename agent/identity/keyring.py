@@ -11,10 +11,10 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+if TYPE_CHECKING:  # imported at the first use: an agent whose tasks have no identity never loads it
+    from cryptography.hazmat.primitives.asymmetric import rsa
 
 ALGORITHM = "RS256"
 KEY_BITS = 2048
@@ -47,6 +47,9 @@ class Keyring:
             return self._key, self._kid
 
     def _read(self) -> tuple[rsa.RSAPrivateKey, str] | None:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
         if not self.dir.is_dir():
             return None
         found = sorted(self.dir.glob("*.pem"))
@@ -62,6 +65,9 @@ class Keyring:
         return key, path.stem
 
     def _create(self) -> tuple[rsa.RSAPrivateKey, str]:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
         key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
         kid = str(uuid.uuid4())
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -85,6 +91,9 @@ class Keyring:
 
     def sign(self, claims: dict[str, Any]) -> str:
         """A compact JWS (RS256) of `claims`, its header naming the key."""
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+
         key, kid = self._load()
         header = {"alg": ALGORITHM, "kid": kid, "typ": "JWT"}
         signing_input = f"{_b64(_json(header))}.{_b64(_json(claims))}".encode()
@@ -99,6 +108,8 @@ class Keyring:
         return {"keys": [jwk]}
 
     def public_pem(self) -> str:
+        from cryptography.hazmat.primitives import serialization
+
         key, _ = self._load()
         pem = key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
