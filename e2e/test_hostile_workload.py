@@ -168,12 +168,17 @@ exec > /local/report 2>&1
 echo "uid=$(id -u)"
 cat /etc/fieldlab-agent/approle.json || echo "approle: unreadable"
 ls {data_dir}/state || echo "state: unreadable"
+cat {data_dir}/server/keystore/*.pem || echo "keystore: unreadable"
+echo "token=$(head -c 12 /secrets/nomad_token || echo none)"
 echo owned > /usr/owned || echo "usr: read-only"
 echo "procs=$(ls /proc | grep -c '^[0-9]')"
 echo done
 exec sleep 3600
 EOS
         ]
+      }}
+      identity {{
+        file = true
       }}
     }}
   }}
@@ -367,6 +372,10 @@ def test_an_exec_task_sees_nothing_of_the_agent(cluster: Cluster, canary: list[F
     assert "uid=65534" in out, f"exec task not run as nobody: {out}"
     assert role_id not in out and "approle: unreadable" in out, out
     assert "state: unreadable" in out and "usr: read-only" in out, out
+    # its own workload identity it reads (owned by its user); the agent's signing key it cannot
+    assert "token=eyJ" in out, f"the task cannot read its own secrets/nomad_token: {out}"
+    node.run(f"ls {AGENT_DATA_DIR}/server/keystore/*.pem")  # the key is there to be tried
+    assert "keystore: unreadable" in out and "PRIVATE KEY" not in out, out
     procs = int(out.split("procs=")[1].split()[0])
     assert procs < 10, f"the exec task sees {procs} processes: not in a pid namespace of its own"
     problems = unchanged_problems(node.name, canary, _fingerprint(node))

@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import json
 import os
+import pwd
 import stat
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,8 @@ def test_tokens_are_in_the_task_dir_0600_and_in_its_env_before_its_first_start(t
     for path in (task_dir / "secrets" / "nomad_token", task_dir / "secrets" / "nomad_vault_default.jwt"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert verify(default, jwks)["aud"] == ["nomadproject.io"]
+    if os.geteuid() == 0:  # the exec task runs as nobody: its token is nobody's (chowned before the start)
+        assert (task_dir / "secrets" / "nomad_token").stat().st_uid == pwd.getpwnam("nobody").pw_uid
     vault = verify((task_dir / "secrets" / "nomad_vault_default.jwt").read_text(), jwks)
     assert vault["sub"] == "global:default:wid:g:t:vault_default" and vault["nomad_allocation_id"] == ALLOC
     assert verify((task_dir / "local" / "api.jwt").read_text(), jwks)["aud"] == ["api"]

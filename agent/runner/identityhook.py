@@ -1,7 +1,7 @@
 """The task's workload identities (Nomad's identity hook): each `identity` block with `file` or
 `env` gets a JWT the agent signs (agent.identity), written before the task's first start to
 secrets/nomad_token (the default identity) or secrets/nomad_<name>.jwt (`filepath`: that path in
-the task dir instead), mode 0600, owned by the owner of secrets/ (the task's user), through the
+the task dir instead), mode 0600, owned by the task's user (agent.runner.owner), through the
 task sandbox's writer (no link followed: the task owns its dirs); and put in the task's
 environment as NOMAD_TOKEN or NOMAD_TOKEN_<name>. A token with a `ttl` is signed again half way to
 its expiry, and the task hears of it by its `change_mode` (restart, signal, noop), as Nomad's. After
@@ -10,7 +10,6 @@ an agent restart a reattached task's tokens are signed and written again (not a 
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from agent.errors import AgentError
 from agent.identity.claims import Workload, identity_claims, renew_at
 from agent.model import WorkloadIdentity
 from agent.runner.hooks import StartRequest, TaskHook, Then
+from agent.runner.owner import task_file_owner
 from agent.sandbox import SandboxError, sandbox_path, write_file
 
 if TYPE_CHECKING:
@@ -90,12 +90,9 @@ class IdentityHook(TaskHook):
         if wid.env:
             tr.workload_env[env_name(wid)] = token
         if wid.file:
-            secrets = tr.task_dir / "secrets"
-            st = os.stat(secrets, follow_symlinks=False)
+            owner = task_file_owner(tr.t)
             try:
-                write_file(
-                    tr.task_dir, sandbox_path(token_path(wid)), token.encode(), 0o600, (st.st_uid, st.st_gid)
-                )
+                write_file(tr.task_dir, sandbox_path(token_path(wid)), token.encode(), 0o600, owner)
             except SandboxError as exc:
                 raise IdentityError(f"identity {wid.name}: {exc}") from None
 

@@ -1,0 +1,30 @@
+"""Who owns a file the agent writes for a task in its secrets/ or local/ (a token), as Nomad's
+users.WriteFileFor: the task's user as its driver runs it. The exec driver chowns the task's dirs
+only at the start, after the first-start hooks wrote their files, so the files are chowned here.
+A user the node does not know leaves the file the agent's (the driver refuses such a task anyway)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+
+from agent.drivers.exec import DEFAULT_USER
+from agent.model import Task
+
+
+def task_file_owner(task: Task) -> tuple[int, int] | None:
+    """(uid, gid) to chown to, or None to keep the agent's: a docker task's user is the image's,
+    not the node's; a raw_exec task without a user runs as the agent."""
+    if os.geteuid() != 0:  # only root gives files away (and only root runs exec tasks)
+        return None
+    if task.driver == "exec":
+        name = task.user or DEFAULT_USER
+    elif task.driver == "raw_exec" and task.user:
+        name = task.user
+    else:
+        return None
+    try:
+        pw = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except (KeyError, ValueError, OverflowError):
+        return None
+    return pw.pw_uid, pw.pw_gid
