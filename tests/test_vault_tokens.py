@@ -198,14 +198,19 @@ class Keeper:
 
 
 def _keeper(
-    tmp_path: Path, vault: FakeVault | None = None, loop: Loop | None = None, *, file: bool = True
+    tmp_path: Path,
+    vault: FakeVault | None = None,
+    loop: Loop | None = None,
+    *,
+    file: bool = True,
+    driver: str = "docker",
 ) -> Keeper:
     loop = loop or Loop()
     vault = vault or FakeVault(ttl=90.0, clock=loop)
     issuer: TokenIssuer = vault  # the fake satisfies the protocol (mypy checks this line)
     events: list[tuple[str, str]] = []
     changes: list[str] = []
-    task = Task("web", "docker", vault=Vault(policies=(JOB_PROBE,), file=file))
+    task = Task("web", driver, vault=Vault(policies=(JOB_PROBE,), file=file))
     token = TaskVaultToken(
         alloc_id=ALLOC,
         job="probe",
@@ -945,3 +950,15 @@ def test_an_alloc_stopped_while_its_setup_waits_to_retry_is_never_started(tmp_pa
     vault.down = False
     loop.advance(600)
     assert r.rec.status is AllocStatus.COMPLETE and node.docker.starts == [], _events(node)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root gives a file to another user")
+def test_an_exec_tasks_token_is_its_users_before_the_driver_chowns_its_dirs(tmp_path: Path) -> None:
+    """At the first start the token is written (setup) before the exec driver chowns secrets/ to
+    the task's user: the file itself goes to that user (nobody), or the task could not read it."""
+    k = _keeper(tmp_path, driver="exec")
+    secrets_dir = k.token.token_file.parent
+    secrets_dir.mkdir(parents=True)  # root's, as the task dir hook leaves it
+    assert k.token.ensure() is True
+    st = k.token.token_file.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (65534, 65534, 0o600)

@@ -45,6 +45,7 @@ from typing import Any, Protocol
 from agent.decisions import plan_rate_limit_retry
 from agent.errors import AgentError, RateLimited
 from agent.model import Task
+from agent.runner.owner import task_file_owner
 from agent.sandbox import SandboxError
 from agent.sandbox import read_file as read_task_file
 from agent.state import StateStore
@@ -304,6 +305,7 @@ class TaskVaultToken:
         self.alloc_id, self.job, self.task = alloc_id, job, task.name
         self.issuer, self.role, self.store = issuer, role, store
         self.secrets_dir = secrets_dir
+        self.owner = task_file_owner(task)  # the file is the task's user's before its first start
         self.schedule, self.event, self.on_new_token, self.clock = schedule, event, on_new_token, clock
         self.key = f"{alloc_id}/{task.name}"
         self._token = ""
@@ -554,20 +556,21 @@ class TaskVaultToken:
             return ""
 
     def _write_file(self) -> None:
-        """secrets/vault_token, 0600, owned by the owner of secrets/ (the task's user: the exec driver
-        chowns it), replaced atomically. The task can write to secrets/, so the temp file has a random
+        """secrets/vault_token, 0600, owned by the task's user (agent.runner.owner; else the owner of
+        secrets/), replaced atomically. The task can write to secrets/, so the temp file has a random
         name and is created O_EXCL|O_NOFOLLOW: a symlink the task planted is never followed."""
         if not self.vault.file:
             return
         self.secrets_dir.mkdir(parents=True, exist_ok=True)
-        owner = os.stat(self.secrets_dir, follow_symlinks=False)
+        st = os.stat(self.secrets_dir, follow_symlinks=False)
+        uid, gid = self.owner or (st.st_uid, st.st_gid)
         tmp = self.secrets_dir / f".{TOKEN_FILE}.{secrets.token_hex(8)}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(tmp, flags, 0o600)
         try:
             os.write(fd, self._token.encode())
             os.fchmod(fd, 0o600)
-            os.fchown(fd, owner.st_uid, owner.st_gid)
+            os.fchown(fd, uid, gid)
             os.fsync(fd)
         except OSError:
             os.close(fd)
