@@ -21,6 +21,7 @@ from agent.decisions import (
     UNRECOVERABLE,
     DeadOnRestore,
     PendingRestart,
+    RestartDecision,
     StartCause,
     StartFailure,
     plan_dead_on_restore,
@@ -39,7 +40,7 @@ from agent.drivers.base import (
 )
 from agent.errors import AgentError
 from agent.model import Task
-from agent.records import AllocStatus, DesiredStatus, TaskState
+from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
 from agent.runner.hooks import StartRequest, TaskHook, Then
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
@@ -393,18 +394,7 @@ class TaskRunner:
         note = {"exit_code": code, "while_agent_down": True} if while_down else {"exit_code": code}
         now = self.d.clock()
         record = self.state.task(t.name).with_(state=TaskState.DEAD)
-        decision = plan_task_restart(
-            ar.group.restart,
-            record.restart_times,
-            now,
-            StartCause.RESTART_POLICY,
-            exit_code=code,
-            job_type=ar.job.type,
-            hook=t.lifecycle.hook if t.lifecycle else "",
-            sidecar=bool(t.lifecycle and t.lifecycle.sidecar),
-            interval_start=record.interval_start or ar.rec.created,
-            bugs=self.d.bugs,
-        )
+        decision = self._restart_policy(record, now, code)
         generation = self.state.bump(t.name)
         shown = exit_text(code, while_down)
         reason = f"task {t.name} failed with exit code {shown}: {decision.reason}"
@@ -439,6 +429,22 @@ class TaskRunner:
             return
         ar.kill_point("restart.after-exit-record")
         self.schedule_restart(decision.delay, generation)
+
+    def _restart_policy(self, record: TaskRecord, now: float, code: int | None) -> RestartDecision:
+        """The restart tracker's decision on an exit with `code` (None: unknown, or a start error)."""
+        t, ar = self.t, self.ar
+        return plan_task_restart(
+            ar.group.restart,
+            record.restart_times,
+            now,
+            StartCause.RESTART_POLICY,
+            exit_code=code,
+            job_type=ar.job.type,
+            hook=t.lifecycle.hook if t.lifecycle else "",
+            sidecar=bool(t.lifecycle and t.lifecycle.sidecar),
+            interval_start=record.interval_start or ar.rec.created,
+            bugs=self.d.bugs,
+        )
 
     def schedule_restart(self, delay: float, generation: int) -> None:
         pending = PendingRestart(self.t.name, generation)
@@ -500,17 +506,10 @@ class TaskRunner:
         """A recoverable start error through the restart policy, as an exit whose code is unknown:
         counted, and the start tried again after the policy's delay (""); else the policy gave up
         ("Not Restarting"): its reason, and the caller fails the alloc."""
-        t, ar = self.t, self.ar
+        t = self.t
         now = self.d.clock()
         record = self.state.task(t.name).with_(state=TaskState.DEAD)
-        decision = plan_task_restart(
-            ar.group.restart,
-            record.restart_times,
-            now,
-            StartCause.RESTART_POLICY,
-            interval_start=record.interval_start or ar.rec.created,
-            bugs=self.d.bugs,
-        )
+        decision = self._restart_policy(record, now, None)
         generation = self.state.bump(t.name)
         with self.d.store.transaction():
             if not decision.restart:
