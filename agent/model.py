@@ -183,6 +183,7 @@ class Artifact:
     mode: str = "any"
     options: Mapping[str, str] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
+    chown: bool = False  # what it wrote goes to the task's `user` (Nomad 1.7+)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ import hashlib
 import http.server
 import io
 import json
+import os
+import pwd
 import tarfile
 import threading
 import zipfile
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from agent.getter.fetch import ArtifactUnavailable, FetchLimits
-from agent.getter.getter import HttpGetter
+from agent.getter.getter import HttpGetter, chown_tree
 from agent.getter.plan import ArtifactError, Checksum, host_allowed, plan_fetch
 from agent.getter.unpack import UnpackLimits
 from agent.jobspec import JobspecError, parse_jobspec
@@ -150,7 +152,9 @@ def _spec(source: str = "https://server1:8089/app.tar.gz", dest: str = "local/ap
 
 
 def test_an_artifact_is_read_and_shown_in_nomads_json() -> None:
-    extra = 'options { checksum = "sha256:%s" }\n        headers { X-Lab = "1" }' % ("b" * 64)
+    extra = 'options { checksum = "sha256:%s" }\n        headers { X-Lab = "1" }\n        chown = true' % (
+        "b" * 64
+    )
     parsed = parse_jobspec(_spec(extra=extra), source="art.hcl")
     (artifact,) = parsed.job.groups[0].tasks[0].artifacts
     assert artifact == Artifact(
@@ -159,6 +163,7 @@ def test_an_artifact_is_read_and_shown_in_nomads_json() -> None:
         "any",
         {"checksum": "sha256:" + "b" * 64},
         {"X-Lab": "1"},
+        chown=True,
     )
     assert not any("artifact" in w for w in parsed.warnings), parsed.warnings
     (shown,) = parsed_job_json(parsed.job)["TaskGroups"][0]["Tasks"][0]["Artifacts"]
@@ -169,7 +174,7 @@ def test_an_artifact_is_read_and_shown_in_nomads_json() -> None:
         "GetterMode": "any",
         "GetterInsecure": False,
         "RelativeDest": "local/app",
-        "Chown": False,
+        "Chown": True,
     }
     again = parse_jobspec(json.dumps({"Job": parsed_job_json(parsed.job)}), source="art.json")
     assert again.job.groups[0].tasks[0].artifacts == (artifact,)
@@ -300,8 +305,8 @@ def test_a_server_error_is_worth_a_retry_and_a_404_is_not(server: Server, tmp_pa
 
 
 # -- the task runner's hook ------------------------------------------------------------------------
-def _runner(node: FakeNode, server: Server, artifact: Artifact) -> AllocRunner:
-    task = Task(name="t", driver="exec", artifacts=(artifact,))
+def _runner(node: FakeNode, server: Server, artifact: Artifact, user: str = "") -> AllocRunner:
+    task = Task(name="t", driver="exec", artifacts=(artifact,), user=user)
     group = Group(name="g", tasks=(task,), network=None, restart=RestartPolicy(attempts=0, mode="fail"))
     job = Job(id="art", groups=(group,), type="batch")
     rec = AllocRecord(id="a1b2c3d4-0000-4000-8000-0000000000a7", job="art", group="g")
@@ -327,6 +332,45 @@ def test_the_artifact_is_in_the_task_dir_before_the_first_start_and_not_fetched_
     )
     again.restore()
     assert server.hits == ["/conf.txt"], "a restore does not fetch again"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root gives files to another user")
+def test_chown_gives_what_the_artifact_wrote_to_the_tasks_user(server: Server, tmp_path: Path) -> None:
+    """Nomad's `chown = true`: the artifact's destination, recursively, to the task's `user`."""
+    server.files["/app.tar.gz"] = _tar({"app/bin/run.sh": b"echo\n", "app/README": b"r"})
+    nobody = pwd.getpwnam("nobody")
+    r = _runner(
+        FakeNode(tmp_path), server, Artifact(server.url + "/app.tar.gz", "local/x", chown=True), "nobody"
+    )
+    assert r.rec.status is AllocStatus.RUNNING, r.rec.reason
+    dest = r.task_dir(r.group.tasks[0]) / "local" / "x"
+    for p in (dest, dest / "app", dest / "app" / "bin" / "run.sh", dest / "app" / "README"):
+        st = p.lstat()
+        assert (st.st_uid, st.st_gid) == (nobody.pw_uid, nobody.pw_gid), p
+    plain = _runner(
+        FakeNode(tmp_path / "n2"), server, Artifact(server.url + "/app.tar.gz", "local/x"), "nobody"
+    )
+    st = (plain.task_dir(plain.group.tasks[0]) / "local" / "x" / "app" / "README").lstat()
+    assert st.st_uid == os.geteuid(), "without chown the files stay the agent's"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root gives files to another user")
+def test_chown_follows_no_link(tmp_path: Path) -> None:
+    """Unlike Nomad's os.Chown walk, a link in the destination is given away itself, never what it
+    points at, and the walk does not go through it."""
+    host_dir = tmp_path / "host"
+    (host_dir / "sub").mkdir(parents=True)
+    (host_dir / "file").write_text("host")
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "to-file").symlink_to(host_dir / "file")
+    (dest / "to-dir").symlink_to(host_dir)
+    chown_tree(dest, (65534, 65534))
+    assert (dest / "to-file").lstat().st_uid == 65534 and (dest / "to-dir").lstat().st_uid == 65534
+    for p in (host_dir, host_dir / "sub", host_dir / "file"):
+        assert p.stat().st_uid == os.geteuid(), p
+    chown_tree(dest / "to-dir", (65534, 65534))  # a destination that is itself a link
+    assert host_dir.stat().st_uid == os.geteuid()
 
 
 def test_a_failed_download_is_an_event_and_fails_the_setup(server: Server, tmp_path: Path) -> None:

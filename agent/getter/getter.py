@@ -4,6 +4,7 @@ an anonymous temporary file of the agent's, then written into the task's sandbox
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,12 +14,16 @@ from agent.getter.fetch import FetchLimits, download
 from agent.getter.plan import DEFAULT_ALLOWED, SINGLE_FILE, plan_fetch
 from agent.getter.unpack import UnpackLimits, decompress, unpack, write_plain
 from agent.model import Artifact
+from agent.sandbox import sandbox_path
 
 
 class ArtifactGetter(Protocol):
-    def fetch(self, task_dir: Path, artifact: Artifact, env: dict[str, str]) -> int:
-        """Fetch one artifact into the task's sandbox; the number of files written. Raises
-        ArtifactError (not worth a retry) or ArtifactUnavailable (its server did not answer)."""
+    def fetch(
+        self, task_dir: Path, artifact: Artifact, env: dict[str, str], owner: tuple[int, int] | None = None
+    ) -> int:
+        """Fetch one artifact into the task's sandbox (and give what it wrote to `owner`'s uid and
+        gid when given: `chown = true`); the number of files written. Raises ArtifactError (not worth
+        a retry) or ArtifactUnavailable (its server did not answer)."""
         ...
 
 
@@ -29,7 +34,9 @@ class HttpGetter:
     unpack_limits: UnpackLimits = field(default_factory=UnpackLimits)
     cafile: str | None = None  # https: the lab's CA, beside the system's trust
 
-    def fetch(self, task_dir: Path, artifact: Artifact, env: dict[str, str]) -> int:
+    def fetch(
+        self, task_dir: Path, artifact: Artifact, env: dict[str, str], owner: tuple[int, int] | None = None
+    ) -> int:
         plan = plan_fetch(
             artifact.source,
             artifact.destination,
@@ -43,7 +50,27 @@ class HttpGetter:
             download(plan.url, plan.host, dict(plan.headers), tmp, limits, plan.checksum, cafile=self.cafile)
             tmp.seek(0)
             if plan.archive in SINGLE_FILE:
-                return decompress(task_dir, tmp, plan.archive, plan.file_dest, self.unpack_limits)
-            if plan.archive:
-                return unpack(task_dir, tmp, plan.archive, plan.dir_dest, self.unpack_limits)
-            return write_plain(task_dir, tmp, plan.file_dest, self.unpack_limits)
+                count = decompress(task_dir, tmp, plan.archive, plan.file_dest, self.unpack_limits)
+            elif plan.archive:
+                count = unpack(task_dir, tmp, plan.archive, plan.dir_dest, self.unpack_limits)
+            else:
+                count = write_plain(task_dir, tmp, plan.file_dest, self.unpack_limits)
+        if owner is not None:
+            chown_tree(
+                sandbox_path(
+                    plan.dir_dest if plan.archive and plan.archive not in SINGLE_FILE else plan.file_dest
+                ).host_path(task_dir),
+                owner,
+            )
+        return count
+
+
+def chown_tree(top: Path, owner: tuple[int, int]) -> None:
+    """`top` and everything below it to `owner`, as Nomad's chownDestination, but no link followed:
+    a link is given away itself (lchown), never what it points at, and no walk goes through one."""
+    os.lchown(top, *owner)
+    if top.is_symlink() or not top.is_dir():
+        return
+    for root, dirs, files in os.walk(top, followlinks=False):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(root, name), *owner)

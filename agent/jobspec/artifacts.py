@@ -38,7 +38,7 @@ def _artifact(builder: BodyReader, body: Body, path: str) -> Artifact | None:
     mode = builder._choice(body, "mode", path, MODES, "any")
     options = builder._str_map(body, "options", path)
     headers = builder._str_map(body, "headers", path)
-    builder._bool(body, "chown", path, False)  # read for its type; see fields.UNIMPLEMENTED
+    chown = builder._bool(body, "chown", path, False)
     if not source:
         return None
     ok = _source_ok(builder, source, join(path, "source"))
@@ -66,7 +66,7 @@ def _artifact(builder: BodyReader, body: Body, path: str) -> Artifact | None:
         ok = False
     if not ok:
         return None
-    return Artifact(source, dest, mode, options, headers)
+    return Artifact(source, dest, mode, options, headers, chown)
 
 
 def _source_ok(builder: BodyReader, source: str, where: str) -> bool:

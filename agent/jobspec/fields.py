@@ -41,7 +41,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     # Nomad's VolumeMount: where a task sees a group volume
     "volume_mount": frozenset({"volume", "destination", "read_only", "propagation_mode"}),
     # Nomad's TaskArtifact: fetched into the task dir before its first start (agent.getter)
-    "artifact": frozenset({"source", "destination", "mode", "options", "headers"}),
+    "artifact": frozenset({"source", "destination", "mode", "options", "headers", "chown"}),
     # Nomad's WorkloadIdentity: a JWT the agent signs for the task (agent.identity)
     "identity": frozenset({"name", "aud", "env", "file", "filepath", "ttl", "change_mode", "change_signal"}),
     # Nomad's EphemeralDisk: the alloc dir's size, and whether a replacement on this node takes over
@@ -185,7 +185,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     ),
     "volume": frozenset({"access_mode", "attachment_mode", "mount_options", "sticky"}),
     "volume_mount": frozenset({"selinux_label"}),
-    "artifact": frozenset({"chown", "insecure"}),
+    "artifact": frozenset({"insecure"}),
     "identity": frozenset({"extra_claims", "service_name"}),
     "network": frozenset({"cidr", "cni", "device", "dns", "hostname", "ip", "mbits"}),
     "port": frozenset({"host_network", "ignore_collision"}),

@@ -257,7 +257,7 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
                 "GetterMode": a.mode,
                 "GetterInsecure": False,
                 "RelativeDest": a.destination,
-                "Chown": False,
+                "Chown": a.chown,
             }
             for a in t.artifacts
         ]

@@ -28,6 +28,7 @@ from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
 from agent.errors import AgentError, Unavailable
 from agent.records import DesiredStatus
 from agent.runner.logmonhook import LogLimits, LogmonOutput
+from agent.runner.owner import task_user_owner
 from agent.taskdecisions import plan_remount_secrets, plan_restart_logmon, plan_vault_token_allowed
 from agent.templates.render import TemplateRenderError
 from agent.vault.errors import VaultError
@@ -150,13 +151,14 @@ class ArtifactHook(TaskHook):
             return
         tr.event(DOWNLOADING_ARTIFACTS, "Client is downloading artifacts")
         getter, task_dir, env = tr.d.getter, tr.task_dir, tr.env()
+        owner = task_user_owner(tr.t)  # for `chown = true`: the task's `user`, as Nomad's
         failed_source: list[str] = []
 
         def blocking() -> int:
             count = 0
             for artifact in artifacts:
                 failed_source[:] = [artifact.source]
-                count += getter.fetch(task_dir, artifact, env)
+                count += getter.fetch(task_dir, artifact, env, owner if artifact.chown else None)
             failed_source.clear()
             return count
 

@@ -23,6 +23,18 @@ def task_file_owner(task: Task) -> tuple[int, int] | None:
         name = task.user
     else:
         return None
+    return _lookup(name)
+
+
+def task_user_owner(task: Task) -> tuple[int, int] | None:
+    """The task's `user` as set in the jobspec (None when unset, unknown, or the agent is not
+    root): whom an artifact with `chown = true` goes to, as Nomad's chownDestination."""
+    if os.geteuid() != 0 or not task.user:
+        return None
+    return _lookup(task.user)
+
+
+def _lookup(name: str) -> tuple[int, int] | None:
     try:
         pw = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
     except (KeyError, ValueError, OverflowError):
