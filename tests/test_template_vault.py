@@ -272,3 +272,49 @@ def test_re_renders_resume_after_a_vault_outage(
     finally:
         d.kill()
         openbao.start()  # a no-op when it runs; the module's other tests need it back
+
+
+TOKEN_JOB = """
+job "token-reader" {
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/sh"
+        args    = ["-c", "echo file=$(sha256sum < /secrets/vault_token | cut -c1-64); echo done; sleep 600"]
+      }
+      vault {
+        policies = ["fieldlab-job-probe"]
+      }
+    }
+  }
+}
+"""
+
+
+def test_an_exec_task_as_nobody_reads_its_vault_token_from_its_first_start(
+    lab: AgentLab, openbao: OpenBaoServer, tmp_path: Path
+) -> None:
+    """The token is written before the exec driver chowns secrets/ to the task's user: the file
+    itself must be the user's (nobody), or the task cannot read it until a later write."""
+    d = _daemon(lab, openbao, tmp_path, "")
+    try:
+        d.start()
+        (alloc,) = run_job(d.api.request, TOKEN_JOB)
+        view = _settled(d, alloc)
+        assert view["ClientStatus"] == "running", [
+            (e["Type"], e["DisplayMessage"]) for e in alloc_events(view)
+        ]
+        logs = lab.data_dir / "alloc" / alloc / "alloc" / "logs" / "t.stdout.0"
+
+        def done() -> tuple[str | None, str]:
+            got = logs.read_text() if logs.exists() else ""
+            return (got if "done" in got else None), got[-200:]
+
+        out = wait_until(done, timeout=30, what="the task's report")
+        token_file = lab.data_dir / "alloc" / alloc / "t" / "secrets" / "vault_token"
+        digest = hashlib.sha256(token_file.read_bytes()).hexdigest()
+        assert f"file={digest}" in out, out
+        assert token_file.stat().st_uid == 65534
+    finally:
+        d.kill()
