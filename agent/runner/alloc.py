@@ -40,7 +40,16 @@ from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 from agent.runner.checks import ChecksHook
 from agent.runner.coordinator import Coordinator, stage
 from agent.runner.deps import RunnerDeps
-from agent.runner.hooks import task_hooks
+from agent.runner.hooks import (
+    ArtifactHook,
+    LogmonHook,
+    TaskDirHook,
+    TaskHook,
+    TemplateHook,
+    VaultHook,
+    VolumeHook,
+)
+from agent.runner.identityhook import IdentityHook
 from agent.runner.kill import kill_in_phases, kill_off_loop
 from agent.runner.migrate import migrate_previous
 from agent.runner.network import AllocNetwork
@@ -79,7 +88,7 @@ class AllocRunner:
         self.id: str = record.id
         self.serial = Serial(deps.offload, f"alloc={record.id[:8]}")
         self.tasks: dict[str, TaskRunner] = {
-            t.name: TaskRunner(self, t, (*task_hooks(), ChecksHook())) for t in self.group.tasks
+            t.name: TaskRunner(self, t, task_hooks()) for t in self.group.tasks
         }
         self._deregistered = False  # its Consul services, once at a stop (shutdown_delay) or teardown
         self.coord = Coordinator(self)  # the tasks' lifecycle order
@@ -550,3 +559,18 @@ class AllocRunner:
                 self.state.update_task(t.name, state=TaskState.DEAD)
                 stopping.append((t, h))
         kill_off_loop(self, "stop for restart", stopping, then)
+
+
+def task_hooks() -> tuple[TaskHook, ...]:
+    """A task's hooks in Nomad's order (validate has no hook here: the jobspec reader checks), then
+    the check watcher's."""
+    return (
+        TaskDirHook(),
+        IdentityHook(),
+        LogmonHook(),
+        ArtifactHook(),
+        VaultHook(),
+        TemplateHook(),
+        VolumeHook(),
+        ChecksHook(),
+    )

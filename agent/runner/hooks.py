@@ -20,7 +20,7 @@ A hook implements the points it needs; the others are the base class's no-ops. T
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -274,18 +274,3 @@ class VolumeHook(TaskHook):
             read_only = client_ro or want.read_only or m.read_only
             out.append(Mount(path, m.destination, read_only, m.propagation_mode))
         req.mounts = tuple(out)
-
-
-def task_hooks() -> Sequence[TaskHook]:
-    """A task's hooks in Nomad's order (validate has no hook here: the jobspec reader checks)."""
-    from agent.runner.identityhook import IdentityHook
-
-    return (
-        TaskDirHook(),
-        IdentityHook(),
-        LogmonHook(),
-        ArtifactHook(),
-        VaultHook(),
-        TemplateHook(),
-        VolumeHook(),
-    )
