@@ -58,6 +58,17 @@ job "chk" {
     network {
       port "http" {}
     }
+    service {
+      name     = "chk-group"
+      provider = "nomad"
+      port     = "http"
+      check {
+        name     = "group-port"
+        type     = "tcp"
+        interval = "1s"
+        timeout  = "1s"
+      }
+    }
     restart {
       attempts = 3
       delay    = "1s"
@@ -139,7 +150,8 @@ def test_an_unhealthy_check_restarts_its_task_and_the_results_are_nomads(lab: Ag
 
         def both_pass() -> tuple[dict[str, str] | None, str]:
             got = {r["Check"]: r["Status"] for r in results.of(alloc).values()}
-            return (got if got == {"alive": "success", "port": "success"} else None), str(got)
+            want = {"alive": "success", "port": "success", "group-port": "success"}
+            return (got if got == want else None), str(got)
 
         wait_until(both_pass, timeout=60, what="both checks passing")
         alive = next(r for r in results.of(alloc).values() if r["Check"] == "alive")
@@ -149,6 +161,8 @@ def test_an_unhealthy_check_restarts_its_task_and_the_results_are_nomads(lab: Ag
             "web",
             "chk-web",
         )
+        group = next(r for r in results.of(alloc).values() if r["Check"] == "group-port")
+        assert (group["Task"], group["Service"], group["Output"]) == ("", "chk-group", "nomad: tcp ok"), group
         (data / "sick").write_text("")
 
         def restarted() -> tuple[list[str] | None, str]:

@@ -106,18 +106,22 @@ class ChecksHook(TaskHook):
         self._ids: set[str] = set()
 
     def _checks(self, tr: TaskRunner) -> list[Watched]:
+        """The task's checks; a group service's check that names no task is run by the group's
+        first main task (Nomad's alloc-level checker runs it while the alloc runs: here while that
+        task does), shown with no task, and restarts nothing."""
         ar, task = tr.ar, tr.t.name
         watched_group = plan_watched_group(ar.group.name, tr.d.bugs)
+        carrier = next((t.name for t in ar.group.tasks if t.lifecycle is None), "")
         found = [(s, False) for s in tr.t.services] + [(s, True) for s in ar.group.services]
-        return [
-            Watched(
-                check_id(ar.id, ar.group.name, task, c), check_id(ar.id, watched_group, task, c), c, s, grp
-            )
-            for s, grp in found
-            if s.provider == "nomad"
-            for c in s.checks
-            if c.type in RUN_TYPES and (not grp or c.task == task)
-        ]
+        out = []
+        for s, grp in found:
+            for c in s.checks if s.provider == "nomad" else ():
+                if c.type not in RUN_TYPES or (grp and c.task != task and (c.task or task != carrier)):
+                    continue
+                owner = c.task if grp else task  # "" for a group check that names no task
+                ids = check_id(ar.id, ar.group.name, owner, c), check_id(ar.id, watched_group, owner, c)
+                out.append(Watched(*ids, c, s, grp))
+        return out
 
     def poststart(self, tr: TaskRunner, handle: TaskHandle) -> None:
         self._watch(tr, handle)
@@ -141,7 +145,7 @@ class ChecksHook(TaskHook):
         generation, now = self._generation, tr.d.clock()
         for w in self._checks(tr):
             self._ids.add(w.id)
-            r = w.check.restart
+            r = w.check.restart if not (w.group_level and not w.check.task) else None
             watch = CheckWatch(
                 interval=w.check.interval,
                 limit=r.limit if r else 0,
@@ -223,7 +227,7 @@ class ChecksHook(TaskHook):
             "Mode": "healthiness",
             "Output": output,
             "Service": w.service.name,
-            "Task": "" if w.group_level else tr.t.name,
+            "Task": "" if w.group_level else tr.t.name,  # the service's task: none for a group's
             "Status": status,
             "StatusCode": code or 0,
             "Timestamp": int(now),
