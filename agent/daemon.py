@@ -153,6 +153,7 @@ class Agent:
             self._bind_vault_and_templates()
             self.core = self._start_core()
             nomad = self._nomad_api(self.core)
+            watch_drivers(self.core, nomad)
             handlers = build_nomad_routes(nomad)
             streams = [exec_stream(nomad)]
         routes = {"/v1/agent/health": self._nomad_health, "/v1/metrics": self._metrics}
@@ -362,3 +363,21 @@ class Agent:
             Metric("fieldlab.agent.uptime_seconds", "gauge", "Seconds since the agent started.", uptime),
         ]
         return render_metrics(metrics, query_params().get("format", ""))
+
+
+DRIVER_POLL = 15.0  # seconds between looks at the drivers' health (Nomad fingerprints them every 15-30 s)
+
+
+def watch_drivers(core: Core, api: NomadApi) -> None:
+    """Look at the drivers' health every DRIVER_POLL seconds, off the main loop (a docker ping may
+    wait its timeout); a change becomes a node event on the loop (NomadApi.drivers_checked)."""
+
+    def look() -> None:
+        core.offload("driver health", lambda: driver_health(core.drivers.all()), seen)
+
+    def seen(health: object, exc: Exception | None) -> None:
+        if exc is None and isinstance(health, dict):
+            api.drivers_checked(health)
+        core.schedule(DRIVER_POLL, look)
+
+    look()

@@ -683,6 +683,7 @@ class Agent:
     core: Core
     flags: list[str]  # -address, -ca-cert, -client-cert, -client-key
     health: dict[str, Any]  # what the agent's stats["fieldlab"] is made of
+    api: NomadApi | None = None
 
 
 @pytest.fixture
@@ -739,7 +740,7 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agent]:
         "-client-key",
         str(op.key),
     ]
-    yield Agent(node, core, flags, health)
+    yield Agent(node, core, flags, health, nomad)
     server.stop(5)
     core.stop()
 
@@ -1103,3 +1104,35 @@ def test_the_jwks_of_the_agents_workload_identity_key_is_served_as_nomads(agent:
     (key,) = jwks["keys"]
     assert (key["kty"], key["alg"], key["use"], key["kid"]) == ("RSA", "RS256", "sig", keyring.key_id)
     assert verify(keyring.sign({"sub": "x"}), jwks) == {"sub": "x"}
+
+
+def test_a_driver_health_change_is_a_node_stream_event(agent: Agent) -> None:
+    """GET /v1/event/stream?topic=Node: a driver's health changing is a NodeStreamEvent (Nomad's
+    TypeNodeEvent) and a NodeRegistration (the node's update), the api.Node as payload."""
+    api = agent.api
+    assert api is not None
+    flags = dict(zip(agent.flags[1::2], agent.flags[2::2], strict=True))
+    address = agent.flags[0].split("=", 1)[1]
+    up = {"docker": {"healthy": True, "detail": "docker engine 27.3"}}
+    agent.core.call(lambda: api.drivers_checked(up))
+    start = agent.core.changes.current()
+    params = [("topic", "Node"), ("index", str(start))]
+    with requests.get(
+        f"{address}/v1/event/stream",
+        params=params,
+        verify=flags["-ca-cert"],
+        cert=(flags["-client-cert"], flags["-client-key"]),
+        stream=True,
+        timeout=30,
+    ) as stream:
+        down = {"docker": {"healthy": False, "detail": "the docker engine did not answer within 3s"}}
+        agent.core.call(lambda: api.drivers_checked(down))
+        deadline = time.monotonic() + 20
+        for line in stream.iter_lines():
+            assert time.monotonic() < deadline, "no Node event in the stream"
+            if line and line != b"{}":
+                break
+    events = json.loads(line)["Events"]
+    assert [e["Type"] for e in events] == ["NodeRegistration", "NodeStreamEvent"], events
+    node = events[1]["Payload"]["Node"]
+    assert node["Events"][-1]["Message"] == "the docker engine did not answer within 3s", node["Events"]

@@ -4,11 +4,12 @@ Each line is `{"Index": N, "Events": [...]}` with Nomad's Event (Topic, Type, Ke
 FilterKeys, Index, Payload); `{}` is a heartbeat while nothing happens (every HEARTBEAT seconds).
 The events come from the agent's change index (agent.state.changes): every store write names a
 kind and a key, read here as Job (`JobRegistered`, `JobDeregistered`), Allocation
-(`AllocationUpdated`), Evaluation (`EvaluationUpdated`) and Node (`NodeRegistration`, once at the
-agent's start; a driver's health changing later is not an event yet) events with the object as it is when
-the line is written (Nomad's payload is the object at that index; a burst of writes to one alloc
-is one event here). `topic=Topic:Key` filters as Nomad's (`*` for every topic or key);
-`index=N` starts after N, as far back as the change log goes (LOG_SIZE changes).
+(`AllocationUpdated`), Evaluation (`EvaluationUpdated`) and Node (`NodeRegistration` at the
+agent's start; `NodeStreamEvent` and `NodeRegistration` when a driver's health changed) events with
+the object as it is when the line is written (Nomad's payload is the object at that index; a
+burst of writes to one alloc is one event here). `topic=Topic:Key` filters as Nomad's (`*` for
+every topic or key); `index=N` starts after N, as far back as the change log goes (LOG_SIZE
+changes).
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ if TYPE_CHECKING:
 
 HEARTBEAT = 10.0  # seconds between heartbeats of an idle stream (Nomad's default)
 TOPICS = ("Job", "Allocation", "Evaluation", "Node")
-_KIND_TOPIC = {"job": "Job", "alloc": "Allocation", "eval": "Evaluation", "node": "Node"}
+_KIND_TOPIC = {
+    "job": "Job",
+    "alloc": "Allocation",
+    "eval": "Evaluation",
+    "node": "Node",
+    "node_event": "Node",
+}
 
 
 def parse_topics(raw: list[str]) -> dict[str, set[str]]:
@@ -63,8 +70,10 @@ def event_stream(api: NomadApi) -> Handler:
         (an alloc or eval already collected: Nomad says nothing of one either)."""
         if kind == "job":
             return job_event(key)
-        if kind == "node":  # the client's registration, as Nomad's Node.Register writes it
+        if kind == "node":  # the client's registration or update, as Nomad's Node.Register writes it
             return "Node", "NodeRegistration", [], {"Node": api.node_dict(stub=False)}
+        if kind == "node_event":  # a driver's health changed (Nomad's UpsertNodeEvents)
+            return "Node", "NodeStreamEvent", [], {"Node": api.node_dict(stub=False)}
         if kind == "alloc":
             view = next((v for v in api.all_alloc_views() if v["id"] == key), None)
             alloc = {"Allocation": api.alloc_dict(view, stub=False)} if view is not None else None

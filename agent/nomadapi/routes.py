@@ -9,6 +9,7 @@ queries (agent.nomadapi.http); writes answer an EvalID (agent.nomadapi.node.Eval
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -19,6 +20,7 @@ from agent.api.views import alloc_counts, job_status
 from agent.core import Core
 from agent.errors import AgentError, NotFound
 from agent.jobcodec import JobCodecError, decode_job
+from agent.node.driverevents import NodeEvent, NodeEvents, driver_changes
 from agent.nomadapi import structs
 from agent.nomadapi.http import (
     HttpError,
@@ -72,7 +74,20 @@ class NomadApi:
         # /v1/agent/self (this agent's health beyond Nomad's: Vault login, restore, sweeps)
         self.agent_health = agent_health or (lambda: answer(structs.health(True, "ok")))
         self.agent_stats = agent_stats or dict
-        core.changes.bump("node", node.id)  # registered: the Node topic's NodeRegistration
+        index = core.changes.bump("node", node.id)  # registered: the Node topic's NodeRegistration
+        self.node_events = NodeEvents()
+        self.node_events.add(NodeEvent("Node registered", "Cluster", {}, time.time(), index))
+
+    def drivers_checked(self, health: dict[str, dict[str, Any]]) -> None:
+        """On the loop: the drivers' health as a periodic look found it; a change is a node event
+        (NodeStreamEvent) and a node update (NodeRegistration), as Nomad's client reports one."""
+        seen = self.node_events
+        changes = driver_changes(seen.drivers, health) if seen.drivers is not None else []
+        seen.drivers = health
+        for driver, message in changes:
+            self.core.changes.bump("node", self.node.id)
+            index = self.core.changes.bump("node_event", self.node.id)
+            seen.add(NodeEvent(message, "Driver", {"driver": driver}, time.time(), index))
 
     # -- plain data, on the main loop --------------------------------------------------------
     def node_dict(self, *, stub: bool) -> dict[str, Any]:
@@ -99,7 +114,11 @@ class NomadApi:
         }
         if stub:
             return structs.node_stub(**fields)
-        return structs.node_json(**fields, host_volumes=dict(facts.host_volumes))
+        events = [
+            structs.node_event(e.message, e.subsystem, e.details, e.timestamp, e.index)
+            for e in self.node_events.events
+        ]
+        return structs.node_json(**fields, host_volumes=dict(facts.host_volumes), events=events)
 
     def all_alloc_views(self) -> list[dict[str, Any]]:
         return self.core.alloc_views() + self.core.adoption.views()

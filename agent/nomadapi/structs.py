@@ -403,6 +403,7 @@ def node_json(
     modify_index: int,
     tls: bool = True,
     status_updated_at: float = 0.0,
+    events: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """api.Node (api/nodes.go) of the agent's node; `address` is the HTTP API's "ip:port" (HTTPAddr).
     NodeResources and ReservedResources are never null: the Nomad CLI's `node status` reads them."""
@@ -428,7 +429,7 @@ def node_json(
         "Status": status,
         "StatusDescription": "",
         "StatusUpdatedAt": int(status_updated_at),
-        "Events": None,
+        "Events": events or None,
         "Drivers": {n: _driver_info(n, d) for n, d in drivers.items()},
         "HostVolumes": {n: {"Path": p, "ReadOnly": ro} for n, (p, ro) in sorted((host_volumes or {}).items())}
         or None,
@@ -440,6 +441,19 @@ def node_json(
         "CreateIndex": create_index,
         "ModifyIndex": modify_index,
         "NodeMaxAllocs": 0,
+    }
+
+
+def node_event(
+    message: str, subsystem: str, details: Mapping[str, str], timestamp: float, index: int
+) -> dict[str, Any]:
+    """api.NodeEvent (api/nodes.go)."""
+    return {
+        "Message": message,
+        "Subsystem": subsystem,
+        "Details": dict(details) or None,
+        "Timestamp": go_time(timestamp),
+        "CreateIndex": index,
     }
 
 
