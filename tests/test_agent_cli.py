@@ -1136,3 +1136,49 @@ def test_a_driver_health_change_is_a_node_stream_event(agent: Agent) -> None:
     assert [e["Type"] for e in events] == ["NodeRegistration", "NodeStreamEvent"], events
     node = events[1]["Payload"]["Node"]
     assert node["Events"][-1]["Message"] == "the docker engine did not answer within 3s", node["Events"]
+
+
+def test_job_versions_with_diffs_say_what_changed_as_nomads_job_diff(agent: Agent) -> None:
+    """`GET /v1/job/:id/versions?diffs=true` (`nomad job history -p`): Diffs[0] is version 0 ->
+    version 1, an api.JobDiff with the edited task's env and config, the group's count kept."""
+    flags = dict(zip(agent.flags[1::2], agent.flags[2::2], strict=True))
+    base = agent.flags[0].split("=", 1)[1]
+    tls: dict[str, Any] = {"verify": flags["-ca-cert"], "cert": (flags["-client-cert"], flags["-client-key"])}
+    http = requests.Session()
+    spec = """
+job "hist" {
+  datacenters = ["dc1"]
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["%s"]
+      }
+      env {
+        MODE = "%s"
+      }
+    }
+  }
+}
+"""
+    for args, mode in (("60", "a"), ("61", "b")):
+        job = http.post(
+            f"{base}/v1/jobs/parse", json={"JobHCL": spec % (args, mode)}, timeout=10, **tls
+        ).json()
+        assert http.put(f"{base}/v1/jobs", json={"Job": job}, timeout=10, **tls).status_code == 200
+    plain = http.get(f"{base}/v1/job/hist/versions", timeout=10, **tls).json()
+    assert plain["Diffs"] is None and [v["Version"] for v in plain["Versions"]] == [1, 0]
+    got = http.get(f"{base}/v1/job/hist/versions", params={"diffs": "true"}, timeout=10, **tls).json()
+    (diff,) = got["Diffs"]
+    assert (diff["Type"], diff["ID"], diff["Objects"]) == ("Edited", "hist", None), diff
+    assert all(f["Type"] == "None" for f in diff["Fields"]), "nothing of the job itself changed"
+    (group,) = diff["TaskGroups"]
+    assert (group["Name"], group["Type"]) == ("g", "Edited")
+    assert {f["Name"]: f["Type"] for f in group["Fields"]}["Count"] == "None"
+    (task,) = group["Tasks"]
+    changed = {f["Name"]: (f["Old"], f["New"]) for f in task["Fields"] if f["Type"] != "None"}
+    assert changed == {"Env[MODE]": ("a", "b")}, changed
+    (config,) = task["Objects"]
+    args_field = {f["Name"]: (f["Type"], f["Old"], f["New"]) for f in config["Fields"]}["args[0]"]
+    assert (config["Name"], config["Type"], args_field) == ("Config", "Edited", ("Edited", "60", "61"))

@@ -30,6 +30,7 @@ from agent.nomadapi.http import (
     guard,
     meta_headers,
 )
+from agent.nomadapi.jobdiff import job_diff
 from agent.nomadapi.node import Eval, Evals, NodeIdentity, eval_fields
 from agent.nomadapi.usage import CpuSamples
 from agent.state.store import Event
@@ -373,11 +374,15 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         )
 
     def versions(groups: tuple[str, ...], body: bytes) -> Response:
+        """`?diffs=true`: Diffs[i] is Versions[i+1] -> Versions[i] (agent.nomadapi.jobdiff)."""
         job_id = _job_id(groups[0])
         versions = blocking(core.changes, _JOB_KINDS, lambda: core.call(lambda: api.job_versions(job_id)))
         index = core.changes.current(_JOB_KINDS)
+        diffs = None
+        if query_params().get("diffs") == "true":
+            diffs = [job_diff(versions[i + 1], versions[i]) for i in range(len(versions) - 1)]
         return answer(
-            {"Versions": versions, "Diffs": None, "Index": index, "LastContact": 0, "KnownLeader": True}
+            {"Versions": versions, "Diffs": diffs, "Index": index, "LastContact": 0, "KnownLeader": True}
         )
 
     def job_evals(groups: tuple[str, ...], body: bytes) -> Response:
