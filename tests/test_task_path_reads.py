@@ -57,6 +57,9 @@ SITES: dict[tuple[str, str, str], str] = {
     ("jobspec/__init__.py", "load_jobspec", "path.read_text"): CLI,
     ("jobspec/hclfuncs/net.py", "_read_file", "path.open"): CLI,  # HCL file(): the agent gets a bundle
     ("killpoints.py", "sigkill_at.hook", "os.open"): NODE,
+    # the workload identity key: <data_dir>/server/keystore (0700 dir, 0600 file, root's)
+    ("identity/keyring.py", "Keyring._create", "os.open"): NODE,
+    ("identity/keyring.py", "Keyring._read", "path.read_bytes"): NODE,
     ("logs.py", "FileLog._dir", "os.open"): TASK,  # alloc/ and logs/ by dir fd, O_NOFOLLOW
     ("logs.py", "FileLog._read", "os.open"): TASK,  # O_NOFOLLOW|O_NONBLOCK, regular only
     ("logs.py", "TaskDirLog.read", "os.open"): TASK,  # a task started before logmon: the same rules
