@@ -105,8 +105,17 @@ def test_reboot_clears_run_and_keeps_var_lib(
 
 def test_down_removes_everything_and_is_a_noop_the_second_time(tmp_path: Path) -> None:
     provider = DockerProvider()
-    paths = LabPaths("itest3", home=tmp_path)
-    record = provider.up(LabSpec(name="itest3", clients=1, subnet="10.213.202.0/24"), paths)
+    spec = LabSpec(name="itest3", clients=1, subnet="10.213.202.0/24")
+    # A lab left running by a killed run of another checkout (its own home, its own key): an `up`
+    # without a record replaces its nodes rather than adopting nodes that trust another key.
+    other = LabPaths("itest3", home=tmp_path / "other")
+    provider.up(spec, other)
+    lost = {c.name: c.id for c in provider.docker.containers.list(filters={"label": "fieldlab.lab=itest3"})}
+    paths = LabPaths("itest3", home=tmp_path / "here")
+    record = provider.up(spec, paths)
+    now = {c.name: c.id for c in provider.docker.containers.list(filters={"label": "fieldlab.lab=itest3"})}
+    assert sorted(now) == sorted(lost) and not set(now.values()) & set(lost.values())
+    assert _sh(paths, record, "client1", "hostname") == "client1"
     removed = provider.down(record, paths)
     assert sorted(r.split()[0] for r in removed) == ["container"] * 2 + ["network"] + ["volume"] * 4
     assert provider.docker.containers.list(all=True, filters={"label": "fieldlab.lab=itest3"}) == []

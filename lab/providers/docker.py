@@ -99,6 +99,13 @@ class DockerProvider:
         import docker.errors
 
         paths.ensure()
+        if not paths.lab_file.exists():
+            # No record here, yet labelled objects of this lab may exist: a killed run's or another
+            # checkout's, their nodes trusting another key and their restart policy having brought
+            # them back with dockerd. Adopting them would wait for an ssh that never accepts us.
+            left = self.down(LabRecord(spec.name, self.name, []), paths)
+            if left:
+                say(f"lab {spec.name}: no record here; removed what a lost run left: {len(left)} objects")
         pubkey = ensure_ssh_key(paths.ssh_key, f"fieldlab-{spec.name}")
         base, _ = self.image()
         net = self._ensure_network(spec)
