@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import ConfigError
+from agent.identity.vaultlogin import DEFAULT_JWT_MOUNT, VAULT_IDENTITY, VaultJwt
 from agent.layout import NodeLayout
+from agent.model import WorkloadIdentity
 
 DEFAULT_CONFIG = Path("/etc/fieldlab-agent/config.json")
 
@@ -78,6 +80,18 @@ class VaultConfig:
     # The jobs each such policy belongs to: policy -> job ids, or prefixes ending in "*". A policy of
     # the prefix not listed here belongs to the one job whose id is the rest of its name.
     job_policies: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # The workload identity workflow (agent.identity.vaultlogin): the JWT auth method's mount, the login
+    # role when a vault block names none (Nomad's create_from_role), and the identity a task with a
+    # vault block gets when its jobspec has no `identity "vault_default"` (Nomad servers'
+    # vault.default_identity: {"aud": [...], "ttl": seconds, "env": bool, "file": bool}). Without one
+    # (the default) such a task's token comes from the token role, as before Nomad 1.7.
+    jwt_auth_backend_path: str = DEFAULT_JWT_MOUNT
+    jwt_role: str = ""
+    default_identity: WorkloadIdentity | None = None
+
+    @property
+    def jwt(self) -> VaultJwt:
+        return VaultJwt(self.jwt_auth_backend_path, self.jwt_role, self.default_identity)
 
 
 @dataclass(frozen=True)
@@ -312,7 +326,41 @@ def _vault(p: str, v: Any) -> VaultConfig:
         timeout,
         job_policy_prefix=prefix,
         job_policies=_job_policies(p, v.get("job_policies", {}), prefix),
+        jwt_auth_backend_path=_vault_name(p, v, "jwt_auth_backend_path", DEFAULT_JWT_MOUNT, "a mount path"),
+        jwt_role=_vault_name(p, v, "jwt_role", "", "a JWT role name"),
+        default_identity=_default_identity(p, v.get("default_identity")),
     )
+
+
+def _vault_name(p: str, v: dict[str, Any], key: str, default: str, what: str) -> str:
+    value = v.get(key, default)
+    if not isinstance(value, str) or value.strip() != value or value.startswith("/") or ".." in value:
+        raise ConfigError(p, f"vault.{key}", f"{value!r} is not {what}")
+    if key == "jwt_auth_backend_path" and not value:
+        raise ConfigError(p, f"vault.{key}", "must name the JWT auth method's mount (Nomad's jwt-nomad)")
+    return value
+
+
+def _default_identity(p: str, raw: Any) -> WorkloadIdentity | None:
+    key = "vault.default_identity"
+    if raw is None or raw == {}:  # absent, or empty (the lab role's "none"): the token role's way
+        return None
+    if not isinstance(raw, dict):
+        raise ConfigError(p, key, 'must be an object: {"aud": ["vault.io"], "ttl": 3600}')
+    unknown = sorted(set(raw) - {"aud", "ttl", "env", "file"})
+    if unknown:
+        raise ConfigError(p, f"{key}.{unknown[0]}", "unknown key (known: aud, env, file, ttl)")
+    aud = raw.get("aud")
+    if not isinstance(aud, list) or not aud or not all(isinstance(a, str) and a for a in aud):
+        raise ConfigError(
+            p, f"{key}.aud", "must be a list of one or more audiences (Vault's role binds them)"
+        )
+    ttl = _non_negative(p, raw, "ttl", 0.0, f"{key}.")
+    for flag in ("env", "file"):
+        if not isinstance(raw.get(flag, False), bool):
+            raise ConfigError(p, f"{key}.{flag}", "must be true or false")
+    env, file = bool(raw.get("env", False)), bool(raw.get("file", False))
+    return WorkloadIdentity(VAULT_IDENTITY, tuple(aud), env=env, file=file, ttl=ttl)
 
 
 def _job_policies(p: str, value: Any, prefix: str) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -2,9 +2,8 @@
 timers only put work on its queue, so no two changes to an alloc ever race.
 
 The Core keeps the loop, the jobs and their allocs (submit, stop, replacements) and the orphan
-sweeps. Two larger steps it runs on the loop have their own modules: the startup restore
-(agent.restore) and the garbage collection of terminal allocs (agent.node.gc); the Core's `restore`,
-`gc`, `start_periodic_gc` and `purge_job` hand over to them.
+sweeps. Two larger steps it runs on the loop have their own modules: the startup restore (agent.restore)
+and the GC of terminal allocs (agent.node.gc); `restore`, `gc`, `start_periodic_gc`, `purge_job` use them.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.faults import Faults
 from agent.getter.getter import ArtifactGetter, HttpGetter
+from agent.identity.vaultlogin import VaultJwt
 from agent.jobcodec import encode_job
 from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
 from agent.jobupdate import UpdatePlan, earlier_versions, plan_job_update
@@ -57,7 +57,7 @@ from agent.state.watched import WatchedStore
 from agent.taskenv import node_table
 from agent.templates.budget import DEFAULT_PASS_BUDGET
 from agent.templates.deps import TemplateDeps
-from agent.templates.render import ConsulSource, check_template
+from agent.templates.render import check_template
 from agent.templates.wake import vault_wake
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,7 @@ class Core:
         advertise_address: str = "",
         vault: TokenIssuer | None = None,
         vault_token_role: str = DEFAULT_TOKEN_ROLE,
+        vault_jwt: VaultJwt | None = None,
         task_dirs: TaskDirs | None = None,
         template_render_timeout: float = 2.0,
         template_max_bytes: int = 4 * 1024 * 1024,
@@ -131,7 +132,6 @@ class Core:
         node: NodeFacts | None = None,
         getter: ArtifactGetter | None = None,
     ) -> None:
-        self.limits = limits  # what a jobspec may ask for (the client's max_count, max_kill_timeout)
         self.datacenter = datacenter
         # What a job's datacenters and constraints are checked against, and /v1/node/:id shows
         self.node = node or NodeFacts("", "", datacenter, attributes=node_attributes(drivers.names))
@@ -143,7 +143,8 @@ class Core:
         self.drivers = drivers
         self.faults = faults
         self.bugs = faults.bugs()  # read once; only the plan_* decisions look at it
-        self.limits = replace(self.limits, bugs=self.bugs)  # the submission checks' flags
+        # What a jobspec may ask for (the client's max_count, max_kill_timeout), with the checks' flags.
+        self.limits = replace(limits, bugs=self.bugs)
         # The named steps a kill must not break (agent.killpoints): a no-op unless `crash-at` is set
         # (then the agent SIGKILLs itself there, once per data dir), or a test's hook.
         self.kill_point = kill_point if kill_point is not None else sigkill_at(faults.crash_at, data_dir)
@@ -156,7 +157,6 @@ class Core:
         # Blocking steps (a task's stop, a change script) run in worker threads whose continuations
         # come back to this loop (agent.offload); tests of the fakes pass run_inline.
         self.offload = offload if offload is not None else threaded(self._q.put)
-        consul_kv: ConsulSource | None = ConsulData(consul.address) if consul else None
         nomad = NomadData(
             store, lambda: self.runners, self.changes, self.schedule, datacenter, advertise_address, data_dir
         )
@@ -170,7 +170,7 @@ class Core:
             templates=TemplateDeps(
                 store,
                 self.schedule,
-                consul=consul_kv,
+                consul=ConsulData(consul.address) if consul else None,
                 bugs=self.bugs,
                 render_timeout=template_render_timeout,
                 max_bytes=template_max_bytes,
@@ -186,6 +186,7 @@ class Core:
             advertise_address=advertise_address,
             vault=vault,
             vault_token_role=vault_token_role,
+            vault_jwt=vault_jwt or VaultJwt(),
             kill_point=self.kill_point,
             offload=self.offload,
             host_volumes=self.node.host_volumes,
@@ -321,8 +322,7 @@ class Core:
         self.schedule(interval, tick)
 
     def alloc_views(self) -> list[dict[str, Any]]:
-        """Every alloc the client tracks, as Nomad lists them: the ones it runs, and the terminal ones
-        the GC has not collected yet (read from the store: a restarted agent keeps no runner)."""
+        """Every alloc the client lists: its runners', and the terminal ones the GC has not collected."""
         views = [r.view() for r in self.runners.values()]
         for alloc_id, raw in self.store.list("alloc", TERMINAL_STATUSES).records.items():
             if alloc_id not in self.runners and (stored := self._stored_runner(alloc_id, raw)) is not None:

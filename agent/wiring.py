@@ -24,6 +24,7 @@ from agent.errors import AgentError
 from agent.faults import Faults
 from agent.getter.fetch import FetchLimits
 from agent.getter.getter import HttpGetter
+from agent.identity.vaultlogin import VaultJwt
 from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
@@ -59,6 +60,7 @@ class CoreSettings:
     artifacts: HttpGetter = field(default_factory=HttpGetter)  # how tasks' artifacts are fetched
     docker_pids_limit: int = 0
     vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
+    vault_jwt: VaultJwt = field(default_factory=VaultJwt)  # or the workload identity workflow's login
     limits: Limits = DEFAULT_LIMITS  # what a jobspec may ask for (max_count, max_kill_timeout)
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation) is registered
     docker_enabled: bool = True  # the docker driver (and pause containers) is registered
@@ -90,6 +92,7 @@ class CoreSettings:
             ),
             docker_pids_limit=cfg.docker_pids_limit,
             vault_token_role=cfg.vault.token_role,
+            vault_jwt=cfg.vault.jwt,
             limits=Limits(
                 max_count=cfg.max_count,
                 max_kill_timeout=cfg.max_kill_timeout,
@@ -164,6 +167,7 @@ def build_core(
         advertise_address=settings.advertise_address,
         vault=vault,
         vault_token_role=settings.vault_token_role,
+        vault_jwt=settings.vault_jwt,
         template_render_timeout=settings.template_render_timeout,
         template_max_bytes=settings.template_max_bytes,
         template_pass_budget=settings.template_pass_budget,

@@ -337,6 +337,9 @@ class FakeNode:
         return AllocRunner(self.deps(), record, job, group)
 
 
+OUTSIDE_THE_ROLE = "outside-the-role"  # a policy FakeVault's token role refuses (not in allowed_policies)
+
+
 class FakeVault:
     """The agent's Vault client for tasks' tokens (agent.runner.vaulttoken.TokenIssuer), made up:
     tokens "task-token-<n>" with accessors "acc-<n>", each valid until revoked; a task token's reads
@@ -363,6 +366,9 @@ class FakeVault:
         self.fetched: list[tuple[str, str]] = []  # (token, path)
         self.down = False
         self.refuse_renewals = False
+        self.issued = 0
+        self.logins: list[tuple[str, str, str]] = []  # (mount, role, jwt) of each JWT login
+        self.jwt_policies: tuple[str, ...] = ("nomad-workloads",)
 
     def _check(self, op: str, path: str) -> None:
         if self.down:
@@ -379,12 +385,24 @@ class FakeVault:
         self._check("create token", f"auth/token/create/{role}")
         if not policies:
             raise VaultDenied("create token", f"auth/token/create/{role}", "no policies asked for")
-        n = len(self.created) + 1
+        if OUTSIDE_THE_ROLE in policies:
+            raise VaultDenied("create token", f"auth/token/create/{role}", "policy not allowed by the role")
         self.created.append((role, tuple(policies), dict(meta or {})))
+        return self._new_token(("default", *policies))
+
+    def login_jwt(self, mount: str, role: str, jwt: str) -> TokenGrant:
+        """A JWT login: recorded (mount, role, jwt); the role's policies are `jwt_policies`."""
+        self._check("login", f"auth/{mount}/login")
+        self.logins.append((mount, role, jwt))
+        return self._new_token(("default", *self.jwt_policies))
+
+    def _new_token(self, policies: tuple[str, ...]) -> TokenGrant:
+        self.issued += 1
+        n = self.issued
         token, accessor = f"task-token-{n}", f"acc-{n}"
         self.live[token] = accessor
         self.granted[token] = self.clock()
-        return TokenGrant(accessor, self.ttl, True, self.clock(), ("default", *policies), token=token)
+        return TokenGrant(accessor, self.ttl, True, self.clock(), policies, token=token)
 
     def revoke_accessor(self, accessor: str) -> None:
         self._check("write", "auth/token/revoke-accessor")

@@ -12,16 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.errors import AgentError
+from agent.identity.vaultlogin import token_role_policies
 from agent.jobspec import JobspecError, Limits, ParsedJob, load_jobspec, parse_duration, parse_jobspec
 from agent.jobspec.fields import UNIMPLEMENTED
 from agent.model import ChangeScript, Check, EphemeralDisk, LogConfig, Network, Port, RestartPolicy, Vault
 
 SPECS = Path(__file__).parent / "jobspecs"
 NOT_IMPLEMENTED = "accepted but not implemented by fieldlab-agent"
-WORKLOAD_IDENTITY = (
-    "workload identity roles are not implemented by fieldlab-agent: the task's token is created "
-    "through the agent's token role with the block's policies"
-)
 
 
 def _parse(text: str, fmt: str | None = None) -> ParsedJob:
@@ -90,7 +87,6 @@ def test_template_change_mode_job_reads_modes_signals_and_durations() -> None:
     assert parsed.warnings == (
         "job.pki-probe.group.probe.task.probe.kill_timeout: 1m30s is more than the client's max_kill_timeout "
         "(30s): a stop waits that long at most",
-        f"job.pki-probe.group.probe.task.probe.vault.role: {WORKLOAD_IDENTITY}",
     )
     job = parsed.job
     assert dict(job.meta) == {"seed": "nomad-24140"}
@@ -784,13 +780,17 @@ def test_json_syntax_errors_and_duplicate_keys_are_rejected() -> None:
     assert "a JSON jobspec is an object" in reason
 
 
-def test_a_vault_block_without_policies_gets_a_default_only_token_and_a_warning() -> None:
-    parsed = _parse(
-        _mutated('kill_signal = "SIGTERM"', 'kill_signal = "SIGTERM"\nvault {\nchange_mode = "noop"\n}')
-    )
+def test_a_vault_block_without_policies_is_kept_empty_and_warned_unless_the_task_has_an_identity() -> None:
+    block = 'kill_signal = "SIGTERM"\nvault {\nchange_mode = "noop"\n}'
+    parsed = _parse(_mutated('kill_signal = "SIGTERM"', block))
     task = parsed.job.groups[0].tasks[0]
-    assert task.vault is not None and task.vault.policies == ("default",)
-    assert any("workload identity" in w and w.startswith(f"{_T}.vault:") for w in parsed.warnings)
+    # As Nomad's job keeps it: the token role asks for Vault's default at derivation (vaultlogin).
+    assert task.vault is not None and task.vault.policies == ()
+    assert token_role_policies(task.vault) == ("default",)
+    assert any("JWT role" in w and w.startswith(f"{_T}.vault:") for w in parsed.warnings)
+    with_identity = block + '\nidentity {\nname = "vault_default"\naud = ["vault.io"]\n}'
+    parsed = _parse(_mutated('kill_signal = "SIGTERM"', with_identity))
+    assert not any(w.startswith(f"{_T}.vault") for w in parsed.warnings), parsed.warnings
 
 
 def test_hcl_arithmetic_is_evaluated_as_nomad_does() -> None:

@@ -33,19 +33,12 @@ from hypothesis import strategies as st
 from agent.model import Group, Job, Task, Template, Vault
 from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
-from agent.runner.vaulttoken import (
-    KIND_VAULT_TOKEN,
-    NoVaultBlock,
-    TaskVaultToken,
-    TokenAction,
-    TokenIssuer,
-    TokenLease,
-    plan_token,
-)
+from agent.runner.vaultlease import TokenAction, TokenLease, plan_token
+from agent.runner.vaulttoken import KIND_VAULT_TOKEN, NoVaultBlock, TaskVaultToken, TokenIssuer
 from agent.state import SqliteStore
 from agent.templates.runner import TemplateDeps
 from agent.vault import TokenGrant, VaultClient
-from tests.fakes import FakeNode, FakeVault
+from tests.fakes import OUTSIDE_THE_ROLE, FakeNode, FakeVault
 from tests.openbao_server import (
     JOB_OTHER,
     JOB_PROBE,
@@ -502,10 +495,10 @@ def test_stopping_the_alloc_revokes_every_tasks_token(tmp_path: Path) -> None:
 def test_a_failed_derivation_fails_the_setup_and_revokes_what_was_derived(tmp_path: Path) -> None:
     node = FakeNode(tmp_path)
     vault = FakeVault(Serials())
-    bad = Task("bad", "docker", config={"image": "x"}, vault=Vault(policies=()))  # the jobspec refuses this
+    bad = Task("bad", "docker", config={"image": "x"}, vault=Vault(policies=(OUTSIDE_THE_ROLE,)))
     r = _runner(node, vault, _task(vault=Vault(policies=(JOB_PROBE,))), bad)
     r.start()
-    assert r.rec.status is AllocStatus.FAILED and "no policies asked for" in r.rec.reason
+    assert r.rec.status is AllocStatus.FAILED and "not allowed by the role" in r.rec.reason
     assert vault.revoked == ["acc-1"]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TypeVar
 
+from agent.identity.vaultlogin import VAULT_IDENTITY
 from agent.jobspec.artifacts import read_artifacts
 from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
@@ -233,7 +234,9 @@ class Builder(ServiceBlocks, TemplateBlocks):
         templates = self._templates(body, path)
         services = self._services(body, path, labels, service_name, task_names=None)
         user = self._str(body, "user", path)
-        vault = self._vault(body, path) or default_vault
+        identities = read_identities(self, body, path)
+        has_vault_identity = any(w.name == VAULT_IDENTITY for w in identities)
+        vault = self._vault(body, path, has_vault_identity) or default_vault
         return Task(
             name=name,
             driver=driver,
@@ -254,7 +257,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             lifecycle=self._lifecycle(body, path),
             volume_mounts=read_mounts(self, body, path),
             artifacts=read_artifacts(self, body, path),
-            identities=read_identities(self, body, path),
+            identities=identities,
         )
 
     def _lifecycle(self, body: Body, path: str) -> Lifecycle | None:
@@ -293,34 +296,29 @@ class Builder(ServiceBlocks, TemplateBlocks):
         )
         return ""
 
-    def _vault(self, body: Body, path: str) -> Vault | None:
+    def _vault(self, body: Body, path: str, has_vault_identity: bool = False) -> Vault | None:
         found = self._single(body, "vault", path)
         if found is None:
             return None
         v, vpath = found
         policies = self._str_list(v, "policies", vpath)
         role = self._str(v, "role", vpath)
-        if not policies:
-            # Nomad >= 1.7 logs in with the task's workload identity (a JWT role) and takes the
-            # policies from that role. Not implemented here; through the agent's token role an empty
-            # list would grant every policy the role allows, so the token gets Vault's default only.
+        if not policies and not has_vault_identity:
+            # Nomad >= 1.7 logs in with the task's Vault identity and its JWT role decides the
+            # policies (agent.identity.vaultlogin). The agent does too when the task has an identity
+            # "vault_default" or its config a vault.default_identity; else the token role gives the
+            # token Vault's "default" policy only.
             self.report.warn(
                 vpath,
-                "a vault block without policies uses Nomad's workload identity, which fieldlab-agent "
-                "does not implement: the task's token has only Vault's \"default\" policy",
+                "a vault block without policies takes them from a JWT role (Nomad 1.7+'s workload "
+                "identity): on an agent without vault.default_identity and a task without identity "
+                '"vault_default", the task\'s token has only Vault\'s "default" policy',
             )
-            policies = ("default",)
         for i, policy in enumerate(policies):
             if not policy.strip() or policy == "root":
                 self.report.error(
                     f"{join(vpath, 'policies')}[{i}]", f"{short(policy)!r} cannot be a task's policy"
                 )
-        if role:
-            self.report.warn(
-                join(vpath, "role"),
-                "workload identity roles are not implemented by fieldlab-agent: the task's token is "
-                "created through the agent's token role with the block's policies",
-            )
         change_mode = self._choice(v, "change_mode", vpath, VAULT_CHANGE_MODES, "restart")
         change_signal = self._str(v, "change_signal", vpath)
         if change_mode == "signal" and not change_signal:

@@ -15,6 +15,7 @@ from agent.config import DEFAULT_TOKEN_ROLE
 from agent.drivers.registry import DriverRegistry
 from agent.getter.getter import ArtifactGetter, HttpGetter
 from agent.identity.keyring import Keyring
+from agent.identity.vaultlogin import VaultJwt
 from agent.killpoints import KillHook, no_kill
 from agent.network.base import Network
 from agent.offload import Offload, run_inline
@@ -46,6 +47,7 @@ class RunnerDeps:
     advertise_address: str = ""
     vault: TokenIssuer | None = None  # the agent's Vault client: creates and revokes tasks' tokens
     vault_token_role: str = DEFAULT_TOKEN_ROLE
+    vault_jwt: VaultJwt = field(default_factory=VaultJwt)  # the workload identity workflow's settings
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep  # a task's shutdown_delay, in its stop's thread
     # At each named step (agent.killpoints): a no-op, the `crash-at` SIGKILL, or a test's Killed.

@@ -45,6 +45,16 @@ class IdentityError(AgentError):
     pass
 
 
+def sign_identity(tr: TaskRunner, wid: WorkloadIdentity) -> str:
+    """A fresh JWT of the task's identity `wid`, signed with the agent's key."""
+    keyring = tr.d.keyring
+    if keyring is None:
+        raise IdentityError(f"identity {wid.name}: this agent has no workload identity key")
+    ar = tr.ar
+    workload = Workload(ar.job.id, ar.group.name, ar.id, tr.t.name)
+    return keyring.sign(identity_claims(workload, wid, tr.d.clock(), str(uuid.uuid4())))
+
+
 class IdentityHook(TaskHook):
     name = "identity"
 
@@ -81,12 +91,7 @@ class IdentityHook(TaskHook):
             self._arm(tr, wid, self.generation)
 
     def _sign(self, tr: TaskRunner, wid: WorkloadIdentity) -> None:
-        keyring = tr.d.keyring
-        if keyring is None:
-            raise IdentityError(f"identity {wid.name}: this agent has no workload identity key")
-        ar = tr.ar
-        workload = Workload(ar.job.id, ar.group.name, ar.id, tr.t.name)
-        token = keyring.sign(identity_claims(workload, wid, tr.d.clock(), str(uuid.uuid4())))
+        token = sign_identity(tr, wid)
         if wid.env:
             tr.workload_env[env_name(wid)] = token
         if wid.file:

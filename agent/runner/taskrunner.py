@@ -39,9 +39,11 @@ from agent.drivers.base import (
     inside_env,
 )
 from agent.errors import AgentError
+from agent.identity.vaultlogin import plan_vault_login
 from agent.model import Task
 from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
 from agent.runner.hooks import StartRequest, TaskHook, Then
+from agent.runner.identityhook import sign_identity
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
 from agent.sandbox import SandboxError, read_file
@@ -148,6 +150,8 @@ class TaskRunner:
                 event=self.event,
                 on_new_token=self.vault_token_changed,
                 clock=self.d.clock,
+                jwt=plan_vault_login(self.t, self.d.vault_jwt),
+                sign=lambda wid: sign_identity(self, wid),
             )
         return self._vault_token
 

@@ -37,21 +37,21 @@ import os
 import random
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent.decisions import plan_rate_limit_retry
 from agent.errors import AgentError, RateLimited
-from agent.model import Task
+from agent.identity.vaultlogin import JwtLogin, token_role_policies
+from agent.model import Task, WorkloadIdentity
 from agent.runner.owner import task_file_owner
+from agent.runner.vaultlease import TokenAction, TokenLease, plan_token
 from agent.sandbox import SandboxError
 from agent.sandbox import read_file as read_task_file
 from agent.state import StateStore
 from agent.templates.render import RestartPaced
 from agent.vault import (
-    RENEW_FRACTION,
     TokenGrant,
     VaultDenied,
     VaultError,
@@ -64,7 +64,6 @@ log = logging.getLogger(__name__)
 KIND_VAULT_TOKEN = "vault_token"  # noqa: S105 - a record kind: key alloc_id/task, the token's lease
 TOKEN_FILE = "vault_token"  # noqa: S105 - a file name, in the task's secrets/ dir
 TOKEN_FILE_MAX = 16 * 1024  # a token is ~100 bytes; anything larger is not one
-CAPPED_SLACK = 1.0  # seconds: a renewal granting less than the first TTL by more is capped
 
 Clock = Callable[[], float]
 
@@ -96,110 +95,11 @@ class TokenIssuer(Protocol):
         display_name: str = "",
     ) -> TokenGrant: ...
 
+    def login_jwt(self, mount: str, role: str, jwt: str) -> TokenGrant: ...
+
     def revoke_accessor(self, accessor: str) -> None: ...
 
     def token_client(self, token: str) -> TaskTokenClient: ...
-
-
-# --- the lease and the pure decision ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TokenLease:
-    """What the agent keeps about a task's token in the state store: no secret, only its accessor,
-    its policies and the TTL it has left as of `granted_at` (our clock)."""
-
-    accessor: str
-    policies: tuple[str, ...]
-    ttl: float
-    granted_at: float
-    renewable: bool
-    first_ttl: float  # as granted at derivation
-    capped: bool = False  # the last renewal granted less than first_ttl: the token's max TTL is near
-
-    @property
-    def expires_at(self) -> float:
-        return self.granted_at + self.ttl
-
-    @classmethod
-    def from_grant(cls, grant: TokenGrant) -> TokenLease:
-        return cls(grant.accessor, grant.policies, grant.ttl, grant.granted_at, grant.renewable, grant.ttl)
-
-    def renewed(self, grant: TokenGrant) -> TokenLease:
-        """After a renewal: the TTL it granted, and whether the token's max TTL capped it."""
-        capped = grant.ttl < self.first_ttl - CAPPED_SLACK
-        return replace(
-            self, ttl=grant.ttl, granted_at=grant.granted_at, renewable=grant.renewable, capped=capped
-        )
-
-    def looked_up(self, grant: TokenGrant) -> TokenLease:
-        """After a lookup: the TTL the token has left (not a renewal: says nothing of its max TTL)."""
-        return replace(self, ttl=grant.ttl, granted_at=grant.granted_at, renewable=grant.renewable)
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "accessor": self.accessor,
-            "policies": list(self.policies),
-            "ttl": self.ttl,
-            "granted_at": self.granted_at,
-            "renewable": self.renewable,
-            "first_ttl": self.first_ttl,
-            "capped": self.capped,
-        }
-
-    @classmethod
-    def from_record(cls, rec: dict[str, Any]) -> TokenLease:
-        try:
-            return cls(
-                accessor=str(rec["accessor"]),
-                policies=tuple(str(p) for p in rec["policies"]),
-                ttl=float(rec["ttl"]),
-                granted_at=float(rec["granted_at"]),
-                renewable=bool(rec["renewable"]),
-                first_ttl=float(rec["first_ttl"]),
-                capped=bool(rec.get("capped", False)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AgentError(f"vault token record: {type(exc).__name__}: {exc}") from None
-
-
-class TokenAction(Enum):
-    WAIT = "wait"  # nothing to do until `at`
-    RENEW = "renew"  # renew-self now
-    DERIVE = "derive"  # a new token now (there is none, or this one cannot be renewed)
-    NEVER = "never"  # the token does not expire: nothing to do, ever
-
-
-@dataclass(frozen=True)
-class TokenPlan:
-    action: TokenAction
-    at: float  # when (our clock): now for RENEW and DERIVE
-    reason: str
-
-
-def plan_token(lease: TokenLease | None, now: float, fraction: float = RENEW_FRACTION) -> TokenPlan:
-    """What to do about a task's token at `now`: renew once `fraction` of its TTL has passed (as the
-    agent renews its own, VaultClient.renew); derive a new one when there is none, when it has
-    expired by our clock, or when it is due and cannot be renewed (not renewable, or the last
-    renewal was capped by its max TTL, so renewing again would only shrink it)."""
-    if not 0 < fraction < 1:
-        raise ValueError(f"renew fraction {fraction}: need 0 < fraction < 1")
-    if lease is None:
-        return TokenPlan(TokenAction.DERIVE, now, "no token yet")
-    if lease.ttl <= 0:
-        return TokenPlan(TokenAction.NEVER, now, "the token does not expire")
-    due = lease.granted_at + lease.ttl * fraction
-    if now < due:
-        return TokenPlan(TokenAction.WAIT, due, f"renewal due at {fraction:.0%} of its TTL")
-    if now >= lease.expires_at:
-        why = "the token expired"
-    elif not lease.renewable:
-        why = "the token is not renewable"
-    elif lease.capped:
-        why = "the token is near its max TTL"
-    else:
-        return TokenPlan(TokenAction.RENEW, now, f"{fraction:.0%} of its TTL passed")
-    return TokenPlan(TokenAction.DERIVE, now, why)
 
 
 # --- which job may name which policy -----------------------------------------------------------------
@@ -298,12 +198,17 @@ class TaskVaultToken:
         event: Callable[[str, str], None],
         on_new_token: Callable[[str], None],
         clock: Clock,
+        jwt: JwtLogin | None = None,
+        sign: Callable[[WorkloadIdentity], str] | None = None,
     ) -> None:
         if task.vault is None:
             raise ValueError(f"task {task.name} has no vault block")
         self.vault = task.vault
         self.alloc_id, self.job, self.task = alloc_id, job, task.name
         self.issuer, self.role, self.store = issuer, role, store
+        # The workload identity workflow (agent.identity.vaultlogin): log in with the signed identity.
+        self.jwt: JwtLogin | None = jwt if sign is not None else None
+        self.sign: Callable[[WorkloadIdentity], str] | None = sign
         self.secrets_dir = secrets_dir
         self.owner = task_file_owner(task)  # the file is the task's user's before its first start
         self.schedule, self.event, self.on_new_token, self.clock = schedule, event, on_new_token, clock
@@ -484,12 +389,17 @@ class TaskVaultToken:
         """Derive a new token and put it in place; the old one (if any) is revoked afterwards."""
         self._check_policies()
         old = self.lease
-        grant = self.issuer.create_token(
-            self.role,
-            self.vault.policies,
-            meta={"alloc_id": self.alloc_id, "job": self.job, "task": self.task},
-            display_name=f"{self.job}-{self.task}",
-        )
+        if self.jwt is not None and self.sign is not None:
+            grant = self.issuer.login_jwt(self.jwt.mount, self.jwt.role, self.sign(self.jwt.identity))
+            how = f"logged in with identity {self.jwt.identity.name} at auth/{self.jwt.mount}"
+            why = f"{how}{f' as role {self.jwt.role}' if self.jwt.role else ''}; {why}"
+        else:
+            grant = self.issuer.create_token(
+                self.role,
+                token_role_policies(self.vault),
+                meta={"alloc_id": self.alloc_id, "job": self.job, "task": self.task},
+                display_name=f"{self.job}-{self.task}",
+            )
         lease = TokenLease.from_grant(grant)
         self.lease = lease
         self._save()  # the accessor first: a crash from here on leaves a token the next agent revokes
@@ -505,7 +415,10 @@ class TaskVaultToken:
 
     def _check_policies(self) -> None:
         """Refuse (with a task event naming the policy and the job) a vault block that names a
-        per-job policy of another job: the token role would grant it, only the agent knows the job."""
+        per-job policy of another job: the token role would grant it, only the agent knows the job.
+        (A JWT login's policies are its role's: OpenBao binds them to the job's claims.)"""
+        if self.jwt is not None:
+            return
         why = job_policies().refusal(self.vault.policies, self.job)
         if why is None:
             return

@@ -121,7 +121,7 @@ class _VaultApi(ABC):
         try:
             adapter = self._hvac.adapter
             call = {"get": adapter.get, "list": adapter.list}.get(method, adapter.post)
-            kwargs: dict[str, Any] = {"headers": {"X-Vault-Token": token}}
+            kwargs: dict[str, Any] = {"headers": {"X-Vault-Token": token} if token else {}}
             if body is not None:
                 kwargs["json"] = body
             resp = call(f"/v1/{path}", **kwargs)
@@ -457,6 +457,27 @@ class VaultClient(_VaultApi):
         auth = resp.get("auth") or {}
         if not auth.get("client_token"):
             raise VaultError("create token", path, "the response holds no token")
+        return grant(auth, granted_at, resp.get("warnings"))
+
+    def login_jwt(self, mount: str, role: str, jwt: str) -> TokenGrant:
+        """A task's token from its workload identity (Nomad 1.7+'s way): a JWT auth login at
+        auth/<mount>/login as `role` ("": the method's default_role). The login sends no token of
+        the agent's: the JWT is the only credential; the role decides the policies. A refused JWT
+        or role is VaultDenied."""
+        path = f"auth/{mount.strip('/')}/login"
+        body: dict[str, Any] = {"jwt": jwt}
+        if role:
+            body["role"] = role
+        granted_at = self.clock()
+        try:
+            resp = self._send("post", path, body, "", op="login")
+        except VaultError as exc:
+            if type(exc) is VaultError:  # 400: a bad audience, an unknown key or role, expired
+                raise VaultDenied("login", path, exc.reason) from None
+            raise
+        auth = resp.get("auth") or {}
+        if not auth.get("client_token"):
+            raise VaultError("login", path, "the response holds no token")
         return grant(auth, granted_at, resp.get("warnings"))
 
     def revoke_accessor(self, accessor: str) -> None:
