@@ -732,6 +732,64 @@ def test_a_job_cannot_name_another_jobs_vault_policy(cluster: Cluster) -> None:
         agent.stop_job("hostile-policy")
 
 
+# A task with a Vault identity (Nomad 1.7+'s workflow): its vault block names no policy; the agent
+# logs it in to the pki role's JWT auth method, whose policy is templated on the job id claim.
+WID_BLOCKS = """      identity {
+        name = "vault_default"
+        aud  = ["vault.io"]
+        ttl  = "1h"
+      }
+      vault {}
+"""
+
+
+def test_a_workload_identity_login_reads_its_own_jobs_paths_and_not_another_jobs(cluster: Cluster) -> None:
+    """The JWT login's token reads the shared entry (its policy's) and is denied another job's KV
+    entry: the job id claim, signed by the agent, binds what the token may read."""
+    agent = cluster.agent(cluster.clients[0])
+    attempts = {
+        "hostile-wid-own": (
+            '{{ with secret "secret/data/fieldlab/shared" }}{{ .Data.data.greeting }}{{ end }}',
+            "running",
+        ),
+        "hostile-wid-steal": (
+            '{{ with secret "secret/data/fieldlab/jobs/probe/canary" }}{{ .Data.data.value }}{{ end }}',
+            "failed",
+        ),
+    }
+    submitted: list[str] = []
+    try:
+        for job, (text, want) in attempts.items():
+            blocks = WID_BLOCKS + DATA_TEMPLATE.format(text=text)
+            (alloc_id,) = agent.run_job(SLEEPER_JOB.format(job=job, blocks=blocks), f"hostile: {job}")
+            submitted.append(job)
+
+            def settled(alloc_id: str = alloc_id) -> tuple[dict[str, Any] | None, str]:
+                a = agent.alloc(alloc_id)
+                return (a if a["status"] != "pending" else None), str(a["status"])
+
+            alloc = wait_until(settled, timeout=60, what=f"{job} settles")
+            events = _events(agent, alloc_id)
+            logins = [
+                m for t, m in events if t == "Vault Token" and "logged in with identity vault_default" in m
+            ]
+            assert alloc["status"] == want and logins, f"{job}: {alloc['status']}: {events}"
+            out = f"{AGENT_DATA_DIR}/alloc/{alloc_id}/t/secrets/out"
+            rendered = cluster.clients[0].run(f"cat {out}", check=False)
+            if want == "running":
+                assert rendered.stdout.strip() == "hello from fieldlab", rendered
+            else:
+                denied = [
+                    m
+                    for t, m in events
+                    if t in ("Setup Failure", "Template Failed") and "denied" in m.lower()
+                ]
+                assert denied and rendered.rc != 0, f"{job}: {events}"
+    finally:
+        for job in submitted:
+            agent.stop_job(job)
+
+
 ARTIFACT_JOB = """
 job "hostile-artifact-{kind}" {{
   group "g" {{

@@ -175,6 +175,20 @@ def test_the_secrets_on_the_node_are_roots_alone(client: Any) -> None:
     ]
 
 
+def test_the_labs_identity_key_is_in_the_agents_keystore_roots_alone(client: Any, secrets: Path) -> None:
+    """The pki role's signing key, the one OpenBao's JWT auth method trusts, is the agent's only key
+    (every agent signs with it); compared by digest, never shown."""
+    import hashlib
+
+    keystore = "/var/lib/fieldlab-agent/server/keystore"
+    listed = sh(client, f"stat -c '%n %a %U' {keystore} {keystore}/*.pem").splitlines()
+    assert len(listed) == 2 and listed[0] == f"{keystore} 700 root", listed
+    assert listed[1].startswith(f"{keystore}/fieldlab-") and listed[1].endswith(".pem 600 root"), listed
+    on_node = sh(client, f"sha256sum {keystore}/*.pem").split()[0]
+    want = hashlib.sha256((secrets / "workload-identity.pem").read_bytes()).hexdigest()
+    assert on_node == want, "the agent's key is not the lab's"
+
+
 # The agent's own render worker pool, started as the root agent starts it: its worker must drop to
 # nobody, which it can only do when nobody can read the installed venv (a worker that cannot start as
 # nobody falls back to the agent's user, with a warning, and templates render as root).

@@ -259,12 +259,67 @@ def test_the_agent_revokes_a_task_token_by_its_accessor(client: Any, bao: str, a
     assert lookup.status == 403, f"the revoked token still works: {lookup.status}"
 
 
+def _signed(data_dir: Path, key_pem: bytes | None, job: str, aud: str = "vault.io") -> str:
+    """A task's vault_default identity for `job`, signed as an agent signs it: with the lab's key
+    (copied into a keystore) or, `key_pem` None, with a key of its own."""
+    import time
+    import uuid
+
+    from agent.identity.claims import Workload, identity_claims
+    from agent.identity.keyring import Keyring
+    from agent.model import WorkloadIdentity
+
+    if key_pem is not None:
+        (data_dir / "server" / "keystore").mkdir(parents=True, mode=0o700)
+        (data_dir / "server" / "keystore" / "lab.pem").write_bytes(key_pem)
+    wid = WorkloadIdentity("vault_default", (aud,), ttl=600)
+    claims = identity_claims(Workload(job, "g", str(uuid.uuid4()), "t"), wid, time.time(), str(uuid.uuid4()))
+    return Keyring(data_dir).sign(claims)
+
+
+def test_a_tasks_identity_signed_with_the_lab_key_logs_in_and_reads_only_its_jobs_paths(
+    client: Any, bao: str, secrets: Path, tmp_path: Path
+) -> None:
+    key = (secrets / "workload-identity.pem").read_bytes()
+    jwt = _signed(tmp_path / "agent", key, "probe")
+    login = http(client, "POST", f"{bao}/auth/jwt-nomad/login", body={"jwt": jwt})  # the default role
+    assert login.status == 200, f"JWT login: {login.status} {login.errors}"
+    auth = login.data["auth"]
+    assert auth["policies"] == ["default", "nomad-workloads"] and auth["metadata"]["nomad_job_id"] == "probe"
+    token = auth["client_token"]
+    shared = http(client, "GET", f"{bao}/secret/data/fieldlab/shared", token=token)
+    assert shared.status == 200, shared
+    own = http(client, "GET", f"{bao}/secret/data/fieldlab/jobs/probe/missing", token=token)
+    other = http(client, "GET", f"{bao}/secret/data/fieldlab/jobs/noop/missing", token=token)
+    assert (own.status, other.status) == (404, 403), (
+        "its own job's path is readable (absent), another's denied"
+    )
+    foreign = http(
+        client, "POST", f"{bao}/auth/jwt-nomad/login", body={"jwt": _signed(tmp_path / "x", None, "probe")}
+    )
+    wrong_aud = http(
+        client,
+        "POST",
+        f"{bao}/auth/jwt-nomad/login",
+        body={"jwt": _signed(tmp_path / "y", key, "probe", "nomadproject.io")},
+    )
+    assert (foreign.status, wrong_aud.status) == (400, 400), "another key's or another audience's JWT"
+
+
 def test_the_controllers_files_are_private_and_the_operator_cert_chains_to_the_ca(secrets: Path) -> None:
     modes = {
         f: oct(stat.S_IMODE((secrets / f).stat().st_mode))
-        for f in ("openbao-init.json", "approle-client1.json", "operator.crt", "operator.key", "ca.pem")
+        for f in (
+            "openbao-init.json",
+            "approle-client1.json",
+            "operator.crt",
+            "operator.key",
+            "ca.pem",
+            "workload-identity.pem",
+        )
     }
     assert modes == {
+        "workload-identity.pem": "0o600",
         "openbao-init.json": "0o600",
         "approle-client1.json": "0o600",
         "operator.crt": "0o600",
