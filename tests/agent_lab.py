@@ -145,6 +145,18 @@ def why_not_ready() -> str | None:
     return None
 
 
+def task_report(data_dir: Path, alloc: str, task: str, timeout: float = 30.0) -> str:
+    """A task's stdout (alloc/logs/<task>.stdout.0) once it printed its closing `done` line: the
+    report of a task that writes what it saw and then sleeps."""
+    logs = data_dir / "alloc" / alloc / "alloc" / "logs" / f"{task}.stdout.0"
+
+    def done() -> tuple[str | None, str]:
+        got = logs.read_text() if logs.exists() else ""
+        return (got if "done" in got else None), got[-300:]
+
+    return str(wait_until(done, timeout=timeout, what=f"task {task}'s report"))
+
+
 def build_workload_images(tmp: Path) -> None:
     """Build fieldlab/pause and fieldlab/busybox here with the lab's own role (no second recipe)."""
     inv = tmp / "inventory.ini"

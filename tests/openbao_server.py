@@ -395,6 +395,31 @@ class OpenBaoServer:
 
         wait_until(written, timeout=START_TIMEOUT, what="the KV v2 mount to accept writes", interval=0.2)
 
+    def add_jwt_auth(self, mount: str, role: str, pubkey_pem: str, policies: list[str]) -> str:
+        """A JWT auth method at `mount` trusting `pubkey_pem`, with `role` as `nomad setup vault`
+        makes Nomad's: RS256, audience vault.io, the job id as the user claim, the namespace, job and
+        task as the token's metadata, periodic service tokens with `policies`. Returns the method's
+        accessor (a templated policy names it)."""
+        self._call("POST", f"sys/auth/{mount}", {"type": "jwt"})
+        body = {"jwt_validation_pubkeys": [pubkey_pem], "jwt_supported_algs": ["RS256"]}
+        self._call("POST", f"auth/{mount}/config", body)
+        claims = {k: k for k in ("nomad_namespace", "nomad_job_id", "nomad_task")}
+        self._call(
+            "POST",
+            f"auth/{mount}/role/{role}",
+            {
+                "role_type": "jwt",
+                "bound_audiences": ["vault.io"],
+                "user_claim": "/nomad_job_id",
+                "user_claim_json_pointer": True,
+                "claim_mappings": claims,
+                "token_type": "service",
+                "token_policies": policies,
+                "token_period": "30m",
+            },
+        )
+        return str(self._call("GET", "sys/auth")["data"][f"{mount}/"]["accessor"])
+
     def add_approle(
         self,
         name: str,

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.waits import wait_until
-from tests.agent_lab import AgentLab, why_not_ready
+from tests.agent_lab import AgentLab, task_report, why_not_ready
 from tests.test_identity import verify
 
 pytestmark = [pytest.mark.root]
@@ -71,17 +70,8 @@ def test_an_exec_task_reads_its_own_identity_and_not_the_agents_key(lab: AgentLa
         out = agent.core.call(lambda: agent.core.submit(text, None, source="test"))
         (alloc,) = out["allocs"]
         agent.settle()
-        logs = lab.data_dir / "alloc" / alloc / "alloc" / "logs" / "t.stdout.0"
-
-        def done() -> tuple[str | None, str]:
-            got = logs.read_text() if logs.exists() else ""
-            return (got if "done" in got else None), got[-300:]
-
-        report = dict(
-            line.split("=", 1)
-            for line in wait_until(done, timeout=TIMEOUT, what="the task's report").splitlines()
-            if "=" in line
-        )
+        lines = task_report(lab.data_dir, alloc, "t", TIMEOUT).splitlines()
+        report = dict(line.split("=", 1) for line in lines if "=" in line)
         secrets = lab.data_dir / "alloc" / alloc / "t" / "secrets"
         token = (secrets / "nomad_token").read_text()
         digest = hashlib.sha256(token.encode()).hexdigest()

@@ -30,25 +30,7 @@ ALLOC = "a1b2c3d4-0000-4000-8000-0000000000f1"
 def jwt_auth(openbao: OpenBaoServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:  # noqa: F811
     """The JWT auth method trusting one agent's key (its data dir, returned)."""
     data_dir = tmp_path_factory.mktemp("agent-data")
-    pem = Keyring(data_dir).public_pem()
-    openbao._call("POST", f"sys/auth/{MOUNT}", {"type": "jwt"})
-    openbao._call(
-        "POST", f"auth/{MOUNT}/config", {"jwt_validation_pubkeys": [pem], "jwt_supported_algs": ["RS256"]}
-    )
-    openbao._call(
-        "POST",
-        f"auth/{MOUNT}/role/{ROLE}",
-        {
-            "role_type": "jwt",
-            "bound_audiences": ["vault.io"],
-            "user_claim": "/nomad_job_id",
-            "user_claim_json_pointer": True,
-            "claim_mappings": {"nomad_job_id": "nomad_job_id", "nomad_task": "nomad_task"},
-            "token_type": "service",
-            "token_policies": ["default"],
-            "token_period": "30m",
-        },
-    )
+    openbao.add_jwt_auth(MOUNT, ROLE, Keyring(data_dir).public_pem(), ["default"])
     yield data_dir
 
 
@@ -77,7 +59,8 @@ def test_the_tasks_vault_identity_logs_in_and_others_do_not(
     ok = _login(openbao, (secrets / "nomad_vault_default.jwt").read_text())
     assert ok.status_code == 200, ok.text
     auth = ok.json()["auth"]
-    assert auth["metadata"] == {"nomad_job_id": "shop", "nomad_task": "web", "role": ROLE}
+    want = {"nomad_namespace": "default", "nomad_job_id": "shop", "nomad_task": "web", "role": ROLE}
+    assert auth["metadata"] == want
     assert auth["client_token"] and "default" in auth["policies"]
 
     wrong_aud = _login(openbao, (secrets / "nomad_token").read_text())  # nomadproject.io

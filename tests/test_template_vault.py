@@ -20,7 +20,15 @@ import pytest
 
 from agent.config import DEFAULT_CHROOT_ENV
 from lab.waits import wait_until
-from tests.agent_lab import AgentLab, Daemon, alloc_events, build_workload_images, run_job, why_not_ready
+from tests.agent_lab import (
+    AgentLab,
+    Daemon,
+    alloc_events,
+    build_workload_images,
+    run_job,
+    task_report,
+    why_not_ready,
+)
 from tests.openbao_server import OpenBaoServer
 from tests.pki import TestCA
 
@@ -305,13 +313,7 @@ def test_an_exec_task_as_nobody_reads_its_vault_token_from_its_first_start(
         assert view["ClientStatus"] == "running", [
             (e["Type"], e["DisplayMessage"]) for e in alloc_events(view)
         ]
-        logs = lab.data_dir / "alloc" / alloc / "alloc" / "logs" / "t.stdout.0"
-
-        def done() -> tuple[str | None, str]:
-            got = logs.read_text() if logs.exists() else ""
-            return (got if "done" in got else None), got[-200:]
-
-        out = wait_until(done, timeout=30, what="the task's report")
+        out = task_report(lab.data_dir, alloc, "t")
         token_file = lab.data_dir / "alloc" / alloc / "t" / "secrets" / "vault_token"
         digest = hashlib.sha256(token_file.read_bytes()).hexdigest()
         assert f"file={digest}" in out, out

@@ -161,30 +161,10 @@ def jwt_keyring(openbao: OpenBaoServer, tmp_path_factory: pytest.TempPathFactory
     """A JWT auth method trusting one agent's key, its role's policy templated on the job id claim
     (Nomad's documented per-job policy): KV under secret/data/fieldlab/jobs/<nomad_job_id>/."""
     keyring = Keyring(tmp_path_factory.mktemp("agent-keys"))
-    openbao._call("POST", f"sys/auth/{MOUNT}", {"type": "jwt"})
-    accessor = openbao._call("GET", "sys/auth")["data"][f"{MOUNT}/"]["accessor"]
-    openbao._call(
-        "POST",
-        f"auth/{MOUNT}/config",
-        {"jwt_validation_pubkeys": [keyring.public_pem()], "jwt_supported_algs": ["RS256"]},
-    )
+    accessor = openbao.add_jwt_auth(MOUNT, ROLE, keyring.public_pem(), [ROLE])
     job = f"{{{{identity.entity.aliases.{accessor}.metadata.nomad_job_id}}}}"
     policy = f'path "secret/data/fieldlab/jobs/{job}/*" {{\n  capabilities = ["read"]\n}}\n'
     openbao._call("PUT", f"sys/policies/acl/{ROLE}", {"policy": policy})
-    openbao._call(
-        "POST",
-        f"auth/{MOUNT}/role/{ROLE}",
-        {
-            "role_type": "jwt",
-            "bound_audiences": ["vault.io"],
-            "user_claim": "/nomad_job_id",
-            "user_claim_json_pointer": True,
-            "claim_mappings": {"nomad_namespace": "nomad_namespace", "nomad_job_id": "nomad_job_id"},
-            "token_type": "service",
-            "token_policies": [ROLE],
-            "token_period": "30m",
-        },
-    )
     return keyring
 
 

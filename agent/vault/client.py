@@ -447,17 +447,8 @@ class VaultClient(_VaultApi):
         body: dict[str, Any] = {"policies": list(policies), "meta": dict(meta or {})}
         if display_name:
             body["display_name"] = display_name
-        granted_at = self.clock()
-        try:
-            resp = self._request("post", path, body)
-        except VaultError as exc:
-            if type(exc) is VaultError:  # 400: e.g. a policy outside the role's allowed_policies
-                raise VaultDenied("create token", path, exc.reason) from None
-            raise
-        auth = resp.get("auth") or {}
-        if not auth.get("client_token"):
-            raise VaultError("create token", path, "the response holds no token")
-        return grant(auth, granted_at, resp.get("warnings"))
+        # A 400 (e.g. a policy outside the role's allowed_policies) is a denial.
+        return self._new_token("create token", path, lambda: self._request("post", path, body))
 
     def login_jwt(self, mount: str, role: str, jwt: str) -> TokenGrant:
         """A task's token from its workload identity (Nomad 1.7+'s way): a JWT auth login at
@@ -468,16 +459,22 @@ class VaultClient(_VaultApi):
         body: dict[str, Any] = {"jwt": jwt}
         if role:
             body["role"] = role
+        # A 400 (a bad audience, an unknown key or role, an expired JWT) is a denial.
+        return self._new_token("login", path, lambda: self._send("post", path, body, "", op="login"))
+
+    def _new_token(self, op: str, path: str, call: Callable[[], dict[str, Any]]) -> TokenGrant:
+        """The task's token `call` answers with; Vault's 400 is VaultDenied (the request was refused
+        for what it asked), anything else as raised."""
         granted_at = self.clock()
         try:
-            resp = self._send("post", path, body, "", op="login")
+            resp = call()
         except VaultError as exc:
-            if type(exc) is VaultError:  # 400: a bad audience, an unknown key or role, expired
-                raise VaultDenied("login", path, exc.reason) from None
+            if type(exc) is VaultError:
+                raise VaultDenied(op, path, exc.reason) from None
             raise
         auth = resp.get("auth") or {}
         if not auth.get("client_token"):
-            raise VaultError("login", path, "the response holds no token")
+            raise VaultError(op, path, "the response holds no token")
         return grant(auth, granted_at, resp.get("warnings"))
 
     def revoke_accessor(self, accessor: str) -> None:
