@@ -70,6 +70,7 @@ class Bugs:
     negative_cores_accepted: bool = False
     leader_killed_with_others: bool = False
     check_id_without_group: bool = False
+    start_errors_unrecoverable: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

@@ -355,6 +355,8 @@ def plan_start_failure(bridge: bool, recoverable: bool = False, bugs: Bugs = NO_
     ("Error was unrecoverable")."""
     if bridge:
         return StartFailure.FAIL if bugs.reuse_dead_pause else StartFailure.RECOVER_NETWORK
+    if bugs.start_errors_unrecoverable:  # nomad-1858: recoverable errors were not handled
+        return StartFailure.FAIL
     return StartFailure.RESTART_POLICY if recoverable else StartFailure.FAIL
 
 

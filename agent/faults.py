@@ -154,6 +154,13 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
     ),
     # Restarts.
     FaultSpec(
+        "start-errors-unrecoverable",
+        "nomad-1858",
+        "every error starting a task is unrecoverable: a docker engine that does not answer for a moment "
+        "(a restart, an upgrade) fails the task at its next start instead of going through the restart "
+        "policy",
+    ),
+    FaultSpec(
         "restart-without-delay",
         "nomad-15215",
         "the restart policy's timer fires at once: a failing task is restarted without waiting its "
@@ -411,6 +418,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "negative-cores-accepted",
         "leader-killed-with-others",
         "check-id-without-group",
+        "start-errors-unrecoverable",
     }
 )
 

@@ -253,6 +253,18 @@ def test_an_unrecoverable_start_error_is_not_restarted(tmp_path: Path) -> None:
     assert r.rec.status is AllocStatus.FAILED
     events = [(e.type, e.message) for e in node.store.events(r.id, "t0")]
     assert events[-1] == ("Not Restarting", "Error was unrecoverable"), events
+    t0 = r.state.task("t0")
+    assert (t0.state, t0.failed) == (TaskState.DEAD, True), "the task is dead and failed, as Nomad shows it"
+
+
+def test_the_1858_flag_makes_a_recoverable_start_error_fail_the_task(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path, Bugs(start_errors_unrecoverable=True))
+    r = _started(node, mode="host")
+    node.docker.fail_starts, node.docker.fail_recoverable = 1, True
+    _crash(node, r)
+    node.run_timers()
+    assert r.rec.status is AllocStatus.FAILED and r.state.task("t0").state is TaskState.DEAD
+    assert [e.message for e in node.store.events(r.id, "t0")][-1] == "Error was unrecoverable"
 
 
 # -- pause death and network recovery --------------------------------------------------------------

@@ -241,6 +241,9 @@ def test_pause_death_and_start_failure_recover_the_network_unless_the_12216_bug(
     assert plan_start_failure(bridge=False) is StartFailure.FAIL  # nothing to rebuild, nothing to retry
     assert plan_start_failure(bridge=False, recoverable=True) is StartFailure.RESTART_POLICY
     assert plan_start_failure(bridge=True, bugs=Bugs(reuse_dead_pause=True)) is StartFailure.FAIL
+    # nomad-1858: with the flag, a recoverable start error fails the task as an unrecoverable one.
+    unhandled = Bugs(start_errors_unrecoverable=True)
+    assert plan_start_failure(bridge=False, recoverable=True, bugs=unhandled) is StartFailure.FAIL
 
 
 def test_network_recovery_runs_del_and_takes_the_new_address() -> None:

@@ -56,6 +56,7 @@ AGENT_FLAGS = {
     "negative-cores-accepted": "nomad-10511",
     "leader-killed-with-others": "nomad-2753",
     "check-id-without-group": "nomad-16240",
+    "start-errors-unrecoverable": "nomad-1858",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

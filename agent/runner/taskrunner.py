@@ -483,6 +483,7 @@ class TaskRunner:
                 ar.recover_network(f"task {self.t.name} could not start: {exc.reason}")
             elif action is StartFailure.FAIL:
                 self.event("Not Restarting", UNRECOVERABLE)
+                self.state.update_task(self.t.name, state=TaskState.DEAD, failed=True)  # as Nomad's
                 ar.fail(f"task {self.t.name} could not start: {exc}")
             elif given_up := self.start_failed(exc):
                 ar.fail(f"task {self.t.name} could not start: {given_up}: {exc}")

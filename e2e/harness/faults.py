@@ -301,6 +301,42 @@ class DockerRestart(Fault):
         wait_agent(self.cluster.agent(self.node), step="after docker-restart")
 
 
+@dataclass
+class DockerDown(Fault):
+    """Stop the docker daemon and its socket (no socket activation brings it back) until healed:
+    containers die, and every call of the agent's docker driver meets a refused connection. A
+    safety timer on the node starts it again should the controller never come back to heal."""
+
+    def __post_init__(self) -> None:
+        self.kind = "docker-down"
+
+    def _docker_answers(self) -> bool:
+        return self.node.run("docker info --format '{{.ServerVersion}}'", check=False).rc == 0
+
+    def in_effect(self) -> bool:
+        return not self._docker_answers()
+
+    def _inject(self) -> None:
+        start = "systemctl reset-failed docker.service docker.socket; systemctl start docker.socket docker"
+        _safety_timer(self.node, "fieldlab-heal-docker", start)
+        self.node.run("systemctl stop docker.socket docker.service", timeout=120)
+        if self._docker_answers():
+            raise FaultError(f"{self.node.name}: docker-down: dockerd still answers")
+
+    def _heal(self) -> None:
+        self.node.run(
+            "systemctl reset-failed docker.service docker.socket; systemctl start docker.socket docker",
+            timeout=120,
+        )
+        _cancel_safety_timer(self.node, "fieldlab-heal-docker")
+
+        def up() -> tuple[bool | None, str]:
+            return (True if self._docker_answers() else None), "docker does not answer yet"
+
+        _wait(up, timeout=DOCKER_BACK, what="docker answering", node=self.node.name, step="after docker-down")
+        wait_agent(self.cluster.agent(self.node), step="after docker-down")
+
+
 def alloc_containers(node: Remote, alloc_id: str, role: str | None = None, *, target: Target) -> list[str]:
     """Ids of the alloc's running containers (role: "pause" or "task"), by the target's alloc label;
     the pause container is told by its name (nomad_init_<alloc>), as on a Nomad client."""

@@ -82,6 +82,7 @@ STEPS: dict[str, object] = {
     "agent_start": None,
     "reboot": ("clean", "hard"),
     "docker_restart": None,
+    "docker_down": float,
     "kill": ("pause", "task", "both"),
     "kill_process": str,
     "kill_logmon": str,

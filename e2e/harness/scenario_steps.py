@@ -16,6 +16,7 @@ from e2e.harness.faults import (
     AgentDown,
     AgentRestart,
     ContainerKill,
+    DockerDown,
     DockerRestart,
     Fault,
     Partition,
@@ -189,6 +190,9 @@ class ScenarioRun:
 
     def _step_docker_restart(self, step: Step) -> None:
         self._fault(DockerRestart(self.cluster, self.node))
+
+    def _step_docker_down(self, step: Step) -> None:
+        self._fault(DockerDown(self.cluster, self.node), hold=float(step.arg))
 
     def _step_kill(self, step: Step) -> None:
         self._fault(ContainerKill(self.cluster, self.node, alloc_id=self.alloc_id, which=str(step.arg)))
