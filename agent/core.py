@@ -429,18 +429,18 @@ class Core:
                     )
         return {"job": job.id, "allocs": created, "warnings": list(parsed.warnings), "version": version}
 
-    def _refuse(self, job: Job, source: str) -> None:
-        """JobspecError when this client would not place the job: a driver it does not run (or
-        its config leaves off, as raw_exec), a datacenter it is not in, or a constraint of a group
-        it does not meet (agent.placement: Nomad would leave the group pending)."""
-        refused = [
-            (f"job.{job.id}.group.{g.name}.task.{t.name}.driver", why)
+    def refusals(self, job: Job) -> list[tuple[str, str]]:
+        """(path, why) of each reason this client would not place the job: a driver it does not run
+        (or its config leaves off, as raw_exec), and agent.placement's (datacenter, constraints)."""
+        drivers = [
+            (f"job.{job.id}.group.{g.name}.task.{t.name}.driver", t.driver)
             for g in job.groups
             for t in g.tasks
-            if (why := self.drivers.refusal(t.driver))
         ]
-        refused += refusals(job, self.node)
-        if refused:
+        return [(p, why) for p, d in drivers if (why := self.drivers.refusal(d))] + refusals(job, self.node)
+
+    def _refuse(self, job: Job, source: str) -> None:
+        if refused := self.refusals(job):  # Nomad would leave the group pending: refused here
             raise JobspecError(source, refused)
 
     def running_allocs(self, job_id: str) -> list[AllocRunner]:

@@ -90,6 +90,57 @@ def plan_job_update(
     return UpdatePlan(tuple(stop), start, replaces, tuple(destructive))
 
 
+# Nomad's api.DesiredUpdates, in its order: what a plan says the scheduler would do to a group.
+DESIRED_UPDATES = (
+    "Ignore",
+    "Place",
+    "Migrate",
+    "Stop",
+    "InPlaceUpdate",
+    "DestructiveUpdate",
+    "Canary",
+    "Preemptions",
+    "Disconnect",
+    "Reconnect",
+    "RescheduleNow",
+    "RescheduleLater",
+)
+
+
+def desired_updates(
+    old: Job | None, new: Job, live: Mapping[str, Sequence[str]], plan: UpdatePlan | None
+) -> dict[str, dict[str, int]]:
+    """Nomad's PlanAnnotations.DesiredTGUpdates for registering `new` (`nomad job plan`): per group,
+    the allocs placed, stopped, replaced (destructive) and kept. `plan` is plan_job_update's for a
+    job that runs (None: nothing runs, every group places its count). A kept alloc is an in-place
+    update when the job changed at all (its allocs take the new version), else ignored."""
+    out: dict[str, dict[str, int]] = {}
+
+    def group(name: str, **counts: int) -> None:
+        out[name] = {k: counts.get(k, 0) for k in DESIRED_UPDATES}
+
+    if plan is None:
+        for g in new.groups:
+            group(g.name, Place=g.count)
+        return out
+    old_names = {g.name for g in old.groups} if old is not None else set()
+    for g in new.groups:
+        running = len(live.get(g.name, ()))
+        place, stop, kept = max(0, g.count - running), max(0, running - g.count), min(running, g.count)
+        if g.name not in old_names:
+            group(g.name, Place=g.count)
+        elif g.name in plan.destructive:
+            group(g.name, Place=place, Stop=stop, DestructiveUpdate=kept)
+        elif old == new:
+            group(g.name, Place=place, Stop=stop, Ignore=kept)
+        else:
+            group(g.name, Place=place, Stop=stop, InPlaceUpdate=kept)
+    for name, ids in live.items():
+        if name not in {g.name for g in new.groups}:
+            group(name, Stop=len(ids))
+    return out
+
+
 TRACKED_VERSIONS = 6  # Nomad's job_tracked_versions default: the versions a job keeps
 
 

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.jobupdate import DESIRED_UPDATES
+
 NULL = type(None)
 
 
@@ -661,12 +663,71 @@ STRUCTS: dict[str, dict[str, Spec]] = {
     },
     # api/fs.go: type StreamFrame struct (and client/lib/streamframer/framer.go): every field omitempty
     "StreamFrame": {"Offset": Omit(INT), "Data": Omit(OSTR), "File": Omit(STR), "FileEvent": Omit(STR)},
+    # api/jobs.go: type JobPlanResponse struct (`nomad job plan`) and the diff it carries
+    "JobPlanResponse": {
+        "JobModifyIndex": INT,
+        "CreatedEvals": ListOf(Struct("Evaluation", null=True)),
+        "Diff": Struct("JobDiff", null=True),
+        "Annotations": Struct("PlanAnnotations", null=True),
+        "FailedTGAllocs": MapOf(Struct("AllocationMetric", null=True)),
+        "NextPeriodicLaunch": TIME,
+        "Warnings": STR,
+    },
+    "JobDiff": {
+        "Type": STR,
+        "ID": STR,
+        "Fields": ListOf(Struct("FieldDiff", null=True)),
+        "Objects": ListOf(Struct("ObjectDiff", null=True)),
+        "TaskGroups": ListOf(Struct("TaskGroupDiff", null=True)),
+    },
+    "TaskGroupDiff": {
+        "Type": STR,
+        "Name": STR,
+        "Fields": ListOf(Struct("FieldDiff", null=True)),
+        "Objects": ListOf(Struct("ObjectDiff", null=True)),
+        "Tasks": ListOf(Struct("TaskDiff", null=True)),
+        "Updates": MapOf(int),
+    },
+    "TaskDiff": {
+        "Type": STR,
+        "Name": STR,
+        "Fields": ListOf(Struct("FieldDiff", null=True)),
+        "Objects": ListOf(Struct("ObjectDiff", null=True)),
+        "Annotations": STRS,
+    },
+    "FieldDiff": {"Type": STR, "Name": STR, "Old": STR, "New": STR, "Annotations": STRS},
+    "ObjectDiff": {
+        "Type": STR,
+        "Name": STR,
+        "Fields": ListOf(Struct("FieldDiff", null=True)),
+        "Objects": ListOf(Struct("ObjectDiff", null=True)),
+    },
+    "PlanAnnotations": {
+        "DesiredTGUpdates": MapOf(Struct("DesiredUpdates", null=True)),
+        "PreemptedAllocs": ListOf(Struct("AllocationListStub", null=True)),
+    },
+    "DesiredUpdates": dict.fromkeys(DESIRED_UPDATES, INT),  # agent.jobupdate's list, checked below
 }
 
 # The Go source of each struct: api/<file> unless the struct is listed in SOURCES_ELSEWHERE.
 SOURCE_FILE: dict[str, str] = {
     **dict.fromkeys(
-        ("Job", "JobListStub", "JobSummary", "TaskGroupSummary", "JobChildrenSummary"), "jobs.go"
+        (
+            "Job",
+            "JobListStub",
+            "JobSummary",
+            "TaskGroupSummary",
+            "JobChildrenSummary",
+            "JobPlanResponse",
+            "JobDiff",
+            "TaskGroupDiff",
+            "TaskDiff",
+            "FieldDiff",
+            "ObjectDiff",
+            "PlanAnnotations",
+            "DesiredUpdates",
+        ),
+        "jobs.go",
     ),
     **dict.fromkeys(
         (

@@ -1138,13 +1138,18 @@ def test_a_driver_health_change_is_a_node_stream_event(agent: Agent) -> None:
     assert node["Events"][-1]["Message"] == "the docker engine did not answer within 3s", node["Events"]
 
 
-def test_job_versions_with_diffs_say_what_changed_as_nomads_job_diff(agent: Agent) -> None:
-    """`GET /v1/job/:id/versions?diffs=true` (`nomad job history -p`): Diffs[0] is version 0 ->
-    version 1, an api.JobDiff with the edited task's env and config, the group's count kept."""
+def _nomad_http(agent: Agent) -> tuple[str, dict[str, Any], requests.Session]:
+    """(the agent's address, the operator's TLS settings for requests, a session): Nomad's API by hand."""
     flags = dict(zip(agent.flags[1::2], agent.flags[2::2], strict=True))
     base = agent.flags[0].split("=", 1)[1]
     tls: dict[str, Any] = {"verify": flags["-ca-cert"], "cert": (flags["-client-cert"], flags["-client-key"])}
-    http = requests.Session()
+    return base, tls, requests.Session()
+
+
+def test_job_versions_with_diffs_say_what_changed_as_nomads_job_diff(agent: Agent) -> None:
+    """`GET /v1/job/:id/versions?diffs=true` (`nomad job history -p`): Diffs[0] is version 0 ->
+    version 1, an api.JobDiff with the edited task's env and config, the group's count kept."""
+    base, tls, http = _nomad_http(agent)
     spec = """
 job "hist" {
   datacenters = ["dc1"]
@@ -1182,3 +1187,71 @@ job "hist" {
     (config,) = task["Objects"]
     args_field = {f["Name"]: (f["Type"], f["Old"], f["New"]) for f in config["Fields"]}["args[0]"]
     assert (config["Name"], config["Type"], args_field) == ("Config", "Edited", ("Edited", "60", "61"))
+
+
+def test_job_plan_says_what_a_register_would_do_and_changes_nothing(agent: Agent) -> None:
+    """`PUT /v1/job/:id/plan` (`nomad job plan`): a new job places its count; the same job again is
+    ignored; a changed env and a count up replace the running alloc and place one more, annotated
+    as Nomad's scheduler annotates them; a constraint the node fails is a FailedTGAllocs entry.
+    Nothing is registered, stopped or started by a plan."""
+    base, tls, http = _nomad_http(agent)
+    spec = """
+job "planned" {
+  datacenters = ["dc1"]
+  group "g" {
+    count = %d
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["60"]
+      }
+      env {
+        MODE = "%s"
+      }
+      %s
+    }
+  }
+}
+"""
+
+    def job(count: int = 1, mode: str = "a", extra: str = "") -> dict[str, Any]:
+        body = {"JobHCL": spec % (count, mode, extra)}
+        return dict(http.post(f"{base}/v1/jobs/parse", json=body, timeout=10, **tls).json())
+
+    def plan(j: dict[str, Any]) -> dict[str, Any]:
+        resp = http.put(f"{base}/v1/job/planned/plan", json={"Job": j, "Diff": True}, timeout=10, **tls)
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    def updates(p: dict[str, Any]) -> dict[str, int]:
+        return {k: v for k, v in p["Annotations"]["DesiredTGUpdates"]["g"].items() if v}
+
+    fresh = plan(job())
+    assert (fresh["JobModifyIndex"], fresh["Diff"]["Type"], updates(fresh)) == (0, "Added", {"Place": 1})
+    assert fresh["Diff"]["TaskGroups"][0]["Updates"] == {"create": 1} and fresh["FailedTGAllocs"] is None
+    assert http.get(f"{base}/v1/job/planned", timeout=10, **tls).status_code == 404, (
+        "a plan registers nothing"
+    )
+
+    assert http.put(f"{base}/v1/jobs", json={"Job": job()}, timeout=10, **tls).status_code == 200
+    allocs = http.get(f"{base}/v1/job/planned/allocations", timeout=10, **tls).json()
+    index = http.get(f"{base}/v1/job/planned", timeout=10, **tls).json()["JobModifyIndex"]
+    same = plan(job())
+    assert (same["JobModifyIndex"], same["Diff"]["Type"], updates(same)) == (index, "None", {"Ignore": 1})
+
+    changed = plan(job(count=2, mode="b"))
+    assert updates(changed) == {"Place": 1, "DestructiveUpdate": 1}, changed["Annotations"]
+    (group,) = changed["Diff"]["TaskGroups"]
+    assert group["Updates"] == {"create": 1, "create/destroy update": 1}
+    count = next(f for f in group["Fields"] if f["Name"] == "Count")
+    assert (count["Old"], count["New"], count["Annotations"]) == ("1", "2", ["forces create"])
+    assert group["Tasks"][0]["Annotations"] == ["forces create/destroy update"]
+    after = http.get(f"{base}/v1/job/planned/allocations", timeout=10, **tls).json()
+    assert [(a["ID"], a["DesiredStatus"]) for a in after] == [(a["ID"], "run") for a in allocs], "untouched"
+
+    pinned = plan(job(extra='constraint {\n attribute = "${node.unique.name}"\n value = "elsewhere"\n}'))
+    (why,) = pinned["FailedTGAllocs"]["g"]["ConstraintFiltered"]
+    assert "elsewhere" in why and pinned["FailedTGAllocs"]["g"]["NodesFiltered"] == 1, pinned[
+        "FailedTGAllocs"
+    ]

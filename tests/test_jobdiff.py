@@ -5,7 +5,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agent.nomadapi.jobdiff import job_diff
+from agent.nomadapi.jobdiff import (
+    FORCES_CREATE,
+    FORCES_DESTROY,
+    FORCES_DESTRUCTIVE,
+    FORCES_IN_PLACE,
+    annotate,
+    job_diff,
+)
 
 OLD: dict[str, Any] = {
     "ID": "j",
@@ -68,3 +75,52 @@ def test_edits_additions_and_deletions_are_where_nomad_puts_them() -> None:
     (res,) = t["Objects"]
     assert (res["Name"], res["Type"]) == ("Resources", "Edited")
     assert {f["Name"]: f["Type"] for f in res["Fields"]} == {"CPU": "Edited", "MemoryMB": "None"}
+
+
+def _task_diff(fields: list[str], objects: list[tuple[str, list[str]]] | None = None) -> dict[str, Any]:
+    return {
+        "Type": "Edited",
+        "Name": "t",
+        "Fields": [{"Type": "Edited", "Name": f, "Old": "1", "New": "2"} for f in fields],
+        "Objects": [
+            {"Type": "Edited", "Name": name, "Fields": [{"Type": "Edited", "Name": f} for f in fs]}
+            for name, fs in objects or []
+        ],
+    }
+
+
+def _annotated(
+    task: dict[str, Any], group_type: str = "Edited", count: tuple[str, str] = ("1", "1")
+) -> dict[str, Any]:
+    diff = {
+        "TaskGroups": [
+            {
+                "Type": group_type,
+                "Name": "g",
+                "Fields": [{"Type": "Edited", "Name": "Count", "Old": count[0], "New": count[1]}],
+                "Tasks": [task],
+            }
+        ]
+    }
+    return annotate(diff, {"g": {"Place": 1, "DestructiveUpdate": 2, "Ignore": 0}})["TaskGroups"][0]
+
+
+def test_a_plans_diff_is_annotated_as_nomads_scheduler_annotates_it() -> None:
+    group = _annotated(_task_diff(["Env[MODE]"]), count=("1", "2"))
+    assert group["Updates"] == {"create": 1, "create/destroy update": 2}
+    assert group["Fields"][0]["Annotations"] == [FORCES_CREATE]
+    assert group["Tasks"][0]["Annotations"] == [FORCES_DESTRUCTIVE]
+    assert _annotated(_task_diff([]), count=("3", "2"))["Fields"][0]["Annotations"] == [FORCES_DESTROY]
+    assert "Annotations" not in _annotated(_task_diff([]))["Fields"][0], "an unchanged count says nothing"
+    in_place = [
+        _task_diff(["KillTimeout"]),
+        _task_diff([], [("Service", ["Name"]), ("Constraint", ["RTarget"])]),
+        _task_diff([], [("LogConfig", ["MaxFiles"])]),
+    ]
+    for task in in_place:
+        assert _annotated(task)["Tasks"][0]["Annotations"] == [FORCES_IN_PLACE], task
+    for task in (_task_diff([], [("LogConfig", ["Disabled"])]), _task_diff([], [("Config", ["image"])])):
+        assert _annotated(task)["Tasks"][0]["Annotations"] == [FORCES_DESTRUCTIVE], task
+    added = {**_task_diff([]), "Type": "Added"}
+    assert _annotated(added, group_type="Added")["Tasks"][0]["Annotations"] == [FORCES_CREATE]
+    assert _annotated({**_task_diff([]), "Type": "None"})["Tasks"][0]["Annotations"] is None

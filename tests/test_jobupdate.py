@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from agent.decisions import Bugs
-from agent.jobupdate import plan_job_update
+from agent.jobupdate import DESIRED_UPDATES, desired_updates, plan_job_update
 from agent.model import Group, HostVolume, Job, Network, Port, Task, VolumeMount
 
 
@@ -92,3 +92,29 @@ def test_a_job_keeps_its_last_versions_newest_first_at_most_six_with_the_current
     kept = [h["version"] for h in record["history"]]  # type: ignore[union-attr,index]
     assert kept == [7, 6, 5, 4, 3] and len(kept) == TRACKED_VERSIONS - 1
     assert earlier_versions(None) == [] and earlier_versions({"version": 0}) == []
+
+
+def _desired(old: Job | None, new: Job, live: dict[str, list[str]] = LIVE) -> dict[str, dict[str, int]]:
+    plan = plan_job_update(old, new, live) if old is not None and live else None
+    return {g: {k: n for k, n in d.items() if n} for g, d in desired_updates(old, new, live, plan).items()}
+
+
+def test_a_plan_says_per_group_what_the_register_would_do_as_nomads_desired_updates() -> None:
+    assert _desired(None, _job()) == {"web": {"Place": 2}, "db": {"Place": 1}}
+    assert _desired(_job(), _job(), {}) == {"web": {"Place": 2}, "db": {"Place": 1}}, "nothing runs"
+    assert _desired(_job(), _job()) == {"web": {"Ignore": 2}, "db": {"Ignore": 1}}
+    # A count change alone: the job changed, so the kept allocs take its new version in place.
+    assert _desired(_job(), _job(count=3)) == {
+        "web": {"Place": 1, "InPlaceUpdate": 2},
+        "db": {"InPlaceUpdate": 1},
+    }
+    assert _desired(_job(), _job(count=1)) == {
+        "web": {"Stop": 1, "InPlaceUpdate": 1},
+        "db": {"InPlaceUpdate": 1},
+    }
+    assert _desired(_job(), _job(count=1, image="b"))["web"] == {"Stop": 1, "DestructiveUpdate": 1}
+    old = _job()
+    cache = Group("cache", (Task("c", "docker", {"image": "c"}),), count=3)
+    moved = _desired(old, replace(old, groups=(old.groups[0], cache)))
+    assert moved == {"web": {"InPlaceUpdate": 2}, "cache": {"Place": 3}, "db": {"Stop": 1}}
+    assert list(desired_updates(None, _job(), {}, None)["web"]) == list(DESIRED_UPDATES), "every field"

@@ -19,8 +19,10 @@ import pytest
 
 from agent import validate
 from agent.jobspec import JobspecError, ParsedJob, parse_jobspec
+from agent.jobupdate import DESIRED_UPDATES
 from agent.model import Job
-from agent.nomadapi import fsjson, structs
+from agent.nomadapi import fsjson, jobplan, structs
+from agent.nomadapi.jobdiff import annotate, job_diff
 from agent.state.store import Event
 from tests.nomad_structs import (
     OMITEMPTY_ELSEWHERE,
@@ -268,6 +270,20 @@ def _member() -> dict[str, Any]:
     )
 
 
+def _plan() -> dict[str, Any]:
+    """A plan of the test job with its first group's count up and its first task's env changed."""
+    old = _job_dict()
+    new = json.loads(json.dumps(old))
+    group = new["TaskGroups"][0]
+    group["Count"] = int(group["Count"] or 1) + 1
+    group["Tasks"][0]["Env"] = {**(group["Tasks"][0].get("Env") or {}), "PLANNED": "yes"}
+    group["Tasks"][0]["Config"] = {**(group["Tasks"][0].get("Config") or {}), "planned": "yes"}
+    name = str(group["Name"])
+    desired = {name: dict.fromkeys(DESIRED_UPDATES, 0) | {"Place": 1, "DestructiveUpdate": 1}}
+    failed = jobplan.failed_groups(_job(), [(f"job.{_job().id}.group.{name}", "${node.class} = gpu")])
+    return jobplan.plan_response(40, annotate(job_diff(old, new), desired), desired, failed, ["a warning"])
+
+
 # Every view, with the struct it is (the inputs are the realistic ones above).
 VIEWS: dict[str, Callable[[], dict[str, Any]]] = {
     "Job": _job_dict,
@@ -288,6 +304,14 @@ VIEWS: dict[str, Callable[[], dict[str, Any]]] = {
     "AllocFileInfo": lambda: fsjson.file_info(
         "app.conf", False, 96, 0o100644, T0, "text/plain; charset=utf-8"
     ),
+    "JobPlanResponse": _plan,
+    "JobDiff": lambda: _plan()["Diff"],
+    "TaskGroupDiff": lambda: _plan()["Diff"]["TaskGroups"][0],
+    "TaskDiff": lambda: _plan()["Diff"]["TaskGroups"][0]["Tasks"][0],
+    "FieldDiff": lambda: _plan()["Diff"]["TaskGroups"][0]["Fields"][0],
+    "ObjectDiff": lambda: _plan()["Diff"]["TaskGroups"][0]["Tasks"][0]["Objects"][0],
+    "PlanAnnotations": lambda: _plan()["Annotations"],
+    "DesiredUpdates": lambda: next(iter(_plan()["Annotations"]["DesiredTGUpdates"].values())),
     "StreamFrame": lambda: fsjson.stream_frame(
         3604480, b"hello\n", "alloc/logs/server.stdout.0", "file truncated"
     ),
@@ -353,15 +377,17 @@ def _go_struct_fields(file: str, name: str) -> dict[str, tuple[str, bool, bool]]
     assert body, f"no type {name} struct in api/{file}"
     out: dict[str, tuple[str, bool, bool]] = {}
     for line in body.group(1).splitlines():
-        m = re.match(r"^\s+([A-Z]\w*)\s+([^`/\s]+)\s*(?:`([^`]*)`)?", line)
+        # One field, or several of one type ("Old, New string").
+        m = re.match(r"^\s+([A-Z]\w*(?:,\s*[A-Z]\w*)*)\s+([^`/\s]+)\s*(?:`([^`]*)`)?", line)
         if not m:
             continue
-        field, go_type, tags = m.groups()
+        names, go_type, tags = m.groups()
         json_tag = re.search(r'json:"([^"]*)"', tags or "")
         parts = json_tag.group(1).split(",") if json_tag else [""]
         if parts[0] == "-":
             continue
-        out[parts[0] or field] = go_kind(go_type, "omitempty" in parts[1:])
+        for field in re.split(r",\s*", names):
+            out[parts[0] or field] = go_kind(go_type, "omitempty" in parts[1:])
     return out
 
 

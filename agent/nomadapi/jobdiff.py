@@ -204,3 +204,57 @@ def job_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
         "Objects": objects or None,
         "TaskGroups": groups or None,
     }
+
+
+# Nomad's scheduler/annotate.go: a plan's diff says what each change forces.
+UPDATE_TYPES = (
+    ("Ignore", "ignore"),
+    ("Place", "create"),
+    ("Migrate", "migrate"),
+    ("Stop", "destroy"),
+    ("Canary", "canary"),
+    ("InPlaceUpdate", "in-place update"),
+    ("DestructiveUpdate", "create/destroy update"),
+)
+FORCES_CREATE, FORCES_DESTROY = "forces create", "forces destroy"
+FORCES_IN_PLACE, FORCES_DESTRUCTIVE = "forces in-place update", "forces create/destroy update"
+_IN_PLACE_OBJECTS = frozenset({"Service", "Constraint", "Affinity", "Spread"})
+
+
+def annotate(diff: dict[str, Any], desired: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """The plan's JobDiff annotated as Nomad's scheduler does: each group's `Updates` (its desired
+    updates by update type), `forces create`/`forces destroy` on a changed Count, and each changed
+    task's annotation (an added or removed task of an added or removed group forces its create or
+    destroy; a change of anything but KillTimeout, services, constraints, affinities, spreads and
+    log sizes forces a create/destroy update; else an in-place one). Changes `diff` and returns it."""
+    for tg in diff.get("TaskGroups") or []:
+        counts = desired.get(str(tg.get("Name")), {})
+        updates = {name: counts[key] for key, name in UPDATE_TYPES if counts.get(key)}
+        tg["Updates"] = updates or None
+        for f in tg.get("Fields") or []:
+            if f.get("Name") == "Count":
+                old, new = int(f.get("Old") or 0), int(f.get("New") or 0)
+                if old != new:
+                    f["Annotations"] = [FORCES_CREATE if old < new else FORCES_DESTROY]
+        for task in tg.get("Tasks") or []:
+            note = _task_annotation(task, str(tg.get("Type")))
+            task["Annotations"] = [note] if note else None
+    return diff
+
+
+def _task_annotation(task: Mapping[str, Any], group_type: str) -> str:
+    kind = task.get("Type")
+    if kind == NONE:
+        return ""
+    if group_type in (ADDED, DELETED) and kind in (ADDED, DELETED):
+        return FORCES_CREATE if kind == ADDED else FORCES_DESTROY
+    if any(f.get("Name") != "KillTimeout" for f in task.get("Fields") or []):
+        return FORCES_DESTRUCTIVE
+    for obj in task.get("Objects") or []:
+        name = obj.get("Name")
+        if name in _IN_PLACE_OBJECTS:
+            continue
+        if name == "LogConfig" and not any(f.get("Name") == "Disabled" for f in obj.get("Fields") or []):
+            continue
+        return FORCES_DESTRUCTIVE
+    return FORCES_IN_PLACE

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 NS = "default"
 
 
-def _register_body(data: Mapping[str, Any], where: str) -> tuple[str, dict[str, Any]]:
+def register_body(data: Mapping[str, Any], where: str) -> tuple[str, dict[str, Any]]:
     job = data.get("Job")
     if not isinstance(job, dict):
         raise HttpError(
@@ -74,9 +74,25 @@ def _submission(data: Mapping[str, Any], text: str) -> tuple[str, str, dict[str,
     return str(sub["Source"]), fmt, given
 
 
-def _parse_job(api: NomadApi, job: Mapping[str, Any], source: str) -> tuple[ParsedJob, str]:
+def parse_job(api: NomadApi, job: Mapping[str, Any], source: str) -> tuple[ParsedJob, str]:
     text = json.dumps({"Job": job})
     return parse_submission(text, "json", source, {}, api.core.limits), text
+
+
+def read_job_write(
+    api: NomadApi, groups: tuple[str, ...], body: bytes, where: str
+) -> tuple[dict[str, Any], str, ParsedJob, str]:
+    """A register's or a plan's request: (its body, the job's ID, the job parsed as a jobspec, its
+    JSON text). The ID in the path, when there is one, must be the body's."""
+    check_scope(query_params(), api.node.region)
+    data = body_json(body)
+    job_id, job = register_body(data, where)
+    if groups and groups[0] and unquote(groups[0]) != job_id:
+        raise HttpError(
+            400, f"job ID in the path ({unquote(groups[0])[:64]}) is not the body's ({job_id[:64]})"
+        )
+    parsed, text = parse_job(api, job, f"job {job_id}")
+    return data, job_id, parsed, text
 
 
 def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
@@ -84,14 +100,7 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     from agent.nomadapi.routes import _job_id
 
     def register(groups: tuple[str, ...], body: bytes) -> Response:
-        check_scope(query_params(), api.node.region)
-        data = body_json(body)
-        job_id, job = _register_body(data, "job register")
-        if groups and groups[0] and unquote(groups[0]) != job_id:
-            raise HttpError(
-                400, f"job ID in the path ({unquote(groups[0])[:64]}) is not the body's ({job_id[:64]})"
-            )
-        parsed, text = _parse_job(api, job, f"job {job_id}")
+        data, job_id, parsed, text = read_job_write(api, groups, body, "job register")
 
         source = f"job {job_id}"
 
@@ -198,9 +207,9 @@ def _parse_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
 
     def validate(groups: tuple[str, ...], body: bytes) -> Response:
         data = body_json(body)
-        job_id, job = _register_body(data, "job validate")
+        job_id, job = register_body(data, "job validate")
         try:
-            parsed, _ = _parse_job(api, job, f"job {job_id}")
+            parsed, _ = parse_job(api, job, f"job {job_id}")
         except JobspecError as exc:
             errors = [f"{p or '(job)'}: {r}" for p, r in exc.problems] or [str(exc)]
             return answer(

@@ -230,12 +230,14 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     """Every Nomad route this agent serves (method, path regex, handler), errors as Nomad's."""
     from agent.nomadapi.clientroutes import client_routes
     from agent.nomadapi.events import event_stream
+    from agent.nomadapi.jobplan import job_plan_routes
     from agent.nomadapi.jobwrites import job_write_routes
     from agent.nomadapi.services import service_routes
     from agent.nomadapi.variables import variable_routes
 
     table = [
         *_agent_routes(api),
+        *job_plan_routes(api),
         *job_write_routes(api),
         *_job_routes(api),
         *_alloc_routes(api),
