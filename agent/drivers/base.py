@@ -219,3 +219,21 @@ class NetnsOwner(Protocol):
         """Whether process `pid` is in this owner's netns."""
 
     def remove(self, alloc_id: str, handle: TaskHandle | None) -> None: ...
+
+
+class KnownDeaths:
+    """The handle ids whose death a driver reported (or found at its first look), the newest `keep`
+    of them: a long-running agent forgets the oldest, which never die again (ids are not reused)."""
+
+    def __init__(self, keep: int = 10_000) -> None:
+        self.keep = keep
+        self._ids: dict[str, None] = {}
+
+    def add(self, cid: str) -> bool:
+        """Remember `cid`; False when it was known already (its death was reported)."""
+        if not cid or cid in self._ids:
+            return False
+        self._ids[cid] = None
+        if len(self._ids) > self.keep:
+            del self._ids[next(iter(self._ids))]
+        return True

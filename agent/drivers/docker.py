@@ -32,6 +32,7 @@ from agent.drivers.base import (
     RESTARTED,
     DriverError,
     ExitReport,
+    KnownDeaths,
     Mount,
     TaskContext,
     TaskHandle,
@@ -42,7 +43,6 @@ from agent.drivers.hostproc import EXEC_OUTPUT_MAX
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
 from agent.drivers.usage import Usage, docker_usage
 from agent.model import Task
-from agent.network.owner import pid_in_netns
 
 log = logging.getLogger(__name__)
 PAUSE_IMAGE = "fieldlab/pause:latest"
@@ -525,7 +525,13 @@ class DockerDriver:
 
     def watch(self, report: ExitReport, stop: threading.Event) -> None:
         """Report deaths of managed containers until `stop` is set (run in a thread; reconnects
-        while dockerd restarts)."""
+        while dockerd restarts). A death while the stream was broken (dockerd stopping closes it,
+        and may not send the die events of the containers it stops last) is found when it comes
+        back: each managed container dead then and not reported before is reported once. Those dead
+        at the first connection are the restore's, not reported here. Container ids are never
+        reused (each start creates one), so `known` can tell a death reported already."""
+        known = KnownDeaths()
+        first = True
         while not stop.is_set():
             try:
                 stream = self.client.events(
@@ -533,10 +539,17 @@ class DockerDriver:
                     filters={"type": "container", "event": ["die"], "label": [f"{LABEL_MANAGED}=true"]},
                 )
                 self._events = stream
+                dead = self._dead_managed()  # listed after the stream opened: no death falls between
+                for cid, alloc in dead:
+                    if known.add(cid) and not first:
+                        log.warning("container %s died while the docker event stream was down", cid[:12])
+                        report(alloc, cid)
+                first = False
                 for ev in stream:
-                    cid = ev.get("id") or ev.get("Actor", {}).get("ID", "")
+                    cid = str(ev.get("id") or ev.get("Actor", {}).get("ID", ""))
                     alloc = ev.get("Actor", {}).get("Attributes", {}).get(LABEL_ALLOC, "")
-                    report(str(alloc), str(cid))
+                    if known.add(cid):
+                        report(str(alloc), cid)
                     if stop.is_set():
                         return
             except Exception as exc:  # dockerd restarting: reconnect
@@ -544,6 +557,13 @@ class DockerDriver:
                     return
                 log.warning("docker event stream broke (%s); reconnecting", exc)
                 stop.wait(1.0)
+
+    def _dead_managed(self) -> list[tuple[str, str]]:
+        """(container id, alloc id) of each managed container that exited or is dead."""
+        found = self.client.containers.list(
+            all=True, filters={"label": f"{LABEL_MANAGED}=true", "status": ["exited", "dead"]}
+        )
+        return [(str(c.id), str(c.labels.get(LABEL_ALLOC, ""))) for c in found]
 
     def close(self) -> None:
         """Ends a running watch (the blocking event stream)."""
@@ -568,33 +588,3 @@ class _Look:
 
     def reset(self) -> None:
         self.listed, self.inspected, self.per_id = None, {}, {}
-
-
-class PauseContainer:
-    """The docker way of owning a group's netns (upstream's): a pause container with network mode
-    none and restart policy unless-stopped; task containers join it. If it dies, docker restarts it
-    with a new, empty netns while the tasks keep the old one: `status` says so (RESTARTED)."""
-
-    kind = "pause"
-
-    def __init__(self, docker: DockerDriver) -> None:
-        self.docker = docker
-
-    def create(self, job: str, group: str, alloc_id: str) -> TaskHandle | None:
-        return self.docker.start_pause(job, group, alloc_id)
-
-    def path(self, alloc_id: str, handle: TaskHandle | None) -> Path | None:
-        return self.docker.netns_path(handle) if handle and self.docker.pid(handle) else None
-
-    def status(self, alloc_id: str, handle: TaskHandle | None) -> TaskStatus:
-        if handle is None:
-            return TaskStatus(False, None, "no pause container recorded")
-        return self.docker.status(handle)
-
-    def holds(self, alloc_id: str, handle: TaskHandle | None, pid: int) -> bool:
-        path = self.path(alloc_id, handle)
-        return path is not None and pid_in_netns(path, pid)
-
-    def remove(self, alloc_id: str, handle: TaskHandle | None) -> None:
-        if handle is not None:
-            self.docker.remove_container(handle.id)

@@ -122,7 +122,7 @@ def build_registry(
     None (docker_enabled false: a client without a docker engine, which has no pause containers
     either)."""
     from agent.drivers import raw_exec as raw
-    from agent.drivers.docker import PauseContainer
+    from agent.drivers.dockerpause import PauseContainer
     from agent.network.owner import NamedNetns
 
     disabled = {} if raw_exec_enabled else {raw.NAME: raw.DISABLED}
