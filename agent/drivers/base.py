@@ -223,7 +223,7 @@ class NetnsOwner(Protocol):
 
 class KnownDeaths:
     """The handle ids whose death a driver reported (or found at its first look), the newest `keep`
-    of them: a long-running agent forgets the oldest, which never die again (ids are not reused)."""
+    of them: a long-running agent forgets the oldest (a task container's id is never reused)."""
 
     def __init__(self, keep: int = 10_000) -> None:
         self.keep = keep

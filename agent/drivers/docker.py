@@ -527,9 +527,10 @@ class DockerDriver:
         """Report deaths of managed containers until `stop` is set (run in a thread; reconnects
         while dockerd restarts). A death while the stream was broken (dockerd stopping closes it,
         and may not send the die events of the containers it stops last) is found when it comes
-        back: each managed container dead then and not reported before is reported once. Those dead
-        at the first connection are the restore's, not reported here. Container ids are never
-        reused (each start creates one), so `known` can tell a death reported already."""
+        back: each managed container dead then whose death was not reported is reported. Those dead
+        at the first connection are the restore's, not reported here. A task container's id is never
+        reused (each start creates one); a pause container's is (docker restarts it), and each of
+        its deaths the stream sends is reported."""
         known = KnownDeaths()
         first = True
         while not stop.is_set():
@@ -548,8 +549,8 @@ class DockerDriver:
                 for ev in stream:
                     cid = str(ev.get("id") or ev.get("Actor", {}).get("ID", ""))
                     alloc = ev.get("Actor", {}).get("Attributes", {}).get(LABEL_ALLOC, "")
-                    if known.add(cid):
-                        report(str(alloc), cid)
+                    known.add(cid)  # every die is reported: a pause container docker restarted dies again
+                    report(str(alloc), cid)
                     if stop.is_set():
                         return
             except Exception as exc:  # dockerd restarting: reconnect
