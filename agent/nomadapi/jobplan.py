@@ -91,9 +91,7 @@ def job_plan_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         data, job_id, parsed, _ = read_job_write(api, groups, body, "job plan")
         new = parsed.job
 
-        def decide() -> tuple[
-            dict[str, Any], dict[str, Any], dict[str, dict[str, int]], int, list[tuple[str, str]]
-        ]:
+        def decide() -> _Decided:
             old = core.jobs.get(job_id)
             live: dict[str, list[str]] = {}
             for r in core.running_allocs(job_id):
