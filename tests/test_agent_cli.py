@@ -13,13 +13,11 @@ import re
 import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,34 +26,24 @@ import requests
 
 from agent import __version__, cli
 from agent.api.client import ApiClient
-from agent.api.server import ApiServer, Response
 from agent.cli import allocformat, commands, completion, wsclient
 from agent.cli import format as fmt
 from agent.cli import logs as cli_logs
 from agent.cli import session as cli_session
 from agent.cli.calls import Nomad
 from agent.cli.parser import split_command
-from agent.config import Config, TLSConfig
-from agent.core import Core
 from agent.daemon import health_stats
 from agent.drivers import execframes as ef
 from agent.drivers.base import TaskHandle
 from agent.errors import AgentError
-from agent.node.nodeinfo import driver_health
 from agent.nomadapi import fsjson, structs
 from agent.nomadapi.gojson import go_time, ns
-from agent.nomadapi.http import answer
-from agent.nomadapi.node import NodeIdentity
-from agent.nomadapi.routes import NomadApi, build_nomad_routes, events_by_task
-from agent.nomadapi.wsexec import exec_stream
+from agent.nomadapi.routes import events_by_task
 from agent.state.store import Event
 from lab.waits import wait_until
-from tests.fakes import FakeNode
-from tests.pki import Issued, TestCA
+from tests.agent_api import NODE_ID, Agent, nomad_http
 
-OPERATOR = "controller.operator.fieldlab"
 NOW = 1_700_000_000.0
-NODE_ID = "5f8e2d1c-0000-4000-8000-000000000001"
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -671,80 +659,6 @@ job "web" {
 SESSION_WAIT = 10.0  # seconds a scripted exec session waits for what the CLI sends
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Agent:
-    node: FakeNode
-    core: Core
-    flags: list[str]  # -address, -ca-cert, -client-cert, -client-key
-    health: dict[str, Any]  # what the agent's stats["fieldlab"] is made of
-    api: NomadApi | None = None
-
-
-@pytest.fixture
-def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agent]:
-    for key in (
-        "FIELDLAB_AGENT_ADDR",
-        "FIELDLAB_AGENT_CACERT",
-        "FIELDLAB_AGENT_CLIENT_CERT",
-        "FIELDLAB_AGENT_CLIENT_KEY",
-    ):
-        monkeypatch.delenv(key, raising=False)
-    node = FakeNode(tmp_path)
-    core = node.core()
-    threading.Thread(target=core.run_loop, daemon=True).start()
-    ca = TestCA(tmp_path)
-    srv = ca.issue("client1.agent.fieldlab", server=True)
-    op: Issued = ca.issue(OPERATOR, server=False)
-    cfg = Config(
-        node_name="client1",
-        data_dir=tmp_path / "data",
-        bind_address="127.0.0.1",
-        port=_free_port(),
-        tls=TLSConfig(srv.cert, srv.key, ca.ca_file),
-    )
-    health: dict[str, Any] = {
-        "status": "ok",
-        "node": "client1",
-        "version": __version__,
-        "uptime_seconds": 3.0,
-        "vault": {"configured": False, "authenticated": False, "error": ""},
-        "restore_seconds": 0.125,
-        "sweeps": 1,
-    }
-
-    def agent_health() -> Response:  # as the daemon's: 500 with the reason while degraded
-        ok = health["status"] == "ok"
-        return answer(structs.health(ok, "ok" if ok else "templates are not rendered"), 200 if ok else 500)
-
-    nomad = NomadApi(
-        core,
-        NodeIdentity(NODE_ID, "client1", "dc1", "global", "127.0.0.1:4646"),
-        driver_health=lambda: driver_health(core.drivers.all()),
-        agent_health=agent_health,
-        agent_stats=lambda: health_stats(health),
-    )
-    server = ApiServer(cfg, {}, build_nomad_routes(nomad), [exec_stream(nomad)])
-    server.start()
-    flags = [
-        f"-address=https://127.0.0.1:{server.port}",
-        "-ca-cert",
-        str(ca.ca_file),
-        "-client-cert",
-        str(op.cert),
-        "-client-key",
-        str(op.key),
-    ]
-    yield Agent(node, core, flags, health, nomad)
-    server.stop(5)
-    core.stop()
-
-
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
@@ -1138,18 +1052,10 @@ def test_a_driver_health_change_is_a_node_stream_event(agent: Agent) -> None:
     assert node["Events"][-1]["Message"] == "the docker engine did not answer within 3s", node["Events"]
 
 
-def _nomad_http(agent: Agent) -> tuple[str, dict[str, Any], requests.Session]:
-    """(the agent's address, the operator's TLS settings for requests, a session): Nomad's API by hand."""
-    flags = dict(zip(agent.flags[1::2], agent.flags[2::2], strict=True))
-    base = agent.flags[0].split("=", 1)[1]
-    tls: dict[str, Any] = {"verify": flags["-ca-cert"], "cert": (flags["-client-cert"], flags["-client-key"])}
-    return base, tls, requests.Session()
-
-
 def test_job_versions_with_diffs_say_what_changed_as_nomads_job_diff(agent: Agent) -> None:
     """`GET /v1/job/:id/versions?diffs=true` (`nomad job history -p`): Diffs[0] is version 0 ->
     version 1, an api.JobDiff with the edited task's env and config, the group's count kept."""
-    base, tls, http = _nomad_http(agent)
+    base, tls, http = nomad_http(agent)
     spec = """
 job "hist" {
   datacenters = ["dc1"]
@@ -1194,7 +1100,7 @@ def test_job_plan_says_what_a_register_would_do_and_changes_nothing(agent: Agent
     ignored; a changed env and a count up replace the running alloc and place one more, annotated
     as Nomad's scheduler annotates them; a constraint the node fails is a FailedTGAllocs entry.
     Nothing is registered, stopped or started by a plan."""
-    base, tls, http = _nomad_http(agent)
+    base, tls, http = nomad_http(agent)
     spec = """
 job "planned" {
   datacenters = ["dc1"]

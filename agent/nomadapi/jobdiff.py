@@ -1,12 +1,13 @@
 """api.JobDiff between two versions of a job's api.Job JSON, as `GET /v1/job/:id/versions?diffs=true`
 answers (nomad/structs/diff.go, contextual): Type None, Added, Deleted or Edited; a job's, a
 group's and a task's primitive fields (and their maps, as `Meta[key]`) as FieldDiffs; task groups
-and tasks matched by name; nested objects as ObjectDiffs by their field name (a list of strings
-as `Datacenters`, a list of objects as a set, each element Added or Deleted, named as Nomad names
-them: Constraint, Service, Template ...). Inside an edited object every field is listed (the
-unchanged ones as None), as Nomad's contextual diff; an unchanged object is left out. Pure: plain
-dicts in, plain dicts out. What is not Nomad's: no Annotations (forces create/destroy/in-place),
-`Config` flattened as Nomad's flatmap does (`args[0]`) but nested objects in it too."""
+and tasks matched by name, each listed (the unchanged ones as None); nested objects as ObjectDiffs
+by their field name (a list of strings as `Datacenters`, a list of objects as a set, each element
+Added or Deleted, named as Nomad names them: Constraint, Service, Template ...). Inside an edited
+object every field is listed (the unchanged ones as None), as Nomad's contextual diff; an unchanged
+object is left out. Pure: plain dicts in, plain dicts out. A plan's diff is annotated (`annotate`);
+a version's is not. What is not Nomad's: `Config` flattened as Nomad's flatmap does (`args[0]`)
+but nested objects in it too."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def _fields(old: Mapping[str, str], new: Mapping[str, str]) -> list[dict[str, An
 
 
 def _kind(fields: list[dict[str, Any]], objects: list[dict[str, Any]]) -> str:
-    return EDITED if any(f["Type"] != NONE for f in fields) or objects else NONE
+    return EDITED if any(x["Type"] != NONE for x in [*fields, *objects]) else NONE
 
 
 def _object(name: str, old: Any, new: Any) -> list[dict[str, Any]]:
@@ -165,8 +166,8 @@ def _keyed(
 ) -> list[dict[str, Any]]:
     by_old = {str(x.get("Name")): x for x in old or []}
     by_new = {str(x.get("Name")): x for x in new or []}
-    out = [diff(name, by_old.get(name), by_new.get(name)) for name in sorted(set(by_old) | set(by_new))]
-    return [d for d in out if d["Type"] != NONE]
+    # every group and task, the unchanged as Type None (Nomad's taskGroupDiffs and taskDiffs)
+    return [diff(name, by_old.get(name), by_new.get(name)) for name in sorted(set(by_old) | set(by_new))]
 
 
 def _task(name: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -4,13 +4,16 @@ validate (`/v1/validate/job`) and deregister (`DELETE /v1/job/:id`, `?purge=true
 A register takes the job as Nomad's API JSON (`{"Job": {...}}`, what `nomad job run` sends after
 parsing), parses it in the handler's thread as any jobspec (agent.jobspec) and commits it on the
 main loop; each write answers an EvalID. The same job registered again while it runs is a no-op,
-as in Nomad; a changed one is refused until job updates are built (docs/nomad-api.md).
+as in Nomad; a changed one is a new version (agent.jobupdate decides what its allocs become). The
+register's options are Nomad's JobRegisterRequest's: `EnforceIndex` with `JobModifyIndex` (`nomad
+job run -check-index`: written only over that version of the job, else refused with Nomad's
+message) and `PreserveCounts` (`-preserve-counts`: the running groups keep their counts).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from agent.nomadapi.routes import NomadApi
 
 NS = "default"
+ENFORCE_INDEX_PREFIX = "Enforcing job modify index"  # api.RegisterEnforceIndexErrPrefix (api/jobs.go)
 
 
 def register_body(data: Mapping[str, Any], where: str) -> tuple[str, dict[str, Any]]:
@@ -47,6 +51,50 @@ def register_body(data: Mapping[str, Any], where: str) -> tuple[str, dict[str, A
     if not isinstance(job_id, str) or not job_id:
         raise HttpError(400, f'{where}: "Job" has no "ID"')
     return job_id, job
+
+
+def register_options(data: Mapping[str, Any]) -> tuple[int | None, bool]:
+    """(the JobModifyIndex to enforce, or None; PreserveCounts) of a register's body, as Nomad's
+    JobRegisterRequest carries them; 400 naming the field for a value of the wrong type (a check
+    that silently did nothing would let a stale plan overwrite another user's job)."""
+    enforce, index, preserve = (data.get(k) for k in ("EnforceIndex", "JobModifyIndex", "PreserveCounts"))
+    for name, value in (("EnforceIndex", enforce), ("PreserveCounts", preserve)):
+        if value is not None and not isinstance(value, bool):
+            raise HttpError(
+                400, f'job register: "{name}" must be true or false, not {json.dumps(value)[:32]}'
+            )
+    if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+        raise HttpError(
+            400, f'job register: "JobModifyIndex" must be a whole number >= 0, not {json.dumps(index)[:32]}'
+        )
+    return (int(index or 0) if enforce else None), bool(preserve)
+
+
+def enforce_index(current: int | None, given: int) -> str | None:
+    """Nomad's Job.EnforceIndex (nomad/structs/job.go): why a register with `EnforceIndex` may not
+    write, or None. `current` is the job's JobModifyIndex, None when there is no such job (never
+    registered, or purged); 0 asks that the job not exist yet."""
+    if current is not None:
+        if given == 0:
+            return f"{ENFORCE_INDEX_PREFIX} 0: job already exists"
+        if given != current:
+            return f"{ENFORCE_INDEX_PREFIX} {given}: job exists with conflicting job modify index: {current}"
+    elif given != 0:
+        return f"{ENFORCE_INDEX_PREFIX} {given}: job does not exist"
+    return None
+
+
+def preserved_counts(job: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
+    """The job's API JSON with each task group that the registered job has keeping that group's
+    count (Nomad's `PreserveCounts`: nomad/state/state_store.go); new groups keep their own."""
+    groups = job.get("TaskGroups")
+    if not counts or not isinstance(groups, list):
+        return dict(job)
+    kept = [
+        {**g, "Count": counts[g["Name"]]} if isinstance(g, dict) and g.get("Name") in counts else g
+        for g in groups
+    ]
+    return {**job, "TaskGroups": kept}
 
 
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -80,10 +128,15 @@ def parse_job(api: NomadApi, job: Mapping[str, Any], source: str) -> tuple[Parse
 
 
 def read_job_write(
-    api: NomadApi, groups: tuple[str, ...], body: bytes, where: str
+    api: NomadApi,
+    groups: tuple[str, ...],
+    body: bytes,
+    where: str,
+    adjust: Callable[[Mapping[str, Any], str, dict[str, Any]], dict[str, Any]] | None = None,
 ) -> tuple[dict[str, Any], str, ParsedJob, str]:
     """A register's or a plan's request: (its body, the job's ID, the job parsed as a jobspec, its
-    JSON text). The ID in the path, when there is one, must be the body's."""
+    JSON text). The ID in the path, when there is one, must be the body's. `adjust(body, ID, job)`
+    changes the job's JSON before it is parsed (a register's PreserveCounts)."""
     check_scope(query_params(), api.node.region)
     data = body_json(body)
     job_id, job = register_body(data, where)
@@ -91,6 +144,8 @@ def read_job_write(
         raise HttpError(
             400, f"job ID in the path ({unquote(groups[0])[:64]}) is not the body's ({job_id[:64]})"
         )
+    if adjust is not None:
+        job = adjust(data, job_id, job)
     parsed, text = parse_job(api, job, f"job {job_id}")
     return data, job_id, parsed, text
 
@@ -99,13 +154,29 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     core = api.core
     from agent.nomadapi.routes import _job_id
 
+    def counts_kept(data: Mapping[str, Any], job_id: str, job: dict[str, Any]) -> dict[str, Any]:
+        def counts() -> dict[str, int]:
+            old = core.jobs.get(job_id)
+            return {g.name: g.count for g in old.groups} if old is not None else {}
+
+        _, preserve = register_options(data)
+        return preserved_counts(job, core.call(counts)) if preserve else job
+
     def register(groups: tuple[str, ...], body: bytes) -> Response:
-        data, job_id, parsed, text = read_job_write(api, groups, body, "job register")
+        data, job_id, parsed, text = read_job_write(api, groups, body, "job register", counts_kept)
+        enforced, _ = register_options(data)
 
         source = f"job {job_id}"
 
-        def prepare() -> tuple[bool, UpdatePlan | None, list[str]]:
-            """(the same job runs already, the update's plan, allocs of the job being stopped)."""
+        def prepare() -> tuple[str | None, bool, UpdatePlan | None, list[str]]:
+            """(why the write may not happen, the same job runs already, the update's plan, allocs
+            of the job being stopped): decided in one turn of the loop, so no other write comes
+            between the index check and the commit's decision."""
+            if enforced is not None:
+                current = core.changes.of("job", job_id) if job_id in core.jobs else None
+                refused = enforce_index(current, enforced)
+                if refused is not None:
+                    return refused, False, None, []
             same = core.jobs.get(job_id) == parsed.job and bool(core.running_allocs(job_id))
             plan = None if same else core.plan_update(parsed, source)
             stopping = [
@@ -113,9 +184,11 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                 for r in core.runners.values()
                 if r.job.id == job_id and r.rec.live and r.rec.desired is DesiredStatus.STOP
             ]
-            return same, plan, stopping
+            return None, same, plan, stopping
 
-        same, plan, stopping = core.call(prepare)
+        refused, same, plan, stopping = core.call(prepare)
+        if refused is not None:  # Nomad answers the RPC's error: 500 with the message
+            raise HttpError(500, refused)
         warnings = "\n".join(parsed.warnings)
         placed: tuple[str, ...] = ()  # the same job again places nothing, as Nomad's no-op eval
         if not same:
