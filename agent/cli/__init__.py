@@ -85,6 +85,8 @@ COMMANDS: dict[str, Command] = {
     "job list": commands.job_status,
     "job inspect": commands.job_inspect,
     "job run": commands.job_run,
+    "job plan": commands.job_plan,
+    "job history": commands.job_history,
     "job validate": validate_command,
     "job stop": commands.job_stop,
     "alloc list": commands.alloc_list,

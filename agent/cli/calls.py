@@ -87,6 +87,19 @@ class Nomad:
             raise AgentError(f'prefix "{ref}" matches {len(allocs)} allocations ({ids}): give more of the id')
         return allocs[0]
 
+    def job_id(self, ref: str) -> str:
+        """The ID of the job `ref` names, as Nomad's CLI finds it (`GET /v1/jobs?prefix=`): the job of
+        that exact ID, else the one job whose ID starts with it; AgentError naming the candidates
+        when several do. None matching: `ref` as given (the agent may know the job only by adopted
+        allocs, which the job's own routes answer for)."""
+        jobs: list[dict[str, Any]] = self.get(f"/v1/jobs?prefix={q(ref)}", f"jobs with prefix {ref}")
+        ids = sorted(str(j.get("ID")) for j in jobs)
+        if ref in ids or not ids:
+            return ref
+        if len(ids) > 1:
+            raise AgentError(f'prefix "{ref}" matched multiple jobs ({", ".join(ids)}): give more of the ID')
+        return ids[0]
+
     def alloc(self, ref: str) -> dict[str, Any]:
         """The whole alloc (api.Allocation) `ref` names (an id or a prefix)."""
         alloc_id = str(self.find_alloc(ref)["ID"])

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from agent.cli import allocformat, session
+from agent.cli import allocformat, planformat, session
 from agent.cli import format as fmt
 from agent.cli.calls import CallError, Nomad, q
 from agent.cli.jobfiles import registration
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
 
 EXEC_MAX_TIMEOUT = 300.0
 NOT_FOUND = 404
+PLAN_ERROR = 255  # `nomad job plan`'s exit code for an error (0: no changes, 1: allocs created or destroyed)
+ENFORCE_INDEX_PREFIX = "Enforcing job modify index"  # api.RegisterEnforceIndexErrPrefix
 
 
 def client(args: argparse.Namespace) -> ApiClient:
@@ -75,6 +79,7 @@ def job_status(args: argparse.Namespace) -> int:
         else:
             print(fmt.job_list(jobs, time.time()))
         return 0
+    job_id = api.job_id(job_id)
     job = _job(api, job_id)
     allocs = _job_allocs(api, job_id)
     summary = (
@@ -93,6 +98,7 @@ def job_inspect(args: argparse.Namespace) -> int:
     """As `nomad job inspect`: {"Job": api.Job}, which `job run` takes back; -hcl: the jobspec as it
     was submitted (GET /v1/job/:id/submission)."""
     api = nomad(args)
+    args.job_id = api.job_id(args.job_id)
     job = _job(api, args.job_id)
     if job is None:
         raise AgentError(
@@ -113,11 +119,22 @@ def job_inspect(args: argparse.Namespace) -> int:
 
 def job_run(args: argparse.Namespace) -> int:
     """Nomad's `job run`: parse here, register with `PUT /v1/jobs` (a job that runs gets a new
-    version), then the evaluation's allocations (not with -detach)."""
+    version), then the evaluation's allocations (not with -detach). -check-index N registers only
+    over version N of the job's modify index (0: only a new job), as `job plan` printed it."""
     body, warnings = registration(args)
     job_id = str(body["Job"]["ID"])  # type: ignore[index]
+    if args.check_index is not None:
+        body.update(EnforceIndex=True, JobModifyIndex=args.check_index)
+    if args.preserve_counts:
+        body["PreserveCounts"] = True
     api = nomad(args)
-    out = api.call("PUT", "/v1/jobs", f"job {job_id}: register", body)
+    try:
+        out = api.call("PUT", "/v1/jobs", f"job {job_id}: register", body)
+    except CallError as exc:
+        if not exc.reason.startswith(ENFORCE_INDEX_PREFIX):
+            raise
+        print(f"{exc.reason}\nJob not updated", file=sys.stderr)  # as `nomad job run -check-index`
+        return 1
     if args.detach:
         print(f"Job registration successful\nEvaluation ID: {out.get('EvalID')}")
         return 0
@@ -130,6 +147,52 @@ def job_run(args: argparse.Namespace) -> int:
     else:
         agent_warnings = [w for w in str(out.get("Warnings") or "").splitlines() if w]
         print(fmt.job_registered(job_id, version, out, allocs, [*warnings, *agent_warnings]))
+    return 0
+
+
+def job_plan(args: argparse.Namespace) -> int:
+    """`PUT /v1/job/:id/plan` with the diff: what `job run` would do, changing nothing. Exit 0 when
+    no alloc would be created or destroyed, 1 when some would, 255 on an error (Nomad's codes)."""
+    try:
+        body, _ = registration(args)
+        job: dict[str, Any] = body["Job"]  # type: ignore[assignment]
+        job_id = str(job["ID"])
+        plan = nomad(args).call(
+            "PUT", f"/v1/job/{q(job_id)}/plan", f"job {job_id}: plan", {"Job": job, "Diff": True}
+        )
+    except AgentError as exc:
+        print(f"fieldlab-agent: error: {str(exc).strip()}", file=sys.stderr)
+        return PLAN_ERROR
+    if args.json_output:
+        _print_json(plan)
+        return planformat.plan_exit_code(plan)
+    flags = [*(f"-var={v}" for v in args.var), *(f"-var-file={f}" for f in args.var_file)]
+    index = int(plan.get("JobModifyIndex") or 0)
+    rerun = shlex.join(["fieldlab-agent", "job", "run", "-check-index", str(index), *flags, str(args.file)])
+    job_type = str(job.get("Type") or "service")
+    print(planformat.plan_text(plan, job_type, rerun, args.verbose, args.diff == "true"))
+    return planformat.plan_exit_code(plan)
+
+
+def job_history(args: argparse.Namespace) -> int:
+    """`GET /v1/job/:id/versions` (with -p `?diffs=true`): the job's versions, newest first; -version N
+    only that one; -json the api.Job versions."""
+    api = nomad(args)
+    job_id = api.job_id(args.job_id)
+    got = api.get(
+        f"/v1/job/{q(job_id)}/versions{'?diffs=true' if args.p else ''}", f"job {job_id}'s versions"
+    )
+    versions: list[dict[str, Any]] = list(got.get("Versions") or [])
+    diffs: list[dict[str, Any]] | None = got.get("Diffs")
+    if args.version is not None:
+        at = [i for i, v in enumerate(versions) if v.get("Version") == args.version]
+        if not at:
+            raise AgentError(f"job {job_id} has no version {args.version}")
+        versions, diffs = [versions[at[0]]], (diffs[at[0] : at[0] + 1] if diffs else None)
+    if args.json:
+        _print_json(versions[0] if args.version is not None else versions)
+    else:
+        print(planformat.history_text(versions, diffs))
     return 0
 
 
@@ -159,6 +222,7 @@ def job_stop(args: argparse.Namespace) -> int:
     """`DELETE /v1/job/:id` (`?purge=true`): answered once the stop is decided; then (unless
     -detach or -json) the allocs are watched until they have stopped, and summed up."""
     api = nomad(args)
+    args.job_id = api.job_id(args.job_id)
     purge = bool(getattr(args, "purge", False))
     before = [] if args.detach or args.json else _job_allocs(api, args.job_id)
     path = f"/v1/job/{q(args.job_id)}" + ("?purge=true" if purge else "")

@@ -197,6 +197,33 @@ def _job_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
     var_options(jr)
     _json(jr)
     _flag(jr, "detach", action="store_true", help="print the evaluation's id and return (as Nomad)")
+    _flag(
+        jr,
+        "check-index",
+        type=int,
+        metavar="N",
+        help="register only if the job's modify index is N (0: only if there is no such job), "
+        "as `job plan` printed it",
+    )
+    _flag(jr, "preserve-counts", action="store_true", help="the job's groups keep their running counts")
+    jp = leaf(
+        job_sub,
+        "job plan",
+        "what `job run FILE` would do, changing nothing: exit 0 no changes, 1 allocs created or "
+        "destroyed, 255 an error",
+    )
+    jp.add_argument("file", type=Path, metavar="FILE")
+    var_options(jp)
+    _flag(
+        jp, "diff", nargs="?", const="true", default="true", choices=["true", "false"], help="show the diff"
+    )
+    _flag(jp, "verbose", action="store_true", help="every field of the diff, the unchanged too")
+    _flag(jp, "json-output", action="store_true", help="Nomad's api.JobPlanResponse as JSON")
+    jh = leaf(job_sub, "job history", "the job's versions, newest first (-p: what each changed)")
+    jh.add_argument("job_id", metavar="ID")
+    _flag(jh, "p", action="store_true", help="each version's diff to the one before it")
+    _flag(jh, "version", type=int, metavar="N", help="only version N")
+    _json(jh, "the versions as Nomad's api.Job JSON")
     jv = leaf(
         job_sub,
         "job validate",

@@ -1,0 +1,293 @@
+"""A register's options as Nomad's JobRegisterRequest has them (`EnforceIndex` with `JobModifyIndex`:
+`nomad job run -check-index`; `PreserveCounts`), and the verbs that use them: `job plan` (what a run
+would do, its exit code, the index to run with) and `job history`, over real mTLS against an agent
+on a fake node (tests/agent_api.py); the decisions and the plan's text as pure functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent import cli
+from agent.cli import planformat
+from agent.nomadapi.http import HttpError
+from agent.nomadapi.jobwrites import enforce_index, preserved_counts, register_options
+from tests.agent_api import Agent, nomad_http
+
+SPEC = """
+job "%(id)s" {
+  datacenters = ["dc1"]
+  group "g" {
+    count = %(count)d
+    task "t" {
+      driver = "exec"
+      config {
+        command = "/bin/sleep"
+        args    = ["60"]
+      }
+      env {
+        MODE = "%(mode)s"
+      }
+    }
+  }
+}
+"""
+
+
+def _spec(job_id: str = "web", count: int = 1, mode: str = "a") -> str:
+    return SPEC % {"id": job_id, "count": count, "mode": mode}
+
+
+# -- the decisions (pure) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("current", "given", "want"),
+    [
+        (None, 0, None),  # a new job, asked to be new
+        (None, 7, "Enforcing job modify index 7: job does not exist"),
+        (7, 0, "Enforcing job modify index 0: job already exists"),
+        (7, 7, None),
+        (9, 7, "Enforcing job modify index 7: job exists with conflicting job modify index: 9"),
+    ],
+)
+def test_the_index_check_is_nomads_job_enforce_index(
+    current: int | None, given: int, want: str | None
+) -> None:
+    assert enforce_index(current, given) == want
+
+
+def test_register_options_refuse_a_wrong_type_naming_the_field() -> None:
+    assert register_options({}) == (None, False)
+    assert register_options({"JobModifyIndex": 5}) == (None, False), "no EnforceIndex: nothing enforced"
+    assert register_options({"EnforceIndex": True}) == (0, False)
+    assert register_options({"EnforceIndex": True, "JobModifyIndex": 5, "PreserveCounts": True}) == (5, True)
+    for body, field in (
+        ({"EnforceIndex": "yes"}, "EnforceIndex"),
+        ({"PreserveCounts": 1}, "PreserveCounts"),
+        ({"EnforceIndex": True, "JobModifyIndex": -1}, "JobModifyIndex"),
+        ({"EnforceIndex": True, "JobModifyIndex": "5"}, "JobModifyIndex"),
+        ({"EnforceIndex": True, "JobModifyIndex": True}, "JobModifyIndex"),
+    ):
+        with pytest.raises(HttpError) as err:
+            register_options(body)
+        assert err.value.status == 400 and f'"{field}"' in str(err.value), (body, str(err.value))
+
+
+def test_preserved_counts_keep_the_running_groups_and_leave_new_ones() -> None:
+    job = {"ID": "j", "TaskGroups": [{"Name": "a", "Count": 1}, {"Name": "new", "Count": 3}]}
+    kept = preserved_counts(job, {"a": 4, "gone": 2})
+    assert [(g["Name"], g["Count"]) for g in kept["TaskGroups"]] == [("a", 4), ("new", 3)]
+    assert job["TaskGroups"][0]["Count"] == 1, "the body is not changed in place"
+    assert preserved_counts(job, {}) == job
+
+
+def _edited_diff() -> dict[str, Any]:
+    return {
+        "Type": "Edited",
+        "ID": "web",
+        "Fields": [{"Type": "None", "Name": "Priority", "Old": "50", "New": "50", "Annotations": None}],
+        "Objects": None,
+        "TaskGroups": [
+            {
+                "Type": "Edited",
+                "Name": "g",
+                "Updates": {"create": 1, "create/destroy update": 1},
+                "Fields": [
+                    {
+                        "Type": "Edited",
+                        "Name": "Count",
+                        "Old": "1",
+                        "New": "2",
+                        "Annotations": ["forces create"],
+                    }
+                ],
+                "Objects": None,
+                "Tasks": [
+                    {
+                        "Type": "Edited",
+                        "Name": "t",
+                        "Annotations": ["forces create/destroy update"],
+                        "Fields": [{"Type": "Edited", "Name": "Env[MODE]", "Old": "a", "New": "b"}],
+                        "Objects": [
+                            {
+                                "Type": "Edited",
+                                "Name": "Config",
+                                "Fields": [{"Type": "Added", "Name": "args[1]", "Old": "", "New": "x"}],
+                                "Objects": None,
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def test_a_diff_reads_as_nomads_plan_prints_it() -> None:
+    assert planformat.diff_text(_edited_diff()).splitlines() == [
+        '+/- Job: "web"',
+        '+/- Task Group: "g" (1 create, 1 create/destroy update)',
+        '  +/- Count: "1" => "2" (forces create)',
+        '  +/- Task: "t" (forces create/destroy update)',
+        '    +/- Env[MODE]: "a" => "b"',
+        "    +/- Config {",
+        '      + args[1]: "x"',
+        "        }",
+    ]
+    verbose = planformat.diff_text(_edited_diff(), verbose=True)
+    assert 'Priority: "50"' in verbose, "-verbose shows the unchanged fields too"
+
+
+def test_the_plans_exit_code_says_whether_allocs_come_or_go() -> None:
+    def plan(kind: str, **updates: int) -> dict[str, Any]:
+        return {"Diff": {"Type": kind}, "Annotations": {"DesiredTGUpdates": {"g": updates}}}
+
+    assert planformat.plan_exit_code(plan("None", Place=1)) == 0
+    assert planformat.plan_exit_code(plan("Edited", Ignore=1, InPlaceUpdate=1)) == 0
+    assert planformat.plan_exit_code(plan("Added", Place=1)) == 1
+    assert planformat.plan_exit_code(plan("Edited", DestructiveUpdate=1)) == 1
+    assert planformat.plan_exit_code(plan("Edited", Stop=2)) == 1
+
+
+# -- against an agent ------------------------------------------------------------------------------
+
+
+def test_a_register_with_enforce_index_writes_only_over_that_version(agent: Agent) -> None:
+    """`EnforceIndex` as Nomad's server checks it: 0 only for a new job; the job's JobModifyIndex to
+    write over it; anything else is Nomad's 500 with its message, and the job keeps its version."""
+    base, tls, http = nomad_http(agent)
+
+    def parsed(mode: str) -> dict[str, Any]:
+        return dict(
+            http.post(f"{base}/v1/jobs/parse", json={"JobHCL": _spec(mode=mode)}, timeout=10, **tls).json()
+        )
+
+    def register(mode: str, **opts: Any) -> Any:
+        return http.put(f"{base}/v1/jobs", json={"Job": parsed(mode), **opts}, timeout=10, **tls)
+
+    def job() -> dict[str, Any]:
+        return dict(http.get(f"{base}/v1/job/web", timeout=10, **tls).json())
+
+    missing = register("a", EnforceIndex=True, JobModifyIndex=3)
+    assert (missing.status_code, missing.text.strip()) == (
+        500,
+        "Enforcing job modify index 3: job does not exist",
+    )
+    assert http.get(f"{base}/v1/job/web", timeout=10, **tls).status_code == 404
+
+    assert register("a", EnforceIndex=True, JobModifyIndex=0).status_code == 200
+    first = job()
+    again = register("b", EnforceIndex=True, JobModifyIndex=0)
+    assert (again.status_code, again.text.strip()) == (
+        500,
+        "Enforcing job modify index 0: job already exists",
+    )
+    stale = register("b", EnforceIndex=True, JobModifyIndex=first["JobModifyIndex"] + 100)
+    assert stale.status_code == 500 and stale.text.strip() == (
+        f"Enforcing job modify index {first['JobModifyIndex'] + 100}: "
+        f"job exists with conflicting job modify index: {first['JobModifyIndex']}"
+    )
+    assert job()["Version"] == 0 and job()["TaskGroups"][0]["Tasks"][0]["Env"] == {"MODE": "a"}, (
+        "a refused register changes nothing"
+    )
+    ok = register("b", EnforceIndex=True, JobModifyIndex=first["JobModifyIndex"])
+    assert ok.status_code == 200, ok.text
+    assert (job()["Version"], job()["TaskGroups"][0]["Tasks"][0]["Env"]) == (1, {"MODE": "b"})
+    bad = register("c", EnforceIndex=True, JobModifyIndex="1")
+    assert bad.status_code == 400 and '"JobModifyIndex"' in bad.text
+
+
+def test_preserve_counts_keeps_the_running_count_through_an_update(agent: Agent) -> None:
+    base, tls, http = nomad_http(agent)
+
+    def register(count: int, mode: str, **opts: Any) -> None:
+        job = http.post(
+            f"{base}/v1/jobs/parse", json={"JobHCL": _spec(count=count, mode=mode)}, timeout=10, **tls
+        )
+        resp = http.put(f"{base}/v1/jobs", json={"Job": job.json(), **opts}, timeout=10, **tls)
+        assert resp.status_code == 200, resp.text
+
+    register(2, "a")
+    register(1, "b", PreserveCounts=True)
+    job = http.get(f"{base}/v1/job/web", timeout=10, **tls).json()
+    assert (job["Version"], job["TaskGroups"][0]["Count"]) == (1, 2), "the count the job ran with"
+    allocs = http.get(f"{base}/v1/job/web/allocations", timeout=10, **tls).json()
+    assert sum(a["DesiredStatus"] == "run" for a in allocs) == 2, allocs
+    register(1, "c")
+    job = http.get(f"{base}/v1/job/web", timeout=10, **tls).json()
+    assert job["TaskGroups"][0]["Count"] == 1, "without the option the file's count wins"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_then_run_with_its_check_index_as_a_nomad_user_would(
+    agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`job plan FILE` says what `job run` would do (exit 1: allocs placed; 0: nothing changes) and
+    the index to run with; `job run -check-index` with a stale index is refused ("Job not
+    updated"), with the plan's index it runs; `job history -p` shows the versions and their diff;
+    a job ID prefix names the job."""
+    f = agent.flags
+    spec = tmp_path / "web.nomad.hcl"
+    spec.write_text(_spec())
+    code, out, err = _run(capsys, "job", "plan", *f, str(spec))
+    assert code == 1, (out, err)
+    assert out.startswith('+ Job: "web"\n+ Task Group: "g" (1 create)\n  + Task: "t" (forces create)\n'), out
+    assert "- All tasks successfully allocated." in out and "Job Modify Index: 0\n" in out
+    assert f"fieldlab-agent job run -check-index 0 {spec}" in out
+    assert _run(capsys, "job", "run", "-check-index", "0", *f, str(spec))[0] == 0
+
+    code, out, _ = _run(capsys, "job", "plan", *f, str(spec))
+    assert code == 0 and out.startswith('Job: "web"\nTask Group: "g" (1 ignore)\n'), out
+    index = int(out.split("Job Modify Index: ")[1].split()[0])
+    assert index > 0
+
+    spec.write_text(_spec(mode="b"))
+    code, out, _ = _run(capsys, "job", "plan", "-json-output", *f, str(spec))
+    assert code == 1 and '"DestructiveUpdate": 1' in out
+    code, out, _ = _run(capsys, "job", "plan", *f, str(spec))
+    assert code == 1 and '+/- Task: "t" (forces create/destroy update)' in out, out
+    assert '+/- Env[MODE]: "a" => "b"' in out
+
+    code, out, err = _run(capsys, "job", "run", "-check-index", str(index + 5), *f, str(spec))
+    assert (code, out) == (1, "") and err == (
+        f"Enforcing job modify index {index + 5}: job exists with conflicting job modify index: {index}\n"
+        "Job not updated\n"
+    )
+    assert _run(capsys, "job", "run", "-check-index", str(index), *f, str(spec))[0] == 0
+
+    code, out, _ = _run(capsys, "job", "history", "-p", *f, "we")
+    assert code == 0, out
+    newest, oldest = out.split("\n\n")
+    assert newest.startswith("Version     = 1\nStable      = false\nSubmit Date = "), newest
+    assert 'Diff        =\n+/- Job: "web"' in newest and '+/- Env[MODE]: "a" => "b"' in newest
+    assert oldest.startswith("Version     = 0\n") and "Diff" not in oldest
+    code, out, _ = _run(capsys, "job", "history", "-version", "0", "-json", *f, "web")
+    assert code == 0 and '"Version": 0' in out
+
+    other = tmp_path / "web2.nomad.hcl"
+    other.write_text(_spec(job_id="web2"))
+    assert _run(capsys, "job", "run", "-detach", *f, str(other))[0] == 0
+    code, out, _ = _run(capsys, "job", "status", *f, "web")
+    assert code == 0 and "web2" not in out, "an exact ID wins over the longer ones it prefixes"
+    code, _, err = _run(capsys, "job", "history", *f, "we")
+    assert code == 2 and 'prefix "we" matched multiple jobs (web, web2)' in err, err
+
+
+def test_a_plan_that_cannot_reach_the_agent_exits_255(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "web.nomad.hcl"
+    spec.write_text(_spec())
+    code, _, err = _run(capsys, "job", "plan", "-address=https://127.0.0.1:9", str(spec))
+    assert code == 255 and "fieldlab-agent: error:" in err, err
+    spec.write_text("job {")
+    code, _, err = _run(capsys, "job", "plan", str(spec))
+    assert code == 255 and str(spec) in err, err
