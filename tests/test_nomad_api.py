@@ -168,9 +168,20 @@ def test_nomads_python_client_drives_the_agent_end_to_end(agent: Daemon) -> None
         {"Job": {**job, "TaskGroups": [{"Name": "g", "Tasks": [{"Name": "x", "Driver": "nope"}]}]}}
     )
     assert bad.json()["ValidationErrors"], bad.text
-    registered = n.job.register_job("nomadapi", {"Job": job})
+    planned = n.job.plan_job("nomadapi", {"Job": job}, diff=True)  # `nomad job plan`
+    assert planned["JobModifyIndex"] == 0 and planned["Diff"]["Type"] == "Added", planned["Diff"]
+    assert planned["Annotations"]["DesiredTGUpdates"]["g"]["Place"] == 1
+    registered = n.job.register_job("nomadapi", {"Job": job, "EnforceIndex": True, "JobModifyIndex": 0})
     assert n.evaluation.get_evaluation(registered["EvalID"])["Status"] == "complete"
     assert n.job.get_job("nomadapi")["Version"] == 0
+    with pytest.raises(nomad.api.exceptions.BaseNomadException) as stale:  # `job run -check-index 0` again
+        n.job.register_job("nomadapi", {"Job": job, "EnforceIndex": True, "JobModifyIndex": 0})
+    assert "Enforcing job modify index 0: job already exists" in stale.value.nomad_resp.text
+    again = n.job.plan_job("nomadapi", {"Job": job}, diff=True)
+    assert (
+        again["JobModifyIndex"] == n.job.get_job("nomadapi")["JobModifyIndex"]
+        and again["Diff"]["Type"] == "None"
+    )
 
     alloc = _running(n, "nomadapi")
     alloc_id = alloc["ID"]

@@ -17,13 +17,20 @@ import pytest
 from agent.config import load_config
 from agent.errors import ConfigError
 from agent.identity.keyring import Keyring
-from agent.identity.vaultlogin import JwtLogin, VaultJwt, plan_vault_login, token_role_policies
+from agent.identity.vaultlogin import (
+    JwtLogin,
+    VaultJwt,
+    plan_vault_login,
+    token_role_policies,
+    with_implicit_identities,
+)
 from agent.model import Group, Job, Task, Template, Vault, WorkloadIdentity
 from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
 from agent.runner.vaulttoken import TokenIssuer
 from agent.templates.runner import TemplateDeps
 from agent.vault import VaultClient
+from tests.agent_api import Agent
 from tests.fakes import FakeNode, FakeVault
 from tests.openbao_server import (  # noqa: F401 - openbao: the fixture
     JOB_OTHER,
@@ -96,6 +103,32 @@ def test_the_agents_default_identity_is_the_tasks_when_it_has_none_else_the_toke
     assert plan_vault_login(no_vault, jwt) is None
     assert token_role_policies(Vault()) == ("default",)
     assert token_role_policies(Vault(policies=("a",))) == ("a",)
+
+
+def test_the_job_shows_the_default_identity_a_vault_task_gets_as_nomads_servers_store_it(
+    agent: Agent,
+) -> None:
+    """Nomad's servers add `vault_default` (their default identity) to a vault task without one at
+    register, so `job inspect` shows it: the job's API JSON here shows what the task will log in
+    with; a task with its own, or without a vault block, is left as it is."""
+    default = WorkloadIdentity("vault_default", ("vault.io",), ttl=600, file=True)
+    plain = Task("plain", "docker", config={"image": "x"})
+    job = Job("j", (Group("g", (_task("own"), _task("implied", wid=None), plain)),))
+    assert with_implicit_identities(job, VaultJwt()) is job, "no default identity: nothing added"
+    shown = with_implicit_identities(job, VaultJwt(default_identity=default))
+    own, implied, untouched = shown.groups[0].tasks
+    assert (own, untouched) == job.groups[0].tasks[::2] and implied.identities == (default,)
+
+    api = agent.api
+    assert api is not None
+    agent.core.deps = dataclasses.replace(agent.core.deps, vault_jwt=VaultJwt(default_identity=default))
+    tasks = agent.core.call(lambda: api.job_dict(job, allocs=[]))["TaskGroups"][0]["Tasks"]
+    ids = {t["Name"]: [(i["Name"], i["Audience"], i["File"]) for i in t["Identities"] or []] for t in tasks}
+    assert ids == {
+        "own": [("vault_default", ["vault.io"], False)],
+        "implied": [("vault_default", ["vault.io"], True)],
+        "plain": [],
+    }, ids
 
 
 def _config(tmp_path: Path, vault: dict[str, object]) -> Path:

@@ -12,9 +12,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from agent.model import Task, Vault, WorkloadIdentity
+from agent.model import Job, Task, Vault, WorkloadIdentity
 
 VAULT_IDENTITY = "vault_default"  # Nomad: WorkloadIdentityVaultPrefix + the cluster ("default")
 DEFAULT_JWT_MOUNT = "jwt-nomad"  # Nomad's vault.jwt_auth_backend_path default
@@ -45,6 +45,23 @@ def vault_identity(task: Task, jwt: VaultJwt) -> WorkloadIdentity | None:
         if wid.name == VAULT_IDENTITY:
             return wid
     return jwt.default_identity
+
+
+def with_implicit_identities(job: Job, jwt: VaultJwt) -> Job:
+    """The job as Nomad's servers store it at register (their implicit identities hook): a task with
+    a vault block and no `vault_default` identity gets the agent's default one under that name, so
+    `job inspect` shows the identity the task logs in with. Without a default, the job as it is."""
+    default = jwt.default_identity
+    if default is None:
+        return job
+
+    def task(t: Task) -> Task:
+        if t.vault is None or any(w.name == VAULT_IDENTITY for w in t.identities):
+            return t
+        return replace(t, identities=(*t.identities, replace(default, name=VAULT_IDENTITY)))
+
+    groups = tuple(replace(g, tasks=tuple(task(t) for t in g.tasks)) for g in job.groups)
+    return job if groups == job.groups else replace(job, groups=groups)
 
 
 def plan_vault_login(task: Task, jwt: VaultJwt) -> JwtLogin | None:

@@ -19,6 +19,7 @@ from agent.api.server import Handler, Response, query_params
 from agent.api.views import alloc_counts, job_status
 from agent.core import Core
 from agent.errors import AgentError, NotFound
+from agent.identity.vaultlogin import with_implicit_identities
 from agent.jobcodec import JobCodecError, decode_job
 from agent.node.driverevents import NodeEvent, NodeEvents, driver_changes
 from agent.nomadapi import structs
@@ -131,7 +132,7 @@ class NomadApi:
             allocs = [a for a in self.all_alloc_views() if a.get("job") == job.id]
         index = self.core.changes.of("job", job.id)
         return structs.job_json(
-            job,
+            with_implicit_identities(job, self.core.deps.vault_jwt),
             region=self.node.region,
             namespace=NS,
             status=job_status(str(a.get("status", "")) for a in allocs),
@@ -193,7 +194,7 @@ class NomadApi:
                 {
                     **current,
                     **structs.job_json(
-                        old,
+                        with_implicit_identities(old, self.core.deps.vault_jwt),
                         region=self.node.region,
                         namespace=NS,
                         status=current["Status"],
