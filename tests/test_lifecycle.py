@@ -350,8 +350,34 @@ def test_a_failed_alloc_runs_its_poststop_before_it_is_replaced(tmp_path: Path) 
     _exit(node, r, "web", 1)  # attempts used up
     assert r.rec.status is AllocStatus.FAILED and _started(node) == ["web", "web", "bye"]
     assert node.replaced == [], "the replacement waits for the poststop task"
-    _exit(node, r, "bye", 3)
+    _exit(node, r, "bye", 3)  # bye's own attempt (POLICY: 1): restarted, as Nomad's task runner does
+    assert node.replaced == [] and _events(node, r, "bye")[-1] == "Restarting"
+    node.run_timers()
+    assert _started(node) == ["web", "web", "bye", "bye"]
+    _exit(node, r, "bye", 3)  # its attempts used up: failed, and the alloc's end goes on
     assert node.replaced == [(r.id, r.rec.reason)] and r.state.task("bye").failed
+    assert _events(node, r, "bye")[-1] == "Not Restarting"
+
+
+def test_a_poststop_task_that_fails_at_a_stop_is_restarted_by_the_policy_then_the_alloc_ends(
+    tmp_path: Path,
+) -> None:
+    """Nomad's task runner does not shut a poststop task down for the alloc's stop, so its failure
+    goes to the restart tracker: restarted after the policy's delay; its exit 0 completes it and
+    the alloc; a restart timer outrun by a later decision starts nothing."""
+    node = FakeNode(tmp_path)
+    r = _runner(node, (_task("web"), _task("bye", "poststop")))
+    r.stop("job stopped")
+    _exit(node, r, "bye", 1)
+    assert r.rec.status is AllocStatus.RUNNING and node.dirs.cleaned == [], "the stop waits for bye"
+    assert _events(node, r, "bye")[-2:] == ["Terminated", "Restarting"] and r.state.task("bye").restarts == 0
+    assert r.state.task("bye").restart_times, "the restart is counted against bye's attempts"
+    node.run_timers()
+    assert _started(node) == ["web", "bye", "bye"]
+    _exit(node, r, "bye", 0)
+    assert r.rec.status is AllocStatus.COMPLETE and node.dirs.cleaned == [r.alloc_dir]
+    bye = r.state.task("bye")
+    assert (bye.completed, bye.failed, bye.restarts) == (True, False, 1)
 
 
 def test_a_restore_never_runs_a_finished_prestart_again_and_starts_main_in_its_turn(tmp_path: Path) -> None:

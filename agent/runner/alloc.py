@@ -425,10 +425,14 @@ class AllocRunner:
         tasks are done, a poststart task, a poststop task after the others ended)."""
         self.tasks[t.name].restart(StartCause.FIRST_START, f"{stage(t).value} turn", count=False)
 
-    def start_poststop(self, t: Task) -> bool:
-        """A poststop task of an ending alloc (stopped or failed); False: it could not start."""
+    def start_poststop(self, t: Task, again: bool = False) -> bool:
+        """A poststop task of an ending alloc (stopped or failed), or `again` by its restart policy;
+        False: it could not start."""
         try:
-            self.tasks[t.name].start(StartCause.FIRST_START, "the alloc is ending")
+            if again:
+                self.tasks[t.name].start(StartCause.RESTART_POLICY, "", restart=True)
+            else:
+                self.tasks[t.name].start(StartCause.FIRST_START, "the alloc is ending")
         except (AgentError, OSError) as exc:
             self.event(t.name, "Driver Failure", str(exc))
             self.state.update_task(t.name, state=TaskState.DEAD, failed=True)

@@ -166,12 +166,42 @@ class Coordinator:
         return self._after_poststop is not None and stage(t) is Stage.POSTSTOP
 
     def poststop_exited(self, t: Task, code: int | None, shown: str) -> None:
+        """A poststop task of an ending alloc exited. As Nomad's task runner (a poststop task is not
+        shut down by the alloc's stop, so its exit goes to the restart tracker): exit 0 completes
+        it; a failure is restarted as the group's restart policy says (its own attempts, delay and
+        mode), else it is dead and failed. Once every poststop task is dead for good, the alloc's
+        end goes on."""
         r = self.r
+        now = r.d.clock()
+        record = r.state.task(t.name).with_(state=TaskState.DEAD)
+        decision = r.tasks[t.name].restart_decision(record, now, code)
+        generation = r.state.bump(t.name)
+        again = decision.restart and not decision.complete
         with r.d.store.transaction():
             r.event(t.name, "Terminated", f"Exit Code: {shown}", exit_code=code)
-            record = r.state.task(t.name)
-            ok = code == 0
-            r.state.put_task(t.name, record.with_(state=TaskState.DEAD, completed=ok, failed=not ok))
+            if again:
+                r.state.put_task(t.name, record.counted(now, now + decision.delay, decision.interval_start))
+                r.event(t.name, "Restarting", f"Task restarting in {decision.delay:.1f}s ({decision.reason})")
+            else:
+                ok = code == 0
+                r.state.put_task(t.name, record.with_(completed=ok, failed=not ok, restart_due=0.0))
+                if not ok:
+                    r.event(
+                        t.name, "Not Restarting", f"{decision.reason} (exit code {shown})", exit_code=code
+                    )
+        if again:
+            r.d.schedule(decision.delay, lambda: r.serial.run(lambda: self._poststop_again(t, generation)))
+            return
+        self._poststop_progress()
+
+    def _poststop_again(self, t: Task, generation: int) -> None:
+        """A poststop task's restart timer: started again unless a later decision came first."""
+        if self._after_poststop is None or self.r.state.generation(t.name) != generation:
+            return
+        if not self.r.start_poststop(t, again=True):  # it could not start: dead and failed (start_poststop)
+            self._poststop_progress()
+
+    def _poststop_progress(self) -> None:
         if not self.poststop_owed() and self._after_poststop is not None:
             then, self._after_poststop = self._after_poststop, None
             then()

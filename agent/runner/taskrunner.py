@@ -398,7 +398,7 @@ class TaskRunner:
         note = {"exit_code": code, "while_agent_down": True} if while_down else {"exit_code": code}
         now = self.d.clock()
         record = self.state.task(t.name).with_(state=TaskState.DEAD)
-        decision = self._restart_policy(record, now, code)
+        decision = self.restart_decision(record, now, code)
         generation = self.state.bump(t.name)
         shown = exit_text(code, while_down)
         reason = f"task {t.name} failed with exit code {shown}: {decision.reason}"
@@ -434,7 +434,7 @@ class TaskRunner:
         ar.kill_point("restart.after-exit-record")
         self.schedule_restart(decision.delay, generation)
 
-    def _restart_policy(self, record: TaskRecord, now: float, code: int | None) -> RestartDecision:
+    def restart_decision(self, record: TaskRecord, now: float, code: int | None) -> RestartDecision:
         """The restart tracker's decision on an exit with `code` (None: unknown, or a start error)."""
         t, ar = self.t, self.ar
         return plan_task_restart(
@@ -514,7 +514,7 @@ class TaskRunner:
         t = self.t
         now = self.d.clock()
         record = self.state.task(t.name).with_(state=TaskState.DEAD)
-        decision = self._restart_policy(record, now, None)
+        decision = self.restart_decision(record, now, None)
         generation = self.state.bump(t.name)
         with self.d.store.transaction():
             if not decision.restart:
