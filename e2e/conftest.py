@@ -31,6 +31,7 @@ from e2e.harness.cluster import Cluster, load_cluster
 from e2e.harness.collect import collect
 from e2e.harness.faults import FaultError, faults_dropin, set_agent_faults
 from e2e.harness.history import History
+from e2e.harness.hostile import canary  # the hostile suites' fixture (e2e/harness/hostile.py)
 from e2e.harness.remote import Remote
 from e2e.harness.target import TargetError
 from lab.config import LabPaths
@@ -380,3 +381,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     for line in text.splitlines():
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"seed {h.seed} (replay: --seed {h.seed}); run dir {h.run_dir}")
+
+
+__all__ = ["canary"]

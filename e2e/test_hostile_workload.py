@@ -8,22 +8,19 @@ FIFO at a destination, to read host files through a template's `source` or a Vau
 template sandbox, to use Vault paths outside their job's policy, to call the agent's API with a
 certificate of their own, and to stall the API with idle and slow connections; an exec task tries to
 read the agent's files and to write to the system; an artifact's archive tries to write past its
-destination and to plant a link. Throughout, the agent keeps answering the
+destination and to plant a link (test_hostile_files.py). Throughout, the agent keeps answering the
 operator; afterwards every fingerprinted file is unchanged and the agent's events name each refusal.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import socket
 import ssl
 import subprocess
-import tarfile
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +32,14 @@ from e2e.harness import history
 from e2e.harness.checkers import FileSeen, unchanged_problems
 from e2e.harness.cluster import AGENT_DATA_DIR, AGENT_PORT, Agent, Cluster
 from e2e.harness.faults import AgentRestart, injected
+from e2e.harness.hostile import CANARY, alloc_events, fingerprint
 from e2e.harness.jobs import PKI_ISSUE, running_job
-from e2e.harness.probes import observe_files
 from e2e.harness.remote import Remote
 from e2e.harness.waits import wait_until
 
 # The agent's own files, credentials and config are what these workloads attack.
 pytestmark = [pytest.mark.e2e, pytest.mark.agent_own]
 
-CANARY = "/etc/fieldlab-canary"
-HOST_FILES = [CANARY, "/etc/fieldlab-agent/*.json", "/etc/fieldlab-agent/tls/*"]
 HOSTILE_POLICY = "fieldlab-job-hostile"  # the lab's policy for jobs named hostile-* (pki role)
 REFUSAL_SEEN = 90.0  # a re-render (TTL 20 s, re-issued at 60-80 %) after the attack, with room
 PARKED_CLIENTS = 50
@@ -186,27 +181,6 @@ EOS
 """
 
 
-def _fingerprint(node: Remote) -> list[FileSeen]:
-    seen = observe_files(node, HOST_FILES)
-    assert any(f.path == CANARY for f in seen), f"{node.name}: canary {CANARY} not seen"
-    assert len(seen) >= 3, f"{node.name}: the agent's config files were not seen: {seen}"
-    return seen
-
-
-@pytest.fixture
-def canary(cluster: Cluster) -> Iterator[list[FileSeen]]:
-    node = cluster.clients[0]
-    node.run(f"printf 'fieldlab canary\\n' > {CANARY} && chmod 0644 {CANARY}")
-    try:
-        yield _fingerprint(node)
-    finally:
-        node.run(f"rm -f {CANARY}", check=False)
-
-
-def _events(agent: Agent, alloc_id: str) -> list[tuple[str, str]]:
-    return [(str(e["type"]), str(e["message"])) for e in agent.events(alloc_id)]
-
-
 def _health_latency(agent: Agent) -> float:
     t0 = time.monotonic()
     agent.request("GET", "/v1/agent/health")
@@ -238,7 +212,7 @@ def test_a_planted_link_or_fifo_never_moves_the_agent(
 
         def refused_twice() -> tuple[list[str] | None, str]:
             latencies.append(_health_latency(agent))  # the agent answers while it renders
-            failed = [m for t, m in _events(agent, job.alloc_id) if t == "Template Failed"]
+            failed = [m for t, m in alloc_events(agent, job.alloc_id) if t == "Template Failed"]
             refused = [m for m in failed if "local/x.txt" in m and REFUSAL[kind] in m]
             # Two refusals: the first, and a retry after it (the template runner did not die).
             return (refused if len(refused) >= 2 else None), f"Template Failed so far: {failed}"
@@ -252,7 +226,7 @@ def test_a_planted_link_or_fifo_never_moves_the_agent(
         )
         assert max(latencies) < 5.0, f"the agent stalled while rendering into a {kind}: {latencies}"
         assert node.run(f"test -f {CANARY} && ! test -L {CANARY}", check=False).rc == 0
-    after = _fingerprint(node)
+    after = fingerprint(node)
     problems = history.check("host files unchanged", unchanged_problems(node.name, canary, after))
     assert not problems, problems
 
@@ -285,7 +259,7 @@ def test_vault_paths_outside_the_jobs_policy_are_denied(cluster: Cluster, attemp
             return (a if a["status"] != "pending" else None), str(a["status"])
 
         alloc = wait_until(settled, timeout=60, what=f"hostile-vault-{n} settles")
-        events = _events(agent, allocs[0])
+        events = alloc_events(agent, allocs[0])
         denied = [m for t, m in events if t in ("Setup Failure", "Template Failed") and "denied" in m.lower()]
         assert alloc["status"] == "failed" and denied, f"{attempt}: {alloc['status']}: {events}"
         out = f"{AGENT_DATA_DIR}/alloc/{allocs[0]}/t/secrets/out"
@@ -378,7 +352,7 @@ def test_an_exec_task_sees_nothing_of_the_agent(cluster: Cluster, canary: list[F
     assert "keystore: unreadable" in out and "PRIVATE KEY" not in out, out
     procs = int(out.split("procs=")[1].split()[0])
     assert procs < 10, f"the exec task sees {procs} processes: not in a pid namespace of its own"
-    problems = unchanged_problems(node.name, canary, _fingerprint(node))
+    problems = unchanged_problems(node.name, canary, fingerprint(node))
     assert not problems, problems
 
 
@@ -597,7 +571,7 @@ def test_a_batch_task_that_exits_0_is_complete_not_restarted(cluster: Cluster) -
         wait_until(
             stays_complete, timeout=BATCH_SETTLED + 30, interval=2.0, what="hostile-batch stays complete"
         )
-        events = _events(agent, allocs[0])
+        events = alloc_events(agent, allocs[0])
         assert not [m for t, m in events if t in ("Restarting", "Driver Failure", "Setup Failure")], events
     finally:
         agent.stop_job("hostile-batch")
@@ -694,7 +668,7 @@ def test_a_template_env_bomb_costs_its_own_budget_not_the_agent(cluster: Cluster
             def settled() -> tuple[str | None, str]:
                 latencies.append(_health_latency(agent))
                 kinds = ("Template Failed", "Setup Failure")
-                failed = [m for t, m in _events(agent, allocs[0]) if t in kinds]
+                failed = [m for t, m in alloc_events(agent, allocs[0]) if t in kinds]
                 return (failed[0] if failed else None), str(agent.alloc(allocs[0])["status"])
 
             refusal = wait_until(settled, timeout=BOMB_SECONDS, interval=1.0, what="the env bomb refused")
@@ -724,7 +698,7 @@ def test_a_job_cannot_name_another_jobs_vault_policy(cluster: Cluster) -> None:
             return (a if a["status"] != "pending" else None), str(a["status"])
 
         alloc = wait_until(settled, timeout=60, what="hostile-policy settles")
-        events = _events(agent, allocs[0])
+        events = alloc_events(agent, allocs[0])
         refused = [m for t, m in events if t == "Vault Policy Refused"]
         assert alloc["status"] == "failed" and refused, f"{alloc['status']}: {events}"
         assert OTHER_JOBS_POLICY in refused[0] and "hostile-policy" in refused[0], refused
@@ -769,7 +743,7 @@ def test_a_workload_identity_login_reads_its_own_jobs_paths_and_not_another_jobs
                 return (a if a["status"] != "pending" else None), str(a["status"])
 
             alloc = wait_until(settled, timeout=60, what=f"{job} settles")
-            events = _events(agent, alloc_id)
+            events = alloc_events(agent, alloc_id)
             logins = [
                 m for t, m in events if t == "Vault Token" and "logged in with identity vault_default" in m
             ]
@@ -788,73 +762,3 @@ def test_a_workload_identity_login_reads_its_own_jobs_paths_and_not_another_jobs
     finally:
         for job in submitted:
             agent.stop_job(job)
-
-
-ARTIFACT_JOB = """
-job "hostile-artifact-{kind}" {{
-  group "g" {{
-    task "t" {{
-      driver = "exec"
-      config {{
-        command = "/bin/sleep"
-        args    = ["3600"]
-      }}
-      artifact {{
-        source      = "http://{server}:8089/{file}"
-        destination = "local/app"
-      }}
-    }}
-  }}
-}}
-"""
-
-
-def _hostile_tar(kind: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        if kind == "traversal":  # from the task dir's local/app up to the node's /etc
-            info = tarfile.TarInfo("../../../../../../../../../../.." + CANARY)
-            data = b"owned by an artifact\n"
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        else:  # a link to the canary, then a write through it
-            link = tarfile.TarInfo("conf")
-            link.type, link.linkname = tarfile.SYMTYPE, CANARY
-            tar.addfile(link)
-            data = b"owned through a link\n"
-            info = tarfile.TarInfo("conf")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
-@pytest.mark.parametrize("kind", ["traversal", "link"])
-def test_a_hostile_artifact_never_writes_outside_its_destination(
-    cluster: Cluster, canary: list[FileSeen], kind: str
-) -> None:
-    """Issue 34: an archive from a field report whose members climb out of their destination or plant
-    a link is refused with Nomad's event; the node's files are unchanged."""
-    agent = cluster.agent(cluster.clients[0])
-    server = cluster.servers[0]
-    name = f"hostile-{kind}.tar.gz"
-    server.put(f"/srv/fieldlab-artifacts/{name}", _hostile_tar(kind))
-    job = f"hostile-artifact-{kind}"
-    allocs = agent.run_job(
-        ARTIFACT_JOB.format(kind=kind, server=server.address, file=name), f"hostile: {name}"
-    )
-    try:
-
-        def failed() -> tuple[str | None, str]:
-            status = agent.raw_alloc(allocs[0])["ClientStatus"]
-            return (status if status != "pending" else None), status
-
-        status = wait_until(failed, timeout=60, what=f"{job} to fail its setup")
-        events = _events(agent, allocs[0])
-        said = [m for t, m in events if t == "Failed Artifact Download"]
-        assert status == "failed" and said, events
-        assert ("would land outside" if kind == "traversal" else "is a link: refused") in said[0], said
-        node = cluster.clients[0]
-        assert not unchanged_problems(node.name, canary, observe_files(node, HOST_FILES))
-    finally:
-        agent.stop_job(job)
-        server.run(f"rm -f /srv/fieldlab-artifacts/{name}", check=False)

@@ -1,0 +1,211 @@
+"""A hostile workload's files on the node (issue 34): what a job brings with it, an artifact or a host
+volume, tried as an attacker would. An artifact's archive climbs out of its destination or plants a
+link to write through; a volume_mount's destination points into the task's own dirs or climbs out
+with ".."; one job plants links in a read-write host volume to the agent's config and data dir, and
+another job that mounts the volume read-only follows them, writes, and tries to remount it
+read-write. Each attempt is refused or goes nowhere, and the node's files are unchanged.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import pytest
+
+from agent.errors import AgentError
+from e2e.harness.checkers import FileSeen, unchanged_problems
+from e2e.harness.cluster import AGENT_DATA_DIR, Cluster
+from e2e.harness.hostile import CANARY, HOST_FILES, alloc_events
+from e2e.harness.jobs import running_job
+from e2e.harness.probes import observe_files
+from e2e.harness.waits import wait_until
+
+# The agent's own files are what these workloads attack.
+pytestmark = [pytest.mark.e2e, pytest.mark.agent_own]
+
+ARTIFACT_JOB = """
+job "hostile-artifact-{kind}" {{
+  group "g" {{
+    task "t" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sleep"
+        args    = ["3600"]
+      }}
+      artifact {{
+        source      = "http://{server}:8089/{file}"
+        destination = "local/app"
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def _hostile_tar(kind: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        if kind == "traversal":  # from the task dir's local/app up to the node's /etc
+            info = tarfile.TarInfo("../../../../../../../../../../.." + CANARY)
+            data = b"owned by an artifact\n"
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        else:  # a link to the canary, then a write through it
+            link = tarfile.TarInfo("conf")
+            link.type, link.linkname = tarfile.SYMTYPE, CANARY
+            tar.addfile(link)
+            data = b"owned through a link\n"
+            info = tarfile.TarInfo("conf")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["traversal", "link"])
+def test_a_hostile_artifact_never_writes_outside_its_destination(
+    cluster: Cluster, canary: list[FileSeen], kind: str
+) -> None:
+    """Issue 34: an archive from a field report whose members climb out of their destination or plant
+    a link is refused with Nomad's event; the node's files are unchanged."""
+    agent = cluster.agent(cluster.clients[0])
+    server = cluster.servers[0]
+    name = f"hostile-{kind}.tar.gz"
+    server.put(f"/srv/fieldlab-artifacts/{name}", _hostile_tar(kind))
+    job = f"hostile-artifact-{kind}"
+    allocs = agent.run_job(
+        ARTIFACT_JOB.format(kind=kind, server=server.address, file=name), f"hostile: {name}"
+    )
+    try:
+
+        def failed() -> tuple[str | None, str]:
+            status = agent.raw_alloc(allocs[0])["ClientStatus"]
+            return (status if status != "pending" else None), status
+
+        status = wait_until(failed, timeout=60, what=f"{job} to fail its setup")
+        events = alloc_events(agent, allocs[0])
+        said = [m for t, m in events if t == "Failed Artifact Download"]
+        assert status == "failed" and said, events
+        assert ("would land outside" if kind == "traversal" else "is a link: refused") in said[0], said
+        node = cluster.clients[0]
+        assert not unchanged_problems(node.name, canary, observe_files(node, HOST_FILES))
+    finally:
+        agent.stop_job(job)
+        server.run(f"rm -f /srv/fieldlab-artifacts/{name}", check=False)
+
+
+# --- host volumes -------------------------------------------------------------------------------------
+SCRATCH = "/srv/fieldlab-volumes/scratch"  # the lab's one host volume (fieldlab_agent role's default)
+REPORT_WAIT = 60.0  # seconds from submission to the task's report
+VOLUME_JOB = """
+job "{job}" {{
+  group "g" {{
+    volume "scratch" {{
+      type      = "host"
+      source    = "scratch"
+      read_only = {read_only}
+    }}
+    task "t" {{
+      driver = "{driver}"
+      config {{
+{image}        command = "/bin/sh"
+        args    = ["-c", <<EOS
+{script}
+EOS
+        ]
+      }}
+      volume_mount {{
+        volume      = "scratch"
+        destination = "{destination}"
+        read_only   = {read_only}
+      }}
+    }}
+  }}
+}}
+"""
+BUSYBOX = '        image   = "fieldlab/busybox:latest"\n'
+# Links in the shared volume to the agent's config and data dir, left for the next job that mounts it.
+PLANT = (
+    "ln -sfn /etc/fieldlab-agent /vol/hostile-conf && ln -sfn {data_dir} /vol/hostile-data && "
+    "echo planted > /vol/hostile-planted && exec sleep 3600"
+)
+# Follow the links, write through the read-only mount, remount it read-write and write again.
+FOLLOW = """exec > /local/report 2>&1
+cat /vol/hostile-conf/*.json || echo "conf: unreadable"
+ls /vol/hostile-data/state || echo "state: unreadable"
+echo owned > /vol/hostile-owned || echo "write: read-only"
+mount -o remount,rw /vol || echo "remount: refused"
+echo owned > /vol/hostile-owned || echo "write again: read-only"
+echo done
+exec sleep 3600"""
+
+
+def _volume_job(
+    job: str, driver: str, script: str, destination: str = "/vol", read_only: str = "false"
+) -> str:
+    image = BUSYBOX if driver == "docker" else ""
+    return VOLUME_JOB.format(
+        job=job, driver=driver, image=image, script=script, destination=destination, read_only=read_only
+    )
+
+
+@pytest.mark.parametrize(
+    ("destination", "said"),
+    [
+        ("/alloc/hostile", "is the task's own /alloc"),
+        ("/local", "is the task's own /local"),
+        ("/vol/../../etc/cron.d", 'may not contain ".."'),
+    ],
+)
+def test_a_volume_mount_into_the_tasks_own_dirs_or_out_of_its_root_is_refused(
+    cluster: Cluster, destination: str, said: str
+) -> None:
+    """A destination in the task's own dirs (a link the task planted there would be followed by the
+    mount) or climbing out with ".." is refused at submission, naming the field; nothing is stored."""
+    agent = cluster.agent(cluster.clients[0])
+    before = agent.jobs()
+    with pytest.raises(AgentError) as refused:
+        agent.run_job(_volume_job("hostile-volume-dest", "exec", "sleep 3600", destination), "hostile: mount")
+    assert said in str(refused.value) and "volume_mount" in str(refused.value), str(refused.value)
+    assert agent.jobs() == before, "a refused job must store nothing"
+
+
+@pytest.mark.parametrize("driver", ["exec", "docker"])
+def test_links_planted_in_a_host_volume_lead_nowhere_and_a_read_only_mount_stays_so(
+    cluster: Cluster, canary: list[FileSeen], driver: str
+) -> None:
+    """One job plants links in the shared read-write volume to the agent's config and data dir; a
+    second mounts it read-only and follows them (they resolve inside its own root, not the node's),
+    writes, remounts read-write and writes again: nothing is read, nothing is written, and the
+    node's files are unchanged."""
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
+    plant = _volume_job("hostile-volume-plant", "docker", PLANT.format(data_dir=AGENT_DATA_DIR))
+    follow = _volume_job(f"hostile-volume-{driver}", driver, FOLLOW, read_only="true")
+    try:
+        with running_job(agent, plant, "hostile: plant links in a volume"):
+            wait_until(
+                lambda: (node.run(f"test -L {SCRATCH}/hostile-conf", check=False).rc == 0 or None, "no link"),
+                timeout=REPORT_WAIT,
+                what=f"{node.name}: the links planted in {SCRATCH}",
+            )
+            with running_job(agent, follow, "hostile: follow them read-only") as job:
+                report = f"{AGENT_DATA_DIR}/alloc/{job.alloc_id}/t/local/report"
+
+                def reported() -> tuple[str | None, str]:
+                    out = node.run(f"cat {report}", check=False).stdout
+                    return (out if "done" in out else None), out
+
+                out = wait_until(
+                    reported, timeout=REPORT_WAIT, what=f"{node.name}: the {driver} task's report"
+                )
+        said = ("conf: unreadable", "state: unreadable", "write: read-only", "remount: refused")
+        for line in (*said, "write again: read-only"):
+            assert line in out, f"{line!r} not in the {driver} task's report: {out}"
+        role_id = json.loads(node.run("cat /etc/fieldlab-agent/approle.json").stdout)["role_id"]
+        assert role_id not in out, f"the {driver} task read the agent's AppRole through a planted link"
+        assert node.run(f"test -e {SCRATCH}/hostile-owned", check=False).rc != 0, "written through a ro mount"
+        assert not unchanged_problems(node.name, canary, observe_files(node, HOST_FILES))
+    finally:
+        node.run(f"rm -rf {SCRATCH}/hostile-*", check=False)
