@@ -412,6 +412,8 @@ class Core:
         }
         self.store.put("job", job.id, record)
         self.jobs[job.id] = job
+        for kept in self.running_allocs(job.id) if plan is not None else ():  # updated in place, as Nomad's
+            kept.state.save(job_version=version)
         created = []
         for group in job.groups:
             count = group.count if plan is None else plan.start.get(group.name, 0)
@@ -495,14 +497,9 @@ class Core:
             host = p.static or next(x for x in DYNAMIC_PORTS if x not in used)
             used.add(host)
             ports.append(PortAlloc(p.label, host, p.to or host))
-        rec = AllocRecord(
-            id=str(uuid.uuid4()),
-            job=job.id,
-            group=group.name,
-            created=time.time(),
-            ports=tuple(ports),
-            replaces=replaces,
-        )
+        version = int((self.store.get("job", job.id) or {}).get("version", 0))
+        rec = AllocRecord(str(uuid.uuid4()), job.id, group.name, created=time.time(), ports=tuple(ports))
+        rec = rec.with_(replaces=replaces, job_version=version)
         runner = AllocRunner(self.deps, rec, job, group)
         self.store.put("alloc", runner.id, rec.to_record())
         self.runners[runner.id] = runner

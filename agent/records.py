@@ -128,6 +128,7 @@ class AllocRecord:
     # Failed and a replacement is owed (written with the failure, cleared when the replacement is
     # recorded): a restore after a kill in between starts it (Core.restore).
     replace_pending: bool = False
+    job_version: int = 0  # the version of its job the alloc was placed for (api.Allocation's JobVersion)
 
     @property
     def live(self) -> bool:
@@ -153,6 +154,7 @@ class AllocRecord:
             "replaces": self.replaces,
             "replaced_by": self.replaced_by,
             "replace_pending": self.replace_pending,
+            "job_version": self.job_version,
         }
 
     @classmethod
@@ -190,6 +192,7 @@ class AllocRecord:
             replaces=str(rec.get("replaces") or ""),
             replaced_by=str(rec.get("replaced_by") or ""),
             replace_pending=bool(rec.get("replace_pending", False)),
+            job_version=_int("alloc", key, "job_version", rec.get("job_version", 0)),
         )
 
 

@@ -707,6 +707,33 @@ STRUCTS: dict[str, dict[str, Spec]] = {
         "PreemptedAllocs": ListOf(Struct("AllocationListStub", null=True)),
     },
     "DesiredUpdates": dict.fromkeys(DESIRED_UPDATES, INT),  # agent.jobupdate's list, checked below
+    # api/scaling.go: `nomad job scale` / `GET /v1/job/:id/scale`
+    "JobScaleStatusResponse": {
+        "JobID": STR,
+        "Namespace": STR,
+        "JobCreateIndex": INT,
+        "JobModifyIndex": INT,
+        "JobStopped": BOOL,
+        "TaskGroups": MapOf(Struct("TaskGroupScaleStatus")),
+    },
+    "TaskGroupScaleStatus": {
+        "Desired": INT,
+        "Placed": INT,
+        "Running": INT,
+        "Healthy": INT,
+        "Unhealthy": INT,
+        "Events": ListOf(Struct("ScalingEvent")),
+    },
+    "ScalingEvent": {
+        "Count": OINT,
+        "PreviousCount": INT,
+        "Error": BOOL,
+        "Message": STR,
+        "Meta": ANYMAP,
+        "EvalID": OSTR,
+        "Time": INT,
+        "CreateIndex": INT,
+    },
 }
 
 # The Go source of each struct: api/<file> unless the struct is listed in SOURCES_ELSEWHERE.
@@ -781,6 +808,7 @@ SOURCE_FILE: dict[str, str] = {
     ),
     **dict.fromkeys(("AgentSelf", "AgentMember", "AgentHealthResponse", "AgentHealth"), "agent.go"),
     **dict.fromkeys(("AllocFileInfo", "StreamFrame"), "fs.go"),
+    **dict.fromkeys(("JobScaleStatusResponse", "TaskGroupScaleStatus", "ScalingEvent"), "scaling.go"),
 }
 # Where the table follows the struct the Nomad agent encodes rather than the api package's copy of it.
 OMITEMPTY_ELSEWHERE = {("AllocFileInfo", "ContentType")}  # client/structs/structs.go

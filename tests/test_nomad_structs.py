@@ -23,6 +23,7 @@ from agent.jobupdate import DESIRED_UPDATES
 from agent.model import Job
 from agent.nomadapi import fsjson, jobplan, structs
 from agent.nomadapi.jobdiff import annotate, job_diff
+from agent.nomadapi.jobscale import ScalingEvents, scale_status
 from agent.state.store import Event
 from tests.nomad_structs import (
     OMITEMPTY_ELSEWHERE,
@@ -284,6 +285,41 @@ def _plan() -> dict[str, Any]:
     return jobplan.plan_response(40, annotate(job_diff(old, new), desired), desired, failed, ["a warning"])
 
 
+def _scale_status() -> dict[str, Any]:
+    """The test job's scale status: one live alloc of its group, one stopped, one scaling event."""
+    job = _job_dict()
+    name = str(job["TaskGroups"][0]["Name"])
+    allocs = [
+        {"group": name, "status": "running", "desired": "run"},
+        {"group": name, "status": "complete", "desired": "stop"},
+    ]
+    events = ScalingEvents()
+    events.add(
+        str(job["ID"]),
+        name,
+        {
+            "Count": 2,
+            "PreviousCount": 1,
+            "Error": False,
+            "Message": "scaled by the test",
+            "Meta": None,
+            "EvalID": "9b1f0c2e-0000-4000-8000-000000000001",
+            "Time": 1_700_000_000_000_000_000,
+            "CreateIndex": 41,
+        },
+    )
+    out = scale_status(job, allocs, events.of(str(job["ID"])))
+    assert out["TaskGroups"][name] | {"Events": None} == {
+        "Desired": job["TaskGroups"][0]["Count"],
+        "Placed": 1,
+        "Running": 1,
+        "Healthy": 0,
+        "Unhealthy": 0,
+        "Events": None,
+    }
+    return {**out, "TaskGroups": {"web": out["TaskGroups"][name]}}
+
+
 # Every view, with the struct it is (the inputs are the realistic ones above).
 VIEWS: dict[str, Callable[[], dict[str, Any]]] = {
     "Job": _job_dict,
@@ -312,6 +348,9 @@ VIEWS: dict[str, Callable[[], dict[str, Any]]] = {
     "ObjectDiff": lambda: _plan()["Diff"]["TaskGroups"][0]["Tasks"][0]["Objects"][0],
     "PlanAnnotations": lambda: _plan()["Annotations"],
     "DesiredUpdates": lambda: next(iter(_plan()["Annotations"]["DesiredTGUpdates"].values())),
+    "JobScaleStatusResponse": _scale_status,
+    "TaskGroupScaleStatus": lambda: _scale_status()["TaskGroups"]["web"],
+    "ScalingEvent": lambda: _scale_status()["TaskGroups"]["web"]["Events"][0],
     "StreamFrame": lambda: fsjson.stream_frame(
         3604480, b"hello\n", "alloc/logs/server.stdout.0", "file truncated"
     ),

@@ -150,6 +150,65 @@ def read_job_write(
     return data, job_id, parsed, text
 
 
+def write_job(
+    api: NomadApi,
+    job_id: str,
+    parsed: ParsedJob,
+    text: str,
+    data: Mapping[str, Any],
+    enforced: int | None,
+    trigger: str,
+) -> dict[str, Any]:
+    """Register `parsed` as the job's next version (or nothing, when the same job runs already) and
+    answer Nomad's JobRegisterResponse fields; `enforced`: the JobModifyIndex the job must have
+    (None: any), `trigger` the evaluation's TriggeredBy. What a register, a scale and a revert share."""
+    core = api.core
+    source = f"job {job_id}"
+
+    def prepare() -> tuple[str | None, bool, UpdatePlan | None, list[str]]:
+        """(why the write may not happen, the same job runs already, the update's plan, allocs
+        of the job being stopped): decided in one turn of the loop, so no other write comes
+        between the index check and the commit's decision."""
+        if enforced is not None:
+            current = core.changes.of("job", job_id) if job_id in core.jobs else None
+            refused = enforce_index(current, enforced)
+            if refused is not None:
+                return refused, False, None, []
+        same = core.jobs.get(job_id) == parsed.job and bool(core.running_allocs(job_id))
+        plan = None if same else core.plan_update(parsed, source)
+        stopping = [
+            r.id
+            for r in core.runners.values()
+            if r.job.id == job_id and r.rec.live and r.rec.desired is DesiredStatus.STOP
+        ]
+        return None, same, plan, stopping
+
+    refused, same, plan, stopping = core.call(prepare)
+    if refused is not None:  # Nomad answers the RPC's error: 500 with the message
+        raise HttpError(500, refused)
+    warnings = "\n".join(parsed.warnings)
+    placed: tuple[str, ...] = ()  # the same job again places nothing, as Nomad's no-op eval
+    if not same:
+        # A new version stops what it replaces first (a one-node cluster cannot place the new
+        # allocs beside the old: static ports), bounded as a job stop is.
+        left = core.await_stopped(stopping, core.limits.max_kill_timeout + STOP_MARGIN)
+        if left:
+            raise HttpError(
+                500, f"job {job_id}: allocs {', '.join(a[:8] for a in left)} did not stop in time"
+            )
+        shown, fmt, given = _submission(data, text)
+        done = core.call(lambda: core.commit(parsed, shown, fmt, given, source, plan=plan))
+        placed = tuple(str(a) for a in done.get("allocs") or ())
+    ev = core.call(lambda: api.evals.create(job_id, trigger, parsed.job.type, placed))
+    out = {
+        "EvalID": ev.id,
+        "EvalCreateIndex": ev.create_index,
+        "JobModifyIndex": core.changes.of("job", job_id),
+        "Warnings": "" if same else warnings,
+    }
+    return out
+
+
 def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     core = api.core
     from agent.nomadapi.routes import _job_id
@@ -166,49 +225,7 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         data, job_id, parsed, text = read_job_write(api, groups, body, "job register", counts_kept)
         enforced, _ = register_options(data)
 
-        source = f"job {job_id}"
-
-        def prepare() -> tuple[str | None, bool, UpdatePlan | None, list[str]]:
-            """(why the write may not happen, the same job runs already, the update's plan, allocs
-            of the job being stopped): decided in one turn of the loop, so no other write comes
-            between the index check and the commit's decision."""
-            if enforced is not None:
-                current = core.changes.of("job", job_id) if job_id in core.jobs else None
-                refused = enforce_index(current, enforced)
-                if refused is not None:
-                    return refused, False, None, []
-            same = core.jobs.get(job_id) == parsed.job and bool(core.running_allocs(job_id))
-            plan = None if same else core.plan_update(parsed, source)
-            stopping = [
-                r.id
-                for r in core.runners.values()
-                if r.job.id == job_id and r.rec.live and r.rec.desired is DesiredStatus.STOP
-            ]
-            return None, same, plan, stopping
-
-        refused, same, plan, stopping = core.call(prepare)
-        if refused is not None:  # Nomad answers the RPC's error: 500 with the message
-            raise HttpError(500, refused)
-        warnings = "\n".join(parsed.warnings)
-        placed: tuple[str, ...] = ()  # the same job again places nothing, as Nomad's no-op eval
-        if not same:
-            # A new version stops what it replaces first (a one-node cluster cannot place the new
-            # allocs beside the old: static ports), bounded as a job stop is.
-            left = core.await_stopped(stopping, core.limits.max_kill_timeout + STOP_MARGIN)
-            if left:
-                raise HttpError(
-                    500, f"job {job_id}: allocs {', '.join(a[:8] for a in left)} did not stop in time"
-                )
-            shown, fmt, given = _submission(data, text)
-            done = core.call(lambda: core.commit(parsed, shown, fmt, given, source, plan=plan))
-            placed = tuple(str(a) for a in done.get("allocs") or ())
-        ev = core.call(lambda: api.evals.create(job_id, "job-register", parsed.job.type, placed))
-        out = {
-            "EvalID": ev.id,
-            "EvalCreateIndex": ev.create_index,
-            "JobModifyIndex": core.changes.of("job", job_id),
-            "Warnings": "" if same else warnings,
-        }
+        out = write_job(api, job_id, parsed, text, data, enforced, "job-register")
         meta_headers(core.changes.current())
         return answer({**out, "Index": out["JobModifyIndex"], "LastContact": 0, "KnownLeader": True})
 

@@ -232,6 +232,7 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     from agent.nomadapi.clientroutes import client_routes
     from agent.nomadapi.events import event_stream
     from agent.nomadapi.jobplan import job_plan_routes
+    from agent.nomadapi.jobscale import job_scale_routes
     from agent.nomadapi.jobwrites import job_write_routes
     from agent.nomadapi.services import service_routes
     from agent.nomadapi.variables import variable_routes
@@ -239,6 +240,7 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     table = [
         *_agent_routes(api),
         *job_plan_routes(api),
+        *job_scale_routes(api),
         *job_write_routes(api),
         *_job_routes(api),
         *_alloc_routes(api),
@@ -513,9 +515,13 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
 
         def gather() -> tuple[dict[str, Any], dict[str, Any] | None]:
             adopted = core.adoption.find(ref)
-            view = adopted.view() if adopted is not None else _find_alloc(core, ref).view()
-            job = core.jobs.get(str(view.get("job")))
-            return view, api.job_dict(job) if job is not None else None
+            if adopted is not None:
+                view = adopted.view()
+                job = core.jobs.get(str(view.get("job")))
+                return view, api.job_dict(job) if job is not None else None
+            runner = _find_alloc(core, ref)  # its Job is the version it was placed for, as Nomad's
+            view = runner.view()
+            return view, {**api.job_dict(runner.job), "Version": runner.rec.job_version}
 
         def read() -> dict[str, Any]:
             view, job = core.call(gather)

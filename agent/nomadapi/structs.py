@@ -326,7 +326,8 @@ def alloc_stub(
         eval_id=eval_id,
         index=index,
     )
-    full |= {"JobType": (job or {}).get("Type") or "", "JobVersion": int((job or {}).get("Version") or 0)}
+    version = view.get("job_version", (job or {}).get("Version"))  # the alloc's own, else its job's
+    full |= {"JobType": (job or {}).get("Type") or "", "JobVersion": int(version or 0)}
     return {k: full[k] for k in _STUB_FIELDS if with_resources or k != "AllocatedResources"}
 
 

@@ -20,6 +20,7 @@ def alloc_view(
     return {
         "id": rec.id,
         "job": rec.job,
+        "job_version": rec.job_version,
         "group": rec.group,
         "status": rec.status.value,
         "desired": rec.desired.value,
