@@ -5,6 +5,7 @@ on a fake node (tests/agent_api.py); the decisions and the plan's text as pure f
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -291,3 +292,130 @@ def test_a_plan_that_cannot_reach_the_agent_exits_255(
     spec.write_text("job {")
     code, _, err = _run(capsys, "job", "plan", str(spec))
     assert code == 255 and str(spec) in err, err
+
+
+def test_scale_registers_the_groups_new_count_as_nomads_server_does(agent: Agent) -> None:
+    """`POST /v1/job/:id/scale` (`nomad job scale`): the job's next version with the group's count,
+    allocs placed or stopped to it, a scaling event in `GET /v1/job/:id/scale`; an event without a
+    count changes nothing; a wrong group, count, job or index is refused with Nomad's message."""
+    base, tls, http = nomad_http(agent)
+    job = http.post(f"{base}/v1/jobs/parse", json={"JobHCL": _spec()}, timeout=10, **tls).json()
+    assert http.put(f"{base}/v1/jobs", json={"Job": job}, timeout=10, **tls).status_code == 200
+
+    def scale(**body: Any) -> Any:
+        return http.post(f"{base}/v1/job/web/scale", json=body, timeout=30, **tls)
+
+    def live() -> int:
+        allocs = http.get(f"{base}/v1/job/web/allocations", timeout=10, **tls).json()
+        return sum(a["DesiredStatus"] == "run" for a in allocs)
+
+    up = scale(Count=3, Target={"Group": "g"}, Message="more")
+    assert up.status_code == 200 and up.json()["EvalID"], up.text
+    got = http.get(f"{base}/v1/job/web", timeout=10, **tls).json()
+    assert (got["Version"], got["TaskGroups"][0]["Count"], live()) == (1, 3, 3)
+    stubs = http.get(f"{base}/v1/job/web/allocations", timeout=10, **tls).json()
+    assert [a["JobVersion"] for a in stubs] == [1, 1, 1], "the kept alloc is updated in place to version 1"
+    full = http.get(f"{base}/v1/allocation/{stubs[0]['ID']}", timeout=10, **tls).json()
+    assert full["Job"]["Version"] == 1
+    status = http.get(f"{base}/v1/job/web/scale", timeout=10, **tls).json()
+    group = status["TaskGroups"]["g"]
+    assert (group["Desired"], group["Placed"]) == (3, 3), group
+    (event,) = group["Events"]
+    assert (event["Count"], event["PreviousCount"], event["Message"], event["EvalID"]) == (
+        3,
+        1,
+        "more",
+        up.json()["EvalID"],
+    )
+
+    assert scale(Count=1, Target={"Group": "g"}).status_code == 200
+    assert live() == 1 and http.get(f"{base}/v1/job/web", timeout=10, **tls).json()["Version"] == 2
+
+    noted = scale(Target={"Group": "g"}, Message="autoscaler: nothing to do")
+    assert noted.status_code == 200 and noted.json()["EvalID"] == ""
+    assert http.get(f"{base}/v1/job/web", timeout=10, **tls).json()["Version"] == 2, "an event only"
+    assert (
+        len(http.get(f"{base}/v1/job/web/scale", timeout=10, **tls).json()["TaskGroups"]["g"]["Events"]) == 3
+    )
+
+    for body, status_code, said in (
+        (
+            {"Count": 2, "Target": {"Group": "nope"}},
+            400,
+            'task group "nope" specified for scaling does not exist',
+        ),
+        ({"Count": -1, "Target": {"Group": "g"}}, 400, "can't be negative"),
+        ({"Count": 2, "Target": {"Group": "g", "Job": "other"}}, 400, "job ID in payload did not match URL"),
+        ({"Count": 2}, 400, "missing task group name"),
+        ({"Count": 2, "Target": {"Group": "g"}, "JobModifyIndex": 1}, 500, "Enforcing job modify index 1"),
+    ):
+        resp = scale(**body)
+        assert (resp.status_code, said in resp.text) == (status_code, True), (body, resp.text)
+    assert live() == 1 and http.get(f"{base}/v1/job/web", timeout=10, **tls).json()["Version"] == 2
+    missing = http.post(
+        f"{base}/v1/job/nope/scale", json={"Count": 1, "Target": {"Group": "g"}}, timeout=10, **tls
+    )
+    assert missing.status_code == 404
+
+
+def test_revert_registers_an_earlier_version_again(agent: Agent) -> None:
+    """`POST /v1/job/:id/revert` (`nomad job revert`): version N again as the next version; the
+    current version, an unknown one, or a prior version that is not the current are refused with
+    Nomad's messages, and nothing changes."""
+    base, tls, http = nomad_http(agent)
+    for mode in ("a", "b"):
+        job = http.post(f"{base}/v1/jobs/parse", json={"JobHCL": _spec(mode=mode)}, timeout=10, **tls).json()
+        assert http.put(f"{base}/v1/jobs", json={"Job": job}, timeout=10, **tls).status_code == 200
+
+    def revert(**body: Any) -> Any:
+        return http.post(f"{base}/v1/job/web/revert", json={"JobID": "web", **body}, timeout=30, **tls)
+
+    def current() -> tuple[int, dict[str, str]]:
+        got = http.get(f"{base}/v1/job/web", timeout=10, **tls).json()
+        return got["Version"], got["TaskGroups"][0]["Tasks"][0]["Env"]
+
+    for body, said in (
+        ({"JobVersion": 1}, "can't revert to current version"),
+        ({"JobVersion": 7}, 'job "web" in namespace "default" at version 7 not found'),
+        ({"JobVersion": 0, "EnforcePriorVersion": 0}, "Current job has version 1; enforcing version 0"),
+    ):
+        resp = revert(**body)
+        assert (resp.status_code, resp.text.strip()) == (500, said), resp.text
+    assert current() == (1, {"MODE": "b"})
+    wrong = http.post(
+        f"{base}/v1/job/web/revert", json={"JobID": "other", "JobVersion": 0}, timeout=10, **tls
+    )
+    assert (wrong.status_code, wrong.text.strip()) == (400, "Job ID does not match")
+
+    back = revert(JobVersion=0, EnforcePriorVersion=1)
+    assert back.status_code == 200 and back.json()["EvalID"], back.text
+    assert current() == (2, {"MODE": "a"})
+    allocs = http.get(f"{base}/v1/job/web/allocations", timeout=10, **tls).json()
+    versions = sorted((a["JobVersion"], a["DesiredStatus"]) for a in allocs)
+    assert versions == [(0, "stop"), (1, "stop"), (2, "run")], "each alloc keeps the version it ran"
+    stopped = next(a for a in allocs if a["JobVersion"] == 0)
+    full = http.get(f"{base}/v1/allocation/{stopped['ID']}", timeout=10, **tls).json()
+    assert (full["Job"]["Version"], full["Job"]["TaskGroups"][0]["Tasks"][0]["Env"]) == (0, {"MODE": "a"})
+
+
+def test_job_scale_and_revert_as_a_nomad_user_types_them(
+    agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = agent.flags
+    spec = tmp_path / "web.nomad.hcl"
+    spec.write_text(_spec())
+    assert _run(capsys, "job", "run", "-detach", *f, str(spec))[0] == 0
+    code, out, err = _run(capsys, "job", "scale", *f, "web", "2")  # the job's only group
+    assert (code, out.splitlines()[0]) == (0, '==> Job "web" group "g" scaled to 2 (version 1)'), (out, err)
+    assert out.count("    Allocation ") == 1, out
+    code, out, _ = _run(capsys, "job", "scale", *f, "we", "g", "1")
+    assert (code, out.splitlines()[0]) == (0, '==> Job "web" group "g" scaled to 1 (version 2)'), out
+    code, _, err = _run(capsys, "job", "scale", *f, "web", "nope", "1")
+    assert code == 2 and 'task group "nope" specified for scaling does not exist in job' in err, err
+    code, out, _ = _run(capsys, "job", "revert", *f, "web", "1")
+    assert (code, out.splitlines()[0]) == (0, '==> Job "web" reverted to version 1 (version 3)'), out
+    code, out, _ = _run(capsys, "job", "history", "-json", *f, "web")
+    assert [v["TaskGroups"][0]["Count"] for v in json.loads(out)] == [2, 1, 2, 1]
+    assert _run(capsys, "job", "revert", *f, "web", "2")[0] == 0  # version 4: count 1 again
+    code, out, _ = _run(capsys, "job", "revert", *f, "web", "0")  # the same spec as now: no new version
+    assert (code, out.splitlines()[0]) == (0, '==> Job "web" reverted to version 0 (version 4)'), out

@@ -87,6 +87,8 @@ COMMANDS: dict[str, Command] = {
     "job run": commands.job_run,
     "job plan": commands.job_plan,
     "job history": commands.job_history,
+    "job scale": commands.job_scale,
+    "job revert": commands.job_revert,
     "job validate": validate_command,
     "job stop": commands.job_stop,
     "alloc list": commands.alloc_list,

@@ -196,6 +196,57 @@ def job_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def job_scale(args: argparse.Namespace) -> int:
+    """`POST /v1/job/:id/scale`, as `nomad job scale JOB [GROUP] COUNT` (GROUP may be left out for a
+    one-group job): the job's next version with the group at COUNT."""
+    api = nomad(args)
+    job_id = api.job_id(args.job_id)
+    if args.count is None:  # JOB COUNT: the job's only group
+        groups = [
+            str(g.get("Name"))
+            for g in api.get(f"/v1/job/{q(job_id)}", f"job {job_id}").get("TaskGroups") or []
+        ]
+        if len(groups) != 1:
+            raise AgentError(
+                f"job {job_id} has {len(groups)} groups ({', '.join(groups)}): name the one to scale"
+            )
+        group, count = groups[0], args.group
+    else:
+        group, count = args.group, args.count
+    try:
+        number = int(count)
+    except ValueError:
+        raise AgentError(f"count {count!r}: a whole number") from None
+    body = {"Count": number, "Target": {"Group": group}, "Message": "fieldlab-agent job scale"}
+    out = api.call("POST", f"/v1/job/{q(job_id)}/scale", f"job {job_id}: scale {group}", body)
+    return _job_written(api, args, job_id, out, f'group "{group}" scaled to {number}')
+
+
+def job_revert(args: argparse.Namespace) -> int:
+    """`POST /v1/job/:id/revert`, as `nomad job revert JOB VERSION`: that version again, as the next."""
+    api = nomad(args)
+    job_id = api.job_id(args.job_id)
+    body = {"JobID": job_id, "JobVersion": args.version}
+    out = api.call(
+        "POST", f"/v1/job/{q(job_id)}/revert", f"job {job_id}: revert to version {args.version}", body
+    )
+    return _job_written(api, args, job_id, out, f"reverted to version {args.version}")
+
+
+def _job_written(api: Nomad, args: argparse.Namespace, job_id: str, out: dict[str, Any], what: str) -> int:
+    if args.json:
+        _print_json(out)
+    elif args.detach:
+        print(f"Evaluation ID: {out.get('EvalID')}")
+    else:
+        version = api.get(f"/v1/job/{q(job_id)}", f"job {job_id}").get("Version")
+        allocs = api.get(
+            f"/v1/evaluation/{q(str(out.get('EvalID')))}/allocations", "the evaluation's allocations"
+        )
+        print(fmt.job_registered(job_id, version, out, allocs, []).replace("registered", what, 1))
+    return 0
+
+
 STOP_WATCH = 120.0  # seconds `job stop` watches the allocs end (the client's max_kill_timeout and more)
 STOP_POLL = 0.25
 
