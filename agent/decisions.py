@@ -166,6 +166,7 @@ def plan_task_restart(
     sidecar: bool = False,
     interval_start: float | None = None,
     bugs: Bugs = NO_BUGS,
+    failure: bool = False,
 ) -> RestartDecision:
     """Nomad's restart stanza: `attempts` restarts within `interval`; then fail (mode fail) or wait
     out the rest of the interval (mode delay). The interval tumbles as Nomad's restart tracker's
@@ -181,6 +182,9 @@ def plan_task_restart(
     A service job's task is restarted on any exit, 0 included, and each one counts. A lifecycle
     task's exit 0 is decided by its `hook` and `sidecar` (restarts_on_success).
 
+    `failure`: the exit follows a kill that restarts the task as a failure (check_restart: Nomad's
+    watcher restarts with failure = true), so an exit 0 is not the task's success.
+
     `restart-batch-on-success` is nomad-491: a batch task's exit 0 is counted like a failure and
     restarted. `restart-without-delay` is nomad-15215: the restart timer fires at once (a zero-duration timer
     that ticks although it was reset), so a failing task is restarted without its delay.
@@ -188,7 +192,7 @@ def plan_task_restart(
     if not cause.counted:
         return RestartDecision(True, 0.0, f"{cause.value}: not counted against the restart policy")
     batch_bug = bugs.restart_batch_on_success and not hook  # nomad-491: exit 0 is not seen as done
-    if exit_code == 0 and not restarts_on_success(job_type, hook, sidecar) and not batch_bug:
+    if exit_code == 0 and not failure and not restarts_on_success(job_type, hook, sidecar) and not batch_bug:
         return RestartDecision(False, 0.0, TASK_COMPLETED, complete=True)
     if policy.attempts == 0:  # Nomad's hot path: whatever the mode, no restart at all
         return RestartDecision(False, 0.0, f"exceeded 0 restart(s): {NO_RESTARTS_ALLOWED}")

@@ -404,3 +404,20 @@ def test_a_kill_between_prestart_success_and_main_start_is_finished_by_the_resto
     again = _again(node, r)
     again.restore()
     assert _started(node) == ["init", "web"], "prestart not again, main started by the restore"
+
+
+def test_an_exit_0_after_a_check_restart_kill_is_a_failure_not_a_completion(tmp_path: Path) -> None:
+    """Nomad's check watcher restarts a task with failure = true: a batch task that traps the kill
+    signal and exits 0 is restarted by the policy, not completed; its next exit 0 completes it."""
+    assert plan_task_restart(POLICY, [], 100.0, exit_code=0, job_type="batch").complete
+    killed = plan_task_restart(POLICY, [], 100.0, exit_code=0, job_type="batch", failure=True)
+    assert (killed.complete, killed.restart, killed.counted) == (False, True, True)
+
+    node = FakeNode(tmp_path)
+    r = _runner(node, (_task("web"),), job_type="batch")
+    r.tasks["web"].killed_as_failure = True  # what the check hook sets before its kill
+    _exit(node, r, "web", 0)
+    assert _events(node, r, "web")[-1] == "Restarting" and not r.state.task("web").completed
+    node.run_timers()
+    _exit(node, r, "web", 0)  # a plain exit 0 of the restarted task: done
+    assert r.state.task("web").completed and r.rec.status is AllocStatus.COMPLETE

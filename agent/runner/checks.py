@@ -209,6 +209,7 @@ class ChecksHook(TaskHook):
     def _restart(self, tr: TaskRunner, handle: TaskHandle, w: Watched) -> None:
         """check_restart: the task is killed; its exit is the restart policy's (a failure)."""
         self._generation += 1  # every check of the task waits for its next start
+        tr.killed_as_failure = True  # its exit is a failure, whatever its code
         tr.event("Restart Signaled", f'healthcheck: check "{w.check.name}" unhealthy')
         log.info("alloc=%s task=%s: check %r unhealthy: restarting", tr.ar.id[:8], tr.t.name, w.check.name)
         t = tr.t

@@ -91,6 +91,7 @@ class TaskRunner:
         # in (never one read back from the task, which the task could rewrite).
         self._started_env: dict[str, str] | None = None
         self.vault_changed_on_restore = False  # the restore gave it a new token (VaultHook.restore)
+        self.killed_as_failure = False  # its next exit follows a check_restart kill: a failure
 
     @property
     def d(self) -> RunnerDeps:
@@ -338,6 +339,7 @@ class TaskRunner:
         `restart`: counted in `restarts` (with the 'starting' record, so a kill before the start
         is recorded never counts it twice: restore starts a 'starting' task without counting)."""
         t, ar = self.t, self.ar
+        self.killed_as_failure = False
         self.state.bump(t.name)
         req = StartRequest()
         for hook in self.hooks:
@@ -448,6 +450,7 @@ class TaskRunner:
             sidecar=bool(t.lifecycle and t.lifecycle.sidecar),
             interval_start=record.interval_start or ar.rec.created,
             bugs=self.d.bugs,
+            failure=self.killed_as_failure,
         )
 
     def schedule_restart(self, delay: float, generation: int) -> None:
