@@ -26,19 +26,22 @@ job "%(id)s" {
       driver = "exec"
       config {
         command = "/bin/sleep"
-        args    = ["60"]
+        args    = ["%(seconds)s"]
       }
       env {
         MODE = "%(mode)s"
       }
+      %(extra)s
     }
   }
 }
 """
 
 
-def _spec(job_id: str = "web", count: int = 1, mode: str = "a") -> str:
-    return SPEC % {"id": job_id, "count": count, "mode": mode}
+def _spec(
+    job_id: str = "web", count: int = 1, mode: str = "a", *, seconds: str = "60", extra: str = ""
+) -> str:
+    return SPEC % {"id": job_id, "count": count, "mode": mode, "seconds": seconds, "extra": extra}
 
 
 # -- the decisions (pure) ------------------------------------------------------------------------
@@ -419,3 +422,80 @@ def test_job_scale_and_revert_as_a_nomad_user_types_them(
     assert _run(capsys, "job", "revert", *f, "web", "2")[0] == 0  # version 4: count 1 again
     code, out, _ = _run(capsys, "job", "revert", *f, "web", "0")  # the same spec as now: no new version
     assert (code, out.splitlines()[0]) == (0, '==> Job "web" reverted to version 0 (version 4)'), out
+
+
+# -- versions and plans, read as Nomad's structs ---------------------------------------------------
+
+
+def test_job_versions_with_diffs_say_what_changed_as_nomads_job_diff(agent: Agent) -> None:
+    """`GET /v1/job/:id/versions?diffs=true` (`nomad job history -p`): Diffs[0] is version 0 ->
+    version 1, an api.JobDiff with the edited task's env and config, the group's count kept."""
+    base, tls, http = nomad_http(agent)
+    for args, mode in (("60", "a"), ("61", "b")):
+        hcl = _spec("hist", mode=mode, seconds=args)
+        job = http.post(f"{base}/v1/jobs/parse", json={"JobHCL": hcl}, timeout=10, **tls).json()
+        assert http.put(f"{base}/v1/jobs", json={"Job": job}, timeout=10, **tls).status_code == 200
+    plain = http.get(f"{base}/v1/job/hist/versions", timeout=10, **tls).json()
+    assert plain["Diffs"] is None and [v["Version"] for v in plain["Versions"]] == [1, 0]
+    got = http.get(f"{base}/v1/job/hist/versions", params={"diffs": "true"}, timeout=10, **tls).json()
+    (diff,) = got["Diffs"]
+    assert (diff["Type"], diff["ID"], diff["Objects"]) == ("Edited", "hist", None), diff
+    assert all(f["Type"] == "None" for f in diff["Fields"]), "nothing of the job itself changed"
+    (group,) = diff["TaskGroups"]
+    assert (group["Name"], group["Type"]) == ("g", "Edited")
+    assert {f["Name"]: f["Type"] for f in group["Fields"]}["Count"] == "None"
+    (task,) = group["Tasks"]
+    changed = {f["Name"]: (f["Old"], f["New"]) for f in task["Fields"] if f["Type"] != "None"}
+    assert changed == {"Env[MODE]": ("a", "b")}, changed
+    (config,) = task["Objects"]
+    args_field = {f["Name"]: (f["Type"], f["Old"], f["New"]) for f in config["Fields"]}["args[0]"]
+    assert (config["Name"], config["Type"], args_field) == ("Config", "Edited", ("Edited", "60", "61"))
+
+
+def test_job_plan_says_what_a_register_would_do_and_changes_nothing(agent: Agent) -> None:
+    """`PUT /v1/job/:id/plan` (`nomad job plan`): a new job places its count; the same job again is
+    ignored; a changed env and a count up replace the running alloc and place one more, annotated
+    as Nomad's scheduler annotates them; a constraint the node fails is a FailedTGAllocs entry.
+    Nothing is registered, stopped or started by a plan."""
+    base, tls, http = nomad_http(agent)
+
+    def job(count: int = 1, mode: str = "a", extra: str = "") -> dict[str, Any]:
+        body = {"JobHCL": _spec("planned", count, mode, extra=extra)}
+        return dict(http.post(f"{base}/v1/jobs/parse", json=body, timeout=10, **tls).json())
+
+    def plan(j: dict[str, Any]) -> dict[str, Any]:
+        resp = http.put(f"{base}/v1/job/planned/plan", json={"Job": j, "Diff": True}, timeout=10, **tls)
+        assert resp.status_code == 200, resp.text
+        return dict(resp.json())
+
+    def updates(p: dict[str, Any]) -> dict[str, int]:
+        return {k: v for k, v in p["Annotations"]["DesiredTGUpdates"]["g"].items() if v}
+
+    fresh = plan(job())
+    assert (fresh["JobModifyIndex"], fresh["Diff"]["Type"], updates(fresh)) == (0, "Added", {"Place": 1})
+    assert fresh["Diff"]["TaskGroups"][0]["Updates"] == {"create": 1} and fresh["FailedTGAllocs"] is None
+    assert http.get(f"{base}/v1/job/planned", timeout=10, **tls).status_code == 404, (
+        "a plan registers nothing"
+    )
+
+    assert http.put(f"{base}/v1/jobs", json={"Job": job()}, timeout=10, **tls).status_code == 200
+    allocs = http.get(f"{base}/v1/job/planned/allocations", timeout=10, **tls).json()
+    index = http.get(f"{base}/v1/job/planned", timeout=10, **tls).json()["JobModifyIndex"]
+    same = plan(job())
+    assert (same["JobModifyIndex"], same["Diff"]["Type"], updates(same)) == (index, "None", {"Ignore": 1})
+
+    changed = plan(job(count=2, mode="b"))
+    assert updates(changed) == {"Place": 1, "DestructiveUpdate": 1}, changed["Annotations"]
+    (group,) = changed["Diff"]["TaskGroups"]
+    assert group["Updates"] == {"create": 1, "create/destroy update": 1}
+    count = next(f for f in group["Fields"] if f["Name"] == "Count")
+    assert (count["Old"], count["New"], count["Annotations"]) == ("1", "2", ["forces create"])
+    assert group["Tasks"][0]["Annotations"] == ["forces create/destroy update"]
+    after = http.get(f"{base}/v1/job/planned/allocations", timeout=10, **tls).json()
+    assert [(a["ID"], a["DesiredStatus"]) for a in after] == [(a["ID"], "run") for a in allocs], "untouched"
+
+    pinned = plan(job(extra='constraint {\n attribute = "${node.unique.name}"\n value = "elsewhere"\n}'))
+    (why,) = pinned["FailedTGAllocs"]["g"]["ConstraintFiltered"]
+    assert "elsewhere" in why and pinned["FailedTGAllocs"]["g"]["NodesFiltered"] == 1, pinned[
+        "FailedTGAllocs"
+    ]
