@@ -203,6 +203,9 @@ def test_links_planted_in_a_host_volume_lead_nowhere_and_a_read_only_mount_stays
         said = ("conf: unreadable", "state: unreadable", "write: read-only", "remount: refused")
         for line in (*said, "write again: read-only"):
             assert line in out, f"{line!r} not in the {driver} task's report: {out}"
+        # The mount refused both writes (not the directory's permissions, which refuse an exec task's
+        # nobody on a read-write mount too): the shell's own error lines say why.
+        assert out.count("Read-only file system") >= 2, f"the {driver} task's writes: {out}"
         role_id = json.loads(node.run("cat /etc/fieldlab-agent/approle.json").stdout)["role_id"]
         assert role_id not in out, f"the {driver} task read the agent's AppRole through a planted link"
         assert node.run(f"test -e {SCRATCH}/hostile-owned", check=False).rc != 0, "written through a ro mount"
