@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.api.server import Handler, Response
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
-from agent.nomadapi.jobwrites import NS, parse_job, write_job
+from agent.nomadapi.jobwrites import NS, enforce_index, parse_job, write_job
 
 if TYPE_CHECKING:
     from agent.nomadapi.routes import NomadApi
@@ -162,12 +162,9 @@ def job_scale_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         else:
             new = scaled(job, group, count)
             asked = _whole(data, "JobModifyIndex", False) or 0
-            if asked and asked != job["JobModifyIndex"]:
-                raise HttpError(
-                    500,
-                    f"Enforcing job modify index {asked}: job exists with conflicting job modify index: "
-                    f"{job['JobModifyIndex']}",
-                )
+            refused = enforce_index(job["JobModifyIndex"], asked) if asked else None  # 0: not checked
+            if refused is not None:
+                raise HttpError(500, refused)
             parsed, text = parse_job(api, new, f"job {job_id}")
             out = write_job(api, job_id, parsed, text, {}, job["JobModifyIndex"], "job-scaling")
             events.add(
