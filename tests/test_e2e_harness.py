@@ -49,7 +49,7 @@ from e2e.test_template_restarts import fired_while_down
 
 LIVE = "25ae50ff-a9cc-410b-a13d-90c55bdf29c1"
 DEAD = "0b7e1d2c-1111-4a0b-95c4-99111646b200"
-COMMENT = '-m comment --comment "name: \\"fieldlab\\" id: \\"{}\\""'
+COMMENT = '-m comment --comment "name: \\"nomad\\" id: \\"{}\\""'
 # What the observation script prints on a client with one live alloc and the leftovers of a dead one
 # (the iptables lines as iptables-save prints them on the lab's nodes).
 NODE_STATE = f"""## containers
@@ -57,13 +57,13 @@ aaa running {LIVE} task nginx-{LIVE}
 bbb running {LIVE} pause fieldlab_init_{LIVE}
 ccc exited {DEAD} pause fieldlab_init_{DEAD}
 ## netns
-fl-{DEAD} (id: 3)
+{DEAD} (id: 3)
 ## ipam
 172.26.64.2 {LIVE}
 172.26.64.3 {DEAD}
 ## cache
-fieldlab:{LIVE}:eth0.json
-fieldlab:{DEAD}:eth0.json
+nomad:{LIVE}:eth0.json
+nomad:{DEAD}:eth0.json
 ## allocdirs
 {LIVE}
 {DEAD}
@@ -210,7 +210,7 @@ def test_cni_needs_loopback_then_bridge_with_portmap_and_every_plugin() -> None:
         "client1: CNI plugins missing from /usr/lib/cni: ['portmap']"
     ]
     assert cni_problems(CniSeen("client1", "jq: error")) == [
-        "client1: /etc/cni/net.d/fieldlab.conflist missing or not JSON (jq: error)"
+        "client1: /etc/cni/net.d/nomad.conflist missing or not JSON (jq: error)"
     ]
 
 

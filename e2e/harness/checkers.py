@@ -15,7 +15,7 @@ from e2e.harness.target import Target, load_target
 
 BUSYBOX = "fieldlab/busybox:latest"
 CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap", "firewall")
-CNI_CONFLIST = "/etc/cni/net.d/fieldlab.conflist"
+CNI_CONFLIST = "/etc/cni/net.d/nomad.conflist"  # the network of both target profiles
 
 
 # --- a node of its role: systemd, docker, CNI, Vault, AppRole, the agent's API -----------------------
@@ -241,11 +241,9 @@ def parse_resources(text: str, target: Target = FIELDLAB) -> list[Resource]:
         if not role and name:
             role = "pause" if name.startswith(target.pause_prefix) else "task"
         res.append(Resource("container", f"{name or cid[:12]}", alloc or "?", f"{role or '?'} {state}"))
-    res += [
-        Resource("netns", n, n[len(target.netns_prefix) :])
-        for n in sec.get("netns", [])
-        if target.is_alloc_netns(n)
-    ]
+    # `ip netns list` prints "<name> (id: N)" for a netns with an id: the name is the first word.
+    spaces = [line.split()[0] for line in sec.get("netns", []) if line.strip()]
+    res += [Resource("netns", n, n[len(target.netns_prefix) :]) for n in spaces if target.is_alloc_netns(n)]
     for line in sec.get("ipam", []):
         ip, _, owner = line.partition(" ")
         where = f"host-local reservation in {target.ipam_dir}"
