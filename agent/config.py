@@ -111,12 +111,12 @@ class Config:
     advertise_address: str = ""  # this node's address for service registrations
     cni_plugin_dir: Path = Path("/usr/lib/cni")
     cni_conf_dir: Path = Path("/etc/cni/net.d")
-    cni_network: str = "fieldlab"  # the conflist <cni_conf_dir>/<cni_network>.conflist
+    cni_network: str = "nomad"  # the conflist <cni_conf_dir>/<cni_network>.conflist (Nomad's name)
     cni_bridge: str = "fieldlab0"
     # Names outside the data dir (agent.layout): an exec group's netns /run/netns/<prefix><alloc id>,
-    # a process task's cgroup <root>/<parent>/<alloc>.<task>. Nomad's: "" and "nomad.slice".
-    netns_prefix: str = "fl-"
-    cgroup_parent: str = "fieldlab"
+    # a process task's cgroup <root>/<parent>/<alloc>.<task>; Nomad's by default.
+    netns_prefix: str = ""
+    cgroup_parent: str = "nomad.slice"
     sweep_interval: float = 60.0  # seconds between orphan sweeps
     sweep_grace: float = 60.0  # containers younger than this are never swept
     sweep_dry_run: bool = False  # only report what the sweeper would remove
@@ -471,7 +471,11 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
     if "shutdown_timeout" in raw:
         kw["shutdown_timeout"] = _seconds(p, raw, "shutdown_timeout")
     try:
-        NodeLayout(kw.get("netns_prefix", "fl-"), kw.get("cgroup_parent", "fieldlab"))
+        NodeLayout(
+            kw.get("netns_prefix", Config.netns_prefix),
+            kw.get("cgroup_parent", Config.cgroup_parent),
+            kw.get("cni_network", Config.cni_network),
+        )
     except ValueError as exc:
         key = str(exc).split(" ", 1)[0]
         raise ConfigError(p, key, str(exc).split(": ", 1)[-1]) from None

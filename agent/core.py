@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agent import layout
 from agent.config import DEFAULT_TOKEN_ROLE
 from agent.consul import ConsulClient, ConsulData
 from agent.decisions import GcLimits, plan_orphan_sweep
@@ -499,7 +500,7 @@ class Core:
             ports.append(PortAlloc(p.label, host, p.to or host))
         version = int((self.store.get("job", job.id) or {}).get("version", 0))
         rec = AllocRecord(str(uuid.uuid4()), job.id, group.name, created=time.time(), ports=tuple(ports))
-        rec = rec.with_(replaces=replaces, job_version=version)
+        rec = rec.with_(replaces=replaces, job_version=version, layout=layout.current())
         runner = AllocRunner(self.deps, rec, job, group)
         self.store.put("alloc", runner.id, rec.to_record())
         self.runners[runner.id] = runner

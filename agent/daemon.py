@@ -31,6 +31,7 @@ from agent.errors import AgentError
 from agent.faults import Faults
 from agent.layout import NodeLayout
 from agent.network.cni import CniNetwork
+from agent.network.result import CniError
 from agent.node.nodeinfo import driver_health
 from agent.nomadapi import structs
 from agent.nomadapi.http import answer, blocked_now
@@ -186,7 +187,8 @@ class Agent:
         (then it is started now, so that health says at once whether it can)."""
         vault = self.config.vault
         bind_job_policies(JobPolicies(vault.job_policy_prefix, vault.job_policies))
-        layout.bind(NodeLayout(self.config.netns_prefix, self.config.cgroup_parent))
+        cfg = self.config
+        layout.bind(NodeLayout(cfg.netns_prefix, cfg.cgroup_parent, cfg.cni_network))
         render_worker.configure(fail_closed=self.config.template_worker_fail_closed)
         if self.config.template_worker_fail_closed:
             render_worker.prestart()
@@ -201,6 +203,7 @@ class Agent:
             cni = CniNetwork(conflist, cfg.cni_plugin_dir, cfg.data_dir / "cni", bugs=self.faults.bugs())
         else:
             log.warning("no CNI conflist at %s: bridge networking is unavailable", conflist)
+        former = self._former_networks() if cni is not None else []
         store = SqliteStore(cfg.data_dir / "state" / "state.db")
         core = build_core(
             CoreSettings.from_config(cfg),
@@ -209,10 +212,30 @@ class Agent:
             self.faults,
             consul=ConsulClient(cfg.consul_address) if cfg.consul_address else None,
             vault=self.vault_client,
+            former_cni=former,
         )
         start_core(core, sweep_interval=cfg.sweep_interval, gc_interval=cfg.gc_interval)
         self._store = store
         return core
+
+    def _former_networks(self) -> list[CniNetwork]:
+        """The bridge networks of earlier layouts whose conflist is still on the node (agent.layout):
+        the allocs an earlier agent attached to them keep them until they stop."""
+        cfg = self.config
+        found = []
+        for lay in layout.FORMER:
+            path = cfg.cni_conf_dir / f"{lay.cni_network}.conflist"
+            if lay.cni_network == cfg.cni_network or not path.exists():
+                continue
+            try:
+                found.append(
+                    CniNetwork(path, cfg.cni_plugin_dir, cfg.data_dir / "cni", bugs=self.faults.bugs())
+                )
+            except CniError as exc:
+                log.error(
+                    "earlier network %s not loaded (its allocs' DEL cannot run): %s", lay.cni_network, exc
+                )
+        return found
 
     def run(self) -> None:
         """Until a stop: the main thread watches the signal pipe (install_signal_handlers), waking

@@ -15,6 +15,8 @@ from enum import Enum
 from typing import Any
 
 from agent.errors import AgentError, NotFound
+from agent.layout import NodeLayout
+from agent.layout import from_record as layout_from_record
 
 RECORD_FORMAT = 1  # bumped with a state-schema upgrade step when a record's shape changes
 RESTART_TIMES_KEPT = 20
@@ -111,6 +113,13 @@ def _float(kind: str, key: str, what: str, value: Any, default: float = 0.0) -> 
     return float(value)
 
 
+def _layout(key: str, raw: Any) -> NodeLayout | None:
+    try:
+        return layout_from_record(raw)
+    except (TypeError, ValueError) as exc:
+        raise RecordError("alloc", key, str(exc)) from None
+
+
 @dataclass(frozen=True)
 class AllocRecord:
     id: str
@@ -129,6 +138,9 @@ class AllocRecord:
     # recorded): a restore after a kill in between starts it (Core.restore).
     replace_pending: bool = False
     job_version: int = 0  # the version of its job the alloc was placed for (api.Allocation's JobVersion)
+    # The names of its netns, task cgroups and CNI network (agent.layout), kept for its whole life;
+    # None: written by an agent before records held them (restore finds them on the node).
+    layout: NodeLayout | None = None
 
     @property
     def live(self) -> bool:
@@ -155,6 +167,7 @@ class AllocRecord:
             "replaced_by": self.replaced_by,
             "replace_pending": self.replace_pending,
             "job_version": self.job_version,
+            "layout": self.layout.to_record() if self.layout is not None else None,
         }
 
     @classmethod
@@ -193,6 +206,7 @@ class AllocRecord:
             replaced_by=str(rec.get("replaced_by") or ""),
             replace_pending=bool(rec.get("replace_pending", False)),
             job_version=_int("alloc", key, "job_version", rec.get("job_version", 0)),
+            layout=_layout(key, rec.get("layout")),
         )
 
 

@@ -24,13 +24,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from agent import layout
 from agent.decisions import ObservedAlloc, plan_owed_replacements, plan_restore_statuses
 from agent.drivers.base import LABEL_GROUP, LABEL_JOB
 from agent.drivers.registry import DriverRegistry
 from agent.jobcodec import JobCodecError, decode_job, encode_job
 from agent.jobspec import JobspecError, Limits, parse_jobspec
+from agent.layout import unrecorded_layout
 from agent.model import Job
 from agent.network import iptables
+from agent.node.names import seen_names
 from agent.node.sweeper import SweepReport
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, RecordError
 from agent.runner.adopt import Adoption
@@ -89,7 +92,7 @@ class Restore:
         records: list[AllocRecord] = []
         for alloc_id, raw in {**live.records, **owed.records}.items():
             try:
-                rec = AllocRecord.from_record(raw, alloc_id)
+                rec = self._named(AllocRecord.from_record(raw, alloc_id))
                 records.append(self._reopened(rec) if alloc_id in live.records else rec)
             except RecordError as exc:
                 unreadable.append((alloc_id, exc.reason))
@@ -107,6 +110,19 @@ class Restore:
         log.info("restored %d alloc(s) in %.2fs", len(core.runners), core.restore_seconds)
         core.adoption.restore(core.runners)  # when the state DB was lost: what runs is adopted, not swept
         core.sweep()
+
+    def _named(self, rec: AllocRecord) -> AllocRecord:
+        """An alloc keeps the names it was made with (pinned: agent.layout). A record an earlier agent
+        wrote without them (the state schema upgrade) gets those found on the node, written back."""
+        if rec.layout is None:
+            candidates = layout.recognised()
+            seen = seen_names(rec.id, candidates, self.core.deps.data_dir / "cni")
+            rec = rec.with_(layout=unrecorded_layout(seen, candidates))
+            self.core.store.put("alloc", rec.id, rec.to_record())
+            log.info("state: alloc %s (an earlier agent's record) keeps its names %s", rec.id, rec.layout)
+        assert rec.layout is not None
+        layout.pin(rec.id, rec.layout)
+        return rec
 
     def _reopened(self, rec: AllocRecord) -> AllocRecord:
         """A terminal alloc the restore picked up (plan_restore_statuses: only with the faults of

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +122,7 @@ def build_core(
     docker: DockerDriver | None = None,
     consul: ConsulClient | None = None,
     vault: TokenIssuer | None = None,
+    former_cni: Sequence[CniNetwork] = (),
 ) -> Core:
     for name, path, _ in settings.host_volumes:  # as Nomad's client, at start: each one must exist
         if not Path(path).is_dir():
@@ -138,12 +140,14 @@ def build_core(
     if run_check is None:
         run_check = bool(cni and check_supported(plugin_version(cni.plugin_dir)))
     log.info("CNI CHECK on restore: %s", "on" if run_check else "off (plugins older than 1.3.0)")
-    network = BridgeNetwork(cni, settings.bridge, run_check=run_check) if cni else None
+    network = BridgeNetwork(cni, settings.bridge, run_check=run_check, former=former_cni) if cni else None
     policy = SweepPolicy(
         grace=settings.sweep_grace,
         untracked_pause=plan_orphan_sweep(faults.bugs()).reap_untracked_pause,
     )
-    sweeper = Sweeper(docker, cni, settings.data_dir, policy=policy, dry_run=settings.sweep_dry_run)
+    sweeper = Sweeper(
+        docker, cni, settings.data_dir, policy=policy, dry_run=settings.sweep_dry_run, former_cni=former_cni
+    )
     registry = build_registry(docker, exec_driver, raw_exec_enabled=settings.raw_exec_enabled)
     # The node as constraints see it, and as /v1/node/:id shows it: fingerprinted once, here.
     node = NodeFacts(

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from agent import layout
 from agent.api import server as agent_api
 from agent.api.client import ApiClient, ApiError
 from agent.api.server import Response, Streamed
@@ -35,6 +36,7 @@ from agent.core import Core
 from agent.drivers.base import LABEL_ALLOC, LABEL_MANAGED
 from agent.drivers.docker import DockerDriver
 from agent.faults import Faults
+from agent.layout import netns_owner
 from agent.network import iptables
 from agent.network.cni import CniNetwork
 from agent.node.nodeinfo import driver_health
@@ -250,9 +252,14 @@ class AgentLab:
         docker_enabled: bool = True,
         raw_exec_enabled: bool = False,
         host_volumes: tuple[tuple[str, str, bool], ...] = (),
+        conflist: Path | None = None,
+        former_conflists: tuple[Path, ...] = (),
     ) -> AgentUnderTest:
+        """`conflist`: the network new allocs join (the lab's own by default); `former_conflists`: an
+        earlier layout's networks, kept for the allocs attached to them (agent.layout)."""
         store = SqliteStore(self.data_dir / "state" / "state.db")
-        cni = CniNetwork(self.conflist, PLUGIN_DIR, self.data_dir / "cni")
+        cni = CniNetwork(conflist or self.conflist, PLUGIN_DIR, self.data_dir / "cni")
+        former = [CniNetwork(p, PLUGIN_DIR, self.data_dir / "cni") for p in former_conflists]
         settings = CoreSettings(
             data_dir=self.data_dir,
             bridge=BRIDGE,
@@ -264,7 +271,9 @@ class AgentLab:
             host_volumes=host_volumes,
         )
         docker = self.docker if docker_enabled else None
-        core = build_core(settings, store, cni, Faults.parse(faults), docker=docker, vault=vault)
+        core = build_core(
+            settings, store, cni, Faults.parse(faults), docker=docker, vault=vault, former_cni=former
+        )
         agent = AgentUnderTest(core, start_core(core, restore_timeout=120))
         agent.settle()  # what the restore set off the loop (a recovery's stops) has finished
         return agent
@@ -312,8 +321,10 @@ class AgentLab:
         allocs = self.data_dir / "alloc"
         for alloc_dir in allocs.iterdir() if allocs.is_dir() else ():  # their logmons go on too
             HOST_LOGMON.stop_all(alloc_dir)
+        prefixes = [lay.netns_prefix for lay in layout.recognised()]
         for name in netns.list_names():
-            if name.startswith("fl-") and (self.data_dir / "alloc" / name[3:]).exists():
+            alloc = netns_owner(name, prefixes)
+            if alloc is not None and (self.data_dir / "alloc" / alloc).exists():
                 netns.delete(name)
         unmount_below(self.root)
         for c in iptables.list_cni_chains():

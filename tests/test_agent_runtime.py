@@ -338,7 +338,7 @@ def _plant_exec_orphans(ghost: str) -> int:
     from agent.drivers.cgroups import Cgroups
     from agent.network import netns
 
-    netns.create(f"fl-{ghost}", exist_ok=True)
+    netns.create(f"fl-{ghost}", exist_ok=True)  # an earlier layout's name (agent.layout): still swept
     cg = Cgroups(f"{ghost}.web")
     cg.create(32, 100)
     joins = "; ".join(f"echo $$ > {p}" for p in cg.procs_files())
@@ -378,7 +378,7 @@ def test_sweeper_removes_planted_orphans_and_nothing_live(lab: AgentLab) -> None
         assert proc_start_time(orphan_pid) is None, "the orphaned exec process survived the sweep"
         assert not netns.exists(f"fl-{ghost}")
         assert proc_start_time(exec_pid) is not None, "the live exec task was swept"
-        assert netns.exists(f"fl-{exec_alloc}")
+        assert netns.exists(exec_alloc)
         assert [c.labels["org.fieldlab.alloc"] for c in lab.containers()] == [alloc, alloc]
         assert not (lab.data_dir / "alloc" / ghost).exists()
         assert _running_containers(lab, alloc) == before
@@ -704,13 +704,13 @@ def test_exec_task_runs_in_the_alloc_netns_with_limits_and_survives_agent_restar
     port = _host_port(view)
     assert lab.wait_http(port, TIMEOUT, "/index.html") == (200, "exec says hello")
     pid = _exec_pid(agent, alloc)
-    assert netns.pid_netns_id(pid) == netns.netns_id(netns.netns_path(f"fl-{alloc}"))
+    assert netns.pid_netns_id(pid) == netns.netns_id(netns.netns_path(alloc))
     secrets = lab.data_dir / "alloc" / alloc / "httpd" / "secrets"
     assert os.path.ismount(secrets) and secrets.stat().st_mode & 0o777 == 0o700, (
         "secrets/ must be a 0700 tmpfs"
     )
-    cg = Path(f"/sys/fs/cgroup/memory/fieldlab/{alloc}.httpd")
-    if cg.exists():  # cgroup v1 (these machines); v2 hosts put it under /sys/fs/cgroup/fieldlab
+    cg = Path(f"/sys/fs/cgroup/memory/nomad.slice/{alloc}.httpd")
+    if cg.exists():  # cgroup v1 (these machines); v2 hosts put it under /sys/fs/cgroup/nomad.slice
         assert int((cg / "memory.limit_in_bytes").read_text()) == 64 * 1024 * 1024
         assert str(pid) in (cg / "cgroup.procs").read_text().split()
     agent.stop()
@@ -733,7 +733,7 @@ def test_exec_task_runs_in_the_alloc_netns_with_limits_and_survives_agent_restar
         )
         assert lab.wait_http(port, TIMEOUT, "/index.html")[0] == 200
         agent.stop_job("exec-web")
-        assert not netns.exists(f"fl-{alloc}") and lab.reservations() == []
+        assert not netns.exists(alloc) and lab.reservations() == []
     finally:
         agent.stop()
 
@@ -749,7 +749,7 @@ def test_exec_alloc_is_rebuilt_after_a_simulated_reboot(lab: AgentLab) -> None:
     pid = _exec_pid(agent, alloc)
     agent.stop()
     os.killpg(pid, signal.SIGKILL)
-    netns.delete(f"fl-{alloc}")
+    netns.delete(alloc)
     secrets = lab.data_dir / "alloc" / alloc / "httpd" / "secrets"
     subprocess.run(["umount", str(secrets)], check=True)  # a reboot takes the tmpfs away
     for r in lab.reservations():

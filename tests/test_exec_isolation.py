@@ -254,7 +254,7 @@ def test_a_hostile_exec_task_sees_only_its_own_chroot_as_nobody(lab: AgentLab) -
         assert _status_field(w, "Uid").split()[0] == str(NOBODY)
         for ns in ("pid", "mnt", "ipc", "uts"):
             assert os.readlink(f"/proc/{w}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"), ns
-        assert netns.pid_netns_id(w) == netns.netns_id(netns.netns_path(f"fl-{alloc}"))
+        assert netns.pid_netns_id(w) == netns.netns_id(netns.netns_path(alloc))  # Nomad's name: the alloc id
         assert _status_field(w, "NSpid").split()[-1] != str(w), "the workload is not in a pid namespace"
         # The chroot's mounts live in the task's mount namespace only: the host sees just secrets/.
         alloc_dir = lab.data_dir / "alloc" / alloc
@@ -330,7 +330,7 @@ CHANGE_SCRIPT = r"""
   echo "root $(ls / | tr '\n' ' ')"
   echo "init $(tr '\0' ' ' < /proc/1/cmdline | grep -c fieldlab-task)"
   echo "env $NOMAD_TASK_NAME"
-  echo "cgroup $(grep /fieldlab/ /proc/self/cgroup | head -n 1 | cut -d: -f3)"
+  echo "cgroup $(grep /nomad.slice/ /proc/self/cgroup | head -n 1 | cut -d: -f3)"
   if cat "$STATE_DB" >/dev/null 2>&1; then echo "state LEAK"; else echo "state denied"; fi
 } > /local/change.out
 echo changed
@@ -432,7 +432,7 @@ def test_signals_change_script_restart_and_stop_reach_the_isolated_workload(lab:
         assert "home" not in lines["root"].split() and "local" in lines["root"].split(), out
         assert lines["init"] == "1", out  # pid 1 is the task's init: its own pid namespace
         assert lines["env"] == "t" and lines["state"] == "denied", out
-        assert lines["cgroup"] == f"/fieldlab/{alloc}.t", out  # the task's cgroups (limits, sweeper)
+        assert lines["cgroup"] == f"/nomad.slice/{alloc}.t", out  # the task's cgroups (limits, sweeper)
         _signal(agent, alloc, "SIGHUP")  # the reattached task still hears the agent
         wait_until(
             lambda: (True if signals.read_text().count("HUP") == 2 else None, signals.read_text()),

@@ -16,9 +16,11 @@ from agent import layout
 from agent.config import Config, load_config
 from agent.drivers.cgroups import Cgroups, task_cgroup_name
 from agent.errors import ConfigError
-from agent.layout import FIELDLAB, NOMAD, NodeLayout, netns_alloc
+from agent.layout import FIELDLAB, NOMAD, NodeLayout, SeenNames, netns_alloc, unrecorded_layout
 from agent.network.owner import netns_name
+from agent.node.names import seen_names
 from agent.node.sweeper import Observed, plan_sweep
+from agent.records import AllocRecord, RecordError
 from e2e.harness.nomadview import pinned
 from e2e.harness.target import load_target
 from lab.config import LabPaths, LabSpec
@@ -34,7 +36,7 @@ DEAD = "0b7e1d2c-1111-4a0b-95c4-99111646b200"
 @pytest.fixture
 def bound() -> Iterator[None]:
     yield
-    layout.bind(FIELDLAB)
+    layout.bind(NOMAD)
 
 
 def test_a_netns_name_belongs_to_an_alloc_only_under_the_layouts_prefix() -> None:
@@ -56,24 +58,85 @@ def test_a_layout_refuses_names_that_are_not_one_path_component() -> None:
 
 
 def test_the_bound_layout_names_the_netns_and_the_task_cgroups(bound: None, tmp_path: Path) -> None:
+    assert layout.current() == NOMAD and netns_name(LIVE) == LIVE  # Nomad's names by default
+    layout.bind(FIELDLAB)
     assert netns_name(LIVE) == f"fl-{LIVE}"
     layout.bind(NOMAD)
-    assert netns_name(LIVE) == LIVE
     (tmp_path / "cgroup.controllers").write_text("memory cpu\n")  # a v2 hierarchy
     cg = Cgroups.of_task(LIVE, "web", tmp_path)
     assert cg.dirs == [tmp_path / "nomad.slice" / f"{LIVE}.web"]
     (tmp_path / "nomad.slice" / f"{LIVE}.web").mkdir(parents=True)
-    (tmp_path / "fieldlab" / f"{DEAD}.web").mkdir(parents=True)  # the other layout's: not listed
-    assert Cgroups.names(tmp_path) == [f"{LIVE}.web"]
+    (tmp_path / "fieldlab" / f"{DEAD}.web").mkdir(parents=True)  # an earlier layout's: still the agent's
+    (tmp_path / "system.slice" / "docker.service").mkdir(parents=True)  # nobody's of the agent
+    assert Cgroups.names(tmp_path) == sorted([f"{LIVE}.web", f"{DEAD}.web"])
+    assert Cgroups.found(f"{DEAD}.web", tmp_path).dirs == [tmp_path / "fieldlab" / f"{DEAD}.web"]
     assert task_cgroup_name([f"0::/nomad.slice/{LIVE}.web"]) == f"{LIVE}.web"
-    assert task_cgroup_name([f"0::/fieldlab/{LIVE}.web"]) is None
+    assert task_cgroup_name([f"0::/fieldlab/{LIVE}.web"]) == f"{LIVE}.web"
+    assert task_cgroup_name(["0::/system.slice/docker.service"]) is None
 
 
-def test_the_sweeper_removes_a_dead_allocs_netns_by_the_layouts_names() -> None:
-    nomad = Observed(netns=[LIVE, DEAD, "cni-other", f"fl-{DEAD}"], netns_prefix="")
+def test_an_alloc_pinned_to_an_earlier_layout_keeps_its_names(bound: None, tmp_path: Path) -> None:
+    layout.pin(DEAD, FIELDLAB)
+    layout.pin(LIVE, NOMAD)  # the bound layout's: nothing to pin
+    assert layout.for_alloc(DEAD) == FIELDLAB and layout.for_alloc(LIVE) == NOMAD
+    assert netns_name(DEAD) == f"fl-{DEAD}" and netns_name(LIVE) == LIVE
+    (tmp_path / "cgroup.controllers").write_text("memory cpu\n")
+    assert Cgroups.of_task(DEAD, "web", tmp_path).dirs == [tmp_path / "fieldlab" / f"{DEAD}.web"]
+    assert Cgroups.of_task(LIVE, "web", tmp_path).dirs == [tmp_path / "nomad.slice" / f"{LIVE}.web"]
+    other = NodeLayout("x-", "x.slice", "x")
+    layout.pin(LIVE, other)
+    assert layout.recognised() == (NOMAD, FIELDLAB, other)
+    layout.bind(NOMAD)  # a new agent process: no pins
+    assert layout.for_alloc(DEAD) == NOMAD and layout.recognised() == (NOMAD, FIELDLAB)
+
+
+def test_the_sweeper_removes_a_dead_allocs_netns_by_every_recognised_layouts_names() -> None:
+    nomad = Observed(netns=[LIVE, DEAD, "cni-other", f"fl-{DEAD}"], netns_prefixes=("",))
     assert [(r.kind, r.target, r.owner) for r in plan_sweep({LIVE}, nomad)] == [("netns", DEAD, DEAD)]
-    mine = Observed(netns=[f"fl-{LIVE}", f"fl-{DEAD}", DEAD])
-    assert [(r.kind, r.target, r.owner) for r in plan_sweep({LIVE}, mine)] == [("netns", f"fl-{DEAD}", DEAD)]
+    both = Observed(netns=[f"fl-{LIVE}", f"fl-{DEAD}", DEAD, "cni-other"])  # the default: "" and "fl-"
+    plan = [(r.kind, r.target, r.owner) for r in plan_sweep({LIVE}, both)]
+    assert plan == [("netns", f"fl-{DEAD}", DEAD), ("netns", DEAD, DEAD)]
+
+
+def test_an_earlier_agents_record_gets_the_names_found_on_the_node() -> None:
+    cands = (NOMAD, FIELDLAB)
+    # Found under the earlier layout's names: those, each one.
+    seen = SeenNames(frozenset({"fl-"}), frozenset({"fieldlab"}), frozenset({"fieldlab"}))
+    assert unrecorded_layout(seen, cands) == FIELDLAB
+    # Only a netns found (a docker-less exec group whose cgroups are gone): the rest follow its layout.
+    assert unrecorded_layout(SeenNames(netns_prefixes=frozenset({"fl-"})), cands) == FIELDLAB
+    # A docker group: its netns is docker's, its network tells.
+    assert unrecorded_layout(SeenNames(cni_networks=frozenset({"nomad"})), cands) == NOMAD
+    # Nothing found (a host reboot cleared /run and the cgroups): the former default's names.
+    assert unrecorded_layout(SeenNames(), cands) == FIELDLAB
+    # Found under both (never made so, but each name is what is there).
+    mixed = SeenNames(frozenset({""}), frozenset({"fieldlab"}), frozenset({"fieldlab"}))
+    assert unrecorded_layout(mixed, cands) == NodeLayout("", "fieldlab", "fieldlab")
+
+
+def test_an_alloc_record_keeps_its_layout_and_reads_an_earlier_one_without(tmp_path: Path) -> None:
+    rec = AllocRecord(LIVE, "j", "g", layout=FIELDLAB)
+    assert AllocRecord.from_record(rec.to_record()).layout == FIELDLAB
+    old = rec.to_record()
+    del old["layout"]  # as the agents before this one wrote it
+    assert AllocRecord.from_record(old).layout is None
+    bad = {**rec.to_record(), "layout": {"netns_prefix": "", "cgroup_parent": "../x", "cni_network": "n"}}
+    with pytest.raises(RecordError, match=r"state alloc/.*cgroup_parent '../x'"):
+        AllocRecord.from_record(bad)
+    with pytest.raises(RecordError, match="layout has no cni_network"):
+        AllocRecord.from_record({**rec.to_record(), "layout": {"netns_prefix": "", "cgroup_parent": "p"}})
+
+
+def test_what_an_earlier_agents_alloc_left_on_the_node_is_seen_by_its_names(tmp_path: Path) -> None:
+    cgroups, cache = tmp_path / "cg", tmp_path / "cni"
+    (cgroups / "cgroup.controllers").parent.mkdir()
+    (cgroups / "fieldlab" / f"{DEAD}.web").mkdir(parents=True)
+    cache.mkdir()
+    (cache / f"fieldlab:{DEAD}:eth0.json").write_text("{}")
+    (cache / f"nomad:{LIVE}:eth0.json").write_text("{}")
+    seen = seen_names(DEAD, (NOMAD, FIELDLAB), cache, cgroups)
+    assert (seen.cgroup_parents, seen.cni_networks) == ({"fieldlab"}, {"fieldlab"})
+    assert seen_names(LIVE, (NOMAD, FIELDLAB), cache, cgroups).cni_networks == {"nomad"}
 
 
 def test_the_config_takes_a_layout_and_refuses_a_bad_one_naming_the_key(tmp_path: Path) -> None:
@@ -82,7 +145,7 @@ def test_the_config_takes_a_layout_and_refuses_a_bad_one_naming_the_key(tmp_path
     cfg = load_config(p)
     assert (cfg.netns_prefix, cfg.cgroup_parent) == ("", "nomad.slice")
     default = load_config_default(tmp_path)
-    assert (default.netns_prefix, default.cgroup_parent) == ("fl-", "fieldlab")
+    assert (default.netns_prefix, default.cgroup_parent, default.cni_network) == ("", "nomad.slice", "nomad")
     p.write_text(json.dumps({"node_name": "n", "cgroup_parent": "../../etc"}))
     with pytest.raises(ConfigError, match=r"cgroup_parent.*one path component"):
         load_config(p)
@@ -103,7 +166,7 @@ def test_the_roles_layouts_name_what_the_harness_profiles_read() -> None:
     assert set(layouts) == {"fieldlab", "nomad"}
     for name, names in layouts.items():
         target = load_target(name)
-        agent = {"fieldlab": FIELDLAB, "nomad": NOMAD}[name]
+        agent = NOMAD  # both lay out what is outside the data dir as Nomad's client
         assert names["unit"] == target.unit and names["data_dir"] == target.data_dir, name
         assert names["config_dir"] == target.config_dir and names["cni_network"] == target.cni_network, name
         assert names["netns_prefix"] == target.netns_prefix == agent.netns_prefix, name

@@ -95,7 +95,7 @@ def test_a_light_client_refuses_docker_jobs_and_runs_exec_bridge_jobs(lab: objec
         agent.settle()  # its template renders off the main loop
         view = core.call(lambda: core.runner(alloc).view())
         assert view["status"] == "running", view
-        assert netns.exists(f"fl-{alloc}"), "the exec group's named netns is missing"
+        assert netns.exists(alloc), "the exec group's named netns is missing"
         port = int(view["network"]["ports"][0]["host"])
         assert lab.wait_http(port, 30, "/index.html") == (200, "exec says hello")  # type: ignore[attr-defined]
         report = core.call(core.sweep)
@@ -108,6 +108,6 @@ def test_a_light_client_refuses_docker_jobs_and_runs_exec_bridge_jobs(lab: objec
         view = agent.core.call(lambda: agent.core.runner(alloc).view())
         assert view["status"] == "running" and view["tasks"]["httpd"]["restarts"] == 0, view
         agent.stop_job("exec-web")
-        assert not netns.exists(f"fl-{alloc}")
+        assert not netns.exists(alloc)
     finally:
         agent.stop()

@@ -334,7 +334,7 @@ def test_a_task_with_user_nobody_runs_as_nobody_and_so_does_its_change_script(be
             "/bin/sh",
             "-c",
             'echo "uid $(id -u)"; echo "cwd $(pwd)"; echo "name $NOMAD_TASK_NAME"; '
-            'echo "cgroup $(grep -c /fieldlab/ /proc/self/cgroup)"',
+            'echo "cgroup $(grep -c /nomad.slice/ /proc/self/cgroup)"',
         ],
         10.0,
         {"NOMAD_TASK_NAME": "t", "PATH": TOOL_PATH},  # as the runner recorded it at start

@@ -99,7 +99,7 @@ def test_a_corrupt_state_db_is_moved_aside_and_running_tasks_are_adopted_until_s
         # Still running, untouched: the same containers, the same exec process, both still answer.
         assert _running(lab, web) == containers
         os.kill(pid, 0)
-        assert f"{exe}.httpd" in Cgroups.names() and f"fl-{exe}" in netns.list_names()
+        assert f"{exe}.httpd" in Cgroups.names() and exe in netns.list_names()
         assert lab.wait_http(web_port, TIMEOUT, "/bin/busybox")[0] == 200
         assert lab.wait_http(exe_port, TIMEOUT, "/index.html")[0] == 200
 
@@ -132,7 +132,7 @@ def test_a_corrupt_state_db_is_moved_aside_and_running_tasks_are_adopted_until_s
             what="the adopted exec task to be gone",
         )
         agent.core.call(agent.core.sweep)
-        assert f"{exe}.httpd" not in Cgroups.names() and f"fl-{exe}" not in netns.list_names()
+        assert f"{exe}.httpd" not in Cgroups.names() and exe not in netns.list_names()
         assert api.call("GET", "/v1/allocations") == (200, [])
         assert moved.exists()  # never deleted
     finally:

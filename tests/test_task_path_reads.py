@@ -88,6 +88,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("network/cnicache.py", "ResultCache.load", "path.read_text"): NODE,
     ("network/hostlocal.py", "reservations", "p.read_text"): NODE,
     ("network/hostlocal.py", "_flocked", "os.open"): NODE,
+    ("network/hostlocal.py", "carry_over", "os.open"): NODE,
     ("network/netns.py", "create_inside", "os.open"): PROC,  # /proc/thread-self/ns, /run/netns
     ("runner/services.py", "client_id.read", "(data_dir / 'client' / 'client-id').read_text"): NODE,
     ("runner/vaulttoken.py", "TaskVaultToken._write_file", "os.open"): TASK,  # O_EXCL|O_NOFOLLOW

@@ -1,7 +1,8 @@
 """A process task's cgroups: <cgroup root>/<parent>/<alloc id>.<task> on v2, or that dir below the
-memory and cpu controllers on v1 (the parent is agent.layout's). P joins them itself before it exec's
-the task, so no child escapes them; the orphan sweeper (agent.node.sweeper) finds tasks of allocs that are
-gone by these names, whichever driver made them."""
+memory and cpu controllers on v1 (the parent is the alloc's layout's: agent.layout). P joins them
+itself before it exec's the task, so no child escapes them; the orphan sweeper (agent.node.sweeper)
+finds tasks of allocs that are gone by these names (every recognised layout's), whichever driver
+made them."""
 
 from __future__ import annotations
 
@@ -18,21 +19,23 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 KILL_WAIT = 5.0  # seconds to wait for a process after SIGKILL
 
 
-def cgroup_parent() -> str:
-    """The agent's task cgroups: <root>[/<controller>]/<parent>/<alloc>.<task> (agent.layout)."""
-    return layout.current().cgroup_parent
+def _parents() -> list[str]:
+    """The task cgroups' parents of every recognised layout (agent.layout.recognised)."""
+    return list(dict.fromkeys(lay.cgroup_parent for lay in layout.recognised()))
 
 
 class Cgroups:
-    """A task's cgroup(s): one dir under each v1 controller it uses, or one dir on v2."""
+    """A task's cgroup(s): one dir under each v1 controller it uses, or one dir on v2, below the
+    parent of its alloc's layout (agent.layout.for_alloc) unless one is given."""
 
-    def __init__(self, name: str, root: Path = CGROUP_ROOT) -> None:
+    def __init__(self, name: str, root: Path = CGROUP_ROOT, parent: str | None = None) -> None:
         self.name = name
+        self.parent = parent or layout.for_alloc(name.split(".", 1)[0]).cgroup_parent
         self.v2 = (root / "cgroup.controllers").exists()
         self.dirs = (
-            [root / cgroup_parent() / name]
+            [root / self.parent / name]
             if self.v2
-            else [root / c / cgroup_parent() / name for c in ("memory", "cpu")]
+            else [root / c / self.parent / name for c in ("memory", "cpu")]
         )
 
     @classmethod
@@ -46,8 +49,18 @@ class Cgroups:
             lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
         except OSError:
             return None
-        name = task_cgroup_name(lines)
-        return cls(name, root) if name else None
+        found = _task_cgroup(lines)
+        return cls(found[1], root, found[0]) if found else None
+
+    @classmethod
+    def found(cls, name: str, root: Path = CGROUP_ROOT) -> Cgroups:
+        """The task cgroups called `name` under whichever recognised parent holds them (the sweeper's
+        orphans may be an earlier layout's)."""
+        for parent in _parents():
+            cg = cls(name, root, parent)
+            if any(d.is_dir() for d in cg.dirs):
+                return cg
+        return cls(name, root)
 
     def create(self, memory_mb: int, cpu_shares: int) -> list[str]:
         """Create and set limits; return what could not be applied (said in an event, not hidden)."""
@@ -90,8 +103,12 @@ class Cgroups:
     def names(cls, root: Path = CGROUP_ROOT) -> list[str]:
         """Names of the task cgroups the agent made (for the orphan sweeper)."""
         v2 = (root / "cgroup.controllers").exists()
-        base = root / cgroup_parent() if v2 else root / "memory" / cgroup_parent()
-        return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+        found: set[str] = set()
+        for parent in _parents():
+            base = root / parent if v2 else root / "memory" / parent
+            if base.is_dir():
+                found.update(p.name for p in base.iterdir() if p.is_dir())
+        return sorted(found)
 
     def pids(self) -> list[int]:
         found: set[int] = set()
@@ -124,12 +141,18 @@ class Cgroups:
 
 def task_cgroup_name(proc_cgroup_lines: list[str]) -> str | None:
     """The task cgroup's name ("<alloc>.<task>") in the lines of a /proc/<pid>/cgroup, if any."""
+    found = _task_cgroup(proc_cgroup_lines)
+    return found[1] if found else None
+
+
+def _task_cgroup(proc_cgroup_lines: list[str]) -> tuple[str, str] | None:
+    """(parent, name) of the task cgroup in the lines of a /proc/<pid>/cgroup, under any recognised
+    layout's parent."""
+    parents = _parents()
     for line in proc_cgroup_lines:
-        path = line.split(":", 2)[-1]
-        if path.startswith(f"/{cgroup_parent()}/"):
-            parts = path.split("/")
-            if len(parts) > 2 and parts[2]:
-                return parts[2]
+        parts = line.split(":", 2)[-1].split("/")
+        if len(parts) > 2 and parts[1] in parents and parts[2]:
+            return parts[1], parts[2]
     return None
 
 

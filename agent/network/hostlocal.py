@@ -55,6 +55,33 @@ def release(dirs: Sequence[Path], container_id: str, ifname: str | None = None) 
     return released
 
 
+def carry_over(held: Sequence[Reservation], dest: Path) -> tuple[list[str], list[str]]:
+    """Reserve in `dest` (the host-local dir of the network that now hands out addresses on the same
+    subnet) every address of `held` (an earlier network's reservations, whose allocs still run), for the
+    same container and interface, so that it never hands one out twice. Returns what was written and
+    the addresses `dest` holds for another container (a double allocation, to be said)."""
+    written: list[str] = []
+    clashes: list[str] = []
+    if not held:
+        return written, clashes
+    dest.mkdir(mode=0o755, parents=True, exist_ok=True)
+    with _flocked(dest / "lock"):
+        theirs = {r.ip: r.container_id for r in reservations([dest])}
+        for r in held:
+            if r.ip in theirs:
+                if theirs[r.ip] != r.container_id:
+                    clashes.append(f"{r.ip} ({r.container_id} in {r.path.parent}, {theirs[r.ip]} in {dest})")
+                continue
+            try:
+                fd = os.open(dest / r.ip, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "w") as f:  # host-local's own format: "<container id>\r\n<ifname>"
+                f.write(f"{r.container_id}\r\n{r.ifname}")
+            written.append(f"{r.ip} for {r.container_id}")
+    return written, clashes
+
+
 @contextlib.contextmanager
 def _flocked(path: Path) -> Iterator[None]:
     try:

@@ -1,6 +1,6 @@
-"""A network namespace the agent creates by name (`/run/netns/<prefix><alloc>`, agent.layout), for
-bridge groups whose tasks all join a netns by path (exec, raw processes). A host reboot clears /run: the owner
-is then gone and restore rebuilds the network."""
+"""A network namespace the agent creates by name (`/run/netns/<prefix><alloc>`, the alloc's layout:
+agent.layout), for bridge groups whose tasks all join a netns by path (exec, raw processes). A host
+reboot clears /run: the owner is then gone and restore rebuilds the network."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from agent.network import netns
 
 
 def netns_name(alloc_id: str) -> str:
-    return layout.current().netns_name(alloc_id)
+    return layout.for_alloc(alloc_id).netns_name(alloc_id)
 
 
 def pid_in_netns(path: Path, pid: int) -> bool:

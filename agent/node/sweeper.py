@@ -22,7 +22,7 @@ from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
 from agent.drivers.cgroups import Cgroups
 from agent.drivers.docker import DockerDriver
 from agent.fsutil import unmount_below
-from agent.layout import netns_alloc
+from agent.layout import FIELDLAB, NOMAD, netns_owner
 from agent.network import iptables, netns
 from agent.network.cni import CniNetwork
 
@@ -52,11 +52,12 @@ class Observed:
     reservations: Sequence[tuple[str, str]] = ()  # (ip, container id)
     chains: Sequence[SeenChain] = ()
     alloc_dirs: Sequence[str] = ()
-    netns: Sequence[str] = ()  # names of netns in /run/netns, agent-made ones "<netns_prefix><alloc id>"
+    netns: Sequence[str] = ()  # names of netns in /run/netns, agent-made ones "<netns prefix><alloc id>"
     # ("<alloc>.<task>", pids) of process tasks: exec and raw_exec (agent.drivers.cgroups)
     task_cgroups: Sequence[tuple[str, Sequence[int]]] = ()
     forward_ips: Sequence[str] = ()  # addresses with firewall-plugin rules in CNI-FORWARD (no comment)
-    netns_prefix: str = "fl-"  # the bound layout's (agent.layout): which netns names are the agent's
+    # The recognised layouts' (agent.layout.recognised): which netns names are the agent's.
+    netns_prefixes: Sequence[str] = (NOMAD.netns_prefix, FIELDLAB.netns_prefix)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def plan_sweep(
     kept_dirs = live_ids | set(recorded)
     out += [Removal("alloc_dir", d, d) for d in obs.alloc_dirs if d not in kept_dirs]
     for n in obs.netns:
-        alloc = netns_alloc(n, obs.netns_prefix)
+        alloc = netns_owner(n, obs.netns_prefixes)
         if alloc is not None and alloc not in live_ids:
             out.append(Removal("netns", n, alloc))
     for name, pids in obs.task_cgroups:
@@ -137,11 +138,14 @@ class Sweeper:
         cni: CniNetwork | None,
         data_dir: Path,
         *,
+        former_cni: Sequence[CniNetwork] = (),
         policy: SweepPolicy = SweepPolicy(),
         dry_run: bool = False,
     ) -> None:
         self.docker = docker
         self.cni = cni
+        # The networks of earlier layouts still on the node (agent.layout): their allocs' leftovers too.
+        self.networks = [n for n in (cni, *former_cni) if n is not None]
         self.data_dir = data_dir
         self.policy = policy
         self.dry_run = dry_run
@@ -161,22 +165,23 @@ class Sweeper:
         reservations: list[tuple[str, str]] = []
         chains: list[SeenChain] = []
         forward_ips: list[str] = []
-        if self.cni is not None:
-            cache_ids = sorted({k.container_id for k in self.cni.cached_ids()})
-            reservations = [(r.ip, r.container_id) for r in self.cni.ipam_reservations()]
+        if self.networks:
+            names = {n.name for n in self.networks}
+            cache_ids = sorted({k.container_id for n in self.networks for k in n.cached_ids()})
+            reservations = [(r.ip, r.container_id) for n in self.networks for r in n.ipam_reservations()]
             chains = [
                 SeenChain(c.table, c.name, c.container_id)
                 for c in iptables.list_cni_chains()
-                if c.network == self.cni.name
+                if c.network in names
             ]
             forward_ips = iptables.forward_rule_ips()
         alloc_root = self.data_dir / "alloc"
         dirs = sorted(p.name for p in alloc_root.iterdir() if p.is_dir()) if alloc_root.is_dir() else []
-        prefix = layout.current().netns_prefix
-        spaces = [n for n in netns.list_names() if netns_alloc(n, prefix) is not None]
-        cgroups = [(name, Cgroups(name).pids()) for name in Cgroups.names()]
+        prefixes = tuple(dict.fromkeys(lay.netns_prefix for lay in layout.recognised()))
+        spaces = [n for n in netns.list_names() if netns_owner(n, prefixes) is not None]
+        cgroups = [(name, Cgroups.found(name).pids()) for name in Cgroups.names()]
         return Observed(
-            containers, cache_ids, reservations, chains, dirs, spaces, cgroups, forward_ips, prefix
+            containers, cache_ids, reservations, chains, dirs, spaces, cgroups, forward_ips, prefixes
         )
 
     def sweep(
@@ -206,10 +211,14 @@ class Sweeper:
     def _remove(self, r: Removal) -> None:
         if r.kind == "container" and self.docker is not None:
             self.docker.remove_container(r.target)
-        elif r.kind == "cni" and self.cni is not None:
-            self.cni.delete(r.target)
-        elif r.kind == "ipam" and self.cni is not None:
-            self.cni.release_reservations(r.owner)
+        elif r.kind == "cni" and self.networks:
+            # DEL on the network that holds the ADD result (an earlier layout's, for its allocs).
+            held = [n for n in self.networks if n.cache_path(r.target).exists()] or self.networks[:1]
+            for n in held:
+                n.delete(r.target)
+        elif r.kind == "ipam":
+            for n in self.networks:
+                n.release_reservations(r.owner)
         elif r.kind == "chain":
             table, name = r.target.split("/", 1)
             iptables.remove_chain(table, name)
@@ -221,7 +230,7 @@ class Sweeper:
         elif r.kind == "forward_rule":
             iptables.remove_forward_rules([r.target])
         elif r.kind == "task_process":
-            Cgroups(r.target).kill_all()
+            Cgroups.found(r.target).kill_all()
 
 
 def _parse_docker_time(text: str) -> float:

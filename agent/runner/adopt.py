@@ -265,7 +265,7 @@ class DriverNode:
         ]
         cgroups = []
         for name in Cgroups.names():
-            pids = tuple(Cgroups(name).pids())
+            pids = tuple(Cgroups.found(name).pids())
             cgroups.append(NodeCgroup(name, pids, task_environ(pids[0]) if pids else {}))
         return containers, cgroups
 
@@ -276,7 +276,7 @@ class DriverNode:
         self.docker.remove_container(container_id)
 
     def stop_cgroup(self, name: str, timeout: float) -> None:
-        cg = Cgroups(name)
+        cg = Cgroups.found(name)
         pidfds = []
         for pid in cg.pids():
             with contextlib.suppress(ProcessLookupError, OSError):
