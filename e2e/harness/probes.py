@@ -191,7 +191,7 @@ ls $D/cni 2>/dev/null
 echo "## allocdirs"
 ls $D/alloc 2>/dev/null
 echo "## cgroups"
-# v2: <root>/fieldlab/<alloc>.<task>; v1: the same below each controller the agent uses (memory,
+# v2: <root>/<parent>/<alloc>.<task>; v1: the same below each controller the agent uses (memory,
 # cpu): every hierarchy is listed, the checker merges them. Each process as <pid>:<process group>.
 for g in {cgroup_root}/{cgroup_parent}/*/ {cgroup_root}/*/{cgroup_parent}/*/; do
   [ -f "$g/cgroup.procs" ] || continue

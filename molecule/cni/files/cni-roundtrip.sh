@@ -1,7 +1,7 @@
 #!/bin/bash
 # cni-roundtrip.sh add|check|del|del-again|observe|cleanup
 #
-# Drives the fieldlab bridge network the way a container runtime does, per the CNI spec: each plugin
+# Drives the lab's bridge network (nomad) the way a container runtime does, per the CNI spec: each plugin
 # of the conflist is executed with CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME and CNI_PATH
 # in its environment and its network configuration on stdin. As libcni does for a conflist:
 #   ADD    runs the plugins in order; each one after the first gets the previous one's result as
@@ -14,7 +14,7 @@
 # Each command prints one JSON object of observations on stdout; the molecule verify asserts on it.
 set -euo pipefail
 
-CONFLIST=${CONFLIST:-/etc/cni/net.d/fieldlab.conflist}
+CONFLIST=${CONFLIST:-/etc/cni/net.d/nomad.conflist}
 CNI_PATH=${CNI_PATH:-/usr/lib/cni}
 # Kept on disk, as a runtime keeps its cached results: a DEL after a reboot still has them.
 STATE=${STATE:-/var/tmp/fieldlab-cni-verify}

@@ -20,7 +20,7 @@ SCRIPT = "/root/fieldlab-cni-roundtrip.sh"
 HOST_PORT = 28080
 CONTAINER_PORT = 8080
 CID = "fieldlab-verify-0123456789abcdef"
-ENV = f"CONFLIST=/etc/cni/net.d/fieldlab.conflist CNI_PATH=/usr/lib/cni CID={CID} HOST_PORT={HOST_PORT}"
+ENV = f"CONFLIST=/etc/cni/net.d/nomad.conflist CNI_PATH=/usr/lib/cni CID={CID} HOST_PORT={HOST_PORT}"
 # The role's defaults (lab/roles/cni/defaults/main.yml).
 SUBNET = ipaddress.IPv4Network("172.26.64.0/20")
 BRIDGE = "fieldlab0"
@@ -54,13 +54,13 @@ def test_the_fact_records_plugins_1_1_1_and_the_network(client: Any) -> None:
     fact = json.loads(client.file("/etc/ansible/facts.d/cni.fact").content_string)
     assert fact["plugin_version"] == "1.1.1"
     assert fact["check_supported"] is False, "CHECK is trusted only from plugins 1.3.0 on"
-    assert (fact["plugin_dir"], fact["conflist"]) == ("/usr/lib/cni", "/etc/cni/net.d/fieldlab.conflist")
+    assert (fact["plugin_dir"], fact["conflist"]) == ("/usr/lib/cni", "/etc/cni/net.d/nomad.conflist")
     assert (fact["bridge"], fact["subnet"]) == (BRIDGE, str(SUBNET))
 
 
 def test_the_conflist_has_nomads_shape(client: Any) -> None:
-    conflist = json.loads(client.file("/etc/cni/net.d/fieldlab.conflist").content_string)
-    assert (conflist["cniVersion"], conflist["name"]) == ("0.4.0", "fieldlab")
+    conflist = json.loads(client.file("/etc/cni/net.d/nomad.conflist").content_string)
+    assert (conflist["cniVersion"], conflist["name"]) == ("0.4.0", "nomad")
     assert [p["type"] for p in conflist["plugins"]] == ["loopback", "bridge", "firewall", "portmap"]
     bridge, firewall, portmap = conflist["plugins"][1:]
     assert bridge["bridge"] == BRIDGE
@@ -83,7 +83,7 @@ def test_add_check_del_round_trip(client: Any, server: Any) -> None:
     assert obs["netns_addresses"] == [str(address)]
     assert obs["netns_default_routes"] == [gateway]
     assert obs["bridge_exists"] and obs["bridge_addresses"] == [f"{gateway}/{SUBNET.prefixlen}"]
-    assert obs["reservations"] == [f"/var/run/cni/fieldlab/{address.ip}"]
+    assert obs["reservations"] == [f"/var/run/cni/nomad/{address.ip}"]
     dnat = f"--dport {HOST_PORT} -j DNAT --to-destination {address.ip}:{CONTAINER_PORT}"
     assert len([r for r in obs["nat_rules"] if r.endswith(dnat)]) == 1, obs["nat_rules"]
 
