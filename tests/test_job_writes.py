@@ -14,7 +14,13 @@ import pytest
 from agent import cli
 from agent.cli import planformat
 from agent.nomadapi.http import HttpError
-from agent.nomadapi.jobwrites import enforce_index, preserved_counts, register_options
+from agent.nomadapi.jobwrites import (
+    enforce_index,
+    eval_priority,
+    preserved_counts,
+    preserved_resources,
+    register_options,
+)
 from tests.agent_api import Agent, nomad_http
 
 SPEC = """
@@ -86,6 +92,38 @@ def test_preserved_counts_keep_the_running_groups_and_leave_new_ones() -> None:
     assert [(g["Name"], g["Count"]) for g in kept["TaskGroups"]] == [("a", 4), ("new", 3)]
     assert job["TaskGroups"][0]["Count"] == 1, "the body is not changed in place"
     assert preserved_counts(job, {}) == job
+
+
+def test_preserved_resources_keep_the_tasks_the_job_had_and_leave_new_ones() -> None:
+    prev = {"TaskGroups": [{"Name": "g", "Tasks": [{"Name": "t", "Resources": {"MemoryMB": 64}}]}]}
+    job = {
+        "TaskGroups": [
+            {
+                "Name": "g",
+                "Tasks": [
+                    {"Name": "t", "Resources": {"MemoryMB": 512}},
+                    {"Name": "new", "Resources": {"MemoryMB": 128}},
+                ],
+            },
+            {"Name": "h", "Tasks": [{"Name": "t", "Resources": {"MemoryMB": 256}}]},  # another group's t
+        ]
+    }
+    kept = preserved_resources(job, prev)
+    mem = [(g["Name"], t["Name"], t["Resources"]["MemoryMB"]) for g in kept["TaskGroups"] for t in g["Tasks"]]
+    assert mem == [("g", "t", 64), ("g", "new", 128), ("h", "t", 256)]
+    assert job["TaskGroups"][0]["Tasks"][0]["Resources"]["MemoryMB"] == 512, "not changed in place"
+
+
+@pytest.mark.parametrize("given", [None, 0, 1, 80, 100])
+def test_an_eval_priority_from_1_to_100_is_the_evaluations_else_the_jobs(given: int | None) -> None:
+    assert eval_priority(given) == (given or 50)
+
+
+@pytest.mark.parametrize("given", [101, -1, 2.5, "80", True])
+def test_an_eval_priority_outside_1_to_100_is_refused_as_nomads_agent_does(given: object) -> None:
+    with pytest.raises(HttpError) as err:
+        eval_priority(given)
+    assert (err.value.status, str(err.value)) == (400, "Eval priority must be between 1 and 100 inclusively")
 
 
 def _edited_diff() -> dict[str, Any]:
@@ -223,6 +261,62 @@ def test_preserve_counts_keeps_the_running_count_through_an_update(agent: Agent)
     register(1, "c")
     job = http.get(f"{base}/v1/job/web", timeout=10, **tls).json()
     assert job["TaskGroups"][0]["Count"] == 1, "without the option the file's count wins"
+
+
+def test_eval_priority_and_preserve_resources_on_register_and_deregister(agent: Agent) -> None:
+    base, tls, http = nomad_http(agent)
+
+    def register(memory: int, mode: str, **opts: Any) -> Any:
+        extra = f"resources {{\n        memory = {memory}\n      }}"
+        job = http.post(
+            f"{base}/v1/jobs/parse", json={"JobHCL": _spec(mode=mode, extra=extra)}, timeout=10, **tls
+        )
+        return http.put(f"{base}/v1/jobs", json={"Job": job.json(), **opts}, timeout=10, **tls)
+
+    def priority(eval_id: str) -> int:
+        return int(http.get(f"{base}/v1/evaluation/{eval_id}", timeout=10, **tls).json()["Priority"])
+
+    def memory() -> int:
+        job = http.get(f"{base}/v1/job/web", timeout=10, **tls).json()
+        return int(job["TaskGroups"][0]["Tasks"][0]["Resources"]["MemoryMB"])
+
+    refused = register(64, "a", EvalPriority=101)
+    assert (refused.status_code, refused.text.strip()) == (
+        400,
+        "Eval priority must be between 1 and 100 inclusively",
+    )
+    assert http.get(f"{base}/v1/job/web", timeout=10, **tls).status_code == 404, (
+        "a refused register stored the job"
+    )
+    first = register(64, "a", EvalPriority=80)
+    assert first.status_code == 200 and priority(first.json()["EvalID"]) == 80
+    second = register(512, "b", PreserveResources=True)
+    assert second.status_code == 200 and priority(second.json()["EvalID"]) == 50
+    job = http.get(f"{base}/v1/job/web", timeout=10, **tls).json()
+    assert (job["Version"], memory()) == (1, 64), "the update's resources were not the running job's"
+    assert job["TaskGroups"][0]["Tasks"][0]["Env"] == {"MODE": "b"}, "the rest of the update is written"
+    assert register(512, "c").status_code == 200 and memory() == 512, "without the option the file's wins"
+    bad = http.delete(f"{base}/v1/job/web?eval_priority=high", timeout=10, **tls)
+    assert bad.status_code == 500 and 'Failed to parse value of "eval_priority" (high) as a int' in bad.text
+    assert http.get(f"{base}/v1/job/web", timeout=10, **tls).json()["Stop"] is False, "a refused stop stopped"
+    stop = http.delete(f"{base}/v1/job/web?eval_priority=70", timeout=10, **tls)
+    assert stop.status_code == 200 and priority(stop.json()["EvalID"]) == 70
+
+
+def test_job_run_takes_nomads_eval_priority_and_preserve_resources_flags(
+    agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, tls, http = nomad_http(agent)
+    spec = tmp_path / "web.nomad.hcl"
+    spec.write_text(_spec(extra="resources {\n        memory = 64\n      }"))
+    code, out, err = _run(capsys, "job", "run", "-detach", "-eval-priority", "90", *agent.flags, str(spec))
+    assert code == 0, (out, err)
+    eval_id = out.split("Evaluation ID: ")[1].split()[0]
+    assert http.get(f"{base}/v1/evaluation/{eval_id}", timeout=10, **tls).json()["Priority"] == 90
+    spec.write_text(_spec(mode="b", extra="resources {\n        memory = 300\n      }"))
+    assert _run(capsys, "job", "run", "-detach", "-preserve-resources", *agent.flags, str(spec))[0] == 0
+    job = http.get(f"{base}/v1/job/web", timeout=10, **tls).json()
+    assert job["TaskGroups"][0]["Tasks"][0]["Resources"]["MemoryMB"] == 64
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -127,6 +127,10 @@ def job_run(args: argparse.Namespace) -> int:
         body.update(EnforceIndex=True, JobModifyIndex=args.check_index)
     if args.preserve_counts:
         body["PreserveCounts"] = True
+    if args.preserve_resources:
+        body["PreserveResources"] = True
+    if args.eval_priority:
+        body["EvalPriority"] = args.eval_priority
     api = nomad(args)
     try:
         out = api.call("PUT", "/v1/jobs", f"job {job_id}: register", body)

@@ -165,6 +165,25 @@ def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
     return p
 
 
+def _job_run_options(jr: _Parser) -> None:
+    """`job run`'s: the file, its variables and Nomad's register options."""
+    jr.add_argument("file", type=Path, metavar="FILE")
+    var_options(jr)
+    _json(jr)
+    _flag(jr, "detach", action="store_true", help="print the evaluation's id and return (as Nomad)")
+    _flag(
+        jr,
+        "check-index",
+        type=int,
+        metavar="N",
+        help="register only if the job's modify index is N (0: only if there is no such job), "
+        "as `job plan` printed it",
+    )
+    _flag(jr, "preserve-counts", action="store_true", help="the job's groups keep their running counts")
+    _flag(jr, "preserve-resources", action="store_true", help="the job's tasks keep their resources")
+    _flag(jr, "eval-priority", type=int, metavar="N", help="the evaluation's priority (1 to 100)")
+
+
 def _job_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
     leaf = tree.leaf
     job = sub.add_parser("job", help="submit, inspect and stop jobs", description="Jobs on the agent.")
@@ -193,19 +212,7 @@ def _job_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         "job run",
         "register a jobspec file (HCL or JSON): a job that runs gets a new version",
     )
-    jr.add_argument("file", type=Path, metavar="FILE")
-    var_options(jr)
-    _json(jr)
-    _flag(jr, "detach", action="store_true", help="print the evaluation's id and return (as Nomad)")
-    _flag(
-        jr,
-        "check-index",
-        type=int,
-        metavar="N",
-        help="register only if the job's modify index is N (0: only if there is no such job), "
-        "as `job plan` printed it",
-    )
-    _flag(jr, "preserve-counts", action="store_true", help="the job's groups keep their running counts")
+    _job_run_options(jr)
     jp = leaf(
         job_sub,
         "job plan",

@@ -7,7 +7,9 @@ main loop; each write answers an EvalID. The same job registered again while it 
 as in Nomad; a changed one is a new version (agent.jobupdate decides what its allocs become). The
 register's options are Nomad's JobRegisterRequest's: `EnforceIndex` with `JobModifyIndex` (`nomad
 job run -check-index`: written only over that version of the job, else refused with Nomad's
-message) and `PreserveCounts` (`-preserve-counts`: the running groups keep their counts).
+message), `PreserveCounts` (`-preserve-counts`: the running groups keep their counts),
+`PreserveResources` (the tasks the registered job has keep their resources) and `EvalPriority`
+(`-eval-priority`: the evaluation's priority, 1 to 100). A deregister takes `?eval_priority=`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from agent.errors import NotFound
 from agent.jobspec import JobspecError, ParsedJob
 from agent.jobupdate import UpdatePlan
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
-from agent.nomadapi.jobjson import parsed_job_json
+from agent.nomadapi.jobjson import DEFAULT_PRIORITY, parsed_job_json
 from agent.nomadapi.node import Eval
 from agent.records import DesiredStatus
 
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
 NS = "default"
 ENFORCE_INDEX_PREFIX = "Enforcing job modify index"  # api.RegisterEnforceIndexErrPrefix (api/jobs.go)
+MAX_EVAL_PRIORITY = 100  # command/agent/job_endpoint.go: validateEvalPriorityOpt
 
 
 def register_body(data: Mapping[str, Any], where: str) -> tuple[str, dict[str, Any]]:
@@ -58,7 +61,8 @@ def register_options(data: Mapping[str, Any]) -> tuple[int | None, bool]:
     JobRegisterRequest carries them; 400 naming the field for a value of the wrong type (a check
     that silently did nothing would let a stale plan overwrite another user's job)."""
     enforce, index, preserve = (data.get(k) for k in ("EnforceIndex", "JobModifyIndex", "PreserveCounts"))
-    for name, value in (("EnforceIndex", enforce), ("PreserveCounts", preserve)):
+    keep = data.get("PreserveResources")
+    for name, value in (("EnforceIndex", enforce), ("PreserveCounts", preserve), ("PreserveResources", keep)):
         if value is not None and not isinstance(value, bool):
             raise HttpError(
                 400, f'job register: "{name}" must be true or false, not {json.dumps(value)[:32]}'
@@ -68,6 +72,17 @@ def register_options(data: Mapping[str, Any]) -> tuple[int | None, bool]:
             400, f'job register: "JobModifyIndex" must be a whole number >= 0, not {json.dumps(index)[:32]}'
         )
     return (int(index or 0) if enforce else None), bool(preserve)
+
+
+def eval_priority(given: Any) -> int:
+    """The priority of the evaluation a write creates: the request's `EvalPriority` (Nomad's
+    agent refuses one outside 1..100 with a 400, command/agent/job_endpoint.go), else the job's,
+    which is always Nomad's default here (a jobspec's `priority` is refused as unimplemented)."""
+    if given is None or given == 0:
+        return DEFAULT_PRIORITY
+    if isinstance(given, bool) or not isinstance(given, int) or not 1 <= given <= MAX_EVAL_PRIORITY:
+        raise HttpError(400, "Eval priority must be between 1 and 100 inclusively")
+    return given
 
 
 def enforce_index(current: int | None, given: int) -> str | None:
@@ -95,6 +110,42 @@ def preserved_counts(job: Mapping[str, Any], counts: Mapping[str, int]) -> dict[
         for g in groups
     ]
     return {**job, "TaskGroups": kept}
+
+
+def preserved_resources(job: Mapping[str, Any], prev: Mapping[str, Any]) -> dict[str, Any]:
+    """The job's API JSON with each task the registered job (`prev`, its API JSON) has keeping that
+    task's `Resources` (Nomad's `PreserveResources`: nomad/state/state_store.go); new tasks keep
+    their own."""
+    had = {
+        (g.get("Name"), t.get("Name")): t.get("Resources")
+        for g in prev.get("TaskGroups") or []
+        for t in g.get("Tasks") or []
+    }
+    groups = job.get("TaskGroups")
+    if not had or not isinstance(groups, list):
+        return dict(job)
+
+    def task(g: Mapping[str, Any], t: Any) -> Any:
+        key = (g.get("Name"), t.get("Name")) if isinstance(t, dict) else None
+        return {**t, "Resources": had[key]} if key in had else t
+
+    kept = [
+        {**g, "Tasks": [task(g, t) for t in g.get("Tasks") or []]} if isinstance(g, dict) else g
+        for g in groups
+    ]
+    return {**job, "TaskGroups": kept}
+
+
+def _go_int(params: Mapping[str, str], name: str) -> int | None:
+    """An integer query parameter as Nomad's parseInt reads it (absent: None; not a number: its
+    error, a 500 as Nomad's agent answers an uncoded error)."""
+    raw = params.get(name, "")
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise HttpError(500, f'Failed to parse value of "{name}" ({raw[:32]}) as a int') from None
 
 
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -158,6 +209,7 @@ def write_job(
     data: Mapping[str, Any],
     enforced: int | None,
     trigger: str,
+    priority: int = DEFAULT_PRIORITY,
 ) -> dict[str, Any]:
     """Register `parsed` as the job's next version (or nothing, when the same job runs already) and
     answer Nomad's JobRegisterResponse fields; `enforced`: the JobModifyIndex the job must have
@@ -199,7 +251,7 @@ def write_job(
         shown, fmt, given = _submission(data, text)
         done = core.call(lambda: core.commit(parsed, shown, fmt, given, source, plan=plan))
         placed = tuple(str(a) for a in done.get("allocs") or ())
-    ev = core.call(lambda: api.evals.create(job_id, trigger, parsed.job.type, placed))
+    ev = core.call(lambda: api.evals.create(job_id, trigger, parsed.job.type, placed, priority=priority))
     out = {
         "EvalID": ev.id,
         "EvalCreateIndex": ev.create_index,
@@ -219,13 +271,19 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             return {g.name: g.count for g in old.groups} if old is not None else {}
 
         _, preserve = register_options(data)
-        return preserved_counts(job, core.call(counts)) if preserve else job
+        if preserve:
+            job = preserved_counts(job, core.call(counts))
+        if data.get("PreserveResources") is True:
+            old = core.call(lambda: core.jobs.get(job_id))
+            job = preserved_resources(job, api.job_dict(old)) if old is not None else job
+        return job
 
     def register(groups: tuple[str, ...], body: bytes) -> Response:
         data, job_id, parsed, text = read_job_write(api, groups, body, "job register", counts_kept)
         enforced, _ = register_options(data)
+        priority = eval_priority(data.get("EvalPriority"))
 
-        out = write_job(api, job_id, parsed, text, data, enforced, "job-register")
+        out = write_job(api, job_id, parsed, text, data, enforced, "job-register", priority)
         meta_headers(core.changes.current())
         return answer({**out, "Index": out["JobModifyIndex"], "LastContact": 0, "KnownLeader": True})
 
@@ -234,6 +292,7 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         check_scope(params, api.node.region)
         job_id = _job_id(groups[0])
         purge = _go_bool(params, "purge")
+        priority = eval_priority(_go_int(params, "eval_priority"))
 
         def stop() -> tuple[list[str], Eval]:
             # A job known only by its adopted allocs (found running after the state database was
@@ -243,7 +302,7 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             if job is None and not core.adoption.of_job(job_id):
                 raise NotFound("job not found")
             kind = job.type if job is not None else "service"
-            return core.stop_job(job_id), api.evals.create(job_id, "job-deregister", kind)
+            return core.stop_job(job_id), api.evals.create(job_id, "job-deregister", kind, priority=priority)
 
         stopped, ev = core.call(stop)
         # As Nomad's: the answer comes once the stop is decided (the allocs' desired status is

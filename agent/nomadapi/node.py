@@ -44,6 +44,7 @@ class Eval:
     # The allocs this evaluation placed, when known (a register's); None: those of its job created
     # since it (an alloc stop's replacement)
     placed: tuple[str, ...] | None = None
+    priority: int = 50  # the job's, or the write's EvalPriority (api.Evaluation's Priority)
 
 
 class Evals:
@@ -55,11 +56,17 @@ class Evals:
         self._evals: OrderedDict[str, Eval] = OrderedDict()
 
     def create(
-        self, job_id: str, triggered_by: str, job_type: str, placed: tuple[str, ...] | None = None
+        self,
+        job_id: str,
+        triggered_by: str,
+        job_type: str,
+        placed: tuple[str, ...] | None = None,
+        *,
+        priority: int = 50,
     ) -> Eval:
         eval_id = str(uuid.uuid4())
         index = self._changes.bump("eval", eval_id)
-        ev = Eval(eval_id, job_id, triggered_by, job_type or "service", index, time.time(), placed)
+        ev = Eval(eval_id, job_id, triggered_by, job_type or "service", index, time.time(), placed, priority)
         with self._lock:
             self._evals[eval_id] = ev
             while len(self._evals) > MAX_EVALS:
@@ -93,4 +100,5 @@ def eval_fields(ev: Eval) -> dict[str, Any]:
         "create_index": ev.create_index,
         "modify_index": ev.create_index,
         "create_time": ev.created,
+        "priority": ev.priority,
     }
