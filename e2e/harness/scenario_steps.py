@@ -123,14 +123,15 @@ class ScenarioRun:
         """The report's own Vault policies replaced by one created for the run (vaultpolicy)."""
         if not vaultpolicy.report_policies(job):
             return job
-        if self.cluster.target.name != "fieldlab":
+        # The lab's OpenBao (its init file is the lab's) serves this agent under either target's names
+        # (a `--layout nomad` lab too); a Nomad cluster's own Vault is not the harness's to write.
+        init = self.cluster.paths.secrets_dir / "openbao-init.json"
+        if not init.exists():
             history.record(
-                history.NOTE, "vault policies kept as the report names them (not the lab's OpenBao)"
+                history.NOTE, "vault policies kept as the report names them (no lab OpenBao for the run's)"
             )
             return job
-        self.policies = vaultpolicy.RunPolicies(
-            self.cluster.vault_addr, self.cluster.paths.secrets_dir / "openbao-init.json"
-        )
+        self.policies = vaultpolicy.RunPolicies(self.cluster.vault_addr, init)
         names = vaultpolicy.service_names(job)
         name = self.policies.create(str(job["ID"]), names)
         job, done = vaultpolicy.substitute_policies(job, name)
