@@ -23,6 +23,7 @@ from agent.identity.vaultlogin import with_implicit_identities
 from agent.jobcodec import JobCodecError, decode_job
 from agent.node.driverevents import NodeEvent, NodeEvents, driver_changes
 from agent.nomadapi import structs
+from agent.nomadapi.briefs import alloc_briefs
 from agent.nomadapi.http import (
     HttpError,
     answer,
@@ -125,11 +126,14 @@ class NomadApi:
     def all_alloc_views(self) -> list[dict[str, Any]]:
         return self.core.alloc_views() + self.core.adoption.views()
 
+    def alloc_briefs(self) -> list[dict[str, Any]]:
+        return alloc_briefs(self.core)
+
     def job_dict(self, job: Job, allocs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The job as Nomad's api.Job (on the loop: reads its record, and its allocs unless given)."""
         record = self.core.store.get("job", job.id) or {}
         if allocs is None:
-            allocs = [a for a in self.all_alloc_views() if a.get("job") == job.id]
+            allocs = [a for a in self.alloc_briefs() if a.get("job") == job.id]
         index = self.core.changes.of("job", job.id)
         return structs.job_json(
             with_implicit_identities(job, self.core.deps.vault_jwt),
@@ -175,7 +179,7 @@ class NomadApi:
         self, job_id: str, groups: Sequence[str], allocs: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:
         if allocs is None:
-            allocs = [a for a in self.all_alloc_views() if a.get("job") == job_id]
+            allocs = [a for a in self.alloc_briefs() if a.get("job") == job_id]
         names = list(groups) + sorted({str(a.get("group")) for a in allocs} - set(groups))
         counts = {n: alloc_counts(a for a in allocs if a.get("group") == n) for n in names}
         index = self.core.changes.of("job", job_id)
@@ -334,7 +338,7 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
 
         def read() -> list[dict[str, Any]]:
             by_job: dict[str, list[dict[str, Any]]] = {}
-            for a in api.all_alloc_views():  # once, not once per job
+            for a in api.alloc_briefs():  # once, not once per job
                 by_job.setdefault(str(a.get("job")), []).append(a)
             out = []
             for job_id in sorted(core.jobs):
