@@ -322,11 +322,13 @@ class Core:
 
         self.schedule(interval, tick)
 
-    def alloc_views(self) -> list[dict[str, Any]]:
-        """Every alloc the client lists: its runners', and the terminal ones the GC has not collected."""
-        views = [r.view() for r in self.runners.values()]
+    def alloc_views(self, job_id: str = "") -> list[dict[str, Any]]:
+        """Every alloc listed: the runners', the terminal ones not collected (`job_id`'s only)."""
+        views = [r.view() for r in self.runners.values() if not job_id or r.rec.job == job_id]
         for alloc_id, raw in self.store.list("alloc", TERMINAL_STATUSES).records.items():
-            if alloc_id not in self.runners and (stored := self._stored_runner(alloc_id, raw)) is not None:
+            if alloc_id in self.runners or (job_id and raw.get("job") != job_id):
+                continue
+            if (stored := self._stored_runner(alloc_id, raw)) is not None:
                 views.append(stored.view())
         return views
 

@@ -178,7 +178,7 @@ def job_scale_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
 
         def read() -> dict[str, Any]:
             job = api.job_dict(api.job_or_404(job_id))
-            allocs = [a for a in api.all_alloc_views() if a.get("job") == job_id]
+            allocs = api.all_alloc_views(job_id)
             return scale_status(job, allocs, events.of(job_id))
 
         out = core.call(read)

@@ -123,8 +123,9 @@ class NomadApi:
         ]
         return structs.node_json(**fields, host_volumes=dict(facts.host_volumes), events=events)
 
-    def all_alloc_views(self) -> list[dict[str, Any]]:
-        return self.core.alloc_views() + self.core.adoption.views()
+    def all_alloc_views(self, job_id: str = "") -> list[dict[str, Any]]:
+        adopted = [v for v in self.core.adoption.views() if not job_id or v.get("job") == job_id]
+        return self.core.alloc_views(job_id) + adopted
 
     def alloc_briefs(self) -> list[dict[str, Any]]:
         return alloc_briefs(self.core)
@@ -365,7 +366,7 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         job_id = _job_id(groups[0])
 
         def read() -> list[dict[str, Any]]:
-            views = core.call(lambda: [a for a in api.all_alloc_views() if a.get("job") == job_id])
+            views = core.call(lambda: api.all_alloc_views(job_id))
             return [api.alloc_dict(v, stub=True) for v in views]  # events read here, off the loop
 
         return answer(blocking(core.changes, _ALLOC_KINDS, read))
