@@ -49,7 +49,7 @@ from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner
 from agent.runner.deps import RunnerDeps
 from agent.runner.services import NomadData, ServiceRegistrar
-from agent.runner.stored import stored_runner
+from agent.runner.stored import stored_runner, terminal_views
 from agent.runner.taskdirs import TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import CorruptRecordError, StateStore
@@ -325,12 +325,7 @@ class Core:
     def alloc_views(self, job_id: str = "") -> list[dict[str, Any]]:
         """Every alloc listed: the runners', the terminal ones not collected (`job_id`'s only)."""
         views = [r.view() for r in self.runners.values() if not job_id or r.rec.job == job_id]
-        for alloc_id, raw in self.store.list("alloc", TERMINAL_STATUSES).records.items():
-            if alloc_id in self.runners or (job_id and raw.get("job") != job_id):
-                continue
-            if (stored := self._stored_runner(alloc_id, raw)) is not None:
-                views.append(stored.view())
-        return views
+        return views + terminal_views(self.store, self.jobs, self.runners, job_id)
 
     def _stored_runner(self, alloc_id: str, raw: Mapping[str, Any] | None) -> AllocRunner | None:
         return stored_runner(self.deps, self.store, self.jobs, alloc_id, raw)

@@ -19,11 +19,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from agent.api.server import Handler, Streamed, query_params, query_values
+from agent.errors import AgentError
 from agent.nomadapi import structs
 from agent.nomadapi.http import HttpError
 from agent.nomadapi.node import eval_fields
 
 if TYPE_CHECKING:
+    from agent.core import Core
     from agent.nomadapi.routes import NomadApi
 
 HEARTBEAT = 10.0  # seconds between heartbeats of an idle stream (Nomad's default)
@@ -56,6 +58,22 @@ def wanted(topics: dict[str, set[str]], topic: str, key: str, filter_keys: list[
     return "*" in keys or key in keys or any(k in keys for k in filter_keys)
 
 
+def alloc_view(core: Core, alloc_id: str) -> dict[str, Any] | None:
+    """On the loop: the alloc's view, None once collected: its runner's, an adopted one's, else its
+    stored runner's (not every alloc's views for one: with 10,000 terminal allocs of an earlier run
+    that cost the loop half a second for each change of any alloc)."""
+    if (runner := core.runners.get(alloc_id)) is not None:
+        return runner.view()
+    adopted = next((v for v in core.adoption.views() if v.get("id") == alloc_id), None)
+    if adopted is not None:
+        return adopted
+    try:
+        found = core.alloc(alloc_id)
+    except AgentError:  # collected (NotFound); never two allocs for a full id
+        return None
+    return found.view() if found.id == alloc_id else None
+
+
 def event_stream(api: NomadApi) -> Handler:
     core = api.core
 
@@ -75,7 +93,7 @@ def event_stream(api: NomadApi) -> Handler:
         if kind == "node_event":  # a driver's health changed (Nomad's UpsertNodeEvents)
             return "Node", "NodeStreamEvent", [], {"Node": api.node_dict(stub=False)}
         if kind == "alloc":
-            view = next((v for v in api.all_alloc_views() if v["id"] == key), None)
+            view = alloc_view(core, key)
             alloc = {"Allocation": api.alloc_dict(view, stub=False)} if view is not None else None
             return ("Allocation", "AllocationUpdated", [str(view["job"])], alloc) if view and alloc else None
         ev = api.evals.find(key) if kind == "eval" else None

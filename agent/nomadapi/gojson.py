@@ -10,7 +10,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
-from fractions import Fraction
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from agent.jobspec.durations import parse_duration
@@ -24,7 +24,8 @@ def ns(seconds: float) -> int:
     """Seconds as Go's int64 nanoseconds (a time.Duration, or a Unix time in ns): those of the float's
     shortest decimal spelling (0.1 s is 100000000 ns; a Unix time, which a float holds to about 0.2 µs,
     gets no digits of binary noise)."""
-    return round(Fraction(repr(float(seconds))) * _NS_PER_S)
+    exact = Decimal(repr(float(seconds))).scaleb(9)  # exact: a float's repr has at most 17 digits
+    return int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
 
 
 def go_time(seconds: float | None) -> str:
