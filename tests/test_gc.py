@@ -5,12 +5,15 @@ allocs is left goes too. Never a live alloc, nor a failed one whose replacement 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.core import Core
 from agent.decisions import GcCandidate, GcLimits, plan_gc
+from agent.nomadapi.events import alloc_view
 from agent.offload import run_inline
 from agent.records import AllocStatus
 from tests.fakes import FakeNode, FakeSweeper
@@ -170,3 +173,61 @@ def test_a_terminal_alloc_whose_group_no_kept_version_has_is_still_listed_until_
     listed = {v["id"]: (v["group"], v["status"]) for v in again.alloc_views()}
     assert listed[old] == ("g", "complete"), listed
     assert old in again.gc(force=True).collected
+
+
+def test_a_long_backlog_is_collected_in_turns_and_the_periodic_gc_goes_on_at_once(
+    node: tuple[FakeNode, Core], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn stops once its time is spent (here at once: after one alloc) and says more is owed;
+    the periodic GC then goes on at the loop's next turn, not an interval later, until the pass
+    ends. Collected in one go, 10,000 allocs of an earlier run held the loop (every API call)
+    for as long as their deletes took."""
+    fake, core = node
+    done = [_run_and_stop(core, f"old{i}") for i in range(6)]
+    first = core.collector.gc(turn=0.0)
+    assert first.collected == done[:1] and first.more, first
+    monkeypatch.setattr("agent.node.gc.GC_TURN", 0.0)
+    core.start_periodic_gc(3600.0)
+
+    def gc_timer() -> Any:
+        (timer,) = [t for t in core._timers if "start_periodic_gc" in t.fn.__qualname__]
+        core._timers.remove(timer)
+        return timer
+
+    delays = []
+    for _ in range(10):
+        timer = gc_timer()
+        delays.append(round(timer.due - time.monotonic()))
+        if delays[-1] > 60 and len(delays) > 1:
+            break
+        timer.fn()
+    assert delays == [3600, 0, 0, 3600], delays  # 5 tracked, limit 3: the other two, one per turn
+    assert [a for a in done if fake.store.get("alloc", a) is not None] == done[3:]
+    assert core.gc().collected == [] and not core.gc().more
+
+
+def test_the_listed_views_of_an_earlier_runs_terminal_allocs_are_their_stored_runners_views(
+    node: tuple[FakeNode, Core],
+) -> None:
+    """The listing reads the terminal allocs of an earlier run from three listings of the store,
+    not one runner each: every view is the one the alloc's stored runner (what `alloc ID` reads)
+    gives, for an alloc of the registered job, of a purged job's group as its records tell it, and
+    of a failed one."""
+    fake, core = node
+    kept = _run_and_stop(core, "kept")
+    gone = _run_and_stop(core, "gone")
+    core.runners.pop(gone)
+    fake.store.delete("job", "gone")  # its group now known from its task records only
+    (failed,) = core.submit(spec("crashy"), "hcl")["allocs"]
+    core.runners[failed].state.save(status=AllocStatus.FAILED)
+    again = _agent(fake)
+    again.restore()
+    listed = {v["id"]: v for v in again.alloc_views()}
+    assert set(listed) == {kept, gone, failed}, listed
+    for alloc in (kept, gone, failed):
+        assert listed[alloc] == again.alloc(alloc).view(), alloc
+    assert listed[failed]["status"] == "failed" and listed[gone]["tasks"]["t"]["driver"] == "docker"
+    assert [v["id"] for v in again.alloc_views("kept")] == [kept]
+    assert alloc_view(again, gone) == listed[gone]  # the event stream's lookup of one alloc
+    again.gc(force=True)
+    assert alloc_view(again, gone) is None, "an alloc the GC collected has no view"

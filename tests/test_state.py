@@ -109,6 +109,24 @@ def test_delete_prefix_and_drop_alloc(store: SqliteStore) -> None:
     assert store.get("job", "a1") == {"id": "a1"}
 
 
+@pytest.mark.parametrize("prefix", ["a/", "é/", "a\U0010ffff", "\U0010ffff"])
+def test_delete_prefix_removes_exactly_the_keys_that_start_with_it(store: SqliteStore, prefix: str) -> None:
+    """A range of the key index (the next key after the prefix's last character) plus the exact
+    test: keys around the range's ends (the prefix itself, its last character's successor, a key
+    that sorts between them without the prefix) are kept, as is an ending in U+10FFFF (no
+    successor: the exact test alone)."""
+    inside = [prefix + "x", prefix + "\U0010ffff", prefix + "/a/b", prefix]
+    outside = [prefix[:-1] or "z", prefix[:-1] + "\x01", "zz", prefix[:-1] + "~"]
+    if ord(prefix[-1]) < 0x10FFFF:  # the successor of its last character, the range's end
+        outside.append(prefix[:-1] + chr(ord(prefix[-1]) + 1) + "x")
+    for key in inside + outside:
+        store.put("task", key, {"k": key})
+    store.put("handle", prefix + "x", {})  # another kind: kept
+    assert store.delete_prefix("task", prefix) == len(inside)
+    assert set(store.list("task").records) == set(outside)
+    assert store.get("handle", prefix + "x") == {}
+
+
 def test_record_key() -> None:
     assert record_key("a1", "web", "local/x.conf") == "a1/web/local/x.conf"
     with pytest.raises(ValueError, match="only the last"):

@@ -10,7 +10,9 @@ job none of whose allocs is left. Never an alloc whose replacement is owed or th
 step off the main loop. `job stop -purge` removes one job and its allocs the same way.
 
 Everything here runs on the main loop: the Core (agent.core) holds one `GarbageCollector` and
-delegates to it; what the GC uses of the Core is `GcHost`.
+delegates to it; what the GC uses of the Core is `GcHost`. Nomad's client collects on a goroutine of
+its own; here a long backlog (10,000 allocs of an earlier run: seconds of deletes) is collected in
+turns of at most `GC_TURN` seconds, the loop's other work (API calls, restarts) served between them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,7 @@ from agent.state import StateStore, drop_alloc
 log = logging.getLogger(__name__)
 
 TERMINAL_STATUSES = ("complete", "failed")  # the allocs the GC may collect (the status column)
+GC_TURN = 0.25  # seconds of collecting per turn of the loop, for the periodic GC
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class GcReport:
     jobs_purged: list[str]
     disk_used: float  # percent, after
     inodes_used: float
+    more: bool = False  # the turn ended before the pass did: more is owed now
 
 
 class GcHost(Protocol):
@@ -75,12 +80,16 @@ class GarbageCollector:
     def __init__(self, core: GcHost, usage: Callable[[], tuple[float, float]]) -> None:
         self.core = core
         self.usage = usage
+        self._owed_jobs: set[str] = set()  # of a pass's turns so far: purged once the pass ends
 
-    def gc(self, *, force: bool = False) -> GcReport:
+    def gc(self, *, force: bool = False, turn: float | None = None) -> GcReport:
         """Collect terminal allocs as Nomad's client GC does (agent.decisions.plan_gc): each one's
         records, events and alloc dir go together; then the jobs none of whose allocs is left.
-        Never an alloc whose replacement is owed or that still has a step off the loop."""
+        Never an alloc whose replacement is owed or that still has a step off the loop. `turn`:
+        stop after that many seconds (the report says `more`), the rest for a later call."""
         core = self.core
+        deadline = time.monotonic() + turn if turn is not None else None
+        more = False
         rows = core.store.index("alloc", TERMINAL_STATUSES)
         keep = {
             a
@@ -108,11 +117,26 @@ class GarbageCollector:
                 jobs.add(self._collect(alloc_id))
                 collected.append(alloc_id)
                 left.pop(alloc_id, None)
+                if deadline is not None and time.monotonic() >= deadline:
+                    more = True
+                    break
             disk, inodes = self.usage()
-        purged = self._purge_jobs_without_allocs(jobs - {""})
+            if more:
+                break
+        if more:  # the jobs left without allocs go when the pass ends (a listing of every alloc)
+            self._owed_jobs |= jobs
+            purged = []
+        else:
+            purged = self._purge_jobs_without_allocs((jobs | self._owed_jobs) - {""})
+            self._owed_jobs.clear()
         if collected:
-            log.info("GC: collected %d terminal alloc(s), %d job(s)", len(collected), len(purged))
-        return GcReport(collected, purged, disk, inodes)
+            log.info(
+                "GC: collected %d terminal alloc(s), %d job(s)%s",
+                len(collected),
+                len(purged),
+                " (more in the next turn)" if more else "",
+            )
+        return GcReport(collected, purged, disk, inodes, more)
 
     def collect_one(self, alloc_id: str) -> list[str]:
         """Nomad's `GET /v1/client/allocation/:id/gc`: one terminal alloc now (never one whose
@@ -150,11 +174,15 @@ class GarbageCollector:
         return purged
 
     def start_periodic_gc(self, interval: float) -> None:
+        """A pass every `interval` seconds, each in turns of GC_TURN: a pass that did not end
+        goes on at the loop's next turn (after what is queued on it), not an interval later."""
+
         def tick() -> None:
+            more = False
             try:
-                self.gc()
+                more = self.gc(turn=GC_TURN).more
             finally:
-                self.core.schedule(interval, tick)
+                self.core.schedule(0.0 if more else interval, tick)
 
         self.core.schedule(interval, tick)
 

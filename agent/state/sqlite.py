@@ -402,13 +402,19 @@ class SqliteStore:
     def delete_prefix(self, kind: str, key_prefix: str) -> int:
         check_name(self.location, "kind", kind)
         check_name(self.location, "key prefix", key_prefix)
-        cur = self._write(
-            "delete_prefix",
-            "DELETE FROM records WHERE kind = ? AND substr(key, 1, ?) = ?",
-            (kind, len(key_prefix), key_prefix),
-            kind,
-            key_prefix,
-        )
+        # The range [prefix, prefix with its last character the next one) holds exactly the keys
+        # that start with the prefix (UTF-8 orders as code points) and reads the primary key's
+        # index: the substr test alone read every record of the kind (the GC of 10,000 allocs
+        # took 35 s so); it stays as the exact test, and alone for a prefix ending in U+10FFFF.
+        last = ord(key_prefix[-1])
+        upper = key_prefix[:-1] + chr(last + 1) if last < 0x10FFFF else None
+        if upper is None:
+            sql = "DELETE FROM records WHERE kind = ? AND substr(key, 1, ?) = ?"
+            args: tuple[object, ...] = (kind, len(key_prefix), key_prefix)
+        else:
+            sql = "DELETE FROM records WHERE kind = ? AND key >= ? AND key < ? AND substr(key, 1, ?) = ?"
+            args = (kind, key_prefix, upper, len(key_prefix), key_prefix)
+        cur = self._write("delete_prefix", sql, args, kind, key_prefix)
         return max(cur.rowcount, 0)
 
     @contextlib.contextmanager
