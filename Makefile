@@ -120,8 +120,12 @@ unit: install ## Unit tests (no lab, no root needed)
 	$(BIN)/pytest tests -m "not root" --junitxml=reports/unit.xml
 
 .PHONY: integration
-integration: bootstrap ## Controller integration tests (root, real dockerd)
-	$(BIN)/pytest tests -m "root and not vm" --junitxml=reports/integration.xml
+integration: bootstrap ## Controller integration tests (root, real dockerd), but the nightly ones
+	$(BIN)/pytest tests -m "root and not vm and not nightly" --junitxml=reports/integration.xml
+
+.PHONY: integration-nightly
+integration-nightly: bootstrap ## The integration tests too long for `make test` (static-provider lab, fault-on halves); part of `make nightly`
+	$(BIN)/pytest tests -m "root and nightly and not vm" --junitxml=reports/integration-nightly.xml
 
 .PHONY: test-vm
 test-vm: ## The qemu provider for real: VMs boot to ssh, hard/clean reboot, power cycle (minutes under TCG)

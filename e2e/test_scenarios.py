@@ -20,6 +20,9 @@ from e2e.harness.scenario import Scenario, ScenarioError, catalogue, load
 from e2e.harness.scenario_steps import run_scenario
 
 DATA = [s for s in catalogue() if s.as_data]
+# A scenario whose steps wait out real clocks (a 30 s kill timeout, a reboot, the engine down) says
+# so in its `nightly:` field: it runs in `make nightly` (and `make repro`), not in `make smoke`.
+PARAMS = [pytest.param(s, id=s.bug, marks=[pytest.mark.nightly] if s.nightly else []) for s in DATA]
 
 
 def _run(cluster: Cluster, scenario: Scenario) -> None:
@@ -34,7 +37,7 @@ def _run(cluster: Cluster, scenario: Scenario) -> None:
 
 
 @pytest.mark.destructive
-@pytest.mark.parametrize("scenario", DATA, ids=[s.bug for s in DATA])
+@pytest.mark.parametrize("scenario", PARAMS)
 def test_scenario(cluster: Cluster, scenario: Scenario) -> None:
     _run(cluster, scenario)
 

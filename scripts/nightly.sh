@@ -17,6 +17,8 @@ PHASE_TAG="fieldlab nightly"
 source scripts/phases.sh
 
 mkdir -p "$RUN_DIR"
+# Before the lab: the static-provider test builds a lab of its own (never two at once).
+phase integration-nightly make --no-print-directory integration-nightly
 # 2 full clients and 98 light ones: the fleet suite storms 100 agents (FLEET=10 for a short night).
 FLEET=${FLEET:-100}
 phase lab-up .venv/bin/fieldlab lab up --lab "$LAB" --clients "$FLEET" --subnet "$SUBNET"

@@ -101,6 +101,8 @@ checks: [{alloc: running}, invariants]
             "checks[0].contains: not a regular",
         ),
         (("[{alloc: running}", "[{file: {path: alloc/x, exists: maybe}}"), "checks[0].exists: true or false"),
+        (("what: w\n", "what: w\nnightly: ''\n"), "nightly: why it runs in make nightly only"),
+        (("what: w\n", "what: w\nnightly: 30\n"), "nightly: why it runs in make nightly only"),
     ],
 )
 def test_a_bad_scenario_is_refused_with_its_file_and_field(
@@ -120,6 +122,14 @@ def test_a_good_scenario_loads(tmp_path: Path) -> None:
     assert not load(SCENARIOS / "nomad-24140.yml").as_data
     timed = load(_write(tmp_path, GOOD.replace("[run,", "[run, {wait: {invariants: true, timeout: 9}},")))
     assert (timed.steps[1].arg, timed.steps[1].timeout) == ("invariants", 9.0)
+    assert s.nightly == "" and load(_write(tmp_path, GOOD + "nightly: a 30 s kill timeout\n")).nightly
+
+
+def test_only_the_scenarios_that_say_why_are_kept_for_the_nightly() -> None:
+    """`make smoke` (so `make test`) deselects the nightly ones: each says why, and they are few."""
+    nightly = {s.bug: s.nightly for s in catalogue() if s.nightly}
+    assert set(nightly) == {"nomad-5577", "nomad-10005", "nomad-1795", "nomad-25714", "nomad-1858"}
+    assert all(len(why) > 20 for why in nightly.values()), nightly
 
 
 def _alloc(status: str = "running", **tasks: dict[str, object]) -> dict[str, object]:

@@ -15,9 +15,10 @@ refused by name. Both labs always go down, the controller user is removed.
 
 The venv's interpreter may live under a home the controller user cannot enter (pyenv in /root, mode
 0700): then the user's processes get CAP_DAC_READ_SEARCH (read and enter directories, nothing else:
-writes, docker, sudo stay out of reach) and the test says so. Runs in `make integration` (so in `make
-test`; 100 s on 2 cores, 80 of them the static lab-up's full provisioning of the bare nodes), or
-alone: `.venv/bin/pytest tests/test_static_provider_e2e.py -s`.
+writes, docker, sudo stay out of reach) and the test says so. Runs in `make integration-nightly` (so
+in `make nightly`, before its lab; 100-120 s on 2 cores, 80 of them the static lab-up's full
+provisioning of the bare nodes, too long for `make test`), or alone: `.venv/bin/pytest
+tests/test_static_provider_e2e.py -s`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from lab.wheelhouse import build_wheelhouse, source_hash
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
+    pytest.mark.nightly,  # two minutes of a lab of its own: `make nightly`'s integration phase
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (docker, a controller user)"),
 ]
 

@@ -37,6 +37,9 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
                                         scenario, the same job id; its images mapped the same way)
 Every wait has a `timeout` (seconds; default WAIT_TIMEOUT).
 
+`node: CLIENT` runs it on that client (the lab's first by default); `nightly: WHY` keeps it out of
+`make smoke` (its steps wait out real clocks), for `make nightly` and `make repro`.
+
 Checks (each a one-key mapping; `hold: SECONDS` on the list keeps checking them for that long, so
 a bug that shows a little later is caught):
   alloc: STATUS                         the scenario's alloc (the first placed) has that status
@@ -147,6 +150,7 @@ class Scenario:
     chaos: tuple[str, ...] = ()  # a Python scenario of the chaos suite: its explicit schedule
     seed: int | None = None  # ... and the seed of everything else
     node: str = ""  # the client it runs on ("": the lab's first)
+    nightly: str = ""  # why it runs in `make nightly` only (its steps wait out real clocks), "" when not
 
     @property
     def as_data(self) -> bool:
@@ -349,7 +353,7 @@ def load(path: Path) -> Scenario:
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: a scenario is a mapping of fields ({', '.join(REQUIRED)}, ...)")
     known = {*REQUIRED, "python", "python_why", "jobspec", "images", "steps", "checks", "hold", "node"}
-    known |= {"chaos", "seed"}
+    known |= {"chaos", "seed", "nightly"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ScenarioError(f"{path}: unknown field(s) {unknown}; known: {sorted(known)}")
@@ -411,6 +415,9 @@ def load(path: Path) -> Scenario:
     hold = raw.get("hold", 0)
     if not isinstance(hold, int | float) or isinstance(hold, bool) or hold < 0:
         raise ScenarioError(f"{_where(path, 'hold')}: seconds >= 0")
+    nightly = raw.get("nightly", "")
+    if not isinstance(nightly, str) or ("nightly" in raw and not nightly.strip()):
+        raise ScenarioError(f"{_where(path, 'nightly')}: why it runs in make nightly only (text)")
     return replace(
         _head(path, values),
         jobspec=jobspec,
@@ -419,6 +426,7 @@ def load(path: Path) -> Scenario:
         checks=checks,
         hold=float(hold),
         node=str(raw.get("node") or ""),
+        nightly=nightly.strip(),
     )
 
 
