@@ -38,7 +38,7 @@ from agent.drivers.base import TaskHandle
 from agent.errors import AgentError
 from agent.nomadapi import fsjson, structs
 from agent.nomadapi.gojson import go_time, ns
-from agent.nomadapi.routes import events_by_task
+from agent.nomadapi.structs import events_by_task
 from agent.state.store import Event
 from lab.waits import wait_until
 from tests.agent_api import NODE_ID, Agent

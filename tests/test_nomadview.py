@@ -46,7 +46,7 @@ def _view(tasks: dict[str, str]) -> dict[str, Any]:
 
 
 def _nomad(view: dict[str, Any], events: list[Event], *, stub: bool = False) -> dict[str, Any]:
-    from agent.nomadapi.routes import events_by_task
+    from agent.nomadapi.structs import events_by_task
 
     common: dict[str, Any] = {
         "events_by_task": events_by_task(events, list(view["tasks"])),

@@ -257,6 +257,7 @@ def test_corrupt_event_details_do_not_hide_the_event(store: SqliteStore, db: Pat
     evs = store.events("a1")
     assert [e.type for e in evs] == ["Started", "Terminated"]
     assert "invalid JSON" in evs[0].details["unreadable"]
+    assert store.events_by_alloc() == {"a1": evs}
 
 
 # -- schema ----------------------------------------------------------------------------------------
@@ -613,6 +614,8 @@ def test_events_order_and_filter(db: Path) -> None:
         assert [x.time for x in all_a1] == [100.0, 101.0, 103.0, 104.0, 105.0]
         assert [x.type for x in s.events("a1", "web")] == ["Task Setup", "Started", "Restart Signaled"]
         assert [x.type for x in s.events("a1", "")] == ["Received"]
+        every = s.events_by_alloc()  # a listing's one read: each alloc's, as events() gives them
+        assert every == {"a1": all_a1, "a2": s.events("a2")}
         assert s.events("a1", "web")[1].details == {"container": "c1"}
         assert s.events("a1", "web")[0].details == {}
         assert [x.task for x in s.events("a2")] == ["db"]

@@ -54,6 +54,8 @@ def go_string(value: object) -> str:
 
 def go_int(value: object) -> int:
     """A number (or its text) as a Go int; 0 when it is none."""
+    if value is None:
+        return 0
     if isinstance(value, int | float):
         return int(value)
     with suppress(TypeError, ValueError):

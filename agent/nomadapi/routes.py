@@ -45,17 +45,6 @@ _JOB_KINDS = ("job", "alloc", "eval")
 _ALLOC_KINDS = ("alloc",)
 
 
-def events_by_task(events: Sequence[Event], tasks: Sequence[str]) -> dict[str, list[Event]]:
-    """Each task's events, as TaskStates shows them. An event of the whole alloc (its network, its
-    stop, its failure) is in every task's list, as Nomad's alloc runner appends an alloc-wide event to
-    each task's state (pure)."""
-    out: dict[str, list[Event]] = {t: [] for t in tasks}
-    for ev in events:
-        for name in [ev.task] if ev.task else tasks:
-            out.setdefault(name, []).append(ev)
-    return out
-
-
 class NomadApi:
     """What the routes share: the core, this node and the evaluations."""
 
@@ -156,12 +145,14 @@ class NomadApi:
         stub: bool,
         job: dict[str, Any] | None = None,
         resources: bool = False,
+        events: Sequence[Event] | None = None,  # the alloc's, when read already (else read here)
     ) -> dict[str, Any]:
-        events = events_by_task(self.core.store.events(str(view["id"])), list(view.get("tasks") or {}))
+        found = self.core.store.events(str(view["id"])) if events is None else events
+        by_task = structs.events_by_task(found, list(view.get("tasks") or {}))
         index = self.core.changes.of("alloc", str(view["id"]))
         create = int(float(view.get("created") or 0.0) * 1000)
         common: dict[str, Any] = {
-            "events_by_task": events,
+            "events_by_task": by_task,
             "node_id": self.node.id,
             "node_name": self.node.name,
             "namespace": NS,
@@ -169,12 +160,17 @@ class NomadApi:
             "modify_index": index,
             "alloc_modify_index": index,
             "modify_time": max(
-                [float(view.get("created") or 0.0), *(e.time for v in events.values() for e in v)]
+                [float(view.get("created") or 0.0), *(e.time for v in by_task.values() for e in v)]
             ),
         }
         if stub:
             return structs.alloc_stub(view, with_resources=resources, **common)
         return structs.alloc_json(view, job=job, **common)
+
+    def alloc_dicts(self, views: list[dict[str, Any]], *, stub: bool, resources: bool = False) -> list[Any]:
+        """Off the loop: the views (read on it) as Nomad's allocations, every alloc's events in one read."""
+        every = self.core.store.events_by_alloc() if len(views) > 1 else {}
+        return [self.alloc_dict(v, stub=stub, resources=resources, events=every.get(v["id"])) for v in views]
 
     def summary(
         self, job_id: str, groups: Sequence[str], allocs: list[dict[str, Any]] | None = None
@@ -506,11 +502,11 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             blocking(
                 core.changes,
                 _ALLOC_KINDS,
-                lambda: [  # the views on the loop, their events and shapes off it
-                    api.alloc_dict(v, stub=True, resources=resources)
-                    for v in core.call(api.all_alloc_views)
-                    if str(v["id"]).startswith(prefix)
-                ],
+                lambda: api.alloc_dicts(
+                    [v for v in core.call(api.all_alloc_views) if str(v["id"]).startswith(prefix)],
+                    stub=True,
+                    resources=resources,
+                ),
             )
         )
 
@@ -572,7 +568,7 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
             blocking(
                 core.changes,
                 _ALLOC_KINDS,
-                lambda: [api.alloc_dict(v, stub=False) for v in core.call(api.all_alloc_views)],
+                lambda: api.alloc_dicts(core.call(api.all_alloc_views), stub=False),
             )
         )
 

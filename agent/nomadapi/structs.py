@@ -10,7 +10,7 @@ agent.runner.adopt's) builds them. No I/O here.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from agent.nomadapi.gojson import (
     ZERO_TIME,
@@ -58,46 +58,99 @@ class TaskEventLike(Protocol):
     def message(self) -> str: ...
     @property
     def details(self) -> Mapping[str, Any]: ...
+    @property
+    def task(self) -> str: ...  # "" for an event of the whole alloc
 
 
 # --- task states and events -------------------------------------------------------------------------
 
+_E = TypeVar("_E", bound=TaskEventLike)
+
+
+# The deprecated flat fields of api.TaskEvent read from one detail each (text), by the detail's name.
+_TEXT_DETAILS = {
+    "restart_reason": "RestartReason",
+    "setup_error": "SetupError",
+    "driver_error": "DriverError",
+    "driver_message": "DriverMessage",
+    "kill_reason": "KillReason",
+    "kill_error": "KillError",
+    "download_error": "DownloadError",
+    "validation_error": "ValidationError",
+    "failed_sibling": "FailedSibling",
+    "task_signal_reason": "TaskSignalReason",
+    "task_signal": "TaskSignal",
+    "generic_source": "GenericSource",
+}
+_EVENT_ZERO: dict[str, Any] = {  # api.TaskEvent's fields in its order, each at its zero value
+    "Type": "",
+    "Time": 0,
+    "DisplayMessage": "",
+    "Details": {},
+    "Message": "",
+    "FailsTask": False,
+    "RestartReason": "",
+    "SetupError": "",
+    "DriverError": "",
+    "DriverMessage": "",
+    "ExitCode": 0,
+    "Signal": 0,
+    "KillReason": "",
+    "KillTimeout": 0,
+    "KillError": "",
+    "StartDelay": 0,
+    "DownloadError": "",
+    "ValidationError": "",
+    "DiskLimit": 0,
+    "DiskSize": 0,
+    "FailedSibling": "",
+    "VaultError": "",
+    "TaskSignalReason": "",
+    "TaskSignal": "",
+    "GenericSource": "",
+}
+
 
 def task_event(ev: TaskEventLike) -> dict[str, Any]:
     """api.TaskEvent (api/tasks.go). Details (snake_case keys, as Nomad's) become strings; the deprecated
-    flat fields are filled from the details Nomad names them by, zero otherwise."""
+    flat fields are filled from the details Nomad names them by, zero otherwise (a listing shapes
+    tens of thousands of these: only the details an event has are read)."""
     d = ev.details or {}
+    out = dict(_EVENT_ZERO)
+    out["Type"], out["Time"], out["DisplayMessage"], out["Message"] = (
+        ev.type,
+        ns(ev.time),
+        ev.message,
+        ev.message,
+    )
+    out["Details"] = {str(k): go_string(v) for k, v in d.items()}
+    if not d:
+        return out
+    for key, value in d.items():
+        if value is not None and (name := _TEXT_DETAILS.get(key)) is not None:
+            out[name] = go_string(value)
+    vault = d.get("vault_renewal_error")
+    if (vault := vault if vault is not None else d.get("vault_error")) is not None:
+        out["VaultError"] = go_string(vault)
+    out["FailsTask"] = go_bool(d.get("fails_task"))
+    out["ExitCode"] = go_int(d.get("exit_code"))
+    out["Signal"] = signal_number(d.get("signal"))
+    out["KillTimeout"] = duration_ns(d.get("kill_timeout"))
+    out["StartDelay"] = duration_ns(d.get("start_delay"))
+    out["DiskLimit"] = go_int(d.get("disk_limit"))
+    out["DiskSize"] = go_int(d.get("disk_size"))
+    return out
 
-    def text(*keys: str) -> str:
-        return next((go_string(d[k]) for k in keys if d.get(k) is not None), "")
 
-    return {
-        "Type": ev.type,
-        "Time": ns(ev.time),
-        "DisplayMessage": ev.message,
-        "Details": {str(k): go_string(v) for k, v in d.items()},
-        "Message": ev.message,
-        "FailsTask": go_bool(d.get("fails_task")),
-        "RestartReason": text("restart_reason"),
-        "SetupError": text("setup_error"),
-        "DriverError": text("driver_error"),
-        "DriverMessage": text("driver_message"),
-        "ExitCode": go_int(d.get("exit_code")),
-        "Signal": signal_number(d.get("signal")),
-        "KillReason": text("kill_reason"),
-        "KillTimeout": duration_ns(d.get("kill_timeout")),
-        "KillError": text("kill_error"),
-        "StartDelay": duration_ns(d.get("start_delay")),
-        "DownloadError": text("download_error"),
-        "ValidationError": text("validation_error"),
-        "DiskLimit": go_int(d.get("disk_limit")),
-        "DiskSize": go_int(d.get("disk_size")),
-        "FailedSibling": text("failed_sibling"),
-        "VaultError": text("vault_renewal_error", "vault_error"),
-        "TaskSignalReason": text("task_signal_reason"),
-        "TaskSignal": text("task_signal"),
-        "GenericSource": text("generic_source"),
-    }
+def events_by_task(events: Sequence[_E], tasks: Sequence[str]) -> dict[str, list[_E]]:
+    """Each task's events, as TaskStates shows them. An event of the whole alloc (its network, its
+    stop, its failure) is in every task's list, as Nomad's alloc runner appends an alloc-wide event to
+    each task's state (pure)."""
+    out: dict[str, list[_E]] = {t: [] for t in tasks}
+    for ev in events:
+        for name in [ev.task] if ev.task else tasks:
+            out.setdefault(name, []).append(ev)
+    return out
 
 
 def _last(events: Sequence[TaskEventLike], types: frozenset[str]) -> float | None:

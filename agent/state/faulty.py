@@ -187,6 +187,9 @@ class FaultyStore:
     def events(self, alloc_id: str, task: str | None = None) -> EventList:
         return self.inner.events(alloc_id, task)
 
+    def events_by_alloc(self) -> dict[str, EventList]:
+        return self.inner.events_by_alloc()
+
     def delete_events(self, alloc_id: str) -> int:
         if not self._admit("delete_events", alloc_id, ""):
             return 0

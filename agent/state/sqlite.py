@@ -483,20 +483,28 @@ class SqliteStore:
             rows = self._query(
                 "events", f"{cols} WHERE alloc_id = ? AND task = ? ORDER BY seq", (alloc_id, task)
             )
-        out: EventList = []
-        for seq, when, alloc, tsk, typ, msg, raw in rows:
-            details = decode(raw)
-            if isinstance(details, str):
-                log.warning(
-                    "state %s: details of event %d of alloc %s are unreadable: %s",
-                    self._path,
-                    seq,
-                    alloc,
-                    details,
-                )
-                details = {"unreadable": details}
-            out.append(Event(int(seq), float(when), str(alloc), str(tsk), str(typ), str(msg), details))
+        return [self._event(row) for row in rows]
+
+    def events_by_alloc(self) -> dict[str, EventList]:
+        cols = "SELECT seq, time, alloc_id, task, type, message, CAST(details AS BLOB) FROM events"
+        out: dict[str, EventList] = {}
+        for row in self._query("events", f"{cols} ORDER BY seq", ()):
+            out.setdefault(str(row[2]), []).append(self._event(row))
         return out
+
+    def _event(self, row: tuple[Any, ...]) -> Event:
+        seq, when, alloc, tsk, typ, msg, raw = row
+        details = decode(raw)
+        if isinstance(details, str):
+            log.warning(
+                "state %s: details of event %d of alloc %s are unreadable: %s",
+                self._path,
+                seq,
+                alloc,
+                details,
+            )
+            details = {"unreadable": details}
+        return Event(int(seq), float(when), str(alloc), str(tsk), str(typ), str(msg), details)
 
     def delete_events(self, alloc_id: str) -> int:
         check_name(self.location, "alloc id", alloc_id)

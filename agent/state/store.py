@@ -173,6 +173,10 @@ class StateStore(Protocol):
         """An alloc's events, oldest first; with `task`, only that task's ("" = alloc-level only)."""
         ...
 
+    def events_by_alloc(self) -> dict[str, EventList]:
+        """Every alloc's events, oldest first, by alloc id, in one read (a listing of every alloc)."""
+        ...
+
     def delete_events(self, alloc_id: str) -> int:
         """Drop an alloc's events (when the alloc is collected); returns how many."""
         ...

@@ -67,6 +67,9 @@ class WatchedStore:
     def events(self, alloc_id: str, task: str | None = None) -> EventList:
         return self.inner.events(alloc_id, task)
 
+    def events_by_alloc(self) -> dict[str, EventList]:
+        return self.inner.events_by_alloc()
+
     def delete_events(self, alloc_id: str) -> int:
         count = self.inner.delete_events(alloc_id)
         if count:
