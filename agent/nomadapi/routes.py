@@ -436,9 +436,8 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                 _ALLOC_KINDS,
                 lambda: [
                     api.alloc_dict(v, stub=True)
-                    for v in core.call(api.all_alloc_views)
-                    if v.get("job") == ev.job_id
-                    and (
+                    for v in core.call(lambda: api.all_alloc_views(ev.job_id))
+                    if (
                         v["id"] in ev.placed
                         if ev.placed is not None
                         else float(v.get("created") or 0) >= ev.created - 1
