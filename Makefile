@@ -149,7 +149,7 @@ CHAOS_MINUTES ?= 3
 E2E_ARGS = --lab $(LAB) $(if $(TARGET),--target $(TARGET)) --loops $(LOOPS) --chaos-minutes $(CHAOS_MINUTES) $(if $(SEED),--seed $(SEED)) $(if $(K),-k "$(K)") $(if $(FLEET),--fleet $(FLEET))
 
 .PHONY: smoke
-smoke: install ## The e2e suites in `make test` (all but chaos, LOOPS=5) on the running lab (LAB=default)
+smoke: install ## The e2e suites in `make test` (all but chaos and the nightly scenarios, LOOPS=5) on the running lab (LAB=default)
 	$(BIN)/pytest e2e -m "e2e and not nightly" $(E2E_ARGS)
 
 .PHONY: e2e
