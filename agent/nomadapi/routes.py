@@ -10,7 +10,7 @@ queries (agent.nomadapi.http); writes answer an EvalID (agent.nomadapi.node.Eval
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -27,6 +27,7 @@ from agent.nomadapi.briefs import alloc_briefs
 from agent.nomadapi.http import (
     HttpError,
     answer,
+    answer_list,
     blocking,
     check_scope,
     guard,
@@ -167,10 +168,13 @@ class NomadApi:
             return structs.alloc_stub(view, with_resources=resources, **common)
         return structs.alloc_json(view, job=job, **common)
 
-    def alloc_dicts(self, views: list[dict[str, Any]], *, stub: bool, resources: bool = False) -> list[Any]:
-        """Off the loop: the views (read on it) as Nomad's allocations, every alloc's events in one read."""
+    def alloc_dicts(
+        self, views: list[dict[str, Any]], *, stub: bool, resources: bool = False
+    ) -> Iterator[Any]:
+        """Off the loop: the views (read on it) as Nomad's allocations, shaped one by one as they are
+        encoded (`answer_list`), every alloc's events read now, in one go."""
         every = self.core.store.events_by_alloc() if len(views) > 1 else {}
-        return [self.alloc_dict(v, stub=stub, resources=resources, events=every.get(v["id"])) for v in views]
+        return (self.alloc_dict(v, stub=stub, resources=resources, events=every.get(v["id"])) for v in views)
 
     def summary(
         self, job_id: str, groups: Sequence[str], allocs: list[dict[str, Any]] | None = None
@@ -497,7 +501,7 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         prefix = _prefix(params)
         # `?resources=true`: each stub with its AllocatedResources (Nomad's list_allocations)
         resources = params.get("resources", "false").lower() in ("true", "1")
-        return answer(
+        return answer_list(
             blocking(
                 core.changes,
                 _ALLOC_KINDS,
@@ -563,7 +567,7 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     def node_allocs(groups: tuple[str, ...], body: bytes) -> Response:
         if unquote(groups[0]) != api.node.id:
             raise NotFound("node not found")
-        return answer(
+        return answer_list(
             blocking(
                 core.changes,
                 _ALLOC_KINDS,
