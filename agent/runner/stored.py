@@ -108,7 +108,7 @@ def stored_runner(
     if job is None or group is None:
         prefix = f"{alloc_id}/"
         mine = [k for k in store.list("task").records if k.startswith(prefix)]
-        handles = {f"{k}": h for k in mine if (h := store.get("handle", k)) is not None}
+        handles = {k: h for k in mine if (h := store.get("handle", k)) is not None}
         job, group = group_from_records(rec, task_names_of(mine), handles)
     if job is None or group is None:
         return None
