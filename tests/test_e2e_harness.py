@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -671,3 +672,43 @@ def test_a_vm_node_console_tail_is_collected_even_when_the_node_does_not_answer(
     assert len(kept) == CONSOLE_LINES and kept[-1] == "Kernel panic"
     assert collect_console(tmp_path / "absent.log", tmp_path / "none") == []  # a container node
     assert not (tmp_path / "none").exists()
+
+
+# --- lifecycle tasks: a finished prestart/poststart or a waiting poststop is part of a healthy alloc ---
+def _lifecycle_alloc(**tasks: dict[str, Any]) -> dict[str, Any]:
+    """EXEC_ALLOC (its main task httpd alive in V1's cgroup) with lifecycle tasks beside it."""
+    return {**EXEC_ALLOC, "tasks": {**EXEC_ALLOC["tasks"], **tasks}}  # type: ignore[dict-item]
+
+
+def _lc(state: str, hook: str, *, sidecar: bool = False, failed: bool = False) -> dict[str, Any]:
+    return {
+        "state": state,
+        "failed": failed,
+        "container": None,
+        "lifecycle": {"hook": hook, "sidecar": sidecar},
+    }
+
+
+def test_a_finished_prestart_or_poststart_task_and_a_waiting_poststop_task_are_healthy() -> None:
+    """Nomad's alloc health (client/allochealth/tracker.go): a non-sidecar prestart task may have
+    finished, a poststart one that succeeded is skipped, a poststop one is not judged until the main
+    tasks end."""
+    res = parse_resources(V1)
+    alloc = _lifecycle_alloc(
+        init=_lc("dead", "prestart"),
+        announce=_lc("dead", "poststart"),
+        cleanup=_lc("pending", "poststop"),
+    )
+    assert alloc_health_problems("client1", [alloc], res, {}) == []
+
+
+def test_a_failed_lifecycle_task_or_a_dead_sidecar_is_not_healthy() -> None:
+    res = parse_resources(V1)
+    failed = _lifecycle_alloc(init=_lc("dead", "prestart", failed=True))
+    assert alloc_health_problems("client1", [failed], res, {}) == [
+        f"client1: alloc {EXEC[:8]} is running but task init is dead (failed) with no live process (none)"
+    ]
+    sidecar = _lifecycle_alloc(log=_lc("dead", "prestart", sidecar=True))
+    assert alloc_health_problems("client1", [sidecar], res, {}) == [
+        f"client1: alloc {EXEC[:8]} is running but task log is dead with no live process (none)"
+    ]

@@ -156,3 +156,25 @@ def test_the_handles_script_runs_and_finds_a_process_by_its_environment() -> Non
     finally:
         os.killpg(leader.pid, signal.SIGKILL)
         leader.wait()
+
+
+def test_a_lifecycle_task_carries_its_hook_from_the_job() -> None:
+    """The alloc health check reads a finished prestart task as healthy: the view says which tasks
+    are lifecycle tasks (api.TaskLifecycle of the alloc's Job), and only those carry it."""
+    job = {
+        "TaskGroups": [
+            {
+                "Name": "g",
+                "Tasks": [
+                    {"Name": "init", "Driver": "exec", "Lifecycle": {"Hook": "prestart", "Sidecar": False}},
+                    {"Name": "log", "Driver": "exec", "Lifecycle": {"Hook": "prestart", "Sidecar": True}},
+                    {"Name": "web", "Driver": "exec", "Lifecycle": None},
+                ],
+            }
+        ]
+    }
+    states = {"init": {"State": "dead"}, "log": {"State": "running"}, "web": {"State": "running"}}
+    a = alloc_view({"ID": A1, "TaskGroup": "g", "Job": job, "TaskStates": states})
+    assert a["tasks"]["init"]["lifecycle"] == {"hook": "prestart", "sidecar": False}
+    assert a["tasks"]["log"]["lifecycle"] == {"hook": "prestart", "sidecar": True}
+    assert "lifecycle" not in a["tasks"]["web"]

@@ -380,8 +380,9 @@ def chain_set_problems(resources: list[Resource], allocs: list[dict[str, Any]], 
 def alloc_health_problems(
     node: str, allocs: list[dict[str, Any]], resources: list[Resource], container_names: dict[str, str]
 ) -> list[str]:
-    """Every alloc running (with a live container or process for each task and its alloc dir) or
-    ended with a reason (failed ones replaced): none half-alive, none stuck pending.
+    """Every alloc running (with a live container or process for each task and its alloc dir; a
+    finished prestart/poststart task or a waiting poststop task excepted, as Nomad's alloc health
+    reads them) or ended with a reason (failed ones replaced): none half-alive, none stuck pending.
 
     `container_names` maps the full id of every agent-made container to its name."""
     by_id = {a["id"]: a for a in allocs}
@@ -395,6 +396,8 @@ def alloc_health_problems(
             if aid not in dirs:
                 problems.append(f"{node}: alloc {aid[:8]} is running but its alloc dir is missing")
             for task, ts in a["tasks"].items():
+                if _finished_or_waiting(ts):
+                    continue
                 ctr = ts.get("container") or ""
                 alive = (
                     (container_names.get(ctr) in running_ctr)
@@ -403,8 +406,9 @@ def alloc_health_problems(
                 )
                 if ts.get("state") != "running" or not alive:
                     what = "no live container" if len(ctr) == 64 else "no live process"
+                    failed = " (failed)" if ts.get("failed") else ""
                     problems.append(
-                        f"{node}: alloc {aid[:8]} is running but task {task} is {ts.get('state')} "
+                        f"{node}: alloc {aid[:8]} is running but task {task} is {ts.get('state')}{failed} "
                         f"with {what} ({ctr[:12] or 'none'})"
                     )
         elif st == "pending":
@@ -414,6 +418,18 @@ def alloc_health_problems(
             if nxt is None:
                 problems.append(f"{node}: alloc {aid[:8]} failed ({a.get('reason')}) and was not replaced")
     return problems
+
+
+def _finished_or_waiting(task: dict[str, Any]) -> bool:
+    """A lifecycle task that a running alloc does not need running, as Nomad's alloc health tracker
+    (client/allochealth/tracker.go) reads it: a non-sidecar prestart or poststart task that finished
+    without failing, a poststop task that has not failed (it waits for the main tasks to end). A
+    sidecar, a failed task and a main task are judged as running tasks."""
+    lifecycle = task.get("lifecycle") or {}
+    hook, sidecar = lifecycle.get("hook") or "", bool(lifecycle.get("sidecar"))
+    if not hook or sidecar or task.get("failed"):
+        return False
+    return hook == "poststop" or task.get("state") == "dead"
 
 
 def _process_alive(handle: str, cgroup_pids: set[int] | None) -> bool:

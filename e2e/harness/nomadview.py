@@ -114,17 +114,31 @@ def _network(a: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _drivers(a: Mapping[str, Any]) -> dict[str, str]:
+def _group_tasks(a: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     for g in (a.get("Job") or {}).get("TaskGroups") or []:
         if g.get("Name") == a.get("TaskGroup"):
-            return {str(t.get("Name")): str(t.get("Driver") or "") for t in g.get("Tasks") or []}
-    return {}
+            return list(g.get("Tasks") or [])
+    return []
+
+
+def _drivers(a: Mapping[str, Any]) -> dict[str, str]:
+    return {str(t.get("Name")): str(t.get("Driver") or "") for t in _group_tasks(a)}
+
+
+def _lifecycles(a: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """{task: {"hook", "sidecar"}} of the group's lifecycle tasks (api.TaskLifecycle)."""
+    return {
+        str(t.get("Name")): {"hook": str(lc.get("Hook") or ""), "sidecar": bool(lc.get("Sidecar"))}
+        for t in _group_tasks(a)
+        if (lc := t.get("Lifecycle") or {}).get("Hook")
+    }
 
 
 def alloc_view(a: Mapping[str, Any], handles: Handles | None = None) -> dict[str, Any]:
     """The suites' view of one api.Allocation (or AllocationListStub), with its handles on the node."""
     h = handles or Handles()
     drivers = _drivers(a)
+    lifecycles = _lifecycles(a)
     net = _network(a)
     net["pause_container"] = h.pause or None
     tasks = {}
@@ -137,6 +151,8 @@ def alloc_view(a: Mapping[str, Any], handles: Handles | None = None) -> dict[str
             "failed": bool(ts.get("Failed")),
             "container": handle or None,
         }
+        if name in lifecycles:  # only a lifecycle task carries it: {"hook", "sidecar"}
+            tasks[name]["lifecycle"] = lifecycles[name]
     return {
         "id": str(a["ID"]),
         "job": str(a.get("JobID") or ""),
