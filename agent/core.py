@@ -151,6 +151,10 @@ class Core:
         self.kill_point = kill_point if kill_point is not None else sigkill_at(faults.crash_at, data_dir)
         self.runners: dict[str, AllocRunner] = {}
         self.jobs: dict[str, Job] = {}
+        # On the loop, when Nomad's API is served (agent.nomadapi.node.Evals): the evaluation of a
+        # placement the agent makes on its own (a failed alloc's replacement), (job, triggered by,
+        # placed alloc ids) -> its ID, kept as the alloc's EvalID.
+        self.evaluate: Callable[[Job, str, tuple[str, ...]], str] | None = None
         self._q: queue.Queue[Callable[[], None]] = queue.Queue()
         self._timers: list[_Timer] = []
         self._seq = itertools.count()
@@ -498,6 +502,7 @@ class Core:
         version = int((self.store.get("job", job.id) or {}).get("version", 0))
         rec = AllocRecord(str(uuid.uuid4()), job.id, group.name, created=time.time(), ports=tuple(ports))
         rec = rec.with_(replaces=replaces, job_version=version, layout=layout.current())
+        rec = rec.with_(create_index=self.changes.bump("alloc", rec.id))  # Nomad's CreateIndex
         runner = AllocRunner(self.deps, rec, job, group)
         self.store.put("alloc", runner.id, rec.to_record())
         self.runners[runner.id] = runner
@@ -521,6 +526,8 @@ class Core:
         self.kill_point("replace.after-new-alloc-before-record")
         failed.state.save(replaced_by=new.id, replace_pending=False)
         failed.event("", "Replaced", f"replaced by alloc {new.id}: {reason}")
+        if self.evaluate is not None:  # Nomad's server evaluates a failed alloc ("alloc-failure")
+            new.state.save(eval_id=self.evaluate(failed.job, "alloc-failure", (new.id,)))
 
     def stop_job(self, job_id: str) -> list[str]:
         adopted = self._stop_adopted(self.adoption.of_job(job_id))

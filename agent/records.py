@@ -141,6 +141,11 @@ class AllocRecord:
     # The names of its netns, task cgroups and CNI network (agent.layout), kept for its whole life;
     # None: written by an agent before records held them (restore finds them on the node).
     layout: NodeLayout | None = None
+    # Nomad's Allocation.EvalID (the evaluation that placed it: agent.nomadapi.node.Evals) and
+    # CreateIndex (the change index of its creation, never rewritten); ""/0: written by an agent
+    # before records held them.
+    eval_id: str = ""
+    create_index: int = 0
 
     @property
     def live(self) -> bool:
@@ -168,6 +173,8 @@ class AllocRecord:
             "replace_pending": self.replace_pending,
             "job_version": self.job_version,
             "layout": self.layout.to_record() if self.layout is not None else None,
+            "eval_id": self.eval_id,
+            "create_index": self.create_index,
         }
 
     @classmethod
@@ -207,6 +214,8 @@ class AllocRecord:
             replace_pending=bool(rec.get("replace_pending", False)),
             job_version=_int("alloc", key, "job_version", rec.get("job_version", 0)),
             layout=_layout(key, rec.get("layout")),
+            eval_id=str(rec.get("eval_id") or ""),
+            create_index=_int("alloc", key, "create_index", rec.get("create_index", 0)),
         )
 
 

@@ -251,7 +251,7 @@ def write_job(
         shown, fmt, given = _submission(data, text)
         done = core.call(lambda: core.commit(parsed, shown, fmt, given, source, plan=plan))
         placed = tuple(str(a) for a in done.get("allocs") or ())
-    ev = core.call(lambda: api.evals.create(job_id, trigger, parsed.job.type, placed, priority=priority))
+    ev = core.call(lambda: api.evaluate(job_id, trigger, parsed.job.type, placed, priority=priority))
     out = {
         "EvalID": ev.id,
         "EvalCreateIndex": ev.create_index,

@@ -8,15 +8,17 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent.node.nodeinfo import load_node_id
 from agent.state.changes import ChangeIndex
+from agent.state.store import StateStore
 
 REGION = "global"
-MAX_EVALS = 1000  # evaluations remembered (in memory: an agent restart forgets them, as a GC would)
+MAX_EVALS = 1000  # evaluations kept (the oldest dropped past it, as a GC would)
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,19 @@ class Eval:
 
 
 class Evals:
-    """The evaluations register, deregister and alloc stop answer with (`EvalID`), newest last."""
+    """The evaluations register, deregister, alloc stop and a failed alloc's replacement make
+    (`EvalID`), newest last; kept in the store (kind "eval") when one is given, so that an alloc's
+    EvalID still leads to its evaluation after an agent restart."""
 
-    def __init__(self, changes: ChangeIndex) -> None:
+    def __init__(self, changes: ChangeIndex, store: StateStore | None = None) -> None:
         self._changes = changes
+        self._store = store
         self._lock = threading.Lock()
         self._evals: OrderedDict[str, Eval] = OrderedDict()
+        if store is not None:
+            kept = [e for r in store.list(KIND_EVAL).records.values() if (e := _from_record(r))]
+            for ev in sorted(kept, key=lambda e: (e.created, e.create_index)):
+                self._evals[ev.id] = ev
 
     def create(
         self,
@@ -64,13 +73,19 @@ class Evals:
         *,
         priority: int = 50,
     ) -> Eval:
+        """On the loop when a store is kept (its writes are the loop's)."""
         eval_id = str(uuid.uuid4())
         index = self._changes.bump("eval", eval_id)
         ev = Eval(eval_id, job_id, triggered_by, job_type or "service", index, time.time(), placed, priority)
         with self._lock:
             self._evals[eval_id] = ev
+            dropped = []
             while len(self._evals) > MAX_EVALS:
-                self._evals.popitem(last=False)
+                dropped.append(self._evals.popitem(last=False)[0])
+        if self._store is not None:
+            self._store.put(KIND_EVAL, eval_id, _to_record(ev))
+            for old in dropped:
+                self._store.delete(KIND_EVAL, old)
         return ev
 
     def all(self) -> list[Eval]:
@@ -85,10 +100,39 @@ class Evals:
     def of_job(self, job_id: str) -> list[Eval]:
         return [e for e in self.all() if e.job_id == job_id]
 
-    def drop_job(self, job_id: str) -> None:
-        with self._lock:
-            for k in [k for k, e in self._evals.items() if e.job_id == job_id]:
-                del self._evals[k]
+
+KIND_EVAL = "eval"  # the store's kind for evaluations (key: eval id)
+
+
+def _to_record(ev: Eval) -> dict[str, Any]:
+    return {
+        "id": ev.id,
+        "job_id": ev.job_id,
+        "triggered_by": ev.triggered_by,
+        "job_type": ev.job_type,
+        "create_index": ev.create_index,
+        "created": ev.created,
+        "placed": list(ev.placed) if ev.placed is not None else None,
+        "priority": ev.priority,
+    }
+
+
+def _from_record(rec: Mapping[str, Any]) -> Eval | None:
+    """The stored evaluation; None for a record this agent cannot read (it is not shown)."""
+    try:
+        placed = rec.get("placed")
+        return Eval(
+            id=str(rec["id"]),
+            job_id=str(rec["job_id"]),
+            triggered_by=str(rec["triggered_by"]),
+            job_type=str(rec["job_type"]),
+            create_index=int(rec["create_index"]),
+            created=float(rec["created"]),
+            placed=tuple(str(a) for a in placed) if isinstance(placed, list) else None,
+            priority=int(rec.get("priority", 50)),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def eval_fields(ev: Eval) -> dict[str, Any]:

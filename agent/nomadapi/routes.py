@@ -60,7 +60,8 @@ class NomadApi:
     ) -> None:
         self.core = core
         self.node = node
-        self.evals = Evals(core.changes)
+        self.evals = Evals(core.changes, core.store)
+        core.evaluate = lambda job, trigger, placed: self.evaluate(job.id, trigger, job.type, placed).id
         self.cpu_samples = CpuSamples()  # the last CPU sample per task, for the stats' percentages
         self.driver_health = driver_health  # () -> {driver: {"healthy", "detected", "description"}}
         # /v1/agent/health's answer (the daemon's: 500 while degraded), and Stats["fieldlab"] of
@@ -81,6 +82,17 @@ class NomadApi:
             self.core.changes.bump("node", self.node.id)
             index = self.core.changes.bump("node_event", self.node.id)
             seen.add(NodeEvent(message, "Driver", {"driver": driver}, time.time(), index))
+
+    def evaluate(
+        self, job_id: str, trigger: str, job_type: str, placed: tuple[str, ...] = (), *, priority: int = 50
+    ) -> Eval:
+        """On the loop: the evaluation of a write, kept as the EvalID of each alloc it placed (as
+        Nomad's scheduler writes it into the allocs of its plan)."""
+        ev = self.evals.create(job_id, trigger, job_type, placed, priority=priority)
+        for alloc_id in placed:
+            if (runner := self.core.runners.get(alloc_id)) is not None:
+                runner.state.save(eval_id=ev.id)
+        return ev
 
     # -- plain data, on the main loop --------------------------------------------------------
     def node_dict(self, *, stub: bool) -> dict[str, Any]:
@@ -151,13 +163,16 @@ class NomadApi:
         found = self.core.store.events(str(view["id"])) if events is None else events
         by_task = structs.events_by_task(found, list(view.get("tasks") or {}))
         index = self.core.changes.of("alloc", str(view["id"]))
-        create = int(float(view.get("created") or 0.0) * 1000)
+        # Nomad never changes an alloc's CreateIndex; one written before records kept it reads as
+        # the start of this run (it was made before it)
+        create = int(view.get("create_index") or 0) or self.core.changes.start
         common: dict[str, Any] = {
             "events_by_task": by_task,
             "node_id": self.node.id,
             "node_name": self.node.name,
             "namespace": NS,
-            "create_index": min(create, index) if create else index,
+            "eval_id": str(view.get("eval_id") or ""),
+            "create_index": min(create, index),
             "modify_index": index,
             "alloc_modify_index": index,
             "modify_time": max(
@@ -230,6 +245,25 @@ def _job_id(raw: str) -> str:
 
 def _prefix(params: Mapping[str, str]) -> str:
     return params.get("prefix", "")
+
+
+def _reverse(params: Mapping[str, str]) -> bool:
+    """Nomad's `?reverse=true` (command/agent/http.go parseReverse: exactly "true")."""
+    return params.get("reverse") == "true"
+
+
+def listing_order(
+    items: Sequence[Any],
+    *,
+    by_id: bool,
+    reverse: bool,
+    id_of: Callable[[Any], str],
+    create_of: Callable[[Any], int],
+) -> list[Any]:
+    """The order of Nomad's alloc and eval lists (nomad/state: a prefix query walks the ID index,
+    otherwise the namespace's create index, CreateIndex then ID), `reverse` walking it backwards."""
+    key: Callable[[Any], Any] = id_of if by_id else (lambda x: (create_of(x), id_of(x)))
+    return sorted(items, key=key, reverse=reverse)
 
 
 def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
@@ -336,13 +370,14 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         params = query_params()
         check_scope(params, api.node.region, listing=True)
         prefix = _prefix(params)
+        reverse = _reverse(params)  # Nomad lists jobs by ID (Job.List: JobsByNamespace)
 
         def read() -> list[dict[str, Any]]:
             by_job: dict[str, list[dict[str, Any]]] = {}
             for a in api.alloc_briefs():  # once, not once per job
                 by_job.setdefault(str(a.get("job")), []).append(a)
             out = []
-            for job_id in sorted(core.jobs):
+            for job_id in sorted(core.jobs, reverse=reverse):
                 if job_id.startswith(prefix):
                     spec, allocs = core.jobs[job_id], by_job.get(job_id, [])
                     job = api.job_dict(spec, allocs)
@@ -408,18 +443,20 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         )
 
     def evaluations(groups: tuple[str, ...], body: bytes) -> Response:
-        prefix = _prefix(query_params())
-        return answer(
-            blocking(
-                core.changes,
-                ("eval",),
-                lambda: [
-                    structs.evaluation(**eval_fields(e), namespace=NS)
-                    for e in api.evals.all()
-                    if e.id.startswith(prefix)
-                ],
+        params = query_params()
+        prefix = _prefix(params)
+
+        def read() -> list[dict[str, Any]]:
+            found = listing_order(
+                [e for e in api.evals.all() if e.id.startswith(prefix)],
+                by_id=bool(prefix),
+                reverse=_reverse(params),
+                id_of=lambda e: e.id,
+                create_of=lambda e: e.create_index,
             )
-        )
+            return [structs.evaluation(**eval_fields(e), namespace=NS) for e in found]
+
+        return answer(blocking(core.changes, ("eval",), read))
 
     def evaluation(groups: tuple[str, ...], body: bytes) -> Response:
         def read() -> dict[str, Any]:
@@ -441,11 +478,7 @@ def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                 lambda: [
                     api.alloc_dict(v, stub=True)
                     for v in core.call(lambda: api.all_alloc_views(ev.job_id))
-                    if (
-                        v["id"] in ev.placed
-                        if ev.placed is not None
-                        else float(v.get("created") or 0) >= ev.created - 1
-                    )
+                    if v.get("eval_id") == ev.id  # the allocs whose EvalID it is, as Nomad's
                 ],
             )
         )
@@ -501,15 +534,22 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         prefix = _prefix(params)
         # `?resources=true`: each stub with its AllocatedResources (Nomad's list_allocations)
         resources = params.get("resources", "false").lower() in ("true", "1")
+        start = core.changes.start  # the CreateIndex of an alloc whose record did not keep one
+
+        def views() -> list[dict[str, Any]]:
+            return listing_order(
+                [v for v in core.call(api.all_alloc_views) if str(v["id"]).startswith(prefix)],
+                by_id=bool(prefix),
+                reverse=_reverse(params),
+                id_of=lambda v: str(v["id"]),
+                create_of=lambda v: int(v.get("create_index") or 0) or start,
+            )
+
         return answer_list(
             blocking(
                 core.changes,
                 _ALLOC_KINDS,
-                lambda: api.alloc_dicts(
-                    [v for v in core.call(api.all_alloc_views) if str(v["id"]).startswith(prefix)],
-                    stub=True,
-                    resources=resources,
-                ),
+                lambda: api.alloc_dicts(views(), stub=True, resources=resources),
             )
         )
 
@@ -542,8 +582,8 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                 core.stop_alloc(adopted.id)
                 return api.evals.create(adopted.job, "alloc-stop", "service")
             r = _find_alloc(core, ref)
-            core.stop_and_replace(r.id)
-            return api.evals.create(r.job.id, "alloc-stop", r.job.type)
+            new = core.stop_and_replace(r.id)
+            return api.evaluate(r.job.id, "alloc-stop", r.job.type, (new,) if new else ())
 
         ev = core.call(do)
         index = core.changes.current()

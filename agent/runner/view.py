@@ -28,6 +28,8 @@ def alloc_view(
         "replaced_by": rec.replaced_by,
         "replaces": rec.replaces,
         "created": rec.created,
+        "eval_id": rec.eval_id,
+        "create_index": rec.create_index,
         "network": {
             "mode": group.network.mode if group.network else "none",
             "address": rec.address,
