@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import ConfigError
+from agent.identity.claims import DEFAULT_IDENTITY_TTL
 from agent.identity.vaultlogin import DEFAULT_JWT_MOUNT, VAULT_IDENTITY, VaultJwt
+from agent.jobspec.limits import DEFAULT_MAX_SHUTDOWN_DELAY
 from agent.layout import NodeLayout
 from agent.model import WorkloadIdentity
 
@@ -163,7 +165,14 @@ class Config:
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation), off as in Nomad's plugin config
     # -- what a jobspec may ask for ---------------------------------------------------------------
     max_count: int = 1000  # a group's count
-    max_kill_timeout: float = 30.0  # seconds; longer kill_timeouts are refused (Nomad's client default)
+    max_kill_timeout: float = 30.0  # seconds; longer kill_timeouts are capped (Nomad's client default)
+    # Seconds a group's or task's shutdown_delay may ask for: longer ones are refused at submission and
+    # capped at a stop (a record stored before). Nomad's client has no such limit; 30 s is its
+    # max_kill_timeout default, the bound Nomad puts on the other wait of a stop (docs/task-lifecycle.md).
+    max_shutdown_delay: float = DEFAULT_MAX_SHUTDOWN_DELAY
+    # Seconds a workload identity's JWT lives when its `identity` block (or vault.default_identity)
+    # sets no ttl: Nomad signs such a token without `exp` (a warning only); this agent never does.
+    identity_default_ttl: float = DEFAULT_IDENTITY_TTL
 
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -193,6 +202,25 @@ def _seconds(p: str, raw: dict[str, Any], key: str) -> float:
     value = raw[key]
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise ConfigError(p, key, "must be a positive number of seconds")
+    return float(value)
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
+def _finite_seconds(p: str, raw: dict[str, Any], key: str) -> float:
+    value = raw[key]
+    if not _finite(value) or value <= 0:
+        raise ConfigError(p, key, f"{value!r} is not a number of seconds > 0")
+    return float(value)
+
+
+def _bound(p: str, raw: dict[str, Any], key: str, zero: str) -> float:
+    """A limit in seconds: a finite number >= 0 (an infinite one would be no limit at all)."""
+    value = raw[key]
+    if not _finite(value) or value < 0:
+        raise ConfigError(p, key, f"{value!r} is not a number of seconds >= 0 ({zero})")
     return float(value)
 
 
@@ -464,6 +492,8 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "docker_enabled": lambda: _bool(p, raw, "docker_enabled"),
         "max_count": lambda: _count(p, raw, "max_count"),
         "max_kill_timeout": lambda: _seconds(p, raw, "max_kill_timeout"),
+        "max_shutdown_delay": lambda: _bound(p, raw, "max_shutdown_delay", "0: no shutdown_delay allowed"),
+        "identity_default_ttl": lambda: _finite_seconds(p, raw, "identity_default_ttl"),
     }
     for key, check in checks.items():
         if key in raw:

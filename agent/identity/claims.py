@@ -11,6 +11,10 @@ from typing import Any
 
 from agent.model import WorkloadIdentity
 
+DEFAULT_IDENTITY_TTL = 3600.0
+"""Seconds a token of an identity without a ttl lives (config identity_default_ttl): Nomad signs such
+a token without `exp`, forever valid; this agent gives it this ttl, the one of Nomad's docs' examples
+(identity block, vault.default_identity: 1h)."""
 DEFAULT_REGION = "global"
 DEFAULT_NAMESPACE = "default"
 
