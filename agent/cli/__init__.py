@@ -16,7 +16,9 @@ completion script.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 
 from agent import __version__
@@ -102,6 +104,20 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+SIGPIPE_EXIT = 128 + 13  # what a shell reports for a command killed by SIGPIPE, as Nomad's CLI is
+
+
+def reader_gone() -> int:
+    """stdout's reader went away: nothing more is written (stdout goes to /dev/null, so the
+    interpreter's last flush has nowhere to fail) and the exit code is SIGPIPE's, as a Unix
+    command killed by it (Go's runtime kills Nomad's CLI so on a broken stdout)."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return SIGPIPE_EXIT
+
+
 def parser_() -> argparse.ArgumentParser:
     return build_parser(COMMANDS)
 
@@ -112,10 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     if command is not None:
         args.command = command
     func: Command = args.func
-    if func in (_agent_main, validate_command, _version, _completion):
+    if func in (_agent_main, validate_command):
         return func(args)
     try:
-        return func(args)
+        code = func(args)
+        sys.stdout.flush()  # here, where a reader gone away is seen, not at the interpreter's exit
+        return code
+    except BrokenPipeError:  # `| head -1`: the reader went away; end as Nomad's CLI (SIGPIPE), quietly
+        return reader_gone()
     except AgentError as exc:  # what failed and the agent's reason (Nomad's are plain text, one a line)
         print(f"fieldlab-agent: error: {str(exc).strip()}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ import queue
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -74,7 +75,8 @@ def show(data: bytes) -> None:
     write_out(sys.stdout, data)
 
 
-TAIL_SETTLE = 1.0  # seconds without new bytes that end a followed tail's first window (Nomad's CLI: 1s)
+TAIL_QUIET = 0.5  # seconds without new bytes that end a followed tail's first window (the backlog came)
+TAIL_SETTLE = 1.0  # seconds after the first piece that end it however busy the log (Nomad's CLI: 1 s)
 LOOK = 0.1  # seconds of each wait for the next piece: short, so Ctrl-C is seen at once
 
 
@@ -135,9 +137,13 @@ def followed(stream_frames: Iterable[dict[str, Any]], stream: str) -> Iterator[b
         yield data
 
 
-def tail_lines(datas: Iterable[bytes], n: int, settle: float = TAIL_SETTLE) -> Iterator[bytes]:
-    """The last `n` lines of what comes first (until `settle` seconds pass with nothing new, or a
-    heartbeat), then everything as it comes (Nomad's CLI LineLimitReader). The stream is read by a
+def tail_lines(
+    datas: Iterable[bytes], n: int, settle: float = TAIL_SETTLE, quiet_end: float = TAIL_QUIET
+) -> Iterator[bytes]:
+    """The last `n` lines of what comes first, then everything as it comes (as Nomad's CLI
+    LineLimitReader). What comes first ends at a heartbeat, after `quiet_end` seconds with nothing
+    new, or `settle` seconds after its first piece however busy the task is (a task that logs every
+    second never falls quiet: its last lines come out at once all the same). The stream is read by a
     daemon thread; this one waits in short timed looks, so that Ctrl-C ends it at once."""
     q_: queue.Queue[bytes | None] = queue.Queue()
 
@@ -149,19 +155,21 @@ def tail_lines(datas: Iterable[bytes], n: int, settle: float = TAIL_SETTLE) -> I
             q_.put(None)
 
     threading.Thread(target=pump, name="logs-follow", daemon=True).start()
-    window, quiet = b"", 0.0
-    while quiet < settle:
+    window, last = b"", time.monotonic()
+    ends = last + settle  # nothing at all for `settle` seconds: an idle log (as Nomad's CLI reads it)
+    while (now := time.monotonic()) < ends and (not window or now - last < quiet_end):
         try:
             got = q_.get(timeout=LOOK)
         except queue.Empty:
-            quiet += LOOK
             continue
         if got is None:
             yield last_lines(window, n)
             return
         if not got:
             break  # a heartbeat: the log has been idle
-        window, quiet = window + got, 0.0
+        if not window:
+            ends = time.monotonic() + settle
+        window, last = window + got, time.monotonic()
     yield last_lines(window, n)
     while True:
         try:
