@@ -95,8 +95,9 @@ class NomadApi:
         return ev
 
     # -- plain data, on the main loop --------------------------------------------------------
-    def node_dict(self, *, stub: bool) -> dict[str, Any]:
-        """This node as Nomad's api.NodeListStub (stub) or api.Node."""
+    def node_dict(self, *, stub: bool, resources: bool = False, os: bool = False) -> dict[str, Any]:
+        """This node as Nomad's api.NodeListStub (stub; with `?resources=true`/`?os=true`'s fields
+        when asked) or api.Node."""
         health = self.driver_health() if self.driver_health else {}
         drivers = {
             n: {"healthy": d["healthy"], "detected": True, "description": d["detail"]}
@@ -118,7 +119,7 @@ class NomadApi:
             "modify_index": self.core.changes.current(("node",)),
         }
         if stub:
-            return structs.node_stub(**fields)
+            return structs.node_stub(**fields, with_resources=resources, with_os=os)
         events = [
             structs.node_event(e.message, e.subsystem, e.details, e.timestamp, e.index)
             for e in self.node_events.events
@@ -591,11 +592,20 @@ def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         return answer({"EvalID": ev.id, "Index": index})
 
     def nodes(groups: tuple[str, ...], body: bytes) -> Response:
-        prefix = _prefix(query_params())
+        from agent.nomadapi.jobwrites import _go_bool
+
+        params = query_params()
+        prefix = _prefix(params)
+        # Nomad's NodeStubFields (command/agent/http.go parseNodeListStubFields)
+        resources, os = _go_bool(params, "resources"), _go_bool(params, "os")
         out = blocking(
             core.changes,
             ("node",),
-            lambda: [api.node_dict(stub=True)] if api.node.id.startswith(prefix) else [],
+            lambda: (
+                [api.node_dict(stub=True, resources=resources, os=os)]
+                if api.node.id.startswith(prefix)
+                else []
+            ),
         )
         return answer(out)
 

