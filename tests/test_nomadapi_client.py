@@ -6,13 +6,16 @@ On the real Core and loop with a fake node (no root, no docker)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import FakeNode
-from tests.test_routes_ops import Api
+from tests.test_routes_ops import ONE_TASK, Api
+
+WAIT = 5.0  # seconds for the loop to act
 
 
 @pytest.fixture
@@ -35,3 +38,21 @@ def test_the_node_list_writes_resources_and_os_only_when_asked(api: Api) -> None
     assert "NodeResources" in one and "Attributes" not in one
     status, text = api.call("GET", "/v1/nodes?os=maybe")
     assert status == 400 and '"os"' in text, text
+
+
+def test_a_stopped_allocs_stats_are_zero_until_it_is_collected(api: Api) -> None:
+    (alloc,) = api.submit(ONE_TASK)
+    assert api.call("DELETE", "/v1/job/web")[0] == 200
+    deadline = time.monotonic() + WAIT
+    while api.request("GET", f"/v1/allocation/{alloc}")["ClientStatus"] != "complete":
+        assert time.monotonic() < deadline, "the alloc did not stop"
+        time.sleep(0.02)
+    status, out = api.call("GET", f"/v1/client/allocation/{alloc}/stats")
+    assert status == 200, out
+    assert (out["Tasks"], out["Timestamp"]) == ({}, 0)
+    assert (
+        out["ResourceUsage"]["MemoryStats"]["RSS"] == 0 and out["ResourceUsage"]["CpuStats"]["Percent"] == 0
+    )
+    assert api.call("GET", f"/v1/client/allocation/{alloc}/stats?task=srv")[0] == 200
+    assert api.call("PUT", f"/v1/client/allocation/{alloc}/gc")[0] == 200
+    assert api.call("GET", f"/v1/client/allocation/{alloc}/stats")[0] == 404  # collected: unknown

@@ -23,7 +23,7 @@ from agent.logs import STREAMS, LogChunk, LogSource, adopted_log_source, log_sou
 from agent.nomadapi import allocfs, fsjson
 from agent.nomadapi.hoststats import host_stats
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
-from agent.nomadapi.usage import alloc_usage
+from agent.nomadapi.usage import alloc_usage, no_usage
 from agent.taskdecisions import plan_user_restart
 
 if TYPE_CHECKING:
@@ -160,24 +160,29 @@ def _gc_routes(api: NomadApi, managed: Any) -> list[tuple[str, str, Handler]]:
         return answer({})
 
     def stats(groups: tuple[str, ...], body: bytes) -> Response:
+        """As Nomad's client (allocRunner.LatestAllocStats): the running tasks' usage (`?task=`: that
+        task's alone), summed; an alloc with none running (stopped, not yet collected) answers 200
+        with zero usage, as Nomad's does until GC."""
+        only = query_params().get("task", "")
+
         def running() -> tuple[str, list[tuple[str, Any, Any]]]:
             r = managed(unquote(groups[0]))
             tasks = [
                 (t.name, r.driver(t), h)
                 for t in r.group.tasks
-                if r.task_running(t) and (h := r.state.handle(t.name)) is not None
+                if (not only or t.name == only)
+                and r.task_running(t)
+                and (h := r.state.handle(t.name)) is not None
             ]
             return r.id, tasks
 
         alloc_id, tasks = core.call(running)
-        if not tasks:
-            raise NotFound(f"alloc {alloc_id} has no running task to measure")
         found = {}
         for name, driver, handle in tasks:  # off the loop: the engine's stats, cgroup files
             u = driver.usage(alloc_id, name, handle)
             if u is not None:
                 found[name] = u
-        return answer(alloc_usage(alloc_id, found, api.cpu_samples))
+        return answer(alloc_usage(alloc_id, found, api.cpu_samples) if found else no_usage())
 
     def checks(groups: tuple[str, ...], body: bytes) -> Response:
         """api.AllocCheckStatuses: the last result of each nomad service check (agent.runner.checks)."""

@@ -83,3 +83,23 @@ def _sum(usages: list[dict[str, Any]]) -> dict[str, Any]:
         "CpuStats": {k: sum(u["CpuStats"][k] for u in usages) for k in cpu_keys} | {"Measured": measured_c},
         "DeviceStats": [],
     }
+
+
+def no_usage() -> dict[str, Any]:
+    """api.AllocResourceUsage with no task measured (none runs): Nomad's zero values (nil Measured
+    lists, Timestamp 0), as its alloc runner answers for a stopped alloc until it is collected."""
+    return {
+        "ResourceUsage": {
+            "MemoryStats": dict.fromkeys(
+                ("RSS", "Cache", "Swap", "Usage", "MaxUsage", "KernelUsage", "KernelMaxUsage"), 0
+            )
+            | {"Measured": None},
+            "CpuStats": dict.fromkeys(
+                ("SystemMode", "UserMode", "TotalTicks", "ThrottledPeriods", "ThrottledTime", "Percent"), 0
+            )
+            | {"Measured": None},
+            "DeviceStats": [],
+        },
+        "Tasks": {},
+        "Timestamp": 0,
+    }
