@@ -7,18 +7,21 @@ destination."""
 
 from __future__ import annotations
 
+import bz2
 import dataclasses
 import gzip
 import hashlib
 import http.server
 import io
 import json
+import lzma
 import os
 import pwd
 import tarfile
 import threading
+import tracemalloc
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +29,7 @@ import pytest
 from agent.getter.fetch import ArtifactUnavailable, FetchLimits
 from agent.getter.getter import HttpGetter, chown_tree
 from agent.getter.plan import ArtifactError, Checksum, host_allowed, plan_fetch
-from agent.getter.unpack import UnpackLimits
+from agent.getter.unpack import UnpackLimits, unpack
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.model import Artifact, Group, Job, RestartPolicy, Task
 from agent.nomadapi.jobjson import parsed_job_json
@@ -293,6 +296,62 @@ def test_limits_and_hosts_the_client_does_not_allow(server: Server, tmp_path: Pa
     with pytest.raises(ArtifactError, match="not in the client's artifact_allowed_hosts"):
         _fetch(tmp_path, Artifact(server.url + "/away"))
     assert server.hits == ["/big", "/many.tgz", "/away"]
+
+
+def _dir_bomb(headers: int) -> bytes:
+    """Issue 51: a .tar.gz of one directory header repeated (a 0.9 MB one holds 400,000: 205 MB)."""
+    info = tarfile.TarInfo("d/")
+    info.type = tarfile.DIRTYPE
+    return gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT) * headers + b"\0" * 1024, mtime=0)
+
+
+def test_a_directory_bomb_is_refused_at_the_file_count_limit(server: Server, tmp_path: Path) -> None:
+    """Every member counts against decompression_file_count_limit, a directory too (go-getter counts
+    every header): the 4097th is refused, the rest of the archive never read."""
+    server.files["/bomb.tar.gz"] = _dir_bomb(5000)
+    with pytest.raises(ArtifactError, match=r"more than the client's limit of 4096 files \(at d\)"):
+        _fetch(tmp_path, Artifact(server.url + "/bomb.tar.gz", "local/x"))
+
+
+def test_decompressed_bytes_are_capped_headers_included(tmp_path: Path) -> None:
+    """decompression_size_limit counts everything the decompressor yields, not the members' sizes
+    (1,000 directory headers declare 0 bytes and decompress to 512 KB)."""
+    limits = UnpackLimits(max_files=10**6, max_bytes=100_000)
+    with pytest.raises(ArtifactError, match="decompresses to more than the client's limit of 100000 bytes"):
+        unpack(tmp_path, io.BytesIO(_dir_bomb(1000)), "tar.gz", "local/x", limits)
+
+
+def test_an_archive_is_read_as_a_stream_keeping_no_member(tmp_path: Path) -> None:
+    """tarfile keeps every member it read (TarFile.members): 5,000 headers held 1.9 MB before."""
+    data = _dir_bomb(5000)
+    tracemalloc.start()
+    try:
+        unpack(tmp_path, io.BytesIO(data), "tar.gz", "local/x", UnpackLimits(max_files=10**6))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    print(f"peak traced while reading 5,000 headers: {peak / 1e6:.2f} MB")
+    assert peak < 1_000_000, f"{peak} bytes held while reading the archive"
+
+
+def test_a_chain_of_long_name_headers_is_refused_not_a_traceback(tmp_path: Path) -> None:
+    """tarfile reads GNU long-name (and pax) headers recursively: 3,000 in a row overflowed its stack."""
+    chain = b"".join(
+        tarfile.TarInfo("n" * 200 + str(i)).tobuf(format=tarfile.GNU_FORMAT)[:-512] for i in range(3000)
+    )
+    data = chain + tarfile.TarInfo("f").tobuf(format=tarfile.GNU_FORMAT) + b"\0" * 1024
+    with pytest.raises(ArtifactError, match="not a tar archive: headers chained too deep"):
+        unpack(tmp_path, io.BytesIO(data), "tar", "local/x", UnpackLimits())
+
+
+@pytest.mark.parametrize(("kind", "compress"), [("bz2", bz2.compress), ("xz", lzma.compress)])
+def test_a_bz2_or_xz_file_is_decompressed(
+    server: Server, tmp_path: Path, kind: str, compress: Callable[[bytes], bytes]
+) -> None:
+    """go-getter's bz2 and xz decompressors (BZ2File and LZMAFile take no `fileobj`: a TypeError)."""
+    server.files[f"/conf.{kind}"] = compress(b"conf")
+    assert _fetch(tmp_path, Artifact(server.url + f"/conf.{kind}", "local/")) == 1
+    assert (tmp_path / "local" / "conf").read_bytes() == b"conf"
 
 
 def test_a_server_error_is_worth_a_retry_and_a_404_is_not(server: Server, tmp_path: Path) -> None:

@@ -14,14 +14,19 @@ import posixpath
 import stat
 import tarfile
 import zipfile
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from agent.getter.plan import ArtifactError
 from agent.sandbox import SandboxError, sandbox_path, write_file
 
 CHUNK = 1 << 16
+
+
+class _Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ def _write(task_dir: Path, dest: str, data: bytes, mode: int) -> None:
         raise ArtifactError(f"cannot write {dest}: {exc}") from None
 
 
-def _read_capped(f: IO[bytes], left: int, name: str) -> bytes:
+def _read_capped(f: _Readable, left: int, name: str) -> bytes:
     chunks, total = [], 0
     while chunk := f.read(min(CHUNK, left + 1 - total)):
         chunks.append(chunk)
@@ -63,9 +68,8 @@ def write_plain(task_dir: Path, src: IO[bytes], dest: str, limits: UnpackLimits)
 
 def decompress(task_dir: Path, src: IO[bytes], kind: str, dest: str, limits: UnpackLimits) -> int:
     """A compressed single file (gz, bz2, xz) into `dest`."""
-    opener = {"gz": gzip.GzipFile, "bz2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
     try:
-        with opener(fileobj=src) as f:
+        with _decompressor(kind, src) as f:
             data = _read_capped(f, limits.max_bytes, dest)
     except (OSError, EOFError, lzma.LZMAError) as exc:
         raise ArtifactError(f"not a {kind} file: {exc}") from None
@@ -73,36 +77,73 @@ def decompress(task_dir: Path, src: IO[bytes], kind: str, dest: str, limits: Unp
     return 1
 
 
+def _decompressor(kind: str, src: IO[bytes]) -> AbstractContextManager[_Readable]:
+    """The decompressed view of `src` ("" for none): gz, bz2 or xz."""
+    if kind == "gz":
+        return gzip.GzipFile(fileobj=src, mode="rb")
+    if kind == "bz2":
+        return bz2.BZ2File(src)
+    if kind == "xz":
+        return lzma.LZMAFile(src)
+    return nullcontext(src)
+
+
 def unpack(task_dir: Path, src: IO[bytes], kind: str, dest_dir: str, limits: UnpackLimits) -> int:
-    """An archive's regular files below `dest_dir`; the number written."""
+    """An archive's regular files below `dest_dir`; the number written. Every member counts against
+    the file limit (a directory too: go-getter counts every header), and everything the decompressor
+    yields (headers included) against the byte limit."""
     if kind == "zip":
         return _unzip(task_dir, src, dest_dir, limits)
-    mode = {"tar": "r:", "tar.gz": "r:gz", "tar.bz2": "r:bz2", "tar.xz": "r:xz"}[kind]
-    count = size = 0
+    members = written = 0
     try:
-        with tarfile.open(fileobj=src, mode=mode) as tar:  # type: ignore[call-overload]
-            for member in tar:
-                if member.isdir():
-                    continue
-                target = member_path(dest_dir, member.name)
-                if not member.isreg():
-                    what = "a link" if member.issym() or member.islnk() else "a device or FIFO"
-                    raise ArtifactError(f'archive member "{member.name}" is {what}: refused')
-                count, size = _count(count, size + member.size, limits, member.name)
-                f = tar.extractfile(member)
-                if f is None:
-                    continue
-                _write(task_dir, target, _read_capped(f, limits.max_bytes, member.name), member.mode)
+        with _decompressor(kind.removeprefix("tar").lstrip("."), src) as plain:
+            capped = _Capped(plain, limits.max_bytes)
+            with tarfile.open(fileobj=capped, mode="r|") as tar:  # type: ignore[call-overload]
+                # stream mode: one member at a time, in order; `tar.members` would keep every one read
+                while (member := tar.next()) is not None:
+                    tar.members.clear()
+                    members = _count(members, limits, member.name)
+                    if member.isdir():
+                        continue
+                    target = member_path(dest_dir, member.name)
+                    if not member.isreg():
+                        what = "a link" if member.issym() or member.islnk() else "a device or FIFO"
+                        raise ArtifactError(f'archive member "{member.name}" is {what}: refused')
+                    if capped.total + member.size > limits.max_bytes:
+                        raise ArtifactError(_too_big(limits, member.name))
+                    f = tar.extractfile(member)
+                    if f is not None:
+                        data = _read_capped(f, limits.max_bytes, member.name)
+                        _write(task_dir, target, data, member.mode)
+                        written += 1
+    except RecursionError:  # tarfile reads a chain of long-name or pax headers recursively
+        raise ArtifactError(f"not a {kind} archive: headers chained too deep") from None
     except (tarfile.TarError, EOFError, OSError, lzma.LZMAError) as exc:
         raise ArtifactError(f"not a {kind} archive: {exc}") from None
-    return count
+    return written
+
+
+class _Capped:
+    """A decompressed stream, counted as it is read: more than `limit` bytes is refused."""
+
+    def __init__(self, f: _Readable, limit: int) -> None:
+        self.f, self.limit, self.total = f, limit, 0
+
+    def read(self, size: int = -1) -> bytes:
+        want = self.limit + 1 - self.total
+        data = self.f.read(min(size, want) if size >= 0 else want)
+        self.total += len(data)
+        if self.total > self.limit:
+            raise ArtifactError(f"decompresses to more than the client's limit of {self.limit} bytes")
+        return data
 
 
 def _unzip(task_dir: Path, src: IO[bytes], dest_dir: str, limits: UnpackLimits) -> int:
-    count = size = 0
+    members = written = size = 0
     try:
         with zipfile.ZipFile(src) as z:
             for info in z.infolist():
+                members = _count(members, limits, info.filename)
                 if info.is_dir():
                     continue
                 target = member_path(dest_dir, info.filename)
@@ -111,18 +152,23 @@ def _unzip(task_dir: Path, src: IO[bytes], dest_dir: str, limits: UnpackLimits) 
                 if kind and kind != stat.S_IFREG:
                     what = "a link" if stat.S_ISLNK(unix_mode) else "not a regular file"
                     raise ArtifactError(f'archive member "{info.filename}" is {what}: refused')
-                count, size = _count(count, size + info.file_size, limits, info.filename)
+                if size + info.file_size > limits.max_bytes:
+                    raise ArtifactError(_too_big(limits, info.filename))
                 with z.open(info) as f:
-                    data = _read_capped(f, limits.max_bytes, info.filename)
+                    data = _read_capped(f, limits.max_bytes - size, info.filename)
+                size += len(data)
                 _write(task_dir, target, data, (unix_mode & 0o777) or 0o644)
+                written += 1
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise ArtifactError(f"not a zip archive: {exc}") from None
-    return count
+    return written
 
 
-def _count(count: int, size: int, limits: UnpackLimits, name: str) -> tuple[int, int]:
+def _count(count: int, limits: UnpackLimits, name: str) -> int:
     if count + 1 > limits.max_files:
         raise ArtifactError(f"more than the client's limit of {limits.max_files} files (at {name})")
-    if size > limits.max_bytes:
-        raise ArtifactError(f"more than the client's limit of {limits.max_bytes} bytes unpacked (at {name})")
-    return count + 1, size
+    return count + 1
+
+
+def _too_big(limits: UnpackLimits, name: str) -> str:
+    return f"more than the client's limit of {limits.max_bytes} bytes unpacked (at {name})"
