@@ -56,3 +56,24 @@ def test_a_stopped_allocs_stats_are_zero_until_it_is_collected(api: Api) -> None
     assert api.call("GET", f"/v1/client/allocation/{alloc}/stats?task=srv")[0] == 200
     assert api.call("PUT", f"/v1/client/allocation/{alloc}/gc")[0] == 200
     assert api.call("GET", f"/v1/client/allocation/{alloc}/stats")[0] == 404  # collected: unknown
+
+
+def test_fs_errors_have_nomads_codes_route_by_route(api: Api) -> None:
+    """Nomad's FileSystem.List/Stat answer a missing path 404; cat, readat and stream go through
+    FileSystem.Stream, which answers every Stat error of its path 400 (a directory too)."""
+    (alloc,) = api.submit(ONE_TASK)
+    alloc_dir = api.node.root / "data" / "alloc" / alloc
+    (alloc_dir / "alloc" / "data").mkdir(parents=True, exist_ok=True)
+    (alloc_dir / "alloc" / "data" / "f.txt").write_text("hi\n")
+    missing = "path=/alloc/data/nope.txt"
+    assert api.call("GET", f"/v1/client/fs/ls/{alloc}?path=/alloc/nope")[0] == 404
+    assert api.call("GET", f"/v1/client/fs/stat/{alloc}?{missing}")[0] == 404
+    assert api.call("GET", f"/v1/client/fs/cat/{alloc}?{missing}")[0] == 400
+    assert api.call("GET", f"/v1/client/fs/readat/{alloc}?{missing}&offset=0&limit=1")[0] == 400
+    assert api.call("GET", f"/v1/client/fs/stream/{alloc}?{missing}&follow=false")[0] == 400
+    status, text = api.call("GET", f"/v1/client/fs/stream/{alloc}?path=/alloc/data&follow=false")
+    assert (status, text) == (400, 'file "/alloc/data" is a directory\n')
+    assert api.call("GET", f"/v1/client/fs/stat/{alloc}") == (400, "must provide a file name\n")
+    assert api.call("GET", f"/v1/client/fs/ls/{alloc}")[0] == 200  # ls: "/" when no path is given
+    assert api.call("GET", f"/v1/client/fs/stream/{alloc}?path=/alloc/data/f.txt&follow=false")[0] == 200
+    assert api.call("GET", "/v1/client/fs/stat/0123abcd?path=/alloc")[0] == 404  # an unknown alloc

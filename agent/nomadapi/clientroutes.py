@@ -213,12 +213,16 @@ def _fs_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
 
         return core.deps.data_dir / "alloc" / core.call(find)
 
-    def path_param() -> str:
-        return query_params().get("path", "/")
+    def path_param(required: bool = True) -> str:
+        """`?path=`: "/" when ls is given none; stat, cat, readat and stream need one (Nomad's 400)."""
+        path = query_params().get("path", "")
+        if not path and required:
+            raise HttpError(400, "must provide a file name")
+        return path or "/"
 
     def ls(groups: tuple[str, ...], body: bytes) -> Response:
         where = alloc_dir(unquote(groups[0]))
-        entries = _fs(lambda: allocfs.listdir(where, path_param()))
+        entries = _fs(lambda: allocfs.listdir(where, path_param(required=False)))
         return answer([_info(e) for e in entries])
 
     def stat_(groups: tuple[str, ...], body: bytes) -> Response:
@@ -227,7 +231,7 @@ def _fs_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
 
     def cat(groups: tuple[str, ...], body: bytes) -> Response:
         where = alloc_dir(unquote(groups[0]))
-        data = _fs(lambda: allocfs.read(where, path_param(), 0, MAX_READ))
+        data = _fs(lambda: allocfs.read(where, path_param(), 0, MAX_READ), missing=400)
         return 200, "text/plain; charset=utf-8", data
 
     def stream(groups: tuple[str, ...], body: bytes) -> Streamed:
@@ -241,7 +245,10 @@ def _fs_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         if origin not in ("start", "end") or offset < 0:
             raise HttpError(400, f'origin={origin[:32]!r}: "start" or "end", and offset a byte count')
         follow = _flag({"follow": params.get("follow", "true")}, "follow")
-        size = _fs(lambda: allocfs.stat(where, path)).size
+        found = _fs(lambda: allocfs.stat(where, path), missing=400)
+        if found.is_dir:  # as Nomad's FileSystem.Stream
+            raise HttpError(400, f"file {json.dumps(path)} is a directory")
+        size = found.size
         start = max(0, size - offset) if origin == "end" else offset
         return Streamed(200, "application/json", _file_frames(where, path, start, follow))
 
@@ -252,7 +259,7 @@ def _fs_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         limit = _count(params, "limit", MAX_READ)
         if offset < 0 or limit < 0:
             raise HttpError(400, "offset and limit must not be negative")
-        data = _fs(lambda: allocfs.read(where, path_param(), offset, min(limit, MAX_READ)))
+        data = _fs(lambda: allocfs.read(where, path_param(), offset, min(limit, MAX_READ)), missing=400)
         return 200, "text/plain; charset=utf-8", data
 
     return [
@@ -265,11 +272,14 @@ def _fs_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     ]
 
 
-def _fs(fn: Any) -> Any:
+def _fs(fn: Any, missing: int = 404) -> Any:
+    """`fn`'s answer; its FsError as Nomad's code: a path that does not exist is a 404 for ls and stat
+    (FileSystem.List/Stat: ErrNoSuchFileOrDirectory) and a 400 for cat, readat and stream (`missing`:
+    FileSystem.Stream answers every Stat error of its path 400); a path refused is a 400."""
     try:
         return fn()
     except allocfs.FsNotFound as exc:
-        raise HttpError(404, str(exc)) from None
+        raise HttpError(missing, str(exc)) from None
     except allocfs.FsError as exc:
         raise HttpError(400, str(exc)) from None
 
