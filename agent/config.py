@@ -154,10 +154,14 @@ class Config:
     # host may ask for, read only to every task when set so.
     host_volumes: tuple[tuple[str, str, bool], ...] = ()
     # -- artifacts (agent.getter) -----------------------------------------------------------------
-    # Where a task's artifacts may come from: networks (CIDR) or host names. Loopback only unless the
-    # config says more; the lab's role gives its own nodes' subnet (the lab sends traffic nowhere else).
-    artifact_allowed_hosts: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
+    # Where a task's artifacts may come from: networks (CIDR) or host names. None unless the config
+    # says (the lab's role gives its servers). Loopback and link-local addresses only when an entry is
+    # itself such a network (e.g. "127.0.0.0/8"), never through a wider one or a host name
+    # (agent.getter.plan.host_allowed): the agent is root on the host's network.
+    artifact_allowed_hosts: tuple[str, ...] = ()
     artifact_max_bytes: int = 100 * 1024 * 1024  # one download (Nomad's artifact http_max_size)
+    # seconds one whole download may take, redirects included (Nomad's artifact http_read_timeout, 30m)
+    artifact_http_read_timeout: float = 1800.0
     docker_pids_limit: int = 4096  # pids limit of every task container (0: none)
     # The docker driver: off on a node without a docker engine (the lab's light clients): docker
     # tasks are refused at submission with the reason, and nothing of docker is polled or swept.
@@ -486,6 +490,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "host_volumes": lambda: _host_volumes(p, raw, "host_volumes"),
         "artifact_allowed_hosts": lambda: _allowed_hosts(p, raw, "artifact_allowed_hosts"),
         "artifact_max_bytes": lambda: _count(p, raw, "artifact_max_bytes"),
+        "artifact_http_read_timeout": lambda: _finite_seconds(p, raw, "artifact_http_read_timeout"),
         "node_meta": lambda: _node_meta(p, raw, "node_meta"),
         "docker_pids_limit": lambda: _count(p, raw, "docker_pids_limit", minimum=0),
         "raw_exec_enabled": lambda: _bool(p, raw, "raw_exec_enabled"),
