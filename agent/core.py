@@ -196,6 +196,7 @@ class Core:
             offload=self.offload,
             host_volumes=self.node.host_volumes,
             max_kill_timeout=limits.max_kill_timeout,
+            max_shutdown_delay=limits.max_shutdown_delay,
             node_table=node_table(self.node),
             getter=getter or HttpGetter(),
         )

@@ -30,6 +30,7 @@ from agent.drivers.base import LABEL_GROUP, LABEL_JOB
 from agent.drivers.registry import DriverRegistry
 from agent.jobcodec import JobCodecError, decode_job, encode_job
 from agent.jobspec import JobspecError, Limits, parse_jobspec
+from agent.jobspec.limits import stored_limits
 from agent.layout import unrecorded_layout
 from agent.model import Job
 from agent.network import iptables
@@ -146,7 +147,7 @@ class Restore:
                 source=f"state:job/{job_id}",
                 fmt=job_rec.get("format"),
                 variables=job_rec.get("variables") or {},
-                limits=self.core.limits,
+                limits=stored_limits(self.core.limits),  # accepted once: not refused now (capped at a stop)
                 files=job_rec.get("files") or {},
             ).job
         except (JobspecError, KeyError, TypeError) as exc:

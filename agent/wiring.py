@@ -97,6 +97,7 @@ class CoreSettings:
             limits=Limits(
                 max_count=cfg.max_count,
                 max_kill_timeout=cfg.max_kill_timeout,
+                max_shutdown_delay=cfg.max_shutdown_delay,
                 max_templates=cfg.template_max_per_task,
             ),
             raw_exec_enabled=cfg.raw_exec_enabled,

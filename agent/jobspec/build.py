@@ -180,7 +180,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             meta=self._str_map(body, "meta", path),
             constraints=read_constraints(self, body, path),
             ephemeral_disk=self._ephemeral_disk(body, path, tasks),
-            shutdown_delay=self._duration(body, "shutdown_delay", path, 0.0),
+            shutdown_delay=self._shutdown_delay(body, path),
             volumes=volumes,
         )
 
@@ -253,12 +253,28 @@ class Builder(ServiceBlocks, TemplateBlocks):
             meta=self._str_map(body, "meta", path),
             constraints=read_constraints(self, body, path, task_level=True),
             logs=self._logs(body, path),
-            shutdown_delay=self._duration(body, "shutdown_delay", path, 0.0),
+            shutdown_delay=self._shutdown_delay(body, path),
             lifecycle=self._lifecycle(body, path),
             volume_mounts=read_mounts(self, body, path),
             artifacts=read_artifacts(self, body, path),
             identities=identities,
         )
+
+    def _shutdown_delay(self, body: Body, path: str) -> float:
+        """A group's or task's `shutdown_delay`, refused above the client's max_shutdown_delay: a stop
+        waits it before its kill, so a jobspec could hold a stop (and the GC and purge behind it) for
+        years. Nomad's client has no such limit (docs/task-lifecycle.md); a record stored before is
+        capped at the stop instead (agent.runner.kill)."""
+        delay = self._duration(body, "shutdown_delay", path, 0.0)
+        limit = self.limits.max_shutdown_delay
+        if delay > limit:
+            self.report.error(
+                join(path, "shutdown_delay"),
+                f"{format_duration(delay)} is more than the client's max_shutdown_delay "
+                f"({format_duration(limit)}): a stop would wait that long before its kill (the agent's "
+                "config max_shutdown_delay raises the limit)",
+            )
+        return delay
 
     def _lifecycle(self, body: Body, path: str) -> Lifecycle | None:
         """The `lifecycle` block (Nomad's TaskLifecycleConfig.Validate: a hook is required and one of

@@ -50,7 +50,7 @@ from agent.runner.hooks import (
     VolumeHook,
 )
 from agent.runner.identityhook import IdentityHook
-from agent.runner.kill import kill_in_phases, kill_off_loop
+from agent.runner.kill import capped_delay, capped_why, kill_in_phases, kill_off_loop
 from agent.runner.migrate import migrate_previous
 from agent.runner.network import AllocNetwork
 from agent.runner.restorer import Restorer
@@ -488,12 +488,16 @@ class AllocRunner:
 
         # Nomad's shutdown_delay: the alloc's services leave the registries first (the nomad ones
         # with the stop recorded: alloc_running is false), then the group's delay, then the kills.
-        delay = plan_group_shutdown_delay(self.group.shutdown_delay, bool(running), self.d.bugs)
+        asked = plan_group_shutdown_delay(self.group.shutdown_delay, bool(running), self.d.bugs)
+        delay = capped_delay(asked, self.d.max_shutdown_delay)  # a record stored before the limit
         if running and (delay or any(t.shutdown_delay for t, _ in running)):
             self._deregister_services()
         if delay:
+            why = capped_why(asked, self.d.max_shutdown_delay)
             self.event(
-                "", "Shutdown Delay", f"services deregistered: killing the tasks in {format_duration(delay)}"
+                "",
+                "Shutdown Delay",
+                f"services deregistered: killing the tasks in {format_duration(delay)}{why}",
             )
             self.d.schedule(delay, lambda: self.serial.run(kill))
             return

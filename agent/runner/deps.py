@@ -16,6 +16,7 @@ from agent.drivers.registry import DriverRegistry
 from agent.getter.getter import ArtifactGetter, HttpGetter
 from agent.identity.keyring import Keyring
 from agent.identity.vaultlogin import VaultJwt
+from agent.jobspec.limits import DEFAULT_MAX_SHUTDOWN_DELAY
 from agent.killpoints import KillHook, no_kill
 from agent.network.base import Network
 from agent.offload import Offload, run_inline
@@ -57,6 +58,7 @@ class RunnerDeps:
     host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # the node's, by name
     getter: ArtifactGetter = field(default_factory=HttpGetter)  # tasks' artifacts (agent.getter)
     max_kill_timeout: float = 30.0  # the client's cap on a task's kill_timeout (Nomad's max_kill_timeout)
+    max_shutdown_delay: float = DEFAULT_MAX_SHUTDOWN_DELAY  # the client's cap on a shutdown_delay's wait
     node_table: Mapping[str, str] = field(default_factory=dict)  # ${node.*}, ${attr.*}, ${meta.*} (taskenv)
     check_results: CheckResults = field(default_factory=CheckResults)  # nomad checks (runner.checks)
     keyring: Keyring | None = None  # signs the tasks' workload identities (None: the data dir's)

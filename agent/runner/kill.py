@@ -77,17 +77,36 @@ def kill_in_phases(
     then: Callable[[], None],
     delays: Mapping[str, float],
 ) -> None:
-    """An alloc's stop: each phase's tasks killed together (each after its shutdown_delay), the next
-    phase once they are all dead (agent.lifecycle.plan_kill_order: sidecars last), then `then`."""
+    """An alloc's stop: each phase's tasks killed together (each after its shutdown_delay, capped at
+    the client's max_shutdown_delay), the next phase once they are all dead
+    (agent.lifecycle.plan_kill_order: sidecars last), then `then`."""
     if not phases:
         then()
         return
     tasks, rest = phases[0], phases[1:]
+    limit = ar.d.max_shutdown_delay
+    waits = {name: capped_delay(asked, limit) for name, asked in delays.items()}
     for t, _ in tasks:
-        if delays.get(t.name):  # Nomad's task runner: services gone, then this wait, then the signal
-            shown = format_duration(delays[t.name])
-            message = f"Waiting for shutdown_delay of {shown} before killing the task."
+        if waits.get(t.name):  # Nomad's task runner: services gone, then this wait, then the signal
+            shown = format_duration(waits[t.name])
+            why = capped_why(delays[t.name], limit)
+            message = f"Waiting for shutdown_delay of {shown} before killing the task{why}."
             ar.event(t.name, "Waiting for shutdown delay", message)
         sent = t.kill_signal or "the image's STOPSIGNAL"
         ar.event(t.name, "Killing", f"Sent {sent} ({reason})")
-    kill_off_loop(ar, "stop", tasks, lambda: kill_in_phases(ar, reason, rest, then, delays), delays=delays)
+    kill_off_loop(ar, "stop", tasks, lambda: kill_in_phases(ar, reason, rest, then, delays), delays=waits)
+
+
+def capped_delay(asked: float, limit: float) -> float:
+    """The seconds a stop waits for a shutdown_delay: as asked, at most the client's
+    max_shutdown_delay. A submission above it is refused (agent.jobspec.build); a record stored before
+    that refusal existed (a restore reads it as it was) is capped here, so a jobspec's "87600h" can
+    no longer hold a stop, and the GC and purge behind it, for ten years."""
+    return min(asked, limit)
+
+
+def capped_why(asked: float, limit: float) -> str:
+    """What an event adds when the wait was capped ("" when not)."""
+    if asked <= limit:
+        return ""
+    return f" ({format_duration(asked)} capped at the client's max_shutdown_delay)"
