@@ -140,7 +140,7 @@ def test_the_api_flags_win_over_the_environment(monkeypatch: pytest.MonkeyPatch)
         "https://env:4646", "env-ca.pem", "env.crt", "env.key"
     )
     monkeypatch.delenv("FIELDLAB_AGENT_CACERT")
-    with pytest.raises(AgentError, match=r"set FIELDLAB_AGENT_CACERT \(or -ca-cert\)"):
+    with pytest.raises(AgentError, match=r"set FIELDLAB_AGENT_CACERT or NOMAD_CACERT \(or -ca-cert\)"):
         commands.client(parse("node", "status"))
     assert commands.client(parse("node", "status", "-ca-cert", "f.pem")).ca_file == "f.pem"
 

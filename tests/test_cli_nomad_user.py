@@ -11,7 +11,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from agent.cli import commands
 from agent.cli import logs as cli_logs
+from agent.errors import AgentError
 from tests.agent_api import Agent
 
 SESSION_WAIT = 10.0  # seconds a subprocess of the CLI gets to answer
@@ -91,3 +95,65 @@ def test_a_log_piped_into_head_ends_quietly(agent: Agent, tmp_path: Path) -> Non
         err = cli.stderr.read().decode()
         assert "Traceback" not in err and "BrokenPipe" not in err, err
         assert (code, err) == (141, ""), follow
+
+
+# -- 4. NOMAD_ADDR and the TLS variables, as Nomad's CLI reads them ------------------------------------
+
+NOMAD_VARS = ("NOMAD_ADDR", "NOMAD_CACERT", "NOMAD_CLIENT_CERT", "NOMAD_CLIENT_KEY")
+OURS = (
+    "FIELDLAB_AGENT_ADDR",
+    "FIELDLAB_AGENT_CACERT",
+    "FIELDLAB_AGENT_CLIENT_CERT",
+    "FIELDLAB_AGENT_CLIENT_KEY",
+)
+
+
+def test_nomads_variables_are_read_with_the_flags_over_them() -> None:
+    env = dict(zip(NOMAD_VARS, ("https://nomad:4646", "n-ca.pem", "n.crt", "n.key"), strict=True))
+    none: dict[str, object] = {}
+    assert commands.api_settings(none, env) == {
+        "address": "https://nomad:4646",
+        "ca_file": "n-ca.pem",
+        "cert_file": "n.crt",
+        "key_file": "n.key",
+        "server_name": "",
+        "skip_verify": False,
+    }
+    flags = {"address": "https://flag:4646", "key_file": "f.key", "server_name": "a.b", "skip_verify": True}
+    got = commands.api_settings(flags, env)
+    assert (got["address"], got["ca_file"], got["key_file"]) == ("https://flag:4646", "n-ca.pem", "f.key")
+    assert (got["server_name"], got["skip_verify"]) == ("a.b", True)
+    # this CLI's own variables are the more particular: they win over Nomad's
+    both = {**env, "FIELDLAB_AGENT_ADDR": "https://ours:4646"}
+    assert commands.api_settings(none, both)["address"] == "https://ours:4646"
+    tls = {**env, "NOMAD_TLS_SERVER_NAME": "client.global.nomad", "NOMAD_SKIP_VERIFY": "1"}
+    assert commands.api_settings(none, tls)["server_name"] == "client.global.nomad"
+    assert commands.api_settings(none, tls)["skip_verify"] is True
+    assert commands.api_settings(none, {**env, "NOMAD_SKIP_VERIFY": "false"})["skip_verify"] is False
+    with pytest.raises(AgentError, match=r"NOMAD_SKIP_VERIFY='yes': true or false"):
+        commands.api_settings(none, {**env, "NOMAD_SKIP_VERIFY": "yes"})
+
+
+def test_the_cli_reaches_the_agent_with_nomads_variables_alone(
+    agent: Agent, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NOMAD_ADDR, NOMAD_CACERT, NOMAD_CLIENT_CERT, NOMAD_CLIENT_KEY and no flag: the agent is
+    reached. NOMAD_TLS_SERVER_NAME names the cert's name to check (a wrong one is refused),
+    NOMAD_SKIP_VERIFY=true checks nothing."""
+    from agent import cli
+
+    f = agent.flags
+    for key in OURS:
+        monkeypatch.delenv(key, raising=False)
+    for key, value in zip(NOMAD_VARS, (f[0].split("=", 1)[1], f[2], f[4], f[6]), strict=True):
+        monkeypatch.setenv(key, value)
+    assert cli.main(["node", "status"]) == 0
+    assert capsys.readouterr().out.startswith("Name          = client1\n")
+    monkeypatch.setenv("NOMAD_TLS_SERVER_NAME", "wrong.example")
+    assert cli.main(["node", "status"]) == 2
+    assert "certificate verify failed" in capsys.readouterr().err
+    assert cli.main(["node", "status", "-tls-server-name", "localhost"]) == 0  # in the cert's names
+    capsys.readouterr()
+    monkeypatch.setenv("NOMAD_SKIP_VERIFY", "true")
+    assert cli.main(["node", "status"]) == 0
+    capsys.readouterr()

@@ -41,6 +41,21 @@ class ApiError(AgentError):
         super().__init__(f"HTTP {status}: {msg}")
 
 
+class _NamedContext(ssl.SSLContext):
+    """A client context that names the server `server_name` (SNI and the cert's check) whatever
+    host the connection went to, as Nomad's TLSServerName."""
+
+    def __new__(cls, server_name: str) -> _NamedContext:
+        return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
+
+    def __init__(self, server_name: str) -> None:
+        self.server_name = server_name
+
+    def wrap_socket(self, sock: Any, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
+        kwargs["server_hostname"] = self.server_name
+        return super().wrap_socket(sock, *args, **kwargs)
+
+
 @dataclass(frozen=True)
 class ApiClient:
     address: str  # https://host:4646
@@ -49,6 +64,8 @@ class ApiClient:
     key_file: str
     timeout: float = 60.0
     attempts: int = 3  # tries of a write (same Idempotency-Key) on a broken connection or a 503
+    server_name: str = ""  # the name the agent's cert is checked against, and SNI ("": the address's host)
+    skip_verify: bool = False  # no check of the agent's cert at all (Nomad's -tls-skip-verify)
 
     @classmethod
     def from_env(
@@ -88,6 +105,14 @@ class ApiClient:
         if not self.address.startswith("https://"):
             raise AgentError(f"agent address {self.address!r} must be an https:// URL (the API is mTLS only)")
         ctx = ssl.create_default_context(cafile=self.ca_file)
+        if self.server_name:
+            named = _NamedContext(self.server_name)
+            named.load_verify_locations(cafile=self.ca_file)
+            named.verify_flags = ctx.verify_flags
+            ctx = named
+        if self.skip_verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
         if self.cert_file:
             ctx.load_cert_chain(self.cert_file, self.key_file)
         return ctx

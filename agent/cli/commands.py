@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agent.cli import allocformat, planformat, session
@@ -16,6 +18,7 @@ from agent.cli import format as fmt
 from agent.cli.calls import CallError, Nomad, q
 from agent.cli.jobfiles import registration
 from agent.cli.logs import print_logs
+from agent.cli.parser import DEFAULT_ADDRESS
 from agent.errors import AgentError
 
 if TYPE_CHECKING:
@@ -27,18 +30,54 @@ PLAN_ERROR = 255  # `nomad job plan`'s exit code for an error (0: no changes, 1:
 ENFORCE_INDEX_PREFIX = "Enforcing job modify index"  # api.RegisterEnforceIndexErrPrefix
 
 
+# (flag, this CLI's variable, Nomad CLI's variable) of each API setting (Nomad's api.DefaultConfig
+# reads NOMAD_*, its command.Meta lays the flags over them)
+API_SETTINGS = {
+    "address": ("-address", "FIELDLAB_AGENT_ADDR", "NOMAD_ADDR"),
+    "ca_file": ("-ca-cert", "FIELDLAB_AGENT_CACERT", "NOMAD_CACERT"),
+    "cert_file": ("-client-cert", "FIELDLAB_AGENT_CLIENT_CERT", "NOMAD_CLIENT_CERT"),
+    "key_file": ("-client-key", "FIELDLAB_AGENT_CLIENT_KEY", "NOMAD_CLIENT_KEY"),
+    "server_name": ("-tls-server-name", "", "NOMAD_TLS_SERVER_NAME"),
+}
+TRUE_WORDS = frozenset({"1", "t", "T", "TRUE", "true", "True"})  # Go's strconv.ParseBool
+FALSE_WORDS = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def api_settings(flags: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """ApiClient's settings as Nomad's CLI takes them: a flag over its variables, this CLI's
+    FIELDLAB_AGENT_* over Nomad's NOMAD_* (pure). AgentError naming what is missing or wrong."""
+    out: dict[str, Any] = {}
+    for key, (_, ours, nomads) in API_SETTINGS.items():
+        out[key] = flags.get(key) or (env.get(ours) if ours else "") or env.get(nomads) or ""
+    missing = [
+        f"{ours} or {nomads} (or {flag})"
+        for key, (flag, ours, nomads) in API_SETTINGS.items()
+        if key in ("ca_file", "cert_file", "key_file") and not out[key]
+    ]
+    if missing:
+        raise AgentError(f"set {', '.join(missing)} (the lab's ca.pem, operator.crt, operator.key)")
+    skip = env.get("NOMAD_SKIP_VERIFY", "")
+    if skip and skip not in TRUE_WORDS | FALSE_WORDS:
+        raise AgentError(f"NOMAD_SKIP_VERIFY={skip!r}: true or false (as Go's strconv.ParseBool reads it)")
+    out["skip_verify"] = bool(flags.get("skip_verify")) or skip in TRUE_WORDS
+    out["address"] = out["address"] or DEFAULT_ADDRESS
+    return out
+
+
 def client(args: argparse.Namespace) -> ApiClient:
-    """The API client: FIELDLAB_AGENT_* with -address, -ca-cert, -client-cert, -client-key over them."""
+    """The API client: -address, -ca-cert, -client-cert, -client-key, -tls-server-name and
+    -tls-skip-verify over FIELDLAB_AGENT_* over NOMAD_* (agent.cli.commands.api_settings)."""
     from agent.api.client import ApiClient
 
-    given = {
+    flags = {
         "address": args.address,
         "ca_file": args.ca_cert,
         "cert_file": args.client_cert,
         "key_file": args.client_key,
+        "server_name": getattr(args, "tls_server_name", None),
+        "skip_verify": getattr(args, "tls_skip_verify", False),
     }
-    overrides = {k: v for k, v in given.items() if v}
-    return ApiClient.from_env(**overrides) if overrides else ApiClient.from_env()
+    return ApiClient(**api_settings(flags, os.environ))
 
 
 def nomad(args: argparse.Namespace) -> Nomad:

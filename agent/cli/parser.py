@@ -48,33 +48,49 @@ def _flag(parser: argparse._ActionsContainer, name: str, **kwargs: Any) -> argpa
 
 
 def _client_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("agent API options (Nomad's names; each wins over its variable)")
+    group = parser.add_argument_group(
+        "agent API options (Nomad's names; each wins over its variables, FIELDLAB_AGENT_* over NOMAD_*)"
+    )
     _flag(
         group,
         "address",
         metavar="URL",
-        help=f"the agent's API (env FIELDLAB_AGENT_ADDR, default {DEFAULT_ADDRESS})",
+        help=f"the agent's API (env FIELDLAB_AGENT_ADDR or NOMAD_ADDR, default {DEFAULT_ADDRESS})",
     )
     _flag(
         group,
         "ca-cert",
         dest="ca_cert",
         metavar="FILE",
-        help="CA of the agent's cert (env FIELDLAB_AGENT_CACERT)",
+        help="CA of the agent's cert (env FIELDLAB_AGENT_CACERT or NOMAD_CACERT)",
     )
     _flag(
         group,
         "client-cert",
         dest="client_cert",
         metavar="FILE",
-        help="the operator's cert (env FIELDLAB_AGENT_CLIENT_CERT)",
+        help="the operator's cert (env FIELDLAB_AGENT_CLIENT_CERT or NOMAD_CLIENT_CERT)",
     )
     _flag(
         group,
         "client-key",
         dest="client_key",
         metavar="FILE",
-        help="the operator's key (env FIELDLAB_AGENT_CLIENT_KEY)",
+        help="the operator's key (env FIELDLAB_AGENT_CLIENT_KEY or NOMAD_CLIENT_KEY)",
+    )
+    _flag(
+        group,
+        "tls-server-name",
+        dest="tls_server_name",
+        metavar="NAME",
+        help="the name to check the agent's cert against, and SNI (env NOMAD_TLS_SERVER_NAME)",
+    )
+    _flag(
+        group,
+        "tls-skip-verify",
+        dest="tls_skip_verify",
+        action="store_true",
+        help="do not check the agent's cert (env NOMAD_SKIP_VERIFY); strongly discouraged",
     )
 
 
@@ -370,6 +386,8 @@ _EXEC_VALUED = frozenset(
         "--client-cert",
         "-client-key",
         "--client-key",
+        "-tls-server-name",
+        "--tls-server-name",
     }
 )
 
