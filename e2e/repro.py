@@ -10,16 +10,24 @@ a clean agent, where it must pass (FIXED). Both verdicts are printed, with the f
 symptom and each run's report directory; `all` prints the table for every bug. The exit status is 0
 only when every bug asked for was both REPRODUCED and FIXED.
 
+A scenario without a fault flag (a new report: no flag puts its bug back yet), and every scenario on
+a target whose clients take no fault flags (TARGET=nomad), runs once instead: PRESENT when the suite
+failed with the field symptom, ABSENT when it passed (exit 0 for either). The table, the half's
+repro.json and its report say which kind of run each was.
+
     python -m e2e.repro --lab dev nomad-24292
     python -m e2e.repro --lab dev list
     python -m e2e.repro --lab dev ./my-report.yml
     python -m e2e.repro new nomad-12345 --jobspec ./report.nomad.hcl
+    python -m e2e.repro new acme-incident-7 --jobspec ./inspect.json --dir ./reports
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -29,7 +37,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from e2e.harness import scenario_jobspec
 from e2e.harness.scenario import SCENARIOS, Scenario, ScenarioError, catalogue, load
+from e2e.harness.scenario_ids import IdError, catalogue_problem, report_id
 from e2e.harness.scenario_write import images_in, skeleton
 
 E2E = Path(__file__).resolve().parent
@@ -55,6 +65,75 @@ class Half:
     seconds: float
     message: str
     run_dir: Path
+
+
+HALVES = "halves"  # with the fault flag (REPRODUCED), then without (FIXED)
+ONCE = "once"  # one run, PRESENT or ABSENT
+
+
+def run_kind(bug: Scenario, target_takes_flags: bool) -> str:
+    """How a scenario is run: in two halves when it names a fault flag and the clients take one,
+    else once."""
+    return HALVES if bug.flag and target_takes_flags else ONCE
+
+
+def kind_text(bug: Scenario, kind: str, target: str) -> str:
+    """The kind of run in words, for the progress line, repro.json and the report."""
+    if kind == HALVES:
+        return (
+            f"two halves on the {target} target: with fault flag {bug.flag} (REPRODUCED), "
+            "then without (FIXED)"
+        )
+    why = (
+        "the scenario names no fault flag"
+        if not bug.flag
+        else f"the {target} target's clients take no fault flags"
+    )
+    return f"once on the {target} target ({why}): PRESENT or ABSENT"
+
+
+@dataclass
+class Row:
+    """One scenario's run(s): its kind and its halves (one for ONCE)."""
+
+    bug: Scenario
+    kind: str
+    halves: list[Half]
+
+    @property
+    def ok(self) -> bool:
+        verdicts = [h.verdict for h in self.halves]
+        if self.kind == HALVES:
+            return verdicts == ["REPRODUCED", "FIXED"]
+        return verdicts in (["PRESENT"], ["ABSENT"])
+
+    @property
+    def seconds(self) -> float:
+        return sum(h.seconds for h in self.halves)
+
+
+def verdict_table(rows: list[Row], target: str, total: float, base: Path) -> str:
+    """The table the repro ends with (pure): each scenario's kind of run, flag, verdict(s) and time,
+    then a count per kind."""
+    lines = [f"{'bug':<28} {'run':<22} {'fault flag':<32} {'verdict':<28} time"]
+    for r in rows:
+        if r.kind == HALVES:
+            run, verdict = "with flag, without", ", ".join(h.verdict for h in r.halves)
+        else:
+            run, verdict = f"once on {target}", r.halves[0].verdict if r.halves else "?"
+        lines.append(f"{r.bug.bug:<28} {run:<22} {r.bug.flag or '(none)':<32} {verdict:<28} {r.seconds:.0f}s")
+    lines.append("")
+    halves = [r for r in rows if r.kind == HALVES]
+    once = [r for r in rows if r.kind == ONCE]
+    if halves:
+        both = sum(1 for r in halves if r.ok)
+        lines.append(f"{both}/{len(halves)} bugs reproduced and fixed (with the fault flag, then without)")
+    if once:
+        present = sum(1 for r in once if r.halves and r.halves[0].verdict == "PRESENT")
+        absent = sum(1 for r in once if r.halves and r.halves[0].verdict == "ABSENT")
+        lines.append(f"{present}/{len(once)} field symptoms PRESENT, {absent} ABSENT on {target} (run once)")
+    lines.append(f"in {total:.0f}s ({total / max(1, len(rows)):.0f}s a bug); reports under {base}")
+    return "\n".join(lines) + "\n"
 
 
 def failures(junit: Path) -> list[str]:
@@ -83,13 +162,13 @@ def _symptom(bug: Scenario, fails: list[str]) -> str | None:
 
 
 def run_once(bug: Scenario, lab: str, target: str, base: Path, loops: int) -> Half:
-    """The bug's scenario once against clients that take no fault flags (TARGET=nomad): PRESENT
-    when the suite failed with the field symptom, ABSENT when it passed."""
+    """The bug's scenario once, with no fault flag (a scenario without one, or clients that take
+    none: TARGET=nomad): PRESENT when the suite failed with the field symptom, ABSENT when it passed."""
     run_dir = base / f"{bug.bug}-{target}"
     rc, fails, took, log = _run_suite(bug, lab, "", run_dir, loops, "once", target)
     if rc == 0:
-        return _kept(bug, "once", Half("ABSENT", took, "", run_dir))
-    return _kept(bug, "once", _failed(bug, "PRESENT", rc, fails, took, log, run_dir))
+        return _kept(bug, "once", Half("ABSENT", took, "", run_dir), target, lab)
+    return _kept(bug, "once", _failed(bug, "PRESENT", rc, fails, took, log, run_dir), target, lab)
 
 
 def _failed(
@@ -142,11 +221,11 @@ def _run_suite(
     return rc, failures(run_dir / "junit.xml"), time.monotonic() - t0, log
 
 
-def run_half(bug: Scenario, lab: str, with_flag: bool, base: Path, loops: int) -> Half:
+def run_half(bug: Scenario, lab: str, with_flag: bool, base: Path, loops: int, target: str = "") -> Half:
     half = "with-flag" if with_flag else "without"
     run_dir = base / f"{bug.bug}-{half}"
-    rc, fails, took, log = _run_suite(bug, lab, bug.flag if with_flag else "", run_dir, loops, half)
-    return _kept(bug, half, _verdict(bug, with_flag, rc, fails, took, log, run_dir))
+    rc, fails, took, log = _run_suite(bug, lab, bug.flag if with_flag else "", run_dir, loops, half, target)
+    return _kept(bug, half, _verdict(bug, with_flag, rc, fails, took, log, run_dir), target, lab)
 
 
 def _verdict(
@@ -166,19 +245,32 @@ def _verdict(
     )
 
 
-def _kept(bug: Scenario, half: str, h: Half) -> Half:
+def replay_command(bug: Scenario, lab: str, target: str) -> str:
+    """The command that runs this repro again: the catalogue's by id, a file of one's own by path."""
+    env = f"TARGET={target} " if target and target != "fieldlab" else ""
+    if bug.path.parent == SCENARIOS and bug.bug in BUGS:
+        return f"make repro BUG={bug.bug} LAB={lab}" + (f" TARGET={target}" if env else "")
+    return f"{env}fieldlab repro {bug.path} --lab {lab}"
+
+
+def _kept(bug: Scenario, half: str, h: Half, target: str = "fieldlab", lab: str = "default") -> Half:
     """The half's verdict written beside its run (repro.json), and the run's report rendered again so
-    that its header says it: the bug, the flag, the half, the verdict and the repro's replay."""
+    that its header says it: the bug, the kind of run, the flag, the half, the verdict and the
+    repro's replay."""
     if not h.run_dir.is_dir():
         return h
+    kind = ONCE if half == "once" else HALVES
     data = {
         "bug": bug.bug,
         "flag": bug.flag if half == "with-flag" else "",
         "half": half,
+        "kind": kind_text(bug, kind, target or "fieldlab"),
+        "target": target or "fieldlab",
         "verdict": h.verdict,
         "message": h.message[:2000],
         "seconds": round(h.seconds, 1),
         "scenario": str(bug.path),
+        "replay": replay_command(bug, lab, target),
     }
     (h.run_dir / REPRO_FILE).write_text(json.dumps(data, indent=2) + "\n")
     try:
@@ -235,13 +327,23 @@ def flags_table() -> str:
 
 
 def new_scenario(bug: str, jobspec: Path, root: Path = SCENARIOS) -> int:
-    """`new BUG --jobspec FILE`: the jobspec copied beside the catalogue, a skeleton to fill in."""
-    from e2e.harness.scenario import BUG_ID
-
-    if not BUG_ID.match(bug):
-        print(f"repro new: {bug!r}: a bug id is nomad-<issue number> (e.g. nomad-5883)", file=sys.stderr)
+    """`new ID --jobspec FILE`: the jobspec (HCL2 or JSON) copied beside the scenario, a skeleton to
+    fill in. ID: any report id, or the report's URL (the id taken from it); into the catalogue
+    (e2e/scenarios/, the default) only nomad-<n>."""
+    in_catalogue = root.resolve() == SCENARIOS
+    try:
+        bug_id, url = report_id(bug)
+    except IdError as exc:
+        print(f"repro new: {exc}", file=sys.stderr)
         return 2
-    target = root / f"{bug}.yml"
+    if in_catalogue:
+        number = re.fullmatch(r"nomad-([0-9]+)", bug_id)
+        link = url or (f"https://github.com/hashicorp/nomad/issues/{number.group(1)}" if number else "")
+        problem = catalogue_problem(bug_id, link)
+        if problem:
+            print(f"repro new: {problem}", file=sys.stderr)
+            return 2
+    target = root / f"{bug_id}.yml"
     if target.exists():
         print(f"repro new: {target} exists already (nothing written)", file=sys.stderr)
         return 2
@@ -250,14 +352,23 @@ def new_scenario(bug: str, jobspec: Path, root: Path = SCENARIOS) -> int:
     except OSError as exc:
         print(f"repro new: --jobspec {jobspec}: {exc.strerror}", file=sys.stderr)
         return 2
-    copy = root / "jobs" / f"{bug}-{jobspec.name}"
+    except UnicodeDecodeError:
+        print(f"repro new: --jobspec {jobspec}: not text (a jobspec is HCL2 or JSON)", file=sys.stderr)
+        return 2
+    form = scenario_jobspec.check(text)
+    if form:
+        print(f"repro new: --jobspec {jobspec}: {form}", file=sys.stderr)
+        return 2
+    copy = root / "jobs" / f"{bug_id}-{jobspec.name}"
     if copy.exists():
         print(f"repro new: {copy} exists already (nothing written)", file=sys.stderr)
         return 2
     copy.parent.mkdir(parents=True, exist_ok=True)
     copy.write_text(text)
-    target.write_text(skeleton(bug, f"jobs/{copy.name}", images_in(text), str(target)))
-    run = f"make repro BUG={bug}" if root == SCENARIOS else f"fieldlab repro {target}"
+    target.write_text(
+        skeleton(bug_id, f"jobs/{copy.name}", images_in(text), str(target), url, catalogue=in_catalogue)
+    )
+    run = f"make repro BUG={bug_id}" if in_catalogue else f"fieldlab repro {target}"
     print(f"wrote {target} and {copy}: fill in the scenario, then `{run}`")
     return 0
 
@@ -268,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         return _main_new(argv[1:])
     ap = argparse.ArgumentParser(prog="make repro", description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "bug", help="a bug id, a scenario file, 'list', 'flags' or 'all' (or: new BUG --jobspec FILE)"
+        "bug", help="a bug id, a scenario file, 'list', 'flags' or 'all' (or: new ID --jobspec FILE)"
     )
     ap.add_argument("--lab", default="default")
     ap.add_argument("--loops", type=int, default=2, help="agent restarts in the template scenarios")
@@ -276,9 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="list: as the table in docs/field-bugs.md")
     ap.add_argument(
         "--target",
-        default="",
-        help="what the clients run (e2e/targets/): a target whose clients take no fault flags (nomad) "
-        "runs each scenario once and prints PRESENT or ABSENT",
+        default=os.environ.get("TARGET", ""),
+        help="what the clients run (e2e/targets/; env TARGET; default: the lab's): a target whose "
+        "clients take no fault flags (nomad) runs each scenario once and prints PRESENT or ABSENT",
     )
     args = ap.parse_args(argv)
     if args.bug == "list":
@@ -298,8 +409,11 @@ def main(argv: list[str] | None = None) -> int:
     elif args.bug in BUGS:
         bugs = (BUGS[args.bug],)
     else:
+        close = difflib.get_close_matches(args.bug, list(BUGS), n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
         print(
-            f"make repro: unknown bug {args.bug!r}; known: {', '.join(BUGS)} (or list, all, a scenario file)",
+            f"make repro: unknown bug {args.bug!r}; {hint}`make repro BUG=list` lists the catalogue "
+            "(or all, or a scenario file)",
             file=sys.stderr,
         )
         return 2
@@ -314,77 +428,66 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     base = Path(args.report_dir) if args.report_dir else E2E / "reports" / f"{stamp}-repro-{args.lab}"
-    if args.target:
-        from e2e.harness.target import TargetError, load_target
+    from e2e.harness.target import TargetError, load_target
 
-        try:
-            flags = load_target(args.target).fault_flags
-        except TargetError as exc:
-            print(f"make repro: {exc}", file=sys.stderr)
-            return 2
-        if not flags:
-            return _present_or_absent(bugs, args.lab, args.target, base, args.loops)
+    target = args.target or _inventory_target(inventory)
+    try:
+        takes_flags = load_target(target).fault_flags
+    except TargetError as exc:
+        print(f"make repro: {exc}", file=sys.stderr)
+        return 2
     rows = []
     t_all = time.monotonic()
     for i, bug in enumerate(bugs, 1):
-        print(f"[repro {i}/{len(bugs)}] {bug.bug}: with fault flag {bug.flag} ...", flush=True)
-        w = run_half(bug, args.lab, True, base, args.loops)
-        print(
-            f"    {w.verdict} in {w.seconds:.0f}s" + (f": {w.message[:300]}" if w.message else ""), flush=True
-        )
-        print(f"[repro {i}/{len(bugs)}] {bug.bug}: without the flag ...", flush=True)
-        wo = run_half(bug, args.lab, False, base, args.loops)
-        print(
-            f"    {wo.verdict} in {wo.seconds:.0f}s" + (f": {wo.message[:300]}" if wo.message else ""),
-            flush=True,
-        )
-        rows.append((bug, w, wo))
+        kind = run_kind(bug, takes_flags)
+        print(f"[repro {i}/{len(bugs)}] {bug.bug}: {kind_text(bug, kind, target)}", flush=True)
+        if kind == ONCE:
+            halves = [run_once(bug, args.lab, target, base, args.loops)]
+        else:
+            print(f"[repro {i}/{len(bugs)}] {bug.bug}: with fault flag {bug.flag} ...", flush=True)
+            halves = [run_half(bug, args.lab, True, base, args.loops, target)]
+            _said(halves[0])
+            print(f"[repro {i}/{len(bugs)}] {bug.bug}: without the flag ...", flush=True)
+            halves.append(run_half(bug, args.lab, False, base, args.loops, target))
+        _said(halves[-1])
+        rows.append(Row(bug, kind, halves))
     print()
-    print(f"{'bug':<28} {'fault flag':<32} {'with the flag':<36} {'without':<12} time")
-    for bug, w, wo in rows:
-        print(f"{bug.bug:<28} {bug.flag:<32} {w.verdict:<36} {wo.verdict:<12} {w.seconds + wo.seconds:.0f}s")
-    ok = all(w.verdict == "REPRODUCED" and wo.verdict == "FIXED" for _, w, wo in rows)
-    total = time.monotonic() - t_all
-    both = sum(1 for _, w, wo in rows if w.verdict == "REPRODUCED" and wo.verdict == "FIXED")
-    print(
-        f"\n{both}/{len(rows)} bugs reproduced and fixed in {total:.0f}s "
-        f"({total / max(1, len(rows)):.0f}s a bug); reports under {base}"
-    )
-    return 0 if ok else 1
+    print(verdict_table(rows, target, time.monotonic() - t_all, base), end="")
+    return 0 if all(r.ok for r in rows) else 1
+
+
+def _said(h: Half) -> None:
+    print(f"    {h.verdict} in {h.seconds:.0f}s" + (f": {h.message[:300]}" if h.message else ""), flush=True)
+    print(f"    report: {h.run_dir / 'report.html'}", flush=True)
+
+
+def _inventory_target(inventory: Path) -> str:
+    """The target the lab's inventory names (fieldlab_target), else fieldlab."""
+    import yaml
+
+    try:
+        inv = yaml.safe_load(inventory.read_text()) or {}
+        return str(((inv.get("all") or {}).get("vars") or {}).get("fieldlab_target") or "fieldlab")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return "fieldlab"
 
 
 def _main_new(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="make repro new", description="write a scenario skeleton for a bug report"
     )
-    ap.add_argument("bug", help="the bug id: nomad-<issue number>")
-    ap.add_argument("--jobspec", required=True, help="the report's jobspec, as it gives it")
+    ap.add_argument(
+        "bug",
+        help="the report's id ([a-z0-9][a-z0-9._-]*) or URL; in the catalogue: nomad-<issue number>",
+    )
+    ap.add_argument(
+        "--jobspec",
+        required=True,
+        help="the report's jobspec as it gives it: HCL2, or JSON (nomad job inspect)",
+    )
     ap.add_argument("--dir", default=str(SCENARIOS), help="where to write it (default: the catalogue)")
     args = ap.parse_args(argv)
     return new_scenario(args.bug, Path(args.jobspec), Path(args.dir))
-
-
-def _present_or_absent(bugs: tuple[Scenario, ...], lab: str, target: str, base: Path, loops: int) -> int:
-    """Each bug's scenario once on clients that take no fault flags: does the field symptom show?"""
-    rows = []
-    t_all = time.monotonic()
-    for i, bug in enumerate(bugs, 1):
-        print(f"[repro {i}/{len(bugs)}] {bug.bug} on the {target} target ...", flush=True)
-        h = run_once(bug, lab, target, base, loops)
-        print(
-            f"    {h.verdict} in {h.seconds:.0f}s" + (f": {h.message[:300]}" if h.message else ""), flush=True
-        )
-        rows.append((bug, h))
-    print()
-    print(f"{'bug':<28} {'on ' + target:<36} time")
-    for bug, h in rows:
-        print(f"{bug.bug:<28} {h.verdict:<36} {h.seconds:.0f}s")
-    present = sum(1 for _, h in rows if h.verdict == "PRESENT")
-    print(
-        f"\n{present}/{len(rows)} field symptoms present on {target} in {time.monotonic() - t_all:.0f}s; "
-        f"reports under {base}"
-    )
-    return 0 if all(h.verdict in ("PRESENT", "ABSENT") for _, h in rows) else 1
 
 
 if __name__ == "__main__":

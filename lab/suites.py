@@ -37,7 +37,9 @@ def repro_argv(args: argparse.Namespace) -> list[str]:
     project's root."""
     if args.bug == "new":
         if not args.new_bug or not args.jobspec:
-            raise LabError("fieldlab repro new BUG --jobspec FILE: say the bug id and the report's jobspec")
+            raise LabError(
+                "fieldlab repro new ID --jobspec FILE: say the bug id (a report id or URL) and the jobspec"
+            )
         jobspec = str(Path(args.jobspec).resolve())
         where = ["--dir", str(Path(args.dir).resolve())] if args.dir else []
         return [sys.executable, "-m", "e2e.repro", "new", args.new_bug, "--jobspec", jobspec, *where]
@@ -45,6 +47,8 @@ def repro_argv(args: argparse.Namespace) -> list[str]:
     if bug.endswith((".yml", ".yaml")) or "/" in bug:
         bug = str(Path(bug).resolve())
     argv = [sys.executable, "-m", "e2e.repro", "--lab", args.lab]
+    if getattr(args, "target", ""):
+        argv += ["--target", args.target]
     if args.loops is not None:
         argv += ["--loops", str(args.loops)]
     return [*argv, bug]
@@ -111,16 +115,24 @@ def add_suite_commands(top: argparse._SubParsersAction[argparse.ArgumentParser])
     rp = top.add_parser(
         "repro",
         help="reproduce a field bug on a running lab (make repro)",
-        usage="fieldlab repro [--lab LAB] BUG|FILE|list|all  |  fieldlab repro new BUG --jobspec FILE",
+        usage="fieldlab repro [--lab LAB] [--target T] BUG|FILE|list|all  |  "
+        "fieldlab repro new ID --jobspec FILE [--dir DIR]",
         description="Run a catalogue entry's scenario (e2e/scenarios/<bug>.yml, or a scenario FILE "
-        "anywhere) with its fault flag (REPRODUCED) and without (FIXED). BUG: a bug id, list or all. "
-        "`new BUG --jobspec FILE` writes a scenario skeleton for a report, to fill in.",
+        "anywhere) with its fault flag (REPRODUCED) and without (FIXED); a scenario without a flag, "
+        "or any on a target whose clients take none (TARGET=nomad), runs once: PRESENT or ABSENT. "
+        "BUG: a bug id, list or all. `new ID --jobspec FILE` writes a scenario skeleton for a report "
+        "(ID: any report id, or its URL; the jobspec HCL2 or JSON), to fill in.",
     )
     rp.add_argument("bug", metavar="BUG")
     rp.add_argument("new_bug", nargs="?", default="", help=argparse.SUPPRESS)
     rp.add_argument("--jobspec", default="", help="new: the report's jobspec")
     rp.add_argument("--dir", default="", help="new: where to write the scenario (default: e2e/scenarios)")
     rp.add_argument("--lab", default=lab_default, help="lab name (env LAB)")
+    rp.add_argument(
+        "--target",
+        default=os.environ.get("TARGET", ""),
+        help="what the clients run (env TARGET; default: the lab's): nomad runs each scenario once",
+    )
     rp.add_argument("--loops", type=int, help="agent restarts in the template scenarios")
     rp.set_defaults(func=cmd_repro)
     rr = top.add_parser("report", help="re-render an e2e run's report and print its summary")

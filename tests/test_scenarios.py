@@ -81,7 +81,7 @@ checks: [{alloc: running}, invariants]
         (("[{alloc: running}", "[{starts: {task: t}}"), "checks[0]: missing ['count']"),
         (("symptom: 'x'", "symptom: '(x'"), "symptom: not a regular expression"),
         (("jobspec: job.hcl", "jobspec: nope.hcl"), "jobspec: no file"),
-        (("bug: nomad-1", "bug: issue-1"), "bug: nomad-<issue number>"),
+        (("bug: nomad-1", "bug: Issue 1"), "bug: 'Issue 1' is not a report id"),
         (("what: w\n", ""), "what: required"),
         (("steps: [run,", "steps: [{wait: invariants},"), "steps[0]: the first step is run"),
         (("steps: [run,", "steps: [{run: {refused: x}},"), "steps: after a refused run nothing more"),

@@ -250,9 +250,9 @@ def set_agent_faults(cluster: Cluster, flags: list[str], nodes: list[Remote] | N
     dropin_dir = dropin.rsplit("/", 1)[0]
     unknown = sorted(set(flags) - IMPLEMENTED_FAULTS)
     if unknown:
-        raise FaultError(
-            f"unknown agent fault flags {unknown}; known: {', '.join(sorted(IMPLEMENTED_FAULTS))}"
-        )
+        from e2e.harness.scenario_ids import unknown_flags_message
+
+        raise FaultError(unknown_flags_message(unknown, IMPLEMENTED_FAULTS))
     for node in nodes or cluster.clients:
         if flags:
             node.run(f"mkdir -p {dropin_dir}")

@@ -5,7 +5,8 @@ versions), the agent's fault flag that puts the bug back, and either
 
 - `python`: the e2e tests that replay it, for a scenario the vocabulary below cannot say yet
   (`python_why` says what is missing); or
-- `jobspec` (a file beside the scenario, in Nomad's syntax as the report gives it), `images` (the
+- `jobspec` (a file beside the scenario, as the report gives it: HCL2, or JSON as `nomad job inspect`
+  prints it, e2e.harness.scenario_jobspec), `images` (the
   report's images mapped to the lab's local ones: there is no registry here), `steps` and `checks`
   from a fixed vocabulary, run by `e2e/test_scenarios.py` (the step runner:
   `e2e/harness/scenario_steps.py`).
@@ -37,6 +38,10 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
                                         scenario, the same job id; its images mapped the same way)
 Every wait has a `timeout` (seconds; default WAIT_TIMEOUT).
 
+A report of one's own (a file outside e2e/scenarios/) needs only bug (any id, or the report's URL:
+e2e.harness.scenario_ids), title, symptom and what; without `flag` it runs once, PRESENT or ABSENT
+(does the symptom show?). A catalogue entry also names its public link, versions, family and flag.
+
 `node: CLIENT` runs it on that client (the lab's first by default); `nightly: WHY` keeps it out of
 `make smoke` (its steps wait out real clocks), for `make nightly` and `make repro`.
 
@@ -66,11 +71,12 @@ from typing import Any
 
 import yaml
 
+from e2e.harness import scenario_ids, scenario_jobspec
 from e2e.harness.chaos import ScheduleError, parse_schedule
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 WAIT_TIMEOUT = 120.0
-BUG_ID = re.compile(r"^(nomad|fieldlab)-[0-9]+(-[a-z0-9-]+)?$")
+BUG_ID = scenario_ids.CATALOGUE_ID  # a catalogue entry's; a file of one's own: any report id
 FAMILIES = ("templates", "networking", "restore", "lifecycle", "restarts", "logs", "jobspec")
 ALLOC_STATUSES = ("pending", "running", "complete", "failed", "lost")
 TASK_STATES = ("pending", "running", "dead")
@@ -108,7 +114,8 @@ CHECKS = (
     "logs",
     "swept",
 )
-REQUIRED = ("bug", "title", "link", "versions", "family", "flag", "symptom", "what")
+REQUIRED = ("bug", "title", "symptom", "what")  # of every scenario
+CATALOGUE_REQUIRED = ("link", "versions", "family", "flag")  # ... and of a catalogue entry's
 
 
 class ScenarioError(ValueError):
@@ -136,8 +143,8 @@ class Scenario:
     title: str
     link: str
     versions: str
-    family: str
-    flag: str
+    family: str  # "" outside the catalogue when not given
+    flag: str  # the fault flag(s) that put the bug back ("": none, the scenario runs once)
     symptom: str  # a regex the failure must match to count as the field symptom
     what: str  # the field symptom in a line
     python: tuple[str, ...] = ()  # pytest node ids under e2e/ (a scenario in Python)
@@ -342,8 +349,12 @@ def _head(path: Path, v: dict[str, str]) -> Scenario:
     )
 
 
-def load(path: Path) -> Scenario:
-    """The scenario in `path`; ScenarioError names the file and the field of anything wrong."""
+def load(path: Path, in_catalogue: bool | None = None) -> Scenario:
+    """The scenario in `path`; ScenarioError names the file and the field of anything wrong.
+    `in_catalogue` (default: whether the file is in e2e/scenarios/) asks for a catalogue entry's
+    stricter id, its public link and every field."""
+    if in_catalogue is None:
+        in_catalogue = path.resolve().parent == SCENARIOS
     try:
         raw = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -352,18 +363,12 @@ def load(path: Path) -> Scenario:
         raise ScenarioError(f"{path}: not YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: a scenario is a mapping of fields ({', '.join(REQUIRED)}, ...)")
-    known = {*REQUIRED, "python", "python_why", "jobspec", "images", "steps", "checks", "hold", "node"}
-    known |= {"chaos", "seed", "nightly"}
+    known = {*REQUIRED, *CATALOGUE_REQUIRED, "python", "python_why", "jobspec", "images", "steps", "checks"}
+    known |= {"hold", "node", "chaos", "seed", "nightly"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ScenarioError(f"{path}: unknown field(s) {unknown}; known: {sorted(known)}")
-    values = {key: _text(path, raw, key) for key in REQUIRED}
-    if not BUG_ID.match(values["bug"]):
-        raise ScenarioError(
-            f"{_where(path, 'bug')}: nomad-<issue number> (or fieldlab-<n>), not {values['bug']!r}"
-        )
-    if values["family"] not in FAMILIES:
-        raise ScenarioError(f"{_where(path, 'family')}: one of {', '.join(FAMILIES)}")
+    values = _names(path, raw, in_catalogue)
     try:
         re.compile(values["symptom"])
     except re.error as exc:
@@ -399,6 +404,12 @@ def load(path: Path) -> Scenario:
     jobspec = path.parent / _text(path, raw, "jobspec")
     if not jobspec.is_file():
         raise ScenarioError(f"{_where(path, 'jobspec')}: no file {jobspec}")
+    try:
+        form = scenario_jobspec.check(jobspec.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{_where(path, 'jobspec')}: cannot read {jobspec}: {exc}") from None
+    if form:
+        raise ScenarioError(f"{_where(path, 'jobspec')}: {jobspec.name}: {form}")
     images = _images(path, raw.get("images"))
     steps_raw, checks_raw = raw["steps"], raw["checks"]
     if not isinstance(steps_raw, list) or not steps_raw:
@@ -430,6 +441,39 @@ def load(path: Path) -> Scenario:
     )
 
 
+def _names(path: Path, raw: dict[str, Any], in_catalogue: bool) -> dict[str, str]:
+    """The scenario's head fields, checked: every scenario's, and a catalogue entry's stricter ones."""
+    from agent.faults import IMPLEMENTED_FAULTS
+
+    values = {key: _text(path, raw, key) for key in REQUIRED}
+    try:
+        values["bug"], url = scenario_ids.report_id(values["bug"])
+    except scenario_ids.IdError as exc:
+        raise ScenarioError(f"{_where(path, 'bug')}: {exc}") from None
+    if in_catalogue and not scenario_ids.CATALOGUE_ID.match(values["bug"]):
+        raise ScenarioError(f"{path}: {scenario_ids.catalogue_problem(values['bug'], '')}")
+    for key in CATALOGUE_REQUIRED:
+        # outside the catalogue each may be left out; a report's URL as its bug is its link
+        given = raw.get(key) is not None or (in_catalogue and not (key == "link" and url))
+        values[key] = _text(path, raw, key) if given else ""
+    values["link"] = values["link"] or url
+    if in_catalogue:
+        problem = scenario_ids.catalogue_problem(values["bug"], values["link"])
+        if problem:
+            raise ScenarioError(f"{path}: {problem}")
+    if values["family"] and values["family"] not in FAMILIES:
+        raise ScenarioError(f"{_where(path, 'family')}: one of {', '.join(FAMILIES)}")
+    problem = scenario_ids.flag_problem(values["flag"], IMPLEMENTED_FAULTS)
+    if problem:
+        raise ScenarioError(f"{_where(path, 'flag')}: {problem}")
+    if in_catalogue and not scenario_ids.flags_of(values["flag"]):
+        raise ScenarioError(
+            f"{_where(path, 'flag')}: a catalogue entry names the agent's fault flag that puts the bug back"
+        )
+    values["flag"] = ",".join(scenario_ids.flags_of(values["flag"]))
+    return values
+
+
 def _order(s: Scenario) -> tuple[int, str, int]:
     """By family, then by the bug's number."""
     digits = re.search(r"-([0-9]+)", s.bug)
@@ -438,7 +482,7 @@ def _order(s: Scenario) -> tuple[int, str, int]:
 
 def catalogue(root: Path = SCENARIOS) -> tuple[Scenario, ...]:
     """Every scenario under `root`, in file-name order; the first bad file raises ScenarioError."""
-    found = tuple(sorted((load(p) for p in root.glob("*.yml")), key=_order))
+    found = tuple(sorted((load(p, in_catalogue=True) for p in root.glob("*.yml")), key=_order))
     seen: dict[str, Path] = {}
     for s in found:
         if s.bug in seen:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import AgentError
-from e2e.harness import history, invariants, nomadview, vaultpolicy
+from e2e.harness import history, invariants, nomadview, scenario_jobspec, vaultpolicy
 from e2e.harness.cluster import Agent, Cluster
 from e2e.harness.faults import (
     AgentDown,
@@ -25,7 +25,7 @@ from e2e.harness.faults import (
     VaultOutage,
     alloc_containers,
 )
-from e2e.harness.jobs import job_name, restart_delay
+from e2e.harness.jobs import restart_delay
 from e2e.harness.remote import Remote
 from e2e.harness.scenario import (
     Scenario,
@@ -82,7 +82,7 @@ class ScenarioRun:
         job, ids = self._register(text, source.name)
         if not ids:
             raise AssertionError(f"{source.name}: the job placed no alloc on {self.node.name}")
-        self.job, self.alloc_id = str(job.get("ID") or job_name(text)), ids[0]
+        self.job, self.alloc_id = str(job.get("ID") or scenario_jobspec.job_id(text)), ids[0]
         history.record(history.NOTE, f"job submitted from {source.name}", node=self.node.name, allocs=ids)
 
     def _refused(self, text: str, name: str, want: str) -> None:
@@ -95,7 +95,7 @@ class ScenarioRun:
             self.refusal = str(exc)
             history.record(history.NOTE, f"job refused as it must be: {exc}", node=self.node.name)
             return
-        self.job, self.alloc_id = str(job.get("ID") or job_name(text)), (ids or [""])[0]
+        self.job, self.alloc_id = str(job.get("ID") or scenario_jobspec.job_id(text)), (ids or [""])[0]
         raise AssertionError(
             f"{name}: the job was accepted ({len(ids)} alloc(s) placed); it must be refused: /{want}/"
         )
@@ -107,13 +107,22 @@ class ScenarioRun:
         history.record(history.NOTE, f"job updated from {source.name}", node=self.node.name, allocs=ids)
 
     def _register(self, text: str, source: str) -> tuple[dict[str, Any], list[str]]:
-        """Parse, map the images, pin, register: the job and the allocs its evaluation placed."""
-        job = self.agent.request("POST", "/v1/jobs/parse", {"JobHCL": text, "Canonicalize": True})
+        """Parse, map the images, pin, register: the job and the allocs its evaluation placed. HCL2
+        is parsed by the agent (`nomad job run`); an API job in JSON is registered as it is
+        (`nomad job run -json`: e2e.harness.scenario_jobspec)."""
+        given = scenario_jobspec.api_job(text)
+        if given is None:
+            job = self.agent.request("POST", "/v1/jobs/parse", {"JobHCL": text, "Canonicalize": True})
+        else:
+            job = given
+            history.record(
+                history.NOTE, f"{source}: a JSON API job, registered as given", node=self.node.name
+            )
         job, self.substitutions = substitute_images(job, self.scenario.images)
         job = self._own_policies(job)
         for line in self.substitutions:
             history.record(history.NOTE, f"image substituted: {line}", node=self.node.name)
-        submission = {"Source": text, "Format": "hcl2", "VariableFlags": {}, "Variables": ""}
+        submission = scenario_jobspec.submission(text)
         body = {"Job": nomadview.pinned(job, self.node.name), "Submission": submission}
         out = self.agent.request("PUT", "/v1/jobs", body)
         placed = self.agent.request("GET", f"/v1/evaluation/{out['EvalID']}/allocations")

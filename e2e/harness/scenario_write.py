@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from e2e.harness import scenario_jobspec
 from e2e.harness.scenario import FAMILIES
 
 
@@ -26,16 +27,29 @@ def dump(doc: dict[str, Any]) -> str:
 
 
 # -- a new scenario's skeleton ------------------------------------------------------------------------
-SKELETON = """\
+HEAD_OWN = """\
 ---
-# {bug}: fill in every field, then `fieldlab repro {path}` (in e2e/scenarios/ it is a catalogue
-# entry: make repro BUG={bug}). The vocabulary of steps and checks: docs/field-bugs.md.
+# {bug}: fill in from the report, then `fieldlab repro {path}`: the scenario runs once on the lab's
+# agent (TARGET=nomad: on a Nomad cluster) and says PRESENT (the symptom showed) or ABSENT. With a
+# `flag` that puts the bug back in the agent it runs twice instead: REPRODUCED with it, FIXED without.
+# The vocabulary of steps and checks: docs/field-bugs.md.
 bug: {bug}
 title: "the report's title"
-link: https://github.com/hashicorp/nomad/issues/{number}
-versions: "the Nomad versions the report names"
+{link}# versions: "the Nomad versions the report names"
+# family: restore   # {families}
+# flag: an-agent-fault-flag   # agent/faults.py (make repro BUG=list)
+"""
+HEAD_CATALOGUE = """\
+---
+# {bug}: fill in every field, then `make repro BUG={bug}` (a catalogue entry: until its flag is
+# filled in, the catalogue does not load). The vocabulary of steps and checks: docs/field-bugs.md.
+bug: {bug}
+title: "the report's title"
+{link}versions: "the Nomad versions the report names"
 family: restore   # {families}
 flag: the-agent-fault-flag   # agent/faults.py; a new bug needs a new flag (a Bugs field)
+"""
+BODY = """\
 symptom: "a regex of the failure message that shows the field symptom"
 what: "the field symptom in one line, as the report words it"
 jobspec: {jobspec}
@@ -50,22 +64,25 @@ checks:
 """
 
 
-def skeleton(bug: str, jobspec_name: str, images: list[str], path: str = "") -> str:
-    number = bug.split("-")[1] if "-" in bug else "NUMBER"
+def skeleton(
+    bug: str, jobspec_name: str, images: list[str], path: str = "", link: str = "", catalogue: bool = False
+) -> str:
+    """A new report's scenario to fill in: flagless (run once, PRESENT or ABSENT) for a directory of
+    one's own; with every catalogue field for e2e/scenarios/. `link`: the report's URL ("": a
+    nomad-<n> id's GitHub issue, else none)."""
+    number = re.fullmatch(r"nomad-([0-9]+)", bug)
+    link = link or (f"https://github.com/hashicorp/nomad/issues/{number.group(1)}" if number else "")
+    link_line = f"link: {link}\n" if link else "# link: where the report is (optional)\n"
+    head = HEAD_CATALOGUE if catalogue else HEAD_OWN
     lines = "".join(f'  "{i}": fieldlab/busybox:latest\n' for i in images)
-    return SKELETON.format(
+    return head.format(
         bug=bug,
         path=path or f"e2e/scenarios/{bug}.yml",
-        number=number,
         families=" | ".join(FAMILIES),
-        jobspec=jobspec_name,
-        images=lines or "  {}\n",
-    )
-
-
-IMAGE_LINE = re.compile(r'^\s*image\s*=\s*"([^"$]+)"', re.MULTILINE)
+        link=link_line,
+    ) + BODY.format(jobspec=jobspec_name, images=lines or "  {}\n")
 
 
 def images_in(jobspec: str) -> list[str]:
-    """The literal images a jobspec names (for the skeleton's map)."""
-    return sorted(set(IMAGE_LINE.findall(jobspec)))
+    """The literal images a jobspec names (for the skeleton's map): HCL2 or JSON."""
+    return scenario_jobspec.images_in(jobspec)

@@ -41,6 +41,7 @@ class Repro:
     flag: str  # the fault flag the agents ran with ("" without)
     verdict: str  # REPRODUCED, FIXED, ... ("" while the run is not judged yet)
     replay: str  # the repro's own command
+    kind: str = ""  # the kind of run in words: two halves (flag, then none) or once, PRESENT/ABSENT
 
 
 @dataclass
@@ -105,18 +106,20 @@ class Run:
         if note is None:
             return None
         data = data_of(note)
-        verdict = ""
+        judged: dict[str, object] = {}
         try:
-            judged = json.loads((self.run_dir / REPRO_NAME).read_text())
-            verdict = text(judged.get("verdict")) if isinstance(judged, dict) else ""
+            read = json.loads((self.run_dir / REPRO_NAME).read_text())
+            judged = read if isinstance(read, dict) else {}
         except (OSError, ValueError):
             pass
         return Repro(
             bug=text(data.get("bug")),
             half=text(data.get("half")),
             flag=text(data.get("flag")) or self.agent_flags,
-            verdict=verdict,
-            replay=text(data.get("replay")),
+            verdict=text(judged.get("verdict")),
+            # the repro's own word on how to run it again (a scenario file's path, a target)
+            replay=text(judged.get("replay")) or text(data.get("replay")),
+            kind=text(judged.get("kind")),
         )
 
 

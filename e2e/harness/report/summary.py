@@ -48,6 +48,8 @@ def summary_of(run: Run, index: Path | None = None) -> str:
     if repro is not None:
         flag = f"fault flag {repro.flag}" if repro.flag else "no fault flag"
         lines.append(f"repro of {repro.bug} ({repro.half}, {flag}): {repro.verdict or 'not judged yet'}")
+        if repro.kind:
+            lines.append(f"kind of run: {repro.kind}")
     elif run.agent_flags:
         lines.append(f"agent fault flags: {run.agent_flags}")
     suite_lines = [f"  {s.name}: {fmt_outcomes(s.outcomes)}  {fmt_seconds(s.wall)}" for s in suites(run)]
