@@ -32,8 +32,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent.model import Template
@@ -85,15 +85,96 @@ def may_read(w: Workload, namespace: str, path: str) -> bool:
     return namespace == w.namespace and path in readable_paths(w)
 
 
+class ServiceCatalogue(Sequence[Mapping[str, Any]]):
+    """This node's Nomad service registrations (api.ServiceRegistration) at one change: built once
+    per change by the source and shared by the views of every task, read only. What the
+    functions and the watch derive from it (the instances of a name, the `nomadServices` list, the
+    digest of what a read sees) is worked out once, on first use, and kept with it: a change
+    watched by a hundred tasks costs one catalogue and one digest per distinct read, not a
+    hundred. A benign race: two threads that work out the same thing at once keep either copy."""
+
+    def __init__(self, services: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._items: tuple[Mapping[str, Any], ...] = tuple(services)
+        self._by_name: dict[str, tuple[Mapping[str, Any], ...]] | None = None
+        self._stubs: list[dict[str, Any]] | None = None
+        self._digests: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._items[i]
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        return iter(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ServiceCatalogue):
+            return self._items == other._items
+        return isinstance(other, (tuple, list)) and self._items == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ServiceCatalogue({len(self._items)} registrations)"
+
+    def named(self, name: str) -> tuple[Mapping[str, Any], ...]:
+        """The registrations of `name`, in the server's order (by ID)."""
+        by_name = self._by_name
+        if by_name is None:
+            groups: dict[str, list[Mapping[str, Any]]] = {}
+            for s in self._items:
+                groups.setdefault(str(s.get("ServiceName", "")), []).append(s)
+            by_name = {n: tuple(sorted(g, key=lambda s: str(s.get("ID")))) for n, g in groups.items()}
+            self._by_name = by_name
+        return by_name.get(name, ())
+
+    def stubs(self) -> list[dict[str, Any]]:
+        """What `nomadServices` lists (service_stubs): a copy for each caller."""
+        if self._stubs is None:
+            self._stubs = service_stubs(self._items)
+        return [{"Name": s["Name"], "Tags": list(s["Tags"])} for s in self._stubs]
+
+    def digest(self, read: str) -> str | None:
+        """The digest of what a read ("services", "service:<name>") sees, as the templates see it
+        (no raft indexes, which move with every event of their alloc); None for another read."""
+        found = self._digests.get(read)
+        if found is not None:
+            return found
+        seen: Any
+        if read == "services":
+            if self._stubs is None:
+                self._stubs = service_stubs(self._items)
+            seen = self._stubs
+        elif read.startswith("service:"):
+            seen = [_service_json(s) for s in self.named(read.partition(":")[2])]
+        else:
+            return None
+        found = _digest(seen)
+        self._digests[read] = found
+        return found
+
+
 @dataclass(frozen=True)
 class NomadView:
     """What a task's render pass may read, taken on the main loop when the pass begins: the
     variables of `readable_paths` that exist (api.Variable, with Items) and this node's Nomad
-    service registrations (api.ServiceRegistration)."""
+    service registrations (api.ServiceRegistration; a ServiceCatalogue, shared between the views
+    of one change). Read only."""
 
     workload: Workload
     variables: Mapping[str, Mapping[str, Any]]
     services: Sequence[Mapping[str, Any]]
+    _digests: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.services, ServiceCatalogue):
+            object.__setattr__(self, "services", ServiceCatalogue(self.services))
+
+    @property
+    def catalogue(self) -> ServiceCatalogue:
+        assert isinstance(self.services, ServiceCatalogue)
+        return self.services
 
 
 class NomadSource(Protocol):
@@ -190,7 +271,7 @@ def service_stubs(services: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
 
 def services_named(view: NomadView, name: str) -> list[Mapping[str, Any]]:
     """The registrations of `name`, in the server's order (by ID)."""
-    return sorted((s for s in view.services if s.get("ServiceName") == name), key=lambda s: str(s.get("ID")))
+    return list(view.catalogue.named(name))
 
 
 # -- what a render's calls answer (pure: the view is data) -------------------------------------
@@ -249,7 +330,7 @@ def list_services(view: NomadView, query: str) -> list[dict[str, Any]]:
         raise ValueError(f"nomad.services: invalid format: {json.dumps(query)}")
     if (m["region"] or REGION) != REGION:
         raise ValueError(f"nomad.services(@{m['region']}): {NO_REGION}")
-    return service_stubs(view.services)
+    return view.catalogue.stubs()
 
 
 def service_key(query: str) -> str:
@@ -258,18 +339,26 @@ def service_key(query: str) -> str:
     return f"service:{m['name']}" if m else "services"
 
 
+def _digest(seen: Any) -> str:
+    return hashlib.sha256(json.dumps(seen, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def fingerprint(view: NomadView, reads: Iterable[str]) -> str:
     """A digest of what these reads ("var", "services", "service:<name>") see in the view, as the
-    templates see it (no raft indexes of services, which move with every event of their alloc)."""
-    seen: dict[str, Any] = {}
+    templates see it (no raft indexes of services, which move with every event of their alloc).
+    Each read's own digest is worked out once per view ("var") or per catalogue (the services'),
+    so the tasks that watch one change share the work."""
+    parts = []
     for read in sorted(set(reads)):
         if read == "var":
-            seen[read] = dict(sorted(view.variables.items()))
-        elif read == "services":
-            seen[read] = service_stubs(view.services)
-        elif read.startswith("service:"):
-            seen[read] = [_service_json(s) for s in services_named(view, read.partition(":")[2])]
-    return hashlib.sha256(json.dumps(seen, sort_keys=True, default=str).encode()).hexdigest()
+            found = view._digests.get(read)
+            if found is None:
+                found = view._digests[read] = _digest(dict(sorted(view.variables.items())))
+        else:
+            found = view.catalogue.digest(read)
+        if found is not None:
+            parts.append(f"{read}={found}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def nomad_functions(

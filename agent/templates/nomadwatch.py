@@ -8,7 +8,9 @@ Each task whose last pass read Nomad data is watched with a digest of what it re
 or for a task watched since the last look, it asks each task whether its digest changed, and a task
 whose did gets a render pass at once (the pass watches it again with the new digest; a render that
 gives the same text writes nothing and sends no change_mode action). Nothing runs while no task
-is watched.
+is watched. The tasks of one look share their views' service catalogue and its digests (built once
+per change by the source, agent.runner.services.NomadData): a look costs one catalogue, not one
+per watched task.
 """
 
 from __future__ import annotations
