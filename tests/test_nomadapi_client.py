@@ -77,3 +77,22 @@ def test_fs_errors_have_nomads_codes_route_by_route(api: Api) -> None:
     assert api.call("GET", f"/v1/client/fs/ls/{alloc}")[0] == 200  # ls: "/" when no path is given
     assert api.call("GET", f"/v1/client/fs/stream/{alloc}?path=/alloc/data/f.txt&follow=false")[0] == 200
     assert api.call("GET", "/v1/client/fs/stat/0123abcd?path=/alloc")[0] == 404  # an unknown alloc
+
+
+def test_an_invalid_signal_is_refused_in_nomads_words(api: Api) -> None:
+    """Nomad's docker driver: consul-template's signals.Parse error wrapped as `failed to parse
+    signal: ...`; without a task, the alloc runner's multierror naming each task."""
+    (alloc,) = api.submit(ONE_TASK)
+    url = f"/v1/client/allocation/{alloc}/signal"
+    valid = (
+        '["SIGABRT" "SIGALRM" "SIGBUS" "SIGCONT" "SIGFPE" "SIGHUP" "SIGILL" "SIGINT" "SIGIO" "SIGIOT" '
+        '"SIGKILL" "SIGNULL" "SIGPIPE" "SIGPROF" "SIGQUIT" "SIGSEGV" "SIGSTOP" "SIGSYS" "SIGTERM" '
+        '"SIGTRAP" "SIGTSTP" "SIGTTIN" "SIGTTOU" "SIGUSR1" "SIGUSR2" "SIGWINCH" "SIGXCPU" "SIGXFSZ"]'
+    )
+    parsed = f"failed to parse signal: invalid signal %!q(<nil>) - valid signals are {valid}"
+    status, text = api.call("POST", url, {"Signal": "INVALID-SIGNAL", "Task": "srv"})
+    assert (status, text) == (400, parsed + "\n")
+    status, text = api.call("POST", url, {"Signal": "INVALID-SIGNAL"})
+    # the multierror's own trailing blank lines: the agent ends every error text with one newline
+    assert (status, text) == (400, f"1 error occurred:\n\t* Failed to signal task: srv, err: {parsed}\n")
+    assert api.call("POST", url, {"Signal": "sigusr1"}) == (200, {})  # looked up upper-cased

