@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import Config
 from agent.getter.fetch import ArtifactUnavailable, FetchLimits
 from agent.getter.getter import HttpGetter, chown_tree
-from agent.getter.plan import ArtifactError, Checksum, host_allowed, plan_fetch
+from agent.getter.plan import DEFAULT_ALLOWED, ArtifactError, Checksum, host_allowed, plan_fetch
 from agent.getter.unpack import UnpackLimits, unpack
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.model import Artifact, Group, Job, RestartPolicy, Task
@@ -95,7 +96,11 @@ def _tar(members: dict[str, bytes], *, link: tuple[str, str] | None = None) -> b
     return buf.getvalue()
 
 
+LOOPBACK = ("127.0.0.0/8",)  # the test server's; named explicitly (the default allows no host)
+
+
 def _fetch(task_dir: Path, artifact: Artifact, **kw: object) -> int:
+    kw.setdefault("allowed_hosts", LOOPBACK)
     return HttpGetter(**kw).fetch(task_dir, artifact, {"NOMAD_TASK_NAME": "t"})  # type: ignore[arg-type]
 
 
@@ -129,7 +134,42 @@ def test_only_allowed_hosts_are_fetched_from() -> None:
     why = host_allowed("example.com", ["192.0.2.7"], ["127.0.0.0/8"])
     assert why and "not in the client's artifact_allowed_hosts" in why
     assert host_allowed("mixed", ["10.77.0.2", "192.0.2.7"], ["10.77.0.0/24"]), "every address counts"
-    assert host_allowed("server1", [], ["server1"]) is None, "a host named in the list as is"
+    assert host_allowed("server1", ["10.77.0.2"], ["server1"]) is None, "a host named in the list as is"
+    assert host_allowed("server1", [], ["server1"]) == "server1 does not resolve", "nothing to connect to"
+
+
+@pytest.mark.parametrize(
+    ("host", "address", "allowed"),
+    [
+        ("127.0.0.1", "127.0.0.1", DEFAULT_ALLOWED),  # Consul's 127.0.0.1:8500, as the issue found it
+        ("localhost", "::1", DEFAULT_ALLOWED),
+        ("169.254.169.254", "169.254.169.254", DEFAULT_ALLOWED),  # a cloud's metadata service
+        ("fe80::1", "fe80::1", DEFAULT_ALLOWED),
+        ("consul", "127.0.0.1", ("0.0.0.0/0", "::/0")),  # a wide network does not let loopback in
+        ("mapped", "::ffff:127.0.0.1", ("0.0.0.0/0", "::/0")),  # nor an IPv4-mapped address
+        ("any", "0.0.0.0", ("0.0.0.0/0",)),  # connecting to 0.0.0.0 reaches loopback
+        ("localhost", "127.0.0.1", ("localhost",)),  # nor a name that resolves to loopback
+        ("rebound", "127.0.0.1", ("10.77.0.0/24", "rebound")),
+    ],
+)
+def test_loopback_and_link_local_are_refused_unless_such_a_network_is_named(
+    host: str, address: str, allowed: tuple[str, ...]
+) -> None:
+    """Issue 51: loopback and link-local are out of the default list (the agent is root on the host's
+    network: Consul's loopback binding was undone), and in only through an entry that is itself a
+    loopback or link-local network, as the unit tests' loopback server is allowed below."""
+    why = host_allowed(host, [address], allowed)
+    assert why and "loopback or link-local" in why, why
+    assert Config.__dataclass_fields__["artifact_allowed_hosts"].default == ()
+    assert host_allowed("127.0.0.1", ["127.0.0.1"], ["127.0.0.1/32"]) is None
+    assert host_allowed("metadata", ["169.254.169.254"], ["169.254.0.0/16"]) is None
+
+
+def test_the_default_getter_fetches_nothing_from_loopback(server: Server, tmp_path: Path) -> None:
+    server.files["/v1/kv/"] = b"secrets"
+    with pytest.raises(ArtifactError, match="loopback or link-local address"):
+        HttpGetter().fetch(tmp_path, Artifact(server.url + "/v1/kv/"), {})
+    assert server.hits == [], "nothing sent"
 
 
 # -- the jobspec -----------------------------------------------------------------------------------
@@ -369,7 +409,7 @@ def _runner(node: FakeNode, server: Server, artifact: Artifact, user: str = "") 
     group = Group(name="g", tasks=(task,), network=None, restart=RestartPolicy(attempts=0, mode="fail"))
     job = Job(id="art", groups=(group,), type="batch")
     rec = AllocRecord(id="a1b2c3d4-0000-4000-8000-0000000000a7", job="art", group="g")
-    deps = dataclasses.replace(node.deps(), getter=HttpGetter())
+    deps = dataclasses.replace(node.deps(), getter=HttpGetter(allowed_hosts=LOOPBACK))
     runner = AllocRunner(deps, rec, job, group)
     node.store.put("alloc", runner.id, runner.rec.to_record())
     runner.start()

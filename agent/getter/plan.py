@@ -35,7 +35,9 @@ SINGLE_FILE = frozenset({"gz", "bz2", "xz"})  # a compressed file, not a tree
 # go-getter's own options: read by the getter, not sent to the server
 GETTER_OPTIONS = frozenset({"checksum", "archive"})
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
-DEFAULT_ALLOWED = ("127.0.0.0/8", "::1/128")  # loopback only, unless the client config says more
+# None unless the client config says: loopback and link-local never by default (issue 51: the agent,
+# root on the host's network, fetched Consul's 127.0.0.1:8500 for a task)
+DEFAULT_ALLOWED: tuple[str, ...] = ()
 
 
 class ArtifactError(AgentError):
@@ -145,23 +147,55 @@ def plan_fetch(
     return FetchPlan(full, url.hostname, checksum, archive, posixpath.join(dest, name), "", dict(headers))
 
 
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _address(text: str) -> Address:
+    """An address as the kernel connects to it: an IPv4-mapped IPv6 address is its IPv4 address."""
+    address = ipaddress.ip_address(text.split("%", 1)[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def _host_only(address: Address) -> bool:
+    """Loopback, link-local or unspecified (0.0.0.0 reaches loopback): the host's own, or its link's."""
+    return address.is_loopback or address.is_link_local or address.is_unspecified
+
+
+def _names_host_only(net: Network) -> bool:
+    """An entry that is itself a loopback or link-local network (both ends inside one)."""
+    first, last = net.network_address, net.broadcast_address
+    return (first.is_loopback and last.is_loopback) or (first.is_link_local and last.is_link_local)
+
+
 def host_allowed(host: str, addresses: Sequence[str], allowed: Sequence[str]) -> str | None:
-    """Whether the agent may fetch from `host`, which resolved to `addresses`: every address must be
-    in an allowed network (or the host named as is). None when it may; why not, otherwise."""
-    networks = []
+    """Whether the agent may fetch from `host`, which resolved to `addresses` (the ones it will
+    connect to): every address must be in an allowed network, or the host named in the list as is.
+    A loopback, link-local or unspecified address needs an entry that is itself a loopback or
+    link-local network ("127.0.0.0/8", "::1/128", "169.254.0.0/16"): a wider network ("0.0.0.0/0")
+    or a name does not let the host's own services in. None when it may; why not, otherwise."""
+    networks: list[Network] = []
+    named = False
     for item in allowed:
         try:
             networks.append(ipaddress.ip_network(item, strict=False))
         except ValueError:
-            if item.lower() == host.lower():
-                return None
+            named = named or item.lower() == host.lower()
     if not addresses:
         return f"{host} does not resolve"
     for text in addresses:
-        address = ipaddress.ip_address(text.split("%", 1)[0])
-        if not any(address in net for net in networks):
+        address = _address(text)
+        if _host_only(address):
+            ok = any(address in net and _names_host_only(net) for net in networks)
+            what = "a loopback or link-local address, allowed only by such a network named in"
+        else:
+            ok = named or any(address in net for net in networks)
+            what = "not in"
+        if not ok:
             return (
-                f"{host} ({text}) is not in the client's artifact_allowed_hosts "
+                f"{host} ({text}) is {what} the client's artifact_allowed_hosts "
                 f"({', '.join(allowed) or 'none'}): the agent fetches from the lab's own nodes only"
             )
     return None
