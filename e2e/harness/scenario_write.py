@@ -29,10 +29,11 @@ def dump(doc: dict[str, Any]) -> str:
 # -- a new scenario's skeleton ------------------------------------------------------------------------
 HEAD_OWN = """\
 ---
-# {bug}: fill in from the report, then `fieldlab repro {path}`: the scenario runs once on the lab's
-# agent (TARGET=nomad: on a Nomad cluster) and says PRESENT (the symptom showed) or ABSENT. With a
-# `flag` that puts the bug back in the agent it runs twice instead: REPRODUCED with it, FIXED without.
-# The vocabulary of steps and checks: docs/field-bugs.md.
+# {bug}: fill in from the report, then run it:
+#   fieldlab repro {path}
+# It runs once on the lab's agent (TARGET=nomad: on a Nomad cluster) and says PRESENT (the symptom
+# showed) or ABSENT. With a `flag` that puts the bug back in the agent it runs twice instead:
+# REPRODUCED with it, FIXED without. The vocabulary of steps and checks: docs/field-bugs.md.
 bug: {bug}
 title: "the report's title"
 {link}# versions: "the Nomad versions the report names"
