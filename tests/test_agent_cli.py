@@ -149,14 +149,11 @@ def test_exec_takes_i_and_t_apart_and_wants_a_command(capsys: pytest.CaptureFixt
     args = parse("alloc", "exec", "-i", "-t", "abcdef12", "web", "--", "sh", "-l")
     assert (args.stdin, args.tty, args.task, args.command) == (True, True, "web", ["sh", "-l"])
     args = parse("alloc", "exec", "-i", "abcdef12", "--", "cat")
-    assert (args.stdin, args.tty) == (True, False)
+    assert (args.stdin, args.tty) == (True, None)  # -t: Nomad's default, whether there are terminals
     assert (
         parse("alloc", "exec", "abcdef12", "--", "ls").stdin,
         parse("alloc", "exec", "x", "--", "ls").tty,
-    ) == (
-        False,
-        False,
-    )
+    ) == (None, None)  # unsaid: Nomad's defaults (agent.cli.commands.exec_modes)
     assert cli.main(["alloc", "exec", "abcdef12"]) == 2
     assert "say the command" in capsys.readouterr().err
 
@@ -835,7 +832,7 @@ def test_exec_speaks_nomads_websocket_with_the_exit_code_and_both_streams(
     assert (code, out, err) == (7, "out\n", "err\n")
     ((argv, tty, session),) = opened
     assert (argv, tty) == (["ls", "-la"], False)
-    assert session.stdin_closed.is_set() and session.stdin == b""  # no -i: no stdin, closed at once
+    assert session.stdin_closed.is_set() and session.stdin == b""  # stdin (the test's) is empty: closed
     # Nomad's form: the task from -task, the command after ALLOC; an exit code past 255 is cut
     opened[:] = []
     _script(agent, lambda tty: ScriptedSession([], 300, tty=tty))

@@ -5,17 +5,27 @@ are read as Nomad's CLI reads them, `alloc status` is laid out as `nomad alloc s
 
 from __future__ import annotations
 
+import os
+import pty
+import select
+import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agent import cli
 from agent.cli import commands
 from agent.cli import logs as cli_logs
+from agent.cli.parser import split_command
+from agent.drivers import execframes as ef
+from agent.drivers.base import TaskHandle
 from agent.errors import AgentError
+from lab.waits import wait_until
 from tests.agent_api import Agent
 
 SESSION_WAIT = 10.0  # seconds a subprocess of the CLI gets to answer
@@ -67,8 +77,6 @@ def _cli(*argv: str, **kw: object) -> subprocess.Popen[bytes]:
 
 
 def _running(agent: Agent, tmp_path: Path) -> str:
-    from agent import cli
-
     spec = tmp_path / "web.hcl"
     spec.write_text(
         'job "web" {\n  group "g" {\n    task "srv" {\n      driver = "exec"\n'
@@ -140,8 +148,6 @@ def test_the_cli_reaches_the_agent_with_nomads_variables_alone(
     """NOMAD_ADDR, NOMAD_CACERT, NOMAD_CLIENT_CERT, NOMAD_CLIENT_KEY and no flag: the agent is
     reached. NOMAD_TLS_SERVER_NAME names the cert's name to check (a wrong one is refused),
     NOMAD_SKIP_VERIFY=true checks nothing."""
-    from agent import cli
-
     f = agent.flags
     for key in OURS:
         monkeypatch.delenv(key, raising=False)
@@ -157,3 +163,134 @@ def test_the_cli_reaches_the_agent_with_nomads_variables_alone(
     monkeypatch.setenv("NOMAD_SKIP_VERIFY", "true")
     assert cli.main(["node", "status"]) == 0
     capsys.readouterr()
+
+
+# -- 2. alloc exec: stdin attached by default (-i), a terminal when there is one (-t) ------------------
+
+
+class CatSession:
+    """An exec session (agent.drivers.session.ExecSession) that answers as `cat` would: without a
+    tty, what came on stdin once stdin has ended; with one, the line typed once Enter comes."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.stdin, self.done = tty, b"", False
+        self.ended = threading.Event()  # stdin ended (without a tty) or a line was typed (with one)
+        self.stdin_closed = threading.Event()
+        self.killed = threading.Event()
+
+    def read(self) -> tuple[bytes, bytes]:
+        if self.done:
+            return ef.STDOUT, b""
+        self.ended.wait(SESSION_WAIT)
+        self.done = True
+        return ef.STDOUT, b"got " + self.stdin
+
+    def write(self, data: bytes) -> None:
+        self.stdin += data
+        if self.tty and (b"\r" in data or b"\n" in data):  # Enter, raw or not yet
+            self.ended.set()
+
+    def close_stdin(self) -> None:
+        self.stdin_closed.set()
+        self.ended.set()
+
+    def resize(self, rows: int, cols: int) -> None:
+        pass
+
+    def wait(self, timeout: float) -> int | None:
+        return 137 if self.killed.is_set() else 0
+
+    def kill(self) -> None:
+        self.killed.set()
+
+
+def _cat(agent: Agent) -> list[tuple[list[str], bool, CatSession]]:
+    """Each exec session the agent opens in the fake exec driver: (command, tty, session)."""
+    opened: list[tuple[list[str], bool, CatSession]] = []
+
+    def exec_session(handle: TaskHandle, argv: list[str], *, tty: bool, **kw: Any) -> CatSession:
+        opened.append((argv, tty, CatSession(tty)))
+        return opened[-1][2]
+
+    agent.node.exec.exec_session = exec_session  # type: ignore[method-assign,assignment]
+    return opened
+
+
+def test_exec_takes_nomads_defaults_for_i_and_t() -> None:
+    """Nomad's `alloc exec`: -i defaults to true, -t to whether stdin and stdout are terminals, -t
+    without -i is refused; Go's bool flags take `-i=false`."""
+    args = cli.parser_().parse_args(split_command(["alloc", "exec", "ab12", "cat"])[0])
+    assert (args.stdin, args.tty) == (None, None)
+    assert commands.exec_modes(None, None, terminals=False) == (True, False)
+    assert commands.exec_modes(None, None, terminals=True) == (True, True)
+    head, cmd = split_command(["alloc", "exec", "-i=false", "-t=0", "ab12", "ls"])
+    args = cli.parser_().parse_args(head)
+    assert (args.stdin, args.tty, cmd) == (False, False, ["ls"])
+    assert commands.exec_modes(False, False, terminals=True) == (False, False)
+    assert commands.exec_modes(True, False, terminals=True) == (True, False)
+    with pytest.raises(AgentError, match="-i must be enabled if running with tty"):
+        commands.exec_modes(False, None, terminals=True)
+
+
+def test_piped_stdin_reaches_the_command_and_its_end_closes_the_commands_stdin(
+    agent: Agent, tmp_path: Path
+) -> None:
+    """`echo hi | fieldlab-agent alloc exec ID cat` prints hi, and `< FILE` the file (no -i given)."""
+    alloc = _running(agent, tmp_path)
+    opened = _cat(agent)
+    for given in ("pipe", "file"):
+        feed = tmp_path / "feed"
+        feed.write_bytes(b"hi\n")
+        with feed.open("rb") as file:
+            run = subprocess.run(
+                [sys.executable, "-m", "agent.cli", "alloc", "exec", *agent.flags, alloc[:8], "cat"],
+                input=b"hi\n" if given == "pipe" else None,
+                stdin=None if given == "pipe" else file,
+                capture_output=True,
+                timeout=SESSION_WAIT * 2,
+                check=False,
+            )
+        assert (run.returncode, run.stdout, run.stderr) == (0, b"got hi\n", b""), given
+        argv, tty, session = opened[-1]
+        assert (argv, tty, session.stdin_closed.is_set()) == (["cat"], False, True), given
+
+
+def test_exec_on_a_terminal_is_interactive_without_flags(agent: Agent, tmp_path: Path) -> None:
+    """`fieldlab-agent alloc exec ID /bin/sh` on a terminal: a tty session with the keys typed going
+    in (it used to end at once, its stdin closed, rc 0)."""
+    alloc = _running(agent, tmp_path)
+    opened = _cat(agent)
+    argv = [sys.executable, "-m", "agent.cli", "alloc", "exec", *agent.flags, alloc[:8], "/bin/sh"]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI on the pty (its stdin, stdout and stderr)
+        os.execv(sys.executable, argv)
+    try:
+        wait_until(
+            lambda: (True if opened else None, "no session"),
+            timeout=SESSION_WAIT,
+            what="the exec session",
+            interval=0.05,
+        )
+        os.write(fd, b"hello\r")
+        seen = b""
+        while b"got hello" not in seen:
+            if not select.select([fd], [], [], SESSION_WAIT)[0]:
+                break
+            try:
+                more = os.read(fd, 4096)
+            except OSError:  # EIO: the CLI ended
+                break
+            if not more:
+                break
+            seen += more
+        _, status = os.waitpid(pid, 0)
+        pid = 0
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    ((command, tty, _),) = opened
+    assert (command, tty) == (["/bin/sh"], True)
+    assert b"got hello" in seen, seen
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -344,10 +344,10 @@ class _FakeApi:
 def test_job_run_parses_here_with_the_variables_and_registers_nomads_job_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import agent.api.client
+    from agent.cli import commands
 
     api = _FakeApi()
-    monkeypatch.setattr(agent.api.client.ApiClient, "from_env", classmethod(lambda cls: api))
+    monkeypatch.setattr(commands, "client", lambda args: api)
     f = _write(tmp_path, "v.hcl", VARIABLE)
     vf = _write(tmp_path, "vars.json", json.dumps({"image": "nginx:1"}))
     assert cli.main(["job", "run", str(f), "-var", "image=redis:7", "-var-file", str(vf)]) == 0
@@ -366,10 +366,10 @@ def test_job_run_parses_here_with_the_variables_and_registers_nomads_job_json(
 def test_job_run_names_a_variable_without_a_value_and_registers_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import agent.api.client
+    from agent.cli import commands
 
     api = _FakeApi()
-    monkeypatch.setattr(agent.api.client.ApiClient, "from_env", classmethod(lambda cls: api))
+    monkeypatch.setattr(commands, "client", lambda args: api)
     f = _write(tmp_path, "v.hcl", VARIABLE)
     assert cli.main(["job", "run", str(f)]) != 0
     assert "image" in capsys.readouterr().err and api.calls == []

@@ -370,26 +370,38 @@ def alloc_logs(args: argparse.Namespace) -> int:
     return print_logs(api, args, str(alloc["ID"]), task)
 
 
+def exec_modes(stdin_flag: bool | None, tty_flag: bool | None, terminals: bool) -> tuple[bool, bool]:
+    """(stdin, tty) of `alloc exec` as Nomad's CLI sets them (pure): -i defaults to true, -t to
+    whether stdin and stdout are both terminals; -t without -i is refused, as Nomad refuses it."""
+    stdin = True if stdin_flag is None else stdin_flag
+    tty = terminals if tty_flag is None else tty_flag
+    if tty and not stdin:  # on a terminal -i=false needs -t=false too, as with Nomad's CLI
+        raise AgentError("-i must be enabled if running with tty (-i=false needs -t=false)")
+    return stdin, tty
+
+
+def _terminals() -> bool:
+    try:
+        return os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a stream with no descriptor (a test's capture)
+        return False
+
+
 def alloc_exec(args: argparse.Namespace) -> int:
-    """Nomad's exec websocket, interactive (-i, -t) or not: the command's exit code."""
+    """Nomad's exec websocket, stdin attached (-i, the default) and a terminal (-t) or not: the
+    command's exit code."""
     if not args.command:
         raise AgentError(
             "say the command: fieldlab-agent alloc exec ALLOC CMD [ARG...] (or ALLOC [TASK] -- CMD [ARG...])"
         )
-    one_shot = not (args.stdin or args.tty)
-    if one_shot and not 0 < args.timeout <= EXEC_MAX_TIMEOUT:
+    if args.timeout is not None and not 0 < args.timeout <= EXEC_MAX_TIMEOUT:
         raise AgentError(f"-timeout {args.timeout:g}: more than 0 and at most {EXEC_MAX_TIMEOUT:g} seconds")
+    stdin, tty = exec_modes(args.stdin, args.tty, _terminals())
     api = nomad(args)
     alloc = api.find_alloc(args.alloc_id)
     task = args.task_flag or args.task or only_task(alloc)
     return session.run(
-        api.api,
-        str(alloc["ID"]),
-        task,
-        list(args.command),
-        tty=bool(args.tty),
-        stdin=bool(args.stdin),
-        timeout=args.timeout if one_shot else None,
+        api.api, str(alloc["ID"]), task, list(args.command), tty=tty, stdin=stdin, timeout=args.timeout
     )
 
 

@@ -16,12 +16,14 @@ from agent.config import DEFAULT_CONFIG
 PROG = "fieldlab-agent"
 DEFAULT_ADDRESS = "https://127.0.0.1:4646"
 EXEC_INTERACTIVE = (
-    "-i passes stdin to the command and -t gives it a pseudo-terminal (raw mode on yours, the "
-    "window size following it): an interactive session until the command ends, with no -timeout. "
-    "Without either, exec runs the command to its end with no stdin, as a change script runs, "
-    "killed past -timeout (Nomad defaults -i to true; here it is asked for, so a script's exec "
-    "never waits on stdin). Either way it goes over Nomad's exec websocket, as `nomad alloc exec`."
+    "As Nomad's: -i (default true; -i=false: no stdin, closed at once) passes stdin to the command, "
+    "its end closing the command's stdin; -t (default: true when stdin and stdout are terminals; "
+    "-t=false: none) gives it a pseudo-terminal (raw mode on yours, the window size following it) "
+    "and needs -i. -timeout S (not Nomad's) kills the command past S seconds. Either way it goes "
+    "over Nomad's exec websocket, as `nomad alloc exec`."
 )
+GO_BOOL = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True}
+GO_BOOL |= {"0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -332,12 +334,21 @@ def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         ex,
         "timeout",
         type=float,
-        default=30.0,
         metavar="SECONDS",
-        help="without -i and -t: kill it after this long (30, at most 300)",
+        help="kill it after this long (at most 300; default: none, as Nomad)",
     )
-    ex.add_argument("-i", dest="stdin", action="store_true", help="pass stdin to the command")
-    ex.add_argument("-t", dest="tty", action="store_true", help="give the command a pseudo-terminal")
+    ex.add_argument(
+        "-i", dest="stdin", action="store_const", const=True, help="pass stdin to the command (default)"
+    )
+    ex.add_argument("--i=false", dest="stdin", action="store_const", const=False, help=argparse.SUPPRESS)
+    ex.add_argument(
+        "-t",
+        dest="tty",
+        action="store_const",
+        const=True,
+        help="give the command a pseudo-terminal (default when stdin and stdout are terminals)",
+    )
+    ex.add_argument("--t=false", dest="tty", action="store_const", const=False, help=argparse.SUPPRESS)
     ex.set_defaults(command=[])
     sg = leaf(
         alloc_sub,
@@ -409,12 +420,25 @@ def _nomad_exec_form(args: list[str]) -> tuple[list[str], list[str] | None]:
 def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
     """(what to parse, the command) for `alloc exec ... -- CMD...` and for Nomad's form without `--`
     (`alloc exec [options] ALLOC CMD...`); (argv, None) for anything else, whose `--` argparse
-    handles as usual."""
+    handles as usual. Before the command, exec's Go bool flags `-i=false`, `-t=0` ... are spelled
+    for argparse."""
     args = list(argv)
     if "--" not in args:
-        return _nomad_exec_form(args)
+        head, command = _nomad_exec_form(args)
+        return (_go_bools(head) if command is not None else head), command
     cut = args.index("--")
     words = [a for a in args[:cut] if not a.startswith("-")]
     if words[:2] == ["alloc", "exec"] or (len(words) > 2 and words[1:3] == ["alloc", "exec"]):
-        return args[:cut], args[cut + 1 :]
+        return _go_bools(args[:cut]), args[cut + 1 :]
     return args, None
+
+
+def _go_bools(args: list[str]) -> list[str]:
+    """`-i=V`/`-t=V` (Go's flag package: V one of strconv.ParseBool's words) as `-i`/`--i=false`;
+    any other V is left for argparse to refuse."""
+    out = []
+    for a in args:
+        name, eq, value = a.lstrip("-").partition("=")
+        go_bool = eq and name in ("i", "t") and a.startswith("-") and value in GO_BOOL
+        out.append((f"-{name}" if GO_BOOL[value] else f"--{name}=false") if go_bool else a)
+    return out

@@ -4,10 +4,11 @@ exec` speaks it: stdin as `{"stdin": {"data": <base64>}}` then `{"stdin": {"clos
 terminal's size as `{"tty_size": {"height", "width"}}`, a `{}` heartbeat every HEARTBEAT seconds;
 the agent sends `{"stdout"|"stderr": {"data"}}` and last `{"exited": true, "result": {"exit_code"}}`.
 
-Without -i the command gets no stdin (closed at once); with -t and a terminal on stdin, the terminal
-is put in raw mode for the session (keys go to the command as typed, ^C included) and its size
-follows the window (SIGWINCH); it is restored however the session ends. A one-shot exec (no -i, no
--t) is bounded by -timeout: past it the connection is closed, which kills the command."""
+With -i (the default, as Nomad's) stdin goes to the command as it comes, and its end closes the
+command's stdin; with -i=false the command's stdin is closed at once. With -t and a terminal on
+stdin, the terminal is put in raw mode for the session (keys go to the command as typed, ^C
+included) and its size follows the window (SIGWINCH); it is restored however the session ends. A
+session given -timeout is bounded by it: past it the connection is closed, which kills the command."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def run(
     ran past `timeout`)."""
     what = f"exec in task {task} of alloc {alloc_id[:8]}"
     ws = WebSocket.connect(api, exec_path(alloc_id, task, command, tty=tty), what)
-    in_fd = sys.stdin.fileno() if stdin else None
+    in_fd = _stdin_fd() if stdin else None
     raw = tty and in_fd is not None and os.isatty(in_fd)
     saved = termios.tcgetattr(in_fd) if raw and in_fd is not None else None
     wake_r, wake_w = os.pipe()
@@ -103,6 +104,15 @@ def run(
         for fd in (wake_r, wake_w):
             os.close(fd)
         ws.close()  # before the exit code: the agent kills a command whose caller went away
+
+
+def _stdin_fd() -> int | None:
+    """stdin's descriptor; None when it has none (a test's capture, a closed stdin): the command's
+    stdin is then closed at once, as for an empty one."""
+    try:
+        return sys.stdin.fileno()
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _poke(fd: int) -> None:
@@ -134,7 +144,7 @@ class _Session:
     def __init__(self, ws: WebSocket, in_fd: int | None, wake: int, timeout: float | None) -> None:
         self.ws, self.in_fd, self.wake, self.timeout = ws, in_fd, wake, timeout
         self.deadline = time.monotonic() + timeout if timeout is not None else None
-        self.sel = selectors.DefaultSelector()
+        self.sel = selectors.PollSelector()  # poll, not epoll: stdin may be a regular file (< FILE)
         self.sel.register(ws, selectors.EVENT_READ)
         self.sel.register(wake, selectors.EVENT_READ)
         if in_fd is not None:
