@@ -132,7 +132,7 @@ def verdict_table(rows: list[Row], target: str, total: float, base: Path) -> str
         present = sum(1 for r in once if r.halves and r.halves[0].verdict == "PRESENT")
         absent = sum(1 for r in once if r.halves and r.halves[0].verdict == "ABSENT")
         lines.append(f"{present}/{len(once)} field symptoms PRESENT, {absent} ABSENT on {target} (run once)")
-    lines.append(f"in {total:.0f}s ({total / max(1, len(rows)):.0f}s a bug); reports under {base}")
+    lines.append(f"took {total:.0f}s ({total / max(1, len(rows)):.0f}s a bug); reports under {base}")
     return "\n".join(lines) + "\n"
 
 
