@@ -96,3 +96,31 @@ def test_an_invalid_signal_is_refused_in_nomads_words(api: Api) -> None:
     # the multierror's own trailing blank lines: the agent ends every error text with one newline
     assert (status, text) == (400, f"1 error occurred:\n\t* Failed to signal task: srv, err: {parsed}\n")
     assert api.call("POST", url, {"Signal": "sigusr1"}) == (200, {})  # looked up upper-cased
+
+
+def _events_after_restart(api: Api, alloc: str, task: str) -> list[tuple[str, str]]:
+    """The task's events from its "Restart Signaled" on, once it has started again."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        events = api.request("GET", f"/v1/allocation/{alloc}")["TaskStates"][task]["Events"]
+        types = [e["Type"] for e in events]
+        if "Restart Signaled" in types and types.count("Started") >= 2:
+            at = types.index("Restart Signaled")
+            return [(e["Type"], e["DisplayMessage"]) for e in events[at:]]
+        assert time.monotonic() < deadline, types
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("body", [{}, {"TaskName": "srv"}, {"AllTasks": True}])
+def test_alloc_restart_tells_terminated_and_restarting_before_started(
+    api: Api, body: dict[str, object]
+) -> None:
+    """Nomad's restartImpl: "Restart Signaled", the kill's exit as "Terminated", the restart
+    tracker's triggered restart as "Restarting" (no delay), then "Started"."""
+    (alloc,) = api.submit(ONE_TASK)
+    assert api.call("POST", f"/v1/client/allocation/{alloc}/restart", body) == (200, {})
+    told = _events_after_restart(api, alloc, "srv")
+    assert [t for t, _ in told] == ["Restart Signaled", "Terminated", "Restarting", "Started"], told
+    assert told[1][1].startswith("Exit Code: ") and told[2][1] == "Task restarting in 0s"
+    state = api.request("GET", f"/v1/allocation/{alloc}")["TaskStates"]["srv"]
+    assert (state["State"], state["Restarts"], state["FinishedAt"]) == ("running", 1, "0001-01-01T00:00:00Z")

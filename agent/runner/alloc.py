@@ -557,16 +557,32 @@ class AllocRunner:
         t = next(x for x in self.group.tasks if x.name == task)
         self.driver(t).signal(h, sig)
 
-    def stop_for_restart(self, tasks: Sequence[Task], then: Callable[[], None]) -> None:
+    def stop_for_restart(
+        self, tasks: Sequence[Task], then: Callable[[], None], *, events: bool = False
+    ) -> None:
         """Stop tasks to start them again: recorded dead first, so a kill before the start leaves a
-        task the restore starts again (uncounted), never an 'exit' it would count."""
+        task the restore starts again (uncounted), never an 'exit' it would count. `events`: each
+        stopped task's exit and its restart are told, as Nomad's task runner tells a restart it was
+        asked for (restartImpl: the kill's exit is "Terminated", then the restart tracker's
+        triggered restart "Restarting" with no delay, then "Started")."""
         stopping: list[tuple[Task, TaskHandle]] = []
         for t in tasks:
             h = self.state.handle(t.name)
             if h is not None:
                 self.state.update_task(t.name, state=TaskState.DEAD)
                 stopping.append((t, h))
-        kill_off_loop(self, "stop for restart", stopping, then)
+
+        def stopped() -> None:
+            for t, h in stopping if events else ():
+                try:
+                    code = self.driver(t).status(h).exit_code
+                except AgentError:
+                    code = None  # its engine cannot say: the exit is told without a code
+                self.event(t.name, "Terminated", f"Exit Code: {exit_text(code)}", exit_code=code)
+                self.event(t.name, "Restarting", "Task restarting in 0s", start_delay=0)
+            then()
+
+        kill_off_loop(self, "stop for restart", stopping, stopped)
 
 
 def task_hooks() -> tuple[TaskHook, ...]:

@@ -133,7 +133,7 @@ class Coordinator:
                     )
             self.advance()
 
-        r.stop_for_restart(tasks, again)
+        r.stop_for_restart(tasks, again, events=True)
 
     # -- poststop at the end of an alloc (a stop, a failure) -----------------------------------------
     def run_poststop(self, then: Callable[[], None]) -> None:

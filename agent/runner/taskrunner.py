@@ -539,7 +539,7 @@ class TaskRunner:
             ar.kill_point("restart.after-stop")
             self.restart(cause, why)
 
-        ar.stop_for_restart([self.t], start_again)
+        ar.stop_for_restart([self.t], start_again, events=cause is StartCause.OPERATOR)
 
     # -- restore ------------------------------------------------------------------------------------
     def restore_dead(self) -> None:
