@@ -39,7 +39,7 @@ from pathlib import Path
 
 from e2e.harness import scenario_jobspec
 from e2e.harness.scenario import SCENARIOS, Scenario, ScenarioError, catalogue, load
-from e2e.harness.scenario_ids import IdError, catalogue_problem, report_id
+from e2e.harness.scenario_ids import CATALOGUE_ID, IdError, catalogue_problem, report_id
 from e2e.harness.scenario_write import images_in, skeleton
 
 E2E = Path(__file__).resolve().parent
@@ -485,9 +485,24 @@ def _main_new(argv: list[str]) -> int:
         required=True,
         help="the report's jobspec as it gives it: HCL2, or JSON (nomad job inspect)",
     )
-    ap.add_argument("--dir", default=str(SCENARIOS), help="where to write it (default: the catalogue)")
+    ap.add_argument(
+        "--dir",
+        default="",
+        help="where to write it (default: the catalogue for a nomad-<n> id, else beside the jobspec)",
+    )
     args = ap.parse_args(argv)
-    return new_scenario(args.bug, Path(args.jobspec), Path(args.dir))
+    jobspec = Path(args.jobspec)
+    return new_scenario(args.bug, jobspec, Path(args.dir) if args.dir else default_dir(args.bug, jobspec))
+
+
+def default_dir(bug: str, jobspec: Path) -> Path:
+    """Where `new` writes without --dir: a catalogue id's skeleton into the catalogue, any other
+    report's beside its jobspec (the report's own directory)."""
+    try:
+        bug_id, _ = report_id(bug)
+    except IdError:
+        return SCENARIOS  # new_scenario says what is wrong with the id
+    return SCENARIOS if CATALOGUE_ID.match(bug_id) else jobspec.resolve().parent
 
 
 if __name__ == "__main__":

@@ -126,7 +126,11 @@ def add_suite_commands(top: argparse._SubParsersAction[argparse.ArgumentParser])
     rp.add_argument("bug", metavar="BUG")
     rp.add_argument("new_bug", nargs="?", default="", help=argparse.SUPPRESS)
     rp.add_argument("--jobspec", default="", help="new: the report's jobspec")
-    rp.add_argument("--dir", default="", help="new: where to write the scenario (default: e2e/scenarios)")
+    rp.add_argument(
+        "--dir",
+        default="",
+        help="new: where to write it (default: e2e/scenarios for a nomad-<n> id, else beside the jobspec)",
+    )
     rp.add_argument("--lab", default=lab_default, help="lab name (env LAB)")
     rp.add_argument(
         "--target",
