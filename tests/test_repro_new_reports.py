@@ -354,3 +354,55 @@ def test_an_unknown_bug_names_the_closest_ids(capsys: pytest.CaptureFixture[str]
     assert repro.main(["nomad-588"]) == 2
     err = capsys.readouterr().err
     assert "did you mean nomad-5883" in err and "nomad-24292" not in err
+
+
+# --- 5. the page's worked examples, offline: their files, skeletons and fill-ins make scenarios ------
+def test_the_worked_examples_of_the_page_make_the_scenarios_they_say(tmp_path: Path) -> None:
+    """What e2e/test_repro_worked_examples.py runs on the lab, checked without one: each example's
+    jobspec block, `repro new` on it, the page's fill-in over the skeleton -> a scenario that loads,
+    flagless or with the flag the page names."""
+    import re
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "field-bugs.md").read_text()
+    blocks = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"<!-- example: ([^>]+?) -->\n```[a-z]*\n(.*?)```", doc, re.S)
+    }
+    for name in ("ks.nomad.hcl", "ks.json", "example-restored.hcl"):
+        (tmp_path / name).write_text(blocks[name])
+    made = {}
+    for new, fill in (("user-killsig new", "user-killsig fill-in"), ("nomad-5883 new", "nomad-5883 fill-in")):
+        for line in blocks[new].splitlines():
+            words = line.split()
+            assert words[:3] == ["fieldlab", "repro", "new"], line
+            jobspec = Path(words[words.index("--jobspec") + 1].replace("/tmp/report", str(tmp_path)))
+            assert repro.new_scenario(words[3], jobspec, tmp_path) == 0, line
+            bug = report_id(words[3])[0]
+            path = tmp_path / f"{bug}.yml"
+            filled = yaml.safe_load(path.read_text())
+            filled.update(yaml.safe_load(blocks[fill]))
+            path.write_text(yaml.safe_dump(filled))
+            made[bug] = load(path)
+    assert sorted(made) == ["nomad-5883", "user-killsig", "user-killsig-json"]
+    assert made["user-killsig"].flag == made["user-killsig-json"].flag == ""
+    assert made["nomad-5883"].flag == "rerun-completed-on-restore"
+    assert made["nomad-5883"].link == "https://github.com/hashicorp/nomad/issues/5883"
+    assert api_job(blocks["ks.json"]) is not None  # the JSON example is an API job (nomad job inspect)
+    runs = [line for name in ("user-killsig run", "nomad-5883 run") for line in blocks[name].splitlines()]
+    assert all(
+        re.fullmatch(r"(TARGET=nomad )?fieldlab repro /tmp/report/[a-z0-9-]+\.yml", r) for r in runs
+    ), runs
+
+
+def test_repro_new_without_dir_writes_a_report_of_ones_own_beside_its_jobspec(tmp_path: Path) -> None:
+    """The issue's own command, `fieldlab repro new user-killsig --jobspec ks.nomad.hcl`, is taken:
+    the skeleton goes beside the jobspec; a nomad-<n> one into the catalogue, as before."""
+    report = tmp_path / "ks.nomad.hcl"
+    report.write_text(KS_HCL)
+    assert repro.main(["new", "user-killsig", "--jobspec", str(report)]) == 0
+    assert load(tmp_path / "user-killsig.yml").jobspec == tmp_path / "jobs" / "user-killsig-ks.nomad.hcl"
+    assert repro.default_dir("nomad-5883", report) == repro.SCENARIOS
+    assert repro.default_dir("https://github.com/hashicorp/nomad/issues/5883", report) == repro.SCENARIOS
+    assert repro.default_dir("https://example.com/t/61234", report) == tmp_path
