@@ -23,6 +23,7 @@ from agent.cli import commands
 from agent.cli import logs as cli_logs
 from agent.cli.parser import split_command
 from agent.drivers import execframes as ef
+from agent.drivers import raw_exec
 from agent.drivers.base import TaskHandle
 from agent.errors import AgentError
 from lab.waits import wait_until
@@ -294,3 +295,24 @@ def test_exec_on_a_terminal_is_interactive_without_flags(agent: Agent, tmp_path:
     assert (command, tty) == (["/bin/sh"], True)
     assert b"got hello" in seen, seen
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+# -- 5. the raw_exec-disabled refusal: once, with how to enable it -------------------------------------
+
+RAW = 'job "r" {\n  group "g" {\n    task "t" {\n      driver = "raw_exec"\n      config { command = "/bin/true" }\n    }\n  }\n}\n'
+
+
+def test_a_raw_exec_job_on_a_client_without_it_is_refused_once_saying_how_to_enable_it(
+    agent: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent's answer (and so the CLI's line) says the reason once, with Nomad's client config
+    for it and the lab's switch."""
+    monkeypatch.setattr(agent.core.drivers, "_disabled", {"raw_exec": raw_exec.DISABLED})
+    spec = tmp_path / "r.hcl"
+    spec.write_text(RAW)
+    assert cli.main(["job", "run", *agent.flags, str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("driver raw_exec is disabled on this client") == 1, err
+    assert 'plugin "raw_exec" { config { enabled = true } }' in err, err
+    assert '"raw_exec_enabled": true' in err and "make lab-up RAW_EXEC=1" in err, err
+    assert err.startswith("fieldlab-agent: error: job r: register: HTTP 400: ") and err.count("\n") == 1, err

@@ -192,7 +192,8 @@ def test_raw_exec_is_not_registered_unless_enabled() -> None:
     assert off.names == ("docker", "exec")
     assert not off.enabled("raw_exec")
     assert off.refusal("raw_exec") == DISABLED
-    assert DISABLED == "driver raw_exec is disabled on this client: set raw_exec_enabled"
+    assert DISABLED.startswith("driver raw_exec is disabled on this client: enable it with ")
+    assert 'plugin "raw_exec" { config { enabled = true } }' in DISABLED and "RAW_EXEC=1" in DISABLED
     assert off.refusal("docker") is None and off.refusal("exec") is None
     with pytest.raises(DriverError, match="raw_exec_enabled"):
         off.get("raw_exec")

@@ -45,7 +45,11 @@ from agent.drivers.session import ExecPlan
 from agent.model import Task
 
 NAME = "raw_exec"
-DISABLED = f"driver {NAME} is disabled on this client: set raw_exec_enabled"
+DISABLED = (
+    f"driver {NAME} is disabled on this client: enable it with \"raw_exec_enabled\": true in the agent's "
+    f'config file (a Nomad client: plugin "{NAME}" {{ config {{ enabled = true }} }}); a lab: make lab-up '
+    "RAW_EXEC=1 (no isolation: trusted jobspecs only)"
+)
 SHELL_NAME = "fieldlab-raw-exec"  # $0 of P until it exec's the workload
 
 

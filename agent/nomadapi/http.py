@@ -138,9 +138,8 @@ def guard(
             return fn(groups, body)
         except HttpError as exc:
             return text(exc.status, str(exc))
-        except JobspecError as exc:
-            lines = [str(exc)] + [f"  {p or '(job)'}: {r}" for p, r in exc.problems]
-            return text(400, "\n".join(dict.fromkeys(lines)))
+        except JobspecError as exc:  # one line per problem, each once
+            return text(400, "\n".join(dict.fromkeys(exc.lines())))
         except AgentError as exc:
             return text(next(code for kind, code in _STATUS if isinstance(exc, kind)), str(exc))
 
