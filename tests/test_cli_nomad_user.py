@@ -299,7 +299,15 @@ def test_exec_on_a_terminal_is_interactive_without_flags(agent: Agent, tmp_path:
 
 # -- 5. the raw_exec-disabled refusal: once, with how to enable it -------------------------------------
 
-RAW = 'job "r" {\n  group "g" {\n    task "t" {\n      driver = "raw_exec"\n      config { command = "/bin/true" }\n    }\n  }\n}\n'
+RAW = """job "r" {
+  group "g" {
+    task "t" {
+      driver = "raw_exec"
+      config { command = "/bin/true" }
+    }
+  }
+}
+"""
 
 
 def test_a_raw_exec_job_on_a_client_without_it_is_refused_once_saying_how_to_enable_it(

@@ -46,7 +46,7 @@ from agent.model import Task
 
 NAME = "raw_exec"
 DISABLED = (
-    f"driver {NAME} is disabled on this client: enable it with \"raw_exec_enabled\": true in the agent's "
+    f'driver {NAME} is disabled on this client: enable it with "raw_exec_enabled": true in the agent\'s '
     f'config file (a Nomad client: plugin "{NAME}" {{ config {{ enabled = true }} }}); a lab: make lab-up '
     "RAW_EXEC=1 (no isolation: trusted jobspecs only)"
 )
