@@ -216,3 +216,14 @@ def test_a_stored_alloc_with_a_ten_year_delay_is_restored_not_lost(tmp_path: Pat
     assert after.runners[alloc].rec.live
     # its stop waits the client's cap (the runner's, from the limits: tests above show the wait)
     assert (before.deps.max_shutdown_delay, after.deps.max_shutdown_delay) == (TEN_YEARS, 30.0)
+
+
+def test_the_lab_role_sets_the_limit_and_the_agent_takes_it(tmp_path: Path) -> None:
+    from tests.test_role_hardening import _agent_config, _lab_inventory
+
+    _, inventory = _lab_inventory(tmp_path, raw_exec=False)
+    config = _agent_config(tmp_path, inventory, "client1")
+    assert config["max_shutdown_delay"] == DEFAULT_MAX_SHUTDOWN_DELAY
+    path = tmp_path / "client1.json"
+    path.write_text(json.dumps(config))
+    assert load_config(path).max_shutdown_delay == DEFAULT_MAX_SHUTDOWN_DELAY
