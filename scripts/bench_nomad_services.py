@@ -11,7 +11,13 @@ this thread exactly as the main loop runs it, so the time a look takes is the ti
 held. Prints figures (ms per look, and the builds and digests of the service catalogue per look
 when the agent counts them); asserts nothing about speed.
 
+`--each`: every watching alloc registers the services too (the jobspec's group with a count).
+`--agent`: the agent's own Core on a fake node (tests.fakes: no processes, no network) with its
+main loop running, the jobspec submitted through it, variables written; each look of the watch
+timed where it runs, on the loop.
+
     .venv/bin/python scripts/bench_nomad_services.py [--services 1000] [--tasks 1,10,50] [--changes 5]
+        [--each] [--agent]
 """
 
 from __future__ import annotations
@@ -122,6 +128,149 @@ def bench(
     return figures
 
 
+def agent_job(n_services: int, n_tasks: int, *, each: bool = False) -> str:
+    """A jobspec of `n_services` nomad services (one group), and a group of `n_tasks` allocs whose
+    task renders `nomadServices`; `each`: one group of `n_tasks` allocs, each registering the
+    services and rendering them."""
+    services = "\n".join(
+        f"""    service {{
+      name     = "svc-{i}"
+      provider = "nomad"
+      port     = "http"
+      tags     = ["v1", "i{i}"]
+    }}"""
+        for i in range(n_services)
+    )
+    template = """      template {
+        data        = "{{ range nomadServices }}{{ .Name }} {{ end }}"
+        destination = "local/all.conf"
+        change_mode = "noop"
+      }"""
+    if each:
+        return f"""job "bench" {{
+  group "w" {{
+    count = {n_tasks}
+    network {{
+      port "http" {{}}
+    }}
+{services}
+    task "t" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sleep"
+      }}
+{template}
+    }}
+  }}
+}}
+"""
+    return f"""job "bench" {{
+  group "services" {{
+    network {{
+      port "http" {{}}
+    }}
+{services}
+    task "s" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sleep"
+      }}
+    }}
+  }}
+  group "w" {{
+    count = {n_tasks}
+    task "t" {{
+      driver = "exec"
+      config {{
+        command = "/bin/sleep"
+      }}
+{template}
+    }}
+  }}
+}}
+"""
+
+
+def poll(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
+    """Poll `condition` every 20 ms until it holds, or fail after `timeout` seconds naming `what`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout:g}s")
+        time.sleep(0.02)
+
+
+class _Quiet:
+    """Holds once the watch has fired no task (and every task is watched again) for `quiet` seconds."""
+
+    def __init__(self, watch: Any, quiet: float) -> None:
+        self.watch, self.quiet = watch, quiet
+        self.seen: tuple[int, int] = (-1, -1)
+        self.since = time.monotonic()
+
+    def __call__(self) -> bool:
+        now = (self.watch.fired, self.watch.watching)
+        if now != self.seen:
+            self.seen, self.since = now, time.monotonic()
+        return time.monotonic() - self.since >= self.quiet
+
+
+def _grown(seen: list[float], before: int) -> bool:
+    return len(seen) > before
+
+
+def bench_agent(
+    n_services: int, n_tasks: int, n_changes: int, tmp: Path, *, each: bool = False
+) -> tuple[int, list[float]]:
+    """The agent's Core on a fake node (tests.fakes: no processes, no network) with its main loop
+    running: the jobspec submitted, then `n_changes` variables written through the loop; the time
+    each look of the watch held the loop. Returns the jobspec's size and the looks' times."""
+    import threading
+
+    from agent.core import Core
+    from agent.faults import Faults
+    from tests.fakes import FakeNode
+
+    node = FakeNode(tmp)
+    core = Core(
+        node.store, node.registry, node.network, data_dir=tmp / "data", faults=Faults(), task_dirs=node.dirs
+    )
+    nomad = core.deps.templates.nomad
+    assert isinstance(nomad, NomadData)
+    watch = nomad.watcher
+    watch.interval = 0.05
+    held: list[float] = []
+    look = watch._look
+
+    def timed() -> None:
+        started = time.perf_counter()
+        look()
+        held.append(time.perf_counter() - started)
+
+    watch._look = timed  # type: ignore[method-assign]
+    loop = threading.Thread(target=core.run_loop, daemon=True)
+    loop.start()
+    spec = agent_job(n_services, n_tasks, each=each)
+    try:
+        core.call(lambda: core.submit(spec, "hcl"))
+        poll(lambda: watch.watching >= n_tasks, timeout=300, what=f"{n_tasks} tasks watched")
+        poll(_Quiet(watch, 1.0), timeout=300, what="no watched task fired for 1 s (the allocs started)")
+        looks: list[float] = []
+        for i in range(n_changes):
+
+            def write(i: int = i) -> None:
+                core.store.put("var", "nomad/jobs/unread", {"items": {"n": str(i)}})
+
+            core.call(write)
+            before = len(held)  # the next look begins after the write (both on the loop)
+            poll(partial(_grown, held, before), timeout=60, what="a look after the write")
+            looks.append(held[-1])
+        return len(spec.encode()), looks
+    finally:
+        core.stop()
+        loop.join(timeout=30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--services", type=int, default=1000)
@@ -130,7 +279,21 @@ def main() -> None:
     ap.add_argument(
         "--each", action="store_true", help="every watching alloc registers the services too (a group count)"
     )
+    ap.add_argument(
+        "--agent", action="store_true", help="the agent's Core on a fake node, the jobspec submitted"
+    )
     args = ap.parse_args()
+    if args.agent:
+        for n in (int(x) for x in args.tasks.split(",")):
+            with tempfile.TemporaryDirectory() as tmp:
+                size, looks = bench_agent(args.services, n, args.changes, Path(tmp), each=args.each)
+            total = args.services * (n if args.each else 1)
+            print(
+                f"agent: jobspec of {args.services} nomad services ({size / 1000:.0f} KB; {total} "
+                f"registered), {n:3d} watching tasks, a variable written: main loop held "
+                f"{statistics.mean(looks) * 1000:8.1f} ms per look (max {max(looks) * 1000:.1f})"
+            )
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.tasks.split(",")):
             figures = bench(args.services, n, args.changes, Path(tmp), each=args.each)
