@@ -152,6 +152,10 @@ E2E_ARGS = --lab $(LAB) $(if $(TARGET),--target $(TARGET)) --loops $(LOOPS) --ch
 smoke: install ## The e2e suites in `make test` (all but chaos and the nightly scenarios, LOOPS=5) on the running lab (LAB=default)
 	$(BIN)/pytest e2e -m "e2e and not nightly" $(E2E_ARGS)
 
+.PHONY: python-nomad-suite
+python-nomad-suite: install ## python-nomad's own integration suite (from its PyPI sdist) against a lab client (LAB=, NODE=client1)
+	$(BIN)/python scripts/python_nomad_suite.py --lab $(LAB) $(if $(NODE),--node $(NODE)) $(if $(K),-k "$(K)")
+
 .PHONY: e2e
 e2e: install ## All e2e suites incl. seeded chaos on the running lab; report in e2e/reports/<run>/ (SEED=, LOOPS=, CHAOS_MINUTES=, K=, TARGET=nomad: a Nomad cluster's clients)
 	$(BIN)/pytest e2e $(E2E_ARGS)
