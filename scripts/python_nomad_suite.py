@@ -113,7 +113,7 @@ job "example" {
       config {
         image          = "fieldlab/busybox:latest"
         command        = "sh"
-        args           = ["-c", "trap 'echo got-hup' HUP; trap 'echo got-usr1' USR1; while true; do sleep 1; done"]
+        args           = ["-c", "trap 'echo hup' HUP; trap 'echo usr1' USR1; while true; do sleep 1; done"]
         ports          = ["db"]
         auth_soft_fail = true
       }
