@@ -239,7 +239,6 @@ def write_job(
     if refused is not None:  # Nomad answers the RPC's error: 500 with the message
         raise HttpError(500, refused)
     warnings = "\n".join(parsed.warnings)
-    placed: tuple[str, ...] = ()  # the same job again places nothing, as Nomad's no-op eval
     if not same:
         # A new version stops what it replaces first (a one-node cluster cannot place the new
         # allocs beside the old: static ports), bounded as a job stop is.
@@ -249,9 +248,15 @@ def write_job(
                 500, f"job {job_id}: allocs {', '.join(a[:8] for a in left)} did not stop in time"
             )
         shown, fmt, given = _submission(data, text)
-        done = core.call(lambda: core.commit(parsed, shown, fmt, given, source, plan=plan))
-        placed = tuple(str(a) for a in done.get("allocs") or ())
-    ev = core.call(lambda: api.evaluate(job_id, trigger, parsed.job.type, placed, priority=priority))
+
+        def commit() -> Eval:  # one turn of the loop: no alloc is ever read without its EvalID
+            done = core.commit(parsed, shown, fmt, given, source, plan=plan)
+            placed = tuple(str(a) for a in done.get("allocs") or ())
+            return api.evaluate(job_id, trigger, parsed.job.type, placed, priority=priority)
+
+        ev = core.call(commit)
+    else:  # the same job again places nothing, as Nomad's no-op eval
+        ev = core.call(lambda: api.evaluate(job_id, trigger, parsed.job.type, (), priority=priority))
     out = {
         "EvalID": ev.id,
         "EvalCreateIndex": ev.create_index,
