@@ -197,6 +197,7 @@ class Core:
             host_volumes=self.node.host_volumes,
             max_kill_timeout=limits.max_kill_timeout,
             max_shutdown_delay=limits.max_shutdown_delay,
+            identity_ttl=limits.identity_ttl,
             node_table=node_table(self.node),
             getter=getter or HttpGetter(),
         )

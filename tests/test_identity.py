@@ -179,7 +179,9 @@ def test_claims_are_nomads() -> None:
         "exp": 4600,
         "jti": "jti-1",
     }
-    assert "exp" not in identity_claims(w, WorkloadIdentity(), 1000, "j")
+    # Nomad signs an identity without a ttl with no exp; the agent gives it the client's default
+    assert identity_claims(w, WorkloadIdentity(), 1000, "j")["exp"] == 1000 + 3600
+    assert identity_claims(w, WorkloadIdentity(), 1000, "j", default_ttl=60)["exp"] == 1060
     assert renew_at(1000, 3600) == 2800 and renew_at(1000, 0) is None
 
 

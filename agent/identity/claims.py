@@ -1,8 +1,9 @@
 """A task's workload identity claims, as Nomad's (nomad/structs/workload_id.go and identity.go):
 the job's namespace, id and alloc id, the task's name; `sub` is
 region:namespace:job:group:task:identity; `aud` the identity's audience; `iat` and `nbf` now, `exp`
-now + ttl when the identity has one; `jti` unique per token. Pure: the caller gives the time and
-the token id."""
+now + ttl; `jti` unique per token. One difference: an identity without a ttl (Nomad: no `exp`, a
+token valid forever, a warning only) gets the client's `identity_default_ttl`, so no token the agent
+signs lacks an `exp`. Pure: the caller gives the time, the token id and the default."""
 
 from __future__ import annotations
 
@@ -31,7 +32,19 @@ class Workload:
     region: str = DEFAULT_REGION
 
 
-def identity_claims(w: Workload, wid: WorkloadIdentity, now: float, token_id: str) -> dict[str, Any]:
+def effective_ttl(ttl: float, default_ttl: float = DEFAULT_IDENTITY_TTL) -> float:
+    """The seconds a token of an identity with `ttl` lives: its own ttl, or the client's default when
+    it has none (Nomad signs that one without `exp`: a stolen token would be good forever)."""
+    return ttl if ttl > 0 else default_ttl
+
+
+def identity_claims(
+    w: Workload,
+    wid: WorkloadIdentity,
+    now: float,
+    token_id: str,
+    default_ttl: float = DEFAULT_IDENTITY_TTL,
+) -> dict[str, Any]:
     issued = int(now)
     claims: dict[str, Any] = {
         "nomad_namespace": w.namespace,
@@ -44,12 +57,11 @@ def identity_claims(w: Workload, wid: WorkloadIdentity, now: float, token_id: st
         "nbf": issued,
         "jti": token_id,
     }
-    if wid.ttl > 0:
-        claims["exp"] = issued + int(wid.ttl)
+    claims["exp"] = issued + max(1, int(effective_ttl(wid.ttl, default_ttl)))
     return claims
 
 
 def renew_at(issued: float, ttl: float) -> float | None:
     """When a token with `ttl` signed at `issued` is signed again: half way to its expiry (Nomad's
-    widmgr renews well before it; a token without ttl never)."""
+    widmgr renews well before it; a token without ttl never: give it `effective_ttl`)."""
     return issued + ttl / 2 if ttl > 0 else None

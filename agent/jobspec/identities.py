@@ -10,6 +10,7 @@ import re
 import signal
 from typing import TYPE_CHECKING
 
+from agent.jobspec.durations import format_duration
 from agent.jobspec.templateblocks import task_relative
 from agent.jobspec.tree import Body, join
 from agent.model import WorkloadIdentity
@@ -112,5 +113,10 @@ def _warnings(builder: BodyReader, path: str, audience: tuple[str, ...], ttl: fl
         builder.report.warn(join(path, "aud"), "an identity without an audience is insecure")
     elif len(audience) > 1:
         builder.report.warn(join(path, "aud"), "one audience per identity is more secure than several")
-    if not ttl:
-        builder.report.warn(join(path, "ttl"), "an identity without an expiration (ttl) is insecure")
+    if not ttl:  # Nomad warns and signs it without exp; the agent gives it the client's default
+        default = format_duration(builder.limits.identity_ttl)
+        builder.report.warn(
+            join(path, "ttl"),
+            "an identity without an expiration (ttl) is insecure: its tokens expire after the client's "
+            f"identity_default_ttl ({default}) and are signed again before",
+        )

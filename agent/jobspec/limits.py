@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, replace
 
 from agent.bugs import NO_BUGS, Bugs
+from agent.identity.claims import DEFAULT_IDENTITY_TTL
 
 MIB = 1 << 20
 DEFAULT_MAX_SHUTDOWN_DELAY = 30.0
@@ -22,6 +23,7 @@ class Limits:
     max_count: int = 1000  # a group's count
     max_kill_timeout: float = 30.0  # seconds; Nomad's client max_kill_timeout default
     max_shutdown_delay: float = DEFAULT_MAX_SHUTDOWN_DELAY  # seconds; a longer shutdown_delay is refused
+    identity_ttl: float = DEFAULT_IDENTITY_TTL  # seconds an identity without a ttl lives (its warning says)
     max_templates: int = 256  # template blocks of one task (the client's template_max_per_task)
     max_bytes: int = MIB  # a jobspec's text (the API answers 413 above it)
     max_depth: int = 64  # nesting of blocks, lists and objects

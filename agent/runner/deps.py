@@ -14,6 +14,7 @@ from agent.bugs import NO_BUGS, Bugs
 from agent.config import DEFAULT_TOKEN_ROLE
 from agent.drivers.registry import DriverRegistry
 from agent.getter.getter import ArtifactGetter, HttpGetter
+from agent.identity.claims import DEFAULT_IDENTITY_TTL
 from agent.identity.keyring import Keyring
 from agent.identity.vaultlogin import VaultJwt
 from agent.jobspec.limits import DEFAULT_MAX_SHUTDOWN_DELAY
@@ -59,6 +60,7 @@ class RunnerDeps:
     getter: ArtifactGetter = field(default_factory=HttpGetter)  # tasks' artifacts (agent.getter)
     max_kill_timeout: float = 30.0  # the client's cap on a task's kill_timeout (Nomad's max_kill_timeout)
     max_shutdown_delay: float = DEFAULT_MAX_SHUTDOWN_DELAY  # the client's cap on a shutdown_delay's wait
+    identity_ttl: float = DEFAULT_IDENTITY_TTL  # a workload identity without a ttl: its tokens' (seconds)
     node_table: Mapping[str, str] = field(default_factory=dict)  # ${node.*}, ${attr.*}, ${meta.*} (taskenv)
     check_results: CheckResults = field(default_factory=CheckResults)  # nomad checks (runner.checks)
     keyring: Keyring | None = None  # signs the tasks' workload identities (None: the data dir's)

@@ -3,7 +3,8 @@
 secrets/nomad_token (the default identity) or secrets/nomad_<name>.jwt (`filepath`: that path in
 the task dir instead), mode 0600, owned by the task's user (agent.runner.owner), through the
 task sandbox's writer (no link followed: the task owns its dirs); and put in the task's
-environment as NOMAD_TOKEN or NOMAD_TOKEN_<name>. A token with a `ttl` is signed again half way to
+environment as NOMAD_TOKEN or NOMAD_TOKEN_<name>. Every token expires (an identity without a `ttl`
+gets the client's identity_default_ttl, where Nomad signs no `exp`) and is signed again half way to
 its expiry, and the task hears of it by its `change_mode` (restart, signal, noop), as Nomad's. After
 an agent restart a reattached task's tokens are signed and written again (not a change)."""
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from agent.decisions import StartCause
 from agent.errors import AgentError
-from agent.identity.claims import Workload, identity_claims, renew_at
+from agent.identity.claims import Workload, effective_ttl, identity_claims, renew_at
 from agent.model import WorkloadIdentity
 from agent.runner.hooks import StartRequest, TaskHook, Then
 from agent.runner.owner import task_file_owner
@@ -52,7 +53,8 @@ def sign_identity(tr: TaskRunner, wid: WorkloadIdentity) -> str:
         raise IdentityError(f"identity {wid.name}: this agent has no workload identity key")
     ar = tr.ar
     workload = Workload(ar.job.id, ar.group.name, ar.id, tr.t.name)
-    return keyring.sign(identity_claims(workload, wid, tr.d.clock(), str(uuid.uuid4())))
+    claims = identity_claims(workload, wid, tr.d.clock(), str(uuid.uuid4()), tr.d.identity_ttl)
+    return keyring.sign(claims)
 
 
 class IdentityHook(TaskHook):
@@ -102,7 +104,7 @@ class IdentityHook(TaskHook):
                 raise IdentityError(f"identity {wid.name}: {exc}") from None
 
     def _arm(self, tr: TaskRunner, wid: WorkloadIdentity, generation: int) -> None:
-        at = renew_at(tr.d.clock(), wid.ttl)
+        at = renew_at(tr.d.clock(), effective_ttl(wid.ttl, tr.d.identity_ttl))  # none lives forever
         if at is None:
             return
 
