@@ -88,7 +88,9 @@ class CoreSettings:
             host_volumes=cfg.host_volumes,
             artifacts=HttpGetter(
                 allowed_hosts=cfg.artifact_allowed_hosts,
-                fetch_limits=FetchLimits(max_bytes=cfg.artifact_max_bytes),
+                fetch_limits=FetchLimits(
+                    max_bytes=cfg.artifact_max_bytes, deadline=cfg.artifact_http_read_timeout
+                ),
                 cafile=str(cfg.tls.ca_file) if cfg.tls else None,
             ),
             docker_pids_limit=cfg.docker_pids_limit,

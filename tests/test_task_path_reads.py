@@ -35,7 +35,6 @@ ARTIFACT = (
 SITES: dict[tuple[str, str, str], str] = {
     ("cli/jobfiles.py", "variables", "path.read_text"): CLI,
     ("config.py", "_read", "path.read_text"): NODE,
-    ("getter/fetch.py", "download", "opener.open"): ARTIFACT,
     ("getter/unpack.py", "_unzip", "z.open"): ARTIFACT,
     ("getter/unpack.py", "unpack", "tarfile.open"): ARTIFACT,
     ("drivers/exec.py", "InitArgs.of", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,

@@ -4,6 +4,7 @@ an anonymous temporary file of the agent's, then written into the task's sandbox
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ class HttpGetter:
             dict(artifact.headers),
             env,
         )
-        limits = FetchLimits(self.fetch_limits.max_bytes, self.fetch_limits.timeout, self.allowed_hosts)
+        limits = dataclasses.replace(self.fetch_limits, allowed_hosts=self.allowed_hosts)
         with tempfile.TemporaryFile(prefix="fieldlab-artifact-") as tmp:
             download(plan.url, plan.host, dict(plan.headers), tmp, limits, plan.checksum, cafile=self.cafile)
             tmp.seek(0)

@@ -1,0 +1,163 @@
+"""An artifact's download (agent.getter.fetch) against real servers on loopback, as an attacker
+serves it (issue 51): a name that resolves to a checked address is connected to at that address,
+never resolved again (DNS rebinding), with the Host header, TLS server name and certificate check of
+the name; a redirect is checked and connected the same way and takes the jobspec's credentials to
+another host only as Go's client does; a server trickling a byte at a time meets the whole
+download's deadline (Nomad's artifact `http_read_timeout`), not only the per-read timeout.
+
+The servers listen on 127.0.0.2 while the URLs name `localhost` (127.0.0.1 to the system's
+resolver): only a download that connects to the address it checked reaches them."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.getter.fetch import ArtifactUnavailable, FetchLimits, download
+from agent.getter.plan import ArtifactError
+from tests.pki import TestCA
+
+LOOPBACK = ("127.0.0.0/8",)  # named explicitly: the default list allows no host
+ADDRESS = "127.0.0.2"
+TRICKLE_BYTES = 30  # one every TRICKLE_PERIOD: the server wants 3 s
+TRICKLE_PERIOD = 0.1
+
+
+class Server:
+    """Serves `files`, answers `redirects`, trickles /slow (body) and /slow-headers; records every
+    request's path and headers."""
+
+    def __init__(self, context: ssl.SSLContext | None = None) -> None:
+        self.files: dict[str, bytes] = {}
+        self.redirects: dict[str, str] = {}
+        self.seen: list[tuple[str, dict[str, str]]] = []
+        files, redirects, seen = self.files, self.redirects, self.seen
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append((self.path, dict(self.headers.items())))
+                if self.path in redirects:
+                    self.send_response(302)
+                    self.send_header("Location", redirects[self.path])
+                    self.end_headers()
+                elif self.path == "/slow-headers":
+                    for byte in b"HTTP/1.1 200 OK\r\nX-Padding: " + b"x" * TRICKLE_BYTES:
+                        self.wfile.write(bytes([byte]))
+                        time.sleep(TRICKLE_PERIOD)  # the attack: a byte per read, never a pause long enough
+                elif self.path == "/slow":
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(TRICKLE_BYTES))
+                    self.end_headers()
+                    for _ in range(TRICKLE_BYTES):
+                        self.wfile.write(b"x")
+                        time.sleep(TRICKLE_PERIOD)
+                else:
+                    body = files.get(self.path)
+                    self.send_response(200 if body is not None else 404)
+                    self.send_header("Content-Length", str(len(body or b"")))
+                    self.end_headers()
+                    self.wfile.write(body or b"")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer((ADDRESS, 0), Handler)
+        if context is not None:
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server()
+    yield s
+    s.close()
+
+
+class Lookups:
+    """The resolver: `localhost` to 127.0.0.2, counted."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, host: str) -> list[str]:
+        self.asked.append(host)
+        return [ADDRESS] if host == "localhost" else [host]
+
+
+def _get(url: str, limits: FetchLimits | None = None, **kw: object) -> tuple[bytes, Lookups]:
+    out, lookups = io.BytesIO(), Lookups()
+    limits = limits or FetchLimits(allowed_hosts=LOOPBACK)
+    host = urllib.parse.urlsplit(url).hostname or ""
+    download(url, host, dict(kw.pop("headers", {})), out, limits, None, lookup=lookups, **kw)  # type: ignore[arg-type]
+    return out.getvalue(), lookups
+
+
+def test_the_checked_address_is_the_one_connected_to(server: Server) -> None:
+    """One resolution for the check and the connect: `localhost` resolved (once) to 127.0.0.2 is
+    fetched from 127.0.0.2, with `Host: localhost:<port>`; a second resolution would reach
+    127.0.0.1, where nothing listens."""
+    server.files["/conf"] = b"checked"
+    body, lookups = _get(f"http://localhost:{server.port}/conf")
+    assert body == b"checked"
+    assert lookups.asked == ["localhost"]
+    assert server.seen[0][1]["Host"] == f"localhost:{server.port}"
+
+
+def test_a_redirect_is_checked_and_connected_the_same_way(server: Server) -> None:
+    """Every hop is resolved once, checked and connected to its checked address; the jobspec's
+    Authorization goes along to the same host, not to another one (Go's client)."""
+    server.files["/there"] = b"followed"
+    server.redirects["/here"] = f"http://localhost:{server.port}/there"
+    body, lookups = _get(f"http://{ADDRESS}:{server.port}/here", headers={"Authorization": "Bearer t"})
+    assert body == b"followed" and lookups.asked == [ADDRESS, "localhost"]
+    assert [path for path, _ in server.seen] == ["/here", "/there"]
+    assert server.seen[0][1].get("Authorization") == "Bearer t"
+    assert "Authorization" not in server.seen[1][1], "credentials to another host"
+    server.redirects["/away"] = "http://192.0.2.7/x"  # TEST-NET-1: refused before any connection
+    with pytest.raises(ArtifactError, match=r"192\.0\.2\.7 .* is not in the client's artifact_allowed_hosts"):
+        _get(f"http://localhost:{server.port}/away")
+
+
+def test_tls_checks_the_urls_name_on_the_checked_address(tmp_path: Path) -> None:
+    """https to `localhost` at 127.0.0.2: the server name sent and the certificate checked are the
+    URL's name (the certificate names localhost and 127.0.0.1, not 127.0.0.2)."""
+    ca = TestCA(tmp_path)
+    issued = ca.issue("artifacts", server=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(issued.cert, issued.key)
+    server = Server(context)
+    try:
+        server.files["/conf"] = b"over tls"
+        body, _ = _get(f"https://localhost:{server.port}/conf", cafile=str(ca.ca_file))
+        assert body == b"over tls"
+        with pytest.raises(ArtifactUnavailable, match=r"hostname '127\.0\.0\.2' doesn't match"):
+            _get(f"https://{ADDRESS}:{server.port}/conf", cafile=str(ca.ca_file))
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("path", ["/slow", "/slow-headers"])
+def test_a_trickling_server_meets_the_whole_downloads_deadline(server: Server, path: str) -> None:
+    """A byte every 0.1 s never trips the per-read timeout: the download's deadline ends it (Nomad's
+    artifact http_read_timeout: the duration in which a download must complete)."""
+    limits = FetchLimits(allowed_hosts=LOOPBACK, timeout=5.0, deadline=0.5)
+    started = time.monotonic()
+    says = r"did not complete within the client's artifact_http_read_timeout of 0\.5s"
+    with pytest.raises(ArtifactUnavailable, match=says):
+        _get(f"http://localhost:{server.port}{path}", limits)
+    held = time.monotonic() - started
+    print(f"{path}: refused after {held:.2f} s (the server wanted {TRICKLE_BYTES * TRICKLE_PERIOD:.1f} s)")
