@@ -606,6 +606,19 @@ def test_a_raw_exec_jobspec_is_refused_unless_the_lab_trusts_its_jobspecs(cluste
     assert node.run("test -e /etc/owned-by-a-field-jobspec", check=False).rc != 0
 
 
+def test_a_ten_year_shutdown_delay_is_refused_at_submission(cluster: Cluster) -> None:
+    """Issue 51: `shutdown_delay = "87600h"` made a stop sleep ten years (the task outlived `job
+    stop`, GC and purge waited behind it). Above the client's max_shutdown_delay it is refused."""
+    agent = cluster.agent(cluster.clients[0])
+    spec = SLEEPER_JOB.format(job="hostile-shutdown-delay", blocks='      shutdown_delay = "87600h"\n')
+    before = agent.jobs()
+    with pytest.raises(AgentError) as refused:
+        agent.run_job(spec, "hostile: shutdown_delay 87600h")
+    msg = str(refused.value)
+    assert "400" in msg and "task.t.shutdown_delay: 87600h" in msg and "max_shutdown_delay" in msg, msg
+    assert agent.jobs() == before, "a refused job must store nothing"
+
+
 # (a|a)*b backtracks exponentially under Python's re (43.9 s at 28 a's, doubling per character);
 # Go's regexp, RE2, is linear. Parsed at submission: the agent's API must answer throughout.
 REGEX_BOMB_JOB = SLEEPER_JOB.format(
