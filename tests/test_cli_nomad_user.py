@@ -5,6 +5,7 @@ are read as Nomad's CLI reads them, `alloc status` is laid out as `nomad alloc s
 
 from __future__ import annotations
 
+import copy
 import os
 import pty
 import select
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from typing import Any
 import pytest
 
 from agent import cli
-from agent.cli import commands
+from agent.cli import allocstatus, commands
 from agent.cli import logs as cli_logs
 from agent.cli.parser import split_command
 from agent.drivers import execframes as ef
@@ -324,3 +326,90 @@ def test_a_raw_exec_job_on_a_client_without_it_is_refused_once_saying_how_to_ena
     assert 'plugin "raw_exec" { config { enabled = true } }' in err, err
     assert '"raw_exec_enabled": true' in err and "make lab-up RAW_EXEC=1" in err, err
     assert err.startswith("fieldlab-agent: error: job r: register: HTTP 400: ") and err.count("\n") == 1, err
+
+
+# -- 6. alloc status laid out as `nomad alloc status` -------------------------------------------------
+
+MIB = 1024 * 1024
+
+
+def test_alloc_status_is_laid_out_as_nomads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nomad's command/alloc_status.go: the header (Eval ID, Node ID/Name, Desired Description),
+    the addresses, then a block per task (lifecycle tasks first) with its resources (usage from the
+    stats), its times and restarts and its own Recent Events (Time, Type, Description)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    from tests.test_agent_cli import EVENTS, JOB, NOW, VIEW, nomad_alloc
+
+    job = copy.deepcopy(JOB)
+    job["TaskGroups"][0]["Tasks"][1]["Lifecycle"] = {"Hook": "prestart", "Sidecar": False}
+    alloc = nomad_alloc(VIEW, EVENTS, job)
+    alloc["EvalID"] = "e1e2e3e4-0000-4000-8000-000000000009"
+    alloc["TaskResources"]["redis"].update(CPU=500, MemoryMB=256, MemoryMaxMB=512)
+    alloc["Resources"]["DiskMB"] = 300
+    memory = {"RSS": 0, "Usage": 50 * MIB, "Measured": ["Usage"]}  # cgroup v2: no RSS, its Usage
+    usage = {"CpuStats": {"TotalTicks": 12.7}, "MemoryStats": memory}
+    text = allocstatus.alloc_status(alloc, NOW, stats={"Tasks": {"redis": {"ResourceUsage": usage}}})
+    head, addresses, side = text.split("\n\n")[:3]
+    redis = 'Task "redis"' + text.split('Task "redis"')[1].split("\n\nTask Events")[0]
+    assert head.splitlines() == [
+        "ID                  = 8c1a2b3c-0000-4000-8000-000000000001",
+        "Eval ID             = e1e2e3e4",
+        "Name                = web.cache[0]",
+        "Node ID             = 5f8e2d1c",
+        "Node Name           = client1",
+        "Job ID              = web",
+        "Job Version         = 3",
+        "Client Status       = running",
+        "Client Description  = <none>",
+        "Desired Status      = run",
+        "Desired Description = <none>",
+        "Created             = 5m ago",
+        "Modified            = 5s ago",
+    ]
+    assert addresses == (
+        'Allocation Addresses (mode = "bridge"):\n'
+        "Label  Dynamic  Address\n"
+        "*http  yes      10.213.251.5:20000 -> 8080"
+    )
+    assert side.startswith('Task "side" (prestart) is "dead"\nTask Resources:\nCPU    Memory  Disk '), side
+    assert redis == (
+        'Task "redis" is "running"\n'
+        "Task Resources:\n"
+        "CPU         Memory          Disk     Addresses\n"
+        "12/500 MHz  50 MiB/256 MiB  300 MiB\n"
+        "            Max: 512 MiB"
+    )
+    blocks = text.split('Task "redis" is "running"')[1]
+    assert (
+        "Task Events:\n"
+        "Started At     = 2023-11-14T22:08:41Z\n"
+        "Finished At    = N/A\n"
+        "Total Restarts = 2\n"
+        "Last Restart   = N/A\n"
+        "\n"
+        "Recent Events:\n"
+        "Time                  Type          Description\n"
+        "2023-11-14T22:11:40Z  Network Lost  pause container died\n"
+        "2023-11-14T22:08:41Z  Started       start 11\n"
+    ) in blocks
+    assert "2023-11-14T22:13:15Z  Terminated    Exit Code: 1" in text.split('Task "redis"')[0]
+    assert [allocstatus.ibytes(n) for n in (0, 9, 5 * MIB, 256 * MIB, 1536 * MIB)] == [
+        "0 B",
+        "9 B",
+        "5.0 MiB",
+        "256 MiB",
+        "1.5 GiB",
+    ]
+
+
+def test_alloc_status_through_the_cli_reads_the_alloc_and_its_stats(
+    agent: Agent, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    alloc = _running(agent, tmp_path)
+    assert cli.main(["alloc", "status", *agent.flags, alloc[:8]]) == 0
+    out = capsys.readouterr().out
+    assert "\nNode ID             = 5f8e2d1c\nNode Name           = client1\n" in out, out
+    assert '\n\nTask "srv" is "running"\nTask Resources:\nCPU' in out, out
+    assert "\nTask Events:\nStarted At     = " in out and "\nTotal Restarts = 0\n" in out, out
+    assert "\nRecent Events:\nTime" in out and "  Started   " in out, out

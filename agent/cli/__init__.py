@@ -9,6 +9,7 @@ completion script.
     session.py     `alloc exec` over Nomad's exec websocket (wsclient.py: RFC 6455 over mTLS)
     format.py      what they print: tables, `Key = value` blocks, relative times (pure)
     allocformat.py the same for allocations (pure)
+    allocstatus.py `alloc status` laid out as `nomad alloc status` (pure)
     jobfiles.py    jobspec files: -var/-var-file, file() reads, `job validate` (offline)
     completion.py  bash/zsh completion generated from the command tree
 """

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from agent.cli import allocformat, planformat, session
+from agent.cli import allocformat, allocstatus, planformat, session
 from agent.cli import format as fmt
 from agent.cli.calls import CallError, Nomad, q
 from agent.cli.jobfiles import registration
@@ -344,11 +344,20 @@ def alloc_list(args: argparse.Namespace) -> int:
 
 
 def alloc_status(args: argparse.Namespace) -> int:
-    alloc = nomad(args).alloc(args.alloc_id)
+    """GET /v1/allocation/:id and, as Nomad's CLI, its stats (GET /v1/client/allocation/:id/stats:
+    each task's usage; when they cannot be read, said on stderr and the rest printed)."""
+    api = nomad(args)
+    alloc = api.alloc(args.alloc_id)
     if args.json:
         _print_json(alloc)
-    else:
-        print(allocformat.alloc_status(alloc, time.time(), args.verbose))
+        return 0
+    alloc_id = str(alloc.get("ID"))
+    try:
+        stats = api.get(f"/v1/client/allocation/{q(alloc_id)}/stats", f"alloc {alloc_id[:8]}'s stats")
+    except CallError as exc:
+        print(f"Couldn't retrieve stats: {exc.reason}", file=sys.stderr)
+        stats = None
+    print(allocstatus.alloc_status(alloc, time.time(), args.verbose, stats))
     return 0
 
 
