@@ -517,9 +517,10 @@ def test_handlers_run_on_a_bounded_pool_and_health_does_not_wait_for_it(
 
 
 def stand_in_routes() -> list[tuple[str, str, Handler]]:
-    """Nomad's routes over a stand-in core with nothing but its change index: enough for what a
-    route does with a request before it touches the core (reading its body)."""
-    return build_nomad_routes(NomadApi(cast(Core, SimpleNamespace(changes=ChangeIndex())), NODE))
+    """Nomad's routes over a stand-in core with nothing but its change index (no store: evaluations
+    in memory): enough for what a route does with a request before it touches the core (reading its
+    body)."""
+    return build_nomad_routes(NomadApi(cast(Core, SimpleNamespace(changes=ChangeIndex(), store=None)), NODE))
 
 
 @pytest.mark.parametrize(
