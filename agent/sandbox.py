@@ -186,6 +186,12 @@ def _open_parent(task_dir: Path, where: SandboxPath, *, create: bool) -> int:
     return fd
 
 
+def open_parent(task_dir: Path, where: SandboxPath) -> int:
+    """An fd of the existing directory that holds `where`'s last component, walked without following
+    a link (for callers that act by fd below it: the artifact hook's chown)."""
+    return _open_parent(task_dir, where, create=False)
+
+
 def _read_at(dir_fd: int, name: str, shown: str, limit: int) -> bytes:
     """The content of the regular file `name` below `dir_fd`, at most `limit` bytes; refuses links,
     FIFOs, devices and directories without opening them for anything that could block."""

@@ -36,6 +36,7 @@ from agent.model import Artifact, Group, Job, RestartPolicy, Task
 from agent.nomadapi.jobjson import parsed_job_json
 from agent.records import AllocRecord, AllocStatus, TaskState
 from agent.runner.alloc import AllocRunner
+from agent.sandbox import sandbox_path
 from tests.fakes import FakeNode
 
 SHA = hashlib.sha256
@@ -460,16 +461,63 @@ def test_chown_follows_no_link(tmp_path: Path) -> None:
     host_dir = tmp_path / "host"
     (host_dir / "sub").mkdir(parents=True)
     (host_dir / "file").write_text("host")
-    dest = tmp_path / "dest"
-    dest.mkdir()
+    task_dir = tmp_path / "t"
+    dest = task_dir / "local" / "dest"
+    dest.mkdir(parents=True)
     (dest / "to-file").symlink_to(host_dir / "file")
     (dest / "to-dir").symlink_to(host_dir)
-    chown_tree(dest, (65534, 65534))
+    chown_tree(task_dir, sandbox_path("local/dest"), (65534, 65534))
     assert (dest / "to-file").lstat().st_uid == 65534 and (dest / "to-dir").lstat().st_uid == 65534
     for p in (host_dir, host_dir / "sub", host_dir / "file"):
         assert p.stat().st_uid == os.geteuid(), p
-    chown_tree(dest / "to-dir", (65534, 65534))  # a destination that is itself a link
+    chown_tree(task_dir, sandbox_path("local/dest/to-dir"), (65534, 65534))  # itself a link
     assert host_dir.stat().st_uid == os.geteuid()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root gives files to another user")
+def test_chown_follows_no_link_planted_during_the_walk(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51: a directory of the destination swapped for a link to the host while `chown = true`
+    walks it. The walk by path (os.walk) checked `islink`, then listed the path and lchown'ed
+    "sub/secret" through the link planted in between: the host's file changed owner. By fd, each
+    directory is opened below its parent with O_NOFOLLOW: the link is given away itself."""
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / "secret").write_text("host")
+    task_dir = tmp_path / "alloc" / "t"
+    sub = task_dir / "local" / "app" / "sub"
+    server.files["/app.tgz"] = _tar({"sub/secret": b"artifact"})
+    planted: list[str] = []
+
+    def plant() -> None:  # once the artifact is written, at the walk's last moment before `sub`
+        if not planted and (sub / "secret").exists() and not sub.is_symlink():
+            sub.rename(sub.with_name("sub.old"))
+            sub.symlink_to(outside)
+            planted.append("sub")
+
+    real_islink, real_open = os.path.islink, os.open
+
+    def islink(path: object) -> bool:  # the walk by path: checked, then planted
+        seen = real_islink(path)  # type: ignore[arg-type]
+        if os.fspath(path) == str(sub):  # type: ignore[arg-type]
+            plant()
+        return seen
+
+    def open_(path: object, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        if path == "sub" and dir_fd is not None:  # the walk by fd: planted just before the open
+            plant()
+        return real_open(path, flags, mode, dir_fd=dir_fd)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os.path, "islink", islink)
+    monkeypatch.setattr(os, "open", open_)
+    artifact = Artifact(server.url + "/app.tgz", "local/app", chown=True)
+    HttpGetter(allowed_hosts=LOOPBACK).fetch(task_dir, artifact, {}, (65534, 65534))
+    monkeypatch.undo()
+    assert planted, "the link was planted during the walk"
+    for p in (outside, outside / "secret"):
+        assert p.stat().st_uid == os.geteuid(), f"{p} given away through a planted link"
+    assert sub.lstat().st_uid == 65534, "the link itself is the task's"
 
 
 def test_a_failed_download_is_an_event_and_fails_the_setup(server: Server, tmp_path: Path) -> None:

@@ -36,6 +36,8 @@ SITES: dict[tuple[str, str, str], str] = {
     ("cli/jobfiles.py", "variables", "path.read_text"): CLI,
     ("config.py", "_read", "path.read_text"): NODE,
     ("getter/unpack.py", "_unzip", "z.open"): ARTIFACT,
+    # `chown = true`: the destination walked by fd, each directory O_NOFOLLOW|O_DIRECTORY, only fchown
+    ("getter/getter.py", "chown_tree", "os.open"): TASK,
     ("getter/unpack.py", "unpack", "tarfile.open"): ARTIFACT,
     ("drivers/exec.py", "InitArgs.of", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
     ("drivers/exec.py", "_isolated", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
@@ -113,6 +115,7 @@ SANDBOXED = {
     ("nomadapi/allocfs.py", "_open_dirs"),
     ("nomadapi/allocfs.py", "_open_regular"),
     ("runner/vaulttoken.py", "TaskVaultToken._write_file"),
+    ("getter/getter.py", "chown_tree"),
     *(("sandbox.py", f) for f in ("_open_dir", "_open_root", "_read_at", "write_file")),
 }
 

@@ -5,6 +5,7 @@ an anonymous temporary file of the agent's, then written into the task's sandbox
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -12,10 +13,10 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.getter.fetch import FetchLimits, download
-from agent.getter.plan import DEFAULT_ALLOWED, SINGLE_FILE, plan_fetch
+from agent.getter.plan import DEFAULT_ALLOWED, SINGLE_FILE, ArtifactError, plan_fetch
 from agent.getter.unpack import UnpackLimits, decompress, unpack, write_plain
 from agent.model import Artifact
-from agent.sandbox import sandbox_path
+from agent.sandbox import SandboxError, SandboxPath, open_parent, sandbox_path
 
 
 class ArtifactGetter(Protocol):
@@ -26,6 +27,9 @@ class ArtifactGetter(Protocol):
         gid when given: `chown = true`); the number of files written. Raises ArtifactError (not worth
         a retry) or ArtifactUnavailable (its server did not answer)."""
         ...
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -57,21 +61,47 @@ class HttpGetter:
             else:
                 count = write_plain(task_dir, tmp, plan.file_dest, self.unpack_limits)
         if owner is not None:
-            chown_tree(
-                sandbox_path(
-                    plan.dir_dest if plan.archive and plan.archive not in SINGLE_FILE else plan.file_dest
-                ).host_path(task_dir),
-                owner,
-            )
+            where = plan.dir_dest if plan.archive and plan.archive not in SINGLE_FILE else plan.file_dest
+            chown_tree(task_dir, sandbox_path(where), owner)
         return count
 
 
-def chown_tree(top: Path, owner: tuple[int, int]) -> None:
-    """`top` and everything below it to `owner`, as Nomad's chownDestination, but no link followed:
-    a link is given away itself (lchown), never what it points at, and no walk goes through one."""
-    os.lchown(top, *owner)
-    if top.is_symlink() or not top.is_dir():
-        return
-    for root, dirs, files in os.walk(top, followlinks=False):
-        for name in (*dirs, *files):
-            os.lchown(os.path.join(root, name), *owner)
+def chown_tree(task_dir: Path, where: SandboxPath, owner: tuple[int, int]) -> None:
+    """`where` and everything below it to `owner`, as Nomad's chownDestination, walked by fd: each
+    directory opened below its parent's fd with O_NOFOLLOW, everything else changed through its
+    parent's fd without following a link. A link, even one planted while the walk runs, is given away
+    itself, never what it points at, and the walk never goes through one."""
+    try:
+        parent = open_parent(task_dir, where)
+    except SandboxError as exc:
+        raise ArtifactError(f"cannot chown {where}: {exc}") from None
+    # the directories being walked: each an fd and the names in it still to do
+    stack: list[tuple[int, list[str]]] = [(parent, [where.parts[-1]])]
+    try:
+        while stack:
+            dir_fd, names = stack[-1]
+            if not names:
+                os.close(stack.pop()[0])
+                continue
+            name = names.pop()
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                    raise ArtifactError(f"cannot chown {where}: {name}: {exc.strerror}") from None
+                _chown_at(dir_fd, name, owner, where)  # a file, or a link itself
+                continue
+            stack.append((fd, []))
+            os.fchown(fd, *owner)
+            with os.scandir(fd) as entries:
+                stack[-1][1].extend(entry.name for entry in entries)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def _chown_at(dir_fd: int, name: str, owner: tuple[int, int], where: SandboxPath) -> None:
+    try:
+        os.chown(name, *owner, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as exc:
+        raise ArtifactError(f"cannot chown {where}: {name}: {exc.strerror}") from None
