@@ -100,6 +100,7 @@ class CoreSettings:
                 max_count=cfg.max_count,
                 max_kill_timeout=cfg.max_kill_timeout,
                 max_shutdown_delay=cfg.max_shutdown_delay,
+                identity_ttl=cfg.identity_default_ttl,
                 max_templates=cfg.template_max_per_task,
             ),
             raw_exec_enabled=cfg.raw_exec_enabled,

@@ -199,7 +199,7 @@ def test_the_lab_role_refuses_a_token_without_exp_after_its_issue(
     vault_id = WorkloadIdentity("vault_default", ("vault.io",))
     issued = time.time() - 100  # a token taken from a task 100 s ago
     claims = identity_claims(w, vault_id, issued, "j-old")
-    del claims["exp"]  # what the agent signed before: no expiry at all
+    claims.pop("exp", None)  # what the agent signed before: no expiry at all
     old = ring.sign(claims)
     plain = _login(openbao, PLAIN, old)
     assert plain.status_code == 200, f"control: OpenBao's defaults took it (iat + 150 s + 60 s): {plain.text}"
@@ -209,3 +209,14 @@ def test_the_lab_role_refuses_a_token_without_exp_after_its_issue(
     fresh = ring.sign(identity_claims(w, vault_id, time.time(), "j-new"))  # what the agent signs now
     ok = _login(openbao, LAB, fresh)
     assert ok.status_code == 200, ok.text
+
+
+def test_the_configs_limits_reach_the_agents_runners(tmp_path: Path) -> None:
+    """config -> CoreSettings.limits (agent.wiring) -> the runners' deps (agent.core)."""
+    from agent.wiring import CoreSettings
+
+    raw = '{"node_name": "c", "identity_default_ttl": 600, "max_shutdown_delay": 120}'
+    limits = CoreSettings.from_config(load_config(_config(tmp_path, raw))).limits
+    assert (limits.identity_ttl, limits.max_shutdown_delay) == (600.0, 120.0)
+    core = FakeNode(tmp_path).core(limits=limits)
+    assert (core.deps.identity_ttl, core.deps.max_shutdown_delay) == (600.0, 120.0)
