@@ -112,6 +112,7 @@ class Check:
     task: str = ""  # a group-level script check: the task it runs in
     restart: CheckRestart | None = None  # check_restart (agent.runner.checks for provider "nomad")
     method: str = "GET"  # http checks
+    address_mode: str = ""  # "" (host), "host" or "alloc" (agent.checktarget)
 
 
 @dataclass(frozen=True)

@@ -254,6 +254,7 @@ class AgentLab:
         host_volumes: tuple[tuple[str, str, bool], ...] = (),
         conflist: Path | None = None,
         former_conflists: tuple[Path, ...] = (),
+        advertise_address: str = "",
     ) -> AgentUnderTest:
         """`conflist`: the network new allocs join (the lab's own by default); `former_conflists`: an
         earlier layout's networks, kept for the allocs attached to them (agent.layout)."""
@@ -269,6 +270,7 @@ class AgentLab:
             docker_enabled=docker_enabled,
             raw_exec_enabled=raw_exec_enabled,
             host_volumes=host_volumes,
+            advertise_address=advertise_address,
         )
         docker = self.docker if docker_enabled else None
         core = build_core(

@@ -5,6 +5,8 @@ the task restarted by its check as Nomad's check watcher restarts it."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from agent.jobspec import JobspecError, parse_jobspec
@@ -140,9 +142,21 @@ def test_check_restart_is_read_from_the_check_or_its_service() -> None:
         parse_jobspec(SERVICE.replace("limit = 2", "limit = -1"), source="chk.hcl")
 
 
+def _own_address() -> str:
+    """This host's first global IPv4 address: the node's address, as its advertise_address would be
+    (the checks' traffic stays on this host)."""
+    out = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "scope", "global"], check=False, capture_output=True, text=True
+    )
+    for line in out.stdout.splitlines():
+        return line.split()[3].split("/")[0]
+    pytest.skip("this host has no global IPv4 address to advertise")
+
+
 @pytest.mark.root
 def test_an_unhealthy_check_restarts_its_task_and_the_results_are_nomads(lab: AgentLab) -> None:
-    agent = lab.start_agent(raw_exec_enabled=True)
+    # host-mode checks go to the node's address, never to loopback (agent.checktarget)
+    agent = lab.start_agent(raw_exec_enabled=True, advertise_address=_own_address())
     try:
         (alloc,) = agent.core.call(lambda: agent.core.submit(SERVICE, None, source="test"))["allocs"]
         data = lab.data_dir / "alloc" / alloc / "alloc" / "data"

@@ -132,6 +132,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "task",
             "check_restart",
             "method",
+            "address_mode",
         }
     ),
     "check_restart": frozenset({"limit", "grace", "ignore_warnings"}),
@@ -234,7 +235,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     ),
     "check": frozenset(
         {
-            "address_mode",
             "advertise",
             "body",
             "expose",

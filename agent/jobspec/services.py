@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
+from agent.checktarget import HTTP_METHODS
 from agent.jobspec.reader import BodyReader, choices, short
 from agent.jobspec.tree import Body, join
 from agent.model import Check, CheckRestart, Network, Port, Service
@@ -20,6 +21,17 @@ _PORT_LABEL = re.compile(r"^[^\x00-\x20\x7f]{1,128}$")
 _SERVICE_NAME = re.compile(r"^(?i:[a-z0-9]|[a-z0-9][a-z0-9-]{0,61}[a-z0-9])$")  # RFC 1123, as Nomad
 _PORT_NUMBER = re.compile(r"^[0-9]{1,5}$")
 _MIN_CHECK_INTERVAL = 1.0
+# Nomad's ServiceCheck.AddressMode ("" is "host"); "auto" is a service's only.
+CHECK_ADDRESS_MODES = ("host", "alloc", "alloc_ipv6", "driver")
+# Fields Nomad's validateNomad refuses in a nomad-provider check.
+CONSUL_ONLY_CHECK_KEYS = (
+    "expose",
+    "success_before_passing",
+    "failures_before_critical",
+    "failures_before_warning",
+    "tls_server_name",
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _TASK_NETWORK_DEPRECATED = (
     "a task's network is deprecated in Nomad; fieldlab-agent adds its ports to the group's network"
 )
@@ -129,6 +141,7 @@ class ServiceBlocks(BodyReader):
                     f'"{short(name)}" is not a valid service name (letters, digits and dashes, at most 63)',
                 )
             port = self._port_label(sb, "port", spath, labels)
+            provider = self._choice(sb, "provider", spath, SERVICE_PROVIDERS, "consul")
             service_restart = self._check_restart(sb, spath, None)
             checks = []
             for _, cb, cpath in self._blocks(sb, "check", spath):
@@ -140,14 +153,16 @@ class ServiceBlocks(BodyReader):
                     )
                     continue
                 check = self._check(cb, cpath, name, port, labels, task_names)
-                checks.append(replace(check, restart=self._check_restart(cb, cpath, service_restart)))
+                check = replace(check, restart=self._check_restart(cb, cpath, service_restart))
+                self._check_rules(cb, cpath, check, port, provider, group_level=task_names is not None)
+                checks.append(check)
             services.append(
                 Service(
                     name=name,
                     port=port,
                     tags=self._str_list(sb, "tags", spath),
                     checks=tuple(checks),
-                    provider=self._choice(sb, "provider", spath, SERVICE_PROVIDERS, "consul"),
+                    provider=provider,
                 )
             )
         return tuple(services)
@@ -191,6 +206,7 @@ class ServiceBlocks(BodyReader):
         if method != "GET" and ctype != "http":
             self.report.warn(join(path, "method"), f"only applies to http checks; ignored for {ctype}")
         return Check(
+            address_mode=self._str(body, "address_mode", path),
             name=self._str(body, "name", path, f'service: "{service}" check'),
             type=ctype,
             path=check_path,
@@ -202,6 +218,83 @@ class ServiceBlocks(BodyReader):
             args=self._str_list(body, "args", path),
             task=task,
         )
+
+    def _check_rules(
+        self, body: Body, path: str, check: Check, service_port: str, provider: str, *, group_level: bool
+    ) -> None:
+        """Nomad's rules for where a check may be sent (Task.validateServices, TaskGroup.validateServices,
+        ServiceCheck.validateCommon and validateNomad in nomad/structs): an address mode a check
+        takes, a literal port only where the mode allows one, a relative http path, an HTTP method."""
+        self._check_address_mode(path, check.address_mode, provider, group_level=group_level)
+        if check.type in ("http", "tcp"):
+            self._check_port_rules(path, check, service_port, provider, group_level=group_level)
+        if check.type == "http":
+            self._check_http(path, check, provider)
+        if provider == "nomad":
+            for key in CONSUL_ONLY_CHECK_KEYS:
+                if body.get(key) not in (None, False, 0, ""):
+                    self.report.error(join(path, key), "may only be set for Consul service checks")
+
+    def _check_address_mode(self, path: str, mode: str, provider: str, *, group_level: bool) -> None:
+        mpath = join(path, "address_mode")
+        if mode == "auto":
+            self.report.error(
+                mpath, f'"auto" is only valid for services; a check takes {choices(CHECK_ADDRESS_MODES)}'
+            )
+        elif mode and mode not in CHECK_ADDRESS_MODES:
+            self.report.error(mpath, f'"{short(mode)}" is not one of {choices(CHECK_ADDRESS_MODES)}')
+        elif mode in ("alloc", "alloc_ipv6") and not group_level:
+            self.report.error(mpath, f'only checks of a group\'s service can use address_mode = "{mode}"')
+        elif mode == "driver" and group_level:
+            self.report.error(mpath, 'only checks of a task\'s service can use address_mode = "driver"')
+        elif mode == "driver" and provider == "nomad":
+            self.report.error(mpath, 'address_mode = "driver" may only be set for Consul service checks')
+        elif mode == "alloc_ipv6" and provider == "nomad":
+            self.report.error(mpath, "not supported by fieldlab-agent: its alloc networks are IPv4 only")
+        elif mode not in ("", "host") and provider != "nomad":
+            self.report.warn(
+                mpath, "not implemented for Consul checks by fieldlab-agent: Consul is given the host port"
+            )
+
+    def _check_http(self, path: str, check: Check, provider: str) -> None:
+        """An http check's method (nomad provider: Nomad's list) and path (relative, Nomad's rule)."""
+        if provider == "nomad" and check.method not in HTTP_METHODS:
+            self.report.error(
+                join(path, "method"),
+                f'method type "{short(check.method)}" not supported in Nomad http check: '
+                + choices(HTTP_METHODS),
+            )
+        if not check.path:
+            return
+        first = re.split(r"[/?#]", check.path, maxsplit=1)[0]
+        if ":" in first:
+            self.report.error(join(path, "path"), "http checks need a relative http path (no scheme or host)")
+        elif _CONTROL.search(check.path):
+            self.report.error(join(path, "path"), "not a valid http path (control characters)")
+
+    def _check_port_rules(
+        self, path: str, check: Check, service_port: str, provider: str, *, group_level: bool
+    ) -> None:
+        """A literal port number: in a task's service only with address_mode "driver" (Nomad refuses
+        it otherwise); in a group's nomad service only with "alloc", the alloc's own address (Nomad
+        would send it to the node's local agent address in host mode: never here)."""
+        port = check.port or service_port
+        if not _PORT_NUMBER.match(port):
+            return
+        where = join(path, "port") if check.port else join(path, "port") + " (the service's, inherited)"
+        if not group_level and check.address_mode != "driver":
+            self.report.error(
+                where,
+                f'check "{short(check.name)}" cannot use a numeric port {port} '
+                'without setting address_mode="driver"',
+            )
+        elif group_level and provider == "nomad" and check.address_mode != "alloc":
+            self.report.error(
+                where,
+                f'a numeric port ({port}) is taken only with address_mode = "alloc" '
+                "(the alloc's own address); name a port label of the group's network, "
+                "which the alloc reserves",
+            )
 
     def _check_restart(self, body: Body, path: str, inherited: CheckRestart | None) -> CheckRestart | None:
         """A `check_restart` block (Nomad's CheckRestart), else the one inherited from the service."""

@@ -372,7 +372,7 @@ def _check(c: Check) -> dict[str, Any]:
         "Protocol": "",
         "PortLabel": c.port,
         "Expose": False,
-        "AddressMode": "",
+        "AddressMode": c.address_mode,
         "Advertise": "",
         "Interval": ns(c.interval),
         "Timeout": ns(c.timeout),

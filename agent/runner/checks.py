@@ -6,9 +6,10 @@ with `check_restart` (limit > 0) restarts the task once it has stayed unhealthy 
 (agent.taskdecisions.plan_check_restart): the task is killed with its kill signal, and its exit
 goes to the restart policy as any failure does (Nomad's watcher restarts with failure = true).
 
-Where a check goes: the node's advertise address (the alloc's address without one) and the host
-port of the check's port label, else its service's (Nomad's `address_mode = "host"`): the node's
-own address, never another host. Consul services' checks are Consul's to run, not this hook's.
+Where a check goes (agent.checktarget, Nomad's GetAddress): a port the alloc reserved at the node's
+advertise address (`address_mode = "host"`, the default), or the alloc's own address
+(`address_mode = "alloc"`, and a bridge alloc on a node with no advertise address): never another
+host, never loopback, resolved once per probe. Consul services' checks are Consul's to run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agent.checktarget import CheckTarget, check_target, http_request, is_local_address
 from agent.drivers.base import TaskHandle
 from agent.model import Check, Service
 from agent.runner.hooks import TaskHook
@@ -77,24 +79,42 @@ class Watched:
 
 def check_id(alloc_id: str, group: str, task: str, c: Check) -> str:
     """A stable ID for one check of one alloc (Nomad hashes the same parts with sha256)."""
-    parts = (alloc_id, group, task, c.name, c.type, c.port, f"{c.interval}", f"{c.timeout}", c.path, c.method)
+    parts: tuple[str, ...] = (alloc_id, group, task, c.name, c.type, c.port, f"{c.interval}", f"{c.timeout}")
+    parts += (c.path, c.method)
+    parts += (c.address_mode,) if c.address_mode else ()  # only when set, as Nomad's Hash
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
-def _probe(kind: str, address: str, port: int, c: Check) -> tuple[int | None, str, str]:
-    """One probe (off the loop): (http status or None, error, body)."""
+def _connect_address(address: str, port: int) -> str:
+    """The IP a check connects to: the target resolved once, and refused when it is loopback or
+    unspecified (a name given as the node's address is looked up here, and that answer is used)."""
+    infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+    if not infos:
+        raise OSError(f"{address}: no address")
+    ip = str(infos[0][4][0])
+    if is_local_address(ip):
+        raise OSError(f"{address} is {ip}, a loopback address: checks never go to loopback")
+    return ip
+
+
+def _probe(kind: str, target: CheckTarget, c: Check) -> tuple[int | None, str, str]:
+    """One probe (off the loop): (http status or None, error, body). It goes to `target` only."""
+    request = http_request(c.method, c.path) if kind == "http" else ("", "")
+    if isinstance(request, str):
+        return None, request, ""
     try:
+        ip = _connect_address(target.address, target.port)
         if kind == "tcp":
-            socket.create_connection((address, port), timeout=c.timeout).close()
+            socket.create_connection((ip, target.port), timeout=c.timeout).close()
             return None, "", ""
-        conn = http.client.HTTPConnection(address, port, timeout=c.timeout)
+        conn = http.client.HTTPConnection(ip, target.port, timeout=c.timeout)
         try:
-            conn.request(c.method or "GET", c.path or "/", headers={"User-Agent": "Nomad/fieldlab-agent"})
+            conn.request(request[0], request[1], headers={"User-Agent": "Nomad/fieldlab-agent"})
             resp = conn.getresponse()
             return resp.status, "", resp.read(CHECK_OUTPUT_LIMIT).decode(errors="replace")
         finally:
             conn.close()
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:
         return None, str(exc) or type(exc).__name__, ""
 
 
@@ -164,13 +184,15 @@ class ChecksHook(TaskHook):
         h = tr.handle()
         return gen == self._generation and h is not None and h.id == handle.id and tr.ar.alloc_running()
 
-    def _target(self, tr: TaskRunner, w: Watched) -> tuple[str, int] | str:
-        label = w.check.port or w.service.port
-        ports = {p.label: p.host for p in tr.ar.rec.ports}
-        port = ports.get(label) or (int(label) if label.isdigit() else 0)
-        if not port:
-            return f'port "{label}" has no host port on this node'
-        return tr.d.advertise_address or tr.ar.rec.address or "127.0.0.1", port
+    def _target(self, tr: TaskRunner, w: Watched) -> CheckTarget | str:
+        """Where the check goes (agent.checktarget): the alloc's own reserved ports and addresses."""
+        return check_target(
+            mode=w.check.address_mode,
+            label=w.check.port or w.service.port,
+            ports=tr.ar.rec.ports,
+            alloc_address=tr.ar.rec.address,
+            node_address=tr.d.advertise_address,
+        )
 
     def _run(self, tr: TaskRunner, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int) -> None:
         if not self._current(tr, handle, gen):
@@ -180,7 +202,7 @@ class ChecksHook(TaskHook):
         def blocking() -> tuple[int | None, str, str]:
             if isinstance(target, str):
                 return None, target, ""
-            return _probe(w.check.type, target[0], target[1], w.check)
+            return _probe(w.check.type, target, w.check)
 
         def done(got: object, exc: Exception | None) -> None:
             if not self._current(tr, handle, gen):
