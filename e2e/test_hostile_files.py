@@ -1,16 +1,20 @@
 """A hostile workload's files on the node (issue 34): what a job brings with it, an artifact or a host
 volume, tried as an attacker would. An artifact's archive climbs out of its destination or plants a
-link to write through; a volume_mount's destination points into the task's own dirs or climbs out
-with ".."; one job plants links in a read-write host volume to the agent's config and data dir, and
-another job that mounts the volume read-only follows them, writes, and tries to remount it
-read-write. Each attempt is refused or goes nowhere, and the node's files are unchanged.
+link to write through, or is a 0.9 MB bomb of 400,000 directory headers (issue 51); an artifact
+names the node's loopback (Consul's 127.0.0.1:8500) or a link-local address (issue 51); a
+volume_mount's destination points into the task's own dirs or climbs out with ".."; one job plants
+links in a read-write host volume to the agent's config and data dir, and another job that mounts
+the volume read-only follows them, writes, and tries to remount it read-write. Each attempt is
+refused or goes nowhere, and the node's files are unchanged.
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import tarfile
+import time
 
 import pytest
 
@@ -35,7 +39,7 @@ job "hostile-artifact-{kind}" {{
         args    = ["3600"]
       }}
       artifact {{
-        source      = "http://{server}:8089/{file}"
+        source      = "{source}"
         destination = "local/app"
       }}
     }}
@@ -44,7 +48,24 @@ job "hostile-artifact-{kind}" {{
 """
 
 
+BOMB_HEADERS = 400_000  # 205 MB of directory headers in 0.89 MB of gzip (issue 51)
+
+
+def _dir_bomb() -> bytes:
+    info = tarfile.TarInfo("d/")
+    info.type = tarfile.DIRTYPE
+    block = info.tobuf(format=tarfile.GNU_FORMAT) * 1000
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9, mtime=0) as gz:
+        for _ in range(BOMB_HEADERS // 1000):
+            gz.write(block)
+        gz.write(b"\0" * 1024)
+    return buf.getvalue()
+
+
 def _hostile_tar(kind: str) -> bytes:
+    if kind == "dir-bomb":
+        return _dir_bomb()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         if kind == "traversal":  # from the task dir's local/app up to the node's /etc
@@ -63,20 +84,30 @@ def _hostile_tar(kind: str) -> bytes:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("kind", ["traversal", "link"])
+HOSTILE_ARCHIVES = {
+    "traversal": "would land outside",
+    "link": "is a link: refused",
+    # every member counts against decompression_file_count_limit, a directory too (issue 51: the
+    # directories were skipped, and 0.9 MB held the agent 18 s of CPU and +150 MB)
+    "dir-bomb": "more than the client's limit of 4096 files",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_ARCHIVES))
 def test_a_hostile_artifact_never_writes_outside_its_destination(
     cluster: Cluster, canary: list[FileSeen], kind: str
 ) -> None:
-    """Issue 34: an archive from a field report whose members climb out of their destination or plant
-    a link is refused with Nomad's event; the node's files are unchanged."""
+    """Issues 34 and 51: an archive from a field report whose members climb out of their destination,
+    plant a link or are a bomb of directory headers is refused with Nomad's event; the node's files
+    are unchanged."""
     agent = cluster.agent(cluster.clients[0])
     server = cluster.servers[0]
     name = f"hostile-{kind}.tar.gz"
     server.put(f"/srv/fieldlab-artifacts/{name}", _hostile_tar(kind))
     job = f"hostile-artifact-{kind}"
-    allocs = agent.run_job(
-        ARTIFACT_JOB.format(kind=kind, server=server.address, file=name), f"hostile: {name}"
-    )
+    source = f"http://{server.address}:8089/{name}"
+    started = time.monotonic()
+    allocs = agent.run_job(ARTIFACT_JOB.format(kind=kind, source=source), f"hostile: {name}")
     try:
 
         def failed() -> tuple[str | None, str]:
@@ -87,12 +118,44 @@ def test_a_hostile_artifact_never_writes_outside_its_destination(
         events = alloc_events(agent, allocs[0])
         said = [m for t, m in events if t == "Failed Artifact Download"]
         assert status == "failed" and said, events
-        assert ("would land outside" if kind == "traversal" else "is a link: refused") in said[0], said
+        assert HOSTILE_ARCHIVES[kind] in said[0], said
+        print(f"{name}: setup failed {time.monotonic() - started:.1f} s after submission")
         node = cluster.clients[0]
         assert not unchanged_problems(node.name, canary, observe_files(node, HOST_FILES))
     finally:
         agent.stop_job(job)
         server.run(f"rm -f /srv/fieldlab-artifacts/{name}", check=False)
+
+
+@pytest.mark.parametrize(
+    ("kind", "source"),
+    [
+        ("loopback", "http://127.0.0.1:8500/v1/kv/?recurse"),  # Consul's HTTP API, bound to loopback
+        ("link-local", "http://169.254.169.254/latest/meta-data/"),  # a cloud's metadata service
+    ],
+)
+def test_an_artifact_from_the_nodes_own_addresses_is_refused(
+    cluster: Cluster, kind: str, source: str
+) -> None:
+    """Issue 51: the agent is root on the host's network, so an artifact that names the node's loopback
+    or a link-local address would hand a task what only the node may read. The lab's role allows its
+    servers only: the setup fails with the reason, before any connection is made."""
+    agent = cluster.agent(cluster.clients[0])
+    job = f"hostile-artifact-{kind}"
+    allocs = agent.run_job(ARTIFACT_JOB.format(kind=kind, source=source), f"hostile: {kind} artifact")
+    try:
+
+        def failed() -> tuple[str | None, str]:
+            status = agent.raw_alloc(allocs[0])["ClientStatus"]
+            return (status if status != "pending" else None), status
+
+        status = wait_until(failed, timeout=60, what=f"{job} to fail its setup")
+        events = alloc_events(agent, allocs[0])
+        said = [m for t, m in events if t == "Failed Artifact Download"]
+        assert status == "failed" and said, events
+        assert "a loopback or link-local address" in said[0], said
+    finally:
+        agent.stop_job(job)
 
 
 # --- host volumes -------------------------------------------------------------------------------------
