@@ -127,6 +127,8 @@ def test_version_and_every_verb_of_the_issue_are_there(capsys: pytest.CaptureFix
 
 
 def test_the_api_flags_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("NOMAD_ADDR", "NOMAD_CACERT", "NOMAD_CLIENT_CERT", "NOMAD_CLIENT_KEY", "NOMAD_SKIP_VERIFY"):
+        monkeypatch.delenv(key, raising=False)  # Nomad's, under these (tests/test_cli_nomad_user.py)
     for key, value in {
         "FIELDLAB_AGENT_ADDR": "https://env:4646",
         "FIELDLAB_AGENT_CACERT": "env-ca.pem",

@@ -152,7 +152,7 @@ def test_the_cli_reaches_the_agent_with_nomads_variables_alone(
     reached. NOMAD_TLS_SERVER_NAME names the cert's name to check (a wrong one is refused),
     NOMAD_SKIP_VERIFY=true checks nothing."""
     f = agent.flags
-    for key in OURS:
+    for key in (*OURS, "NOMAD_TLS_SERVER_NAME", "NOMAD_SKIP_VERIFY"):
         monkeypatch.delenv(key, raising=False)
     for key, value in zip(NOMAD_VARS, (f[0].split("=", 1)[1], f[2], f[4], f[6]), strict=True):
         monkeypatch.setenv(key, value)
