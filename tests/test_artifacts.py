@@ -375,6 +375,40 @@ def test_an_archive_is_read_as_a_stream_keeping_no_member(tmp_path: Path) -> Non
     assert peak < 1_000_000, f"{peak} bytes held while reading the archive"
 
 
+def _zip_of_dirs(count: int, *, says: int | None = None) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for i in range(count):
+            z.writestr(zipfile.ZipInfo(f"{i:x}/"), b"")
+    data = bytearray(buf.getvalue())
+    if says is not None:  # the end record lies about its entries (zipfile reads by the size)
+        end = data.rindex(b"PK\x05\x06")
+        data[end + 8 : end + 12] = says.to_bytes(2, "little") * 2
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "limits", "says"),
+    [
+        (_zip_of_dirs(20_000), UnpackLimits(), r"limit of 4096 files \(20000 in the zip\)"),
+        (_zip_of_dirs(20_000, says=1), UnpackLimits(max_files=100), "a zip central directory of"),
+    ],
+)
+def test_a_zip_of_many_members_is_refused_before_its_directory_is_read(
+    tmp_path: Path, data: bytes, limits: UnpackLimits, says: str
+) -> None:
+    """ZipFile parses the whole central directory first (a 26 MB zip of 300,000 members: +158 MB):
+    its end record's entries and size are checked against the limits before."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ArtifactError, match=says):
+            unpack(tmp_path, io.BytesIO(data), "zip", "local/x", limits)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, f"{peak} bytes held before the zip was refused"
+
+
 def test_a_chain_of_long_name_headers_is_refused_not_a_traceback(tmp_path: Path) -> None:
     """tarfile reads GNU long-name (and pax) headers recursively: 3,000 in a row overflowed its stack."""
     chain = b"".join(
