@@ -25,6 +25,7 @@ from agent.errors import AgentError
 from agent.faults import Faults
 from agent.getter.fetch import FetchLimits
 from agent.getter.getter import HttpGetter
+from agent.hostvolumes import HostVolumeError, own_paths, resolve_host_volume
 from agent.identity.vaultlogin import VaultJwt
 from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
@@ -58,6 +59,8 @@ class CoreSettings:
     exec_allow_root: bool = False
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
     host_volumes: tuple[tuple[str, str, bool], ...] = ()  # (name, path, read_only), the config's
+    # the agent's own files and dirs besides data_dir, which no host volume may lead into (agent.hostvolumes)
+    own_paths: tuple[Path, ...] = ()
     artifacts: HttpGetter = field(default_factory=HttpGetter)  # how tasks' artifacts are fetched
     docker_pids_limit: int = 0
     vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
@@ -86,6 +89,7 @@ class CoreSettings:
             exec_allow_root=cfg.exec_allow_root,
             chroot_env=cfg.chroot_env,
             host_volumes=cfg.host_volumes,
+            own_paths=own_paths(cfg),
             artifacts=HttpGetter(
                 allowed_hosts=cfg.artifact_allowed_hosts,
                 fetch_limits=FetchLimits(
@@ -128,9 +132,14 @@ def build_core(
     vault: TokenIssuer | None = None,
     former_cni: Sequence[CniNetwork] = (),
 ) -> Core:
+    own = (settings.data_dir, *settings.own_paths)
     for name, path, _ in settings.host_volumes:  # as Nomad's client, at start: each one must exist
         if not Path(path).is_dir():
             raise AgentError(f"config host_volumes.{name}.path: {path} is not a directory on this node")
+        try:  # and, this agent's rule, lead nowhere into its own dirs (resolved again at every mount)
+            resolve_host_volume(name, path, own)
+        except HostVolumeError as exc:
+            raise AgentError(f"config host_volumes.{name}.path: {exc}") from None
     if settings.docker_enabled:
         docker = docker or DockerDriver(
             pids_limit=settings.docker_pids_limit,
@@ -164,7 +173,7 @@ def build_core(
         disk_mb=disk_free_mb(settings.data_dir),
         host_volumes={name: (path, ro) for name, path, ro in settings.host_volumes},
     )
-    return Core(
+    core = Core(
         store,
         registry,
         network,
@@ -185,6 +194,8 @@ def build_core(
         node=node,
         getter=settings.artifacts,
     )
+    core.deps.own_paths = settings.own_paths  # what a task's host volume may never lead into
+    return core
 
 
 def _await_restore_renders(core: Core, deadline: float) -> None:

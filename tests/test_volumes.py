@@ -208,10 +208,12 @@ def test_the_driver_gets_the_mount_read_only_when_any_of_the_three_says_so(
     tmp_path: Path, client_ro: bool, group_ro: str, mount_ro: str, read_only: bool
 ) -> None:
     node = FakeNode(tmp_path)
-    r = _runner(node, _spec(group_ro=group_ro, mount_ro=mount_ro), {"scratch": ("/srv/scratch", client_ro)})
+    scratch = tmp_path / "srv" / "scratch"
+    scratch.mkdir(parents=True)
+    r = _runner(node, _spec(group_ro=group_ro, mount_ro=mount_ro), {"scratch": (str(scratch), client_ro)})
     assert r.rec.status is AllocStatus.RUNNING
     (ctx,) = node.exec.starts
-    assert ctx.mounts == (Mount("/srv/scratch", "/data", read_only, "private"),)
+    assert ctx.mounts == (Mount(str(scratch.resolve()), "/data", read_only, "private"),)
 
 
 def test_a_volume_the_node_no_longer_has_fails_the_setup_naming_it(tmp_path: Path) -> None:
@@ -225,3 +227,98 @@ def test_a_docker_bind_says_read_only_and_nomads_propagation() -> None:
     assert volume_bind(Mount("/srv/a", "/data", True, "private")) == "/srv/a:/data:ro,rprivate"
     assert volume_bind(Mount("/srv/a", "/data", False, "host-to-task")) == "/srv/a:/data:rw,rslave"
     assert volume_bind(Mount("/srv/a", "/data", False, "bidirectional")) == "/srv/a:/data:rw,rshared"
+
+
+# -- host volume paths that lead into the agent's own dirs (issue 51) --------------------------------------
+def test_a_host_volume_that_is_a_link_to_the_data_dir_is_refused_at_mount(tmp_path: Path) -> None:
+    """A docker task with such a volume listed `alloc client cni server state` and read the state
+    database's header: the path was checked once at start and handed to the driver unresolved."""
+    node = FakeNode(tmp_path)
+    data_dir = node.deps().data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    link = tmp_path / "srv" / "scratch"
+    link.parent.mkdir()
+    link.symlink_to(data_dir)
+    r = _runner(node, _spec(), {"scratch": (str(link), False)})
+    assert node.exec.starts == [], "the task never started with the agent's data dir mounted"
+    assert r.rec.status is AllocStatus.FAILED
+    assert (
+        f'host volume "scratch": {link} (resolved: {data_dir.resolve()}) leads into the agent' in r.rec.reason
+    )
+
+
+def test_a_host_volume_that_becomes_a_link_later_is_refused_at_the_next_start(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    data_dir = node.deps().data_dir
+    state = data_dir / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    scratch = tmp_path / "srv" / "scratch"
+    scratch.mkdir(parents=True)
+    volumes = {"scratch": (str(scratch), False)}
+    first = _runner(node, _spec(), volumes)
+    assert first.rec.status is AllocStatus.RUNNING
+    assert node.exec.starts[0].mounts[0].host_path == str(scratch.resolve())
+    scratch.rmdir()
+    scratch.symlink_to(state)  # after the agent started, and after a first mount
+    (hid,) = node.exec.running()
+    node.exec.exit(hid, 1)
+    first.on_task_exit(hid)
+    node.run_timers()  # the restart policy's restart: the volume is resolved again
+    assert len(node.exec.starts) == 1, [c.mounts for c in node.exec.starts]
+    events = [e.message for e in node.store.events(first.id, "t")]
+    assert any("leads into the agent's own" in m for m in events), events
+    second = AllocRunner(
+        node.deps(),
+        AllocRecord(id="a1b2c3d4-0000-4000-8000-00000000000b", job="vol", group="g"),
+        first.job,
+        first.group,
+    )
+    second.d.host_volumes = volumes
+    node.store.put("alloc", second.id, second.rec.to_record())
+    second.start()
+    assert second.rec.status is AllocStatus.FAILED and "leads into the agent's own" in second.rec.reason
+    assert len(node.exec.starts) == 1
+
+
+def test_the_driver_is_handed_the_resolved_path_never_the_link(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    real = tmp_path / "disks" / "one"
+    real.mkdir(parents=True)
+    link = tmp_path / "scratch"
+    link.symlink_to(real)
+    _runner(node, _spec(), {"scratch": (str(link), False)})
+    (ctx,) = node.exec.starts
+    assert ctx.mounts[0].host_path == str(real.resolve())
+
+
+def test_host_volume_paths_that_hold_or_enter_the_agents_own_dirs() -> None:
+    from agent.hostvolumes import own_path_problem
+
+    own = [Path("/var/lib/fieldlab-agent"), Path("/etc/fieldlab-agent")]
+    assert own_path_problem(Path("/srv/data"), own) is None
+    assert own_path_problem(Path("/var/lib/fieldlab-agent-other"), own) is None
+    assert "leads into" in str(own_path_problem(Path("/var/lib/fieldlab-agent"), own))
+    assert "leads into" in str(own_path_problem(Path("/var/lib/fieldlab-agent/state"), own))
+    assert "holds" in str(own_path_problem(Path("/var/lib"), own))
+    assert "holds" in str(own_path_problem(Path("/"), own))
+
+
+def test_a_host_volume_that_links_into_the_data_dir_stops_the_agents_start(tmp_path: Path) -> None:
+    from agent.errors import AgentError
+    from agent.faults import Faults
+    from agent.state import SqliteStore
+    from agent.wiring import CoreSettings, build_core
+
+    data_dir = tmp_path / "data"
+    (data_dir / "state").mkdir(parents=True)
+    link = tmp_path / "pg"
+    link.symlink_to(data_dir / "state")
+    settings = CoreSettings(
+        data_dir=data_dir, bridge="fl0", host_volumes=(("pg", str(link), False),), docker_enabled=False
+    )
+    store = SqliteStore(tmp_path / "state.db")
+    try:
+        with pytest.raises(AgentError, match=r"host_volumes\.pg\.path: .* leads into the agent's own"):
+            build_core(settings, store, None, Faults())
+    finally:
+        store.close()

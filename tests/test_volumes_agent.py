@@ -115,3 +115,31 @@ def test_raw_exec_is_refused_a_host_volume_as_nomad_refuses_it(lab: AgentLab, tm
         assert 'task driver "raw_exec" for "t" does not support host volumes' in view["reason"], view
     finally:
         agent.stop()
+
+
+@pytest.mark.parametrize("driver", ["exec", "docker"])
+def test_a_host_volume_that_became_a_link_to_the_data_dir_is_not_mounted(
+    lab: AgentLab, tmp_path: Path, driver: str
+) -> None:
+    """Issue 51: the volume is a real directory when the agent starts and a link to its data dir
+    when the task starts; a task that lists /data saw `alloc ... state` and the state database."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    agent = lab.start_agent(host_volumes=(("shared", str(shared), False),))
+    try:
+        shared.rmdir()
+        shared.symlink_to(lab.data_dir)
+        job = _job(driver, "true").replace(
+            "cat /data/in > $NOMAD_TASK_DIR/seen", "ls /data > $NOMAD_TASK_DIR/seen"
+        )
+        (alloc,) = agent.core.call(lambda: agent.core.submit(job, "hcl"))["allocs"]
+        view = _ended(agent, alloc)
+        seen = lab.data_dir / "alloc" / alloc / "t" / "local" / "seen"
+        assert not seen.exists() or "state" not in seen.read_text(), seen.read_text()
+        assert view["status"] == "failed", view
+        assert (
+            f'host volume "shared": {shared} (resolved: {lab.data_dir.resolve()}) leads into'
+            in view["reason"]
+        )
+    finally:
+        agent.stop()

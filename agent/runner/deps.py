@@ -57,6 +57,8 @@ class RunnerDeps:
     # Where blocking steps run (agent.offload): threads whose continuations come back to the loop.
     offload: Offload = run_inline
     host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # the node's, by name
+    # The agent's own files and dirs besides data_dir: a host volume never leads into them (agent.hostvolumes)
+    own_paths: tuple[Path, ...] = ()
     getter: ArtifactGetter = field(default_factory=HttpGetter)  # tasks' artifacts (agent.getter)
     max_kill_timeout: float = 30.0  # the client's cap on a task's kill_timeout (Nomad's max_kill_timeout)
     max_shutdown_delay: float = DEFAULT_MAX_SHUTDOWN_DELAY  # the client's cap on a shutdown_delay's wait

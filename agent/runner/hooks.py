@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
 from agent.errors import AgentError, Unavailable
+from agent.hostvolumes import HostVolumeError, resolve_host_volume
 from agent.records import DesiredStatus
 from agent.runner.logmonhook import LogLimits, LogmonOutput
 from agent.runner.owner import task_user_owner
@@ -257,7 +258,8 @@ class TemplateHook(TaskHook):
 class VolumeHook(TaskHook):
     """The task's volume_mounts on this node's host volumes (Nomad's volume hook): read only when
     the client's volume, the group's request or the mount says so. A volume the node no longer has
-    (its config changed since the job was placed) fails the start, naming it."""
+    (its config changed since the job was placed) fails the start, naming it. Each path is resolved
+    at every start and refused when it leads into the agent's own dirs (agent.hostvolumes)."""
 
     name = "volumes"
 
@@ -271,6 +273,10 @@ class VolumeHook(TaskHook):
                 why = f"host volume validation error: missing {want.source}"
                 raise DriverError("volume", f"task {tr.t.name}", why)
             path, client_ro = found
+            try:  # resolved now, at every start: the driver is handed the real directory, never a link
+                real = resolve_host_volume(want.source, path, (tr.d.data_dir, *tr.d.own_paths))
+            except HostVolumeError as exc:
+                raise DriverError("volume", f"task {tr.t.name}", str(exc)) from None
             read_only = client_ro or want.read_only or m.read_only
-            out.append(Mount(path, m.destination, read_only, m.propagation_mode))
+            out.append(Mount(str(real), m.destination, read_only, m.propagation_mode))
         req.mounts = tuple(out)
