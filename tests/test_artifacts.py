@@ -409,6 +409,16 @@ def test_a_zip_of_many_members_is_refused_before_its_directory_is_read(
     assert peak < 1_000_000, f"{peak} bytes held before the zip was refused"
 
 
+def test_a_pax_header_larger_than_go_allows_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """tarfile reads a pax header's data whole (a 204 KB .tar.gz carrying a 200 MiB comment held
+    +614 MB): above 1 MiB it is refused from its header, as Go's archive/tar refuses it."""
+    info = tarfile.TarInfo("f")
+    info.pax_headers = {"comment": "a" * (2 << 20)}
+    data = gzip.compress(info.tobuf(format=tarfile.PAX_FORMAT) + b"\0" * 1024)
+    with pytest.raises(ArtifactError, match=r"a tar header of 20971\d\d bytes: more than the 1048576"):
+        unpack(tmp_path, io.BytesIO(data), "tar.gz", "local/x", UnpackLimits())
+
+
 def test_a_chain_of_long_name_headers_is_refused_not_a_traceback(tmp_path: Path) -> None:
     """tarfile reads GNU long-name (and pax) headers recursively: 3,000 in a row overflowed its stack."""
     chain = b"".join(

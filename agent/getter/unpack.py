@@ -17,7 +17,7 @@ import zipfile
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Protocol, Self
 
 from agent.getter.plan import ArtifactError
 from agent.sandbox import SandboxError, sandbox_path, write_file
@@ -98,7 +98,7 @@ def unpack(task_dir: Path, src: IO[bytes], kind: str, dest_dir: str, limits: Unp
     try:
         with _decompressor(kind.removeprefix("tar").lstrip("."), src) as plain:
             capped = _Capped(plain, limits.max_bytes)
-            with tarfile.open(fileobj=capped, mode="r|") as tar:  # type: ignore[call-overload]
+            with tarfile.open(fileobj=capped, mode="r|", tarinfo=_Member) as tar:  # type: ignore[call-overload]
                 # stream mode: one member at a time, in order; `tar.members` would keep every one read
                 while (member := tar.next()) is not None:
                     tar.members.clear()
@@ -121,6 +121,34 @@ def unpack(task_dir: Path, src: IO[bytes], kind: str, dest_dir: str, limits: Unp
     except (tarfile.TarError, EOFError, OSError, lzma.LZMAError) as exc:
         raise ArtifactError(f"not a {kind} archive: {exc}") from None
     return written
+
+
+# a pax or GNU long-name header's data, which tarfile reads whole into memory: Go's archive/tar (which
+# go-getter uses) refuses one above 1 MiB (a 204 KB .tar.gz with a 200 MiB pax comment held +614 MB)
+MAX_HEADER_DATA = 1 << 20
+_HEADER_TYPES = frozenset(
+    {
+        tarfile.XHDTYPE,
+        tarfile.XGLTYPE,
+        tarfile.SOLARIS_XHDTYPE,
+        tarfile.GNUTYPE_LONGNAME,
+        tarfile.GNUTYPE_LONGLINK,
+    }
+)
+
+
+class _Member(tarfile.TarInfo):
+    """A tar header, refused before its data is read when it is a header for the next one (pax, GNU
+    long name) larger than MAX_HEADER_DATA."""
+
+    @classmethod
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> Self:
+        member = super().frombuf(buf, encoding, errors)
+        if member.type in _HEADER_TYPES and member.size > MAX_HEADER_DATA:
+            raise ArtifactError(
+                f"a tar header of {member.size} bytes: more than the {MAX_HEADER_DATA} a header may carry"
+            )
+        return member
 
 
 class _Capped:
