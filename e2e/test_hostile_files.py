@@ -275,3 +275,38 @@ def test_links_planted_in_a_host_volume_lead_nowhere_and_a_read_only_mount_stays
         assert not unchanged_problems(node.name, canary, observe_files(node, HOST_FILES))
     finally:
         node.run(f"rm -rf {SCRATCH}/hostile-*", check=False)
+
+
+LIST = "exec > /local/report 2>&1; ls /vol; echo done; exec sleep 3600"
+
+
+@pytest.mark.parametrize("driver", ["exec", "docker"])
+def test_a_host_volume_that_became_a_link_to_the_data_dir_is_not_mounted(
+    cluster: Cluster, canary: list[FileSeen], driver: str
+) -> None:
+    """Issue 51: the client's host volume is a directory when the agent starts and later a link to the
+    agent's data dir (a docker task listed `alloc client cni server state` and read the state
+    database's header). The path is resolved at the mount: the start fails naming the volume and
+    where it leads, the task never runs, and the node's files are unchanged."""
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
+    aside = f"{SCRATCH}.hostile-aside"
+    job = f"hostile-volume-link-{driver}"
+    node.run(f"mv {SCRATCH} {aside} && ln -s {AGENT_DATA_DIR} {SCRATCH}")
+    try:
+        allocs = agent.run_job(_volume_job(job, driver, LIST), "hostile: a host volume become a link")
+
+        def failed() -> tuple[str | None, str]:
+            status = agent.raw_alloc(allocs[0])["ClientStatus"]
+            return (status if status != "pending" else None), status
+
+        status = wait_until(failed, timeout=REPORT_WAIT, what=f"{job} to fail its start")
+        events = alloc_events(agent, allocs[0])
+        said = [m for _, m in events if "leads into the agent's own" in m]
+        assert status == "failed" and said, events
+        report = node.run(f"cat {AGENT_DATA_DIR}/alloc/{allocs[0]}/t/local/report", check=False).stdout
+        assert "state" not in report, f"the {driver} task listed the agent's data dir: {report}"
+        assert not unchanged_problems(node.name, canary, observe_files(node, HOST_FILES))
+    finally:
+        agent.stop_job(job)
+        node.run(f"test -L {SCRATCH} && rm {SCRATCH} && mv {aside} {SCRATCH}", check=False)
