@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.server
 import io
+import json
 import ssl
 import threading
 import time
@@ -21,8 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import load_config
+from agent.errors import ConfigError
 from agent.getter.fetch import ArtifactUnavailable, FetchLimits, download
 from agent.getter.plan import ArtifactError
+from agent.wiring import CoreSettings
 from tests.pki import TestCA
 
 LOOPBACK = ("127.0.0.0/8",)  # named explicitly: the default list allows no host
@@ -49,22 +53,27 @@ class Server:
                     self.send_header("Location", redirects[self.path])
                     self.end_headers()
                 elif self.path == "/slow-headers":
-                    for byte in b"HTTP/1.1 200 OK\r\nX-Padding: " + b"x" * TRICKLE_BYTES:
-                        self.wfile.write(bytes([byte]))
-                        time.sleep(TRICKLE_PERIOD)  # the attack: a byte per read, never a pause long enough
+                    self._trickle(b"HTTP/1.1 200 OK\r\nX-Padding: " + b"x" * TRICKLE_BYTES)
                 elif self.path == "/slow":
                     self.send_response(200)
                     self.send_header("Content-Length", str(TRICKLE_BYTES))
                     self.end_headers()
-                    for _ in range(TRICKLE_BYTES):
-                        self.wfile.write(b"x")
-                        time.sleep(TRICKLE_PERIOD)
+                    self._trickle(b"x" * TRICKLE_BYTES)
                 else:
                     body = files.get(self.path)
                     self.send_response(200 if body is not None else 404)
                     self.send_header("Content-Length", str(len(body or b"")))
                     self.end_headers()
                     self.wfile.write(body or b"")
+
+            def _trickle(self, data: bytes) -> None:
+                """The attack: a byte per read, never a pause as long as a read timeout."""
+                try:
+                    for byte in data:
+                        self.wfile.write(bytes([byte]))
+                        time.sleep(TRICKLE_PERIOD)
+                except OSError:  # the download gave up
+                    pass
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -161,3 +170,15 @@ def test_a_trickling_server_meets_the_whole_downloads_deadline(server: Server, p
         _get(f"http://localhost:{server.port}{path}", limits)
     held = time.monotonic() - started
     print(f"{path}: refused after {held:.2f} s (the server wanted {TRICKLE_BYTES * TRICKLE_PERIOD:.1f} s)")
+
+
+def test_the_deadline_is_the_client_configs_artifact_http_read_timeout(tmp_path: Path) -> None:
+    """Nomad's client `artifact { http_read_timeout = "30m" }`: the agent's config key, in seconds."""
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({"node_name": "c"}))
+    assert CoreSettings.from_config(load_config(path)).artifacts.fetch_limits.deadline == 1800.0
+    path.write_text(json.dumps({"node_name": "c", "artifact_http_read_timeout": 90}))
+    assert CoreSettings.from_config(load_config(path)).artifacts.fetch_limits.deadline == 90.0
+    path.write_text(json.dumps({"node_name": "c", "artifact_http_read_timeout": "30m"}))
+    with pytest.raises(ConfigError, match=r"agent\.json: artifact_http_read_timeout: '30m' is not a number"):
+        load_config(path)
