@@ -2,7 +2,8 @@
 restarts included), so that a path that is, or has since become, a link is followed once, by the
 agent, and the driver is handed the real directory, never the link. A path that leads into the
 agent's own files (its data dir with the state database, secrets and alloc dirs, its config dir, its
-TLS cert and key, its Vault credentials), or holds them, is refused: a workload never reaches them.
+TLS cert and key, its Vault credentials, its code), or holds them, is refused: a workload never
+reaches them.
 
 `own_path_problem` decides over plain paths; `resolve_host_volume` is the thin adapter that asks
 the file system. Nomad's client checks a host volume's path once, when it fingerprints it; the
@@ -12,9 +13,11 @@ agent's own dirs are not Nomad's rule but the project's (a task never reaches th
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import agent
 from agent.config import DEFAULT_CONFIG, Config
 from agent.errors import AgentError
 
@@ -24,13 +27,17 @@ class HostVolumeError(AgentError):
 
 
 def own_paths(cfg: Config) -> tuple[Path, ...]:
-    """The agent's own files and dirs besides its data dir: the config dir, the TLS cert and the
-    dir of its key, the Vault AppRole file."""
-    found = [DEFAULT_CONFIG.parent]
+    """The agent's own files and dirs besides its data dir: the config dir, the dirs of its TLS cert
+    and key and of its Vault AppRole file (the config dir in the lab's layouts, /etc/nomad.d in
+    Nomad's), and its own code (the package, and the virtualenv it runs from: a task that could
+    write them would run as root in the agent)."""
+    found = [DEFAULT_CONFIG.parent, Path(agent.__file__).resolve().parent]
+    if sys.prefix != sys.base_prefix:
+        found.append(Path(sys.prefix))
     if cfg.tls is not None:
-        found += [cfg.tls.cert_file, cfg.tls.key_file.parent]
+        found += [cfg.tls.cert_file.parent, cfg.tls.key_file.parent]
     if cfg.vault.approle_file is not None:
-        found.append(cfg.vault.approle_file)
+        found.append(cfg.vault.approle_file.parent)
     return tuple(found)
 
 

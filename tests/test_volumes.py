@@ -322,3 +322,20 @@ def test_a_host_volume_that_links_into_the_data_dir_stops_the_agents_start(tmp_p
             build_core(settings, store, None, Faults())
     finally:
         store.close()
+
+
+def test_the_agents_own_paths_are_its_config_certs_credentials_and_code(tmp_path: Path) -> None:
+    import agent
+    from agent.config import Config, TLSConfig, VaultConfig
+    from agent.hostvolumes import own_paths
+
+    conf = tmp_path / "nomad.d"
+    cfg = Config(
+        node_name="n",
+        tls=TLSConfig(conf / "tls" / "agent.crt", conf / "tls" / "agent.key", conf / "tls" / "ca.pem"),
+        vault=VaultConfig(approle_file=conf / "approle.json"),
+    )
+    got = own_paths(cfg)
+    assert {Path("/etc/fieldlab-agent"), conf / "tls", conf, Path(agent.__file__).resolve().parent} <= set(
+        got
+    )
