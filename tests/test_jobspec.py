@@ -938,3 +938,18 @@ job "j" {
     assert not _parse(text).warnings  # implemented: no "accepted but not implemented"
     with pytest.raises(JobspecError, match="shutdown_delay"):
         _parse(text.replace('"10s"', '"soon"'))
+
+
+def test_an_api_job_whose_group_has_an_empty_tasks_list_is_refused() -> None:
+    """Nomad's TaskGroup.Validate: "Missing tasks for task group"; the API form `"Tasks": []` was taken
+    (validate answered no errors, register placed an alloc of no task) while HCL's was refused."""
+    job = {
+        "Job": {
+            "ID": "empty",
+            "Name": "empty",
+            "TaskGroups": [{"Name": "g", "Count": 1, "Tasks": []}],
+        }
+    }
+    with pytest.raises(JobspecError) as info:
+        parse_jobspec(json.dumps(job), source="empty.json", fmt="json")
+    assert ("job.empty.group.g.task", "required: at least one task") in info.value.problems

@@ -159,7 +159,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
                 )
             )
         services = self._services(body, path, labels, f"{job_id}-{name}", task_names=seen)
-        if not task_blocks and "task" not in body:
+        if not task_blocks:  # no task block, or an API job's empty "Tasks" (Nomad: Missing tasks)
             if any("connect" in sb for _, sb, _ in self._blocks(body, "service", path)):
                 self.report.warn(path, _GATEWAY_GROUP)
                 return None
