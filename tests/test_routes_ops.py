@@ -704,3 +704,33 @@ def test_every_alloc_listed_after_an_agent_restart_is_read_with_its_tasks_and_ev
         assert sum(a["ClientStatus"] == "complete" for a in on_node) == 2
         assert api.call("GET", "/v1/allocation/ffffffff") == (404, "alloc not found\n")
     core.stop()
+
+
+# -- PUT /v1/system/gc, /v1/system/reconcile/summaries (python-nomad's system.*)
+
+
+def test_system_gc_collects_as_a_one_node_cluster_and_reconcile_answers(api: Api) -> None:
+    pair = api.submit(TWO_TASKS)
+    assert api.call("DELETE", "/v1/job/pair")[0] == 200
+
+    def ended() -> tuple[bool | None, str]:
+        seen = {a["ClientStatus"] for a in api.request("GET", "/v1/job/pair/allocations")}
+        return (True if seen == {"complete"} else None), str(seen)
+
+    wait_until(ended, timeout=10, what="the stopped job's allocs to complete")
+    status, _ = api.call("PUT", "/v1/system/gc")
+    assert status == 200
+    assert all(api.node.store.get("alloc", a) is None for a in pair)
+    assert api.call("GET", "/v1/job/pair")[0] == 404
+    assert api.call("PUT", "/v1/system/reconcile/summaries")[0] == 200
+    assert api.call("PUT", "/v1/system/gc?region=elsewhere")[0] == 400
+
+
+def test_a_register_under_another_jobs_path_is_refused_with_nomads_text(api: Api) -> None:
+    """python-nomad's dispatch test registers job "example-batch" under /v1/job/example-batch-idempotent:
+    Nomad's agent answers 400 "Job ID does not match name" (command/agent/job_endpoint.go)."""
+    api.submit(ONE_TASK)
+    job = api.request("GET", "/v1/job/web")
+    status, out = api.call("POST", "/v1/job/other", {"Job": job})
+    assert (status, out.strip()) == (400, "Job ID does not match name")
+    assert api.call("GET", "/v1/job/other")[0] == 404

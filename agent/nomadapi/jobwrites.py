@@ -192,9 +192,8 @@ def read_job_write(
     data = body_json(body)
     job_id, job = register_body(data, where)
     if groups and groups[0] and unquote(groups[0]) != job_id:
-        raise HttpError(
-            400, f"job ID in the path ({unquote(groups[0])[:64]}) is not the body's ({job_id[:64]})"
-        )
+        # Nomad's text (command/agent/job_endpoint.go), which its tools match on
+        raise HttpError(400, "Job ID does not match name")
     if adjust is not None:
         job = adjust(data, job_id, job)
     parsed, text = parse_job(api, job, f"job {job_id}")

@@ -352,7 +352,23 @@ def _agent_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         assert keyring is not None  # RunnerDeps makes one
         return answer(keyring.jwks())
 
+    def system_gc(groups: tuple[str, ...], body: bytes) -> Response:
+        """`nomad system gc`: Nomad's servers collect every terminal alloc and dead job at once
+        (force); on one node that is the client's forced GC pass (terminal allocs collected, the jobs
+        left without allocs purged). Nomad answers 200 with no body."""
+        check_scope(query_params(), node.region)
+        api.core.call(lambda: api.core.gc(force=True))
+        return 200, "text/plain; charset=utf-8", b""
+
+    def reconcile(groups: tuple[str, ...], body: bytes) -> Response:
+        """`nomad system reconcile summaries`: a job's summary is computed from its allocs at every read
+        here, so there is none to bring back in line; 200 with no body, as Nomad's."""
+        check_scope(query_params(), node.region)
+        return 200, "text/plain; charset=utf-8", b""
+
     return [
+        ("PUT", r"/v1/system/gc", system_gc),
+        ("PUT", r"/v1/system/reconcile/summaries", reconcile),
         ("GET", r"/\.well-known/jwks\.json", jwks),
         ("GET", r"/v1/agent/self", self_),
         ("GET", r"/v1/agent/health", health),
