@@ -127,11 +127,17 @@ def test_a_hostile_artifact_never_writes_outside_its_destination(
         server.run(f"rm -f /srv/fieldlab-artifacts/{name}", check=False)
 
 
+LINK_LOCAL = "169.254.77.1"  # given to the node's lo for the link-local case, and taken back
+
+
 @pytest.mark.parametrize(
     ("kind", "source"),
     [
         ("loopback", "http://127.0.0.1:8500/v1/kv/?recurse"),  # Consul's HTTP API, bound to loopback
-        ("link-local", "http://169.254.169.254/latest/meta-data/"),  # a cloud's metadata service
+        # a cloud's metadata service would be 169.254.169.254: never a lab address, so the node is given
+        # a link-local address of its own on lo (LINK_LOCAL) and the artifact names that one: were the
+        # agent to connect, the packets would stay on the node
+        ("link-local", f"http://{LINK_LOCAL}/latest/meta-data/"),
     ],
 )
 def test_an_artifact_from_the_nodes_own_addresses_is_refused(
@@ -140,8 +146,11 @@ def test_an_artifact_from_the_nodes_own_addresses_is_refused(
     """Issue 51: the agent is root on the host's network, so an artifact that names the node's loopback
     or a link-local address would hand a task what only the node may read. The lab's role allows its
     servers only: the setup fails with the reason, before any connection is made."""
-    agent = cluster.agent(cluster.clients[0])
+    node = cluster.clients[0]
+    agent = cluster.agent(node)
     job = f"hostile-artifact-{kind}"
+    if kind == "link-local":
+        node.run(f"ip addr replace {LINK_LOCAL}/32 dev lo")
     allocs = agent.run_job(ARTIFACT_JOB.format(kind=kind, source=source), f"hostile: {kind} artifact")
     try:
 
@@ -156,6 +165,8 @@ def test_an_artifact_from_the_nodes_own_addresses_is_refused(
         assert "a loopback or link-local address" in said[0], said
     finally:
         agent.stop_job(job)
+        if kind == "link-local":
+            node.run(f"ip addr del {LINK_LOCAL}/32 dev lo", check=False)
 
 
 # --- host volumes -------------------------------------------------------------------------------------

@@ -136,9 +136,12 @@ def test_a_redirect_is_checked_and_connected_the_same_way(server: Server) -> Non
     assert [path for path, _ in server.seen] == ["/here", "/there"]
     assert server.seen[0][1].get("Authorization") == "Bearer t"
     assert "Authorization" not in server.seen[1][1], "credentials to another host"
-    server.redirects["/away"] = "http://192.0.2.7/x"  # TEST-NET-1: refused before any connection
-    with pytest.raises(ArtifactError, match=r"192\.0\.2\.7 .* is not in the client's artifact_allowed_hosts"):
-        _get(f"http://localhost:{server.port}/away")
+    # a hop to an address the list leaves out is refused before any connection: 127.0.0.3, outside the
+    # list 127.0.0.2/32 (loopback, so nothing could leave this machine were it connected to)
+    server.redirects["/away"] = "http://127.0.0.3/x"
+    narrow = FetchLimits(allowed_hosts=(f"{ADDRESS}/32",))
+    with pytest.raises(ArtifactError, match=r"127\.0\.0\.3 .* allowed only by such a network named in"):
+        _get(f"http://localhost:{server.port}/away", narrow)
 
 
 def test_tls_checks_the_urls_name_on_the_checked_address(tmp_path: Path) -> None:
