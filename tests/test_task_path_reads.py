@@ -34,6 +34,7 @@ ARTIFACT = (
 
 SITES: dict[tuple[str, str, str], str] = {
     ("cli/jobfiles.py", "variables", "path.read_text"): CLI,
+    ("cli/__init__.py", "reader_gone", "os.open"): CLI,  # /dev/null over a closed stdout (`| head`)
     ("config.py", "_read", "path.read_text"): NODE,
     ("getter/unpack.py", "_unzip", "z.open"): ARTIFACT,
     # `chown = true`: the destination walked by fd, each directory O_NOFOLLOW|O_DIRECTORY, only fchown
