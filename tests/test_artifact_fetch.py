@@ -10,14 +10,16 @@ resolver): only a download that connects to the address it checked reaches them.
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import io
 import json
+import queue
 import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,8 +27,15 @@ import pytest
 from agent.config import load_config
 from agent.errors import ConfigError
 from agent.getter.fetch import ArtifactUnavailable, FetchLimits, download
+from agent.getter.getter import HttpGetter
 from agent.getter.plan import ArtifactError
+from agent.model import Artifact, Group, Job, RestartPolicy, Task
+from agent.offload import threaded
+from agent.records import AllocRecord, AllocStatus
+from agent.runner.alloc import AllocRunner
 from agent.wiring import CoreSettings
+from lab.waits import wait_until
+from tests.fakes import FakeNode
 from tests.pki import TestCA
 
 LOOPBACK = ("127.0.0.0/8",)  # named explicitly: the default list allows no host
@@ -185,3 +194,47 @@ def test_the_deadline_is_the_client_configs_artifact_http_read_timeout(tmp_path:
     path.write_text(json.dumps({"node_name": "c", "artifact_http_read_timeout": "30m"}))
     with pytest.raises(ConfigError, match=r"agent\.json: artifact_http_read_timeout: '30m' is not a number"):
         load_config(path)
+
+
+def test_a_cancel_ends_a_download_at_once(server: Server) -> None:
+    """The alloc's stop sets the download's cancel event (Nomad cancels the artifact hook's context):
+    the trickle, which would complete after 3 s well within its 60 s deadline, ends as cancelled."""
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    limits = FetchLimits(allowed_hosts=LOOPBACK, timeout=5.0, deadline=60.0)
+    with pytest.raises(ArtifactError, match="cancelled: the alloc is being stopped") as caught:
+        _get(f"http://localhost:{server.port}/slow", limits, cancel=cancel)
+    assert not isinstance(caught.value, ArtifactUnavailable), "a cancel is not worth a retry"
+
+
+def test_a_stop_ends_the_artifact_download_it_would_wait_behind(server: Server, tmp_path: Path) -> None:
+    """A job stop while its artifact trickles in: the download is cancelled, the alloc completes,
+    the task never starts and no "Failed Artifact Download" is reported. Before, the stop waited in
+    the alloc's queue behind the download (up to its deadline, 30 minutes by default), which then
+    finished and wrote the file."""
+    node = FakeNode(tmp_path)
+    posted: queue.Queue[Callable[[], None]] = queue.Queue()
+    task = Task(
+        name="t", driver="exec", artifacts=(Artifact(f"http://{ADDRESS}:{server.port}/slow", "local/"),)
+    )
+    group = Group(name="g", tasks=(task,), network=None, restart=RestartPolicy(attempts=0, mode="fail"))
+    job = Job(id="art", groups=(group,), type="batch")
+    rec = AllocRecord(id="a1b2c3d4-0000-4000-8000-0000000000b8", job="art", group="g")
+    getter = HttpGetter(allowed_hosts=(f"{ADDRESS}/32",), fetch_limits=FetchLimits(deadline=60.0))
+    deps = dataclasses.replace(node.deps(), getter=getter, offload=threaded(posted.put))
+    runner = AllocRunner(deps, rec, job, group)
+    node.store.put("alloc", runner.id, runner.rec.to_record())
+    runner.start()  # the download goes on in a thread; its continuation comes back through `posted`
+    wait_until(lambda: (True if server.seen else None, "no request yet"), timeout=10, what="the download")
+    runner.stop()
+
+    def stopped() -> tuple[bool | None, str]:
+        while not posted.empty():
+            posted.get()()  # this test's main loop
+        return (True if runner.rec.status is AllocStatus.COMPLETE else None), str(runner.rec.status)
+
+    wait_until(stopped, timeout=TRICKLE_BYTES * TRICKLE_PERIOD * 3, interval=0.05, what="the alloc complete")
+    events = [e.type for e in node.store.events(runner.id, "t")]
+    assert "Failed Artifact Download" not in events and "Started" not in events, events
+    assert not node.exec.starts
+    assert not (runner.task_dir(task) / "local" / "slow").exists(), "the download was not cancelled"

@@ -98,33 +98,56 @@ def redirect_headers(headers: Mapping[str, str], old: str, new: str) -> dict[str
     return {k: v for k, v in headers.items() if k.lower() not in SENSITIVE}
 
 
-class _Deadline:
-    """The whole download's deadline: when it passes, the connection in use is shut down, which ends
-    any read blocked on it (a timeout is per read: a server trickling a byte per read never meets it)."""
+CANCEL_POLL = 0.1  # seconds between looks at a download's cancel event (the alloc stopping)
 
-    def __init__(self, seconds: float) -> None:
+
+class _Deadline:
+    """The whole download's deadline, and its cancellation: when the deadline passes or `cancel` is
+    set (the alloc is being stopped: Nomad cancels the artifact hook's context), the connection in
+    use is shut down, which ends any read blocked on it (a timeout is per read: a server trickling a
+    byte per read never meets it)."""
+
+    def __init__(self, seconds: float, cancel: threading.Event | None = None) -> None:
         self.seconds = seconds
         self.end = time.monotonic() + seconds
         self.expired = False
+        self.cancelled = False
+        self._cancel = cancel
+        self._done = threading.Event()
         self._lock = threading.Lock()
         self._conn: HTTPConnection | None = None
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
+        self._thread = threading.Thread(target=self._wait, name="artifact-deadline", daemon=True)
 
     def __enter__(self) -> _Deadline:
-        self._timer.start()
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        self._done.set()
+
+    def _wait(self) -> None:
+        if self._cancel is None:
+            if not self._done.wait(self.seconds):
+                self._expire(cancelled=False)
+            return
+        while not self._done.is_set():
+            left = self.end - time.monotonic()
+            if left <= 0:
+                self._expire(cancelled=False)
+                return
+            if self._cancel.wait(min(left, CANCEL_POLL)):
+                self._expire(cancelled=True)
+                return
 
     def left(self) -> float:
         left = self.end - time.monotonic()
-        if left <= 0 or self.expired:
+        if left <= 0 or self.expired or (self._cancel is not None and self._cancel.is_set()):
             raise self.error()
         return left
 
-    def error(self) -> ArtifactUnavailable:
+    def error(self) -> ArtifactError | ArtifactUnavailable:
+        if self.cancelled or (self._cancel is not None and self._cancel.is_set()):
+            return ArtifactError("the download was cancelled: the alloc is being stopped")
         return ArtifactUnavailable(
             f"the download did not complete within the client's artifact_http_read_timeout "
             f"of {self.seconds:g}s"
@@ -136,9 +159,10 @@ class _Deadline:
             if self.expired and conn is not None:
                 _shutdown(conn)
 
-    def _expire(self) -> None:
+    def _expire(self, *, cancelled: bool) -> None:
         with self._lock:
             self.expired = True
+            self.cancelled = cancelled
             if self._conn is not None:
                 _shutdown(self._conn)
 
@@ -201,16 +225,19 @@ def download(
     *,
     lookup: Callable[[str], list[str]] = resolve,
     cafile: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> int:
     """Write the body of `url` to `out`; the number of bytes. Checks the host (and every redirect's),
-    the size limit while streaming, the deadline throughout, and the checksum at the end."""
+    the size limit while streaming, the deadline throughout, and the checksum at the end; `cancel`
+    set ends it at once (ArtifactError)."""
     del host  # the plan's, the URL's own: every hop's host is taken from its URL
     context = ssl.create_default_context(cafile=cafile)
     sent = {k: v for k, v in headers.items() if k.lower() != "host"}  # the Host is the URL's (as Go)
     sent = {"User-Agent": "fieldlab-agent", **sent}
-    with _Deadline(limits.deadline) as deadline:
+    with _Deadline(limits.deadline, cancel) as deadline:
         current = url
         for _ in range(MAX_REDIRECTS + 1):
+            deadline.left()  # cancelled, or out of time, before the next hop
             where = target(current)
             addresses = lookup(where.host)
             why = host_allowed(where.host, addresses, limits.allowed_hosts)

@@ -8,6 +8,7 @@ import dataclasses
 import errno
 import os
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -21,11 +22,17 @@ from agent.sandbox import SandboxError, SandboxPath, open_parent, sandbox_path
 
 class ArtifactGetter(Protocol):
     def fetch(
-        self, task_dir: Path, artifact: Artifact, env: dict[str, str], owner: tuple[int, int] | None = None
+        self,
+        task_dir: Path,
+        artifact: Artifact,
+        env: dict[str, str],
+        owner: tuple[int, int] | None = None,
+        cancel: threading.Event | None = None,
     ) -> int:
         """Fetch one artifact into the task's sandbox (and give what it wrote to `owner`'s uid and
         gid when given: `chown = true`); the number of files written. Raises ArtifactError (not worth
-        a retry) or ArtifactUnavailable (its server did not answer)."""
+        a retry, or `cancel` was set: the alloc is being stopped) or ArtifactUnavailable (its server
+        did not answer)."""
         ...
 
 
@@ -40,7 +47,12 @@ class HttpGetter:
     cafile: str | None = None  # https: the lab's CA, beside the system's trust
 
     def fetch(
-        self, task_dir: Path, artifact: Artifact, env: dict[str, str], owner: tuple[int, int] | None = None
+        self,
+        task_dir: Path,
+        artifact: Artifact,
+        env: dict[str, str],
+        owner: tuple[int, int] | None = None,
+        cancel: threading.Event | None = None,
     ) -> int:
         plan = plan_fetch(
             artifact.source,
@@ -52,7 +64,16 @@ class HttpGetter:
         )
         limits = dataclasses.replace(self.fetch_limits, allowed_hosts=self.allowed_hosts)
         with tempfile.TemporaryFile(prefix="fieldlab-artifact-") as tmp:
-            download(plan.url, plan.host, dict(plan.headers), tmp, limits, plan.checksum, cafile=self.cafile)
+            download(
+                plan.url,
+                plan.host,
+                dict(plan.headers),
+                tmp,
+                limits,
+                plan.checksum,
+                cafile=self.cafile,
+                cancel=cancel,
+            )
             tmp.seek(0)
             if plan.archive in SINGLE_FILE:
                 count = decompress(task_dir, tmp, plan.archive, plan.file_dest, self.unpack_limits)

@@ -16,6 +16,7 @@ agent.network.base); what a fault flag changes is decided by the pure `plan_*` f
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -87,6 +88,9 @@ class AllocRunner:
         self.group = replace(group, tasks=tasks)
         self.id: str = record.id
         self.serial = Serial(deps.offload, f"alloc={record.id[:8]}")
+        # Set by the stop, at once (not behind the alloc's operation in progress): a setup step off
+        # the loop that can take long (an artifact's download) ends early, as Nomad's hooks' context.
+        self.setup_cancel = threading.Event()
         self.tasks: dict[str, TaskRunner] = {
             t.name: TaskRunner(self, t, task_hooks()) for t in self.group.tasks
         }
@@ -450,6 +454,7 @@ class AllocRunner:
         finishes the stop (Core.restore). The decision is recorded at once; the tasks are stopped
         when the alloc's operation in progress (a restart's stop) is done."""
         self.state.save(desired=DesiredStatus.STOP)
+        self.setup_cancel.set()
         self.kill_point("stop.after-desired-record")
         for t in self.group.tasks:
             self.state.bump(t.name)  # no restart on a timer starts it again

@@ -154,16 +154,20 @@ class ArtifactHook(TaskHook):
         getter, task_dir, env = tr.d.getter, tr.task_dir, tr.env()
         owner = task_user_owner(tr.t)  # for `chown = true`: the task's `user`, as Nomad's
         failed_source: list[str] = []
+        cancel = tr.ar.setup_cancel  # set by the alloc's stop: the download ends at once, as Nomad's
 
         def blocking() -> int:
             count = 0
             for artifact in artifacts:
                 failed_source[:] = [artifact.source]
-                count += getter.fetch(task_dir, artifact, env, owner if artifact.chown else None)
+                count += getter.fetch(task_dir, artifact, env, owner if artifact.chown else None, cancel)
             failed_source.clear()
             return count
 
         def done(result: object, exc: Exception | None) -> None:
+            if exc is not None and cancel.is_set():
+                then(exc)  # stopped meanwhile: no failure to report, the stop queued behind ends it
+                return
             if exc is not None:
                 source = failed_source[0] if failed_source else "?"
                 message = f'failed to download artifact "{source}": {exc}'
