@@ -177,13 +177,16 @@ class Config:
     # Seconds a workload identity's JWT lives when its `identity` block (or vault.default_identity)
     # sets no ttl: Nomad signs such a token without `exp` (a warning only); this agent never does.
     identity_default_ttl: float = DEFAULT_IDENTITY_TTL
+    # The file this config was read from (set by load_config, never a key of it): its dir is one of the
+    # agent's own, which no host volume may lead into (agent.hostvolumes.own_paths).
+    config_file: Path | None = None
 
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def _section(path: str, raw: dict[str, Any], name: str, cls: type[Any]) -> dict[str, Any]:
-    known = {f.name for f in fields(cls)}
+    known = {f.name for f in fields(cls)} - {"config_file"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(path, f"{name}{unknown[0]}", f"unknown key (known: {', '.join(sorted(known))})")
@@ -518,4 +521,5 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         kw["tls"] = _tls(p, raw["tls"])
     if raw.get("vault") is not None:
         kw["vault"] = _vault(p, raw["vault"])
+    kw["config_file"] = path.absolute()
     return Config(**kw)

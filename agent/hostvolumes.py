@@ -27,11 +27,14 @@ class HostVolumeError(AgentError):
 
 
 def own_paths(cfg: Config) -> tuple[Path, ...]:
-    """The agent's own files and dirs besides its data dir: the config dir, the dirs of its TLS cert
+    """The agent's own files and dirs besides its data dir: the config dir (the default one and the
+    one it was started with), the dirs of its TLS cert
     and key and of its Vault AppRole file (the config dir in the lab's layouts, /etc/nomad.d in
     Nomad's), and its own code (the package, and the virtualenv it runs from: a task that could
     write them would run as root in the agent)."""
     found = [DEFAULT_CONFIG.parent, Path(agent.__file__).resolve().parent]
+    if cfg.config_file is not None:  # the dir of the config file the agent was started with
+        found.append(cfg.config_file.parent)
     if sys.prefix != sys.base_prefix:
         found.append(Path(sys.prefix))
     if cfg.tls is not None:

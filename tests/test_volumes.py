@@ -339,3 +339,21 @@ def test_the_agents_own_paths_are_its_config_certs_credentials_and_code(tmp_path
     assert {Path("/etc/fieldlab-agent"), conf / "tls", conf, Path(agent.__file__).resolve().parent} <= set(
         got
     )
+
+
+def test_the_dir_of_the_config_file_the_agent_started_with_is_its_own(tmp_path: Path) -> None:
+    """A config outside /etc/fieldlab-agent (an own-hosts layout: `--config /opt/agent/agent.json`)
+    keeps its dir out of every host volume, as the default one is."""
+    from agent.config import load_config
+    from agent.errors import ConfigError
+    from agent.hostvolumes import own_paths
+
+    conf = tmp_path / "opt-agent"
+    conf.mkdir()
+    (conf / "agent.json").write_text('{"node_name": "n"}')
+    cfg = load_config(conf / "agent.json")
+    assert cfg.config_file == conf / "agent.json"
+    assert conf in own_paths(cfg)
+    (conf / "agent.json").write_text('{"node_name": "n", "config_file": "/tmp/x"}')
+    with pytest.raises(ConfigError, match="config_file: unknown key"):
+        load_config(conf / "agent.json")
