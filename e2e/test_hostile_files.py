@@ -20,7 +20,7 @@ import pytest
 
 from agent.errors import AgentError
 from e2e.harness.checkers import FileSeen, unchanged_problems
-from e2e.harness.cluster import AGENT_DATA_DIR, Cluster
+from e2e.harness.cluster import AGENT_DATA_DIR, Agent, Cluster
 from e2e.harness.hostile import CANARY, HOST_FILES, alloc_events
 from e2e.harness.jobs import running_job
 from e2e.harness.probes import observe_files
@@ -93,6 +93,20 @@ HOSTILE_ARCHIVES = {
 }
 
 
+REPORT_WAIT = 60.0  # seconds from submission to the alloc's end (a setup or start refused)
+
+
+def ended_with_events(agent: Agent, alloc: str, what: str) -> tuple[str, list[tuple[str, str]]]:
+    """The alloc's client status once it is no longer pending, and its events (type, message)."""
+
+    def ended() -> tuple[str | None, str]:
+        status = agent.raw_alloc(alloc)["ClientStatus"]
+        return (status if status != "pending" else None), status
+
+    status = wait_until(ended, timeout=REPORT_WAIT, what=what)
+    return status, alloc_events(agent, alloc)
+
+
 @pytest.mark.parametrize("kind", sorted(HOSTILE_ARCHIVES))
 def test_a_hostile_artifact_never_writes_outside_its_destination(
     cluster: Cluster, canary: list[FileSeen], kind: str
@@ -109,13 +123,7 @@ def test_a_hostile_artifact_never_writes_outside_its_destination(
     started = time.monotonic()
     allocs = agent.run_job(ARTIFACT_JOB.format(kind=kind, source=source), f"hostile: {name}")
     try:
-
-        def failed() -> tuple[str | None, str]:
-            status = agent.raw_alloc(allocs[0])["ClientStatus"]
-            return (status if status != "pending" else None), status
-
-        status = wait_until(failed, timeout=60, what=f"{job} to fail its setup")
-        events = alloc_events(agent, allocs[0])
+        status, events = ended_with_events(agent, allocs[0], f"{job} to fail its setup")
         said = [m for t, m in events if t == "Failed Artifact Download"]
         assert status == "failed" and said, events
         assert HOSTILE_ARCHIVES[kind] in said[0], said
@@ -153,13 +161,7 @@ def test_an_artifact_from_the_nodes_own_addresses_is_refused(
         node.run(f"ip addr replace {LINK_LOCAL}/32 dev lo")
     allocs = agent.run_job(ARTIFACT_JOB.format(kind=kind, source=source), f"hostile: {kind} artifact")
     try:
-
-        def failed() -> tuple[str | None, str]:
-            status = agent.raw_alloc(allocs[0])["ClientStatus"]
-            return (status if status != "pending" else None), status
-
-        status = wait_until(failed, timeout=60, what=f"{job} to fail its setup")
-        events = alloc_events(agent, allocs[0])
+        status, events = ended_with_events(agent, allocs[0], f"{job} to fail its setup")
         said = [m for t, m in events if t == "Failed Artifact Download"]
         assert status == "failed" and said, events
         assert "a loopback or link-local address" in said[0], said
@@ -171,7 +173,6 @@ def test_an_artifact_from_the_nodes_own_addresses_is_refused(
 
 # --- host volumes -------------------------------------------------------------------------------------
 SCRATCH = "/srv/fieldlab-volumes/scratch"  # the lab's one host volume (fieldlab_agent role's default)
-REPORT_WAIT = 60.0  # seconds from submission to the task's report
 VOLUME_JOB = """
 job "{job}" {{
   group "g" {{
@@ -306,13 +307,7 @@ def test_a_host_volume_that_became_a_link_to_the_data_dir_is_not_mounted(
     node.run(f"mv {SCRATCH} {aside} && ln -s {AGENT_DATA_DIR} {SCRATCH}")
     try:
         allocs = agent.run_job(_volume_job(job, driver, LIST), "hostile: a host volume become a link")
-
-        def failed() -> tuple[str | None, str]:
-            status = agent.raw_alloc(allocs[0])["ClientStatus"]
-            return (status if status != "pending" else None), status
-
-        status = wait_until(failed, timeout=REPORT_WAIT, what=f"{job} to fail its start")
-        events = alloc_events(agent, allocs[0])
+        status, events = ended_with_events(agent, allocs[0], f"{job} to fail its start")
         said = [m for _, m in events if "leads into the agent's own" in m]
         assert status == "failed" and said, events
         report = node.run(f"cat {AGENT_DATA_DIR}/alloc/{allocs[0]}/t/local/report", check=False).stdout
