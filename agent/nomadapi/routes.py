@@ -1,6 +1,6 @@
 """Nomad's v1 HTTP API, as a one-node Nomad agent in dev mode answers it for its own node: the
-agent, status, jobs, evaluations, allocations and nodes endpoints (the client endpoints, files and
-logs are in agent.nomadapi.clientroutes).
+jobs, evaluations, allocations and nodes endpoints (the agent, status and system ones are in
+agent.nomadapi.agentroutes; the client endpoints, files and logs in agent.nomadapi.clientroutes).
 
 Handlers are thin: they read the request in their own thread, gather plain data on the main loop
 (`core.call`) and shape it with the pure views of agent.nomadapi.structs. Reads are blocking
@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from agent import __version__
 from agent.api.server import Handler, Response, query_params
 from agent.api.views import alloc_counts, job_status
 from agent.core import Core
@@ -23,6 +22,7 @@ from agent.identity.vaultlogin import with_implicit_identities
 from agent.jobcodec import JobCodecError, decode_job
 from agent.node.driverevents import NodeEvent, NodeEvents, driver_changes
 from agent.nomadapi import structs
+from agent.nomadapi.agentroutes import agent_routes
 from agent.nomadapi.briefs import alloc_briefs
 from agent.nomadapi.http import (
     HttpError,
@@ -278,7 +278,7 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     from agent.nomadapi.variables import variable_routes
 
     table = [
-        *_agent_routes(api),
+        *agent_routes(api),
         *job_plan_routes(api),
         *job_scale_routes(api),
         *job_write_routes(api),
@@ -290,93 +290,6 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         *variable_routes(api),
     ]
     return [(m, rx, guard(h)) for m, rx, h in table]
-
-
-# -- agent, status, regions ------------------------------------------------------------------------
-def _agent_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
-    node = api.node
-
-    def self_(groups: tuple[str, ...], body: bytes) -> Response:
-        meta_headers(api.core.changes.current())
-        config = {
-            "Datacenter": node.datacenter,
-            "NodeName": node.name,
-            "Region": node.region,
-            "Version": {"Version": __version__},
-        }
-        return answer(
-            structs.agent_self(
-                node_name=node.name,
-                datacenter=node.datacenter,
-                region=node.region,
-                version=__version__,
-                config=config,
-                node_id=node.id,
-                addr=node.http_addr,
-                extra_stats={"fieldlab": api.agent_stats()},
-            )
-        )
-
-    def health(groups: tuple[str, ...], body: bytes) -> Response:
-        return api.agent_health()
-
-    def members(groups: tuple[str, ...], body: bytes) -> Response:
-        member = structs.agent_member(
-            node_name=node.name,
-            datacenter=node.datacenter,
-            region=node.region,
-            version=__version__,
-            addr=node.http_addr,
-        )
-        return answer(
-            {
-                "ServerName": node.name,
-                "ServerRegion": node.region,
-                "ServerDC": node.datacenter,
-                "Members": [member],
-            }
-        )
-
-    def leader(groups: tuple[str, ...], body: bytes) -> Response:
-        return answer(node.http_addr.rsplit(":", 1)[0] + ":4647")
-
-    def peers(groups: tuple[str, ...], body: bytes) -> Response:
-        return answer([node.http_addr.rsplit(":", 1)[0] + ":4647"])
-
-    def regions(groups: tuple[str, ...], body: bytes) -> Response:
-        return answer([node.region])
-
-    def jwks(groups: tuple[str, ...], body: bytes) -> Response:
-        """The public keys of the workload identities this agent signs (Nomad's JWKSPath)."""
-        keyring = api.core.deps.keyring
-        assert keyring is not None  # RunnerDeps makes one
-        return answer(keyring.jwks())
-
-    def system_gc(groups: tuple[str, ...], body: bytes) -> Response:
-        """`nomad system gc`: Nomad's servers collect every terminal alloc and dead job at once
-        (force); on one node that is the client's forced GC pass (terminal allocs collected, the jobs
-        left without allocs purged). Nomad answers 200 with no body."""
-        check_scope(query_params(), node.region)
-        api.core.call(lambda: api.core.gc(force=True))
-        return 200, "text/plain; charset=utf-8", b""
-
-    def reconcile(groups: tuple[str, ...], body: bytes) -> Response:
-        """`nomad system reconcile summaries`: a job's summary is computed from its allocs at every read
-        here, so there is none to bring back in line; 200 with no body, as Nomad's."""
-        check_scope(query_params(), node.region)
-        return 200, "text/plain; charset=utf-8", b""
-
-    return [
-        ("PUT", r"/v1/system/gc", system_gc),
-        ("PUT", r"/v1/system/reconcile/summaries", reconcile),
-        ("GET", r"/\.well-known/jwks\.json", jwks),
-        ("GET", r"/v1/agent/self", self_),
-        ("GET", r"/v1/agent/health", health),
-        ("GET", r"/v1/agent/members", members),
-        ("GET", r"/v1/status/leader", leader),
-        ("GET", r"/v1/status/peers", peers),
-        ("GET", r"/v1/regions", regions),
-    ]
 
 
 # -- jobs and evaluations --------------------------------------------------------------------------
