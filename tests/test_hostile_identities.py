@@ -9,7 +9,6 @@ the lab's role (expiration_leeway -1) refuses a token without `exp` once a minut
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ import yaml
 
 from agent.config import load_config
 from agent.errors import ConfigError
-from agent.identity.claims import DEFAULT_IDENTITY_TTL, Workload, identity_claims
+from agent.identity.claims import Workload, identity_claims
 from agent.identity.keyring import Keyring
 from agent.jobspec import Limits, parse_jobspec
 from agent.model import Group, Job, RestartPolicy, Task, WorkloadIdentity
@@ -59,15 +58,7 @@ def test_a_bad_identity_default_ttl_is_an_error_naming_the_key(tmp_path: Path, b
     assert "is not a number of seconds > 0" in str(exc.value)
 
 
-def test_the_lab_role_sets_the_default_ttl_and_the_agent_takes_it(tmp_path: Path) -> None:
-    from tests.test_role_hardening import _agent_config, _lab_inventory
-
-    _, inventory = _lab_inventory(tmp_path, raw_exec=False)
-    config = _agent_config(tmp_path, inventory, "client1")
-    assert config["identity_default_ttl"] == DEFAULT_IDENTITY_TTL
-    path = tmp_path / "client1.json"
-    path.write_text(json.dumps(config))
-    assert load_config(path).identity_default_ttl == DEFAULT_IDENTITY_TTL
+# The lab role renders identity_default_ttl: tests/test_hostile_stops.py checks it with max_shutdown_delay.
 
 
 def test_the_jobspec_warning_says_what_the_agent_does_instead() -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from agent.config import load_config
 from agent.errors import ConfigError
+from agent.identity.claims import DEFAULT_IDENTITY_TTL
 from agent.jobspec import JobspecError, Limits, parse_jobspec
 from agent.jobspec.limits import DEFAULT_MAX_SHUTDOWN_DELAY, stored_limits
 from agent.model import Group, Job, RestartPolicy, Task
@@ -218,12 +219,16 @@ def test_a_stored_alloc_with_a_ten_year_delay_is_restored_not_lost(tmp_path: Pat
     assert (before.deps.max_shutdown_delay, after.deps.max_shutdown_delay) == (TEN_YEARS, 30.0)
 
 
-def test_the_lab_role_sets_the_limit_and_the_agent_takes_it(tmp_path: Path) -> None:
+def test_the_lab_role_sets_the_new_limits_and_the_agent_takes_them(tmp_path: Path) -> None:
+    """The fieldlab_agent role renders both client limits of issue 51 (max_shutdown_delay here,
+    identity_default_ttl: tests/test_hostile_identities.py) and the agent reads them back."""
     from tests.test_role_hardening import _agent_config, _lab_inventory
 
     _, inventory = _lab_inventory(tmp_path, raw_exec=False)
     config = _agent_config(tmp_path, inventory, "client1")
-    assert config["max_shutdown_delay"] == DEFAULT_MAX_SHUTDOWN_DELAY
+    want = {"max_shutdown_delay": DEFAULT_MAX_SHUTDOWN_DELAY, "identity_default_ttl": DEFAULT_IDENTITY_TTL}
+    assert {k: config.get(k) for k in want} == want
     path = tmp_path / "client1.json"
     path.write_text(json.dumps(config))
-    assert load_config(path).max_shutdown_delay == DEFAULT_MAX_SHUTDOWN_DELAY
+    loaded = load_config(path)
+    assert {k: getattr(loaded, k) for k in want} == want

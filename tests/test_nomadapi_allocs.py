@@ -5,33 +5,23 @@ and `?reverse=true` reverses Nomad's list orders. On the real Core and loop with
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agent.core import Core
 from tests.agent_lab import NODE, run_job
 from tests.fakes import FakeNode
-from tests.test_routes_ops import CRASHY, ONE_TASK, TWO_TASKS, Api, _exits
+from tests.test_routes_ops import CRASHY, ONE_TASK, TWO_TASKS, Api, _exits, start_api
 
 WAIT = 5.0  # seconds for the loop to place a replacement
-
-
-def _start(node: FakeNode, *, restore: bool = False) -> tuple[Core, Api]:
-    core = node.core()
-    if restore:
-        core.restore()
-    threading.Thread(target=core.run_loop, daemon=True).start()
-    return core, Api(node, core)
 
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
     node = FakeNode(tmp_path)
-    core, api = _start(node)
+    core, api = start_api(node)
     yield api
     core.stop()
 
@@ -80,12 +70,12 @@ def test_an_alloc_stops_replacement_and_a_failed_allocs_replacement_have_their_o
 
 def test_the_eval_id_and_its_evaluation_outlive_an_agent_restart(tmp_path: Path) -> None:
     node = FakeNode(tmp_path)
-    core, api = _start(node)
+    core, api = start_api(node)
     placed = run_job(api.request, TWO_TASKS)
     before = {a: api.request("GET", f"/v1/allocation/{a}")["EvalID"] for a in placed}
     creates = {a: api.request("GET", f"/v1/allocation/{a}")["CreateIndex"] for a in placed}
     core.stop()
-    core, api = _start(node, restore=True)
+    core, api = start_api(node, restore=True)
     try:
         after = {a: api.request("GET", f"/v1/allocation/{a}")["EvalID"] for a in placed}
         assert after == before

@@ -5,7 +5,6 @@ On the real Core and loop with a fake node (no root, no docker)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,17 +12,15 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeNode
-from tests.test_routes_ops import ONE_TASK, Api
+from tests.test_routes_ops import ONE_TASK, Api, start_api
 
 WAIT = 5.0  # seconds for the loop to act
 
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
-    node = FakeNode(tmp_path)
-    core = node.core()
-    threading.Thread(target=core.run_loop, daemon=True).start()
-    yield Api(node, core)
+    core, routes = start_api(FakeNode(tmp_path))
+    yield routes
     core.stop()
 
 

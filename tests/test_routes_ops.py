@@ -81,12 +81,19 @@ class Api(NomadRoutes):
         return sorted(a["ID"] for a in out)
 
 
+def start_api(node: FakeNode, *, restore: bool = False) -> tuple[Core, Api]:
+    """The node's Core on a loop thread of its own (restored first when asked) and its routes."""
+    core = node.core()
+    if restore:
+        core.restore()
+    threading.Thread(target=core.run_loop, daemon=True).start()
+    return core, Api(node, core)
+
+
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
-    node = FakeNode(tmp_path)
-    core = node.core()
-    threading.Thread(target=core.run_loop, daemon=True).start()
-    yield Api(node, core)
+    core, routes = start_api(FakeNode(tmp_path))
+    yield routes
     core.stop()
 
 
