@@ -53,7 +53,7 @@ from agent.runner.stored import stored_runner, terminal_views
 from agent.runner.taskdirs import TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import CorruptRecordError, StateStore
-from agent.state.changes import ChangeIndex
+from agent.state.changes import ChangeIndex, highest_kept
 from agent.state.watched import WatchedStore
 from agent.taskenv import node_table
 from agent.templates.budget import DEFAULT_PASS_BUDGET
@@ -138,7 +138,7 @@ class Core:
         self.node = node or NodeFacts("", "", datacenter, attributes=node_attributes(drivers.names))
         self.gc_limits = gc_limits or GcLimits()
         # Every write raises the change index: Nomad's X-Nomad-Index and blocking queries read it.
-        self.changes = ChangeIndex()
+        self.changes = ChangeIndex(floor=highest_kept(store))
         store = WatchedStore(store, self.changes)
         self.store: StateStore = store
         self.drivers = drivers

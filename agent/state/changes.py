@@ -5,7 +5,10 @@ Nomad answers every read with the Raft index of the last change to what it read,
 by every write to the store (agent.state.watched), per kind ("job", "alloc", ...) and per record.
 It starts at the wall clock in milliseconds, so that an index a client saw before the agent
 restarted is below every index after it (a blocking query from before a restart answers at once,
-as it should: its view is stale), and it only ever grows within a run.
+as it should: its view is stale), and it only ever grows within a run. Changes can outrun the clock
+(a burst of writes takes an index each, many per millisecond), so a run also starts past the highest
+index its records kept (`highest_kept`): an alloc's CreateIndex, a variable's ModifyIndex (a
+check-and-set reads it) are never above the indexes of the run that reads them.
 """
 
 from __future__ import annotations
@@ -13,15 +16,40 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, Protocol
 
 LOG_SIZE = 4096  # the last changes kept for Nomad's event stream (a reader further behind gets a gap)
 
 
+# The store's kinds whose records keep an index of the change index, and the fields that hold it
+INDEXED_KINDS = ("alloc", "eval", "var")
+INDEX_FIELDS = ("create_index", "modify_index")
+
+
+class RecordLister(Protocol):
+    def list(self, kind: str) -> Any: ...  # a LoadResult: its `.records` by key
+
+
+def highest_kept(store: RecordLister, kinds: Iterable[str] = INDEXED_KINDS) -> int:
+    """The highest index any stored record keeps (0 when none does)."""
+    high = 0
+    for kind in kinds:
+        for rec in store.list(kind).records.values():
+            high = max(high, *(_as_index(rec, f) for f in INDEX_FIELDS))
+    return high
+
+
+def _as_index(rec: Mapping[str, Any], field: str) -> int:
+    value = rec.get(field) if isinstance(rec, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 class ChangeIndex:
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, *, floor: int = 0) -> None:
+        """`floor`: an index already handed out (by an earlier run); this run starts past it."""
         self._cond = threading.Condition()
-        self._last = int(clock() * 1000)
+        self._last = max(int(clock() * 1000), floor + 1 if floor else 0)
         self._start = self._last
         self._by_kind: dict[str, int] = {}
         self._by_key: dict[tuple[str, str], int] = {}
