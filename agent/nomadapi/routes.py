@@ -270,10 +270,13 @@ def listing_order(
 def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     """Every Nomad route this agent serves (method, path regex, handler), errors as Nomad's."""
     from agent.nomadapi.clientroutes import client_routes
+    from agent.nomadapi.deployments import deployment_routes
     from agent.nomadapi.events import event_stream
+    from agent.nomadapi.jobdispatch import job_dispatch_routes
     from agent.nomadapi.jobplan import job_plan_routes
     from agent.nomadapi.jobscale import job_scale_routes
     from agent.nomadapi.jobwrites import job_write_routes
+    from agent.nomadapi.nodeverbs import node_verb_routes
     from agent.nomadapi.services import service_routes
     from agent.nomadapi.variables import variable_routes
 
@@ -288,6 +291,9 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         ("GET", r"/v1/event/stream", event_stream(api)),
         *service_routes(api),
         *variable_routes(api),
+        *node_verb_routes(api),
+        *job_dispatch_routes(api),
+        *deployment_routes(api),
     ]
     return [(m, rx, guard(h)) for m, rx, h in table]
 
