@@ -250,6 +250,18 @@ class EphemeralDisk:
 
 
 @dataclass(frozen=True)
+class Scaling:
+    """A group's `scaling` block (Nomad's ScalingPolicy of type "horizontal"): the bounds `nomad
+    job scale` keeps the group's count within, and the Nomad Autoscaler's `policy`, kept as written
+    (opaque to Nomad as to the agent). Served by `/v1/scaling/policies` (agent.nomadapi.deployments)."""
+
+    min: int
+    max: int
+    enabled: bool = True
+    policy: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Group:
     name: str
     tasks: tuple[Task, ...]
@@ -262,6 +274,7 @@ class Group:
     ephemeral_disk: EphemeralDisk = field(default_factory=EphemeralDisk)
     shutdown_delay: float = 0.0  # seconds at the alloc's stop between its services' deregistration and kills
     volumes: tuple[HostVolume, ...] = ()  # its host volumes (a csi one is warned about and left out)
+    scaling: Scaling | None = None  # its `scaling` block
 
 
 @dataclass(frozen=True)

@@ -279,12 +279,12 @@ def test_plan_shows_the_change(n: Any, job: dict[str, Any]) -> None:
     assert fields.get("Meta[owner]") == ("fieldlab", "someone-else"), plan["Diff"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 52: a group's scaling block is warned about, not kept")
 def test_scaling_policies(n: Any, job: dict[str, Any]) -> None:
-    policies = n.scaling.get_scaling_policies()
+    policies = n.scaling.get_scaling_policies()  # api.ScalingPolicyListStub: no bounds in a stub
     mine = [p for p in policies if p["Target"].get("Job") == JOB]
-    assert len(mine) == 1 and mine[0]["Max"] == 3
-    assert n.scaling.get_scaling_policy(mine[0]["ID"])["Target"]["Group"] == "web"
+    assert len(mine) == 1 and (mine[0]["Type"], mine[0]["Enabled"]) == ("horizontal", True)
+    policy = n.scaling.get_scaling_policy(mine[0]["ID"])
+    assert (policy["Target"]["Group"], policy["Min"], policy["Max"]) == ("web", 1, 3)
 
 
 def test_revert_to_an_earlier_version(n: Any, job: dict[str, Any]) -> None:

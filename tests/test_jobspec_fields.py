@@ -109,6 +109,10 @@ NOMAD: dict[str, dict[str, str]] = {
     },
     "ephemeral_disk": {"Sticky": "sticky", "Migrate": "migrate", "SizeMB": "size"},  # api.EphemeralDisk
     "lifecycle": {"Hook": "hook", "Sidecar": "sidecar"},  # api.TaskLifecycle
+    "scaling": {  # api.ScalingPolicy (api/scaling.go); the server's fields have no HCL name
+        **{f: f.lower() for f in ("Min", "Max", "Policy", "Enabled", "Type")},
+        **dict.fromkeys(("ID", "Namespace", "Target", "CreateIndex", "ModifyIndex"), ""),
+    },
     "volume": {  # api.VolumeRequest
         "Name": LABEL,
         "Type": "type",
@@ -320,7 +324,6 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "MigrateStrategy": ("group", "migrate"),
     "CSIMountOptions": ("volume", "mount_options"),
     "DisconnectStrategy": ("group", "disconnect"),
-    "ScalingPolicy": ("group", "scaling"),
     "Consul": ("group", "consul"),
     "DispatchPayloadConfig": ("task", "dispatch_payload"),
     "TaskCSIPluginConfig": ("task", "csi_plugin"),

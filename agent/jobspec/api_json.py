@@ -48,6 +48,7 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("task", "identity"): ("identity", "many"),
     ("group", "volume"): ("volume", "map"),
     ("group", "ephemeral_disk"): ("ephemeral_disk", "one"),
+    ("group", "scaling"): ("scaling", "one"),
     ("resources", "network"): ("network", "many"),
     ("template", "change_script"): ("change_script", "one"),
     ("template", "wait"): ("wait", "one"),
@@ -69,6 +70,12 @@ _DURATIONS: Mapping[str, frozenset[str]] = {
     "check": frozenset({"interval", "timeout"}),
     "check_restart": frozenset({"grace"}),
     "identity": frozenset({"ttl"}),
+}
+# Server-set fields the agent derives again from the job itself, read back without a word: a group's
+# scaling policy's ID, Target and indexes (agent.nomadapi.jobjson.scaling_policy), so that a job
+# read with GET /v1/job/:id registers again as it was.
+_DERIVED: Mapping[str, frozenset[str]] = {
+    "scaling": frozenset({"ID", "Namespace", "Target", "CreateIndex", "ModifyIndex"})
 }
 # The field that names an object of a labelled list.
 _LABEL_KEY = {"group": "Name", "task": "Name", "port": "Label"}
@@ -307,7 +314,7 @@ class _Api:
             value = value[0]  # some writers give a single block as a list of one
         if not isinstance(value, dict):
             return Invalid(f"expected an object, not {_kind(value)}")
-        return [Block((), self._fields(value, path, context, set()))]
+        return [Block((), self._fields(value, path, context, set(_DERIVED.get(context, ()))))]
 
     def _list(self, value: list[object], path: str, context: str, *, labelled: bool) -> object:
         blocks: list[Block] = []

@@ -16,6 +16,7 @@ from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
 from agent.jobspec.identities import read_identities
 from agent.jobspec.reader import short, whole
+from agent.jobspec.scaling import read_scaling
 from agent.jobspec.services import ServiceBlocks
 from agent.jobspec.templateblocks import TemplateBlocks
 from agent.jobspec.tree import Body, Invalid, depth, join
@@ -182,6 +183,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             ephemeral_disk=self._ephemeral_disk(body, path, tasks),
             shutdown_delay=self._shutdown_delay(body, path),
             volumes=volumes,
+            scaling=read_scaling(self, body, path, count=count, job_type=job_type),
         )
 
     def _ephemeral_disk(self, body: Body, path: str, tasks: list[Task]) -> EphemeralDisk:

@@ -34,8 +34,12 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "ephemeral_disk",
             "shutdown_delay",
             "volume",
+            "scaling",
         }
     ),
+    # Nomad's ScalingPolicy of a group (horizontal): the bounds of `nomad job scale`, the Autoscaler's
+    # opaque `policy` (agent.jobspec.scaling)
+    "scaling": frozenset({"min", "max", "enabled", "policy", "type"}),
     # Nomad's VolumeRequest: a host volume of the client (`host_volumes` in its config)
     "volume": frozenset({"type", "source", "read_only", "per_alloc"}),
     # Nomad's VolumeMount: where a task sees a group volume
@@ -177,7 +181,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "migrate",
             "prevent_reschedule_on_lost",
             "reschedule",
-            "scaling",
             "spread",
             "stop_after_client_disconnect",
             "update",
@@ -193,6 +196,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "restart": frozenset({"render_templates"}),
     "logs": frozenset({"enabled"}),  # Nomad's pre-1.5.4 spelling, read by Nomad as !disabled
     "lifecycle": frozenset(),
+    "scaling": frozenset(),
     "ephemeral_disk": frozenset(),
     "constraint": frozenset(),
     "task": frozenset(
@@ -436,6 +440,8 @@ SERVER_SET: Mapping[str, frozenset[str]] = {
             "Version",
         }
     ),
+    # a group's ScalingPolicy as the server shows it (agent.nomadapi.deployments makes these)
+    "scaling": frozenset({"ID", "Namespace", "Target", "CreateIndex", "ModifyIndex"}),
     "service": frozenset({"Id"}),
     "check": frozenset({"Id"}),
 }

@@ -13,6 +13,7 @@ would show its defaults; and "" for `Vault.Cluster`, where Nomad shows "default"
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from agent.model import (
     Group,
     Job,
     Network,
+    Scaling,
     Service,
     Task,
     Template,
@@ -40,6 +42,8 @@ _SUMMARY_FIELD = {
     "complete": "Complete",
     "adopted": "Running",
 }
+HORIZONTAL = "horizontal"  # a group's scaling policy type (Nomad's ScalingPolicyTypeHorizontal)
+_POLICY_IDS = uuid.UUID("6a5c1f0e-3b8e-4c61-9d2a-51f0c7e2a9b4")  # the namespace of scaling_policy_id
 # A service name the jobspec reader (agent.jobspec.build) takes when it is written out: RFC 1123, as Nomad.
 _RFC1123 = re.compile(r"^(?i:[a-z0-9]|[a-z0-9][a-z0-9-]{0,61}[a-z0-9])$")
 
@@ -77,7 +81,7 @@ def job_json(
         "NodePool": node_pool,
         "Constraints": _constraints(job.constraints),
         "Affinities": None,
-        "TaskGroups": [_group(job, g) for g in job.groups],
+        "TaskGroups": [_group(job, g, create_index, job_modify_index) for g in job.groups],
         "Update": None,
         "Multiregion": None,
         "Spreads": None,
@@ -139,7 +143,39 @@ def parsed_job_json(job: Job, region: str = "global") -> dict[str, Any]:
     return out
 
 
-def _group(job: Job, g: Group) -> dict[str, Any]:
+def scaling_policy_id(job_id: str, group: str) -> str:
+    """A group's scaling policy ID: a UUID named by the job and group, so that it is the same at
+    every version of the job and after an agent restart (Nomad's server keeps the ID it drew while
+    the job has the policy; a job purged and registered again gets a new one there, the same here)."""
+    return str(uuid.uuid5(_POLICY_IDS, f"{job_id}\x00{group}"))
+
+
+def scaling_policy(
+    job_id: str, group: str, s: Scaling, *, namespace: str = "default", create_index: int, modify_index: int
+) -> dict[str, Any]:
+    """A group's scaling policy as Nomad's server shows it (structs.ScalingPolicy: in the job's
+    TaskGroups[].Scaling and at /v1/scaling/policy/:id); `create_index` 0: a job only parsed, with
+    none of the server's fields yet (api.ScalingPolicy as /v1/jobs/parse answers it)."""
+    registered = create_index > 0
+    return {
+        "ID": scaling_policy_id(job_id, group) if registered else "",
+        "Type": HORIZONTAL,
+        "Target": {"Namespace": namespace, "Job": job_id, "Group": group} if registered else None,
+        "Policy": plain(s.policy) if s.policy else None,
+        "Min": s.min,
+        "Max": s.max,
+        "Enabled": s.enabled,
+        "CreateIndex": create_index,
+        "ModifyIndex": modify_index,
+    }
+
+
+def scaling_stub(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """api.ScalingPolicyListStub of `scaling_policy`'s answer."""
+    return {k: policy[k] for k in ("ID", "Enabled", "Type", "Target", "CreateIndex", "ModifyIndex")}
+
+
+def _group(job: Job, g: Group, create_index: int = 0, modify_index: int = 0) -> dict[str, Any]:
     """api.TaskGroup (api/tasks.go)."""
     return {
         "Name": g.name,
@@ -186,7 +222,11 @@ def _group(job: Job, g: Group) -> dict[str, Any]:
         "MaxRunDuration": None,
         "StopAfterClientDisconnect": None,
         "MaxClientDisconnect": None,
-        "Scaling": None,
+        "Scaling": (
+            scaling_policy(job.id, g.name, g.scaling, create_index=create_index, modify_index=modify_index)
+            if g.scaling is not None
+            else None
+        ),
         "Consul": None,
         "PreventRescheduleOnLost": None,
     }

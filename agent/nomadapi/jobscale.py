@@ -53,6 +53,13 @@ def scaled(job: Mapping[str, Any], group: str, count: int) -> dict[str, Any]:
         raise HttpError(400, f'task group "{group}" specified for scaling does not exist in job')
     if job.get("Type") == "system" and count > 1:
         raise HttpError(400, 'jobs of type "system" can only be scaled between 0 and 1')
+    policy = next((g.get("Scaling") for g in groups if g.get("Name") == group), None)
+    if isinstance(policy, dict):  # the group's scaling block bounds its count (Nomad's Job.Scale)
+        low, high = int(policy.get("Min") or 0), int(policy.get("Max") or 0)
+        if count < low:
+            raise HttpError(400, f"group count was less than scaling policy minimum: {count} < {low}")
+        if high < count:
+            raise HttpError(400, f"group count was greater than scaling policy maximum: {count} > {high}")
     return {**job, "TaskGroups": [{**g, "Count": count} if g.get("Name") == group else g for g in groups]}
 
 
