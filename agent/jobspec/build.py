@@ -15,6 +15,7 @@ from agent.jobspec.artifacts import read_artifacts
 from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
 from agent.jobspec.identities import read_identities
+from agent.jobspec.jobtypes import read_namespace
 from agent.jobspec.reader import short, whole
 from agent.jobspec.scaling import read_scaling
 from agent.jobspec.services import ServiceBlocks
@@ -97,6 +98,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
         self._name(job_id, join(path, "id") if job_id != label else path, "job ID")
         job_type = self._choice(body, "type", path, JOB_TYPES, "service")
         meta = self._str_map(body, "meta", path)
+        read_namespace(self, body, path)
         default_vault = self._vault(body, path)
         # Nomad's HCL2: a task directly in the job is a group of its own, named after the task, first.
         parts: list[tuple[str, Body, str, list[tuple[str, Body, str]] | None]] = [

@@ -21,7 +21,20 @@ from collections.abc import Mapping
 IMPLEMENTED: Mapping[str, frozenset[str]] = {
     # `id` overrides the job's label as its ID; `task` directly in a job is a group of its own, named after
     # the task; `vault` is the default of every task without one (both as Nomad's HCL2 jobspec)
-    "job": frozenset({"type", "meta", "group", "id", "task", "vault", "name", "datacenters", "constraint"}),
+    "job": frozenset(
+        {
+            "type",
+            "meta",
+            "group",
+            "id",
+            "task",
+            "vault",
+            "name",
+            "datacenters",
+            "constraint",
+            "namespace",  # "default" only (agent.jobspec.jobtypes)
+        }
+    ),
     "group": frozenset(
         {
             "count",
@@ -156,7 +169,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "consul_token",
             "migrate",
             "multiregion",
-            "namespace",
             "node_pool",
             "parameterized",
             "periodic",
