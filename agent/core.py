@@ -155,6 +155,9 @@ class Core:
         # placement the agent makes on its own (a failed alloc's replacement), (job, triggered by,
         # placed alloc ids) -> its ID, kept as the alloc's EvalID.
         self.evaluate: Callable[[Job, str, tuple[str, ...]], str] | None = None
+        # When Nomad's API is served (agent.nomadapi.nodeverbs): True when the node takes no new allocs
+        # (ineligible, draining); it then keeps what the job (or the update `plan`) would place, owed.
+        self.hold: Callable[[Job, UpdatePlan | None], bool] | None = None
         self._q: queue.Queue[Callable[[], None]] = queue.Queue()
         self._timers: list[_Timer] = []
         self._seq = itertools.count()
@@ -418,6 +421,8 @@ class Core:
         self.jobs[job.id] = job
         for kept in self.running_allocs(job.id) if plan is not None else ():  # updated in place, as Nomad's
             kept.state.save(job_version=version)
+        if self.hold is not None and self.hold(job, plan):  # stored, nothing placed: Nomad's blocked eval
+            return {"job": job.id, "allocs": [], "warnings": list(parsed.warnings), "version": version}
         created = []
         for group in job.groups:
             count = group.count if plan is None else plan.start.get(group.name, 0)

@@ -259,12 +259,10 @@ def test_node_list_with_resources_and_os(n: Any, alloc: dict[str, Any]) -> None:
     assert stub["Attributes"]["os.name"], stub.keys()
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE_52)
 def test_node_evaluate(n: Any, alloc: dict[str, Any]) -> None:
     assert n.node.evaluate_node(alloc["NodeID"])["EvalIDs"] is not None
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE_52)
 def test_node_eligibility(n: Any, alloc: dict[str, Any]) -> None:
     n.node.eligible_node(alloc["NodeID"], eligible=True)
     assert n.node.get_node(alloc["NodeID"])["SchedulingEligibility"] == "eligible"

@@ -36,7 +36,24 @@ _KIND_TOPIC = {
     "eval": "Evaluation",
     "node": "Node",
     "node_event": "Node",
+    "node_drain": "Node",  # agent.nomadapi.nodeverbs: a drain's update (NodeDrain)
+    "node_eligibility": "Node",  # ... and an eligibility's (NodeEligibility)
 }
+_NODE_VERB_TYPES = {"node_drain": "NodeDrain", "node_eligibility": "NodeEligibility"}
+_NODE_TYPES = {
+    "node": "NodeRegistration",  # the client's registration or update, as Nomad's Node.Register writes it
+    "node_event": "NodeStreamEvent",  # a driver's health changed (Nomad's UpsertNodeEvents)
+    **_NODE_VERB_TYPES,
+}
+
+
+def node_verbs_merged(latest: dict[tuple[str, str], int]) -> None:
+    """A node verb writes its change, then the node's (its ModifyIndex) at the next index: one
+    event, NodeDrain or NodeEligibility at the node's index, as Nomad's one write makes it."""
+    for kind in _NODE_VERB_TYPES:
+        for k, key in [k for k in latest if k[0] == kind]:
+            if latest.get(("node", key)) == latest[(k, key)] + 1:
+                latest[(k, key)] = latest.pop(("node", key))
 
 
 def parse_topics(raw: list[str]) -> dict[str, set[str]]:
@@ -88,10 +105,8 @@ def event_stream(api: NomadApi) -> Handler:
         (an alloc or eval already collected: Nomad says nothing of one either)."""
         if kind == "job":
             return job_event(key)
-        if kind == "node":  # the client's registration or update, as Nomad's Node.Register writes it
-            return "Node", "NodeRegistration", [], {"Node": api.node_dict(stub=False)}
-        if kind == "node_event":  # a driver's health changed (Nomad's UpsertNodeEvents)
-            return "Node", "NodeStreamEvent", [], {"Node": api.node_dict(stub=False)}
+        if kind in _NODE_TYPES:
+            return "Node", _NODE_TYPES[kind], [], {"Node": api.node_dict(stub=False)}
         if kind == "alloc":
             view = alloc_view(core, key)
             alloc = {"Allocation": api.alloc_dict(view, stub=False)} if view is not None else None
@@ -123,6 +138,7 @@ def event_stream(api: NomadApi) -> Handler:
                 for index, kind, key in changes:
                     if kind in _KIND_TOPIC:
                         latest[(kind, key)] = index
+                node_verbs_merged(latest)
                 wanted_changes = sorted(latest.items(), key=lambda kv: kv[1])
 
                 def build(todo: list[tuple[tuple[str, str], int]] = wanted_changes) -> list[dict[str, Any]]:

@@ -554,10 +554,17 @@ def evaluation(
     type_: str,
     priority: int = 50,
     job_modify_index: int = 0,
+    failed_tg_allocs: Mapping[str, int] | None = None,
+    blocked_eval: str = "",
+    previous_eval: str = "",
+    node_id: str = "",
 ) -> dict[str, Any]:
     """api.Evaluation (api/evaluations.go): the one-node agent places at once, so an evaluation is
-    complete when it is answered, with nothing queued, blocked or failed."""
-    return {
+    complete when it is answered; unless the node is ineligible (agent.nomadapi.nodeverbs): then
+    FailedTGAllocs says so per group (no node evaluated: the CLI's "No nodes were eligible for
+    evaluation") and BlockedEval names the evaluation that waits for the node."""
+    failed = {g: {**_NO_NODE_METRIC, "CoalescedFailures": n - 1} for g, n in (failed_tg_allocs or {}).items()}
+    out = {
         "ID": eval_id,
         "Priority": priority,
         "Type": type_,
@@ -585,3 +592,32 @@ def evaluation(
         "CreateTime": ns(create_time),
         "ModifyTime": ns(create_time),
     }
+    if failed:
+        queued = dict(failed_tg_allocs or {})
+        out |= {"FailedTGAllocs": failed, "QueuedAllocations": queued, "BlockedEval": blocked_eval}
+    return (
+        out
+        | ({"PreviousEval": previous_eval} if previous_eval else {})
+        | ({"NodeID": node_id} if node_id else {})
+    )
+
+
+# api.AllocationMetric of a group no node was evaluated for (the only node is ineligible)
+_NO_NODE_METRIC: dict[str, Any] = {
+    "NodesEvaluated": 0,
+    "NodesFiltered": 0,
+    "NodesInPool": 0,
+    "NodePool": "default",
+    "NodesAvailable": {},
+    "ClassFiltered": None,
+    "ConstraintFiltered": None,
+    "NodesExhausted": 0,
+    "ClassExhausted": None,
+    "DimensionExhausted": None,
+    "QuotaExhausted": None,
+    "ResourcesExhausted": None,
+    "Scores": None,
+    "AllocationTime": 0,
+    "CoalescedFailures": 0,
+    "ScoreMetaData": None,
+}

@@ -9,9 +9,9 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agent.node.nodeinfo import load_node_id
 from agent.state.changes import ChangeIndex
@@ -47,6 +47,25 @@ class Eval:
     # since it (an alloc stop's replacement)
     placed: tuple[str, ...] | None = None
     priority: int = 50  # the job's, or the write's EvalPriority (api.Evaluation's Priority)
+    # What the node could not place (the node is ineligible, agent.nomadapi.nodeverbs): Nomad's
+    # FailedTGAllocs (group -> allocs not placed) and the blocked evaluation waiting for capacity
+    status: str = "complete"  # "blocked" for that one, until the node turns eligible
+    failed: tuple[tuple[str, int], ...] = ()
+    blocked_eval: str = ""
+    previous_eval: str = ""
+    node_id: str = ""  # a node-update evaluation's (`node evaluate`, eligibility)
+
+
+class EvalHook(Protocol):
+    """What the node's scheduling state (agent.nomadapi.nodeverbs) says of a new evaluation."""
+
+    def failed(self, job_id: str, triggered_by: str) -> Mapping[str, int]:
+        """group -> allocs the write wanted and the node did not place (empty: none)."""
+        ...
+
+    def blocked(self, job_id: str, eval_id: str) -> None:
+        """The blocked evaluation made for them."""
+        ...
 
 
 class Evals:
@@ -59,6 +78,7 @@ class Evals:
         self._store = store
         self._lock = threading.Lock()
         self._evals: OrderedDict[str, Eval] = OrderedDict()
+        self.hook: EvalHook | None = None  # set by agent.nomadapi.nodeverbs
         if store is not None:
             kept = [e for r in store.list(KIND_EVAL).records.values() if (e := _from_record(r))]
             for ev in sorted(kept, key=lambda e: (e.created, e.create_index)):
@@ -72,11 +92,50 @@ class Evals:
         placed: tuple[str, ...] | None = None,
         *,
         priority: int = 50,
+        node_id: str = "",
     ) -> Eval:
-        """On the loop when a store is kept (its writes are the loop's)."""
+        """On the loop when a store is kept (its writes are the loop's). When the node did not place
+        what the write wanted (`hook`), a blocked evaluation ("queued-allocs") is made beside it."""
         eval_id = str(uuid.uuid4())
+        failed = tuple(sorted(self.hook.failed(job_id, triggered_by).items())) if self.hook else ()
+        blocked = None
+        if failed:
+            blocked = Eval(
+                str(uuid.uuid4()),
+                job_id,
+                "queued-allocs",
+                job_type or "service",
+                0,
+                time.time(),
+                (),
+                priority,
+                status="blocked",
+                failed=failed,
+                previous_eval=eval_id,
+            )
         index = self._changes.bump("eval", eval_id)
-        ev = Eval(eval_id, job_id, triggered_by, job_type or "service", index, time.time(), placed, priority)
+        ev = Eval(
+            eval_id,
+            job_id,
+            triggered_by,
+            job_type or "service",
+            index,
+            time.time(),
+            placed,
+            priority,
+            failed=failed,
+            blocked_eval=blocked.id if blocked else "",
+            node_id=node_id,
+        )
+        self.put(ev)
+        if blocked is not None and self.hook is not None:
+            self.put(replace(blocked, create_index=self._changes.bump("eval", blocked.id)))
+            self.hook.blocked(job_id, blocked.id)
+        return ev
+
+    def put(self, ev: Eval) -> None:
+        """Keep an evaluation (a new one, or one changed: a blocked one unblocked)."""
+        eval_id = ev.id
         with self._lock:
             self._evals[eval_id] = ev
             dropped = []
@@ -86,7 +145,6 @@ class Evals:
             self._store.put(KIND_EVAL, eval_id, _to_record(ev))
             for old in dropped:
                 self._store.delete(KIND_EVAL, old)
-        return ev
 
     def all(self) -> list[Eval]:
         with self._lock:
@@ -114,6 +172,11 @@ def _to_record(ev: Eval) -> dict[str, Any]:
         "created": ev.created,
         "placed": list(ev.placed) if ev.placed is not None else None,
         "priority": ev.priority,
+        "status": ev.status,
+        "failed": [list(f) for f in ev.failed],
+        "blocked_eval": ev.blocked_eval,
+        "previous_eval": ev.previous_eval,
+        "node_id": ev.node_id,
     }
 
 
@@ -130,6 +193,11 @@ def _from_record(rec: Mapping[str, Any]) -> Eval | None:
             created=float(rec["created"]),
             placed=tuple(str(a) for a in placed) if isinstance(placed, list) else None,
             priority=int(rec.get("priority", 50)),
+            status=str(rec.get("status", "complete")),
+            failed=tuple((str(g), int(n)) for g, n in rec.get("failed") or ()),
+            blocked_eval=str(rec.get("blocked_eval", "")),
+            previous_eval=str(rec.get("previous_eval", "")),
+            node_id=str(rec.get("node_id", "")),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -145,4 +213,9 @@ def eval_fields(ev: Eval) -> dict[str, Any]:
         "modify_index": ev.create_index,
         "create_time": ev.created,
         "priority": ev.priority,
+        "status": ev.status,
+        "failed_tg_allocs": dict(ev.failed),
+        "blocked_eval": ev.blocked_eval,
+        "previous_eval": ev.previous_eval,
+        "node_id": ev.node_id,
     }

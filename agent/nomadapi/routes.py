@@ -68,6 +68,8 @@ class NomadApi:
         # /v1/agent/self (this agent's health beyond Nomad's: Vault login, restore, sweeps)
         self.agent_health = agent_health or (lambda: answer(structs.health(True, "ok")))
         self.agent_stats = agent_stats or dict
+        # The node's eligibility, drain strategy and last drain (agent.nomadapi.nodeverbs sets it)
+        self.node_fields: Callable[[], dict[str, Any]] = dict
         index = core.changes.bump("node", node.id)  # registered: the Node topic's NodeRegistration
         self.node_events = NodeEvents()
         self.node_events.add(NodeEvent("Node registered", "Cluster", {}, time.time(), index))
@@ -117,6 +119,7 @@ class NomadApi:
             "status": "ready",
             "create_index": self.core.changes.start,
             "modify_index": self.core.changes.current(("node",)),
+            **self.node_fields(),
         }
         if stub:
             return structs.node_stub(**fields, with_resources=resources, with_os=os)

@@ -333,6 +333,9 @@ def node_json(
     tls: bool = True,
     status_updated_at: float = 0.0,
     events: list[dict[str, Any]] | None = None,
+    eligibility: str = "eligible",
+    drain_strategy: Mapping[str, Any] | None = None,
+    last_drain: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """api.Node (api/nodes.go) of the agent's node; `address` is the HTTP API's "ip:port" (HTTPAddr).
     NodeResources and ReservedResources are never null: the Nomad CLI's `node status` reads them."""
@@ -352,9 +355,9 @@ def node_json(
         "NodeClass": node_class,
         "NodePool": node_pool,
         "CgroupParent": "",
-        "Drain": False,
-        "DrainStrategy": None,
-        "SchedulingEligibility": "eligible",
+        "Drain": drain_strategy is not None,
+        "DrainStrategy": dict(drain_strategy) if drain_strategy is not None else None,
+        "SchedulingEligibility": eligibility,
         "Status": status,
         "StatusDescription": "",
         "StatusUpdatedAt": int(status_updated_at),
@@ -366,7 +369,7 @@ def node_json(
         "HostNetworks": None,
         "CSIControllerPlugins": None,
         "CSINodePlugins": None,
-        "LastDrain": None,
+        "LastDrain": dict(last_drain) if last_drain is not None else None,
         "CreateIndex": create_index,
         "ModifyIndex": modify_index,
         "NodeMaxAllocs": 0,
@@ -402,6 +405,9 @@ def node_stub(
     modify_index: int,
     with_resources: bool = False,
     with_os: bool = False,
+    eligibility: str = "eligible",
+    drain_strategy: Mapping[str, Any] | None = None,
+    last_drain: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """api.NodeListStub (api/nodes.go), as the server's Node.Stub (nomad/structs) fills it: Address the
     IP of HTTPAddr, Version the `nomad.version` attribute. Attributes, NodeResources and
@@ -417,8 +423,8 @@ def node_stub(
         "NodeClass": node_class,
         "NodePool": node_pool,
         "Version": attributes.get("nomad.version", ""),
-        "Drain": False,
-        "SchedulingEligibility": "eligible",
+        "Drain": drain_strategy is not None,
+        "SchedulingEligibility": eligibility,
         "Status": status,
         "StatusDescription": "",
         "Drivers": {n: _driver_info(n, d) for n, d in drivers.items()},
@@ -426,7 +432,8 @@ def node_stub(
     if with_resources:
         out["NodeResources"] = _node_resources(attributes)
         out["ReservedResources"] = _reserved()
-    return out | {"LastDrain": None, "CreateIndex": create_index, "ModifyIndex": modify_index}
+    drained = dict(last_drain) if last_drain is not None else None
+    return out | {"LastDrain": drained, "CreateIndex": create_index, "ModifyIndex": modify_index}
 
 
 # --- the agent ---------------------------------------------------------------------------------------
