@@ -305,3 +305,24 @@ def test_an_unknown_node_is_nomads_404(lab: tuple[Core, Api], verb: str) -> None
     _, api = lab
     body = {"Eligibility": "ineligible"} if verb == "eligibility" else {"DrainSpec": None}
     assert api.call("POST", f"/v1/node/{NODE.id[:8]}/{verb}", body) == (404, "node not found\n")
+
+
+def test_a_drain_goes_on_after_an_agent_restart_and_ends_at_its_deadline(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    core, api = start_api(node)
+    (alloc,) = run_job(api.request, BATCH)
+    _drain(api, {"Deadline": 2 * 10**9, "IgnoreSystemJobs": False})
+    started = _node(api)["DrainStrategy"]["StartedAt"]
+    core.stop()
+    core, api = start_api(node, restore=True)
+    try:
+        node_json = _node(api)
+        assert node_json["Drain"] is True and node_json["DrainStrategy"]["StartedAt"] == started
+        assert node_json["SchedulingEligibility"] == "ineligible"
+        done = _poll(
+            "the drain complete at its deadline", lambda: (n := _node(api))["DrainStrategy"] is None and n
+        )
+        assert done["LastDrain"]["Status"] == "complete"
+        assert api.request("GET", f"/v1/allocation/{alloc}")["DesiredStatus"] == "stop"
+    finally:
+        core.stop()
