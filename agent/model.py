@@ -236,6 +236,7 @@ class Task:
     volume_mounts: tuple[VolumeMount, ...] = ()
     artifacts: tuple[Artifact, ...] = ()
     identities: tuple[WorkloadIdentity, ...] = ()  # the default one first, when the job has it
+    dispatch_payload: str = ""  # Nomad's DispatchPayloadConfig.File: under local/, a dispatch's payload
 
 
 @dataclass(frozen=True)
@@ -278,6 +279,16 @@ class Group:
 
 
 @dataclass(frozen=True)
+class Parameterized:
+    """A job's `parameterized` block (Nomad's ParameterizedJobConfig): whether a dispatch carries a
+    payload ("optional", "required", "forbidden") and the meta keys it must or may give."""
+
+    payload: str = "optional"
+    meta_required: tuple[str, ...] = ()
+    meta_optional: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Job:
     id: str
     groups: tuple[Group, ...]
@@ -286,3 +297,14 @@ class Job:
     name: str = ""  # Nomad's display name ("": the ID)
     datacenters: tuple[str, ...] = ("*",)  # globs; the client runs the job only if its datacenter matches
     constraints: tuple[Constraint, ...] = ()  # every group's, besides its own and its tasks'
+    # Nomad's ParameterizedJobConfig: a parent registered without allocs, run by `dispatch`
+    parameterized: Parameterized | None = None
+    parent_id: str = ""  # a dispatched child's parent job
+    dispatched: bool = False  # a child made by a dispatch (Nomad's Job.Dispatched)
+    payload: str = ""  # a dispatched child's payload, base64 (what its tasks' dispatch_payload write)
+    dispatch_token: str = ""  # the dispatch's idempotency token (Nomad's DispatchIdempotencyToken)
+
+    @property
+    def parameterized_parent(self) -> bool:
+        """Nomad's IsParameterized: a parent that places nothing itself."""
+        return self.parameterized is not None and not self.dispatched

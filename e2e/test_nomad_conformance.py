@@ -296,12 +296,10 @@ def test_revert_to_an_earlier_version(n: Any, job: dict[str, Any]) -> None:
     )
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE_52)
 def test_evaluate_job(n: Any, job: dict[str, Any]) -> None:
     assert n.job.evaluate_job(JOB)["EvalID"]
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE_52)
 def test_dispatch_a_parameterized_job(n: Any, job: dict[str, Any]) -> None:
     batch = {
         **job,

@@ -58,6 +58,8 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("job", "constraint"): ("constraint", "many"),
     ("group", "constraint"): ("constraint", "many"),
     ("task", "constraint"): ("constraint", "many"),
+    ("job", "parameterized"): ("parameterized", "one"),
+    ("task", "dispatch_payload"): ("dispatch_payload", "one"),
 }
 # Implemented durations: nanoseconds in the API JSON.
 _DURATIONS: Mapping[str, frozenset[str]] = {

@@ -15,7 +15,7 @@ from agent.jobspec.artifacts import read_artifacts
 from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
 from agent.jobspec.identities import read_identities
-from agent.jobspec.jobtypes import read_namespace
+from agent.jobspec.jobtypes import read_dispatch_payload, read_namespace, read_parameterized
 from agent.jobspec.reader import short, whole
 from agent.jobspec.scaling import read_scaling
 from agent.jobspec.services import ServiceBlocks
@@ -99,6 +99,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
         job_type = self._choice(body, "type", path, JOB_TYPES, "service")
         meta = self._str_map(body, "meta", path)
         read_namespace(self, body, path)
+        parameterized = read_parameterized(self, body, path, job_type)
         default_vault = self._vault(body, path)
         # Nomad's HCL2: a task directly in the job is a group of its own, named after the task, first.
         parts: list[tuple[str, Body, str, list[tuple[str, Body, str]] | None]] = [
@@ -126,6 +127,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             name=self._str(body, "name", path) or job_id,
             datacenters=datacenters,
             constraints=read_constraints(self, body, path),
+            parameterized=parameterized,
         )
 
     def _group(
@@ -262,6 +264,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             volume_mounts=read_mounts(self, body, path),
             artifacts=read_artifacts(self, body, path),
             identities=identities,
+            dispatch_payload=read_dispatch_payload(self, body, path),
         )
 
     def _shutdown_delay(self, body: Body, path: str) -> float:

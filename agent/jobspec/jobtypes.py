@@ -1,4 +1,5 @@
-"""A job's namespace.
+"""A job's namespace and its kind of job beyond `type`: `parameterized` (Nomad's ParameterizedJobConfig,
+read and checked as its Validate does) and a task's `dispatch_payload` (DispatchPayloadConfig).
 
 The agent serves one namespace, "default" (agent.nomadapi.http): a job naming another is refused
 here, as the API refuses it, rather than run in "default" under a name it did not ask for.
@@ -6,15 +7,19 @@ here, as the API refuses it, rather than run in "default" under a name it did no
 
 from __future__ import annotations
 
+import posixpath
 from typing import TYPE_CHECKING
 
 from agent.jobspec.reader import short
 from agent.jobspec.tree import Body, join
+from agent.model import Parameterized
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader
 
 NAMESPACE = "default"
+PAYLOAD_MODES = ("optional", "required", "forbidden")  # Nomad's DispatchPayload{Optional,Required,Forbidden}
+PARAMETERIZED_TYPES = ("batch", "sysbatch")
 
 
 def read_namespace(builder: BodyReader, body: Body, path: str) -> None:
@@ -25,3 +30,55 @@ def read_namespace(builder: BodyReader, body: Body, path: str) -> None:
             join(path, "namespace"),
             f'namespace "{short(ns)}" not found: this agent serves only the "{NAMESPACE}" namespace',
         )
+
+
+def read_parameterized(builder: BodyReader, body: Body, path: str, job_type: str) -> Parameterized | None:
+    """The `parameterized` block, as Nomad's Job.Validate and ParameterizedJobConfig.Validate check it:
+    batch or sysbatch only, a known payload mode ("optional" by default), disjoint meta key sets."""
+    found = builder._single(body, "parameterized", path)
+    if found is None:
+        return None
+    pb, ppath = found
+    builder._keys(pb, "parameterized", ppath)
+    if job_type not in PARAMETERIZED_TYPES:
+        builder.report.error(ppath, 'Parameterized job can only be used with "batch" or "sysbatch" scheduler')
+    payload = builder._choice(pb, "payload", ppath, PAYLOAD_MODES, "optional", what="payload requirement")
+    required = builder._str_list(pb, "meta_required", ppath)
+    optional = builder._str_list(pb, "meta_optional", ppath)
+    both = sorted(set(required) & set(optional))
+    if both:
+        builder.report.error(
+            ppath,
+            "Required and optional meta keys should be disjoint. Following keys exist in both: "
+            f"{', '.join(short(k) for k in both)}",
+        )
+    return Parameterized(payload=payload or "optional", meta_required=required, meta_optional=optional)
+
+
+def read_dispatch_payload(builder: BodyReader, body: Body, path: str) -> str:
+    """A task's `dispatch_payload { file }`: where under its local/ dir a dispatch's payload is
+    written; a path that leaves local/ (`..`, absolute) is refused, as Nomad's
+    DispatchPayloadConfig.Validate refuses one escaping the alloc dir (the agent keeps it in the task's
+    own local/)."""
+    found = builder._single(body, "dispatch_payload", path)
+    if found is None:
+        return ""
+    db, dpath = found
+    builder._keys(db, "dispatch_payload", dpath)
+    file = builder._str(db, "file", dpath, required=True)
+    if file and (why := payload_path_problem(file)):
+        builder.report.error(join(dpath, "file"), why)
+        return ""
+    return file
+
+
+def payload_path_problem(file: str) -> str | None:
+    """Why `file` cannot be where a payload is written (relative to the task's local/), or None."""
+    if "\0" in file:
+        return "invalid destination path: a NUL byte"
+    if file.startswith("/"):
+        return f'"{short(file)}" is absolute: give a path relative to the task\'s local/ dir'
+    parts = posixpath.normpath(posixpath.join("local", file)).split("/")
+    if parts[0] != "local" or len(parts) < 2:  # local/ and at least a name
+        return f'"{short(file)}": destination escapes the task\'s local/ dir'
+    return None

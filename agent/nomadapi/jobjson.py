@@ -86,20 +86,21 @@ def job_json(
         "Multiregion": None,
         "Spreads": None,
         "Periodic": None,
-        "ParameterizedJob": None,
+        "ParameterizedJob": _parameterized(job),
         "Reschedule": None,
         "Migrate": None,
         "Meta": nil_map(job.meta),
         "UI": None,
         "Stop": False,
-        "ParentID": "",
-        "Dispatched": False,
-        "DispatchIdempotencyToken": "",
-        "Payload": None,
+        "ParentID": job.parent_id,
+        "Dispatched": job.dispatched,
+        "DispatchIdempotencyToken": job.dispatch_token,
+        "Payload": job.payload or None,  # []byte: base64, as Go encodes it
         "ConsulNamespace": "",
         "VaultNamespace": "",
         "NomadTokenID": "",
-        "Status": status,
+        # Nomad's state store: a registered parameterized parent is "running" (it runs its dispatches)
+        "Status": "running" if job.parameterized_parent and status else status,
         "StatusDescription": "",
         "Stable": stable,
         "Version": version,
@@ -108,6 +109,18 @@ def job_json(
         "ModifyIndex": modify_index,
         "JobModifyIndex": job_modify_index,
         "VersionTag": None,
+    }
+
+
+def _parameterized(job: Job) -> dict[str, Any] | None:
+    """api.ParameterizedJobConfig (api/jobs.go); a dispatched child keeps its parent's, as Nomad's."""
+    p = job.parameterized
+    if p is None:
+        return None
+    return {
+        "Payload": p.payload,
+        "MetaRequired": nil_list(p.meta_required),
+        "MetaOptional": nil_list(p.meta_optional),
     }
 
 
@@ -305,7 +318,7 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "Vault": _vault(t.vault) if t.vault is not None else None,
         "Consul": None,
         "Templates": [_template(x) for x in t.templates] or None,
-        "DispatchPayload": None,
+        "DispatchPayload": {"File": t.dispatch_payload} if t.dispatch_payload else None,
         "VolumeMounts": [
             {
                 "Volume": m.volume,

@@ -41,6 +41,7 @@ from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 from agent.runner.checks import ChecksHook
 from agent.runner.coordinator import Coordinator, stage
 from agent.runner.deps import RunnerDeps
+from agent.runner.dispatchhook import DispatchPayloadHook
 from agent.runner.hooks import (
     ArtifactHook,
     LogmonHook,
@@ -597,6 +598,7 @@ def task_hooks() -> tuple[TaskHook, ...]:
         TaskDirHook(),
         IdentityHook(),
         LogmonHook(),
+        DispatchPayloadHook(),
         ArtifactHook(),
         VaultHook(),
         TemplateHook(),
