@@ -38,6 +38,41 @@ DEFAULT_CHROOT_ENV: tuple[tuple[str, str], ...] = (
 """Host paths bind-mounted read-only into an exec task's chroot (as Nomad's chroot_env)."""
 
 
+# Nomad's capabilities.HCLSpecLiteral (the default allow_caps) and Docker's default set (its
+# DockerDefaults: Nomad's plus NET_RAW, which Nomad therefore drops unless allowed).
+NOMAD_DEFAULT_CAPS = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+)
+DOCKER_DEFAULT_CAPS = (*NOMAD_DEFAULT_CAPS, "NET_RAW")
+NOMAD_ALLOW_RUNTIMES = ("runc", "nvidia")
+
+
+@dataclass(frozen=True)
+class DockerPlugin:
+    """Nomad's `plugin "docker" { config { ... } }` as far as this agent reads it (names and
+    defaults as Nomad's drivers/docker/config.go); in the config file
+    `"plugin": {"docker": {"config": {"allow_privileged": ..., "allow_caps": [...], "volumes":
+    {"enabled": ...}, "allow_runtimes": [...]}}}` (agent.drivers.dockeropts reads it)."""
+
+    allow_privileged: bool = False
+    allow_caps: tuple[str, ...] = NOMAD_DEFAULT_CAPS
+    volumes_enabled: bool = False  # volumes { enabled }
+    allow_runtimes: tuple[str, ...] = NOMAD_ALLOW_RUNTIMES
+    pids_limit: int = 0  # the agent's docker_pids_limit: a task's pids_limit may not exceed it
+
+
 @dataclass(frozen=True)
 class TLSConfig:
     """mTLS for the agent's HTTP API: its own cert and key, and the CA that client certs must chain to."""
@@ -167,6 +202,8 @@ class Config:
     # tasks are refused at submission with the reason, and nothing of docker is polled or swept.
     docker_enabled: bool = True
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation), off as in Nomad's plugin config
+    # Nomad's `plugin "docker" { config { ... } }`: the gates of a docker task's options (DockerPlugin)
+    plugin: DockerPlugin = DockerPlugin()
     # -- what a jobspec may ask for ---------------------------------------------------------------
     max_count: int = 1000  # a group's count
     max_kill_timeout: float = 30.0  # seconds; longer kill_timeouts are capped (Nomad's client default)
@@ -256,6 +293,42 @@ def _strings(p: str, raw: dict[str, Any], key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ConfigError(p, key, "must be a list of non-empty strings")
     return tuple(value)
+
+
+def _docker_plugin(p: str, raw: dict[str, Any], key: str) -> DockerPlugin:
+    """`"plugin": {"docker": {"config": {...}}}`: Nomad's names; another plugin is not Nomad's here."""
+    plugins = raw[key]
+    if not isinstance(plugins, dict) or set(plugins) - {"docker"}:
+        raise ConfigError(p, key, 'must be {"docker": {"config": {...}}} (the only plugin configured)')
+    body = plugins.get("docker") or {}
+    cfg = body.get("config", {}) if isinstance(body, dict) and not set(body) - {"config"} else None
+    if not isinstance(cfg, dict):
+        raise ConfigError(p, f"{key}.docker", 'must be {"config": {...}}')
+    where = f"{key}.docker.config."
+    known = {"allow_privileged", "allow_caps", "volumes", "allow_runtimes"}
+    if unknown := sorted(set(cfg) - known):
+        raise ConfigError(p, where + unknown[0], f"unknown key (known: {', '.join(sorted(known))})")
+    kw: dict[str, Any] = {}
+    if "allow_privileged" in cfg:
+        if not isinstance(cfg["allow_privileged"], bool):
+            raise ConfigError(p, where + "allow_privileged", "must be true or false")
+        kw["allow_privileged"] = cfg["allow_privileged"]
+    for name in ("allow_caps", "allow_runtimes"):
+        if name in cfg:
+            value = cfg[name]
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise ConfigError(p, where + name, "must be a list of non-empty strings")
+            kw[name] = tuple(value)
+    if "volumes" in cfg:
+        vol = cfg["volumes"]
+        if (
+            not isinstance(vol, dict)
+            or set(vol) - {"enabled"}
+            or not isinstance(vol.get("enabled", False), bool)
+        ):
+            raise ConfigError(p, where + "volumes", 'must be {"enabled": true|false}')
+        kw["volumes_enabled"] = vol.get("enabled", False)
+    return DockerPlugin(**kw)
 
 
 def _chroot_env(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:
@@ -498,6 +571,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "docker_pids_limit": lambda: _count(p, raw, "docker_pids_limit", minimum=0),
         "raw_exec_enabled": lambda: _bool(p, raw, "raw_exec_enabled"),
         "docker_enabled": lambda: _bool(p, raw, "docker_enabled"),
+        "plugin": lambda: _docker_plugin(p, raw, "plugin"),
         "max_count": lambda: _count(p, raw, "max_count"),
         "max_kill_timeout": lambda: _seconds(p, raw, "max_kill_timeout"),
         "max_shutdown_delay": lambda: _bound(p, raw, "max_shutdown_delay", "0: no shutdown_delay allowed"),

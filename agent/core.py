@@ -424,7 +424,7 @@ class Core:
         if self.hold is not None and self.hold(job, plan):  # stored, nothing placed: Nomad's blocked eval
             return {"job": job.id, "allocs": [], "warnings": list(parsed.warnings), "version": version}
         created = []
-        for group in () if job.parameterized_parent else job.groups:  # a parent runs only its dispatches
+        for group in job.groups:
             count = group.count if plan is None else plan.start.get(group.name, 0)
             previous = () if plan is None else plan.replaces.get(group.name, ())
             for i in range(count):
@@ -442,13 +442,21 @@ class Core:
 
     def refusals(self, job: Job) -> list[tuple[str, str]]:
         """(path, why) of each reason this client would not place the job: a driver it does not run
-        (or its config leaves off, as raw_exec), and agent.placement's (datacenter, constraints)."""
+        (or its config leaves off, as raw_exec), a task option its driver's plugin config refuses,
+        and agent.placement's (datacenter, constraints)."""
         drivers = [
             (f"job.{job.id}.group.{g.name}.task.{t.name}.driver", t.driver)
             for g in job.groups
             for t in g.tasks
         ]
-        return [(p, why) for p, d in drivers if (why := self.drivers.refusal(d))] + refusals(job, self.node)
+        options = [  # a task's driver options this node's plugin config refuses (docker's gates)
+            (f"job.{job.id}.group.{g.name}.task.{t.name}.config.{key}", why)
+            for g in job.groups
+            for t in g.tasks
+            for key, why in self.drivers.config_refusals(t, g.network.mode if g.network else "none")
+        ]
+        refused = [(p, why) for p, d in drivers if (why := self.drivers.refusal(d))]
+        return refused + options + refusals(job, self.node)
 
     def _refuse(self, job: Job, source: str) -> None:
         if refused := self.refusals(job):  # Nomad would leave the group pending: refused here

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.config import DEFAULT_CHROOT_ENV, DEFAULT_TOKEN_ROLE, Config
+from agent.config import DEFAULT_CHROOT_ENV, DEFAULT_TOKEN_ROLE, Config, DockerPlugin
 from agent.consul import ConsulClient
 from agent.core import Core
 from agent.decisions import GcLimits, plan_orphan_sweep
@@ -63,6 +63,7 @@ class CoreSettings:
     own_paths: tuple[Path, ...] = ()
     artifacts: HttpGetter = field(default_factory=HttpGetter)  # how tasks' artifacts are fetched
     docker_pids_limit: int = 0
+    docker_plugin: DockerPlugin = field(default_factory=DockerPlugin)  # config `plugin` (Nomad's)
     vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
     vault_jwt: VaultJwt = field(default_factory=VaultJwt)  # or the workload identity workflow's login
     limits: Limits = DEFAULT_LIMITS  # what a jobspec may ask for (max_count, max_kill_timeout)
@@ -98,6 +99,7 @@ class CoreSettings:
                 cafile=str(cfg.tls.ca_file) if cfg.tls else None,
             ),
             docker_pids_limit=cfg.docker_pids_limit,
+            docker_plugin=cfg.plugin,
             vault_token_role=cfg.vault.token_role,
             vault_jwt=cfg.vault.jwt,
             limits=Limits(
@@ -145,6 +147,8 @@ def build_core(
             pids_limit=settings.docker_pids_limit,
             publish_address=settings.advertise_address,
             node_name=settings.node_name,
+            plugin=settings.docker_plugin,
+            own_paths=own,
         )
     else:
         docker = None

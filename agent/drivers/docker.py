@@ -3,16 +3,19 @@ namespace (network mode none, restart unless-stopped, as upstream); the agent ru
 namespace and every task container joins it with `--network container:<pause>`.
 
 The agent, not docker, applies restart policies: task containers run with restart policy "no" and
-`--init`, and carry labels naming job, group, alloc and task so that a restarted agent (and the
-orphan sweeper) can tell what belongs to whom.
+`--init` (unless the task says `init = false`), and carry labels naming job, group, alloc and task so
+that a restarted agent (and the orphan sweeper) can tell what belongs to whom. The task's other
+options are mapped as Nomad's driver maps them by agent.drivers.dockeropts (docs/drivers.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from functools import wraps
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -22,6 +25,7 @@ import docker.errors
 import requests
 from docker.types import LogConfig
 
+from agent.config import DockerPlugin
 from agent.drivers.base import (
     LABEL_ALLOC,
     LABEL_GROUP,
@@ -33,12 +37,14 @@ from agent.drivers.base import (
     DriverError,
     ExitReport,
     KnownDeaths,
-    Mount,
     TaskContext,
     TaskHandle,
     TaskStatus,
     inside_env,
 )
+from agent.drivers.dockermounts import volume_bind
+from agent.drivers.dockeropts import effective_network, plan, refusals
+from agent.drivers.dockervalues import DockerOpts, TaskFacts
 from agent.drivers.hostproc import EXEC_OUTPUT_MAX
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
 from agent.drivers.usage import Usage, docker_usage
@@ -114,15 +120,6 @@ def no_image(image: str, local: list[str], shown: int = 12) -> str:
     )
 
 
-# Nomad's docker driver: a volume_mount's propagation_mode as a bind's propagation.
-PROPAGATION = {"private": "rprivate", "host-to-task": "rslave", "bidirectional": "rshared"}
-
-
-def volume_bind(m: Mount) -> str:
-    """A host volume as a docker bind: "<host>:<task path>:<ro|rw>,<propagation>"."""
-    return f"{m.host_path}:{m.task_path}:{'ro' if m.read_only else 'rw'},{PROPAGATION[m.propagation_mode]}"
-
-
 class DockerDriver:
     name = "docker"
     joins_container_netns = True
@@ -137,11 +134,15 @@ class DockerDriver:
         pids_limit: int = 0,
         publish_address: str = "",
         node_name: str = "",
+        plugin: DockerPlugin | None = None,
+        own_paths: Sequence[Path] = (),
     ) -> None:
         self._client = client
         self.node_name = node_name  # Nomad's label com.hashicorp.nomad.node_name
         self._look = _Look()
+        self.plugin = plugin or DockerPlugin()  # Nomad's plugin "docker" config
         self.pids_limit = pids_limit  # of every task container; 0: none (client config docker_pids_limit)
+        self.own_paths = tuple(own_paths)  # the agent's own files: no bind reaches them (hostvolumes)
         # Host-mode groups: published ports bind this address (the node's advertise address), as
         # Nomad's docker driver binds the host network's; "" binds every address.
         self.publish_address = publish_address
@@ -237,16 +238,29 @@ class DockerDriver:
         cfg = task.config
         image = str(cfg.get("image", ""))
         name = task_container_name(task.name, ctx.alloc_id)
+        opts = self.options(ctx)
+        if opts.refused:
+            why = "; ".join(f"config.{k}: {w}" for k, w in opts.refused)
+            raise DriverError("docker", f"task {task.name}", why)
         self.remove_container(name)  # a leftover of an earlier attempt of this very task
         kw: dict[str, Any] = {
             "name": name,
             "detach": True,
-            "init": True,
             "restart_policy": {"Name": "no"},
-            "labels": self._labels(ctx.job, ctx.group, ctx.alloc_id, task.name, "task"),
             "environment": inside_env(ctx.env),  # NOMAD_ALLOC_DIR=/alloc ..., as Nomad's docker driver
             "mem_limit": f"{task.resources.memory}m",
             "cpu_shares": max(2, task.resources.cpu),
+            # none: the image's STOPSIGNAL (taskdecisions.plan_kill_signal)
+            "stop_signal": task.kill_signal or None,
+            # the engine's own copy of the output, bounded whatever the daemon's defaults (the agent's
+            # logger copies it into alloc/logs), as Nomad's docker driver since 0.9.2 (nomad#5782)
+            "log_config": {"type": "json-file", "config": CONTAINER_LOG_OPTS},
+            **opts.kwargs,  # the task's options (dockeropts): init, security_opt, pids_limit ...
+            # the task's labels, then the agent's and Nomad's (as Nomad's driver: its own win)
+            "labels": {
+                **opts.kwargs.get("labels", {}),
+                **self._labels(ctx.job, ctx.group, ctx.alloc_id, task.name, "task"),
+            },
             # the alloc's shared dir, the task's own dirs, as Nomad's docker driver; then its volumes
             "volumes": [
                 *(
@@ -256,29 +270,30 @@ class DockerDriver:
                 # the alloc's logs: written by the agent from the tasks' output, read-only to tasks
                 *([f"{ctx.task_dir.parent / 'alloc' / 'logs'}:/alloc/logs:ro"] if ctx.logs_read_only else []),
                 *(volume_bind(m) for m in ctx.mounts),
+                *opts.kwargs.get("volumes", []),
             ],
-            # none: the image's STOPSIGNAL (taskdecisions.plan_kill_signal)
-            "stop_signal": task.kill_signal or None,
-            "security_opt": ["no-new-privileges"],  # setuid binaries in the image gain nothing
         }
-        if self.pids_limit > 0:
-            kw["pids_limit"] = self.pids_limit
-        # the engine's own copy of the output, bounded whatever the daemon's defaults (the agent's
-        # logger copies it into alloc/logs), as Nomad's docker driver since 0.9.2 (nomad#5782)
-        kw["log_config"] = LogConfig(type="json-file", config=CONTAINER_LOG_OPTS)
+        kw["log_config"] = LogConfig(type=kw["log_config"]["type"], config=kw["log_config"]["config"])
         for key in ctx.host_namespaces:  # the runner refused the start unless they are allowed
             kw[key] = "host"
-        if ctx.netns_owner is not None:
+        mode = effective_network(cfg, ctx.network_mode)
+        if mode == "container" and ctx.netns_owner is not None:
             kw["network_mode"] = f"container:{ctx.netns_owner.id}"
-        elif ctx.network_mode == "host" and cfg.get("network_mode") != "host":
-            # Nomad's docker driver in a host-mode group: docker's own bridge, and each port the task
-            # lists in `ports` published from its host port to `to` (the same number when `to` is 0).
-            kw["ports"] = self._published(ctx, cfg)
-        elif ctx.network_mode in ("host", "none"):
-            kw["network_mode"] = ctx.network_mode
+        elif mode in ("default", "bridge"):
+            # Nomad's docker driver in a host-mode group (or network_mode "bridge"): docker's own
+            # bridge, and each port the task lists in `ports` published from its host port to `to` (the
+            # same number when `to` is 0), or to its port_map's.
+            kw["ports"] = self._published(ctx, cfg, opts.port_map)
+        elif mode in ("host", "none"):
+            kw["network_mode"] = mode
         if cfg.get("command"):
-            kw["entrypoint"] = [str(cfg["command"])]
-            kw["command"] = [str(a) for a in cfg.get("args", [])]
+            # The command replaces the image's entrypoint unless the task sets its own (then it is
+            # the first word of the Cmd, as Nomad's driver): docs/drivers.md
+            if "entrypoint" not in cfg:
+                kw["entrypoint"] = [str(cfg["command"])]
+                kw["command"] = [str(a) for a in cfg.get("args", [])]
+            else:
+                kw["command"] = [str(cfg["command"]), *(str(a) for a in cfg.get("args", []))]
         elif cfg.get("args"):
             kw["command"] = [str(a) for a in cfg["args"]]
         try:
@@ -298,21 +313,40 @@ class DockerDriver:
         c.reload()
         return TaskHandle("docker", c.id, c.attrs["State"]["StartedAt"])
 
+    def options(self, ctx: TaskContext) -> DockerOpts:
+        """The task's docker options on this node (dockeropts.plan), host paths resolved now."""
+        facts = TaskFacts(
+            network_mode=ctx.network_mode,
+            memory_mb=ctx.task.resources.memory,
+            task_dir=str(ctx.task_dir),
+            alloc_dir=str(ctx.task_dir.parent),
+            own_paths=tuple(os.path.realpath(p) for p in self.own_paths),
+            resolve=os.path.realpath,
+        )
+        return plan(ctx.task.config, replace(self.plugin, pids_limit=self.pids_limit), facts)
+
+    def refusals(self, task: Task, group_network: str) -> list[tuple[str, str]]:
+        """(config key, why) of each option of `task` this node refuses (at submission)."""
+        facts = TaskFacts(network_mode=group_network, memory_mb=task.resources.memory)
+        return refusals(task.config, replace(self.plugin, pids_limit=self.pids_limit), facts)
+
     def _local_tags(self) -> list[str]:
         try:
             return [t for i in self.client.images.list() for t in (i.tags or ())]
         except docker.errors.DockerException:
             return []
 
-    def _published(self, ctx: TaskContext, cfg: Mapping[str, Any]) -> dict[str, tuple[str, int] | int]:
-        wanted = {str(label) for label in cfg.get("ports") or ()}
+    def _published(
+        self, ctx: TaskContext, cfg: Mapping[str, Any], port_map: Mapping[str, int]
+    ) -> dict[str, tuple[str, int] | int]:
+        wanted = {str(label) for label in cfg.get("ports") or ()} or set(port_map)
         out: dict[str, tuple[str, int] | int] = {}
         for label, host, to in ctx.ports:
             if label not in wanted:
                 continue
             bind: tuple[str, int] | int = (self.publish_address, host) if self.publish_address else host
             for proto in ("tcp", "udp"):
-                out[f"{to or host}/{proto}"] = bind
+                out[f"{port_map.get(label, to) or host}/{proto}"] = bind
         return out
 
     @engine_errors("inspect")

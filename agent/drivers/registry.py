@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from agent.drivers.base import DriverError, ExitReport, NetnsOwner, TaskDriver
-from agent.model import Group
+from agent.model import Group, Task
+
+# A driver's check of a task's `config` against this node's plugin config: (config key, why) each
+ConfigCheck = Callable[[Task, str], list[tuple[str, str]]]
 
 if TYPE_CHECKING:
     from agent.drivers.docker import DockerDriver
@@ -37,8 +40,10 @@ class DriverRegistry:
         container_netns: NetnsOwner | None = None,
         path_netns: NetnsOwner | None = None,
         disabled: Mapping[str, str] | None = None,
+        config_checks: Mapping[str, ConfigCheck] | None = None,
     ) -> None:
         self._drivers: dict[str, TaskDriver] = {}
+        self._config_checks = dict(config_checks or {})
         self._disabled = dict(disabled or {})
         for d in drivers:
             if d.name in self._drivers:
@@ -75,6 +80,13 @@ class DriverRegistry:
         if name in self._disabled:
             return self._disabled[name]
         return f"driver {name} is not run by this agent (it runs {', '.join(self.names)})"
+
+    def config_refusals(self, task: Task, group_network: str) -> list[tuple[str, str]]:
+        """(config key, why) of each option of the task's `config` this node refuses: its driver's
+        plugin gates (docker: allow_privileged, allow_caps, volumes, ...; agent.drivers.dockeropts),
+        for a task in a group of network mode `group_network`."""
+        check = self._config_checks.get(task.driver)
+        return check(task, group_network) if check is not None and task.driver in self._drivers else []
 
     def get(self, name: str) -> TaskDriver:
         try:
@@ -137,4 +149,5 @@ def build_registry(
         container_netns=PauseContainer(docker) if docker is not None else None,
         path_netns=NamedNetns(),
         disabled=disabled,
+        config_checks={DOCKER: docker.refusals} if docker is not None else None,
     )

@@ -1,0 +1,411 @@
+"""A docker task's `config` as Nomad's docker driver maps it onto the container (pure: plain data in,
+docker-py's create kwargs or the refusals out; drivers/docker/config.go and driver.go
+createContainerConfig). Every option of Nomad's driver is either honoured here or in
+`REFUSED` with the reason; `refusals` is the client's check at submission (it depends on the node's
+plugin config: allow_privileged, allow_caps, volumes { enabled }, allow_runtimes), `plan` the same
+check again at start, over the interpolated config, with the kwargs. docs/drivers.md lists them all.
+
+Kept from the agent's own hardening where Nomad does not contradict it: `no-new-privileges` on every
+container but a privileged one, `--init` unless the task says `init = false` (docs/substrate.md: a PID
+1 that ignores SIGTERM makes each stop wait), the engine's json-file log bounded (the agent copies the
+container's log into alloc/logs through the engine's API).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from agent.config import DOCKER_DEFAULT_CAPS, DockerPlugin
+from agent.drivers.dockermounts import mounts
+from agent.drivers.dockervalues import (
+    DockerOpts,
+    TaskFacts,
+    read_block,
+    read_bool,
+    read_int,
+    read_map,
+    read_str,
+    read_strs,
+    str_map,
+)
+
+NO_NEW_PRIVILEGES = "no-new-privileges"
+# the engine's own copy of a task's output, json-file, when the task sets no logging (docker.py)
+READABLE_LOG_TYPES = ("json-file", "local")
+
+HONOURED = frozenset(
+    {
+        "image", "command", "args", "ports", "hostname", "dns_servers", "dns_search_domains",
+        "dns_options", "extra_hosts", "entrypoint", "work_dir", "labels", "readonly_rootfs",
+        "cap_add", "cap_drop", "security_opt", "sysctl", "ulimit", "shm_size", "memory_hard_limit",
+        "oom_score_adj", "init", "interactive", "tty", "ipc_mode", "pid_mode", "uts_mode",
+        "userns_mode", "cgroupns", "privileged", "pids_limit", "group_add", "mac_address",
+        "healthchecks", "logging", "port_map", "mount", "mounts", "volumes", "devices",
+        "network_mode", "runtime",
+    }
+)  # fmt: skip
+
+_NO_PULL = "this agent never pulls an image (the lab has no registry): only images on the node run"
+REFUSED: Mapping[str, str] = {
+    "auth": _NO_PULL,
+    "auth_soft_fail": _NO_PULL,
+    "force_pull": _NO_PULL,
+    "image_pull_timeout": _NO_PULL,
+    "load": "loading an image from an artifact's tarball is not implemented by this agent",
+    "advertise_ipv6_address": "this agent advertises no container address (services use the alloc's)",
+    "container_exists_attempts": (
+        "this agent removes a leftover container of the same name before it creates one: it never "
+        "retries into an existing container"
+    ),
+    "cpu_hard_limit": (
+        "this agent fingerprints no cpu.totalcompute, so it cannot turn the task's cpu (MHz) into the "
+        "CFS quota Nomad's driver computes"
+    ),
+    "cpu_cfs_period": "used only with cpu_hard_limit, which this agent does not implement",
+    "ipv4_address": "needs a user-defined docker network_mode, which this agent does not run",
+    "ipv6_address": "needs a user-defined docker network_mode, which this agent does not run",
+    "network_aliases": "needs a user-defined docker network_mode, which this agent does not run",
+    "isolation": "a Windows isolation mode: Nomad's driver refuses it on Linux too",
+    "platform": "the platform of an image to pull: this agent never pulls",
+    "storage_opt": "the lab's docker storage (overlay2 without project quotas) takes no storage options",
+    "volume_driver": "no docker volume plugin runs on this node",
+}
+# Kept as Nomad keeps it: accepted with a warning, and no effect (Nomad's driver logs
+# "cpuset_cpus is no longer supported"); in fields.UNIMPLEMENTED.
+IGNORED_AS_NOMAD = frozenset({"cpuset_cpus"})
+_NS_MODES = ("ipc_mode", "pid_mode", "uts_mode", "userns_mode")
+_CAP = re.compile(r"^[A-Za-z_]+$")
+
+
+def effective_network(config: Mapping[str, Any], group_mode: str) -> str:
+    """The container's network mode: the task's network_mode, else a bridge group's pause container
+    ("container"), else docker's default bridge ("default") in a host-mode group as Nomad's driver,
+    else "none"."""
+    mode = config.get("network_mode")
+    if isinstance(mode, str) and mode:
+        return mode
+    return {"bridge": "container", "host": "default"}.get(group_mode, "none")
+
+
+def refusals(
+    config: Mapping[str, Any], plugin: DockerPlugin, facts: TaskFacts | None = None
+) -> list[tuple[str, str]]:
+    """(config key, why) of each option this task may not have on this node: at submission
+    (values still holding `${...}` are checked again at start, interpolated)."""
+    return plan(config, plugin, facts or TaskFacts(), submission=True).refused
+
+
+def plan(
+    config: Mapping[str, Any], plugin: DockerPlugin, facts: TaskFacts, *, submission: bool = False
+) -> DockerOpts:
+    """The docker-py create kwargs of the task's options (those Nomad's driver sets from its
+    config), or the refusals. `submission`: values not yet interpolated are skipped."""
+    out = DockerOpts()
+    later = _interpolated if submission else (lambda _v: False)
+    for key in config:
+        if key in REFUSED and config[key] not in (None, False, "", [], {}, 0):
+            out.refuse(key, REFUSED[key])
+        elif key not in HONOURED and key not in REFUSED and key not in IGNORED_AS_NOMAD:
+            out.refuse(key, "not a config field of Nomad's docker driver")
+    net = effective_network(config, facts.network_mode)
+    _simple(config, out, net, later)
+    _names(config, out, net, later)
+    _security(config, plugin, out, later)
+    _resources(config, plugin, facts, out)
+    _logging(config, out)
+    mounts(config, plugin, facts, out, later)
+    _network(config, plugin, facts, out, net)
+    return out
+
+
+def _interpolated(value: object) -> bool:
+    return "${" in repr(value)
+
+
+# -- the options -------------------------------------------------------------------------------------
+
+
+def _simple(config: Mapping[str, Any], out: DockerOpts, net: str, later: Callable[[object], bool]) -> None:
+    kw = out.kwargs
+    joined = net == "container"
+    conflict = (
+        "this task joins its bridge group's network namespace (the pause container's): docker refuses "
+        "{what} there, and Nomad's driver fails the task at start; {instead}"
+    )
+    if hostname := read_str(config, "hostname", out):
+        if joined:
+            instead = "set the group's network.hostname"
+            out.refuse("hostname", conflict.format(what="a hostname", instead=instead))
+        kw["hostname"] = hostname
+    dns = {"dns_servers": "dns", "dns_search_domains": "dns_search", "dns_options": "dns_opt"}
+    for key, kwarg in dns.items():
+        if values := read_strs(config, key, out):
+            if joined:
+                out.refuse(key, conflict.format(what="DNS options", instead="use the group's network.dns"))
+            kw[kwarg] = values
+    for server in kw.get("dns", []):
+        if not later(server) and not _is_ip(server):
+            out.refuse("dns_servers", f"{server!r} is not an IP address")
+    if hosts := read_strs(config, "extra_hosts", out):
+        if joined:
+            out.refuse(
+                "extra_hosts",
+                "in a bridge group Nomad's driver writes the extra hosts into an /etc/hosts it mounts "
+                "for the group's network: not implemented by this agent",
+            )
+        for h in hosts:
+            if ":" not in h and not later(h):
+                out.refuse("extra_hosts", f'{h!r} is not "<host>:<ip>"')
+        kw["extra_hosts"] = hosts
+    _container(config, out)
+
+
+def _names(config: Mapping[str, Any], out: DockerOpts, net: str, later: Callable[[object], bool]) -> None:
+    kw = out.kwargs
+    if mac := read_str(config, "mac_address", out):
+        if net in ("container", "host", "none"):
+            out.refuse("mac_address", f"docker refuses a MAC address with network mode {net}")
+        elif not later(mac) and not re.fullmatch(r"([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}", mac):
+            out.refuse("mac_address", f"failed to parse mac_address {mac!r}")
+        kw["mac_address"] = mac
+
+
+def _container(config: Mapping[str, Any], out: DockerOpts) -> None:
+    """The options of the container itself (Config, and HostConfig's plain fields)."""
+    kw = out.kwargs
+    if "entrypoint" in config:
+        kw["entrypoint"] = read_strs(config, "entrypoint", out)
+    if work_dir := read_str(config, "work_dir", out):
+        kw["working_dir"] = work_dir
+    if labels := read_map(config, "labels", out):
+        kw["labels"] = labels
+    for key, kwarg in (("readonly_rootfs", "read_only"), ("interactive", "stdin_open"), ("tty", "tty")):
+        if read_bool(config, key, out):
+            kw[kwarg] = True
+    init = read_bool(config, "init", out)
+    kw["init"] = init is not False  # the agent's --init unless the task says init = false
+    if groups := read_strs(config, "group_add", out):
+        kw["group_add"] = groups
+    if (adj := read_int(config, "oom_score_adj", out)) is not None:
+        if not -1000 <= adj <= 1000:
+            out.refuse("oom_score_adj", f"{adj} is outside -1000..1000")
+        kw["oom_score_adj"] = adj
+    health = read_block(config, "healthchecks", out)
+    if health.get("disable") is True:
+        kw["healthcheck"] = {"test": ["NONE"]}  # Nomad's sentinel: the image's HEALTHCHECK is off
+    elif health.get("disable") not in (None, False):
+        out.refuse("healthchecks.disable", "must be a bool")
+    _kernel(config, out)
+
+
+def _kernel(config: Mapping[str, Any], out: DockerOpts) -> None:
+    kw = out.kwargs
+    if "sysctl" in config:
+        kw["sysctls"] = read_map(config, "sysctl", out)
+    if "ulimit" in config:
+        kw["ulimits"] = _ulimits(read_map(config, "ulimit", out), out)
+    if cgroupns := read_str(config, "cgroupns", out):
+        if cgroupns not in ("host", "private"):
+            out.refuse("cgroupns", f'{cgroupns!r} is not "host" or "private"')
+        kw["cgroupns"] = cgroupns
+
+
+def _is_ip(s: str) -> bool:
+    try:
+        ipaddress.ip_address(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _ulimits(raw: Mapping[str, str], out: DockerOpts) -> list[dict[str, Any]]:
+    """Nomad's sliceMergeUlimit: "soft" or "soft:hard" per name."""
+    found = []
+    for name, spec in sorted(raw.items()):
+        soft, _, hard = (spec if ":" in spec else f"{spec}:{spec}").partition(":")
+        if not re.fullmatch(r"-?\d+", soft) or not re.fullmatch(r"-?\d+", hard):
+            out.refuse(f"ulimit.{name}", f"malformed ulimit specification {spec!r}")
+            continue
+        found.append({"name": name, "soft": int(soft), "hard": int(hard)})
+    return found
+
+
+def _norm_cap(c: str) -> str:
+    return c.strip().lower().removeprefix("cap_")
+
+
+def capabilities(
+    allow: Sequence[str], add: Sequence[str], drop: Sequence[str]
+) -> tuple[list[str], list[str], list[str]]:
+    """Nomad's capabilities.Delta: (cap_add, cap_drop, the adds outside allow_caps). Drops are the
+    task's plus Docker's defaults that allow_caps leaves out (NET_RAW by default)."""
+    allowed = {_norm_cap(c) for c in allow}
+    adds = {_norm_cap(c) for c in add if _norm_cap(c)}
+    if "all" in allowed:
+        missing: set[str] = set()
+    else:
+        missing = adds - allowed
+    add_out = ["all"] if "all" in adds else sorted(adds)
+    basis = {_norm_cap(c) for c in DOCKER_DEFAULT_CAPS}
+    drops = {_norm_cap(c) for c in drop if _norm_cap(c)}
+    if "all" not in allowed:
+        drops |= basis - allowed
+    drop_out = ["all"] if "all" in {_norm_cap(c) for c in drop} else sorted(drops)
+    return add_out, drop_out, sorted(missing)
+
+
+def _security(
+    config: Mapping[str, Any], plugin: DockerPlugin, out: DockerOpts, later: Callable[[object], bool]
+) -> None:
+    kw = out.kwargs
+    privileged = read_bool(config, "privileged", out) is True
+    if privileged:
+        if not plugin.allow_privileged:
+            out.refuse(
+                "privileged",
+                "Docker privileged mode is disabled on this Nomad agent (plugin docker allow_privileged)",
+            )
+        kw["privileged"] = True
+    add, drop = read_strs(config, "cap_add", out), read_strs(config, "cap_drop", out)
+    for key, caps in (("cap_add", add), ("cap_drop", drop)):
+        for c in caps:
+            if not later(c) and not _CAP.fullmatch(c.strip()):
+                out.refuse(key, f"{c!r} is not a capability name")
+    cap_add, cap_drop, missing = capabilities(plugin.allow_caps, add, drop)
+    if missing:
+        out.refuse(
+            "cap_add",
+            "driver does not allow the following capabilities: "
+            f"{', '.join(missing)} (plugin docker allow_caps: {', '.join(plugin.allow_caps)})",
+        )
+    if cap_add:
+        kw["cap_add"] = cap_add
+    if cap_drop:
+        kw["cap_drop"] = cap_drop
+    _security_opts(config, out, privileged)
+    _modes(config, plugin, out)
+
+
+def _security_opts(config: Mapping[str, Any], out: DockerOpts, privileged: bool) -> None:
+    """Nomad's parseSecurityOpts, and the agent's no-new-privileges unless privileged."""
+    opts = []
+    for opt in read_strs(config, "security_opt", out):
+        name, eq, value = opt.partition("=")
+        if not eq and name != NO_NEW_PRIVILEGES:
+            name, eq, value = opt.partition(":")
+            if not eq:
+                out.refuse("security_opt", f"invalid security_opt: {opt!r}")
+                continue
+        if name == "seccomp" and value != "unconfined":
+            out.refuse(
+                "security_opt",
+                f"{opt!r}: a seccomp profile read from a file of the node is not implemented (a "
+                "jobspec never reads the node's files); seccomp=unconfined is",
+            )
+            continue
+        opts.append(opt)
+    if not privileged and NO_NEW_PRIVILEGES not in opts:
+        opts.append(NO_NEW_PRIVILEGES)  # the agent's hardening: setuid binaries in the image gain nothing
+    out.kwargs["security_opt"] = opts
+
+
+def _modes(config: Mapping[str, Any], plugin: DockerPlugin, out: DockerOpts) -> None:
+    """Namespace modes: Nomad's validateNamespace with no allowed_modes (only allow_privileged)."""
+    kw = out.kwargs
+    for key in _NS_MODES:
+        mode = read_str(config, key, out)
+        if not mode or (mode == "host" and key != "userns_mode"):
+            continue  # "host": the runner's plan_host_namespaces decides it (taskdecisions)
+        if not plugin.allow_privileged:
+            out.refuse(key, f'cannot apply "{key}" configuration: only with plugin docker allow_privileged')
+        kw[key] = mode
+    if runtime := read_str(config, "runtime", out):
+        if runtime not in plugin.allow_runtimes:
+            why = f"requested runtime {runtime!r} is not allowed (plugin docker allow_runtimes)"
+            out.refuse("runtime", why)
+        kw["runtime"] = runtime
+
+
+def _resources(config: Mapping[str, Any], plugin: DockerPlugin, facts: TaskFacts, out: DockerOpts) -> None:
+    """Nomad's memoryLimits: with memory_hard_limit, memory is the soft reservation and the hard
+    limit the larger one; swap never past the hard limit. pids_limit under the plugin's."""
+    kw = out.kwargs
+    hard = read_int(config, "memory_hard_limit", out) or 0
+    if hard > 0:
+        if facts.memory_mb > hard:
+            out.refuse(
+                "memory_hard_limit",
+                f"task memory requirements exceed driver hard limit of {hard} MB",
+            )
+        kw["mem_limit"], kw["mem_reservation"] = f"{hard}m", f"{facts.memory_mb}m"
+        kw["memswap_limit"] = f"{hard}m"
+    elif hard < 0:
+        out.refuse("memory_hard_limit", f"{hard} is below 0")
+    if (shm := read_int(config, "shm_size", out)) is not None and shm != 0:
+        if shm < 0:
+            out.refuse("shm_size", f"{shm} is below 0")
+        kw["shm_size"] = shm
+    if plugin.pids_limit > 0:
+        kw["pids_limit"] = plugin.pids_limit
+    if (pids := read_int(config, "pids_limit", out)) is not None and pids > 0:
+        if plugin.pids_limit > 0 and pids > plugin.pids_limit:
+            out.refuse(
+                "pids_limit",
+                f"pids_limit cannot be greater than nomad plugin config pids_limit: {plugin.pids_limit}",
+            )
+        kw["pids_limit"] = pids
+
+
+def _logging(config: Mapping[str, Any], out: DockerOpts) -> None:
+    logging = read_block(config, "logging", out)
+    if not logging:
+        return
+    kind = logging.get("type") or logging.get("driver") or ""
+    opts = str_map(logging.get("config") or {})
+    if not isinstance(kind, str) or opts is None:
+        out.refuse("logging", "type must be a string and config a map of strings")
+        return
+    kind = kind or "json-file"
+    if kind not in READABLE_LOG_TYPES:
+        out.refuse(
+            "logging.type",
+            f"{kind!r}: the agent copies a task's output into alloc/logs by reading the engine's log, "
+            f"which only {' and '.join(READABLE_LOG_TYPES)} are sure to keep readable",
+        )
+    out.kwargs["log_config"] = {"type": kind, "config": opts}
+
+
+def _network(
+    config: Mapping[str, Any], plugin: DockerPlugin, facts: TaskFacts, out: DockerOpts, net: str
+) -> None:
+    """network_mode: host, none and docker's bridge (default) as Nomad's driver; a sibling's
+    container or a user-defined network is refused. port_map: the legacy container port of a
+    label, in a host-mode group (Nomad's driver refuses it for a bridge group's ports)."""
+    mode = read_str(config, "network_mode", out)
+    if mode and mode not in ("host", "none", "bridge", "default"):
+        why = (
+            "joining a sibling task's container is not implemented by this agent"
+            if mode.startswith("container:")
+            else "a user-defined docker network: the lab creates none"
+        )
+        out.refuse("network_mode", f"{mode!r}: {why}")
+    port_map = config.get("port_map")
+    if port_map is None:
+        return
+    mapped = str_map(port_map)
+    if mapped is None or not all(re.fullmatch(r"\d+", v) for v in mapped.values()):
+        out.refuse("port_map", "must be a map of port labels to container port numbers")
+        return
+    if net == "container":
+        out.refuse("port_map", "'port_map' cannot map group network ports, use 'ports' instead")
+        return
+    out.port_map = {k: int(v) for k, v in mapped.items()}
+
+
+def ensure_all_listed(options: Iterable[str]) -> list[str]:
+    """The options of Nomad's driver that are neither honoured, refused nor ignored as Nomad
+    (a test keeps this empty against fields.IMPLEMENTED)."""
+    return sorted(o for o in options if o not in HONOURED and o not in REFUSED and o not in IGNORED_AS_NOMAD)

@@ -1,0 +1,145 @@
+"""A docker task's options as Nomad's docker driver honours them, on the real dockerd: one container
+created by the agent's driver with most of the honoured options of agent.drivers.dockeropts, then
+inspected (Config, HostConfig): each option is where Nomad's driver puts it (root).
+
+Each check is one entry of CHECKS, so that one option dropped from the mapping fails its own check
+(how this was shown: docs/drivers.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from agent.config import NOMAD_DEFAULT_CAPS, DockerPlugin
+from agent.drivers.base import TaskContext
+from agent.drivers.docker import DockerDriver
+from agent.model import Resources, Task
+from tests.agent_lab import why_not_ready
+
+pytestmark = [pytest.mark.root]
+REASON = why_not_ready()
+if REASON:
+    pytestmark.append(pytest.mark.skip(reason=REASON))
+
+IMAGE = "fieldlab/busybox:latest"  # on every node of the lab (the workload_images role); never pulled
+
+CONFIG: dict[str, Any] = {
+    "image": IMAGE,
+    "entrypoint": ["/bin/sh", "-c"],
+    "command": "sleep 300",
+    "hostname": "opt-host",
+    "dns_servers": ["10.9.8.7"],
+    "dns_search_domains": ["lab.internal"],
+    "dns_options": ["ndots:3"],
+    "extra_hosts": ["db.lab:10.9.8.6"],
+    "work_dir": "/tmp",
+    "labels": [{"team": "fieldlab"}],
+    "readonly_rootfs": True,
+    "cap_add": ["NET_ADMIN"],
+    "cap_drop": ["MKNOD"],
+    "security_opt": ["apparmor=unconfined"],
+    "sysctl": [{"net.core.somaxconn": "321"}],
+    "ulimit": [{"nofile": "1024:2048"}],
+    "shm_size": 33554432,
+    "memory_hard_limit": 96,
+    "oom_score_adj": 321,
+    "init": False,
+    "interactive": True,
+    "tty": True,
+    "ipc_mode": "shareable",
+    "group_add": ["1234"],
+    "mac_address": "02:42:ac:11:00:99",
+    "healthchecks": [{"disable": True}],
+    "logging": [{"type": "json-file", "config": [{"max-size": "1m", "max-file": "2"}]}],
+    "pids_limit": 77,
+    "volumes": ["local/conf:/etc/app:ro"],
+    "mount": [{"type": "tmpfs", "target": "/scratch", "tmpfs_options": [{"size": 1048576}]}],
+    "devices": [{"host_path": "/dev/null", "container_path": "/dev/opt-null", "cgroup_permissions": "rw"}],
+}
+PLUGIN = DockerPlugin(allow_privileged=True, allow_caps=(*NOMAD_DEFAULT_CAPS, "NET_ADMIN"))
+
+Attrs = dict[str, Any]
+CHECKS: dict[str, Callable[[Attrs], object]] = {
+    "entrypoint": lambda a: (
+        a["Config"]["Entrypoint"] == ["/bin/sh", "-c"] and a["Config"]["Cmd"] == ["sleep 300"]
+    ),
+    "hostname": lambda a: a["Config"]["Hostname"] == "opt-host",
+    "dns_servers": lambda a: a["HostConfig"]["Dns"] == ["10.9.8.7"],
+    "dns_search_domains": lambda a: a["HostConfig"]["DnsSearch"] == ["lab.internal"],
+    "dns_options": lambda a: a["HostConfig"]["DnsOptions"] == ["ndots:3"],
+    "extra_hosts": lambda a: a["HostConfig"]["ExtraHosts"] == ["db.lab:10.9.8.6"],
+    "work_dir": lambda a: a["Config"]["WorkingDir"] == "/tmp",
+    "labels": lambda a: (
+        a["Config"]["Labels"].get("team") == "fieldlab"
+        and a["Config"]["Labels"].get("com.hashicorp.nomad.task_name") == "opts"
+    ),
+    "readonly_rootfs": lambda a: a["HostConfig"]["ReadonlyRootfs"] is True,
+    "cap_add": lambda a: a["HostConfig"]["CapAdd"] == ["net_admin"],
+    "cap_drop": lambda a: sorted(a["HostConfig"]["CapDrop"] or []) == ["mknod", "net_raw"],
+    "security_opt": lambda a: a["HostConfig"]["SecurityOpt"] == ["apparmor=unconfined", "no-new-privileges"],
+    "sysctl": lambda a: a["HostConfig"]["Sysctls"] == {"net.core.somaxconn": "321"},
+    "ulimit": lambda a: a["HostConfig"]["Ulimits"] == [{"Name": "nofile", "Soft": 1024, "Hard": 2048}],
+    "shm_size": lambda a: a["HostConfig"]["ShmSize"] == 33554432,
+    "memory_hard_limit": lambda a: (
+        (a["HostConfig"]["Memory"], a["HostConfig"]["MemoryReservation"]) == (96 << 20, 64 << 20)
+    ),
+    "oom_score_adj": lambda a: a["HostConfig"]["OomScoreAdj"] == 321,
+    "init": lambda a: not a["HostConfig"].get("Init"),
+    "interactive": lambda a: a["Config"]["OpenStdin"] is True,
+    "tty": lambda a: a["Config"]["Tty"] is True,
+    "ipc_mode": lambda a: a["HostConfig"]["IpcMode"] == "shareable",
+    "group_add": lambda a: a["HostConfig"]["GroupAdd"] == ["1234"],
+    "mac_address": lambda a: (
+        a["Config"].get("MacAddress") == "02:42:ac:11:00:99"
+        or a["NetworkSettings"]["MacAddress"] == "02:42:ac:11:00:99"
+    ),
+    "healthchecks": lambda a: (a["Config"].get("Healthcheck") or {}).get("Test") == ["NONE"],
+    "logging": lambda a: (
+        a["HostConfig"]["LogConfig"] == {"Type": "json-file", "Config": {"max-size": "1m", "max-file": "2"}}
+    ),
+    "pids_limit": lambda a: a["HostConfig"]["PidsLimit"] == 77,
+    "volumes": lambda a: any(b.endswith("/local/conf:/etc/app:ro") for b in a["HostConfig"]["Binds"]),
+    "mount": lambda a: (
+        [(m["Type"], m["Target"], m.get("TmpfsOptions")) for m in a["HostConfig"]["Mounts"] or []]
+        == [("tmpfs", "/scratch", {"SizeBytes": 1048576})]
+    ),
+    "devices": lambda a: (
+        a["HostConfig"]["Devices"]
+        == [{"PathOnHost": "/dev/null", "PathInContainer": "/dev/opt-null", "CgroupPermissions": "rw"}]
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def created(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Attrs]:
+    driver = DockerDriver(plugin=PLUGIN, pids_limit=4096)
+    alloc = str(uuid.uuid4())
+    task_dir = tmp_path_factory.mktemp("alloc") / "opts"
+    (task_dir / "local" / "conf").mkdir(parents=True)
+    (task_dir.parent / "alloc" / "logs").mkdir(parents=True)
+    task = Task("opts", "docker", config=CONFIG, resources=Resources(cpu=100, memory=64))
+    ctx = TaskContext(
+        job="opts", group="g", alloc_id=alloc, task=task, task_dir=task_dir, env={}, network_mode="host"
+    )
+    handle = driver.start(ctx)
+    try:
+        yield driver.client.api.inspect_container(handle.id)
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            driver.client.containers.get(handle.id).remove(force=True)
+
+
+@pytest.mark.parametrize("option", sorted(CHECKS))
+def test_the_option_is_on_the_container_as_nomads_driver_sets_it(created: Attrs, option: str) -> None:
+    assert CHECKS[option](created), f"{option}: Config={created['Config']} HostConfig={created['HostConfig']}"
+
+
+def test_the_container_runs_with_them(created: Attrs) -> None:
+    assert created["State"]["Running"] is True, created["State"]
+    assert Path(created["HostConfig"]["Binds"][0].split(":")[0]).exists()
