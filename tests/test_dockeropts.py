@@ -14,7 +14,15 @@ import pytest
 
 from agent.config import NOMAD_DEFAULT_CAPS, DockerPlugin, load_config
 from agent.drivers.docker import DockerDriver
-from agent.drivers.dockeropts import HONOURED, IGNORED_AS_NOMAD, REFUSED, capabilities, plan, refusals
+from agent.drivers.dockeropts import (
+    HONOURED,
+    IGNORED_AS_NOMAD,
+    PULL_ONLY,
+    REFUSED,
+    capabilities,
+    plan,
+    refusals,
+)
 from agent.drivers.dockervalues import TaskFacts
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, ConfigError
@@ -256,8 +264,25 @@ def test_bad_values_are_refused_naming_the_option() -> None:
 
 def test_every_refused_option_says_why() -> None:
     for key, reason in REFUSED.items():
-        value: object = True if key != "auth" else [{"username": "u"}]
-        assert why({key: value})[key] == reason
+        assert why({key: True})[key] == reason
+
+
+def test_pull_only_options_take_no_effect_as_nomads_for_an_image_on_the_node() -> None:
+    """Nomad's createImage uses an image on the node without a pull (so without auth); this agent
+    never pulls. The seed job of nomad-12216 (an `auth` block) is not refused."""
+    config = {
+        "auth": [{"username": "u", "password": "p"}],
+        "auth_soft_fail": True,
+        "image_pull_timeout": "5m",
+    }
+    assert set(config) == set(PULL_ONLY)
+    assert kw(config) == kw({})
+    seed = parse_jobspec(
+        (ROOT / "tests" / "jobspecs" / "pause-container-orphans.hcl").read_text(), source="seed"
+    )
+    assert seed.job is not None
+    (task,) = seed.job.groups[0].tasks
+    assert "auth" in task.config and refusals(task.config, OFF, TaskFacts(network_mode="bridge")) == []
 
 
 def test_values_still_to_interpolate_wait_for_the_start() -> None:
@@ -268,12 +293,13 @@ def test_values_still_to_interpolate_wait_for_the_start() -> None:
 
 def test_every_option_of_nomads_driver_is_listed_once() -> None:
     options = IMPLEMENTED["config.docker"] | UNIMPLEMENTED["config.docker"]
-    assert options == HONOURED | set(REFUSED) | IGNORED_AS_NOMAD
-    assert not HONOURED & set(REFUSED)
+    assert options == HONOURED | set(REFUSED) | set(PULL_ONLY) | IGNORED_AS_NOMAD
+    assert not HONOURED & set(REFUSED) and not set(PULL_ONLY) & (HONOURED | set(REFUSED))
     doc = (ROOT / "docs" / "drivers.md").read_text()
     rows = dict(re.findall(r"^\| `([a-z_0-9]+)` \| (honoured|refused|as Nomad)", doc, re.M))
     assert set(rows) == set(options), sorted(set(options) ^ set(rows))
     assert {k for k, v in rows.items() if v == "honoured"} == HONOURED
+    assert {k for k, v in rows.items() if v == "refused"} == set(REFUSED)
 
 
 def _config(tmp_path: Path, plugin: object) -> Path:

@@ -49,11 +49,15 @@ HONOURED = frozenset(
 )  # fmt: skip
 
 _NO_PULL = "this agent never pulls an image (the lab has no registry): only images on the node run"
+# Only a pull reads them: Nomad's createImage uses the image on the node without a pull (a tag other
+# than latest), and so does this agent for every image (it never pulls): no effect, as Nomad's.
+PULL_ONLY: Mapping[str, str] = {
+    "auth": "registry credentials, read only by a pull",
+    "auth_soft_fail": "whether a pull without credentials goes on, read only by a pull",
+    "image_pull_timeout": "how long a pull may take, read only by a pull",
+}
 REFUSED: Mapping[str, str] = {
-    "auth": _NO_PULL,
-    "auth_soft_fail": _NO_PULL,
     "force_pull": _NO_PULL,
-    "image_pull_timeout": _NO_PULL,
     "load": "loading an image from an artifact's tarball is not implemented by this agent",
     "advertise_ipv6_address": "this agent advertises no container address (services use the alloc's)",
     "container_exists_attempts": (
@@ -108,7 +112,7 @@ def plan(
     for key in config:
         if key in REFUSED and config[key] not in (None, False, "", [], {}, 0):
             out.refuse(key, REFUSED[key])
-        elif key not in HONOURED and key not in REFUSED and key not in IGNORED_AS_NOMAD:
+        elif key not in HONOURED | REFUSED.keys() | PULL_ONLY.keys() | IGNORED_AS_NOMAD:
             out.refuse(key, "not a config field of Nomad's docker driver")
     net = effective_network(config, facts.network_mode)
     _simple(config, out, net, later)
@@ -408,4 +412,5 @@ def _network(
 def ensure_all_listed(options: Iterable[str]) -> list[str]:
     """The options of Nomad's driver that are neither honoured, refused nor ignored as Nomad
     (a test keeps this empty against fields.IMPLEMENTED)."""
-    return sorted(o for o in options if o not in HONOURED and o not in REFUSED and o not in IGNORED_AS_NOMAD)
+    known = HONOURED | REFUSED.keys() | PULL_ONLY.keys() | IGNORED_AS_NOMAD
+    return sorted(o for o in options if o not in known)
