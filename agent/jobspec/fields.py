@@ -33,8 +33,12 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "datacenters",
             "constraint",
             "namespace",  # "default" only (agent.jobspec.jobtypes)
+            "parameterized",
         }
     ),
+    # Nomad's ParameterizedJobConfig and a task's DispatchPayloadConfig (agent.jobspec.jobtypes)
+    "parameterized": frozenset({"payload", "meta_required", "meta_optional"}),
+    "dispatch_payload": frozenset({"file"}),
     "group": frozenset(
         {
             "count",
@@ -89,6 +93,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "artifact",
             "leader",
             "identity",
+            "dispatch_payload",
         }
     ),
     # Nomad's TaskLifecycleConfig: the task's place in the alloc's order (agent.lifecycle)
@@ -233,7 +238,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "migrate",
             "multiregion",
             "node_pool",
-            "parameterized",
             "periodic",
             "priority",
             "region",
@@ -271,6 +275,8 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "restart": frozenset({"render_templates"}),
     "logs": frozenset({"enabled"}),  # Nomad's pre-1.5.4 spelling, read by Nomad as !disabled
     "lifecycle": frozenset(),
+    "parameterized": frozenset(),
+    "dispatch_payload": frozenset(),
     "scaling": frozenset(),
     "ephemeral_disk": frozenset(),
     "constraint": frozenset(),
@@ -280,7 +286,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "affinity",
             "consul",
             "csi_plugin",
-            "dispatch_payload",
             "kind",
             "restart",
             "scaling",
