@@ -21,6 +21,7 @@ from agent.drivers.dockeropts import (
     REFUSED,
     capabilities,
     plan,
+    published,
     refusals,
 )
 from agent.drivers.dockervalues import TaskFacts
@@ -28,6 +29,7 @@ from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, ConfigError
 from agent.jobspec import parse_jobspec
 from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED
+from agent.model import Task
 from tests.fakes import FakeNode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -235,6 +237,18 @@ def test_a_bridge_group_task_cannot_take_what_docker_refuses_in_a_joined_namespa
     assert plan({"port_map": [{"http": 8080}]}, OFF, FACTS).port_map == {"http": 8080}
 
 
+def test_ports_are_published_to_their_port_map_else_to_else_the_host_port() -> None:
+    ports = [("http", 25000, 0), ("admin", 25001, 9000), ("other", 25002, 0)]
+    assert published(ports, ["http", "admin"], {}, "10.0.0.5") == {
+        "25000/tcp": ("10.0.0.5", 25000),
+        "25000/udp": ("10.0.0.5", 25000),
+        "9000/tcp": ("10.0.0.5", 25001),
+        "9000/udp": ("10.0.0.5", 25001),
+    }
+    # legacy: no `ports`, the labels of port_map, to its container ports
+    assert published(ports, None, {"http": 8080}, "") == {"8080/tcp": 25000, "8080/udp": 25000}
+
+
 def test_network_mode_host_none_bridge_and_nothing_else() -> None:
     assert kw({"network_mode": "host"}) == kw({"network_mode": "host"})
     assert "network_mode" not in why({"network_mode": "bridge"})
@@ -366,6 +380,10 @@ def test_the_client_refuses_at_submission_what_its_plugin_config_does_not_allow(
         for key in refused:
             assert f"job.priv.group.g.task.t.config.{key}:" in str(exc.value), exc.value
         assert core.runners == {}, "a refused job started allocs"
+    # with volumes on, a host path into the agent's own files is still refused at submission
+    gate = DockerDriver(client=object(), plugin=DockerPlugin(volumes_enabled=True), own_paths=(Path("/etc"),))
+    task = Task("t", "docker", config={"image": "x", "volumes": ["/etc/x:/x", "/srv:/srv"]})
+    assert [k for k, _ in gate.refusals(task, "host")] == ["volumes[0]"]
 
 
 def core_job(core: Any) -> Any:

@@ -43,7 +43,7 @@ from agent.drivers.base import (
     inside_env,
 )
 from agent.drivers.dockermounts import volume_bind
-from agent.drivers.dockeropts import effective_network, plan, refusals
+from agent.drivers.dockeropts import effective_network, plan, published, refusals
 from agent.drivers.dockervalues import DockerOpts, TaskFacts
 from agent.drivers.hostproc import EXEC_OUTPUT_MAX
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
@@ -283,7 +283,7 @@ class DockerDriver:
             # Nomad's docker driver in a host-mode group (or network_mode "bridge"): docker's own
             # bridge, and each port the task lists in `ports` published from its host port to `to` (the
             # same number when `to` is 0), or to its port_map's.
-            kw["ports"] = self._published(ctx, cfg, opts.port_map)
+            kw["ports"] = published(ctx.ports, cfg.get("ports"), opts.port_map, self.publish_address)
         elif mode in ("host", "none"):
             kw["network_mode"] = mode
         if cfg.get("command"):
@@ -327,7 +327,8 @@ class DockerDriver:
 
     def refusals(self, task: Task, group_network: str) -> list[tuple[str, str]]:
         """(config key, why) of each option of `task` this node refuses (at submission)."""
-        facts = TaskFacts(network_mode=group_network, memory_mb=task.resources.memory)
+        own = tuple(os.path.realpath(p) for p in self.own_paths)
+        facts = TaskFacts(network_mode=group_network, memory_mb=task.resources.memory, own_paths=own)
         return refusals(task.config, replace(self.plugin, pids_limit=self.pids_limit), facts)
 
     def _local_tags(self) -> list[str]:
@@ -335,19 +336,6 @@ class DockerDriver:
             return [t for i in self.client.images.list() for t in (i.tags or ())]
         except docker.errors.DockerException:
             return []
-
-    def _published(
-        self, ctx: TaskContext, cfg: Mapping[str, Any], port_map: Mapping[str, int]
-    ) -> dict[str, tuple[str, int] | int]:
-        wanted = {str(label) for label in cfg.get("ports") or ()} or set(port_map)
-        out: dict[str, tuple[str, int] | int] = {}
-        for label, host, to in ctx.ports:
-            if label not in wanted:
-                continue
-            bind: tuple[str, int] | int = (self.publish_address, host) if self.publish_address else host
-            for proto in ("tcp", "udp"):
-                out[f"{port_map.get(label, to) or host}/{proto}"] = bind
-        return out
 
     @engine_errors("inspect")
     def status(self, handle: TaskHandle) -> TaskStatus:

@@ -409,6 +409,23 @@ def _network(
     out.port_map = {k: int(v) for k, v in mapped.items()}
 
 
+def published(
+    ports: Iterable[tuple[str, int, int]], wanted: object, port_map: Mapping[str, int], address: str
+) -> dict[str, tuple[str, int] | int]:
+    """Nomad's port publishing on docker's bridge (a host-mode group, or network_mode bridge): each
+    alloc port (label, host, to) the task lists in `ports` (or, legacy, in `port_map`) published
+    from its host port (on `address`, "" every address) to its port_map's, else `to`, else the host
+    port, tcp and udp."""
+    labels = {str(label) for label in wanted} if isinstance(wanted, list | tuple) else set()
+    labels = labels or set(port_map)
+    out: dict[str, tuple[str, int] | int] = {}
+    for label, host, to in ports:
+        if label in labels:
+            for proto in ("tcp", "udp"):
+                out[f"{port_map.get(label, to) or host}/{proto}"] = (address, host) if address else host
+    return out
+
+
 def ensure_all_listed(options: Iterable[str]) -> list[str]:
     """The options of Nomad's driver that are neither honoured, refused nor ignored as Nomad
     (a test keeps this empty against fields.IMPLEMENTED)."""
