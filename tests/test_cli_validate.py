@@ -26,7 +26,7 @@ job "good" {
 
 WARNS = """\
 job "warns" {
-  region = "global"
+  priority = 70
   group "g" {
     task "t" {
       driver = "docker"
@@ -160,7 +160,7 @@ def test_warnings_are_counted_listed_indented_and_exit_0(
     for warning in result.warnings:
         assert f"\n    {warning}\n" in out
     assert "most frequent warnings:" in out
-    assert "region" in out.split("most frequent warnings:")[1]
+    assert "priority" in out.split("most frequent warnings:")[1]
 
 
 def test_a_refused_file_exits_1_with_each_reason_and_its_path(

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from agent.errors import AgentError
 from agent.identity.vaultlogin import token_role_policies
 from agent.jobspec import JobspecError, Limits, ParsedJob, load_jobspec, parse_duration, parse_jobspec
+from agent.jobspec.fieldclass import CLIENT_SIDE, ONLY_VALUES, server_side_warning, value_refusal
 from agent.jobspec.fields import UNIMPLEMENTED
 from agent.model import ChangeScript, Check, EphemeralDisk, LogConfig, Network, Port, RestartPolicy, Vault
 
 SPECS = Path(__file__).parent / "jobspecs"
-NOT_IMPLEMENTED = "accepted but not implemented by fieldlab-agent"
 
 
 def _parse(text: str, fmt: str | None = None) -> ParsedJob:
@@ -71,7 +71,7 @@ def test_pause_container_seed_job_keeps_its_template_and_datacenters() -> None:
 
 def test_pause_container_reporters_job_completed_keeps_its_structure() -> None:
     parsed = load_jobspec(SPECS / "pause-container-orphans.hcl")
-    assert parsed.warnings == (f"job.orphans.group.app.task.app.config.auth: {NOT_IMPLEMENTED}",)
+    assert parsed.warnings == ()  # its registry auth: read by a pull only, which a local image skips
     (group,) = parsed.job.groups
     assert group.network == Network(mode="bridge", ports=())
     assert [s.name for s in group.services] == ["orphans-app"] and group.services[0].port == ""
@@ -301,14 +301,28 @@ _PATHS = {
 
 
 @pytest.mark.parametrize("context", sorted(_PATHS))
-def test_every_unimplemented_nomad_field_is_accepted_with_one_warning_naming_its_path(context: str) -> None:
+def test_every_unimplemented_nomad_field_warns_once_as_the_servers_or_as_not_implemented(
+    context: str,
+) -> None:
+    """Issue 52: a server-side field's warning says it is the servers' decision (and what the lab does
+    instead); a client-side one's says it is not implemented; one taken only as this node's value is
+    refused for any other, naming it."""
     fields = sorted(UNIMPLEMENTED[context])
     slots = dict.fromkeys(_PATHS, "")
     slots[context] = "\n".join(f'{name} = "anything"' for name in fields)
-    parsed = _parse(_SKELETON % slots)
-    assert sorted(parsed.warnings) == sorted(
-        f"{_PATHS[context]}.{name}: {NOT_IMPLEMENTED}" for name in fields
+    refused = {f"{_PATHS[context]}.{n}": r for n in fields if (r := value_refusal(context, n, "anything"))}
+    warned = [n for n in fields if value_refusal(context, n, "anything") is None]
+    expected = sorted(
+        f"{_PATHS[context]}.{n}: {server_side_warning(context, n) or CLIENT_SIDE}" for n in warned
     )
+    if refused:
+        with pytest.raises(JobspecError) as info:
+            _parse(_SKELETON % slots)
+        assert dict(info.value.problems) == refused
+        names = [p.rsplit(".", 1)[1] for p in refused]
+        fixed = "\n".join(f'{n} = "{ONLY_VALUES[context][n][0]}"' for n in names)
+        slots[context] = "\n".join([*(f'{n} = "anything"' for n in warned), fixed])
+    assert sorted(_parse(_SKELETON % slots).warnings) == expected
 
 
 def test_unimplemented_blocks_warn_once_each_with_their_path() -> None:
@@ -337,10 +351,6 @@ job "example" {
       driver = "docker"
       config {
         image = "fieldlab/busybox:latest"
-        auth {
-          username = "u"
-        }
-        volumes = ["/tmp:/tmp"]
       }
       artifact {
         source = "https://example.invalid/x.tgz"
@@ -355,16 +365,10 @@ job "example" {
   }
 }
 """
+    # the region is this node's (taken); the rest are the servers' decisions, each warned about once
     assert sorted(_parse(text).warnings) == sorted(
-        f"{path}: {NOT_IMPLEMENTED}"
-        for path in (
-            "job.example.region",
-            "job.example.priority",
-            "job.example.affinity",
-            "job.example.update",
-            "job.example.group.g.task.t.config.auth",
-            "job.example.group.g.task.t.config.volumes",
-        )
+        f"job.example.{name}: {server_side_warning('job', name)}"
+        for name in ("priority", "affinity")  # `update`: read (agent.jobspec.update)
     )
     assert _parse(text).job.groups[0].tasks[0].logs == LogConfig(max_files=3)  # logs: implemented
     assert _parse(text).job.groups[0].ephemeral_disk == EphemeralDisk(size=300)  # and ephemeral_disk
@@ -742,12 +746,12 @@ def test_restart_defaults_per_job_type_are_nomads_and_fill_what_a_block_leaves_o
 
 
 def test_implemented_config_fields_are_stored_normalised_and_the_rest_as_written() -> None:
-    text = _mutated('ports = ["www"]', 'ports = ["www"]\nargs = ["-p", 8080]\nmount {\n  type = "bind"\n}')
+    text = _mutated('ports = ["www"]', 'ports = ["www"]\nargs = ["-p", 8080]\nauth {\n  username = "u"\n}')
     parsed = _parse(text)
     config = parsed.job.groups[0].tasks[0].config
     assert config["args"] == ["-p", "8080"]
-    assert config["mount"] == [{"type": "bind"}]  # a block, as Nomad's API JSON writes it
-    assert parsed.warnings == (f"{_T}.config.mount: {NOT_IMPLEMENTED}",)
+    assert config["auth"] == [{"username": "u"}]  # a block, as Nomad's API JSON writes it
+    assert parsed.warnings == ()
 
 
 def test_hcl_strings_are_normalised() -> None:

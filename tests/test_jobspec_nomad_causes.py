@@ -9,6 +9,7 @@ import pytest
 
 from agent.errors import AgentError
 from agent.jobspec import JobspecError, Limits, ParsedJob, parse_jobspec
+from agent.jobspec.fieldclass import server_side_warning
 from agent.model import Network, Port
 
 NOT_IMPLEMENTED = "accepted but not implemented by fieldlab-agent"
@@ -90,7 +91,7 @@ job "j" {
     assert group.tasks[0].services[0].port == "http"
     path = "job.j.group.g.task.t.resources.network[0]"
     assert any(w.startswith(f"{path}: a task's network is deprecated") for w in parsed.warnings)
-    assert f"{path}.mbits: {NOT_IMPLEMENTED}" in parsed.warnings
+    assert f"{path}.mbits: {server_side_warning('network', 'mbits')}" in parsed.warnings  # the scheduler's
 
 
 def test_a_tasks_port_cannot_reuse_a_group_port_label() -> None:

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import TypeVar
 
 from agent.jobspec.durations import MAX_NS, duration_seconds, format_duration
+from agent.jobspec.fieldclass import CLIENT_SIDE, server_side_warning, value_refusal
 from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED, known
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Block, Body, Invalid, Report, join
@@ -108,7 +109,7 @@ class BodyReader:
                 continue
             if key in UNIMPLEMENTED[context]:
                 if value is not None:
-                    self.report.warn(join(path, key))
+                    self._unimplemented(context, key, value, join(path, key))
                 continue
             near = difflib.get_close_matches(key, sorted(known(context)), n=1) if len(key) < 64 else []
             hint = f' (did you mean "{near[0]}"?)' if near else ""
@@ -117,6 +118,18 @@ class BodyReader:
             else:
                 reason = f"not a Nomad jobspec field here{hint}"
             self.report.error(join(path, short(key)), reason)
+
+    def _unimplemented(self, context: str, key: str, value: object, where: str) -> None:
+        """A Nomad field the agent does not implement: a server-side one is warned about, saying so; one
+        honoured by being this node's value is taken or refused; a client-side one is warned about as
+        not implemented (agent.jobspec.fieldclass)."""
+        refusal = value_refusal(context, key, value)
+        if refusal is not None:
+            if refusal:
+                self.report.error(where, refusal)
+            return
+        warning = server_side_warning(context, key)
+        self.report.warn(where, CLIENT_SIDE if warning is None else warning)
 
     def _name(self, name: str, path: str, what: str) -> None:
         if not NAME.match(name):

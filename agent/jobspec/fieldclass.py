@@ -1,0 +1,98 @@
+"""What becomes of a Nomad jobspec field that fieldlab-agent does not implement (agent.jobspec.fields'
+UNIMPLEMENTED): a replay is only worth something if it runs what the jobspec says, so no client-side
+field is accepted and then ignored.
+
+- **Server-side** (`SERVER_SIDE`): a decision Nomad's servers make (placement among nodes, deployments,
+  rescheduling, the UI, what happens when a client loses its servers). One client node with no
+  servers has nothing to decide: the field is accepted with a warning that says so and what the lab
+  does instead (docs/jobspec-fields.md lists them).
+- **Ignored by Nomad too** (`NOMAD_IGNORES`): deprecated fields Nomad itself reads and drops; a warning.
+- **Accepted for some values** (`ONLY_VALUES`): the field is honoured by being what this node is
+  (the job's region, its node pool); any other value is refused, naming it.
+- **Everything else is client-side**: still accepted with the warning "accepted but not implemented by
+  fieldlab-agent" (`CLIENT_SIDE`), which is the debt issue 52 names: each is to be implemented or
+  refused. Refusing them all today would refuse 85 of the 257 corpus jobspecs (tests/jobspecs,
+  e2e/scenarios/jobs) and two catalogue scenarios, and would hide nomad-10511's negative-cores check
+  behind a blanket refusal; docs/jobspec-fields.md lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+_PLACEMENT = "placement among nodes is the scheduler's: this one node takes every alloc it fits"
+_RESCHEDULE = (
+    "rescheduling onto another node is the scheduler's: on this one node a failed alloc is handled by "
+    "its restart policy (and the agent's replacement of a failed alloc), never moved"
+)
+_DISCONNECT = (
+    "what the servers do when a client stops heartbeating: this agent is its own server and never "
+    "loses contact with itself"
+)
+_DRAIN = "the servers' drainer: a drained node's allocs are stopped, there is no other node to move them to"
+_SCALING = "the autoscaler's policy, read by the autoscaler, not by a client"
+
+SERVER_SIDE: Mapping[str, Mapping[str, str]] = {
+    "job": {
+        "affinity": _PLACEMENT,
+        "spread": _PLACEMENT,
+        "all_at_once": "how the scheduler submits its plan: one node has one plan",
+        "priority": "the scheduler's order of evaluations and its preemption: this node runs each at once",
+        "migrate": _DRAIN,
+        "multiregion": "regions and their federation are the servers'",
+        "reschedule": _RESCHEDULE,
+        "ui": "shown by Nomad's web UI, which the lab does not serve",
+        "version_tag": "a label the servers keep on a job version",
+        "vault_token": "checked by the servers at submission (deprecated, Nomad 1.7): tasks use identities",
+    },
+    "group": {
+        "affinity": _PLACEMENT,
+        "spread": _PLACEMENT,
+        "migrate": _DRAIN,
+        "reschedule": _RESCHEDULE,
+        "disconnect": _DISCONNECT,
+        "max_client_disconnect": _DISCONNECT,
+        "stop_after_client_disconnect": _DISCONNECT,
+        "prevent_reschedule_on_lost": _DISCONNECT,
+    },
+    "task": {"affinity": _PLACEMENT, "scaling": _SCALING},
+    "network": {"mbits": "bandwidth the scheduler accounts for; nothing on a client limits it"},
+    "volume": {"sticky": "which node a host volume claim sticks to is the scheduler's"},
+}
+
+NOMAD_IGNORES: Mapping[str, Mapping[str, str]] = {
+    "resources": {
+        "iops": "deprecated since Nomad 0.9: Nomad ignores it too",
+        "disk": "deprecated: Nomad takes disk from ephemeral_disk and ignores it here too",
+    },
+    "template": {"vault_grace": "deprecated since Nomad 0.11: Nomad ignores it too"},
+}
+
+# Accepted when the value is what this node is; any other value is refused, naming it.
+ONLY_VALUES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    "job": {"region": ("global",), "node_pool": ("default", "all")},
+    "vault": {"cluster": ("default",)},
+}
+
+CLIENT_SIDE = "accepted but not implemented by fieldlab-agent"
+
+
+def server_side_warning(context: str, name: str) -> str | None:
+    """The warning for a field that is the servers' or that Nomad ignores; None for a client-side one."""
+    if (why := SERVER_SIDE.get(context, {}).get(name)) is not None:
+        return f"a server-side decision, accepted and left to the servers: {why}"
+    if (why := NOMAD_IGNORES.get(context, {}).get(name)) is not None:
+        return f"ignored: {why}"
+    return None
+
+
+def value_refusal(context: str, name: str, value: object) -> str | None:
+    """For a field accepted only with this node's values: why `value` is refused, "" when it is
+    accepted (it is what this node is); None for a field without such values."""
+    allowed = ONLY_VALUES.get(context, {}).get(name)
+    if allowed is None:
+        return None
+    if isinstance(value, str) and value in allowed:
+        return ""
+    shown = " or ".join(f'"{a}"' for a in allowed)
+    return f"{str(value)[:64]!r} is not served here: fieldlab-agent takes {shown} only"
