@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import os
+import pwd
 from pathlib import Path
 
 from agent.jobspec.hclfuncs.registry import arg_int, arg_str, function
@@ -141,6 +143,31 @@ def _fileexists(ctx: Context, a: list[object]) -> object:
     if found:  # sent along, so that the agent sees the same answer
         ctx.read[text] = _read_file(path)
     return found
+
+
+@function("pathexpand", 1, 1, "a leading ~ replaced by the home directory of the user running the parse")
+def _pathexpand(ctx: Context, a: list[object]) -> object:
+    """Nomad's jobspec2 `pathexpand` (go-homedir's Expand): a path not starting with `~` as it is; `~`
+    or `~/rest` joined onto the home directory and cleaned; `~user/...` an error. The home directory
+    is the one of the user running the parse: `$HOME`, else the passwd entry of the process's uid. A
+    filesystem function as in Nomad: evaluated where the jobspec file is read (the CLI, `job
+    validate`: the operator's home, as Nomad's CLI), refused for jobspecs given over the API (Nomad's
+    HTTP parse runs with filesystem functions disabled), so the agent's home never leaks in."""
+    path = arg_str(a, 0)
+    _file_path(ctx, ".")  # over the API: refused as the other file functions
+    if not path.startswith("~"):
+        return path
+    if len(path) > 1 and path[1] not in "/\\":
+        raise EvalError(f"pathexpand: cannot expand user-specific home dir in {path!r}")
+    home = os.environ.get("HOME") or _passwd_home()
+    return _go_clean(home + "/" + path[1:])
+
+
+def _passwd_home() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        raise EvalError("pathexpand: the home directory of the user running the parse is unknown") from None
 
 
 def _file_path(ctx: Context, text: str) -> Path:

@@ -20,8 +20,6 @@ REFUSED: dict[str, str] = {
     "templatefile": "not supported by fieldlab-agent",
     # Nomad's CLI evaluates these on the user's machine; here the jobspec is evaluated on the agent,
     # whose home and working dir are not the user's: refused rather than answered wrong
-    "pathexpand": "not supported by fieldlab-agent: the agent, not your shell, evaluates the jobspec"
-    " (write the path out, or pass it with -var)",
     "abspath": "not supported by fieldlab-agent: the agent, not your shell, evaluates the jobspec"
     " (write the path out, or pass it with -var)",
 }
