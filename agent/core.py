@@ -424,7 +424,7 @@ class Core:
         if self.hold is not None and self.hold(job, plan):  # stored, nothing placed: Nomad's blocked eval
             return {"job": job.id, "allocs": [], "warnings": list(parsed.warnings), "version": version}
         created = []
-        for group in () if job.parameterized_parent else job.groups:  # a parent runs only its dispatches
+        for group in () if job.places_nothing else job.groups:  # a parent runs only its child jobs
             count = group.count if plan is None else plan.start.get(group.name, 0)
             previous = () if plan is None else plan.replaces.get(group.name, ())
             for i in range(count):

@@ -289,6 +289,20 @@ class Parameterized:
 
 
 @dataclass(frozen=True)
+class Periodic:
+    """A job's `periodic` block (Nomad's PeriodicConfig): child jobs `<job>/periodic-<unix>` launched
+    at each time one of its cron specs names, in `time_zone`; `prohibit_overlap`: not while a child
+    still runs; `enabled` false: the job is kept and launches nothing. `spec` is `cron`, `specs`
+    `crons` (one of them is set)."""
+
+    spec: str = ""
+    specs: tuple[str, ...] = ()
+    time_zone: str = "UTC"
+    prohibit_overlap: bool = False
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
 class Job:
     id: str
     groups: tuple[Group, ...]
@@ -303,8 +317,14 @@ class Job:
     dispatched: bool = False  # a child made by a dispatch (Nomad's Job.Dispatched)
     payload: str = ""  # a dispatched child's payload, base64 (what its tasks' dispatch_payload write)
     dispatch_token: str = ""  # the dispatch's idempotency token (Nomad's DispatchIdempotencyToken)
+    periodic: Periodic | None = None  # Nomad's PeriodicConfig: a parent launching child jobs on a schedule
 
     @property
     def parameterized_parent(self) -> bool:
         """Nomad's IsParameterized: a parent that places nothing itself."""
         return self.parameterized is not None and not self.dispatched
+
+    @property
+    def places_nothing(self) -> bool:
+        """A parent of child jobs (parameterized, periodic): registered, it places no alloc itself."""
+        return self.parameterized_parent or self.periodic is not None

@@ -60,6 +60,7 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("task", "constraint"): ("constraint", "many"),
     ("job", "parameterized"): ("parameterized", "one"),
     ("task", "dispatch_payload"): ("dispatch_payload", "one"),
+    ("job", "periodic"): ("periodic", "one"),
 }
 # Implemented durations: nanoseconds in the API JSON.
 _DURATIONS: Mapping[str, frozenset[str]] = {
@@ -94,6 +95,7 @@ _UNSET_DEFAULTS = {
     ("namespace", "default"),
     ("priority", 50),
     ("node_pool", "default"),
+    ("spec_type", "cron"),  # a periodic job's (Nomad's PeriodicSpecCron)
 }
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _MAX_INT_DIGITS = 19  # int64

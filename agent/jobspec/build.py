@@ -15,7 +15,7 @@ from agent.jobspec.artifacts import read_artifacts
 from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
 from agent.jobspec.identities import read_identities
-from agent.jobspec.jobtypes import read_dispatch_payload, read_namespace, read_parameterized
+from agent.jobspec.jobtypes import read_dispatch_payload, read_namespace, read_parameterized, read_periodic
 from agent.jobspec.reader import short, whole
 from agent.jobspec.scaling import read_scaling
 from agent.jobspec.services import ServiceBlocks
@@ -100,6 +100,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
         meta = self._str_map(body, "meta", path)
         read_namespace(self, body, path)
         parameterized = read_parameterized(self, body, path, job_type)
+        periodic = read_periodic(self, body, path, job_type, parameterized is not None)
         default_vault = self._vault(body, path)
         # Nomad's HCL2: a task directly in the job is a group of its own, named after the task, first.
         parts: list[tuple[str, Body, str, list[tuple[str, Body, str]] | None]] = [
@@ -128,6 +129,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             datacenters=datacenters,
             constraints=read_constraints(self, body, path),
             parameterized=parameterized,
+            periodic=periodic,
         )
 
     def _group(

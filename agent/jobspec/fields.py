@@ -34,11 +34,14 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "constraint",
             "namespace",  # "default" only (agent.jobspec.jobtypes)
             "parameterized",
+            "periodic",
         }
     ),
     # Nomad's ParameterizedJobConfig and a task's DispatchPayloadConfig (agent.jobspec.jobtypes)
     "parameterized": frozenset({"payload", "meta_required", "meta_optional"}),
     "dispatch_payload": frozenset({"file"}),
+    # Nomad's PeriodicConfig: child jobs launched on a schedule (agent.nomadapi.jobperiodic)
+    "periodic": frozenset({"cron", "crons", "time_zone", "prohibit_overlap", "enabled"}),
     "group": frozenset(
         {
             "count",
@@ -238,7 +241,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "migrate",
             "multiregion",
             "node_pool",
-            "periodic",
             "priority",
             "region",
             "reschedule",
@@ -277,6 +279,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "lifecycle": frozenset(),
     "parameterized": frozenset(),
     "dispatch_payload": frozenset(),
+    "periodic": frozenset({"spec_type"}),  # "cron" is Nomad's only one outside its tests: unset
     "scaling": frozenset(),
     "ephemeral_disk": frozenset(),
     "constraint": frozenset(),
@@ -379,6 +382,7 @@ API_RENAMES: Mapping[str, Mapping[str, str]] = {
         "Spreads": "spread",
         "ParameterizedJob": "parameterized",
     },
+    "periodic": {"Spec": "cron", "Specs": "crons"},
     "group": {
         "Tasks": "task",
         "Networks": "network",

@@ -1,5 +1,11 @@
 """A job's namespace and its kind of job beyond `type`: `parameterized` (Nomad's ParameterizedJobConfig,
-read and checked as its Validate does) and a task's `dispatch_payload` (DispatchPayloadConfig).
+read and checked as its Validate does), a task's `dispatch_payload` (DispatchPayloadConfig) and
+`periodic` (PeriodicConfig, checked as its Validate does; launched by agent.nomadapi.jobperiodic).
+
+Nomad parses cron specs with gorhill/cronexpr; the agent with croniter. The two agree on the usual
+five fields (minute hour day-of-month month day-of-week) and the `@hourly`-style macros; cronexpr's
+6- and 7-field forms (a year, and seconds first) read differently in croniter, so they are refused,
+naming the spec, rather than launched at other times than Nomad would.
 
 The agent serves one namespace, "default" (agent.nomadapi.http): a job naming another is refused
 here, as the API refuses it, rather than run in "default" under a name it did not ask for.
@@ -8,18 +14,23 @@ here, as the API refuses it, rather than run in "default" under a name it did no
 from __future__ import annotations
 
 import posixpath
+import zoneinfo
 from typing import TYPE_CHECKING
+
+from croniter import croniter
 
 from agent.jobspec.reader import short
 from agent.jobspec.tree import Body, join
-from agent.model import Parameterized
+from agent.model import Parameterized, Periodic
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader
 
 NAMESPACE = "default"
 PAYLOAD_MODES = ("optional", "required", "forbidden")  # Nomad's DispatchPayload{Optional,Required,Forbidden}
-PARAMETERIZED_TYPES = ("batch", "sysbatch")
+PARAMETERIZED_TYPES = ("batch", "sysbatch")  # and periodic ones (Nomad's Job.Validate)
+CRON_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+CRON_FIELDS = 5
 
 
 def read_namespace(builder: BodyReader, body: Body, path: str) -> None:
@@ -82,3 +93,57 @@ def payload_path_problem(file: str) -> str | None:
     if parts[0] != "local" or len(parts) < 2:  # local/ and at least a name
         return f'"{short(file)}": destination escapes the task\'s local/ dir'
     return None
+
+
+def read_periodic(
+    builder: BodyReader, body: Body, path: str, job_type: str, parameterized: bool
+) -> Periodic | None:
+    """The `periodic` block, as Nomad's Job.Validate and PeriodicConfig.Validate check it (an enabled
+    one: batch or sysbatch, `cron` or `crons` and not both, a known time zone, valid specs)."""
+    found = builder._single(body, "periodic", path)
+    if found is None:
+        return None
+    pb, ppath = found
+    builder._keys(pb, "periodic", ppath)
+    spec = builder._str(pb, "cron", ppath)
+    specs = builder._str_list(pb, "crons", ppath)
+    zone = builder._str(pb, "time_zone", ppath) or "UTC"
+    enabled = builder._bool(pb, "enabled", ppath, True)
+    periodic = Periodic(spec, specs, zone, builder._bool(pb, "prohibit_overlap", ppath, False), enabled)
+    if parameterized:  # Nomad launches a parameterized periodic job's dispatches on the schedule
+        builder.report.error(
+            ppath, "a job both periodic and parameterized is not run by fieldlab-agent: register one of them"
+        )
+    if not enabled:
+        return periodic
+    if job_type not in PARAMETERIZED_TYPES:
+        builder.report.error(ppath, 'Periodic can only be used with "batch" or "sysbatch" scheduler')
+    if spec and specs:
+        builder.report.error(ppath, "Only cron or crons may be used")
+    elif not spec and not specs:
+        builder.report.error(ppath, "Must specify a spec")
+    try:
+        zoneinfo.ZoneInfo(zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        builder.report.error(
+            join(ppath, "time_zone"), f'Invalid time zone "{short(zone)}": unknown time zone'
+        )
+    for i, text in enumerate((spec,) if spec else specs):
+        if why := cron_problem(text):
+            where = join(ppath, "cron") if spec else f"{join(ppath, 'crons')}[{i}]"
+            builder.report.error(where, f'Invalid cron spec "{short(text)}": {why}')
+    return periodic
+
+
+def cron_problem(spec: str) -> str | None:
+    """Why `spec` is not a cron spec the agent launches as Nomad would, or None."""
+    text = spec.strip()
+    if text.startswith("@"):
+        return None if text in CRON_MACROS else f"not one of {', '.join(CRON_MACROS)}"
+    if len(text.split()) in (CRON_FIELDS + 1, CRON_FIELDS + 2):
+        return (
+            "fieldlab-agent takes the five fields minute hour day-of-month month day-of-week (Nomad's "
+            "6- and 7-field forms with a year or seconds are not taken)"
+        )
+    valid = len(text.split()) == CRON_FIELDS and croniter.is_valid(text)
+    return None if valid else "not a valid cron expression (minute hour day-of-month month day-of-week)"

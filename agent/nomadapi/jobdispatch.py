@@ -35,6 +35,7 @@ from agent.jobspec import ParsedJob
 from agent.model import Job
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
 from agent.nomadapi.jobjson import DEFAULT_PRIORITY, parsed_job_json
+from agent.nomadapi.jobperiodic import periodic_routes
 from agent.nomadapi.node import Eval, NodeIdentity
 
 DISPATCH_PAYLOAD_LIMIT = 16 * 1024  # nomad/job_endpoint.go DispatchPayloadSizeLimit
@@ -149,6 +150,7 @@ def job_dispatch_routes(api: DispatchPort) -> list[tuple[str, str, Handler]]:
     job_rx = r"/v1/job/([^/]+)"
     (dispatch, dispatch_payload), evaluate = _dispatch(api), _evaluate(api)
     return [
+        *periodic_routes(api, time.time),
         ("POST", job_rx + "/dispatch", dispatch),
         ("PUT", job_rx + "/dispatch", dispatch),
         ("POST", job_rx + "/dispatch/payload", dispatch_payload),
@@ -248,6 +250,8 @@ def _evaluate(api: DispatchPort) -> Handler:
             job = core.jobs.get(job_id)
             if job is None:
                 raise HttpError(500, "job not found")
+            if job.periodic is not None:
+                raise HttpError(500, "can't evaluate periodic job")
             if job.parameterized_parent:
                 raise HttpError(500, "can't evaluate parameterized job")
             return api.evaluate(job_id, "job-register", job.type), core.changes.of("job", job_id)

@@ -85,7 +85,7 @@ def job_json(
         "Update": None,
         "Multiregion": None,
         "Spreads": None,
-        "Periodic": None,
+        "Periodic": _periodic(job),
         "ParameterizedJob": _parameterized(job),
         "Reschedule": None,
         "Migrate": None,
@@ -99,8 +99,8 @@ def job_json(
         "ConsulNamespace": "",
         "VaultNamespace": "",
         "NomadTokenID": "",
-        # Nomad's state store: a registered parameterized parent is "running" (it runs its dispatches)
-        "Status": "running" if job.parameterized_parent and status else status,
+        # Nomad's state store: a registered parameterized or periodic parent is "running" (its children run)
+        "Status": "running" if job.places_nothing and status else status,
         "StatusDescription": "",
         "Stable": stable,
         "Version": version,
@@ -121,6 +121,21 @@ def _parameterized(job: Job) -> dict[str, Any] | None:
         "Payload": p.payload,
         "MetaRequired": nil_list(p.meta_required),
         "MetaOptional": nil_list(p.meta_optional),
+    }
+
+
+def _periodic(job: Job) -> dict[str, Any] | None:
+    """api.PeriodicConfig (api/jobs.go), as Nomad's server canonicalises it."""
+    p = job.periodic
+    if p is None:
+        return None
+    return {
+        "Enabled": p.enabled,
+        "Spec": p.spec,
+        "Specs": nil_list(p.specs),
+        "SpecType": "cron",
+        "ProhibitOverlap": p.prohibit_overlap,
+        "TimeZone": p.time_zone,
     }
 
 
