@@ -241,7 +241,7 @@ def test_a_file_mode_artifact_defaults_to_local_and_its_name() -> None:
             'artifact[0].source: the "git::" getter is not supported',
         ),
         ("s3://bucket/key", "local/", "", 'artifact[0].source: "s3" is not supported'),
-        ("http://h/a", "/etc", "", 'artifact[0].destination: "/etc" is an absolute path'),
+        ("http://h/a", "/../../etc", "", 'artifact[0].destination: "/../../etc" escapes the alloc directory'),
         ("http://h/a", "../other/x", "", 'artifact[0].destination: "../other/x" leaves the task dir'),
         (
             "http://h/a",

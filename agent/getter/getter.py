@@ -61,6 +61,7 @@ class HttpGetter:
             dict(artifact.options),
             dict(artifact.headers),
             env,
+            str(task_dir),
         )
         limits = dataclasses.replace(self.fetch_limits, allowed_hosts=self.allowed_hosts)
         with tempfile.TemporaryFile(prefix="fieldlab-artifact-") as tmp:

@@ -103,6 +103,32 @@ def archive_kind(path: str, option: str | None) -> str:
     return ""
 
 
+def destination_in_task(dest: str, task_dir: str | None = None) -> str:
+    """An interpolated destination as a path relative to the task dir, as Nomad's TaskEnv.ClientPath
+    takes it: a relative path as it is; an absolute one inside the task dir or the alloc's shared dir
+    (`task_dir`'s sibling alloc/: what `${NOMAD_TASK_DIR}` and `${NOMAD_ALLOC_DIR}` give) relative to
+    the task dir; any other absolute path ("/local/x", "/tmp/x") joined onto the task dir. Still
+    leaving the task dir after that (other than into the shared alloc/ dir, as ../alloc/...) is an
+    ArtifactError, Nomad's "escapes alloc directory". Lexical: the writers (agent.sandbox) open every
+    component below the task dir without following a link."""
+    given = dest
+    if dest.startswith("/"):
+        clean = posixpath.normpath(dest)
+        inside = None
+        if task_dir is not None:
+            shared = posixpath.join(posixpath.dirname(task_dir.rstrip("/")), "alloc")
+            for base, prefix in ((task_dir, "."), (shared, "alloc")):
+                rel = posixpath.relpath(clean, posixpath.normpath(base))
+                if rel != ".." and not rel.startswith("../"):
+                    inside = posixpath.normpath(posixpath.join(prefix, rel))
+                    break
+        dest = inside if inside is not None else posixpath.normpath("." + dest)
+    parts = posixpath.normpath(dest or ".").split("/")
+    if parts[0] == ".." and parts[1:2] != ["alloc"]:
+        raise ArtifactError(f'destination "{given}" escapes the alloc directory')
+    return dest
+
+
 def plan_fetch(
     source: str,
     destination: str,
@@ -110,8 +136,10 @@ def plan_fetch(
     options: Mapping[str, str],
     headers: Mapping[str, str],
     env: Mapping[str, str],
+    task_dir: str | None = None,
 ) -> FetchPlan:
-    """The fetch of one artifact, or ArtifactError saying why it cannot be."""
+    """The fetch of one artifact, or ArtifactError saying why it cannot be. `task_dir`: the task dir's
+    host path, for a destination that a variable made absolute (`${NOMAD_TASK_DIR}/x`)."""
     raw = interpolate(source, env)
     url = urllib.parse.urlsplit(raw)
     if url.scheme not in ("http", "https"):
@@ -128,7 +156,7 @@ def plan_fetch(
     query += [(k, v) for k, v in sorted(given.items()) if k not in GETTER_OPTIONS]
     full = urllib.parse.urlunsplit((url.scheme, url.netloc, url.path, urllib.parse.urlencode(query), ""))
     base = posixpath.basename(url.path.rstrip("/"))
-    dest = interpolate(destination, env)
+    dest = destination_in_task(interpolate(destination, env), task_dir)
     if mode == "file":
         if archive and archive not in SINGLE_FILE:
             raise ArtifactError(

@@ -1,6 +1,7 @@
 """A task's `artifact` blocks -> agent.model.Artifact, checked as far as can be without the task's
 variables: a source (http or https; a go-getter forced getter such as "git::" is refused), a mode,
-a destination inside the task's sandbox (its dir or the alloc's shared alloc/ dir), a checksum of a
+a destination inside the task's sandbox (its dir or the alloc's shared alloc/ dir; an absolute one
+joined onto the task dir, as Nomad's client takes it), a checksum of a
 known type, an archive option the getter knows. Defaults as Nomad's api.TaskArtifact.Canonicalize:
 mode "any"; the destination "local/", or "local/<file name>" in mode "file"."""
 
@@ -60,7 +61,11 @@ def _artifact(builder: BodyReader, body: Body, path: str) -> Artifact | None:
         name = posixpath.basename(urllib.parse.urlsplit(source).path) or "artifact"
         default = posixpath.join("local", name)
     dest = builder._str(body, "destination", path, default)
-    normal, problem = task_relative(dest)
+    # Nomad's client joins an absolute destination ("/local/x", "/tmp/x") onto the task dir
+    # (TaskEnv.ClientPath); the getter does the same once the task's variables are known
+    normal, problem = task_relative("." + dest if dest.startswith("/") else dest)
+    if problem and dest.startswith("/"):
+        problem = "escapes the alloc directory, joined onto the task dir as Nomad's client joins it"
     if problem and "${" not in normal:  # another variable: checked by the getter when it writes
         builder.report.error(join(path, "destination"), f'"{dest}" {problem}')
         ok = False
