@@ -192,3 +192,12 @@ def test_a_periodic_block_nomad_refuses_is_refused_naming_it(
     service = (NIGHTLY % "false").replace('"batch"', '"service"')
     status, text = api.call("POST", "/v1/jobs/parse", {"JobHCL": service})
     assert status == 400 and 'Periodic can only be used with "batch" or "sysbatch" scheduler' in text
+
+
+def test_a_launch_made_twice_in_one_second_registers_its_child_once(api: Api) -> None:
+    _register(api, NIGHTLY % "false")
+    launcher = PeriodicLauncher(api.nomad, Clock(JAN_1_2027_0900_NEW_YORK))
+    first = api.core.call(lambda: launcher.launch(api.core.jobs["nightly"], int(JAN_1_2027_0900_NEW_YORK)))
+    again = api.core.call(lambda: launcher.launch(api.core.jobs["nightly"], int(JAN_1_2027_0900_NEW_YORK)))
+    assert first.id != again.id and again.placed == ()
+    assert len(_children(api)) == 1 and len(api.core.runners) == 1

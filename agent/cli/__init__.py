@@ -92,6 +92,8 @@ COMMANDS: dict[str, Command] = {
     "job history": commands.job_history,
     "job scale": commands.job_scale,
     "job revert": commands.job_revert,
+    "job dispatch": commands.job_dispatch,
+    "job periodic force": commands.job_periodic_force,
     "job validate": validate_command,
     "job stop": commands.job_stop,
     "alloc list": commands.alloc_list,

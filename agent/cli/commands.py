@@ -5,6 +5,7 @@ answer (or the JSON with -json)."""
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import shlex
@@ -274,6 +275,60 @@ def job_revert(args: argparse.Namespace) -> int:
         "POST", f"/v1/job/{q(job_id)}/revert", f"job {job_id}: revert to version {args.version}", body
     )
     return _job_written(api, args, job_id, out, f"reverted to version {args.version}")
+
+
+def job_dispatch(args: argparse.Namespace) -> int:
+    """`POST /v1/job/:id/dispatch`, as `nomad job dispatch [-meta k=v]... JOB [INPUT]`: the child job
+    of a parameterized job, its payload INPUT's content (`-`: stdin), then its allocs as `job run`
+    prints a register."""
+    api = nomad(args)
+    job_id = api.job_id(args.job_id)
+    meta: dict[str, str] = {}
+    for item in args.meta:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise AgentError(f"-meta {item!r}: KEY=VALUE")
+        meta[key] = value
+    payload = b""
+    if args.input == "-":
+        payload = sys.stdin.buffer.read()
+    elif args.input:
+        try:
+            with open(args.input, "rb") as fh:
+                payload = fh.read()
+        except OSError as exc:
+            raise AgentError(f"input {args.input}: {exc.strerror or exc}") from None
+    body = {
+        "JobID": job_id,
+        "Payload": base64.b64encode(payload).decode() if payload else None,
+        "Meta": meta or None,
+        "IdPrefixTemplate": args.id_prefix_template,
+    }
+    path = f"/v1/job/{q(job_id)}/dispatch"
+    if args.idempotency_token:
+        path += f"?idempotency_token={q(args.idempotency_token)}"
+    out = api.call("POST", path, f"job {job_id}: dispatch", body)
+    if args.json:
+        _print_json(out)
+        return 0
+    print(f"Dispatched Job ID = {out.get('DispatchedJobID')}")
+    print(f"Evaluation ID     = {out.get('EvalID')}")
+    if not args.detach and out.get("EvalID"):
+        child = str(out.get("DispatchedJobID"))
+        return _job_written(api, args, child, out, "dispatched")
+    return 0
+
+
+def job_periodic_force(args: argparse.Namespace) -> int:
+    """`POST /v1/job/:id/periodic/force`, as `nomad job periodic force JOB`: a child launched now,
+    printed as `job run` prints a register (the child's ID from its evaluation)."""
+    api = nomad(args)
+    job_id = api.job_id(args.job_id)
+    out = api.call("POST", f"/v1/job/{q(job_id)}/periodic/force", f"job {job_id}: periodic force")
+    if args.json or args.detach:
+        return _job_written(api, args, job_id, out, "")
+    ev = api.get(f"/v1/evaluation/{q(str(out.get('EvalID')))}", "the launch's evaluation")
+    return _job_written(api, args, str(ev.get("JobID")), out, f"launched by {job_id}")
 
 
 def _job_written(api: Nomad, args: argparse.Namespace, job_id: str, out: dict[str, Any], what: str) -> int:

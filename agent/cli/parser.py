@@ -257,6 +257,7 @@ def _job_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
     rv.add_argument("version", type=int, metavar="VERSION")
     _flag(rv, "detach", action="store_true", help="print the evaluation's id only (as Nomad)")
     _json(rv)
+    _job_type_commands(tree, job_sub)
     jh = leaf(job_sub, "job history", "the job's versions, newest first (-p: what each changed)")
     jh.add_argument("job_id", metavar="ID")
     _flag(jh, "p", action="store_true", help="each version's diff to the one before it")
@@ -283,6 +284,34 @@ def _job_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
         help="then remove the job and its allocations (records, events, alloc dirs), as Nomad's -purge",
     )
     _json(js)
+
+
+def _job_type_commands(tree: _Tree, job_sub: Subparsers[_Parser]) -> None:
+    """`job dispatch` and `job periodic force`: the verbs of parameterized and periodic jobs."""
+    jd = tree.leaf(
+        job_sub,
+        "job dispatch",
+        "run a parameterized job: a child job with the payload (INPUT, `-` for stdin) and the meta",
+    )
+    jd.add_argument("job_id", metavar="JOB")
+    jd.add_argument(
+        "input", nargs="?", metavar="INPUT", help="a file whose content is the payload; - for stdin"
+    )
+    _flag(jd, "meta", action="append", default=[], metavar="KEY=VALUE", help="a meta key (repeatable)")
+    _flag(jd, "id-prefix-template", default="", metavar="PREFIX", help="in the child's ID, after dispatch-")
+    _flag(jd, "idempotency-token", default="", metavar="TOKEN", help="a token used before answers its child")
+    _flag(jd, "detach", action="store_true", help="print the child's and the evaluation's id only (as Nomad)")
+    _json(jd)
+    periodic = job_sub.add_parser("periodic", help="periodic jobs", description="Periodic jobs.")
+    periodic_sub = periodic.add_subparsers(
+        dest="periodic_cmd", required=True, metavar="VERB", parser_class=_Parser
+    )
+    pf = tree.leaf(
+        periodic_sub, "job periodic force", "launch a periodic job's child now, whatever its schedule"
+    )
+    pf.add_argument("job_id", metavar="JOB")
+    _flag(pf, "detach", action="store_true", help="print the evaluation's id only (as Nomad)")
+    _json(pf)
 
 
 def _alloc_commands(tree: _Tree, sub: Subparsers[_Parser]) -> None:
