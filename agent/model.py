@@ -251,6 +251,21 @@ class EphemeralDisk:
 
 
 @dataclass(frozen=True)
+class UpdateStrategy:
+    """A service or system group's `update` block over its job's (Nomad's UpdateStrategy, with its
+    defaults): what the group's deployment waits for (agent.nomadapi.deploywatch). `max_parallel`
+    0: no deployment; `health_check` "checks" or "task_states": healthy by task states, "manual":
+    by the operator's word only (agent.jobspec.update says what one node does with each)."""
+
+    max_parallel: int = 1
+    stagger: float = 30.0
+    health_check: str = "checks"
+    min_healthy_time: float = 10.0
+    healthy_deadline: float = 300.0
+    progress_deadline: float = 600.0
+
+
+@dataclass(frozen=True)
 class Scaling:
     """A group's `scaling` block (Nomad's ScalingPolicy of type "horizontal"): the bounds `nomad
     job scale` keeps the group's count within, and the Nomad Autoscaler's `policy`, kept as written
@@ -276,6 +291,7 @@ class Group:
     shutdown_delay: float = 0.0  # seconds at the alloc's stop between its services' deregistration and kills
     volumes: tuple[HostVolume, ...] = ()  # its host volumes (a csi one is warned about and left out)
     scaling: Scaling | None = None  # its `scaling` block
+    update: UpdateStrategy | None = None  # a service or system group's (Nomad's defaults when none)
 
 
 @dataclass(frozen=True)

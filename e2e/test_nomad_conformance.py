@@ -285,6 +285,16 @@ def test_scaling_policies(n: Any, job: dict[str, Any]) -> None:
     assert (policy["Target"]["Group"], policy["Min"], policy["Max"]) == ("web", 1, 3)
 
 
+def test_the_jobs_deployment(n: Any, job: dict[str, Any]) -> None:
+    """A service job's version is deployed (Nomad's default update strategy): the job's latest
+    deployment, in the list, with the job's allocs."""
+    latest = n.job.get_deployment(JOB)
+    assert latest["JobID"] == JOB and latest["Status"] in ("running", "successful"), latest
+    assert latest["ID"] in [d["ID"] for d in n.deployments.get_deployments()]
+    allocs = n.deployment.get_deployment_allocations(latest["ID"])
+    assert allocs and {a["JobID"] for a in allocs} == {JOB}
+
+
 def test_revert_to_an_earlier_version(n: Any, job: dict[str, Any]) -> None:
     n.job.register_job(JOB, {"Job": {**job, "Meta": {"owner": "v1"}}})
     until(lambda: ((j := n.job.get_job(JOB))["Version"] == 1, j["Version"]), what="version 1")
@@ -306,6 +316,8 @@ def test_dispatch_a_parameterized_job(n: Any, job: dict[str, Any]) -> None:
         "ID": "conformance-batch",
         "Name": "conformance-batch",
         "Type": "batch",
+        # a batch job takes no update block (Nomad's TaskGroup.Validate); the parse gave the service's
+        "TaskGroups": [{**g, "Update": None} for g in job["TaskGroups"]],
         "ParameterizedJob": {"MetaRequired": ["owner"]},
     }
     n.job.register_job("conformance-batch", {"Job": batch})

@@ -32,6 +32,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "name",
             "datacenters",
             "constraint",
+            "update",  # merged into each group's (agent.jobspec.update)
             "namespace",  # "default" only (agent.jobspec.jobtypes)
             "parameterized",
             "periodic",
@@ -55,6 +56,18 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "shutdown_delay",
             "volume",
             "scaling",
+            "update",
+        }
+    ),
+    # Nomad's UpdateStrategy: what a service group's deployment waits for (agent.jobspec.update)
+    "update": frozenset(
+        {
+            "max_parallel",
+            "stagger",
+            "health_check",
+            "min_healthy_time",
+            "healthy_deadline",
+            "progress_deadline",
         }
     ),
     # Nomad's ScalingPolicy of a group (horizontal): the bounds of `nomad job scale`, the Autoscaler's
@@ -246,7 +259,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "reschedule",
             "spread",
             "ui",
-            "update",
             "vault_namespace",
             "vault_token",
             "version_tag",
@@ -264,7 +276,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "reschedule",
             "spread",
             "stop_after_client_disconnect",
-            "update",
             "vault",
         }
     ),
@@ -281,6 +292,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "dispatch_payload": frozenset(),
     "periodic": frozenset({"spec_type"}),  # "cron" is Nomad's only one outside its tests: unset
     "scaling": frozenset(),
+    "update": frozenset({"auto_revert", "auto_promote", "canary"}),
     "ephemeral_disk": frozenset(),
     "constraint": frozenset(),
     "task": frozenset(

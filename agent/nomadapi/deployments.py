@@ -1,5 +1,10 @@
 """Nomad's deployments and scaling policies as one node's client shows them (issue 51/52).
 
+Deployments (`/v1/deployments`, `/v1/deployment/...`, `/v1/job/:id/deployment(s)`, `/stable`): the
+records agent.nomadapi.deploywatch keeps for each version of a service job, as Nomad's
+structs.Deployment, with the verbs `nomad deployment fail|pause|resume|promote` and the allocs'
+health as Nomad's endpoints answer them (their refusals are Nomad's uncoded errors: 500 and its text).
+
 Scaling policies (`/v1/scaling/policies`, `/v1/scaling/policy/:id`): each group's `scaling` block
 (agent.model.Scaling) as Nomad's server keeps it, read from the jobs the agent has, its ID named by
 the job and group (agent.nomadapi.jobjson.scaling_policy_id: the same after a restart and at every
@@ -8,23 +13,71 @@ version of the job). Handed the narrow port it reads, not the routes' whole cont
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
 from agent.core import Core
 from agent.errors import NotFound
-from agent.nomadapi.http import answer, blocking, check_scope
-from agent.nomadapi.jobjson import scaling_policy, scaling_stub
-from agent.nomadapi.node import NodeIdentity
+from agent.nomadapi.deploywatch import DeploymentError, Deployments, group_counts, look
+from agent.nomadapi.gojson import go_time, ns
+from agent.nomadapi.http import HttpError, answer, blocking, body_json, check_scope, meta_headers
+from agent.nomadapi.jobjson import DEFAULT_PRIORITY, scaling_policy, scaling_stub
+from agent.nomadapi.node import Evals, NodeIdentity
 
 NS = "default"
+EVAL_TRIGGER = "deployment-watcher"  # Nomad's EvalTriggerDeploymentWatcher
+_KINDS = ("deployment", "job")
 
 
 class DeploymentPort(Protocol):
     core: Core
     node: NodeIdentity
+    evals: Evals
+    deployments: Deployments
+
+    def alloc_dict(self, view: Mapping[str, Any], *, stub: bool) -> dict[str, Any]: ...
+
+
+def deployment_json(d: Mapping[str, Any]) -> dict[str, Any]:
+    """structs.Deployment (nomad/structs/deployment.go), as Nomad's endpoints write it."""
+    counts = group_counts(d)
+    groups = {
+        name: {
+            "AutoRevert": False,
+            "AutoPromote": False,
+            "ProgressDeadline": ns(float(tg["progress_deadline"])),
+            "RequireProgressBy": go_time(float(tg["require_progress_by"])),
+            "Promoted": bool(tg["promoted"]),
+            "PlacedCanaries": None,
+            "DesiredCanaries": 0,
+            "DesiredTotal": int(tg["desired_total"]),
+            "PlacedAllocs": counts[name]["placed"],
+            "HealthyAllocs": counts[name]["healthy"],
+            "UnhealthyAllocs": counts[name]["unhealthy"],
+        }
+        for name, tg in d["groups"].items()
+    }
+    return {
+        "ID": d["id"],
+        "Namespace": NS,
+        "JobID": d["job_id"],
+        "JobVersion": int(d["job_version"]),
+        "JobModifyIndex": int(d["job_index"]),
+        "JobSpecModifyIndex": int(d["job_index"]),
+        "JobCreateIndex": int(d["job_index"]),
+        "IsMultiregion": False,
+        "TaskGroups": groups,
+        "Status": d["status"],
+        "StatusDescription": d["description"],
+        "EvalPriority": DEFAULT_PRIORITY,
+        "CreateIndex": int(d["create_index"]),
+        "ModifyIndex": int(d["modify_index"]),
+        "CreateTime": ns(float(d["created"])),
+        "ModifyTime": ns(float(d["modified"])),
+    }
 
 
 def policies(core: Core) -> list[dict[str, Any]]:
@@ -52,6 +105,227 @@ def listed(found: list[dict[str, Any]], params: Mapping[str, str]) -> list[dict[
 
 
 def deployment_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
+    return [*_scaling_routes(api), *_deployment_reads(api), *_deployment_verbs(api)]
+
+
+def _fresh(api: DeploymentPort, read: Callable[[], Any]) -> Callable[[], Any]:
+    """`read` on the loop after the deployments are brought up to date (an agent restarted while
+    one ran looks again at the first read)."""
+
+    def fresh() -> Any:
+        def on_loop() -> Any:
+            look(api.core, api.deployments)
+            return read()
+
+        return api.core.call(on_loop)
+
+    return fresh
+
+
+def _deployment_reads(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
+    core, deployments = api.core, api.deployments
+
+    def found(ref: str) -> dict[str, Any]:
+        d = deployments.find(ref)
+        if d is None:
+            raise NotFound("deployment not found")
+        return d
+
+    def listing(groups: tuple[str, ...], body: bytes) -> Response:
+        params = query_params()
+        check_scope(params, api.node.region, listing=True)
+        prefix = params.get("prefix", "")
+
+        def read() -> list[dict[str, Any]]:
+            return [deployment_json(d) for d in deployments.all() if str(d["id"]).startswith(prefix)]
+
+        return answer(blocking(core.changes, _KINDS, _fresh(api, read)))
+
+    def one(groups: tuple[str, ...], body: bytes) -> Response:
+        check_scope(query_params(), api.node.region)
+        ref = unquote(groups[0])
+        return answer(blocking(core.changes, _KINDS, _fresh(api, lambda: deployment_json(found(ref)))))
+
+    def allocations(groups: tuple[str, ...], body: bytes) -> Response:
+        check_scope(query_params(), api.node.region)
+        ref = unquote(groups[0])
+
+        def read() -> list[dict[str, Any]]:
+            d = deployments.find(ref)  # none: no allocs, as Nomad's AllocsByDeployment
+            if d is None:
+                return []
+            views = [v for v in core.alloc_views(d["job_id"]) if str(v["id"]) in d["allocs"]]
+            return [api.alloc_dict(v, stub=True) for v in views]
+
+        return answer(blocking(core.changes, ("deployment", "alloc"), _fresh(api, read)))
+
+    def of_job(groups: tuple[str, ...], body: bytes) -> Response:
+        check_scope(query_params(), api.node.region)
+        job_id = _job_ref(groups[0])
+
+        def read() -> list[dict[str, Any]]:
+            if job_id not in core.jobs:
+                raise NotFound("job not found")
+            return [deployment_json(d) for d in deployments.of_job(job_id)]
+
+        return answer(blocking(core.changes, _KINDS, _fresh(api, read)))
+
+    def latest(groups: tuple[str, ...], body: bytes) -> Response:
+        """The job's newest deployment, null when it has none (Nomad's Job.LatestDeployment)."""
+        check_scope(query_params(), api.node.region)
+        job_id = _job_ref(groups[0])
+
+        def read() -> dict[str, Any] | None:
+            if job_id not in core.jobs:
+                raise NotFound("job not found")
+            mine = deployments.of_job(job_id)
+            return deployment_json(mine[0]) if mine else None
+
+        return answer(blocking(core.changes, _KINDS, _fresh(api, read)))
+
+    return [
+        ("GET", r"/v1/deployments", listing),
+        ("GET", r"/v1/deployment/allocations/([^/]+)", allocations),
+        ("GET", r"/v1/deployment/([^/]+)", one),
+        ("GET", r"/v1/job/([^/]+)/deployments", of_job),
+        ("GET", r"/v1/job/([^/]+)/deployment", latest),
+    ]
+
+
+def refused(exc: DeploymentError) -> Response:
+    """Nomad's answer to an error its server returns uncoded: 500, the text as it is (no newline:
+    python-nomad's suite compares it whole)."""
+    return 500, "text/plain; charset=utf-8", str(exc).encode()
+
+
+def _job_ref(raw: str) -> str:
+    """The job ID of a path, as the job routes read it (agent.nomadapi.routes: not imported, so that
+    this module stays out of the routes' import circle)."""
+    job_id = unquote(raw)
+    if not job_id or len(job_id) > 128:
+        raise HttpError(400, "missing job ID" if not job_id else f"job ID {job_id[:64]!r}...: too long")
+    return job_id
+
+
+def _named(data: Mapping[str, Any], deployment_id: str) -> None:
+    """The body's DeploymentID, checked as Nomad's HTTP agent checks it (400s)."""
+    given = data.get("DeploymentID")
+    if not given:
+        raise HttpError(400, "DeploymentID must be specified")
+    if given != deployment_id:
+        raise HttpError(400, "Deployment ID does not match")
+
+
+def _ids(data: Mapping[str, Any], name: str) -> list[str]:
+    value = data.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise HttpError(400, f'"{name}" must be a list of allocation IDs, not {json.dumps(value)[:40]}')
+    return list(value)
+
+
+def _deployment_verbs(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
+    core, deployments = api.core, api.deployments
+
+    def verb(act: Callable[[str, dict[str, Any]], dict[str, Any]]) -> Handler:
+        """A verb on the loop: Nomad's DeploymentUpdateResponse, with the evaluation the watcher
+        creates for it (none for a pause); a refusal is Nomad's uncoded error, a 500 and its text."""
+
+        def handler(groups: tuple[str, ...], body: bytes) -> Response:
+            check_scope(query_params(), api.node.region)
+            deployment_id = unquote(groups[0])
+            data = body_json(body)
+
+            def do() -> dict[str, Any]:
+                look(core, deployments)
+                d = act(deployment_id, data)
+                out: dict[str, Any] = {"EvalID": "", "EvalCreateIndex": 0}
+                if not (act is pause and data.get("Pause") is True):
+                    ev = api.evals.create(d["job_id"], EVAL_TRIGGER, "service")
+                    out = {"EvalID": ev.id, "EvalCreateIndex": ev.create_index}
+                look(core, deployments)
+                return {**out, "DeploymentModifyIndex": int(d["modify_index"]), "RevertedJobVersion": None}
+
+            try:
+                out = core.call(do)
+            except DeploymentError as exc:
+                return refused(exc)
+            index = core.changes.current()
+            meta_headers(index)
+            return answer({**out, "Index": index, "LastContact": 0, "KnownLeader": True})
+
+        return handler
+
+    def fail(deployment_id: str, data: dict[str, Any]) -> dict[str, Any]:
+        return deployments.fail(deployment_id)
+
+    def pause(deployment_id: str, data: dict[str, Any]) -> dict[str, Any]:
+        _named(data, deployment_id)
+        return deployments.pause(deployment_id, data.get("Pause") is True)
+
+    def promote(deployment_id: str, data: dict[str, Any]) -> dict[str, Any]:
+        _named(data, deployment_id)
+        groups = None if data.get("All") is True else _ids(data, "Groups")
+        return deployments.promote(deployment_id, groups)
+
+    def health(deployment_id: str, data: dict[str, Any]) -> dict[str, Any]:
+        _named(data, deployment_id)
+        healthy, unhealthy = _ids(data, "HealthyAllocationIDs"), _ids(data, "UnhealthyAllocationIDs")
+        return deployments.set_health(deployment_id, healthy, unhealthy)
+
+    return [
+        (method, rf"/v1/deployment/{name}/([^/]+)", verb(act))
+        for name, act in (
+            ("fail", fail),
+            ("pause", pause),
+            ("promote", promote),
+            ("allocation-health", health),
+        )
+        for method in ("PUT", "POST")
+    ] + _stable_routes(api)
+
+
+def _stable_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
+    """`PUT /v1/job/:id/stable` (Nomad's Job.Stable): a version of the job marked stable or not."""
+    core, deployments = api.core, api.deployments
+
+    def stable(groups: tuple[str, ...], body: bytes) -> Response:
+        check_scope(query_params(), api.node.region)
+        job_id = _job_ref(groups[0])
+        data = body_json(body)
+        if not data.get("JobID"):
+            raise HttpError(400, "JobID must be specified")
+        if data.get("JobID") != job_id:
+            raise HttpError(400, "Job ID does not match")
+        version = data.get("JobVersion", 0)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise HttpError(
+                400, f'"JobVersion" must be a version number >= 0, not {json.dumps(version)[:32]}'
+            )
+        mark = data.get("Stable", False)
+        if not isinstance(mark, bool):
+            raise HttpError(400, f'"Stable" must be true or false, not {json.dumps(mark)[:32]}')
+
+        def do() -> int:
+            record = core.store.get("job", job_id) if job_id in core.jobs else None
+            kept = [record, *(record.get("history") or [])] if record else []
+            submit = next((h.get("submit_time") for h in kept if int(h.get("version", -1)) == version), None)
+            if submit is None:
+                raise DeploymentError(f'job "{job_id}" in namespace "{NS}" at version {version} not found')
+            return deployments.mark_stable(job_id, version, float(submit or 0.0), mark)
+
+        try:
+            index = core.call(do)
+        except DeploymentError as exc:
+            return refused(exc)
+        meta_headers(index)
+        return answer({"Index": index})
+
+    return [(m, r"/v1/job/([^/]+)/stable", stable) for m in ("PUT", "POST")]
+
+
+def _scaling_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
     core = api.core
 
     def scaling_policies(groups: tuple[str, ...], body: bytes) -> Response:

@@ -28,6 +28,7 @@ from agent.model import (
     Service,
     Task,
     Template,
+    UpdateStrategy,
     Vault,
     WorkloadIdentity,
 )
@@ -198,6 +199,21 @@ def scaling_policy(
     }
 
 
+def _update(u: UpdateStrategy) -> dict[str, Any]:
+    """api.UpdateStrategy of a group (its job's merged in, Nomad's defaults under both)."""
+    return {
+        "Stagger": ns(u.stagger),
+        "MaxParallel": u.max_parallel,
+        "HealthCheck": u.health_check,
+        "MinHealthyTime": ns(u.min_healthy_time),
+        "HealthyDeadline": ns(u.healthy_deadline),
+        "ProgressDeadline": ns(u.progress_deadline),
+        "Canary": 0,
+        "AutoRevert": False,
+        "AutoPromote": False,
+    }
+
+
 def scaling_stub(policy: Mapping[str, Any]) -> dict[str, Any]:
     """api.ScalingPolicyListStub of `scaling_policy`'s answer."""
     return {k: policy[k] for k in ("ID", "Enabled", "Type", "Target", "CreateIndex", "ModifyIndex")}
@@ -241,7 +257,7 @@ def _group(job: Job, g: Group, create_index: int = 0, modify_index: int = 0) -> 
             "Migrate": g.ephemeral_disk.migrate,
             "SizeMB": g.ephemeral_disk.size,
         },
-        "Update": None,
+        "Update": _update(g.update) if g.update is not None else None,
         "Migrate": None,
         "Networks": [_network(g.network)] if g.network is not None else None,
         "Meta": nil_map(g.meta),

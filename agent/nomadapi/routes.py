@@ -24,6 +24,7 @@ from agent.node.driverevents import NodeEvent, NodeEvents, driver_changes
 from agent.nomadapi import structs
 from agent.nomadapi.agentroutes import agent_routes
 from agent.nomadapi.briefs import alloc_briefs
+from agent.nomadapi.deploywatch import Deployments, written
 from agent.nomadapi.http import (
     HttpError,
     answer,
@@ -61,6 +62,7 @@ class NomadApi:
         self.core = core
         self.node = node
         self.evals = Evals(core.changes, core.store)
+        self.deployments = Deployments(core.changes, core.store)  # agent.nomadapi.deploywatch
         core.evaluate = lambda job, trigger, placed: self.evaluate(job.id, trigger, job.type, placed).id
         self.cpu_samples = CpuSamples()  # the last CPU sample per task, for the stats' percentages
         self.driver_health = driver_health  # () -> {driver: {"healthy", "detected", "description"}}
@@ -91,6 +93,7 @@ class NomadApi:
         """On the loop: the evaluation of a write, kept as the EvalID of each alloc it placed (as
         Nomad's scheduler writes it into the allocs of its plan)."""
         ev = self.evals.create(job_id, trigger, job_type, placed, priority=priority)
+        written(self.core, self.deployments, job_id)  # a new version's deployment, as Nomad's scheduler
         for alloc_id in placed:
             if (runner := self.core.runners.get(alloc_id)) is not None:
                 runner.state.save(eval_id=ev.id)
@@ -142,13 +145,14 @@ class NomadApi:
         if allocs is None:
             allocs = [a for a in self.alloc_briefs() if a.get("job") == job.id]
         index = self.core.changes.of("job", job.id)
+        version, submit = int(record.get("version", 0)), float(record.get("submit_time") or 0.0)
         return structs.job_json(
             with_implicit_identities(job, self.core.deps.vault_jwt),
             region=self.node.region,
             namespace=NS,
             status=job_status(str(a.get("status", "")) for a in allocs),
-            version=int(record.get("version", 0)),
-            stable=False,
+            version=version,
+            stable=self.deployments.stable(job.id, version, submit),
             submit_time=float(record.get("submit_time") or 0.0),
             create_index=index,
             modify_index=max([index, *(self.core.changes.of("alloc", a["id"]) for a in allocs)]),
@@ -176,6 +180,7 @@ class NomadApi:
             "node_name": self.node.name,
             "namespace": NS,
             "eval_id": str(view.get("eval_id") or ""),
+            **self.deployment_of(str(view["id"])),
             "create_index": min(create, index),
             "modify_index": index,
             "alloc_modify_index": index,
@@ -186,6 +191,11 @@ class NomadApi:
         if stub:
             return structs.alloc_stub(view, with_resources=resources, **common)
         return structs.alloc_json(view, job=job, **common)
+
+    def deployment_of(self, alloc_id: str) -> dict[str, Any]:
+        """The alloc's DeploymentID and DeploymentStatus (agent.nomadapi.deploywatch)."""
+        deployment_id, status = self.deployments.of_alloc(alloc_id)
+        return {"deployment_id": deployment_id, "deployment_status": status}
 
     def alloc_dicts(
         self, views: list[dict[str, Any]], *, stub: bool, resources: bool = False
@@ -223,7 +233,9 @@ class NomadApi:
                         namespace=NS,
                         status=current["Status"],
                         version=int(h.get("version", 0)),
-                        stable=False,
+                        stable=self.deployments.stable(
+                            job_id, int(h.get("version", 0)), float(h.get("submit_time") or 0.0)
+                        ),
                         submit_time=float(h.get("submit_time") or 0.0),
                         create_index=current["CreateIndex"],
                         modify_index=current["CreateIndex"],

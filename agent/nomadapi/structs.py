@@ -166,6 +166,8 @@ def alloc_json(
     desc: str = "",
     eval_id: str = "",
     index: int = 0,
+    deployment_id: str = "",
+    deployment_status: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """api.Allocation (api/allocations.go) of an alloc view; `job` is `job_json`'s (None: an adopted
     alloc, whose jobspec is lost), `desc` the DesiredDescription, `index` the alloc's index in its group
@@ -200,8 +202,8 @@ def alloc_json(
         "ClientStatus": CLIENT_STATUS.get(str(view.get("status")), "pending"),
         "ClientDescription": view.get("reason") or "",
         "TaskStates": _task_states(view, events_by_task),
-        "DeploymentID": "",
-        "DeploymentStatus": None,
+        "DeploymentID": deployment_id,  # agent.nomadapi.deploywatch: its job version's deployment
+        "DeploymentStatus": _deployment_status(deployment_status),
         "FollowupEvalID": "",
         "PreviousAllocation": view.get("replaces") or "",
         "NextAllocation": view.get("replaced_by") or "",
@@ -216,6 +218,18 @@ def alloc_json(
         "AllocModifyIndex": alloc_modify_index,
         "CreateTime": ns(float(view.get("created") or 0.0)),
         "ModifyTime": ns(modify_time),
+    }
+
+
+def _deployment_status(status: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """api.AllocDeploymentStatus: health decided (Healthy, when) or null while undecided."""
+    if status is None:
+        return None
+    return {
+        "Healthy": bool(status["Healthy"]),
+        "Timestamp": go_time(float(status["Timestamp"])),
+        "Canary": bool(status.get("Canary")),
+        "ModifyIndex": int(status.get("ModifyIndex") or 0),
     }
 
 
@@ -235,6 +249,8 @@ def alloc_stub(
     eval_id: str = "",
     index: int = 0,
     with_resources: bool = False,
+    deployment_id: str = "",
+    deployment_status: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """api.AllocationListStub (api/allocations.go), from the same inputs as `alloc_json` (JobType and
     JobVersion come from `job` when given). AllocatedResources is `omitempty`: only `with_resources`
@@ -253,6 +269,8 @@ def alloc_stub(
         desc=desc,
         eval_id=eval_id,
         index=index,
+        deployment_id=deployment_id,
+        deployment_status=deployment_status,
     )
     version = view.get("job_version", (job or {}).get("Version"))  # the alloc's own, else its job's
     full |= {"JobType": (job or {}).get("Type") or "", "JobVersion": int(version or 0)}

@@ -10,6 +10,9 @@ job "docs-bluegreen" {
       canary           = 5
       min_healthy_time = "30s"
       healthy_deadline = "10m"
+      # Nomad's UpdateStrategy.Validate: the healthy deadline must be below the progress deadline
+      # (10m by default), so a 10m healthy deadline needs a longer one
+      progress_deadline = "15m"
       auto_revert      = true
       auto_promote     = false
     }
