@@ -16,12 +16,12 @@ from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
 from agent.jobspec.identities import read_identities
 from agent.jobspec.jobtypes import read_dispatch_payload, read_namespace, read_parameterized, read_periodic
+from agent.jobspec.limits import JOB_MAX_COUNT, count_refusal, total_count_refusal
 from agent.jobspec.reader import short, whole
 from agent.jobspec.scaling import read_scaling
 from agent.jobspec.services import ServiceBlocks
 from agent.jobspec.templateblocks import TemplateBlocks
 from agent.jobspec.tree import Body, Invalid, depth, join
-from agent.jobspec.update import group_update, read_update
 from agent.jobspec.volumes import check_mounts, read_mounts, read_volumes
 from agent.model import (
     EphemeralDisk,
@@ -32,7 +32,6 @@ from agent.model import (
     Resources,
     RestartPolicy,
     Task,
-    UpdateStrategy,
     Vault,
 )
 from agent.taskdecisions import plan_validation
@@ -104,7 +103,6 @@ class Builder(ServiceBlocks, TemplateBlocks):
         parameterized = read_parameterized(self, body, path, job_type)
         periodic = read_periodic(self, body, path, job_type, parameterized is not None)
         default_vault = self._vault(body, path)
-        job_update = read_update(self, body, path)  # each group's default (Nomad's Canonicalize)
         # Nomad's HCL2: a task directly in the job is a group of its own, named after the task, first.
         parts: list[tuple[str, Body, str, list[tuple[str, Body, str]] | None]] = [
             (name, {}, task_path, [(name, task_body, task_path)])
@@ -117,11 +115,11 @@ class Builder(ServiceBlocks, TemplateBlocks):
             if name in seen:
                 self.report.error(group_path, f'duplicate group name "{short(name)}"')
             seen.add(name)
-            group = self._group(
-                job_id, job_type, name, group_body, group_path, implicit, default_vault, job_update
-            )
+            group = self._group(job_id, job_type, name, group_body, group_path, implicit, default_vault)
             if group is not None:
                 groups.append(group)
+        if (total := sum(g.count for g in groups)) > JOB_MAX_COUNT:  # Nomad's server refuses it so
+            self.report.error(path, total_count_refusal(total))
         if not parts and "group" not in body and "task" not in body:
             self.report.error(join(path, "group"), "required: at least one group")
         datacenters = self._str_list(body, "datacenters", path) or ("*",)
@@ -146,14 +144,14 @@ class Builder(ServiceBlocks, TemplateBlocks):
         path: str,
         implicit: list[tuple[str, Body, str]] | None,
         default_vault: Vault | None,
-        job_update: dict[str, object] | None = None,
     ) -> Group | None:
         if implicit is None:
             self._keys(body, "group", path)
             self._name(name, path, "group name")
-        count = self._int(
-            body, "count", path, 1, minimum=0, maximum=self.limits.max_count, limit_name="max_count"
-        )
+        count = self._int(body, "count", path, 1, minimum=0)
+        if count > self.limits.max_count:  # Nomad would queue what does not fit: agent.jobspec.limits
+            self.report.error(join(path, "count"), count_refusal(count, self.limits.max_count))
+            count = 1
         task_blocks = (
             implicit if implicit is not None else list(self._blocks(body, "task", path, labelled=True))
         )
@@ -196,20 +194,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             shutdown_delay=self._shutdown_delay(body, path),
             volumes=volumes,
             scaling=read_scaling(self, body, path, count=count, job_type=job_type),
-            update=self._update(job_type, job_update or {}, body, path),
         )
-
-    def _update(
-        self, job_type: str, job_given: dict[str, object], body: Body, path: str
-    ) -> UpdateStrategy | None:
-        """The group's update strategy (agent.jobspec.update); a batch job takes none (Nomad's
-        TaskGroup.Validate)."""
-        given = read_update(self, body, path)
-        if job_type in ("service", "system"):
-            return group_update(self, job_given, given)
-        for where in {str(g["path"]) for g in (job_given, given) if g}:
-            self.report.error(where, f'Job type "{job_type}" does not allow update block')
-        return None
 
     def _ephemeral_disk(self, body: Body, path: str, tasks: list[Task]) -> EphemeralDisk:
         """The group's `ephemeral_disk`, checked as Nomad's EphemeralDisk.Validate (at least 10 MB), and

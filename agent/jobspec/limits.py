@@ -18,6 +18,30 @@ such limit; 30 s is its max_kill_timeout default: a stop waits no longer for its
 kill."""
 
 
+JOB_MAX_COUNT = 50000
+"""Nomad's server `job_max_count` default (structs.JobDefaultMaxCount): the total of a job's group
+counts it takes; more is refused at register with its text (total_count_refusal)."""
+
+
+def count_refusal(count: int, max_count: int) -> str:
+    """Why a group's count above the client's `max_count` is refused. Nomad has no per-node count: its
+    scheduler places the allocs that fit the node and leaves the rest queued (a blocked evaluation
+    with FailedTGAllocs, "Placement Failures" in `job run`), placed when capacity frees. This agent
+    places without a resource fit, so max_count is the node's only bound, and it never grows while
+    the agent runs: the rest would be queued for ever. Refused at once, naming Nomad's behaviour."""
+    return (
+        f"count {count} is more than the client's max_count ({max_count}): Nomad's scheduler would place "
+        "what fits on the node and leave the rest queued (a blocked evaluation with FailedTGAllocs); "
+        "this agent places no more than max_count and does not queue the rest: lower the count, "
+        "or raise max_count in the client config"
+    )
+
+
+def total_count_refusal(total: int, job_max_count: int = JOB_MAX_COUNT) -> str:
+    """Nomad's register refusal of a job whose group counts add up to more than job_max_count."""
+    return f"total count was greater than configured job_max_count: {total} > {job_max_count}"
+
+
 @dataclass(frozen=True)
 class Limits:
     max_count: int = 1000  # a group's count
