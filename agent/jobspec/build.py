@@ -22,6 +22,7 @@ from agent.jobspec.scaling import read_scaling
 from agent.jobspec.services import ServiceBlocks
 from agent.jobspec.templateblocks import TemplateBlocks
 from agent.jobspec.tree import Body, Invalid, depth, join
+from agent.jobspec.update import group_update, read_update
 from agent.jobspec.volumes import check_mounts, read_mounts, read_volumes
 from agent.model import (
     EphemeralDisk,
@@ -32,6 +33,7 @@ from agent.model import (
     Resources,
     RestartPolicy,
     Task,
+    UpdateStrategy,
     Vault,
 )
 from agent.taskdecisions import plan_validation
@@ -103,6 +105,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
         parameterized = read_parameterized(self, body, path, job_type)
         periodic = read_periodic(self, body, path, job_type, parameterized is not None)
         default_vault = self._vault(body, path)
+        job_update = read_update(self, body, path)  # each group's default (Nomad's Canonicalize)
         # Nomad's HCL2: a task directly in the job is a group of its own, named after the task, first.
         parts: list[tuple[str, Body, str, list[tuple[str, Body, str]] | None]] = [
             (name, {}, task_path, [(name, task_body, task_path)])
@@ -115,7 +118,9 @@ class Builder(ServiceBlocks, TemplateBlocks):
             if name in seen:
                 self.report.error(group_path, f'duplicate group name "{short(name)}"')
             seen.add(name)
-            group = self._group(job_id, job_type, name, group_body, group_path, implicit, default_vault)
+            group = self._group(
+                job_id, job_type, name, group_body, group_path, implicit, default_vault, job_update
+            )
             if group is not None:
                 groups.append(group)
         if (total := sum(g.count for g in groups)) > JOB_MAX_COUNT:  # Nomad's server refuses it so
@@ -144,6 +149,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
         path: str,
         implicit: list[tuple[str, Body, str]] | None,
         default_vault: Vault | None,
+        job_update: dict[str, object] | None = None,
     ) -> Group | None:
         if implicit is None:
             self._keys(body, "group", path)
@@ -194,7 +200,20 @@ class Builder(ServiceBlocks, TemplateBlocks):
             shutdown_delay=self._shutdown_delay(body, path),
             volumes=volumes,
             scaling=read_scaling(self, body, path, count=count, job_type=job_type),
+            update=self._update(job_type, job_update or {}, body, path),
         )
+
+    def _update(
+        self, job_type: str, job_given: dict[str, object], body: Body, path: str
+    ) -> UpdateStrategy | None:
+        """The group's update strategy (agent.jobspec.update); a batch job takes none (Nomad's
+        TaskGroup.Validate)."""
+        given = read_update(self, body, path)
+        if job_type in ("service", "system"):
+            return group_update(self, job_given, given)
+        for where in {str(g["path"]) for g in (job_given, given) if g}:
+            self.report.error(where, f'Job type "{job_type}" does not allow update block')
+        return None
 
     def _ephemeral_disk(self, body: Body, path: str, tasks: list[Task]) -> EphemeralDisk:
         """The group's `ephemeral_disk`, checked as Nomad's EphemeralDisk.Validate (at least 10 MB), and
