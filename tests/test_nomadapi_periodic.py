@@ -36,6 +36,7 @@ job "nightly" {
   }
 }
 """
+WAIT = 5.0  # seconds for a child's alloc to run or stop
 JAN_1_2027_0900_NEW_YORK = datetime.datetime(2027, 1, 1, 14, 0, tzinfo=datetime.UTC).timestamp()
 
 
@@ -201,3 +202,35 @@ def test_a_launch_made_twice_in_one_second_registers_its_child_once(api: Api) ->
     again = api.core.call(lambda: launcher.launch(api.core.jobs["nightly"], int(JAN_1_2027_0900_NEW_YORK)))
     assert first.id != again.id and again.placed == ()
     assert len(_children(api)) == 1 and len(api.core.runners) == 1
+
+
+def test_the_parents_summary_counts_its_children_by_status(api: Api) -> None:
+    _register(api, NIGHTLY % "false")
+    assert api.request("GET", "/v1/job/nightly/summary")["Children"] == {
+        "Pending": 0,
+        "Running": 0,
+        "Dead": 0,
+    }
+    launcher = PeriodicLauncher(api.nomad, Clock(JAN_1_2027_0900_NEW_YORK))
+    for at in (JAN_1_2027_0900_NEW_YORK, JAN_1_2027_0900_NEW_YORK + 3600):
+        api.core.call(lambda at=at: launcher.launch(api.core.jobs["nightly"], int(at)))
+    first, second = _children(api)
+
+    def children() -> dict[str, int]:
+        return dict(api.request("GET", "/v1/job/nightly/summary")["Children"])
+
+    deadline = time.monotonic() + WAIT
+    while children() != {"Pending": 0, "Running": 2, "Dead": 0}:
+        assert time.monotonic() < deadline, children()
+        time.sleep(0.02)
+    assert api.call("DELETE", f"/v1/job/{urllib.parse.quote(first, safe='')}")[0] == 200
+    while children() != {"Pending": 0, "Running": 1, "Dead": 1}:
+        assert time.monotonic() < deadline, children()
+        time.sleep(0.02)
+    (stub,) = [j for j in api.request("GET", "/v1/jobs") if j["ID"] == "nightly"]
+    assert stub["JobSummary"]["Children"] == {"Pending": 0, "Running": 1, "Dead": 1}
+    assert api.request("GET", f"/v1/job/{urllib.parse.quote(second, safe='')}/summary")["Children"] == {
+        "Pending": 0,
+        "Running": 0,
+        "Dead": 0,
+    }

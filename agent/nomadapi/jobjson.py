@@ -565,9 +565,12 @@ def job_summary(
     counts: Mapping[str, Mapping[str, int]],
     create_index: int,
     modify_index: int,
+    *,
+    children: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """api.JobSummary (api/jobs.go): `counts` is {group: {agent alloc status: n}}; pending allocs count
-    as Starting, running and adopted ones as Running. A one-node agent queues nothing and loses nothing."""
+    as Starting, running and adopted ones as Running. A one-node agent queues nothing and loses nothing.
+    `children`: a parameterized or periodic job's child jobs by status (api.JobChildrenSummary)."""
     summary: dict[str, dict[str, int]] = {}
     for group, by_status in counts.items():
         tg = dict.fromkeys(("Queued", "Complete", "Failed", "Running", "Starting", "Lost", "Unknown"), 0)
@@ -579,7 +582,7 @@ def job_summary(
         "JobID": job_id,
         "Namespace": namespace,
         "Summary": summary,
-        "Children": {"Pending": 0, "Running": 0, "Dead": 0},
+        "Children": {"Pending": 0, "Running": 0, "Dead": 0, **(children or {})},
         "CreateIndex": create_index,
         "ModifyIndex": modify_index,
     }

@@ -213,7 +213,24 @@ class NomadApi:
         names = list(groups) + sorted({str(a.get("group")) for a in allocs} - set(groups))
         counts = {n: alloc_counts(a for a in allocs if a.get("group") == n) for n in names}
         index = self.core.changes.of("job", job_id)
-        return structs.job_summary(job_id, NS, counts, index, self.core.changes.current(_JOB_KINDS))
+        job = self.core.jobs.get(job_id)
+        children = self.children(job_id) if job is not None and job.places_nothing else None
+        return structs.job_summary(
+            job_id, NS, counts, index, self.core.changes.current(_JOB_KINDS), children=children
+        )
+
+    def children(self, job_id: str) -> dict[str, int]:
+        """api.JobChildrenSummary of a parameterized or periodic job: its child jobs by status."""
+        kids = [j.id for j in self.core.jobs.values() if j.parent_id == job_id]
+        by_job: dict[str, list[str]] = {}
+        for a in self.alloc_briefs() if kids else ():
+            by_job.setdefault(str(a.get("job")), []).append(str(a.get("status", "")))
+        statuses = [job_status(by_job.get(k, [])) for k in kids]
+        return {
+            "Pending": statuses.count("pending"),
+            "Running": statuses.count("running"),
+            "Dead": statuses.count("dead"),
+        }
 
     def job_versions(self, job_id: str) -> list[dict[str, Any]]:
         """On the loop: the job now, then the versions it kept before (newest first), as api.Job."""
