@@ -282,3 +282,16 @@ def test_the_update_block_is_read_over_the_jobs_and_shown_as_nomad() -> None:
         "job.web.group.g.update.min_healthy_time",
         "Minimum healthy time must be less than healthy deadline: 10m > 5m",
     ) in exc.value.problems
+
+
+def test_a_jobs_deployments_are_kept_for_the_versions_it_keeps(api: Api) -> None:
+    """Nomad's servers collect terminal deployments; here one goes when its job version is no longer
+    among the job's tracked versions (6), so a job updated all day keeps a bounded list."""
+    for i in range(8):
+        run_job(api.request, service(SLOW, count=1, meta=f"v{i}"))
+    versions = [d["JobVersion"] for d in api.request("GET", "/v1/job/web/deployments")]
+    assert versions == [7, 6, 5, 4, 3, 2]
+    by_version = {d["JobVersion"]: d["ID"] for d in api.request("GET", "/v1/deployments")}
+    for a in api.request("GET", "/v1/job/web/allocations"):  # an alloc of a dropped one names none
+        alloc = api.request("GET", f"/v1/allocation/{a['ID']}")
+        assert alloc["DeploymentID"] == by_version.get(a["JobVersion"], ""), a["JobVersion"]

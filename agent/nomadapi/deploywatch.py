@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agent.core import Core
+from agent.jobupdate import TRACKED_VERSIONS
 from agent.model import Job, UpdateStrategy
 from agent.state.changes import ChangeIndex
 from agent.state.store import Event, StateStore
@@ -125,12 +126,14 @@ class Deployments:
         self._store = store
         self._lock = threading.Lock()  # the routes read the mirror off the loop
         self._all: dict[str, dict[str, Any]] = {}
+        self._by_alloc: dict[str, str] = {}  # alloc ID -> its deployment's
         self._marks: dict[str, dict[str, Any]] = {}  # `/stable` marks by job@version
         self.ticking = False  # a look is scheduled on the loop (`tick`)
         if store is not None:
             for key, rec in store.list(KIND).records.items():
                 if isinstance(rec, dict) and isinstance(rec.get("groups"), dict):
                     self._all[key] = rec
+                    self._by_alloc.update(dict.fromkeys(rec.get("allocs") or {}, key))
             self._marks = {k: r for k, r in store.list(MARKS).records.items() if isinstance(r, dict)}
 
     # -- reads (any thread) ---------------------------------------------------------------------
@@ -150,14 +153,14 @@ class Deployments:
     def of_alloc(self, alloc_id: str) -> tuple[str, dict[str, Any] | None]:
         """(DeploymentID, api.AllocDeploymentStatus or None) of an alloc."""
         with self._lock:
-            for d in self._all.values():
-                a = d["allocs"].get(alloc_id)
-                if a is not None:
-                    if a.get("healthy") is None:
-                        return d["id"], None
-                    status = {"Healthy": a["healthy"], "Timestamp": a["timestamp"], "Canary": False}
-                    return d["id"], {**status, "ModifyIndex": a["modify_index"]}
-        return "", None
+            d = self._all.get(self._by_alloc.get(alloc_id, ""))
+            a = d["allocs"].get(alloc_id) if d is not None else None
+            if d is None or a is None:
+                return "", None
+            if a.get("healthy") is None:
+                return d["id"], None
+            status = {"Healthy": a["healthy"], "Timestamp": a["timestamp"], "Canary": False}
+            return d["id"], {**status, "ModifyIndex": a["modify_index"]}
 
     def stable(self, job_id: str, version: int, submit: float) -> bool:
         """Whether the job's version is stable: marked so (`/stable`), else its deployment succeeded."""
@@ -176,12 +179,16 @@ class Deployments:
         d["modified"] = time.time()
         with self._lock:
             self._all[d["id"]] = d
+            self._by_alloc.update(dict.fromkeys(d["allocs"], d["id"]))
         if self._store is not None:
             self._store.put(KIND, d["id"], d)
 
     def _drop(self, deployment_id: str) -> None:
         with self._lock:
-            self._all.pop(deployment_id, None)
+            gone = self._all.pop(deployment_id, None)
+            for alloc_id in gone["allocs"] if gone is not None else ():
+                if self._by_alloc.get(alloc_id) == deployment_id:
+                    del self._by_alloc[alloc_id]
         self._changes.bump(KIND, deployment_id)
         if self._store is not None:
             self._store.delete(KIND, deployment_id)
@@ -200,6 +207,8 @@ class Deployments:
         for old in self.of_job(job.id):
             if old["status"] in ACTIVE:
                 self._set_status(old, "cancelled", NEWER_JOB)
+            elif old["job_version"] <= version - TRACKED_VERSIONS:  # its version is no longer kept
+                self._drop(old["id"])
         now = time.time()
         deployment_id = str(uuid.uuid4())
         d: dict[str, Any] = {
