@@ -185,7 +185,8 @@ def test_the_verbs_python_nomad_calls_answer_as_nomad(api: Api) -> None:
         ("promote", {"All": True}, "can't promote terminal deployment"),
         (
             "allocation-health",
-            {"UnhealthyAllocationIDs": [d["ID"]]},
+            # python-nomad's spelling: Go matches a field without regard to case
+            {"HealthyAllocationIDs": [], "UnHealthyAllocationIDs": [d["ID"]]},
             "can't set health of allocations for a terminal deployment",
         ),
     ]

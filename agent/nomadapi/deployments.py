@@ -207,6 +207,24 @@ def _job_ref(raw: str) -> str:
     return job_id
 
 
+_VERB_FIELDS = ("DeploymentID", "Pause", "All", "Groups", "HealthyAllocationIDs", "UnhealthyAllocationIDs")
+
+
+def go_fields(data: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """A request body's fields as Go's encoding/json decodes them into a struct: a key matches its
+    field exactly, else without regard to case (python-nomad sends "UnHealthyAllocationIDs", which
+    Nomad reads as UnhealthyAllocationIDs); keys of no field are dropped, as Go drops them."""
+    out: dict[str, Any] = {}
+    for name in names:
+        if name in data:
+            out[name] = data[name]
+            continue
+        folded = [k for k in data if k.casefold() == name.casefold()]
+        if folded:
+            out[name] = data[folded[0]]
+    return out
+
+
 def _named(data: Mapping[str, Any], deployment_id: str) -> None:
     """The body's DeploymentID, checked as Nomad's HTTP agent checks it (400s)."""
     given = data.get("DeploymentID")
@@ -235,7 +253,7 @@ def _deployment_verbs(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
         def handler(groups: tuple[str, ...], body: bytes) -> Response:
             check_scope(query_params(), api.node.region)
             deployment_id = unquote(groups[0])
-            data = body_json(body)
+            data = go_fields(body_json(body), _VERB_FIELDS)
 
             def do() -> dict[str, Any]:
                 look(core, deployments)
@@ -293,7 +311,7 @@ def _stable_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
     def stable(groups: tuple[str, ...], body: bytes) -> Response:
         check_scope(query_params(), api.node.region)
         job_id = _job_ref(groups[0])
-        data = body_json(body)
+        data = go_fields(body_json(body), ("JobID", "JobVersion", "Stable"))
         if not data.get("JobID"):
             raise HttpError(400, "JobID must be specified")
         if data.get("JobID") != job_id:
