@@ -13,11 +13,14 @@ from typing import Any
 
 import pytest
 
+from agent.api.server import ApiServer
+from agent.config import Config, TLSConfig
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.nomadapi.jobjson import parsed_job_json
 from tests.agent_lab import run_job
 from tests.fakes import FakeNode
-from tests.test_routes_ops import CRASHY, TWO_TASKS, Api, _exits, start_api
+from tests.pki import TestCA
+from tests.test_routes_ops import CRASHY, OPERATOR, TWO_TASKS, Api, _exits, start_api
 
 WAIT = 5.0  # seconds for a deployment to reach a status its deadlines make due within 1 s
 
@@ -38,6 +41,17 @@ job "web" {{
 """
 
 
+EXAMPLE = """
+job "example" {
+  meta { rev = "v0" }
+  group "cache" {
+    task "redis" {
+      driver = "docker"
+      config { image = "fieldlab/busybox:latest" }
+    }
+  }
+}
+"""
 FAST = 'update {\n min_healthy_time = "200ms"\n healthy_deadline = "3s"\n progress_deadline = "4s"\n }'
 SLOW = 'update {\n min_healthy_time = "30s"\n healthy_deadline = "1m"\n progress_deadline = "2m"\n }'
 
@@ -296,3 +310,53 @@ def test_a_jobs_deployments_are_kept_for_the_versions_it_keeps(api: Api) -> None
     for a in api.request("GET", "/v1/job/web/allocations"):  # an alloc of a dropped one names none
         alloc = api.request("GET", f"/v1/allocation/{a['ID']}")
         assert alloc["DeploymentID"] == by_version.get(a["JobVersion"], ""), a["JobVersion"]
+
+
+def test_python_nomads_deployment_calls_replayed_through_its_client(api: Api, tmp_path: Path) -> None:
+    """python-nomad's test_deployment.py, test_deployments.py and test_job.py's deployment, revert
+    and stable tests, through python-nomad itself over mTLS (its bodies, its spellings, its error
+    handling): the example job registered, the deployment failed, every verb then refused with
+    Nomad's text as the suite compares it."""
+    nomad = pytest.importorskip("nomad", reason="python-nomad is a lab extra (pip install -e .[lab])")
+    ca = TestCA(tmp_path)
+    srv, op = ca.issue("client1.agent.fieldlab", server=True), ca.issue(OPERATOR, server=False)
+    tls = TLSConfig(srv.cert, srv.key, ca.ca_file)
+    cfg = Config(node_name="client1", data_dir=tmp_path / "data", bind_address="127.0.0.1", port=0, tls=tls)
+    server = ApiServer(cfg, {}, api.table, [])
+    server.start()
+    try:
+        n = nomad.Nomad(
+            host="127.0.0.1",
+            port=server.port,
+            secure=True,
+            verify=str(ca.ca_file),
+            cert=(str(op.cert), str(op.key)),
+            timeout=10,
+        )
+        n.job.register_job("example", {"Job": parsed_job_json(parse_jobspec(EXAMPLE, source="t").job)})
+        d = n.deployments.get_deployments()[0]
+        assert n.deployment.get_deployment(d["ID"])["ID"] == d["ID"]
+        assert n.deployment.get_deployment_allocations(d["ID"])[0]["JobID"] == "example"
+        n.deployment.fail_deployment(d["ID"])
+        refused: dict[str, Callable[[], Any]] = {
+            "can't resume terminal deployment": lambda: n.deployment.pause_deployment(d["ID"], False),
+            "can't promote terminal deployment": lambda: n.deployment.promote_deployment_groups(d["ID"]),
+            "can't set health of allocations for a terminal deployment": lambda: (
+                n.deployment.deployment_allocation_health(d["ID"], unhealthy_allocations=[d["ID"]])
+            ),
+        }
+        for text, call in refused.items():
+            with pytest.raises(nomad.api.exceptions.BaseNomadException) as exc:
+                call()
+            assert exc.value.nomad_resp.text == text
+        assert len(n.deployments) == 1 and d["ID"] in n.deployments and "nope" not in n.deployments
+        assert n.job.get_deployments("example")[0]["JobID"] == n.job.get_deployment("example")["JobID"]
+        n.job.register_job(
+            "example", {"Job": parsed_job_json(parse_jobspec(EXAMPLE.replace("v0", "v1"), source="t").job)}
+        )
+        current = n.job.get_deployment("example")["JobVersion"]
+        n.job.revert_job("example", current - 1, current)
+        n.job.stable_job("example", n.job.get_deployment("example")["JobVersion"], True)
+        assert n.job.get_job("example")["Stable"] is True
+    finally:
+        server.stop(5)
