@@ -17,6 +17,7 @@ import pytest
 from agent.model import Periodic
 from agent.nomadapi.jobperiodic import PeriodicLauncher, launch_time, next_launch
 from tests.fakes import FakeNode
+from tests.test_nomadapi_dispatch import BATCH_HCL
 from tests.test_routes_ops import Api, start_api
 
 # Jan 1st, 09:00 in New York: never due while a test runs on the real clock (the routes' own launcher)
@@ -234,3 +235,30 @@ def test_the_parents_summary_counts_its_children_by_status(api: Api) -> None:
         "Running": 0,
         "Dead": 0,
     }
+
+
+def test_a_stopped_periodic_job_launches_nothing_until_it_is_registered_again(api: Api) -> None:
+    _register(api, NIGHTLY % "false")
+    launcher = PeriodicLauncher(api.nomad, Clock(JAN_1_2027_0900_NEW_YORK - 1))
+    api.core.call(launcher.tick)
+    assert api.call("DELETE", "/v1/job/nightly")[0] == 200  # `job stop`, not purged: the job is kept
+    job = api.request("GET", "/v1/job/nightly")
+    assert (job["Stop"], job["Status"]) == (True, "dead")
+    launcher.clock = Clock(JAN_1_2027_0900_NEW_YORK + 1)
+    api.core.call(launcher.tick)
+    assert _children(api) == []
+    status, text = api.call("POST", "/v1/job/nightly/periodic/force")
+    assert status == 500 and 'can\'t force run non-tracked job "nightly"' in text
+    _register(api, NIGHTLY % "false")  # registered again: Nomad's Stop goes, the launches come back
+    assert api.request("GET", "/v1/job/nightly")["Stop"] is False
+    api.request("POST", "/v1/job/nightly/periodic/force")
+    assert len(_children(api)) == 1
+
+
+def test_a_stopped_parameterized_job_is_not_dispatched(api: Api) -> None:
+    assert api.request(
+        "PUT", "/v1/jobs", {"Job": api.request("POST", "/v1/jobs/parse", {"JobHCL": BATCH_HCL})}
+    )
+    assert api.call("DELETE", "/v1/job/example-batch")[0] == 200
+    status, text = api.call("POST", "/v1/job/example-batch/dispatch", {"Meta": {"time": "1"}})
+    assert (status, text) == (500, 'Specified job "example-batch" is stopped\n')

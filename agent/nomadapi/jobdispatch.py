@@ -54,6 +54,8 @@ class DispatchPort(Protocol):
 
     def job_or_404(self, job_id: str) -> Job: ...
 
+    def stopped(self, job_id: str) -> bool: ...
+
 
 @dataclasses.dataclass(frozen=True)
 class DispatchRequest:
@@ -183,6 +185,8 @@ def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
                 raise HttpError(500, "parameterized job not found")
             if not parent.parameterized_parent:
                 raise HttpError(500, f'Specified job "{job_id}" is not a parameterized job')
+            if api.stopped(job_id):
+                raise HttpError(500, f'Specified job "{job_id}" is stopped')
             problem = dispatch_problem(
                 parent, dataclasses.replace(req, priority=req.priority or DEFAULT_PRIORITY)
             )

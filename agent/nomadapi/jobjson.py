@@ -67,9 +67,10 @@ def job_json(
     modify_index: int,
     job_modify_index: int,
     node_pool: str = "default",
+    stop: bool = False,
 ) -> dict[str, Any]:
     """api.Job (api/jobs.go: type Job struct), as `nomad job inspect` prints it inside {"Job": ...}.
-    `submit_time` is a Unix time in seconds (SubmitTime: ns)."""
+    `submit_time` is a Unix time in seconds (SubmitTime: ns); `stop`: stopped (`job stop`, not purged)."""
     return {
         "Region": region,
         "Namespace": namespace,
@@ -92,7 +93,7 @@ def job_json(
         "Migrate": None,
         "Meta": nil_map(job.meta),
         "UI": None,
-        "Stop": False,
+        "Stop": stop,
         "ParentID": job.parent_id,
         "Dispatched": job.dispatched,
         "DispatchIdempotencyToken": job.dispatch_token,
@@ -101,7 +102,7 @@ def job_json(
         "VaultNamespace": "",
         "NomadTokenID": "",
         # Nomad's state store: a registered parameterized or periodic parent is "running" (its children run)
-        "Status": "running" if job.places_nothing and status else status,
+        "Status": ("dead" if stop else "running") if job.places_nothing and status else status,
         "StatusDescription": "",
         "Stable": stable,
         "Version": version,

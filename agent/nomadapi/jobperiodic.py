@@ -47,6 +47,8 @@ class PeriodicPort(Protocol):
         self, job_id: str, trigger: str, job_type: str, placed: tuple[str, ...] = (), *, priority: int = 50
     ) -> Eval: ...
 
+    def stopped(self, job_id: str) -> bool: ...
+
 
 def next_launch(periodic: Periodic, after: float) -> float:
     """The first launch time (Unix seconds) strictly after `after`, in the job's time zone: the
@@ -80,9 +82,10 @@ class PeriodicLauncher:
         self.due: dict[str, float] = {}  # job -> its next launch (Unix seconds)
 
     def tracked(self, job: Job) -> bool:
-        """Nomad's IsPeriodicActive: periodic, enabled, not parameterized (a stop drops the job's
-        allocs, not the job: a stopped periodic job's record goes with a purge)."""
-        return job.periodic is not None and job.periodic.enabled and job.parameterized is None
+        """Nomad's IsPeriodicActive: periodic, enabled, not stopped (`job stop` keeps the job until
+        it is purged or registered again), not parameterized."""
+        active = job.periodic is not None and job.periodic.enabled and job.parameterized is None
+        return active and not self.api.stopped(job.id)
 
     def tick(self) -> None:
         now = self.clock()

@@ -157,7 +157,14 @@ class NomadApi:
             create_index=index,
             modify_index=max([index, *(self.core.changes.of("alloc", a["id"]) for a in allocs)]),
             job_modify_index=index,
+            stop=self.stopped(job.id),
         )
+
+    def stopped(self, job_id: str) -> bool:
+        """Nomad's Job.Stop: the job's last register or deregister was a deregister (`job stop`
+        without -purge keeps the job, stopped, until it is registered again)."""
+        writes = [e.triggered_by for e in self.evals.of_job(job_id) if e.triggered_by in _JOB_WRITES]
+        return bool(writes) and writes[-1] == "job-deregister"
 
     def alloc_dict(
         self,
@@ -267,6 +274,9 @@ class NomadApi:
         if job is None:
             raise NotFound("job not found")
         return job
+
+
+_JOB_WRITES = ("job-register", "job-deregister")  # the evaluations of a register and a `job stop`
 
 
 def _job_id(raw: str) -> str:
