@@ -262,3 +262,17 @@ def test_a_stopped_parameterized_job_is_not_dispatched(api: Api) -> None:
     assert api.call("DELETE", "/v1/job/example-batch")[0] == 200
     status, text = api.call("POST", "/v1/job/example-batch/dispatch", {"Meta": {"time": "1"}})
     assert (status, text) == (500, 'Specified job "example-batch" is stopped\n')
+
+
+def test_a_job_registered_while_the_agent_runs_makes_up_no_launch_of_its_old_children(api: Api) -> None:
+    _register(api, NIGHTLY % "false")
+    old = PeriodicLauncher(api.nomad, Clock(JAN_1_2027_0900_NEW_YORK))
+    api.core.call(lambda: old.launch(api.core.jobs["nightly"], int(JAN_1_2027_0900_NEW_YORK)))
+    parent = api.core.call(lambda: api.core.jobs.pop("nightly"))  # as if purged
+    later = datetime.datetime(2030, 3, 1, tzinfo=datetime.UTC).timestamp()
+    running = PeriodicLauncher(api.nomad, Clock(later))
+    api.core.call(running.tick)  # the agent's start: no periodic job then
+    api.core.call(lambda: api.core.jobs.update(nightly=parent))  # registered again while it runs
+    api.core.call(running.tick)
+    assert _children(api) == [f"nightly/periodic-{int(JAN_1_2027_0900_NEW_YORK)}"]
+    assert running.due["nightly"] == datetime.datetime(2031, 1, 1, 14, 0, tzinfo=datetime.UTC).timestamp()

@@ -5,10 +5,10 @@ copy without `periodic`, `ParentID` set), a batch job as any, evaluated with Tri
 "periodic-job". With `prohibit_overlap` a launch is skipped while a child still runs (has a live
 alloc). `POST /v1/job/:id/periodic/force` launches one now, whatever the overlap rule.
 
-The launches are timers on the agent's loop, one look a second (`TICK`). The last launch is read
-from the children the agent keeps: after an agent restart a launch missed while it was down is made
-once, as Nomad's leader does when it restores its periodic jobs; a job first seen (registered)
-launches from then on.
+The launches are timers on the agent's loop, one look a second (`TICK`). At the agent's start the
+last launch is read from the children the agent keeps: a launch missed while it was down is made
+once, as Nomad's leader does when it restores its periodic jobs; a job registered later launches
+from then on (its children of before, a purged job's, make up nothing).
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ class PeriodicLauncher:
         self.core = api.core
         self.clock = clock
         self.due: dict[str, float] = {}  # job -> its next launch (Unix seconds)
+        self.restored = False  # the first look (the agent's start) made: later jobs launch from now
 
     def tracked(self, job: Job) -> bool:
         """Nomad's IsPeriodicActive: periodic, enabled, not stopped (`job stop` keeps the job until
@@ -89,16 +90,16 @@ class PeriodicLauncher:
 
     def tick(self) -> None:
         now = self.clock()
+        restoring, self.restored = not self.restored, True
         jobs = {j.id: j for j in self.core.jobs.values() if self.tracked(j)}
         for gone in set(self.due) - set(jobs):
             del self.due[gone]
         for job_id, job in jobs.items():
             periodic = job.periodic
             assert periodic is not None
-            if job_id not in self.due:
-                last = max(
-                    (t for c in self.core.jobs if (t := launch_time(job_id, c)) is not None), default=None
-                )
+            if job_id not in self.due:  # at the agent's start: from its last launch (a missed one is made)
+                kids = self.core.jobs if restoring else ()
+                last = max((t for c in kids if (t := launch_time(job_id, c)) is not None), default=None)
                 self.due[job_id] = next_launch(periodic, last if last is not None else now)
             if self.due[job_id] > now:
                 continue
