@@ -276,3 +276,18 @@ def test_a_job_registered_while_the_agent_runs_makes_up_no_launch_of_its_old_chi
     api.core.call(running.tick)
     assert _children(api) == [f"nightly/periodic-{int(JAN_1_2027_0900_NEW_YORK)}"]
     assert running.due["nightly"] == datetime.datetime(2031, 1, 1, 14, 0, tzinfo=datetime.UTC).timestamp()
+
+
+def test_utc_needs_no_zoneinfo_on_the_node(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zoneinfo
+
+    def missing(key: str) -> zoneinfo.ZoneInfo:
+        raise zoneinfo.ZoneInfoNotFoundError(f"No time zone found with key {key}")
+
+    monkeypatch.setattr(zoneinfo, "ZoneInfo", missing)  # a node without tzdata
+    december = datetime.datetime(2026, 12, 7, 12, 0, tzinfo=datetime.UTC).timestamp()
+    assert next_launch(Periodic(spec="0 13 * * *"), december) == december + 3600
+    utc = (NIGHTLY % "false").replace('time_zone        = "America/New_York"', "")
+    assert api.call("POST", "/v1/jobs/parse", {"JobHCL": utc})[0] == 200
+    status, text = api.call("POST", "/v1/jobs/parse", {"JobHCL": NIGHTLY % "false"})
+    assert status == 400 and 'Invalid time zone "America/New_York"' in text

@@ -13,6 +13,7 @@ here, as the API refuses it, rather than run in "default" under a name it did no
 
 from __future__ import annotations
 
+import datetime
 import posixpath
 import zoneinfo
 from typing import TYPE_CHECKING
@@ -123,7 +124,7 @@ def read_periodic(
     elif not spec and not specs:
         builder.report.error(ppath, "Must specify a spec")
     try:
-        zoneinfo.ZoneInfo(zone)
+        time_zone(zone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
         builder.report.error(
             join(ppath, "time_zone"), f'Invalid time zone "{short(zone)}": unknown time zone'
@@ -147,3 +148,9 @@ def cron_problem(spec: str) -> str | None:
         )
     valid = len(text.split()) == CRON_FIELDS and croniter.is_valid(text)
     return None if valid else "not a valid cron expression (minute hour day-of-month month day-of-week)"
+
+
+def time_zone(name: str) -> datetime.tzinfo:
+    """A periodic job's time zone: UTC without the system's zoneinfo (a node without tzdata), any
+    other from it. Raises ZoneInfoNotFoundError or ValueError for one it does not know."""
+    return datetime.UTC if name in ("", "UTC") else zoneinfo.ZoneInfo(name)

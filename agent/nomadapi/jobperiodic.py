@@ -17,7 +17,6 @@ import dataclasses
 import datetime
 import json
 import logging
-import zoneinfo
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -26,6 +25,7 @@ from croniter import croniter
 from agent.api.server import Handler, Response, query_params
 from agent.core import Core
 from agent.jobspec import ParsedJob
+from agent.jobspec.jobtypes import time_zone
 from agent.model import Job, Periodic
 from agent.nomadapi.http import HttpError, answer, check_scope, meta_headers
 from agent.nomadapi.jobjson import parsed_job_json
@@ -53,7 +53,7 @@ class PeriodicPort(Protocol):
 def next_launch(periodic: Periodic, after: float) -> float:
     """The first launch time (Unix seconds) strictly after `after`, in the job's time zone: the
     earliest of its specs (Nomad's PeriodicConfig.Next). Pure."""
-    zone = zoneinfo.ZoneInfo(periodic.time_zone or "UTC")
+    zone = time_zone(periodic.time_zone)
     start = datetime.datetime.fromtimestamp(after, zone)
     specs = (periodic.spec,) if periodic.spec else periodic.specs
     return min(float(croniter(s, start).get_next(float)) for s in specs)
