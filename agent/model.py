@@ -263,6 +263,7 @@ class UpdateStrategy:
     min_healthy_time: float = 10.0
     healthy_deadline: float = 300.0
     progress_deadline: float = 600.0
+    auto_revert: bool = False  # a failed deployment registers the job's newest stable version again
 
 
 @dataclass(frozen=True)

@@ -360,3 +360,55 @@ def test_python_nomads_deployment_calls_replayed_through_its_client(api: Api, tm
         assert n.job.get_job("example")["Stable"] is True
     finally:
         server.stop(5)
+
+
+REVERTING = """
+job "rev" {
+  meta { rev = "REV" }
+  group "g" {
+    update {
+      auto_revert      = true
+      min_healthy_time = "100ms"
+      healthy_deadline = "2s"
+      progress_deadline = "3s"
+    }
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    task "t" {
+      driver = "docker"
+      config { image = "x" }
+    }
+  }
+}
+"""
+
+
+def test_auto_revert_rolls_a_failed_deployment_back_to_the_newest_stable_version(api: Api) -> None:
+    run_job(api.request, REVERTING.replace("REV", "v0"))
+    first = until(api, only(api)["ID"], lambda x: x["Status"] != "running", "v0 successful")
+    assert first["Status"] == "successful" and first["TaskGroups"]["g"]["AutoRevert"] is True
+    (alloc,) = run_job(api.request, REVERTING.replace("REV", "v1"))
+    second = api.request("GET", "/v1/job/rev/deployment")
+    assert second["JobVersion"] == 1
+    _exits(api, alloc, 1)  # v1's alloc fails before it is healthy
+    failed = until(api, second["ID"], lambda x: x["Status"] != "running", "v1 failed")
+    assert (
+        failed["StatusDescription"] == "Failed due to unhealthy allocations - rolling back to job version 0"
+    )
+    deadline = time.monotonic() + WAIT
+    while (job := api.request("GET", "/v1/job/rev"))["Version"] != 2:
+        assert time.monotonic() < deadline, f"no rollback: version {job['Version']}"
+        time.sleep(0.05)
+    assert job["Meta"] == {"rev": "v0"}  # version 0's spec, registered again as version 2
+    assert api.request("GET", "/v1/job/rev/deployment")["JobVersion"] == 2
+
+
+def test_auto_revert_without_a_stable_version_says_so(api: Api) -> None:
+    run_job(api.request, REVERTING.replace("REV", "v0"))
+    d = only(api)
+    out = api.request("POST", f"/v1/deployment/fail/{d['ID']}", {"DeploymentID": d["ID"]})
+    assert out["RevertedJobVersion"] is None
+    d = api.request("GET", f"/v1/deployment/{d['ID']}")
+    assert d["StatusDescription"] == "Deployment marked as failed - no stable job version to auto revert to"

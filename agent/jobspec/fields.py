@@ -68,6 +68,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "min_healthy_time",
             "healthy_deadline",
             "progress_deadline",
+            "auto_revert",
         }
     ),
     # Nomad's ScalingPolicy of a group (horizontal): the bounds of `nomad job scale`, the Autoscaler's
@@ -292,7 +293,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "dispatch_payload": frozenset(),
     "periodic": frozenset({"spec_type"}),  # "cron" is Nomad's only one outside its tests: unset
     "scaling": frozenset(),
-    "update": frozenset({"auto_revert", "auto_promote", "canary"}),
+    "update": frozenset({"auto_promote", "canary"}),
     "ephemeral_disk": frozenset(),
     "constraint": frozenset(),
     "task": frozenset(

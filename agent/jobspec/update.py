@@ -7,7 +7,8 @@ deployment unless `max_parallel` is 0; an alloc's health is judged as Nomad's cl
 `health_check = "task_states"` (`min_healthy_time`, `healthy_deadline`; `"manual"`: only the
 operator's word), the deployment fails past `progress_deadline`. `max_parallel` and `stagger` pace
 a rollout across nodes: one node replaces a version's allocs at once (agent.jobupdate).
-`auto_revert`, `auto_promote` and `canary` are warned about (fields.UNIMPLEMENTED)."""
+`auto_revert`: a failed deployment registers the job's newest stable version again, as Nomad's
+watcher rolls back. `auto_promote` and `canary` are warned about (fields.UNIMPLEMENTED)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def read_update(builder: BodyReader, body: Body, path: str) -> dict[str, Any]:
             given[name] = builder._duration(ub, name, upath, getattr(_DEFAULT, name))
     if ub.get("max_parallel") is not None:
         given["max_parallel"] = builder._int(ub, "max_parallel", upath, _DEFAULT.max_parallel)
+    if ub.get("auto_revert") is not None:
+        given["auto_revert"] = builder._bool(ub, "auto_revert", upath, False)
     if ub.get("health_check") is not None:
         given["health_check"] = builder._choice(
             ub, "health_check", upath, HEALTH_CHECKS, _DEFAULT.health_check

@@ -46,7 +46,7 @@ def deployment_json(d: Mapping[str, Any]) -> dict[str, Any]:
     counts = group_counts(d)
     groups = {
         name: {
-            "AutoRevert": False,
+            "AutoRevert": bool(tg.get("auto_revert")),
             "AutoPromote": False,
             "ProgressDeadline": ns(float(tg["progress_deadline"])),
             "RequireProgressBy": go_time(float(tg["require_progress_by"])),
@@ -263,7 +263,12 @@ def _deployment_verbs(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
                     ev = api.evals.create(d["job_id"], EVAL_TRIGGER, "service")
                     out = {"EvalID": ev.id, "EvalCreateIndex": ev.create_index}
                 look(core, deployments)
-                return {**out, "DeploymentModifyIndex": int(d["modify_index"]), "RevertedJobVersion": None}
+                reverted = d.get("reverted_to") if act is fail else None
+                return {
+                    **out,
+                    "DeploymentModifyIndex": int(d["modify_index"]),
+                    "RevertedJobVersion": reverted,
+                }
 
             try:
                 out = core.call(do)

@@ -103,6 +103,7 @@ def _group_state(count: int, u: UpdateStrategy | None, now: float) -> dict[str, 
     return {
         "desired_total": count,
         "health_check": u.health_check,
+        "auto_revert": u.auto_revert,
         "min_healthy_time": u.min_healthy_time,
         "healthy_deadline": u.healthy_deadline,
         "progress_deadline": u.progress_deadline,
@@ -129,6 +130,8 @@ class Deployments:
         self._by_alloc: dict[str, str] = {}  # alloc ID -> its deployment's
         self._marks: dict[str, dict[str, Any]] = {}  # `/stable` marks by job@version
         self.ticking = False  # a look is scheduled on the loop (`tick`)
+        # (job ID, version): registers that version again, off the loop (agent.nomadapi.jobscale)
+        self.reverter: Callable[[str, int], None] | None = None
         if store is not None:
             for key, rec in store.list(KIND).records.items():
                 if isinstance(rec, dict) and isinstance(rec.get("groups"), dict):
@@ -229,10 +232,36 @@ class Deployments:
         return d
 
     def _set_status(self, d: dict[str, Any], status: str, description: str) -> None:
+        rollback = None
+        if status == "failed" and any(tg.get("auto_revert") for tg in d["groups"].values()):
+            rollback, description = self._rollback(d, description)
         d["status"], d["description"] = status, description
         if status == "successful":
             d["stable"] = True  # Nomad marks the job's version stable with it
         self._save(d)
+        if rollback is not None and self.reverter is not None:
+            d["reverted_to"] = rollback
+            self.reverter(d["job_id"], rollback)
+
+    def _rollback(self, d: Mapping[str, Any], description: str) -> tuple[int | None, str]:
+        """A failed deployment of a group with `auto_revert`: the job's newest stable version to
+        register again, and the description as Nomad's watcher writes it (latestStableJob,
+        handleRollbackValidity)."""
+        record = self._store.get("job", d["job_id"]) if self._store is not None else None
+        if record is None:
+            return None, f"{description} - no stable job version to auto revert to"
+        kept = [record, *(h for h in record.get("history") or [] if isinstance(h, dict))]
+        for h in sorted(kept, key=lambda h: -int(h.get("version", 0))):
+            version, submit = int(h.get("version", 0)), float(h.get("submit_time") or 0.0)
+            if not self.stable(d["job_id"], version, submit):
+                continue
+            if h.get("canonical") == record.get("canonical"):
+                return None, (
+                    f"{description} - not rolling back to stable job version {version} as current job "
+                    "has same specification"
+                )
+            return version, f"{description} - rolling back to job version {version}"
+        return None, f"{description} - no stable job version to auto revert to"
 
     def refresh(
         self,

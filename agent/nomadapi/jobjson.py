@@ -210,7 +210,7 @@ def _update(u: UpdateStrategy) -> dict[str, Any]:
         "HealthyDeadline": ns(u.healthy_deadline),
         "ProgressDeadline": ns(u.progress_deadline),
         "Canary": 0,
-        "AutoRevert": False,
+        "AutoRevert": u.auto_revert,
         "AutoPromote": False,
     }
 

@@ -3,6 +3,9 @@ register of the job's next version, as on Nomad's servers (nomad/job_endpoint.go
 through the register's own write (agent.nomadapi.jobwrites.write_job): the running job with one
 group's count changed, or an earlier version of it as it was. Errors are Nomad's, with its codes.
 
+A failed deployment of a group with `update { auto_revert = true }` rolls back through the same
+revert (`roll_back`, handed to agent.nomadapi.deploywatch).
+
 Scaling events (`GET /v1/job/:id/scale`'s Events) are kept in the agent's memory, the newest first
 and at most SCALING_EVENTS a group, as Nomad's JobTrackedScalingEvents; unlike Nomad's (in its
 state store), they do not outlive an agent restart.
@@ -11,9 +14,10 @@ state store), they do not outlive an agent restart.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent.api.server import Handler, Response
@@ -23,6 +27,7 @@ from agent.nomadapi.jobwrites import NS, enforce_index, parse_job, write_job
 if TYPE_CHECKING:
     from agent.nomadapi.routes import NomadApi
 
+log = logging.getLogger(__name__)
 SCALING_EVENTS = 20  # kept a group (Nomad's JobTrackedScalingEvents)
 TERMINAL = frozenset({"complete", "failed", "lost"})
 
@@ -137,9 +142,31 @@ def scale_status(
     }
 
 
-def job_scale_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+def rollback(api: NomadApi) -> Callable[[str, int], None]:
+    """What agent.nomadapi.deploywatch calls, on the loop, when a deployment of a group with
+    `auto_revert` failed: the job's newest stable `version` registered again off the loop, through
+    the revert's own write, as Nomad's deployment watcher rolls back."""
     core = api.core
-    events = ScalingEvents()
+
+    def roll_back(job_id: str, version: int) -> None:
+        def run() -> None:
+            try:
+                versions = core.call(lambda: api.job_versions(job_id) if job_id in core.jobs else [])
+                target = next((v for v in versions[1:] if int(v.get("Version") or 0) == version), None)
+                if target is None:
+                    return  # the version went (purged, or past the tracked ones) meanwhile
+                parsed, text = parse_job(api, target, f"job {job_id} version {version}")
+                write_job(api, job_id, parsed, text, {}, None, "deployment-watcher")
+            except Exception:  # a rollback that cannot be made leaves the failed deployment as it is
+                log.exception("job %s: rolling back to version %d failed", job_id, version)
+
+        threading.Thread(target=run, name=f"rollback-{job_id}"[:64], daemon=True).start()
+
+    return roll_back
+
+
+def job_scale_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+    core, events = api.core, ScalingEvents()
     from agent.nomadapi.routes import _job_id
 
     def current(job_id: str) -> dict[str, Any]:
@@ -210,6 +237,7 @@ def job_scale_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         meta_headers(core.changes.current())
         return answer({**out, "Index": out["JobModifyIndex"], "LastContact": 0, "KnownLeader": True})
 
+    api.deployments.reverter = rollback(api)
     scale_rx, revert_rx = r"/v1/job/([^/]+)/scale", r"/v1/job/([^/]+)/revert"
     return [
         ("GET", scale_rx, status),
