@@ -337,7 +337,26 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         *job_dispatch_routes(api),
         *deployment_routes(api),
     ]
-    return [(m, rx, guard(h)) for m, rx, h in table]
+    return [(m, rx, guard(h)) for m, rx, h in job_ids_with_slashes(table)]
+
+
+_ONE_JOB = r"/v1/job/([^/]+)"
+
+
+def job_ids_with_slashes(table: Sequence[tuple[str, str, Handler]]) -> list[tuple[str, str, Handler]]:
+    """Nomad's /v1/job/ routes as its JobSpecificRequest reads them: a job's ID is everything before
+    the route's suffix (`/allocations`, `/dispatch/payload`, ...), slashes included, so the child jobs
+    of a dispatch or a periodic launch (`<parent>/dispatch-...`) are addressed as any job; the bare
+    `/v1/job/<id>` is tried after every suffix."""
+    suffixed, bare, rest = [], [], []
+    for m, rx, h in table:
+        if rx == _ONE_JOB:
+            bare.append((m, r"/v1/job/(.+)", h))
+        elif rx.startswith(_ONE_JOB + "/") and "(" not in rx[len(_ONE_JOB) :]:
+            suffixed.append((m, r"/v1/job/(.+)" + rx[len(_ONE_JOB) :], h))
+        else:
+            rest.append((m, rx, h))
+    return [*rest, *suffixed, *bare]
 
 
 # -- jobs and evaluations --------------------------------------------------------------------------
