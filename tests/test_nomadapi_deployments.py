@@ -103,6 +103,8 @@ def test_a_service_jobs_version_is_deployed_and_succeeds_once_its_allocs_are_hea
     assert sorted(a["ID"] for a in listed) == sorted(placed) and {a["JobID"] for a in listed} == {"web"}
     assert api.call("GET", "/v1/deployment/00000000-0000-0000-0000-000000000000")[0] == 404
     assert api.request("GET", "/v1/deployment/allocations/00000000-0000-0000-0000-000000000000") == []
+    assert api.request("GET", "/v1/job/nope/deployments") == []  # no 404: Nomad's Job.Deployments
+    assert api.request("GET", "/v1/job/nope/deployment") is None
 
 
 def test_a_new_version_cancels_the_running_one_and_the_same_job_again_makes_none(api: Api) -> None:
