@@ -172,7 +172,7 @@ nightly-vm: install ## The qemu provider's night: 1+2 VMs, the restore and pause
 .PHONY: repro
 repro: install ## Reproduce a field bug on the running lab: BUG=<id> (flag on: REPRODUCED, off: FIXED), BUG=list, BUG=all; TARGET=nomad: once, PRESENT or ABSENT
 	@if [ -z "$(BUG)" ]; then echo "make repro: say which bug: BUG=<id>, BUG=list or BUG=all" >&2; exit 2; fi
-	$(BIN)/python -m e2e.repro --lab $(LAB) $(if $(TARGET),--target $(TARGET)) $(if $(MARKDOWN),--markdown) $(BUG)
+	$(BIN)/python -m e2e.drivers.repro --lab $(LAB) $(if $(TARGET),--target $(TARGET)) $(if $(MARKDOWN),--markdown) $(BUG)
 
 .PHONY: bench
 bench: bootstrap ## Every bench in one sitting (floors, agent, templates, lab), then one table: figure | value | target | ratio to floor

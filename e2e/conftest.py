@@ -11,6 +11,10 @@ past pytest's capture (`--no-progress` or E2E_PROGRESS=0: quiet). Each test has 
 report are still written): `--test-timeout` (E2E_TEST_TIMEOUT, 0: none) plus LOOP_TIMEOUT per loop for a
 test that takes `--loops`, plus `--chaos-minutes` for a nightly (chaos) test. pytest's own `--timeout`
 or a test's `timeout` marker wins.
+
+This file stays at e2e/, above e2e/suites/: pytest takes `pytest_addoption` only from a conftest it
+loads at start-up (at or above the paths it is given), so `pytest e2e` and `pytest e2e/suites/x.py`
+both see the options and the fixtures.
 """
 
 from __future__ import annotations

@@ -42,11 +42,11 @@ def repro_argv(args: argparse.Namespace) -> list[str]:
             )
         jobspec = str(Path(args.jobspec).resolve())
         where = ["--dir", str(Path(args.dir).resolve())] if args.dir else []
-        return [sys.executable, "-m", "e2e.repro", "new", args.new_bug, "--jobspec", jobspec, *where]
+        return [sys.executable, "-m", "e2e.drivers.repro", "new", args.new_bug, "--jobspec", jobspec, *where]
     bug = args.bug
     if bug.endswith((".yml", ".yaml")) or "/" in bug:
         bug = str(Path(bug).resolve())
-    argv = [sys.executable, "-m", "e2e.repro", "--lab", args.lab]
+    argv = [sys.executable, "-m", "e2e.drivers.repro", "--lab", args.lab]
     if getattr(args, "target", ""):
         argv += ["--target", args.target]
     if args.loops is not None:
@@ -76,7 +76,7 @@ def shrink_argv(args: argparse.Namespace) -> list[str]:
             "fieldlab e2e shrink RUN: say which failed chaos run (its directory under e2e/reports/)"
         )
     run = str(Path(args.pytest_args[1]).resolve())
-    return [sys.executable, "-m", "e2e.shrink", run, "--lab", args.lab]
+    return [sys.executable, "-m", "e2e.drivers.shrink", run, "--lab", args.lab]
 
 
 def cmd_e2e(args: argparse.Namespace) -> int:

@@ -23,10 +23,10 @@ phase lab-up .venv/bin/fieldlab lab up --lab "$LAB" --provider qemu --clients 2 
 # only what no repro runs. nomad-12216 runs test_pause_kill.py, nomad-24292 test_restore.py's clean
 # reboot: under TCG each was ~470 s and ~300 s run twice for nothing.
 if last_phase_ok; then
-    phase suites .venv/bin/pytest e2e/test_restore.py --lab "$LAB" --loops "$LOOPS" -k "not clean-reboot" \
+    phase suites .venv/bin/pytest e2e/suites/test_restore.py --lab "$LAB" --loops "$LOOPS" -k "not clean-reboot" \
         --report-dir "$RUN_DIR/suites" ${SEED:+--seed "$SEED"}
     for bug in "${SEED_BUGS[@]}"; do
-        phase "$bug" bash -o pipefail -c ".venv/bin/python -m e2e.repro --lab '$LAB' --report-dir '$RUN_DIR/repro' '$bug' 2>&1 | tee -a '$RUN_DIR/repro.txt'"
+        phase "$bug" bash -o pipefail -c ".venv/bin/python -m e2e.drivers.repro --lab '$LAB' --report-dir '$RUN_DIR/repro' '$bug' 2>&1 | tee -a '$RUN_DIR/repro.txt'"
     done
 fi
 if [ "${KEEP_LAB:-0}" = 1 ] && [ $phase_failed = 1 ] && [ "${CI:-}" != true ]; then

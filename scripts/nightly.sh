@@ -26,11 +26,11 @@ if last_phase_ok; then
     # The repro phase runs every catalogue scenario without its flag (the FIXED half): the suites
     # leave the data scenarios to it rather than run each of them twice a night.
     SKIP_SCENARIOS=()
-    if [ "$REPRO" = 1 ]; then SKIP_SCENARIOS=(--deselect e2e/test_scenarios.py::test_scenario); fi
+    if [ "$REPRO" = 1 ]; then SKIP_SCENARIOS=(--deselect e2e/suites/test_scenarios.py::test_scenario); fi
     phase suites .venv/bin/pytest e2e --lab "$LAB" --loops "$LOOPS" --chaos-minutes "$CHAOS_MINUTES" \
         --report-dir "$RUN_DIR/suites" ${SEED:+--seed "$SEED"} "${SKIP_SCENARIOS[@]}"
     if [ "$REPRO" = 1 ]; then
-        phase repro bash -o pipefail -c ".venv/bin/python -m e2e.repro --lab '$LAB' --report-dir '$RUN_DIR/repro' all 2>&1 | tee '$RUN_DIR/repro.txt'"
+        phase repro bash -o pipefail -c ".venv/bin/python -m e2e.drivers.repro --lab '$LAB' --report-dir '$RUN_DIR/repro' all 2>&1 | tee '$RUN_DIR/repro.txt'"
     fi
 fi
 if [ "${KEEP_LAB:-0}" = 1 ] && [ $phase_failed = 1 ] && [ "${CI:-}" != true ]; then

@@ -71,7 +71,7 @@ ONE_NODE: dict[str, str] = {
 
 # What upstream's own set-up gives its tests and a lab client cannot: run_tests.sh starts `nomad agent
 # -dev -node pynomad1`, and these tests find the node by that name (the lab's clients are named by
-# the inventory). The same calls are made, on the lab's node, by e2e/test_nomad_conformance.py.
+# the inventory). The same calls are made, on the lab's node, by e2e/suites/test_nomad_conformance.py.
 DEV_AGENT: dict[str, str] = {
     "test_node.py": "finds its node by the name `nomad agent -dev -node pynomad1` gives it",
     "test_nodes.py::test_dunder_getitem_exist": "finds its node by the name `-node pynomad1` gives it",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from e2e.repro import markdown_table
+from e2e.drivers.repro import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent.faults import IMPLEMENTED_FAULTS
-from e2e import repro
+from e2e.drivers import repro
 from e2e.harness import faults, history
 from e2e.harness.chaos import KINDS, schedule
 from e2e.harness.checkers import (
@@ -46,7 +46,7 @@ from e2e.harness.checkers import (
     systemd_problems,
     vault_problems,
 )
-from e2e.test_template_restarts import fired_while_down
+from e2e.suites.test_template_restarts import fired_while_down
 
 LIVE = "25ae50ff-a9cc-410b-a13d-90c55bdf29c1"
 DEAD = "0b7e1d2c-1111-4a0b-95c4-99111646b200"
@@ -157,13 +157,13 @@ def test_a_signal_between_termination_and_start_is_caught() -> None:
 
 
 def test_the_repro_catalogue_uses_real_flags_and_real_tests() -> None:
-    e2e = Path(repro.__file__).parent
+    suites = repro.SUITES
     for bug in repro.CATALOGUE:
         assert bug.flag in IMPLEMENTED_FAULTS, f"{bug.bug}: unknown flag {bug.flag}"
         re.compile(bug.symptom)
         for test in bug.tests:
             path, _, name = test.partition("::")
-            src = (e2e / path).read_text()
+            src = (suites / path).read_text()
             assert f"def {name.split('[')[0]}(" in src, f"{bug.bug}: no test {test}"
     assert {b.flag for b in repro.CATALOGUE} == set(IMPLEMENTED_FAULTS), "a fault flag has no repro scenario"
 
@@ -515,7 +515,7 @@ def test_a_cert_on_disk_the_probe_has_not_loaded_is_a_missed_delivery() -> None:
 
 
 def test_the_repro_symptoms_match_what_the_checkers_say() -> None:
-    """e2e/repro.py recognises a bug by a regex over the failure: the checkers' words must match it."""
+    """e2e/drivers/repro.py recognises a bug by a regex over the failure: the checkers' words match it."""
     half_alive = NODE_STATE.replace(f"aaa running {LIVE} task", f"aaa exited {LIVE} task")
     no_dir = NODE_STATE.replace(f"## allocdirs\n{LIVE}\n", "## allocdirs\n")
     leaked = NODE_STATE.replace(
@@ -606,7 +606,7 @@ def test_a_container_kill_of_an_unknown_kind_is_refused() -> None:
 
 
 # --- the harness's rules ----------------------------------------------------------------------------
-E2E = Path(repro.__file__).resolve().parent
+E2E = Path(repro.__file__).resolve().parents[1]
 
 
 def _imports(path: Path) -> set[str]:
@@ -622,9 +622,14 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_the_harness_never_imports_a_suite() -> None:
-    suites = {"e2e.conftest", "e2e.repro", *(f"e2e.{p.stem}" for p in E2E.glob("test_*.py"))}
-    for path in sorted((E2E / "harness").glob("*.py")):
-        assert not _imports(path) & suites, f"{path.name} imports a suite"
+    """The import contract's folders (pyproject.toml), by file: no harness module (report/ included)
+    imports a suite, a driver or the conftest; and every suite is under e2e/suites/, where it covers them."""
+    outside = {"e2e.suites", "e2e.drivers", "e2e.conftest"}
+    for path in sorted((E2E / "harness").rglob("*.py")):
+        bad = sorted(m for m in _imports(path) if ".".join(m.split(".")[:2]) in outside)
+        assert not bad, f"{path.relative_to(E2E)} imports {bad}"
+    strays = [str(p.relative_to(E2E)) for p in E2E.rglob("test_*.py") if p.parent != E2E / "suites"]
+    assert not strays, f"suites outside e2e/suites/ escape the contract: {strays}"
 
 
 @pytest.mark.parametrize("module", ["checkers.py", "accounting.py"])

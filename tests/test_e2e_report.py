@@ -12,9 +12,9 @@ import pytest
 from e2e.harness import report
 
 T0 = 1_700_000_000.0
-SMOKE_A = "e2e/test_smoke.py::test_agent_up"
-SMOKE_B = "e2e/test_smoke.py::test_restart_keeps_alloc"
-JOBS_C = "e2e/test_jobs.py::TestJobs::test_stop[batch]"
+SMOKE_A = "e2e/suites/test_smoke.py::test_agent_up"
+SMOKE_B = "e2e/suites/test_smoke.py::test_restart_keeps_alloc"
+JOBS_C = "e2e/suites/test_jobs.py::TestJobs::test_stop[batch]"
 REBOOT = "reboot: power off to ssh answering"
 RUN_ID = "20240101-120000-4242"
 
@@ -69,14 +69,14 @@ RECORDS = [
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="0" failures="1" skipped="1" tests="4" time="21.0">
-<testcase classname="e2e.test_smoke" name="test_agent_up" time="3.5" />
-<testcase classname="e2e.test_smoke" name="test_restart_keeps_alloc" time="16.0">
+<testcase classname="e2e.suites.test_smoke" name="test_agent_up" time="3.5" />
+<testcase classname="e2e.suites.test_smoke" name="test_restart_keeps_alloc" time="16.0">
 <failure message="assert 1 == 2">def test_restart_keeps_alloc():
 &gt;   assert 1 == 2  # TRACEBACK-MARK &lt;b&gt;
 E   assert 1 == 2</failure></testcase>
-<testcase classname="e2e.test_jobs.TestJobs" name="test_stop[batch]" time="0.5">
+<testcase classname="e2e.suites.test_jobs.TestJobs" name="test_stop[batch]" time="0.5">
 <skipped type="pytest.skip" message="no batch">skipped</skipped></testcase>
-<testcase classname="e2e.test_jobs.TestJobs" name="test_drain" time="2.0">
+<testcase classname="e2e.suites.test_jobs.TestJobs" name="test_drain" time="2.0">
 <error message="fixture failed">setup error JUNIT-ONLY</error></testcase>
 </testsuite></testsuites>
 """
@@ -140,7 +140,7 @@ def test_text_from_the_run_is_escaped(run_dir: Path) -> None:
 
 def test_suites_group_tests_by_file_with_failures_in_details(run_dir: Path) -> None:
     tests = section(report.render(run_dir).read_text(), "tests")
-    assert "<h3>e2e/test_jobs.py" in tests and "<h3>e2e/test_smoke.py" in tests
+    assert "<h3>e2e/suites/test_jobs.py" in tests and "<h3>e2e/suites/test_smoke.py" in tests
     failed = next(r for r in rows(tests) if "test_restart_keeps_alloc" in r)
     assert 'class="failed">failed<' in failed
     assert "<details><summary>assert 1 == 2</summary>" in failed
@@ -229,7 +229,7 @@ def test_summary_is_short_and_names_seed_failures_and_figures(run_dir: Path) -> 
     assert len(lines) <= 30
     assert "seed 4242" in lines[0] and "make e2e SEED=4242" in lines[0]
     assert lines[1].startswith("tests: 1 passed, 1 failed, 1 skipped, 1 error")
-    assert "  e2e/test_smoke.py: 1 passed, 1 failed, 0 skipped  19.5s" in lines
+    assert "  e2e/suites/test_smoke.py: 1 passed, 1 failed, 0 skipped  19.5s" in lines
     reboot = next(line for line in lines if REBOOT in line)
     assert "min 10.0s / med 15.0s / max 20.0s vs target 15.0s (1 OVER)" in reboot
     assert "counts checked: deliveries=5, orphans=1, restarts=3" in lines

@@ -36,7 +36,7 @@ def write_run(
     h.record(history.RUN, run_dir.name, seed=7, lab="default", at=start)
     if flags:
         h.record(history.NOTE, f"agent fault flags: {flags}", node="client1", at=start + 0.5)
-    h.set_test("e2e/test_restore.py::test_x")
+    h.set_test("e2e/suites/test_restore.py::test_x")
     for i, took in enumerate(restore):
         h.record(history.FAULT, "agent-sigkill client1", node="client1", duration=0.5, at=start + 1 + i * 10)
         h.record(history.HEAL, "agent-sigkill client1", node="client1", duration=took, at=start + 2 + i * 10)
@@ -65,7 +65,7 @@ def write_run(
     outcome = "failed" if failed else "passed"
     h.record(
         history.TEST,
-        "e2e/test_restore.py::test_x",
+        "e2e/suites/test_restore.py::test_x",
         ok=not failed,
         duration=50,
         outcome=outcome,

@@ -52,14 +52,14 @@ def _lab(name: str, *, secrets: bool = True) -> LabPaths:
 
 def test_e2e_shrink_runs_the_shrinker_on_the_run_dir(tmp_path: Path) -> None:
     args = _parse("e2e", "shrink", str(tmp_path / "run"), "--lab", "x")
-    assert suites.shrink_argv(args)[1:] == ["-m", "e2e.shrink", str(tmp_path / "run"), "--lab", "x"]
+    assert suites.shrink_argv(args)[1:] == ["-m", "e2e.drivers.shrink", str(tmp_path / "run"), "--lab", "x"]
     with pytest.raises(LabError, match="say which failed chaos run"):
         suites.shrink_argv(_parse("e2e", "shrink"))
 
 
 def test_repro_new_and_a_scenario_file(tmp_path: Path) -> None:
     args = _parse("repro", "new", "nomad-1", "--jobspec", "report.hcl")
-    assert suites.repro_argv(args)[1:5] == ["-m", "e2e.repro", "new", "nomad-1"]
+    assert suites.repro_argv(args)[1:5] == ["-m", "e2e.drivers.repro", "new", "nomad-1"]
     assert suites.repro_argv(args)[-1] == str(Path("report.hcl").resolve())
     with pytest.raises(LabError, match="say the bug id"):
         suites.repro_argv(_parse("repro", "new"))
@@ -202,7 +202,7 @@ def test_the_suite_wrappers_run_what_the_make_targets_run() -> None:
         "--lf",
     ]
     assert suites.repro_argv(_parse("repro", "nomad-24292", "--lab", "x")) == [
-        py, "-m", "e2e.repro", "--lab", "x", "nomad-24292",
+        py, "-m", "e2e.drivers.repro", "--lab", "x", "nomad-24292",
     ]  # fmt: skip
     argv = suites.report_argv(_parse("report", "e2e/reports/run1"))
     assert argv[:3] == [py, "-m", "e2e.harness.report"] and argv[3].endswith("e2e/reports/run1")

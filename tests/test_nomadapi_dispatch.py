@@ -260,7 +260,7 @@ def test_python_nomads_evaluate_job_replayed(api: Api) -> None:
     assert api.call("POST", "/v1/job/nope/evaluate") == (500, "job not found\n")
 
 
-# e2e/test_nomad_conformance.py's job (its scaling block left out: not this test's subject)
+# e2e/suites/test_nomad_conformance.py's job (its scaling block left out: not this test's subject)
 CONFORMANCE = """
 job "conformance" {
   meta { owner = "fieldlab" }
@@ -283,7 +283,7 @@ job "conformance" {
 
 
 def test_the_conformance_suites_dispatch_replayed(api: Api) -> None:
-    """e2e/test_nomad_conformance.py's test_dispatch_a_parameterized_job through python-nomad's calls:
+    """e2e/suites/test_nomad_conformance.py's test_dispatch_a_parameterized_job through python-nomad's calls:
     the parsed service job turned into a parameterized batch job, registered, dispatched, purged."""
     job = api.request("POST", "/v1/jobs/parse", {"JobHCL": CONFORMANCE, "Canonicalize": True})
     batch = {

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent.faults import IMPLEMENTED_FAULTS
-from e2e import repro
+from e2e.drivers import repro
 from e2e.harness import history
 from e2e.harness.history import History
 from e2e.harness.report.model import load_run
@@ -358,7 +358,7 @@ def test_an_unknown_bug_names_the_closest_ids(capsys: pytest.CaptureFixture[str]
 
 # --- 5. the page's worked examples, offline: their files, skeletons and fill-ins make scenarios ------
 def test_the_worked_examples_of_the_page_make_the_scenarios_they_say(tmp_path: Path) -> None:
-    """What e2e/test_repro_worked_examples.py runs on the lab, checked without one: each example's
+    """What e2e/suites/test_repro_worked_examples.py runs on the lab, checked without one: each example's
     jobspec block, `repro new` on it, the page's fill-in over the skeleton -> a scenario that loads,
     flagless or with the flag the page names."""
     import re

@@ -30,7 +30,7 @@ def repro_half(root: Path, name: str, half: str, flag: str, verdict: str | None)
         at=T0 + 0.1,
     )
     h.record(history.NOTE, f"agent fault flags: {flag or 'none'}", node="client1", at=T0 + 0.5)
-    h.set_test("e2e/test_scenarios.py::test_scenario[nomad-5883]")
+    h.set_test("e2e/suites/test_scenarios.py::test_scenario[nomad-5883]")
     h.record(history.MEASURE, "agent-sigterm: kill to restore done", node="client1", duration=60.0, at=T0 + 2)
     h.record(history.NOTE, "agent fault flags: none", node="client1", at=T0 + 9)  # the teardown's heal
     if verdict is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.faults import FAULTS, IMPLEMENTED_FAULTS
-from e2e import repro
+from e2e.drivers import repro
 from e2e.harness.scenario import (
     SCENARIOS,
     ScenarioError,
@@ -181,7 +181,7 @@ def test_a_file_check_reads_what_the_fs_api_gave() -> None:
 
 
 def test_the_symptoms_of_data_scenarios_match_what_their_checks_say() -> None:
-    """e2e/repro.py tells REPRODUCED by the scenario's symptom over the failure: the words of the
+    """e2e/drivers/repro.py tells REPRODUCED by the scenario's symptom over the failure: the words of the
     checks that the flag breaks must match it."""
     s = repro.BUGS["nomad-5883"]
     alloc = _alloc("running", main={"state": "running"})
@@ -230,12 +230,12 @@ def test_repro_new_writes_a_skeleton_that_loads_and_never_overwrites(tmp_path: P
 def test_the_readme_flag_table_is_generated_from_the_catalogue() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     shown = readme.split("<!-- flags:start -->\n", 1)[1].split("<!-- flags:end -->", 1)[0]
-    assert shown == repro.flags_table(), "README's flag table is stale: python -m e2e.repro flags"
+    assert shown == repro.flags_table(), "README's flag table is stale: python -m e2e.drivers.repro flags"
 
 
-# --- shrinking a chaos run (e2e/shrink.py): delta debugging over its steps ------------------------------
+# --- shrinking a chaos run (e2e/drivers/shrink.py): delta debugging over its steps ----------------------
 def test_ddmin_finds_the_steps_that_matter_and_asks_each_subset_once() -> None:
-    from e2e.shrink import ddmin
+    from e2e.drivers.shrink import ddmin
 
     asked: list[tuple[int, ...]] = []
 
@@ -279,8 +279,8 @@ def test_a_chaos_steps_text_round_trips_and_bad_steps_are_named() -> None:
 
 
 def test_a_shrunk_schedule_is_a_scenario_file_repro_runs(tmp_path: Path) -> None:
+    from e2e.drivers.shrink import FailedRun, Replays, scenario_text
     from e2e.harness.chaos import Step
-    from e2e.shrink import FailedRun, Replays, scenario_text
 
     run = FailedRun(
         tmp_path / "run",
@@ -301,7 +301,7 @@ def test_a_shrunk_schedule_is_a_scenario_file_repro_runs(tmp_path: Path) -> None
 
 
 def test_a_shrink_reads_the_first_problem_under_a_waits_header() -> None:
-    from e2e.shrink import _first_problem, _symptom_of
+    from e2e.drivers.shrink import _first_problem, _symptom_of
 
     message = "after chaos step 6 (x), within 90s:\n  client2: alloc 668efa8c port http does not answer\n"
     first = _first_problem(message)

@@ -64,11 +64,11 @@ BIN = Path(sys.executable).parent
 # probe an alloc's network from a second client): host checks over ssh, testinfra, an agent job whose
 # files and the agent's are read as root, a reboot by the static provider.
 E2E_TESTS = (
-    "e2e/test_smoke.py::test_every_node_answers_over_ssh",
-    "e2e/test_smoke.py::test_nodes_are_healthy",
-    "e2e/test_smoke.py::test_testinfra_sees_the_agent_unit_as_systemd_configured_it",
-    "e2e/test_hostile_workload.py::test_an_exec_task_sees_nothing_of_the_agent",
-    "e2e/test_smoke.py::test_client_is_healthy_after_reboot[clean]",
+    "e2e/suites/test_smoke.py::test_every_node_answers_over_ssh",
+    "e2e/suites/test_smoke.py::test_nodes_are_healthy",
+    "e2e/suites/test_smoke.py::test_testinfra_sees_the_agent_unit_as_systemd_configured_it",
+    "e2e/suites/test_hostile_workload.py::test_an_exec_task_sees_nothing_of_the_agent",
+    "e2e/suites/test_smoke.py::test_client_is_healthy_after_reboot[clean]",
 )
 LAB_UP_TIMEOUT = 900.0
 E2E_TIMEOUT = 900.0

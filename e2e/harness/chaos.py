@@ -1,6 +1,6 @@
 """The seeded chaos schedule (pure): the fault kinds, a step, the endless schedule of a seed, and a
 step's text form, which the run's history records ("chaos step N: <step>") and `--chaos-schedule`
-and the shrinker (e2e/shrink.py) read back."""
+and the shrinker (e2e/drivers/shrink.py) read back."""
 
 from __future__ import annotations
 

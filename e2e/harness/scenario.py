@@ -8,7 +8,7 @@ versions), the agent's fault flag that puts the bug back, and either
 - `jobspec` (a file beside the scenario, as the report gives it: HCL2, or JSON as `nomad job inspect`
   prints it, e2e.harness.scenario_jobspec), `images` (the
   report's images mapped to the lab's local ones: there is no registry here), `steps` and `checks`
-  from a fixed vocabulary, run by `e2e/test_scenarios.py` (the step runner:
+  from a fixed vocabulary, run by `e2e/suites/test_scenarios.py` (the step runner:
   `e2e/harness/scenario_steps.py`).
 
 Steps (each a one-key mapping, or a bare name where it takes nothing):
@@ -147,7 +147,7 @@ class Scenario:
     flag: str  # the fault flag(s) that put the bug back ("": none, the scenario runs once)
     symptom: str  # a regex the failure must match to count as the field symptom
     what: str  # the field symptom in a line
-    python: tuple[str, ...] = ()  # pytest node ids under e2e/ (a scenario in Python)
+    python: tuple[str, ...] = ()  # pytest node ids under e2e/suites/ (a scenario in Python)
     python_why: str = ""
     jobspec: Path | None = None
     images: dict[str, Any] = field(default_factory=dict)
@@ -165,7 +165,7 @@ class Scenario:
 
     @property
     def tests(self) -> tuple[str, ...]:
-        """The pytest node ids (under e2e/) that run this scenario."""
+        """The pytest node ids (under e2e/suites/) that run this scenario."""
         if self.python:
             return self.python
         if self.path.parent == SCENARIOS:
@@ -376,7 +376,7 @@ def load(path: Path, in_catalogue: bool | None = None) -> Scenario:
     python = raw.get("python")
     if python is not None:
         if not isinstance(python, list) or not python or not all(isinstance(t, str) for t in python):
-            raise ScenarioError(f"{_where(path, 'python')}: a list of pytest node ids under e2e/")
+            raise ScenarioError(f"{_where(path, 'python')}: a list of pytest node ids under e2e/suites/")
         if any(k in raw for k in ("jobspec", "steps", "checks")):
             raise ScenarioError(f"{path}: a scenario has either python or jobspec/steps/checks, not both")
         chaos = raw.get("chaos") or []

@@ -1,6 +1,6 @@
 """Writing a scenario file (pure): the YAML the repository's linters take (the shrinker's minimal
-schedule, e2e/shrink.py) and a new report's skeleton with the images its jobspec names
-(`fieldlab repro new`, e2e/repro.py). Reading and judging one is e2e/harness/scenario.py."""
+schedule, e2e/drivers/shrink.py) and a new report's skeleton with the images its jobspec names
+(`fieldlab repro new`, e2e/drivers/repro.py). Reading and judging one is e2e/harness/scenario.py."""
 
 from __future__ import annotations
 

@@ -73,12 +73,12 @@ KEY_MEASURES = (
     KeyMeasure(
         "reboot → reachable",
         r"(clean|hard) reboot to alloc reachable",
-        "node reboot to the restored alloc reachable (e2e/test_restore.py)",
+        "node reboot to the restored alloc reachable (e2e/suites/test_restore.py)",
     ),
     KeyMeasure(
         "pause kill → recovered",
         r"kill pause( \+ agent \w+)? to network recovered",
-        "pause container killed to the alloc's network recovered (e2e/test_pause_kill.py)",
+        "pause container killed to the alloc's network recovered (e2e/suites/test_pause_kill.py)",
     ),
 )
 

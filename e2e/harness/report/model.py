@@ -29,7 +29,7 @@ TIMELINE_KINDS = frozenset(
 )
 # conftest's note when a run's agents carry fault flags (e2e.harness.faults.set_agent_faults).
 FLAGS_NOTE = "agent fault flags: "
-REPRO_NAME = "repro.json"  # a repro half's verdict, written beside its run by e2e/repro.py
+REPRO_NAME = "repro.json"  # a repro half's verdict, written beside its run by e2e/drivers/repro.py
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ class Run:
     @property
     def repro(self) -> Repro | None:
         """The reproduction this run is a half of: conftest's note (`--repro`), and the verdict
-        e2e/repro.py wrote beside the run once it judged it; None for any other run."""
+        e2e/drivers/repro.py wrote beside the run once it judged it; None for any other run."""
         note = next(
             (r for r in self.of_kind(history.NOTE) if text(r.get("name")).startswith(history.REPRO_NOTE)),
             None,

@@ -188,7 +188,7 @@ class StormRow:
     charts: list[Markup]
 
 
-# A fleet storm's curves (e2e/test_fleet_storm.py records them): series name -> (x label, y label).
+# A fleet storm's curves (e2e/suites/test_fleet_storm.py records them): series name -> (x label, y label).
 SERIES_AXES = {
     "requests per second": ("seconds into the storm", "OpenBao requests per second"),
     "probes converged": ("seconds into the storm", "probes with the new certificate loaded"),

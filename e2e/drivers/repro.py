@@ -15,11 +15,11 @@ a target whose clients take no fault flags (TARGET=nomad), runs once instead: PR
 failed with the field symptom, ABSENT when it passed (exit 0 for either). The table, the half's
 repro.json and its report say which kind of run each was.
 
-    python -m e2e.repro --lab dev nomad-24292
-    python -m e2e.repro --lab dev list
-    python -m e2e.repro --lab dev ./my-report.yml
-    python -m e2e.repro new nomad-12345 --jobspec ./report.nomad.hcl
-    python -m e2e.repro new acme-incident-7 --jobspec ./inspect.json --dir ./reports
+    python -m e2e.drivers.repro --lab dev nomad-24292
+    python -m e2e.drivers.repro --lab dev list
+    python -m e2e.drivers.repro --lab dev ./my-report.yml
+    python -m e2e.drivers.repro new nomad-12345 --jobspec ./report.nomad.hcl
+    python -m e2e.drivers.repro new acme-incident-7 --jobspec ./inspect.json --dir ./reports
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from e2e.harness.scenario import SCENARIOS, Scenario, ScenarioError, catalogue, 
 from e2e.harness.scenario_ids import CATALOGUE_ID, IdError, catalogue_problem, report_id
 from e2e.harness.scenario_write import images_in, skeleton
 
-E2E = Path(__file__).resolve().parent
+E2E = Path(__file__).resolve().parents[1]
+SUITES = E2E / "suites"  # a scenario's tests are pytest node ids under it
 ROOT = E2E.parent
 REPRO_FILE = "repro.json"  # a half's verdict, beside its run (the report's header reads it)
 
@@ -192,7 +193,7 @@ def _run_suite(
         sys.executable,
         "-m",
         "pytest",
-        *(f"e2e/{t}" for t in bug.tests),
+        *(f"{SUITES.relative_to(ROOT)}/{t}" for t in bug.tests),
         "--lab",
         lab,
         *(["--target", target] if target else []),
@@ -301,7 +302,8 @@ def _cell(text: str) -> str:
 def markdown_table() -> str:
     """The catalogue as docs/field-bugs.md shows it (`make repro BUG=list MARKDOWN=1` prints it)."""
     rows = [
-        "| bug | Nomad versions | fault flag | family | field symptom | scenario (under e2e/) |",
+        "| bug | Nomad versions | fault flag | family | field symptom "
+        "| scenario (data under e2e/, tests under e2e/suites/) |",
         "|---|---|---|---|---|---|",
     ]
     for b in CATALOGUE:

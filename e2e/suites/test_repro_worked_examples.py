@@ -27,7 +27,7 @@ import yaml
 from e2e.harness import history
 from e2e.harness.cluster import Cluster
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "field-bugs.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "field-bugs.md"
 EXAMPLE = re.compile(r"<!-- example: ([^>]+?) -->\n```[a-z]*\n(.*?)```", re.DOTALL)
 VERDICT = re.compile(
     r"^\s+(PRESENT|ABSENT|REPRODUCED|FIXED|NOT [A-Z ]+|FAILED[A-Z ,]*)\b.* in \d+s", re.MULTILINE

@@ -20,7 +20,7 @@ from agent.errors import AgentError
 from e2e.harness.cluster import Agent, Cluster
 from e2e.harness.waits import AGENT_HEALTHY, wait_until
 
-JOBSPEC = Path(__file__).resolve().parents[1] / "tests" / "jobspecs" / "cni-check-on-restore.hcl"
+JOBSPEC = Path(__file__).resolve().parents[2] / "tests" / "jobspecs" / "cni-check-on-restore.hcl"
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ failure going away. The minimal schedule is then replayed once without the fault
 pass?) and written as a scenario file (`fieldlab repro FILE` runs it). Every replay is one chaos run
 with its own report under the shrink's directory; the summary says how many replays and how long.
 
-    python -m e2e.shrink e2e/reports/<run> [--lab LAB] [--out FILE]
+    python -m e2e.drivers.shrink e2e/reports/<run> [--lab LAB] [--out FILE]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TypeVar
 from e2e.harness.chaos import STEP_NOTE, ScheduleError, Step, steps_run
 from e2e.harness.scenario_write import dump
 
-E2E = Path(__file__).resolve().parent
+E2E = Path(__file__).resolve().parents[1]
 ROOT = E2E.parent
 CHAOS_TEST = "test_chaos.py::test_seeded_chaos_keeps_every_invariant"
 T = TypeVar("T")
@@ -126,7 +126,7 @@ class Replays:
         self.count += 1
         run_dir = self.base / f"replay-{self.count:02d}"
         argv = [
-            sys.executable, "-m", "pytest", f"e2e/{CHAOS_TEST}",
+            sys.executable, "-m", "pytest", f"e2e/suites/{CHAOS_TEST}",
             "--lab", self.lab, "--seed", str(self.seed), "--agent-faults", flags,
             "--chaos-schedule", "; ".join(map(str, steps)),
             "--report-dir", str(run_dir), "-p", "no:cacheprovider", "-q", "--no-header", "-x",
@@ -147,7 +147,7 @@ class Replays:
 
 
 def _failure(run_dir: Path) -> str:
-    from e2e.repro import failures
+    from e2e.drivers.repro import failures
 
     fails = failures(run_dir / "junit.xml")
     return fails[0].split("\n", 1)[0] if fails else ""
@@ -168,7 +168,7 @@ def scenario_text(run: FailedRun, steps: list[Step], replays: Replays, passes_wi
         "what": run.failure[:160] or "the chaos run's failure",
         "python": [CHAOS_TEST],
         "python_why": "a chaos schedule (the chaos suite's workload: four jobs per client) shrunk by "
-        "e2e/shrink.py; its steps replay with --chaos-schedule and the same seed",
+        "e2e/drivers/shrink.py; its steps replay with --chaos-schedule and the same seed",
         "chaos": [str(s) for s in steps],
         "seed": run.seed,
     }
