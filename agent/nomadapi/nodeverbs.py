@@ -73,7 +73,8 @@ class NodeSchedule:
     def __init__(self, api: NodeVerbPort) -> None:
         self.api = api
         self.core = api.core
-        rec = self.core.store.get(KIND, api.node.id) or {}
+        store = self.core.store  # None in a stand-in core (tests reading request bodies): nothing kept
+        rec = (store.get(KIND, api.node.id) if store is not None else None) or {}
         self.eligibility = str(rec.get("eligibility", ELIGIBLE))
         self.drain: dict[str, Any] | None = rec.get("drain")
         self.last_drain: dict[str, Any] | None = rec.get("last_drain")
