@@ -9,6 +9,7 @@ and the GC of terminal allocs (agent.node.gc); `restore`, `gc`, `start_periodic_
 from __future__ import annotations
 
 import collections
+import functools
 import heapq
 import itertools
 import logging
@@ -26,7 +27,7 @@ from typing import Any, TypeVar
 from agent import layout
 from agent.config import DEFAULT_TOKEN_ROLE
 from agent.consul import ConsulClient, ConsulData
-from agent.decisions import GcLimits, plan_orphan_sweep
+from agent.decisions import GcLimits, carried_reschedule_events, plan_orphan_sweep, plan_reschedule
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.faults import Faults
@@ -43,7 +44,7 @@ from agent.node.nodeinfo import node_attributes
 from agent.node.sweeper import Sweeper, SweepReport
 from agent.offload import Offload, threaded
 from agent.placement import NodeFacts, refusals
-from agent.records import AllocRecord, DesiredStatus, PortAlloc, one_by_prefix
+from agent.records import AllocRecord, DesiredStatus, PortAlloc, RescheduleEvent, one_by_prefix
 from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner
@@ -506,7 +507,13 @@ class Core:
     def _used_ports(self) -> set[int]:
         return {p.host for r in self.runners.values() if r.rec.live for p in r.rec.ports}
 
-    def _new_alloc(self, job: Job, group_name: str, replaces: str = "") -> AllocRunner:
+    def _new_alloc(
+        self,
+        job: Job,
+        group_name: str,
+        replaces: str = "",
+        reschedule_events: tuple[RescheduleEvent, ...] = (),
+    ) -> AllocRunner:
         group = next(g for g in job.groups if g.name == group_name)
         used = self._used_ports()
         ports = []
@@ -517,6 +524,7 @@ class Core:
         version = int((self.store.get("job", job.id) or {}).get("version", 0))
         rec = AllocRecord(str(uuid.uuid4()), job.id, group.name, created=time.time(), ports=tuple(ports))
         rec = rec.with_(replaces=replaces, job_version=version, layout=layout.current())
+        rec = rec.with_(reschedule_events=reschedule_events)  # Nomad's RescheduleTracker
         rec = rec.with_(create_index=self.changes.bump("alloc", rec.id))  # Nomad's CreateIndex
         runner = AllocRunner(self.deps, rec, job, group)
         self.store.put("alloc", runner.id, rec.to_record())
@@ -526,22 +534,55 @@ class Core:
         return runner
 
     def _replace(self, failed: AllocRunner, reason: str) -> None:
+        """A failed alloc rescheduled on this node as Nomad's scheduler does when no other node fits
+        (agent.decisions.plan_reschedule over its group's policy and its reschedules so far): placed
+        at once when due within Nomad's window, else after its delay by a follow-up evaluation (its
+        FollowupEvalID; the due time is in its record, so a restore resumes the wait), or never once
+        the policy owes none (its attempts used up, a system job's): it stays failed."""
         if failed.rec.desired is DesiredStatus.STOP:
             return
-        self.schedule(0.0, lambda: self._start_replacement(failed, reason))
+        now = time.time()
+        plan = plan_reschedule(failed.group.reschedule, failed.rec.reschedule_events, now, now)
+        if plan is None:
+            failed.state.save(replace_pending=False)
+            log.info("alloc=%s: not rescheduled: its reschedule policy owes no more attempts", failed.id[:8])
+            return
+        failed.state.save(reschedule_due=plan.due, reschedule_delay=plan.delay)
+        if not plan.now and self.evaluate is not None:  # Nomad's "alloc-failure" places nothing yet
+            self.evaluate(failed.job, "alloc-failure", ())
+            failed.state.save(followup_eval_id=self.evaluate(failed.job, "alloc-reschedule", ()))
+        self.resume_reschedule(failed, reason)
+
+    def resume_reschedule(self, failed: AllocRunner, reason: str) -> None:
+        """The owed replacement of `failed` started when its reschedule is due (at once when it is)."""
+        delay = max(0.0, failed.rec.reschedule_due - time.time())
+        self.schedule(delay, functools.partial(self._start_replacement, failed, reason))
 
     def _start_replacement(self, failed: AllocRunner, reason: str) -> None:
         """The replacement owed to a failed alloc (its record says `replace_pending` until this is
-        written, so a kill before it leaves it to the next restore)."""
+        written, so a kill before it leaves it to the next restore). On a node that takes no new
+        allocs (Core.hold) it is owed to the job instead, as Nomad's blocked evaluation."""
         if failed.rec.desired is DesiredStatus.STOP or failed.rec.replaced_by:
             failed.state.save(replace_pending=False)  # its job was stopped meanwhile, or done already
             return
+        group = failed.group.name
+        if self.hold is not None and self.hold(failed.job, UpdatePlan((), {group: 1}, {}, ())):
+            failed.state.save(replace_pending=False)
+            if self.evaluate is not None:  # its FailedTGAllocs and the blocked evaluation
+                self.evaluate(failed.job, "alloc-failure", ())
+            failed.event("", "Reschedule Blocked", f"{reason}: the node takes no new allocs")
+            return
         self.kill_point("replace.after-fail-before-new-alloc")
-        new = self._new_alloc(failed.job, failed.group.name, replaces=failed.id)
+        now = time.time()
+        event = RescheduleEvent(now, failed.id, self.node.id, failed.rec.reschedule_delay)
+        carried = carried_reschedule_events(failed.group.reschedule, failed.rec.reschedule_events, now)
+        new = self._new_alloc(failed.job, group, replaces=failed.id, reschedule_events=(*carried, event))
         self.kill_point("replace.after-new-alloc-before-record")
         failed.state.save(replaced_by=new.id, replace_pending=False)
         failed.event("", "Replaced", f"replaced by alloc {new.id}: {reason}")
-        if self.evaluate is not None:  # Nomad's server evaluates a failed alloc ("alloc-failure")
+        if failed.rec.followup_eval_id:  # placed by the follow-up evaluation
+            new.state.save(eval_id=failed.rec.followup_eval_id)
+        elif self.evaluate is not None:  # Nomad's server evaluates a failed alloc ("alloc-failure")
             new.state.save(eval_id=self.evaluate(failed.job, "alloc-failure", (new.id,)))
 
     def stop_job(self, job_id: str) -> list[str]:

@@ -267,6 +267,26 @@ class UpdateStrategy:
 
 
 @dataclass(frozen=True)
+class ReschedulePolicy:
+    """A service or batch group's `reschedule` block over its job's (Nomad's ReschedulePolicy, its
+    defaults per job type): whether and when a failed alloc is replaced (agent.decisions
+    .plan_reschedule). Durations in seconds; `delay_function` "constant", "exponential" or
+    "fibonacci"; `attempts` in `interval` unless `unlimited`. Disabled when `attempts` is 0 and
+    not `unlimited`."""
+
+    attempts: int = 0
+    interval: float = 0.0
+    delay: float = 30.0
+    delay_function: str = "exponential"
+    max_delay: float = 3600.0
+    unlimited: bool = True
+
+    @property
+    def enabled(self) -> bool:
+        return self.attempts > 0 or self.unlimited
+
+
+@dataclass(frozen=True)
 class Scaling:
     """A group's `scaling` block (Nomad's ScalingPolicy of type "horizontal"): the bounds `nomad
     job scale` keeps the group's count within, and the Nomad Autoscaler's `policy`, kept as written
@@ -293,6 +313,9 @@ class Group:
     volumes: tuple[HostVolume, ...] = ()  # its host volumes (a csi one is warned about and left out)
     scaling: Scaling | None = None  # its `scaling` block
     update: UpdateStrategy | None = None  # a service or system group's (Nomad's defaults when none)
+    # Nomad's ReschedulePolicy (a service or batch group's, its type's defaults when none is written);
+    # None: a system or sysbatch job's, which Nomad never reschedules
+    reschedule: ReschedulePolicy | None = None
 
 
 @dataclass(frozen=True)

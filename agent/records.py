@@ -121,6 +121,41 @@ def _layout(key: str, raw: Any) -> NodeLayout | None:
 
 
 @dataclass(frozen=True)
+class RescheduleEvent:
+    """One entry of Nomad's RescheduleTracker: the alloc `prev_alloc` (on node `prev_node`) was
+    replaced at `time` (unix seconds) after `delay` seconds (agent.decisions.plan_reschedule)."""
+
+    time: float
+    prev_alloc: str
+    prev_node: str
+    delay: float
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "time": self.time,
+            "prev_alloc": self.prev_alloc,
+            "prev_node": self.prev_node,
+            "delay": self.delay,
+        }
+
+
+def _events(key: str, raw: Any) -> tuple[RescheduleEvent, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(e, Mapping) for e in raw):
+        raise RecordError("alloc", key, "reschedule_events is not a list of events")
+    return tuple(
+        RescheduleEvent(
+            _float("alloc", key, f"reschedule_events[{i}].time", e.get("time")),
+            str(e.get("prev_alloc") or ""),
+            str(e.get("prev_node") or ""),
+            _float("alloc", key, f"reschedule_events[{i}].delay", e.get("delay")),
+        )
+        for i, e in enumerate(raw)
+    )
+
+
+@dataclass(frozen=True)
 class AllocRecord:
     id: str
     job: str
@@ -146,6 +181,13 @@ class AllocRecord:
     # before records held them.
     eval_id: str = ""
     create_index: int = 0
+    # Nomad's RescheduleTracker: the reschedules that led to this alloc, the last one its own
+    reschedule_events: tuple[RescheduleEvent, ...] = ()
+    # Failed and owed a replacement after a delay (agent.decisions.plan_reschedule): the evaluation
+    # that places it (Nomad's FollowupEvalID), when it is due (unix seconds) and the delay it waits
+    followup_eval_id: str = ""
+    reschedule_due: float = 0.0
+    reschedule_delay: float = 0.0
 
     @property
     def live(self) -> bool:
@@ -175,6 +217,10 @@ class AllocRecord:
             "layout": self.layout.to_record() if self.layout is not None else None,
             "eval_id": self.eval_id,
             "create_index": self.create_index,
+            "reschedule_events": [e.to_record() for e in self.reschedule_events],
+            "followup_eval_id": self.followup_eval_id,
+            "reschedule_due": self.reschedule_due,
+            "reschedule_delay": self.reschedule_delay,
         }
 
     @classmethod
@@ -216,6 +262,10 @@ class AllocRecord:
             layout=_layout(key, rec.get("layout")),
             eval_id=str(rec.get("eval_id") or ""),
             create_index=_int("alloc", key, "create_index", rec.get("create_index", 0)),
+            reschedule_events=_events(key, rec.get("reschedule_events")),
+            followup_eval_id=str(rec.get("followup_eval_id") or ""),
+            reschedule_due=_float("alloc", key, "reschedule_due", rec.get("reschedule_due")),
+            reschedule_delay=_float("alloc", key, "reschedule_delay", rec.get("reschedule_delay")),
         )
 
 

@@ -14,7 +14,7 @@ the orphan sweep runs.
 
 The Core (agent.core) holds one `Restore` and delegates to it; what the restore uses of the Core is
 `RestoreHost`: the new allocs it starts are started by the Core's own `_new_alloc` and
-`_start_replacement`, as at run time.
+`_replace` / `resume_reschedule`, as at run time.
 """
 
 from __future__ import annotations
@@ -64,7 +64,9 @@ class RestoreHost(Protocol):
 
     def _new_alloc(self, job: Job, group_name: str, replaces: str = "") -> AllocRunner: ...
 
-    def _start_replacement(self, failed: AllocRunner, reason: str) -> None: ...
+    def _replace(self, failed: AllocRunner, reason: str) -> None: ...
+
+    def resume_reschedule(self, failed: AllocRunner, reason: str) -> None: ...
 
 
 class Restore:
@@ -208,8 +210,9 @@ class Restore:
             runner.fail(f"restore failed: {exc}")
 
     def _start_owed_replacements(self, records: list[AllocRecord]) -> None:
-        """Failed allocs whose replacement was still on a timer when the agent was killed: replaced
-        now, once (plan_owed_replacements: one already replaced only gets its record completed)."""
+        """Failed allocs whose replacement was still owed when the agent was killed: replaced once,
+        when their reschedule is due (plan_owed_replacements: one already replaced only gets its
+        record completed)."""
         by_id = {r.id: r for r in records}
         for owed in plan_owed_replacements(records):
             rec = by_id[owed.failed]
@@ -233,7 +236,11 @@ class Restore:
                     "killed, recorded at restore)",
                 )
                 continue
-            self.core._start_replacement(failed, f"{rec.reason} (replacement owed at restore)")
+            reason = f"{rec.reason} (replacement owed at restore)"
+            if rec.reschedule_due:  # decided before the kill: placed when due, not at once
+                self.core.resume_reschedule(failed, reason)
+            else:  # failed before its reschedule was decided: decided now (Core._replace)
+                self.core._replace(failed, reason)
 
     def _replace_unreadable(self, alloc_id: str) -> None:
         """An alloc whose record cannot be read: its containers' labels still say which job and

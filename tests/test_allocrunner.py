@@ -5,6 +5,7 @@ changes there. No root, no docker: these run in `make unit` in well under a seco
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import pytest
@@ -746,6 +747,11 @@ def test_a_replacement_pending_at_a_kill_is_started_at_restore_once(tmp_path: Pa
     # Killed before the loop ran the replacement's timer: a new agent on the same state.
     second = core()
     second.restore()
+    # Nomad's reschedule policy (the service default, 30s): placed when due, not at restore
+    failed = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
+    assert not failed.replaced_by and failed.replace_pending and failed.reschedule_due
+    (timer,) = [t for t in second._timers if t.due - time.monotonic() > 20]
+    timer.fn()  # the reschedule, due
     failed = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
     assert failed.replaced_by and not failed.replace_pending
     new = second.runner(failed.replaced_by)

@@ -121,6 +121,14 @@ NOMAD: dict[str, dict[str, str]] = {
         "AutoRevert": "auto_revert",
         "AutoPromote": "auto_promote",
     },
+    "reschedule": {  # api.ReschedulePolicy (api/tasks.go)
+        "Attempts": "attempts",
+        "Interval": "interval",
+        "Delay": "delay",
+        "DelayFunction": "delay_function",
+        "MaxDelay": "max_delay",
+        "Unlimited": "unlimited",
+    },
     "scaling": {  # api.ScalingPolicy (api/scaling.go); the server's fields have no HCL name
         **{f: f.lower() for f in ("Min", "Max", "Policy", "Enabled", "Type")},
         **dict.fromkeys(("ID", "Namespace", "Target", "CreateIndex", "ModifyIndex"), ""),
@@ -329,7 +337,6 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "Multiregion": ("job", "multiregion"),
     "MultiregionStrategy": ("job", "multiregion"),
     "MultiregionRegion": ("job", "multiregion"),
-    "ReschedulePolicy": ("group", "reschedule"),
     "MigrateStrategy": ("group", "migrate"),
     "CSIMountOptions": ("volume", "mount_options"),
     "DisconnectStrategy": ("group", "disconnect"),

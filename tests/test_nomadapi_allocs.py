@@ -13,6 +13,7 @@ import pytest
 
 from tests.agent_lab import NODE, run_job
 from tests.fakes import FakeNode
+from tests.test_reschedule_core import reschedule_now
 from tests.test_routes_ops import CRASHY, ONE_TASK, TWO_TASKS, Api, _exits, start_api
 
 WAIT = 5.0  # seconds for the loop to place a replacement
@@ -61,11 +62,17 @@ def test_an_alloc_stops_replacement_and_a_failed_allocs_replacement_have_their_o
     (crashing,) = run_job(api.request, CRASHY)
     _exits(api, crashing, 2)
     deadline = time.monotonic() + WAIT
+    # Nomad's default service reschedule policy: replaced after 30s by the follow-up evaluation,
+    # which the test runs early rather than wait for it
+    while not reschedule_now(api.core):
+        assert time.monotonic() < deadline, "no reschedule of the failed alloc"
+        time.sleep(0.02)
     while not (after := api.request("GET", f"/v1/allocation/{crashing}"))["NextAllocation"]:
         assert time.monotonic() < deadline, "no replacement of the failed alloc"
         time.sleep(0.02)
     ev = _round_trip(api, after["NextAllocation"])
-    assert (ev["TriggeredBy"], ev["JobID"]) == ("alloc-failure", "crashy")
+    assert (ev["TriggeredBy"], ev["JobID"]) == ("alloc-reschedule", "crashy")
+    assert ev["ID"] == after["FollowupEvalID"]
 
 
 def test_the_eval_id_and_its_evaluation_outlive_an_agent_restart(tmp_path: Path) -> None:

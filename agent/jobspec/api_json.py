@@ -51,6 +51,8 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("group", "scaling"): ("scaling", "one"),
     ("group", "update"): ("update", "one"),
     ("job", "update"): ("update", "one"),
+    ("group", "reschedule"): ("reschedule", "one"),
+    ("job", "reschedule"): ("reschedule", "one"),
     ("resources", "network"): ("network", "many"),
     ("template", "change_script"): ("change_script", "one"),
     ("template", "wait"): ("wait", "one"),
@@ -76,6 +78,7 @@ _DURATIONS: Mapping[str, frozenset[str]] = {
     "check_restart": frozenset({"grace"}),
     "identity": frozenset({"ttl"}),
     "update": frozenset({"stagger", "min_healthy_time", "healthy_deadline", "progress_deadline"}),
+    "reschedule": frozenset({"interval", "delay", "max_delay"}),
 }
 # Server-set fields the agent derives again from the job itself, read back without a word: a group's
 # scaling policy's ID, Target and indexes (agent.nomadapi.jobjson.scaling_policy), so that a job

@@ -8,6 +8,7 @@ driver, service and check names).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TypeVar
 
 from agent.identity.vaultlogin import VAULT_IDENTITY
@@ -18,6 +19,7 @@ from agent.jobspec.identities import read_identities
 from agent.jobspec.jobtypes import read_dispatch_payload, read_namespace, read_parameterized, read_periodic
 from agent.jobspec.limits import JOB_MAX_COUNT, count_refusal, total_count_refusal
 from agent.jobspec.reader import short, whole
+from agent.jobspec.reschedule import group_reschedule, read_reschedule
 from agent.jobspec.scaling import read_scaling
 from agent.jobspec.services import ServiceBlocks
 from agent.jobspec.templateblocks import TemplateBlocks
@@ -106,6 +108,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
         periodic = read_periodic(self, body, path, job_type, parameterized is not None)
         default_vault = self._vault(body, path)
         job_update = read_update(self, body, path)  # each group's default (Nomad's Canonicalize)
+        job_reschedule = read_reschedule(self, body, path)  # likewise
         # Nomad's HCL2: a task directly in the job is a group of its own, named after the task, first.
         parts: list[tuple[str, Body, str, list[tuple[str, Body, str]] | None]] = [
             (name, {}, task_path, [(name, task_body, task_path)])
@@ -121,6 +124,9 @@ class Builder(ServiceBlocks, TemplateBlocks):
             group = self._group(
                 job_id, job_type, name, group_body, group_path, implicit, default_vault, job_update
             )
+            if group is not None:  # Nomad's Canonicalize: the group's reschedule over the job's
+                given = read_reschedule(self, group_body, group_path)
+                group = replace(group, reschedule=group_reschedule(self, job_type, job_reschedule, given))
             if group is not None:
                 groups.append(group)
         if (total := sum(g.count for g in groups)) > JOB_MAX_COUNT:  # Nomad's server refuses it so

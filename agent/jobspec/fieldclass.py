@@ -3,7 +3,7 @@ UNIMPLEMENTED): a replay is only worth something if it runs what the jobspec say
 field is accepted and then ignored.
 
 - **Server-side** (`SERVER_SIDE`): a decision Nomad's servers make (placement among nodes, deployments,
-  rescheduling, the UI, what happens when a client loses its servers). One client node with no
+  the UI, what happens when a client loses its servers). One client node with no
   servers has nothing to decide: the field is accepted with a warning that says so and what the lab
   does instead (docs/jobspec-fields.md lists them).
 - **Ignored by Nomad too** (`NOMAD_IGNORES`): deprecated fields Nomad itself reads and drops; a warning.
@@ -21,10 +21,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 _PLACEMENT = "placement among nodes is the scheduler's: this one node takes every alloc it fits"
-_RESCHEDULE = (
-    "rescheduling onto another node is the scheduler's: on this one node a failed alloc is handled by "
-    "its restart policy (and the agent's replacement of a failed alloc), never moved"
-)
 _DISCONNECT = (
     "what the servers do when a client stops heartbeating: this agent is its own server and never "
     "loses contact with itself"
@@ -40,7 +36,6 @@ SERVER_SIDE: Mapping[str, Mapping[str, str]] = {
         "priority": "the scheduler's order of evaluations and its preemption: this node runs each at once",
         "migrate": _DRAIN,
         "multiregion": "regions and their federation are the servers'",
-        "reschedule": _RESCHEDULE,
         "ui": "shown by Nomad's web UI, which the lab does not serve",
         "version_tag": "a label the servers keep on a job version",
         "vault_token": "checked by the servers at submission (deprecated, Nomad 1.7): tasks use identities",
@@ -49,7 +44,6 @@ SERVER_SIDE: Mapping[str, Mapping[str, str]] = {
         "affinity": _PLACEMENT,
         "spread": _PLACEMENT,
         "migrate": _DRAIN,
-        "reschedule": _RESCHEDULE,
         "disconnect": _DISCONNECT,
         "max_client_disconnect": _DISCONNECT,
         "stop_after_client_disconnect": _DISCONNECT,

@@ -33,6 +33,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "datacenters",
             "constraint",
             "update",  # merged into each group's (agent.jobspec.update)
+            "reschedule",  # merged into each group's (agent.jobspec.reschedule)
             "namespace",  # "default" only (agent.jobspec.jobtypes)
             "parameterized",
             "periodic",
@@ -41,6 +42,8 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     # Nomad's ParameterizedJobConfig and a task's DispatchPayloadConfig (agent.jobspec.jobtypes)
     "parameterized": frozenset({"payload", "meta_required", "meta_optional"}),
     "dispatch_payload": frozenset({"file"}),
+    # Nomad's ReschedulePolicy: a failed alloc replaced on this node (agent.jobspec.reschedule)
+    "reschedule": frozenset({"attempts", "interval", "delay", "delay_function", "max_delay", "unlimited"}),
     # Nomad's PeriodicConfig: child jobs launched on a schedule (agent.nomadapi.jobperiodic)
     "periodic": frozenset({"cron", "crons", "time_zone", "prohibit_overlap", "enabled"}),
     "group": frozenset(
@@ -57,6 +60,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "volume",
             "scaling",
             "update",
+            "reschedule",
         }
     ),
     # Nomad's UpdateStrategy: what a service group's deployment waits for (agent.jobspec.update)
@@ -257,7 +261,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "node_pool",
             "priority",
             "region",
-            "reschedule",
             "spread",
             "ui",
             "vault_namespace",
@@ -274,7 +277,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "max_run_duration",
             "migrate",
             "prevent_reschedule_on_lost",
-            "reschedule",
             "spread",
             "stop_after_client_disconnect",
             "vault",
@@ -294,6 +296,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "periodic": frozenset({"spec_type"}),  # "cron" is Nomad's only one outside its tests: unset
     "scaling": frozenset(),
     "update": frozenset({"auto_promote", "canary"}),
+    "reschedule": frozenset(),
     "ephemeral_disk": frozenset(),
     "constraint": frozenset(),
     "task": frozenset(

@@ -6,7 +6,7 @@ Go writes every field of a struct: a nil pointer, slice or map as null, a zero v
 agent has no value for a field, the view writes the value Nomad's JSON jobspec reader (agent.jobspec.api_json)
 takes as unset, so that the job read back from GET /v1/job/<id> and registered again is the same job, with
 no warning about fields the user never wrote. That is null for Nomad's defaulted blocks the agent does not
-implement (`Update`, `ReschedulePolicy`, `Migrate`), where a Nomad server
+implement (`Migrate`), where a Nomad server
 would show its defaults; and "" for `Vault.Cluster`, where Nomad shows "default".
 """
 
@@ -24,6 +24,7 @@ from agent.model import (
     Group,
     Job,
     Network,
+    ReschedulePolicy,
     Scaling,
     Service,
     Task,
@@ -215,6 +216,18 @@ def _update(u: UpdateStrategy) -> dict[str, Any]:
     }
 
 
+def _reschedule(r: ReschedulePolicy) -> dict[str, Any]:
+    """api.ReschedulePolicy of a group (its job's merged in, the job type's defaults under both)."""
+    return {
+        "Attempts": r.attempts,
+        "Interval": ns(r.interval),
+        "Delay": ns(r.delay),
+        "DelayFunction": r.delay_function,
+        "MaxDelay": ns(r.max_delay),
+        "Unlimited": r.unlimited,
+    }
+
+
 def scaling_stub(policy: Mapping[str, Any]) -> dict[str, Any]:
     """api.ScalingPolicyListStub of `scaling_policy`'s answer."""
     return {k: policy[k] for k in ("ID", "Enabled", "Type", "Target", "CreateIndex", "ModifyIndex")}
@@ -252,7 +265,7 @@ def _group(job: Job, g: Group, create_index: int = 0, modify_index: int = 0) -> 
             "RenderTemplates": False,
         },
         "Disconnect": None,
-        "ReschedulePolicy": None,
+        "ReschedulePolicy": _reschedule(g.reschedule) if g.reschedule is not None else None,
         "EphemeralDisk": {
             "Sticky": g.ephemeral_disk.sticky,
             "Migrate": g.ephemeral_disk.migrate,

@@ -194,8 +194,8 @@ def alloc_json(
         "AllocatedResources": _allocated(view, job),
         "Services": None,
         "Metrics": _metrics(),
-        "DesiredStatus": "stop" if view.get("desired") == "stop" else "run",
-        "DesiredDescription": desc,
+        "DesiredStatus": "stop" if view.get("desired") == "stop" or _rescheduled(view) else "run",
+        "DesiredDescription": desc or (RESCHEDULED if _rescheduled(view) else ""),
         "DesiredTransition": dict.fromkeys(
             ("Migrate", "Reschedule", "ForceReschedule", "NoShutdownDelay", "MigrateDisablePlacement")
         ),
@@ -204,10 +204,10 @@ def alloc_json(
         "TaskStates": _task_states(view, events_by_task),
         "DeploymentID": deployment_id,  # agent.nomadapi.deploywatch: its job version's deployment
         "DeploymentStatus": _deployment_status(deployment_status),
-        "FollowupEvalID": "",
+        "FollowupEvalID": view.get("followup_eval_id") or "",
         "PreviousAllocation": view.get("replaces") or "",
         "NextAllocation": view.get("replaced_by") or "",
-        "RescheduleTracker": None,
+        "RescheduleTracker": reschedule_tracker(view, node_id),
         "NetworkStatus": {"InterfaceName": "eth0", "Address": address, "AddressIPv6": "", "DNS": None}
         if net.get("mode") == "bridge" and address
         else None,
@@ -219,6 +219,32 @@ def alloc_json(
         "CreateTime": ns(float(view.get("created") or 0.0)),
         "ModifyTime": ns(modify_time),
     }
+
+
+RESCHEDULED = "alloc was rescheduled because it failed"  # Nomad's StatusAllocRescheduled
+
+
+def _rescheduled(view: Mapping[str, Any]) -> bool:
+    """A failed alloc that was replaced: Nomad's scheduler stopped it as it rescheduled it."""
+    return view.get("status") == "failed" and bool(view.get("replaced_by"))
+
+
+def reschedule_tracker(view: Mapping[str, Any], node_id: str) -> dict[str, Any] | None:
+    """Nomad's RescheduleTracker (nomad/structs): the reschedules that led to the alloc (times and
+    delays in ns), LastReschedule "ok" on a replacement and on a failed alloc that was replaced;
+    null when neither. Every reschedule was on this node (`node_id` when the record names none)."""
+    events = [
+        {
+            "RescheduleTime": ns(float(e["time"])),
+            "PrevAllocID": e["prev_alloc"],
+            "PrevNodeID": e["prev_node"] or node_id,
+            "Delay": ns(float(e["delay"])),
+        }
+        for e in view.get("reschedule_events") or ()
+    ]
+    if not events and not _rescheduled(view):
+        return None
+    return {"Events": events or None, "LastReschedule": "ok"}
 
 
 def _deployment_status(status: Mapping[str, Any] | None) -> dict[str, Any] | None:

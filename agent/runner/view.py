@@ -29,6 +29,8 @@ def alloc_view(
         "replaces": rec.replaces,
         "created": rec.created,
         "eval_id": rec.eval_id,
+        "followup_eval_id": rec.followup_eval_id,
+        "reschedule_events": [e.to_record() for e in rec.reschedule_events],
         "create_index": rec.create_index,
         "network": {
             "mode": group.network.mode if group.network else "none",
