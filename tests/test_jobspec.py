@@ -710,7 +710,10 @@ def test_services_and_checks_are_validated_against_the_groups_ports() -> None:
         (f"{s}.check[0].path", "required for http checks"),
         (f"{s}.check[0].timeout", "required"),
         (f"{s}.check[0].interval", "must be at least 1s"),
-        (f"{s}.check[1]", "script checks need a task-level service (the script runs in the task)"),
+        (
+            f"{s}.check[1]",
+            'Service [g]->web_app or Check service: "web_app" check must specify task parameter',
+        ),
     ]
 
 

@@ -161,7 +161,8 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     ),
     "change_script": frozenset({"command", "args", "timeout", "fail_on_error"}),
     "wait": frozenset({"min", "max"}),
-    "service": frozenset({"name", "port", "tags", "provider", "check", "check_restart"}),
+    # a group service's `task`: its checks' default (script checks run there: agent.runner.checks_script)
+    "service": frozenset({"name", "port", "tags", "provider", "check", "check_restart", "task"}),
     "check": frozenset(
         {
             "name",
@@ -332,7 +333,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "meta",
             "on_update",
             "tagged_addresses",
-            "task",
             "weights",
         }
     ),

@@ -143,6 +143,8 @@ class ServiceBlocks(BodyReader):
             port = self._port_label(sb, "port", spath, labels)
             provider = self._choice(sb, "provider", spath, SERVICE_PROVIDERS, "consul")
             service_restart = self._check_restart(sb, spath, None)
+            # a group service's `task` is its checks' (Nomad's Canonicalize), a task service's its own
+            service_task = self._check_task(sb, spath, task_names)
             checks = []
             for _, cb, cpath in self._blocks(sb, "check", spath):
                 if cb.get("type") in UNRUN_CHECK_TYPES:
@@ -153,7 +155,10 @@ class ServiceBlocks(BodyReader):
                     )
                     continue
                 check = self._check(cb, cpath, name, port, labels, task_names)
+                if service_task and not check.task:
+                    check = replace(check, task=service_task)
                 check = replace(check, restart=self._check_restart(cb, cpath, service_restart))
+                self._script_rules(cpath, check, name, provider, path, group_level=task_names is not None)
                 self._check_rules(cb, cpath, check, port, provider, group_level=task_names is not None)
                 checks.append(check)
             services.append(
@@ -189,11 +194,7 @@ class ServiceBlocks(BodyReader):
         command = self._str(body, "command", path)
         task = self._check_task(body, path, task_names)
         if ctype == "script":
-            if task_names is not None and not task:
-                self.report.error(
-                    path, "script checks need a task-level service (the script runs in the task)"
-                )
-            elif not command and "command" not in body:
+            if not command and "command" not in body:
                 self.report.error(join(path, "command"), "required for script checks")
         elif command:
             self.report.error(join(path, "command"), f"only applies to script checks, not {ctype}")
@@ -308,8 +309,27 @@ class ServiceBlocks(BodyReader):
             ignore_warnings=self._bool(block, "ignore_warnings", bpath, False),
         )
 
+    def _script_rules(
+        self, path: str, check: Check, service: str, provider: str, group_path: str, *, group_level: bool
+    ) -> None:
+        """Nomad's rules for a script check: Consul's only (ServiceCheck.validateNomad takes tcp and
+        http), and in a group's service it names the task it runs in, on the check or its service
+        (TaskGroup.validateScriptChecksInGroupServices)."""
+        if check.type != "script":
+            return
+        if provider == "nomad":
+            self.report.error(join(path, "type"), 'invalid check type ("script"), must be one of tcp, http')
+        elif group_level and not check.task:
+            group = group_path.rsplit(".", 1)[-1]
+            self.report.error(
+                path,
+                f"Service [{group}]->{short(service)} or Check {short(check.name)} "
+                "must specify task parameter",
+            )
+
     def _check_task(self, body: Body, path: str, task_names: set[str] | None) -> str:
-        """The task a group-level check runs in (script checks)."""
+        """The task a group-level check runs in (script checks); a group service's `task`, its
+        checks' default."""
         task = self._str(body, "task", path)
         if not task:
             return ""

@@ -25,6 +25,14 @@ from typing import TYPE_CHECKING, Any
 from agent.checktarget import CheckTarget, check_target, http_request, is_local_address
 from agent.drivers.base import TaskHandle
 from agent.model import Check, Service
+from agent.runner.checks_script import (
+    PASSING,
+    ScriptCheck,
+    script_argv,
+    script_checks,
+    script_status,
+    update_ttl,
+)
 from agent.runner.hooks import TaskHook
 from agent.taskdecisions import (
     CHECK_OUTPUT_LIMIT,
@@ -174,6 +182,54 @@ class ChecksHook(TaskHook):
             )
             tr.d.check_results.put(tr.ar.id, self._result(tr, w, "pending", "", None, now))
             self._schedule(tr, handle, w, watch, generation, w.check.interval / 2)
+        scripts = script_checks(tr)  # Consul's TTL checks: run when there is a Consul to tell
+        for sc in scripts if scripts and tr.d.services is not None else ():
+            # the first run at once, as Nomad's (once the loop has seen the alloc's tasks started)
+            self._schedule_script(tr, handle, sc, self._script_watch(sc.check, now), generation, 0.0)
+
+    def _schedule_script(
+        self, tr: TaskRunner, handle: TaskHandle, sc: ScriptCheck, watch: CheckWatch, gen: int, delay: float
+    ) -> None:
+        tr.d.schedule(delay, lambda: self._run_script(tr, handle, sc, watch, gen))
+
+    @staticmethod
+    def _script_watch(c: Check, now: float) -> CheckWatch:
+        r = c.restart
+        return CheckWatch(
+            interval=c.interval,
+            limit=r.limit if r else 0,
+            grace_until=now + (r.grace if r else 0.0),
+            ignore_warnings=r.ignore_warnings if r else False,
+        )
+
+    def _run_script(
+        self, tr: TaskRunner, handle: TaskHandle, sc: ScriptCheck, watch: CheckWatch, gen: int
+    ) -> None:
+        """One run of a script check in its task (agent.runner.checks_script), its result sent to
+        Consul, check_restart applied; the next one an interval later."""
+        if not self._current(tr, handle, gen):
+            if gen == self._generation and (h := tr.handle()) is not None and h.id == handle.id:
+                self._schedule_script(tr, handle, sc, watch, gen, sc.check.interval)  # not running yet
+            return
+        services = tr.d.services
+
+        def ran(code: int, output: str) -> None:
+            if not self._current(tr, handle, gen) or services is None:
+                return
+            status, text = script_status(code, output)
+            tr.d.offload(
+                f"check-ttl-{tr.t.name}",
+                lambda: update_ttl(services.consul, sc.consul_id, status, text),
+                lambda why, exc: _ttl_failed(tr, sc, why, exc),
+            )
+            seen = "success" if status == PASSING else status  # the watcher's word for healthy
+            after, restart = plan_check_restart(watch, seen, tr.d.clock())
+            if restart:
+                self._restart(tr, handle, sc.check)
+                return
+            self._schedule_script(tr, handle, sc, after, gen, sc.check.interval)
+
+        tr.exec(script_argv(sc.check, tr.exec_env()), sc.check.timeout, ran)
 
     def _schedule(
         self, tr: TaskRunner, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int, delay: float
@@ -222,18 +278,18 @@ class ChecksHook(TaskHook):
                 return
             after, restart = plan_check_restart(watch, str(found["Status"]), now)
             if restart:
-                self._restart(tr, handle, w)
+                self._restart(tr, handle, w.check)
                 return
             self._schedule(tr, handle, w, after, gen, w.check.interval)
 
         tr.d.offload(f"check-{tr.t.name}", blocking, done)
 
-    def _restart(self, tr: TaskRunner, handle: TaskHandle, w: Watched) -> None:
+    def _restart(self, tr: TaskRunner, handle: TaskHandle, check: Check) -> None:
         """check_restart: the task is killed; its exit is the restart policy's (a failure)."""
         self._generation += 1  # every check of the task waits for its next start
         tr.killed_as_failure = True  # its exit is a failure, whatever its code
-        tr.event("Restart Signaled", f'healthcheck: check "{w.check.name}" unhealthy')
-        log.info("alloc=%s task=%s: check %r unhealthy: restarting", tr.ar.id[:8], tr.t.name, w.check.name)
+        tr.event("Restart Signaled", f'healthcheck: check "{check.name}" unhealthy')
+        log.info("alloc=%s task=%s: check %r unhealthy: restarting", tr.ar.id[:8], tr.t.name, check.name)
         t = tr.t
         sig = plan_kill_signal(t.kill_signal, t.driver, tr.d.bugs)
         timeout = plan_kill_timeout(t.kill_timeout, tr.d.max_kill_timeout, tr.d.bugs)
@@ -255,6 +311,14 @@ class ChecksHook(TaskHook):
             "StatusCode": code or 0,
             "Timestamp": int(now),
         }
+
+
+def _ttl_failed(tr: TaskRunner, sc: ScriptCheck, why: object, exc: Exception | None) -> None:
+    """A TTL update Consul did not take: logged (Nomad's hook logs it and tries at the next run)."""
+    if exc is not None or why:
+        log.warning(
+            "alloc=%s task=%s: script check %r: %s", tr.ar.id[:8], tr.t.name, sc.check.name, exc or why
+        )
 
 
 def _ignore(result: object, exc: Exception | None) -> None:
