@@ -6,9 +6,11 @@ Task.Validate's volume mounts).
   and so are the mounts of it. `source` is required. `per_alloc` is refused: it names a volume per
   alloc index, and the lab's nodes have none.
 - A `volume_mount` needs `volume` (a volume of its group) and `destination` (an absolute path in the
-  task, not one of the task's own dirs, and not under another mount of the task: a volume the task
-  can write could hold a link that the next mount would follow). `propagation_mode` is one of
-  Nomad's three.
+  task, `${NOMAD_TASK_DIR}` and the other dir variables read as the task sees them; not one of the
+  task's own dirs, and not under another mount of the task: a volume the task can write could hold
+  a link that the next mount would follow). A docker task may mount under /local, /alloc and /tmp,
+  as in Nomad: the engine resolves the destination inside the container (DOCKER_UNDER).
+  `propagation_mode` is one of Nomad's three.
 
 Whether the node has the volume is the placement's question (agent.placement), answered when the
 job is placed.
@@ -31,6 +33,25 @@ PROPAGATION_MODES = ("private", "host-to-task", "bidirectional")
 # Task paths a mount may not cover or go under: the task's own dirs and the chroot's system dirs,
 # which the agent mounts there itself (a task-writable one could hold a link a mount would follow).
 RESERVED = ("/", "/alloc", "/local", "/secrets", "/tmp", "/dev", "/proc", "/sys", "/.oldroot")  # noqa: S108
+# A docker task's mounts are made by the engine, not by the agent: dockerd hands each bind to runc,
+# which resolves its destination inside the container's rootfs with symlink-safe joining
+# (securejoin), after the mounts above it (docker orders them by depth), and mounts the host path
+# there in the container's own mount namespace. A link the task planted under /local, /alloc or
+# /tmp then leads at worst elsewhere in the container, never out of it; and the agent writes the
+# task dir on the host, never through a container's mount. So as in Nomad (and as a docker task's
+# `config.volumes` binds already do) a docker task may mount under these; not over /local or
+# /alloc themselves, not over the agent's read-only /alloc/logs, never /secrets. exec tasks keep
+# the refusal: the agent makes their mounts in the chroot itself.
+DOCKER_UNDER = ("/local", "/alloc")
+DOCKER_AT_OR_UNDER = ("/tmp",)  # noqa: S108 (the container's own /tmp, not the agent's)
+DOCKER_KEPT = ("/alloc/logs",)
+# Nomad's volume hook interpolates the destination with the task's environment: its dirs as the task
+# sees them (exec's chroot and docker's container alike)
+TASK_DIR_VARS = {
+    "${NOMAD_TASK_DIR}": "/local",
+    "${NOMAD_ALLOC_DIR}": "/alloc",
+    "${NOMAD_SECRETS_DIR}": "/secrets",
+}
 
 
 def read_volumes(builder: BodyReader, body: Body, path: str) -> tuple[tuple[HostVolume, ...], set[str]]:
@@ -59,16 +80,30 @@ def read_mounts(builder: BodyReader, body: Body, path: str) -> tuple[VolumeMount
         builder._keys(mb, "volume_mount", mpath)
         volume = builder._str(mb, "volume", mpath, required=True)
         dest = builder._str(mb, "destination", mpath, required=True)
+        for var, task_path in TASK_DIR_VARS.items():  # Nomad's ReplaceEnv, with the task's view
+            dest = dest.replace(var, task_path)
         mode = builder._choice(mb, "propagation_mode", mpath, PROPAGATION_MODES, "private")
         read_only = builder._bool(mb, "read_only", mpath, False)
-        if dest and not _destination_ok(builder, dest, join(mpath, "destination")):
+        docker = body.get("driver") == "docker"
+        if dest and not _destination_ok(builder, dest, join(mpath, "destination"), docker=docker):
             continue
         if volume and dest:
             mounts.append(VolumeMount(volume, posixpath.normpath(dest), read_only, mode))
     return tuple(mounts)
 
 
-def _destination_ok(builder: BodyReader, dest: str, where: str) -> bool:
+def _under(path: str, parents: tuple[str, ...], *, itself: bool) -> bool:
+    return any((itself and path == p) or path.startswith(p + "/") for p in parents)
+
+
+def _docker_may_mount(normal: str) -> bool:
+    """Whether a docker task may mount at `normal`, one of RESERVED's (see DOCKER_UNDER)."""
+    if _under(normal, DOCKER_KEPT, itself=True):
+        return False
+    return _under(normal, DOCKER_UNDER, itself=False) or _under(normal, DOCKER_AT_OR_UNDER, itself=True)
+
+
+def _destination_ok(builder: BodyReader, dest: str, where: str, *, docker: bool = False) -> bool:
     if not dest.startswith("/"):
         builder.report.error(where, f'"{dest}" is not an absolute path in the task')
         return False
@@ -76,9 +111,19 @@ def _destination_ok(builder: BodyReader, dest: str, where: str) -> bool:
         builder.report.error(where, f'"{dest}" may not contain ".."')
         return False
     normal = posixpath.normpath(dest)
+    if docker and (":" in dest or "," in dest):  # a docker bind is "<host>:<task path>:<options>"
+        builder.report.error(where, f'"{dest}" cannot be a docker bind\'s destination (":" or ",")')
+        return False
+    if docker and _docker_may_mount(normal):
+        return True
     for reserved in RESERVED:
         if normal == reserved or (reserved != "/" and normal.startswith(reserved + "/")):
-            builder.report.error(where, f'"{dest}" is the task\'s own {reserved}: mount a volume elsewhere')
+            why = f'"{dest}" is the task\'s own {reserved}: mount a volume elsewhere'
+            if not docker and _docker_may_mount(normal):
+                why += (
+                    " (a docker task may: its engine mounts in the container; this driver's are the agent's)"
+                )
+            builder.report.error(where, why)
             return False
     return True
 
