@@ -238,3 +238,41 @@ def test_a_failing_script_check_with_check_restart_restarts_its_task(
         assert not any(e.type == "Restart Signaled" for e in side)
     finally:
         core.stop()
+
+
+TASK_JOB = """
+job "st" {
+  group "g" {
+    task "t" {
+      driver = "exec"
+      config { command = "/bin/sleep" }
+      service {
+        name = "own"
+        check {
+          name     = "ready"
+          type     = "script"
+          command  = "/bin/ready"
+          interval = "10s"
+          timeout  = "1s"
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_task_script_check_runs_in_its_task_and_reports_to_consul(
+    tmp_path: Path, consul: FakeConsul
+) -> None:
+    core, _, ran = _running_core(tmp_path, consul, [0])
+    try:
+        (alloc,) = core.call(lambda: core.submit(TASK_JOB, "hcl"))["allocs"]
+        _wait("a TTL update", lambda: len(consul.updates) >= 1)
+        assert consul.updates[0] == (
+            f"service:_fieldlab-{alloc}-t-own",
+            {"Status": "passing", "Output": "run 1"},
+        )
+        assert ran[0][0].startswith("exec-t-") and ran[0][1] == ["/bin/ready"]
+    finally:
+        core.stop()
