@@ -74,6 +74,25 @@ class DockerPlugin:
 
 
 @dataclass(frozen=True)
+class ExecPlugin:
+    """Nomad's `plugin "exec" { config { ... } }` as far as this agent reads it (names and defaults as
+    Nomad's drivers/exec/driver.go): `"plugin": {"exec": {"config": {"default_pid_mode": ...,
+    "default_ipc_mode": ..., "allow_caps": [...]}}}` (agent.drivers.execopts reads it)."""
+
+    default_pid_mode: str = "private"
+    default_ipc_mode: str = "private"
+    allow_caps: tuple[str, ...] = NOMAD_DEFAULT_CAPS
+
+
+@dataclass(frozen=True)
+class RawExecPlugin:
+    """Nomad's `plugin "raw_exec" { config { denied_envvars = [...] } }` (its `enabled` is the
+    agent's raw_exec_enabled, which it also takes here)."""
+
+    denied_envvars: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TLSConfig:
     """mTLS for the agent's HTTP API: its own cert and key, and the CA that client certs must chain to."""
 
@@ -204,6 +223,8 @@ class Config:
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation), off as in Nomad's plugin config
     # Nomad's `plugin "docker" { config { ... } }`: the gates of a docker task's options (DockerPlugin)
     plugin: DockerPlugin = DockerPlugin()
+    exec_plugin: ExecPlugin = ExecPlugin()  # Nomad's `plugin "exec" { config { ... } }`
+    raw_exec_plugin: RawExecPlugin = RawExecPlugin()  # Nomad's `plugin "raw_exec" { config { ... } }`
     # -- what a jobspec may ask for ---------------------------------------------------------------
     max_count: int = 1000  # a group's count
     max_kill_timeout: float = 30.0  # seconds; longer kill_timeouts are capped (Nomad's client default)
@@ -298,8 +319,8 @@ def _strings(p: str, raw: dict[str, Any], key: str) -> tuple[str, ...]:
 def _docker_plugin(p: str, raw: dict[str, Any], key: str) -> DockerPlugin:
     """`"plugin": {"docker": {"config": {...}}}`: Nomad's names; another plugin is not Nomad's here."""
     plugins = raw[key]
-    if not isinstance(plugins, dict) or set(plugins) - {"docker"}:
-        raise ConfigError(p, key, 'must be {"docker": {"config": {...}}} (the only plugin configured)')
+    if not isinstance(plugins, dict) or set(plugins) - {"docker", "exec", "raw_exec"}:
+        raise ConfigError(p, key, 'must be {"docker"|"exec"|"raw_exec": {"config": {...}}}')
     body = plugins.get("docker") or {}
     cfg = body.get("config", {}) if isinstance(body, dict) and not set(body) - {"config"} else None
     if not isinstance(cfg, dict):
@@ -329,6 +350,63 @@ def _docker_plugin(p: str, raw: dict[str, Any], key: str) -> DockerPlugin:
             raise ConfigError(p, where + "volumes", 'must be {"enabled": true|false}')
         kw["volumes_enabled"] = vol.get("enabled", False)
     return DockerPlugin(**kw)
+
+
+def _plugin_config(p: str, raw: dict[str, Any], key: str, name: str, known: set[str]) -> dict[str, Any]:
+    body = raw[key].get(name) or {}
+    cfg = body.get("config", {}) if isinstance(body, dict) and not set(body) - {"config"} else None
+    if not isinstance(cfg, dict):
+        raise ConfigError(p, f"{key}.{name}", 'must be {"config": {...}}')
+    if unknown := sorted(set(cfg) - known):
+        where = f"{key}.{name}.config.{unknown[0]}"
+        raise ConfigError(p, where, f"unknown key (known: {', '.join(sorted(known))})")
+    for k, value in cfg.items():
+        if isinstance(value, list) and not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(p, f"{key}.{name}.config.{k}", "must be a list of non-empty strings")
+    return cfg
+
+
+def _exec_plugin(p: str, raw: dict[str, Any], key: str) -> ExecPlugin:
+    """`"plugin": {"exec": {"config": {...}}}`, Nomad's names, defaults and validation."""
+    cfg = _plugin_config(p, raw, key, "exec", {"default_pid_mode", "default_ipc_mode", "allow_caps"})
+    kw: dict[str, Any] = {}
+    for name in ("default_pid_mode", "default_ipc_mode"):
+        if name in cfg:
+            if cfg[name] not in ("private", "host"):
+                raise ConfigError(
+                    p, f"{key}.exec.config.{name}", f'must be "private" or "host", got {cfg[name]!r}'
+                )
+            kw[name] = cfg[name]
+    if "allow_caps" in cfg:
+        if not isinstance(cfg["allow_caps"], list):
+            raise ConfigError(p, f"{key}.exec.config.allow_caps", "must be a list of non-empty strings")
+        kw["allow_caps"] = tuple(cfg["allow_caps"])
+    return ExecPlugin(**kw)
+
+
+def _raw_exec_plugin(p: str, raw: dict[str, Any], key: str) -> tuple[RawExecPlugin, bool | None]:
+    """`"plugin": {"raw_exec": {"config": {"enabled": ..., "denied_envvars": [...]}}}`."""
+    cfg = _plugin_config(p, raw, key, "raw_exec", {"enabled", "denied_envvars"})
+    if "enabled" in cfg and not isinstance(cfg["enabled"], bool):
+        raise ConfigError(p, f"{key}.raw_exec.config.enabled", "must be true or false")
+    denied = cfg.get("denied_envvars", [])
+    if not isinstance(denied, list):
+        raise ConfigError(p, f"{key}.raw_exec.config.denied_envvars", "must be a list of non-empty strings")
+    return RawExecPlugin(denied_envvars=tuple(denied)), cfg.get("enabled")
+
+
+def _exec_plugins(p: str, raw: dict[str, Any], key: str) -> dict[str, Any]:
+    """Config fields of the exec and raw_exec plugin blocks (a raw_exec `enabled` is raw_exec_enabled)."""
+    kw: dict[str, Any] = {}
+    if not isinstance(raw.get(key), dict):
+        return kw
+    if "exec" in raw[key]:
+        kw["exec_plugin"] = _exec_plugin(p, raw, key)
+    if "raw_exec" in raw[key]:
+        kw["raw_exec_plugin"], enabled = _raw_exec_plugin(p, raw, key)
+        if enabled is not None:
+            kw["raw_exec_enabled"] = enabled
+    return kw
 
 
 def _chroot_env(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:
@@ -580,6 +658,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
     for key, check in checks.items():
         if key in raw:
             kw[key] = check()
+    kw.update(_exec_plugins(p, raw, "plugin"))
     if "shutdown_timeout" in raw:
         kw["shutdown_timeout"] = _seconds(p, raw, "shutdown_timeout")
     try:

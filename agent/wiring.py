@@ -14,12 +14,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.config import DEFAULT_CHROOT_ENV, DEFAULT_TOKEN_ROLE, Config, DockerPlugin
+from agent.config import (
+    DEFAULT_CHROOT_ENV,
+    DEFAULT_TOKEN_ROLE,
+    Config,
+    DockerPlugin,
+    ExecPlugin,
+    RawExecPlugin,
+)
 from agent.consul import ConsulClient
 from agent.core import Core
 from agent.decisions import GcLimits, plan_orphan_sweep
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
+from agent.drivers.raw_exec import RawExecDriver
 from agent.drivers.registry import build_registry
 from agent.errors import AgentError
 from agent.faults import Faults
@@ -64,6 +72,8 @@ class CoreSettings:
     artifacts: HttpGetter = field(default_factory=HttpGetter)  # how tasks' artifacts are fetched
     docker_pids_limit: int = 0
     docker_plugin: DockerPlugin = field(default_factory=DockerPlugin)  # config `plugin` (Nomad's)
+    exec_plugin: ExecPlugin = field(default_factory=ExecPlugin)  # config `plugin.exec` (Nomad's)
+    raw_exec_plugin: RawExecPlugin = field(default_factory=RawExecPlugin)  # config `plugin.raw_exec`
     vault_token_role: str = DEFAULT_TOKEN_ROLE  # the token role tasks' Vault tokens are created through
     vault_jwt: VaultJwt = field(default_factory=VaultJwt)  # or the workload identity workflow's login
     limits: Limits = DEFAULT_LIMITS  # what a jobspec may ask for (max_count, max_kill_timeout)
@@ -100,6 +110,8 @@ class CoreSettings:
             ),
             docker_pids_limit=cfg.docker_pids_limit,
             docker_plugin=cfg.plugin,
+            exec_plugin=cfg.exec_plugin,
+            raw_exec_plugin=cfg.raw_exec_plugin,
             vault_token_role=cfg.vault.token_role,
             vault_jwt=cfg.vault.jwt,
             limits=Limits(
@@ -152,7 +164,9 @@ def build_core(
         )
     else:
         docker = None
-    exec_driver = ExecDriver(allow_root=settings.exec_allow_root, chroot_env=settings.chroot_env)
+    exec_driver = ExecDriver(
+        allow_root=settings.exec_allow_root, chroot_env=settings.chroot_env, plugin=settings.exec_plugin
+    )
     run_check = settings.cni_check
     if run_check is None:
         run_check = bool(cni and check_supported(plugin_version(cni.plugin_dir)))
@@ -165,7 +179,10 @@ def build_core(
     sweeper = Sweeper(
         docker, cni, settings.data_dir, policy=policy, dry_run=settings.sweep_dry_run, former_cni=former_cni
     )
-    registry = build_registry(docker, exec_driver, raw_exec_enabled=settings.raw_exec_enabled)
+    raw_exec = RawExecDriver(plugin=settings.raw_exec_plugin) if settings.raw_exec_enabled else None
+    registry = build_registry(
+        docker, exec_driver, raw_exec_enabled=settings.raw_exec_enabled, raw_exec=raw_exec
+    )
     # The node as constraints see it, and as /v1/node/:id shows it: fingerprinted once, here.
     node = NodeFacts(
         id=load_node_id(settings.data_dir),

@@ -5,14 +5,16 @@ stricter where that is cheap. Nothing but util-linux, coreutils and /bin/sh is u
                                      agent sends; exec nsenter --net=<alloc netns> (joined by path);
                                      exec unshare --mount --pid --ipc --uts --fork --kill-child.
                                      P is the pid the agent tracks (TaskHandle.id), and its process group.
-    P (unshare, waiting) --fork--> C  pid 1 of the new pid namespace, /bin/sh with the setup script:
+    P (unshare, waiting) --fork--> C  pid 1 of the new pid namespace (pid_mode/ipc_mode "host": no pid
+                                     or ipc namespace), /bin/sh with the setup script:
                                      a tmpfs root at <task dir>/chroot holding the chroot_env allowlist
                                      (bind, ro,nosuid,nodev), /local, /secrets, /alloc (if the alloc has
                                      one) and /tmp (<task dir>/tmp) rw,nosuid,nodev, a fresh /proc
                                      (/proc/sys read-only), a minimal /dev (null zero full random
                                      urandom tty, fd links, a small /dev/shm); the root is remounted
-                                     read-only, pivot_root'ed into, and the host's root detached; then
-                                     exec /bin/sh -c INIT (inside the new root): the task's init.
+                                     read-only, pivot_root'ed into, and the host's root detached; cd to
+                                     config.work_dir; then exec /bin/sh -c INIT (inside the new root):
+                                     the task's init.
     C --fork--> W                    env --default-signal setpriv --reuid --regid --groups
                                      --inh-caps=-all --bounding-set --no-new-privs -- <command> <args>:
                                      the workload, as `user` (nobody by default). C waits for it and
@@ -38,8 +40,10 @@ and runs the command through the same setpriv as the workload (read back from C'
 Users: `user` is resolved on the node (nobody when unset); uid 0 only when the client config allows
 it (exec_allow_root), otherwise, and for an unknown user, start is a DriverError. local/ and secrets/
 are chowned to the user at every start (files the agent writes there keep their owner and perms);
-root keeps ROOT_CAPS only, any other user no capability. The chroot must hold sh, env, setpriv and
-umount (DEFAULT_CHROOT_ENV does, through /bin and /usr); start checks that. A setup that fails is a
+root keeps ROOT_CAPS only, any other user no capability; the task's cap_add / cap_drop change that
+within the exec plugin config's allow_caps (agent.drivers.execopts: a user's added caps are ambient).
+The chroot must hold sh, env, setpriv and umount (DEFAULT_CHROOT_ENV does, through /bin and /usr);
+start checks that. A setup that fails is a
 DriverError carrying the setup's stderr; start returns once the init runs inside the new root.
 """
 
@@ -58,9 +62,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.config import DEFAULT_CHROOT_ENV
+from agent.config import DEFAULT_CHROOT_ENV, ExecPlugin
 from agent.drivers.base import DriverError, ExitReport, Mount, TaskContext, TaskHandle, inside_env
 from agent.drivers.cgroups import cgroup_procs_of
+from agent.drivers.execopts import ExecOpts, exec_plan, exec_refusals
 from agent.drivers.hostproc import (
     ENTER_TASK_ENV,
     carried_env,
@@ -120,7 +125,15 @@ DEV_LINKS = (
 #   sh -c INIT fieldlab-task <env> <setpriv> <uid> <gid> <groups> <caps> <sh> <command> <args...>
 # C runs with HOST_ENV and the task's variables carried (agent.drivers.hostproc.carry_env): they become
 # the environment only after setpriv has dropped to the task's user, through `sh -c ENTER_TASK_ENV`.
+# `amb`: the inheritable and ambient caps of a task that is not root (its cap_add, as Nomad's executor
+# gives them: agent.drivers.execopts), "-all" for root.
 INIT = (
+    'env=$1 setpriv=$2 uid=$3 gid=$4 groups=$5 caps=$6 sh=$7 amb=$8; shift 8; "$env" --default-signal '
+    '"$setpriv" --reuid="$uid" --regid="$gid" --groups="$groups" --inh-caps="$amb" --ambient-caps="$amb" '
+    f'--bounding-set="$caps" --no-new-privs -- "$sh" -c {shlex.quote(ENTER_TASK_ENV)} "$env" "$@" & wait $!'
+)
+# The init of a task an agent before the exec options started (no ambient caps): still recognised.
+INIT_V2 = (
     'env=$1 setpriv=$2 uid=$3 gid=$4 groups=$5 caps=$6 sh=$7; shift 7; "$env" --default-signal "$setpriv" '
     '--reuid="$uid" --regid="$gid" --groups="$groups" --inh-caps=-all --bounding-set="$caps" '
     f'--no-new-privs -- "$sh" -c {shlex.quote(ENTER_TASK_ENV)} "$env" "$@" & wait $!'
@@ -149,9 +162,9 @@ class TaskUser:
     groups: tuple[int, ...]
 
     @property
-    def caps(self) -> str:
-        """setpriv's --bounding-set: nothing for a user, ROOT_CAPS for root."""
-        return ",".join(["-all", *(f"+{c}" for c in ROOT_CAPS)]) if self.uid == 0 else "-all"
+    def basis(self) -> tuple[str, ...]:
+        """The caps the task has before its cap_add / cap_drop: none for a user, ROOT_CAPS for root."""
+        return ROOT_CAPS if self.uid == 0 else ()
 
 
 def resolve_user(task: Task, allow_root: bool) -> TaskUser:
@@ -183,6 +196,7 @@ class InitArgs:
     groups: str
     caps: str
     sh: str = ""  # "": an init of INIT_V1, whose environment is the task's own
+    ambient: str = "-all"  # the inheritable and ambient caps ("-all": an init of INIT_V2 or V1)
 
     @classmethod
     def of(cls, pid: int) -> InitArgs | None:
@@ -190,7 +204,9 @@ class InitArgs:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             return None
-        if len(argv) >= 11 and argv[1:4] == [b"-c", INIT.encode(), INIT_NAME.encode()]:
+        if len(argv) >= 12 and argv[1:4] == [b"-c", INIT.encode(), INIT_NAME.encode()]:
+            return cls(*(a.decode() for a in argv[4:12]))
+        if len(argv) >= 11 and argv[1:4] == [b"-c", INIT_V2.encode(), INIT_NAME.encode()]:
             return cls(*(a.decode() for a in argv[4:11]))
         if len(argv) >= 10 and argv[1:4] == [b"-c", INIT_V1.encode(), INIT_NAME.encode()]:
             return cls(*(a.decode() for a in argv[4:10]))
@@ -205,7 +221,8 @@ class InitArgs:
             f"--reuid={self.uid}",
             f"--regid={self.gid}",
             f"--groups={self.groups}",
-            "--inh-caps=-all",
+            f"--inh-caps={self.ambient}",
+            f"--ambient-caps={self.ambient}",
             f"--bounding-set={self.caps}",
             "--no-new-privs",
             "--",
@@ -246,10 +263,17 @@ class ExecDriver(ProcessDriver):
         allow_root: bool = False,
         chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV,
         exits_dir: Path | None = EXITS_DIR,
+        plugin: ExecPlugin | None = None,
     ) -> None:
         super().__init__(on_exit, exits_dir=exits_dir)
         self.allow_root = allow_root  # a task may ask for user "root" (client config exec_allow_root)
         self.chroot_env = chroot_env  # (host path, path in the chroot) (client config chroot_env)
+        self.plugin = plugin or ExecPlugin()  # Nomad's plugin "exec" config: allow_caps, default modes
+
+    def refusals(self, task: Task, group_network: str) -> list[tuple[str, str]]:
+        """(config key, why) of each option of the task this node refuses, at submission."""
+        del group_network  # an exec task's options do not depend on it
+        return exec_refusals(task.config, self.plugin)
 
     # -- the chroot -------------------------------------------------------------------------------
     def binds(self) -> list[Bind]:
@@ -276,11 +300,13 @@ class ExecDriver(ProcessDriver):
             f"{tool} is not inside the chroot (the task's init needs sh, env, setpriv and umount)",
         )
 
-    def setup_script(self, task_dir: Path, mounts: tuple[Mount, ...] = ()) -> str:
+    def setup_script(self, task_dir: Path, mounts: tuple[Mount, ...] = (), work_dir: str = "") -> str:
         """The script C runs (as pid 1 of the new namespaces, still on the host's root): build the
         root, pivot into it, detach the host's root, exec the init given as "$@". `mounts`: the
         task's host volumes, bound (nosuid, nodev; ro when read only) after the task's own dirs,
-        private to the task's mount namespace whatever their propagation_mode."""
+        private to the task's mount namespace whatever their propagation_mode. `work_dir`: the
+        task's cwd (config.work_dir), entered inside the new root only (a link there resolves inside
+        it), made when missing where the root lets it be (local/, tmp/, ...), as runc makes it."""
         mount, mkdir, ln, pivot = (_host_tool(t) for t in ("mount", "mkdir", "ln", "pivot_root"))
         umount = self.inside_path("umount")
         q = shlex.quote
@@ -340,11 +366,26 @@ class ExecDriver(ProcessDriver):
             f"{pivot} . .oldroot",
             "cd /",
             f"{q(umount)} -l /.oldroot",
+            *self._enter_work_dir(work_dir),
             "trap - EXIT",
             "exec 2>&3 3>&-",
             'exec "$@"',
         ]
         return "\n".join(lines) + "\n"
+
+    def _enter_work_dir(self, work_dir: str) -> list[str]:
+        if not work_dir or work_dir == "/":
+            return []
+        q = shlex.quote
+        try:
+            mkdir = [f"{q(self.inside_path('mkdir'))} -p -- {q(work_dir)} 2>/dev/null || true"]
+        except DriverError:
+            mkdir = []  # no mkdir inside the chroot: the dir must exist
+        return [
+            *mkdir,
+            f"cd -- {q(work_dir)} || {{ echo {q(f'work_dir {work_dir}: not a directory in the chroot')} >&2; "
+            "exit 1; }",
+        ]
 
     def _prepare_dirs(self, task_dir: Path, user: TaskUser) -> None:
         """The chroot's mount point, /tmp, and local/ + secrets/ owned by the task's user."""
@@ -361,6 +402,10 @@ class ExecDriver(ProcessDriver):
         cmd = str(task.config.get("command", ""))
         args = [str(a) for a in task.config.get("args", [])]
         user = resolve_user(task, self.allow_root)
+        opts = exec_plan(task.config, self.plugin, basis=user.basis, root=user.uid == 0)
+        if opts.refused:
+            key, why = opts.refused[0]
+            raise DriverError("exec", f"task {task.name}", f"config.{key}: {why}")
         init = [
             self.inside_path("sh"),
             "-c",
@@ -371,18 +416,19 @@ class ExecDriver(ProcessDriver):
             str(user.uid),
             str(user.gid),
             ",".join(str(g) for g in user.groups),
-            user.caps,
+            ExecOpts.setpriv_set(opts.caps),
             self.inside_path("sh"),
+            ExecOpts.setpriv_set(opts.ambient),
             cmd,
             *args,
         ]
-        setup = self.setup_script(task_dir, ctx.mounts)
+        setup = self.setup_script(task_dir, ctx.mounts, opts.work_dir)
         argv = [
             _host_tool("unshare"),
             "--mount",
             "--propagation=private",
-            "--pid",
-            "--ipc",
+            *([] if opts.pid_host else ["--pid"]),
+            *([] if opts.ipc_host else ["--ipc"]),
             "--uts",
             "--fork",
             "--kill-child",

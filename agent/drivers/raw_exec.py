@@ -4,9 +4,10 @@ driver is not registered at all (agent.drivers.registry says why a job that asks
 
 What it shares with exec (agent.drivers.process) is everything but the isolation:
 
-    agent --Popen(new session, cwd = task dir)--> P  /bin/sh: joins the task's cgroups (memory and cpu
-                                     limits), then exec [nsenter --net=<alloc netns> --] env
-                                     --default-signal [setpriv --reuid --regid --groups --] <command>
+    agent --Popen(new session, cwd = config.work_dir or the task dir)--> P  /bin/sh: joins the task's
+                                     cgroups (memory and cpu limits), sets config.oom_score_adj,
+                                     then exec [nsenter --net=<alloc netns> --] env --default-signal
+                                     [setpriv --reuid --regid --groups --] <command>
                                      <args>: P *is* the workload, with every signal at its default.
 
 No chroot, no mount/pid/ipc/uts namespace, no capability or no_new_privs change: the workload sees
@@ -15,7 +16,7 @@ the node as the agent does. It runs as the agent's user (root) unless the task s
 user, as exec does. A bridge group's task joins the alloc's network namespace, as Nomad's raw_exec
 joins the group's. The environment is the runner's task environment (nothing of the agent's own),
 with Nomad's task-dir variables as host paths (NOMAD_TASK_DIR = <task dir>/local, NOMAD_SECRETS_DIR,
-NOMAD_ALLOC_DIR) and a default PATH.
+NOMAD_ALLOC_DIR) and a default PATH, less config.denied_envvars and the plugin's (agent.drivers.execopts).
 
 Signals go to P's process group; stop is kill_signal (Nomad's default for raw_exec is SIGINT, set by
 the jobspec), SIGKILL after kill_timeout, and then SIGKILL to whatever of the task is still in its
@@ -36,8 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.config import RawExecPlugin
 from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle
 from agent.drivers.cgroups import Cgroups, cgroup_procs_of
+from agent.drivers.execopts import raw_exec_plan, raw_exec_refusals
 from agent.drivers.hostproc import HOST_ENV, TOOL_PATH, carry_env, enter_task_env, exit_code_of, host_tool
 from agent.drivers.keeperclient import EXITS_DIR
 from agent.drivers.process import ProcessDriver
@@ -121,9 +124,11 @@ def workload_argv(
     return argv
 
 
-def p_script(cgroup_join: str) -> str:
-    """P's shell: join the task's cgroups, then become the workload (argv in "$@")."""
-    return f'{cgroup_join}exec "$@"'
+def p_script(cgroup_join: str, oom_score_adj: int | None = None) -> str:
+    """P's shell: join the task's cgroups, set its oom_score_adj (config.oom_score_adj, as Nomad's
+    executor writes /proc/self/oom_score_adj), then become the workload (argv in "$@")."""
+    oom = "" if oom_score_adj is None else f"echo {int(oom_score_adj)} > /proc/self/oom_score_adj; "
+    return f'{cgroup_join}{oom}exec "$@"'
 
 
 def find_command(command: str, task_dir: Path, path: str) -> str | None:
@@ -159,9 +164,16 @@ class RawExecDriver(ProcessDriver):
         *,
         agent_uid: int | None = None,
         exits_dir: Path | None = EXITS_DIR,
+        plugin: RawExecPlugin | None = None,
     ) -> None:
         super().__init__(on_exit, exits_dir=exits_dir)
         self.agent_uid = os.geteuid() if agent_uid is None else agent_uid
+        self.plugin = plugin or RawExecPlugin()  # Nomad's plugin "raw_exec" config: denied_envvars
+
+    def refusals(self, task: Task, group_network: str) -> list[tuple[str, str]]:
+        """(config key, why) of each option of the task this node refuses, at submission."""
+        del group_network  # a raw_exec task's options do not depend on it
+        return raw_exec_refusals(task.config, self.plugin)
 
     def exit_code(self, returncode: int) -> int:
         return exit_code_of(returncode)
@@ -176,10 +188,21 @@ class RawExecDriver(ProcessDriver):
         if not cmd:
             raise DriverError(NAME, what, "config.command is required")
         args = [str(a) for a in task.config.get("args", [])]
+        opts = raw_exec_plan(task.config, self.plugin)
+        if opts.refused:
+            key, why = opts.refused[0]
+            raise DriverError(NAME, what, f"config.{key}: {why}")
+        cwd = Path(opts.work_dir) if opts.work_dir else task_dir
+        if not cwd.is_dir():
+            raise DriverError(NAME, what, f"config.work_dir: {cwd} is not a directory on this node")
         user = resolve_user(task, self.agent_uid)
         env = task_env(ctx.env, task_dir)
-        if find_command(cmd, task_dir, env["PATH"]) is None:
+        found = find_command(cmd, task_dir, env["PATH"])
+        if found is None:
             raise DriverError(NAME, what, f"command {cmd!r} not found (or not executable)")
+        if "/" in cmd and not cmd.startswith("/"):
+            cmd = found  # relative to the task dir, as Nomad's lookupBin, whatever the work_dir
+        env = opts.env(env)  # Nomad's denied_envvars (the plugin's and the task's): after the lookup
         argv = workload_argv(
             cmd,
             args,
@@ -196,10 +219,8 @@ class RawExecDriver(ProcessDriver):
             except OSError as exc:
                 raise DriverError(NAME, what, f"task dir: {exc}") from None
         cg = self.task_cgroups(ctx.alloc_id, task)
-        shell = ["/bin/sh", "-c", p_script(cg.join_script()), SHELL_NAME, *argv]
-        proc = self.spawn(
-            ctx.alloc_id, task, shell, env=carry_env(env), cwd=task_dir, output=ctx.output, what=cmd
-        )
+        shell = ["/bin/sh", "-c", p_script(cg.join_script(), opts.oom_score_adj), SHELL_NAME, *argv]
+        proc = self.spawn(ctx.alloc_id, task, shell, env=carry_env(env), cwd=cwd, output=ctx.output, what=cmd)
         return self.adopt(ctx.alloc_id, task, proc)
 
     def stop(self, handle: TaskHandle, timeout: float, sig: str = "SIGINT") -> None:

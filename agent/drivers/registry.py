@@ -83,7 +83,8 @@ class DriverRegistry:
 
     def config_refusals(self, task: Task, group_network: str) -> list[tuple[str, str]]:
         """(config key, why) of each option of the task's `config` this node refuses: its driver's
-        plugin gates (docker: allow_privileged, allow_caps, volumes, ...; agent.drivers.dockeropts),
+        plugin gates (docker: allow_privileged, allow_caps, volumes, ...; agent.drivers.dockeropts;
+        exec and raw_exec: agent.drivers.execopts),
         for a task in a group of network mode `group_network`."""
         check = self._config_checks.get(task.driver)
         return check(task, group_network) if check is not None and task.driver in self._drivers else []
@@ -140,14 +141,20 @@ def build_registry(
     disabled = {} if raw_exec_enabled else {raw.NAME: raw.DISABLED}
     if docker is None:
         disabled[DOCKER] = DOCKER_DISABLED
+    raw_driver = (raw_exec or raw.RawExecDriver()) if raw_exec_enabled else None
+    checks: dict[str, ConfigCheck] = {exec_driver.name: exec_driver.refusals}
+    if raw_driver is not None:
+        checks[raw.NAME] = raw_driver.refusals
+    if docker is not None:
+        checks[DOCKER] = docker.refusals
     return DriverRegistry(
         [
             *([docker] if docker is not None else []),
             exec_driver,
-            *([raw_exec or raw.RawExecDriver()] if raw_exec_enabled else []),
+            *([raw_driver] if raw_driver is not None else []),
         ],
         container_netns=PauseContainer(docker) if docker is not None else None,
         path_netns=NamedNetns(),
         disabled=disabled,
-        config_checks={DOCKER: docker.refusals} if docker is not None else None,
+        config_checks=checks,
     )
