@@ -19,9 +19,11 @@ The Core (agent.core) holds one `Restore` and delegates to it; what the restore 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Protocol
 
 from agent import layout
@@ -155,6 +157,7 @@ class Restore:
         except (JobspecError, KeyError, TypeError) as exc:
             log.error("state: job %s does not parse any more: %s", job_id, exc)
             return None
+        job = _as_child(job, job_rec)
         self.core.store.put("job", job_id, {**job_rec, "canonical": encode_job(job)})
         return job
 
@@ -267,3 +270,22 @@ class Restore:
             if labels:
                 return labels
         return None
+
+
+def _as_child(job: Job, job_rec: dict[str, Any]) -> Job:
+    """A dispatched or periodic child parsed again from its stored source (the JSON the agent wrote
+    for it) keeps what the servers set on it and a jobspec's parse leaves out (ParentID, Dispatched,
+    Payload)."""
+    if "/" not in job.id or job_rec.get("format") != "json":
+        return job
+    try:
+        raw = json.loads(job_rec["source"]).get("Job") or {}
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return job
+    parent, dispatched, payload = raw.get("ParentID"), raw.get("Dispatched"), raw.get("Payload")
+    return replace(
+        job,
+        parent_id=parent if isinstance(parent, str) else job.parent_id,
+        dispatched=dispatched if isinstance(dispatched, bool) else job.dispatched,
+        payload=payload if isinstance(payload, str) else job.payload,
+    )

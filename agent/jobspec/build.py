@@ -100,7 +100,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
         label, body, path = blocks[0]
         self._keys(body, "job", path)
         job_id = self._str(body, "id", path, label) or label  # Nomad: `id` overrides the label
-        self._name(job_id, join(path, "id") if job_id != label else path, "job ID")
+        self._job_id(job_id, join(path, "id") if job_id != label else path)
         job_type = self._choice(body, "type", path, JOB_TYPES, "service")
         meta = self._str_map(body, "meta", path)
         read_namespace(self, body, path)

@@ -23,6 +23,8 @@ from agent.jobspec.tree import Block, Body, Invalid, Report, join
 _T = TypeVar("_T")
 # Names end up in container names, label values and paths.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+# The part after the parent's ID in a child job's: structs.DispatchLaunchSuffix, PeriodicLaunchSuffix
+CHILD_ID = re.compile(r"^(dispatch|periodic)-[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _INT = re.compile(r"^[+-]?\d{1,19}$")
 _MAX_INT = (1 << 63) - 1  # Go's int64: larger numbers are out of range
 
@@ -130,6 +132,14 @@ class BodyReader:
             return
         warning = server_side_warning(context, key)
         self.report.warn(where, CLIENT_SIDE if warning is None else warning)
+
+    def _job_id(self, job_id: str, path: str) -> None:
+        """A job's ID: a name, or a dispatched or periodic child's `<parent>/dispatch-...` (Nomad's
+        DispatchedID, deriveJob), as a restore parses a child's stored source again."""
+        parent, sep, child = job_id.partition("/")
+        if sep and NAME.match(parent) and CHILD_ID.match(child):
+            return
+        self._name(job_id, path, "job ID")
 
     def _name(self, name: str, path: str, what: str) -> None:
         if not NAME.match(name):
