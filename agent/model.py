@@ -67,6 +67,9 @@ class ChangeScript:
     args: tuple[str, ...] = ()
     timeout: float = 5.0
     fail_on_error: bool = False
+    # Nomad's RunOnFirstRender: the script runs once the task is first running after the first render
+    # (its template's manager: a `once` template's never runs it, agent.templates.runner)
+    run_on_first_render: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,9 @@ class Template:
     env: bool = False  # the rendered file (KEY=VALUE lines) is read into the task's environment
     left_delimiter: str = "{{"
     right_delimiter: str = "}}"
+    once: bool = False  # rendered at the task's setup (and restore) only, never re-rendered on a change
+    uid: int | None = None  # the rendered file's owner (Nomad's Uid; None: the agent's own)
+    gid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,8 @@ class Vault:
     change_signal: str = ""
     env: bool = True  # VAULT_TOKEN in the task's environment
     file: bool = True  # secrets/vault_token
+    # Nomad's AllowTokenExpiration: no renewal loop; the token expires and the task keeps running
+    allow_token_expiration: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,6 +245,8 @@ class Task:
     artifacts: tuple[Artifact, ...] = ()
     identities: tuple[WorkloadIdentity, ...] = ()  # the default one first, when the job has it
     dispatch_payload: str = ""  # Nomad's DispatchPayloadConfig.File: under local/, a dispatch's payload
+    # the task's own `restart` merged over its group's (Nomad's Task.Canonicalize); None: the group's
+    restart: RestartPolicy | None = None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("group", "task"): ("task", "labelled"),
     ("group", "network"): ("network", "many"),
     ("group", "restart"): ("restart", "one"),
+    ("task", "restart"): ("restart", "one"),
     ("group", "service"): ("service", "many"),
     ("network", "port"): ("port", "ports"),
     ("task", "resources"): ("resources", "one"),

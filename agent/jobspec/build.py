@@ -178,7 +178,13 @@ class Builder(ServiceBlocks, TemplateBlocks):
             seen.add(task_name)
             tasks.append(
                 self._task(
-                    f"{job_id}-{name}-{task_name}", task_name, task_body, task_path, labels, default_vault
+                    f"{job_id}-{name}-{task_name}",
+                    task_name,
+                    task_body,
+                    task_path,
+                    labels,
+                    default_vault,
+                    group_restart=restart,
                 )
             )
         services = self._services(body, path, labels, f"{job_id}-{name}", task_names=seen)
@@ -250,6 +256,8 @@ class Builder(ServiceBlocks, TemplateBlocks):
         path: str,
         labels: set[str],
         default_vault: Vault | None,
+        *,
+        group_restart: RestartPolicy | None = None,
     ) -> Task:
         self._keys(body, "task", path)
         self._name(name, path, "task name")
@@ -296,6 +304,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             artifacts=read_artifacts(self, body, path),
             identities=identities,
             dispatch_payload=read_dispatch_payload(self, body, path),
+            restart=self._task_restart(body, path, group_restart or RestartPolicy()),
         )
 
     def _shutdown_delay(self, body: Body, path: str) -> float:
@@ -384,6 +393,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             change_signal=change_signal,
             env=self._bool(v, "env", vpath, True),
             file=not self._bool(v, "disable_file", vpath, False),
+            allow_token_expiration=self._bool(v, "allow_token_expiration", vpath, False),
         )
 
     # --- group parts ---------------------------------------------------------------------------------------
@@ -416,6 +426,21 @@ class Builder(ServiceBlocks, TemplateBlocks):
                 f"of {policy.interval:g}s",
             )
         return policy
+
+    def _task_restart(self, body: Body, path: str, group: RestartPolicy) -> RestartPolicy | None:
+        """A task's own `restart` block: the fields it sets over its group's policy (Nomad's
+        Task.Canonicalize merges them so); None without one. Each value is checked as the group's;
+        the merged policy is not checked as a whole, as Nomad validates the group's policy only."""
+        found = self._single(body, "restart", path)
+        if found is None:
+            return None
+        rb, rpath = found
+        return RestartPolicy(
+            attempts=self._int(rb, "attempts", rpath, group.attempts, minimum=0),
+            interval=self._duration(rb, "interval", rpath, group.interval),
+            delay=self._duration(rb, "delay", rpath, group.delay),
+            mode=self._choice(rb, "mode", rpath, RESTART_MODES, group.mode),
+        )
 
     def _config(self, body: Body, path: str, driver: str, labels: set[str]) -> dict[str, object]:
         cpath = join(path, "config")

@@ -115,6 +115,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "leader",
             "identity",
             "dispatch_payload",
+            "restart",  # over the group's (Nomad's Task.Canonicalize)
         }
     ),
     # Nomad's TaskLifecycleConfig: the task's place in the alloc's order (agent.lifecycle)
@@ -139,7 +140,9 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "distinct_property",
         }
     ),
-    "vault": frozenset({"policies", "role", "change_mode", "change_signal", "env", "disable_file"}),
+    "vault": frozenset(
+        {"policies", "role", "change_mode", "change_signal", "env", "disable_file", "allow_token_expiration"}
+    ),
     # a task's `network` is deprecated in Nomad: its ports join the group's network
     "resources": frozenset({"cpu", "memory", "network"}),
     "template": frozenset(
@@ -157,9 +160,12 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "env",
             "left_delimiter",
             "right_delimiter",
+            "once",
+            "uid",
+            "gid",
         }
     ),
-    "change_script": frozenset({"command", "args", "timeout", "fail_on_error"}),
+    "change_script": frozenset({"command", "args", "timeout", "fail_on_error", "run_on_first_render"}),
     "wait": frozenset({"min", "max"}),
     # a group service's `task`: its checks' default (script checks run there: agent.runner.checks_script)
     "service": frozenset({"name", "port", "tags", "provider", "check", "check_restart", "task"}),
@@ -332,16 +338,15 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "consul",
             "csi_plugin",
             "kind",
-            "restart",
             "scaling",
             "schedule",
             "secret",
         }
     ),
     "resources": frozenset({"cores", "device", "disk", "iops", "memory_max", "numa", "secrets"}),
-    "template": frozenset({"error_mode", "gid", "on_error", "on_render_error", "once", "uid", "vault_grace"}),
-    "vault": frozenset({"namespace", "cluster", "allow_token_expiration", "entity_alias"}),
-    "change_script": frozenset({"run_on_first_render"}),
+    "template": frozenset({"error_mode", "on_error", "on_render_error", "vault_grace"}),
+    "vault": frozenset({"namespace", "cluster", "entity_alias"}),
+    "change_script": frozenset(),
     "wait": frozenset(),
     "check_restart": frozenset(),
     "service": frozenset(

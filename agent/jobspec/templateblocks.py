@@ -1,6 +1,6 @@
 """A task's `template` blocks, read as Nomad reads them: a destination inside the task dir (local/,
-secrets/, alloc/), delimiters, change_mode and its signal or script, perms, env templates, wait and
-splay."""
+secrets/, alloc/), delimiters, change_mode and its signal or script, perms and owner (uid, gid), env
+templates, wait, splay and once."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from agent.model import ChangeScript, Template
 
 CHANGE_MODES = ("noop", "signal", "restart", "script")
 TEMPLATE_DIRS = ("local", "secrets", "alloc")  # alloc/: the alloc's shared dir, as Nomad's sandbox
+_MAX_OWNER_ID = 2**32 - 2  # (uid_t)-1 means "unchanged" to chown(2)
 _TASK_DIR_VARS = {
     "${NOMAD_TASK_DIR}": "local",
     "${NOMAD_SECRETS_DIR}": "secrets",
@@ -110,7 +111,22 @@ class TemplateBlocks(BodyReader):
             env=self._bool(body, "env", path, False),
             left_delimiter=self._delimiter(body, "left_delimiter", path, "{{"),
             right_delimiter=self._delimiter(body, "right_delimiter", path, "}}"),
+            once=self._bool(body, "once", path, False),
+            uid=self._owner_id(body, "uid", path),
+            gid=self._owner_id(body, "gid", path),
         )
+
+    def _owner_id(self, body: Body, key: str, path: str) -> int | None:
+        """A template's `uid` or `gid` (Nomad's Uid, Gid): the rendered file's owner, set on the file
+        the agent wrote inside the task dir (by its descriptor, agent.sandbox.write_file); None when
+        absent or negative, as Nomad's template manager leaves the owner alone then (the agent's)."""
+        number = self._int(body, key, path, -1)
+        if number > _MAX_OWNER_ID:
+            self.report.error(
+                join(path, key), f"{number} is not a {key} a file can have (at most {_MAX_OWNER_ID})"
+            )
+            return None
+        return number if number >= 0 else None
 
     def _delimiter(self, body: Body, key: str, path: str, default: str) -> str:
         text = self._str(body, key, path, default)
@@ -153,6 +169,7 @@ class TemplateBlocks(BodyReader):
             args=self._str_list(sb, "args", spath),
             timeout=self._duration(sb, "timeout", spath, 5.0),
             fail_on_error=self._bool(sb, "fail_on_error", spath, False),
+            run_on_first_render=self._bool(sb, "run_on_first_render", spath, False),
         )
 
     def _perms(self, body: Body, path: str) -> str:

@@ -25,6 +25,7 @@ from agent.model import (
     Job,
     Network,
     ReschedulePolicy,
+    RestartPolicy,
     Scaling,
     Service,
     Task,
@@ -257,13 +258,7 @@ def _group(job: Job, g: Group, create_index: int = 0, modify_index: int = 0) -> 
             for v in g.volumes
         }
         or None,
-        "RestartPolicy": {
-            "Interval": ns(g.restart.interval),
-            "Attempts": g.restart.attempts,
-            "Delay": ns(g.restart.delay),
-            "Mode": g.restart.mode,
-            "RenderTemplates": False,
-        },
+        "RestartPolicy": _restart(g.restart),
         "Disconnect": None,
         "ReschedulePolicy": _reschedule(g.reschedule) if g.reschedule is not None else None,
         "EphemeralDisk": {
@@ -338,7 +333,7 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "Env": nil_map(t.env),
         "Services": [_service(s, _default_service_name(job, g, t)) for s in t.services] or None,
         "Resources": resources(t.resources.cpu, t.resources.memory),
-        "RestartPolicy": None,
+        "RestartPolicy": _restart(t.restart) if t.restart is not None else None,
         "Meta": nil_map(t.meta),
         "KillTimeout": ns(t.kill_timeout),
         "LogConfig": {
@@ -492,6 +487,18 @@ def _check(c: Check) -> dict[str, Any]:
     }
 
 
+def _restart(r: RestartPolicy) -> dict[str, Any]:
+    """api.RestartPolicy of a group, or of a task with its own (merged over its group's; null for a
+    task without one, which the JSON reader takes as the group's, as Nomad's client does)."""
+    return {
+        "Interval": ns(r.interval),
+        "Attempts": r.attempts,
+        "Delay": ns(r.delay),
+        "Mode": r.mode,
+        "RenderTemplates": False,
+    }
+
+
 def _template(t: Template) -> dict[str, Any]:
     """api.Template (api/tasks.go), with api.ChangeScript and api.WaitConfig."""
     script = t.change_script
@@ -508,14 +515,14 @@ def _template(t: Template) -> dict[str, Any]:
             "Args": list(script.args),
             "Timeout": ns(script.timeout),
             "FailOnError": script.fail_on_error,
-            "RunOnFirstRender": False,
+            "RunOnFirstRender": script.run_on_first_render,
         },
         "ChangeSignal": t.change_signal,
-        "Once": False,
+        "Once": t.once,
         "Splay": ns(t.splay),
         "Perms": t.perms,
-        "Uid": None,
-        "Gid": None,
+        "Uid": t.uid,
+        "Gid": t.gid,
         "LeftDelim": t.left_delimiter,
         "RightDelim": t.right_delimiter,
         "Envvars": t.env,
@@ -536,7 +543,7 @@ def _vault(v: Vault) -> dict[str, Any]:
         "DisableFile": not v.file,
         "ChangeMode": v.change_mode,
         "ChangeSignal": v.change_signal,
-        "AllowTokenExpiration": False,
+        "AllowTokenExpiration": v.allow_token_expiration,
     }
 
 

@@ -437,10 +437,11 @@ class TaskRunner:
         self.schedule_restart(decision.delay, generation)
 
     def restart_decision(self, record: TaskRecord, now: float, code: int | None) -> RestartDecision:
-        """The restart tracker's decision on an exit with `code` (None: unknown, or a start error)."""
+        """The restart tracker's decision on an exit with `code` (None: unknown, or a start error), by
+        the task's own policy (its `restart` merged over its group's), else its group's."""
         t, ar = self.t, self.ar
         return plan_task_restart(
-            ar.group.restart,
+            t.restart or ar.group.restart,
             record.restart_times,
             now,
             StartCause.RESTART_POLICY,

@@ -14,7 +14,11 @@
   templates' `secret()` calls (this object is the task's SecretSource). Never the agent's token.
 - **Renew**: at 2/3 of its TTL (`plan_token`, pure), with renew-self by the task's own token; a token
   that cannot be renewed (refused, expired by our clock, not renewable, capped by its max TTL) is
-  replaced by a new one, and the task's `vault.change_mode` says what the task is told.
+  replaced by a new one, and the task's `vault.change_mode` says what the task is told. With
+  `allow_token_expiration` (Nomad's vault hook then runs no renewal loop) it is neither renewed nor
+  replaced while the task lives, restarts included: it expires and the task keeps running. An
+  agent restart still checks the stored token and derives one when it no longer works (Nomad's
+  client reads the file back unchecked).
 - **Restore**: after an agent restart the token is read back from `secrets/vault_token` and kept if
   the server still knows it under the recorded accessor (lookup-self); otherwise the old accessor is
   revoked and a new token derived. A task with `file = false` keeps no token anywhere the agent can
@@ -259,8 +263,8 @@ class TaskVaultToken:
         self._check_policies()
         if self._client is not None and self.lease is not None:
             plan = plan_token(self.lease, self.clock())
-            if plan.action is not TokenAction.DERIVE:
-                return False
+            if plan.action is not TokenAction.DERIVE or self.vault.allow_token_expiration:
+                return False  # allowed to expire: a restart keeps it (Nomad derives at the first start only)
         self._replace("the task starts" if self.lease is None else "the token expired")
         return True
 
@@ -321,6 +325,8 @@ class TaskVaultToken:
     def _schedule(self) -> None:
         self.generation += 1
         gen = self.generation
+        if self.vault.allow_token_expiration:
+            return  # Nomad's vault hook starts no renewal loop: the token expires, the task runs on
         plan = plan_token(self.lease, self.clock())
         if plan.action is TokenAction.NEVER:
             return

@@ -472,6 +472,15 @@ def render(
         raise failed.redacted(ctx.secrets()) from None
 
 
+def _owner(tpl: Template) -> tuple[int, int] | None:
+    """The owner the rendered file is given (Nomad's template uid and gid; -1 leaves that one as the
+    agent's, as chown(2)), None when neither is set. Set by the descriptor of the file the agent
+    created inside the task dir, never through a path a task could swap for a link."""
+    if tpl.uid is None and tpl.gid is None:
+        return None
+    return (-1 if tpl.uid is None else tpl.uid, -1 if tpl.gid is None else tpl.gid)
+
+
 def _render(
     tpl: Template, task_dir: Path, ctx: RenderContext, timeout: float, max_bytes: int
 ) -> tuple[Path, str, bool]:
@@ -512,7 +521,7 @@ def _render(
     if tpl.env:  # what the agent rendered, never what the task may have put in the file since
         ctx.env_files[tpl.destination] = parse_env_file(content)
     try:
-        changed = write_file(task_dir, where, data, perms)
+        changed = write_file(task_dir, where, data, perms, _owner(tpl))
     except OSError as exc:
         raise TemplateRenderError(tpl.destination, f"writing {where}: {exc.strerror or exc}") from None
     return where.host_path(task_dir), digest, changed

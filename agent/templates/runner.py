@@ -293,7 +293,7 @@ class TaskTemplates:
         templates = [self.t.templates[i] for i in plan_templates_to_render(keys, self.d.bugs)]
         for _pass in range(2):
             for tpl in templates:
-                if tpl.destination in same:
+                if tpl.destination in same or (periodic and tpl.once):  # once: rendered at setup only
                     continue
                 left = budget - ctx.meter.charged
                 if left <= 0:
@@ -327,9 +327,10 @@ class TaskTemplates:
         no-op render; under the last-event-wins fault it overwrites the change (nomad-24140)."""
         states = {s.dest: s for s in self.states()}
         changed = False
+        used, watched = self._watched(ctx)
         self._held = after_pass(
             self._held,
-            ctx.used,
+            used,
             ctx.cache,
             ctx.reused,
             began,
@@ -357,16 +358,29 @@ class TaskTemplates:
             self.d.vault_wake.unsubscribe(self._wake_key)
         self.passes += 1
         self.fetches += ctx.fetches
-        self._last_used = set(ctx.used)
+        self._last_used = used
         self._reads = dict(ctx.reads)
-        self._follow_nomad(ctx)
+        self._follow_nomad(ctx, watched)
         if delay is not None:
             self.schedule_rerender(delay)
         return changed
 
-    def _follow_nomad(self, ctx: RenderContext) -> None:
-        """A pass as soon as the Nomad data the templates read changes (agent.templates.nomadwatch)."""
-        reads = [r.nomad for r in ctx.reads.values()]
+    def _watched(self, ctx: RenderContext) -> tuple[set[str], list[Reads]]:
+        """What a pass read that later passes watch: the secrets (held, re-issued when due) and each
+        template's reads, without what only `once` templates read (Nomad renders those by a runner
+        of their own in consul-template's once mode, never again on a change)."""
+        once = {tpl.destination for tpl in self.t.templates if tpl.once}
+        watch = [r for dest, r in ctx.reads.items() if dest not in once]
+        if not once:
+            return set(ctx.used), watch
+        kept: set[str] = set().union(*(r.keys for r in watch))
+        only_once = set().union(*(r.keys for dest, r in ctx.reads.items() if dest in once)) - kept
+        return set(ctx.used) - only_once, watch
+
+    def _follow_nomad(self, ctx: RenderContext, watched: list[Reads]) -> None:
+        """A pass as soon as the Nomad data the watched templates read changes
+        (agent.templates.nomadwatch)."""
+        reads = [r.nomad for r in watched]
         follow(self.d.nomad, self.r, self.t, ctx.nomad, reads, lambda: self.schedule_rerender(0.0))
 
     def schedule_rerender(self, delay: float) -> None:
@@ -477,9 +491,31 @@ class TaskTemplates:
 
     # -- actions -------------------------------------------------------------------------------
     def task_started(self) -> None:
-        """The task's process started and read the templates: nothing is owed to it."""
+        """The task's process started and read the templates: nothing is owed to it. At its first
+        start (no template was given to it before, kept across agent restarts) the change scripts
+        with `run_on_first_render` run too, once it is running (Nomad's template hook runs them at
+        poststart); not a `once` template's (Nomad collects them from the watching runner only)."""
         self._owed_since = self._owed_fetched = None
-        self.save(on_task_started(self.states()))
+        states = self.states()
+        fresh = {s.dest for s in states if s.rendered and not s.delivered}
+        self.save(on_task_started(states))
+        scripts = [
+            tpl.change_script
+            for tpl in self.t.templates
+            if tpl.destination in fresh
+            and not tpl.once
+            and tpl.change_mode == "script"
+            and tpl.change_script is not None
+            and tpl.change_script.run_on_first_render
+        ]
+        if scripts:
+            self.d.schedule(0.0, lambda: self._first_render_scripts(scripts))
+
+    def _first_render_scripts(self, scripts: list[ChangeScript]) -> None:
+        if not self.r.alloc_running() or not self.r.task_running(self.t):
+            return  # exited (or stopped) before: nothing to exec in, as Nomad's poststart
+        for script in scripts:
+            self._run_script(script)
 
     def act_after_splay(self) -> None:
         splay = min((tpl.splay for tpl in self.t.templates), default=0.0)
@@ -534,16 +570,17 @@ class TaskTemplates:
                     "change script not run",
                 )
                 continue
-            script = tpl.change_script
+            self._run_script(tpl.change_script)
 
-            def ran(rc: int, out: str, script: ChangeScript = script) -> None:
-                kind = "Template Script" if rc == 0 else "Template Script Failed"
-                self.r.event(self.t.name, kind, f"{script.command} exited {rc}: {out.strip()[-200:]}")
-                if rc != 0 and script.fail_on_error:
-                    self.r.restart_for_template(self.t)
+    def _run_script(self, script: ChangeScript) -> None:
+        def ran(rc: int, out: str) -> None:
+            kind = "Template Script" if rc == 0 else "Template Script Failed"
+            self.r.event(self.t.name, kind, f"{script.command} exited {rc}: {out.strip()[-200:]}")
+            if rc != 0 and script.fail_on_error:
+                self.r.restart_for_template(self.t)
 
-            # Off the main loop: a script that hangs until its timeout holds nothing else up.
-            self.r.exec_in_task(self.t, [script.command, *script.args], script.timeout, ran)
+        # Off the main loop: a script that hangs until its timeout holds nothing else up.
+        self.r.exec_in_task(self.t, [script.command, *script.args], script.timeout, ran)
 
     def after_restore(self) -> None:
         """After an agent restart and re-render: the running task is owed exactly one action if the
