@@ -154,6 +154,30 @@ def test_a_crashed_task_restarts_after_the_delay_until_attempts_run_out(tmp_path
     assert "Exit Code: 3" in [e.message for e in node.store.events(r.id, "t0")]
 
 
+def test_an_exit_the_engine_cannot_answer_for_is_looked_at_again_not_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task died as dockerd stopped (e2e test_outages): the inspect of its exit found no engine. The
+    exit was dropped and the task stayed "running" with no container; now it waits for the engine."""
+    node = FakeNode(tmp_path)
+    r = _started(node)
+    (hid,) = [h for h in node.docker.running() if h.startswith("docker-t0")]
+    node.docker.exit(hid, 3)
+    answers = node.docker.status
+
+    def engine_down(handle: object) -> object:
+        raise DriverError("docker", "inspect", "engine unavailable", unavailable=True)
+
+    monkeypatch.setattr(node.docker, "status", engine_down)
+    r.on_task_exit(hid)
+    assert r.state.task("t0").state is TaskState.RUNNING  # not decided without the exit code
+    assert len(node.timers) == 1, "the exit is to be looked at again"
+    monkeypatch.setattr(node.docker, "status", answers)  # the engine is back
+    node.run_timers()  # the exit decided by the restart policy, then its restart
+    assert "Exit Code: 3" in [e.message for e in node.store.events(r.id, "t0")]
+    assert r.state.task("t0").restarts == 1
+
+
 def test_restart_attempts_are_counted_in_tumbling_intervals_from_the_tasks_start(tmp_path: Path) -> None:
     """Nomad's restart tracker: the interval starts with the task runner and a new one (count 0)
     starts at the first exit after it ended, kept in the task record. Two restarts at +10 s and

@@ -16,6 +16,7 @@ agent.network.base); what a fault flag changes is decided by the pure `plan_*` f
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -31,7 +32,7 @@ from agent.decisions import (
     plan_pause_death,
     plan_setup_retry,
 )
-from agent.drivers.base import NetnsOwner, TaskDriver, TaskHandle
+from agent.drivers.base import DriverError, NetnsOwner, TaskDriver, TaskHandle
 from agent.errors import AgentError, Unavailable
 from agent.jobspec.durations import format_duration
 from agent.lifecycle import Stage, plan_kill_order
@@ -69,6 +70,9 @@ from agent.taskdecisions import (
 )
 from agent.templates.render import SecretSource, TemplateRenderError
 from agent.templates.runner import TaskTemplates
+
+log = logging.getLogger(__name__)
+EXIT_RETRY = 1.0  # seconds until a task's exit is looked at again when the engine did not answer
 
 
 class AllocRunner:
@@ -314,7 +318,16 @@ class AllocRunner:
             return
         t = self._task(name)
         h = self.state.handle(name)
-        code = self.driver(t).status(h).exit_code if h else None
+        try:
+            code = self.driver(t).status(h).exit_code if h else None
+        except DriverError as exc:
+            if not exc.unavailable:
+                raise
+            # The engine went away as the task died (a docker stop): the exit is looked at again once
+            # the engine answers, never dropped (it was: the task stayed "running" with no container).
+            log.warning("alloc=%s task=%s: its exit waits for the engine: %s", self.id[:8], name, exc)
+            self.d.schedule(EXIT_RETRY, lambda: self.on_task_exit(handle_id))
+            return
         record = self.state.task(name)
         if self.coord.waits_for(t):  # a poststop task of an ending alloc
             self.coord.poststop_exited(t, code, exit_text(code))
