@@ -107,6 +107,38 @@ def test_a_task_of_once_templates_only_has_no_re_render_scheduled(tmp_path: Path
     assert [d for d, fn in host.timers if getattr(fn, "__func__", None) is not TaskTemplates.act] == []
 
 
+class PacedSource(CountingSource):
+    """The task's Vault token after an agent restart with a restart window: the re-issue waits."""
+
+    def restart_delay(self) -> float | None:
+        return 5.0
+
+
+def test_a_restore_render_put_on_a_timer_renders_the_once_template_too(tmp_path: Path) -> None:
+    """After an agent restart the re-render of a running task may wait for its point of the restart
+    window; that pass renders the `once` template as the restore would have (Nomad's new template
+    hook renders it anew after a client restart), and later passes leave it alone again."""
+    task = _task(_cert("first", once=True))
+    host, _, tt = _runner(tmp_path, task, [1000.0])
+    tt.render_all()
+    tt.task_started()
+    before = (tmp_path / "alloc" / "web" / "secrets" / "first").read_text()
+    host.timers.clear()  # the first agent's timers die with it
+    source = PacedSource()
+    source.issued = 100  # the same Vault: serials go on
+    host.vault = source  # type: ignore[assignment]
+    restored = TaskTemplates(host, task, tt.d)
+    assert restored.render_all() is False  # put on the restart window's timer
+    (delay, rerender) = host.timers.pop()
+    assert delay == 5.0
+    rerender()
+    assert source.fetched == ["first"]
+    assert (tmp_path / "alloc" / "web" / "secrets" / "first").read_text() != before
+    restored.schedule_rerender(0.0)  # any later pass: nothing renders it again
+    host.timers.pop()[1]()
+    assert source.fetched == ["first"]
+
+
 def _script_task(*, first: bool = True, once: bool = False) -> Task:
     script = ChangeScript("/bin/sh", ("-c", "echo first"), run_on_first_render=first)
     return _task(Template("local/conf", data="v1", change_mode="script", change_script=script, once=once))

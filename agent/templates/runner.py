@@ -95,6 +95,9 @@ class TaskTemplates:
         # apart instead of being issued again in one burst every cycle.
         self._held: dict[str, Held] = {}
         self._rendering = False  # a periodic pass is off the main loop
+        # An agent restore's render put on a timer (`_spread_restore`): that pass renders the `once`
+        # templates too, as the restore would have (Nomad's template hook renders them anew then).
+        self._restore_pending = False
         self.rate_limited = 0  # passes Vault (or the agent's own cap) refused over its rate limit
         self._stalled = 0  # refused passes in a row that got no secret at all: the backoff's attempt
         self.spread_restores = 0  # restores whose re-issue went on a timer in the restart window
@@ -227,6 +230,7 @@ class TaskTemplates:
             delay,
         )
         self.spread_restores += 1
+        self._restore_pending = True
         self.schedule_rerender(delay)
         return True
 
@@ -266,7 +270,9 @@ class TaskTemplates:
             key: (data, ttl, since) for key, (data, ttl) in ctx.cache.items() if key not in ctx.reused
         }
 
-    def _render_pass(self, ctx: RenderContext, *, periodic: bool = False) -> list[tuple[str, str, bool]]:
+    def _render_pass(
+        self, ctx: RenderContext, *, periodic: bool = False, with_once: bool = False
+    ) -> list[tuple[str, str, bool]]:
         """The blocking part of a pass (Vault, the render worker, the files): no store, no events, so
         it may run off the main loop. The secrets the last pass read and that are not held (due, or
         without a TTL) are fetched first, several at once; then the templates render, twice, as
@@ -274,7 +280,7 @@ class TaskTemplates:
         no-op render). A `periodic` pass renders only the templates whose dependencies changed: one
         that read only secrets still held (not fetched anew) would render what it rendered, so it
         is skipped, as consul-template does. Returns (destination, sha256, changed) of each render,
-        in order."""
+        in order. A periodic pass skips the `once` templates unless `with_once` (a restore's)."""
         if why := too_many_templates(self.t.name, len(self.t.templates), self.d.max_templates):
             raise TemplateRenderError(self.t.templates[self.d.max_templates].destination, why)
         prefetch(ctx, self._last_used, PREFETCH_PARALLEL)
@@ -293,7 +299,7 @@ class TaskTemplates:
         templates = [self.t.templates[i] for i in plan_templates_to_render(keys, self.d.bugs)]
         for _pass in range(2):
             for tpl in templates:
-                if tpl.destination in same or (periodic and tpl.once):  # once: rendered at setup only
+                if tpl.destination in same or (periodic and tpl.once and not with_once):
                     continue
                 left = budget - ctx.meter.charged
                 if left <= 0:
@@ -401,6 +407,7 @@ class TaskTemplates:
         self._rendering = True
         started = time.monotonic()
         began = self.d.monotonic()
+        with_once = self._restore_pending
 
         def done(result: object, exc: Exception | None) -> None:
             self._rendering = False
@@ -414,6 +421,8 @@ class TaskTemplates:
                 return
             try:
                 assert isinstance(result, list)
+                if with_once:
+                    self._restore_pending = False
                 if self._apply(ctx, result, began) and self._owed_since is None:
                     self._owed_since, self._owed_fetched = started, self._fetched_at
             except Exception as failure:
@@ -421,7 +430,9 @@ class TaskTemplates:
                 return
             self.act_after_splay()
 
-        self.d.offload(f"render-{self.t.name}", lambda: self._render_pass(ctx, periodic=True), done)
+        self.d.offload(
+            f"render-{self.t.name}", lambda: self._render_pass(ctx, periodic=True, with_once=with_once), done
+        )
 
     def _failed(self, exc: Exception, *, progressed: bool = False) -> None:
         """Any failure of a pass: a retried event, never a watcher that dies silently. `progressed`:
