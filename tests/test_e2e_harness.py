@@ -441,7 +441,14 @@ def test_a_task_outside_its_allocs_netns_and_an_alloc_without_one_are_reported()
 
 def test_a_running_alloc_without_its_dir_and_an_unreplaced_failed_one_are_reported() -> None:
     state = NODE_STATE.replace(f"## allocdirs\n{LIVE}\n", "## allocdirs\n")
-    failed = {"id": DEAD, "status": "failed", "reason": "boom", "network": {}, "tasks": {}}
+    failed = {
+        "id": DEAD,
+        "status": "failed",
+        "reason": "boom",
+        "network": {},
+        "tasks": {},
+        "followup_eval_id": "e1",
+    }
     problems = alloc_health_problems("client1", [ALLOCS[0], failed], parse_resources(state), NAMES)
     assert problems == [
         f"client1: alloc {LIVE[:8]} is running but its alloc dir is missing",
@@ -449,6 +456,9 @@ def test_a_running_alloc_without_its_dir_and_an_unreplaced_failed_one_are_report
     ]
     replaced = {**failed, "replaced_by": LIVE}
     assert alloc_health_problems("client1", [ALLOCS[0], replaced], parse_resources(NODE_STATE), NAMES) == []
+    # its reschedule policy had no attempt left (no follow-up evaluation): owed nothing, as Nomad
+    spent = {**failed, "followup_eval_id": ""}
+    assert alloc_health_problems("client1", [ALLOCS[0], spent], parse_resources(NODE_STATE), NAMES) == []
 
 
 ETH0 = "2: eth0    inet 172.26.64.2/24 brd 172.26.64.255 scope global eth0\\       valid_lft forever"

@@ -413,7 +413,9 @@ def alloc_health_problems(
                     )
         elif st == "pending":
             problems.append(f"{node}: alloc {aid[:8]} is still pending")
-        elif st == "failed" and a.get("desired") != "stop":
+        elif st == "failed" and a.get("desired") != "stop" and a.get("followup_eval_id"):
+            # a reschedule is owed (Nomad's follow-up evaluation): until its replacement is placed,
+            # after the policy's delay; one whose policy said no more attempts is owed nothing
             nxt = by_id.get(a.get("replaced_by") or "")
             if nxt is None:
                 problems.append(f"{node}: alloc {aid[:8]} failed ({a.get('reason')}) and was not replaced")

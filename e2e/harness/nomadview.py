@@ -161,6 +161,7 @@ def alloc_view(a: Mapping[str, Any], handles: Handles | None = None) -> dict[str
         "desired": str(a.get("DesiredStatus") or ""),
         "reason": str(a.get("ClientDescription") or ""),
         "replaced_by": a.get("NextAllocation") or None,
+        "followup_eval_id": a.get("FollowupEvalID") or "",  # a reschedule owed (Nomad's follow-up eval)
         "replaces": a.get("PreviousAllocation") or None,
         "created": int(a.get("CreateTime") or 0) / 1e9,
         "network": net,

@@ -16,6 +16,8 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
   run: {refused: RE}                    the submission must be refused with a message matching RE
                                         (the only step; checks: [])
   wait: {alloc: STATUS}                 the alloc reaches STATUS (running, complete, failed)
+  wait: {replaced: true}                the alloc is replaced (a failed one: after its reschedule
+                                        policy's delay, Nomad's 30s for a service job, 5s for batch)
   wait: {task: NAME, state: STATE}      a task reaches STATE (pending, running, dead)
   wait: {task: NAME, event: TYPE, count: N}   N events of TYPE for the task
   wait: {file: PATH, contains: RE}      a file of the alloc dir exists (and has a line matching RE)
@@ -260,6 +262,11 @@ def _wait_arg(path: Path, where: str, arg: object) -> object:
         _file_arg(
             path, where, {"path": arg["file"], **({"contains": arg["contains"]} if "contains" in arg else {})}
         )
+        return arg
+    if "replaced" in arg:
+        _keys(path, where, arg, {"replaced"}, {"replaced"})
+        if not isinstance(arg["replaced"], bool):
+            raise ScenarioError(f"{_where(path, where)}.replaced: true or false")
         return arg
     if "alloc" in arg:
         _keys(path, where, arg, {"alloc"}, {"alloc"})

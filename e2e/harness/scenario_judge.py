@@ -119,6 +119,9 @@ def wait_state(step: Step, alloc: dict[str, Any], events: list[dict[str, Any]]) 
     arg = step.arg
     if "alloc" in arg:
         return alloc.get("status") == arg["alloc"], f"alloc {alloc.get('status')}"
+    if "replaced" in arg:
+        by = alloc.get("replaced_by") or ""
+        return bool(by) == arg["replaced"], f"replaced by {by[:8]}" if by else "was not replaced"
     ts = (alloc.get("tasks") or {}).get(arg["task"]) or {}
     if "state" in arg:
         return ts.get("state") == arg["state"], f"task {arg['task']} {ts.get('state') or 'unknown'}"
