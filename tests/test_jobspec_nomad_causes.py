@@ -187,14 +187,9 @@ job "label" {
     assert parsed.job.id == "real-id"
     tpl = parsed.job.groups[0].tasks[0].templates[0]
     assert (tpl.left_delimiter, tpl.right_delimiter) == ("[[", "]]")
-    t = "job.label.group.g.task.t.template[0]"
-    assert sorted(parsed.warnings) == sorted(
-        [
-            f"job.label.group.g.max_run_duration: {NOT_IMPLEMENTED}",
-            *(f"{t}.{k}: {NOT_IMPLEMENTED}" for k in ("uid", "gid", "once")),
-            f"{t}.change_script.run_on_first_render: {NOT_IMPLEMENTED}",
-        ]
-    )
+    assert parsed.warnings == (f"job.label.group.g.max_run_duration: {NOT_IMPLEMENTED}",)
+    assert (tpl.uid, tpl.gid, tpl.once) == (1000, 1000, True)  # read (issue 52), no longer warned about
+    assert tpl.change_script is not None and tpl.change_script.run_on_first_render
 
 
 def test_template_delimiters_default_to_go_templates() -> None:
@@ -364,7 +359,8 @@ def test_raw_exec_runs_like_exec() -> None:
         "/bin/sh",
         ["-c", "true"],
     )
-    assert parsed.warnings == (f"job.j.group.g.task.t.config.work_dir: {NOT_IMPLEMENTED}",)
+    assert parsed.warnings == ()  # work_dir: raw_exec's, honoured (issue 52)
+    assert parsed.job.groups[0].tasks[0].config["work_dir"] == "/tmp"
 
 
 def test_other_drivers_are_refused_naming_the_ones_the_agent_runs() -> None:

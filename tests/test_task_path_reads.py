@@ -35,6 +35,7 @@ ARTIFACT = (
 SITES: dict[tuple[str, str, str], str] = {
     ("cli/jobfiles.py", "variables", "path.read_text"): CLI,
     ("cli/__init__.py", "reader_gone", "os.open"): CLI,  # /dev/null over a closed stdout (`| head`)
+    ("cli/commands.py", "job_dispatch", "open"): CLI,  # `job dispatch ... INPUT`: the operator's payload file
     ("config.py", "_read", "path.read_text"): NODE,
     ("getter/unpack.py", "_unzip", "z.open"): ARTIFACT,
     # `chown = true`: the destination walked by fd, each directory O_NOFOLLOW|O_DIRECTORY, only fchown
