@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,14 @@ class DockerOpts:
 
 
 # -- value readers: Nomad's HCL spec types (a block may arrive as a list of maps) --------------------
+# Shared by the exec and raw_exec options (agent.drivers.execopts): each refuses into what it is given.
 
 
-def read_str(config: Mapping[str, Any], key: str, out: DockerOpts) -> str:
+class Refuses(Protocol):
+    def refuse(self, key: str, why: str) -> None: ...
+
+
+def read_str(config: Mapping[str, Any], key: str, out: Refuses) -> str:
     v = config.get(key)
     if v is None:
         return ""
@@ -48,7 +53,7 @@ def read_str(config: Mapping[str, Any], key: str, out: DockerOpts) -> str:
     return v
 
 
-def read_bool(config: Mapping[str, Any], key: str, out: DockerOpts) -> bool | None:
+def read_bool(config: Mapping[str, Any], key: str, out: Refuses) -> bool | None:
     v = config.get(key)
     if v is None or isinstance(v, bool):
         return v
@@ -58,7 +63,7 @@ def read_bool(config: Mapping[str, Any], key: str, out: DockerOpts) -> bool | No
     return None
 
 
-def read_int(config: Mapping[str, Any], key: str, out: DockerOpts) -> int | None:
+def read_int(config: Mapping[str, Any], key: str, out: Refuses) -> int | None:
     v = config.get(key)
     if v is None:
         return None
@@ -70,7 +75,7 @@ def read_int(config: Mapping[str, Any], key: str, out: DockerOpts) -> int | None
     return int(v)
 
 
-def read_strs(config: Mapping[str, Any], key: str, out: DockerOpts) -> list[str]:
+def read_strs(config: Mapping[str, Any], key: str, out: Refuses) -> list[str]:
     v = config.get(key)
     if v is None:
         return []
@@ -94,7 +99,7 @@ def str_map(value: object) -> dict[str, str] | None:
     return merged
 
 
-def read_map(config: Mapping[str, Any], key: str, out: DockerOpts) -> dict[str, str]:
+def read_map(config: Mapping[str, Any], key: str, out: Refuses) -> dict[str, str]:
     v = config.get(key)
     if v is None:
         return {}
@@ -105,7 +110,7 @@ def read_map(config: Mapping[str, Any], key: str, out: DockerOpts) -> dict[str, 
     return m
 
 
-def read_block(config: Mapping[str, Any], key: str, out: DockerOpts) -> dict[str, Any]:
+def read_block(config: Mapping[str, Any], key: str, out: Refuses) -> dict[str, Any]:
     v = config.get(key)
     if v is None:
         return {}
@@ -117,7 +122,7 @@ def read_block(config: Mapping[str, Any], key: str, out: DockerOpts) -> dict[str
     return dict(v)
 
 
-def read_blocks(config: Mapping[str, Any], key: str, out: DockerOpts) -> list[dict[str, Any]]:
+def read_blocks(config: Mapping[str, Any], key: str, out: Refuses) -> list[dict[str, Any]]:
     v = config.get(key)
     if v is None:
         return []

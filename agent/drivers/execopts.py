@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import ExecPlugin, RawExecPlugin
+from agent.drivers.dockervalues import read_str, read_strs
 
 PRIVATE, HOST = "private", "host"
 EXEC_HONOURED = frozenset({"command", "args", "work_dir", "cap_add", "cap_drop", "pid_mode", "ipc_mode"})
@@ -130,28 +131,8 @@ def _interpolated(value: object) -> bool:
     return "${" in repr(value)
 
 
-def _str(config: Mapping[str, Any], key: str, out: ExecOpts | RawExecOpts) -> str:
-    v = config.get(key)
-    if v is None:
-        return ""
-    if not isinstance(v, str):
-        out.refuse(key, f"must be a string, not {type(v).__name__}")
-        return ""
-    return v
-
-
-def _strs(config: Mapping[str, Any], key: str, out: ExecOpts | RawExecOpts) -> list[str]:
-    v = config.get(key)
-    if v is None:
-        return []
-    if not isinstance(v, list | tuple) or not all(isinstance(s, str) for s in v):
-        out.refuse(key, "must be a list of strings")
-        return []
-    return list(v)
-
-
 def _work_dir(config: Mapping[str, Any], out: ExecOpts | RawExecOpts, submission: bool) -> str:
-    wd = _str(config, "work_dir", out)
+    wd = read_str(config, "work_dir", out)
     if not wd or (submission and _interpolated(wd)):
         return ""
     if not wd.startswith("/"):
@@ -195,7 +176,7 @@ def exec_plan(
     out.refused += _unknown(config, EXEC_HONOURED, EXEC_REFUSED, "exec")
     out.work_dir = _work_dir(config, out, submission)
     for key, default in (("pid_mode", plugin.default_pid_mode), ("ipc_mode", plugin.default_ipc_mode)):
-        mode = _str(config, key, out)
+        mode = read_str(config, key, out)
         if submission and _interpolated(mode):
             continue
         if mode not in ("", PRIVATE, HOST):
@@ -211,7 +192,7 @@ def exec_plan(
         if (mode or default) == HOST:
             setattr(out, f"{key[:3]}_host", True)
     allow = _expand(cap_name(c) for c in plugin.allow_caps)
-    adds, drops = (_expand(cap_name(c) for c in _strs(config, k, out)) for k in ("cap_add", "cap_drop"))
+    adds, drops = (_expand(cap_name(c) for c in read_strs(config, k, out)) for k in ("cap_add", "cap_drop"))
     for key, named in (("cap_add", adds), ("cap_drop", drops)):
         if submission and _interpolated(named):
             continue
@@ -256,5 +237,5 @@ def raw_exec_plan(
             out.refuse("oom_score_adj", f"must be at most 1000 (the kernel's range), not {n}")
         else:
             out.oom_score_adj = n
-    out.denied_envvars = (*plugin.denied_envvars, *_strs(config, "denied_envvars", out))
+    out.denied_envvars = (*plugin.denied_envvars, *read_strs(config, "denied_envvars", out))
     return out
