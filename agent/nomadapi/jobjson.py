@@ -631,7 +631,7 @@ def evaluation(
     complete when it is answered; unless the node is ineligible (agent.nomadapi.nodeverbs): then
     FailedTGAllocs says so per group (no node evaluated: the CLI's "No nodes were eligible for
     evaluation") and BlockedEval names the evaluation that waits for the node."""
-    failed = {g: {**_NO_NODE_METRIC, "CoalescedFailures": n - 1} for g, n in (failed_tg_allocs or {}).items()}
+    failed = {g: {**NO_NODE_METRIC, "CoalescedFailures": n - 1} for g, n in (failed_tg_allocs or {}).items()}
     out = {
         "ID": eval_id,
         "Priority": priority,
@@ -670,8 +670,9 @@ def evaluation(
     )
 
 
-# api.AllocationMetric of a group no node was evaluated for (the only node is ineligible)
-_NO_NODE_METRIC: dict[str, Any] = {
+# api.AllocationMetric of a group no node was evaluated for (the only node is ineligible); the plan's
+# failed groups (agent.nomadapi.jobplan) fill in the one node filtered out
+NO_NODE_METRIC: dict[str, Any] = {
     "NodesEvaluated": 0,
     "NodesFiltered": 0,
     "NodesInPool": 0,

@@ -19,6 +19,7 @@ from agent.jobupdate import desired_updates, plan_job_update
 from agent.model import Job
 from agent.nomadapi.http import answer, meta_headers
 from agent.nomadapi.jobdiff import annotate, job_diff
+from agent.nomadapi.jobjson import NO_NODE_METRIC
 from agent.nomadapi.jobwrites import read_job_write
 
 if TYPE_CHECKING:
@@ -41,22 +42,11 @@ def failed_groups(job: Job, reasons: list[tuple[str, str]]) -> dict[str, dict[st
             by_group.setdefault(name, []).append(why)
     return {
         name: {
+            **NO_NODE_METRIC,
             "NodesEvaluated": 1,
             "NodesFiltered": 1,
             "NodesInPool": 1,
-            "NodePool": "default",
-            "NodesAvailable": {},
-            "ClassFiltered": None,
             "ConstraintFiltered": dict.fromkeys(whys, 1),
-            "NodesExhausted": 0,
-            "ClassExhausted": None,
-            "DimensionExhausted": None,
-            "QuotaExhausted": None,
-            "ResourcesExhausted": None,
-            "Scores": None,
-            "AllocationTime": 0,
-            "CoalescedFailures": 0,
-            "ScoreMetaData": None,
         }
         for name, whys in by_group.items()
     }
