@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.jobspec.fieldclass import NOMAD_IGNORES, ONLY_VALUES, SERVER_SIDE  # noqa: E402
+from agent.jobspec.fieldclass import NOMAD_IGNORES, ONLY_VALUES, REFUSED, SERVER_SIDE  # noqa: E402
 from agent.jobspec.fields import UNIMPLEMENTED  # noqa: E402
 
 DOC = ROOT / "docs" / "jobspec-fields.md"
@@ -30,6 +30,8 @@ not implement is one of these kinds (agent/jobspec/fieldclass.py), and a jobspec
   decide. Accepted, with a warning that says so and what the lab does instead.
 - **ignored by Nomad too**: deprecated fields Nomad itself drops. Accepted with a warning.
 - **this node's values only**: honoured by being what this node is; any other value is refused.
+- **refused**: a client-side field the agent does not do; a jobspec that sets it is refused, saying
+  why, rather than replayed without it.
 - **client-side, not implemented**: accepted with the warning "accepted but not implemented by
   fieldlab-agent". These are the debt of issue 52: each is to be implemented or refused. They are
   not refused yet because refusing them all would refuse 85 of the 257 jobspecs of the corpus
@@ -40,7 +42,13 @@ Fields not listed here are implemented (or are not Nomad's, and refused as such)
 
 
 def render() -> str:
-    counts = {"server-side": 0, "ignored by Nomad too": 0, "this node's values only": 0, "client-side": 0}
+    counts = {
+        "server-side": 0,
+        "ignored by Nomad too": 0,
+        "this node's values only": 0,
+        "refused": 0,
+        "client-side": 0,
+    }
     rows = []
     for context in sorted(UNIMPLEMENTED):
         for name in sorted(UNIMPLEMENTED[context]):
@@ -48,6 +56,8 @@ def render() -> str:
                 kind = "server-side"
             elif (why := NOMAD_IGNORES.get(context, {}).get(name)) is not None:
                 kind = "ignored by Nomad too"
+            elif (why := REFUSED.get(context, {}).get(name)) is not None:
+                kind, why = "refused", f"refused at submission: fieldlab-agent does not {why}"
             elif (values := ONLY_VALUES.get(context, {}).get(name)) is not None:
                 kind, why = "this node's values only", "taken: " + ", ".join(f'"{v}"' for v in values)
             else:

@@ -62,6 +62,10 @@ NOMAD_IGNORES: Mapping[str, Mapping[str, str]] = {
     "template": {"vault_grace": "deprecated since Nomad 0.11: Nomad ignores it too"},
 }
 
+# Refused at submission, with the reason: client-side fields the agent does not do, where doing
+# nothing would replay a different system. A field leaves UNIMPLEMENTED when it is implemented.
+REFUSED: Mapping[str, Mapping[str, str]] = {}
+
 # Accepted when the value is what this node is; any other value is refused, naming it.
 ONLY_VALUES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "job": {"region": ("global",), "node_pool": ("default", "all")},
@@ -78,6 +82,12 @@ def server_side_warning(context: str, name: str) -> str | None:
     if (why := NOMAD_IGNORES.get(context, {}).get(name)) is not None:
         return f"ignored: {why}"
     return None
+
+
+def field_refusal(context: str, name: str) -> str | None:
+    """Why a client-side field the agent does not do is refused; None when it is not refused."""
+    why = REFUSED.get(context, {}).get(name)
+    return None if why is None else f"refused: fieldlab-agent does not {why}"
 
 
 def value_refusal(context: str, name: str, value: object) -> str | None:

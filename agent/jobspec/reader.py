@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import TypeVar
 
 from agent.jobspec.durations import MAX_NS, duration_seconds, format_duration
-from agent.jobspec.fieldclass import CLIENT_SIDE, server_side_warning, value_refusal
+from agent.jobspec.fieldclass import CLIENT_SIDE, field_refusal, server_side_warning, value_refusal
 from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED, known
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Block, Body, Invalid, Report, join
@@ -125,6 +125,9 @@ class BodyReader:
         """A Nomad field the agent does not implement: a server-side one is warned about, saying so; one
         honoured by being this node's value is taken or refused; a client-side one is warned about as
         not implemented (agent.jobspec.fieldclass)."""
+        if (why := field_refusal(context, key)) is not None:
+            self.report.error(where, why)
+            return
         refusal = value_refusal(context, key, value)
         if refusal is not None:
             if refusal:
