@@ -45,7 +45,7 @@ from agent.jobspec.hclvalues import kind as kind_of
 from agent.jobspec.hclvars import VariableDecl, declare, resolve_locals, resolve_variables
 from agent.jobspec.tree import Block, Body, Invalid, Report
 
-__all__ = ["evaluate_body", "parse_hcl", "read_attributes"]
+__all__ = ["evaluate_body", "parse_hcl"]
 
 log = logging.getLogger(__name__)
 
@@ -92,20 +92,6 @@ def evaluate_body(
         log.exception("HCL evaluation failed")
         report.error("", f"the jobspec could not be evaluated: {type(e).__name__}: {e}")
     return None
-
-
-def read_attributes(text: str, report: Report) -> dict[str, Node] | None:
-    """A variables file's `name = value` attributes, parsed (not evaluated); blocks are problems."""
-    syntax = parse_body(text, report)
-    if syntax is None:
-        return None
-    out: dict[str, Node] = {}
-    for item in syntax.items:
-        if isinstance(item, SyntaxBlock):
-            report.error(item.type, "a variables file holds name = value attributes, not blocks")
-        else:
-            out[item.name] = item.expr
-    return out
 
 
 def _grouped(body: SyntaxBody) -> dict[str, list[_Item]]:

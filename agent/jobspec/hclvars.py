@@ -25,6 +25,7 @@ from agent.jobspec.errors import JobspecError
 from agent.jobspec.hclast import Interpolation, Node, ParseError, Template
 from agent.jobspec.hcleval import Scope, StaticError, evaluate
 from agent.jobspec.hclexpr import parse_expression
+from agent.jobspec.hclsyntax import SyntaxBlock, parse_body
 from agent.jobspec.hclvalues import ANY, Context, EvalError, Type, convert, number, type_from_ast
 from agent.jobspec.tree import Report
 
@@ -264,8 +265,6 @@ def parse_var_file(text: str, source: str) -> dict[str, object]:
             return {str(k): _plain(v) for k, v in data.items()}
         except (EvalError, RecursionError) as e:
             raise JobspecError(source, [("", str(e))]) from None
-    from agent.jobspec.hcl import read_attributes
-
     report = Report()
     nodes = read_attributes(text, report)
     out: dict[str, object] = {}
@@ -277,4 +276,18 @@ def parse_var_file(text: str, source: str) -> dict[str, object]:
             report.error(name, str(e))
     if report.problems:
         raise JobspecError(source, report.problems)
+    return out
+
+
+def read_attributes(text: str, report: Report) -> dict[str, Node] | None:
+    """A variables file's `name = value` attributes, parsed (not evaluated); blocks are problems."""
+    syntax = parse_body(text, report)
+    if syntax is None:
+        return None
+    out: dict[str, Node] = {}
+    for item in syntax.items:
+        if isinstance(item, SyntaxBlock):
+            report.error(item.type, "a variables file holds name = value attributes, not blocks")
+        else:
+            out[item.name] = item.expr
     return out
