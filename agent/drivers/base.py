@@ -14,9 +14,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent.drivers import errors as _errors
 from agent.drivers.usage import Usage
-from agent.errors import AgentError
 from agent.model import Task
+
+DriverError = _errors.DriverError  # named from here by the drivers and runners (defined low, in errors)
 
 # Nomad's task-dir variables: the runner sets them to host paths (what raw_exec gets); inside a
 # task's own root (an exec chroot, a container) they are where the task dir's parts are mounted.
@@ -39,21 +41,6 @@ LABEL_JOB = "org.fieldlab.job"
 LABEL_GROUP = "org.fieldlab.group"
 LABEL_TASK = "org.fieldlab.task"
 LABEL_ROLE = "org.fieldlab.role"  # "pause" or "task"
-
-
-class DriverError(AgentError):
-    """A driver could not do what it was asked. `unavailable`: the runtime itself did not answer
-    (the docker engine down or restarting): worth retrying as is, not a verdict on the task.
-    `recoverable`: a start may work when tried again (Nomad's RecoverableError: the docker driver's
-    create and start errors); an unavailable runtime is always recoverable."""
-
-    def __init__(
-        self, driver: str, what: str, reason: str, *, unavailable: bool = False, recoverable: bool = False
-    ) -> None:
-        self.driver, self.what, self.reason = driver, what, reason
-        self.unavailable = unavailable
-        self.recoverable = recoverable or unavailable
-        super().__init__(f"{driver}: {what}: {reason}")
 
 
 @dataclass(frozen=True)

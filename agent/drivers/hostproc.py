@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent.drivers.base import DriverError
+from agent.drivers.errors import DriverError
 
 TOOL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What every host-side process of a process driver runs with (P before it becomes the workload, the

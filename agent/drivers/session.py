@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.drivers.base import DriverError
+from agent.drivers.errors import DriverError
 from agent.drivers.execframes import STDERR, STDOUT
 from agent.drivers.hostproc import children
 
