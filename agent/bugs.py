@@ -71,6 +71,11 @@ class Bugs:
     leader_killed_with_others: bool = False
     check_id_without_group: bool = False
     start_errors_unrecoverable: bool = False
+    volumes_relative_to_alloc_dir: bool = False
+    swap_below_hard_limit: bool = False
+    net_raw_by_default: bool = False
+    exec_caps_bounding_only: bool = False
+    exec_shared_pid_namespace: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

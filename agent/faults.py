@@ -357,6 +357,37 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "the change_mode script owed to a restored task is delivered before its driver handle is "
         "reattached: the script never runs ('no driver handle') and the action is recorded as delivered",
     ),
+    # Driver options: docker, exec (the option code of agent.drivers.dockeropts, dockermounts, execopts).
+    FaultSpec(
+        "volumes-relative-to-alloc-dir",
+        "nomad-1977",
+        "a docker task's relative `volumes` host path is joined to the alloc's dir, not the task's: "
+        "'local/conf:/etc/app' binds an empty dir the engine creates, not what the task's template rendered",
+    ),
+    FaultSpec(
+        "swap-below-hard-limit",
+        "nomad-8153",
+        "with memory_hard_limit the container's memory+swap limit is the task's memory (the soft "
+        "reservation), below the hard limit: the engine refuses the container and the task never starts",
+    ),
+    FaultSpec(
+        "net-raw-by-default",
+        "nomad-10572",
+        "docker tasks keep Docker's default NET_RAW although the plugin's allow_caps leaves it out "
+        "(raw sockets: ARP spoofing between tasks of the bridge)",
+    ),
+    FaultSpec(
+        "exec-caps-bounding-only",
+        "nomad-16642",
+        "an exec task of a user other than root gets its cap_add in the bounding set only: not inheritable "
+        "or ambient, so its process has none of them (CapEff 0)",
+    ),
+    FaultSpec(
+        "exec-shared-pid-namespace",
+        "nomad-9911",
+        "exec tasks are not isolated into their own PID and IPC namespaces: a task sees (and reads the "
+        "command lines of) the node's processes, the agent's among them",
+    ),
 )
 
 FAULTS: dict[str, FaultSpec] = {f.flag: f for f in _CATALOGUE}
@@ -419,6 +450,11 @@ IMPLEMENTED_FAULTS = frozenset(
         "leader-killed-with-others",
         "check-id-without-group",
         "start-errors-unrecoverable",
+        "volumes-relative-to-alloc-dir",
+        "swap-below-hard-limit",
+        "net-raw-by-default",
+        "exec-caps-bounding-only",
+        "exec-shared-pid-namespace",
     }
 )
 

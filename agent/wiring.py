@@ -161,11 +161,15 @@ def build_core(
             node_name=settings.node_name,
             plugin=settings.docker_plugin,
             own_paths=own,
+            bugs=faults.bugs(),
         )
     else:
         docker = None
     exec_driver = ExecDriver(
-        allow_root=settings.exec_allow_root, chroot_env=settings.chroot_env, plugin=settings.exec_plugin
+        allow_root=settings.exec_allow_root,
+        chroot_env=settings.chroot_env,
+        plugin=settings.exec_plugin,
+        bugs=faults.bugs(),
     )
     run_check = settings.cni_check
     if run_check is None:

@@ -57,6 +57,11 @@ AGENT_FLAGS = {
     "leader-killed-with-others": "nomad-2753",
     "check-id-without-group": "nomad-16240",
     "start-errors-unrecoverable": "nomad-1858",
+    "volumes-relative-to-alloc-dir": "nomad-1977",
+    "swap-below-hard-limit": "nomad-8153",
+    "net-raw-by-default": "nomad-10572",
+    "exec-caps-bounding-only": "nomad-16642",
+    "exec-shared-pid-namespace": "nomad-9911",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

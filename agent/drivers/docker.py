@@ -25,6 +25,7 @@ import docker.errors
 import requests
 from docker.types import LogConfig
 
+from agent.bugs import NO_BUGS, Bugs
 from agent.config import DockerPlugin
 from agent.drivers.base import (
     LABEL_ALLOC,
@@ -136,6 +137,7 @@ class DockerDriver:
         node_name: str = "",
         plugin: DockerPlugin | None = None,
         own_paths: Sequence[Path] = (),
+        bugs: Bugs = NO_BUGS,
     ) -> None:
         self._client = client
         self.node_name = node_name  # Nomad's label com.hashicorp.nomad.node_name
@@ -143,6 +145,7 @@ class DockerDriver:
         self.plugin = plugin or DockerPlugin()  # Nomad's plugin "docker" config
         self.pids_limit = pids_limit  # of every task container; 0: none (client config docker_pids_limit)
         self.own_paths = tuple(own_paths)  # the agent's own files: no bind reaches them (hostvolumes)
+        self.bugs = bugs  # the fault flags the option mapping takes (dockeropts.plan, via TaskFacts)
         # Host-mode groups: published ports bind this address (the node's advertise address), as
         # Nomad's docker driver binds the host network's; "" binds every address.
         self.publish_address = publish_address
@@ -322,6 +325,7 @@ class DockerDriver:
             alloc_dir=str(ctx.task_dir.parent),
             own_paths=tuple(os.path.realpath(p) for p in self.own_paths),
             resolve=os.path.realpath,
+            bugs=self.bugs,
         )
         return plan(ctx.task.config, replace(self.plugin, pids_limit=self.pids_limit), facts)
 

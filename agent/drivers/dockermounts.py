@@ -35,11 +35,12 @@ def _host_source(
     facts: TaskFacts,
     out: DockerOpts,
     later: Callable[[object], bool],
+    base: str = "",
 ) -> str:
-    """A bind's host path as Nomad's expandPath (relative: in the task's dir), refused while volumes
+    """A bind's host path as Nomad's expandPath (relative: in `base`, the task's dir), refused while volumes
     are off unless it stays in the alloc's dir (Nomad's escapingfs check), and always refused when it
     leads into or holds the agent's own files (agent.hostvolumes' rule), links followed once."""
-    path = posixpath.normpath(posixpath.join(facts.task_dir, src))
+    path = posixpath.normpath(posixpath.join(base or facts.task_dir, src))
     if later(src):
         return path
     real = facts.resolve(path)
@@ -65,13 +66,15 @@ def mounts(
 ) -> None:
     kw = out.kwargs
     binds = []
+    # nomad-1977 (`volumes-relative-to-alloc-dir`): a relative path joined to the alloc's dir
+    base = facts.alloc_dir if facts.bugs.volumes_relative_to_alloc_dir else ""
     for i, spec in enumerate(read_strs(config, "volumes", out)):
         key = f"volumes[{i}]"
         parts = spec.split(":")
         if len(parts) < 2:
             out.refuse(key, f"invalid docker volume {spec!r}: not <src>:<destination> format")
             continue
-        src = _host_source(key, parts[0], plugin, facts, out, later)
+        src = _host_source(key, parts[0], plugin, facts, out, later, base)
         binds.append(":".join([src, *parts[1:]]))
     if binds:
         kw["volumes"] = binds

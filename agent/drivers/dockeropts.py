@@ -117,7 +117,7 @@ def plan(
     net = effective_network(config, facts.network_mode)
     _simple(config, out, net, later)
     _names(config, out, net, later)
-    _security(config, plugin, out, later)
+    _security(config, plugin, out, later, facts)
     _resources(config, plugin, facts, out)
     _logging(config, out)
     mounts(config, plugin, facts, out, later)
@@ -242,10 +242,12 @@ def _norm_cap(c: str) -> str:
 
 
 def capabilities(
-    allow: Sequence[str], add: Sequence[str], drop: Sequence[str]
+    allow: Sequence[str], add: Sequence[str], drop: Sequence[str], *, keep_defaults: bool = False
 ) -> tuple[list[str], list[str], list[str]]:
     """Nomad's capabilities.Delta: (cap_add, cap_drop, the adds outside allow_caps). Drops are the
-    task's plus Docker's defaults that allow_caps leaves out (NET_RAW by default)."""
+    task's plus Docker's defaults that allow_caps leaves out (NET_RAW by default), as Nomad since PR
+    #10572. `keep_defaults` is nomad-10572's bug (`net-raw-by-default`): Docker's defaults are kept
+    whatever allow_caps says, NET_RAW among them."""
     allowed = {_norm_cap(c) for c in allow}
     adds = {_norm_cap(c) for c in add if _norm_cap(c)}
     if "all" in allowed:
@@ -255,14 +257,18 @@ def capabilities(
     add_out = ["all"] if "all" in adds else sorted(adds)
     basis = {_norm_cap(c) for c in DOCKER_DEFAULT_CAPS}
     drops = {_norm_cap(c) for c in drop if _norm_cap(c)}
-    if "all" not in allowed:
+    if "all" not in allowed and not keep_defaults:
         drops |= basis - allowed
     drop_out = ["all"] if "all" in {_norm_cap(c) for c in drop} else sorted(drops)
     return add_out, drop_out, sorted(missing)
 
 
 def _security(
-    config: Mapping[str, Any], plugin: DockerPlugin, out: DockerOpts, later: Callable[[object], bool]
+    config: Mapping[str, Any],
+    plugin: DockerPlugin,
+    out: DockerOpts,
+    later: Callable[[object], bool],
+    facts: TaskFacts,
 ) -> None:
     kw = out.kwargs
     privileged = read_bool(config, "privileged", out) is True
@@ -278,7 +284,8 @@ def _security(
         for c in caps:
             if not later(c) and not _CAP.fullmatch(c.strip()):
                 out.refuse(key, f"{c!r} is not a capability name")
-    cap_add, cap_drop, missing = capabilities(plugin.allow_caps, add, drop)
+    keep = facts.bugs.net_raw_by_default
+    cap_add, cap_drop, missing = capabilities(plugin.allow_caps, add, drop, keep_defaults=keep)
     if missing:
         out.refuse(
             "cap_add",
@@ -335,7 +342,9 @@ def _modes(config: Mapping[str, Any], plugin: DockerPlugin, out: DockerOpts) -> 
 
 def _resources(config: Mapping[str, Any], plugin: DockerPlugin, facts: TaskFacts, out: DockerOpts) -> None:
     """Nomad's memoryLimits: with memory_hard_limit, memory is the soft reservation and the hard
-    limit the larger one; swap never past the hard limit. pids_limit under the plugin's."""
+    limit the larger one; swap never past the hard limit (memory+swap = the hard limit, as Nomad since
+    #8153; `swap-below-hard-limit` puts back that bug: memory+swap = the soft memory, which the engine
+    refuses). pids_limit under the plugin's."""
     kw = out.kwargs
     hard = read_int(config, "memory_hard_limit", out) or 0
     if hard > 0:
@@ -345,7 +354,8 @@ def _resources(config: Mapping[str, Any], plugin: DockerPlugin, facts: TaskFacts
                 f"task memory requirements exceed driver hard limit of {hard} MB",
             )
         kw["mem_limit"], kw["mem_reservation"] = f"{hard}m", f"{facts.memory_mb}m"
-        kw["memswap_limit"] = f"{hard}m"
+        swap = facts.memory_mb if facts.bugs.swap_below_hard_limit else hard
+        kw["memswap_limit"] = f"{swap}m"
     elif hard < 0:
         out.refuse("memory_hard_limit", f"{hard} is below 0")
     if (shm := read_int(config, "shm_size", out)) is not None and shm != 0:

@@ -9,13 +9,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agent.bugs import NO_BUGS, Bugs
+
 
 @dataclass(frozen=True)
 class TaskFacts:
     """What the mapping reads besides the config: the group's network mode, the task's memory, and
     the host paths of the task's dir and of its alloc's dir (the sandbox of binds while volumes are
     off), the agent's own paths (never mounted), and how a host path resolves (os.path.realpath at
-    start; the identity in tests and at submission)."""
+    start; the identity in tests and at submission), and the fault flags the mapping takes (the
+    driver's: agent.faults; NO_BUGS at submission)."""
 
     network_mode: str = "bridge"  # the group's: bridge, host or none
     memory_mb: int = 300
@@ -23,6 +26,7 @@ class TaskFacts:
     alloc_dir: str = "/alloc-dir"
     own_paths: tuple[str, ...] = ()
     resolve: Callable[[str], str] = field(default=lambda p: p)
+    bugs: Bugs = NO_BUGS
 
 
 @dataclass

@@ -62,6 +62,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.bugs import NO_BUGS, Bugs
 from agent.config import DEFAULT_CHROOT_ENV, ExecPlugin
 from agent.drivers.base import DriverError, ExitReport, Mount, TaskContext, TaskHandle, inside_env
 from agent.drivers.cgroups import cgroup_procs_of
@@ -264,8 +265,10 @@ class ExecDriver(ProcessDriver):
         chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV,
         exits_dir: Path | None = EXITS_DIR,
         plugin: ExecPlugin | None = None,
+        bugs: Bugs = NO_BUGS,
     ) -> None:
         super().__init__(on_exit, exits_dir=exits_dir)
+        self.bugs = bugs  # the fault flags its option mapping takes (execopts.exec_plan)
         self.allow_root = allow_root  # a task may ask for user "root" (client config exec_allow_root)
         self.chroot_env = chroot_env  # (host path, path in the chroot) (client config chroot_env)
         self.plugin = plugin or ExecPlugin()  # Nomad's plugin "exec" config: allow_caps, default modes
@@ -402,7 +405,7 @@ class ExecDriver(ProcessDriver):
         cmd = str(task.config.get("command", ""))
         args = [str(a) for a in task.config.get("args", [])]
         user = resolve_user(task, self.allow_root)
-        opts = exec_plan(task.config, self.plugin, basis=user.basis, root=user.uid == 0)
+        opts = exec_plan(task.config, self.plugin, basis=user.basis, root=user.uid == 0, bugs=self.bugs)
         if opts.refused:
             key, why = opts.refused[0]
             raise DriverError("exec", f"task {task.name}", f"config.{key}: {why}")

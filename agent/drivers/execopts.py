@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.bugs import NO_BUGS, Bugs
 from agent.config import ExecPlugin, RawExecPlugin
 from agent.drivers.dockervalues import read_str, read_strs
 
@@ -169,9 +170,12 @@ def exec_plan(
     basis: Sequence[str],
     root: bool = False,
     submission: bool = False,
+    bugs: Bugs = NO_BUGS,
 ) -> ExecOpts:
     """What start applies for the task's options: `basis` the caps the task has without any (the
-    agent's: none for a user, ROOT_CAPS for root), `root` whether it runs as uid 0."""
+    agent's: none for a user, ROOT_CAPS for root), `root` whether it runs as uid 0. `bugs`: the
+    driver's fault flags: `exec-shared-pid-namespace` (nomad-9911: no PID or IPC namespace of its
+    own), `exec-caps-bounding-only` (nomad-16642: a user's caps in the bounding set only)."""
     out = ExecOpts()
     out.refused += _unknown(config, EXEC_HONOURED, EXEC_REFUSED, "exec")
     out.work_dir = _work_dir(config, out, submission)
@@ -189,7 +193,7 @@ def exec_plan(
                 f'exec plugin config sets default_{key} = "{HOST}" (Nomad\'s default: "{PRIVATE}")',
             )
             continue
-        if (mode or default) == HOST:
+        if (mode or default) == HOST or bugs.exec_shared_pid_namespace:
             setattr(out, f"{key[:3]}_host", True)
     allow = _expand(cap_name(c) for c in plugin.allow_caps)
     adds, drops = (_expand(cap_name(c) for c in read_strs(config, k, out)) for k in ("cap_add", "cap_drop"))
@@ -206,7 +210,7 @@ def exec_plan(
         )
     caps = ({cap_name(c) for c in basis} & allow) - drops | (adds & KNOWN_CAPS)
     out.caps = tuple(sorted(caps))
-    out.ambient = () if root else out.caps
+    out.ambient = () if root or bugs.exec_caps_bounding_only else out.caps
     return out
 
 
