@@ -454,7 +454,7 @@ class Core:
             (f"job.{job.id}.group.{g.name}.task.{t.name}.config.{key}", why)
             for g in job.groups
             for t in g.tasks
-            for key, why in self.drivers.config_refusals(t, g.network.mode if g.network else "none")
+            for key, why in self.drivers.config_refusals(t, g.network.driver_mode if g.network else "none")
         ]
         refused = [(p, why) for p, d in drivers if (why := self.drivers.refusal(d))]
         return refused + options + refusals(job, self.node)

@@ -49,8 +49,22 @@ class Port:
 
 @dataclass(frozen=True)
 class Network:
-    mode: str = "none"  # "bridge" (CNI, own netns), "host" or "none"
+    # "bridge" (CNI, own netns), "cni/<name>" (the client's conflist of that name, own netns), "host"
+    # or "none"
+    mode: str = "none"
     ports: tuple[Port, ...] = ()
+    cni_args: tuple[tuple[str, str], ...] = ()  # `cni { args = {...} }`: CNI_ARGS (agent.network.base)
+
+    @property
+    def group_netns(self) -> bool:
+        """Whether the group has a netns of its own attached by CNI (bridge and cni/<name>)."""
+        return self.mode == "bridge" or self.mode.startswith("cni/")
+
+    @property
+    def driver_mode(self) -> str:
+        """The mode a task driver sees: "bridge" for any group netns (a cni/<name> one is joined as a
+        bridge one is, Nomad's NetIsolationModeGroup), else the group's own."""
+        return "bridge" if self.group_netns else self.mode
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from agent.identity.vaultlogin import VaultJwt
 from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
+from agent.network.networks import NetworkSet
 from agent.network.plugins import check_supported, plugin_version
 from agent.node.nodeinfo import disk_free_mb, load_node_id, node_attributes, storage_attributes
 from agent.node.sweeper import Sweeper, SweepPolicy
@@ -61,6 +62,10 @@ class CoreSettings:
     sweep_dry_run: bool = False
     advertise_address: str = ""
     cni_check: bool | None = None  # None: on when the plugins are new enough (probed here)
+    # Nomad's client cni_config_dir and cni_path: where cni/<name> networks' conflists and plugins are
+    # (None: no cni/<name> network; the bridge network alone, or none)
+    cni_conf_dir: Path | None = None
+    cni_plugin_dir: Path | None = None
     template_render_timeout: float = 2.0
     template_max_bytes: int = 4 * 1024 * 1024
     template_pass_budget: float = DEFAULT_PASS_BUDGET
@@ -91,6 +96,8 @@ class CoreSettings:
         return cls(
             data_dir=cfg.data_dir,
             bridge=cfg.cni_bridge,
+            cni_conf_dir=cfg.cni_conf_dir,
+            cni_plugin_dir=cfg.cni_plugin_dir,
             sweep_grace=cfg.sweep_grace,
             sweep_dry_run=cfg.sweep_dry_run,
             advertise_address=cfg.advertise_address,
@@ -172,16 +179,33 @@ def build_core(
         bugs=faults.bugs(),
     )
     run_check = settings.cni_check
+    plugin_dir = cni.plugin_dir if cni else settings.cni_plugin_dir
     if run_check is None:
-        run_check = bool(cni and check_supported(plugin_version(cni.plugin_dir)))
+        run_check = bool(plugin_dir and check_supported(plugin_version(plugin_dir)))
     log.info("CNI CHECK on restore: %s", "on" if run_check else "off (plugins older than 1.3.0)")
-    network = BridgeNetwork(cni, settings.bridge, run_check=run_check, former=former_cni) if cni else None
+    bridge = BridgeNetwork(cni, settings.bridge, run_check=run_check, former=former_cni) if cni else None
+    network: NetworkSet | BridgeNetwork | None = bridge
+    if settings.cni_conf_dir is not None and plugin_dir is not None:
+        network = NetworkSet(
+            bridge,
+            settings.cni_conf_dir,
+            plugin_dir,
+            settings.data_dir / "cni",
+            run_check=run_check,
+            bugs=faults.bugs(),
+        )
     policy = SweepPolicy(
         grace=settings.sweep_grace,
         untracked_pause=plan_orphan_sweep(faults.bugs()).reap_untracked_pause,
     )
     sweeper = Sweeper(
-        docker, cni, settings.data_dir, policy=policy, dry_run=settings.sweep_dry_run, former_cni=former_cni
+        docker,
+        cni,
+        settings.data_dir,
+        policy=policy,
+        dry_run=settings.sweep_dry_run,
+        former_cni=former_cni,
+        more_networks=network.sweep_networks if isinstance(network, NetworkSet) else None,
     )
     raw_exec = RawExecDriver(plugin=settings.raw_exec_plugin) if settings.raw_exec_enabled else None
     registry = build_registry(

@@ -21,7 +21,7 @@ from agent.drivers.registry import DriverRegistry
 from agent.drivers.session import ExecSession
 from agent.drivers.usage import Usage
 from agent.model import Task
-from agent.network.base import Network
+from agent.network.base import BRIDGE, AttachSpec, Network
 from agent.node.sweeper import Removal, Sweeper, SweepReport
 from agent.records import AllocRecord, PortAlloc
 from agent.runner.alloc import AllocRunner
@@ -213,13 +213,18 @@ class FakeNetwork:
     forgotten: list[str] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     diffs: list[str] = field(default_factory=list)  # what check() reports
+    specs: list[AttachSpec] = field(default_factory=list)  # the spec of each add()
+    checked: list[AttachSpec] = field(default_factory=list)  # the spec of each check()
     fail_adds: int = 0
     _n: int = 0
 
-    def add(self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc]) -> str:
+    def add(
+        self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc], *, spec: AttachSpec = BRIDGE
+    ) -> str:
         from agent.network.result import CniError
 
         self.adds.append((alloc_id, netns))
+        self.specs.append(spec)
         if self.fail_adds:
             self.fail_adds -= 1
             raise CniError("bridge ADD: duplicate allocation is not allowed")
@@ -230,11 +235,20 @@ class FakeNetwork:
     def has_result(self, alloc_id: str) -> bool:
         return alloc_id in self.results
 
-    def check(self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc]) -> list[str]:
+    def check(
+        self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc], *, spec: AttachSpec = BRIDGE
+    ) -> list[str]:
+        self.checked.append(spec)
         return list(self.diffs)
 
     def delete(
-        self, alloc_id: str, netns: Path | None, *, address: str = "", ports: Sequence[PortAlloc] = ()
+        self,
+        alloc_id: str,
+        netns: Path | None,
+        *,
+        address: str = "",
+        ports: Sequence[PortAlloc] = (),
+        spec: AttachSpec = BRIDGE,
     ) -> list[str]:
         self.deletes.append(alloc_id)
         self.results.pop(alloc_id, None)

@@ -166,7 +166,7 @@ class FakeCni:
         self.calls: list[str] = []
         self.att: CachedAttachment | None = None
 
-    def add(self, cid: str, ns: Any, port_mappings: Any = ()) -> CniResult:
+    def add(self, cid: str, ns: Any, port_mappings: Any = (), cni_args: str = "") -> CniResult:
         self.calls.append("ADD")
         return _result(NEW)
 

@@ -512,7 +512,13 @@ def test_the_base_of_the_rejection_cases_is_valid() -> None:
         ),
         ('ports = ["www"]', 'ports = ["www", "http"]', f"{_T}.config.ports[1]", 'port "http" is not defined'),
         ('mode = "bridge"', 'mode = "overlay"', "job.t.group.g.network.mode", '"overlay" is not one of'),
-        ('mode = "bridge"', 'mode = "cni/mynet"', "job.t.group.g.network.mode", "CNI networks"),
+        ('mode = "bridge"', 'mode = "cni/"', "job.t.group.g.network.mode", "cni/<name> names a CNI network"),
+        (
+            'mode = "bridge"',
+            'mode = "cni/a b"',
+            "job.t.group.g.network.mode",
+            "cni/<name> names a CNI network",
+        ),
         (
             'image = "fieldlab/busybox:latest"',
             'command = "httpd"',

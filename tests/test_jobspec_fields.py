@@ -108,6 +108,7 @@ NOMAD: dict[str, dict[str, str]] = {
         "HostNetwork": "host_network",
         "IgnoreCollision": "ignore_collision",
     },
+    "cni": {"Args": "args"},  # api.CNIConfig
     "ephemeral_disk": {"Sticky": "sticky", "Migrate": "migrate", "SizeMB": "size"},  # api.EphemeralDisk
     "lifecycle": {"Hook": "hook", "Sidecar": "sidecar"},  # api.TaskLifecycle
     "update": {  # api.UpdateStrategy (api/jobs.go)
@@ -346,7 +347,6 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "Action": ("task", "action"),
     "TaskSchedule": ("task", "schedule"),
     "DNSConfig": ("network", "dns"),
-    "CNIConfig": ("network", "cni"),
     "RequestedDevice": ("resources", "device"),
     "NUMAResource": ("resources", "numa"),
     "ServiceWeights": ("service", "weights"),

@@ -136,18 +136,47 @@ def test_reserved_ports_and_port_fields_of_newer_nomad_are_accepted() -> None:
     cni { args = { a = "b" } }
     port "http" {
       static = 8080
-      host_network = "public"
-      ignore_collision = true
+      host_network = "default"
+      ignore_collision = false
     }
     reserved_ports "admin" { static = 9090 }"""
     parsed = _parse(_job(network=network))
     assert parsed.job.groups[0].network == Network(
-        mode="host", ports=(Port("http", static=8080), Port("admin", static=9090))
+        mode="host", ports=(Port("http", static=8080), Port("admin", static=9090)), cni_args=(("a", "b"),)
     )
-    assert sorted(parsed.warnings) == sorted(
-        f"job.j.group.g.network.{p}: {NOT_IMPLEMENTED}"
-        for p in ("cni", "port.http.host_network", "port.http.ignore_collision")
-    )
+    assert parsed.warnings == ()
+
+
+def test_a_cni_network_is_taken_with_its_args() -> None:
+    parsed = _parse(_job(network='mode = "cni/lab-macvlan"\ncni { args = { K8S_POD_NAME = "x", A = "1" } }'))
+    net = parsed.job.groups[0].network
+    assert net is not None and net.mode == "cni/lab-macvlan" and net.group_netns
+    assert net.cni_args == (("A", "1"), ("K8S_POD_NAME", "x")) and net.driver_mode == "bridge"
+    assert parsed.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("line", "where", "said"),
+    [
+        (
+            'host_network = "public"',
+            "port.http.host_network",
+            'missing host network "public" for port "http"',
+        ),
+        ("ignore_collision = true", "port.http.ignore_collision", "does not let a static port collide"),
+    ],
+)
+def test_a_port_on_another_host_network_or_colliding_is_refused(line: str, where: str, said: str) -> None:
+    with pytest.raises(JobspecError) as err:
+        _parse(_job(network=f'mode = "host"\nport "http" {{\nstatic = 8080\n{line}\n}}'))
+    assert any(p == f"job.j.group.g.network.{where}" and said in why for p, why in err.value.problems)
+
+
+@pytest.mark.parametrize("args", ['{ "a;b" = "c" }', '{ a = "b;c" }', '{ "a=b" = "c" }'])
+def test_cni_args_that_cni_args_cannot_carry_are_refused(args: str) -> None:
+    with pytest.raises(JobspecError) as err:
+        _parse(_job(network=f'mode = "bridge"\ncni {{ args = {args} }}'))
+    assert any("CNI_ARGS is a ';'-separated list" in why for _, why in err.value.problems)
 
 
 # --- fields that exist in Nomad --------------------------------------------------------------------------

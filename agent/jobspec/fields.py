@@ -90,8 +90,11 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     # the data of the alloc it replaces (sticky; migrate: from another node too, here the same)
     "ephemeral_disk": frozenset({"size", "sticky", "migrate"}),
     # `reserved_ports` is Nomad's other spelling of a port block (static ports)
-    "network": frozenset({"mode", "port", "reserved_ports"}),
-    "port": frozenset({"to", "static"}),
+    # `cni { args }`: CNI_ARGS of a bridge or cni/<name> network (agent.network.base.plan_cni_args)
+    "network": frozenset({"mode", "port", "reserved_ports", "cni"}),
+    "cni": frozenset({"args"}),
+    # host_network: "default" only (this client's only one); ignore_collision: false only
+    "port": frozenset({"to", "static", "host_network", "ignore_collision"}),
     "restart": frozenset({"attempts", "interval", "delay", "mode"}),
     "task": frozenset(
         {
@@ -318,8 +321,9 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "volume_mount": frozenset({"selinux_label"}),
     "artifact": frozenset({"insecure"}),
     "identity": frozenset({"extra_claims", "service_name"}),
-    "network": frozenset({"cidr", "cni", "device", "dns", "hostname", "ip", "mbits"}),
-    "port": frozenset({"host_network", "ignore_collision"}),
+    "network": frozenset({"cidr", "device", "dns", "hostname", "ip", "mbits"}),
+    "cni": frozenset(),
+    "port": frozenset(),
     "restart": frozenset({"render_templates"}),
     "logs": frozenset({"enabled"}),  # Nomad's pre-1.5.4 spelling, read by Nomad as !disabled
     "lifecycle": frozenset(),

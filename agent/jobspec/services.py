@@ -20,6 +20,7 @@ SERVICE_PROVIDERS = ("consul", "nomad")
 _PORT_LABEL = re.compile(r"^[^\x00-\x20\x7f]{1,128}$")
 _SERVICE_NAME = re.compile(r"^(?i:[a-z0-9]|[a-z0-9][a-z0-9-]{0,61}[a-z0-9])$")  # RFC 1123, as Nomad
 _PORT_NUMBER = re.compile(r"^[0-9]{1,5}$")
+_CNI_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # a CNI network's name (agent.network.cni)
 _MIN_CHECK_INTERVAL = 1.0
 # Nomad's ServiceCheck.AddressMode ("" is "host"); "auto" is a service's only.
 CHECK_ADDRESS_MODES = ("host", "alloc", "alloc_ipv6", "driver")
@@ -74,15 +75,38 @@ class ServiceBlocks(BodyReader):
         net, npath = found
         mode = self._str(net, "mode", npath, "host")
         if mode.startswith("cni/"):
-            self.report.error(
-                join(npath, "mode"), f'CNI networks ("{short(mode)}") are not supported by fieldlab-agent'
-            )
+            if not _CNI_NAME.match(mode[len("cni/") :]):
+                self.report.error(
+                    join(npath, "mode"),
+                    f'"{short(mode)}": cni/<name> names a CNI network of the client\'s cni_config_dir'
+                    " (letters, digits, '_', '.', '-')",
+                )
         elif mode not in NETWORK_MODES:
-            self.report.error(join(npath, "mode"), f'"{short(mode)}" is not one of {choices(NETWORK_MODES)}')
+            self.report.error(
+                join(npath, "mode"), f'"{short(mode)}" is not one of {choices(NETWORK_MODES)} or cni/<name>'
+            )
         ports = self._ports(net, npath, set(), {})
         if ports and mode == "none":
-            self.report.error(join(npath, "port"), 'ports need network mode "bridge" or "host"')
-        return Network(mode=mode, ports=tuple(ports))
+            self.report.error(join(npath, "port"), 'ports need network mode "bridge", "cni/<name>" or "host"')
+        return Network(mode=mode, ports=tuple(ports), cni_args=self._cni_args(net, npath))
+
+    def _cni_args(self, net: Body, npath: str) -> tuple[tuple[str, str], ...]:
+        """`cni { args = {...} }`: passed in CNI_ARGS to the plugins of a bridge or cni/<name> network,
+        as Nomad's network hook passes them (agent.network.base.plan_cni_args)."""
+        found = self._single(net, "cni", npath)
+        if found is None:
+            return ()
+        body, cpath = found
+        self._keys(body, "cni", cpath)
+        args = self._str_map(body, "args", cpath)
+        for key, value in args.items():
+            if not key or any(c in key for c in "=;") or ";" in value:
+                self.report.error(
+                    join(join(cpath, "args"), short(key)),
+                    "CNI_ARGS is a ';'-separated list of KEY=VALUE: a key may hold neither '=' nor ';',"
+                    " a value no ';'",
+                )
+        return tuple(sorted(args.items()))
 
     def _ports(self, net: Body, npath: str, seen: set[str], statics: dict[int, str]) -> list[Port]:
         """The `port` and `reserved_ports` blocks of a network (labels in `seen` and static ports in
@@ -108,8 +132,28 @@ class ServiceBlocks(BodyReader):
                     )
                 elif static:
                     statics[static] = label
+                self._host_network(port, label, ppath)
+                if self._bool(port, "ignore_collision", ppath, False):
+                    self.report.error(
+                        join(ppath, "ignore_collision"),
+                        "refused: fieldlab-agent does not let a static port collide with another alloc's"
+                        " (Nomad's ignore_collision skips the scheduler's port check; here every host"
+                        " port is checked at submission)",
+                    )
                 ports.append(Port(label=label, to=to, static=static))
         return ports
+
+    def _host_network(self, port: Body, label: str, ppath: str) -> None:
+        """A port's `host_network`: this client has only Nomad's "default" host network (its
+        advertise address); any other name fails as Nomad's scheduler fails placement on a node
+        without it."""
+        name = self._str(port, "host_network", ppath, "default")
+        if name not in ("", "default"):
+            self.report.error(
+                join(ppath, "host_network"),
+                f'missing host network "{short(name)}" for port "{short(label)}": this client has only'
+                ' the "default" host network (Nomad\'s scheduler places no alloc on such a node)',
+            )
 
     def _port_number(self, body: Body, key: str, path: str, *, same_as_host: bool = False) -> int:
         """A port number; 0 when unset. `to`: 0 or -1 mean "the same as the host port" (Nomad);

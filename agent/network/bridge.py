@@ -21,6 +21,7 @@ from typing import Protocol
 
 from agent import layout
 from agent.network import hostlocal
+from agent.network.base import BRIDGE, AttachSpec
 from agent.network.cni import CniNetwork
 from agent.network.conntrack import FlowTarget, flush_stale_flows
 from agent.network.result import CachedAttachment, CniError, PortMapping
@@ -42,14 +43,21 @@ class BridgeNetwork:
     def __init__(
         self,
         cni: CniNetwork,
-        bridge: str,
+        bridge: str | None,
         *,
         run_check: bool,
         flush_flows: FlowFlusher = flush_stale_flows,
         former: Sequence[CniNetwork] = (),
+        optional_portmap: bool = False,
     ) -> None:
         self.cni = cni
+        # The host bridge the alloc's veth is on (checked on restore); None: a conflist with no bridge
+        # (macvlan, ipvlan): only the inside of the netns is checked.
         self.bridge = bridge
+        # A cni/<name> network as Nomad's: port mappings reach the plugins with the portMappings
+        # capability, and a conflist without one maps nothing (no error); the agent's own bridge
+        # network refuses ports it cannot map.
+        self.optional_portmap = optional_portmap
         self.run_check = run_check
         self.flush_flows = flush_flows
         # Earlier layouts' networks on the same bridge and subnet (agent.layout): their allocs keep them.
@@ -73,9 +81,18 @@ class BridgeNetwork:
             for clash in clashes:
                 log.error("address held twice across networks: %s", clash)
 
-    def add(self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc]) -> str:
+    def mapped(self, ports: Sequence[PortAlloc]) -> Sequence[PortAlloc]:
+        """The ports the plugins map: all of them, or none for a cni/<name> conflist without portmap."""
+        if self.optional_portmap and not any(p.wants("portMappings") for p in self.cni.plugins):
+            return ()
+        return ports
+
+    def add(
+        self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc], *, spec: AttachSpec = BRIDGE
+    ) -> str:
         net = self.net(alloc_id)
-        result = net.add(alloc_id, netns, port_mappings=port_mappings(ports))
+        ports = self.mapped(ports)
+        result = net.add(alloc_id, netns, port_mappings=port_mappings(ports), cni_args=spec.cni_args())
         if net is not self.cni:
             self.carry_reservations()
         if ports:
@@ -87,21 +104,29 @@ class BridgeNetwork:
     def has_result(self, alloc_id: str) -> bool:
         return self.net(alloc_id).cached_result(alloc_id) is not None
 
-    def check(self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc]) -> list[str]:
+    def check(
+        self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc], *, spec: AttachSpec = BRIDGE
+    ) -> list[str]:
         net = self.net(alloc_id)
         cached = net.cached_result(alloc_id)
         if cached is None:
             return ["no CNI result recorded for the alloc"]
-        diffs = verify_network(netns, cached, self.bridge, port_mappings(ports))
+        diffs = verify_network(netns, cached, self.bridge, port_mappings(self.mapped(ports)))
         if self.run_check:
             try:
-                net.check(alloc_id, netns)
+                net.check(alloc_id, netns, cni_args=spec.cni_args())
             except CniError as exc:
                 diffs.append(f"CNI CHECK: {exc}")
         return diffs
 
     def delete(
-        self, alloc_id: str, netns: Path | None, *, address: str = "", ports: Sequence[PortAlloc] = ()
+        self,
+        alloc_id: str,
+        netns: Path | None,
+        *,
+        address: str = "",
+        ports: Sequence[PortAlloc] = (),
+        spec: AttachSpec = BRIDGE,
     ) -> list[str]:
         # The kept ADD result says which address the alloc had; the caller's record is used only
         # without it (a recorded address can be stale, and another alloc's by now).

@@ -12,7 +12,7 @@ import logging
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -141,15 +141,25 @@ class Sweeper:
         former_cni: Sequence[CniNetwork] = (),
         policy: SweepPolicy = SweepPolicy(),
         dry_run: bool = False,
+        more_networks: Callable[[], Sequence[CniNetwork]] | None = None,
     ) -> None:
         self.docker = docker
         self.cni = cni
         # The networks of earlier layouts still on the node (agent.layout): their allocs' leftovers too.
-        self.networks = [n for n in (cni, *former_cni) if n is not None]
+        self.own_networks = [n for n in (cni, *former_cni) if n is not None]
+        # The cni/<name> networks (agent.network.networks.NetworkSet.sweep_networks): asked at each
+        # sweep, as their kept results come and go (nomad-12216 for a cni/* alloc as for a bridge one).
+        self.more_networks = more_networks
         self.data_dir = data_dir
         self.policy = policy
         self.dry_run = dry_run
         self.totals: Counter[str] = Counter()
+
+    @property
+    def networks(self) -> list[CniNetwork]:
+        more = list(self.more_networks()) if self.more_networks is not None else []
+        names = {n.name for n in self.own_networks}
+        return [*self.own_networks, *(n for n in more if n.name not in names)]
 
     def observe(self) -> Observed:
         now = time.time()
@@ -165,10 +175,10 @@ class Sweeper:
         reservations: list[tuple[str, str]] = []
         chains: list[SeenChain] = []
         forward_ips: list[str] = []
-        if self.networks:
-            names = {n.name for n in self.networks}
-            cache_ids = sorted({k.container_id for n in self.networks for k in n.cached_ids()})
-            reservations = [(r.ip, r.container_id) for n in self.networks for r in n.ipam_reservations()]
+        if networks := self.networks:
+            names = {n.name for n in networks}
+            cache_ids = sorted({k.container_id for n in networks for k in n.cached_ids()})
+            reservations = [(r.ip, r.container_id) for n in networks for r in n.ipam_reservations()]
             chains = [
                 SeenChain(c.table, c.name, c.container_id)
                 for c in iptables.list_cni_chains()
@@ -211,9 +221,9 @@ class Sweeper:
     def _remove(self, r: Removal) -> None:
         if r.kind == "container" and self.docker is not None:
             self.docker.remove_container(r.target)
-        elif r.kind == "cni" and self.networks:
-            # DEL on the network that holds the ADD result (an earlier layout's, for its allocs).
-            held = [n for n in self.networks if n.cache_path(r.target).exists()] or self.networks[:1]
+        elif r.kind == "cni" and (networks := self.networks):
+            # DEL on the network that holds the ADD result (an earlier layout's or a cni/<name> one).
+            held = [n for n in networks if n.cache_path(r.target).exists()] or networks[:1]
             for n in held:
                 n.delete(r.target)
         elif r.kind == "ipam":

@@ -209,7 +209,7 @@ def alloc_json(
         "NextAllocation": view.get("replaced_by") or "",
         "RescheduleTracker": reschedule_tracker(view, node_id),
         "NetworkStatus": {"InterfaceName": "eth0", "Address": address, "AddressIPv6": "", "DNS": None}
-        if net.get("mode") == "bridge" and address
+        if (net.get("mode") == "bridge" or str(net.get("mode", "")).startswith("cni/")) and address
         else None,
         "PreemptedAllocations": None,
         "PreemptedByAllocation": "",

@@ -157,7 +157,8 @@ class AllocRunner:
     # -- what the alloc is -----------------------------------------------------------------------
     @property
     def bridge(self) -> bool:
-        return self.group.network is not None and self.group.network.mode == "bridge"
+        # bridge and cni/<name> alike: a netns of the group's, attached by CNI (agent.network.networks)
+        return self.group.network is not None and self.group.network.group_netns
 
     @property
     def owner(self) -> NetnsOwner:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from agent.decisions import StartCause, plan_network_recovery, plan_network_teardown
 from agent.drivers.base import DriverError
 from agent.errors import AgentError
+from agent.identity.claims import DEFAULT_NAMESPACE, DEFAULT_REGION
+from agent.network.base import AttachSpec, plan_cni_args
 from agent.records import AllocStatus, DesiredStatus, NetworkState
 from agent.runner.state import NETNS_OWNER
 from agent.taskdecisions import plan_mapped_ports, plan_remove_agent_netns, plan_teardown_restored_network
@@ -26,6 +28,20 @@ class AllocNetwork:
     def __init__(self, ar: AllocRunner) -> None:
         self.ar = ar
 
+    def spec(self) -> AttachSpec:
+        """The group network's mode and CNI_ARGS, as Nomad's network hook passes them."""
+        ar = self.ar
+        net = ar.group.network
+        args = plan_cni_args(
+            net.cni_args if net else (),
+            region=DEFAULT_REGION,
+            namespace=DEFAULT_NAMESPACE,
+            job_id=ar.job.id,
+            group=ar.group.name,
+            alloc_id=ar.id,
+        )
+        return AttachSpec(net.mode if net else "bridge", args)
+
     def setup(self, *, keep_address: bool = False) -> None:
         """Create the alloc's netns owner and run CNI ADD on it; record the address ADD gave.
         `keep_address` is only the `stale-network-status-on-restore` fault (see recover)."""
@@ -40,7 +56,7 @@ class AllocNetwork:
             raise AgentError(f"the {ar.owner.kind} owning the network namespace is not running")
         ar.state.save(network_state=NetworkState.ADDING)
         ar.kill_point("start.before-network-add")
-        address = ar.d.network.add(ar.id, ns, plan_mapped_ports(ar.rec.ports, ar.d.bugs))
+        address = ar.d.network.add(ar.id, ns, plan_mapped_ports(ar.rec.ports, ar.d.bugs), spec=self.spec())
         ar.kill_point("start.after-network-add")
         if keep_address and ar.rec.address:
             # nomad-24236/16893: the recreated network's address is not written back; the alloc
@@ -58,7 +74,9 @@ class AllocNetwork:
             # DNAT rule behind, so the host port stays pointed at a dead address.
             ar.d.network.release_addresses(ar.id)
         else:
-            errors = ar.d.network.delete(ar.id, ar.netns_path(), address=ar.rec.address, ports=ar.rec.ports)
+            errors = ar.d.network.delete(
+                ar.id, ar.netns_path(), address=ar.rec.address, ports=ar.rec.ports, spec=self.spec()
+            )
             if errors:
                 ar.event("", "Network Teardown", "CNI DEL reported: " + "; ".join(errors))
         ar.state.save(network_state=NetworkState.DELETED)

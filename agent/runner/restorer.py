@@ -62,7 +62,7 @@ class Restorer:
         has_result = bool(ar.bridge and ar.d.network and ar.d.network.has_result(ar.id))
         ns_path = ar.netns_path()
         if has_result and ns_path is not None and ar.d.network is not None:
-            diffs = ar.d.network.check(ar.id, ns_path, ar.rec.ports)
+            diffs = ar.d.network.check(ar.id, ns_path, ar.rec.ports, spec=ar.network.spec())
         if ar.bridge and ar.rec.network_state is not NetworkState.READY:
             # Killed between CNI ADD and recording its address (or during a DEL): the address the
             # tasks would be given is not the attachment's.

@@ -357,7 +357,7 @@ class TaskRunner:
             task=replace(t, config=config),
             task_dir=self.task_dir,
             env=env,
-            network_mode=ar.group.network.mode if ar.group.network else "none",
+            network_mode=ar.group.network.driver_mode if ar.group.network else "none",
             netns=ar.netns_path(),
             netns_owner=self.state.handle(NETNS_OWNER) if ar.bridge else None,
             ports=tuple((p.label, p.host, p.to) for p in ar.rec.ports),

@@ -72,6 +72,29 @@ def test_the_conflist_has_nomads_shape(client: Any) -> None:
     assert portmap["capabilities"]["portMappings"] and portmap["snat"]
 
 
+@pytest.mark.parametrize(
+    ("name", "types", "subnet"),
+    [
+        ("lab-macvlan", ["loopback", "macvlan"], "10.214.0.0/16"),
+        ("lab-bridge2", ["loopback", "bridge", "firewall", "portmap"], "172.26.96.0/20"),
+    ],
+)
+def test_the_cni_networks_beside_nomads_parse(client: Any, name: str, types: list[str], subnet: str) -> None:
+    """The conflists a jobspec's `mode = "cni/<name>"` finds by name (issue 52 item 3): JSON, named
+    as their file, each plugin's binary present, and on subnets of their own."""
+    conflist = json.loads(client.file(f"/etc/cni/net.d/{name}.conflist").content_string)
+    assert (conflist["cniVersion"], conflist["name"]) == ("0.4.0", name)
+    assert [p["type"] for p in conflist["plugins"]] == types
+    for t in types:
+        assert client.file(f"/usr/lib/cni/{t}").is_file, t
+    ipam = conflist["plugins"][1]["ipam"]
+    (rng,) = ipam["ranges"][0]
+    assert rng["subnet"] == subnet and not ipaddress.ip_network(subnet).overlaps(SUBNET)
+    if name == "lab-macvlan":  # this client's /24 of the subnet, on the node's lab interface
+        assert conflist["plugins"][1]["master"] == "eth0"
+        assert ipaddress.ip_address(rng["rangeStart"]) in ipaddress.ip_network(subnet)
+
+
 @pytest.mark.usefixtures("netns")
 def test_add_check_del_round_trip(client: Any, server: Any) -> None:
     add = roundtrip(client, "add")
