@@ -488,6 +488,10 @@ class Core:
         for r in running:
             live.setdefault(r.group.name, []).append(r.id)
         plan = plan_job_update(old, job, live, self.bugs)
+        from agent.jobspec.update import canary_refusals  # the parsers load lazily
+
+        if refused := canary_refusals(job, plan.destructive):  # before anything is stopped
+            raise JobspecError(source, refused)
         for alloc_id in plan.stop:
             self.runners[alloc_id].stop("job updated: a new version of the job replaces this alloc")
         return plan

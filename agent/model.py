@@ -288,6 +288,8 @@ class UpdateStrategy:
     healthy_deadline: float = 300.0
     progress_deadline: float = 600.0
     auto_revert: bool = False  # a failed deployment registers the job's newest stable version again
+    canary: int = 0  # a new version's canaries: refused when it replaces allocs (agent.jobspec.update)
+    auto_promote: bool = False
 
 
 @dataclass(frozen=True)
@@ -340,6 +342,8 @@ class Group:
     # Nomad's ReschedulePolicy (a service or batch group's, its type's defaults when none is written);
     # None: a system or sysbatch job's, which Nomad never reschedules
     reschedule: ReschedulePolicy | None = None
+    # Nomad's MaxRunDuration (batch, sysbatch): seconds after the alloc's creation it is stopped
+    max_run_duration: float | None = None
 
 
 @dataclass(frozen=True)

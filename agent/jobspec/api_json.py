@@ -24,9 +24,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from agent.jobspec.fieldclass import server_side_warning
 from agent.jobspec.fields import API_ONLY, API_RENAMES, IMPLEMENTED, SERVER_SET, UNIMPLEMENTED
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
-from agent.jobspec.tree import Block, Body, Invalid, Report, depth, join
+from agent.jobspec.tree import NOT_IMPLEMENTED, Block, Body, Invalid, Report, depth, join
 
 # How an implemented field holding blocks is read: (its context, "one" | "many" | "labelled" | "ports"
 # | "map": an object of objects by label, as a group's Volumes).
@@ -49,6 +50,7 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("task", "identity"): ("identity", "many"),
     ("group", "volume"): ("volume", "map"),
     ("group", "ephemeral_disk"): ("ephemeral_disk", "one"),
+    ("group", "consul"): ("consul", "one"),
     ("group", "scaling"): ("scaling", "one"),
     ("group", "update"): ("update", "one"),
     ("job", "update"): ("update", "one"),
@@ -70,7 +72,7 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
 # Implemented durations: nanoseconds in the API JSON.
 _DURATIONS: Mapping[str, frozenset[str]] = {
     "task": frozenset({"kill_timeout", "shutdown_delay"}),
-    "group": frozenset({"shutdown_delay"}),
+    "group": frozenset({"shutdown_delay", "max_run_duration"}),
     "restart": frozenset({"interval", "delay"}),
     "template": frozenset({"splay"}),
     "wait": frozenset({"min", "max"}),
@@ -131,7 +133,7 @@ def parse_json(text: str, report: Report, limits: Limits = DEFAULT_LIMITS) -> Bo
             name = hcl_name("request", key)
             if name in UNIMPLEMENTED["request"]:
                 if not _unset(name, value):
-                    report.warn(key)
+                    report.warn(key, server_side_warning("request", name) or NOT_IMPLEMENTED)
             else:
                 report.error(_short(key), "not a field of Nomad's job registration request")
         job = data["Job"]

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from agent.identity.vaultlogin import VAULT_IDENTITY
 from agent.jobspec.artifacts import read_artifacts
+from agent.jobspec.clientfields import check_consul, check_vault_namespace, read_max_run_duration
 from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
 from agent.jobspec.identities import read_identities
@@ -107,6 +108,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
         parameterized = read_parameterized(self, body, path, job_type)
         periodic = read_periodic(self, body, path, job_type, parameterized is not None)
         default_vault = self._vault(body, path)
+        check_vault_namespace(self, body, "vault_namespace", path)  # the tasks' default: Nomad CE refuses it
         job_update = read_update(self, body, path)  # each group's default (Nomad's Canonicalize)
         job_reschedule = read_reschedule(self, body, path)  # likewise
         # Nomad's HCL2: a task directly in the job is a group of its own, named after the task, first.
@@ -160,6 +162,8 @@ class Builder(ServiceBlocks, TemplateBlocks):
         if implicit is None:
             self._keys(body, "group", path)
             self._name(name, path, "group name")
+            default_vault = self._vault(body, path) or default_vault  # HCL2: the group's over the job's
+            check_consul(self, body, path)
         count = self._int(body, "count", path, 1, minimum=0)
         if count > self.limits.max_count:  # Nomad would queue what does not fit: agent.jobspec.limits
             self.report.error(join(path, "count"), count_refusal(count, self.limits.max_count))
@@ -213,6 +217,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             volumes=volumes,
             scaling=read_scaling(self, body, path, count=count, job_type=job_type),
             update=self._update(job_type, job_update or {}, body, path),
+            max_run_duration=read_max_run_duration(self, body, path, job_type),
         )
 
     def _update(
@@ -366,6 +371,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
         v, vpath = found
         policies = self._str_list(v, "policies", vpath)
         role = self._str(v, "role", vpath)
+        check_vault_namespace(self, v, "namespace", vpath)
         if not policies and not has_vault_identity:
             # Nomad >= 1.7 logs in with the task's Vault identity and its JWT role decides the
             # policies (agent.identity.vaultlogin). The agent does too when the task has an identity

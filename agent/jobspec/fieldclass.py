@@ -38,6 +38,10 @@ SERVER_SIDE: Mapping[str, Mapping[str, str]] = {
         "multiregion": "regions and their federation are the servers'",
         "ui": "shown by Nomad's web UI, which the lab does not serve",
         "version_tag": "a label the servers keep on a job version",
+        "consul_token": (
+            "checked by the servers at submission (deprecated in Nomad 1.7, gone from its Job since): "
+            "services use identities"
+        ),
         "vault_token": "checked by the servers at submission (deprecated, Nomad 1.7): tasks use identities",
     },
     "group": {
@@ -54,21 +58,71 @@ SERVER_SIDE: Mapping[str, Mapping[str, str]] = {
     "volume": {"sticky": "which node a host volume claim sticks to is the scheduler's"},
 }
 
+# A register request's options in a job file: Nomad's `job run` decodes only the file's Job
+# (command/helpers.go JobGetter.Get); over HTTP the agent's register reads them (nomadapi.jobwrites).
+_FILE_OPTIONS = (
+    "a register option in a job file: Nomad's job run reads only the file's Job (its flags "
+    "-check-index, -preserve-counts, -eval-priority set these; POST /v1/jobs honours them)"
+)
+_REQUEST_OPTIONS = (
+    "enforce_index",
+    "eval_priority",
+    "idempotency_token",
+    "job_modify_index",
+    "namespace",
+    "policy_override",
+    "preserve_counts",
+    "region",
+    "secret_id",
+    "submission",
+)
+
 NOMAD_IGNORES: Mapping[str, Mapping[str, str]] = {
     "resources": {
         "iops": "deprecated since Nomad 0.9: Nomad ignores it too",
         "disk": "deprecated: Nomad takes disk from ephemeral_disk and ignores it here too",
     },
     "template": {"vault_grace": "deprecated since Nomad 0.11: Nomad ignores it too"},
+    "job": {"consul_namespace": "set by Nomad's servers: a submitted value is dropped by Nomad's API too"},
+    # COMPAT(1.6.0) in Nomad's api.LogConfig: its HTTP API reads only `disabled` (apiLogConfigToStructs)
+    "logs": {"enabled": "Nomad's pre-1.5.4 spelling: Nomad's API drops it too; use disabled"},
+    "config.docker": {
+        "cpuset_cpus": "no longer supported by Nomad's docker driver, which logs so and ignores it too"
+    },
+    # Nomad's claims read a service's name from the service, never from a task's identity block
+    "identity": {
+        "service_name": "set by Nomad on a service's identity: a task's identity's is ignored by Nomad too"
+    },
+    "request": {name: _FILE_OPTIONS for name in _REQUEST_OPTIONS},
 }
 
 # Refused at submission, with the reason: client-side fields the agent does not do, where doing
 # nothing would replay a different system. A field leaves UNIMPLEMENTED when it is implemented.
-REFUSED: Mapping[str, Mapping[str, str]] = {}
+_NO_DEVICES = "place device requests: this node fingerprints no devices (no device plugins)"
+REFUSED: Mapping[str, Mapping[str, str]] = {
+    "resources": {
+        "device": _NO_DEVICES,
+        "numa": "place tasks by NUMA topology (Nomad Enterprise's numa block): this node reports none",
+    },
+    "task": {
+        "csi_plugin": "run CSI plugins: the lab's nodes have no CSI (host volumes only)",
+        "schedule": "run tasks on a time schedule (Nomad Enterprise's time-based task execution)",
+        "secret": (
+            "fetch secret blocks (Nomad 1.11's secrets providers): read secrets with a template "
+            "(Vault or Nomad variables)"
+        ),
+        "kind": "run Consul Connect proxies or gateways, the tasks a kind names",
+        "action": (
+            "run task actions (nomad action): run the command in the task with fieldlab-agent alloc exec"
+        ),
+    },
+}
 
 # Accepted when the value is what this node is; any other value is refused, naming it.
 ONLY_VALUES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "job": {"region": ("global",), "node_pool": ("default", "all")},
+    # Nomad's PeriodicConfig.Validate: "cron" (and its tests' "test")
+    "periodic": {"spec_type": ("cron",)},
     "vault": {"cluster": ("default",)},
 }
 

@@ -37,6 +37,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "namespace",  # "default" only (agent.jobspec.jobtypes)
             "parameterized",
             "periodic",
+            "vault_namespace",  # refused when set, as Nomad CE (agent.jobspec.clientfields)
         }
     ),
     # Nomad's ParameterizedJobConfig and a task's DispatchPayloadConfig (agent.jobspec.jobtypes)
@@ -61,8 +62,13 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "scaling",
             "update",
             "reschedule",
+            "vault",  # HCL2: the default of each task without one (as the job's)
+            "consul",  # Nomad CE's: the default cluster, namespace and partition (agent.jobspec.clientfields)
+            "max_run_duration",  # batch and sysbatch: the alloc stopped past it (agent.runner)
         }
     ),
+    # Nomad's Consul block of a group: what Nomad CE takes (agent.jobspec.clientfields)
+    "consul": frozenset({"namespace", "cluster", "partition"}),
     # Nomad's UpdateStrategy: what a service group's deployment waits for (agent.jobspec.update)
     "update": frozenset(
         {
@@ -73,19 +79,25 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "healthy_deadline",
             "progress_deadline",
             "auto_revert",
+            "canary",  # a new version's canaries (agent.jobspec.update)
+            "auto_promote",
         }
     ),
     # Nomad's ScalingPolicy of a group (horizontal): the bounds of `nomad job scale`, the Autoscaler's
     # opaque `policy` (agent.jobspec.scaling)
     "scaling": frozenset({"min", "max", "enabled", "policy", "type"}),
     # Nomad's VolumeRequest: a host volume of the client (`host_volumes` in its config)
-    "volume": frozenset({"type", "source", "read_only", "per_alloc"}),
+    "volume": frozenset(
+        {"type", "source", "read_only", "per_alloc", "access_mode", "attachment_mode", "mount_options"}
+    ),
     # Nomad's VolumeMount: where a task sees a group volume
-    "volume_mount": frozenset({"volume", "destination", "read_only", "propagation_mode"}),
+    "volume_mount": frozenset({"volume", "destination", "read_only", "propagation_mode", "selinux_label"}),
     # Nomad's TaskArtifact: fetched into the task dir before its first start (agent.getter)
     "artifact": frozenset({"source", "destination", "mode", "options", "headers", "chown"}),
     # Nomad's WorkloadIdentity: a JWT the agent signs for the task (agent.identity)
-    "identity": frozenset({"name", "aud", "env", "file", "filepath", "ttl", "change_mode", "change_signal"}),
+    "identity": frozenset(
+        {"name", "aud", "env", "file", "filepath", "ttl", "change_mode", "change_signal", "extra_claims"}
+    ),
     # Nomad's EphemeralDisk: the alloc dir's size, and whether a replacement on this node takes over
     # the data of the alloc it replaces (sticky; migrate: from another node too, here the same)
     "ephemeral_disk": frozenset({"size", "sticky", "migrate"}),
@@ -144,7 +156,16 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
         }
     ),
     "vault": frozenset(
-        {"policies", "role", "change_mode", "change_signal", "env", "disable_file", "allow_token_expiration"}
+        {
+            "policies",
+            "role",
+            "change_mode",
+            "change_signal",
+            "env",
+            "disable_file",
+            "allow_token_expiration",
+            "namespace",  # refused when set, as Nomad CE (agent.jobspec.clientfields)
+        }
     ),
     # a task's `network` is deprecated in Nomad: its ports join the group's network
     "resources": frozenset({"cpu", "memory", "network"}),
@@ -288,7 +309,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
         {
             "all_at_once",
             "affinity",
-            "consul",
             "consul_namespace",
             "consul_token",
             "migrate",
@@ -298,7 +318,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "region",
             "spread",
             "ui",
-            "vault_namespace",
             "vault_token",
             "version_tag",
         }
@@ -306,32 +325,29 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "group": frozenset(
         {
             "affinity",
-            "consul",
             "disconnect",
             "max_client_disconnect",
-            "max_run_duration",
             "migrate",
             "prevent_reschedule_on_lost",
             "spread",
             "stop_after_client_disconnect",
-            "vault",
         }
     ),
-    "volume": frozenset({"access_mode", "attachment_mode", "mount_options", "sticky"}),
-    "volume_mount": frozenset({"selinux_label"}),
+    "volume": frozenset({"sticky"}),
+    "volume_mount": frozenset(),
     "artifact": frozenset({"insecure"}),
-    "identity": frozenset({"extra_claims", "service_name"}),
+    "identity": frozenset({"service_name"}),
     "network": frozenset({"cidr", "device", "dns", "hostname", "ip", "mbits"}),
     "cni": frozenset(),
     "port": frozenset(),
     "restart": frozenset({"render_templates"}),
-    "logs": frozenset({"enabled"}),  # Nomad's pre-1.5.4 spelling, read by Nomad as !disabled
+    "logs": frozenset({"enabled"}),  # Nomad's pre-1.5.4 spelling: its API drops it (fieldclass)
     "lifecycle": frozenset(),
     "parameterized": frozenset(),
     "dispatch_payload": frozenset(),
     "periodic": frozenset({"spec_type"}),  # "cron" is Nomad's only one outside its tests: unset
     "scaling": frozenset(),
-    "update": frozenset({"auto_promote", "canary"}),
+    "update": frozenset(),
     "reschedule": frozenset(),
     "ephemeral_disk": frozenset(),
     "constraint": frozenset(),
@@ -348,8 +364,9 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
         }
     ),
     "resources": frozenset({"cores", "device", "disk", "iops", "memory_max", "numa", "secrets"}),
-    "template": frozenset({"error_mode", "on_error", "on_render_error", "vault_grace"}),
-    "vault": frozenset({"namespace", "cluster", "entity_alias"}),
+    "template": frozenset({"vault_grace"}),
+    "vault": frozenset({"cluster"}),
+    "consul": frozenset(),
     "change_script": frozenset(),
     "wait": frozenset(),
     "check_restart": frozenset(),
@@ -389,7 +406,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "tls_skip_verify",
         }
     ),
-    # as Nomad's driver: accepted, no effect ("cpuset_cpus is no longer supported" in its log)
+    # as Nomad's driver: accepted, no effect ("cpuset_cpus is no longer supported" in its log: fieldclass)
     "config.docker": frozenset({"cpuset_cpus"}),
     "config.exec": frozenset(),  # all honoured or refused (agent.drivers.execopts)
     "config.raw_exec": frozenset(),

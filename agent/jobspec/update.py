@@ -8,15 +8,19 @@ deployment unless `max_parallel` is 0; an alloc's health is judged as Nomad's cl
 operator's word), the deployment fails past `progress_deadline`. `max_parallel` and `stagger` pace
 a rollout across nodes: one node replaces a version's allocs at once (agent.jobupdate).
 `auto_revert`: a failed deployment registers the job's newest stable version again, as Nomad's
-watcher rolls back. `auto_promote` and `canary` are warned about (fields.UNIMPLEMENTED)."""
+watcher rolls back. `canary`: Nomad places canaries only when a new version replaces allocs,
+so a job's first version runs as written; a new version that would replace the allocs of a group
+with canaries is refused (`canary_refusals`: the core's plan_update), as this agent places no
+canaries beside the old allocs. `auto_promote` is checked as Nomad's (it needs canaries)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from agent.jobspec.durations import format_duration
 from agent.jobspec.tree import Body, join
-from agent.model import UpdateStrategy
+from agent.model import Job, UpdateStrategy
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader
@@ -38,6 +42,10 @@ def read_update(builder: BodyReader, body: Body, path: str) -> dict[str, Any]:
             given[name] = builder._duration(ub, name, upath, getattr(_DEFAULT, name))
     if ub.get("max_parallel") is not None:
         given["max_parallel"] = builder._int(ub, "max_parallel", upath, _DEFAULT.max_parallel)
+    if ub.get("canary") is not None:
+        given["canary"] = builder._int(ub, "canary", upath, 0)
+    if ub.get("auto_promote") is not None:
+        given["auto_promote"] = builder._bool(ub, "auto_promote", upath, False)
     if ub.get("auto_revert") is not None:
         given["auto_revert"] = builder._bool(ub, "auto_revert", upath, False)
     if ub.get("health_check") is not None:
@@ -76,4 +84,26 @@ def _invalid(u: UpdateStrategy) -> list[tuple[str, str]]:
         out.append(("healthy_deadline", f"Healthy deadline must be less than progress deadline: {shown}"))
     if u.stagger <= 0:
         out.append(("stagger", "Stagger must be greater than zero: 0s"))
+    if u.canary < 0:
+        out.append(("canary", f"Canary count can not be less than zero: {u.canary} < 0"))
+    if u.canary == 0 and u.auto_promote:
+        out.append(("auto_promote", "Auto Promote requires a Canary count greater than zero"))
     return out
+
+
+CANARY_REFUSAL = (
+    "refused: fieldlab-agent does not place canaries: this new version would replace the group's "
+    "allocs, which Nomad does by placing {n} canary alloc(s) beside them until promoted; set "
+    "canary = 0 to update them in place of the old ones, or stop the job first"
+)
+
+
+def canary_refusals(job: Job, destructive: Iterable[str]) -> list[tuple[str, str]]:
+    """(path, why) for each group of `job` whose allocs a new version replaces while its update
+    strategy asks for canaries."""
+    replaced = set(destructive)
+    return [
+        (f"job.{job.id}.group.{g.name}.update.canary", CANARY_REFUSAL.format(n=g.update.canary))
+        for g in job.groups
+        if g.name in replaced and g.update is not None and g.update.canary > 0
+    ]

@@ -2,6 +2,8 @@
 VolumeMount, checked as Nomad's server checks them on register (nomad/structs VolumeRequest.Validate,
 Task.Validate's volume mounts).
 
+- A host volume's `access_mode`, `attachment_mode` and `mount_options` are checked as Nomad's
+  VolumeRequest.Validate (agent.jobspec.clientfields).
 - A `volume` needs a `type`: "host" is implemented; "csi" is accepted with a warning and left out,
   and so are the mounts of it. `source` is required. `per_alloc` is refused: it names a volume per
   alloc index, and the lab's nodes have none.
@@ -22,6 +24,7 @@ import posixpath
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from agent.jobspec.clientfields import check_host_volume
 from agent.jobspec.tree import Body, join
 from agent.model import HostVolume, Task, VolumeMount
 
@@ -63,6 +66,8 @@ def read_volumes(builder: BodyReader, body: Body, path: str) -> tuple[tuple[Host
         kind = builder._choice(vb, "type", vpath, VOLUME_TYPES, "", required=True, what="volume type")
         source = builder._str(vb, "source", vpath, required=True)
         read_only = builder._bool(vb, "read_only", vpath, False)
+        if kind == "host":
+            check_host_volume(builder, vb, vpath, read_only)  # Nomad's VolumeRequest.Validate
         if kind == "host" and builder._bool(vb, "per_alloc", vpath, False):
             builder.report.error(join(vpath, "per_alloc"), "per-alloc host volumes are not implemented")
         if kind == "csi":

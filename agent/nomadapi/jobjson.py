@@ -211,9 +211,9 @@ def _update(u: UpdateStrategy) -> dict[str, Any]:
         "MinHealthyTime": ns(u.min_healthy_time),
         "HealthyDeadline": ns(u.healthy_deadline),
         "ProgressDeadline": ns(u.progress_deadline),
-        "Canary": 0,
+        "Canary": u.canary,
         "AutoRevert": u.auto_revert,
-        "AutoPromote": False,
+        "AutoPromote": u.auto_promote,
     }
 
 
@@ -272,7 +272,7 @@ def _group(job: Job, g: Group, create_index: int = 0, modify_index: int = 0) -> 
         "Meta": nil_map(g.meta),
         "Services": [_service(s, _default_service_name(job, g)) for s in g.services] or None,
         "ShutdownDelay": ns(g.shutdown_delay) if g.shutdown_delay else None,
-        "MaxRunDuration": None,
+        "MaxRunDuration": ns(g.max_run_duration) if g.max_run_duration else None,
         "StopAfterClientDisconnect": None,
         "MaxClientDisconnect": None,
         "Scaling": (

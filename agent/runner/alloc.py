@@ -54,6 +54,7 @@ from agent.runner.hooks import (
 )
 from agent.runner.identityhook import IdentityHook
 from agent.runner.kill import capped_delay, capped_why, kill_in_phases, kill_off_loop
+from agent.runner.maxrun import arm_max_run_duration
 from agent.runner.migrate import migrate_previous
 from agent.runner.network import AllocNetwork
 from agent.runner.restorer import Restorer
@@ -104,6 +105,7 @@ class AllocRunner:
         self.network = AllocNetwork(self)
         self.restorer = Restorer(self)
         self.network_from_state = False  # its network taken over at a restore, not created in this run
+        arm_max_run_duration(self)  # batch: stopped past its max_run_duration (agent.runner.maxrun)
 
     @property
     def rec(self) -> AllocRecord:
