@@ -76,6 +76,7 @@ class Bugs:
     net_raw_by_default: bool = False
     exec_caps_bounding_only: bool = False
     exec_shared_pid_namespace: bool = False
+    exec_user_full_caps: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

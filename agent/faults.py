@@ -388,6 +388,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "exec tasks are not isolated into their own PID and IPC namespaces: a task sees (and reads the "
         "command lines of) the node's processes, the agent's among them",
     ),
+    FaultSpec(
+        "exec-user-full-caps",
+        "nomad-5783",
+        "an exec task of a user other than root runs with every capability (CVE-2019-12618): nobody "
+        "can setuid to root, escape the chroot, kill the node's processes",
+    ),
 )
 
 FAULTS: dict[str, FaultSpec] = {f.flag: f for f in _CATALOGUE}
@@ -455,6 +461,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "net-raw-by-default",
         "exec-caps-bounding-only",
         "exec-shared-pid-namespace",
+        "exec-user-full-caps",
     }
 )
 

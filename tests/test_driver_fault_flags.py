@@ -12,7 +12,7 @@ from agent.drivers.base import TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.dockeropts import plan
 from agent.drivers.dockervalues import TaskFacts
-from agent.drivers.execopts import exec_plan
+from agent.drivers.execopts import caps_in_mask, exec_plan
 from agent.model import Resources, Task
 
 FACTS = TaskFacts(network_mode="host", memory_mb=64, task_dir="/allocs/a1/app", alloc_dir="/allocs/a1")
@@ -104,3 +104,26 @@ def test_an_exec_task_gets_its_own_pid_and_ipc_namespaces_and_the_flag_shares_th
         {**config, "pid_mode": "private"}, ExecPlugin(), basis=(), bugs=Bugs(exec_shared_pid_namespace=True)
     )
     assert asked.pid_host is True
+
+
+def test_a_user_without_cap_add_has_no_capability_and_the_flag_gives_it_every_one() -> None:
+    """nomad-5783 (CVE-2019-12618): nobody with every capability (setuid, sys_admin, kill, ...)."""
+    fixed = exec_plan({"command": "/bin/sh"}, ExecPlugin(), basis=(), root=False)
+    assert (fixed.caps, fixed.ambient) == ((), ())
+    bug_on = Bugs(exec_user_full_caps=True)
+    bug = exec_plan({"command": "/bin/sh"}, ExecPlugin(), basis=(), bugs=bug_on)
+    assert {"setuid", "sys_admin", "kill"} <= set(bug.ambient) and bug.ambient == bug.caps
+    held = exec_plan({"command": "/bin/sh"}, ExecPlugin(), basis=(), bugs=bug_on, held=("kill", "setuid"))
+    assert held.caps == held.ambient == ("kill", "setuid")  # what the agent itself holds, no more
+    assert caps_in_mask(0x2000 | 1 << 7) == ("net_raw", "setuid")
+    root = exec_plan({"command": "/bin/sh"}, ExecPlugin(), basis=("chown",), root=True)
+    assert (
+        exec_plan(
+            {"command": "/bin/sh"},
+            ExecPlugin(),
+            basis=("chown",),
+            root=True,
+            bugs=Bugs(exec_user_full_caps=True),
+        )
+        == root
+    )  # root's own set is not what the bug changed

@@ -51,6 +51,16 @@ def test_an_exec_task_has_its_own_pid_namespace_and_the_flag_shares_the_nodes(be
     assert _pid_ns(_exec_workload(handle, task_dir)) == _pid_ns(os.getpid())
 
 
+def test_a_user_has_no_capability_and_the_flag_gives_it_every_one(bench: Bench) -> None:
+    config = {"command": "/bin/sleep", "args": ["600"]}
+    handle, task_dir = bench.start(ExecDriver(exits_dir=None), config)
+    assert _caps(_exec_workload(handle, task_dir), "CapEff") == 0
+    flagged = ExecDriver(exits_dir=None, bugs=Bugs(exec_user_full_caps=True))
+    handle, task_dir = bench.start(flagged, config)
+    # every capability the agent holds (its own bounding set: all of them on a lab node)
+    assert _caps(_exec_workload(handle, task_dir), "CapEff") == _caps(os.getpid(), "CapBnd")
+
+
 # -- docker ------------------------------------------------------------------------------------------
 
 

@@ -62,6 +62,7 @@ AGENT_FLAGS = {
     "net-raw-by-default": "nomad-10572",
     "exec-caps-bounding-only": "nomad-16642",
     "exec-shared-pid-namespace": "nomad-9911",
+    "exec-user-full-caps": "nomad-5783",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

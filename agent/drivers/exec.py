@@ -66,7 +66,7 @@ from agent.bugs import NO_BUGS, Bugs
 from agent.config import DEFAULT_CHROOT_ENV, ExecPlugin
 from agent.drivers.base import DriverError, ExitReport, Mount, TaskContext, TaskHandle, inside_env
 from agent.drivers.cgroups import cgroup_procs_of
-from agent.drivers.execopts import ExecOpts, exec_plan, exec_refusals
+from agent.drivers.execopts import ExecOpts, caps_in_mask, exec_plan, exec_refusals
 from agent.drivers.hostproc import (
     ENTER_TASK_ENV,
     carried_env,
@@ -166,6 +166,14 @@ class TaskUser:
     def basis(self) -> tuple[str, ...]:
         """The caps the task has before its cap_add / cap_drop: none for a user, ROOT_CAPS for root."""
         return ROOT_CAPS if self.uid == 0 else ()
+
+
+def agent_bounding_set() -> tuple[str, ...]:
+    """The capabilities in the agent's own bounding set (what a task could be given at most)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapBnd:"):
+            return caps_in_mask(int(line.split()[1], 16))
+    return ()
 
 
 def resolve_user(task: Task, allow_root: bool) -> TaskUser:
@@ -405,7 +413,9 @@ class ExecDriver(ProcessDriver):
         cmd = str(task.config.get("command", ""))
         args = [str(a) for a in task.config.get("args", [])]
         user = resolve_user(task, self.allow_root)
-        opts = exec_plan(task.config, self.plugin, basis=user.basis, root=user.uid == 0, bugs=self.bugs)
+        held = agent_bounding_set() if self.bugs.exec_user_full_caps else ()
+        root = user.uid == 0
+        opts = exec_plan(task.config, self.plugin, basis=user.basis, root=root, bugs=self.bugs, held=held)
         if opts.refused:
             key, why = opts.refused[0]
             raise DriverError("exec", f"task {task.name}", f"config.{key}: {why}")

@@ -55,16 +55,20 @@ RAW_EXEC_REFUSED: Mapping[str, str] = {
 }
 # The kernel's capability names (capability(7), to CAP_CHECKPOINT_RESTORE): Nomad's validate refuses
 # a cap_add or cap_drop the system does not support.
-KNOWN_CAPS = frozenset(
-    {
+CAP_NUMBERS = (
         "chown", "dac_override", "dac_read_search", "fowner", "fsetid", "kill", "setgid", "setuid",
         "setpcap", "linux_immutable", "net_bind_service", "net_broadcast", "net_admin", "net_raw",
         "ipc_lock", "ipc_owner", "sys_module", "sys_rawio", "sys_chroot", "sys_ptrace", "sys_pacct",
         "sys_admin", "sys_boot", "sys_nice", "sys_resource", "sys_time", "sys_tty_config", "mknod",
         "lease", "audit_write", "audit_control", "setfcap", "mac_override", "mac_admin", "syslog",
         "wake_alarm", "block_suspend", "audit_read", "perfmon", "bpf", "checkpoint_restore",
-    }
 )  # fmt: skip
+KNOWN_CAPS = frozenset(CAP_NUMBERS)  # CAP_NUMBERS in the kernel's order: a name's index is its number
+
+
+def caps_in_mask(mask: int) -> tuple[str, ...]:
+    """The names of the capabilities set in a /proc/<pid>/status mask (CapBnd, CapEff, ...)."""
+    return tuple(sorted(name for n, name in enumerate(CAP_NUMBERS) if mask >> n & 1))
 
 
 def cap_name(name: str) -> str:
@@ -171,11 +175,14 @@ def exec_plan(
     root: bool = False,
     submission: bool = False,
     bugs: Bugs = NO_BUGS,
+    held: Sequence[str] = (),
 ) -> ExecOpts:
     """What start applies for the task's options: `basis` the caps the task has without any (the
     agent's: none for a user, ROOT_CAPS for root), `root` whether it runs as uid 0. `bugs`: the
     driver's fault flags: `exec-shared-pid-namespace` (nomad-9911: no PID or IPC namespace of its
-    own), `exec-caps-bounding-only` (nomad-16642: a user's caps in the bounding set only)."""
+    own), `exec-caps-bounding-only` (nomad-16642: a user's caps in the bounding set only),
+    `exec-user-full-caps` (nomad-5783, CVE-2019-12618: a user with every capability the agent holds,
+    `held`; all of them when not given)."""
     out = ExecOpts()
     out.refused += _unknown(config, EXEC_HONOURED, EXEC_REFUSED, "exec")
     out.work_dir = _work_dir(config, out, submission)
@@ -210,6 +217,8 @@ def exec_plan(
         )
     caps = ({cap_name(c) for c in basis} & allow) - drops | (adds & KNOWN_CAPS)
     out.caps = tuple(sorted(caps))
+    if bugs.exec_user_full_caps and not root:
+        out.caps = tuple(sorted(set(held) or KNOWN_CAPS))
     out.ambient = () if root or bugs.exec_caps_bounding_only else out.caps
     return out
 
