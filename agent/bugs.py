@@ -77,6 +77,11 @@ class Bugs:
     exec_caps_bounding_only: bool = False
     exec_shared_pid_namespace: bool = False
     exec_user_full_caps: bool = False
+    dispatch_optional_meta_unset: bool = False
+    periodic_restore_ignores_overlap: bool = False
+    periodic_restores_stopped_job: bool = False
+    blocked_reschedule_drops_tracker: bool = False
+    identity_claims_child_job_id: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

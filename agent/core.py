@@ -44,7 +44,7 @@ from agent.node.nodeinfo import node_attributes
 from agent.node.sweeper import Sweeper, SweepReport
 from agent.offload import Offload, threaded
 from agent.placement import NodeFacts, refusals
-from agent.records import AllocRecord, DesiredStatus, PortAlloc, RescheduleEvent, one_by_prefix
+from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, RescheduleEvent, one_by_prefix
 from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner
@@ -577,17 +577,40 @@ class Core:
             failed.event("", "Reschedule Blocked", f"{reason}: the node takes no new allocs")
             return
         self.kill_point("replace.after-fail-before-new-alloc")
-        now = time.time()
-        event = RescheduleEvent(now, failed.id, self.node.id, failed.rec.reschedule_delay)
-        carried = carried_reschedule_events(failed.group.reschedule, failed.rec.reschedule_events, now)
-        new = self._new_alloc(failed.job, group, replaces=failed.id, reschedule_events=(*carried, event))
-        self.kill_point("replace.after-new-alloc-before-record")
-        failed.state.save(replaced_by=new.id, replace_pending=False)
-        failed.event("", "Replaced", f"replaced by alloc {new.id}: {reason}")
+        new = self.place_replacement(failed, reason)
         if failed.rec.followup_eval_id:  # placed by the follow-up evaluation
             new.state.save(eval_id=failed.rec.followup_eval_id)
         elif self.evaluate is not None:  # Nomad's server evaluates a failed alloc ("alloc-failure")
             new.state.save(eval_id=self.evaluate(failed.job, "alloc-failure", (new.id,)))
+
+    def place_replacement(self, failed: AllocRunner, reason: str) -> AllocRunner:
+        """The replacement of `failed`, carrying its RescheduleTracker (the failed alloc's reschedules
+        within the policy's interval and this one) and PreviousAllocation."""
+        now = time.time()
+        event = RescheduleEvent(now, failed.id, self.node.id, failed.rec.reschedule_delay)
+        carried = carried_reschedule_events(failed.group.reschedule, failed.rec.reschedule_events, now)
+        new = self._new_alloc(
+            failed.job, failed.group.name, replaces=failed.id, reschedule_events=(*carried, event)
+        )
+        self.kill_point("replace.after-new-alloc-before-record")
+        failed.state.save(replaced_by=new.id, replace_pending=False)
+        failed.event("", "Replaced", f"replaced by alloc {new.id}: {reason}")
+        return new
+
+    def blocked_reschedule(self, job_id: str, group: str) -> AllocRunner | None:
+        """The oldest failed alloc of the job's group whose reschedule was planned and then held by a
+        node that took no new allocs (Core.hold): the blocked evaluation's placement replaces it."""
+        held = [
+            r
+            for r in self.runners.values()
+            if r.job.id == job_id
+            and r.group.name == group
+            and r.rec.status is AllocStatus.FAILED
+            and r.rec.reschedule_due > 0
+            and not r.rec.replaced_by
+            and not r.rec.replace_pending
+        ]
+        return min(held, key=lambda r: r.rec.created, default=None)
 
     def stop_job(self, job_id: str) -> list[str]:
         adopted = self._stop_adopted(self.adoption.of_job(job_id))

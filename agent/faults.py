@@ -357,6 +357,37 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "the change_mode script owed to a restored task is delivered before its driver handle is "
         "reattached: the script never runs ('no driver handle') and the action is recorded as delivered",
     ),
+    # Job types: dispatch and periodic.
+    FaultSpec(
+        "dispatch-optional-meta-unset",
+        "nomad-3720",
+        "a dispatched job's meta_optional keys the dispatch did not give are left out of the task's "
+        "environment, so ${NOMAD_META_<key>} reaches the task as written instead of empty",
+    ),
+    FaultSpec(
+        "identity-claims-child-job-id",
+        "nomad-13748",
+        "a dispatched or periodic child's workload identity names the child's own job ID (nomad_job_id, "
+        "sub) instead of its parent's, so no policy or role written for the job matches its tokens",
+    ),
+    FaultSpec(
+        "periodic-restore-ignores-overlap",
+        "nomad-11052",
+        "the launch a periodic job missed while the agent was down is made at its start without the "
+        "prohibit_overlap check: a second child runs beside the one still running",
+    ),
+    FaultSpec(
+        "blocked-reschedule-drops-tracker",
+        "nomad-12147",
+        "the alloc placed for a failed alloc whose reschedule the node held (ineligible) is a new alloc "
+        "without its RescheduleTracker: the policy's attempts start again and a failing job is "
+        "rescheduled past them",
+    ),
+    FaultSpec(
+        "periodic-restores-stopped-job",
+        "nomad-3201",
+        "at its start the agent tracks a stopped periodic job again, so it keeps launching children",
+    ),
     # Driver options: docker, exec (the option code of agent.drivers.dockeropts, dockermounts, execopts).
     FaultSpec(
         "volumes-relative-to-alloc-dir",
@@ -462,6 +493,11 @@ IMPLEMENTED_FAULTS = frozenset(
         "exec-caps-bounding-only",
         "exec-shared-pid-namespace",
         "exec-user-full-caps",
+        "dispatch-optional-meta-unset",
+        "periodic-restore-ignores-overlap",
+        "periodic-restores-stopped-job",
+        "blocked-reschedule-drops-tracker",
+        "identity-claims-child-job-id",
     }
 )
 

@@ -96,6 +96,14 @@ def plan_interpolate_meta(bugs: Bugs = NO_BUGS) -> bool:
     return not bugs.meta_not_interpolated
 
 
+def plan_optional_meta_defaults(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether a dispatched job's `meta_optional` keys start empty in its tasks' environment (the
+    dispatch's meta over them), as Nomad's client since PR #4403, so `${NOMAD_META_<key>}` of a key
+    the dispatch left out reads "". `dispatch-optional-meta-unset` is nomad-3720: such a key is not
+    in the environment and the reference reaches the task as written."""
+    return not bugs.dispatch_optional_meta_unset
+
+
 def plan_next_log_file(pos: int, size: int, has_next: bool, bugs: Bugs = NO_BUGS) -> bool:
     """Whether a log read moves on to the next rotated file: once it has read this one to its end
     (`pos` >= `size`) and a later one exists. `log-skips-rotated-tail` is nomad-11721: it moves on

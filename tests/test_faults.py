@@ -63,6 +63,11 @@ AGENT_FLAGS = {
     "exec-caps-bounding-only": "nomad-16642",
     "exec-shared-pid-namespace": "nomad-9911",
     "exec-user-full-caps": "nomad-5783",
+    "dispatch-optional-meta-unset": "nomad-3720",
+    "periodic-restore-ignores-overlap": "nomad-11052",
+    "periodic-restores-stopped-job": "nomad-3201",
+    "blocked-reschedule-drops-tracker": "nomad-12147",
+    "identity-claims-child-job-id": "nomad-13748",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -221,6 +221,47 @@ def test_the_payload_is_written_to_the_tasks_dispatch_payload_file(api: Api) -> 
     assert written.read_bytes() == b"raw \x00 bytes"
 
 
+def test_a_dispatched_jobs_optional_meta_keys_not_given_are_empty_in_the_task_env(api: Api) -> None:
+    """nomad-3720 (PR #4403): each meta_optional key starts empty in a dispatched job's task env (as
+    written and upper-cased), the dispatch's meta over it; `${NOMAD_META_opt}` then reads ""."""
+    from agent.bugs import Bugs
+    from agent.taskdecisions import plan_optional_meta_defaults
+
+    hcl = BATCH_HCL.replace(
+        'meta_required = ["time"]', 'meta_required = ["time"]\n    meta_optional = ["opt"]'
+    )
+    assert _register(api, hcl)[0] == 200
+    out = api.request("POST", "/v1/job/example-batch/dispatch", {"Meta": {"time": "5"}})
+    task = _started(api, out["DispatchedJobID"]).tasks["example-task"]
+    env = api.core.call(task.env)
+    assert (env["NOMAD_META_opt"], env["NOMAD_META_OPT"], env["NOMAD_META_time"]) == ("", "", "5")
+    given = {"Meta": {"time": "5", "opt": "x"}}
+    task = _started(api, api.request("POST", "/v1/job/example-batch/dispatch", given)["DispatchedJobID"])
+    assert api.core.call(task.tasks["example-task"].env)["NOMAD_META_opt"] == "x"
+    assert plan_optional_meta_defaults() is True
+    assert plan_optional_meta_defaults(Bugs(dispatch_optional_meta_unset=True)) is False
+
+
+def test_a_dispatched_jobs_workload_identity_names_the_parent_job(api: Api) -> None:
+    """nomad-13748 (PR #13748, `sub` by PR #23902): a child's token names its parent, as Nomad's
+    Job.GetIDforWorkloadIdentity; the `identity-claims-child-job-id` fault names the child."""
+    from agent.bugs import Bugs
+    from agent.identity.claims import workload_job_id
+
+    hcl = BATCH_HCL.replace("dispatch_payload {", "identity { file = true }\n      dispatch_payload {")
+    assert _register(api, hcl)[0] == 200
+    child = api.request("POST", "/v1/job/example-batch/dispatch", {"Meta": {"time": "5"}})["DispatchedJobID"]
+    task = _started(api, child).tasks["example-task"]
+    token = (task.task_dir / "secrets" / "nomad_token").read_text()
+    body = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    assert claims["nomad_job_id"] == "example-batch"
+    assert claims["sub"].split(":")[2:5] == ["example-batch", "example-task-group", "example-task"]
+    assert workload_job_id(child, "example-batch") == "example-batch"
+    assert workload_job_id("web", "") == "web"
+    assert workload_job_id(child, "example-batch", Bugs(identity_claims_child_job_id=True)) == child
+
+
 @pytest.mark.parametrize("file", ["../secrets/x", "../../alloc/x", "/etc/passwd", "a/../../x"])
 def test_a_dispatch_payload_file_outside_local_is_refused_at_parse(api: Api, file: str) -> None:
     hcl = BATCH_HCL.replace('file = "in/payload.txt"', f'file = "{file}"')

@@ -291,3 +291,40 @@ def test_utc_needs_no_zoneinfo_on_the_node(api: Api, monkeypatch: pytest.MonkeyP
     assert api.call("POST", "/v1/jobs/parse", {"JobHCL": utc})[0] == 200
     status, text = api.call("POST", "/v1/jobs/parse", {"JobHCL": NIGHTLY % "false"})
     assert status == 400 and 'Invalid time zone "America/New_York"' in text
+
+
+def test_the_launch_missed_while_the_agent_was_down_keeps_prohibit_overlap(api: Api) -> None:
+    """nomad-11052 (PR #16583): the launch a restore makes is skipped while a child still runs; the
+    `periodic-restore-ignores-overlap` fault makes it beside the running child."""
+    from agent.bugs import Bugs
+
+    _register(api, NIGHTLY % "true")
+    first = PeriodicLauncher(api.nomad, Clock(JAN_1_2027_0900_NEW_YORK))
+    api.core.call(lambda: first.launch(api.core.jobs["nightly"], int(JAN_1_2027_0900_NEW_YORK)))
+    (child,) = _children(api)
+    assert api.core.call(lambda: first.running_children("nightly"))
+    a_year_later = datetime.datetime(2028, 1, 1, 14, 0, 30, tzinfo=datetime.UTC).timestamp()
+    restarted = PeriodicLauncher(api.nomad, Clock(a_year_later))
+    api.core.call(restarted.tick)  # the agent's start: the 2028 launch is due, and skipped
+    assert _children(api) == [child]
+    faulty = PeriodicLauncher(api.nomad, Clock(a_year_later), Bugs(periodic_restore_ignores_overlap=True))
+    api.core.call(faulty.tick)
+    assert len(_children(api)) == 2
+    api.core.call(faulty.tick)  # later looks keep the rule: no third
+    assert len(_children(api)) == 2
+
+
+def test_a_stopped_periodic_job_is_not_tracked_again_at_the_agents_start(api: Api) -> None:
+    """nomad-3201 (PR #3201): the start of the agent leaves a stopped periodic job alone; the
+    `periodic-restores-stopped-job` fault tracks it again and it launches on its schedule."""
+    from agent.bugs import Bugs
+
+    _register(api, NIGHTLY % "false")
+    assert api.call("DELETE", "/v1/job/nightly")[0] == 200
+    for bugs, launched in ((Bugs(), 0), (Bugs(periodic_restores_stopped_job=True), 1)):
+        clock = Clock(JAN_1_2027_0900_NEW_YORK - 1)
+        launcher = PeriodicLauncher(api.nomad, clock, bugs)
+        api.core.call(launcher.tick)  # the agent's start
+        clock.now = JAN_1_2027_0900_NEW_YORK + 1
+        api.core.call(launcher.tick)
+        assert len(_children(api)) == launched, bugs

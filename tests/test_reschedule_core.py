@@ -217,3 +217,65 @@ def test_a_reschedule_due_on_an_ineligible_node_waits_as_a_blocked_evaluation(ap
         lambda: [a["ID"] for a in api.request("GET", "/v1/job/crashy/allocations") if a["ID"] != first],
     )
     assert len(live) == 1
+
+
+def _blocked_then_placed(api: Api, job: str, first: str) -> str:
+    """`first` failed; its reschedule comes due on an ineligible node (a blocked evaluation); the node
+    turns eligible again: the alloc the blocked evaluation placed."""
+    _fail(api, first)
+    _until("the reschedule timer", lambda: pending_reschedules(api.core))
+    body = {"Eligibility": "ineligible", "NodeID": NODE.id}
+    api.request("POST", f"/v1/node/{NODE.id}/eligibility", body)
+    reschedule_now(api.core)
+    _until("the reschedule decided", lambda: pending_reschedules(api.core) == [])
+    api.request("POST", f"/v1/node/{NODE.id}/eligibility", {**body, "Eligibility": "eligible"})
+    (placed,) = _until(
+        "the blocked evaluation placing the alloc",
+        lambda: [a["ID"] for a in api.request("GET", f"/v1/job/{job}/allocations") if a["ID"] != first],
+    )
+    return str(placed)
+
+
+def _blocked_reschedule_run(root: Path, flags: frozenset[str]) -> tuple[list[str], str, str, int]:
+    """A batch job's alloc fails, its reschedule is blocked, then placed, and it fails too: (the
+    placed alloc's tracker's previous allocs, its PreviousAllocation, the first alloc, the job's
+    allocs once every owed reschedule is made)."""
+    import threading
+
+    from agent.faults import Faults
+
+    node = FakeNode(root)
+    core = node.core(faults=Faults(flags))
+    threading.Thread(target=core.run_loop, daemon=True).start()
+    api = Api(node, core)
+    try:
+        (first,) = run_job(api.request, CRASHY_BATCH)
+        second = _blocked_then_placed(api, "crashy-batch", first)
+        new = api.request("GET", f"/v1/allocation/{second}")
+        tracker = [e["PrevAllocID"] for e in (new["RescheduleTracker"] or {}).get("Events") or []]
+        _fail(api, second)
+        _until(
+            "its reschedule decided", lambda: core.call(lambda: not core.runners[second].rec.replace_pending)
+        )
+        if reschedule_now(core):  # a second reschedule: its alloc fails as well
+            _fail(api, _replaced(api, second))
+        return (
+            tracker,
+            new["PreviousAllocation"],
+            first,
+            len(api.request("GET", "/v1/job/crashy-batch/allocations")),
+        )
+    finally:
+        core.stop()
+
+
+def test_a_blocked_reschedule_places_the_replacement_with_its_tracker(tmp_path: Path) -> None:
+    """nomad-12147 (PR #12319): the alloc placed once the node takes allocs again is the failed one's
+    replacement, its RescheduleTracker carried: with a batch job's 1 attempt in 24h, its own failure
+    is not rescheduled. The `blocked-reschedule-drops-tracker` fault places a new alloc without it,
+    and the job is rescheduled a second time."""
+    tracker, previous, first, allocs = _blocked_reschedule_run(tmp_path / "fixed", frozenset())
+    assert (tracker, previous, allocs) == ([first], first, 2)
+    fault = frozenset({"blocked-reschedule-drops-tracker"})
+    tracker, previous, first, allocs = _blocked_reschedule_run(tmp_path / "fault", fault)
+    assert (tracker, previous, allocs) == ([], "", 3)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent.bugs import NO_BUGS, Bugs
 from agent.model import WorkloadIdentity
 
 DEFAULT_IDENTITY_TTL = 3600.0
@@ -30,6 +31,14 @@ class Workload:
     task: str
     namespace: str = DEFAULT_NAMESPACE
     region: str = DEFAULT_REGION
+
+
+def workload_job_id(job_id: str, parent_id: str, bugs: Bugs = NO_BUGS) -> str:
+    """The job a workload identity names (`nomad_job_id`, `sub`): a dispatched or periodic child's
+    parent, as Nomad's Job.GetIDforWorkloadIdentity (PR #13748 for the job claim, #23902 for `sub`):
+    a child's ID has a random or time part no policy or role can name. `identity-claims-child-job-id`
+    is nomad-13748: the child's own ID is signed."""
+    return parent_id if parent_id and not bugs.identity_claims_child_job_id else job_id
 
 
 def effective_ttl(ttl: float, default_ttl: float = DEFAULT_IDENTITY_TTL) -> float:

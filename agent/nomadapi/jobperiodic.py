@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from croniter import croniter
 
 from agent.api.server import Handler, Response, query_params
+from agent.bugs import NO_BUGS, Bugs
 from agent.core import Core
 from agent.jobspec import ParsedJob
 from agent.jobspec.jobtypes import time_zone
@@ -59,6 +60,23 @@ def next_launch(periodic: Periodic, after: float) -> float:
     return min(float(croniter(s, start).get_next(float)) for s in specs)
 
 
+def plan_launch(prohibit_overlap: bool, child_runs: bool, restoring: bool, bugs: Bugs = NO_BUGS) -> bool:
+    """Whether a due launch is made: never while a child of a `prohibit_overlap` job still runs, the
+    launch a restore makes (one missed while the agent was down) included, as Nomad's dispatcher since
+    PR #16583. `periodic-restore-ignores-overlap` is nomad-11052: the launch made at the agent's
+    start skips the check, and a second child runs beside the one still running. Pure."""
+    if not (prohibit_overlap and child_runs):
+        return True
+    return restoring and bugs.periodic_restore_ignores_overlap
+
+
+def plan_track_stopped_at_start(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether the agent's start tracks a stopped periodic job: never (Nomad's restore of its periodic
+    dispatcher since PR #3201). `periodic-restores-stopped-job` is nomad-3201: it is tracked again
+    and launches children on its schedule though `job stop` stopped it. Pure."""
+    return bugs.periodic_restores_stopped_job
+
+
 def launch_time(parent_id: str, child_id: str) -> int | None:
     """The launch time a periodic child's ID carries, or None when it is not one of `parent_id`'s."""
     prefix = parent_id + LAUNCH_SUFFIX
@@ -75,23 +93,30 @@ def derived_job(parent: Job, at: int) -> Job:
 class PeriodicLauncher:
     """On the loop: each periodic job's next launch, and the launches."""
 
-    def __init__(self, api: PeriodicPort, clock: Callable[[], float]) -> None:
+    def __init__(self, api: PeriodicPort, clock: Callable[[], float], bugs: Bugs | None = None) -> None:
         self.api = api
         self.core = api.core
         self.clock = clock
+        self.bugs = bugs if bugs is not None else getattr(api.core, "bugs", NO_BUGS)
+        self.kept: set[str] = set()  # stopped jobs tracked from the start on (only a fault does that)
         self.due: dict[str, float] = {}  # job -> its next launch (Unix seconds)
         self.restored = False  # the first look (the agent's start) made: later jobs launch from now
 
     def tracked(self, job: Job) -> bool:
         """Nomad's IsPeriodicActive: periodic, enabled, not stopped (`job stop` keeps the job until
         it is purged or registered again), not parameterized."""
-        active = job.periodic is not None and job.periodic.enabled and job.parameterized is None
-        return active and not self.api.stopped(job.id)
+        return self._active(job) and not self.api.stopped(job.id)
+
+    @staticmethod
+    def _active(job: Job) -> bool:
+        return job.periodic is not None and job.periodic.enabled and job.parameterized is None
 
     def tick(self) -> None:
         now = self.clock()
         restoring, self.restored = not self.restored, True
-        jobs = {j.id: j for j in self.core.jobs.values() if self.tracked(j)}
+        if restoring and plan_track_stopped_at_start(self.bugs):
+            self.kept = {j.id for j in self.core.jobs.values() if self._active(j) and self.api.stopped(j.id)}
+        jobs = {j.id: j for j in self.core.jobs.values() if self.tracked(j) or j.id in self.kept}
         for gone in set(self.due) - set(jobs):
             del self.due[gone]
         for job_id, job in jobs.items():
@@ -106,7 +131,8 @@ class PeriodicLauncher:
             # a launch missed while the agent was down is made once, now (Nomad's leader at a restore)
             at = int(self.due[job_id]) if now - self.due[job_id] < MISSED else int(now)
             self.due[job_id] = next_launch(periodic, max(now, at))
-            if periodic.prohibit_overlap and self.running_children(job_id):
+            runs = periodic.prohibit_overlap and self.running_children(job_id)
+            if not plan_launch(periodic.prohibit_overlap, runs, restoring, self.bugs):
                 log.info(
                     "periodic job %s: launch at %d skipped, a child still runs (prohibit_overlap)", job_id, at
                 )

@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from agent.api.server import Handler, Response
+from agent.bugs import NO_BUGS, Bugs
 from agent.core import Core
 from agent.errors import AgentError, NotFound
 from agent.jobupdate import UpdatePlan
@@ -56,6 +57,15 @@ EV_DRAIN_COMPLETE = "Node drain complete"
 EV_ELIGIBLE = "Node marked as eligible for scheduling"
 EV_INELIGIBLE = "Node marked as ineligible for scheduling"
 DRAIN_STOP = "alloc is being migrated: node drain (no other node: it is not placed elsewhere)"
+
+
+def plan_blocked_reschedule_tracker(bugs: Bugs = NO_BUGS) -> bool:
+    """Whether the alloc a blocked evaluation places for a failed alloc whose reschedule the node
+    held (ineligible, draining) is its replacement, carrying its RescheduleTracker, as Nomad's
+    scheduler since PR #12319. `blocked-reschedule-drops-tracker` is nomad-12147: it is a new alloc
+    with no tracker, so the reschedule policy's attempts start again and a job that keeps failing is
+    rescheduled past them. Pure."""
+    return not bugs.blocked_reschedule_drops_tracker
 
 
 class NodeVerbPort(Protocol):
@@ -195,7 +205,7 @@ class NodeSchedule:
             self.core._check_static_ports(job, set(entry["groups"]))
             for group, count in sorted(entry["groups"].items()):
                 if any(g.name == group for g in job.groups):
-                    placed += [self.core._new_alloc(job, group).id for _ in range(int(count))]
+                    placed += [self._place(job, group) for _ in range(int(count))]
         except AgentError as exc:  # a static port held meanwhile: it stays owed, and says why
             log.warning("blocked evaluation of job %s not placed: %s", job_id, exc)
             self.owed[job_id] = entry
@@ -210,6 +220,14 @@ class NodeSchedule:
             self.core.changes.bump("eval", ev.id)
         for alloc_id in placed:
             self.core.runners[alloc_id].state.save(eval_id=ev.id)
+
+    def _place(self, job: Job, group: str) -> str:
+        """One alloc the blocked evaluation owes: a held reschedule's replacement, which carries the
+        failed alloc's RescheduleTracker, else a new one."""
+        failed = self.core.blocked_reschedule(job.id, group)
+        if failed is not None and plan_blocked_reschedule_tracker(getattr(self.core, "bugs", NO_BUGS)):
+            return self.core.place_replacement(failed, "the node takes new allocs again").id
+        return self.core._new_alloc(job, group).id
 
     def node_evals(self) -> tuple[list[str], int]:
         """Nomad's createNodeEvals: one "node-update" evaluation per job with an alloc on the node

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from agent.decisions import StartCause
 from agent.errors import AgentError
-from agent.identity.claims import Workload, effective_ttl, identity_claims, renew_at
+from agent.identity.claims import Workload, effective_ttl, identity_claims, renew_at, workload_job_id
 from agent.model import WorkloadIdentity
 from agent.runner.hooks import StartRequest, TaskHook, Then
 from agent.runner.owner import task_file_owner
@@ -52,7 +52,8 @@ def sign_identity(tr: TaskRunner, wid: WorkloadIdentity) -> str:
     if keyring is None:
         raise IdentityError(f"identity {wid.name}: this agent has no workload identity key")
     ar = tr.ar
-    workload = Workload(ar.job.id, ar.group.name, ar.id, tr.t.name)
+    job_id = workload_job_id(ar.job.id, ar.job.parent_id, tr.d.bugs)
+    workload = Workload(job_id, ar.group.name, ar.id, tr.t.name)
     claims = identity_claims(workload, wid, tr.d.clock(), str(uuid.uuid4()), tr.d.identity_ttl)
     return keyring.sign(claims)
 

@@ -54,6 +54,7 @@ from agent.taskdecisions import (
     plan_host_namespaces,
     plan_interpolate_meta,
     plan_logs_read_only,
+    plan_optional_meta_defaults,
     plan_task_dir_mounts,
     plan_task_network_address,
 )
@@ -228,6 +229,11 @@ class TaskRunner:
             **self._port_env(),
         }
         meta = {}
+        optional = ar.job.parameterized.meta_optional if ar.job.parameterized is not None else ()
+        if ar.job.dispatched and plan_optional_meta_defaults(self.d.bugs):  # each starts empty
+            for key in optional:
+                clean = _ENV_UNSAFE.sub("_", key)
+                meta[f"NOMAD_META_{clean}"] = meta[f"NOMAD_META_{clean.upper()}"] = ""
         for key, value in {**ar.job.meta, **ar.group.meta, **t.meta}.items():  # the task's wins
             clean = _ENV_UNSAFE.sub("_", key)
             meta[f"NOMAD_META_{clean}"] = meta[f"NOMAD_META_{clean.upper()}"] = value

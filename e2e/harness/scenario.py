@@ -15,12 +15,22 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
   run                                   submit the jobspec (pinned to the scenario's node)
   run: {refused: RE}                    the submission must be refused with a message matching RE
                                         (the only step; checks: [])
+                                        A parameterized or periodic job must place nothing at `run`:
+                                        a later dispatch or launch gives the scenario its alloc
+  dispatch: {payload: TEXT, meta: {K: V}}   `nomad job dispatch` of the (parameterized) job: the
+                                        child's first alloc becomes the scenario's alloc
+  periodic_force                        `nomad job periodic force`: the same with the launched child
+  node_eligibility: eligible | ineligible   `nomad node eligibility` of the scenario's node
   wait: {alloc: STATUS}                 the alloc reaches STATUS (running, complete, failed)
   wait: {replaced: true}                the alloc is replaced (a failed one: after its reschedule
                                         policy's delay, Nomad's 30s for a service job, 5s for batch)
   wait: {task: NAME, state: STATE}      a task reaches STATE (pending, running, dead)
   wait: {task: NAME, event: TYPE, count: N}   N events of TYPE for the task
   wait: {file: PATH, contains: RE}      a file of the alloc dir exists (and has a line matching RE)
+  wait: {children: N}                   the job has N child jobs or more (periodic launches,
+                                        dispatches); the first one's alloc becomes the scenario's
+  wait: {launch_due: true}              the periodic job's next cron time after its newest child's
+                                        launch has passed (read from the jobspec and the child's ID)
   wait: invariants                      every invariant of the node holds (orphans, health, starts);
                                         {invariants: true, timeout: N} to give it a timeout
   agent_restart: SIGTERM | SIGKILL      the agent stopped by that signal, started, restore done
@@ -62,6 +72,8 @@ a bug that shows a little later is caught):
                                         as `nomad alloc logs` reads it (the fs logs API, plain)
   file: {path: P, exists: B, contains: RE, lacks: RE}   a file of the alloc dir as Nomad's fs API
                                         reads it (P relative to the alloc dir: alloc/x, TASK/local/x)
+  children: {count: N, running: N}      the job's child jobs: how many, how many with a live alloc
+  allocs: {count: N}                    the allocs of the job the scenario's alloc belongs to
 """
 
 from __future__ import annotations
@@ -79,7 +91,7 @@ from e2e.harness.chaos import ScheduleError, parse_schedule
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 WAIT_TIMEOUT = 120.0
 BUG_ID = scenario_ids.CATALOGUE_ID  # a catalogue entry's; a file of one's own: any report id
-FAMILIES = ("templates", "networking", "restore", "lifecycle", "restarts", "logs", "jobspec")
+FAMILIES = ("templates", "networking", "restore", "lifecycle", "restarts", "logs", "jobspec", "jobtypes")
 ALLOC_STATUSES = ("pending", "running", "complete", "failed", "lost")
 TASK_STATES = ("pending", "running", "dead")
 SIGNALS = ("SIGTERM", "SIGKILL")
@@ -104,6 +116,9 @@ STEPS: dict[str, object] = {
     "stop_job": None,
     "restart_alloc": None,
     "update": "file",
+    "dispatch": "dispatch",
+    "periodic_force": None,
+    "node_eligibility": ("eligible", "ineligible"),
 }
 CHECKS = (
     "alloc",
@@ -115,6 +130,8 @@ CHECKS = (
     "file",
     "logs",
     "swept",
+    "children",
+    "allocs",
 )
 REQUIRED = ("bug", "title", "symptom", "what")  # of every scenario
 CATALOGUE_REQUIRED = ("link", "versions", "family", "flag")  # ... and of a catalogue entry's
@@ -228,6 +245,8 @@ def _step(path: Path, where: str, item: object, vocab: dict[str, object]) -> Ste
         arg = str((path.parent / arg).resolve())
     elif kind == "wait":
         arg = _wait_arg(path, where, arg)
+    elif kind == "dispatch":
+        arg = _dispatch_arg(path, where, arg)
     elif kind == "run":
         if arg is not None:
             if not isinstance(arg, dict) or set(arg) != {"refused"} or not isinstance(arg["refused"], str):
@@ -268,6 +287,14 @@ def _wait_arg(path: Path, where: str, arg: object) -> object:
         if not isinstance(arg["replaced"], bool):
             raise ScenarioError(f"{_where(path, where)}.replaced: true or false")
         return arg
+    if "children" in arg or "launch_due" in arg:
+        key = "children" if "children" in arg else "launch_due"
+        _keys(path, where, arg, {key}, {key})
+        if key == "launch_due" and arg[key] is not True:
+            raise ScenarioError(f"{_where(path, where)}.launch_due: true")
+        if key == "children":
+            _count(path, f"{where}.children", arg[key])
+        return arg
     if "alloc" in arg:
         _keys(path, where, arg, {"alloc"}, {"alloc"})
         if arg["alloc"] not in ALLOC_STATUSES:
@@ -305,6 +332,13 @@ def _check_arg(path: Path, where: str, name: str, arg: object) -> object:
         _keys(path, where, arg, {"name", "state", "restarts", "failed"}, {"name"})
     elif name == "starts":
         _keys(path, where, arg, {"task", "count"}, {"task", "count"})
+    elif name in ("children", "allocs"):
+        keys = {"count", "running"} if name == "children" else {"count"}
+        _keys(path, where, arg, keys, set() if name == "children" else {"count"})
+        if not arg:
+            raise ScenarioError(f"{_where(path, where)}: children: count and/or running")
+        for key, n in arg.items():
+            _count(path, f"{where}.{key}", n, least=0)
     elif name == "file":
         _file_arg(path, where, arg)
     elif name == "logs":
@@ -319,6 +353,25 @@ def _check_arg(path: Path, where: str, name: str, arg: object) -> object:
         for key in ("has", "lacks"):
             if not isinstance(arg.get(key, []), list):
                 raise ScenarioError(f"{_where(path, where)}.{key}: a list of event types")
+    return arg
+
+
+def _count(path: Path, where: str, n: object, least: int = 1) -> None:
+    if not isinstance(n, int) or isinstance(n, bool) or n < least:
+        raise ScenarioError(f"{_where(path, where)}: a whole number >= {least}")
+
+
+def _dispatch_arg(path: Path, where: str, arg: object) -> dict[str, Any]:
+    """`dispatch` takes nothing, or {payload: TEXT, meta: {KEY: VALUE}} (strings, as `job dispatch`)."""
+    arg = {} if arg is None else arg
+    if not isinstance(arg, dict):
+        raise ScenarioError(f"{_where(path, where)}: dispatch takes {{payload: TEXT, meta: {{K: V}}}}")
+    _keys(path, where, arg, {"payload", "meta"}, set())
+    if not isinstance(arg.get("payload", ""), str):
+        raise ScenarioError(f"{_where(path, where)}.payload: a string")
+    meta = arg.get("meta", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise ScenarioError(f"{_where(path, where)}.meta: a mapping of strings")
     return arg
 
 

@@ -127,3 +127,22 @@ def wait_state(step: Step, alloc: dict[str, Any], events: list[dict[str, Any]]) 
         return ts.get("state") == arg["state"], f"task {arg['task']} {ts.get('state') or 'unknown'}"
     n = sum(1 for e in events if e["type"] == arg["event"] and e["task"] in (arg["task"], ""))
     return n >= arg.get("count", 1), f"{n} {arg['event']} event(s) of task {arg['task']}"
+
+
+def family_problems(check: Step, job: str, children: list[dict[str, Any]], allocs: list[str]) -> list[str]:
+    """What a `children` or `allocs` check finds wrong: `children` are the job's child jobs as
+    {"id", "live"} (live: an alloc pending or running), `allocs` the IDs of the allocs of the job
+    the scenario's alloc belongs to. Pure; [] when it holds."""
+    arg = check.arg
+    if check.name == "allocs":
+        n = len(allocs)
+        shown = ", ".join(a[:8] for a in allocs)
+        return [] if n == arg["count"] else [f"{n} allocs of job {job}, expected {arg['count']}: {shown}"]
+    out = []
+    live = [c["id"] for c in children if c["live"]]
+    if "count" in arg and len(children) != arg["count"]:
+        ids = ", ".join(c["id"] for c in children)
+        out.append(f"{len(children)} child jobs of {job}, expected {arg['count']}: {ids}")
+    if "running" in arg and len(live) != arg["running"]:
+        out.append(f"{len(live)} child jobs of {job} running, expected {arg['running']}: {', '.join(live)}")
+    return out

@@ -3,11 +3,13 @@ and waits, then the checks. The vocabulary and what each word means: e2e/harness
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from agent.errors import AgentError
 from e2e.harness import history, invariants, nomadview, scenario_jobspec, vaultpolicy
@@ -32,7 +34,7 @@ from e2e.harness.scenario import (
     Step,
     substitute_images,
 )
-from e2e.harness.scenario_judge import SWEPT_KEY, check_problems, file_paths, wait_state
+from e2e.harness.scenario_judge import SWEPT_KEY, check_problems, family_problems, file_paths, wait_state
 from e2e.harness.waits import WaitTimeout, wait_until
 
 CHECK_POLL = 1.0  # seconds between two looks while the checks must hold
@@ -40,6 +42,7 @@ NEXT_SWEEP = 150.0  # the agent sweeps every 60 s by default (the lab: 15 s)
 CHECK_SLACK = 60.0  # past `hold`: the looks themselves take time (each reads the alloc over the API)
 INVARIANTS_NOW = 20.0  # seconds the `invariants` check gives the node to settle (the sweeper's grace is 60)
 STOP_STEP_WATCH = 60.0  # the client's max_kill_timeout (30 s in the lab) and a margin
+LAUNCH_SLACK = 5.0  # seconds past a cron time before it counts as passed (the node's clock may lag)
 
 
 @dataclass
@@ -55,6 +58,9 @@ class ScenarioRun:
     substitutions: list[str] = field(default_factory=list)
     policies: vaultpolicy.RunPolicies | None = None
     refusal: str | None = None  # what the agent said refusing the job (run: {refused: RE})
+    children: list[str] = field(default_factory=list)  # child jobs the steps made (dispatch, force)
+    periodic: dict[str, Any] | None = None  # the job's Periodic (api.PeriodicConfig), when it is one
+    ineligible: bool = False  # node_eligibility left the node ineligible: cleanup makes it eligible
 
     @property
     def agent(self) -> Agent:
@@ -80,9 +86,17 @@ class ScenarioRun:
             self._refused(text, source.name, str(step.arg["refused"]))
             return
         job, ids = self._register(text, source.name)
+        self.job = str(job.get("ID") or scenario_jobspec.job_id(text))
+        periodic = job.get("Periodic") if (job.get("Periodic") or {}).get("Enabled") else None
+        if job.get("ParameterizedJob") or periodic:  # Nomad places nothing until a dispatch or launch
+            self.periodic = periodic
+            if ids:
+                raise AssertionError(f"{source.name}: a parameterized or periodic job placed {ids} at run")
+            history.record(history.NOTE, f"job registered from {source.name}", node=self.node.name)
+            return
         if not ids:
             raise AssertionError(f"{source.name}: the job placed no alloc on {self.node.name}")
-        self.job, self.alloc_id = str(job.get("ID") or scenario_jobspec.job_id(text)), ids[0]
+        self.alloc_id = ids[0]
         history.record(history.NOTE, f"job submitted from {source.name}", node=self.node.name, allocs=ids)
 
     def _refused(self, text: str, name: str, want: str) -> None:
@@ -153,7 +167,94 @@ class ScenarioRun:
             )
         return job
 
+    # -- job types and node verbs (a dispatch, a periodic launch, the node's eligibility) ---------
+    def _step_dispatch(self, step: Step) -> None:
+        """`nomad job dispatch [-meta K=V] JOB [payload]`: the child's alloc is the scenario's."""
+        payload = base64.b64encode(str(step.arg.get("payload", "")).encode()).decode()
+        body = {"JobID": self.job, "Meta": step.arg.get("meta") or {}, "Payload": payload}
+        out = self.agent.request("POST", f"/v1/job/{quote(self.job, safe='')}/dispatch", body)
+        self._adopt(str(out["DispatchedJobID"]), str(out["EvalID"]))
+
+    def _step_periodic_force(self, step: Step) -> None:
+        """`nomad job periodic force JOB`: the launched child's alloc is the scenario's."""
+        out = self.agent.request("POST", f"/v1/job/{quote(self.job, safe='')}/periodic/force", {})
+        placed = self.agent.request("GET", f"/v1/evaluation/{out['EvalID']}/allocations")
+        child = str(placed[0]["JobID"]) if placed else ""
+        self._adopt(child, str(out["EvalID"]))
+
+    def _adopt(self, child: str, eval_id: str) -> None:
+        ids = nomadview.alloc_ids(self.agent.request("GET", f"/v1/evaluation/{eval_id}/allocations"))
+        if not child or not ids:
+            raise AssertionError(f"job {self.job}: the child {child or '(none)'} placed no alloc")
+        self.children.append(child)
+        self.alloc_id = self.alloc_id or ids[0]
+        history.record(history.NOTE, f"child job {child} placed", node=self.node.name, allocs=ids)
+
+    def _step_node_eligibility(self, step: Step) -> None:
+        """`nomad node eligibility -enable|-disable` of the scenario's node."""
+        info = self.agent.node_info()
+        if info is None:
+            raise AssertionError(f"node_eligibility: {self.node.name} is not among the agent's nodes")
+        body = {"NodeID": info["ID"], "Eligibility": step.arg}
+        self.agent.request("PUT", f"/v1/node/{quote(str(info['ID']), safe='')}/eligibility", body)
+        self.ineligible = step.arg == "ineligible"
+
+    def job_children(self) -> list[dict[str, Any]]:
+        """The job's child jobs, oldest first: {"id", "live"} (live: an alloc pending or running)."""
+        kids = sorted(str(j["ID"]) for j in self.agent.jobs() if j.get("ParentID") == self.job)
+        out = []
+        for kid in kids:
+            allocs = self.agent.request("GET", f"/v1/job/{quote(kid, safe='')}/allocations")
+            out.append(
+                {"id": kid, "live": any(a.get("ClientStatus") in ("pending", "running") for a in allocs)}
+            )
+        return out
+
+    def _wait_children(self, step: Step) -> None:
+        def enough() -> tuple[bool | None, str]:
+            kids = self.job_children()
+            return (True if len(kids) >= step.arg["children"] else None), f"{len(kids)} child jobs"
+
+        wait_until(enough, timeout=step.timeout, what=f"{self.node.name}: {step.describe()}")
+        for kid in self.job_children():
+            if kid["id"] not in self.children:
+                self.children.append(kid["id"])
+        if not self.alloc_id:
+            allocs = self.agent.request("GET", f"/v1/job/{quote(self.children[0], safe='')}/allocations")
+            if not allocs:
+                raise AssertionError(f"child job {self.children[0]} has no alloc")
+            self.alloc_id = str(allocs[0]["ID"])
+
+    def _wait_launch_due(self, step: Step) -> None:
+        """The next cron time after the newest child's launch (its ID's `periodic-<unix>`) passed, by
+        the agent's own rule (agent.nomadapi.jobperiodic.next_launch) over the job's Periodic."""
+        from agent.model import Periodic
+        from agent.nomadapi.jobperiodic import launch_time, next_launch
+
+        if self.periodic is None:
+            raise AssertionError("wait launch_due: the scenario's job is not periodic")
+        times = [t for c in self.job_children() if (t := launch_time(self.job, c["id"])) is not None]
+        if not times:
+            raise AssertionError(f"wait launch_due: job {self.job} has launched no child yet")
+        p = self.periodic
+        spec = Periodic(
+            str(p.get("Spec") or ""), tuple(p.get("Specs") or ()), str(p.get("TimeZone") or "UTC")
+        )
+        due = next_launch(spec, float(max(times))) + LAUNCH_SLACK
+
+        def passed() -> tuple[bool | None, str]:
+            left = due - time.time()
+            return (True if left <= 0 else None), f"{max(0.0, left):.0f}s to the next launch time"
+
+        wait_until(passed, timeout=step.timeout, what=f"{self.node.name}: {step.describe()}")
+
     def _step_wait(self, step: Step) -> None:
+        if isinstance(step.arg, dict) and "children" in step.arg:
+            self._wait_children(step)
+            return
+        if isinstance(step.arg, dict) and "launch_due" in step.arg:
+            self._wait_launch_due(step)
+            return
         if step.arg == "invariants":
             invariants.wait_invariants(self.cluster, "scenario step", [self.node], timeout=step.timeout)
             return
@@ -256,13 +357,24 @@ class ScenarioRun:
 
     # -- the checks ----------------------------------------------------------------------------------
     def problems(self) -> list[str]:
-        alloc = self.agent.alloc(self.alloc_id)
-        events = self.agent.events(self.alloc_id)
+        # a periodic job that must launch nothing has no alloc: its checks are of its children
+        alloc = self.agent.alloc(self.alloc_id) if self.alloc_id else {}
+        events = self.agent.events(self.alloc_id) if self.alloc_id else []
         files = {p: self._read(p) for p in file_paths(self.scenario.checks)}
         out: list[str] = []
         for check in self.scenario.checks:
-            out += check_problems(check, alloc, events, files)
+            if check.name in ("children", "allocs"):
+                out += self._family_problems(check, alloc)
+            else:
+                out += check_problems(check, alloc, events, files)
         return out
+
+    def _family_problems(self, check: Step, alloc: dict[str, Any]) -> list[str]:
+        if check.name == "children":
+            return family_problems(check, self.job, self.job_children(), [])
+        job = str(self.agent.raw_alloc(self.alloc_id)["JobID"]) if alloc else self.job
+        allocs = self.agent.request("GET", f"/v1/job/{quote(job, safe='')}/allocations")
+        return family_problems(check, job, [], nomadview.alloc_ids(allocs))
 
     def _read(self, what: str) -> str | None:
         if what == SWEPT_KEY:
@@ -320,6 +432,21 @@ class ScenarioRun:
     def cleanup(self) -> None:
         if self.down is not None:
             self._step_agent_start(Step("agent_start"))
+        if self.ineligible:
+            try:
+                self._step_node_eligibility(Step("node_eligibility", "eligible"))
+            except Exception as exc:
+                print(f"[e2e] could not make {self.node.name} eligible again: {exc}")
+        if self.job:  # a child job is a job of its own: `job stop` of the parent leaves it running
+            try:
+                self.children += [c["id"] for c in self.job_children() if c["id"] not in self.children]
+            except Exception as exc:
+                print(f"[e2e] could not list the child jobs of {self.job} on {self.node.name}: {exc}")
+        for child in self.children:
+            try:
+                self.agent.stop_job(child)
+            except Exception as exc:
+                print(f"[e2e] could not stop job {child} on {self.node.name}: {exc}")
         if self.job:
             try:
                 self.agent.stop_job(self.job)
