@@ -77,6 +77,7 @@ class Bugs:
     exec_caps_bounding_only: bool = False
     exec_shared_pid_namespace: bool = False
     exec_user_full_caps: bool = False
+    exec_inherits_oom_score_adj: bool = False
     dispatch_optional_meta_unset: bool = False
     periodic_restore_ignores_overlap: bool = False
     periodic_restores_stopped_job: bool = False

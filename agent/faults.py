@@ -425,6 +425,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "an exec task of a user other than root runs with every capability (CVE-2019-12618): nobody "
         "can setuid to root, escape the chroot, kill the node's processes",
     ),
+    FaultSpec(
+        "exec-inherits-oom-score-adj",
+        "nomad-10663",
+        "an exec task inherits the agent's oom_score_adj (-1000 under Nomad's packaged unit) instead of 0: "
+        "the OOM killer cannot kill it, so its memory limit is not enforced",
+    ),
 )
 
 FAULTS: dict[str, FaultSpec] = {f.flag: f for f in _CATALOGUE}
@@ -493,6 +499,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "exec-caps-bounding-only",
         "exec-shared-pid-namespace",
         "exec-user-full-caps",
+        "exec-inherits-oom-score-adj",
         "dispatch-optional-meta-unset",
         "periodic-restore-ignores-overlap",
         "periodic-restores-stopped-job",

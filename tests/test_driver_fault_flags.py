@@ -7,12 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.bugs import Bugs
-from agent.config import DockerPlugin, ExecPlugin
+from agent.config import DockerPlugin, ExecPlugin, RawExecPlugin
 from agent.drivers.base import TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.dockeropts import plan
 from agent.drivers.dockervalues import TaskFacts
-from agent.drivers.execopts import caps_in_mask, exec_plan
+from agent.drivers.exec import ExecDriver
+from agent.drivers.execopts import caps_in_mask, exec_plan, raw_exec_plan
 from agent.model import Resources, Task
 
 FACTS = TaskFacts(network_mode="host", memory_mb=64, task_dir="/allocs/a1/app", alloc_dir="/allocs/a1")
@@ -127,3 +128,19 @@ def test_a_user_without_cap_add_has_no_capability_and_the_flag_gives_it_every_on
         )
         == root
     )  # root's own set is not what the bug changed
+
+
+def test_an_exec_task_gets_oom_score_adj_0_and_the_flag_leaves_it_the_agents() -> None:
+    """nomad-10663 (fixed by PR 10698): the task's own 0 written before its init runs, never the
+    agent's (-1000 under Nomad's packaged unit); raw_exec writes it too (PR 19515)."""
+    fixed = exec_plan({"command": "/bin/sh"}, ExecPlugin(), basis=())
+    assert fixed.oom_score_adj == 0
+    script = ExecDriver(exits_dir=None).setup_script(Path("/d/a/t"), (), "", fixed.oom_score_adj)
+    assert "echo 0 > /proc/self/oom_score_adj\n" in script
+    assert script.index("oom_score_adj") < script.index('exec "$@"')
+    bug = exec_plan(
+        {"command": "/bin/sh"}, ExecPlugin(), basis=(), bugs=Bugs(exec_inherits_oom_score_adj=True)
+    )
+    assert bug.oom_score_adj is None
+    assert "oom_score_adj" not in ExecDriver(exits_dir=None).setup_script(Path("/d/a/t"), (), "", None)
+    assert raw_exec_plan({"command": "x"}, RawExecPlugin()).oom_score_adj == 0

@@ -6,6 +6,7 @@ container wrote into its alloc dir. The pure mappings: tests/test_driver_fault_f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import uuid
@@ -19,10 +20,19 @@ from agent.bugs import Bugs
 from agent.drivers.base import DriverError, TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
+from agent.drivers.raw_exec import RawExecDriver
 from agent.model import Resources, Task
 from lab.waits import wait_until
 from tests.agent_lab import why_not_ready
-from tests.test_exec_options import CAP_NET_BIND_SERVICE, Bench, _caps, _exec_workload, _pid_ns, bench
+from tests.test_exec_options import (
+    CAP_NET_BIND_SERVICE,
+    Bench,
+    _caps,
+    _exec_workload,
+    _pid_ns,
+    _sleeping,
+    bench,
+)
 
 pytestmark = [pytest.mark.root]
 if os.geteuid() != 0:
@@ -59,6 +69,39 @@ def test_a_user_has_no_capability_and_the_flag_gives_it_every_one(bench: Bench) 
     handle, task_dir = bench.start(flagged, config)
     # every capability the agent holds (its own bounding set: all of them on a lab node)
     assert _caps(_exec_workload(handle, task_dir), "CapEff") == _caps(os.getpid(), "CapBnd")
+
+
+@contextlib.contextmanager
+def agent_oom_score_adj(value: int) -> Iterator[None]:
+    """The agent's (this process's) oom_score_adj for a while: what its children would inherit.
+    Raised, not lowered: no CAP_SYS_RESOURCE needed, and lowering it back to where it was is allowed."""
+    own = Path("/proc/self/oom_score_adj")
+    before = own.read_text().strip()
+    own.write_text(str(value))
+    try:
+        yield
+    finally:
+        own.write_text(before)
+
+
+def _oom(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/oom_score_adj").read_text())
+
+
+def test_tasks_get_oom_score_adj_0_and_the_flag_leaves_exec_tasks_the_agents(bench: Bench) -> None:
+    config = {"command": "/bin/sleep", "args": ["600"]}
+    with agent_oom_score_adj(345):
+        handle, task_dir = bench.start(ExecDriver(exits_dir=None), config)
+        assert _oom(_exec_workload(handle, task_dir)) == 0
+        flagged = ExecDriver(exits_dir=None, bugs=Bugs(exec_inherits_oom_score_adj=True))
+        handle, task_dir = bench.start(flagged, config)
+        assert _oom(_exec_workload(handle, task_dir)) == 345
+        handle, _ = bench.start(RawExecDriver(exits_dir=None), config)
+        pid = int(handle.id)
+        wait_until(
+            lambda: (_sleeping(pid) or None, "not yet"), timeout=20, what="sleep to run", interval=0.02
+        )
+        assert _oom(pid) == 0
 
 
 # -- docker ------------------------------------------------------------------------------------------

@@ -63,6 +63,7 @@ AGENT_FLAGS = {
     "exec-caps-bounding-only": "nomad-16642",
     "exec-shared-pid-namespace": "nomad-9911",
     "exec-user-full-caps": "nomad-5783",
+    "exec-inherits-oom-score-adj": "nomad-10663",
     "dispatch-optional-meta-unset": "nomad-3720",
     "periodic-restore-ignores-overlap": "nomad-11052",
     "periodic-restores-stopped-job": "nomad-3201",

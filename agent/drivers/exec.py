@@ -311,13 +311,20 @@ class ExecDriver(ProcessDriver):
             f"{tool} is not inside the chroot (the task's init needs sh, env, setpriv and umount)",
         )
 
-    def setup_script(self, task_dir: Path, mounts: tuple[Mount, ...] = (), work_dir: str = "") -> str:
+    def setup_script(
+        self,
+        task_dir: Path,
+        mounts: tuple[Mount, ...] = (),
+        work_dir: str = "",
+        oom_score_adj: int | None = 0,
+    ) -> str:
         """The script C runs (as pid 1 of the new namespaces, still on the host's root): build the
         root, pivot into it, detach the host's root, exec the init given as "$@". `mounts`: the
         task's host volumes, bound (nosuid, nodev; ro when read only) after the task's own dirs,
         private to the task's mount namespace whatever their propagation_mode. `work_dir`: the
         task's cwd (config.work_dir), entered inside the new root only (a link there resolves inside
-        it), made when missing where the root lets it be (local/, tmp/, ...), as runc makes it."""
+        it), made when missing where the root lets it be (local/, tmp/, ...), as runc makes it.
+        `oom_score_adj`: the task's, written before its init runs (None: the agent's is inherited)."""
         mount, mkdir, ln, pivot = (_host_tool(t) for t in ("mount", "mkdir", "ln", "pivot_root"))
         umount = self.inside_path("umount")
         q = shlex.quote
@@ -378,6 +385,7 @@ class ExecDriver(ProcessDriver):
             "cd /",
             f"{q(umount)} -l /.oldroot",
             *self._enter_work_dir(work_dir),
+            *([f"echo {int(oom_score_adj)} > /proc/self/oom_score_adj"] if oom_score_adj is not None else []),
             "trap - EXIT",
             "exec 2>&3 3>&-",
             'exec "$@"',
@@ -435,7 +443,7 @@ class ExecDriver(ProcessDriver):
             cmd,
             *args,
         ]
-        setup = self.setup_script(task_dir, ctx.mounts, opts.work_dir)
+        setup = self.setup_script(task_dir, ctx.mounts, opts.work_dir, opts.oom_score_adj)
         argv = [
             _host_tool("unshare"),
             "--mount",

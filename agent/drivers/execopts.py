@@ -87,6 +87,9 @@ class ExecOpts:
     ambient: tuple[str, ...] = ()
     pid_host: bool = False
     ipc_host: bool = False
+    # written as the task's own before it runs (Nomad's executor: 0, never the agent's, PR #10698);
+    # None: inherited from the agent (nomad-10663's bug, `exec-inherits-oom-score-adj`)
+    oom_score_adj: int | None = 0
     refused: list[tuple[str, str]] = field(default_factory=list)
 
     def refuse(self, key: str, why: str) -> None:
@@ -101,7 +104,7 @@ class ExecOpts:
 @dataclass
 class RawExecOpts:
     work_dir: str = ""
-    oom_score_adj: int | None = None
+    oom_score_adj: int = 0  # always written, 0 unless set: never the agent's (Nomad's PR #19515)
     denied_envvars: tuple[str, ...] = ()
     refused: list[tuple[str, str]] = field(default_factory=list)
 
@@ -182,7 +185,8 @@ def exec_plan(
     driver's fault flags: `exec-shared-pid-namespace` (nomad-9911: no PID or IPC namespace of its
     own), `exec-caps-bounding-only` (nomad-16642: a user's caps in the bounding set only),
     `exec-user-full-caps` (nomad-5783, CVE-2019-12618: a user with every capability the agent holds,
-    `held`; all of them when not given)."""
+    `held`; all of them when not given), `exec-inherits-oom-score-adj` (nomad-10663: the agent's
+    oom_score_adj left to the task)."""
     out = ExecOpts()
     out.refused += _unknown(config, EXEC_HONOURED, EXEC_REFUSED, "exec")
     out.work_dir = _work_dir(config, out, submission)
@@ -220,6 +224,8 @@ def exec_plan(
     if bugs.exec_user_full_caps and not root:
         out.caps = tuple(sorted(set(held) or KNOWN_CAPS))
     out.ambient = () if root or bugs.exec_caps_bounding_only else out.caps
+    if bugs.exec_inherits_oom_score_adj:
+        out.oom_score_adj = None
     return out
 
 
