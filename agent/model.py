@@ -178,7 +178,10 @@ class Service:
 @dataclass(frozen=True)
 class Resources:
     cpu: int = 100  # MHz shares, as Nomad: applied as cpu shares
-    memory: int = 300  # MB, applied as a hard limit
+    memory: int = 300  # MB, applied as a hard limit (the reservation when memory_max is set)
+    # Nomad's MemoryMaxMB: the hard limit over `memory` (-1: none), as its docker driver and executor
+    memory_max: int = 0
+    secrets: int = 0  # Nomad's SecretsMB: the secrets/ tmpfs's size (0: the agent's default)
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,8 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
         }
     ),
     # a task's `network` is deprecated in Nomad: its ports join the group's network
-    "resources": frozenset({"cpu", "memory", "network"}),
+    # cores: refused above 0 (agent.jobspec.clientfields); memory_max, secrets as Nomad's client
+    "resources": frozenset({"cpu", "memory", "network", "cores", "memory_max", "secrets"}),
     "template": frozenset(
         {
             "data",
@@ -399,7 +400,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "secret",
         }
     ),
-    "resources": frozenset({"cores", "device", "disk", "iops", "memory_max", "numa", "secrets"}),
+    "resources": frozenset({"device", "disk", "iops", "numa"}),
     "template": frozenset({"vault_grace"}),
     "vault": frozenset({"cluster"}),
     "consul": frozenset(),

@@ -332,7 +332,12 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "Affinities": None,
         "Env": nil_map(t.env),
         "Services": [_service(s, _default_service_name(job, g, t)) for s in t.services] or None,
-        "Resources": resources(t.resources.cpu, t.resources.memory),
+        "Resources": resources(
+            t.resources.cpu,
+            t.resources.memory,
+            memory_max=t.resources.memory_max,
+            secrets=t.resources.secrets,
+        ),
         "RestartPolicy": _restart(t.restart) if t.restart is not None else None,
         "Meta": nil_map(t.meta),
         "KillTimeout": ns(t.kill_timeout),
@@ -400,19 +405,25 @@ def _identity(w: WorkloadIdentity) -> dict[str, Any]:
 
 
 def resources(
-    cpu: int, memory: int, *, disk: int = 0, networks: list[dict[str, Any]] | None = None
+    cpu: int,
+    memory: int,
+    *,
+    disk: int = 0,
+    networks: list[dict[str, Any]] | None = None,
+    memory_max: int = 0,
+    secrets: int = 0,
 ) -> dict[str, Any]:
     """api.Resources (api/resources.go), the zero values of what the agent does not reserve."""
     return {
         "CPU": cpu,
         "Cores": 0,
         "MemoryMB": memory,
-        "MemoryMaxMB": 0,
+        "MemoryMaxMB": memory_max,
         "DiskMB": disk,
         "Networks": networks,
         "Devices": None,
         "NUMA": None,
-        "SecretsMB": 0,
+        "SecretsMB": secrets,
         "IOPS": 0,
     }
 
