@@ -16,7 +16,16 @@ from typing import Any
 
 from agent.core import Core
 from agent.decisions import NO_BUGS, Bugs
-from agent.drivers.base import RESTARTED, DriverError, ExitReport, TaskContext, TaskHandle, TaskStatus
+from agent.drivers.base import (
+    NO_SANDBOX,
+    RESTARTED,
+    DriverError,
+    ExitReport,
+    Sandbox,
+    TaskContext,
+    TaskHandle,
+    TaskStatus,
+)
 from agent.drivers.registry import DriverRegistry
 from agent.drivers.session import ExecSession
 from agent.drivers.usage import Usage
@@ -169,12 +178,16 @@ class FakeOwner:
         self.foreign_pids: set[int] = set()  # pids that are in another netns
         self.allocs: dict[str, str] = {}  # owner id -> alloc id (what the sweeper goes by)
         self.unavailable = 0  # the next N creates find the engine away (docker restarting)
+        self.sandboxes: list[Sandbox] = []  # the hostname and DNS each create was given
         self._n = 0
 
     def _oid(self, alloc_id: str, handle: TaskHandle | None) -> str:
         return handle.id if handle else f"ns-{alloc_id}"
 
-    def create(self, job: str, group: str, alloc_id: str) -> TaskHandle | None:
+    def create(
+        self, job: str, group: str, alloc_id: str, *, sandbox: Sandbox = NO_SANDBOX
+    ) -> TaskHandle | None:
+        self.sandboxes.append(sandbox)
         if self.unavailable:
             self.unavailable -= 1
             raise DriverError(self.kind, f"netns owner of {alloc_id}", "engine unavailable", unavailable=True)
@@ -267,14 +280,12 @@ class FakeDirs:
     def __init__(self) -> None:
         self.cleaned: list[Path] = []
         self.removed: list[Path] = []
-        self.secrets_mb: dict[str, int] = {}  # task dir name -> the secrets/ size asked for
 
-    def prepare(self, task_dir: Path, secrets_mb: int = 0) -> None:
+    def prepare(self, task_dir: Path) -> None:
         (task_dir / "local").mkdir(parents=True, exist_ok=True)
         (task_dir / "secrets").mkdir(parents=True, exist_ok=True)
-        self.secrets_mb[task_dir.name] = secrets_mb
 
-    def remount_secrets(self, task_dir: Path, secrets_mb: int = 0) -> bool:
+    def remount_secrets(self, task_dir: Path) -> bool:
         return False
 
     def migrate(self, previous: Path, alloc_dir: Path, tasks: Sequence[str]) -> list[str]:

@@ -23,7 +23,11 @@ from typing import Any
 
 import pytest
 
+from agent.drivers.base import NO_SANDBOX, Sandbox
+from agent.drivers.docker import DockerDriver, pause_name, pause_sandbox
 from agent.errors import AgentError
+from agent.jobspec import JobspecError, parse_jobspec
+from agent.model import Group, Job, Network, Task
 from agent.network import iptables, netns
 from agent.network.base import BRIDGE, AttachSpec, plan_cni_args
 from agent.network.bridge import BridgeNetwork
@@ -31,8 +35,10 @@ from agent.network.cni import CniNetwork
 from agent.network.networks import NetworkSet, bridge_of, find_conflist
 from agent.network.result import CniError
 from agent.node.sweeper import Sweeper, plan_sweep
-from agent.records import PortAlloc
+from agent.records import AllocRecord, PortAlloc
+from agent.runner.alloc import AllocRunner
 from tests.cniconf import bridge_conflist, scrub_test_network
+from tests.fakes import FakeNetwork, FakeNode
 
 FAKE_PLUGIN = textwrap.dedent(
     """\
@@ -371,3 +377,136 @@ def test_the_sweeper_dels_a_dead_cni_allocs_result_reservation_and_chains(real: 
         sweeper._remove(r)
     assert real.reserved(BR_NET) == {} and not restarted.has_result(alloc)
     assert not [c for c in iptables.list_cni_chains() if c.network == BR_NET and c.container_id == alloc]
+
+
+# --- the group network's hostname and dns, and a cni/<name> alloc in the runner ------------------------
+
+
+def _group_job(network: str, driver: str = "docker") -> str:
+    body = "\n".join(network.split("; "))
+    return f"""job "j" {{
+  group "g" {{
+    network {{
+{body}
+    }}
+    task "t" {{
+      driver = "{driver}"
+      config {{
+        image = "fieldlab/busybox:latest"
+        command = "httpd"
+      }}
+    }}
+  }}
+}}"""
+
+
+def test_hostname_and_dns_are_taken_for_a_bridge_or_cni_group_of_docker_tasks() -> None:
+    dns = 'dns {\nservers = ["192.0.2.53"]\nsearches = ["lab.example"]\noptions = ["ndots:2"]\n}'
+    for mode in ("bridge", "cni/lab-net"):
+        net = (
+            parse_jobspec(_group_job(f'mode = "{mode}"; hostname = "web-1"; {dns}'), source="t")
+            .job.groups[0]
+            .network
+        )
+        assert net is not None and net.hostname == "web-1"
+        assert (net.dns_servers, net.dns_searches, net.dns_options) == (
+            ("192.0.2.53",),
+            ("lab.example",),
+            ("ndots:2",),
+        )
+
+
+@pytest.mark.parametrize(
+    ("network", "driver", "where", "said"),
+    [
+        ('mode = "host"; hostname = "web"', "docker", "hostname", 'cannot be set on task group using "host"'),
+        (
+            'mode = "bridge"; hostname = "web"',
+            "exec",
+            "hostname",
+            "hostname is not currently supported on driver exec",
+        ),
+        (
+            'mode = "bridge"; dns {\nservers = ["192.0.2.53"]\n}',
+            "exec",
+            "dns",
+            "dns is not currently supported on driver exec",
+        ),
+        (
+            'mode = "bridge"; hostname = "not a name"',
+            "docker",
+            "hostname",
+            "Hostname is not a valid DNS name",
+        ),
+        ('mode = "bridge"; hostname = "${NOMAD_ALLOC_INDEX}"', "docker", "hostname", "interpolation"),
+        (
+            'mode = "bridge"; dns {\nservers = ["dns.example"]\n}',
+            "docker",
+            "dns.servers[0]",
+            "not an IP address",
+        ),
+    ],
+)
+def test_hostname_and_dns_where_there_is_no_pause_container_or_bad_are_refused(
+    network: str, driver: str, where: str, said: str
+) -> None:
+    with pytest.raises(JobspecError) as err:
+        parse_jobspec(_group_job(network, driver), source="t")
+    assert any(p == f"job.j.group.g.network.{where}" and said in why for p, why in err.value.problems), (
+        err.value.problems
+    )
+
+
+def test_the_pause_container_is_created_with_the_hostname_and_the_dns_set() -> None:
+    assert pause_sandbox(NO_SANDBOX) == {}
+    assert pause_sandbox(Sandbox("web", ("192.0.2.53",), (), ("ndots:2",))) == {
+        "hostname": "web",
+        "dns": ["192.0.2.53"],
+        "dns_opt": ["ndots:2"],  # searches unset: the node's search line stays, as Nomad's
+    }
+
+
+def test_the_runner_gives_the_owner_the_sandbox_and_the_network_its_mode_and_args(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path)
+    network = FakeNetwork()
+    net = Network(mode="cni/lab-net", cni_args=(("A", "1"),), hostname="web", dns_servers=("192.0.2.53",))
+    group = Group(name="g", tasks=(Task(name="t", driver="docker", config={"image": "x"}),), network=net)
+    job = Job(id="web", groups=(group,))
+    rec = AllocRecord(id=ALLOC, job="web", group="g")
+    runner = AllocRunner(node.deps(network), rec, job, group)
+    node.store.put("alloc", runner.id, runner.rec.to_record())
+    runner.start()
+    assert runner.bridge and node.pause.created  # a cni/<name> group has a netns of its own, as bridge
+    assert node.pause.sandboxes == [Sandbox("web", ("192.0.2.53",))]
+    (spec,) = network.specs
+    assert spec.mode == "cni/lab-net" and spec.cni_name == "lab-net"
+    args = dict(spec.args)
+    assert args["A"] == "1" and args["NOMAD_ALLOC_ID"] == ALLOC and args["NOMAD_JOB_ID"] == "web"
+    assert args["IgnoreUnknown"] == "true" and args["NOMAD_GROUP_NAME"] == "g"
+
+
+@pytest.mark.root
+def test_a_task_joining_the_pause_container_sees_its_hostname_and_resolv_conf(tmp_path: Path) -> None:
+    from tests.agent_lab import build_workload_images, why_not_ready
+
+    if reason := why_not_ready():
+        pytest.skip(reason)
+    build_workload_images(tmp_path)
+    driver = DockerDriver(node_name="client9")
+    alloc = str(uuid.uuid4())
+    try:
+        handle = driver.start_pause(
+            "web", "g", alloc, sandbox=Sandbox("web-1", ("192.0.2.53",), ("lab.example",))
+        )
+        out = driver.client.containers.run(
+            "fieldlab/busybox:latest",
+            ["sh", "-c", "hostname; cat /etc/resolv.conf"],
+            network_mode=f"container:{handle.id}",
+            remove=True,
+        ).decode()
+    finally:
+        with contextlib.suppress(Exception):
+            driver.client.containers.get(pause_name(alloc)).remove(force=True)
+    lines = out.splitlines()
+    assert lines[0] == "web-1"
+    assert "nameserver 192.0.2.53" in lines and "search lab.example" in lines

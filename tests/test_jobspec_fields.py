@@ -109,6 +109,7 @@ NOMAD: dict[str, dict[str, str]] = {
         "IgnoreCollision": "ignore_collision",
     },
     "cni": {"Args": "args"},  # api.CNIConfig
+    "dns": {"Servers": "servers", "Searches": "searches", "Options": "options"},  # api.DNSConfig
     "ephemeral_disk": {"Sticky": "sticky", "Migrate": "migrate", "SizeMB": "size"},  # api.EphemeralDisk
     "consul": {"Namespace": "namespace", "Cluster": "cluster", "Partition": "partition"},  # api.Consul
     "lifecycle": {"Hook": "hook", "Sidecar": "sidecar"},  # api.TaskLifecycle
@@ -345,9 +346,9 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "Secret": ("task", "secret"),
     "Action": ("task", "action"),
     "TaskSchedule": ("task", "schedule"),
-    "DNSConfig": ("network", "dns"),
     "RequestedDevice": ("resources", "device"),
     "NUMAResource": ("resources", "numa"),
+    "ServiceWeights": ("service", "weights"),
     "ConsulConnect": ("service", "connect"),
     "ConsulSidecarService": ("service", "connect"),
     "SidecarTask": ("service", "connect"),

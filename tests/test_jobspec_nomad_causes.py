@@ -179,6 +179,13 @@ def test_cni_args_that_cni_args_cannot_carry_are_refused(args: str) -> None:
     assert any("CNI_ARGS is a ';'-separated list" in why for _, why in err.value.problems)
 
 
+@pytest.mark.parametrize("field", ['cidr = "10.0.0.0/8"', 'device = "eth0"', 'ip = "10.0.0.1"'])
+def test_network_fields_the_scheduler_sets_are_refused(field: str) -> None:
+    with pytest.raises(JobspecError) as err:
+        _parse(_job(network=f'mode = "bridge"\n{field}'))
+    assert any("refused: fieldlab-agent does not" in why for _, why in err.value.problems)
+
+
 # --- fields that exist in Nomad --------------------------------------------------------------------------
 
 
@@ -271,19 +278,14 @@ def test_a_group_script_check_runs_in_the_task_it_names() -> None:
     )
 
 
-def test_grpc_checks_of_a_consul_service_are_registered_and_refused_for_a_nomad_one() -> None:
-    """Consul runs a grpc check (the agent sends `GRPC`: agent.consul); Nomad's own checks are tcp
-    and http only (ServiceCheck.validateNomad)."""
+def test_grpc_checks_are_accepted_with_a_warning_and_not_registered() -> None:
     group = 'service {\nport = "http"\ncheck {\ntype = "grpc"\ninterval = "10s"\ntimeout = "2s"\n}\n}'
     parsed = _parse(_job(group=group))
-    assert [c.type for c in parsed.job.groups[0].services[0].checks] == ["grpc"]
-    assert parsed.warnings == ()
-    nomad = group.replace('port = "http"', 'port = "http"\nprovider = "nomad"')
-    with pytest.raises(JobspecError, match=r'invalid check type \("grpc"\), must be one of tcp, http'):
-        _parse(_job(group=nomad))
+    assert parsed.job.groups[0].services[0].checks == ()
+    assert len(parsed.warnings) == 1 and "grpc checks are not implemented" in parsed.warnings[0]
 
 
-def test_connect_is_refused_with_the_reason() -> None:
+def test_connect_is_accepted_with_a_warning_and_a_gateway_group_is_not_run() -> None:
     text = """
 job "j" {
   group "api" {
@@ -304,17 +306,31 @@ job "j" {
       }
     }
   }
+  group "ingress" {
+    network {
+      mode = "bridge"
+      port "inbound" { static = 8080 }
+    }
+    service {
+      name = "my-ingress"
+      port = "8080"
+      connect {
+        gateway {
+          ingress {
+            listener {
+              port = 8080
+            }
+          }
+        }
+      }
+    }
+  }
 }
 """
-    with pytest.raises(JobspecError) as info:
-        _parse(text)
-    assert info.value.problems == [
-        (
-            "job.j.group.api.service[0].connect",
-            "refused: fieldlab-agent does not run Consul Connect: the lab has no Envoy sidecars, gateways "
-            "or Connect CA",
-        )
-    ]
+    parsed = _parse(text)
+    assert [g.name for g in parsed.job.groups] == ["api"]
+    assert f"job.j.group.api.service[0].connect: {NOT_IMPLEMENTED}" in parsed.warnings
+    assert any(w.startswith("job.j.group.ingress: a group without tasks") for w in parsed.warnings)
 
 
 def test_api_json_ids_of_services_and_checks_are_ignored_with_a_warning() -> None:

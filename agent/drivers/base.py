@@ -63,6 +63,22 @@ RESTARTED = "restarted by docker"  # TaskStatus.detail: running, but not the pro
 
 
 @dataclass(frozen=True)
+class Sandbox:
+    """What the group network asks of its netns owner beyond the netns (Nomad's docker driver sets
+    them on the pause container, whose resolv.conf and hostname the joined task containers share):
+    `network.hostname` and `network.dns` (servers, searches, options; each replaces the node's own
+    line, the rest of the node's resolv.conf is kept, as Nomad's GenerateDNSMount)."""
+
+    hostname: str = ""
+    dns_servers: tuple[str, ...] = ()
+    dns_searches: tuple[str, ...] = ()
+    dns_options: tuple[str, ...] = ()
+
+
+NO_SANDBOX = Sandbox()
+
+
+@dataclass(frozen=True)
 class TaskStatus:
     running: bool
     exit_code: int | None = None
@@ -193,8 +209,12 @@ class NetnsOwner(Protocol):
 
     kind: str
 
-    def create(self, job: str, group: str, alloc_id: str) -> TaskHandle | None:
-        """Create (or start again) the owner; a handle for the state store, if it needs one."""
+    def create(
+        self, job: str, group: str, alloc_id: str, *, sandbox: Sandbox = NO_SANDBOX
+    ) -> TaskHandle | None:
+        """Create (or start again) the owner; a handle for the state store, if it needs one.
+        `sandbox`: the hostname and DNS of a new owner (a pause container's; a named netns has none:
+        the jobspec refuses them for a group without a docker task, as Nomad)."""
 
     def path(self, alloc_id: str, handle: TaskHandle | None) -> Path | None:
         """The netns as a path CNI and tasks can use, or None when it is gone."""

@@ -34,10 +34,12 @@ from agent.drivers.base import (
     LABEL_MANAGED,
     LABEL_ROLE,
     LABEL_TASK,
+    NO_SANDBOX,
     RESTARTED,
     DriverError,
     ExitReport,
     KnownDeaths,
+    Sandbox,
     TaskContext,
     TaskHandle,
     TaskStatus,
@@ -85,6 +87,20 @@ def engine_errors(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
 # Nomad's docker driver's labels (drivers/docker/driver.go: dockerLabelAllocID, ...)
 NOMAD_LABEL_PREFIX = "com.hashicorp.nomad."
 NOMAD_LABEL_ALLOC = NOMAD_LABEL_PREFIX + "alloc_id"
+
+
+def pause_sandbox(sandbox: Sandbox) -> dict[str, object]:
+    """The pause container's create options for the group network's hostname and DNS (only those
+    set: docker keeps the node's resolv.conf lines for the others)."""
+    kw: dict[str, object] = {"hostname": sandbox.hostname} if sandbox.hostname else {}
+    for key, values in (
+        ("dns", sandbox.dns_servers),
+        ("dns_search", sandbox.dns_searches),
+        ("dns_opt", sandbox.dns_options),
+    ):
+        if values:
+            kw[key] = list(values)
+    return kw
 
 
 def pause_name(alloc_id: str) -> str:
@@ -185,8 +201,12 @@ class DockerDriver:
 
     # -- pause container ----------------------------------------------------------------------
     @engine_errors("start pause container")
-    def start_pause(self, job: str, group: str, alloc_id: str, image: str = PAUSE_IMAGE) -> TaskHandle:
-        """Create and start the alloc's pause container (or start the existing one)."""
+    def start_pause(
+        self, job: str, group: str, alloc_id: str, image: str = PAUSE_IMAGE, *, sandbox: Sandbox = NO_SANDBOX
+    ) -> TaskHandle:
+        """Create and start the alloc's pause container (or start the existing one). The group
+        network's hostname and DNS are the pause container's (Nomad's docker driver creates it with
+        the hostname; its DNS options give the resolv.conf the task containers that join it share)."""
         try:
             try:
                 c = self.client.containers.get(pause_name(alloc_id))
@@ -205,6 +225,7 @@ class DockerDriver:
                     restart_policy={"Name": "unless-stopped"},
                     security_opt=["no-new-privileges"],
                     labels=self._labels(job, group, alloc_id, "", "pause"),
+                    **pause_sandbox(sandbox),
                 )
             except docker.errors.ImageNotFound:
                 raise DriverError(
@@ -321,7 +342,6 @@ class DockerDriver:
         facts = TaskFacts(
             network_mode=ctx.network_mode,
             memory_mb=ctx.task.resources.memory,
-            memory_max_mb=ctx.task.resources.memory_max,
             task_dir=str(ctx.task_dir),
             alloc_dir=str(ctx.task_dir.parent),
             own_paths=tuple(os.path.realpath(p) for p in self.own_paths),
@@ -333,12 +353,7 @@ class DockerDriver:
     def refusals(self, task: Task, group_network: str) -> list[tuple[str, str]]:
         """(config key, why) of each option of `task` this node refuses (at submission)."""
         own = tuple(os.path.realpath(p) for p in self.own_paths)
-        facts = TaskFacts(
-            network_mode=group_network,
-            memory_mb=task.resources.memory,
-            memory_max_mb=task.resources.memory_max,
-            own_paths=own,
-        )
+        facts = TaskFacts(network_mode=group_network, memory_mb=task.resources.memory, own_paths=own)
         return refusals(task.config, replace(self.plugin, pids_limit=self.pids_limit), facts)
 
     def _local_tags(self) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.drivers.base import TaskHandle, TaskStatus
+from agent.drivers.base import NO_SANDBOX, Sandbox, TaskHandle, TaskStatus
 from agent.network.owner import pid_in_netns
 
 if TYPE_CHECKING:
@@ -23,8 +23,10 @@ class PauseContainer:
     def __init__(self, docker: DockerDriver) -> None:
         self.docker = docker
 
-    def create(self, job: str, group: str, alloc_id: str) -> TaskHandle | None:
-        return self.docker.start_pause(job, group, alloc_id)
+    def create(
+        self, job: str, group: str, alloc_id: str, *, sandbox: Sandbox = NO_SANDBOX
+    ) -> TaskHandle | None:
+        return self.docker.start_pause(job, group, alloc_id, sandbox=sandbox)
 
     def path(self, alloc_id: str, handle: TaskHandle | None) -> Path | None:
         return self.docker.netns_path(handle) if handle and self.docker.pid(handle) else None

@@ -103,8 +103,10 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     "ephemeral_disk": frozenset({"size", "sticky", "migrate"}),
     # `reserved_ports` is Nomad's other spelling of a port block (static ports)
     # `cni { args }`: CNI_ARGS of a bridge or cni/<name> network (agent.network.base.plan_cni_args)
-    "network": frozenset({"mode", "port", "reserved_ports", "cni"}),
+    # hostname and dns: the docker pause container's (agent.drivers.base.Sandbox)
+    "network": frozenset({"mode", "port", "reserved_ports", "cni", "hostname", "dns"}),
     "cni": frozenset({"args"}),
+    "dns": frozenset({"servers", "searches", "options"}),
     # host_network: "default" only (this client's only one); ignore_collision: false only
     "port": frozenset({"to", "static", "host_network", "ignore_collision"}),
     "restart": frozenset({"attempts", "interval", "delay", "mode"}),
@@ -168,8 +170,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
         }
     ),
     # a task's `network` is deprecated in Nomad: its ports join the group's network
-    # cores: refused above 0 (agent.jobspec.clientfields); memory_max, secrets as Nomad's client
-    "resources": frozenset({"cpu", "memory", "network", "cores", "memory_max", "secrets"}),
+    "resources": frozenset({"cpu", "memory", "network"}),
     "template": frozenset(
         {
             "data",
@@ -193,29 +194,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     "change_script": frozenset({"command", "args", "timeout", "fail_on_error", "run_on_first_render"}),
     "wait": frozenset({"min", "max"}),
     # a group service's `task`: its checks' default (script checks run there: agent.runner.checks_script)
-    # Nomad's Service: where its registration points, canary tags and meta, Consul's own fields
-    # (agent.jobspec.serviceopts; sent by agent.consul, listed by agent.runner.services)
-    "service": frozenset(
-        {
-            "name",
-            "port",
-            "tags",
-            "provider",
-            "check",
-            "check_restart",
-            "task",
-            "address",
-            "address_mode",
-            "canary_meta",
-            "canary_tags",
-            "enable_tag_override",
-            "kind",
-            "meta",
-            "on_update",
-            "tagged_addresses",
-            "weights",
-        }
-    ),
+    "service": frozenset({"name", "port", "tags", "provider", "check", "check_restart", "task"}),
     "check": frozenset(
         {
             "name",
@@ -230,20 +209,6 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "check_restart",
             "method",
             "address_mode",
-            # agent.jobspec.serviceopts: run by agent.runner.checks, sent to Consul by agent.consul
-            "body",
-            "expose",
-            "failures_before_critical",
-            "failures_before_warning",
-            "grpc_service",
-            "grpc_use_tls",
-            "header",
-            "initial_status",
-            "on_update",
-            "protocol",
-            "success_before_passing",
-            "tls_server_name",
-            "tls_skip_verify",
         }
     ),
     "check_restart": frozenset({"limit", "grace", "ignore_warnings"}),
@@ -374,8 +339,9 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "volume_mount": frozenset(),
     "artifact": frozenset({"insecure"}),
     "identity": frozenset({"service_name"}),
-    "network": frozenset({"cidr", "device", "dns", "hostname", "ip", "mbits"}),
+    "network": frozenset({"cidr", "device", "ip", "mbits"}),
     "cni": frozenset(),
+    "dns": frozenset(),
     "port": frozenset(),
     "restart": frozenset({"render_templates"}),
     "logs": frozenset({"enabled"}),  # Nomad's pre-1.5.4 spelling: its API drops it (fieldclass)
@@ -400,16 +366,49 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "secret",
         }
     ),
-    "resources": frozenset({"device", "disk", "iops", "numa"}),
+    "resources": frozenset({"cores", "device", "disk", "iops", "memory_max", "numa", "secrets"}),
     "template": frozenset({"vault_grace"}),
     "vault": frozenset({"cluster"}),
     "consul": frozenset(),
     "change_script": frozenset(),
     "wait": frozenset(),
     "check_restart": frozenset(),
-    # cluster: "default" only; connect and identity refused (agent.jobspec.fieldclass)
-    "service": frozenset({"cluster", "connect", "identity"}),
-    "check": frozenset({"advertise", "notes"}),  # Nomad ignores both (agent.jobspec.fieldclass)
+    "service": frozenset(
+        {
+            "address",
+            "address_mode",
+            "canary_meta",
+            "canary_tags",
+            "cluster",
+            "connect",
+            "enable_tag_override",
+            "identity",
+            "kind",
+            "meta",
+            "on_update",
+            "tagged_addresses",
+            "weights",
+        }
+    ),
+    "check": frozenset(
+        {
+            "advertise",
+            "body",
+            "expose",
+            "failures_before_critical",
+            "failures_before_warning",
+            "grpc_service",
+            "grpc_use_tls",
+            "header",
+            "initial_status",
+            "notes",
+            "on_update",
+            "protocol",
+            "success_before_passing",
+            "tls_server_name",
+            "tls_skip_verify",
+        }
+    ),
     # as Nomad's driver: accepted, no effect ("cpuset_cpus is no longer supported" in its log: fieldclass)
     "config.docker": frozenset({"cpuset_cpus"}),
     "config.exec": frozenset(),  # all honoured or refused (agent.drivers.execopts)

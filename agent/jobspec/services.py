@@ -3,23 +3,27 @@ them (ports by label, static ports unique on the node, service names RFC 1123, c
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import replace
 
 from agent.checktarget import HTTP_METHODS
-from agent.jobspec.reader import choices, short
-from agent.jobspec.serviceopts import ServiceOptions
+from agent.jobspec.reader import BodyReader, choices, short
 from agent.jobspec.tree import Body, join
 from agent.model import Check, CheckRestart, Network, Port, Service
 
 NETWORK_MODES = ("bridge", "host", "none")
-CHECK_TYPES = ("http", "tcp", "script", "grpc")  # grpc: Consul's checks only, run by Consul
+CHECK_TYPES = ("http", "tcp", "script")
+UNRUN_CHECK_TYPES = ("grpc",)  # Nomad's, accepted with a warning and not registered
 SERVICE_PROVIDERS = ("consul", "nomad")
 # Nomad's HCL2 jobspec takes any port label (a dash too); environment variable names clean it (see Port).
 _PORT_LABEL = re.compile(r"^[^\x00-\x20\x7f]{1,128}$")
 _SERVICE_NAME = re.compile(r"^(?i:[a-z0-9]|[a-z0-9][a-z0-9-]{0,61}[a-z0-9])$")  # RFC 1123, as Nomad
 _PORT_NUMBER = re.compile(r"^[0-9]{1,5}$")
+_DNS_NAME = re.compile(
+    r"^(?=.{1,253}\.?$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?$"
+)
 _CNI_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")  # a CNI network's name (agent.network.cni)
 _MIN_CHECK_INTERVAL = 1.0
 # Nomad's ServiceCheck.AddressMode ("" is "host"); "auto" is a service's only.
@@ -38,13 +42,23 @@ _TASK_NETWORK_DEPRECATED = (
 )
 
 
-class ServiceBlocks(ServiceOptions):
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+class ServiceBlocks(BodyReader):
     def _group_network(
         self, body: Body, path: str, task_blocks: list[tuple[str, Body, str]]
     ) -> Network | None:
         """The group's network, with the ports of its tasks' (deprecated) `resources { network {...} }`
         added: a group without a network of its own gets one in mode "host" for them, as Nomad had."""
         network = self._network(body, path)
+        if network is not None:
+            self._sandbox_refusals(network, path, task_blocks)
         seen = {p.label for p in network.ports} if network else set()
         statics = {p.static: p.label for p in network.ports if p.static} if network else {}
         task_ports: list[Port] = []
@@ -88,7 +102,84 @@ class ServiceBlocks(ServiceOptions):
         ports = self._ports(net, npath, set(), {})
         if ports and mode == "none":
             self.report.error(join(npath, "port"), 'ports need network mode "bridge", "cni/<name>" or "host"')
-        return Network(mode=mode, ports=tuple(ports), cni_args=self._cni_args(net, npath))
+        hostname = self._str(net, "hostname", npath)
+        if hostname and ("${" in hostname or not _DNS_NAME.match(hostname)):
+            why = (
+                "interpolation in network.hostname is not implemented by fieldlab-agent"
+                if "${" in hostname
+                else "Hostname is not a valid DNS name"  # Nomad's NetworkResource validation
+            )
+            self.report.error(join(npath, "hostname"), why)
+        servers, searches, options = self._dns(net, npath)
+        return Network(
+            mode=mode,
+            ports=tuple(ports),
+            cni_args=self._cni_args(net, npath),
+            hostname=hostname,
+            dns_servers=servers,
+            dns_searches=searches,
+            dns_options=options,
+        )
+
+    def _dns(self, net: Body, npath: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """`dns { servers, searches, options }`: the resolv.conf of the group's tasks (each list set
+        replaces the node's line, as Nomad's GenerateDNSMount; agent.drivers.base.Sandbox)."""
+        found = self._single(net, "dns", npath)
+        if found is None:
+            return (), (), ()
+        body, dpath = found
+        self._keys(body, "dns", dpath)
+        lists = (
+            self._str_list(body, "servers", dpath),
+            self._str_list(body, "searches", dpath),
+            self._str_list(body, "options", dpath),
+        )
+        for key, values in zip(("servers", "searches", "options"), lists, strict=True):
+            for i, value in enumerate(values):
+                where = f"{join(dpath, key)}[{i}]"
+                if "${" in value:
+                    self.report.error(
+                        where, "interpolation in network.dns is not implemented by fieldlab-agent"
+                    )
+                elif key == "servers" and not _is_ip(value):
+                    self.report.error(where, f"{short(value)!r} is not an IP address")
+                elif not value or any(c.isspace() for c in value):
+                    self.report.error(where, "a resolv.conf entry must be non-empty, without spaces")
+        return lists
+
+    def _sandbox_refusals(
+        self, network: Network, path: str, task_blocks: list[tuple[str, Body, str]]
+    ) -> None:
+        """hostname and dns are the docker pause container's (agent.drivers.base.Sandbox): refused
+        where there is none, with Nomad's words where Nomad refuses too."""
+        npath = join(path, "network")
+        asked = [
+            k
+            for k, v in (
+                ("hostname", network.hostname),
+                ("dns", network.dns_servers or network.dns_searches or network.dns_options),
+            )
+            if v
+        ]
+        if not asked:
+            return
+        if not network.group_netns:
+            for key in asked:  # Nomad: "hostname cannot be set on task group using "host" networking mode"
+                self.report.error(
+                    join(npath, key),
+                    f'{key} cannot be set on task group using "{short(network.mode)}" networking mode'
+                    " (fieldlab-agent: bridge or cni/<name> only)",
+                )
+            return
+        for name, task_body, _ in task_blocks:
+            driver = task_body.get("driver") if isinstance(task_body, Mapping) else None
+            if isinstance(driver, str) and driver != "docker":
+                for key in asked:  # Nomad: "hostname is not currently supported on driver exec"
+                    self.report.error(
+                        join(npath, key),
+                        f"{key} is not currently supported on driver {short(driver)} (task {short(name)}):"
+                        " it is the docker pause container's",
+                    )
 
     def _cni_args(self, net: Body, npath: str) -> tuple[tuple[str, str], ...]:
         """`cni { args = {...} }`: passed in CNI_ARGS to the plugins of a bridge or cni/<name> network,
@@ -190,17 +281,20 @@ class ServiceBlocks(ServiceOptions):
             # a group service's `task` is its checks' (Nomad's Canonicalize), a task service's its own
             service_task = self._check_task(sb, spath, task_names)
             checks = []
-            fields = self._service_fields(sb, spath, name, provider)
             for _, cb, cpath in self._blocks(sb, "check", spath):
+                if cb.get("type") in UNRUN_CHECK_TYPES:
+                    self._keys(cb, "check", cpath)
+                    self.report.warn(
+                        join(cpath, "type"),
+                        f"{cb.get('type')} checks are not implemented by fieldlab-agent: not registered",
+                    )
+                    continue
                 check = self._check(cb, cpath, name, port, labels, task_names)
                 if service_task and not check.task:
                     check = replace(check, task=service_task)
                 check = replace(check, restart=self._check_restart(cb, cpath, service_restart))
-                check = self._check_options(cb, cpath, check, fields["on_update"], provider)
                 self._script_rules(cpath, check, name, provider, path, group_level=task_names is not None)
                 self._check_rules(cb, cpath, check, port, provider, group_level=task_names is not None)
-                if provider != "nomad":  # a Nomad service's: refused by the Consul-only rule
-                    self._expose(cb, cpath, check, path, name)
                 checks.append(check)
             services.append(
                 Service(
@@ -209,7 +303,6 @@ class ServiceBlocks(ServiceOptions):
                     tags=self._str_list(sb, "tags", spath),
                     checks=tuple(checks),
                     provider=provider,
-                    **fields,
                 )
             )
         return tuple(services)
@@ -231,7 +324,7 @@ class ServiceBlocks(ServiceOptions):
         elif check_path and ctype in ("tcp", "script"):
             self.report.warn(join(path, "path"), f"only applies to http checks; ignored for {ctype}")
         port = self._port_label(body, "port", path, labels)
-        if ctype in ("http", "tcp", "grpc") and not port and not service_port and "port" not in body:
+        if ctype in ("http", "tcp") and not port and not service_port and "port" not in body:
             self.report.error(join(path, "port"), f"{ctype} checks need a port (on the check or its service)")
         command = self._str(body, "command", path)
         task = self._check_task(body, path, task_names)
@@ -269,7 +362,7 @@ class ServiceBlocks(ServiceOptions):
         ServiceCheck.validateCommon and validateNomad in nomad/structs): an address mode a check
         takes, a literal port only where the mode allows one, a relative http path, an HTTP method."""
         self._check_address_mode(path, check.address_mode, provider, group_level=group_level)
-        if check.type in ("http", "tcp", "grpc"):
+        if check.type in ("http", "tcp"):
             self._check_port_rules(path, check, service_port, provider, group_level=group_level)
         if check.type == "http":
             self._check_http(path, check, provider)
@@ -357,14 +450,10 @@ class ServiceBlocks(ServiceOptions):
         """Nomad's rules for a script check: Consul's only (ServiceCheck.validateNomad takes tcp and
         http), and in a group's service it names the task it runs in, on the check or its service
         (TaskGroup.validateScriptChecksInGroupServices)."""
-        if check.type not in ("script", "grpc"):
+        if check.type != "script":
             return
         if provider == "nomad":
-            self.report.error(
-                join(path, "type"), f'invalid check type ("{check.type}"), must be one of tcp, http'
-            )
-        elif check.type == "grpc":
-            return
+            self.report.error(join(path, "type"), 'invalid check type ("script"), must be one of tcp, http')
         elif group_level and not check.task:
             group = group_path.rsplit(".", 1)[-1]
             self.report.error(

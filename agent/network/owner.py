@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent import layout
-from agent.drivers.base import TaskHandle, TaskStatus
+from agent.drivers.base import NO_SANDBOX, Sandbox, TaskHandle, TaskStatus
 from agent.network import netns
 
 
@@ -26,7 +26,9 @@ def pid_in_netns(path: Path, pid: int) -> bool:
 class NamedNetns:
     kind = "netns"
 
-    def create(self, job: str, group: str, alloc_id: str) -> TaskHandle | None:
+    def create(
+        self, job: str, group: str, alloc_id: str, *, sandbox: Sandbox = NO_SANDBOX
+    ) -> TaskHandle | None:
         netns.create(netns_name(alloc_id), exist_ok=True)
         return None  # found again by the alloc id
 

@@ -311,7 +311,17 @@ def port_json(label: str, value: int, to: int) -> dict[str, Any]:
 
 def _network(net: Network) -> dict[str, Any]:
     reserved = [port_json(p.label, p.static, p.to) for p in net.ports if p.static]
-    return network_json(net.mode, reserved, [port_json(p.label, 0, p.to) for p in net.ports if not p.static])
+    out = network_json(net.mode, reserved, [port_json(p.label, 0, p.to) for p in net.ports if not p.static])
+    out["Hostname"] = net.hostname
+    if net.dns_servers or net.dns_searches or net.dns_options:  # api.DNSConfig: nil lists as null
+        out["DNS"] = {
+            "Servers": list(net.dns_servers) or None,
+            "Searches": list(net.dns_searches) or None,
+            "Options": list(net.dns_options) or None,
+        }
+    if net.cni_args:
+        out["CNI"] = {"Args": dict(net.cni_args)}
+    return out
 
 
 def _default_service_name(job: Job, g: Group, t: Task | None = None) -> str:
@@ -332,12 +342,7 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
         "Affinities": None,
         "Env": nil_map(t.env),
         "Services": [_service(s, _default_service_name(job, g, t)) for s in t.services] or None,
-        "Resources": resources(
-            t.resources.cpu,
-            t.resources.memory,
-            memory_max=t.resources.memory_max,
-            secrets=t.resources.secrets,
-        ),
+        "Resources": resources(t.resources.cpu, t.resources.memory),
         "RestartPolicy": _restart(t.restart) if t.restart is not None else None,
         "Meta": nil_map(t.meta),
         "KillTimeout": ns(t.kill_timeout),
@@ -405,25 +410,19 @@ def _identity(w: WorkloadIdentity) -> dict[str, Any]:
 
 
 def resources(
-    cpu: int,
-    memory: int,
-    *,
-    disk: int = 0,
-    networks: list[dict[str, Any]] | None = None,
-    memory_max: int = 0,
-    secrets: int = 0,
+    cpu: int, memory: int, *, disk: int = 0, networks: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """api.Resources (api/resources.go), the zero values of what the agent does not reserve."""
     return {
         "CPU": cpu,
         "Cores": 0,
         "MemoryMB": memory,
-        "MemoryMaxMB": memory_max,
+        "MemoryMaxMB": 0,
         "DiskMB": disk,
         "Networks": networks,
         "Devices": None,
         "NUMA": None,
-        "SecretsMB": secrets,
+        "SecretsMB": 0,
         "IOPS": 0,
     }
 
@@ -437,24 +436,24 @@ def _service(s: Service, default_name: str) -> dict[str, Any]:
     return {
         "Name": "" if unset else s.name,
         "Tags": nil_list(s.tags),
-        "CanaryTags": nil_list(s.canary_tags),
-        "EnableTagOverride": s.enable_tag_override,
+        "CanaryTags": None,
+        "EnableTagOverride": False,
         "PortLabel": s.port,
-        "AddressMode": s.address_mode,
-        "Address": s.address,
+        "AddressMode": "auto",
+        "Address": "",
         "Checks": [_check(c) for c in s.checks] or None,
         "CheckRestart": None,
         "Connect": None,
-        "Meta": dict(s.meta) or None,
-        "CanaryMeta": dict(s.canary_meta) or None,
-        "TaggedAddresses": dict(s.tagged_addresses) or None,
+        "Meta": None,
+        "CanaryMeta": None,
+        "TaggedAddresses": None,
         "TaskName": "",
-        "OnUpdate": s.on_update,
+        "OnUpdate": "require_healthy",
         "Identity": None,
-        "Weights": {"Passing": s.weights[0], "Warning": s.weights[1]} if s.weights else None,
+        "Weights": None,
         "Provider": s.provider,
         "Cluster": "",
-        "Kind": s.kind,
+        "Kind": "",
     }
 
 
@@ -473,28 +472,28 @@ def _check(c: Check) -> dict[str, Any]:
         "Command": c.command,
         "Args": nil_list(c.args),
         "Path": c.path,
-        "Protocol": c.protocol,
+        "Protocol": "",
         "PortLabel": c.port,
         "Expose": False,
         "AddressMode": c.address_mode,
         "Advertise": "",
         "Interval": ns(c.interval),
         "Timeout": ns(c.timeout),
-        "InitialStatus": c.initial_status,
+        "InitialStatus": "",
         "Notes": "",
-        "TLSServerName": c.tls_server_name,
-        "TLSSkipVerify": c.tls_skip_verify,
-        "Header": {k: list(v) for k, v in c.header.items()} or None,
+        "TLSServerName": "",
+        "TLSSkipVerify": False,
+        "Header": None,
         "Method": c.method if c.type == "http" else "",
         "CheckRestart": _check_restart(c.restart),
-        "GRPCService": c.grpc_service,
-        "GRPCUseTLS": c.grpc_use_tls,
+        "GRPCService": "",
+        "GRPCUseTLS": False,
         "TaskName": c.task,
-        "SuccessBeforePassing": c.success_before_passing,
-        "FailuresBeforeCritical": c.failures_before_critical,
-        "FailuresBeforeWarning": c.failures_before_warning,
-        "Body": c.body,
-        "OnUpdate": c.on_update,
+        "SuccessBeforePassing": 0,
+        "FailuresBeforeCritical": 0,
+        "FailuresBeforeWarning": 0,
+        "Body": "",
+        "OnUpdate": "require_healthy",
     }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.decisions import StartCause, plan_network_recovery, plan_network_teardown
-from agent.drivers.base import DriverError
+from agent.drivers.base import DriverError, Sandbox
 from agent.errors import AgentError
 from agent.identity.claims import DEFAULT_NAMESPACE, DEFAULT_REGION
 from agent.network.base import AttachSpec, plan_cni_args
@@ -27,6 +27,13 @@ RECOVERY_RETRY_MAX = 30.0  # seconds between tries of a network recovery while t
 class AllocNetwork:
     def __init__(self, ar: AllocRunner) -> None:
         self.ar = ar
+
+    def sandbox(self) -> Sandbox:
+        """The group network's hostname and DNS, for its netns owner (a docker pause container)."""
+        net = self.ar.group.network
+        if net is None:
+            return Sandbox()
+        return Sandbox(net.hostname, net.dns_servers, net.dns_searches, net.dns_options)
 
     def spec(self) -> AttachSpec:
         """The group network's mode and CNI_ARGS, as Nomad's network hook passes them."""
@@ -48,7 +55,7 @@ class AllocNetwork:
         ar = self.ar
         if ar.d.network is None:
             raise AgentError("bridge networking needs a CNI conflist (config cni_conf_dir)")
-        handle = ar.owner.create(ar.job.id, ar.group.name, ar.id)
+        handle = ar.owner.create(ar.job.id, ar.group.name, ar.id, sandbox=self.sandbox())
         if handle is not None:
             ar.state.put_handle(NETNS_OWNER, handle)
         ns = ar.owner.path(ar.id, handle)
