@@ -7,6 +7,10 @@ serviceregistration.GetAddress): a pure decision over plain data.
   give, or only a loopback one: the same listener, reached without going through the host.
 - `address_mode = "alloc"`: the alloc's own address (bridge only), the port's `to` (the port
   inside its network namespace), or a literal port number (Nomad allows one only in this mode).
+- no `address_mode` on a check of a service with a custom `address`: that address (Nomad's "auto").
+
+`service_address` is where a service registration points (Nomad's GetAddress over its
+`address_mode` and `address`).
 
 A check never goes to a port the alloc did not reserve in host mode, nor to a loopback or
 unspecified address: a check of a host-network alloc on a node without an advertise address fails
@@ -56,16 +60,63 @@ def check_target(
     ports: Sequence[PortAlloc],
     alloc_address: str,
     node_address: str,
+    custom: str = "",
 ) -> CheckTarget | str:
     """The address and port of a check (`label`: the check's port, else its service's), or why it
-    cannot be sent anywhere (the check's output, its status critical)."""
+    cannot be sent anywhere (the check's output, its status critical). A check without an address
+    mode of a service with a custom `address` goes to that address (Nomad's "auto" for it)."""
     found = next((p for p in ports if p.label == label), None)
+    if not mode and custom:
+        got = service_address(
+            mode="auto", custom=custom, label=label, ports=ports, alloc_address="", node_address=""
+        )
+        return got if isinstance(got, str) else CheckTarget(*got)
     mode = mode or MODE_HOST
     if mode == MODE_HOST:
         return _host_target(label, found, alloc_address, node_address)
     if mode == MODE_ALLOC:
         return _alloc_target(label, found, alloc_address)
     return f'address_mode "{mode}" is not run by fieldlab-agent'
+
+
+def service_address(
+    *,
+    mode: str,
+    custom: str,
+    label: str,
+    ports: Sequence[PortAlloc],
+    alloc_address: str,
+    node_address: str,
+) -> tuple[str, int] | str:
+    """A service registration's address and port as Nomad's GetAddress gives them (no driver
+    network here): "auto" with a custom `address`: it, with the mapped host port of `label` (or the
+    number `label` is); "auto" otherwise and "host": the node's address and the host port (a number
+    as it is); "alloc": the alloc's own address and the port inside it. Or why not (Nomad's texts)."""
+    found = next((p for p in ports if p.label == label), None)
+    numeric = int(label) if label.isdigit() and 0 < int(label) <= 65535 else None
+    mode = mode or "auto"
+    if mode == "auto" and custom:
+        address, port, bad = (
+            custom,
+            found.host if found else numeric,
+            "not a valid port mapping or numeric port",
+        )
+        bad = f'invalid port: "{label}": {bad}'
+    elif custom:
+        return f'cannot use custom advertise address with "{mode}" address mode'
+    elif mode in ("auto", MODE_HOST):
+        address, port = node_address or alloc_address, found.host if found else numeric
+        bad = f'invalid port "{label}": port label not found'
+    elif mode == MODE_ALLOC:
+        if not alloc_address:
+            return 'cannot use address_mode="alloc": no allocation network status reported'
+        address, port = alloc_address, (found.to or found.host) if found else numeric
+        bad = f'invalid port "{label}": port label not found or is not numeric'
+    else:
+        return f'invalid address mode "{mode}"'
+    if not label:
+        return address, 0
+    return bad if port is None else (address, port)
 
 
 def _host_target(

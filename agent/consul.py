@@ -5,14 +5,17 @@ agent's own API; nothing pretends to be Consul."""
 from __future__ import annotations
 
 import base64
+import ipaddress
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 import requests
 
+from agent.checktarget import service_address
 from agent.errors import AgentError
-from agent.model import Service
+from agent.model import Check, Service
+from agent.records import PortAlloc
 
 log = logging.getLogger(__name__)
 CONSUL_TIMEOUT = 5.0
@@ -27,41 +30,138 @@ def _duration(seconds: float) -> str:
 
 
 def registrations(
-    alloc_id: str, task: str, services: Sequence[Service], address: str, ports: Sequence[dict[str, Any]]
+    alloc_id: str,
+    task: str,
+    services: Sequence[Service],
+    address: str,
+    ports: Sequence[dict[str, Any]],
+    *,
+    alloc_address: str = "",
+    canary: bool = False,
 ) -> list[dict[str, Any]]:
-    """Consul service definitions for one task's (or group's) services: the node's address and the
-    mapped host port, as Nomad's address_mode "auto" does for bridge networking."""
-    host_ports = {str(p["label"]): int(p["host"]) for p in ports}
+    """Consul service definitions (api.AgentServiceRegistration) for one task's (or group's)
+    services, as Nomad's service client builds them: the address and port of its `address_mode`
+    (agent.checktarget.service_address: "auto" is the node's `address` and the mapped host port, or
+    a custom `address`), the canary's tags and meta when `canary` and it has some, `meta` with
+    Nomad's "external-source", Consul's own fields (kind, enable_tag_override, weights,
+    tagged_addresses), and the checks (`check_definition`). A service whose address cannot be
+    resolved raises ConsulError with Nomad's reason."""
+    allocated = [PortAlloc(str(p["label"]), int(p["host"]), int(p.get("to") or 0)) for p in ports]
     out = []
     for svc in services:
-        port = host_ports.get(svc.port, 0) if svc.port else 0
-        checks = []
-        for c in svc.checks:
-            check: dict[str, Any] = {
-                "Name": c.name,
-                "Interval": _duration(c.interval),
-                "Timeout": _duration(c.timeout),
-            }
-            cport = host_ports.get(c.port, port) if c.port else port
-            if c.type == "http":
-                check["HTTP"] = f"http://{address}:{cport}{c.path or '/'}"
-            elif c.type == "tcp":
-                check["TCP"] = f"{address}:{cport}"
-            else:  # script checks are run by the agent, reported to Consul as a TTL check
-                check["TTL"] = _duration(c.interval * 3)
-            checks.append(check)
-        out.append(
-            {
-                "ID": f"_fieldlab-{alloc_id}-{task or 'group'}-{svc.name}",
-                "Name": svc.name,
-                "Tags": list(svc.tags),
-                "Address": address,
-                "Port": port,
-                "Meta": {"alloc_id": alloc_id, "task": task},
-                "Checks": checks,
-            }
+        got = service_address(
+            mode=svc.address_mode,
+            custom=svc.address,
+            label=svc.port,
+            ports=allocated,
+            alloc_address=alloc_address,
+            node_address=address,
         )
+        if isinstance(got, str):
+            raise ConsulError(f'unable to get address for service "{svc.name}": {got}')
+        ip, port = got
+        meta = dict(svc.canary_meta if canary and svc.canary_meta else svc.meta)
+        meta["external-source"] = "nomad"
+        reg: dict[str, Any] = {
+            "ID": f"_fieldlab-{alloc_id}-{task or 'group'}-{svc.name}",
+            "Name": svc.name,
+            "Tags": advertised_tags(svc, canary=canary),
+            "Address": ip,
+            "Port": port,
+            "Meta": meta,
+            "Checks": [
+                check_definition(svc, c, address=address, ports=allocated, alloc_address=alloc_address)
+                for c in svc.checks
+            ],
+        }
+        if svc.kind:
+            reg["Kind"] = svc.kind
+        if svc.enable_tag_override:
+            reg["EnableTagOverride"] = True
+        if svc.weights is not None:
+            reg["Weights"] = {"Passing": svc.weights[0], "Warning": svc.weights[1]}
+        if svc.tagged_addresses:
+            reg["TaggedAddresses"] = {
+                k: tagged_address(v, port) for k, v in sorted(svc.tagged_addresses.items())
+            }
+        out.append(reg)
     return out
+
+
+def advertised_tags(svc: Service, *, canary: bool) -> list[str]:
+    """A registration's tags: its `canary_tags` while the alloc is a canary and it has some, else
+    its `tags` (Nomad's, for both providers)."""
+    return list(svc.canary_tags if canary and svc.canary_tags else svc.tags)
+
+
+def tagged_address(raw: str, port: int) -> dict[str, Any]:
+    """A `tagged_addresses` value as Consul's ServiceAddress: "ip" (the service's port) or "ip:port"
+    (Nomad's parseAddress; the jobspec reader refuses what it cannot parse)."""
+    host, _, given = raw.rpartition(":")
+    if given.isdigit() and _is_ip(host.strip("[]")):
+        return {"Address": host.strip("[]"), "Port": int(given)}
+    return {"Address": raw.strip("[]"), "Port": port}
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def check_definition(
+    svc: Service, c: Check, *, address: str, ports: Sequence[PortAlloc], alloc_address: str
+) -> dict[str, Any]:
+    """One check as Nomad's createCheckReg gives it to Consul (api.AgentServiceCheck): its
+    initial status and thresholds, an http check's URL (`protocol`), method, headers, body and TLS
+    settings, a grpc check's `host:port/service`, a script check as a TTL the agent keeps alive.
+    Where it points: its `address_mode` (host: the node's address and the host port), else its
+    service's custom address."""
+    check: dict[str, Any] = {
+        "Name": c.name,
+        "Interval": _duration(c.interval),
+        "Timeout": _duration(c.timeout),
+    }
+    if c.initial_status:
+        check["Status"] = c.initial_status
+    for key, value in (
+        ("SuccessBeforePassing", c.success_before_passing),
+        ("FailuresBeforeCritical", c.failures_before_critical),
+        ("FailuresBeforeWarning", c.failures_before_warning),
+    ):
+        if value:
+            check[key] = value
+    if c.type == "script":  # run by the agent, reported to Consul as a TTL check
+        check["TTL"] = _duration(c.interval * 3)
+        return check
+    mode = c.address_mode or ("auto" if svc.address else "host")
+    got = service_address(
+        mode=mode,
+        custom=svc.address if mode == "auto" else "",
+        label=c.port or svc.port,
+        ports=ports,
+        alloc_address=alloc_address,
+        node_address=address,
+    )
+    if isinstance(got, str):
+        raise ConsulError(f'unable to get address for check "{c.name}": {got}')
+    host = f"[{got[0]}]" if ":" in got[0] else got[0]
+    where = f"{host}:{got[1]}"
+    if c.type == "tcp":
+        check["TCP"] = where
+        return check
+    if c.type == "http":
+        check["HTTP"] = f"{c.protocol or 'http'}://{where}{c.path or '/'}"
+        given: dict[str, object] = {"Method": c.method if c.method != "GET" else "", "Body": c.body}
+        given["Header"] = {k: list(v) for k, v in c.header.items()}
+    else:  # grpc: Consul runs it
+        check["GRPC"] = f"{where}/{c.grpc_service}"
+        given = {"GRPCUseTLS": c.grpc_use_tls}
+    given |= {"TLSSkipVerify": c.tls_skip_verify, "TLSServerName": c.tls_server_name}
+    check.update({k: v for k, v in given.items() if v})  # Consul's omitempty
+    return check
 
 
 class ConsulClient:

@@ -16,8 +16,10 @@ def is_mount(path: Path) -> bool:
     return os.path.ismount(path)
 
 
-def mount_secrets(path: Path) -> bool:
-    """Mount a private tmpfs (mode 0700) at `path` unless one is there; return whether it mounted."""
+def mount_secrets(path: Path, size_mb: int = 0) -> bool:
+    """Mount a private tmpfs (mode 0700) of `size_mb` (0: SECRETS_TMPFS_SIZE; a task's resources.secrets,
+    Nomad's SecretsMB) at `path` unless one is there; return whether it mounted."""
+    size = f"{size_mb}m" if size_mb > 0 else SECRETS_TMPFS_SIZE
     path.mkdir(parents=True, exist_ok=True)
     if is_mount(path):
         return False
@@ -27,7 +29,7 @@ def mount_secrets(path: Path) -> bool:
             "-t",
             "tmpfs",
             "-o",
-            f"size={SECRETS_TMPFS_SIZE},mode=0700,nosuid,nodev",
+            f"size={size},mode=0700,nosuid,nodev",
             "tmpfs",
             str(path),
         ],

@@ -138,6 +138,24 @@ class Check:
     restart: CheckRestart | None = None  # check_restart (agent.runner.checks for provider "nomad")
     method: str = "GET"  # http checks
     address_mode: str = ""  # "" (host), "host" or "alloc" (agent.checktarget)
+    # http checks: the scheme ("": http), headers (name -> values), body, TLS verification; grpc
+    # checks (Consul's): the service asked about and TLS. Sent as Nomad sends them (agent.consul,
+    # agent.runner.checks).
+    protocol: str = ""
+    header: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    body: str = ""
+    tls_skip_verify: bool = False
+    tls_server_name: str = ""  # Consul's checks only (Nomad's rule)
+    grpc_service: str = ""
+    grpc_use_tls: bool = False
+    # Consul's check thresholds and first status (Consul counts them; Nomad refuses them for its own)
+    initial_status: str = ""
+    success_before_passing: int = 0
+    failures_before_critical: int = 0
+    failures_before_warning: int = 0
+    # Nomad's on_update: "require_healthy", "ignore_warnings" (Consul's), "ignore" (a readiness check:
+    # its failures hold back no deployment)
+    on_update: str = "require_healthy"
 
 
 @dataclass(frozen=True)
@@ -147,12 +165,28 @@ class Service:
     tags: tuple[str, ...] = ()
     checks: tuple[Check, ...] = ()
     provider: str = "consul"
+    # Where the registration points (Nomad's GetAddress: "auto", "host", "alloc"; a custom `address`
+    # with "auto" only), its tags and meta when the alloc is a canary, and Consul's own fields
+    # (agent.consul.registrations; agent.runner.services for provider "nomad")
+    address: str = ""
+    address_mode: str = "auto"
+    canary_tags: tuple[str, ...] = ()
+    meta: Mapping[str, str] = field(default_factory=dict)
+    canary_meta: Mapping[str, str] = field(default_factory=dict)
+    enable_tag_override: bool = False
+    tagged_addresses: Mapping[str, str] = field(default_factory=dict)
+    weights: tuple[int, int] | None = None  # Consul's (passing, warning)
+    kind: str = ""  # Consul's service kind
+    on_update: str = "require_healthy"  # its checks' default
 
 
 @dataclass(frozen=True)
 class Resources:
     cpu: int = 100  # MHz shares, as Nomad: applied as cpu shares
-    memory: int = 300  # MB, applied as a hard limit
+    memory: int = 300  # MB, applied as a hard limit (the reservation when memory_max is set)
+    # Nomad's MemoryMaxMB: the hard limit over `memory` (-1: none), as its docker driver and executor
+    memory_max: int = 0
+    secrets: int = 0  # Nomad's SecretsMB: the secrets/ tmpfs's size (0: the agent's default)
 
 
 @dataclass(frozen=True)

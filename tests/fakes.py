@@ -280,12 +280,14 @@ class FakeDirs:
     def __init__(self) -> None:
         self.cleaned: list[Path] = []
         self.removed: list[Path] = []
+        self.secrets_mb: dict[str, int] = {}  # task dir name -> the secrets/ size asked for
 
-    def prepare(self, task_dir: Path) -> None:
+    def prepare(self, task_dir: Path, secrets_mb: int = 0) -> None:
         (task_dir / "local").mkdir(parents=True, exist_ok=True)
         (task_dir / "secrets").mkdir(parents=True, exist_ok=True)
+        self.secrets_mb[task_dir.name] = secrets_mb
 
-    def remount_secrets(self, task_dir: Path) -> bool:
+    def remount_secrets(self, task_dir: Path, secrets_mb: int = 0) -> bool:
         return False
 
     def migrate(self, previous: Path, alloc_dir: Path, tasks: Sequence[str]) -> list[str]:

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from agent.errors import AgentError
 from agent.identity.vaultlogin import token_role_policies
 from agent.jobspec import JobspecError, Limits, ParsedJob, load_jobspec, parse_duration, parse_jobspec
-from agent.jobspec.fieldclass import CLIENT_SIDE, ONLY_VALUES, server_side_warning, value_refusal
+from agent.jobspec.fieldclass import (
+    CLIENT_SIDE,
+    ONLY_VALUES,
+    field_refusal,
+    server_side_warning,
+    value_refusal,
+)
 from agent.jobspec.fields import UNIMPLEMENTED
 from agent.model import ChangeScript, Check, EphemeralDisk, LogConfig, Network, Port, RestartPolicy, Vault
 
@@ -310,8 +316,16 @@ def test_every_unimplemented_nomad_field_warns_once_as_the_servers_or_as_not_imp
     fields = sorted(UNIMPLEMENTED[context])
     slots = dict.fromkeys(_PATHS, "")
     slots[context] = "\n".join(f'{name} = "anything"' for name in fields)
-    refused = {f"{_PATHS[context]}.{n}": r for n in fields if (r := value_refusal(context, n, "anything"))}
-    warned = [n for n in fields if value_refusal(context, n, "anything") is None]
+    refused = {
+        f"{_PATHS[context]}.{n}": r
+        for n in fields
+        if (r := field_refusal(context, n) or value_refusal(context, n, "anything"))
+    }
+    warned = [
+        n
+        for n in fields
+        if value_refusal(context, n, "anything") is None and field_refusal(context, n) is None
+    ]
     expected = sorted(
         f"{_PATHS[context]}.{n}: {server_side_warning(context, n) or CLIENT_SIDE}" for n in warned
     )
@@ -319,7 +333,7 @@ def test_every_unimplemented_nomad_field_warns_once_as_the_servers_or_as_not_imp
         with pytest.raises(JobspecError) as info:
             _parse(_SKELETON % slots)
         assert dict(info.value.problems) == refused
-        names = [p.rsplit(".", 1)[1] for p in refused]
+        names = [p.rsplit(".", 1)[1] for p in refused if field_refusal(context, p.rsplit(".", 1)[1]) is None]
         fixed = "\n".join(f'{n} = "{ONLY_VALUES[context][n][0]}"' for n in names)
         slots[context] = "\n".join([*(f'{n} = "anything"' for n in warned), fixed])
     assert sorted(_parse(_SKELETON % slots).warnings) == expected

@@ -348,7 +348,6 @@ WHOLESALE: dict[str, tuple[str, str]] = {
     "TaskSchedule": ("task", "schedule"),
     "RequestedDevice": ("resources", "device"),
     "NUMAResource": ("resources", "numa"),
-    "ServiceWeights": ("service", "weights"),
     "ConsulConnect": ("service", "connect"),
     "ConsulSidecarService": ("service", "connect"),
     "SidecarTask": ("service", "connect"),

@@ -278,14 +278,19 @@ def test_a_group_script_check_runs_in_the_task_it_names() -> None:
     )
 
 
-def test_grpc_checks_are_accepted_with_a_warning_and_not_registered() -> None:
+def test_grpc_checks_of_a_consul_service_are_registered_and_refused_for_a_nomad_one() -> None:
+    """Consul runs a grpc check (the agent sends `GRPC`: agent.consul); Nomad's own checks are tcp
+    and http only (ServiceCheck.validateNomad)."""
     group = 'service {\nport = "http"\ncheck {\ntype = "grpc"\ninterval = "10s"\ntimeout = "2s"\n}\n}'
     parsed = _parse(_job(group=group))
-    assert parsed.job.groups[0].services[0].checks == ()
-    assert len(parsed.warnings) == 1 and "grpc checks are not implemented" in parsed.warnings[0]
+    assert [c.type for c in parsed.job.groups[0].services[0].checks] == ["grpc"]
+    assert parsed.warnings == ()
+    nomad = group.replace('port = "http"', 'port = "http"\nprovider = "nomad"')
+    with pytest.raises(JobspecError, match=r'invalid check type \("grpc"\), must be one of tcp, http'):
+        _parse(_job(group=nomad))
 
 
-def test_connect_is_accepted_with_a_warning_and_a_gateway_group_is_not_run() -> None:
+def test_connect_is_refused_with_the_reason() -> None:
     text = """
 job "j" {
   group "api" {
@@ -306,31 +311,17 @@ job "j" {
       }
     }
   }
-  group "ingress" {
-    network {
-      mode = "bridge"
-      port "inbound" { static = 8080 }
-    }
-    service {
-      name = "my-ingress"
-      port = "8080"
-      connect {
-        gateway {
-          ingress {
-            listener {
-              port = 8080
-            }
-          }
-        }
-      }
-    }
-  }
 }
 """
-    parsed = _parse(text)
-    assert [g.name for g in parsed.job.groups] == ["api"]
-    assert f"job.j.group.api.service[0].connect: {NOT_IMPLEMENTED}" in parsed.warnings
-    assert any(w.startswith("job.j.group.ingress: a group without tasks") for w in parsed.warnings)
+    with pytest.raises(JobspecError) as info:
+        _parse(text)
+    assert info.value.problems == [
+        (
+            "job.j.group.api.service[0].connect",
+            "refused: fieldlab-agent does not run Consul Connect: the lab has no Envoy sidecars, gateways "
+            "or Connect CA",
+        )
+    ]
 
 
 def test_api_json_ids_of_services_and_checks_are_ignored_with_a_warning() -> None:

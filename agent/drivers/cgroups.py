@@ -62,25 +62,30 @@ class Cgroups:
                 return cg
         return cls(name, root)
 
-    def create(self, memory_mb: int, cpu_shares: int) -> list[str]:
-        """Create and set limits; return what could not be applied (said in an event, not hidden)."""
+    def create(self, memory_mb: int, cpu_shares: int, memory_max_mb: int = 0) -> list[str]:
+        """Create and set limits; return what could not be applied (said in an event, not hidden).
+        `memory_max_mb` (resources.memory_max) as Nomad's executor: the hard limit, `memory_mb` then
+        the reservation (memory.low, v1's soft limit); -1: no hard limit."""
         problems = []
         for d in self.dirs:
             try:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 problems.append(f"cgroup {d}: {exc.strerror}")
+        hard, low = memory_limits(memory_mb, memory_max_mb)
         limits = (
             {
-                "memory.max": str(memory_mb * 1024 * 1024),
+                "memory.max": "max" if hard < 0 else str(hard),
                 "cpu.weight": str(max(1, min(10000, cpu_shares // 10))),
             }
             if self.v2
             else {
-                "memory.limit_in_bytes": str(memory_mb * 1024 * 1024),
+                "memory.limit_in_bytes": str(hard),
                 "cpu.shares": str(max(2, cpu_shares)),
             }
         )
+        if low:
+            limits["memory.low" if self.v2 else "memory.soft_limit_in_bytes"] = str(low)
         for f, value in limits.items():
             target = next((d / f for d in self.dirs if (d / f).exists()), None)
             if target is None:
@@ -160,3 +165,15 @@ def cgroup_procs_of(pid: int) -> list[Path]:
     """The cgroup.procs files of the task cgroups process `pid` is in."""
     cg = Cgroups.of_pid(pid)
     return cg.procs_files() if cg is not None else []
+
+
+def memory_limits(memory_mb: int, memory_max_mb: int) -> tuple[int, int]:
+    """(hard limit, reservation) in bytes, as Nomad's executor's memoryLimits: `memory` the hard limit
+    and no reservation; with memory_max, that the hard limit and `memory` the reservation; memory_max
+    -1: no hard limit (-1) and `memory` the reservation."""
+    mib = 1024 * 1024
+    if memory_max_mb < 0:
+        return -1, memory_mb * mib
+    if memory_max_mb == 0:
+        return memory_mb * mib, 0
+    return memory_max_mb * mib, memory_mb * mib

@@ -342,6 +342,7 @@ class DockerDriver:
         facts = TaskFacts(
             network_mode=ctx.network_mode,
             memory_mb=ctx.task.resources.memory,
+            memory_max_mb=ctx.task.resources.memory_max,
             task_dir=str(ctx.task_dir),
             alloc_dir=str(ctx.task_dir.parent),
             own_paths=tuple(os.path.realpath(p) for p in self.own_paths),
@@ -353,7 +354,12 @@ class DockerDriver:
     def refusals(self, task: Task, group_network: str) -> list[tuple[str, str]]:
         """(config key, why) of each option of `task` this node refuses (at submission)."""
         own = tuple(os.path.realpath(p) for p in self.own_paths)
-        facts = TaskFacts(network_mode=group_network, memory_mb=task.resources.memory, own_paths=own)
+        facts = TaskFacts(
+            network_mode=group_network,
+            memory_mb=task.resources.memory,
+            memory_max_mb=task.resources.memory_max,
+            own_paths=own,
+        )
         return refusals(task.config, replace(self.plugin, pids_limit=self.pids_limit), facts)
 
     def _local_tags(self) -> list[str]:

@@ -347,17 +347,21 @@ def _resources(config: Mapping[str, Any], plugin: DockerPlugin, facts: TaskFacts
     refuses). pids_limit under the plugin's."""
     kw = out.kwargs
     hard = read_int(config, "memory_hard_limit", out) or 0
-    if hard > 0:
-        if facts.memory_mb > hard:
+    if hard < 0:
+        out.refuse("memory_hard_limit", f"{hard} is below 0")
+    # resources.memory_max over memory_hard_limit, the larger one the hard limit; -1: none at all
+    high = -1 if facts.memory_max_mb < 0 else max(hard, facts.memory_max_mb)
+    if high < 0:
+        kw["mem_limit"], kw["mem_reservation"], kw["memswap_limit"] = 0, f"{facts.memory_mb}m", 0
+    elif high > 0:
+        if facts.memory_mb > high:
             out.refuse(
                 "memory_hard_limit",
                 f"task memory requirements exceed driver hard limit of {hard} MB",
             )
-        kw["mem_limit"], kw["mem_reservation"] = f"{hard}m", f"{facts.memory_mb}m"
-        swap = facts.memory_mb if facts.bugs.swap_below_hard_limit else hard
+        kw["mem_limit"], kw["mem_reservation"] = f"{high}m", f"{facts.memory_mb}m"
+        swap = facts.memory_mb if facts.bugs.swap_below_hard_limit else high
         kw["memswap_limit"] = f"{swap}m"
-    elif hard < 0:
-        out.refuse("memory_hard_limit", f"{hard} is below 0")
     if (shm := read_int(config, "shm_size", out)) is not None and shm != 0:
         if shm < 0:
             out.refuse("shm_size", f"{shm} is below 0")

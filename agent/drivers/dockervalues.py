@@ -22,6 +22,7 @@ class TaskFacts:
 
     network_mode: str = "bridge"  # the group's: bridge, host or none
     memory_mb: int = 300
+    memory_max_mb: int = 0  # the task's resources.memory_max (-1: no hard limit)
     task_dir: str = "/alloc-dir/task"
     alloc_dir: str = "/alloc-dir"
     own_paths: tuple[str, ...] = ()

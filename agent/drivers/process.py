@@ -165,7 +165,7 @@ class ProcessDriver:
                 leftover,
             )
             cg.kill_pids()
-        problems = cg.create(task.resources.memory, task.resources.cpu)
+        problems = cg.create(task.resources.memory, task.resources.cpu, task.resources.memory_max)
         if problems:
             log.warning(
                 "alloc=%s task=%s cgroup limits not fully applied: %s", alloc_id[:8], task.name, problems

@@ -13,7 +13,14 @@ from typing import TypeVar
 
 from agent.identity.vaultlogin import VAULT_IDENTITY
 from agent.jobspec.artifacts import read_artifacts
-from agent.jobspec.clientfields import check_consul, check_vault_namespace, read_max_run_duration
+from agent.jobspec.clientfields import (
+    CORES_REFUSAL,
+    check_consul,
+    check_vault_namespace,
+    read_max_run_duration,
+    read_memory_max,
+    read_secrets,
+)
 from agent.jobspec.constraints import read_constraints
 from agent.jobspec.durations import format_duration
 from agent.jobspec.identities import read_identities
@@ -487,10 +494,15 @@ class Builder(ServiceBlocks, TemplateBlocks):
         if found is None:
             return Resources()
         rb, rpath = found
-        cores = whole(rb.get("cores"))  # Nomad's Resources.Validate; the agent pins no cores (ignored)
+        cores = whole(rb.get("cores"))  # Nomad's Resources.Validate; reserved cores: clientfields
         if cores is not None and cores < 0 and plan_validation(self.limits.bugs).cores_not_negative:
             self.report.error(join(rpath, "cores"), f"cores value ({cores}) cannot be negative")
+        elif cores is not None and cores > 0:
+            self.report.error(join(rpath, "cores"), CORES_REFUSAL)
+        memory = self._int(rb, "memory", rpath, Resources.memory, minimum=_MIN_MEMORY)
         return Resources(
             cpu=self._int(rb, "cpu", rpath, Resources.cpu, minimum=_MIN_CPU),
-            memory=self._int(rb, "memory", rpath, Resources.memory, minimum=_MIN_MEMORY),
+            memory=memory,
+            memory_max=read_memory_max(self, rb, rpath, memory),
+            secrets=read_secrets(self, rb, rpath, memory),
         )

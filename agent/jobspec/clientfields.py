@@ -11,6 +11,9 @@
   zero); the client stops the alloc past it (agent.runner.alloc).
 - A volume's `access_mode`, `attachment_mode` and `mount_options` on a host volume: Nomad's
   VolumeRequest.Validate (agent.jobspec.volumes calls `check_host_volume`).
+- A volume_mount's `selinux_label`: "", "z" or "Z" (VolumeMount.Validate, its text). Nomad hands it to
+  the task driver; its docker and exec drivers do not apply it (podman's does), nor does this agent:
+  a label given is warned about, saying so.
 """
 
 from __future__ import annotations
@@ -94,3 +97,57 @@ def check_host_volume(builder: BodyReader, vb: Body, vpath: str, read_only: bool
             join(vpath, "attachment_mode"),
             f'"{short(attachment)}" is not one of "file-system", "block-device"',
         )
+
+
+SELINUX_LABELS = ("", "z", "Z")  # Nomad's SELinuxSharedVolume, SELinuxPrivateVolume
+SELINUX_IGNORED = (
+    "ignored: Nomad's docker and exec drivers do not apply a volume_mount's SELinux label either "
+    "(its podman driver does; this node runs no SELinux)"
+)
+
+
+def check_selinux_label(builder: BodyReader, body: Body, path: str) -> None:
+    """A volume_mount's `selinux_label`, as Nomad's VolumeMount.Validate and its drivers."""
+    label = builder._str(body, "selinux_label", path)
+    if label not in SELINUX_LABELS:
+        builder.report.error(
+            join(path, "selinux_label"), f'volume mount has an invalid SELinux label: "{short(label)}"'
+        )
+    elif label:
+        builder.report.warn(join(path, "selinux_label"), SELINUX_IGNORED)
+
+
+CORES_REFUSAL = (
+    "refused: fieldlab-agent does not reserve whole CPU cores (Nomad's cores: a cpuset of cores no "
+    "other task is given, chosen by the scheduler): give the task cpu (MHz shares) instead"
+)
+MEMORY_NO_LIMIT = -1  # Nomad's MemoryNoLimit: memory is the reservation, no hard limit
+
+
+def read_memory_max(builder: BodyReader, body: Body, path: str, memory: int) -> int:
+    """A task's `memory_max` (MB; -1: no hard limit; 0: unset), as Nomad's Resources.Validate. Nomad's
+    servers drop it unless memory oversubscription is enabled (a scheduler setting); this agent is
+    its own scheduler and takes it, as a cluster with oversubscription enabled does."""
+    if body.get("memory_max") is None:
+        return 0
+    value = builder._int(body, "memory_max", path, 0, minimum=MEMORY_NO_LIMIT)
+    if value not in (0, MEMORY_NO_LIMIT) and value < memory:
+        why = f"MemoryMaxMB value ({value}) should be larger than MemoryMB value ({memory})"
+        builder.report.error(join(path, "memory_max"), why)
+        return 0
+    return value
+
+
+def read_secrets(builder: BodyReader, body: Body, path: str, memory: int) -> int:
+    """A task's `secrets` (MB): the size of its secrets/ tmpfs, as Nomad's Resources.Validate."""
+    if body.get("secrets") is None:
+        return 0
+    value = builder._int(body, "secrets", path, 0)
+    if value < 0:
+        builder.report.error(join(path, "secrets"), f"SecretsMB value ({value}) cannot be negative")
+        return 0
+    if value > memory:
+        why = f"SecretsMB value ({value}) cannot be larger than MemoryMB value ({memory})"
+        builder.report.error(join(path, "secrets"), why)
+        return 0
+    return value

@@ -83,6 +83,11 @@ NOMAD_IGNORES: Mapping[str, Mapping[str, str]] = {
         "disk": "deprecated: Nomad takes disk from ephemeral_disk and ignores it here too",
     },
     "template": {"vault_grace": "deprecated since Nomad 0.11: Nomad ignores it too"},
+    # Nomad's api.ServiceCheck reads both; its server keeps no Advertise, and sends no Notes to Consul
+    "check": {
+        "advertise": "Nomad's server drops it (its ServiceCheck has no such field): Nomad ignores it too",
+        "notes": "Nomad keeps it (at most 255 characters) and sends it nowhere: Nomad ignores it too",
+    },
     "job": {"consul_namespace": "set by Nomad's servers: a submitted value is dropped by Nomad's API too"},
     # COMPAT(1.6.0) in Nomad's api.LogConfig: its HTTP API reads only `disabled` (apiLogConfigToStructs)
     "logs": {"enabled": "Nomad's pre-1.5.4 spelling: Nomad's API drops it too; use disabled"},
@@ -100,6 +105,13 @@ NOMAD_IGNORES: Mapping[str, Mapping[str, str]] = {
 # nothing would replay a different system. A field leaves UNIMPLEMENTED when it is implemented.
 _NO_DEVICES = "place device requests: this node fingerprints no devices (no device plugins)"
 REFUSED: Mapping[str, Mapping[str, str]] = {
+    "service": {
+        "connect": "run Consul Connect: the lab has no Envoy sidecars, gateways or Connect CA",
+        "identity": (
+            "log services in to Consul with a workload identity (Consul's ACL auth method): its "
+            "Consul registrations carry no token"
+        ),
+    },
     "resources": {
         "device": _NO_DEVICES,
         "numa": "place tasks by NUMA topology (Nomad Enterprise's numa block): this node reports none",
@@ -131,6 +143,7 @@ ONLY_VALUES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     # Nomad's PeriodicConfig.Validate: "cron" (and its tests' "test")
     "periodic": {"spec_type": ("cron",)},
     "vault": {"cluster": ("default",)},
+    "service": {"cluster": ("default",)},  # one Consul (Nomad Enterprise names others)
 }
 
 CLIENT_SIDE = "accepted but not implemented by fieldlab-agent"

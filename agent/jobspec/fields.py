@@ -170,7 +170,8 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
         }
     ),
     # a task's `network` is deprecated in Nomad: its ports join the group's network
-    "resources": frozenset({"cpu", "memory", "network"}),
+    # cores: refused above 0 (agent.jobspec.clientfields); memory_max, secrets as Nomad's client
+    "resources": frozenset({"cpu", "memory", "network", "cores", "memory_max", "secrets"}),
     "template": frozenset(
         {
             "data",
@@ -194,7 +195,29 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     "change_script": frozenset({"command", "args", "timeout", "fail_on_error", "run_on_first_render"}),
     "wait": frozenset({"min", "max"}),
     # a group service's `task`: its checks' default (script checks run there: agent.runner.checks_script)
-    "service": frozenset({"name", "port", "tags", "provider", "check", "check_restart", "task"}),
+    # Nomad's Service: where its registration points, canary tags and meta, Consul's own fields
+    # (agent.jobspec.serviceopts; sent by agent.consul, listed by agent.runner.services)
+    "service": frozenset(
+        {
+            "name",
+            "port",
+            "tags",
+            "provider",
+            "check",
+            "check_restart",
+            "task",
+            "address",
+            "address_mode",
+            "canary_meta",
+            "canary_tags",
+            "enable_tag_override",
+            "kind",
+            "meta",
+            "on_update",
+            "tagged_addresses",
+            "weights",
+        }
+    ),
     "check": frozenset(
         {
             "name",
@@ -209,6 +232,20 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "check_restart",
             "method",
             "address_mode",
+            # agent.jobspec.serviceopts: run by agent.runner.checks, sent to Consul by agent.consul
+            "body",
+            "expose",
+            "failures_before_critical",
+            "failures_before_warning",
+            "grpc_service",
+            "grpc_use_tls",
+            "header",
+            "initial_status",
+            "on_update",
+            "protocol",
+            "success_before_passing",
+            "tls_server_name",
+            "tls_skip_verify",
         }
     ),
     "check_restart": frozenset({"limit", "grace", "ignore_warnings"}),
@@ -366,49 +403,16 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
             "secret",
         }
     ),
-    "resources": frozenset({"cores", "device", "disk", "iops", "memory_max", "numa", "secrets"}),
+    "resources": frozenset({"device", "disk", "iops", "numa"}),
     "template": frozenset({"vault_grace"}),
     "vault": frozenset({"cluster"}),
     "consul": frozenset(),
     "change_script": frozenset(),
     "wait": frozenset(),
     "check_restart": frozenset(),
-    "service": frozenset(
-        {
-            "address",
-            "address_mode",
-            "canary_meta",
-            "canary_tags",
-            "cluster",
-            "connect",
-            "enable_tag_override",
-            "identity",
-            "kind",
-            "meta",
-            "on_update",
-            "tagged_addresses",
-            "weights",
-        }
-    ),
-    "check": frozenset(
-        {
-            "advertise",
-            "body",
-            "expose",
-            "failures_before_critical",
-            "failures_before_warning",
-            "grpc_service",
-            "grpc_use_tls",
-            "header",
-            "initial_status",
-            "notes",
-            "on_update",
-            "protocol",
-            "success_before_passing",
-            "tls_server_name",
-            "tls_skip_verify",
-        }
-    ),
+    # cluster: "default" only; connect and identity refused (agent.jobspec.fieldclass)
+    "service": frozenset({"cluster", "connect", "identity"}),
+    "check": frozenset({"advertise", "notes"}),  # Nomad ignores both (agent.jobspec.fieldclass)
     # as Nomad's driver: accepted, no effect ("cpuset_cpus is no longer supported" in its log: fieldclass)
     "config.docker": frozenset({"cpuset_cpus"}),
     "config.exec": frozenset(),  # all honoured or refused (agent.drivers.execopts)

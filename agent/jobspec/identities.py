@@ -2,7 +2,9 @@
 and WorkloadIdentity.Validate/Warnings: the block without a name (or named "default") is the task's
 default identity, for Nomad itself (its audience is always "nomadproject.io", it takes no ttl);
 a name matches ^[a-zA-Z0-9-_]{1,128}$ and is used once; `change_signal` goes with `change_mode =
-"signal"` and only with it; `filepath` needs `file = true` and stays inside the task's sandbox."""
+"signal"` and only with it; `filepath` needs `file = true` and stays inside the task's sandbox.
+`extra_claims` names claims Nomad adds when the namespace offers them (its OptionalExtraClaims):
+the "default" namespace, this agent's only one, offers none, so the JWT carries none, as Nomad's."""
 
 from __future__ import annotations
 
@@ -62,6 +64,9 @@ def _identity(builder: BodyReader, body: Body, path: str) -> WorkloadIdentity | 
     env = builder._bool(body, "env", path, False)
     file = builder._bool(body, "file", path, False)
     filepath = _filepath(builder, body, path, file)
+    # Nomad adds a named extra claim only when the job's namespace lists it among its optional extra
+    # claims; this agent's only namespace, "default", lists none (as a Nomad default namespace)
+    builder._str_list(body, "extra_claims", path)
     if not ok or change is None or filepath is None:
         return None
     if default:

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from agent.checktarget import HTTP_METHODS
-from agent.jobspec.reader import BodyReader, choices, short
+from agent.jobspec.reader import choices, short
+from agent.jobspec.serviceopts import ServiceOptions
 from agent.jobspec.tree import Body, join
 from agent.model import Check, CheckRestart, Network, Port, Service
 
 NETWORK_MODES = ("bridge", "host", "none")
-CHECK_TYPES = ("http", "tcp", "script")
-UNRUN_CHECK_TYPES = ("grpc",)  # Nomad's, accepted with a warning and not registered
+CHECK_TYPES = ("http", "tcp", "script", "grpc")  # grpc: Consul's checks only, run by Consul
 SERVICE_PROVIDERS = ("consul", "nomad")
 # Nomad's HCL2 jobspec takes any port label (a dash too); environment variable names clean it (see Port).
 _PORT_LABEL = re.compile(r"^[^\x00-\x20\x7f]{1,128}$")
@@ -50,7 +50,7 @@ def _is_ip(text: str) -> bool:
     return True
 
 
-class ServiceBlocks(BodyReader):
+class ServiceBlocks(ServiceOptions):
     def _group_network(
         self, body: Body, path: str, task_blocks: list[tuple[str, Body, str]]
     ) -> Network | None:
@@ -281,20 +281,17 @@ class ServiceBlocks(BodyReader):
             # a group service's `task` is its checks' (Nomad's Canonicalize), a task service's its own
             service_task = self._check_task(sb, spath, task_names)
             checks = []
+            fields = self._service_fields(sb, spath, name, provider)
             for _, cb, cpath in self._blocks(sb, "check", spath):
-                if cb.get("type") in UNRUN_CHECK_TYPES:
-                    self._keys(cb, "check", cpath)
-                    self.report.warn(
-                        join(cpath, "type"),
-                        f"{cb.get('type')} checks are not implemented by fieldlab-agent: not registered",
-                    )
-                    continue
                 check = self._check(cb, cpath, name, port, labels, task_names)
                 if service_task and not check.task:
                     check = replace(check, task=service_task)
                 check = replace(check, restart=self._check_restart(cb, cpath, service_restart))
+                check = self._check_options(cb, cpath, check, fields["on_update"], provider)
                 self._script_rules(cpath, check, name, provider, path, group_level=task_names is not None)
                 self._check_rules(cb, cpath, check, port, provider, group_level=task_names is not None)
+                if provider != "nomad":  # a Nomad service's: refused by the Consul-only rule
+                    self._expose(cb, cpath, check, path, name)
                 checks.append(check)
             services.append(
                 Service(
@@ -303,6 +300,7 @@ class ServiceBlocks(BodyReader):
                     tags=self._str_list(sb, "tags", spath),
                     checks=tuple(checks),
                     provider=provider,
+                    **fields,
                 )
             )
         return tuple(services)
@@ -324,7 +322,7 @@ class ServiceBlocks(BodyReader):
         elif check_path and ctype in ("tcp", "script"):
             self.report.warn(join(path, "path"), f"only applies to http checks; ignored for {ctype}")
         port = self._port_label(body, "port", path, labels)
-        if ctype in ("http", "tcp") and not port and not service_port and "port" not in body:
+        if ctype in ("http", "tcp", "grpc") and not port and not service_port and "port" not in body:
             self.report.error(join(path, "port"), f"{ctype} checks need a port (on the check or its service)")
         command = self._str(body, "command", path)
         task = self._check_task(body, path, task_names)
@@ -362,7 +360,7 @@ class ServiceBlocks(BodyReader):
         ServiceCheck.validateCommon and validateNomad in nomad/structs): an address mode a check
         takes, a literal port only where the mode allows one, a relative http path, an HTTP method."""
         self._check_address_mode(path, check.address_mode, provider, group_level=group_level)
-        if check.type in ("http", "tcp"):
+        if check.type in ("http", "tcp", "grpc"):
             self._check_port_rules(path, check, service_port, provider, group_level=group_level)
         if check.type == "http":
             self._check_http(path, check, provider)
@@ -450,10 +448,14 @@ class ServiceBlocks(BodyReader):
         """Nomad's rules for a script check: Consul's only (ServiceCheck.validateNomad takes tcp and
         http), and in a group's service it names the task it runs in, on the check or its service
         (TaskGroup.validateScriptChecksInGroupServices)."""
-        if check.type != "script":
+        if check.type not in ("script", "grpc"):
             return
         if provider == "nomad":
-            self.report.error(join(path, "type"), 'invalid check type ("script"), must be one of tcp, http')
+            self.report.error(
+                join(path, "type"), f'invalid check type ("{check.type}"), must be one of tcp, http'
+            )
+        elif check.type == "grpc":
+            return
         elif group_level and not check.task:
             group = group_path.rsplit(".", 1)[-1]
             self.report.error(

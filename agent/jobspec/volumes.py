@@ -24,7 +24,7 @@ import posixpath
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from agent.jobspec.clientfields import check_host_volume
+from agent.jobspec.clientfields import check_host_volume, check_selinux_label
 from agent.jobspec.tree import Body, join
 from agent.model import HostVolume, Task, VolumeMount
 
@@ -88,6 +88,7 @@ def read_mounts(builder: BodyReader, body: Body, path: str) -> tuple[VolumeMount
         for var, task_path in TASK_DIR_VARS.items():  # Nomad's ReplaceEnv, with the task's view
             dest = dest.replace(var, task_path)
         mode = builder._choice(mb, "propagation_mode", mpath, PROPAGATION_MODES, "private")
+        check_selinux_label(builder, mb, mpath)
         read_only = builder._bool(mb, "read_only", mpath, False)
         docker = body.get("driver") == "docker"
         if dest and not _destination_ok(builder, dest, join(mpath, "destination"), docker=docker):

@@ -8,9 +8,11 @@ deploymentwatcher), for the allocs this agent places (issue 52).
   max_parallel 1, min_healthy_time 10s, healthy_deadline 5m, progress_deadline 10m;
   `max_parallel = 0` means none). A running deployment
   of an earlier version is cancelled ("Cancelled due to newer version of job").
-- **Alloc health** as Nomad's client decides it without checks (health by task states): healthy
-  once every main task has run `min_healthy_time` without a restart, unhealthy when the alloc or
-  a main task fails first or `healthy_deadline` passes. Decided once, as the client reports it.
+- **Alloc health** as Nomad's client decides it (health by task states): healthy once every main
+  task has run `min_healthy_time` without a restart, unhealthy when the alloc or a main task fails
+  first or `healthy_deadline` passes. Decided once, as the client reports it. With
+  `health_check = "checks"` and Nomad service checks, they must all pass too (a readiness check,
+  `on_update = "ignore"`, by running; pending does not), min_healthy_time counted from then.
 - **Status**: running -> successful when every group has as many healthy allocs as it desires;
   failed at the first unhealthy alloc or when `progress_deadline` passes without all of them
   (RequireProgressBy: the last alloc's health + the deadline); cancelled when the job is stopped.
@@ -62,9 +64,12 @@ def alloc_health(
     min_healthy: float,
     healthy_deadline: float,
     now: float,
+    checks_since: float | None = 0.0,
 ) -> tuple[bool, float] | None:
     """(healthy, when) as Nomad's client decides an alloc's deployment health by its task states,
-    or None while undecided (or never: an alloc stopped before it was healthy)."""
+    or None while undecided (or never: an alloc stopped before it was healthy). `checks_since`:
+    with `health_check = "checks"` and Nomad service checks, since when they have all passed
+    (None: not now), which min_healthy_time counts from too (Nomad's tracker waits for both)."""
     tasks = view.get("tasks") or {}
     main = [t for t in main_tasks if t in tasks]
     if view.get("status") == "failed" or any(tasks[t].get("failed") for t in main):
@@ -75,11 +80,55 @@ def alloc_health(
     if view.get("status") == "running" and main and all(tasks[t].get("state") == "running" for t in main):
         started = {e.task: e.time for e in events if e.type == "Started"}  # the last start of each
         since = max([created, *(started.get(t, created) for t in main)])
-        if now - since >= min_healthy:
+        if checks_since is not None and now - max(since, checks_since) >= min_healthy:
+            since = max(since, checks_since)
             return True, since + min_healthy
     if now - created >= healthy_deadline:
         return False, created + healthy_deadline
     return None
+
+
+def nomad_checks_pass(results: Iterable[Mapping[str, Any]], expected: int) -> bool:
+    """Whether an alloc's Nomad service checks all pass, as Nomad's tracker scans them: every one
+    has a result, each a success, or a failure of a readiness check (`on_update = "ignore"`);
+    pending is not passing."""
+    found = list(results)
+    if len(found) < expected:
+        return False
+    return all(
+        r.get("Status") == "success" or (r.get("Status") == "failure" and r.get("Mode") == "readiness")
+        for r in found
+    )
+
+
+def _nomad_check_count(job: Job, group: str) -> int:
+    """The Nomad service checks of a group and its tasks (Nomad's countChecks)."""
+    g = next((x for x in job.groups if x.name == group), None)
+    if g is None:
+        return 0
+    services = [*g.services, *(s for t in g.tasks for s in t.services)]
+    return sum(len(s.checks) for s in services if s.provider == "nomad")
+
+
+def _checks_since(
+    a: dict[str, Any],
+    job: Job,
+    view: Mapping[str, Any],
+    tg: Mapping[str, Any],
+    now: float,
+    checks_of: Callable[[str], Mapping[str, Mapping[str, Any]]] | None,
+) -> float | None:
+    """Since when a deployment alloc's (`a`) Nomad checks have all passed (kept in `a`), None while
+    they do not; 0.0 when its health waits for no checks."""
+    expected = _nomad_check_count(job, str(view["group"])) if tg.get("health_check") == "checks" else 0
+    if not expected or checks_of is None:
+        return 0.0
+    if nomad_checks_pass(checks_of(str(view["id"])).values(), expected):
+        a.setdefault("checks_since", now)
+    else:
+        a.pop("checks_since", None)
+    since = a.get("checks_since")
+    return None if since is None else float(since)
 
 
 def group_counts(d: Mapping[str, Any]) -> dict[str, dict[str, int]]:
@@ -269,15 +318,17 @@ class Deployments:
         views_of: Callable[[str], list[dict[str, Any]]],
         events_of: Callable[[str], Sequence[Event]],
         now: float,
+        checks_of: Callable[[str], Mapping[str, Mapping[str, Any]]] | None = None,
     ) -> bool:
-        """Every active deployment brought up to date with its allocs; whether one is still active."""
+        """Every active deployment brought up to date with its allocs; whether one is still active.
+        `checks_of`: an alloc's Nomad check results (agent.runner.checks.CheckResults.of)."""
         active = False
         for d in [d for d in self.all() if d["status"] in ACTIVE]:
             job = jobs.get(d["job_id"])
             if job is None:  # purged
                 self._drop(d["id"])
                 continue
-            self._look(d, job, views_of(d["job_id"]), events_of, now)
+            self._look(d, job, views_of(d["job_id"]), events_of, now, checks_of)
             active = active or d["status"] in ACTIVE
         with self._lock:
             gone = [i for i, d in self._all.items() if d["job_id"] not in jobs]
@@ -293,6 +344,7 @@ class Deployments:
         views: list[dict[str, Any]],
         events_of: Callable[[str], Sequence[Event]],
         now: float,
+        checks_of: Callable[[str], Mapping[str, Mapping[str, Any]]] | None = None,
     ) -> None:
         changed = False
         mine = [
@@ -308,6 +360,7 @@ class Deployments:
             tg = d["groups"][v["group"]]
             if tg.get("health_check") == "manual":  # health only by the operator's word
                 continue
+            checks_since = _checks_since(a, job, v, tg, now, checks_of)
             decided = alloc_health(
                 v,
                 events_of(str(v["id"])),
@@ -315,6 +368,7 @@ class Deployments:
                 min_healthy=tg["min_healthy_time"],
                 healthy_deadline=tg["healthy_deadline"],
                 now=now,
+                checks_since=checks_since,
             )
             if decided is None:
                 continue
@@ -436,7 +490,9 @@ def written(core: Core, deployments: Deployments, job_id: str) -> None:
 def look(core: Core, deployments: Deployments) -> None:
     """On the loop: every active deployment brought up to date with its allocs, and the next look
     scheduled while one is active (as Nomad's watcher follows a deployment until it ends)."""
-    active = deployments.refresh(core.jobs, core.alloc_views, core.store.events, time.time())
+    active = deployments.refresh(
+        core.jobs, core.alloc_views, core.store.events, time.time(), core.deps.check_results.of
+    )
     if active and not deployments.ticking:
         deployments.ticking = True
 

@@ -525,7 +525,7 @@ class AllocRunner:
             return
         kill()
 
-    def services(self) -> list[dict[str, Any]]:
+    def services(self) -> list[tuple[str, dict[str, Any] | str]]:
         return service_definitions(self.rec, self.group, self.d.advertise_address)
 
     def _register_services(self) -> None:

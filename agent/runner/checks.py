@@ -18,6 +18,7 @@ import hashlib
 import http.client
 import logging
 import socket
+import ssl
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 RUN_TYPES = ("http", "tcp")  # the check types Nomad's client runs for its own services
+USER_AGENT = "Nomad/fieldlab-agent"
 
 
 class CheckResults:
@@ -93,6 +95,12 @@ def check_id(alloc_id: str, group: str, task: str, c: Check) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
+def check_mode(c: Check) -> str:
+    """Nomad's CheckMode: a check with `on_update = "ignore"` is a readiness check (its failures
+    hold back no deployment), any other a healthiness check."""
+    return "readiness" if c.on_update == "ignore" else "healthiness"
+
+
 def _connect_address(address: str, port: int) -> str:
     """The IP a check connects to: the target resolved once, and refused when it is loopback or
     unspecified (a name given as the node's address is looked up here, and that answer is used)."""
@@ -115,15 +123,43 @@ def _probe(kind: str, target: CheckTarget, c: Check) -> tuple[int | None, str, s
         if kind == "tcp":
             socket.create_connection((ip, target.port), timeout=c.timeout).close()
             return None, "", ""
-        conn = http.client.HTTPConnection(ip, target.port, timeout=c.timeout)
+        conn = _connection(c, ip, target.port)
         try:
-            conn.request(request[0], request[1], headers={"User-Agent": "Nomad/fieldlab-agent"})
+            _send(conn, request[0], request[1], c)
             resp = conn.getresponse()
             return resp.status, "", resp.read(CHECK_OUTPUT_LIMIT).decode(errors="replace")
         finally:
             conn.close()
     except (OSError, http.client.HTTPException, ValueError) as exc:
         return None, str(exc) or type(exc).__name__, ""
+
+
+def _connection(c: Check, ip: str, port: int) -> http.client.HTTPConnection:
+    """The check's connection: https when its `protocol` says so, verifying the server's
+    certificate against the address connected to unless `tls_skip_verify` (Nomad's checker)."""
+    if c.protocol != "https":
+        return http.client.HTTPConnection(ip, port, timeout=c.timeout)
+    context = ssl.create_default_context()
+    if c.tls_skip_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return http.client.HTTPSConnection(ip, port, timeout=c.timeout, context=context)
+
+
+def _send(conn: http.client.HTTPConnection, method: str, target: str, c: Check) -> None:
+    """The request as Nomad's checker sends it: the check's headers (every value of each; a `Host`
+    header is the request's host), its User-Agent unless the check gives one, its body."""
+    names = {n.lower() for n in c.header}
+    conn.putrequest(method, target, skip_host="host" in names, skip_accept_encoding=True)
+    for name, values in c.header.items():
+        for value in values:
+            conn.putheader(name, value)
+    if "user-agent" not in names:
+        conn.putheader("User-Agent", USER_AGENT)
+    body = c.body.encode()
+    if body or method in ("POST", "PUT", "PATCH"):  # as Go's client: no length for an empty GET
+        conn.putheader("Content-Length", str(len(body)))
+    conn.endheaders(body or None)
 
 
 class ChecksHook(TaskHook):
@@ -248,6 +284,7 @@ class ChecksHook(TaskHook):
             ports=tr.ar.rec.ports,
             alloc_address=tr.ar.rec.address,
             node_address=tr.d.advertise_address,
+            custom=w.service.address,
         )
 
     def _run(self, tr: TaskRunner, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int) -> None:
@@ -303,7 +340,7 @@ class ChecksHook(TaskHook):
             "ID": w.id,
             "Check": w.check.name,
             "Group": f"{tr.ar.job.id}.{tr.ar.group.name}[0]",  # the alloc's Name, as Nomad's
-            "Mode": "healthiness",
+            "Mode": check_mode(w.check),
             "Output": output,
             "Service": w.service.name,
             "Task": "" if w.group_level else tr.t.name,  # the service's task: none for a group's

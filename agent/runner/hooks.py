@@ -79,13 +79,13 @@ class TaskDirHook(TaskHook):
 
     def setup(self, tr: TaskRunner, then: Then) -> None:
         tr.event("Task Setup", "Building Task Directory")
-        tr.d.task_dirs.prepare(tr.task_dir)
+        tr.d.task_dirs.prepare(tr.task_dir, tr.t.resources.secrets)
         then(None)
 
     def restore(self, tr: TaskRunner) -> None:
         if not plan_remount_secrets(tr.d.bugs):
             return
-        if tr.ar.alloc_dir.is_dir() and tr.d.task_dirs.remount_secrets(tr.task_dir):
+        if tr.ar.alloc_dir.is_dir() and tr.d.task_dirs.remount_secrets(tr.task_dir, tr.t.resources.secrets):
             tr.event("Task Setup", "secrets/ tmpfs mounted again (it is gone after a reboot)")
 
 

@@ -6,12 +6,14 @@ them (`NomadData`, agent.templates.nomadfuncs)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.consul import ConsulClient, ConsulError, registrations
+from agent.checktarget import service_address
+from agent.consul import ConsulClient, ConsulError, advertised_tags, registrations
 from agent.model import Group
 from agent.records import AllocRecord, DesiredStatus
 from agent.state import StateStore
@@ -22,20 +24,32 @@ from agent.templates.nomadwatch import NomadWatch, Probe
 if TYPE_CHECKING:
     from agent.runner.alloc import AllocRunner
 
+log = logging.getLogger(__name__)
 VAR_KIND = "var"  # the store's kind of Nomad variables (agent.nomadapi.variables)
 
 MAX_WORKLOADS = 4096  # workloads whose variables NomadData keeps between variable writes
 EventSink = Callable[[str, str, str], None]  # (task, type, message)
 
 
-def service_definitions(rec: AllocRecord, group: Group, advertise_address: str) -> list[dict[str, Any]]:
-    """This alloc's Consul services (group and task services of provider "consul") in Consul's shape;
-    provider "nomad" services are Nomad's own (agent.nomadapi.services), never sent to Consul."""
+def service_definitions(
+    rec: AllocRecord, group: Group, advertise_address: str
+) -> list[tuple[str, dict[str, Any] | str]]:
+    """This alloc's Consul services (group and task services of provider "consul") in Consul's shape,
+    each with its task ("" for the group's), or why a task's could not be built (Nomad's "unable to
+    get address for service ..."); provider "nomad" services are Nomad's own
+    (agent.nomadapi.services), never sent to Consul. The agent places no canaries."""
     addr = advertise_address or rec.address
     ports: Sequence[dict[str, Any]] = [p.to_record() for p in rec.ports]
-    out = registrations(rec.id, "", [s for s in group.services if s.provider == "consul"], addr, ports)
-    for t in group.tasks:
-        out += registrations(rec.id, t.name, [s for s in t.services if s.provider == "consul"], addr, ports)
+    owners = [("", group.services)] + [(t.name, t.services) for t in group.tasks]
+    out: list[tuple[str, dict[str, Any] | str]] = []
+    for task, services in owners:
+        consul = [s for s in services if s.provider == "consul"]
+        try:
+            regs = registrations(rec.id, task, consul, addr, ports, alloc_address=rec.address)
+        except ConsulError as exc:
+            out.append((task, str(exc)))
+            continue
+        out += [(task, r) for r in regs]
     return out
 
 
@@ -43,21 +57,25 @@ class ServiceRegistrar:
     def __init__(self, consul: ConsulClient) -> None:
         self.consul = consul
 
-    def register(self, services: list[dict[str, Any]], event: EventSink) -> None:
-        for svc in services:
-            task = str(svc["Meta"]["task"])
+    def register(self, services: list[tuple[str, dict[str, Any] | str]], event: EventSink) -> None:
+        for task, svc in services:
+            if isinstance(svc, str):
+                event(task, "Service Registration Failed", svc)
+                continue
             try:
                 self.consul.register(svc)
                 event(task, "Service Registered", f"{svc['Name']} in Consul")
             except ConsulError as exc:
                 event(task, "Service Registration Failed", str(exc))
 
-    def deregister(self, services: list[dict[str, Any]], event: EventSink) -> None:
-        for svc in services:
+    def deregister(self, services: list[tuple[str, dict[str, Any] | str]], event: EventSink) -> None:
+        for task, svc in services:
+            if isinstance(svc, str):
+                continue
             try:
                 self.consul.deregister(str(svc["ID"]))
             except ConsulError as exc:
-                event(str(svc["Meta"]["task"]), "Service Deregistration Failed", str(exc))
+                event(task, "Service Deregistration Failed", str(exc))
 
 
 def nomad_registrations(
@@ -93,8 +111,6 @@ def alloc_registrations(
     """One alloc's part of `nomad_registrations` (none while it is not running or is stopping)."""
     if not r.alloc_running() or r.rec.desired is DesiredStatus.STOP:
         return []  # a stopping alloc's services are gone at once (Nomad's preKill, shutdown_delay)
-    address = advertise_address or r.rec.address
-    host = {p.label: p.host for p in r.rec.ports}
     owners = [("group", s) for s in r.group.services] + [
         (t.name, s) for t in r.group.tasks for s in t.services
     ]
@@ -102,7 +118,18 @@ def alloc_registrations(
     for owner, svc in owners:
         if svc.provider != "nomad":
             continue
-        port = host.get(svc.port, int(svc.port) if svc.port.isdigit() else 0)
+        got = service_address(
+            mode=svc.address_mode,
+            custom=svc.address,
+            label=svc.port,
+            ports=r.rec.ports,
+            alloc_address=r.rec.address,
+            node_address=advertise_address,
+        )
+        if isinstance(got, str):  # Nomad's registration fails the same way: nothing is listed
+            log.warning("alloc=%s: unable to get address for service %r: %s", r.id[:8], svc.name, got)
+            continue
+        address, port = got
         out.append(
             {
                 "ID": f"_nomad-task-{r.id}-{owner}-{svc.name}-{svc.port}",
@@ -112,7 +139,7 @@ def alloc_registrations(
                 "Datacenter": datacenter,
                 "JobID": r.job.id,
                 "AllocID": r.id,
-                "Tags": list(svc.tags) or None,
+                "Tags": advertised_tags(svc, canary=False) or None,  # the agent places no canaries
                 "Address": address,
                 "Port": port,
                 "CreateIndex": index,

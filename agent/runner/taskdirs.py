@@ -21,10 +21,11 @@ log = logging.getLogger(__name__)
 
 
 class TaskDirs(Protocol):
-    def prepare(self, task_dir: Path) -> None:
-        """Create local/ (and the alloc's shared alloc/ dir, the task dirs' sibling) and mount secrets/."""
+    def prepare(self, task_dir: Path, secrets_mb: int = 0) -> None:
+        """Create local/ (and the alloc's shared alloc/ dir, the task dirs' sibling) and mount secrets/
+        (a tmpfs of the task's resources.secrets MB; 0: the default size)."""
 
-    def remount_secrets(self, task_dir: Path) -> bool:
+    def remount_secrets(self, task_dir: Path, secrets_mb: int = 0) -> bool:
         """Mount secrets/ again if it is not mounted (after a reboot); whether it was mounted now."""
 
     def migrate(self, previous: Path, alloc_dir: Path, tasks: Sequence[str]) -> list[str]:
@@ -78,16 +79,16 @@ def migrate_dirs(previous: Path, alloc_dir: Path, tasks: Sequence[str]) -> list[
 
 
 class HostTaskDirs:
-    def prepare(self, task_dir: Path) -> None:
+    def prepare(self, task_dir: Path, secrets_mb: int = 0) -> None:
         shared = task_dir.parent / "alloc"  # the alloc's shared dir (NOMAD_ALLOC_DIR), 0777 as Nomad's
         for d in (shared, shared / "data", shared / "logs", shared / "tmp"):
             _dir_with_mode(d, 0o777)
         _dir_with_mode(task_dir / "local", 0o755)
         _dir_with_mode(task_dir / "tmp", 0o1777)
-        mount_secrets(task_dir / "secrets")
+        mount_secrets(task_dir / "secrets", secrets_mb)
 
-    def remount_secrets(self, task_dir: Path) -> bool:
-        return mount_secrets(task_dir / "secrets")
+    def remount_secrets(self, task_dir: Path, secrets_mb: int = 0) -> bool:
+        return mount_secrets(task_dir / "secrets", secrets_mb)
 
     def migrate(self, previous: Path, alloc_dir: Path, tasks: Sequence[str]) -> list[str]:
         return migrate_dirs(previous, alloc_dir, tasks)

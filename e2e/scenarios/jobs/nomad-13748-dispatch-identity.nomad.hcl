@@ -19,7 +19,7 @@ job "ident" {
         command = "sh"
         args = ["-c", <<EOS
 p=$(printf %s "$NOMAD_TOKEN" | cut -d. -f2 | tr '_-' '/+')
-n=$(printf %s "$p" | wc -c)
+n=$(printf %s "$p" | wc -c | tr -d " ")
 while [ $((n % 4)) -ne 0 ]; do p="$p="; n=$((n + 1)); done
 printf %s "$p" | base64 -d > /alloc/claims.json
 echo >> /alloc/claims.json

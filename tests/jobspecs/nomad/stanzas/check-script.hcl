@@ -35,7 +35,7 @@ job "check-script" {
           check_restart {
             limit           = 3
             grace           = "90s"
-            ignore_warnings = false
+            ignore_warnings = true
           }
         }
       }
