@@ -83,6 +83,7 @@ class Bugs:
     periodic_restores_stopped_job: bool = False
     blocked_reschedule_drops_tracker: bool = False
     identity_claims_child_job_id: bool = False
+    drained_batch_replaced: bool = False
 
     @staticmethod
     def field_name(flag: str) -> str:

@@ -384,6 +384,12 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "rescheduled past them",
     ),
     FaultSpec(
+        "drained-batch-replaced",
+        "nomad-28008",
+        "a batch alloc a node drain stopped is placed again once the node is eligible, also while the "
+        "drained one is still stopping: two allocs of the batch job where Nomad keeps one",
+    ),
+    FaultSpec(
         "periodic-restores-stopped-job",
         "nomad-3201",
         "at its start the agent tracks a stopped periodic job again, so it keeps launching children",
@@ -505,6 +511,7 @@ IMPLEMENTED_FAULTS = frozenset(
         "periodic-restores-stopped-job",
         "blocked-reschedule-drops-tracker",
         "identity-claims-child-job-id",
+        "drained-batch-replaced",
     }
 )
 

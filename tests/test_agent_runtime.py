@@ -1194,7 +1194,7 @@ job "{job}" {{
       driver       = "docker"
       kill_timeout = "{kill_timeout}"
       config {{
-        image   = "fieldlab/busybox:lab"
+        image   = "fieldlab/busybox:latest"
         command = "/bin/sh"
         args    = ["-c", "{script}"]
       }}

@@ -59,7 +59,7 @@ job "shell" {
     task "box" {
       driver = "docker"
       config {
-        image   = "fieldlab/busybox:lab"
+        image   = "fieldlab/busybox:latest"
         command = "sleep"
         args    = ["600"]
       }

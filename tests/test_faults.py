@@ -69,6 +69,7 @@ AGENT_FLAGS = {
     "periodic-restores-stopped-job": "nomad-3201",
     "blocked-reschedule-drops-tracker": "nomad-12147",
     "identity-claims-child-job-id": "nomad-13748",
+    "drained-batch-replaced": "nomad-28008",
 }
 TEMPLATE_FLAGS = {
     "last-event-wins": "nomad-24140",

@@ -24,7 +24,7 @@ job "needs-docker" {
     task "t" {
       driver = "docker"
       config {
-        image = "fieldlab/busybox:lab"
+        image = "fieldlab/busybox:latest"
       }
     }
   }

@@ -326,3 +326,37 @@ def test_a_drain_goes_on_after_an_agent_restart_and_ends_at_its_deadline(tmp_pat
         assert api.request("GET", f"/v1/allocation/{alloc}")["DesiredStatus"] == "stop"
     finally:
         core.stop()
+
+
+def _drained_batch_allocs(root: Path, flags: frozenset[str]) -> list[str]:
+    """A batch alloc stopped by a forced drain, the node made eligible again: the job's allocs."""
+    import threading
+
+    from agent.faults import Faults
+    from tests.test_routes_ops import Api as RoutesApi
+
+    node = FakeNode(root)
+    core = node.core(faults=Faults(flags))
+    threading.Thread(target=core.run_loop, daemon=True).start()
+    api = RoutesApi(node, core)
+    try:
+        (alloc,) = run_job(api.request, BATCH)
+        _drain(api, {"Deadline": -1, "IgnoreSystemJobs": False})
+        assert api.request("GET", f"/v1/allocation/{alloc}")["DesiredStatus"] == "stop"
+        _eligible(api, "eligible")  # what its evaluations place, they place within the request
+        return [a["ID"] for a in api.request("GET", "/v1/job/crunch/allocations")]
+    finally:
+        core.stop()
+
+
+def test_a_drained_batch_alloc_is_not_replaced_when_the_node_is_eligible_again(tmp_path: Path) -> None:
+    """nomad-28008 (PR #28018, after #26961): a batch alloc a drain stopped is not placed again; the
+    `drained-batch-replaced` fault places a second one once the node is eligible."""
+    from agent.bugs import Bugs
+    from agent.nomadapi.nodeverbs import plan_drained_alloc_owed
+
+    assert len(_drained_batch_allocs(tmp_path / "fixed", frozenset())) == 1
+    assert len(_drained_batch_allocs(tmp_path / "fault", frozenset({"drained-batch-replaced"}))) == 2
+    owed = {t: plan_drained_alloc_owed(t) for t in ("service", "batch", "system", "sysbatch")}
+    assert owed == {"service": True, "batch": False, "system": False, "sysbatch": False}
+    assert plan_drained_alloc_owed("batch", Bugs(drained_batch_replaced=True)) is True

@@ -63,7 +63,7 @@ class FakeAgent:
         if m := re.fullmatch(r"/v1/job/(.+)/allocations", path):
             kid = m.group(1).replace("%2F", "/")
             return [{"ID": a, "ClientStatus": "running"} for a in self.kids.get(kid, [])]
-        if path.startswith("/v1/node/n1/eligibility"):
+        if path in ("/v1/node/n1/eligibility", "/v1/node/n1/drain"):
             return {}
         raise AssertionError(f"unexpected {method} {path}")
 
@@ -132,12 +132,22 @@ def test_node_eligibility_and_the_cleanup_put_back_what_the_steps_changed(tmp_pa
     run._step_run(Step("run"))
     run._step_dispatch(Step("dispatch", {}))
     run._step_node_eligibility(Step("node_eligibility", "ineligible"))
+    run._step_node_eligibility(Step("node_eligibility", "eligible"))
+    run._step_node_drain(Step("node_drain", "force"))
+    run._step_node_drain(Step("node_drain", 2.5))
     agent.kids["p/dispatch-2-def"] = []  # a child made by the agent, not by a step
     run.cleanup()
-    bodies = [b for m, p, b in agent.calls if p == "/v1/node/n1/eligibility"]
+    bodies = [b for m, p, b in agent.calls if p.startswith("/v1/node/n1/")]
     assert bodies == [
         {"NodeID": "n1", "Eligibility": "ineligible"},
         {"NodeID": "n1", "Eligibility": "eligible"},
+        {"NodeID": "n1", "DrainSpec": {"Deadline": -1, "IgnoreSystemJobs": False}, "MarkEligible": False},
+        {
+            "NodeID": "n1",
+            "DrainSpec": {"Deadline": 2_500_000_000, "IgnoreSystemJobs": False},
+            "MarkEligible": False,
+        },
+        {"NodeID": "n1", "DrainSpec": None, "MarkEligible": True},  # the cleanup: drain off, eligible
     ]
     assert agent.stopped == ["p/dispatch-1-abc", "p/dispatch-2-def", "p"]
 
@@ -171,6 +181,7 @@ def test_the_children_and_allocs_checks_say_what_is_wrong() -> None:
             "file alloc/out.txt does not match '^before  after$': 'before ${NOMAD_META_optional} after'",
         ),
         ("nomad-13748", "file alloc/claims.json does not match '\"nomad_job_id\": ?\"ident\"': '{}'"),
+        ("nomad-28008", "2 allocs of job drain-batch, expected 1: 0a1b2c3d, 4e5f6a7b"),
     ],
 )
 def test_each_new_entrys_symptom_matches_what_its_check_says(bug: str, said: str) -> None:
@@ -188,6 +199,8 @@ def test_each_new_entrys_symptom_matches_what_its_check_says(bug: str, said: str
         ("{wait: {launch_due: false}}", "steps[1].launch_due: true"),
         ("{node_eligibility: drained}", "steps[1]: node_eligibility takes one of eligible, ineligible"),
         ("{periodic_force: now}", "steps[1]: periodic_force takes no argument"),
+        ("{node_drain: 0}", "steps[1]: node_drain takes force or a deadline in seconds > 0"),
+        ("{node_drain: soon}", "steps[1]: node_drain takes force or a deadline in seconds > 0"),
     ],
 )
 def test_a_bad_job_type_step_is_refused_naming_it(tmp_path: Path, step: str, says: str) -> None:

@@ -79,7 +79,7 @@ EXEC = """      driver = "exec"
       }}"""
 DOCKER = """      driver = "docker"
       config {{
-        image = "fieldlab/probe:lab"
+        image = "fieldlab/probe:latest"
         args  = ["--port", "8080", "--cert", "/secrets/cert.pem"]
       }}"""
 

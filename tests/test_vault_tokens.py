@@ -795,7 +795,7 @@ job "vault-token" {
     task "web" {
       driver = "docker"
       config {
-        image   = "fieldlab/busybox:lab"
+        image   = "fieldlab/busybox:latest"
         command = "sleep"
         args    = ["3600"]
       }

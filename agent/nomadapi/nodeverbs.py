@@ -12,8 +12,10 @@ What Nomad's servers decide for a node, decided here for the only one:
   ever becomes healthy, so the rest wait for the deadline); batch allocs are left to finish until
   the deadline; system allocs are stopped once the others are done (kept with IgnoreSystemJobs). At
   the deadline every remaining alloc is stopped and the drain completes at once (a negative
-  deadline: at once; 0: no deadline). What a drain stopped is owed to the job (a blocked
-  evaluation), placed again when the node turns eligible. DrainSpec null cancels the drain.
+  deadline: at once; 0: no deadline). A service job's allocs a drain stopped are owed to the job (a
+  blocked evaluation), placed again when the node turns eligible; a batch job's are not replaced
+  (Nomad's batch drain since PR #26961, also when the node turns eligible before they stopped, PR
+  #28018). DrainSpec null cancels the drain.
 - `PUT /v1/node/:id/evaluate`: a "node-update" evaluation for each job with allocs on the node, and
   each system job (Nomad's createNodeEvals); nothing to place (every alloc is placed at once here).
 
@@ -66,6 +68,18 @@ def plan_blocked_reschedule_tracker(bugs: Bugs = NO_BUGS) -> bool:
     with no tracker, so the reschedule policy's attempts start again and a job that keeps failing is
     rescheduled past them. Pure."""
     return not bugs.blocked_reschedule_drops_tracker
+
+
+def plan_drained_alloc_owed(job_type: str, bugs: Bugs = NO_BUGS) -> bool:
+    """Whether an alloc the drainer stopped is owed to its job, placed again when the node takes
+    allocs: a service job's (migrated, here to the same node once it is eligible); never a batch
+    job's (Nomad's documented batch drain: it finishes by the deadline or is killed there, and is not
+    replaced, since PR #26961; PR #28018 kept it so when the node is re-enabled before the alloc
+    stopped); a system job's neither. `drained-batch-replaced` is nomad-28008: a drained batch alloc
+    is placed again once the node is eligible, beside the one still stopping. Pure."""
+    if job_type == "batch":
+        return bugs.drained_batch_replaced
+    return job_type not in SYSTEM_TYPES
 
 
 class NodeVerbPort(Protocol):
@@ -327,18 +341,24 @@ class NodeSchedule:
 
     def _stop(self, runners: list[Any]) -> None:
         """Stop the allocs as the drainer migrates them: nothing placed elsewhere (no other node);
-        a service or batch job's are owed to it (one "node-drain" evaluation, blocked, per job)."""
+        a service job's are owed to it (one "node-drain" evaluation, blocked, per job), a batch
+        job's are not (its "node-drain" evaluation places nothing)."""
+        bugs = getattr(self.core, "bugs", NO_BUGS)
         by_job: dict[str, dict[str, int]] = {}
+        owed: set[str] = set()
         for r in runners:
             r.stop(DRAIN_STOP)
             if r.job.type not in SYSTEM_TYPES:
                 groups = by_job.setdefault(r.job.id, {})
                 groups[r.group.name] = groups.get(r.group.name, 0) + 1
+                if plan_drained_alloc_owed(r.job.type, bugs):
+                    owed.add(r.job.id)
         for job_id, groups in by_job.items():
-            entry = self.owed.setdefault(job_id, {"groups": {}, "eval": ""})
-            for g, n in groups.items():
-                entry["groups"][g] = int(entry["groups"].get(g, 0)) + n
-            self.fresh[job_id] = groups
+            if job_id in owed:
+                entry = self.owed.setdefault(job_id, {"groups": {}, "eval": ""})
+                for g, n in groups.items():
+                    entry["groups"][g] = int(entry["groups"].get(g, 0)) + n
+                self.fresh[job_id] = groups
             self.api.evals.create(job_id, "node-drain", self.core.jobs[job_id].type, ())
         self.save()
 

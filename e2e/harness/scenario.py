@@ -21,6 +21,7 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
                                         child's first alloc becomes the scenario's alloc
   periodic_force                        `nomad job periodic force`: the same with the launched child
   node_eligibility: eligible | ineligible   `nomad node eligibility` of the scenario's node
+  node_drain: force | SECONDS           `nomad node drain -enable -force` / `-deadline SECONDS`
   wait: {alloc: STATUS}                 the alloc reaches STATUS (running, complete, failed)
   wait: {replaced: true}                the alloc is replaced (a failed one: after its reschedule
                                         policy's delay, Nomad's 30s for a service job, 5s for batch)
@@ -91,7 +92,17 @@ from e2e.harness.chaos import ScheduleError, parse_schedule
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 WAIT_TIMEOUT = 120.0
 BUG_ID = scenario_ids.CATALOGUE_ID  # a catalogue entry's; a file of one's own: any report id
-FAMILIES = ("templates", "networking", "restore", "lifecycle", "restarts", "logs", "jobspec", "jobtypes")
+FAMILIES = (
+    "templates",
+    "networking",
+    "restore",
+    "lifecycle",
+    "restarts",
+    "logs",
+    "jobspec",
+    "jobtypes",
+    "scheduling",
+)
 ALLOC_STATUSES = ("pending", "running", "complete", "failed", "lost")
 TASK_STATES = ("pending", "running", "dead")
 SIGNALS = ("SIGTERM", "SIGKILL")
@@ -119,6 +130,7 @@ STEPS: dict[str, object] = {
     "dispatch": "dispatch",
     "periodic_force": None,
     "node_eligibility": ("eligible", "ineligible"),
+    "node_drain": "drain",
 }
 CHECKS = (
     "alloc",
@@ -247,6 +259,9 @@ def _step(path: Path, where: str, item: object, vocab: dict[str, object]) -> Ste
         arg = _wait_arg(path, where, arg)
     elif kind == "dispatch":
         arg = _dispatch_arg(path, where, arg)
+    elif kind == "drain":
+        if arg != "force" and (not isinstance(arg, int | float) or isinstance(arg, bool) or arg <= 0):
+            raise ScenarioError(f"{_where(path, where)}: node_drain takes force or a deadline in seconds > 0")
     elif kind == "run":
         if arg is not None:
             if not isinstance(arg, dict) or set(arg) != {"refused"} or not isinstance(arg["refused"], str):

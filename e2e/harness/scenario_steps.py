@@ -199,6 +199,22 @@ class ScenarioRun:
         self.agent.request("PUT", f"/v1/node/{quote(str(info['ID']), safe='')}/eligibility", body)
         self.ineligible = step.arg == "ineligible"
 
+    def _step_node_drain(self, step: Step) -> None:
+        """`nomad node drain -enable -force` (a negative deadline) or `-deadline SECONDS`: the node is
+        ineligible from then on, until a node_eligibility step or the cleanup."""
+        self._drain(
+            {"Deadline": -1 if step.arg == "force" else int(float(step.arg) * 1e9), "IgnoreSystemJobs": False}
+        )
+        self.ineligible = True
+
+    def _drain(self, spec: dict[str, Any] | None) -> None:
+        """PUT /v1/node/:id/drain (None: `nomad node drain -disable`, and the node eligible again)."""
+        info = self.agent.node_info()
+        if info is None:
+            raise AssertionError(f"node_drain: {self.node.name} is not among the agent's nodes")
+        body = {"NodeID": info["ID"], "DrainSpec": spec, "MarkEligible": spec is None}
+        self.agent.request("PUT", f"/v1/node/{quote(str(info['ID']), safe='')}/drain", body)
+
     def job_children(self) -> list[dict[str, Any]]:
         """The job's child jobs, oldest first: {"id", "live"} (live: an alloc pending or running)."""
         kids = sorted(str(j["ID"]) for j in self.agent.jobs() if j.get("ParentID") == self.job)
@@ -432,9 +448,9 @@ class ScenarioRun:
     def cleanup(self) -> None:
         if self.down is not None:
             self._step_agent_start(Step("agent_start"))
-        if self.ineligible:
+        if self.ineligible:  # a drain still running is cancelled as well
             try:
-                self._step_node_eligibility(Step("node_eligibility", "eligible"))
+                self._drain(None)
             except Exception as exc:
                 print(f"[e2e] could not make {self.node.name} eligible again: {exc}")
         if self.job:  # a child job is a job of its own: `job stop` of the parent leaves it running
