@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from agent.drivers.pullconfig import PLUGIN_KEYS as PULL_PLUGIN_KEYS
+from agent.drivers.pullconfig import PullConfig, pull_plugin
 from agent.errors import ConfigError
 from agent.identity.claims import DEFAULT_IDENTITY_TTL
 from agent.identity.vaultlogin import DEFAULT_JWT_MOUNT, VAULT_IDENTITY, VaultJwt
@@ -71,6 +73,8 @@ class DockerPlugin:
     volumes_enabled: bool = False  # volumes { enabled }
     allow_runtimes: tuple[str, ...] = NOMAD_ALLOW_RUNTIMES
     pids_limit: int = 0  # the agent's docker_pids_limit: a task's pids_limit may not exceed it
+    # image_pull_timeout, pull_activity_timeout, auth { config, helper } (agent.drivers.pullconfig)
+    pull: PullConfig = field(default_factory=PullConfig)
 
 
 @dataclass(frozen=True)
@@ -326,7 +330,7 @@ def _docker_plugin(p: str, raw: dict[str, Any], key: str) -> DockerPlugin:
     if not isinstance(cfg, dict):
         raise ConfigError(p, f"{key}.docker", 'must be {"config": {...}}')
     where = f"{key}.docker.config."
-    known = {"allow_privileged", "allow_caps", "volumes", "allow_runtimes"}
+    known = {"allow_privileged", "allow_caps", "volumes", "allow_runtimes", *PULL_PLUGIN_KEYS}
     if unknown := sorted(set(cfg) - known):
         raise ConfigError(p, where + unknown[0], f"unknown key (known: {', '.join(sorted(known))})")
     kw: dict[str, Any] = {}
@@ -349,6 +353,9 @@ def _docker_plugin(p: str, raw: dict[str, Any], key: str) -> DockerPlugin:
         ):
             raise ConfigError(p, where + "volumes", 'must be {"enabled": true|false}')
         kw["volumes_enabled"] = vol.get("enabled", False)
+    kw["pull"], bad = pull_plugin(cfg)
+    if bad:
+        raise ConfigError(p, where + bad[0][0], bad[0][1])
     return DockerPlugin(**kw)
 
 

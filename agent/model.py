@@ -246,6 +246,7 @@ class Artifact:
     options: Mapping[str, str] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
     chown: bool = False  # what it wrote goes to the task's `user` (Nomad 1.7+)
+    insecure: bool = False  # https without certificate checks (go-getter's Insecure)
 
 
 @dataclass(frozen=True)

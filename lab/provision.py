@@ -44,9 +44,10 @@ def provision_baked(
     paths: LabPaths, digest: str, timings: Timings, *, running: bool = False, installed_wheel: str = ""
 ) -> Any:
     """The per-lab work on baked nodes: OpenBao and its PKI on the server while the rest (Consul
-    detection, workload images loaded, agent package) runs beside it; then the agents' credentials
-    and service, which need both. On a running lab (`running`: a converge) a new agent package
-    restarts the agent at once, as site.yml would."""
+    detection, workload images loaded, agent package) runs beside it; then the image registry (its
+    certificate, the images pushed) and the agents' credentials and service, which need both. On a
+    running lab (`running`: a converge) a new agent package restarts the agent at once, as site.yml
+    would."""
     from lab.playbook import PlayTimer, Recap, run_playbook
 
     # Every node runs the current bake, whose server image holds the controller's OpenBao binary
@@ -76,14 +77,14 @@ def provision_baked(
         if errors:
             raise errors[0]
         top.detail = f"changed={sum(r.changed for r in recaps)}"
-    timer = PlayTimer(timings)
-    try:
-        recaps.append(
-            run_playbook("agent.yml", paths, extra=extra, tags="credentials,service", on_line=timer)
-        )
-    except BaseException:
-        timer.fail()
-        raise
+    # The registry needs both branches: the PKI (its certificate) and the clients' images (pushed).
+    for name, tags in (("registry.yml", None), ("agent.yml", "credentials,service")):
+        timer = PlayTimer(timings)
+        try:
+            recaps.append(run_playbook(name, paths, extra=extra, tags=tags, on_line=timer))
+        except BaseException:
+            timer.fail()
+            raise
     return Recap(
         ok=sum(r.ok for r in recaps),
         changed=sum(r.changed for r in recaps),

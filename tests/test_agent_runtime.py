@@ -1194,7 +1194,7 @@ job "{job}" {{
       driver       = "docker"
       kill_timeout = "{kill_timeout}"
       config {{
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "/bin/sh"
         args    = ["-c", "{script}"]
       }}

@@ -33,7 +33,7 @@ job "talk" {
     task "docker" {
       driver = "docker"
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "sh"
         args    = ["-c", "echo to-stdout; echo to-stderr >&2; exec sleep 600"]
       }

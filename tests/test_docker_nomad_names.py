@@ -73,24 +73,27 @@ def test_a_task_container_carries_nomads_labels(driver: DockerDriver) -> None:
     assert labels["org.fieldlab.alloc"] == "a1", "the agent's own labels stay: restore reads them"
 
 
-def test_an_image_not_on_the_node_is_never_pulled_and_the_error_lists_the_nodes_images(
+def test_an_image_not_on_the_node_is_pulled_and_a_failed_pull_is_the_starts_error(
     driver: DockerDriver, alloc_id: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """A report's image (redis:7) that this lab does not have: refused at once with the images the
-    node has, never a pull (no registry here, and no traffic off the lab): a pull tried would fail
-    with the engine's own words (a DNS or registry error), not this message."""
+    """An image the node does not have is pulled, as Nomad's driver does (the `Driver` event
+    "Downloading image"); a registry that cannot be reached (loopback, nothing listening: no traffic
+    leaves the machine) fails the start with the pull's error, recoverable (the restart policy
+    retries it, as Nomad's recoverablePullError), and no container is made."""
     from agent.drivers.base import DriverError, TaskContext
     from agent.model import Task
 
-    task = Task("redis", "docker", config={"image": "fieldlab-no-such/redis:7"})
+    image = "127.0.0.1:1/fieldlab-no-such/redis:7"
+    events: list[tuple[str, object]] = []
+    task = Task("redis", "docker", config={"image": image})
     ctx = TaskContext(
-        job="web", group="g", alloc_id=alloc_id, task=task, task_dir=tmp_path_factory.mktemp("t"), env={}
-    )
-    with pytest.raises(DriverError) as refused:
+        job="web", group="g", alloc_id=alloc_id, task=task, task_dir=tmp_path_factory.mktemp("t"), env={},
+        driver_event=lambda message, details: events.append((message, dict(details))),
+    )  # fmt: skip
+    with pytest.raises(DriverError) as failed:
         driver.start(ctx)
-    said = str(refused.value)
-    assert "'fieldlab-no-such/redis:7' is not on this node" in said and "no registry" in said
-    assert "fieldlab/busybox:latest" in said  # what the node has, to map the report's image to
+    assert failed.value.reason.startswith(f"Failed to pull `{image}`: ") and failed.value.recoverable
+    assert events == [("Downloading image", {"image": image})]
     assert not driver.client.containers.list(all=True, filters={"label": f"{NOMAD_LABEL_ALLOC}={alloc_id}"})
 
 
@@ -101,3 +104,4 @@ def test_the_no_image_message_lists_what_the_node_has() -> None:
     said = no_image("redis:7", many, shown=3)
     assert "img00:latest, img01:latest, img02:latest and 12 more" in said
     assert "the node has no images" in no_image("redis:7", [])
+    assert "removed since it was found or pulled" in said

@@ -22,7 +22,7 @@ REASON = why_not_ready()
 if REASON:
     pytestmark.append(pytest.mark.skip(reason=REASON))
 
-IMAGE = "fieldlab/busybox:latest"
+IMAGE = "fieldlab/busybox:lab"
 EXITED = 30.0  # seconds for a container whose command is `exit 3` to be seen exited
 
 

@@ -27,7 +27,7 @@ REASON = why_not_ready()
 if REASON:
     pytestmark.append(pytest.mark.skip(reason=REASON))
 
-IMAGE = "fieldlab/busybox:latest"  # on every node of the lab (the workload_images role); never pulled
+IMAGE = "fieldlab/busybox:lab"  # on every node of the lab (the workload_images role); never pulled
 
 CONFIG: dict[str, Any] = {
     "image": IMAGE,

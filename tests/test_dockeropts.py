@@ -17,7 +17,7 @@ from agent.drivers.docker import DockerDriver
 from agent.drivers.dockeropts import (
     HONOURED,
     IGNORED_AS_NOMAD,
-    PULL_ONLY,
+    PULL_OPTIONS,
     REFUSED,
     capabilities,
     plan,
@@ -281,16 +281,22 @@ def test_every_refused_option_says_why() -> None:
         assert why({key: True})[key] == reason
 
 
-def test_pull_only_options_take_no_effect_as_nomads_for_an_image_on_the_node() -> None:
-    """Nomad's createImage uses an image on the node without a pull (so without auth); this agent
-    never pulls. The seed job of nomad-12216 (an `auth` block) is not refused."""
+def test_the_pull_options_are_honoured_and_their_bad_values_refused() -> None:
+    """auth, auth_soft_fail, image_pull_timeout and force_pull are read by the pull
+    (agent.drivers.dockerpull): not refused, no container option; a bad value is refused naming it. The
+    seed job of nomad-12216 (an `auth` block) is not refused."""
     config = {
-        "auth": [{"username": "u", "password": "p"}],
+        "auth": [{"username": "u", "password": "p", "server_address": "r:5000"}],
         "auth_soft_fail": True,
         "image_pull_timeout": "5m",
+        "force_pull": True,
     }
-    assert set(config) == set(PULL_ONLY)
+    assert set(config) == PULL_OPTIONS <= HONOURED
     assert kw(config) == kw({})
+    got = why({"image_pull_timeout": "soon", "force_pull": "yes", "auth": {"token": "t"}})
+    assert got["image_pull_timeout"].startswith('Failed to parse image_pull_timeout: invalid duration "soon"')
+    assert got["force_pull"] == "must be a bool, not 'yes'"
+    assert got["auth.token"].startswith("not a field of the docker auth block")
     seed = parse_jobspec(
         (ROOT / "tests" / "jobspecs" / "pause-container-orphans.hcl").read_text(), source="seed"
     )
@@ -307,8 +313,8 @@ def test_values_still_to_interpolate_wait_for_the_start() -> None:
 
 def test_every_option_of_nomads_driver_is_listed_once() -> None:
     options = IMPLEMENTED["config.docker"] | UNIMPLEMENTED["config.docker"]
-    assert options == HONOURED | set(REFUSED) | set(PULL_ONLY) | IGNORED_AS_NOMAD
-    assert not HONOURED & set(REFUSED) and not set(PULL_ONLY) & (HONOURED | set(REFUSED))
+    assert options == HONOURED | set(REFUSED) | IGNORED_AS_NOMAD
+    assert not HONOURED & set(REFUSED)
     doc = (ROOT / "docs" / "drivers.md").read_text().split("## exec and raw_exec")[0]  # docker's table
     rows = dict(re.findall(r"^\| `([a-z_0-9]+)` \| (honoured|refused|as Nomad)", doc, re.M))
     assert set(rows) == set(options), sorted(set(options) ^ set(rows))

@@ -59,7 +59,7 @@ job "shell" {
     task "box" {
       driver = "docker"
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "sleep"
         args    = ["600"]
       }

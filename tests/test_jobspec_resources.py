@@ -194,3 +194,35 @@ job "j" {
             'volume mount has an invalid SELinux label: "q"',
         )
     ]
+
+
+# --- artifact insecure ---------------------------------------------------------------------
+
+
+def test_an_insecure_artifact_is_fetched_over_https_without_certificate_checks(tmp_path: Path) -> None:
+    """go-getter's insecure: the server's certificate (of a CA the agent does not trust, naming another
+    host) is not checked; without it the same fetch is refused. The jobspec's field reaches the getter."""
+    import io
+    import ssl
+
+    from agent.getter.fetch import ArtifactUnavailable, FetchLimits, download
+    from tests.pki import TestCA
+    from tests.test_artifact_fetch import Server
+
+    issued = TestCA(tmp_path).issue("artifacts", server=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(issued.cert, issued.key)
+    server = Server(context)
+    limits = FetchLimits(allowed_hosts=("127.0.0.0/8",))
+    url = f"https://127.0.0.2:{server.port}/conf"  # the certificate names localhost and 127.0.0.1
+    try:
+        server.files["/conf"] = b"unchecked"
+        out = io.BytesIO()
+        download(url, "127.0.0.2", {}, out, limits, None, insecure=True)
+        assert out.getvalue() == b"unchecked"
+        with pytest.raises(ArtifactUnavailable, match="certificate verify failed"):
+            download(url, "127.0.0.2", {}, io.BytesIO(), limits, None)
+    finally:
+        server.close()
+    parsed = _parse(extra='artifact {\nsource = "https://example.com/x"\ninsecure = true\n}')
+    assert parsed.job.groups[0].tasks[0].artifacts[0].insecure and parsed.warnings == ()

@@ -66,7 +66,7 @@ SIDECAR = """
         sidecar = true
       }
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "/bin/sh"
         args    = ["-c", "echo side >> $NOMAD_ALLOC_DIR/data/order; exec sleep 600"]
       }

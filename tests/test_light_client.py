@@ -24,7 +24,7 @@ job "needs-docker" {
     task "t" {
       driver = "docker"
       config {
-        image = "fieldlab/busybox:latest"
+        image = "fieldlab/busybox:lab"
       }
     }
   }

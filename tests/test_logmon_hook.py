@@ -82,7 +82,7 @@ job "dlogs" {
     task "d" {
       driver = "docker"
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "/bin/sh"
         args    = ["-c", <<EOT
 n=$(cat /local/runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > /local/runs

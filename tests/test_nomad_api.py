@@ -54,7 +54,7 @@ job "nomadapi" {
     task "web" {
       driver = "docker"
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "sh"
         args    = ["-c", "echo ${var.greeting}-from-task; trap 'echo got-hup' HUP; ${local.loop}"]
       }
@@ -75,7 +75,7 @@ job "blk" {
     task "t" {
       driver = "docker"
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "sleep"
         args    = ["600"]
       }
@@ -440,7 +440,7 @@ job "svc" {
     task "t" {
       driver = "docker"
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "sleep"
         args    = ["600"]
       }
@@ -589,7 +589,7 @@ job "trap" {
     task "t" {
       driver = "docker"
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "sh"
         args    = ["-c", "${local.plant}; touch /local/planted; sleep 600"]
       }

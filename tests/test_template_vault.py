@@ -79,7 +79,7 @@ EXEC = """      driver = "exec"
       }}"""
 DOCKER = """      driver = "docker"
       config {{
-        image = "fieldlab/probe:latest"
+        image = "fieldlab/probe:lab"
         args  = ["--port", "8080", "--cert", "/secrets/cert.pem"]
       }}"""
 

@@ -795,7 +795,7 @@ job "vault-token" {
     task "web" {
       driver = "docker"
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "sleep"
         args    = ["3600"]
       }

@@ -26,7 +26,7 @@ SCRIPT = (
 
 def _job(driver: str, read_only: str) -> str:
     config = (
-        f'image = "fieldlab/busybox:latest"\n        command = "/bin/sh"\n        args = ["-c", "{SCRIPT}"]'
+        f'image = "fieldlab/busybox:lab"\n        command = "/bin/sh"\n        args = ["-c", "{SCRIPT}"]'
         if driver == "docker"
         else f'command = "/bin/sh"\n        args = ["-c", "{SCRIPT}"]'
     )

@@ -127,6 +127,8 @@ class TaskContext:
     task_dirs: tuple[str, ...] = ("alloc", "local", "secrets")  # mounted at /<name> (plan_task_dir_mounts)
     host_namespaces: tuple[str, ...] = ()  # config keys whose "host" it gets (plan_host_namespaces)
     logs_read_only: bool = True  # alloc/logs bound read-only over /alloc (plan_logs_read_only)
+    # a task event of type "Driver" (message, details), as Nomad's driver EventEmitter (a pull's)
+    driver_event: Callable[[str, Mapping[str, str]], None] | None = None
 
 
 class TaskDriver(Protocol):

@@ -47,8 +47,10 @@ from agent.drivers.base import (
 )
 from agent.drivers.dockermounts import volume_bind
 from agent.drivers.dockeropts import effective_network, plan, published, refusals
+from agent.drivers.dockerpull import EnginePullApi, Puller
 from agent.drivers.dockervalues import DockerOpts, TaskFacts
 from agent.drivers.hostproc import EXEC_OUTPUT_MAX
+from agent.drivers.pullconfig import task_pull
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
 from agent.drivers.usage import Usage, docker_usage
 from agent.model import Task
@@ -126,15 +128,19 @@ def task_container_name(task: str, alloc_id: str) -> str:
 
 
 def no_image(image: str, local: list[str], shown: int = 12) -> str:
-    """Why a task's image cannot be had (pure): not on this node, and no registry to pull from; the
-    node's images, so that a report's image can be mapped to one of them."""
+    """Why a task's image is not there to run although the pull path found or pulled it (it was
+    removed in between): the node's images (pure)."""
     have = sorted(set(local))
     listed = ", ".join(have[:shown]) + (f" and {len(have) - shown} more" if len(have) > shown else "")
     return (
-        f"image {image!r} is not on this node, and this lab has no registry to pull it from (the agent "
-        f"never pulls): the node has {listed or 'no images'}; use one of them (a job variable, or a "
-        "scenario's image map)"
+        f"image {image!r} is not on this node (removed since it was found or pulled): the node has "
+        f"{listed or 'no images'}; the lab's images are in its registry (docs/drivers.md, image pulls)"
     )
+
+
+def _no_event(message: str, details: Mapping[str, str]) -> None:
+    """A start with no task to tell (a test's): the pull's events go to the log."""
+    log.info("%s %s", message, dict(details))
 
 
 class DockerDriver:
@@ -165,6 +171,8 @@ class DockerDriver:
         # Host-mode groups: published ports bind this address (the node's advertise address), as
         # Nomad's docker driver binds the host network's; "" binds every address.
         self.publish_address = publish_address
+        # Nomad's image pull (createImage): one pull per image at a time, the plugin's timeouts and auth
+        self.puller = Puller(EnginePullApi(lambda: self.client), self.plugin.pull)
 
     @property
     def client(self) -> Any:
@@ -320,11 +328,11 @@ class DockerDriver:
                 kw["command"] = [str(cfg["command"]), *(str(a) for a in cfg.get("args", []))]
         elif cfg.get("args"):
             kw["command"] = [str(a) for a in cfg["args"]]
-        try:
-            # Never a pull: this lab has no registry, and a pull would send traffic off the lab.
-            self.client.images.get(image)
-        except docker.errors.ImageNotFound:
-            raise DriverError("docker", f"task {task.name}", no_image(image, self._local_tags())) from None
+        # the image, pulled as Nomad's driver pulls it (a `Driver` event "Downloading image"); a
+        # failed pull is the start's DriverError (recoverable unless the image was not found)
+        self.puller.ensure(
+            image, task_pull(cfg, DockerOpts()), ctx.driver_event or _no_event, f"task {task.name}"
+        )
         try:
             c = self.client.containers.run(image, **kw)
         except docker.errors.ImageNotFound:

@@ -31,6 +31,7 @@ from agent.drivers.dockervalues import (
     read_strs,
     str_map,
 )
+from agent.drivers.pullconfig import task_pull
 
 NO_NEW_PRIVILEGES = "no-new-privileges"
 # the engine's own copy of a task's output, json-file, when the task sets no logging (docker.py)
@@ -44,20 +45,13 @@ HONOURED = frozenset(
         "oom_score_adj", "init", "interactive", "tty", "ipc_mode", "pid_mode", "uts_mode",
         "userns_mode", "cgroupns", "privileged", "pids_limit", "group_add", "mac_address",
         "healthchecks", "logging", "port_map", "mount", "mounts", "volumes", "devices",
-        "network_mode", "runtime",
+        "network_mode", "runtime", "auth", "auth_soft_fail", "image_pull_timeout", "force_pull",
     }
 )  # fmt: skip
 
-_NO_PULL = "this agent never pulls an image (the lab has no registry): only images on the node run"
-# Only a pull reads them: Nomad's createImage uses the image on the node without a pull (a tag other
-# than latest), and so does this agent for every image (it never pulls): no effect, as Nomad's.
-PULL_ONLY: Mapping[str, str] = {
-    "auth": "registry credentials, read only by a pull",
-    "auth_soft_fail": "whether a pull without credentials goes on, read only by a pull",
-    "image_pull_timeout": "how long a pull may take, read only by a pull",
-}
+# Read by the image pull (agent.drivers.dockerpull, as Nomad's createImage/pullImage), checked here.
+PULL_OPTIONS = frozenset({"auth", "auth_soft_fail", "image_pull_timeout", "force_pull"})
 REFUSED: Mapping[str, str] = {
-    "force_pull": _NO_PULL,
     "load": "loading an image from an artifact's tarball is not implemented by this agent",
     "advertise_ipv6_address": "this agent advertises no container address (services use the alloc's)",
     "container_exists_attempts": (
@@ -73,7 +67,7 @@ REFUSED: Mapping[str, str] = {
     "ipv6_address": "needs a user-defined docker network_mode, which this agent does not run",
     "network_aliases": "needs a user-defined docker network_mode, which this agent does not run",
     "isolation": "a Windows isolation mode: Nomad's driver refuses it on Linux too",
-    "platform": "the platform of an image to pull: this agent never pulls",
+    "platform": "pulling an image for another platform is not implemented by this agent",
     "storage_opt": "the lab's docker storage (overlay2 without project quotas) takes no storage options",
     "volume_driver": "no docker volume plugin runs on this node",
 }
@@ -112,7 +106,7 @@ def plan(
     for key in config:
         if key in REFUSED and config[key] not in (None, False, "", [], {}, 0):
             out.refuse(key, REFUSED[key])
-        elif key not in HONOURED | REFUSED.keys() | PULL_ONLY.keys() | IGNORED_AS_NOMAD:
+        elif key not in HONOURED | REFUSED.keys() | IGNORED_AS_NOMAD:
             out.refuse(key, "not a config field of Nomad's docker driver")
     net = effective_network(config, facts.network_mode)
     _simple(config, out, net, later)
@@ -120,6 +114,7 @@ def plan(
     _security(config, plugin, out, later, facts)
     _resources(config, plugin, facts, out)
     _logging(config, out)
+    task_pull(config, out)
     mounts(config, plugin, facts, out, later)
     _network(config, plugin, facts, out, net)
     return out
@@ -443,5 +438,5 @@ def published(
 def ensure_all_listed(options: Iterable[str]) -> list[str]:
     """The options of Nomad's driver that are neither honoured, refused nor ignored as Nomad
     (a test keeps this empty against fields.IMPLEMENTED)."""
-    known = HONOURED | REFUSED.keys() | PULL_ONLY.keys() | IGNORED_AS_NOMAD
+    known = HONOURED | REFUSED.keys() | IGNORED_AS_NOMAD
     return sorted(o for o in options if o not in known)

@@ -74,6 +74,7 @@ class HttpGetter:
                 plan.checksum,
                 cafile=self.cafile,
                 cancel=cancel,
+                insecure=artifact.insecure,
             )
             tmp.seek(0)
             if plan.archive in SINGLE_FILE:

@@ -40,6 +40,7 @@ def _artifact(builder: BodyReader, body: Body, path: str) -> Artifact | None:
     options = builder._str_map(body, "options", path)
     headers = builder._str_map(body, "headers", path)
     chown = builder._bool(body, "chown", path, False)
+    insecure = builder._bool(body, "insecure", path, False)  # go-getter's: https without TLS checks
     if not source:
         return None
     ok = _source_ok(builder, source, join(path, "source"))
@@ -71,7 +72,7 @@ def _artifact(builder: BodyReader, body: Body, path: str) -> Artifact | None:
         ok = False
     if not ok:
         return None
-    return Artifact(source, dest, mode, options, headers, chown)
+    return Artifact(source, dest, mode, options, headers, chown, insecure)
 
 
 def _source_ok(builder: BodyReader, source: str, where: str) -> bool:

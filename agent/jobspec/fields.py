@@ -93,7 +93,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     # Nomad's VolumeMount: where a task sees a group volume
     "volume_mount": frozenset({"volume", "destination", "read_only", "propagation_mode", "selinux_label"}),
     # Nomad's TaskArtifact: fetched into the task dir before its first start (agent.getter)
-    "artifact": frozenset({"source", "destination", "mode", "options", "headers", "chown"}),
+    "artifact": frozenset({"source", "destination", "mode", "options", "headers", "chown", "insecure"}),
     # Nomad's WorkloadIdentity: a JWT the agent signs for the task (agent.identity)
     "identity": frozenset(
         {"name", "aud", "env", "file", "filepath", "ttl", "change_mode", "change_signal", "extra_claims"}
@@ -374,7 +374,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     ),
     "volume": frozenset({"sticky"}),
     "volume_mount": frozenset(),
-    "artifact": frozenset({"insecure"}),
+    "artifact": frozenset(),
     "identity": frozenset({"service_name"}),
     "network": frozenset({"cidr", "device", "ip", "mbits"}),
     "cni": frozenset(),

@@ -363,7 +363,7 @@ def _task(job: Job, g: Group, t: Task) -> dict[str, Any]:
                 "GetterOptions": nil_map(a.options),
                 "GetterHeaders": nil_map(a.headers),
                 "GetterMode": a.mode,
-                "GetterInsecure": False,
+                "GetterInsecure": a.insecure,
                 "RelativeDest": a.destination,
                 "Chown": a.chown,
             }

@@ -93,6 +93,8 @@ def task_event(ev: TaskEventLike) -> dict[str, Any]:
         ev.message,
     )
     out["Details"] = {str(k): go_string(v) for k, v in d.items()}
+    if ev.type == "Driver":  # a driver's event: its message is the DriverMessage (alloc_runner.go)
+        out["DriverMessage"] = ev.message
     if not d:
         return out
     for key, value in d.items():

@@ -372,6 +372,7 @@ class TaskRunner:
             task_dirs=plan_task_dir_mounts(self.d.bugs),
             host_namespaces=host_namespaces,
             logs_read_only=plan_logs_read_only(self.d.bugs),
+            driver_event=lambda message, details: self.event("Driver", message, **details),
         )
         record = self.state.task(t.name)
         self.state.put_task(
