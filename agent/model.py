@@ -78,6 +78,7 @@ class RestartPolicy:
     interval: float = 1800.0
     delay: float = 15.0
     mode: str = "fail"  # "fail" or "delay"
+    render_templates: bool = False  # every template rendered anew before each restart (Nomad 1.6)
 
 
 @dataclass(frozen=True)

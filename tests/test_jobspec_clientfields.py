@@ -14,9 +14,10 @@ import pytest
 from agent.jobspec import JobspecError, ParsedJob, parse_jobspec
 from agent.jobspec.update import canary_refusals
 from agent.model import Group, Job, Task
-from agent.records import AllocRecord, AllocStatus, DesiredStatus
+from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 from agent.runner.alloc import AllocRunner
 from agent.runner.maxrun import EXCEEDED, arm_max_run_duration, enforce_max_run_duration
+from lab.waits import wait_until
 from tests.fakes import FakeNode
 
 
@@ -340,3 +341,47 @@ def test_a_device_request_is_refused_with_the_reason() -> None:
     ((where, why),) = _problems(_job(task='resources {\ndevice "nvidia/gpu" {\ncount = 1\n}\n}'))
     assert where == "job.j.group.g.task.t.resources.device"
     assert why.startswith("refused: fieldlab-agent does not place device requests")
+
+
+# --- restart render_templates ---------------------------------------------------------------------------
+
+
+def _templated(node: FakeNode, render: bool) -> AllocRunner:
+    from agent.model import RestartPolicy, Template
+
+    tpl = Template("local/app.conf", data='a={{ env "NOMAD_TASK_NAME" }}\n', change_mode="noop", splay=0)
+    task = Task(name="t", driver="docker", config={"image": "x"}, templates=(tpl,))
+    policy = RestartPolicy(attempts=3, interval=600, delay=1, mode="fail", render_templates=render)
+    group = Group(name="g", tasks=(task,), restart=policy)
+    rec = AllocRecord(id="a1b2c3d4-0000-4000-8000-00000000000c", job="j", group="g")
+    runner = AllocRunner(node.deps(), rec, Job(id="j", groups=(group,)), group)
+    node.store.put("alloc", runner.id, runner.rec.to_record())
+    runner.start()
+    return runner
+
+
+@pytest.mark.parametrize("render", [True, False])
+def test_render_templates_renders_every_template_anew_before_a_restart(tmp_path: Path, render: bool) -> None:
+    """Nomad's template hook: with restart { render_templates = true } a restarted task's templates
+    are rendered again before it starts (a new pass); without it the files stay as they were."""
+    node = FakeNode(tmp_path)
+    runner = _templated(node, render)
+    passes = runner.tasks["t"].templates().passes
+    assert passes == 1 and runner.state.task("t").state is TaskState.RUNNING
+    conf = runner.task_dir(runner.group.tasks[0]) / "local" / "app.conf"
+    conf.write_text("changed by hand\n")
+    (hid,) = [h for h in node.docker.running() if h.startswith("docker-t")]
+    node.docker.exit(hid, 3)
+    runner.on_task_exit(hid)
+
+    def running() -> tuple[bool | None, str]:  # the render runs off the loop; then the start
+        node.run_timers()
+        state = runner.state.task("t").state
+        return (True if state is TaskState.RUNNING else None), state.value
+
+    wait_until(running, timeout=10, what="the restarted task running", interval=0.01)
+    assert runner.state.task("t").state is TaskState.RUNNING and runner.state.task("t").restarts == 1
+    assert runner.tasks["t"].templates().passes == (2 if render else 1)
+    assert conf.read_text() == ("a=t\n" if render else "changed by hand\n")
+    parsed = _parse(_job(group="restart {\nrender_templates = true\n}"))
+    assert parsed.job.groups[0].restart.render_templates and parsed.warnings == ()

@@ -423,6 +423,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             interval=self._duration(rb, "interval", rpath, default.interval),
             delay=self._duration(rb, "delay", rpath, default.delay),
             mode=self._choice(rb, "mode", rpath, RESTART_MODES, default.mode),
+            render_templates=self._bool(rb, "render_templates", rpath, default.render_templates),
         )
         if len(self.report.problems) > before:
             return policy
@@ -453,6 +454,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
             interval=self._duration(rb, "interval", rpath, group.interval),
             delay=self._duration(rb, "delay", rpath, group.delay),
             mode=self._choice(rb, "mode", rpath, RESTART_MODES, group.mode),
+            render_templates=self._bool(rb, "render_templates", rpath, group.render_templates),
         )
 
     def _config(self, body: Body, path: str, driver: str, labels: set[str]) -> dict[str, object]:

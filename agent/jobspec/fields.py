@@ -109,7 +109,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     "dns": frozenset({"servers", "searches", "options"}),
     # host_network: "default" only (this client's only one); ignore_collision: false only
     "port": frozenset({"to", "static", "host_network", "ignore_collision"}),
-    "restart": frozenset({"attempts", "interval", "delay", "mode"}),
+    "restart": frozenset({"attempts", "interval", "delay", "mode", "render_templates"}),
     "task": frozenset(
         {
             "driver",
@@ -380,7 +380,7 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
     "cni": frozenset(),
     "dns": frozenset(),
     "port": frozenset(),
-    "restart": frozenset({"render_templates"}),
+    "restart": frozenset(),
     "logs": frozenset({"enabled"}),  # Nomad's pre-1.5.4 spelling: its API drops it (fieldclass)
     "lifecycle": frozenset(),
     "parameterized": frozenset(),

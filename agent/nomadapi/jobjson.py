@@ -516,7 +516,7 @@ def _restart(r: RestartPolicy) -> dict[str, Any]:
         "Attempts": r.attempts,
         "Delay": ns(r.delay),
         "Mode": r.mode,
-        "RenderTemplates": False,
+        "RenderTemplates": r.render_templates,
     }
 
 
