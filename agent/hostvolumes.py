@@ -8,13 +8,27 @@ reaches them.
 `own_path_problem` decides over plain paths; `resolve_host_volume` is the thin adapter that asks
 the file system. Nomad's client checks a host volume's path once, when it fingerprints it; the
 agent's own dirs are not Nomad's rule but the project's (a task never reaches the agent's files).
+
+No window between the check and the mount (issue 51): `hold_host_volume` opens the checked
+directory (O_PATH, each component without following a link: a component swapped for a link since
+the check is refused), checks the opened fd's own path again and holds the fd until the driver has
+made the mount. The drivers mount that very directory, never the path string again: the exec
+driver binds it and compares the mount's device and inode with the fd's before the task runs
+(`dir_identity`); the docker driver hands dockerd a bind of the fd on a fresh dir of its own
+(`staged_bind`: dockerd and runc mount in another mount namespace, where the fd's
+/proc/<pid>/fd/N link cannot be a bind's source), unmounted once the container runs.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import sys
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import agent
@@ -78,3 +92,121 @@ def resolve_host_volume(name: str, path: str, own: Sequence[Path]) -> Path:
         shown = f"{path} (resolved: {real})" if str(real) != os.path.abspath(path) else path
         raise HostVolumeError(f'host volume "{name}": {shown} {problem}: refused')
     return real
+
+
+# Each component opened as a directory, never through a link (O_PATH: no read access needed).
+_WALK = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_no_links(real: str) -> int:
+    """An O_PATH fd of the directory `real` (absolute, links already resolved), each component
+    opened without following a link: OSError (ENOTDIR, ELOOP) when one is a link now."""
+    fd = os.open("/", _WALK)
+    try:
+        for part in (p for p in real.split("/") if p):
+            nxt = os.open(part, _WALK, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def fd_path(fd: int) -> str:
+    """The path an open fd's directory has now (its /proc/self/fd link)."""
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+def dir_identity(fd: int) -> str:
+    """ "<device>:<inode>" of an open fd's directory, as `stat -c %d:%i` prints it."""
+    st = os.fstat(fd)
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+@dataclass
+class HeldVolume:
+    """A host volume's checked directory, open (an O_PATH fd) until its mount is made."""
+
+    fd: int
+    path: str  # its real path when it was checked
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _no_window(real: Path) -> None:
+    """The default seam between the check and the open: nothing happens there."""
+
+
+def hold_host_volume(
+    name: str, path: str, own: Sequence[Path], *, checked: Callable[[Path], None] = _no_window
+) -> HeldVolume:
+    """Host volume `name` resolved and checked (resolve_host_volume), then opened without following
+    a link and checked again by the fd's own path: the caller holds the very directory that was
+    checked, or a HostVolumeError says why not. `checked`: called between the check and the open
+    (a test swaps a component for a link there)."""
+    real = resolve_host_volume(name, path, own)
+    checked(real)
+    try:
+        fd = open_no_links(str(real))
+    except OSError as exc:
+        why = f"changed while it was mounted ({real}: {exc.strerror or exc})"
+        raise HostVolumeError(f'host volume "{name}": {path} {why}: refused') from None
+    now = fd_path(fd)
+    problem = own_path_problem(Path(now), _real_forms(own))
+    if now != str(real) or problem is not None:
+        os.close(fd)
+        why = problem or f"is now {now}"
+        raise HostVolumeError(f'host volume "{name}": {path} (resolved: {real}) {why}: refused')
+    return HeldVolume(fd, now)
+
+
+# -- a bind of a held dir on a dir of the agent's own (for a driver that mounts in another namespace) ----
+_MS_BIND = 4096
+_MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _syscall_error(what: str, path: str) -> OSError:
+    code = ctypes.get_errno()
+    return OSError(code, f"{what}: {os.strerror(code)}", path)
+
+
+@contextmanager
+def staged_bind(fd: int, staging_dir: Path) -> Iterator[str]:
+    """The directory open as `fd` bound on a fresh dir under `staging_dir` (root's, 0700: no task
+    reaches it), for the length of the block; unmounted (detached) and removed after it. The bind is
+    made through the fd (its /proc/self/fd link), never through a path a task could swap."""
+    staging_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    where = tempfile.mkdtemp(prefix="bind-", dir=staging_dir)
+    target = os.open(where, _WALK)
+    try:
+        source, on = f"/proc/self/fd/{fd}".encode(), f"/proc/self/fd/{target}".encode()
+        if _libc.mount(source, on, None, _MS_BIND, None):
+            raise _syscall_error("bind the host volume", where)
+    except BaseException:
+        os.close(target)
+        os.rmdir(where)
+        raise
+    os.close(target)
+    try:
+        yield where
+    finally:
+        _unstage(where)
+
+
+def _unstage(where: str) -> None:
+    if _libc.umount2(where.encode(), _MNT_DETACH) and ctypes.get_errno() not in (errno.EINVAL, errno.ENOENT):
+        raise _syscall_error("unmount the staged host volume", where)
+    os.rmdir(where)
+
+
+def sweep_staged(staging_dir: Path) -> None:
+    """The binds a crashed start left under `staging_dir`, unmounted and removed."""
+    if staging_dir.is_dir():
+        for entry in os.listdir(staging_dir):
+            if entry.startswith("bind-"):
+                _unstage(str(staging_dir / entry))

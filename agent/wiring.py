@@ -33,7 +33,7 @@ from agent.errors import AgentError
 from agent.faults import Faults
 from agent.getter.fetch import FetchLimits
 from agent.getter.getter import HttpGetter
-from agent.hostvolumes import HostVolumeError, own_paths, resolve_host_volume
+from agent.hostvolumes import HostVolumeError, own_paths, resolve_host_volume, sweep_staged
 from agent.identity.vaultlogin import VaultJwt
 from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
@@ -169,7 +169,9 @@ def build_core(
             plugin=settings.docker_plugin,
             own_paths=own,
             bugs=faults.bugs(),
+            staging_dir=settings.data_dir / "hostvolumes",
         )
+        sweep_staged(settings.data_dir / "hostvolumes")  # a crashed start's binds (agent.hostvolumes)
     else:
         docker = None
     exec_driver = ExecDriver(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -106,6 +106,9 @@ class Mount:
     task_path: str
     read_only: bool
     propagation_mode: str = "private"
+    # an O_PATH fd of the checked dir (agent.hostvolumes.hold_host_volume), open until the start
+    # returns: the driver mounts that very dir, never `host_path` resolved again; -1: none
+    fd: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from agent.drivers.base import (
     DriverError,
     ExitReport,
     KnownDeaths,
+    Mount,
     Sandbox,
     TaskContext,
     TaskHandle,
@@ -53,10 +54,13 @@ from agent.drivers.hostproc import EXEC_OUTPUT_MAX
 from agent.drivers.pullconfig import task_pull
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
 from agent.drivers.usage import Usage, docker_usage
+from agent.hostvolumes import staged_bind
 from agent.model import Task
 
 log = logging.getLogger(__name__)
 PAUSE_IMAGE = "fieldlab/pause:latest"
+# where a host volume's held dir is bound for dockerd during a start (the agent passes its data dir's)
+STAGING_DIR = Path("/run/fieldlab-agent/hostvolumes")
 
 
 P = ParamSpec("P")
@@ -159,6 +163,7 @@ class DockerDriver:
         node_name: str = "",
         plugin: DockerPlugin | None = None,
         own_paths: Sequence[Path] = (),
+        staging_dir: Path = STAGING_DIR,
         bugs: Bugs = NO_BUGS,
     ) -> None:
         self._client = client
@@ -167,6 +172,8 @@ class DockerDriver:
         self.plugin = plugin or DockerPlugin()  # Nomad's plugin "docker" config
         self.pids_limit = pids_limit  # of every task container; 0: none (client config docker_pids_limit)
         self.own_paths = tuple(own_paths)  # the agent's own files: no bind reaches them (hostvolumes)
+        self.bugs = bugs  # the fault flags the option mapping takes (dockeropts.plan, via TaskFacts)
+        self.staging_dir = staging_dir  # host volumes' binds for dockerd, during a start (hostvolumes)
         self.bugs = bugs  # the fault flags the option mapping takes (dockeropts.plan, via TaskFacts)
         # Host-mode groups: published ports bind this address (the node's advertise address), as
         # Nomad's docker driver binds the host network's; "" binds every address.
@@ -266,6 +273,26 @@ class DockerDriver:
     # -- tasks ---------------------------------------------------------------------------------
     @engine_errors("start")
     def start(self, ctx: TaskContext) -> TaskHandle:
+        # the host volumes' held dirs, bound for dockerd until the container runs
+        with contextlib.ExitStack() as staged:
+            binds = [self._volume_bind(ctx, m, staged) for m in ctx.mounts]
+            return self._start(ctx, binds)
+
+    def _volume_bind(self, ctx: TaskContext, m: Mount, staged: contextlib.ExitStack) -> str:
+        """A host volume's docker bind. Its held dir (m.fd) is bound on a fresh dir of the agent's
+        own first (agent.hostvolumes.staged_bind), which dockerd is given: dockerd and runc mount it
+        in the container's namespace, where the fd's /proc link cannot be a source, and a path a
+        task could swap is never resolved again."""
+        if m.fd < 0:
+            return volume_bind(m)
+        try:
+            where = staged.enter_context(staged_bind(m.fd, self.staging_dir))
+        except OSError as exc:
+            why = f"host volume at {m.task_path}: {exc}"
+            raise DriverError("docker", f"task {ctx.task.name}", why) from None
+        return volume_bind(replace(m, host_path=where))
+
+    def _start(self, ctx: TaskContext, binds: list[str]) -> TaskHandle:
         task = ctx.task
         cfg = task.config
         image = str(cfg.get("image", ""))
@@ -301,7 +328,7 @@ class DockerDriver:
                 ),
                 # the alloc's logs: written by the agent from the tasks' output, read-only to tasks
                 *([f"{ctx.task_dir.parent / 'alloc' / 'logs'}:/alloc/logs:ro"] if ctx.logs_read_only else []),
-                *(volume_bind(m) for m in ctx.mounts),
+                *binds,
                 *opts.kwargs.get("volumes", []),
             ],
         }

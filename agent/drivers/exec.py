@@ -79,6 +79,7 @@ from agent.drivers.hostproc import (
 from agent.drivers.keeperclient import EXITS_DIR, KeptProcess
 from agent.drivers.process import ProcessDriver
 from agent.drivers.session import ExecPlan
+from agent.hostvolumes import dir_identity
 from agent.model import Task
 
 log = logging.getLogger(__name__)
@@ -325,7 +326,9 @@ class ExecDriver(ProcessDriver):
         task's cwd (config.work_dir), entered inside the new root only (a link there resolves inside
         it), made when missing where the root lets it be (local/, tmp/, ...), as runc makes it.
         `oom_score_adj`: the task's, written before its init runs (None: the agent's is inherited)."""
-        mount, mkdir, ln, pivot = (_host_tool(t) for t in ("mount", "mkdir", "ln", "pivot_root"))
+        mount, mkdir, ln, pivot, stat = (
+            _host_tool(t) for t in ("mount", "mkdir", "ln", "pivot_root", "stat")
+        )
         umount = self.inside_path("umount")
         q = shlex.quote
 
@@ -363,6 +366,11 @@ class ExecDriver(ProcessDriver):
                 f"{mkdir} -p {at(m.task_path)}",
                 f"{mount} -o bind,{ro}nosuid,nodev {q(m.host_path)} {at(m.task_path)}",
             ]
+            if m.fd >= 0:  # the dir mounted is the one the runner checked and holds, or no task runs
+                want = dir_identity(m.fd)
+                why = f"host volume {m.host_path} at {m.task_path} changed while it was mounted: refused"
+                found = f'"$({stat} -c %d:%i {at(m.task_path)})"'
+                lines.append(f"[ {found} = {want} ] || {{ echo {q(why)} >&2; exit 1; }}")
         lines += [
             f"{mkdir} -p {at('/proc')} {at('/dev')}",
             f"{mount} -t proc -o nosuid,nodev,noexec proc {at('/proc')}",

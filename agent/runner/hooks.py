@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
 from agent.errors import AgentError, Unavailable
-from agent.hostvolumes import HostVolumeError, resolve_host_volume
+from agent.hostvolumes import HeldVolume, HostVolumeError, hold_host_volume
 from agent.records import DesiredStatus
 from agent.runner.logmonhook import LogLimits, LogmonOutput
 from agent.runner.owner import task_user_owner
@@ -49,6 +49,13 @@ class StartRequest:
 
     output: TaskOutput | None = None
     mounts: tuple[Mount, ...] = ()
+    held: list[HeldVolume] = field(default_factory=list)  # the mounts' dirs, open until the start returns
+
+    def release(self) -> None:
+        """Close the held dirs (the start is over: the driver made its mounts, or failed)."""
+        for h in self.held:
+            h.close()
+        self.held.clear()
 
 
 class TaskHook:
@@ -263,7 +270,8 @@ class VolumeHook(TaskHook):
     """The task's volume_mounts on this node's host volumes (Nomad's volume hook): read only when
     the client's volume, the group's request or the mount says so. A volume the node no longer has
     (its config changed since the job was placed) fails the start, naming it. Each path is resolved
-    at every start and refused when it leads into the agent's own dirs (agent.hostvolumes)."""
+    at every start and refused when it leads into the agent's own dirs, and held open until the
+    driver has mounted it (agent.hostvolumes: no window between the check and the mount)."""
 
     name = "volumes"
 
@@ -277,10 +285,11 @@ class VolumeHook(TaskHook):
                 why = f"host volume validation error: missing {want.source}"
                 raise DriverError("volume", f"task {tr.t.name}", why)
             path, client_ro = found
-            try:  # resolved now, at every start: the driver is handed the real directory, never a link
-                real = resolve_host_volume(want.source, path, (tr.d.data_dir, *tr.d.own_paths))
+            try:  # resolved now, at every start, and held open: the driver mounts the checked dir
+                held = hold_host_volume(want.source, path, (tr.d.data_dir, *tr.d.own_paths))
             except HostVolumeError as exc:
                 raise DriverError("volume", f"task {tr.t.name}", str(exc)) from None
+            req.held.append(held)  # closed by the task runner once the start returned
             read_only = client_ro or want.read_only or m.read_only
-            out.append(Mount(str(real), m.destination, read_only, m.propagation_mode))
+            out.append(Mount(held.path, m.destination, read_only, m.propagation_mode, fd=held.fd))
         req.mounts = tuple(out)
