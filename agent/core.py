@@ -599,13 +599,15 @@ class Core:
 
     def blocked_reschedule(self, job_id: str, group: str) -> AllocRunner | None:
         """The oldest failed alloc of the job's group whose reschedule was planned and then held by a
-        node that took no new allocs (Core.hold): the blocked evaluation's placement replaces it."""
+        node that took no new allocs (Core.hold): the blocked evaluation's placement replaces it. Not
+        one a job stop dropped the reschedule of (its DesiredStatus stop)."""
         held = [
             r
             for r in self.runners.values()
             if r.job.id == job_id
             and r.group.name == group
             and r.rec.status is AllocStatus.FAILED
+            and r.rec.desired is DesiredStatus.RUN
             and r.rec.reschedule_due > 0
             and not r.rec.replaced_by
             and not r.rec.replace_pending

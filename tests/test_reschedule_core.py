@@ -279,3 +279,25 @@ def test_a_blocked_reschedule_places_the_replacement_with_its_tracker(tmp_path: 
     fault = frozenset({"blocked-reschedule-drops-tracker"})
     tracker, previous, first, allocs = _blocked_reschedule_run(tmp_path / "fault", fault)
     assert (tracker, previous, allocs) == ([], "", 3)
+
+
+def test_a_reschedule_a_job_stop_dropped_is_not_revived_by_a_later_blocked_evaluation(api: Api) -> None:
+    """The job stopped while its failed alloc's reschedule was held, then registered again on the
+    ineligible node: its blocked evaluation places a fresh alloc, not the stopped one's replacement."""
+    (first,) = run_job(api.request, CRASHY_BATCH)
+    _fail(api, first)
+    _until("the reschedule timer", lambda: pending_reschedules(api.core))
+    body = {"Eligibility": "ineligible", "NodeID": NODE.id}
+    api.request("POST", f"/v1/node/{NODE.id}/eligibility", body)
+    reschedule_now(api.core)
+    _until("the reschedule decided", lambda: pending_reschedules(api.core) == [])
+    api.request("DELETE", "/v1/job/crashy-batch")
+    assert run_job(api.request, CRASHY_BATCH) == []  # registered again: held, nothing placed
+    api.request("POST", f"/v1/node/{NODE.id}/eligibility", {**body, "Eligibility": "eligible"})
+    (placed,) = _until(
+        "the blocked evaluation placing the alloc",
+        lambda: [a["ID"] for a in api.request("GET", "/v1/job/crashy-batch/allocations") if a["ID"] != first],
+    )
+    new = api.request("GET", f"/v1/allocation/{placed}")
+    assert (new["PreviousAllocation"], new["RescheduleTracker"]) == ("", None)
+    assert api.request("GET", f"/v1/allocation/{first}")["NextAllocation"] == ""
