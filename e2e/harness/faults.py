@@ -47,6 +47,8 @@ def faults_dropin(target: Target) -> str:
 
 PARTITION_CHAIN = "FIELDLAB-PARTITION"
 VAULT_OUTAGE_CHAIN = "FIELDLAB-VAULT-OUTAGE"
+REGISTRY_SLOW_CHAIN = "FIELDLAB-REGISTRY-SLOW"
+REGISTRY_PORT = 5000  # the registry role's registry_port
 
 
 class FaultError(LabError):
@@ -562,6 +564,58 @@ class VaultOutage(Fault):
             node=self.node.name,
             step="heal vault-outage",
         )
+
+
+@dataclass
+class RegistryFault(Fault):
+    """The lab's image registry on its server (the registry role) `down` (`systemctl stop
+    docker-registry`: a pull fails at once, connection refused) or `slow` (every packet to its port
+    from outside the node dropped: a pull hangs until image_pull_timeout or pull_activity_timeout).
+    A safety timer on the node heals it should the controller never come back."""
+
+    mode: str = "down"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("down", "slow"):
+            raise FaultError(f"{self.node.name}: registry fault {self.mode!r}: must be down or slow")
+        self.kind = f"registry-{self.mode}"
+
+    def _answers_from(self, node: Remote) -> bool:
+        url = f"https://{self.node.address}:{REGISTRY_PORT}/v2/"
+        return node.run(f"curl -sk -o /dev/null -m 3 {url}", check=False).rc == 0
+
+    def in_effect(self) -> bool:
+        return not self._answers_from(self.cluster.clients[0])
+
+    def _heal_command(self) -> str:
+        if self.mode == "down":
+            return "systemctl start docker-registry"
+        return _remove_chain(REGISTRY_SLOW_CHAIN)
+
+    def _inject(self) -> None:
+        _safety_timer(self.node, "fieldlab-heal-registry", self._heal_command())
+        if self.mode == "down":
+            self.node.run("systemctl stop docker-registry")
+        else:
+            c = REGISTRY_SLOW_CHAIN
+            self.node.run(
+                f"{_remove_chain(c)}; set -e; iptables -N {c}; iptables -A {c} -i lo -j RETURN; "
+                f"iptables -A {c} -p tcp --dport {REGISTRY_PORT} -j DROP; iptables -I INPUT -j {c}"
+            )
+        client = self.cluster.clients[0]
+        if self._answers_from(client):
+            raise FaultError(f"{self.node.name}: {self.kind}: {client.name} still reaches the registry")
+
+    def _heal(self) -> None:
+        self.node.run(self._heal_command(), retry_for=30)
+        _cancel_safety_timer(self.node, "fieldlab-heal-registry")
+        client = self.cluster.clients[0]
+
+        def back() -> tuple[bool | None, str]:
+            return (True if self._answers_from(client) else None), "the registry still does not answer"
+
+        _wait(back, timeout=FAULT_EFFECT, what="the registry answering again", node=self.node.name,
+              step=f"heal {self.kind}")  # fmt: skip
 
 
 def reboot(cluster: Cluster, node: str, *, hard: bool) -> float:

@@ -44,6 +44,8 @@ Steps (each a one-key mapping, or a bare name where it takes nothing):
   remove_containers: task | pause | all docker rm -f the alloc's containers (with the agent down)
   remove_alloc_dir                      the alloc's directory deleted (with the agent down)
   vault_outage: SECONDS                 OpenBao unreachable for that long
+  registry: down | slow | up            the lab's image registry stopped, or its port dropping every
+                                        packet (pulls hang), until `registry: up` (or the cleanup)
   partition: SECONDS                    the node cut off the lab network for that long
   stop_job                              the job stopped (DELETE /v1/job/:id)
   restart_alloc                         the alloc restarted as `nomad alloc restart ID` does (no task named)
@@ -123,6 +125,7 @@ STEPS: dict[str, object] = {
     "remove_containers": ("task", "pause", "all"),
     "remove_alloc_dir": None,
     "vault_outage": float,
+    "registry": ("down", "slow", "up"),
     "partition": float,
     "stop_job": None,
     "restart_alloc": None,

@@ -24,6 +24,7 @@ from e2e.harness.faults import (
     Partition,
     ProcessKill,
     Reboot,
+    RegistryFault,
     VaultOutage,
     alloc_containers,
 )
@@ -61,6 +62,7 @@ class ScenarioRun:
     children: list[str] = field(default_factory=list)  # child jobs the steps made (dispatch, force)
     periodic: dict[str, Any] | None = None  # the job's Periodic (api.PeriodicConfig), when it is one
     ineligible: bool = False  # node_eligibility left the node ineligible: cleanup makes it eligible
+    registry: RegistryFault | None = None  # the registry fault in effect: `registry: up` or cleanup heals
 
     @property
     def agent(self) -> Agent:
@@ -348,6 +350,16 @@ class ScenarioRun:
     def _step_vault_outage(self, step: Step) -> None:
         self._fault(VaultOutage(self.cluster, self.cluster.servers[0]), hold=float(step.arg))
 
+    def _step_registry(self, step: Step) -> None:
+        """The lab's image registry (on the first server) down or slow until `registry: up`."""
+        if self.registry is not None:
+            self.registry.heal()
+            self.registry = None
+        if step.arg != "up":
+            fault = RegistryFault(self.cluster, self.cluster.servers[0], mode=str(step.arg))
+            fault.inject()
+            self.registry = fault
+
     def _step_partition(self, step: Step) -> None:
         self._fault(Partition(self.cluster, self.node), hold=float(step.arg))
 
@@ -446,6 +458,11 @@ class ScenarioRun:
             invariants.final_check(self.cluster, f"scenario {self.scenario.bug}", [self.node], delay=delay)
 
     def cleanup(self) -> None:
+        if self.registry is not None:
+            try:
+                self._step_registry(Step("registry", "up"))
+            except Exception as exc:
+                print(f"[e2e] could not heal the registry fault: {exc}")
         if self.down is not None:
             self._step_agent_start(Step("agent_start"))
         if self.ineligible:  # a drain still running is cancelled as well
