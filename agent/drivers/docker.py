@@ -292,6 +292,22 @@ class DockerDriver:
             raise DriverError("docker", f"task {ctx.task.name}", why) from None
         return volume_bind(replace(m, host_path=where))
 
+    def _etc_hosts(self, ctx: TaskContext, pause_id: str) -> Path | None:
+        """Nomad's /etc/hosts of a task in its group's network (drivers/shared/hostnames): the
+        localhost lines and the alloc's address with the pause container's hostname (the group's
+        network.hostname, else docker's), written once into the task dir (the task may change it, as
+        Nomad's); None when the alloc has no address yet."""
+        address = ctx.env.get("NOMAD_ALLOC_IP", "")
+        attrs = self._attrs(pause_id)
+        hostname = str(attrs["Config"].get("Hostname") or "") if attrs else ""
+        if not address or not hostname:
+            return None
+        path = ctx.task_dir / "hosts"
+        if not path.exists():
+            path.write_text(etc_hosts(address, hostname))
+            path.chmod(0o644)
+        return path
+
     def _start(self, ctx: TaskContext, binds: list[str]) -> TaskHandle:
         task = ctx.task
         cfg = task.config

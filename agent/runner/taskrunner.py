@@ -480,12 +480,17 @@ class TaskRunner:
 
         self.d.schedule(delay, lambda: self.ar.serial.run(fire))
 
-    def restart(self, cause: StartCause, why: str = "", *, count: bool = True) -> None:
+    def restart(
+        self, cause: StartCause, why: str = "", *, count: bool = True, rendered: bool = False
+    ) -> None:
         """Start the task again now, for one decision. Only RESTART_POLICY restarts were counted (by
         the decision that scheduled them); every restart shows in `restarts` (`count`: False when a
-        restore finishes a start that was already counted)."""
+        restore finishes a start that was already counted). With `restart { render_templates }`
+        the templates are rendered anew first (`rendered`: that is done)."""
         ar = self.ar
         if ar.rec.status is not AllocStatus.RUNNING or ar.rec.desired is DesiredStatus.STOP:
+            return
+        if not rendered and self._render_before_restart(cause, why, count):
             return
         ar.kill_point("restart.before-start")
         try:
@@ -504,6 +509,39 @@ class TaskRunner:
         except VaultError as exc:
             self.event("Vault Token Failed", str(exc))
             ar.fail(f"task {self.t.name} could not start: no Vault token: {exc}")
+
+    def _render_before_restart(self, cause: StartCause, why: str, count: bool) -> bool:
+        """Nomad's template hook on a restart with `render_templates`: every template rendered anew
+        (off the main loop, as the first render) before the task starts again; a render that fails
+        fails the task's start. Whether the restart goes on once the render is done. An agent
+        restore's start is not a restart of the task: the restore renders on its own."""
+        policy = self.t.restart or self.ar.group.restart
+        first = cause in (StartCause.RESTORE, StartCause.FIRST_START)
+        if not self.t.templates or not policy.render_templates or first:
+            return False
+        tt, ar = self.templates(), self.ar
+
+        def render() -> None:  # in the alloc's turn: no other operation of it is off the loop
+            if ar.rec.status is not AllocStatus.RUNNING or ar.rec.desired is DesiredStatus.STOP:
+                return
+            setup = tt.begin_render_all()
+            if setup is None:
+                self.restart(cause, why, count=count, rendered=True)
+                return
+
+            def done(result: object, exc: Exception | None) -> None:
+                try:
+                    tt.finish_render_all(setup, result if isinstance(result, list) else None, exc)
+                except Exception as failed:  # a render's failure fails the start, said
+                    self.event("Template Failed", str(failed))
+                    ar.fail(f"task {self.t.name} could not start: templates not rendered: {failed}")
+                    return
+                self.restart(cause, why, count=count, rendered=True)
+
+            ar.serial.off_loop(f"render {self.t.name}", lambda: tt.run_render_all(setup), done)
+
+        ar.serial.run(render)
+        return True
 
     def first_start(self, cause: StartCause, why: str = "") -> None:
         """The task's start as the alloc is set up. A start error the restart policy takes (a
