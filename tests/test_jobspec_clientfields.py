@@ -385,3 +385,15 @@ def test_render_templates_renders_every_template_anew_before_a_restart(tmp_path:
     assert conf.read_text() == ("a=t\n" if render else "changed by hand\n")
     parsed = _parse(_job(group="restart {\nrender_templates = true\n}"))
     assert parsed.job.groups[0].restart.render_templates and parsed.warnings == ()
+
+
+def test_a_tasks_consul_block_is_read_as_the_groups() -> None:
+    assert _parse(_job(task='consul {\ncluster = "default"\npartition = "default"\n}')).warnings == ()
+    (problem,) = _problems(_job(task='consul {\nnamespace = "payments"\n}'))
+    assert problem[0] == "job.j.group.g.task.t.consul.namespace"
+    task = {"Name": "t", "Driver": "docker", "Config": {"image": "x"}, "Consul": {"Cluster": "east"}}
+    (problem,) = _problems(json.dumps({"Job": {"ID": "j", "TaskGroups": [{"Name": "g", "Tasks": [task]}]}}))
+    assert problem == (
+        "job.j.group.g.task.t.consul.cluster",
+        "non-default Consul cluster requires Nomad Enterprise",
+    )

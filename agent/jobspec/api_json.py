@@ -51,6 +51,7 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("group", "volume"): ("volume", "map"),
     ("group", "ephemeral_disk"): ("ephemeral_disk", "one"),
     ("group", "consul"): ("consul", "one"),
+    ("task", "consul"): ("consul", "one"),
     ("group", "scaling"): ("scaling", "one"),
     ("group", "update"): ("update", "one"),
     ("job", "update"): ("update", "one"),

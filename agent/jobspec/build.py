@@ -292,6 +292,7 @@ class Builder(ServiceBlocks, TemplateBlocks):
         services = self._services(body, path, labels, service_name, task_names=None)
         user = self._str(body, "user", path)
         identities = read_identities(self, body, path)
+        check_consul(self, body, path)  # Nomad CE with Consul CE: the defaults only
         has_vault_identity = any(w.name == VAULT_IDENTITY for w in identities)
         vault = self._vault(body, path, has_vault_identity) or default_vault
         return Task(

@@ -4,9 +4,9 @@
   Vault Enterprise's and Nomad CE refuses any (nomad/job_endpoint_hook_vault_ce.go, its text).
 - A group's `vault` block (HCL2): the default of each of its tasks without one (jobspec2's
   decodeTaskGroup), over the job's.
-- A group's `consul` block: Nomad CE takes only the default cluster (jobConsulHook, its text); a
-  Consul namespace or admin partition other than "default" needs Consul Enterprise, which the lab
-  does not run, so it is refused rather than registered where it was not asked.
+- A group's and a task's `consul` block: Nomad CE takes only the default cluster (jobConsulHook,
+  its text); a Consul namespace or admin partition other than "default" needs Consul Enterprise,
+  which the lab does not run, so it is refused rather than registered where it was not asked.
 - A group's `max_run_duration`: Nomad's TaskGroup.Validate (batch and sysbatch jobs only, above
   zero); the client stops the alloc past it (agent.runner.alloc).
 - A volume's `access_mode`, `attachment_mode` and `mount_options` on a host volume: Nomad's
@@ -49,7 +49,8 @@ def check_vault_namespace(builder: BodyReader, body: Body, key: str, path: str) 
 
 
 def check_consul(builder: BodyReader, body: Body, path: str) -> None:
-    """A group's `consul` block as Nomad CE with Consul CE takes it: every value "default" or unset."""
+    """A group's or a task's `consul` block as Nomad CE with Consul CE takes it: every value "default"
+    or unset (a task's partition then matches its group's, as jobConsulHook requires)."""
     found = builder._single(body, "consul", path)
     if found is None:
         return

@@ -133,6 +133,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "identity",
             "dispatch_payload",
             "restart",  # over the group's (Nomad's Task.Canonicalize)
+            "consul",  # as the group's (agent.jobspec.clientfields)
         }
     ),
     # Nomad's TaskLifecycleConfig: the task's place in the alloc's order (agent.lifecycle)
@@ -395,7 +396,6 @@ UNIMPLEMENTED: Mapping[str, frozenset[str]] = {
         {
             "action",
             "affinity",
-            "consul",
             "csi_plugin",
             "kind",
             "scaling",
