@@ -2,9 +2,12 @@
 serviceregistration.GetAddress): a pure decision over plain data.
 
 - `address_mode = "host"` (a check's default): the host port of a port label the alloc reserved,
-  at the node's address (the advertise address). An alloc with a network namespace of its own
-  (bridge) is reached at its own address and the port inside it when the node has no address to
-  give, or only a loopback one: the same listener, reached without going through the host.
+  at the node's address: the advertise address, else the one Nomad's client fingerprints and
+  reserves ports on (the first address of the interface holding the default route:
+  `fingerprinted_address`), as Nomad's GetAddress gives a port mapping's HostIP. An alloc with
+  a network namespace of its own (bridge) is reached at its own address and the port inside it
+  when the node has no address to give, or only a loopback one: the same listener, reached
+  without going through the host.
 - `address_mode = "alloc"`: the alloc's own address (bridge only), the port's `to` (the port
   inside its network namespace), or a literal port number (Nomad allows one only in this mode).
 - no `address_mode` on a check of a service with a custom `address`: that address (Nomad's "auto").
@@ -13,8 +16,9 @@ serviceregistration.GetAddress): a pure decision over plain data.
 `address_mode` and `address`).
 
 A check never goes to a port the alloc did not reserve in host mode, nor to a loopback or
-unspecified address: a check of a host-network alloc on a node without an advertise address fails
-with the reason (the agent's own services, Consul and the like listen on the host's loopback).
+unspecified address: a check of a host-network alloc on a node with no address (none advertised,
+none fingerprinted) fails with the reason (the agent's own services, Consul and the like listen on
+the host's loopback).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import ipaddress
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import quote
 
 from agent.records import PortAlloc
@@ -128,12 +133,34 @@ def _host_target(
         return CheckTarget(alloc_address, found.to or found.host)  # the alloc's own address
     if not node_address:
         return (
-            "this node has no advertise_address: a host-mode check of an alloc on the host network "
-            "is sent to the node's address, never to loopback"
+            "this node has no address (no advertise_address, and none found on the interface of its "
+            "default route): a host-mode check of an alloc on the host network is sent to the node's "
+            "address, never to loopback"
         )
     if is_local_address(node_address):
         return f"the node's advertise_address {node_address} is loopback: checks never go to loopback"
     return CheckTarget(node_address, found.host)
+
+
+class HostAddress(Protocol):
+    """One of the host's addresses (agent.templates.sockaddr.HostAddress)."""
+
+    @property
+    def interface(self) -> str: ...
+    @property
+    def address(self) -> ipaddress.IPv4Address | ipaddress.IPv6Address: ...
+    @property
+    def default_route(self) -> bool: ...
+
+
+def fingerprinted_address(addresses: Sequence[HostAddress]) -> str:
+    """The node's address as Nomad's network fingerprint finds it when no network_interface is
+    given: an address of the interface holding the default route (IPv4 first; link-local only when
+    it has no other), never a loopback or unspecified one; "" when there is none."""
+    routed = {h.interface for h in addresses if h.default_route}
+    usable = [h for h in addresses if h.interface in routed and not is_local_address(str(h.address))]
+    usable.sort(key=lambda h: (h.address.is_link_local, h.address.version, h.interface))
+    return str(usable[0].address) if usable else ""
 
 
 def _alloc_target(label: str, found: PortAlloc | None, alloc_address: str) -> CheckTarget | str:

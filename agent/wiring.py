@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.checktarget import fingerprinted_address
 from agent.config import (
     DEFAULT_CHROOT_ENV,
     DEFAULT_TOKEN_ROLE,
@@ -47,6 +48,7 @@ from agent.runner.restorer import RESTORE_RENDER
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import StateStore
 from agent.templates.budget import DEFAULT_PASS_BUDGET
+from agent.templates.sockaddr import host_addresses
 
 log = logging.getLogger(__name__)
 # Seconds between looks at whether the restore's re-renders are done (_await_restore_renders: a poll
@@ -246,7 +248,17 @@ def build_core(
         getter=settings.artifacts,
     )
     core.deps.own_paths = settings.own_paths  # what a task's host volume may never lead into
+    core.deps.node_address = settings.advertise_address or _fingerprinted_address()
     return core
+
+
+def _fingerprinted_address() -> str:
+    """The node's address on the interface of its default route (host-mode checks), or ""."""
+    try:
+        return fingerprinted_address(host_addresses())
+    except (OSError, ImportError) as exc:
+        log.warning("no node address fingerprinted (host-mode checks need advertise_address): %s", exc)
+        return ""
 
 
 def _await_restore_renders(core: Core, deadline: float) -> None:

@@ -53,6 +53,7 @@ def loopback_stub() -> Iterator[tuple[int, list[str]]]:
 @dataclass
 class _Deps:
     advertise_address: str = ""
+    node_address: str = ""  # fingerprinted (agent.checktarget.fingerprinted_address)
     check_results: CheckResults = field(default_factory=CheckResults)
     bugs: Any = None
     queue: list[Callable[[], None]] = field(default_factory=list)
@@ -79,14 +80,14 @@ class _Deps:
 
 
 def _run_checks(
-    check: Check, *, ports: tuple[PortAlloc, ...], address: str = "", advertise: str = ""
+    check: Check, *, ports: tuple[PortAlloc, ...], address: str = "", advertise: str = "", node: str = ""
 ) -> _Deps:
     """Run a task's check hook over plain fakes (its callbacks inline, three rounds) for a nomad
     service with `check`; the results are in the returned deps."""
     svc = Service(name="web", port=check.port, checks=(check,), provider="nomad")
     task = Task(name="t", driver="raw_exec", services=(svc,))
     group = Group(name="g", tasks=(task,), network=Network(mode="host" if not address else "bridge"))
-    deps = _Deps(advertise_address=advertise)
+    deps = _Deps(advertise_address=advertise, node_address=node)
     handle = SimpleNamespace(id="h1")
     ar = SimpleNamespace(
         id="a1b2c3d4-0000-4000-8000-000000000001",

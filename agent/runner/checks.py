@@ -283,7 +283,7 @@ class ChecksHook(TaskHook):
             label=w.check.port or w.service.port,
             ports=tr.ar.rec.ports,
             alloc_address=tr.ar.rec.address,
-            node_address=tr.d.advertise_address,
+            node_address=tr.d.advertise_address or tr.d.node_address,
             custom=w.service.address,
         )
 

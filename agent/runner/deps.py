@@ -47,6 +47,9 @@ class RunnerDeps:
     task_logs: TaskLogs = HOST_LOGMON  # process tasks' logmons (agent.runner.logmonhook)
     services: ServiceRegistrar | None = None
     advertise_address: str = ""
+    # the node's address fingerprinted at start (agent.checktarget.fingerprinted_address): where a
+    # host-mode check goes when advertise_address is "" (Nomad: the port mapping's HostIP)
+    node_address: str = ""
     vault: TokenIssuer | None = None  # the agent's Vault client: creates and revokes tasks' tokens
     vault_token_role: str = DEFAULT_TOKEN_ROLE
     vault_jwt: VaultJwt = field(default_factory=VaultJwt)  # the workload identity workflow's settings
