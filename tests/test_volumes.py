@@ -15,6 +15,7 @@ from agent.drivers.base import Mount
 from agent.drivers.docker import volume_bind
 from agent.errors import ConfigError
 from agent.jobspec import JobspecError, parse_jobspec
+from agent.jobspec.volumes import CSI_REFUSAL
 from agent.model import HostVolume, VolumeMount
 from agent.nomadapi.jobjson import parsed_job_json
 from agent.placement import NodeFacts, refusals
@@ -116,10 +117,9 @@ def test_a_mount_of_an_undefined_volume_and_nested_mounts_are_refused() -> None:
     assert "volume_mount[1].destination" in line and "nest or repeat" in line, line
 
 
-def test_a_csi_volume_is_warned_about_and_left_out_with_its_mounts() -> None:
-    parsed = parse_jobspec(_spec().replace('type      = "host"', 'type      = "csi"'), source="vol.hcl")
-    assert parsed.job.groups[0].volumes == () and parsed.job.groups[0].tasks[0].volume_mounts == ()
-    assert any("csi volumes are not implemented" in w for w in parsed.warnings), parsed.warnings
+def test_a_csi_volume_is_refused_with_the_reason_and_its_mounts_with_it() -> None:
+    lines = _errors(_spec().replace('type      = "host"', 'type      = "csi"'))
+    assert lines == ["vol.hcl: job.vol.group.g.volume.data.type: " + CSI_REFUSAL], lines
 
 
 def test_a_volume_without_type_or_source_or_per_alloc_is_refused() -> None:

@@ -4,8 +4,9 @@ Task.Validate's volume mounts).
 
 - A host volume's `access_mode`, `attachment_mode` and `mount_options` are checked as Nomad's
   VolumeRequest.Validate (agent.jobspec.clientfields).
-- A `volume` needs a `type`: "host" is implemented; "csi" is accepted with a warning and left out,
-  and so are the mounts of it. `source` is required. `per_alloc` is refused: it names a volume per
+- A `volume` needs a `type`: "host" is implemented; "csi" is refused (the lab's nodes run no CSI
+  plugin: a replay without the volume would be another system), its mounts with it. `source` is
+  required. `per_alloc` is refused: it names a volume per
   alloc index, and the lab's nodes have none.
 - A `volume_mount` needs `volume` (a volume of its group) and `destination` (an absolute path in the
   task, `${NOMAD_TASK_DIR}` and the other dir variables read as the task sees them; not one of the
@@ -32,6 +33,10 @@ if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader
 
 VOLUME_TYPES = ("host", "csi")
+CSI_REFUSAL = (
+    "refused: fieldlab-agent does not mount CSI volumes: the lab's nodes run no CSI plugin (host "
+    "volumes only)"
+)
 PROPAGATION_MODES = ("private", "host-to-task", "bidirectional")
 # Task paths a mount may not cover or go under: the task's own dirs and the chroot's system dirs,
 # which the agent mounts there itself (a task-writable one could hold a link a mount would follow).
@@ -58,7 +63,7 @@ TASK_DIR_VARS = {
 
 
 def read_volumes(builder: BodyReader, body: Body, path: str) -> tuple[tuple[HostVolume, ...], set[str]]:
-    """The group's host volumes, and the aliases of its csi ones (left out, warned about)."""
+    """The group's host volumes, and the aliases of its csi ones (refused; their mounts not checked)."""
     volumes: list[HostVolume] = []
     csi: set[str] = set()
     for alias, vb, vpath in builder._blocks(body, "volume", path, labelled=True):
@@ -71,7 +76,7 @@ def read_volumes(builder: BodyReader, body: Body, path: str) -> tuple[tuple[Host
         if kind == "host" and builder._bool(vb, "per_alloc", vpath, False):
             builder.report.error(join(vpath, "per_alloc"), "per-alloc host volumes are not implemented")
         if kind == "csi":
-            builder.report.warn(vpath, "csi volumes are not implemented: it and its mounts are ignored")
+            builder.report.error(join(vpath, "type"), CSI_REFUSAL)
             csi.add(alias)
         elif kind == "host" and source:
             volumes.append(HostVolume(alias=alias, source=source, read_only=read_only))
