@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -96,6 +97,7 @@ def resolve_host_volume(name: str, path: str, own: Sequence[Path]) -> Path:
 
 # Each component opened as a directory, never through a link (O_PATH: no read access needed).
 _WALK = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_LEAF = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC  # a dir or a file; a link is opened as the link
 
 
 def open_no_links(real: str) -> int:
@@ -107,6 +109,31 @@ def open_no_links(real: str) -> int:
             nxt = os.open(part, _WALK, dir_fd=fd)
             os.close(fd)
             fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def pin_path(path: str) -> int:
+    """An O_PATH fd of the dir or file at `path` (absolute, links already resolved: a docker bind's
+    checked source), each component opened without following a link, missing dirs made as dockerd
+    makes a bind's missing source (never through a link): OSError when one is a link now."""
+    fd = os.open("/", _WALK)
+    try:
+        parts = [p for p in path.split("/") if p]
+        for i, part in enumerate(parts):
+            try:
+                nxt = os.open(part, _WALK if i < len(parts) - 1 else _LEAF, dir_fd=fd)
+            except FileNotFoundError:
+                os.mkdir(part, 0o755, dir_fd=fd)
+                nxt = os.open(part, _WALK, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        if stat.S_ISLNK(os.fstat(fd).st_mode):
+            raise OSError(errno.ELOOP, "a link", path)
+        if fd_path(fd) != os.path.normpath(path):
+            raise OSError(errno.ESTALE, f"moved to {fd_path(fd)}", path)
     except BaseException:
         os.close(fd)
         raise
@@ -177,19 +204,23 @@ def _syscall_error(what: str, path: str) -> OSError:
 
 @contextmanager
 def staged_bind(fd: int, staging_dir: Path) -> Iterator[str]:
-    """The directory open as `fd` bound on a fresh dir under `staging_dir` (root's, 0700: no task
+    """The dir or file open as `fd` bound on a fresh one under `staging_dir` (root's, 0700: no task
     reaches it), for the length of the block; unmounted (detached) and removed after it. The bind is
     made through the fd (its /proc/self/fd link), never through a path a task could swap."""
     staging_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    where = tempfile.mkdtemp(prefix="bind-", dir=staging_dir)
-    target = os.open(where, _WALK)
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        where = tempfile.mkdtemp(prefix="bind-", dir=staging_dir)
+    else:
+        handle, where = tempfile.mkstemp(prefix="bind-", dir=staging_dir)
+        os.close(handle)
+    target = os.open(where, _LEAF)
     try:
         source, on = f"/proc/self/fd/{fd}".encode(), f"/proc/self/fd/{target}".encode()
         if _libc.mount(source, on, None, _MS_BIND, None):
             raise _syscall_error("bind the host volume", where)
     except BaseException:
         os.close(target)
-        os.rmdir(where)
+        _remove(where)
         raise
     os.close(target)
     try:
@@ -198,10 +229,17 @@ def staged_bind(fd: int, staging_dir: Path) -> Iterator[str]:
         _unstage(where)
 
 
+def _remove(where: str) -> None:
+    if stat.S_ISDIR(os.lstat(where).st_mode):
+        os.rmdir(where)  # only ever empty: never a mounted dir's contents
+    else:
+        os.unlink(where)
+
+
 def _unstage(where: str) -> None:
     if _libc.umount2(where.encode(), _MNT_DETACH) and ctypes.get_errno() not in (errno.EINVAL, errno.ENOENT):
         raise _syscall_error("unmount the staged host volume", where)
-    os.rmdir(where)
+    _remove(where)
 
 
 def sweep_staged(staging_dir: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from agent.drivers.base import Mount, TaskContext, TaskHandle
 from agent.drivers.exec import ExecDriver
-from agent.hostvolumes import HostVolumeError, dir_identity, hold_host_volume
+from agent.hostvolumes import HostVolumeError, dir_identity, hold_host_volume, pin_path
 from agent.jobspec import parse_jobspec
 from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
@@ -174,6 +174,27 @@ def test_the_exec_setup_refuses_a_mount_that_is_not_the_held_dir(
         assert f"host volume {volume} at /scratch changed while it was mounted: refused" in got.stderr
 
 
+def test_a_docker_bind_source_is_pinned_without_following_a_link(tmp_path: Path) -> None:
+    """agent.hostvolumes.pin_path: what the docker driver opens for a task's own bind (config
+    `volumes`, `mount`), after dockermounts checked its resolved path."""
+    volume, data_dir, moved = _layout(tmp_path)
+    fd = pin_path(str(volume))
+    try:
+        assert os.listdir(f"/proc/self/fd/{fd}") == ["checked"]
+    finally:
+        os.close(fd)
+    fd = pin_path(str(volume / "checked"))  # a file is bound as a file
+    os.close(fd)
+    fd = pin_path(str(tmp_path / "made" / "here"))  # missing dirs are made, as dockerd makes them
+    os.close(fd)
+    assert (tmp_path / "made" / "here").is_dir()
+    _swap(volume, data_dir, moved)()
+    with pytest.raises(OSError):
+        pin_path(str(volume))  # the leaf is a link now
+    with pytest.raises(OSError):
+        pin_path(str(volume / "state.db"))  # a parent is a link now
+
+
 # -- the real dockerd (root) ------------------------------------------------------------------------
 @pytest.mark.root
 def test_a_docker_tasks_host_volume_swapped_after_the_check_never_shows_the_planted_dir(
@@ -227,3 +248,60 @@ def test_a_docker_tasks_host_volume_swapped_after_the_check_never_shows_the_plan
     assert listed == ["checked"], f"the container saw {listed}, not the checked dir"
     assert os.listdir(staging) == [], "the staging bind is unmounted and removed once the container runs"
     assert str(staging) not in Path("/proc/self/mountinfo").read_text()
+
+
+@pytest.mark.root
+def test_a_docker_config_volume_swapped_after_its_check_is_refused(tmp_path: Path) -> None:
+    """A task's own bind (config volumes, a path in its dir) checked by dockermounts, then swapped
+    for a link to a planted "agent data dir" before dockerd mounts it: the start is refused."""
+    from tests.agent_lab import why_not_ready
+
+    if reason := why_not_ready():
+        pytest.skip(reason)
+    import docker
+
+    from agent.drivers.base import DriverError
+    from agent.drivers.docker import DockerDriver, task_container_name
+    from agent.model import Resources, Task
+
+    _, data_dir, _ = _layout(tmp_path)
+    driver = DockerDriver(staging_dir=tmp_path / "staging")
+    task_dir = tmp_path / "alloc" / "t"
+    shared = task_dir / "local" / "shared"
+    shared.mkdir(parents=True)
+    (shared / "checked").write_text("the task's own files")
+    (task_dir / "secrets").mkdir()
+    (task_dir.parent / "alloc" / "logs").mkdir(parents=True)
+    tags = driver.client.images.get("fieldlab/busybox:latest").tags
+    image = next((t for t in tags if not t.endswith(":latest")), "fieldlab/busybox:latest")
+    cfg = {"image": image, "command": "/bin/ls", "args": ["/data"], "volumes": ["local/shared:/data"]}
+    task = Task("t", "docker", config=cfg, resources=Resources(cpu=100, memory=64))
+    ctx = TaskContext("vol", "g", str(uuid.uuid4()), task, task_dir, env={})
+    first = driver.client.containers.get(driver.start(ctx).id)  # unswapped: the bind works, pinned
+    try:
+        first.wait(timeout=60)
+        assert first.logs().decode().split() == ["checked"]
+    finally:
+        first.remove(force=True)
+    checked = driver.options
+
+    def options_then_swap(c: TaskContext) -> object:
+        got = checked(c)  # dockermounts resolved and checked the source here
+        shared.rename(task_dir / "local" / "moved")
+        shared.symlink_to(data_dir)
+        return got
+
+    driver.options = options_then_swap  # type: ignore[method-assign,assignment]
+    try:
+        with pytest.raises(DriverError, match="changed while it was mounted"):
+            handle = driver.start(ctx)
+            container = driver.client.containers.get(handle.id)
+            container.wait(timeout=60)
+            listed = container.logs().decode().split()
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+            pytest.fail(f"started; the container saw {listed}")
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            driver.client.containers.get(task_container_name("t", ctx.alloc_id)).remove(force=True)
+    assert not (tmp_path / "staging").exists() or os.listdir(tmp_path / "staging") == []

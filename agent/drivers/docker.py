@@ -54,7 +54,7 @@ from agent.drivers.hostproc import EXEC_OUTPUT_MAX
 from agent.drivers.pullconfig import task_pull
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
 from agent.drivers.usage import Usage, docker_usage
-from agent.hostvolumes import staged_bind
+from agent.hostvolumes import pin_path, staged_bind
 from agent.model import Task
 
 log = logging.getLogger(__name__)
@@ -276,7 +276,7 @@ class DockerDriver:
         # the host volumes' held dirs, bound for dockerd until the container runs
         with contextlib.ExitStack() as staged:
             binds = [self._volume_bind(ctx, m, staged) for m in ctx.mounts]
-            return self._start(ctx, binds)
+            return self._start(ctx, binds, staged)
 
     def _volume_bind(self, ctx: TaskContext, m: Mount, staged: contextlib.ExitStack) -> str:
         """A host volume's docker bind. Its held dir (m.fd) is bound on a fresh dir of the agent's
@@ -308,7 +308,32 @@ class DockerDriver:
             path.chmod(0o644)
         return path
 
-    def _start(self, ctx: TaskContext, binds: list[str]) -> TaskHandle:
+    def _pin_binds(self, ctx: TaskContext, opts: DockerOpts, staged: contextlib.ExitStack) -> None:
+        """The task's own binds (config `volumes`, `mount` of type bind: sources checked by
+        dockermounts) handed to dockerd as binds of what was checked, made through an fd
+        (agent.hostvolumes.pin_path): a component swapped for a link since the check is refused."""
+
+        def pin(src: str) -> str:
+            try:
+                fd = pin_path(src)
+            except OSError as exc:
+                why = f"bind source {src} changed while it was mounted ({exc.strerror or exc}): refused"
+                raise DriverError("docker", f"task {ctx.task.name}", why) from None
+            try:
+                return staged.enter_context(staged_bind(fd, self.staging_dir))
+            except OSError as exc:
+                raise DriverError("docker", f"task {ctx.task.name}", f"bind source {src}: {exc}") from None
+            finally:
+                os.close(fd)
+
+        kw = opts.kwargs
+        if "volumes" in kw:
+            kw["volumes"] = [":".join([pin(v.split(":")[0]), *v.split(":")[1:]]) for v in kw["volumes"]]
+        for m in kw.get("mounts", []):
+            if m.get("Type") == "bind":
+                m["Source"] = pin(str(m["Source"]))
+
+    def _start(self, ctx: TaskContext, binds: list[str], staged: contextlib.ExitStack) -> TaskHandle:
         task = ctx.task
         cfg = task.config
         image = str(cfg.get("image", ""))
@@ -317,6 +342,7 @@ class DockerDriver:
         if opts.refused:
             why = "; ".join(f"config.{k}: {w}" for k, w in opts.refused)
             raise DriverError("docker", f"task {task.name}", why)
+        self._pin_binds(ctx, opts, staged)
         self.remove_container(name)  # a leftover of an earlier attempt of this very task
         kw: dict[str, Any] = {
             "name": name,
