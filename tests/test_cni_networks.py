@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from agent.drivers.base import NO_SANDBOX, Sandbox
-from agent.drivers.docker import DockerDriver, pause_name, pause_sandbox
+from agent.drivers.base import NO_SANDBOX, Sandbox, TaskContext
+from agent.drivers.docker import DockerDriver, etc_hosts, pause_name, pause_sandbox
 from agent.errors import AgentError
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.model import Group, Job, Network, Task
@@ -486,7 +486,7 @@ def test_the_runner_gives_the_owner_the_sandbox_and_the_network_its_mode_and_arg
 
 
 @pytest.mark.root
-def test_a_task_joining_the_pause_container_sees_its_hostname_and_resolv_conf(tmp_path: Path) -> None:
+def test_a_task_joining_the_pause_container_sees_its_hostname_resolv_conf_and_hosts(tmp_path: Path) -> None:
     from tests.agent_lab import build_workload_images, why_not_ready
 
     if reason := why_not_ready():
@@ -494,19 +494,38 @@ def test_a_task_joining_the_pause_container_sees_its_hostname_and_resolv_conf(tm
     build_workload_images(tmp_path)
     driver = DockerDriver(node_name="client9")
     alloc = str(uuid.uuid4())
+    task_dir = tmp_path / "alloc" / "web"
+    for d in ("local", "secrets"):
+        (task_dir / d).mkdir(parents=True)
+    (task_dir.parent / "alloc" / "logs").mkdir(parents=True)
+    script = "hostname; cat /etc/resolv.conf; cat /etc/hosts"
+    task = Task(
+        "web", "docker", config={"image": "fieldlab/busybox:lab", "command": "sh", "args": ["-c", script]}
+    )
     try:
-        handle = driver.start_pause(
+        pause = driver.start_pause(
             "web", "g", alloc, sandbox=Sandbox("web-1", ("192.0.2.53",), ("lab.example",))
         )
-        out = driver.client.containers.run(
-            "fieldlab/busybox:latest",
-            ["sh", "-c", "hostname; cat /etc/resolv.conf"],
-            network_mode=f"container:{handle.id}",
-            remove=True,
-        ).decode()
+        ctx = TaskContext(
+            job="web",
+            group="g",
+            alloc_id=alloc,
+            task=task,
+            task_dir=task_dir,
+            env={"NOMAD_ALLOC_IP": "10.9.0.7"},
+            network_mode="bridge",
+            netns_owner=pause,
+        )
+        handle = driver.start(ctx)
+        c = driver.client.containers.get(handle.id)
+        c.wait(timeout=30)
+        lines = c.logs().decode().splitlines()
     finally:
-        with contextlib.suppress(Exception):
-            driver.client.containers.get(pause_name(alloc)).remove(force=True)
-    lines = out.splitlines()
+        for name in (pause_name(alloc), f"web-{alloc}"):
+            with contextlib.suppress(Exception):
+                driver.client.containers.get(name).remove(force=True)
     assert lines[0] == "web-1"
     assert "nameserver 192.0.2.53" in lines and "search lab.example" in lines
+    # Nomad's /etc/hosts of a group network: the alloc's address under the group's hostname
+    assert "10.9.0.7 web-1" in lines and "127.0.0.1 localhost" in lines
+    assert (task_dir / "hosts").read_text() == etc_hosts("10.9.0.7", "web-1")

@@ -109,6 +109,24 @@ def pause_sandbox(sandbox: Sandbox) -> dict[str, object]:
     return kw
 
 
+def etc_hosts(address: str, hostname: str) -> str:
+    """The /etc/hosts Nomad's docker driver mounts into a task of a group network (GenerateEtcHostsMount)."""
+    return (
+        "# written by fieldlab-agent for the task group's network (as a Nomad client writes it)\n"
+        "127.0.0.1 localhost\n"
+        "::1 localhost\n"
+        "::1 ip6-localhost ip6-loopback\n"
+        "fe00::0 ip6-localnet\n"
+        "ff00::0 ip6-mcastprefix\n"
+        "ff02::1 ip6-allnodes\n"
+        "ff02::2 ip6-allrouters\n"
+        "ff02::3 ip6-allhosts\n"
+        "\n"
+        "# the alloc's address and hostname, the same for every task of the group\n"
+        f"{address} {hostname}\n"
+    )
+
+
 def pause_name(alloc_id: str) -> str:
     """Nomad's name of an alloc's pause container (drivers/docker/network.go)."""
     return f"nomad_init_{alloc_id}"
@@ -333,6 +351,47 @@ class DockerDriver:
             if m.get("Type") == "bind":
                 m["Source"] = pin(str(m["Source"]))
 
+    def _etc_hosts(self, ctx: TaskContext, pause_id: str) -> Path | None:
+        """Nomad's /etc/hosts of a task in its group's network (drivers/shared/hostnames): the
+        localhost lines and the alloc's address with the pause container's hostname (the group's
+        network.hostname, else docker's), written once into the task dir (the task may change it, as
+        Nomad's); None when the alloc has no address yet."""
+        address = ctx.env.get("NOMAD_ALLOC_IP", "")
+        attrs = self._attrs(pause_id)
+        hostname = str(attrs["Config"].get("Hostname") or "") if attrs else ""
+        if not address or not hostname:
+            return None
+        path = ctx.task_dir / "hosts"
+        if not path.exists():
+            path.write_text(etc_hosts(address, hostname))
+            path.chmod(0o644)
+        return path
+
+    def _pin_binds(self, ctx: TaskContext, opts: DockerOpts, staged: contextlib.ExitStack) -> None:
+        """The task's own binds (config `volumes`, `mount` of type bind: sources checked by
+        dockermounts) handed to dockerd as binds of what was checked, made through an fd
+        (agent.hostvolumes.pin_path): a component swapped for a link since the check is refused."""
+
+        def pin(src: str) -> str:
+            try:
+                fd = pin_path(src)
+            except OSError as exc:
+                why = f"bind source {src} changed while it was mounted ({exc.strerror or exc}): refused"
+                raise DriverError("docker", f"task {ctx.task.name}", why) from None
+            try:
+                return staged.enter_context(staged_bind(fd, self.staging_dir))
+            except OSError as exc:
+                raise DriverError("docker", f"task {ctx.task.name}", f"bind source {src}: {exc}") from None
+            finally:
+                os.close(fd)
+
+        kw = opts.kwargs
+        if "volumes" in kw:
+            kw["volumes"] = [":".join([pin(v.split(":")[0]), *v.split(":")[1:]]) for v in kw["volumes"]]
+        for m in kw.get("mounts", []):
+            if m.get("Type") == "bind":
+                m["Source"] = pin(str(m["Source"]))
+
     def _start(self, ctx: TaskContext, binds: list[str], staged: contextlib.ExitStack) -> TaskHandle:
         task = ctx.task
         cfg = task.config
@@ -380,6 +439,8 @@ class DockerDriver:
         mode = effective_network(cfg, ctx.network_mode)
         if mode == "container" and ctx.netns_owner is not None:
             kw["network_mode"] = f"container:{ctx.netns_owner.id}"
+            if hosts := self._etc_hosts(ctx, ctx.netns_owner.id):
+                kw["volumes"].append(f"{hosts}:/etc/hosts:rw")
         elif mode in ("default", "bridge"):
             # Nomad's docker driver in a host-mode group (or network_mode "bridge"): docker's own
             # bridge, and each port the task lists in `ports` published from its host port to `to` (the
