@@ -326,12 +326,7 @@ class DockerDriver:
             path.chmod(0o644)
         return path
 
-    def _pin_binds(self, ctx: TaskContext, opts: DockerOpts, staged: contextlib.ExitStack) -> None:
-        """The task's own binds (config `volumes`, `mount` of type bind: sources checked by
-        dockermounts) handed to dockerd as binds of what was checked, made through an fd
-        (agent.hostvolumes.pin_path): a component swapped for a link since the check is refused."""
-
-        def pin(src: str) -> str:
+    def pin(src: str) -> str:
             try:
                 fd = pin_path(src)
             except OSError as exc:
