@@ -326,42 +326,6 @@ class DockerDriver:
             path.chmod(0o644)
         return path
 
-    def pin(src: str) -> str:
-            try:
-                fd = pin_path(src)
-            except OSError as exc:
-                why = f"bind source {src} changed while it was mounted ({exc.strerror or exc}): refused"
-                raise DriverError("docker", f"task {ctx.task.name}", why) from None
-            try:
-                return staged.enter_context(staged_bind(fd, self.staging_dir))
-            except OSError as exc:
-                raise DriverError("docker", f"task {ctx.task.name}", f"bind source {src}: {exc}") from None
-            finally:
-                os.close(fd)
-
-        kw = opts.kwargs
-        if "volumes" in kw:
-            kw["volumes"] = [":".join([pin(v.split(":")[0]), *v.split(":")[1:]]) for v in kw["volumes"]]
-        for m in kw.get("mounts", []):
-            if m.get("Type") == "bind":
-                m["Source"] = pin(str(m["Source"]))
-
-    def _etc_hosts(self, ctx: TaskContext, pause_id: str) -> Path | None:
-        """Nomad's /etc/hosts of a task in its group's network (drivers/shared/hostnames): the
-        localhost lines and the alloc's address with the pause container's hostname (the group's
-        network.hostname, else docker's), written once into the task dir (the task may change it, as
-        Nomad's); None when the alloc has no address yet."""
-        address = ctx.env.get("NOMAD_ALLOC_IP", "")
-        attrs = self._attrs(pause_id)
-        hostname = str(attrs["Config"].get("Hostname") or "") if attrs else ""
-        if not address or not hostname:
-            return None
-        path = ctx.task_dir / "hosts"
-        if not path.exists():
-            path.write_text(etc_hosts(address, hostname))
-            path.chmod(0o644)
-        return path
-
     def _pin_binds(self, ctx: TaskContext, opts: DockerOpts, staged: contextlib.ExitStack) -> None:
         """The task's own binds (config `volumes`, `mount` of type bind: sources checked by
         dockermounts) handed to dockerd as binds of what was checked, made through an fd
