@@ -43,6 +43,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("getter/unpack.py", "unpack", "tarfile.open"): ARTIFACT,
     ("drivers/exec.py", "InitArgs.of", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
     ("drivers/exec.py", "_isolated", "Path(f'/proc/{pid}/cmdline').read_bytes"): PROC,
+    ("drivers/exec.py", "agent_bounding_set", "Path('/proc/self/status').read_text"): PROC,  # nomad-5783
     ("drivers/hostproc.py", "proc_start_time", "Path(f'/proc/{pid}/stat').read_text"): PROC,
     ("drivers/hostproc.py", "children", "Path(f'/proc/{pid}/task/{pid}/children').read_text"): PROC,
     ("drivers/cgroups.py", "Cgroups.of_pid", "Path(f'/proc/{pid}/cgroup').read_text"): PROC,
