@@ -115,9 +115,15 @@ lint: install ## ruff, mypy (strict), import contracts, yamllint, ansible-lint (
 	$(BIN)/python scripts/role_docs.py --check
 	$(BIN)/python scripts/collection.py --output build/collection
 
+# The unit tests on every core (pytest-xdist; UNIT_WORKERS=0: in one process). --dist loadfile keeps
+# a file's tests on one worker, so that a module's fixtures (an OpenBao server, a built collection)
+# start once; most of the suite waits on subprocesses and sockets, so 2 workers on 2 cores pay.
+UNIT_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+
 .PHONY: unit
-unit: install ## Unit tests (no lab, no root needed)
-	$(BIN)/pytest tests -m "not root" --junitxml=reports/unit.xml
+unit: install ## Unit tests (no lab, no root needed) on UNIT_WORKERS processes (default: one per core)
+	@seed=$${PYTHONHASHSEED:-$$RANDOM}; echo "[fieldlab] unit tests with PYTHONHASHSEED=$$seed (one for all workers: they must collect alike)"; \
+	  PYTHONHASHSEED=$$seed $(BIN)/pytest tests -m "not root" -n $(UNIT_WORKERS) --dist loadfile --junitxml=reports/unit.xml
 
 .PHONY: integration
 integration: bootstrap ## Controller integration tests (root, real dockerd), but the nightly ones
