@@ -24,39 +24,45 @@ def plan_write(current_size: int, file_size: int, data: bytes) -> list[tuple[boo
     """`data` cut into (rotate before it, piece) pairs, in order: every byte in exactly one piece.
 
     `current_size` is what the current file holds. No piece makes a file exceed `file_size`.
+    Linear in `data`: the rest is never copied, and each newline is searched for once, not once
+    per piece (tiny files cut a long line into many pieces).
     """
     pieces: list[tuple[bool, bytes]] = []
     size, n, rotate = current_size, 0, current_size >= file_size
+    newline = -1  # the first newline at or after n; len(data) when there is none
     while n < len(data):
         if rotate:
             size = 0
-        rest = data[n:]
-        piece = _piece(size, file_size, rest)
-        if piece is None:  # the file is rotated first; on a fresh one _piece never says so
+        if newline < n:
+            found = data.find(b"\n", n)
+            newline = len(data) if found < 0 else found
+        end = _piece_end(size, file_size, len(data), n, newline)
+        if end is None:  # the file is rotated first; on a fresh one _piece_end never says so
             rotate = True
             continue
-        pieces.append((rotate, piece))
-        n += len(piece)
-        size += len(piece)
+        pieces.append((rotate, data[n:end]))
+        size += end - n
+        n = end
         rotate = size >= file_size
     return pieces
 
 
-def _piece(size: int, file_size: int, rest: bytes) -> bytes | None:
-    """What of `rest` goes into a file holding `size` bytes; None: rotate before writing any."""
+def _piece_end(size: int, file_size: int, total: int, n: int, newline: int) -> int | None:
+    """Where the piece from `n` ends when the file holds `size` bytes (the data's first newline at
+    or after `n` is at `newline`, `total` when there is none); None: rotate before writing any."""
     room = file_size - size
-    if room - LINE_SCAN >= len(rest):  # far from the end: no cut needed
-        return rest
-    newline = rest.find(b"\n")
-    if 0 <= newline < room:  # the first line fits: it goes in whole
-        return rest[: newline + 1]
+    rest = total - n
+    if room - LINE_SCAN >= rest:  # far from the end: no cut needed
+        return total
+    if newline < total and newline - n < room:  # the first line fits: it goes in whole
+        return newline + 1
     fresh = size == 0
-    if newline >= 0:
-        return rest[:room] if fresh else None
-    if len(rest) > file_size or file_size < LINE_SCAN or fresh:
+    if newline < total:
+        return min(total, n + room) if fresh else None
+    if rest > file_size or file_size < LINE_SCAN or fresh:
         # it would not fit a fresh file either (or the files are too small to look for a line):
         # fill this one up
-        return rest[:room]
+        return min(total, n + room)
     return None
 
 
