@@ -78,7 +78,8 @@ def test_deaths_while_the_stream_was_down_are_reported_once_when_it_is_back() ->
         stop,
     )
     seen: list[tuple[str, str]] = []
-    DockerDriver(client=engine).watch(lambda alloc, cid: seen.append((alloc, cid)), stop)
+    # a short reconnect: the four breaks are the point, not the agent's second between tries
+    DockerDriver(client=engine).watch(lambda alloc, cid: seen.append((alloc, cid)), stop, reconnect=0.01)
     assert seen == [("a1", "c1"), ("a2", "c2"), ("a3", "c3"), ("a1", "c1")]
 
 

@@ -678,9 +678,7 @@ def test_every_alloc_listed_after_an_agent_restart_is_read_with_its_tasks_and_ev
     _exits(api, failed, 2)
     (done,) = api.submit(BATCH)
     _exits(api, done, 0)
-    deadline = time.monotonic() + 5
-    while len(api.request("GET", "/v1/allocations")) < 4 and time.monotonic() < deadline:
-        time.sleep(0.01)  # the failed alloc's replacement starts on the loop's timer
+    # (the failed alloc's replacement is owed after its reschedule delay, 30 s: not within this test)
     expected = {stopped: ("complete", "srv"), failed: ("failed", "t"), done: ("complete", "t")}
     for _ in range(2):  # the agent restarted, then restarted again
         core.stop()

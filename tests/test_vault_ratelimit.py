@@ -555,8 +555,10 @@ def _storm(
     task = cert_task(TEMPLATES, prefix=prefix)
     host = Host(tmp_path / "alloc", source)
     tt = runner(host, task, SqliteStore(tmp_path / "state.db"))
+    agent.load.rate = 0.0  # the task's start is not the storm: its first issues go unpaced
     tt.render_all()
     tt.task_started()
+    agent.load.rate = cap
     before = _serials(host, task)
     set_quota()
     sent, limited = agent.load.requests, agent.load.rate_limited

@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 PAUSE_IMAGE = "fieldlab/pause:latest"
 # where a host volume's held dir is bound for dockerd during a start (the agent passes its data dir's)
 STAGING_DIR = Path("/run/fieldlab-agent/hostvolumes")
+WATCH_RECONNECT = 1.0  # seconds between tries to reopen the event stream while dockerd restarts
 
 
 P = ParamSpec("P")
@@ -673,7 +674,7 @@ class DockerDriver:
                 return dict(c.labels)
         return None
 
-    def watch(self, report: ExitReport, stop: threading.Event) -> None:
+    def watch(self, report: ExitReport, stop: threading.Event, reconnect: float = WATCH_RECONNECT) -> None:
         """Report deaths of managed containers until `stop` is set (run in a thread; reconnects
         while dockerd restarts). A death while the stream was broken (dockerd stopping closes it,
         and may not send the die events of the containers it stops last) is found when it comes
@@ -707,7 +708,7 @@ class DockerDriver:
                 if stop.is_set():
                     return
                 log.warning("docker event stream broke (%s); reconnecting", exc)
-                stop.wait(1.0)
+                stop.wait(reconnect)
 
     def _dead_managed(self) -> list[tuple[str, str]]:
         """(container id, alloc id) of each managed container that exited or is dead."""
