@@ -152,7 +152,7 @@ def _wrote(
         task=task,
         task_dir=task_dir,
         env={},
-        network_mode="host",
+        network_mode="none",
     )
     try:
         handle = driver.start(ctx)
