@@ -32,7 +32,15 @@ ARTIFACT = (
     " copy's members; what lands in the task dir goes through agent.sandbox"
 )
 
+PIN = (
+    "a host volume's or a docker bind's checked path opened O_PATH (nothing read), each component"
+    " O_NOFOLLOW (agent.hostvolumes): never through a link, and held until the mount is made"
+)
+
 SITES: dict[tuple[str, str, str], str] = {
+    ("hostvolumes.py", "open_no_links", "os.open"): PIN,
+    ("hostvolumes.py", "pin_path", "os.open"): PIN,
+    ("hostvolumes.py", "staged_bind", "os.open"): PIN,  # the agent's own fresh staging target
     ("cli/jobfiles.py", "variables", "path.read_text"): CLI,
     ("cli/__init__.py", "reader_gone", "os.open"): CLI,  # /dev/null over a closed stdout (`| head`)
     ("cli/commands.py", "job_dispatch", "open"): CLI,  # `job dispatch ... INPUT`: the operator's payload file
