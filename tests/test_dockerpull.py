@@ -64,7 +64,7 @@ class FakeApi:
     def local(self, image: str) -> bool:
         return image in self.images
 
-    def open(self, repo: str, tag: str, auth: Mapping[str, str], activity: float) -> FakeStream:
+    def start_pull(self, repo: str, tag: str, auth: Mapping[str, str], activity: float) -> FakeStream:
         self.opened.append((repo, tag, dict(auth), activity))
         self.stream.on_end = lambda: self.images.add(f"{repo}:{tag}" if tag else repo)
         return self.stream

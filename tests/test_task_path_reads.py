@@ -61,6 +61,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("drivers/hostproc.py", "read_environ", "path.read_bytes"): PROC,
     # a process task's stdout/stderr: its FIFOs in the alloc's .logmon dir (root's, 0700)
     ("drivers/process.py", "ProcessDriver.spawn", "output.open"): NODE,
+    ("drivers/dockerpull.py", "_from_docker_config", "path.read_text"): NODE,  # plugin auth.config, 0600
     ("drivers/hostproc.py", "read_log_tail", "os.open"): TASK,
     ("drivers/usage.py", "_read", "(d / name).read_text"): PROC,  # the kernel's cgroup files
     ("drivers/raw_exec.py", "credentials", "Path(f'/proc/{pid}/status').read_text"): PROC,

@@ -60,7 +60,7 @@ class PullApi(Protocol):
 
     def local(self, image: str) -> bool: ...
 
-    def open(self, repo: str, tag: str, auth: Mapping[str, str], activity: float) -> PullStream: ...
+    def start_pull(self, repo: str, tag: str, auth: Mapping[str, str], activity: float) -> PullStream: ...
 
 
 class PullFailed(Exception):
@@ -230,7 +230,7 @@ class Puller:
         deadline = start + timeout
         messages: queue.Queue[tuple[str, Any]] = queue.Queue()
         try:
-            stream = self.api.open(repo, tag, auth, min(activity, timeout))
+            stream = self.api.start_pull(repo, tag, auth, min(activity, timeout))
         except PullFailed as exc:
             raise PullFailed(f"Failed to pull `{image}`: {exc}", recoverable(str(exc))) from None
 
@@ -307,7 +307,7 @@ class EnginePullApi:
             raise
         return True
 
-    def open(self, repo: str, tag: str, auth: Mapping[str, str], activity: float) -> PullStream:
+    def start_pull(self, repo: str, tag: str, auth: Mapping[str, str], activity: float) -> PullStream:
         return _EngineStream(self._client().api, repo, tag, dict(auth), activity)
 
 
