@@ -45,6 +45,9 @@ class Port:
     label: str
     to: int = 0
     static: int = 0
+    # the client host network it is bound on: "default" (its advertise address) is the only one a
+    # client without `host_network` blocks has; another fails placement (agent.placement.refusals)
+    host_network: str = "default"
 
 
 @dataclass(frozen=True)

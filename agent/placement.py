@@ -81,6 +81,8 @@ class NodeFacts:
     meta: Mapping[str, str] = field(default_factory=dict)
     disk_mb: int | None = None  # free MB in the data dir at start (Nomad's node disk); None: unknown
     host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # name -> (path, read_only)
+    # the client's host networks besides "default" (Nomad's client `host_network` blocks): none here
+    host_networks: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -365,6 +367,15 @@ def refusals(job: Job, node: NodeFacts) -> list[tuple[str, str]]:
                     ' free in its data dir: Nomad would not place it here (dimension "disk" exhausted)',
                 )
             )
+        for p in g.network.ports if g.network else ():
+            if p.host_network != "default" and p.host_network not in node.host_networks:
+                out.append(
+                    (
+                        f"job.{job.id}.group.{g.name}.network.port.{p.label}.host_network",
+                        f'missing host network "{p.host_network}" for port "{p.label}": this client has'
+                        ' only the "default" host network; Nomad would not place it here',
+                    )
+                )
         for v in g.volumes:
             if v.source not in node.host_volumes:
                 have = ", ".join(sorted(node.host_volumes)) or "none"

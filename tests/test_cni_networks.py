@@ -18,6 +18,7 @@ import subprocess
 import textwrap
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from agent.network.cni import CniNetwork
 from agent.network.networks import NetworkSet, bridge_of, find_conflist
 from agent.network.result import CniError
 from agent.node.sweeper import Sweeper, plan_sweep
+from agent.placement import NodeFacts, refusals
 from agent.records import AllocRecord, PortAlloc
 from agent.runner.alloc import AllocRunner
 from tests.cniconf import bridge_conflist, scrub_test_network
@@ -430,7 +432,7 @@ def test_hostname_and_dns_are_taken_for_a_bridge_or_cni_group_of_docker_tasks() 
             'mode = "bridge"; dns {\nservers = ["192.0.2.53"]\n}',
             "exec",
             "dns",
-            "dns is not currently supported on driver exec",
+            "does not write a exec task's resolv.conf",
         ),
         (
             'mode = "bridge"; hostname = "not a name"',
@@ -529,3 +531,61 @@ def test_a_task_joining_the_pause_container_sees_its_hostname_resolv_conf_and_ho
     # Nomad's /etc/hosts of a group network: the alloc's address under the group's hostname
     assert "10.9.0.7 web-1" in lines and "127.0.0.1 localhost" in lines
     assert (task_dir / "hosts").read_text() == etc_hosts("10.9.0.7", "web-1")
+
+
+def test_dns_is_taken_for_docker_tasks_in_any_mode_and_a_port_on_a_missing_host_network_fails_placement() -> (
+    None
+):
+    dns = 'dns {\nservers = ["192.0.2.53"]\n}'
+    job = parse_jobspec(
+        _group_job(f'mode = "host"; {dns}; port "http" {{\nhost_network = "public"\n}}'), source="t"
+    ).job
+    net = job.groups[0].network
+    assert net is not None and net.dns_servers == ("192.0.2.53",) and net.ports[0].host_network == "public"
+    node = NodeFacts(id="n", name="client9", datacenter="dc1")
+    assert refusals(job, node) == [
+        (
+            "job.j.group.g.network.port.http.host_network",
+            'missing host network "public" for port "http": this client has only the "default" host'
+            " network; Nomad would not place it here",
+        )
+    ]
+    assert refusals(job, replace(node, host_networks=frozenset({"public"}))) == []
+
+
+@pytest.mark.root
+def test_a_docker_task_outside_a_pause_container_gets_the_groups_dns(tmp_path: Path) -> None:
+    from tests.agent_lab import build_workload_images, why_not_ready
+
+    if reason := why_not_ready():
+        pytest.skip(reason)
+    build_workload_images(tmp_path)
+    driver = DockerDriver(node_name="client9")
+    alloc = str(uuid.uuid4())
+    task_dir = tmp_path / "alloc" / "web"
+    for d in ("local", "secrets"):
+        (task_dir / d).mkdir(parents=True)
+    (task_dir.parent / "alloc" / "logs").mkdir(parents=True)
+    task = Task(
+        "web",
+        "docker",
+        config={"image": "fieldlab/busybox:lab", "command": "cat", "args": ["/etc/resolv.conf"]},
+    )
+    ctx = TaskContext(
+        job="web",
+        group="g",
+        alloc_id=alloc,
+        task=task,
+        task_dir=task_dir,
+        env={},
+        network_mode="none",
+        sandbox=Sandbox("", ("192.0.2.54",), (), ("ndots:3",)),
+    )
+    try:
+        c = driver.client.containers.get(driver.start(ctx).id)
+        c.wait(timeout=30)
+        lines = c.logs().decode().splitlines()
+    finally:
+        with contextlib.suppress(Exception):
+            driver.client.containers.get(f"web-{alloc}").remove(force=True)
+    assert "nameserver 192.0.2.54" in lines and "options ndots:3" in lines

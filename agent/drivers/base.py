@@ -124,6 +124,9 @@ class TaskContext:
     network_mode: str = "none"  # the group's: "bridge", "host" or "none"
     netns: Path | None = None  # the alloc's network namespace, for drivers that join it by path
     netns_owner: TaskHandle | None = None  # the container owning it, for drivers that join a container
+    # the group network's dns (hostname unused here): a docker task outside a pause container gets it
+    # as its own container's DNS options (inside one it shares the pause container's resolv.conf)
+    sandbox: Sandbox = NO_SANDBOX
     ports: tuple[tuple[str, int, int], ...] = ()  # the alloc's ports: (label, host port, to)
     output: TaskOutput | None = None  # a process task's stdout/stderr (None: /dev/null, `logs` disabled)
     mounts: tuple[Mount, ...] = ()  # its host volumes (volume_mount), resolved against the node's config

@@ -311,6 +311,15 @@ class DockerDriver:
             raise DriverError("docker", f"task {ctx.task.name}", why) from None
         return volume_bind(replace(m, host_path=where))
 
+    def _group_network_files(self, ctx: TaskContext, mode: str, kw: dict[str, Any]) -> None:
+        """In its group's network (a pause container's): Nomad's /etc/hosts; elsewhere the group's
+        network.dns as the container's own DNS options (Nomad mounts a resolv.conf of them)."""
+        if mode == "container" and ctx.netns_owner is not None:
+            if hosts := self._etc_hosts(ctx, ctx.netns_owner.id):
+                kw["volumes"].append(f"{hosts}:/etc/hosts:rw")
+        else:
+            kw.update(pause_sandbox(replace(ctx.sandbox, hostname="")))
+
     def _etc_hosts(self, ctx: TaskContext, pause_id: str) -> Path | None:
         """Nomad's /etc/hosts of a task in its group's network (drivers/shared/hostnames): the
         localhost lines and the alloc's address with the pause container's hostname (the group's
@@ -399,8 +408,6 @@ class DockerDriver:
         mode = effective_network(cfg, ctx.network_mode)
         if mode == "container" and ctx.netns_owner is not None:
             kw["network_mode"] = f"container:{ctx.netns_owner.id}"
-            if hosts := self._etc_hosts(ctx, ctx.netns_owner.id):
-                kw["volumes"].append(f"{hosts}:/etc/hosts:rw")
         elif mode in ("default", "bridge"):
             # Nomad's docker driver in a host-mode group (or network_mode "bridge"): docker's own
             # bridge, and each port the task lists in `ports` published from its host port to `to` (the
@@ -408,6 +415,7 @@ class DockerDriver:
             kw["ports"] = published(ctx.ports, cfg.get("ports"), opts.port_map, self.publish_address)
         elif mode in ("host", "none"):
             kw["network_mode"] = mode
+        self._group_network_files(ctx, mode, kw)
         if cfg.get("command"):
             # The command replaces the image's entrypoint unless the task sets its own (then it is
             # the first word of the Cmd, as Nomad's driver): docs/drivers.md

@@ -150,36 +150,31 @@ class ServiceBlocks(ServiceOptions):
     def _sandbox_refusals(
         self, network: Network, path: str, task_blocks: list[tuple[str, Body, str]]
     ) -> None:
-        """hostname and dns are the docker pause container's (agent.drivers.base.Sandbox): refused
-        where there is none, with Nomad's words where Nomad refuses too."""
+        """hostname is the docker pause container's, dns a docker task's (the pause container's, or its
+        own container's outside one: agent.drivers.base.Sandbox): refused where neither exists, with
+        Nomad's words where Nomad refuses too."""
         npath = join(path, "network")
-        asked = [
-            k
-            for k, v in (
-                ("hostname", network.hostname),
-                ("dns", network.dns_servers or network.dns_searches or network.dns_options),
+        dns = bool(network.dns_servers or network.dns_searches or network.dns_options)
+        if network.hostname and not network.group_netns:  # Nomad's network manager says so
+            self.report.error(
+                join(npath, "hostname"),
+                f'hostname cannot be set on task group using "{short(network.mode)}" networking mode',
             )
-            if v
-        ]
-        if not asked:
-            return
-        if not network.group_netns:
-            for key in asked:  # Nomad: "hostname cannot be set on task group using "host" networking mode"
-                self.report.error(
-                    join(npath, key),
-                    f'{key} cannot be set on task group using "{short(network.mode)}" networking mode'
-                    " (fieldlab-agent: bridge or cni/<name> only)",
-                )
-            return
         for name, task_body, _ in task_blocks:
             driver = task_body.get("driver") if isinstance(task_body, Mapping) else None
-            if isinstance(driver, str) and driver != "docker":
-                for key in asked:  # Nomad: "hostname is not currently supported on driver exec"
-                    self.report.error(
-                        join(npath, key),
-                        f"{key} is not currently supported on driver {short(driver)} (task {short(name)}):"
-                        " it is the docker pause container's",
-                    )
+            if not isinstance(driver, str) or driver == "docker":
+                continue
+            if network.hostname and network.group_netns:  # Nomad: the docker driver alone sets it
+                self.report.error(
+                    join(npath, "hostname"),
+                    f"hostname is not currently supported on driver {short(driver)} (task {short(name)})",
+                )
+            if dns:  # Nomad mounts a resolv.conf into exec tasks; this agent does not
+                self.report.error(
+                    join(npath, "dns"),
+                    f"refused: fieldlab-agent does not write a {short(driver)} task's resolv.conf"
+                    f" (task {short(name)}): network.dns is honoured for docker tasks",
+                )
 
     def _cni_args(self, net: Body, npath: str) -> tuple[tuple[str, str], ...]:
         """`cni { args = {...} }`: passed in CNI_ARGS to the plugins of a bridge or cni/<name> network,
@@ -223,7 +218,7 @@ class ServiceBlocks(ServiceOptions):
                     )
                 elif static:
                     statics[static] = label
-                self._host_network(port, label, ppath)
+                host_network = self._host_network(port, label, ppath)
                 if self._bool(port, "ignore_collision", ppath, False):
                     self.report.error(
                         join(ppath, "ignore_collision"),
@@ -231,20 +226,19 @@ class ServiceBlocks(ServiceOptions):
                         " (Nomad's ignore_collision skips the scheduler's port check; here every host"
                         " port is checked at submission)",
                     )
-                ports.append(Port(label=label, to=to, static=static))
+                ports.append(Port(label=label, to=to, static=static, host_network=host_network))
         return ports
 
-    def _host_network(self, port: Body, label: str, ppath: str) -> None:
-        """A port's `host_network`: this client has only Nomad's "default" host network (its
-        advertise address); any other name fails as Nomad's scheduler fails placement on a node
-        without it."""
-        name = self._str(port, "host_network", ppath, "default")
-        if name not in ("", "default"):
+    def _host_network(self, port: Body, label: str, ppath: str) -> str:
+        """A port's `host_network` ("default" when unset): whether this client has it is placement's
+        (agent.placement.refusals fails a name the node lacks, as Nomad's scheduler)."""
+        name = self._str(port, "host_network", ppath, "default") or "default"
+        if "${" in name:
             self.report.error(
                 join(ppath, "host_network"),
-                f'missing host network "{short(name)}" for port "{short(label)}": this client has only'
-                ' the "default" host network (Nomad\'s scheduler places no alloc on such a node)',
+                "interpolation in host_network is not implemented by fieldlab-agent",
             )
+        return name
 
     def _port_number(self, body: Body, key: str, path: str, *, same_as_host: bool = False) -> int:
         """A port number; 0 when unset. `to`: 0 or -1 mean "the same as the host port" (Nomad);

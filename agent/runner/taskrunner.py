@@ -367,6 +367,7 @@ class TaskRunner:
                 network_mode=ar.group.network.driver_mode if ar.group.network else "none",
                 netns=ar.netns_path(),
                 netns_owner=self.state.handle(NETNS_OWNER) if ar.bridge else None,
+                sandbox=ar.network.sandbox(),
                 ports=tuple((p.label, p.host, p.to) for p in ar.rec.ports),
                 output=req.output,
                 mounts=req.mounts,

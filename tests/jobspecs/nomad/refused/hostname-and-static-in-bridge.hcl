@@ -1,4 +1,5 @@
 # bridge network with a hostname, a static port and ignore_collision (Nomad 1.9).
+# Nomad refuses it too: its job validation allows ignore_collision in host mode only ("collision may not be ignored on non-host network mode").
 job "bridge-hostname" {
   group "g" {
     network {
