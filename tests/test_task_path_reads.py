@@ -90,6 +90,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("runner/logmonhook.py", "_open_logs_dir", "os.open"): TASK,  # alloc/ and logs/, O_NOFOLLOW
     ("runner/taskdirs.py", "_dir_with_mode", "os.open"): TASK,  # O_NOFOLLOW|O_DIRECTORY, then fchmod
     ("network/cni.py", "CniNetwork._load", "path.read_text"): NODE,
+    ("network/networks.py", "find_conflist", "path.read_text"): NODE,  # the client's cni_conf_dir
     ("nomadapi/allocfs.py", "_open_dirs", "os.open"): TASK,  # by dir fd, O_NOFOLLOW at every step
     ("nomadapi/allocfs.py", "_open_regular", "os.open"): TASK,  # O_NOFOLLOW|O_NONBLOCK, regular only
     ("nomadapi/hoststats.py", "host_stats", "Path('/proc/meminfo').read_text"): PROC,

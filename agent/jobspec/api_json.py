@@ -39,6 +39,8 @@ _NESTED: Mapping[tuple[str, str], tuple[str, str]] = {
     ("task", "restart"): ("restart", "one"),
     ("group", "service"): ("service", "many"),
     ("network", "port"): ("port", "ports"),
+    ("network", "dns"): ("dns", "one"),
+    ("network", "cni"): ("cni", "one"),
     ("task", "resources"): ("resources", "one"),
     ("task", "template"): ("template", "many"),
     ("task", "service"): ("service", "many"),

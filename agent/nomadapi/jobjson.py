@@ -304,14 +304,15 @@ def network_json(
     }
 
 
-def port_json(label: str, value: int, to: int) -> dict[str, Any]:
+def port_json(label: str, value: int, to: int, host_network: str = "default") -> dict[str, Any]:
     """api.Port (api/resources.go): `value` is the host port (0: a dynamic port not assigned yet)."""
-    return {"Label": label, "Value": value, "To": to, "HostNetwork": "default", "IgnoreCollision": False}
+    return {"Label": label, "Value": value, "To": to, "HostNetwork": host_network, "IgnoreCollision": False}
 
 
 def _network(net: Network) -> dict[str, Any]:
-    reserved = [port_json(p.label, p.static, p.to) for p in net.ports if p.static]
-    out = network_json(net.mode, reserved, [port_json(p.label, 0, p.to) for p in net.ports if not p.static])
+    reserved = [port_json(p.label, p.static, p.to, p.host_network) for p in net.ports if p.static]
+    dynamic = [port_json(p.label, 0, p.to, p.host_network) for p in net.ports if not p.static]
+    out = network_json(net.mode, reserved, dynamic)
     out["Hostname"] = net.hostname
     if net.dns_servers or net.dns_searches or net.dns_options:  # api.DNSConfig: nil lists as null
         out["DNS"] = {
