@@ -32,10 +32,8 @@ not implement is one of these kinds (agent/jobspec/fieldclass.py), and a jobspec
 - **this node's values only**: honoured by being what this node is; any other value is refused.
 - **refused**: a client-side field the agent does not do; a jobspec that sets it is refused, saying
   why, rather than replayed without it.
-- **client-side, not implemented**: accepted with the warning "accepted but not implemented by
-  fieldlab-agent". These are the debt of issue 52: each is to be implemented or refused. They are
-  not refused yet because refusing them all would refuse 85 of the 257 jobspecs of the corpus
-  (tests/jobspecs, e2e/scenarios/jobs) and two catalogue scenarios.
+- **anything else** would be refused as not implemented: no client-side field is accepted and
+  ignored. None is left (issue 52 item 6 took the 82 there were to 0).
 
 Fields not listed here are implemented (or are not Nomad's, and refused as such).
 """

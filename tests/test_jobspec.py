@@ -15,7 +15,6 @@ from agent.errors import AgentError
 from agent.identity.vaultlogin import token_role_policies
 from agent.jobspec import JobspecError, Limits, ParsedJob, load_jobspec, parse_duration, parse_jobspec
 from agent.jobspec.fieldclass import (
-    CLIENT_SIDE,
     ONLY_VALUES,
     field_refusal,
     server_side_warning,
@@ -327,7 +326,7 @@ def test_every_unimplemented_nomad_field_warns_once_as_the_servers_or_as_not_imp
         if value_refusal(context, n, "anything") is None and field_refusal(context, n) is None
     ]
     expected = sorted(
-        f"{_PATHS[context]}.{n}: {server_side_warning(context, n) or CLIENT_SIDE}" for n in warned
+        f"{_PATHS[context]}.{n}: {server_side_warning(context, n)}" for n in warned
     )
     if refused:
         with pytest.raises(JobspecError) as info:

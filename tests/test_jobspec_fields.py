@@ -15,7 +15,7 @@ import pytest
 
 from agent.jobspec import parse_jobspec
 from agent.jobspec.api_json import hcl_name
-from agent.jobspec.fieldclass import CLIENT_SIDE, field_refusal, server_side_warning, value_refusal
+from agent.jobspec.fieldclass import field_refusal, server_side_warning, value_refusal
 from agent.jobspec.fields import API_ONLY, IMPLEMENTED, SERVER_SET, UNIMPLEMENTED, known
 
 LABEL = "<label>"  # the block's label in HCL; a field of the object in the API JSON
@@ -481,7 +481,7 @@ def test_every_unimplemented_api_field_warns_once_with_its_path_and_its_kind(con
     parsed = parse_jobspec(_api_job({context: given}), source="<t>")
     names = sorted(hcl_name(context, go) for go in given)
     assert sorted(parsed.warnings) == sorted(
-        f"{_API_PATHS[context]}.{n}: {server_side_warning(context, n) or CLIENT_SIDE}" for n in names
+        f"{_API_PATHS[context]}.{n}: {server_side_warning(context, n)}" for n in names
     )
 
 

@@ -9,11 +9,11 @@ field is accepted and then ignored.
 - **Ignored by Nomad too** (`NOMAD_IGNORES`): deprecated fields Nomad itself reads and drops; a warning.
 - **Accepted for some values** (`ONLY_VALUES`): the field is honoured by being what this node is
   (the job's region, its node pool); any other value is refused, naming it.
-- **Everything else is client-side**: still accepted with the warning "accepted but not implemented by
-  fieldlab-agent" (`CLIENT_SIDE`), which is the debt issue 52 names: each is to be implemented or
-  refused. Refusing them all today would refuse 85 of the 257 corpus jobspecs (tests/jobspecs,
-  e2e/scenarios/jobs) and two catalogue scenarios, and would hide nomad-10511's negative-cores check
-  behind a blanket refusal; docs/jobspec-fields.md lists them.
+- **Refused** (`REFUSED`): a client-side field the agent does not do; the jobspec is refused with the
+  reason, never replayed without it.
+- **Anything else** (a field added to UNIMPLEMENTED without a class here) is refused too
+  (`UNCLASSIFIED`): no client-side field is ever accepted and ignored. None is today (issue 52 item 6
+  took the 82 there were to none: each implemented, refused, or classed above).
 """
 
 from __future__ import annotations
@@ -146,7 +146,10 @@ ONLY_VALUES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "service": {"cluster": ("default",)},  # one Consul (Nomad Enterprise names others)
 }
 
-CLIENT_SIDE = "accepted but not implemented by fieldlab-agent"
+UNCLASSIFIED = (
+    "refused: not implemented by fieldlab-agent (a client-side field it does not do is refused, never "
+    "accepted and ignored)"
+)
 
 
 def server_side_warning(context: str, name: str) -> str | None:

@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import TypeVar
 
 from agent.jobspec.durations import MAX_NS, duration_seconds, format_duration
-from agent.jobspec.fieldclass import CLIENT_SIDE, field_refusal, server_side_warning, value_refusal
+from agent.jobspec.fieldclass import UNCLASSIFIED, field_refusal, server_side_warning, value_refusal
 from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED, known
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Block, Body, Invalid, Report, join
@@ -134,7 +134,10 @@ class BodyReader:
                 self.report.error(where, refusal)
             return
         warning = server_side_warning(context, key)
-        self.report.warn(where, CLIENT_SIDE if warning is None else warning)
+        if warning is None:
+            self.report.error(where, UNCLASSIFIED)
+        else:
+            self.report.warn(where, warning)
 
     def _job_id(self, job_id: str, path: str) -> None:
         """A job's ID: a name, or a dispatched or periodic child's `<parent>/dispatch-...` (Nomad's
