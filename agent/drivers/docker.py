@@ -182,8 +182,8 @@ class DockerDriver:
         node_name: str = "",
         plugin: DockerPlugin | None = None,
         own_paths: Sequence[Path] = (),
-        staging_dir: Path = STAGING_DIR,
         bugs: Bugs = NO_BUGS,
+        staging_dir: Path = STAGING_DIR,
     ) -> None:
         self._client = client
         self.node_name = node_name  # Nomad's label com.hashicorp.nomad.node_name
@@ -193,7 +193,6 @@ class DockerDriver:
         self.own_paths = tuple(own_paths)  # the agent's own files: no bind reaches them (hostvolumes)
         self.bugs = bugs  # the fault flags the option mapping takes (dockeropts.plan, via TaskFacts)
         self.staging_dir = staging_dir  # host volumes' binds for dockerd, during a start (hostvolumes)
-        self.bugs = bugs  # the fault flags the option mapping takes (dockeropts.plan, via TaskFacts)
         # Host-mode groups: published ports bind this address (the node's advertise address), as
         # Nomad's docker driver binds the host network's; "" binds every address.
         self.publish_address = publish_address
