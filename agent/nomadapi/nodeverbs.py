@@ -365,10 +365,14 @@ class NodeSchedule:
     def _complete(self, details: Mapping[str, str]) -> None:
         """Nomad's NodesDrainComplete: the strategy cleared, LastDrain complete, still ineligible."""
         now = time.time()
-        self.drain = None
         last = self.last_drain or {"started": now, "meta": None}
         self.last_drain = {**last, "updated": now, "status": "complete"}
+        # The event first, then the strategy cleared (Nomad writes both in one apply): a reader of the
+        # node (fields, then events) that sees the strategy gone sees the event too; the node's index
+        # moves again after, so a blocking query woken in between reads the cleared strategy next.
         self.changed("node_drain", EV_DRAIN_COMPLETE, "Drain", details)
+        self.drain = None
+        self.changed("node_drain")
 
 
 # -- the routes ----------------------------------------------------------------------------------------
