@@ -631,7 +631,7 @@ def test_every_jobspec_reads_back_from_job_json_as_the_same_job() -> None:
             failures.append(f"{path}: warnings added by the encoding: {sorted(added - expected)}")
         done += 1
     assert not failures, "\n".join(failures)
-    assert done >= 200  # the corpus was read
+    assert done >= 180  # the corpus was read (183 on 2026-12-07: refused files moved to refused/)
 
 
 def test_the_round_trip_warns_about_nothing_else_even_for_a_job_that_sets_everything() -> None:
