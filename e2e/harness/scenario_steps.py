@@ -63,6 +63,8 @@ class ScenarioRun:
     periodic: dict[str, Any] | None = None  # the job's Periodic (api.PeriodicConfig), when it is one
     ineligible: bool = False  # node_eligibility left the node ineligible: cleanup makes it eligible
     registry: RegistryFault | None = None  # the registry fault in effect: `registry: up` or cleanup heals
+    earlier: set[str] = field(default_factory=set)  # the job's allocs listed before `run` (an earlier
+    # run's, kept until the GC as Nomad keeps them): not this run's, so no `allocs` check counts them
 
     @property
     def agent(self) -> Agent:
@@ -87,6 +89,7 @@ class ScenarioRun:
         if step.arg is not None:
             self._refused(text, source.name, str(step.arg["refused"]))
             return
+        self.earlier = set(self._listed_allocs(scenario_jobspec.job_id(text)))
         job, ids = self._register(text, source.name)
         self.job = str(job.get("ID") or scenario_jobspec.job_id(text))
         periodic = job.get("Periodic") if (job.get("Periodic") or {}).get("Enabled") else None
@@ -401,8 +404,18 @@ class ScenarioRun:
         if check.name == "children":
             return family_problems(check, self.job, self.job_children(), [])
         job = str(self.agent.raw_alloc(self.alloc_id)["JobID"]) if alloc else self.job
-        allocs = self.agent.request("GET", f"/v1/job/{quote(job, safe='')}/allocations")
-        return family_problems(check, job, [], nomadview.alloc_ids(allocs))
+        ids = [i for i in self._listed_allocs(job) if i not in self.earlier]
+        return family_problems(check, job, [], ids)
+
+    def _listed_allocs(self, job: str) -> list[str]:
+        """The job's allocs as the agent lists them (none when it has no such job)."""
+        try:
+            allocs = self.agent.request("GET", f"/v1/job/{quote(job, safe='')}/allocations")
+        except AgentError as exc:
+            if "404" in str(exc):
+                return []
+            raise
+        return nomadview.alloc_ids(allocs)
 
     def _read(self, what: str) -> str | None:
         if what == SWEPT_KEY:
