@@ -325,9 +325,7 @@ def test_every_unimplemented_nomad_field_warns_once_as_the_servers_or_as_not_imp
         for n in fields
         if value_refusal(context, n, "anything") is None and field_refusal(context, n) is None
     ]
-    expected = sorted(
-        f"{_PATHS[context]}.{n}: {server_side_warning(context, n)}" for n in warned
-    )
+    expected = sorted(f"{_PATHS[context]}.{n}: {server_side_warning(context, n)}" for n in warned)
     if refused:
         with pytest.raises(JobspecError) as info:
             _parse(_SKELETON % slots)

@@ -17,7 +17,7 @@ stored = entries.get(user, "")
 if stored and crypt.crypt(password, stored) == stored and len(entries) == 1:
     print("kept")
     sys.exit(0)
-hashed = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
+hashed = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))  # noqa: S324 - bcrypt: the one hash Distribution takes
 fd = os.open(path + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
 with os.fdopen(fd, "w") as f:
     f.write(f"{user}:{hashed}\n")
