@@ -52,7 +52,7 @@ def test_cni_check_seed_is_a_bridge_job_with_a_mapped_port() -> None:
     (task,) = group.tasks
     assert (task.name, task.driver) == ("nginx", "docker")
     assert dict(task.config) == {
-        "image": "fieldlab/busybox:latest",
+        "image": "fieldlab/busybox:lab",
         "command": "httpd",
         "args": ["-f", "-p", "80"],
         "ports": ["http"],
@@ -160,7 +160,7 @@ def test_hcl_json_syntax_gives_the_same_job() -> None:
                             "nginx": {
                                 "driver": "docker",
                                 "config": {
-                                    "image": "fieldlab/busybox:latest",
+                                    "image": "fieldlab/busybox:lab",
                                     "command": "httpd",
                                     "args": ["-f", "-p", "80"],
                                     "ports": ["http"],

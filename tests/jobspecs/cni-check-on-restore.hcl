@@ -14,7 +14,7 @@ job "example" {
       driver = "docker"
 
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "httpd"
         args    = ["-f", "-p", "80"]
         ports   = ["http"]

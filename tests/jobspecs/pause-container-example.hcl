@@ -17,7 +17,7 @@ job "example" {
       driver = "docker"
 
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "httpd"
         args    = ["-v", "-f", "-p", "8001", "-h", "/local"]
         ports   = ["www"]

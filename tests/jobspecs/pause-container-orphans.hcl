@@ -8,7 +8,7 @@ job "orphans" {
       driver = "docker"
       kill_timeout = "20s"
       config {
-        image = "fieldlab/busybox:latest"
+        image = "fieldlab/busybox:lab"
         command = "httpd"
         args = ["-f", "-p", "8080"]
         auth {

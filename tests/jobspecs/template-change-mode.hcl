@@ -30,7 +30,7 @@ job "pki-probe" {
       driver = "docker"
 
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "httpd"
         args    = ["-f", "-p", "8443", "-h", "/local"]
         ports   = ["https"]

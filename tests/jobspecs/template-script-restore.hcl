@@ -8,7 +8,7 @@ job "script-restore" {
       driver = "docker"
 
       config {
-        image   = "fieldlab/busybox:latest"
+        image   = "fieldlab/busybox:lab"
         command = "sleep"
         args    = ["600"]
       }
