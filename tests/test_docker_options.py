@@ -104,7 +104,12 @@ CHECKS: dict[str, Callable[[Attrs], object]] = {
         a["HostConfig"]["LogConfig"] == {"Type": "json-file", "Config": {"max-size": "1m", "max-file": "2"}}
     ),
     "pids_limit": lambda a: a["HostConfig"]["PidsLimit"] == 77,
-    "volumes": lambda a: any(b.endswith("/local/conf:/etc/app:ro") for b in a["HostConfig"]["Binds"]),
+    # the task's own bind is made through the checked dir's fd on a staged mount point (hostvolumes:
+    # no window between the check and dockerd's bind), so its source is the stage, read-only at /etc/app
+    "volumes": lambda a: any(
+        b.endswith(":/etc/app:ro") and ("/local/conf:" in b or "/hostvolumes/bind-" in b)
+        for b in a["HostConfig"]["Binds"]
+    ),
     "mount": lambda a: (
         [(m["Type"], m["Target"], m.get("TmpfsOptions")) for m in a["HostConfig"]["Mounts"] or []]
         == [("tmpfs", "/scratch", {"SizeBytes": 1048576})]
