@@ -28,6 +28,7 @@ from agent.drivers.pullconfig import (
     registry_host,
 )
 from agent.nomadapi.taskstates import task_event
+from lab.waits import wait_until
 
 WAIT = 5.0  # seconds any test waits at most for a thread it started
 
@@ -177,10 +178,12 @@ def test_a_slow_pull_reports_its_progress_as_nomads_event() -> None:
     p = puller(api, slow_interval=0.1)
     t = threading.Thread(target=p.ensure, args=("r/x:1", TaskPull(), ev, "t"))
     t.start()
-    deadline = time.monotonic() + WAIT
-    while not any(m.startswith("Docker image pull progress") for m, _ in ev.got):
-        assert time.monotonic() < deadline, ev.got
-        time.sleep(0.02)
+    wait_until(
+        lambda: (any(m.startswith("Docker image pull progress") for m, _ in ev.got) or None, str(ev.got)),
+        timeout=WAIT,
+        what="the pull's progress event",
+        interval=0.02,
+    )
     gate.set()
     t.join(WAIT)
     assert ("Docker image pull progress: No progress", {"image": "r/x:1"}) in ev.got
@@ -197,10 +200,12 @@ def test_concurrent_pulls_of_one_image_are_one_pull() -> None:
     threads = [threading.Thread(target=p.ensure, args=("r/x:1", TaskPull(), e, "t")) for e in evs]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + WAIT
-    while not all(e.got for e in evs):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(
+        lambda: (all(e.got for e in evs) or None, str([e.got for e in evs])),
+        timeout=WAIT,
+        what="both starts' Downloading image events",
+        interval=0.01,
+    )
     gate.set()
     for t in threads:
         t.join(WAIT)

@@ -29,6 +29,7 @@ from agent.drivers.base import DriverError, TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.pullconfig import PullConfig
 from agent.model import Task
+from lab.waits import wait_until
 from tests.agent_lab import build_workload_images, why_not_ready
 
 pytestmark = [pytest.mark.root]
@@ -90,16 +91,16 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
     log = (d / "registry.log").open("wb")
     proc = subprocess.Popen(["docker-registry", "serve", str(d / "config.yml")], stdout=log, stderr=log)
     reg = Registry(port, proc, d / "ca.pem")
-    deadline = time.monotonic() + READY
-    while True:
-        try:
-            if requests.get(f"https://{reg.host}/v2/", verify=str(reg.ca), timeout=2).status_code == 401:
-                break
-        except requests.ConnectionError:
-            pass
+
+    def answering() -> tuple[bool | None, str]:
         assert proc.poll() is None, (d / "registry.log").read_text()[-2000:]
-        assert time.monotonic() < deadline, "the registry did not answer"
-        time.sleep(0.1)
+        try:
+            code = requests.get(f"https://{reg.host}/v2/", verify=str(reg.ca), timeout=2).status_code
+        except requests.ConnectionError as exc:
+            return None, str(exc)
+        return (code == 401) or None, f"HTTP {code}"
+
+    wait_until(answering, timeout=READY, what="the registry to answer /v2/ (401: auth on)", interval=0.1)
     try:
         yield reg
     finally:
