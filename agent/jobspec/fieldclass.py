@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from agent.jobspec.fields import UNIMPLEMENTED
+
 _PLACEMENT = "placement among nodes is the scheduler's: this one node takes every alloc it fits"
 _DISCONNECT = (
     "what the servers do when a client stops heartbeating: this agent is its own server and never "
@@ -64,18 +66,6 @@ _FILE_OPTIONS = (
     "a register option in a job file: Nomad's job run reads only the file's Job (its flags "
     "-check-index, -preserve-counts, -eval-priority set these; POST /v1/jobs honours them)"
 )
-_REQUEST_OPTIONS = (
-    "enforce_index",
-    "eval_priority",
-    "idempotency_token",
-    "job_modify_index",
-    "namespace",
-    "policy_override",
-    "preserve_counts",
-    "region",
-    "secret_id",
-    "submission",
-)
 
 NOMAD_IGNORES: Mapping[str, Mapping[str, str]] = {
     "resources": {
@@ -98,7 +88,7 @@ NOMAD_IGNORES: Mapping[str, Mapping[str, str]] = {
     "identity": {
         "service_name": "set by Nomad on a service's identity: a task's identity's is ignored by Nomad too"
     },
-    "request": {name: _FILE_OPTIONS for name in _REQUEST_OPTIONS},
+    "request": dict.fromkeys(sorted(UNIMPLEMENTED["request"]), _FILE_OPTIONS),  # POST /v1/jobs' envelope
 }
 
 # Refused at submission, with the reason: client-side fields the agent does not do, where doing
