@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from agent.drivers.base import NO_SANDBOX, Sandbox, TaskContext
-from agent.drivers.docker import DockerDriver, etc_hosts, pause_name, pause_sandbox
+from agent.drivers.docker import DockerDriver
+from agent.drivers.dockernames import etc_hosts, pause_name, pause_sandbox
 from agent.errors import AgentError
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.model import Group, Job, Network, Task

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from agent.drivers.docker import NOMAD_LABEL_ALLOC, DockerDriver, legacy_pause_name, pause_name
+from agent.drivers.docker import DockerDriver
+from agent.drivers.dockernames import NOMAD_LABEL_ALLOC, legacy_pause_name, pause_name
 from tests.agent_lab import build_workload_images, why_not_ready
 
 pytestmark = [pytest.mark.root]
@@ -98,7 +99,7 @@ def test_an_image_not_on_the_node_is_pulled_and_a_failed_pull_is_the_starts_erro
 
 
 def test_the_no_image_message_lists_what_the_node_has() -> None:
-    from agent.drivers.docker import no_image
+    from agent.drivers.dockernames import no_image
 
     many = [f"img{i:02d}:latest" for i in range(15)]
     said = no_image("redis:7", many, shown=3)

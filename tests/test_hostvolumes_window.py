@@ -261,7 +261,8 @@ def test_a_docker_config_volume_swapped_after_its_check_is_refused(tmp_path: Pat
     import docker
 
     from agent.drivers.base import DriverError
-    from agent.drivers.docker import DockerDriver, task_container_name
+    from agent.drivers.docker import DockerDriver
+    from agent.drivers.dockernames import task_container_name
     from agent.model import Resources, Task
 
     _, data_dir, _ = _layout(tmp_path)

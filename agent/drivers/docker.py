@@ -47,6 +47,17 @@ from agent.drivers.base import (
     inside_env,
 )
 from agent.drivers.dockermounts import volume_bind
+from agent.drivers.dockernames import (
+    CONTAINER_LOG_OPTS,
+    NOMAD_LABEL_ALLOC,
+    NOMAD_LABEL_PREFIX,
+    etc_hosts,
+    legacy_pause_name,
+    no_image,
+    pause_name,
+    pause_sandbox,
+    task_container_name,
+)
 from agent.drivers.dockeropts import effective_network, plan, published, refusals
 from agent.drivers.dockerpull import EnginePullApi, Puller
 from agent.drivers.dockervalues import DockerOpts, TaskFacts
@@ -89,76 +100,6 @@ def engine_errors(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         return guarded
 
     return wrap
-
-
-# Nomad's docker driver's labels (drivers/docker/driver.go: dockerLabelAllocID, ...)
-NOMAD_LABEL_PREFIX = "com.hashicorp.nomad."
-NOMAD_LABEL_ALLOC = NOMAD_LABEL_PREFIX + "alloc_id"
-
-
-def pause_sandbox(sandbox: Sandbox) -> dict[str, object]:
-    """The pause container's create options for the group network's hostname and DNS (only those
-    set: docker keeps the node's resolv.conf lines for the others)."""
-    kw: dict[str, object] = {"hostname": sandbox.hostname} if sandbox.hostname else {}
-    for key, values in (
-        ("dns", sandbox.dns_servers),
-        ("dns_search", sandbox.dns_searches),
-        ("dns_opt", sandbox.dns_options),
-    ):
-        if values:
-            kw[key] = list(values)
-    return kw
-
-
-def etc_hosts(address: str, hostname: str) -> str:
-    """The /etc/hosts Nomad's docker driver mounts into a task of a group network (GenerateEtcHostsMount)."""
-    return (
-        "# written by fieldlab-agent for the task group's network (as a Nomad client writes it)\n"
-        "127.0.0.1 localhost\n"
-        "::1 localhost\n"
-        "::1 ip6-localhost ip6-loopback\n"
-        "fe00::0 ip6-localnet\n"
-        "ff00::0 ip6-mcastprefix\n"
-        "ff02::1 ip6-allnodes\n"
-        "ff02::2 ip6-allrouters\n"
-        "ff02::3 ip6-allhosts\n"
-        "\n"
-        "# the alloc's address and hostname, the same for every task of the group\n"
-        f"{address} {hostname}\n"
-    )
-
-
-def pause_name(alloc_id: str) -> str:
-    """Nomad's name of an alloc's pause container (drivers/docker/network.go)."""
-    return f"nomad_init_{alloc_id}"
-
-
-def legacy_pause_name(alloc_id: str) -> str:
-    """The name this agent gave pause containers before it took Nomad's: one started then is found
-    by it (kept, not renamed: its alloc's tasks share its network namespace)."""
-    return f"fieldlab_init_{alloc_id}"
-
-
-# json-file, per container: bounded whatever the daemon's defaults (nomad#5782). Nomad's driver keeps
-# 2 files of 2 MB; the agent's logger (python, following the engine's log) can fall behind a task
-# that writes fast on a loaded node, and lines the engine rotated away before it read them are lost
-# (seen in CI: nomad-11721's 16 500 first lines), so the engine keeps 3 files of 10 MB.
-CONTAINER_LOG_OPTS = {"max-file": "3", "max-size": "10m"}
-
-
-def task_container_name(task: str, alloc_id: str) -> str:
-    return f"{task}-{alloc_id}"
-
-
-def no_image(image: str, local: list[str], shown: int = 12) -> str:
-    """Why a task's image is not there to run although the pull path found or pulled it (it was
-    removed in between): the node's images (pure)."""
-    have = sorted(set(local))
-    listed = ", ".join(have[:shown]) + (f" and {len(have) - shown} more" if len(have) > shown else "")
-    return (
-        f"image {image!r} is not on this node (removed since it was found or pulled): the node has "
-        f"{listed or 'no images'}; the lab's images are in its registry (docs/drivers.md, image pulls)"
-    )
 
 
 def _no_event(message: str, details: Mapping[str, str]) -> None:
