@@ -26,7 +26,7 @@ from agent.core import Core
 from agent.drivers.base import TaskHandle
 from agent.drivers.session import ProcessSession
 from agent.errors import Conflict
-from agent.nomadapi import clientroutes
+from agent.nomadapi import clientfs
 from agent.nomadapi.wsexec import exec_stream
 from agent.records import DesiredStatus
 from lab.waits import wait_until
@@ -196,7 +196,7 @@ def test_logs_of_a_task_from_an_offset_in_frames(api: Api, monkeypatch: pytest.M
         200,
         b"\xffoops\n",
     )
-    monkeypatch.setattr(clientroutes, "FRAME_BYTES", 5)
+    monkeypatch.setattr(clientfs, "FRAME_BYTES", 5)
     frames = _log_frames(api, alloc, "task=srv&type=stdout")
     assert [f["Data"] for f in frames] == [b"hello", b"\nworl", b"d\n"]
 

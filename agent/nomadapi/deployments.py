@@ -21,6 +21,7 @@ from urllib.parse import unquote
 from agent.api.server import Handler, Response, query_params
 from agent.core import Core
 from agent.errors import NotFound
+from agent.nomadapi.context import job_id_of
 from agent.nomadapi.deploywatch import DeploymentError, Deployments, group_counts, look
 from agent.nomadapi.gojson import go_time, ns
 from agent.nomadapi.http import HttpError, answer, blocking, body_json, check_scope, meta_headers
@@ -161,7 +162,7 @@ def _deployment_reads(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
 
     def of_job(groups: tuple[str, ...], body: bytes) -> Response:
         check_scope(query_params(), api.node.region)
-        job_id = _job_ref(groups[0])
+        job_id = job_id_of(groups[0])
 
         def read() -> list[dict[str, Any]]:  # an unknown job has none: [], as Nomad's
             return [deployment_json(d) for d in deployments.of_job(job_id)]
@@ -172,7 +173,7 @@ def _deployment_reads(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
         """The job's newest deployment, null when it has none or there is no such job (Nomad's
         Job.LatestDeployment)."""
         check_scope(query_params(), api.node.region)
-        job_id = _job_ref(groups[0])
+        job_id = job_id_of(groups[0])
 
         def read() -> dict[str, Any] | None:
             mine = deployments.of_job(job_id)
@@ -193,15 +194,6 @@ def refused(exc: DeploymentError) -> Response:
     """Nomad's answer to an error its server returns uncoded: 500, the text as it is (no newline:
     python-nomad's suite compares it whole)."""
     return 500, "text/plain; charset=utf-8", str(exc).encode()
-
-
-def _job_ref(raw: str) -> str:
-    """The job ID of a path, as the job routes read it (agent.nomadapi.routes: not imported, so that
-    this module stays out of the routes' import circle)."""
-    job_id = unquote(raw)
-    if not job_id or len(job_id) > 128:
-        raise HttpError(400, "missing job ID" if not job_id else f"job ID {job_id[:64]!r}...: too long")
-    return job_id
 
 
 _VERB_FIELDS = ("DeploymentID", "Pause", "All", "Groups", "HealthyAllocationIDs", "UnhealthyAllocationIDs")
@@ -312,7 +304,7 @@ def _stable_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
 
     def stable(groups: tuple[str, ...], body: bytes) -> Response:
         check_scope(query_params(), api.node.region)
-        job_id = _job_ref(groups[0])
+        job_id = job_id_of(groups[0])
         data = go_fields(body_json(body), ("JobID", "JobVersion", "Stable"))
         if not data.get("JobID"):
             raise HttpError(400, "JobID must be specified")

@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agent.api.server import Handler, Streamed, query_params, query_values
+from agent.core import Core
 from agent.errors import AgentError
 from agent.nomadapi import structs
+from agent.nomadapi.context import AllocViews, JobViews, NodeViews
 from agent.nomadapi.http import HttpError
-from agent.nomadapi.node import eval_fields
-
-if TYPE_CHECKING:
-    from agent.core import Core
-    from agent.nomadapi.routes import NomadApi
+from agent.nomadapi.node import Evals, eval_fields
 
 HEARTBEAT = 10.0  # seconds between heartbeats of an idle stream (Nomad's default)
 TOPICS = ("Job", "Allocation", "Evaluation", "Node")
@@ -45,6 +43,11 @@ _NODE_TYPES = {
     "node_event": "NodeStreamEvent",  # a driver's health changed (Nomad's UpsertNodeEvents)
     **_NODE_VERB_TYPES,
 }
+
+
+class EventPort(JobViews, AllocViews, NodeViews, Protocol):
+    core: Core
+    evals: Evals
 
 
 def node_verbs_merged(latest: dict[tuple[str, str], int]) -> None:
@@ -91,7 +94,7 @@ def alloc_view(core: Core, alloc_id: str) -> dict[str, Any] | None:
     return found.view() if found.id == alloc_id else None
 
 
-def event_stream(api: NomadApi) -> Handler:
+def event_stream(api: EventPort) -> Handler:
     core = api.core
 
     def job_event(key: str) -> tuple[str, str, list[str], dict[str, Any]]:

@@ -33,6 +33,7 @@ from agent.api.server import Handler, Response, query_params
 from agent.core import Core
 from agent.jobspec import ParsedJob
 from agent.model import Job
+from agent.nomadapi.context import job_id_of
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
 from agent.nomadapi.jobjson import DEFAULT_PRIORITY, parsed_job_json
 from agent.nomadapi.jobperiodic import periodic_routes
@@ -168,7 +169,7 @@ def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
     def dispatch(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         check_scope(params, api.node.region)
-        job_id = _job_id(groups[0])
+        job_id = job_id_of(groups[0])
         return dispatched(job_id, read_dispatch(job_id, body_json(body), params))
 
     def dispatch_payload(groups: tuple[str, ...], body: bytes) -> Response:
@@ -176,7 +177,7 @@ def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
         params = query_params()
         check_scope(params, api.node.region)
         token = params.get("idempotency_token", "")
-        return dispatched(_job_id(groups[0]), DispatchRequest(body, {}, "", 0, token))
+        return dispatched(job_id_of(groups[0]), DispatchRequest(body, {}, "", 0, token))
 
     def dispatched(job_id: str, req: DispatchRequest) -> Response:
         def do() -> dict[str, Any]:  # one turn of the loop: no other write between check and commit
@@ -232,7 +233,7 @@ def _evaluate(api: DispatchPort) -> Handler:
     def evaluate(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         check_scope(params, api.node.region)
-        job_id = _job_id(groups[0])
+        job_id = job_id_of(groups[0])
         data = body_json(body) if body.strip() else {}
         if data:  # Nomad's agent: a body must name the job (an empty one is the old form)
             given = data.get("JobID")
@@ -275,12 +276,3 @@ def _evaluate(api: DispatchPort) -> Handler:
         )
 
     return evaluate
-
-
-def _job_id(raw: str) -> str:
-    from urllib.parse import unquote
-
-    job_id = unquote(raw)
-    if not job_id or len(job_id) > 128:  # as agent.nomadapi.routes reads a job ID
-        raise HttpError(400, "missing job ID" if not job_id else f"job ID {job_id[:64]!r}...: too long")
-    return job_id

@@ -12,20 +12,22 @@ reasons a register is refused for, as one node's AllocationMetric). No evaluatio
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agent.api.server import Handler, Response
 from agent.jobupdate import desired_updates, plan_job_update
 from agent.model import Job
+from agent.nomadapi.context import CorePort, JobViews
 from agent.nomadapi.http import answer, meta_headers
 from agent.nomadapi.jobdiff import annotate, job_diff
 from agent.nomadapi.jobjson import NO_NODE_METRIC
 from agent.nomadapi.jobwrites import read_job_write
 
-if TYPE_CHECKING:
-    from agent.nomadapi.routes import NomadApi
 
-NS = "default"
+class PlanPort(CorePort, JobViews, Protocol):
+    pass
+
+
 # (the running version as api.Job or {}, the new one, DesiredTGUpdates, JobModifyIndex, refusals)
 _Decided = tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, int]], int, list[tuple[str, str]]]
 ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time: no periodic launch
@@ -74,7 +76,7 @@ def plan_response(
     }
 
 
-def job_plan_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+def job_plan_routes(api: PlanPort) -> list[tuple[str, str, Handler]]:
     core = api.core
 
     def plan(groups: tuple[str, ...], body: bytes) -> Response:

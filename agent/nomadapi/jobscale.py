@@ -18,14 +18,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agent.api.server import Handler, Response
+from agent.nomadapi.context import NS, AllocViews, JobViews, job_id_of
+from agent.nomadapi.deploywatch import Deployments
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
-from agent.nomadapi.jobwrites import NS, enforce_index, parse_job, write_job
+from agent.nomadapi.jobwrites import JobWriter, enforce_index, parse_job, write_job
 
-if TYPE_CHECKING:
-    from agent.nomadapi.routes import NomadApi
+
+class ScalePort(JobWriter, JobViews, AllocViews, Protocol):
+    deployments: Deployments  # its reverter is set here (a failed deployment's auto_revert)
+
 
 log = logging.getLogger(__name__)
 SCALING_EVENTS = 20  # kept a group (Nomad's JobTrackedScalingEvents)
@@ -142,7 +146,7 @@ def scale_status(
     }
 
 
-def rollback(api: NomadApi) -> Callable[[str, int], None]:
+def rollback(api: ScalePort) -> Callable[[str, int], None]:
     """What agent.nomadapi.deploywatch calls, on the loop, when a deployment of a group with
     `auto_revert` failed: the job's newest stable `version` registered again off the loop, through
     the revert's own write, as Nomad's deployment watcher rolls back."""
@@ -165,15 +169,14 @@ def rollback(api: NomadApi) -> Callable[[str, int], None]:
     return roll_back
 
 
-def job_scale_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+def job_scale_routes(api: ScalePort) -> list[tuple[str, str, Handler]]:
     core, events = api.core, ScalingEvents()
-    from agent.nomadapi.routes import _job_id
 
     def current(job_id: str) -> dict[str, Any]:
         return core.call(lambda: api.job_dict(api.job_or_404(job_id)))
 
     def scale(groups: tuple[str, ...], body: bytes) -> Response:
-        job_id = _job_id(groups[0])
+        job_id = job_id_of(groups[0])
         data = body_json(body)
         group, count, message, error = scale_request(data, job_id)
         job = current(job_id)
@@ -208,7 +211,7 @@ def job_scale_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         return answer({**out, "Index": out["JobModifyIndex"], "LastContact": 0, "KnownLeader": True})
 
     def status(groups: tuple[str, ...], body: bytes) -> Response:
-        job_id = _job_id(groups[0])
+        job_id = job_id_of(groups[0])
 
         def read() -> dict[str, Any]:
             job = api.job_dict(api.job_or_404(job_id))
@@ -220,7 +223,7 @@ def job_scale_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         return answer(out)
 
     def revert(groups: tuple[str, ...], body: bytes) -> Response:
-        job_id = _job_id(groups[0])
+        job_id = job_id_of(groups[0])
         data = body_json(body)
         if not data.get("JobID"):
             raise HttpError(400, "JobID must be specified")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
@@ -24,19 +24,23 @@ from agent.core import parse_submission
 from agent.errors import NotFound
 from agent.jobspec import JobspecError, ParsedJob
 from agent.jobupdate import UpdatePlan
+from agent.nomadapi.context import NS, CorePort, EvalWrites, JobViews, go_bool, go_int, job_id_of
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
 from agent.nomadapi.jobjson import DEFAULT_PRIORITY, parsed_job_json
 from agent.nomadapi.node import Eval
 from agent.records import DesiredStatus
 
 STOP_MARGIN = 30.0  # seconds a job stop may take past the longest kill_timeout before it answers
-
-if TYPE_CHECKING:
-    from agent.nomadapi.routes import NomadApi
-
-NS = "default"
 ENFORCE_INDEX_PREFIX = "Enforcing job modify index"  # api.RegisterEnforceIndexErrPrefix (api/jobs.go)
 MAX_EVAL_PRIORITY = 100  # command/agent/job_endpoint.go: validateEvalPriorityOpt
+
+
+class JobWriter(CorePort, EvalWrites, Protocol):
+    """What a write of a job needs (write_job): the core, and the evaluation it makes."""
+
+
+class JobWritePort(JobWriter, JobViews, Protocol):
+    """The job write routes': a write's, and the job as api.Job (a register's PreserveResources)."""
 
 
 def register_body(data: Mapping[str, Any], where: str) -> tuple[str, dict[str, Any]]:
@@ -136,31 +140,6 @@ def preserved_resources(job: Mapping[str, Any], prev: Mapping[str, Any]) -> dict
     return {**job, "TaskGroups": kept}
 
 
-def _go_int(params: Mapping[str, str], name: str) -> int | None:
-    """An integer query parameter as Nomad's parseInt reads it (absent: None; not a number: its
-    error, a 500 as Nomad's agent answers an uncoded error)."""
-    raw = params.get(name, "")
-    if not raw:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise HttpError(500, f'Failed to parse value of "{name}" ({raw[:32]}) as a int') from None
-
-
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-
-
-def _go_bool(params: Mapping[str, str], name: str) -> bool:
-    """A boolean query parameter as Nomad's strconv.ParseBool reads it (absent: false); anything
-    else is refused before the write acts (`?purge=maybe` neither purges nor stops)."""
-    raw = params.get(name, "")
-    if raw and raw not in _GO_TRUE | _GO_FALSE:
-        raise HttpError(400, f'Failed to parse value of "{name}" ({raw[:32]}) as a bool: true or false')
-    return raw in _GO_TRUE
-
-
 def _submission(data: Mapping[str, Any], text: str) -> tuple[str, str, dict[str, object]]:
     """(source, format, variables) kept with the job for `job inspect`: the Submission Nomad's CLI
     sends along (the jobspec as written, its -var flags), else the Job JSON registered."""
@@ -173,13 +152,13 @@ def _submission(data: Mapping[str, Any], text: str) -> tuple[str, str, dict[str,
     return str(sub["Source"]), fmt, given
 
 
-def parse_job(api: NomadApi, job: Mapping[str, Any], source: str) -> tuple[ParsedJob, str]:
+def parse_job(api: CorePort, job: Mapping[str, Any], source: str) -> tuple[ParsedJob, str]:
     text = json.dumps({"Job": job})
     return parse_submission(text, "json", source, {}, api.core.limits), text
 
 
 def read_job_write(
-    api: NomadApi,
+    api: CorePort,
     groups: tuple[str, ...],
     body: bytes,
     where: str,
@@ -201,7 +180,7 @@ def read_job_write(
 
 
 def write_job(
-    api: NomadApi,
+    api: JobWriter,
     job_id: str,
     parsed: ParsedJob,
     text: str,
@@ -265,9 +244,8 @@ def write_job(
     return out
 
 
-def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+def job_write_routes(api: JobWritePort) -> list[tuple[str, str, Handler]]:
     core = api.core
-    from agent.nomadapi.routes import _job_id
 
     def counts_kept(data: Mapping[str, Any], job_id: str, job: dict[str, Any]) -> dict[str, Any]:
         def counts() -> dict[str, int]:
@@ -294,9 +272,9 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     def deregister(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         check_scope(params, api.node.region)
-        job_id = _job_id(groups[0])
-        purge = _go_bool(params, "purge")
-        priority = eval_priority(_go_int(params, "eval_priority"))
+        job_id = job_id_of(groups[0])
+        purge = go_bool(params, "purge")
+        priority = eval_priority(go_int(params, "eval_priority"))
 
         def stop() -> tuple[list[str], Eval]:
             # A job known only by its adopted allocs (found running after the state database was
@@ -339,7 +317,7 @@ def job_write_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     ]
 
 
-def _parse_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+def _parse_routes(api: CorePort) -> list[tuple[str, str, Handler]]:
     core = api.core
 
     def parse(groups: tuple[str, ...], body: bytes) -> Response:

@@ -1,7 +1,13 @@
 """Nomad's v1 HTTP API, as a one-node Nomad agent in dev mode answers it for its own node: the
-jobs, evaluations, allocations and nodes endpoints (the agent, status and system ones are in
-agent.nomadapi.agentroutes; the client endpoints, files and logs in agent.nomadapi.clientroutes).
+routes' shared context (NomadApi: the core, this node, the evaluations and deployments, and the
+views of jobs, allocs and the node every resource shapes its answers with) and the route table,
+composed of one route module per resource as Nomad's command/agent/*_endpoint.go:
 
+    agentroutes (agent, status, regions, system)   jobs, jobwrites, jobplan, jobscale, jobdispatch
+    evaluations   allocations   clientroutes (a client's allocs)   clientfs (files and logs)
+    nodes, nodeverbs   deployments (and scaling policies)   services   variables   events
+
+Each route module takes the narrow port it reads (agent.nomadapi.context), never this module.
 Handlers are thin: they read the request in their own thread, gather plain data on the main loop
 (`core.call`) and shape it with the pure views of agent.nomadapi.structs. Reads are blocking
 queries (agent.nomadapi.http); writes answer an EvalID (agent.nomadapi.node.Evals).
@@ -11,44 +17,46 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from typing import Any
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.server import Handler, Response
 from agent.api.views import alloc_counts, job_status
 from agent.core import Core
-from agent.errors import AgentError, NotFound
+from agent.errors import NotFound
 from agent.identity.vaultlogin import with_implicit_identities
 from agent.jobcodec import JobCodecError, decode_job
+from agent.model import Job
 from agent.node.driverevents import NodeEvent, NodeEvents, driver_changes
 from agent.nomadapi import structs
 from agent.nomadapi.agentroutes import agent_routes
+from agent.nomadapi.allocations import alloc_routes
 from agent.nomadapi.briefs import alloc_briefs
+from agent.nomadapi.clientfs import fs_routes
+from agent.nomadapi.clientroutes import client_routes
+from agent.nomadapi.context import JOB_KINDS, NS
+from agent.nomadapi.deployments import deployment_routes
 from agent.nomadapi.deploywatch import Deployments, written
-from agent.nomadapi.http import (
-    HttpError,
-    answer,
-    answer_list,
-    blocking,
-    check_scope,
-    guard,
-    meta_headers,
-)
-from agent.nomadapi.jobdiff import job_diff
-from agent.nomadapi.node import Eval, Evals, NodeIdentity, eval_fields
+from agent.nomadapi.evaluations import eval_routes
+from agent.nomadapi.events import event_stream
+from agent.nomadapi.http import answer, guard
+from agent.nomadapi.jobdispatch import job_dispatch_routes
+from agent.nomadapi.jobplan import job_plan_routes
+from agent.nomadapi.jobs import job_routes
+from agent.nomadapi.jobscale import job_scale_routes
+from agent.nomadapi.jobwrites import job_write_routes
+from agent.nomadapi.node import Eval, Evals, NodeIdentity
+from agent.nomadapi.nodes import node_routes
+from agent.nomadapi.nodeverbs import node_verb_routes
+from agent.nomadapi.services import service_routes
 from agent.nomadapi.usage import CpuSamples
+from agent.nomadapi.variables import variable_routes
 from agent.state.store import Event
-
-if TYPE_CHECKING:
-    from agent.model import Job
-
-NS = "default"
-_JOB_KINDS = ("job", "alloc", "eval")
-_ALLOC_KINDS = ("alloc",)
 
 
 class NomadApi:
-    """What the routes share: the core, this node and the evaluations."""
+    """What the routes share: the core, this node, the evaluations and deployments, and the views
+    of jobs, allocs and the node; each route module reads it through its narrow port
+    (agent.nomadapi.context), which this satisfies by its fields and methods."""
 
     def __init__(
         self,
@@ -223,7 +231,7 @@ class NomadApi:
         job = self.core.jobs.get(job_id)
         children = self.children(job_id) if job is not None and job.places_nothing else None
         return structs.job_summary(
-            job_id, NS, counts, index, self.core.changes.current(_JOB_KINDS), children=children
+            job_id, NS, counts, index, self.core.changes.current(JOB_KINDS), children=children
         )
 
     def children(self, job_id: str) -> dict[str, int]:
@@ -279,57 +287,19 @@ class NomadApi:
 _JOB_WRITES = ("job-register", "job-deregister")  # the evaluations of a register and a `job stop`
 
 
-def _job_id(raw: str) -> str:
-    job_id = unquote(raw)
-    if not job_id or len(job_id) > 128:
-        raise HttpError(400, "missing job ID" if not job_id else f"job ID {job_id[:64]!r}...: too long")
-    return job_id
-
-
-def _prefix(params: Mapping[str, str]) -> str:
-    return params.get("prefix", "")
-
-
-def _reverse(params: Mapping[str, str]) -> bool:
-    """Nomad's `?reverse=true` (command/agent/http.go parseReverse: exactly "true")."""
-    return params.get("reverse") == "true"
-
-
-def listing_order(
-    items: Sequence[Any],
-    *,
-    by_id: bool,
-    reverse: bool,
-    id_of: Callable[[Any], str],
-    create_of: Callable[[Any], int],
-) -> list[Any]:
-    """The order of Nomad's alloc and eval lists (nomad/state: a prefix query walks the ID index,
-    otherwise the namespace's create index, CreateIndex then ID), `reverse` walking it backwards."""
-    key: Callable[[Any], Any] = id_of if by_id else (lambda x: (create_of(x), id_of(x)))
-    return sorted(items, key=key, reverse=reverse)
-
-
 def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
     """Every Nomad route this agent serves (method, path regex, handler), errors as Nomad's."""
-    from agent.nomadapi.clientroutes import client_routes
-    from agent.nomadapi.deployments import deployment_routes
-    from agent.nomadapi.events import event_stream
-    from agent.nomadapi.jobdispatch import job_dispatch_routes
-    from agent.nomadapi.jobplan import job_plan_routes
-    from agent.nomadapi.jobscale import job_scale_routes
-    from agent.nomadapi.jobwrites import job_write_routes
-    from agent.nomadapi.nodeverbs import node_verb_routes
-    from agent.nomadapi.services import service_routes
-    from agent.nomadapi.variables import variable_routes
-
     table = [
         *agent_routes(api),
         *job_plan_routes(api),
         *job_scale_routes(api),
         *job_write_routes(api),
-        *_job_routes(api),
-        *_alloc_routes(api),
+        *job_routes(api),
+        *eval_routes(api),
+        *alloc_routes(api),
+        *node_routes(api),
         *client_routes(api),
+        *fs_routes(api),
         ("GET", r"/v1/event/stream", event_stream(api)),
         *service_routes(api),
         *variable_routes(api),
@@ -357,287 +327,3 @@ def job_ids_with_slashes(table: Sequence[tuple[str, str, Handler]]) -> list[tupl
         else:
             rest.append((m, rx, h))
     return [*rest, *suffixed, *bare]
-
-
-# -- jobs and evaluations --------------------------------------------------------------------------
-def _job_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
-    core = api.core
-
-    def jobs(groups: tuple[str, ...], body: bytes) -> Response:
-        params = query_params()
-        check_scope(params, api.node.region, listing=True)
-        prefix = _prefix(params)
-        reverse = _reverse(params)  # Nomad lists jobs by ID (Job.List: JobsByNamespace)
-
-        def read() -> list[dict[str, Any]]:
-            by_job: dict[str, list[dict[str, Any]]] = {}
-            for a in api.alloc_briefs():  # once, not once per job
-                by_job.setdefault(str(a.get("job")), []).append(a)
-            out = []
-            for job_id in sorted(core.jobs, reverse=reverse):
-                if job_id.startswith(prefix):
-                    spec, allocs = core.jobs[job_id], by_job.get(job_id, [])
-                    job = api.job_dict(spec, allocs)
-                    summary = api.summary(job_id, [g.name for g in spec.groups], allocs)
-                    out.append(structs.job_stub(job, status=job["Status"], summary=summary))
-            return out
-
-        return answer(blocking(core.changes, _JOB_KINDS, lambda: core.call(read)))
-
-    def job(groups: tuple[str, ...], body: bytes) -> Response:
-        check_scope(query_params(), api.node.region)
-        job_id = _job_id(groups[0])
-        return answer(
-            blocking(
-                core.changes, _JOB_KINDS, lambda: core.call(lambda: api.job_dict(api.job_or_404(job_id)))
-            )
-        )
-
-    def job_allocs(groups: tuple[str, ...], body: bytes) -> Response:
-        check_scope(query_params(), api.node.region)
-        job_id = _job_id(groups[0])
-
-        def read() -> list[dict[str, Any]]:
-            views = core.call(lambda: api.all_alloc_views(job_id))
-            return [api.alloc_dict(v, stub=True) for v in views]  # events read here, off the loop
-
-        return answer(blocking(core.changes, _ALLOC_KINDS, read))
-
-    def summary(groups: tuple[str, ...], body: bytes) -> Response:
-        job_id = _job_id(groups[0])
-        return answer(
-            blocking(
-                core.changes,
-                _JOB_KINDS,
-                lambda: core.call(
-                    lambda: api.summary(job_id, [g.name for g in api.job_or_404(job_id).groups])
-                ),
-            )
-        )
-
-    def versions(groups: tuple[str, ...], body: bytes) -> Response:
-        """`?diffs=true`: Diffs[i] is Versions[i+1] -> Versions[i] (agent.nomadapi.jobdiff)."""
-        job_id = _job_id(groups[0])
-        versions = blocking(core.changes, _JOB_KINDS, lambda: core.call(lambda: api.job_versions(job_id)))
-        index = core.changes.current(_JOB_KINDS)
-        diffs = None
-        if query_params().get("diffs") == "true":
-            diffs = [job_diff(versions[i + 1], versions[i]) for i in range(len(versions) - 1)]
-        return answer(
-            {"Versions": versions, "Diffs": diffs, "Index": index, "LastContact": 0, "KnownLeader": True}
-        )
-
-    def job_evals(groups: tuple[str, ...], body: bytes) -> Response:
-        job_id = _job_id(groups[0])
-        return answer(
-            blocking(
-                core.changes,
-                ("eval",),
-                lambda: [
-                    structs.evaluation(**eval_fields(e), namespace=NS) for e in api.evals.of_job(job_id)
-                ],
-            )
-        )
-
-    def evaluations(groups: tuple[str, ...], body: bytes) -> Response:
-        params = query_params()
-        prefix = _prefix(params)
-
-        def read() -> list[dict[str, Any]]:
-            found = listing_order(
-                [e for e in api.evals.all() if e.id.startswith(prefix)],
-                by_id=bool(prefix),
-                reverse=_reverse(params),
-                id_of=lambda e: e.id,
-                create_of=lambda e: e.create_index,
-            )
-            return [structs.evaluation(**eval_fields(e), namespace=NS) for e in found]
-
-        return answer(blocking(core.changes, ("eval",), read))
-
-    def evaluation(groups: tuple[str, ...], body: bytes) -> Response:
-        def read() -> dict[str, Any]:
-            ev = api.evals.find(unquote(groups[0]))
-            if ev is None:
-                raise NotFound("eval not found")
-            return structs.evaluation(**eval_fields(ev), namespace=NS)
-
-        return answer(blocking(core.changes, ("eval",), read))
-
-    def eval_allocs(groups: tuple[str, ...], body: bytes) -> Response:
-        ev = api.evals.find(unquote(groups[0]))
-        if ev is None:
-            raise NotFound("eval not found")
-        return answer(
-            blocking(
-                core.changes,
-                _ALLOC_KINDS,
-                lambda: [
-                    api.alloc_dict(v, stub=True)
-                    for v in core.call(lambda: api.all_alloc_views(ev.job_id))
-                    if v.get("eval_id") == ev.id  # the allocs whose EvalID it is, as Nomad's
-                ],
-            )
-        )
-
-    job_rx = r"/v1/job/([^/]+)"
-    return [
-        ("GET", r"/v1/jobs", jobs),
-        ("GET", job_rx, job),
-        ("GET", job_rx + "/allocations", job_allocs),
-        ("GET", job_rx + "/summary", summary),
-        ("GET", job_rx + "/versions", versions),
-        ("GET", job_rx + "/submission", _job_submission(api)),
-        ("GET", job_rx + "/evaluations", job_evals),
-        ("GET", r"/v1/evaluations", evaluations),
-        ("GET", r"/v1/evaluation/([^/]+)", evaluation),
-        ("GET", r"/v1/evaluation/([^/]+)/allocations", eval_allocs),
-    ]
-
-
-def _job_submission(api: NomadApi) -> Handler:
-    """`GET /v1/job/:id/submission?version=N`: the jobspec as submitted (`nomad job inspect -hcl`),
-    kept for the job's current version; 404 "job source not found" for any other, as Nomad."""
-    core = api.core
-
-    def submission(groups: tuple[str, ...], body: bytes) -> Response:
-        params = query_params()
-        check_scope(params, api.node.region)
-        job_id = _job_id(groups[0])
-        raw = params.get("version", "")
-        if not raw.isdigit() or len(raw) > 19:
-            raise HttpError(400, "Unable to parse job submission version parameter")
-
-        def read() -> dict[str, Any]:
-            record = core.store.get("job", job_id) if job_id in core.jobs else None
-            if record is None or int(record.get("version", 0)) != int(raw) or not record.get("source"):
-                raise NotFound("job source not found")
-            return structs.job_submission(
-                str(record["source"]), record.get("format"), record.get("variables") or {}
-            )
-
-        return answer(blocking(core.changes, ("job",), lambda: core.call(read)))
-
-    return submission
-
-
-# -- allocations and nodes ------------------------------------------------------------------------
-def _alloc_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
-    core = api.core
-
-    def allocs(groups: tuple[str, ...], body: bytes) -> Response:
-        params = query_params()
-        check_scope(params, api.node.region, listing=True)
-        prefix = _prefix(params)
-        # `?resources=true`: each stub with its AllocatedResources (Nomad's list_allocations)
-        resources = params.get("resources", "false").lower() in ("true", "1")
-        start = core.changes.start  # the CreateIndex of an alloc whose record did not keep one
-
-        def views() -> list[dict[str, Any]]:
-            return listing_order(
-                [v for v in core.call(api.all_alloc_views) if str(v["id"]).startswith(prefix)],
-                by_id=bool(prefix),
-                reverse=_reverse(params),
-                id_of=lambda v: str(v["id"]),
-                create_of=lambda v: int(v.get("create_index") or 0) or start,
-            )
-
-        return answer_list(
-            blocking(
-                core.changes,
-                _ALLOC_KINDS,
-                lambda: api.alloc_dicts(views(), stub=True, resources=resources),
-            )
-        )
-
-    def alloc(groups: tuple[str, ...], body: bytes) -> Response:
-        check_scope(query_params(), api.node.region)
-        ref = unquote(groups[0])
-
-        def gather() -> tuple[dict[str, Any], dict[str, Any] | None]:
-            adopted = core.adoption.find(ref)
-            if adopted is not None:
-                view = adopted.view()
-                job = core.jobs.get(str(view.get("job")))
-                return view, api.job_dict(job) if job is not None else None
-            runner = _find_alloc(core, ref)  # its Job is the version it was placed for, as Nomad's
-            view = runner.view()
-            return view, {**api.job_dict(runner.job), "Version": runner.rec.job_version}
-
-        def read() -> dict[str, Any]:
-            view, job = core.call(gather)
-            return api.alloc_dict(view, stub=False, job=job)
-
-        return answer(blocking(core.changes, _ALLOC_KINDS, read))
-
-    def stop(groups: tuple[str, ...], body: bytes) -> Response:
-        ref = unquote(groups[0])
-
-        def do() -> Eval:
-            adopted = core.adoption.find(ref)
-            if adopted is not None:
-                core.stop_alloc(adopted.id)
-                return api.evals.create(adopted.job, "alloc-stop", "service")
-            r = _find_alloc(core, ref)
-            new = core.stop_and_replace(r.id)
-            return api.evaluate(r.job.id, "alloc-stop", r.job.type, (new,) if new else ())
-
-        ev = core.call(do)
-        index = core.changes.current()
-        meta_headers(index)
-        return answer({"EvalID": ev.id, "Index": index})
-
-    def nodes(groups: tuple[str, ...], body: bytes) -> Response:
-        from agent.nomadapi.jobwrites import _go_bool
-
-        params = query_params()
-        prefix = _prefix(params)
-        # Nomad's NodeStubFields (command/agent/http.go parseNodeListStubFields)
-        resources, os = _go_bool(params, "resources"), _go_bool(params, "os")
-        out = blocking(
-            core.changes,
-            ("node",),
-            lambda: (
-                [api.node_dict(stub=True, resources=resources, os=os)]
-                if api.node.id.startswith(prefix)
-                else []
-            ),
-        )
-        return answer(out)
-
-    def node(groups: tuple[str, ...], body: bytes) -> Response:
-        if not api.node.id.startswith(unquote(groups[0])) or not groups[0]:
-            raise NotFound("node not found")
-        return answer(blocking(core.changes, ("node",), lambda: api.node_dict(stub=False)))
-
-    def node_allocs(groups: tuple[str, ...], body: bytes) -> Response:
-        if unquote(groups[0]) != api.node.id:
-            raise NotFound("node not found")
-        return answer_list(
-            blocking(
-                core.changes,
-                _ALLOC_KINDS,
-                lambda: api.alloc_dicts(core.call(api.all_alloc_views), stub=False),
-            )
-        )
-
-    return [
-        ("GET", r"/v1/allocations", allocs),
-        ("GET", r"/v1/allocation/([^/]+)", alloc),
-        ("PUT", r"/v1/allocation/([^/]+)/stop", stop),
-        ("POST", r"/v1/allocation/([^/]+)/stop", stop),
-        ("GET", r"/v1/nodes", nodes),
-        ("GET", r"/v1/node/([^/]+)", node),
-        ("GET", r"/v1/node/([^/]+)/allocations", node_allocs),
-    ]
-
-
-def _find_alloc(core: Core, ref: str) -> Any:
-    if len(ref) < 2:
-        raise HttpError(400, f"alloc ID {ref!r}: give the ID, or a prefix of at least 2 characters")
-    try:
-        return core.alloc(ref)
-    except NotFound:
-        raise NotFound("alloc not found") from None
-    except AgentError as exc:  # a prefix more than one alloc has
-        raise HttpError(400, str(exc)) from None

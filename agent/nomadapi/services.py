@@ -9,18 +9,16 @@ A task's templates read the same registrations with `nomadService` and `nomadSer
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response
+from agent.nomadapi.context import CorePort
 from agent.nomadapi.http import answer, blocking
 from agent.runner.services import nomad_registrations
 
-if TYPE_CHECKING:
-    from agent.nomadapi.routes import NomadApi
 
-
-def registrations(api: NomadApi) -> list[dict[str, Any]]:
+def registrations(api: CorePort) -> list[dict[str, Any]]:
     """On the loop: every nomad-provider service of the running allocs (what the tasks' templates
     read too: agent.runner.services.NomadData)."""
     core = api.core
@@ -33,7 +31,7 @@ def registrations(api: NomadApi) -> list[dict[str, Any]]:
     )
 
 
-def service_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+def service_routes(api: CorePort) -> list[tuple[str, str, Handler]]:
     core = api.core
 
     def services(groups: tuple[str, ...], body: bytes) -> Response:

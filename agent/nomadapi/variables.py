@@ -20,15 +20,18 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
+from agent.core import Core
 from agent.nomadapi.http import HttpError, answer, blocking, body_json, meta_headers
 from agent.runner.services import VAR_KIND, variable_json
 
-if TYPE_CHECKING:
-    from agent.nomadapi.routes import NomadApi
+
+class VariablePort(Protocol):
+    core: Core
+
 
 MAX_SIZE = 65536  # Nomad's maxVariableSize: the items' keys and values together
 _PATH = re.compile(r"[a-zA-Z0-9\-_~/]{1,128}")
@@ -65,7 +68,7 @@ def _cas(params: dict[str, str]) -> int | None:
     return int(raw)
 
 
-def variable_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
+def variable_routes(api: VariablePort) -> list[tuple[str, str, Handler]]:
     core = api.core
 
     def listing(groups: tuple[str, ...], body: bytes) -> Response:
