@@ -50,6 +50,8 @@ class Bugs:
     meta_not_interpolated: bool = False
     volume_change_in_place: bool = False
     no_loopback_in_netns: bool = False
+    cni_args_change_in_place: bool = False
+    cni_unloaded_at_teardown: bool = False
     log_skips_rotated_tail: bool = False
     failed_restore_leaks_tasks: bool = False
     no_logmon_recovery: bool = False

@@ -204,6 +204,19 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "raw_exec tasks has `lo` down, so they cannot reach 127.0.0.1",
     ),
     FaultSpec(
+        "cni-args-change-in-place",
+        "nomad-23764",
+        "a job update that changes only the group network's `cni { args }` is an in-place update: the "
+        "running alloc keeps the network its old CNI_ARGS made instead of being replaced",
+    ),
+    FaultSpec(
+        "cni-unloaded-at-teardown",
+        "nomad-7537",
+        "a CNI network's config is loaded by an alloc's setup only: an alloc restored at an agent start "
+        "and stopped before any ADD on its network in this run gets no CNI DEL ('cni plugin not "
+        "initialized'), so its IP reservation, iptables chains and kept result stay behind",
+    ),
+    FaultSpec(
         "log-skips-rotated-tail",
         "nomad-11721",
         "a log read moves on to the next rotated file as soon as one exists, so the lines left in the "
@@ -478,6 +491,8 @@ IMPLEMENTED_FAULTS = frozenset(
         "meta-not-interpolated",
         "volume-change-in-place",
         "no-loopback-in-netns",
+        "cni-args-change-in-place",
+        "cni-unloaded-at-teardown",
         "log-skips-rotated-tail",
         "failed-restore-leaks-tasks",
         "no-logmon-recovery",

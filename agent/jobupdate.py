@@ -42,7 +42,13 @@ def _job_level(job: Job) -> tuple[object, ...]:
 def _same_but_count(old: Group, new: Group, bugs: Bugs = NO_BUGS) -> bool:
     if bugs.volume_change_in_place:  # nomad-13008: volumes are not compared
         old, new = _without_volumes(old), _without_volumes(new)
+    if bugs.cni_args_change_in_place:  # nomad-23764: the network's `cni { args }` are not compared
+        old, new = _without_cni_args(old), _without_cni_args(new)
     return _placed(replace(old, count=new.count)) == _placed(new)
+
+
+def _without_cni_args(g: Group) -> Group:
+    return replace(g, network=replace(g.network, cni_args=())) if g.network is not None else g
 
 
 def _without_volumes(g: Group) -> Group:
@@ -61,7 +67,9 @@ def plan_job_update(
 ) -> UpdatePlan:
     """`live`: per group of the running version, its live alloc ids oldest first.
     `volume-change-in-place` is nomad-13008: a group whose host volumes or mounts changed is updated
-    in place, so its allocs keep running without the new volume."""
+    in place, so its allocs keep running without the new volume. `cni-args-change-in-place` is
+    nomad-23764: a group whose network's `cni { args }` changed is updated in place, so its allocs keep
+    the network the old CNI_ARGS made (CNI_ARGS reach the plugins only at the ADD of a new alloc)."""
     job_changed = _job_level(old) != _job_level(new)
     old_groups = {g.name: g for g in old.groups}
     stop: list[str] = []

@@ -36,6 +36,8 @@ AGENT_FLAGS = {
     "meta-not-interpolated": "nomad-10876",
     "volume-change-in-place": "nomad-13008",
     "no-loopback-in-netns": "nomad-13428",
+    "cni-args-change-in-place": "nomad-23764",
+    "cni-unloaded-at-teardown": "nomad-7537",
     "log-skips-rotated-tail": "nomad-11721",
     "failed-restore-leaks-tasks": "nomad-17104",
     "no-logmon-recovery": "nomad-5577",

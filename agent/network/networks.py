@@ -62,6 +62,15 @@ def find_conflist(conf_dir: Path, name: str) -> Path:
     raise CniError(f'CNI network config not found for name "{name}" in {conf_dir}')
 
 
+def plan_cni_teardown(added_this_run: bool, bugs: Bugs = NO_BUGS) -> bool:
+    """Whether an alloc's DEL can run on its network: always, its conflist loaded for the teardown as
+    for the setup (Nomad's fix of nomad-7537, PR 7643). With `cni-unloaded-at-teardown` only when an
+    ADD ran on that network in this agent run (Nomad 0.11's configurator loaded its conflist in Setup
+    only): an alloc restored at an agent start and stopped before any other joined its network
+    gets no DEL, and its IP reservation, iptables chains and kept result stay behind."""
+    return added_this_run or not bugs.cni_unloaded_at_teardown
+
+
 def bridge_of(cni: CniNetwork) -> str | None:
     """The host bridge of a conflist (its bridge plugin's `bridge`, the plugin's default "cni0"), or
     None when it has no bridge plugin (macvlan, ipvlan, ptp...): what the restore check looks at."""
@@ -91,6 +100,7 @@ class NetworkSet:
         self.run_check = run_check
         self.bugs = bugs
         self._named: dict[str, BridgeNetwork] = {}
+        self._added: set[str] = set()  # the networks an ADD ran on in this run (plan_cni_teardown)
 
     # -- which network
 
@@ -139,6 +149,7 @@ class NetworkSet:
         self, alloc_id: str, netns: Path, ports: Sequence[PortAlloc], *, spec: AttachSpec = BRIDGE
     ) -> str:
         net = self.named(spec.cni_name) if spec.cni_name else self.for_alloc(alloc_id, BRIDGE)
+        self._added.add(net.cni.name)
         return net.add(alloc_id, netns, ports, spec=spec)
 
     def has_result(self, alloc_id: str) -> bool:
@@ -162,7 +173,10 @@ class NetworkSet:
         ports: Sequence[PortAlloc] = (),
         spec: AttachSpec = BRIDGE,
     ) -> list[str]:
-        return self.for_alloc(alloc_id, spec).delete(alloc_id, netns, address=address, ports=ports, spec=spec)
+        net = self.for_alloc(alloc_id, spec)
+        if not plan_cni_teardown(net.cni.name in self._added, self.bugs):
+            return [f"cni plugin not initialized: no DEL of alloc {alloc_id} on network {net.cni.name}"]
+        return net.delete(alloc_id, netns, address=address, ports=ports, spec=spec)
 
     def forget(self, alloc_id: str) -> None:
         held = self.held_by(alloc_id)
