@@ -1,14 +1,10 @@
-"""Nomad's deployments and scaling policies as one node's client shows them (issue 51/52).
-
-Deployments (`/v1/deployments`, `/v1/deployment/...`, `/v1/job/:id/deployment(s)`, `/stable`): the
+"""Nomad's deployments as one node's client shows them (command/agent/deployment_endpoint.go; issue
+51/52): `/v1/deployments`, `/v1/deployment/...`, `/v1/job/:id/deployment(s)`, `/stable`: the
 records agent.nomadapi.deploywatch keeps for each version of a service job, as Nomad's
 structs.Deployment, with the verbs `nomad deployment fail|pause|resume|promote` and the allocs'
 health as Nomad's endpoints answer them (their refusals are Nomad's uncoded errors: 500 and its text).
-
-Scaling policies (`/v1/scaling/policies`, `/v1/scaling/policy/:id`): each group's `scaling` block
-(agent.model.Scaling) as Nomad's server keeps it, read from the jobs the agent has, its ID named by
-the job and group (agent.nomadapi.jobjson.scaling_policy_id: the same after a restart and at every
-version of the job). Handed the narrow port it reads, not the routes' whole context.
+Handed the narrow port it reads, not the routes' whole context. The groups' scaling policies are
+agent.nomadapi.scaling.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from agent.nomadapi.context import job_id_of
 from agent.nomadapi.deploywatch import DeploymentError, Deployments, group_counts, look
 from agent.nomadapi.gojson import go_time, ns
 from agent.nomadapi.http import HttpError, answer, blocking, body_json, check_scope, meta_headers
-from agent.nomadapi.jobjson import DEFAULT_PRIORITY, scaling_policy, scaling_stub
+from agent.nomadapi.jobjson import DEFAULT_PRIORITY
 from agent.nomadapi.node import Evals, NodeIdentity
 
 NS = "default"
@@ -81,32 +77,8 @@ def deployment_json(d: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def policies(core: Core) -> list[dict[str, Any]]:
-    """On the loop: every group's scaling policy (structs.ScalingPolicy), by ID."""
-    out = []
-    for job_id, job in core.jobs.items():
-        index = core.changes.of("job", job_id)
-        for g in job.groups:
-            if g.scaling is not None:
-                out.append(scaling_policy(job_id, g.name, g.scaling, create_index=index, modify_index=index))
-    return sorted(out, key=lambda p: str(p["ID"]))
-
-
-def listed(found: list[dict[str, Any]], params: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Scaling.ListPolicies' choice: `prefix` of the ID, else `job` (its ID exactly) and `type` (a
-    prefix of the policy's type)."""
-    prefix, job, kind = params.get("prefix", ""), params.get("job", ""), params.get("type", "")
-    if prefix:
-        return [scaling_stub(p) for p in found if str(p["ID"]).startswith(prefix)]
-    return [
-        scaling_stub(p)
-        for p in found
-        if (not job or p["Target"]["Job"] == job) and str(p["Type"]).startswith(kind)
-    ]
-
-
 def deployment_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
-    return [*_scaling_routes(api), *_deployment_reads(api), *_deployment_verbs(api)]
+    return [*_deployment_reads(api), *_deployment_verbs(api)]
 
 
 def _fresh(api: DeploymentPort, read: Callable[[], Any]) -> Callable[[], Any]:
@@ -335,31 +307,3 @@ def _stable_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
         return answer({"Index": index})
 
     return [(m, r"/v1/job/([^/]+)/stable", stable) for m in ("PUT", "POST")]
-
-
-def _scaling_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
-    core = api.core
-
-    def scaling_policies(groups: tuple[str, ...], body: bytes) -> Response:
-        params = query_params()
-        check_scope(params, api.node.region, listing=True)
-        return answer(
-            blocking(core.changes, ("job",), lambda: listed(core.call(lambda: policies(core)), params))
-        )
-
-    def scaling_policy_one(groups: tuple[str, ...], body: bytes) -> Response:
-        check_scope(query_params(), api.node.region)
-        policy_id = unquote(groups[0])
-
-        def read() -> dict[str, Any]:
-            found = [p for p in core.call(lambda: policies(core)) if p["ID"] == policy_id]
-            if not found:
-                raise NotFound("policy not found")
-            return found[0]
-
-        return answer(blocking(core.changes, ("job",), read))
-
-    return [
-        ("GET", r"/v1/scaling/policies", scaling_policies),
-        ("GET", r"/v1/scaling/policy/([^/]+)", scaling_policy_one),
-    ]

@@ -5,7 +5,7 @@ composed of one route module per resource as Nomad's command/agent/*_endpoint.go
 
     agentroutes (agent, status, regions, system)   jobs, jobwrites, jobplan, jobscale, jobdispatch
     evaluations   allocations   clientroutes (a client's allocs)   clientfs (files and logs)
-    nodes, nodeverbs   deployments (and scaling policies)   services   variables   events
+    nodes, nodeverbs   deployments   scaling (policies)   services   variables   events
 
 Each route module takes the narrow port it reads (agent.nomadapi.context), never this module.
 Handlers are thin: they read the request in their own thread, gather plain data on the main loop
@@ -47,6 +47,7 @@ from agent.nomadapi.jobwrites import job_write_routes
 from agent.nomadapi.node import Eval, Evals, NodeIdentity
 from agent.nomadapi.nodes import node_routes
 from agent.nomadapi.nodeverbs import node_verb_routes
+from agent.nomadapi.scaling import scaling_routes
 from agent.nomadapi.services import service_routes
 from agent.nomadapi.usage import CpuSamples
 from agent.nomadapi.variables import variable_routes
@@ -305,6 +306,7 @@ def build_nomad_routes(api: NomadApi) -> list[tuple[str, str, Handler]]:
         *variable_routes(api),
         *node_verb_routes(api),
         *job_dispatch_routes(api),
+        *scaling_routes(api),
         *deployment_routes(api),
     ]
     return [(m, rx, guard(h)) for m, rx, h in job_ids_with_slashes(table)]
