@@ -49,7 +49,7 @@ CONFIG: dict[str, Any] = {
     "shm_size": 33554432,
     "memory_hard_limit": 96,
     "oom_score_adj": 321,
-    "init": False,
+    "init": True,
     "interactive": True,
     "tty": True,
     "ipc_mode": "shareable",
@@ -90,7 +90,7 @@ CHECKS: dict[str, Callable[[Attrs], object]] = {
         (a["HostConfig"]["Memory"], a["HostConfig"]["MemoryReservation"]) == (96 << 20, 64 << 20)
     ),
     "oom_score_adj": lambda a: a["HostConfig"]["OomScoreAdj"] == 321,
-    "init": lambda a: not a["HostConfig"].get("Init"),
+    "init": lambda a: a["HostConfig"].get("Init") is True,
     "interactive": lambda a: a["Config"]["OpenStdin"] is True,
     "tty": lambda a: a["Config"]["Tty"] is True,
     "ipc_mode": lambda a: a["HostConfig"]["IpcMode"] == "shareable",
@@ -148,3 +148,41 @@ def test_the_option_is_on_the_container_as_nomads_driver_sets_it(created: Attrs,
 def test_the_container_runs_with_them(created: Attrs) -> None:
     assert created["State"]["Running"] is True, created["State"]
     assert Path(created["HostConfig"]["Binds"][0].split(":")[0]).exists()
+
+
+def test_a_plain_task_is_created_with_nomads_defaults(tmp_path: Path) -> None:
+    """Nomad's createContainerConfig on an image with an ENTRYPOINT (fieldlab/pause: /pause, a shell
+    script): the command is the entrypoint's argument (Cmd), no docker-init is PID 1 (init is off
+    unless asked), the task's user is Config.User, and memory is the hard limit with no swap past it."""
+    driver = DockerDriver()
+    task = Task(
+        "plain",
+        "docker",
+        config={"image": "fieldlab/pause:lab", "command": "first-arg", "args": ["second"]},
+        resources=Resources(cpu=100, memory=64),
+        user="65534:65534",
+    )
+    task_dir = tmp_path / "alloc1" / "plain"
+    (task_dir.parent / "alloc" / "logs").mkdir(parents=True)
+    ctx = TaskContext(
+        job="plain", group="g", alloc_id=str(uuid.uuid4()), task=task, task_dir=task_dir, env={},
+        network_mode="host",
+    )  # fmt: skip
+    handle = driver.start(ctx)
+    try:
+        a = driver.client.api.inspect_container(handle.id)
+        assert (a["Path"], a["Args"]) == ("/pause", ["first-arg", "second"]), (a["Path"], a["Args"])
+        assert a["Config"]["Entrypoint"] == ["/pause"] and a["Config"]["Cmd"] == ["first-arg", "second"]
+        assert not a["HostConfig"].get("Init"), a["HostConfig"].get("Init")
+        assert a["Config"]["User"] == "65534:65534"
+        host = a["HostConfig"]
+        assert host["Memory"] == host["MemorySwap"] == 64 << 20, (host["Memory"], host["MemorySwap"])
+        # PID 1 of the container is the image's entrypoint itself (sh running /pause), as the task's user
+        pid = a["State"]["Pid"]
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert b"/pause" in argv[:2] and b"docker-init" not in argv[0], argv
+        uid = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("Uid:"))
+        assert uid.split()[1] == "65534", uid
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            driver.client.containers.get(handle.id).remove(force=True)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agent.config import NOMAD_DEFAULT_CAPS, DockerPlugin, load_config
+from agent.drivers.base import TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.dockeropts import (
     HONOURED,
@@ -20,6 +21,7 @@ from agent.drivers.dockeropts import (
     PULL_OPTIONS,
     REFUSED,
     capabilities,
+    from_task,
     plan,
     published,
     refusals,
@@ -29,7 +31,7 @@ from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, ConfigError
 from agent.jobspec import parse_jobspec
 from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED
-from agent.model import Task
+from agent.model import Resources, Task
 from tests.fakes import FakeNode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,8 +72,7 @@ def why(config: dict[str, Any], plugin: DockerPlugin = OFF, facts: TaskFacts = F
         ),
         ({"shm_size": 67108864}, "shm_size", 67108864),
         ({"oom_score_adj": 500}, "oom_score_adj", 500),
-        ({"init": False}, "init", False),
-        ({}, "init", True),  # the agent's --init (docs/substrate.md) unless the task says false
+        ({"init": True}, "init", True),
         ({"group_add": ["audio"]}, "group_add", ["audio"]),
         ({"mac_address": "02:42:ac:11:00:99"}, "mac_address", "02:42:ac:11:00:99"),
         ({"healthchecks": [{"disable": True}]}, "healthcheck", {"test": ["NONE"]}),
@@ -120,10 +121,65 @@ def test_each_honoured_option_becomes_its_create_kwarg(
 def test_memory_hard_limit_makes_memory_the_soft_reservation_as_nomad() -> None:
     got = kw({"memory_hard_limit": 512})
     assert (got["mem_limit"], got["mem_reservation"], got["memswap_limit"]) == ("512m", "256m", "512m")
-    assert "mem_limit" not in kw({}), "without it the driver keeps memory as the hard limit"
+    alone = kw({})
+    assert (alone["mem_limit"], alone["memswap_limit"]) == ("256m", "256m"), "memory alone: the hard limit"
+    assert "mem_reservation" not in alone
     assert why({"memory_hard_limit": 128})["memory_hard_limit"] == (
         "task memory requirements exceed driver hard limit of 128 MB"
     )
+
+
+@pytest.mark.parametrize(
+    ("config", "entrypoint", "cmd"),
+    [
+        # the image's ENTRYPOINT stays (none in the kwargs) and the command is Cmd's first word
+        ({"command": "sleep", "args": ["30"]}, None, ["sleep", "30"]),
+        ({"command": "/bin/run.sh"}, None, ["/bin/run.sh"]),
+        ({"args": ["--port", "8080"]}, None, ["--port", "8080"]),
+        ({"args": ["-n", 3, True]}, None, ["-n", "3", "true"]),  # HCL's list(string) takes them as strings
+        ({"entrypoint": ["/bin/sh", "-c"], "command": "echo hi"}, ["/bin/sh", "-c"], ["echo hi"]),
+        ({"entrypoint": ["/bin/sh"], "args": ["-c", "true"]}, ["/bin/sh"], ["-c", "true"]),
+        ({}, None, None),  # the image's CMD
+    ],
+)
+def test_command_and_args_are_cmd_and_only_entrypoint_replaces_the_images(
+    config: dict[str, Any], entrypoint: list[str] | None, cmd: list[str] | None
+) -> None:
+    """Nomad's createContainerConfig: Config.Entrypoint is the task's `entrypoint` only; Config.Cmd is
+    `[command] + args`, or `args` (an image with an ENTRYPOINT takes the command as its argument)."""
+    got = kw(config)
+    assert got.get("entrypoint") == entrypoint
+    assert got.get("command") == cmd
+
+
+def test_a_command_validate_command_refuses() -> None:
+    assert why({"command": "   "})["command"] == "command empty: '   '"
+    assert why({"command": " sleep"})["command"] == "command contains extra white space: ' sleep'"
+    assert why({"args": "-c true"})["args"] == "must be a list of strings"
+
+
+def test_init_and_swap_are_nomads_defaults_and_the_task_gives_user_and_cpu_shares() -> None:
+    """Nomad's driver: no HostConfig.Init unless `init = true`; MemorySwap = Memory and swappiness 0
+    (docker's own default would double the memory as swap); Config.User the task's `user`."""
+    got = kw({})
+    assert "init" not in got
+    assert (got["mem_limit"], got["memswap_limit"], got["mem_swappiness"]) == ("256m", "256m", 0)
+    assert kw({"init": False}).get("init") is None
+    assert from_task("nobody", 500) == {"user": "nobody", "cpu_shares": 500}
+    assert from_task("", 1) == {"cpu_shares": 2}, "no user: the image's USER; shares at least 2"
+
+
+def test_the_driver_gives_the_engine_the_tasks_user(tmp_path: Path) -> None:
+    """DockerDriver.options (no engine call) carries the task's user and its cpu shares beside the
+    config's kwargs: what `_start` hands to the engine."""
+    task = Task(
+        "app", "docker", config={"image": "x"}, resources=Resources(cpu=300, memory=64), user="1000:1000"
+    )
+    ctx = TaskContext(
+        job="j", group="g", alloc_id="a1", task=task, task_dir=tmp_path / "app", env={}, network_mode="host"
+    )
+    got = DockerDriver(client=object()).options(ctx).kwargs
+    assert (got["user"], got["cpu_shares"], got["mem_limit"]) == ("1000:1000", 300, "64m")
 
 
 def test_caps_as_nomads_delta_net_raw_dropped_unless_allowed() -> None:

@@ -2,10 +2,11 @@
 namespace (network mode none, restart unless-stopped, as upstream); the agent runs CNI on that
 namespace and every task container joins it with `--network container:<pause>`.
 
-The agent, not docker, applies restart policies: task containers run with restart policy "no" and
-`--init` (unless the task says `init = false`), and carry labels naming job, group, alloc and task so
-that a restarted agent (and the orphan sweeper) can tell what belongs to whom. The task's other
-options are mapped as Nomad's driver maps them by agent.drivers.dockeropts (docs/drivers.md).
+The agent, not docker, applies restart policies: task containers run with restart policy "no"
+(and, as Nomad's, without `--init` unless the task says `init = true`), and carry labels naming
+job, group, alloc and task so that a restarted agent (and the orphan sweeper) can tell what belongs
+to whom. The task's options are mapped as Nomad's driver maps them by agent.drivers.dockeropts
+(docs/drivers.md).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from agent.drivers.dockernames import (
     pause_sandbox,
     task_container_name,
 )
-from agent.drivers.dockeropts import effective_network, plan, published, refusals
+from agent.drivers.dockeropts import effective_network, from_task, plan, published, refusals
 from agent.drivers.dockerpull import EnginePullApi, Puller
 from agent.drivers.dockervalues import DockerOpts, TaskFacts
 from agent.drivers.hostproc import EXEC_OUTPUT_MAX
@@ -195,7 +196,6 @@ class DockerDriver:
                     name=pause_name(alloc_id),
                     detach=True,
                     network_mode="none",
-                    init=True,
                     restart_policy={"Name": "unless-stopped"},
                     security_opt=["no-new-privileges"],
                     labels=self._labels(job, group, alloc_id, "", "pause"),
@@ -317,14 +317,12 @@ class DockerDriver:
             "detach": True,
             "restart_policy": {"Name": "no"},
             "environment": inside_env(ctx.env),  # NOMAD_ALLOC_DIR=/alloc ..., as Nomad's docker driver
-            "mem_limit": f"{task.resources.memory}m",
-            "cpu_shares": max(2, task.resources.cpu),
             # none: the image's STOPSIGNAL (taskdecisions.plan_kill_signal)
             "stop_signal": task.kill_signal or None,
             # the engine's own copy of the output, bounded whatever the daemon's defaults (the agent's
             # logger copies it into alloc/logs), as Nomad's docker driver since 0.9.2 (nomad#5782)
             "log_config": {"type": "json-file", "config": CONTAINER_LOG_OPTS},
-            **opts.kwargs,  # the task's options (dockeropts): init, security_opt, pids_limit ...
+            **opts.kwargs,  # the task's options (dockeropts): Cmd, memory, user, security_opt ...
             # the task's labels, then the agent's and Nomad's (as Nomad's driver: its own win)
             "labels": {
                 **opts.kwargs.get("labels", {}),
@@ -356,16 +354,6 @@ class DockerDriver:
         elif mode in ("host", "none"):
             kw["network_mode"] = mode
         self._group_network_files(ctx, mode, kw)
-        if cfg.get("command"):
-            # The command replaces the image's entrypoint unless the task sets its own (then it is
-            # the first word of the Cmd, as Nomad's driver): docs/drivers.md
-            if "entrypoint" not in cfg:
-                kw["entrypoint"] = [str(cfg["command"])]
-                kw["command"] = [str(a) for a in cfg.get("args", [])]
-            else:
-                kw["command"] = [str(cfg["command"]), *(str(a) for a in cfg.get("args", []))]
-        elif cfg.get("args"):
-            kw["command"] = [str(a) for a in cfg["args"]]
         # the image, pulled as Nomad's driver pulls it (a `Driver` event "Downloading image"); a
         # failed pull is the start's DriverError (recoverable unless the image was not found)
         self.puller.ensure(
@@ -395,7 +383,9 @@ class DockerDriver:
             resolve=os.path.realpath,
             bugs=self.bugs,
         )
-        return plan(ctx.task.config, replace(self.plugin, pids_limit=self.pids_limit), facts)
+        opts = plan(ctx.task.config, replace(self.plugin, pids_limit=self.pids_limit), facts)
+        opts.kwargs = {**from_task(ctx.task.user, ctx.task.resources.cpu), **opts.kwargs}
+        return opts
 
     def refusals(self, task: Task, group_network: str) -> list[tuple[str, str]]:
         """(config key, why) of each option of `task` this node refuses (at submission)."""

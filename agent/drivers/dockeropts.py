@@ -6,9 +6,9 @@ plugin config: allow_privileged, allow_caps, volumes { enabled }, allow_runtimes
 check again at start, over the interpolated config, with the kwargs. docs/drivers.md lists them all.
 
 Kept from the agent's own hardening where Nomad does not contradict it: `no-new-privileges` on every
-container but a privileged one, `--init` unless the task says `init = false` (docs/substrate.md: a PID
-1 that ignores SIGTERM makes each stop wait), the engine's json-file log bounded (the agent copies the
-container's log into alloc/logs through the engine's API).
+container but a privileged one, the engine's json-file log bounded (the agent copies the container's
+log into alloc/logs through the engine's API). `init` is Nomad's: off unless the task says
+`init = true` (a PID 1 that ignores SIGTERM then waits out the task's kill_timeout, as under Nomad).
 """
 
 from __future__ import annotations
@@ -120,6 +120,13 @@ def plan(
     return out
 
 
+def from_task(user: str, cpu_mhz: int) -> dict[str, Any]:
+    """What Nomad's createContainerConfig takes from the task itself rather than its config:
+    Config.User the task's `user` (none: the image's USER), CPUShares its cpu (at least 2, as
+    cpuResources on a node below 262144 MHz)."""
+    return {"cpu_shares": max(2, cpu_mhz), **({"user": user} if user else {})}
+
+
 def _interpolated(value: object) -> bool:
     return "${" in repr(value)
 
@@ -177,6 +184,8 @@ def _container(config: Mapping[str, Any], out: DockerOpts) -> None:
     kw = out.kwargs
     if "entrypoint" in config:
         kw["entrypoint"] = read_strs(config, "entrypoint", out)
+    if (cmd := _cmd(config, out)) is not None:
+        kw["command"] = cmd
     if work_dir := read_str(config, "work_dir", out):
         kw["working_dir"] = work_dir
     if labels := read_map(config, "labels", out):
@@ -184,8 +193,8 @@ def _container(config: Mapping[str, Any], out: DockerOpts) -> None:
     for key, kwarg in (("readonly_rootfs", "read_only"), ("interactive", "stdin_open"), ("tty", "tty")):
         if read_bool(config, key, out):
             kw[kwarg] = True
-    init = read_bool(config, "init", out)
-    kw["init"] = init is not False  # the agent's --init unless the task says init = false
+    if read_bool(config, "init", out):
+        kw["init"] = True  # Nomad's default is none: the image's ENTRYPOINT/CMD is PID 1
     if groups := read_strs(config, "group_add", out):
         kw["group_add"] = groups
     if (adj := read_int(config, "oom_score_adj", out)) is not None:
@@ -198,6 +207,27 @@ def _container(config: Mapping[str, Any], out: DockerOpts) -> None:
     elif health.get("disable") not in (None, False):
         out.refuse("healthchecks.disable", "must be a bool")
     _kernel(config, out)
+
+
+def _cmd(config: Mapping[str, Any], out: DockerOpts) -> list[str] | None:
+    """Nomad's Config.Cmd: `[command] + args`, or `args` alone; None (the image's CMD) with neither.
+    The image's ENTRYPOINT stays unless the task sets `entrypoint`, so a command of an image with an
+    ENTRYPOINT is its first argument. A command with no word, or spaces around it, is refused as
+    Nomad's validateCommand fails the start."""
+    command = read_str(config, "command", out)
+    raw = config.get("args")
+    if raw is not None and not isinstance(raw, list | tuple):
+        out.refuse("args", "must be a list of strings")
+        raw = None
+    # HCL's list(string) takes a number or a bool as its string
+    args = [a if isinstance(a, str) else str(a).lower() if isinstance(a, bool) else str(a) for a in raw or ()]
+    if command:
+        if not command.strip():
+            out.refuse("command", f"command empty: {command!r}")
+        elif command.strip() != command:
+            out.refuse("command", f"command contains extra white space: {command!r}")
+        return [command, *args]
+    return args or None
 
 
 def _kernel(config: Mapping[str, Any], out: DockerOpts) -> None:
@@ -339,7 +369,7 @@ def _resources(config: Mapping[str, Any], plugin: DockerPlugin, facts: TaskFacts
     """Nomad's memoryLimits: with memory_hard_limit, memory is the soft reservation and the hard
     limit the larger one; swap never past the hard limit (memory+swap = the hard limit, as Nomad since
     #8153; `swap-below-hard-limit` puts back that bug: memory+swap = the soft memory, which the engine
-    refuses). pids_limit under the plugin's."""
+    refuses); memory alone is the hard limit with no swap past it. pids_limit under the plugin's."""
     kw = out.kwargs
     hard = read_int(config, "memory_hard_limit", out) or 0
     if hard < 0:
@@ -357,6 +387,11 @@ def _resources(config: Mapping[str, Any], plugin: DockerPlugin, facts: TaskFacts
         kw["mem_limit"], kw["mem_reservation"] = f"{high}m", f"{facts.memory_mb}m"
         swap = facts.memory_mb if facts.bugs.swap_below_hard_limit else high
         kw["memswap_limit"] = f"{swap}m"
+    elif facts.memory_mb > 0:
+        # memory alone: the hard limit, and no swap beyond it (Nomad sets MemorySwap = Memory, where
+        # docker's own default would add as much swap again)
+        kw["mem_limit"] = kw["memswap_limit"] = f"{facts.memory_mb}m"
+    kw["mem_swappiness"] = 0  # Nomad's MaybeDisableMemorySwappiness (the engine drops it on cgroup v2)
     if (shm := read_int(config, "shm_size", out)) is not None and shm != 0:
         if shm < 0:
             out.refuse("shm_size", f"{shm} is below 0")
