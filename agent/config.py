@@ -195,6 +195,11 @@ class Config:
     api_request_timeout: float = 10.0  # seconds to read a request's head and body
     api_max_body_bytes: int = 1024 * 1024  # larger request bodies get 413
     api_max_connections: int = 64  # handler threads; more clients wait, they never stop the API
+    # A websocket (Nomad's exec): the largest message a client may send (more is closed 1009), and the
+    # most bytes a connection may leave unsent (a client that does not read is dropped past it;
+    # Nomad's websocket buffers 2 KiB and then blocks on the socket).
+    api_ws_max_message_bytes: int = 1024 * 1024
+    api_ws_write_buffer_bytes: int = 64 * 1024
     # -- templates ------------------------------------------------------------------------------
     template_render_timeout: float = 2.0  # seconds one template may take to render
     template_max_bytes: int = 4 * 1024 * 1024  # largest rendered template
@@ -641,6 +646,8 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "api_request_timeout": lambda: _seconds(p, raw, "api_request_timeout"),
         "api_max_body_bytes": lambda: _count(p, raw, "api_max_body_bytes"),
         "api_max_connections": lambda: _count(p, raw, "api_max_connections"),
+        "api_ws_max_message_bytes": lambda: _count(p, raw, "api_ws_max_message_bytes"),
+        "api_ws_write_buffer_bytes": lambda: _count(p, raw, "api_ws_write_buffer_bytes", minimum=4096),
         "template_render_timeout": lambda: _seconds(p, raw, "template_render_timeout"),
         "template_max_bytes": lambda: _count(p, raw, "template_max_bytes"),
         "template_max_per_task": lambda: _count(p, raw, "template_max_per_task"),

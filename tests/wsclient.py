@@ -80,7 +80,7 @@ class WsClient:
 
     def messages(self) -> list[dict[str, Any]]:
         """Every JSON message until the close frame."""
-        out = []
+        out: list[dict[str, Any]] = []
         while True:
             opcode, payload = self.recv()
             if opcode == 0x8:

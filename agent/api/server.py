@@ -200,6 +200,8 @@ class ApiServer:
             (st[0], re.compile(st[1]), st[2], st[3] if len(st) > 3 else FIELDLAB_EXEC) for st in streams or []
         ]
         self._sessions = 0
+        self._limits = apistream.Limits(config.api_ws_max_message_bytes, config.api_ws_write_buffer_bytes)
+        self._transports: set[asyncio.WriteTransport] = set()  # open connections (unsent_bytes)
         self.replays = Replays()  # answers to writes with an Idempotency-Key: a retry acts once
         family = socket.AF_INET6 if ":" in config.bind_address else socket.AF_INET
         try:
@@ -222,6 +224,16 @@ class ApiServer:
     @property
     def port(self) -> int:
         return int(self._sock.getsockname()[1])
+
+    def unsent_bytes(self) -> int:
+        """The bytes the open connections hold written but not yet taken by their clients."""
+        if not self._thread.is_alive():
+            return 0
+
+        async def count() -> int:
+            return sum(t.get_write_buffer_size() for t in self._transports if not t.is_closing())
+
+        return asyncio.run_coroutine_threadsafe(count(), self._loop).result(10)
 
     def start(self) -> None:
         log.info("api: client certs allowed to call: %s", ", ".join(sorted(self._allowed)) or "none")
@@ -298,6 +310,7 @@ class ApiServer:
             conn.close()
             return
         writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        self._transports.add(transport)
         try:
             await self._exchange(reader, writer, peer)
         except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
@@ -308,6 +321,8 @@ class ApiServer:
             raise
         else:
             await self._close(writer)
+        finally:
+            self._transports.discard(transport)
 
     async def _close(self, writer: asyncio.StreamWriter) -> None:
         writer.close()
@@ -457,7 +472,10 @@ class ApiServer:
                 b"HTTP/1.1 101 Switching Protocols\r\n"
                 + f"Upgrade: {upgrade.name}\r\nConnection: Upgrade\r\n{lines}\r\n".encode()
             )
-            codec = upgrade.codec(reader, writer)
+            # The session's output waits (drain) at half the bound: the rest is room for what the
+            # codec answers itself (a websocket's pongs and close), past which the client is dropped.
+            writer.transport.set_write_buffer_limits(high=self._limits.write_buffer // 2)
+            codec = upgrade.codec(reader, writer, self._limits)
             await apistream.pump(reader, writer, opened, f"exec session {head.path} by {identity}", codec)
         finally:
             self._sessions -= 1

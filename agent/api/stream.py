@@ -80,16 +80,26 @@ class Streamed:
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What an upgraded connection may cost (agent.config's api_ws_*): the largest message a client
+    may send, and the most bytes left unsent to a client before it is dropped as not reading."""
+
+    max_message: int = 1024 * 1024
+    write_buffer: int = 64 * 1024
+
+
+@dataclass(frozen=True)
 class Upgrade:
     """A protocol a stream route takes (`Upgrade: <name>`): the 101's extra headers for a request's
-    headers (ValueError: a 400 saying why), and the codec of its messages."""
+    headers (ValueError: a 400 saying why), and the codec of its messages (on the connection, with
+    its limits)."""
 
     name: str
     headers: Callable[[http.client.HTTPMessage], dict[str, str]]
-    codec: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Codec]
+    codec: Callable[[asyncio.StreamReader, asyncio.StreamWriter, Limits], Codec]
 
 
-FIELDLAB_EXEC = Upgrade(ef.PROTOCOL, lambda _: {}, lambda reader, _: FrameCodec(reader))
+FIELDLAB_EXEC = Upgrade(ef.PROTOCOL, lambda _: {}, lambda reader, _writer, _limits: FrameCodec(reader))
 
 
 async def pump(

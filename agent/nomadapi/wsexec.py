@@ -1,12 +1,14 @@
 """`nomad alloc exec` over a websocket (`GET /v1/client/allocation/:id/exec?task=&tty=&command=[...]`):
-RFC 6455 framing, and Nomad's messages on it (api/allocations.go: ExecStreamingInput/Output).
+Nomad's messages on it (api/allocations.go: ExecStreamingInput/Output), framed by wsproto (RFC 6455).
 
 From the client: `{"stdin": {"data": <base64>}}`, `{"stdin": {"close": true}}`,
 `{"tty_size": {"height": H, "width": W}}`, `{}` (a heartbeat). To the client: `{"stdout": {"data":
 ...}}`, `{"stderr": {"data": ...}}`, then `{"exited": true, "result": {"exit_code": N}}` and a close
-frame. Client frames must be masked (RFC 6455 5.1); a message is at most MAX_MESSAGE bytes;
-fragmented messages are joined; pings are answered; anything else ends the session as a broken
-format (the command is killed).
+frame. wsproto refuses what RFC 6455 refuses (an unmasked client frame, a control frame over 125
+bytes, bad UTF-8 in a text message): the agent closes with wsproto's code (1002, 1007) and the
+session ends as a broken format (the command is killed). A message over the configured size
+(`api_ws_max_message_bytes`) is closed 1009, counted as its fragments come. Pings are answered;
+a client whose answers pile up unsent past `api_ws_write_buffer_bytes` (it does not read) is dropped.
 """
 
 from __future__ import annotations
@@ -14,16 +16,22 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import hashlib
 import json
 import logging
-import struct
+import threading
+from collections import deque
 from collections.abc import Iterator
 from email.message import Message
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from wsproto.connection import Connection, ConnectionState, ConnectionType
+from wsproto.events import BytesMessage, CloseConnection, Event, Ping, TextMessage
+from wsproto.frame_protocol import CloseReason
+from wsproto.utilities import generate_accept_token
+
 from agent.api.server import Response, StreamOpener, Upgrade, query_params
+from agent.api.stream import Limits
 from agent.drivers import execframes as ef
 from agent.drivers.base import DriverError
 from agent.drivers.session import ExecSession
@@ -35,17 +43,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-MAX_MESSAGE = 1024 * 1024
 OUT_CHUNK = 16 * 1024  # bytes of output per message
-TEXT, BINARY, CLOSE, PING, PONG, CONT = 0x1, 0x2, 0x8, 0x9, 0xA, 0x0
-
-
-def accept_key(key: str) -> str:
-    """Sec-WebSocket-Accept for a client's Sec-WebSocket-Key."""
-    return base64.b64encode(
-        hashlib.sha1((key.strip() + GUID).encode(), usedforsecurity=False).digest()
-    ).decode()
+READ_CHUNK = 64 * 1024  # bytes read from the client at once
 
 
 def valid_key(key: str) -> bool:
@@ -55,120 +54,139 @@ def valid_key(key: str) -> bool:
         return False
 
 
-def frame(opcode: int, payload: bytes) -> bytes:
-    """A server frame: final, unmasked."""
-    n = len(payload)
-    if n < 126:
-        head = struct.pack(">BB", 0x80 | opcode, n)
-    elif n < 1 << 16:
-        head = struct.pack(">BBH", 0x80 | opcode, 126, n)
-    else:
-        head = struct.pack(">BBQ", 0x80 | opcode, 127, n)
-    return head + payload
-
-
-def _message(data: dict[str, object]) -> bytes:
-    return frame(TEXT, json.dumps(data, separators=(",", ":")).encode())
-
-
-def out_messages(kind: bytes, data: bytes) -> Iterator[bytes]:
-    name = "stdout" if kind == ef.STDOUT else "stderr"
-    for i in range(0, len(data), OUT_CHUNK):
-        yield _message({name: {"data": base64.b64encode(data[i : i + OUT_CHUNK]).decode()}})
-
-
-def exit_message(code: int, error: str | None = None) -> bytes:
-    """The exit, then a normal close (an error is said in the close's reason, as Nomad's client reads it)."""
-    reason = (error or "").encode()[:120]
-    closing = frame(CLOSE, struct.pack(">H", 1000 if error is None else 1011) + reason)
-    return (
-        _message({"exited": True, "result": {"exit_code": max(code, 0) if error is None else -1}}) + closing
-    )
-
-
-async def _read_frame(reader: asyncio.StreamReader) -> tuple[bool, int, bytes]:
-    b0, b1 = await reader.readexactly(2)
-    if not b1 & 0x80:
-        raise ef.FrameError("a client frame is not masked")
-    n = b1 & 0x7F
-    if n == 126:
-        (n,) = struct.unpack(">H", await reader.readexactly(2))
-    elif n == 127:
-        (n,) = struct.unpack(">Q", await reader.readexactly(8))
-    if n > MAX_MESSAGE:
-        raise ef.FrameError(f"a websocket frame of {n} bytes (at most {MAX_MESSAGE})")
-    mask = await reader.readexactly(4)
-    raw = await reader.readexactly(n)
-    payload = bytes(c ^ mask[i % 4] for i, c in enumerate(raw))
-    return bool(b0 & 0x80), b0 & 0x0F, payload
-
-
-class WsInput:
-    """Reads the client's messages as (kind, payload) of agent.drivers.execframes; None when it closed."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    async def next(self) -> tuple[bytes, bytes] | None:
-        while True:
-            message = await self._message()
-            if message is None:
-                return None
+def _input(message: bytes) -> tuple[bytes, bytes] | None:
+    """A client message as (kind, payload) of agent.drivers.execframes; None for a heartbeat."""
+    try:
+        data = json.loads(message)
+    except ValueError:
+        raise ef.FrameError("a websocket message that is not JSON") from None
+    if not isinstance(data, dict):
+        raise ef.FrameError("a websocket message that is not a JSON object")
+    stdin, size = data.get("stdin"), data.get("tty_size")
+    if isinstance(stdin, dict):
+        if stdin.get("data"):
             try:
-                data = json.loads(message)
-            except ValueError:
-                raise ef.FrameError("a websocket message that is not JSON") from None
-            if not isinstance(data, dict):
-                raise ef.FrameError("a websocket message that is not a JSON object")
-            stdin, size = data.get("stdin"), data.get("tty_size")
-            if isinstance(stdin, dict):
-                if stdin.get("data"):
-                    try:
-                        return ef.STDIN, base64.b64decode(str(stdin["data"]), validate=True)
-                    except (binascii.Error, ValueError):
-                        raise ef.FrameError("stdin data that is not base64") from None
-                if stdin.get("close"):
-                    return ef.CLOSE_STDIN, b""
-            elif isinstance(size, dict):
-                payload = json.dumps({"rows": size.get("height", 0), "cols": size.get("width", 0)}).encode()
-                ef.parse_resize(payload)  # the same bounds as the agent's own protocol
-                return ef.RESIZE, payload
-            # {}: a heartbeat
-
-    async def _message(self) -> bytes | None:
-        parts: list[bytes] = []
-        while True:
-            final, opcode, payload = await _read_frame(self.reader)
-            if opcode == CLOSE:
-                return None
-            if opcode == PING:
-                self.writer.write(frame(PONG, payload))
-                continue
-            if opcode == PONG:
-                continue
-            if opcode not in (TEXT, BINARY, CONT):
-                raise ef.FrameError(f"websocket opcode {opcode}")
-            parts.append(payload)
-            if sum(len(p) for p in parts) > MAX_MESSAGE:
-                raise ef.FrameError(f"a websocket message over {MAX_MESSAGE} bytes")
-            if final:
-                return b"".join(parts)
+                return ef.STDIN, base64.b64decode(str(stdin["data"]), validate=True)
+            except (binascii.Error, ValueError):
+                raise ef.FrameError("stdin data that is not base64") from None
+        if stdin.get("close"):
+            return ef.CLOSE_STDIN, b""
+    elif isinstance(size, dict):
+        payload = json.dumps({"rows": size.get("height", 0), "cols": size.get("width", 0)}).encode()
+        ef.parse_resize(payload)  # the same bounds as the agent's own protocol
+        return ef.RESIZE, payload
+    return None  # {}: a heartbeat
 
 
 class WsCodec:
-    """agent.api.stream.Codec for Nomad's exec websocket."""
+    """agent.api.stream.Codec for Nomad's exec websocket: a wsproto server connection on the API's
+    own connection. The output side runs in the session's output thread, the input side on the
+    loop: a lock keeps their uses of the wsproto connection apart."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.input = WsInput(reader, writer)
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: Limits) -> None:
+        self.reader, self.writer, self.limits = reader, writer, limits
+        self._ws = Connection(ConnectionType.SERVER)
+        self._lock = threading.Lock()
+        self._inputs: deque[tuple[bytes, bytes]] = deque()
+        self._parts: list[bytes] = []  # the fragments of a message still coming
+        self._size = 0  # their bytes
+
+    def _send(self, event: Event) -> bytes:
+        """`event` on the wire; nothing once the websocket is closing (the session's last output
+        after a refused frame goes nowhere)."""
+        with self._lock:
+            if self._ws.state is not ConnectionState.OPEN and not (
+                isinstance(event, CloseConnection) and self._ws.state is ConnectionState.REMOTE_CLOSING
+            ):
+                return b""
+            return self._ws.send(event)
+
+    def _message(self, data: dict[str, object]) -> bytes:
+        return self._send(TextMessage(json.dumps(data, separators=(",", ":"))))
 
     def output(self, kind: bytes, data: bytes) -> Iterator[bytes]:
-        return out_messages(kind, data)
+        name = "stdout" if kind == ef.STDOUT else "stderr"
+        for i in range(0, len(data), OUT_CHUNK):
+            yield self._message({name: {"data": base64.b64encode(data[i : i + OUT_CHUNK]).decode()}})
 
     def exit(self, code: int, error: str | None = None) -> bytes:
-        return exit_message(code, error)
+        """The exit, then a normal close (an error is said in the close's reason, as Nomad's client
+        reads it)."""
+        exited = self._message(
+            {"exited": True, "result": {"exit_code": max(code, 0) if error is None else -1}}
+        )
+        status = CloseReason.NORMAL_CLOSURE if error is None else CloseReason.INTERNAL_ERROR
+        reason = (error or "").encode()[:120].decode(errors="ignore")
+        return exited + self._send(CloseConnection(status, reason))
 
     async def receive(self) -> tuple[bytes, bytes] | None:
-        return await self.input.next()
+        """The client's next input; None when it closed (its close answered)."""
+        while not self._inputs:
+            data = await self.reader.read(READ_CHUNK)
+            if not data:
+                return None
+            self._ws.receive_data(data)
+            out = b""
+            try:
+                for event in self._ws.events():
+                    answer, closed = self._on(event)
+                    out += answer
+                    if closed:
+                        self._write(out)
+                        return None
+            except ef.FrameError as exc:  # refused by wsproto or by its size, or not Nomad's message
+                code = exc.code if isinstance(exc, _Refused) else CloseReason.POLICY_VIOLATION
+                self._write(out + self._send(CloseConnection(code, str(exc)[:120])))
+                raise
+            self._write(out)
+        return self._inputs.popleft()
+
+    def _on(self, event: Event) -> tuple[bytes, bool]:
+        """What to answer `event` with, and whether the client closed."""
+        if isinstance(event, Ping):
+            return self._send(event.response()), False
+        if isinstance(event, CloseConnection):
+            if self._ws.state is ConnectionState.OPEN:  # wsproto refused a frame: fail the websocket
+                raise _Refused(event.code, event.reason or "a malformed websocket frame")
+            return self._send(event.response()), True
+        if isinstance(event, TextMessage | BytesMessage):
+            chunk = event.data.encode() if isinstance(event.data, str) else bytes(event.data)
+            self._size += len(chunk)
+            if self._size > self.limits.max_message:
+                raise _Refused(
+                    CloseReason.MESSAGE_TOO_BIG, f"a websocket message over {self.limits.max_message} bytes"
+                )
+            self._parts.append(chunk)
+            if event.message_finished:
+                parts, self._parts, self._size = self._parts, [], 0
+                got = _input(b"".join(parts))
+                if got is not None:
+                    self._inputs.append(got)
+        return b"", False  # a pong
+
+    def _write(self, data: bytes) -> None:
+        """Write what the codec answers itself; past the write bound the client does not read: it is
+        dropped (its connection aborted), never buffered on."""
+        if not data:
+            return
+        self.writer.write(data)
+        unsent = self.writer.transport.get_write_buffer_size()
+        if unsent > self.limits.write_buffer:
+            self.writer.transport.abort()
+            why = (
+                f"the client does not read: {unsent} bytes unsent, "
+                f"over the bound of {self.limits.write_buffer}"
+            )
+            log.warning("exec websocket from %s dropped: %s", self.writer.get_extra_info("peername"), why)
+            raise ConnectionAbortedError(why)
+
+
+class _Refused(ef.FrameError):
+    """A frame or message the websocket refuses, with the close code that says why."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
 
 
 def _handshake(headers: Message) -> dict[str, str]:
@@ -177,7 +195,7 @@ def _handshake(headers: Message) -> dict[str, str]:
         raise ValueError("a websocket needs Sec-WebSocket-Version: 13")
     if not valid_key(key):
         raise ValueError("a websocket needs a Sec-WebSocket-Key of 16 base64 bytes")
-    return {"Sec-WebSocket-Accept": accept_key(key)}
+    return {"Sec-WebSocket-Accept": generate_accept_token(key.strip().encode()).decode()}
 
 
 WEBSOCKET = Upgrade("websocket", _handshake, WsCodec)
