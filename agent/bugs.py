@@ -80,6 +80,9 @@ class Bugs:
     exec_shared_pid_namespace: bool = False
     exec_user_full_caps: bool = False
     exec_inherits_oom_score_adj: bool = False
+    pull_auth_not_encoded: bool = False
+    image_pull_timeout_ignored: bool = False
+    downloading_event_after_pull: bool = False
     dispatch_optional_meta_unset: bool = False
     periodic_restore_ignores_overlap: bool = False
     periodic_restores_stopped_job: bool = False

@@ -450,6 +450,25 @@ _CATALOGUE: tuple[FaultSpec, ...] = (
         "an exec task inherits the agent's oom_score_adj (-1000 under Nomad's packaged unit) instead of 0: "
         "the OOM killer cannot kill it, so its memory limit is not enforced",
     ),
+    # Image pulls (the pull decisions of agent.drivers.pullconfig).
+    FaultSpec(
+        "pull-auth-not-encoded",
+        "nomad-24181",
+        "a pull's credentials (the task's auth, the plugin's auth.config or helper) are not handed to the "
+        "engine in the encoding its API takes: it pulls with none, and a registry that needs them refuses",
+    ),
+    FaultSpec(
+        "image-pull-timeout-ignored",
+        "nomad-24991",
+        "image_pull_timeout (the task's or the plugin's) does not bound the pull: a pull from a registry "
+        "that never answers goes on, the task pending, until the engine gives up or pull_activity_timeout",
+    ),
+    FaultSpec(
+        "downloading-event-after-pull",
+        "nomad-2165",
+        "the task's 'Downloading image' Driver event is shown only once the pull is over: a task pending on "
+        "a slow pull says nothing of why until the pull ends",
+    ),
 )
 
 FAULTS: dict[str, FaultSpec] = {f.flag: f for f in _CATALOGUE}
@@ -521,6 +540,9 @@ IMPLEMENTED_FAULTS = frozenset(
         "exec-shared-pid-namespace",
         "exec-user-full-caps",
         "exec-inherits-oom-score-adj",
+        "pull-auth-not-encoded",
+        "image-pull-timeout-ignored",
+        "downloading-event-after-pull",
         "dispatch-optional-meta-unset",
         "periodic-restore-ignores-overlap",
         "periodic-restores-stopped-job",

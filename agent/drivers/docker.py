@@ -139,7 +139,7 @@ class DockerDriver:
         # Nomad's docker driver binds the host network's; "" binds every address.
         self.publish_address = publish_address
         # Nomad's image pull (createImage): one pull per image at a time, the plugin's timeouts and auth
-        self.puller = Puller(EnginePullApi(lambda: self.client), self.plugin.pull)
+        self.puller = Puller(EnginePullApi(lambda: self.client), self.plugin.pull, bugs=bugs)
 
     @property
     def client(self) -> Any:

@@ -29,6 +29,7 @@ import docker
 import docker.errors
 import requests
 
+from agent.bugs import NO_BUGS, Bugs
 from agent.drivers.base import DriverError
 from agent.drivers.pullconfig import (
     DOWNLOADING,
@@ -37,9 +38,12 @@ from agent.drivers.pullconfig import (
     Progress,
     PullConfig,
     TaskPull,
+    downloading_event,
+    engine_auth,
     image_ref,
     needs_pull,
     parse_image,
+    pull_timeout,
     recoverable,
     registry_host,
 )
@@ -152,11 +156,13 @@ class Puller:
         api: PullApi,
         plugin: PullConfig,
         *,
+        bugs: Bugs = NO_BUGS,
         check_interval: float = PROGRESS_CHECK_INTERVAL,
         slow_interval: float = SLOW_PROGRESS_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api, self.plugin = api, plugin
+        self.bugs = bugs  # the fault flags the pull's decisions take (pullconfig: the timeout, auth, event)
         self.check_interval, self.slow_interval, self.clock = check_interval, slow_interval, clock
         self._lock = threading.Lock()
         self._futures: dict[str, _Future] = {}
@@ -182,14 +188,17 @@ class Puller:
             log.warning("%s: failed to find docker auth for repo %s (auth_soft_fail): %s", what, repo, exc)
             auth = None
         ref = image_ref(repo, tag)
-        emit(DOWNLOADING, {"image": ref})
-        timeout = (
-            opts.image_pull_timeout if opts.image_pull_timeout is not None else self.plugin.image_pull_timeout
-        )
+        announce = downloading_event(self.bugs)
+        if announce == "before":
+            emit(DOWNLOADING, {"image": ref})
+        timeout = pull_timeout(opts.image_pull_timeout, self.plugin.image_pull_timeout, self.bugs)
         try:
-            self.pull(image, repo, tag, auth or {}, emit, timeout)
+            self.pull(image, repo, tag, engine_auth(auth, self.bugs), emit, timeout)
         except PullFailed as exc:
             raise DriverError("docker", what, str(exc), recoverable=exc.recoverable) from None
+        finally:
+            if announce == "after":
+                emit(DOWNLOADING, {"image": ref})
 
     def pull(
         self, image: str, repo: str, tag: str, auth: Mapping[str, str], emit: Emit, timeout: float

@@ -5,11 +5,13 @@ recoverable, the progress text). agent.drivers.dockerpull does the pull."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from agent.bugs import Bugs
 from agent.drivers.dockervalues import Refuses, read_block, read_bool, read_str
 from agent.jobspec.durations import parse_duration
 
@@ -144,6 +146,37 @@ def recoverable(error: str) -> bool:
     """coordinator.go recoverablePullError: every failed pull is recoverable (the restart policy
     retries it), except one whose error text says the image was not found (Docker's old text)."""
     return IMAGE_NOT_FOUND.search(error) is None
+
+
+def pull_timeout(task: float | None, plugin: float, bugs: Bugs) -> float:
+    """The whole pull's bound in seconds: the task's image_pull_timeout, else the plugin's. With
+    `image-pull-timeout-ignored` (nomad-24991: Nomad 1.9.0 to 1.9.5 made the deadline's context and
+    handed the engine another) none: a pull from a registry that never answers goes on until the
+    engine gives up or pull_activity_timeout ends it."""
+    if bugs.image_pull_timeout_ignored:
+        return math.inf
+    return task if task is not None else plugin
+
+
+def engine_auth(auth: Mapping[str, str] | None, bugs: Bugs) -> dict[str, str]:
+    """The credentials the engine is handed for a pull (X-Registry-Auth): the ones resolved, {} for
+    none. With `pull-auth-not-encoded` (nomad-24181: Nomad 1.9.0 set the Docker SDK's RegistryAuth
+    without the base64 JSON the engine's API takes, whichever source the credentials came from)
+    the engine gets none it can read, so it pulls anonymously."""
+    if auth is None or bugs.pull_auth_not_encoded:
+        return {}
+    return dict(auth)
+
+
+DownloadingWhen = Literal["before", "after"]
+
+
+def downloading_event(bugs: Bugs) -> DownloadingWhen:
+    """When the task is shown its `Driver` event "Downloading image": before the pull, so a task
+    pending on a long pull says why. With `downloading-event-after-pull` (nomad-2165: Nomad 0.5.2
+    recorded the event without a state change, so it reached the servers with the next one) only
+    once the pull is over, with its outcome."""
+    return "after" if bugs.downloading_event_after_pull else "before"
 
 
 def registry_host(repo: str) -> str:

@@ -99,6 +99,7 @@ FAMILIES = (
     "networking",
     "restore",
     "lifecycle",
+    "images",
     "restarts",
     "logs",
     "jobspec",
