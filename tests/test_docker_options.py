@@ -186,3 +186,38 @@ def test_a_plain_task_is_created_with_nomads_defaults(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             driver.client.containers.get(handle.id).remove(force=True)
+
+
+def test_a_kill_signal_is_sent_at_the_stop_not_set_on_the_container(tmp_path: Path) -> None:
+    """Nomad's taskHandle.Kill: the container carries no StopSignal of the task's; the stop sends the
+    kill_signal (a task trapping it exits 0 at once), and one that ignores it is SIGKILLed after the
+    timeout (137)."""
+    driver = DockerDriver()
+    script = "trap 'exit 0' USR1; while true; do sleep 0.1; done"
+    handles = []
+    try:
+        for name, args in (("traps", ["-c", script]), ("ignores", ["-c", "trap '' USR1; sleep 300"])):
+            task = Task(
+                name,
+                "docker",
+                config={"image": IMAGE, "command": "/bin/sh", "args": args},
+                resources=Resources(cpu=100, memory=32),
+                kill_signal="SIGUSR1",
+            )
+            task_dir = tmp_path / name / name
+            (task_dir.parent / "alloc" / "logs").mkdir(parents=True)
+            ctx = TaskContext(
+                job=name, group="g", alloc_id=str(uuid.uuid4()), task=task, task_dir=task_dir, env={},
+                network_mode="host",
+            )  # fmt: skip
+            handles.append(driver.start(ctx))
+        traps, ignores = handles
+        assert not driver.client.api.inspect_container(traps.id)["Config"].get("StopSignal")
+        driver.stop(traps, 10.0, "SIGUSR1")
+        assert driver.status(traps).exit_code == 0, "the trapped kill_signal ended it"
+        driver.stop(ignores, 1.0, "SIGUSR1")
+        assert driver.status(ignores).exit_code == 137, "SIGKILL after the timeout"
+    finally:
+        for h in handles:
+            with contextlib.suppress(docker.errors.NotFound):
+                driver.client.containers.get(h.id).remove(force=True)

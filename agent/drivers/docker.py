@@ -317,8 +317,6 @@ class DockerDriver:
             "detach": True,
             "restart_policy": {"Name": "no"},
             "environment": inside_env(ctx.env),  # NOMAD_ALLOC_DIR=/alloc ..., as Nomad's docker driver
-            # none: the image's STOPSIGNAL (taskdecisions.plan_kill_signal)
-            "stop_signal": task.kill_signal or None,
             # the engine's own copy of the output, bounded whatever the daemon's defaults (the agent's
             # logger copies it into alloc/logs), as Nomad's docker driver since 0.9.2 (nomad#5782)
             "log_config": {"type": "json-file", "config": CONTAINER_LOG_OPTS},
@@ -435,11 +433,27 @@ class DockerDriver:
         return docker_usage(stats)
 
     @engine_errors("stop")
-    def stop(self, handle: TaskHandle, timeout: float, sig: str = "SIGTERM") -> None:
-        """`docker stop`: the container's stop signal was set from the task's kill_signal when it was
-        created (none set: the image's STOPSIGNAL), then SIGKILL after `timeout`."""
+    def stop(self, handle: TaskHandle, timeout: float, sig: str = "") -> None:
+        """Nomad's taskHandle.Kill: no `sig` (the task set no kill_signal): `docker stop`, the
+        image's STOPSIGNAL (SIGTERM when it sets none), SIGKILL after `timeout`. With one: that
+        signal (the engine's kill), a wait of `timeout` for the container to exit, then a stop with
+        no grace (SIGKILL). The container itself carries no StopSignal of the agent's."""
         try:
-            self.client.containers.get(handle.id).stop(timeout=int(max(1, timeout)))
+            c = self.client.containers.get(handle.id)
+            if not sig:
+                c.stop(timeout=int(max(1, timeout)))
+                return
+            try:
+                c.kill(signal=sig)
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409:  # not running: stopped already (Nomad: not modified)
+                    return
+                raise
+            with contextlib.suppress(requests.ConnectionError, requests.Timeout):
+                # the engine answers when the container exits; the read timeout ends the grace
+                c.wait(timeout=max(1.0, timeout))
+                return
+            c.stop(timeout=0)
         except docker.errors.NotFound:
             return
         except docker.errors.APIError as exc:
