@@ -33,7 +33,7 @@ job "pull-timeout" {
 
       config {
         image              = "busybox:latest"
-        image_pull_timeout = "5s"
+        image_pull_timeout = "3s"
         command            = "sleep"
         args               = ["3600"]
       }
