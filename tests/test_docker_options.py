@@ -221,3 +221,31 @@ def test_a_kill_signal_is_sent_at_the_stop_not_set_on_the_container(tmp_path: Pa
         for h in handles:
             with contextlib.suppress(docker.errors.NotFound):
                 driver.client.containers.get(h.id).remove(force=True)
+
+
+def test_extra_hosts_of_a_bridge_group_task_are_in_its_etc_hosts(tmp_path: Path) -> None:
+    """Nomad's GenerateEtcHostsMount: a task joining its group's pause container gets the /etc/hosts
+    the driver writes, its extra_hosts in it (the engine refuses ExtraHosts in a joined namespace)."""
+    driver = DockerDriver()
+    alloc = str(uuid.uuid4())
+    task_dir = tmp_path / "alloc" / "web"
+    task_dir.mkdir(parents=True)
+    (task_dir.parent / "alloc" / "logs").mkdir(parents=True)
+    config = {"image": IMAGE, "command": "cat", "args": ["/etc/hosts"], "extra_hosts": ["db.lab:10.9.8.6"]}
+    task = Task("web", "docker", config=config, resources=Resources(cpu=100, memory=32))
+    try:
+        pause = driver.start_pause("web", "g", alloc, image="fieldlab/pause:lab")
+        ctx = TaskContext(
+            job="web", group="g", alloc_id=alloc, task=task, task_dir=task_dir,
+            env={"NOMAD_ALLOC_IP": "10.9.0.7"}, network_mode="bridge", netns_owner=pause,
+        )  # fmt: skip
+        c = driver.client.containers.get(driver.start(ctx).id)
+        c.wait(timeout=30)
+        lines = c.logs().decode().splitlines()
+        assert not c.attrs["HostConfig"].get("ExtraHosts"), c.attrs["HostConfig"].get("ExtraHosts")
+    finally:
+        for name in (f"nomad_init_{alloc}", f"web-{alloc}"):
+            with contextlib.suppress(docker.errors.NotFound):
+                driver.client.containers.get(name).remove(force=True)
+    assert "10.9.8.6 db.lab" in lines and "127.0.0.1 localhost" in lines, lines
+    assert lines.index("10.9.8.6 db.lab") > lines.index("127.0.0.1 localhost"), lines

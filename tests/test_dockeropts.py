@@ -15,6 +15,7 @@ import pytest
 from agent.config import NOMAD_DEFAULT_CAPS, DockerPlugin, load_config
 from agent.drivers.base import TaskContext
 from agent.drivers.docker import DockerDriver
+from agent.drivers.dockernames import etc_hosts
 from agent.drivers.dockeropts import (
     HONOURED,
     IGNORED_AS_NOMAD,
@@ -288,9 +289,32 @@ def test_a_bridge_group_task_cannot_take_what_docker_refuses_in_a_joined_namespa
     )
     assert "set the group's network.hostname" in got["hostname"]
     assert "use the group's network.dns" in got["dns_servers"]
-    assert "/etc/hosts" in got["extra_hosts"]
+    assert "extra_hosts" not in got, "they go into the group network's /etc/hosts, as Nomad's"
     assert got["port_map"] == "'port_map' cannot map group network ports, use 'ports' instead"
     assert plan({"port_map": [{"http": 8080}]}, OFF, FACTS).port_map == {"http": 8080}
+
+
+def test_extra_hosts_are_checked_as_nomads_and_go_into_a_group_networks_etc_hosts() -> None:
+    """Nomad's GenerateEtcHostsMount: in a bridge group the entries are lines of the /etc/hosts the
+    driver writes ("<ip> <host>", after the alloc's own), an IP address only; on docker's own network
+    the engine takes them (host-gateway too)."""
+    bridge = TaskFacts(network_mode="bridge")
+    assert kw({"extra_hosts": ["db:10.0.0.9", "v6:fd00::1"]}, OFF, bridge)["extra_hosts"] == [
+        "db:10.0.0.9",
+        "v6:fd00::1",
+    ]
+    assert why({"extra_hosts": ["gw:host-gateway"]}, OFF, bridge)["extra_hosts"] == (
+        "invalid IP address 'gw:host-gateway'"
+    )
+    assert kw({"extra_hosts": ["gw:host-gateway"]})["extra_hosts"] == ["gw:host-gateway"]
+    assert why({"extra_hosts": ["db"]})["extra_hosts"] == "invalid hosts entry 'db': not \"<host>:<ip>\""
+    assert why({"extra_hosts": ["db:10.0.0.300"]})["extra_hosts"] == "invalid IP address 'db:10.0.0.300'"
+    text = etc_hosts("10.9.0.7", "web-1", ["db:10.0.0.9", "v6:fd00::1"])
+    assert text.endswith(
+        "10.9.0.7 web-1\n\n# these entries are extra hosts added by the task config\n"
+        "10.0.0.9 db\nfd00::1 v6\n"
+    ), text
+    assert etc_hosts("10.9.0.7", "web-1").endswith("10.9.0.7 web-1\n"), "none: nothing after the alloc's line"
 
 
 def test_ports_are_published_to_their_port_map_else_to_else_the_host_port() -> None:

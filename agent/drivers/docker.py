@@ -252,15 +252,18 @@ class DockerDriver:
         return volume_bind(replace(m, host_path=where))
 
     def _group_network_files(self, ctx: TaskContext, mode: str, kw: dict[str, Any]) -> None:
-        """In its group's network (a pause container's): Nomad's /etc/hosts; elsewhere the group's
-        network.dns as the container's own DNS options (Nomad mounts a resolv.conf of them)."""
+        """In its group's network (a pause container's): Nomad's /etc/hosts, with the task's
+        extra_hosts in it rather than the engine's (which refuses them in a joined namespace, as it
+        does under Nomad when there is no such file); elsewhere the group's network.dns as the
+        container's own DNS options (Nomad mounts a resolv.conf of them)."""
         if mode == "container" and ctx.netns_owner is not None:
-            if hosts := self._etc_hosts(ctx, ctx.netns_owner.id):
+            if hosts := self._etc_hosts(ctx, ctx.netns_owner.id, kw.get("extra_hosts", [])):
+                kw.pop("extra_hosts", None)
                 kw["volumes"].append(f"{hosts}:/etc/hosts:rw")
         else:
             kw.update(pause_sandbox(replace(ctx.sandbox, hostname="")))
 
-    def _etc_hosts(self, ctx: TaskContext, pause_id: str) -> Path | None:
+    def _etc_hosts(self, ctx: TaskContext, pause_id: str, extra_hosts: Sequence[str]) -> Path | None:
         """Nomad's /etc/hosts of a task in its group's network (drivers/shared/hostnames): the
         localhost lines and the alloc's address with the pause container's hostname (the group's
         network.hostname, else docker's), written once into the task dir (the task may change it, as
@@ -272,7 +275,7 @@ class DockerDriver:
             return None
         path = ctx.task_dir / "hosts"
         if not path.exists():
-            path.write_text(etc_hosts(address, hostname))
+            path.write_text(etc_hosts(address, hostname, extra_hosts))
             path.chmod(0o644)
         return path
 

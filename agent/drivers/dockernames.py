@@ -4,6 +4,8 @@ task, the engine's log bounds, and why an image is missing."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from agent.drivers.base import Sandbox
 
 # Nomad's docker driver's labels (drivers/docker/driver.go: dockerLabelAllocID, ...)
@@ -25,8 +27,13 @@ def pause_sandbox(sandbox: Sandbox) -> dict[str, object]:
     return kw
 
 
-def etc_hosts(address: str, hostname: str) -> str:
-    """The /etc/hosts Nomad's docker driver mounts into a task of a group network (GenerateEtcHostsMount)."""
+def etc_hosts(address: str, hostname: str, extra_hosts: Sequence[str] = ()) -> str:
+    """The /etc/hosts Nomad's docker driver mounts into a task of a group network
+    (GenerateEtcHostsMount), with the task's `extra_hosts` ("<host>:<ip>", checked by dockeropts) as
+    "<ip> <host>" lines after the alloc's own."""
+    extra = "".join(f"\n{ip} {host}" for host, _, ip in (h.partition(":") for h in extra_hosts))
+    if extra:
+        extra = f"\n# these entries are extra hosts added by the task config{extra}\n"
     return (
         "# written by fieldlab-agent for the task group's network (as a Nomad client writes it)\n"
         "127.0.0.1 localhost\n"
@@ -40,6 +47,7 @@ def etc_hosts(address: str, hostname: str) -> str:
         "\n"
         "# the alloc's address and hostname, the same for every task of the group\n"
         f"{address} {hostname}\n"
+        f"{extra}"
     )
 
 

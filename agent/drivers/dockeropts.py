@@ -155,16 +155,16 @@ def _simple(config: Mapping[str, Any], out: DockerOpts, net: str, later: Callabl
     for server in kw.get("dns", []):
         if not later(server) and not _is_ip(server):
             out.refuse("dns_servers", f"{server!r} is not an IP address")
+    # in a bridge group the docker driver writes them into the group network's /etc/hosts (docker.py)
     if hosts := read_strs(config, "extra_hosts", out):
-        if joined:
-            out.refuse(
-                "extra_hosts",
-                "in a bridge group Nomad's driver writes the extra hosts into an /etc/hosts it mounts "
-                "for the group's network: not implemented by this agent",
-            )
         for h in hosts:
-            if ":" not in h and not later(h):
-                out.refuse("extra_hosts", f'{h!r} is not "<host>:<ip>"')
+            if later(h):
+                continue
+            if ":" not in h:
+                out.refuse("extra_hosts", f'invalid hosts entry {h!r}: not "<host>:<ip>"')
+            elif not _is_ip(ip := h.partition(":")[2]) and (joined or ip != "host-gateway"):
+                # docker's own --add-host takes host-gateway; Nomad's /etc/hosts of a group, an IP only
+                out.refuse("extra_hosts", f"invalid IP address {h!r}")
         kw["extra_hosts"] = hosts
     _container(config, out)
 
