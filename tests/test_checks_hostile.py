@@ -18,7 +18,8 @@ import pytest
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.model import Check, Group, Network, Service, Task
 from agent.records import PortAlloc
-from agent.runner.checks import CheckResults, ChecksHook
+from agent.runner.checkresults import CheckResults
+from agent.runner.checks import ChecksHook
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):

@@ -47,18 +47,18 @@ from agent.runner.hooks import (
     ArtifactHook,
     LogmonHook,
     TaskDirHook,
-    TaskHook,
     TemplateHook,
     VaultHook,
     VolumeHook,
 )
 from agent.runner.identityhook import IdentityHook
+from agent.runner.interfaces import TaskHook
 from agent.runner.kill import capped_delay, capped_why, kill_in_phases, kill_off_loop
 from agent.runner.maxrun import arm_max_run_duration
 from agent.runner.migrate import migrate_previous
 from agent.runner.network import AllocNetwork
+from agent.runner.registrar import service_definitions
 from agent.runner.restorer import Restorer
-from agent.runner.services import service_definitions
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner, exit_text
 from agent.runner.vaulttoken import TaskVaultToken

@@ -19,9 +19,8 @@ import http.client
 import logging
 import socket
 import ssl
-import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent.checktarget import CheckTarget, check_target, http_request, is_local_address
 from agent.drivers.base import TaskHandle
@@ -34,7 +33,8 @@ from agent.runner.checks_script import (
     script_status,
     update_ttl,
 )
-from agent.runner.hooks import TaskHook
+from agent.runner.hooks import BaseHook
+from agent.runner.interfaces import TaskHost
 from agent.taskdecisions import (
     CHECK_OUTPUT_LIMIT,
     CheckWatch,
@@ -45,37 +45,9 @@ from agent.taskdecisions import (
     plan_watched_group,
 )
 
-if TYPE_CHECKING:
-    from agent.runner.taskrunner import TaskRunner
-
 log = logging.getLogger(__name__)
 RUN_TYPES = ("http", "tcp")  # the check types Nomad's client runs for its own services
 USER_AGENT = "Nomad/fieldlab-agent"
-
-
-class CheckResults:
-    """Every alloc's last check results on this node ({alloc: {check id: api.AllocCheckStatus}}),
-    written by the tasks' check hooks, read by the API; an alloc's go with its teardown."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_alloc: dict[str, dict[str, dict[str, Any]]] = {}
-
-    def put(self, alloc_id: str, result: dict[str, Any]) -> None:
-        with self._lock:
-            self._by_alloc.setdefault(alloc_id, {})[str(result["ID"])] = result
-
-    def drop(self, alloc_id: str, ids: set[str]) -> None:
-        with self._lock:
-            kept = {k: v for k, v in self._by_alloc.get(alloc_id, {}).items() if k not in ids}
-            if kept:
-                self._by_alloc[alloc_id] = kept
-            else:
-                self._by_alloc.pop(alloc_id, None)
-
-    def of(self, alloc_id: str) -> dict[str, dict[str, Any]]:
-        with self._lock:
-            return dict(self._by_alloc.get(alloc_id, {}))
 
 
 @dataclass(frozen=True)
@@ -162,14 +134,14 @@ def _send(conn: http.client.HTTPConnection, method: str, target: str, c: Check) 
     conn.endheaders(body or None)
 
 
-class ChecksHook(TaskHook):
+class ChecksHook(BaseHook):
     name = "checks"
 
     def __init__(self) -> None:
         self._generation = 0
         self._ids: set[str] = set()
 
-    def _checks(self, tr: TaskRunner) -> list[Watched]:
+    def _checks(self, tr: TaskHost) -> list[Watched]:
         """The task's checks; a group service's check that names no task is run by the group's
         first main task (Nomad's alloc-level checker runs it while the alloc runs: here while that
         task does), shown with no task, and restarts nothing."""
@@ -187,23 +159,23 @@ class ChecksHook(TaskHook):
                 out.append(Watched(*ids, c, s, grp))
         return out
 
-    def poststart(self, tr: TaskRunner, handle: TaskHandle) -> None:
+    def poststart(self, tr: TaskHost, handle: TaskHandle) -> None:
         self._watch(tr, handle)
 
-    def reattached(self, tr: TaskRunner, handle: TaskHandle) -> None:
+    def reattached(self, tr: TaskHost, handle: TaskHandle) -> None:
         self._watch(tr, handle)
 
-    def exited(self, tr: TaskRunner) -> None:
+    def exited(self, tr: TaskHost) -> None:
         self._unwatch(tr)
 
-    def stop(self, tr: TaskRunner) -> None:
+    def stop(self, tr: TaskHost) -> None:
         self._unwatch(tr)
 
-    def _unwatch(self, tr: TaskRunner) -> None:
+    def _unwatch(self, tr: TaskHost) -> None:
         self._generation += 1
         tr.d.check_results.drop(tr.ar.id, self._ids)
 
-    def _watch(self, tr: TaskRunner, handle: TaskHandle) -> None:
+    def _watch(self, tr: TaskHost, handle: TaskHandle) -> None:
         """Start (again) watching the task's checks: a new run of the task, a new grace."""
         self._generation += 1
         generation, now = self._generation, tr.d.clock()
@@ -224,7 +196,7 @@ class ChecksHook(TaskHook):
             self._schedule_script(tr, handle, sc, self._script_watch(sc.check, now), generation, 0.0)
 
     def _schedule_script(
-        self, tr: TaskRunner, handle: TaskHandle, sc: ScriptCheck, watch: CheckWatch, gen: int, delay: float
+        self, tr: TaskHost, handle: TaskHandle, sc: ScriptCheck, watch: CheckWatch, gen: int, delay: float
     ) -> None:
         tr.d.schedule(delay, lambda: self._run_script(tr, handle, sc, watch, gen))
 
@@ -239,7 +211,7 @@ class ChecksHook(TaskHook):
         )
 
     def _run_script(
-        self, tr: TaskRunner, handle: TaskHandle, sc: ScriptCheck, watch: CheckWatch, gen: int
+        self, tr: TaskHost, handle: TaskHandle, sc: ScriptCheck, watch: CheckWatch, gen: int
     ) -> None:
         """One run of a script check in its task (agent.runner.checks_script), its result sent to
         Consul, check_restart applied; the next one an interval later."""
@@ -268,15 +240,15 @@ class ChecksHook(TaskHook):
         tr.exec(script_argv(sc.check, tr.exec_env()), sc.check.timeout, ran)
 
     def _schedule(
-        self, tr: TaskRunner, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int, delay: float
+        self, tr: TaskHost, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int, delay: float
     ) -> None:
         tr.d.schedule(delay, lambda: self._run(tr, handle, w, watch, gen))
 
-    def _current(self, tr: TaskRunner, handle: TaskHandle, gen: int) -> bool:
+    def _current(self, tr: TaskHost, handle: TaskHandle, gen: int) -> bool:
         h = tr.handle()
         return gen == self._generation and h is not None and h.id == handle.id and tr.ar.alloc_running()
 
-    def _target(self, tr: TaskRunner, w: Watched) -> CheckTarget | str:
+    def _target(self, tr: TaskHost, w: Watched) -> CheckTarget | str:
         """Where the check goes (agent.checktarget): the alloc's own reserved ports and addresses."""
         return check_target(
             mode=w.check.address_mode,
@@ -287,7 +259,7 @@ class ChecksHook(TaskHook):
             custom=w.service.address,
         )
 
-    def _run(self, tr: TaskRunner, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int) -> None:
+    def _run(self, tr: TaskHost, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int) -> None:
         if not self._current(tr, handle, gen):
             return
         target = self._target(tr, w)
@@ -321,7 +293,7 @@ class ChecksHook(TaskHook):
 
         tr.d.offload(f"check-{tr.t.name}", blocking, done)
 
-    def _restart(self, tr: TaskRunner, handle: TaskHandle, check: Check) -> None:
+    def _restart(self, tr: TaskHost, handle: TaskHandle, check: Check) -> None:
         """check_restart: the task is killed; its exit is the restart policy's (a failure)."""
         self._generation += 1  # every check of the task waits for its next start
         tr.killed_as_failure = True  # its exit is a failure, whatever its code
@@ -333,7 +305,7 @@ class ChecksHook(TaskHook):
         tr.d.offload(f"check-restart-{t.name}", lambda: tr.driver.stop(handle, timeout, sig), _ignore)
 
     def _result(
-        self, tr: TaskRunner, w: Watched, status: str, output: str, code: int | None, now: float
+        self, tr: TaskHost, w: Watched, status: str, output: str, code: int | None, now: float
     ) -> dict[str, Any]:
         """api.AllocCheckStatus."""
         return {
@@ -350,7 +322,7 @@ class ChecksHook(TaskHook):
         }
 
 
-def _ttl_failed(tr: TaskRunner, sc: ScriptCheck, why: object, exc: Exception | None) -> None:
+def _ttl_failed(tr: TaskHost, sc: ScriptCheck, why: object, exc: Exception | None) -> None:
     """A TTL update Consul did not take: logged (Nomad's hook logs it and tries at the next run)."""
     if exc is not None or why:
         log.warning(

@@ -20,11 +20,11 @@ import requests
 
 from agent.getter.plan import interpolate
 from agent.model import Check, Service
+from agent.runner.interfaces import TaskHost
 from agent.taskdecisions import CHECK_OUTPUT_LIMIT
 
 if TYPE_CHECKING:
     from agent.consul import ConsulClient
-    from agent.runner.taskrunner import TaskRunner
 
 log = logging.getLogger(__name__)
 CONSUL_UPDATE_TIMEOUT = 5.0
@@ -47,7 +47,7 @@ def consul_check_id(alloc_id: str, task: str, service: Service, index: int) -> s
     return f"service:{service_id}" + (f":{index + 1}" if len(service.checks) > 1 else "")
 
 
-def script_checks(tr: TaskRunner) -> list[ScriptCheck]:
+def script_checks(tr: TaskHost) -> list[ScriptCheck]:
     """The script checks this task runs: its own Consul services', and its group's Consul services'
     that name it."""
     alloc_id, task = tr.ar.id, tr.t.name

@@ -22,10 +22,10 @@ from agent.lifecycle import (
 )
 from agent.model import Task
 from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
+from agent.runner.interfaces import AllocHost
 
 if TYPE_CHECKING:
     from agent.drivers.base import TaskHandle
-    from agent.runner.alloc import AllocRunner
 
 
 def stage(t: Task) -> Stage:
@@ -41,7 +41,7 @@ def phase(record: TaskRecord) -> Phase:
 
 
 class Coordinator:
-    def __init__(self, runner: AllocRunner) -> None:
+    def __init__(self, runner: AllocHost) -> None:
         self.r = runner
         self._after_poststop: Callable[[], None] | None = None
 

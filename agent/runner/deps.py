@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from agent.bugs import NO_BUGS, Bugs
 from agent.config import DEFAULT_TOKEN_ROLE
@@ -21,16 +21,13 @@ from agent.jobspec.limits import DEFAULT_MAX_SHUTDOWN_DELAY
 from agent.killpoints import KillHook, no_kill
 from agent.network.base import Network
 from agent.offload import Offload, run_inline
-from agent.runner.checks import CheckResults
+from agent.runner.checkresults import CheckResults
 from agent.runner.logmonhook import HOST_LOGMON, TaskLogs
-from agent.runner.services import ServiceRegistrar
+from agent.runner.registrar import ServiceRegistrar
 from agent.runner.taskdirs import HostTaskDirs, TaskDirs
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import StateStore
 from agent.templates.runner import TemplateDeps
-
-if TYPE_CHECKING:
-    from agent.runner.alloc import AllocRunner
 
 
 @dataclass
@@ -40,7 +37,9 @@ class RunnerDeps:
     network: Network | None
     data_dir: Path
     schedule: Callable[[float, Callable[[], None]], None]
-    replace: Callable[[AllocRunner, str], None]
+    # the failed alloc's replacement, given its AllocRunner (agent.runner.alloc; typed Any: the deps sit
+    # below the runner, which they must not import: agent.runner.interfaces)
+    replace: Callable[[Any, str], None]
     templates: TemplateDeps
     bugs: Bugs = NO_BUGS
     dirs: TaskDirs | None = None

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import TYPE_CHECKING
 
 from agent.errors import AgentError
-from agent.runner.hooks import TaskHook, Then
+from agent.runner.hooks import BaseHook
+from agent.runner.interfaces import TaskHost, Then
 from agent.runner.owner import task_file_owner
 from agent.sandbox import SandboxError, sandbox_path, write_file
-
-if TYPE_CHECKING:
-    from agent.runner.taskrunner import TaskRunner
 
 PAYLOAD_PERMS = 0o755
 
@@ -24,10 +21,10 @@ class DispatchPayloadError(AgentError):
     pass
 
 
-class DispatchPayloadHook(TaskHook):
+class DispatchPayloadHook(BaseHook):
     name = "dispatch_payload"
 
-    def setup(self, tr: TaskRunner, then: Then) -> None:
+    def setup(self, tr: TaskHost, then: Then) -> None:
         job, file = tr.ar.job, tr.t.dispatch_payload
         if job.dispatched and file:
             try:

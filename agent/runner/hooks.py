@@ -20,93 +20,74 @@ A hook implements the points it needs; the others are the base class's no-ops. T
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
 from agent.errors import AgentError, Unavailable
-from agent.hostvolumes import HeldVolume, HostVolumeError, hold_host_volume
+from agent.hostvolumes import HostVolumeError, hold_host_volume
 from agent.records import DesiredStatus
+from agent.runner.interfaces import StartRequest, TaskHost, Then
 from agent.runner.logmonhook import LogLimits, LogmonOutput
 from agent.runner.owner import task_user_owner
 from agent.taskdecisions import plan_remount_secrets, plan_restart_logmon, plan_vault_token_allowed
 from agent.templates.render import TemplateRenderError
 from agent.vault.errors import VaultError
 
-if TYPE_CHECKING:
-    from agent.runner.taskrunner import TaskRunner
-
-Then = Callable[[Exception | None], None]
 log = logging.getLogger(__name__)
 DOWNLOADING_ARTIFACTS = "Downloading Artifacts"  # Nomad's TaskDownloadingArtifacts
 ARTIFACT_DOWNLOAD_FAILED = "Failed Artifact Download"  # Nomad's TaskArtifactDownloadFailed
 
 
-@dataclass
-class StartRequest:
-    """What the hooks give one start of the task (their parts of agent.drivers.base.TaskContext)."""
+class BaseHook:
+    """A hook's points it does not need: no-ops (agent.runner.interfaces.TaskHook)."""
 
-    output: TaskOutput | None = None
-    mounts: tuple[Mount, ...] = ()
-    held: list[HeldVolume] = field(default_factory=list)  # the mounts' dirs, open until the start returns
-
-    def release(self) -> None:
-        """Close the held dirs (the start is over: the driver made its mounts, or failed)."""
-        for h in self.held:
-            h.close()
-        self.held.clear()
-
-
-class TaskHook:
     name = "hook"
 
-    def setup(self, tr: TaskRunner, then: Then) -> None:
+    def setup(self, tr: TaskHost, then: Then) -> None:
         """Before the task's first start; `then(None)` when done (it may finish off the main loop,
         on it), `then(exc)` when it failed. Raising is a failure too."""
         then(None)
 
-    def prestart(self, tr: TaskRunner, req: StartRequest) -> None: ...
+    def prestart(self, tr: TaskHost, req: StartRequest) -> None: ...
 
-    def poststart(self, tr: TaskRunner, handle: TaskHandle) -> None: ...
+    def poststart(self, tr: TaskHost, handle: TaskHandle) -> None: ...
 
-    def exited(self, tr: TaskRunner) -> None: ...
+    def exited(self, tr: TaskHost) -> None: ...
 
-    def restore(self, tr: TaskRunner) -> None: ...
+    def restore(self, tr: TaskHost) -> None: ...
 
-    def reattached(self, tr: TaskRunner, handle: TaskHandle) -> None: ...
+    def reattached(self, tr: TaskHost, handle: TaskHandle) -> None: ...
 
-    def stop(self, tr: TaskRunner) -> None: ...
+    def stop(self, tr: TaskHost) -> None: ...
 
 
-class TaskDirHook(TaskHook):
+class TaskDirHook(BaseHook):
     """The task's directory (local/, secrets/ on a tmpfs, the alloc's shared dir)."""
 
     name = "task_dir"
 
-    def setup(self, tr: TaskRunner, then: Then) -> None:
+    def setup(self, tr: TaskHost, then: Then) -> None:
         tr.event("Task Setup", "Building Task Directory")
         tr.d.task_dirs.prepare(tr.task_dir, tr.t.resources.secrets)
         then(None)
 
-    def restore(self, tr: TaskRunner) -> None:
+    def restore(self, tr: TaskHost) -> None:
         if not plan_remount_secrets(tr.d.bugs):
             return
         if tr.ar.alloc_dir.is_dir() and tr.d.task_dirs.remount_secrets(tr.task_dir, tr.t.resources.secrets):
             tr.event("Task Setup", "secrets/ tmpfs mounted again (it is gone after a reboot)")
 
 
-class LogmonHook(TaskHook):
+class LogmonHook(BaseHook):
     """A process task's stdout/stderr go through its logmon (agent.runner.logmonhook), started when
     none runs; a container's log is copied into the same pipes by a logger per container (Nomad's
     docker_logger). A task whose `logs` are disabled has neither."""
 
     name = "logmon"
 
-    def prestart(self, tr: TaskRunner, req: StartRequest) -> None:
+    def prestart(self, tr: TaskHost, req: StartRequest) -> None:
         req.output = self.output(tr)
 
-    def output(self, tr: TaskRunner) -> TaskOutput | None:
+    def output(self, tr: TaskHost) -> TaskOutput | None:
         t = tr.t
         if not tr.driver.log_files or t.logs.disabled:
             return None
@@ -117,7 +98,7 @@ class LogmonHook(TaskHook):
             raise DriverError("logmon", f"task {t.name}", f"cannot start its logmon: {exc}") from None
         return LogmonOutput(tr.d.task_logs, tr.ar.alloc_dir, t.name)
 
-    def poststart(self, tr: TaskRunner, handle: TaskHandle) -> None:
+    def poststart(self, tr: TaskHost, handle: TaskHandle) -> None:
         """A logger that cannot start is an event, not a failed task."""
         if not tr.driver.container_log or tr.t.logs.disabled:
             return
@@ -126,10 +107,10 @@ class LogmonHook(TaskHook):
         except OSError as exc:
             tr.event("Logmon Failure", f"cannot follow its container's log: {exc}")
 
-    def exited(self, tr: TaskRunner) -> None:
+    def exited(self, tr: TaskHost) -> None:
         tr.d.task_logs.stop(tr.ar.alloc_dir, tr.t.name)  # it drains its pipes and ends
 
-    def reattached(self, tr: TaskRunner, handle: TaskHandle) -> None:
+    def reattached(self, tr: TaskHost, handle: TaskHandle) -> None:
         """Its logmon outlived the agent as a rule; one that did not is started again and copies what
         waited in the pipe. A process task an agent before logmon started writes its own file
         (agent.logs.TaskDirLog): none."""
@@ -143,7 +124,7 @@ class LogmonHook(TaskHook):
         self.poststart(tr, handle)
 
 
-class ArtifactHook(TaskHook):
+class ArtifactHook(BaseHook):
     """The task's artifacts (Nomad's artifact hook), fetched into its task dir before its first start,
     off the main loop, one after the other, by the agent's getter (agent.getter). Not fetched again at
     a restore: the task dir kept them. A download that failed is a "Failed Artifact Download" event
@@ -152,7 +133,7 @@ class ArtifactHook(TaskHook):
 
     name = "artifacts"
 
-    def setup(self, tr: TaskRunner, then: Then) -> None:
+    def setup(self, tr: TaskHost, then: Then) -> None:
         artifacts = tr.t.artifacts
         if not artifacts:
             then(None)
@@ -195,51 +176,51 @@ def _failure(exc: Exception, message: str) -> Exception:
     return AgentError(message)
 
 
-class VaultHook(TaskHook):
+class VaultHook(BaseHook):
     """The task's own Vault token (agent.runner.vaulttoken): made at setup, made again at a start
     when it expired while the task was down, checked at restore, revoked at the teardown."""
 
     name = "vault"
 
-    def setup(self, tr: TaskRunner, then: Then) -> None:
+    def setup(self, tr: TaskHost, then: Then) -> None:
         token = tr.vault_token()
         if token is not None:
             self._may_derive(tr)
             token.ensure()
         then(None)
 
-    def prestart(self, tr: TaskRunner, req: StartRequest) -> None:
+    def prestart(self, tr: TaskHost, req: StartRequest) -> None:
         token = tr.vault_token()
         if token is not None:
             self._may_derive(tr)
             token.ensure()  # a no-op unless the token expired while the task was down
 
     @staticmethod
-    def _may_derive(tr: TaskRunner) -> None:
+    def _may_derive(tr: TaskHost) -> None:
         if not plan_vault_token_allowed(tr.ar.rec.desired is DesiredStatus.STOP, tr.d.bugs):
             raise VaultError(
                 "derive token", "auth/token/create", "Can't request Vault token for terminal allocation"
             )
 
-    def restore(self, tr: TaskRunner) -> None:
+    def restore(self, tr: TaskHost) -> None:
         token = tr.vault_token()
         if token is not None and token.restore():
             tr.vault_changed_on_restore = True
 
-    def stop(self, tr: TaskRunner) -> None:
+    def stop(self, tr: TaskHost) -> None:
         token = tr.vault_token()
         if token is not None:
             token.revoke()
 
 
-class TemplateHook(TaskHook):
+class TemplateHook(BaseHook):
     """The task's templates: the first render before its first start, off the main loop
     (agent.templates.runner.SetupPass). Their re-renders and change_mode live in the template
     runner; a restore's render is the restorer's (all tasks' at once, agent.runner.restorer)."""
 
     name = "template"
 
-    def setup(self, tr: TaskRunner, then: Then) -> None:
+    def setup(self, tr: TaskHost, then: Then) -> None:
         if not tr.t.templates:
             then(None)
             return
@@ -266,7 +247,7 @@ class TemplateHook(TaskHook):
         tr.ar.serial.off_loop(f"render {tr.t.name}", lambda: tt.run_render_all(setup), done)
 
 
-class VolumeHook(TaskHook):
+class VolumeHook(BaseHook):
     """The task's volume_mounts on this node's host volumes (Nomad's volume hook): read only when
     the client's volume, the group's request or the mount says so. A volume the node no longer has
     (its config changed since the job was placed) fails the start, naming it. Each path is resolved
@@ -275,7 +256,7 @@ class VolumeHook(TaskHook):
 
     name = "volumes"
 
-    def prestart(self, tr: TaskRunner, req: StartRequest) -> None:
+    def prestart(self, tr: TaskHost, req: StartRequest) -> None:
         requests = {v.alias: v for v in tr.ar.group.volumes}
         out = []
         for m in tr.t.volume_mounts:

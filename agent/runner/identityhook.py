@@ -18,13 +18,13 @@ from agent.decisions import StartCause
 from agent.errors import AgentError
 from agent.identity.claims import Workload, effective_ttl, identity_claims, renew_at, workload_job_id
 from agent.model import WorkloadIdentity
-from agent.runner.hooks import StartRequest, TaskHook, Then
+from agent.runner.hooks import BaseHook
+from agent.runner.interfaces import StartRequest, TaskHost, Then
 from agent.runner.owner import task_file_owner
 from agent.sandbox import SandboxError, sandbox_path, write_file
 
 if TYPE_CHECKING:
     from agent.drivers.base import TaskHandle
-    from agent.runner.taskrunner import TaskRunner
 
 log = logging.getLogger(__name__)
 TOKEN_FILE = "secrets/nomad_token"  # noqa: S105 - a file name (Nomad's wiTokenFile in secrets/)
@@ -46,7 +46,7 @@ class IdentityError(AgentError):
     pass
 
 
-def sign_identity(tr: TaskRunner, wid: WorkloadIdentity) -> str:
+def sign_identity(tr: TaskHost, wid: WorkloadIdentity) -> str:
     """A fresh JWT of the task's identity `wid`, signed with the agent's key."""
     keyring = tr.d.keyring
     if keyring is None:
@@ -58,7 +58,7 @@ def sign_identity(tr: TaskRunner, wid: WorkloadIdentity) -> str:
     return keyring.sign(claims)
 
 
-class IdentityHook(TaskHook):
+class IdentityHook(BaseHook):
     name = "identity"
 
     def __init__(self) -> None:
@@ -66,34 +66,34 @@ class IdentityHook(TaskHook):
         self.signed = False  # by this agent process (after a restart: at the reattach or the start)
 
     @staticmethod
-    def _exposed(tr: TaskRunner) -> tuple[WorkloadIdentity, ...]:
+    def _exposed(tr: TaskHost) -> tuple[WorkloadIdentity, ...]:
         return tuple(w for w in tr.t.identities if w.file or w.env)
 
-    def setup(self, tr: TaskRunner, then: Then) -> None:
+    def setup(self, tr: TaskHost, then: Then) -> None:
         self._sign_all(tr)
         then(None)
 
-    def prestart(self, tr: TaskRunner, req: StartRequest) -> None:
+    def prestart(self, tr: TaskHost, req: StartRequest) -> None:
         if not self.signed:
             self._sign_all(tr)  # started by a restore: no token signed by this agent process yet
 
-    def reattached(self, tr: TaskRunner, handle: TaskHandle) -> None:
+    def reattached(self, tr: TaskHost, handle: TaskHandle) -> None:
         self._sign_all(tr)
 
-    def exited(self, tr: TaskRunner) -> None:
+    def exited(self, tr: TaskHost) -> None:
         self.generation += 1
 
-    def stop(self, tr: TaskRunner) -> None:
+    def stop(self, tr: TaskHost) -> None:
         self.generation += 1
 
-    def _sign_all(self, tr: TaskRunner) -> None:
+    def _sign_all(self, tr: TaskHost) -> None:
         self.generation += 1
         self.signed = True
         for wid in self._exposed(tr):
             self._sign(tr, wid)
             self._arm(tr, wid, self.generation)
 
-    def _sign(self, tr: TaskRunner, wid: WorkloadIdentity) -> None:
+    def _sign(self, tr: TaskHost, wid: WorkloadIdentity) -> None:
         token = sign_identity(tr, wid)
         if wid.env:
             tr.workload_env[env_name(wid)] = token
@@ -104,7 +104,7 @@ class IdentityHook(TaskHook):
             except SandboxError as exc:
                 raise IdentityError(f"identity {wid.name}: {exc}") from None
 
-    def _arm(self, tr: TaskRunner, wid: WorkloadIdentity, generation: int) -> None:
+    def _arm(self, tr: TaskHost, wid: WorkloadIdentity, generation: int) -> None:
         at = renew_at(tr.d.clock(), effective_ttl(wid.ttl, tr.d.identity_ttl))  # none lives forever
         if at is None:
             return
@@ -126,7 +126,7 @@ class IdentityHook(TaskHook):
         tr.d.schedule(max(0.0, at - tr.d.clock()), lambda: tr.ar.serial.run(fire))
 
     @staticmethod
-    def _changed(tr: TaskRunner, wid: WorkloadIdentity) -> None:
+    def _changed(tr: TaskHost, wid: WorkloadIdentity) -> None:
         if wid.change_mode == "signal":
             tr.event("Signaling", f"Identity[{wid.name}]: new Identity token acquired")
             tr.signal(wid.change_signal)

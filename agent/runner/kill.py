@@ -7,21 +7,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 from agent.drivers.base import TaskDriver, TaskHandle
 from agent.errors import AgentError
 from agent.jobspec.durations import format_duration
 from agent.model import Task
-
-if TYPE_CHECKING:
-    from agent.runner.alloc import AllocRunner
+from agent.runner.interfaces import AllocHost
 
 log = logging.getLogger(__name__)
 
 
 def kill_off_loop(
-    ar: AllocRunner,
+    ar: AllocHost,
     what: str,
     tasks: list[tuple[Task, TaskHandle]],
     then: Callable[[], None],
@@ -71,7 +68,7 @@ def kill_off_loop(
 
 
 def kill_in_phases(
-    ar: AllocRunner,
+    ar: AllocHost,
     reason: str,
     phases: list[list[tuple[Task, TaskHandle]]],
     then: Callable[[], None],

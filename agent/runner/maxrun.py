@@ -6,17 +6,14 @@ description. An alloc stopped, finished or failed before the deadline is left al
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from agent.records import DesiredStatus
-
-if TYPE_CHECKING:
-    from agent.runner.alloc import AllocRunner
+from agent.runner.interfaces import AllocHost
 
 EXCEEDED = "allocation exceeded max_run_duration"  # structs.AllocTimeoutReasonMaxRunDuration
 
 
-def arm_max_run_duration(ar: AllocRunner, now: float | None = None) -> float | None:
+def arm_max_run_duration(ar: AllocHost, now: float | None = None) -> float | None:
     """Put the alloc's deadline on the loop's timer; the seconds until it (None: the group has none)."""
     seconds = ar.group.max_run_duration
     if seconds is None:
@@ -30,7 +27,7 @@ def arm_max_run_duration(ar: AllocRunner, now: float | None = None) -> float | N
     return left
 
 
-def enforce_max_run_duration(ar: AllocRunner) -> bool:
+def enforce_max_run_duration(ar: AllocHost) -> bool:
     """Stop the alloc past its deadline when it still runs or is being set up; whether it did."""
     rec = ar.rec
     if not rec.live or rec.desired is not DesiredStatus.RUN:

@@ -3,15 +3,11 @@ a new one replaces is taken over before any task or template of the new one runs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from agent.runner.interfaces import AllocHost
 from agent.taskdecisions import plan_keep_previous_alloc_dir
 
-if TYPE_CHECKING:
-    from agent.runner.alloc import AllocRunner
 
-
-def migrate_previous(ar: AllocRunner) -> None:
+def migrate_previous(ar: AllocHost) -> None:
     """`alloc/data` and each task's `local/` of the alloc `ar` replaces, moved into `ar`'s dir; the
     previous alloc's dir stays (its logs), for the GC (taskdecisions.plan_keep_previous_alloc_dir)."""
     disk, previous = ar.group.ephemeral_disk, ar.rec.replaces

@@ -6,26 +6,22 @@ agent.drivers.base.NetnsOwner); what a fault flag changes is decided by the pure
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from agent.decisions import StartCause, plan_network_recovery, plan_network_teardown
 from agent.drivers.base import DriverError, Sandbox
 from agent.errors import AgentError
 from agent.identity.claims import DEFAULT_NAMESPACE, DEFAULT_REGION
 from agent.network.base import AttachSpec, plan_cni_args
 from agent.records import AllocStatus, DesiredStatus, NetworkState
+from agent.runner.interfaces import AllocHost
 from agent.runner.state import NETNS_OWNER
 from agent.taskdecisions import plan_mapped_ports, plan_remove_agent_netns, plan_teardown_restored_network
 from agent.vault import VaultError
-
-if TYPE_CHECKING:
-    from agent.runner.alloc import AllocRunner
 
 RECOVERY_RETRY_MAX = 30.0  # seconds between tries of a network recovery while the engine is away
 
 
 class AllocNetwork:
-    def __init__(self, ar: AllocRunner) -> None:
+    def __init__(self, ar: AllocHost) -> None:
         self.ar = ar
 
     def sandbox(self) -> Sandbox:

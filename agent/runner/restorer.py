@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from agent.decisions import (
     ObservedAlloc,
@@ -20,21 +19,18 @@ from agent.decisions import (
 from agent.drivers.base import RESTARTED
 from agent.errors import AgentError, Unavailable
 from agent.records import NetworkState, TaskState
+from agent.runner.interfaces import AllocHost, RunningTask
 from agent.runner.state import NETNS_OWNER
-from agent.runner.taskrunner import TaskRunner
 from agent.taskdecisions import plan_cleanup_failed_restore
 from agent.templates.render import TemplateRenderError
 from agent.templates.runner import SetupPass, TaskTemplates
-
-if TYPE_CHECKING:
-    from agent.runner.alloc import AllocRunner
 
 log = logging.getLogger(__name__)
 RESTORE_RENDER = "render on restore"  # the restore's re-render, off the main loop (its Serial's step)
 
 
 class Restorer:
-    def __init__(self, ar: AllocRunner) -> None:
+    def __init__(self, ar: AllocHost) -> None:
         self.ar = ar
 
     def observe(self) -> ObservedAlloc:
@@ -101,7 +97,7 @@ class Restorer:
         """Each task's hooks restored (secrets tmpfs, Vault token), then its templates rendered
         before anything restarts, so a restarted task reads fresh content. The renders run off the
         main loop (the alloc's next operations wait behind them); `then` on the loop after them."""
-        pending: list[tuple[TaskRunner, TaskTemplates, SetupPass]] = []
+        pending: list[tuple[RunningTask, TaskTemplates, SetupPass]] = []
         for tr in self.ar.tasks.values():
             for hook in tr.hooks:
                 hook.restore(tr)
@@ -139,7 +135,7 @@ class Restorer:
 
         self.ar.serial.off_loop(RESTORE_RENDER, blocking, done)
 
-    def _render_failed(self, tr: TaskRunner, exc: Exception) -> None:
+    def _render_failed(self, tr: RunningTask, exc: Exception) -> None:
         """A task's render at restore failed: an event and a retry (at once when Vault answers again,
         if it could not answer)."""
         if not isinstance(exc, AgentError):

@@ -7,79 +7,37 @@ them (`NomadData`, agent.templates.nomadfuncs)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent.checktarget import service_address
-from agent.consul import ConsulClient, ConsulError, advertised_tags, registrations
-from agent.model import Group
-from agent.records import AllocRecord, DesiredStatus
+from agent.consul import advertised_tags
+from agent.records import DesiredStatus
+from agent.runner.interfaces import AllocContext
+from agent.runner.registrar import ServiceRegistrar
 from agent.state import StateStore
 from agent.state.changes import ChangeIndex
 from agent.templates.nomadfuncs import NomadView, ServiceCatalogue, Workload, readable_paths
 from agent.templates.nomadwatch import NomadWatch, Probe
 
-if TYPE_CHECKING:
-    from agent.runner.alloc import AllocRunner
-
+__all__ = [
+    "VAR_KIND",
+    "NomadData",
+    "ServiceRegistrar",
+    "alloc_registrations",
+    "nomad_registrations",
+    "variable_json",
+]
 log = logging.getLogger(__name__)
 VAR_KIND = "var"  # the store's kind of Nomad variables (agent.nomadapi.variables)
 
 MAX_WORKLOADS = 4096  # workloads whose variables NomadData keeps between variable writes
-EventSink = Callable[[str, str, str], None]  # (task, type, message)
-
-
-def service_definitions(
-    rec: AllocRecord, group: Group, advertise_address: str
-) -> list[tuple[str, dict[str, Any] | str]]:
-    """This alloc's Consul services (group and task services of provider "consul") in Consul's shape,
-    each with its task ("" for the group's), or why a task's could not be built (Nomad's "unable to
-    get address for service ..."); provider "nomad" services are Nomad's own
-    (agent.nomadapi.services), never sent to Consul. The agent places no canaries."""
-    addr = advertise_address or rec.address
-    ports: Sequence[dict[str, Any]] = [p.to_record() for p in rec.ports]
-    owners = [("", group.services)] + [(t.name, t.services) for t in group.tasks]
-    out: list[tuple[str, dict[str, Any] | str]] = []
-    for task, services in owners:
-        consul = [s for s in services if s.provider == "consul"]
-        try:
-            regs = registrations(rec.id, task, consul, addr, ports, alloc_address=rec.address)
-        except ConsulError as exc:
-            out.append((task, str(exc)))
-            continue
-        out += [(task, r) for r in regs]
-    return out
-
-
-class ServiceRegistrar:
-    def __init__(self, consul: ConsulClient) -> None:
-        self.consul = consul
-
-    def register(self, services: list[tuple[str, dict[str, Any] | str]], event: EventSink) -> None:
-        for task, svc in services:
-            if isinstance(svc, str):
-                event(task, "Service Registration Failed", svc)
-                continue
-            try:
-                self.consul.register(svc)
-                event(task, "Service Registered", f"{svc['Name']} in Consul")
-            except ConsulError as exc:
-                event(task, "Service Registration Failed", str(exc))
-
-    def deregister(self, services: list[tuple[str, dict[str, Any] | str]], event: EventSink) -> None:
-        for task, svc in services:
-            if isinstance(svc, str):
-                continue
-            try:
-                self.consul.deregister(str(svc["ID"]))
-            except ConsulError as exc:
-                event(task, "Service Deregistration Failed", str(exc))
 
 
 def nomad_registrations(
-    runners: Iterable[AllocRunner],
+    runners: Iterable[AllocContext],
     *,
     advertise_address: str,
     node_id: str,
@@ -106,7 +64,7 @@ def _by_name_and_id(s: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def alloc_registrations(
-    r: AllocRunner, *, advertise_address: str, node_id: str, datacenter: str, index: int
+    r: AllocContext, *, advertise_address: str, node_id: str, datacenter: str, index: int
 ) -> list[dict[str, Any]]:
     """One alloc's part of `nomad_registrations` (none while it is not running or is stopping)."""
     if not r.alloc_running() or r.rec.desired is DesiredStatus.STOP:
@@ -193,7 +151,7 @@ class _Part:
     node_id: str
     registrations: tuple[dict[str, Any], ...]
 
-    def built_from(self, r: AllocRunner, index: int, node_id: str) -> bool:
+    def built_from(self, r: AllocContext, index: int, node_id: str) -> bool:
         return (
             self.rec is r.rec
             and self.group is r.group
@@ -223,7 +181,7 @@ class NomadData:
     def __init__(
         self,
         store: StateStore,
-        runners: Callable[[], Mapping[str, AllocRunner]],
+        runners: Callable[[], Mapping[str, AllocContext]],
         changes: ChangeIndex,
         schedule: Callable[[float, Callable[[], None]], None],
         datacenter: str,

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent.decisions import (
     UNRECOVERABLE,
@@ -42,8 +42,9 @@ from agent.errors import AgentError
 from agent.identity.vaultlogin import plan_vault_login
 from agent.model import Task
 from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
-from agent.runner.hooks import StartRequest, TaskHook, Then
+from agent.runner.deps import RunnerDeps
 from agent.runner.identityhook import sign_identity
+from agent.runner.interfaces import AllocHost, StartRequest, TaskHook, Then
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
 from agent.sandbox import SandboxError, read_file
@@ -64,10 +65,6 @@ from agent.templates.render import SecretSource
 from agent.templates.runner import TaskTemplates
 from agent.vault import VaultError
 
-if TYPE_CHECKING:
-    from agent.runner.alloc import AllocRunner
-    from agent.runner.deps import RunnerDeps
-
 log = logging.getLogger(__name__)
 ALL_TASKS_COMPLETE = "All tasks have completed"  # the reason of an alloc whose tasks all completed, as Nomad
 _ENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
@@ -81,7 +78,7 @@ def exit_text(code: int | None, while_down: bool = False) -> str:
 
 
 class TaskRunner:
-    def __init__(self, ar: AllocRunner, t: Task, hooks: Sequence[TaskHook]) -> None:
+    def __init__(self, ar: AllocHost, t: Task, hooks: Sequence[TaskHook]) -> None:
         self.ar = ar
         self.t = t
         self.hooks = hooks

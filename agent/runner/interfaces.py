@@ -1,0 +1,288 @@
+"""The runner's ports (Nomad's allocrunner/interfaces and taskrunner/interfaces): what an alloc
+runner's parts and a task runner's hooks may read and call, and nothing else.
+
+The lowest module of the runner's own: it knows the runner's deps and state, never the runners
+(agent.runner.alloc, agent.runner.taskrunner) nor their parts. The runners sit on top and satisfy
+these protocols; each part (network, coordinator, restorer, kill, migrate, max_run_duration,
+services) is handed an `AllocHost`, each hook a `TaskHost`, so no part imports its runner back and
+the runner's package has no import circle (`make lint` counts them).
+
+- `AllocContext`: what a task's hooks read of the alloc (its record, job, group, dir, its serial and
+  the stop's cancel);
+- `AllocHost`: what the alloc runner's parts and its task runners read and call on it (its state,
+  its network, its lifecycle order, its kills and its failure);
+- `TaskHost`: what a hook reads and calls on its task runner;
+- `RunningTask`: what the alloc runner's parts (the restorer, the coordinator, a network recovery)
+  call on a task runner besides;
+- one protocol per hook point (setup, prestart, poststart, exited, restore, stop), and `TaskHook`,
+  a hook with every point (agent.runner.hooks.BaseHook gives the ones a hook does not need).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent.decisions import RestartDecision, StartCause
+from agent.drivers.base import Mount, NetnsOwner, Sandbox, TaskDriver, TaskHandle, TaskOutput
+from agent.hostvolumes import HeldVolume
+from agent.model import Group, Job, Task
+from agent.network.base import AttachSpec
+from agent.offload import Serial
+from agent.records import AllocRecord, TaskRecord
+from agent.runner.deps import RunnerDeps
+from agent.runner.state import AllocState
+from agent.runner.vaulttoken import TaskVaultToken
+from agent.templates.deps import TaskHost as TemplateHost
+from agent.templates.runner import TaskTemplates
+
+Then = Callable[[Exception | None], None]  # a step's end: None when done, the failure otherwise
+
+
+@dataclass
+class StartRequest:
+    """What the hooks give one start of the task (their parts of agent.drivers.base.TaskContext)."""
+
+    output: TaskOutput | None = None
+    mounts: tuple[Mount, ...] = ()
+    held: list[HeldVolume] = field(default_factory=list)  # the mounts' dirs, open until the start returns
+
+    def release(self) -> None:
+        """Close the held dirs (the start is over: the driver made its mounts, or failed)."""
+        for h in self.held:
+            h.close()
+        self.held.clear()
+
+
+# -- the alloc ---------------------------------------------------------------------------------------
+class AllocContext(Protocol):
+    """What a task's hooks (and the alloc's services) read of the alloc."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def rec(self) -> AllocRecord: ...
+
+    @property
+    def job(self) -> Job: ...
+
+    @property
+    def group(self) -> Group: ...
+
+    @property
+    def alloc_dir(self) -> Path: ...
+
+    @property
+    def serial(self) -> Serial:
+        """The alloc's operations in order; a hook's blocking step runs off the loop in it."""
+        ...
+
+    @property
+    def setup_cancel(self) -> threading.Event:
+        """Set by the stop at once: a long setup step (an artifact's download) ends early."""
+        ...
+
+    def alloc_running(self) -> bool: ...
+
+
+class GroupNetwork(Protocol):
+    """The alloc's network part as a task's start and the restore read it (agent.runner.network)."""
+
+    def sandbox(self) -> Sandbox: ...
+
+    def spec(self) -> AttachSpec: ...
+
+
+class Lifecycle(Protocol):
+    """The alloc's lifecycle order as a task runner asks it (agent.runner.coordinator)."""
+
+    def done(self) -> bool: ...
+
+    def advance(self) -> None: ...
+
+
+class AllocHost(AllocContext, TemplateHost, Protocol):
+    """What the alloc runner's parts and its task runners read and call on it."""
+
+    network_from_state: bool  # its network taken over at a restore, not created in this run
+
+    @property
+    def d(self) -> RunnerDeps: ...
+
+    @property
+    def state(self) -> AllocState: ...
+
+    @property
+    def bridge(self) -> bool: ...
+
+    @property
+    def owner(self) -> NetnsOwner: ...
+
+    @property
+    def tasks(self) -> Mapping[str, RunningTask]: ...
+
+    @property
+    def network(self) -> GroupNetwork: ...
+
+    @property
+    def coord(self) -> Lifecycle: ...
+
+    def event(self, task: str, type_: str, message: str, **details: Any) -> None: ...
+
+    def kill_point(self, name: str) -> None: ...
+
+    def driver(self, t: Task) -> TaskDriver: ...
+
+    def netns_path(self) -> Path | None: ...
+
+    def unfinished(self) -> list[Task]: ...
+
+    def handle_running(self, t: Task, h: TaskHandle) -> bool: ...
+
+    # its lifecycle: the coordinator's hands
+    def lifecycle_changed(self) -> None: ...
+
+    def start_in_turn(self, t: Task) -> None: ...
+
+    def start_poststop(self, t: Task, again: bool = False) -> bool: ...
+
+    def kill_phases(
+        self, reason: str, phases: list[list[tuple[Task, TaskHandle]]], then: Callable[[], None]
+    ) -> None: ...
+
+    def stop_for_restart(
+        self, tasks: Sequence[Task], then: Callable[[], None], *, events: bool = False
+    ) -> None: ...
+
+    # its end
+    def stop(self, reason: str = ...) -> None: ...
+
+    def recover_network(self, why: str, cause: StartCause = ...) -> None: ...
+
+    def record_failure(self, reason: str) -> None: ...
+
+    def finish_failure(self, reason: str) -> None: ...
+
+    def fail(self, reason: str, *, teardown: bool = True) -> None: ...
+
+    def teardown(self) -> None: ...
+
+
+# -- the task ----------------------------------------------------------------------------------------
+class TaskHost(Protocol):
+    """What a hook reads and calls on its task runner."""
+
+    workload_env: dict[str, str]  # the identities' tokens with env = true (identity hook)
+    vault_changed_on_restore: bool  # the restore gave it a new token (vault hook)
+    killed_as_failure: bool  # its next exit follows a check_restart kill (checks hook)
+
+    @property
+    def ar(self) -> AllocContext: ...
+
+    @property
+    def d(self) -> RunnerDeps: ...
+
+    @property
+    def t(self) -> Task: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def state(self) -> AllocState: ...
+
+    @property
+    def driver(self) -> TaskDriver: ...
+
+    @property
+    def task_dir(self) -> Path: ...
+
+    def event(self, type_: str, message: str, **details: Any) -> None: ...
+
+    def handle(self) -> TaskHandle | None: ...
+
+    def running(self) -> bool: ...
+
+    def env(self) -> dict[str, str]: ...
+
+    def exec_env(self) -> dict[str, str]: ...
+
+    def exec(self, argv: list[str], timeout: float, then: Callable[[int, str], None]) -> None: ...
+
+    def signal(self, sig: str) -> None: ...
+
+    def templates(self) -> TaskTemplates: ...
+
+    def vault_token(self) -> TaskVaultToken | None: ...
+
+    def stop_then_restart(self, cause: StartCause, why: str) -> None: ...
+
+
+class RunningTask(TaskHost, Protocol):
+    """What the alloc runner's parts call on a task runner besides what its hooks do."""
+
+    @property
+    def hooks(self) -> Sequence[TaskHook]: ...
+
+    def handle_running(self, h: TaskHandle) -> bool: ...
+
+    def start(self, cause: StartCause, why: str = "", *, restart: bool = False) -> None: ...
+
+    def restart_decision(self, record: TaskRecord, now: float, code: int | None) -> RestartDecision: ...
+
+    def restore_dead(self) -> None: ...
+
+    def vault_token_changed(self, why: str) -> None: ...
+
+
+# -- the hook points -----------------------------------------------------------------------------------
+class SetupHook(Protocol):
+    def setup(self, tr: TaskHost, then: Then) -> None:
+        """Before the task's first start; `then(None)` when done (it may finish off the main loop,
+        on it), `then(exc)` when it failed. Raising is a failure too."""
+        ...
+
+
+class PrestartHook(Protocol):
+    def prestart(self, tr: TaskHost, req: StartRequest) -> None:
+        """At every start: the hook's part of the start's context."""
+        ...
+
+
+class PoststartHook(Protocol):
+    def poststart(self, tr: TaskHost, handle: TaskHandle) -> None:
+        """After the start is recorded."""
+        ...
+
+
+class ExitedHook(Protocol):
+    def exited(self, tr: TaskHost) -> None:
+        """The task is done for good (it will not be started again)."""
+        ...
+
+
+class RestoreHook(Protocol):
+    def restore(self, tr: TaskHost) -> None:
+        """The agent started again and the alloc is being restored, before anything restarts."""
+        ...
+
+    def reattached(self, tr: TaskHost, handle: TaskHandle) -> None:
+        """The task was found running at that restore."""
+        ...
+
+
+class StopHook(Protocol):
+    def stop(self, tr: TaskHost) -> None:
+        """The alloc is torn down, after the task's handle is removed."""
+        ...
+
+
+class TaskHook(SetupHook, PrestartHook, PoststartHook, ExitedHook, RestoreHook, StopHook, Protocol):
+    """A task's hook at every point, in the task runner's list (agent.runner.alloc.task_hooks)."""
+
+    @property
+    def name(self) -> str: ...
