@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent.config import NOMAD_DEFAULT_CAPS, DockerPlugin, load_config
-from agent.drivers.base import TaskContext
+from agent.drivers.base import Sandbox, TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.dockernames import etc_hosts
 from agent.drivers.dockeropts import (
@@ -315,6 +316,24 @@ def test_extra_hosts_are_checked_as_nomads_and_go_into_a_group_networks_etc_host
         "10.0.0.9 db\nfd00::1 v6\n"
     ), text
     assert etc_hosts("10.9.0.7", "web-1").endswith("10.9.0.7 web-1\n"), "none: nothing after the alloc's line"
+
+
+def test_the_groups_dns_replaces_the_tasks_dns_options_outside_a_bridge_group(tmp_path: Path) -> None:
+    """Nomad's createContainerConfig: with the group's network.dns (task.DNS) the resolv.conf is the
+    group's and the task's dns_servers/dns_search_domains/dns_options are not used; without it they
+    are the container's."""
+    task = Task("app", "docker", config={"image": "x"}, resources=Resources(cpu=100, memory=64))
+    ctx = TaskContext(
+        job="j", group="g", alloc_id="a1", task=task, task_dir=tmp_path / "app", env={},
+        network_mode="host", sandbox=Sandbox(dns_servers=("192.0.2.53",)),
+    )  # fmt: skip
+    driver = DockerDriver(client=object())
+    got: dict[str, Any] = {"dns": ["10.0.0.2"], "dns_search": ["task.lab"], "dns_opt": ["ndots:2"]}
+    driver._group_network_files(ctx, "default", got)
+    assert got == {"dns": ["192.0.2.53"]}
+    own = {"dns": ["10.0.0.2"], "dns_search": ["task.lab"]}
+    driver._group_network_files(replace(ctx, sandbox=Sandbox()), "default", own)
+    assert own == {"dns": ["10.0.0.2"], "dns_search": ["task.lab"]}
 
 
 def test_ports_are_published_to_their_port_map_else_to_else_the_host_port() -> None:

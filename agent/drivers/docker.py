@@ -255,13 +255,16 @@ class DockerDriver:
         """In its group's network (a pause container's): Nomad's /etc/hosts, with the task's
         extra_hosts in it rather than the engine's (which refuses them in a joined namespace, as it
         does under Nomad when there is no such file); elsewhere the group's network.dns as the
-        container's own DNS options (Nomad mounts a resolv.conf of them)."""
+        container's own DNS options in place of the task's (Nomad mounts a resolv.conf of them)."""
         if mode == "container" and ctx.netns_owner is not None:
             if hosts := self._etc_hosts(ctx, ctx.netns_owner.id, kw.get("extra_hosts", [])):
                 kw.pop("extra_hosts", None)
                 kw["volumes"].append(f"{hosts}:/etc/hosts:rw")
-        else:
-            kw.update(pause_sandbox(replace(ctx.sandbox, hostname="")))
+        elif dns := pause_sandbox(replace(ctx.sandbox, hostname="")):
+            # Nomad's: with the group's network.dns the task's dns_* options are not used
+            for key in ("dns", "dns_search", "dns_opt"):
+                kw.pop(key, None)
+            kw.update(dns)
 
     def _etc_hosts(self, ctx: TaskContext, pause_id: str, extra_hosts: Sequence[str]) -> Path | None:
         """Nomad's /etc/hosts of a task in its group's network (drivers/shared/hostnames): the
