@@ -153,12 +153,18 @@ def test_the_container_runs_with_them(created: Attrs) -> None:
 def test_a_plain_task_is_created_with_nomads_defaults(tmp_path: Path) -> None:
     """Nomad's createContainerConfig on an image with an ENTRYPOINT (fieldlab/pause: /pause, a shell
     script): the command is the entrypoint's argument (Cmd), no docker-init is PID 1 (init is off
-    unless asked), the task's user is Config.User, and memory is the hard limit with no swap past it."""
+    unless asked), the task's user is Config.User, memory is the hard limit with no swap past it, and
+    a port_map's port is NOMAD_PORT_<label>."""
     driver = DockerDriver()
     task = Task(
         "plain",
         "docker",
-        config={"image": "fieldlab/pause:lab", "command": "first-arg", "args": ["second"]},
+        config={
+            "image": "fieldlab/pause:lab",
+            "command": "first-arg",
+            "args": ["second"],
+            "port_map": [{"http": 8080}],
+        },
         resources=Resources(cpu=100, memory=64),
         user="65534:65534",
     )
@@ -175,6 +181,7 @@ def test_a_plain_task_is_created_with_nomads_defaults(tmp_path: Path) -> None:
         assert a["Config"]["Entrypoint"] == ["/pause"] and a["Config"]["Cmd"] == ["first-arg", "second"]
         assert not a["HostConfig"].get("Init"), a["HostConfig"].get("Init")
         assert a["Config"]["User"] == "65534:65534"
+        assert "NOMAD_PORT_http=8080" in a["Config"]["Env"], "Nomad's SetPortMapEnvs"
         host = a["HostConfig"]
         assert host["Memory"] == host["MemorySwap"] == 64 << 20, (host["Memory"], host["MemorySwap"])
         # PID 1 of the container is the image's entrypoint itself (sh running /pause), as the task's user

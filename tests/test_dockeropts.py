@@ -25,6 +25,7 @@ from agent.drivers.dockeropts import (
     capabilities,
     from_task,
     plan,
+    port_map_env,
     published,
     refusals,
 )
@@ -334,6 +335,16 @@ def test_the_groups_dns_replaces_the_tasks_dns_options_outside_a_bridge_group(tm
     own = {"dns": ["10.0.0.2"], "dns_search": ["task.lab"]}
     driver._group_network_files(replace(ctx, sandbox=Sandbox()), "default", own)
     assert own == {"dns": ["10.0.0.2"], "dns_search": ["task.lab"]}
+
+
+def test_a_port_map_sets_nomad_port_to_the_container_port() -> None:
+    """Nomad's SetPortMapEnvs: the task sees NOMAD_PORT_<label> = the mapped port (label cleaned)."""
+    assert port_map_env({"http": 8080, "my-db": 5432}) == {
+        "NOMAD_PORT_http": "8080",
+        "NOMAD_PORT_my_db": "5432",
+    }
+    mapped = plan({"image": "x", "port_map": [{"http": 8080}]}, OFF, FACTS)
+    assert port_map_env(mapped.port_map) == {"NOMAD_PORT_http": "8080"}
 
 
 def test_ports_are_published_to_their_port_map_else_to_else_the_host_port() -> None:

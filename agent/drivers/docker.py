@@ -59,7 +59,14 @@ from agent.drivers.dockernames import (
     pause_sandbox,
     task_container_name,
 )
-from agent.drivers.dockeropts import effective_network, from_task, plan, published, refusals
+from agent.drivers.dockeropts import (
+    effective_network,
+    from_task,
+    plan,
+    port_map_env,
+    published,
+    refusals,
+)
 from agent.drivers.dockerpull import EnginePullApi, Puller
 from agent.drivers.dockervalues import DockerOpts, TaskFacts
 from agent.drivers.hostproc import EXEC_OUTPUT_MAX
@@ -322,7 +329,8 @@ class DockerDriver:
             "name": name,
             "detach": True,
             "restart_policy": {"Name": "no"},
-            "environment": inside_env(ctx.env),  # NOMAD_ALLOC_DIR=/alloc ..., as Nomad's docker driver
+            # NOMAD_ALLOC_DIR=/alloc ..., and a port_map's NOMAD_PORT_<label>, as Nomad's docker driver
+            "environment": inside_env({**ctx.env, **port_map_env(opts.port_map)}),
             # the engine's own copy of the output, bounded whatever the daemon's defaults (the agent's
             # logger copies it into alloc/logs), as Nomad's docker driver since 0.9.2 (nomad#5782)
             "log_config": {"type": "json-file", "config": CONTAINER_LOG_OPTS},

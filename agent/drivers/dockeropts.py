@@ -453,6 +453,15 @@ def _network(
     out.port_map = {k: int(v) for k, v in mapped.items()}
 
 
+def port_map_env(port_map: Mapping[str, int]) -> dict[str, str]:
+    """Nomad's SetPortMapEnvs (createContainerConfig, before the env is the container's): with the
+    legacy port_map, NOMAD_PORT_<label> is the mapped container port (the label cleaned as
+    CleanEnvVar: other than a letter, digit, "_" or "." becomes "_")."""
+    return {
+        re.sub(r"[^A-Za-z0-9_.]", "_", f"NOMAD_PORT_{label}"): str(port) for label, port in port_map.items()
+    }
+
+
 def published(
     ports: Iterable[tuple[str, int, int]], wanted: object, port_map: Mapping[str, int], address: str
 ) -> dict[str, tuple[str, int] | int]:
