@@ -2,9 +2,11 @@
 their lifecycle order, its status, its failure and replacement, its stop and teardown.
 
 Each task has a task runner (agent.runner.taskrunner) with its hooks (agent.runner.hooks): its start,
-exit, restarts, environment, templates and Vault token. The alloc's network and its recovery are
-agent.runner.network, the lifecycle order agent.runner.coordinator, the restore after an agent restart
-agent.runner.restorer, the kills agent.runner.kill.
+exit, restarts, environment, templates and Vault token. The alloc's network is agent.runner.network
+(its recovery is `recover_network` here, over the network and the kill), the lifecycle order
+agent.runner.coordinator, the restore after an agent restart agent.runner.restorer, the kills
+agent.runner.kill. Each part is handed this runner as a port (agent.runner.interfaces.AllocHost) and
+never imports it back.
 
 Every transition is written to the state store before it is acted on, so a crash at any point
 leaves a record the next start can act on. All methods run on the agent's main loop thread; what
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,28 +41,24 @@ from agent.lifecycle import Stage, plan_kill_order
 from agent.model import Group, Job, Task
 from agent.offload import Serial
 from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
-from agent.runner.checks import ChecksHook
 from agent.runner.coordinator import Coordinator, stage
 from agent.runner.deps import RunnerDeps
-from agent.runner.dispatchhook import DispatchPayloadHook
-from agent.runner.hooks import (
-    ArtifactHook,
-    LogmonHook,
-    TaskDirHook,
-    TemplateHook,
-    VaultHook,
-    VolumeHook,
+from agent.runner.kill import (
+    capped_delay,
+    capped_why,
+    exit_text,
+    kill_in_phases,
+    kill_off_loop,
+    stop_for_restart,
 )
-from agent.runner.identityhook import IdentityHook
-from agent.runner.interfaces import TaskHook
-from agent.runner.kill import capped_delay, capped_why, kill_in_phases, kill_off_loop
 from agent.runner.maxrun import arm_max_run_duration
 from agent.runner.migrate import migrate_previous
-from agent.runner.network import AllocNetwork
+from agent.runner.network import RECOVERY_RETRY_MAX, AllocNetwork
 from agent.runner.registrar import service_definitions
 from agent.runner.restorer import Restorer
 from agent.runner.state import NETNS_OWNER, AllocState
-from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner, exit_text
+from agent.runner.taskhooks import task_hooks
+from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner
 from agent.runner.vaulttoken import TaskVaultToken
 from agent.runner.view import alloc_view
 from agent.taskdecisions import (
@@ -71,6 +69,7 @@ from agent.taskdecisions import (
 )
 from agent.templates.render import SecretSource, TemplateRenderError
 from agent.templates.runner import TaskTemplates
+from agent.vault import VaultError
 
 log = logging.getLogger(__name__)
 EXIT_RETRY = 1.0  # seconds until a task's exit is looked at again when the engine did not answer
@@ -370,8 +369,49 @@ class AllocRunner:
         ]
 
     def recover_network(self, why: str, cause: StartCause = StartCause.NETWORK_RECOVERY) -> None:
-        """The group's whole network recreated and its tasks restarted (AllocNetwork.recover)."""
-        self.serial.run(lambda: self.network.recover(why, cause))
+        """The group's whole network recreated and its unfinished tasks started again, each once
+        (`cause`: not counted against the restart policy; a restart on a timer is cancelled): the
+        tasks stopped (agent.runner.kill), the network recreated (AllocNetwork.recreate: DEL, a fresh
+        netns owner, ADD), the tasks started. An engine that does not answer (docker restarting) is
+        waited out: the recovery is tried again from the start, with an event, until it completes;
+        any other failure fails the alloc (and it is replaced): never a dead end, never a second set."""
+        self.serial.run(lambda: self._stop_then_recreate(why, cause, 1, f"network recreated: {why}"))
+
+    def _stop_then_recreate(self, why: str, cause: StartCause, attempt: int, signaled: str) -> None:
+        if self.rec.status is not AllocStatus.RUNNING or self.rec.desired is DesiredStatus.STOP:
+            return
+        for t in self.unfinished():
+            self.event(t.name, "Restart Signaled", signaled)
+        stop_for_restart(self, self.unfinished(), lambda: self._recreate(why, cause, attempt))
+
+    def _recreate(self, why: str, cause: StartCause, attempt: int) -> None:
+        self.kill_point("recovery.after-stop")
+        try:
+            self.network.recreate()
+            self.kill_point("recovery.before-tasks")
+            for t in self.unfinished():
+                self.kill_point("restart.before-start")
+                self.tasks[t.name].start(cause, why, restart=True)
+            self.event("", "Network Recovered", f"network recreated ({why})", address=self.rec.address)
+        except DriverError as exc:
+            if not exc.unavailable:
+                self.event("", "Driver Failure", str(exc))
+                self.fail(f"network recovery failed: {exc}")
+                return
+            delay = min(RECOVERY_RETRY_MAX, 2.0 ** (attempt - 1))
+            message = f"{exc}; trying again in {delay:.0f}s (attempt {attempt + 1})"
+            self.event("", "Network Recovery Retrying", message)
+            # The recovery again from the start, once the engine may answer: what the interrupted
+            # attempt started is stopped first (a new decision for each task, with its event).
+            again = f"network recreated: {why} (attempt {attempt + 1})"
+            self.d.schedule(
+                delay,
+                lambda: self.serial.run(lambda: self._stop_then_recreate(why, cause, attempt + 1, again)),
+            )
+        except VaultError as exc:
+            self.fail(f"network recovery failed: no Vault token: {exc}")
+        except (AgentError, OSError) as exc:
+            self.fail(f"network recovery failed: {exc}")
 
     def fail(self, reason: str, *, teardown: bool = True) -> None:
         """Mark the alloc failed, tear it down and have a replacement started. The replacement is
@@ -459,11 +499,6 @@ class AllocRunner:
             self.state.update_task(t.name, state=TaskState.DEAD, failed=True)
             return False
         return True
-
-    def kill_phases(
-        self, reason: str, phases: list[list[tuple[Task, TaskHandle]]], then: Callable[[], None]
-    ) -> None:
-        kill_in_phases(self, reason, phases, then, {})
 
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, reason: str = "job stopped") -> None:
@@ -578,46 +613,3 @@ class AllocRunner:
         self.event(task, "Signaling", f"Task being sent signal {sig}")
         t = next(x for x in self.group.tasks if x.name == task)
         self.driver(t).signal(h, sig)
-
-    def stop_for_restart(
-        self, tasks: Sequence[Task], then: Callable[[], None], *, events: bool = False
-    ) -> None:
-        """Stop tasks to start them again: recorded dead first, so a kill before the start leaves a
-        task the restore starts again (uncounted), never an 'exit' it would count. `events`: each
-        stopped task's exit and its restart are told, as Nomad's task runner tells a restart it was
-        asked for (restartImpl: the kill's exit is "Terminated", then the restart tracker's
-        triggered restart "Restarting" with no delay, then "Started")."""
-        stopping: list[tuple[Task, TaskHandle]] = []
-        for t in tasks:
-            h = self.state.handle(t.name)
-            if h is not None:
-                self.state.update_task(t.name, state=TaskState.DEAD)
-                stopping.append((t, h))
-
-        def stopped() -> None:
-            for t, h in stopping if events else ():
-                try:
-                    code = self.driver(t).status(h).exit_code
-                except AgentError:
-                    code = None  # its engine cannot say: the exit is told without a code
-                self.event(t.name, "Terminated", f"Exit Code: {exit_text(code)}", exit_code=code)
-                self.event(t.name, "Restarting", "Task restarting in 0s", start_delay=0)
-            then()
-
-        kill_off_loop(self, "stop for restart", stopping, stopped)
-
-
-def task_hooks() -> tuple[TaskHook, ...]:
-    """A task's hooks in Nomad's order (validate has no hook here: the jobspec reader checks), then
-    the check watcher's."""
-    return (
-        TaskDirHook(),
-        IdentityHook(),
-        LogmonHook(),
-        DispatchPayloadHook(),
-        ArtifactHook(),
-        VaultHook(),
-        TemplateHook(),
-        VolumeHook(),
-        ChecksHook(),
-    )

@@ -23,6 +23,7 @@ from agent.lifecycle import (
 from agent.model import Task
 from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
 from agent.runner.interfaces import AllocHost
+from agent.runner.kill import kill_in_phases, stop_for_restart
 
 if TYPE_CHECKING:
     from agent.drivers.base import TaskHandle
@@ -108,7 +109,7 @@ class Coordinator:
                     stopping.append((t, h))
         order = plan_kill_order([(t.name, stage(t)) for t, _ in stopping], r.d.bugs)
         phases = [[(t, h) for t, h in stopping if t.name in names] for names in order]
-        r.kill_phases(why[1].lower(), phases, r.lifecycle_changed)
+        kill_in_phases(r, why[1].lower(), phases, r.lifecycle_changed, {})
 
     def restart_all(self, reason: str) -> None:
         """`nomad alloc restart -all-tasks` (Nomad's RestartAll): every task but the poststop ones
@@ -133,7 +134,7 @@ class Coordinator:
                     )
             self.advance()
 
-        r.stop_for_restart(tasks, again, events=True)
+        stop_for_restart(r, tasks, again, events=True)
 
     # -- poststop at the end of an alloc (a stop, a failure) -----------------------------------------
     def run_poststop(self, then: Callable[[], None]) -> None:

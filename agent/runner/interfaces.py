@@ -150,14 +150,6 @@ class AllocHost(AllocContext, TemplateHost, Protocol):
 
     def start_poststop(self, t: Task, again: bool = False) -> bool: ...
 
-    def kill_phases(
-        self, reason: str, phases: list[list[tuple[Task, TaskHandle]]], then: Callable[[], None]
-    ) -> None: ...
-
-    def stop_for_restart(
-        self, tasks: Sequence[Task], then: Callable[[], None], *, events: bool = False
-    ) -> None: ...
-
     # its end
     def stop(self, reason: str = ...) -> None: ...
 
@@ -282,7 +274,7 @@ class StopHook(Protocol):
 
 
 class TaskHook(SetupHook, PrestartHook, PoststartHook, ExitedHook, RestoreHook, StopHook, Protocol):
-    """A task's hook at every point, in the task runner's list (agent.runner.alloc.task_hooks)."""
+    """A task's hook at every point, in the task runner's list (agent.runner.taskhooks.task_hooks)."""
 
     @property
     def name(self) -> str: ...

@@ -1,17 +1,19 @@
 """Killing an alloc's tasks off the main loop (Nomad's alloc runner's killTasks and its task runner's
 kill): each with its kill_signal, SIGKILL after its kill_timeout, all at once, so that an alloc's stop
-takes its longest kill_timeout, not their sum."""
+takes its longest kill_timeout, not their sum; and the stop of tasks to start them again (a restart,
+a network recovery)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from agent.drivers.base import TaskDriver, TaskHandle
 from agent.errors import AgentError
 from agent.jobspec.durations import format_duration
 from agent.model import Task
+from agent.records import TaskState
 from agent.runner.interfaces import AllocHost
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,41 @@ def kill_in_phases(
         sent = t.kill_signal or "the image's STOPSIGNAL"
         ar.event(t.name, "Killing", f"Sent {sent} ({reason})")
     kill_off_loop(ar, "stop", tasks, lambda: kill_in_phases(ar, reason, rest, then, delays), delays=waits)
+
+
+def stop_for_restart(
+    ar: AllocHost, tasks: Sequence[Task], then: Callable[[], None], *, events: bool = False
+) -> None:
+    """Stop tasks to start them again: recorded dead first, so a kill before the start leaves a
+    task the restore starts again (uncounted), never an 'exit' it would count. `events`: each
+    stopped task's exit and its restart are told, as Nomad's task runner tells a restart it was
+    asked for (restartImpl: the kill's exit is "Terminated", then the restart tracker's
+    triggered restart "Restarting" with no delay, then "Started")."""
+    stopping: list[tuple[Task, TaskHandle]] = []
+    for t in tasks:
+        h = ar.state.handle(t.name)
+        if h is not None:
+            ar.state.update_task(t.name, state=TaskState.DEAD)
+            stopping.append((t, h))
+
+    def stopped() -> None:
+        for t, h in stopping if events else ():
+            try:
+                code = ar.driver(t).status(h).exit_code
+            except AgentError:
+                code = None  # its engine cannot say: the exit is told without a code
+            ar.event(t.name, "Terminated", f"Exit Code: {exit_text(code)}", exit_code=code)
+            ar.event(t.name, "Restarting", "Task restarting in 0s", start_delay=0)
+        then()
+
+    kill_off_loop(ar, "stop for restart", stopping, stopped)
+
+
+def exit_text(code: int | None, while_down: bool = False) -> str:
+    """A task's exit code as its events and failure reasons show it; an unknown one says why."""
+    if code is not None:
+        return str(code)
+    return "unknown (the task died while the agent was down)" if while_down else "unknown"
 
 
 def capped_delay(asked: float, limit: float) -> float:

@@ -45,6 +45,7 @@ from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
 from agent.runner.deps import RunnerDeps
 from agent.runner.identityhook import sign_identity
 from agent.runner.interfaces import AllocHost, StartRequest, TaskHook, Then
+from agent.runner.kill import exit_text, stop_for_restart
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
 from agent.sandbox import SandboxError, read_file
@@ -68,13 +69,6 @@ from agent.vault import VaultError
 log = logging.getLogger(__name__)
 ALL_TASKS_COMPLETE = "All tasks have completed"  # the reason of an alloc whose tasks all completed, as Nomad
 _ENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
-
-
-def exit_text(code: int | None, while_down: bool = False) -> str:
-    """A task's exit code as its events and failure reasons show it; an unknown one says why."""
-    if code is not None:
-        return str(code)
-    return "unknown (the task died while the agent was down)" if while_down else "unknown"
 
 
 class TaskRunner:
@@ -586,7 +580,7 @@ class TaskRunner:
             ar.kill_point("restart.after-stop")
             self.restart(cause, why)
 
-        ar.stop_for_restart([self.t], start_again, events=cause is StartCause.OPERATOR)
+        stop_for_restart(ar, [self.t], start_again, events=cause is StartCause.OPERATOR)
 
     # -- restore ------------------------------------------------------------------------------------
     def restore_dead(self) -> None:
