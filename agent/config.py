@@ -200,6 +200,14 @@ class Config:
     # Nomad's websocket buffers 2 KiB and then blocks on the socket).
     api_ws_max_message_bytes: int = 1024 * 1024
     api_ws_write_buffer_bytes: int = 64 * 1024
+    # HTTP/1.1 (h11): the largest request line and headers (more: 431; Nomad's Go server takes 1 MiB,
+    # the agent 64 KiB, so 256 parked clients hold at most 16 MiB), a client address's connections
+    # open at once (Nomad's http_max_conns_per_client: one more gets 429), and the requests that may
+    # wait for a busy handler (one more is answered api_queue_full_status, 503 or 429, not run).
+    api_max_header_bytes: int = 64 * 1024
+    api_max_conns_per_client: int = 100
+    api_max_queued_requests: int = 256
+    api_queue_full_status: int = 503
     # -- templates ------------------------------------------------------------------------------
     template_render_timeout: float = 2.0  # seconds one template may take to render
     template_max_bytes: int = 4 * 1024 * 1024  # largest rendered template
@@ -316,6 +324,13 @@ def _count(p: str, raw: dict[str, Any], key: str, *, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(p, key, f"must be a whole number >= {minimum}")
     return value
+
+
+def _one_of(p: str, raw: dict[str, Any], key: str, choices: tuple[int, ...]) -> int:
+    value = raw[key]
+    if isinstance(value, bool) or value not in choices:
+        raise ConfigError(p, key, f"{value!r}: choose one of {', '.join(map(str, choices))}")
+    return int(value)
 
 
 def _strings(p: str, raw: dict[str, Any], key: str) -> tuple[str, ...]:
@@ -648,6 +663,10 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "api_max_connections": lambda: _count(p, raw, "api_max_connections"),
         "api_ws_max_message_bytes": lambda: _count(p, raw, "api_ws_max_message_bytes"),
         "api_ws_write_buffer_bytes": lambda: _count(p, raw, "api_ws_write_buffer_bytes", minimum=4096),
+        "api_max_header_bytes": lambda: _count(p, raw, "api_max_header_bytes", minimum=1024),
+        "api_max_conns_per_client": lambda: _count(p, raw, "api_max_conns_per_client"),
+        "api_max_queued_requests": lambda: _count(p, raw, "api_max_queued_requests", minimum=0),
+        "api_queue_full_status": lambda: _one_of(p, raw, "api_queue_full_status", (429, 503)),
         "template_render_timeout": lambda: _seconds(p, raw, "template_render_timeout"),
         "template_max_bytes": lambda: _count(p, raw, "template_max_bytes"),
         "template_max_per_task": lambda: _count(p, raw, "template_max_per_task"),

@@ -8,13 +8,16 @@ its answer is kept for that identity only (agent.api.idempotency).
 
 Staying up: one event-loop thread accepts connections and runs each one's TLS handshake and request
 read under its own deadline (`api_handshake_timeout`, `api_request_timeout` for head and body
-together, so a client trickling bytes cannot stretch it). A parked client (idle, slow, handshaking)
+together, so a client trickling bytes cannot stretch it); HTTP/1.1 is h11's (agent.api.http11,
+with `api_max_header_bytes` and `api_max_body_bytes`). A parked client (idle, slow, handshaking)
 costs a socket, never the accept loop or a handler thread; at `_MAX_PARKED` of them the one parked
-longest is dropped. Only complete, authorized requests reach the bounded pool of
-`api_max_connections` handler threads; more wait in its queue (health and metrics have a lane of
-their own, so they answer while every handler waits on the core). A bad request is answered with a
-4xx JSON error and at most one WARNING line, never a traceback (a body nested too deeply to read
-is a 400 too). One request per connection
+longest is dropped, and a client address with `api_max_conns_per_client` connections open gets
+429 on one more (Nomad's http_max_conns_per_client). Only complete, authorized requests reach the
+bounded pool of `api_max_connections` handler threads; at most `api_max_queued_requests` more wait
+for one, and a request past that is answered `api_queue_full_status` (503, Retry-After) without
+running (health and metrics have a lane of their own, so they answer while every handler waits on
+the core). A bad request is answered with a 4xx JSON error and at most one WARNING line, never a
+traceback (a body nested too deeply to read is a 400 too). One request per connection
 (`Connection: close`), except a request to a stream route with `Upgrade: fieldlab-exec` (an
 interactive exec session, agent.api.stream): it is answered 101 and the connection carries the
 session's frames until the command ends (at most MAX_SESSIONS at once).
@@ -24,10 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http
-import http.client
-import io
-import json
 import logging
 import re
 import socket
@@ -35,24 +34,30 @@ import ssl
 import threading
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from agent.api import stream as apistream
-from agent.api.pool import HandlerPool
+from agent.api.http11 import ClientError, Exchange, Request, Response, json_response
+from agent.api.pool import HandlerPool, QueueFull
 from agent.api.stream import FIELDLAB_EXEC, Streamed, Upgrade
 
-__all__ = ["FIELDLAB_EXEC", "ApiServer", "Handler", "Response", "StreamOpener", "Streamed", "Upgrade"]
+__all__ = [
+    "FIELDLAB_EXEC",
+    "ApiServer",
+    "Handler",
+    "Response",
+    "StreamOpener",
+    "Streamed",
+    "Upgrade",
+    "json_response",
+]
 from agent.api.idempotency import Replays
 from agent.config import Config
 from agent.drivers.session import ExecSession
 from agent.errors import AgentError
 
 log = logging.getLogger(__name__)
-
-Response = tuple[int, str, bytes]
-
 
 # A handler gets the path's regex groups and the request body.
 Handler = Callable[[tuple[str, ...], bytes], "Response | Streamed"]
@@ -62,21 +67,13 @@ Route = Callable[[], Response]
 # A stream opener (`Upgrade: fieldlab-exec`): the session to carry, or a Response refusing it.
 StreamOpener = Callable[[tuple[str, ...], bytes], "Response | ExecSession"]
 
-_MAX_HEAD = 64 * 1024  # request line and headers
 _MAX_PARKED = 256  # connections handshaking or being read; keeps the agent's own file descriptors safe
 MAX_SESSIONS = 16  # interactive exec sessions at once (each holds two threads and a command)
 MAX_STREAMS = 32  # streamed answers at once (each holds a stream thread while it waits for data)
 _LINGER = 1.0  # seconds to read what a client still sends after an early answer (so it sees the answer)
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE"})
 _WRITES = frozenset({"POST", "PUT", "DELETE"})
-_BODY_REQUIRED = frozenset({"POST", "PUT"})  # these must say how long their body is
-_REQUEST_LINE = re.compile(r"([A-Z]{1,16}) ([!-~]{1,8192}) (HTTP/1\.[01])")
-_BYTE_COUNT = re.compile(r"[0-9]{1,18}")
 _TOO_DEEP = "the request is nested too deeply to handle (arrays or objects within each other)"
-
-
-def json_response(status: int, body: Any) -> Response:
-    return status, "application/json", json.dumps(body, indent=2, default=str).encode()
 
 
 def server_ssl_context(config: Config) -> ssl.SSLContext:
@@ -102,60 +99,6 @@ def peer_identity(peercert: Any) -> str | None:
         return None
     names = [str(v) for rdn in peercert.get("subject", ()) for k, v in rdn if k == "commonName"]
     return names[0] if len(names) == 1 else None
-
-
-class _ClientError(Exception):
-    """A request answered with a 4xx JSON error and one WARNING line."""
-
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status = status
-        self.extra = extra
-
-    def response(self) -> Response:
-        return json_response(self.status, {"error": str(self), **self.extra})
-
-
-@dataclass(frozen=True)
-class _Head:
-    method: str
-    path: str
-    version: str
-    headers: http.client.HTTPMessage
-    query: str = ""  # what followed "?" in the request target (query_params reads it in a handler)
-
-
-def _parse_head(raw: bytes) -> _Head:
-    line, _, rest = raw.partition(b"\r\n")
-    match = _REQUEST_LINE.fullmatch(line.decode("latin-1"))
-    if match is None:
-        raise _ClientError(400, "malformed request line")
-    try:
-        headers = http.client.parse_headers(io.BytesIO(rest))
-    except http.client.HTTPException as exc:
-        raise _ClientError(400, f"malformed headers: {type(exc).__name__}") from None
-    method, target, version = match.groups()
-    path, _, query = target.partition("?")
-    return _Head(method, path, version, headers, query)
-
-
-def _body_length(head: _Head, limit: int) -> int:
-    if head.headers.get("Transfer-Encoding") is not None:
-        raise _ClientError(400, "Transfer-Encoding is not accepted: send the body with a Content-Length")
-    values = {v.strip() for v in head.headers.get_all("Content-Length") or []}
-    if not values:
-        if head.method in _BODY_REQUIRED:
-            raise _ClientError(400, f"{head.method} needs a Content-Length header (0 for no body)")
-        return 0
-    if len(values) > 1:
-        raise _ClientError(400, "conflicting Content-Length headers")
-    value = values.pop()
-    if not _BYTE_COUNT.fullmatch(value):
-        raise _ClientError(400, f"Content-Length {value[:32]!r} is not a byte count")
-    length = int(value)
-    if length > limit:
-        raise _ClientError(413, f"request body of {length} bytes is over the limit of {limit} bytes")
-    return length
 
 
 _request = threading.local()  # the request a handler thread is answering
@@ -209,9 +152,9 @@ class ApiServer:
         except OSError as exc:
             raise AgentError(f"cannot listen on {config.bind_address}:{config.port}: {exc}") from None
         self._sock.setblocking(False)
-        self._pool = HandlerPool(config.api_max_connections)
+        self._pool = HandlerPool(config.api_max_connections, config.api_max_queued_requests)
         # The agent's own GET routes (health, metrics) never wait behind handlers stuck on the core.
-        self._status_pool = HandlerPool(2)
+        self._status_pool = HandlerPool(2, config.api_max_queued_requests)
         self._stream_pool = HandlerPool(MAX_STREAMS)
         self._streaming = 0
         self._loop = asyncio.new_event_loop()
@@ -219,6 +162,7 @@ class ApiServer:
         # Connections still handshaking or being read, oldest first (the ones dropped at the cap).
         self._parked: dict[asyncio.Task[None], None] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._per_client: dict[str, int] = {}  # open connections by client address
         self._thread = threading.Thread(target=self._run, name="api", daemon=True)
 
     @property
@@ -234,6 +178,10 @@ class ApiServer:
             return sum(t.get_write_buffer_size() for t in self._transports if not t.is_closing())
 
         return asyncio.run_coroutine_threadsafe(count(), self._loop).result(10)
+
+    def queued_requests(self) -> int:
+        """Complete requests waiting for a handler thread (at most api_max_queued_requests)."""
+        return self._pool.waiting
 
     def start(self) -> None:
         log.info("api: client certs allowed to call: %s", ", ".join(sorted(self._allowed)) or "none")
@@ -284,18 +232,24 @@ class ApiServer:
                 oldest = next(iter(self._parked))
                 del self._parked[oldest]
                 oldest.cancel()
-            task = asyncio.create_task(self._connection(conn, f"{addr[0]}:{addr[1]}"))
+            host = str(addr[0])
+            over = self._per_client.get(host, 0) >= self._config.api_max_conns_per_client
+            self._per_client[host] = self._per_client.get(host, 0) + 1
+            task = asyncio.create_task(self._connection(conn, f"{host}:{addr[1]}", over))
             self._parked[task] = None
             self._tasks.add(task)
-            task.add_done_callback(self._forget)
+            task.add_done_callback(partial(self._forget, host))
 
-    def _forget(self, task: asyncio.Task[None]) -> None:
+    def _forget(self, host: str, task: asyncio.Task[None]) -> None:
         self._parked.pop(task, None)
         self._tasks.discard(task)
+        left = self._per_client.pop(host, 1) - 1
+        if left:
+            self._per_client[host] = left
 
-    async def _connection(self, conn: socket.socket, peer: str) -> None:
+    async def _connection(self, conn: socket.socket, peer: str, over: bool = False) -> None:
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=_MAX_HEAD)
+        reader = asyncio.StreamReader()
         protocol = asyncio.StreamReaderProtocol(reader)
         try:
             transport, _ = await loop.connect_accepted_socket(
@@ -312,7 +266,10 @@ class ApiServer:
         writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         self._transports.add(transport)
         try:
-            await self._exchange(reader, writer, peer)
+            if over:
+                await self._too_many(reader, writer, peer)
+            else:
+                await self._exchange(reader, writer, peer)
         except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
             log.debug("api %s: connection ended: %s", peer, exc or type(exc).__name__)
             transport.abort()
@@ -323,6 +280,14 @@ class ApiServer:
             await self._close(writer)
         finally:
             self._transports.discard(transport)
+
+    async def _too_many(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
+        """A client address past api_max_conns_per_client: 429 (as Nomad's agent), not read."""
+        limit = self._config.api_max_conns_per_client
+        reason = f"too many connections from {peer.rpartition(':')[0]}: at most {limit} at once"
+        self._refused(peer, peer_identity(writer.get_extra_info("peercert")), None, 429, reason)
+        await self._answer(writer, Exchange(reader, 0), json_response(429, {"error": reason}))
+        await self._drain_unread(reader)
 
     async def _close(self, writer: asyncio.StreamWriter) -> None:
         writer.close()
@@ -335,28 +300,24 @@ class ApiServer:
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
         cfg = self._config
         identity = peer_identity(writer.get_extra_info("peercert"))
-        head: _Head | None = None
+        http = Exchange(reader, cfg.api_max_header_bytes)
+        head: Request | None = None
         try:
             async with asyncio.timeout(cfg.api_request_timeout):
-                try:
-                    raw = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.LimitOverrunError:
-                    raise _ClientError(431, f"request head is over {_MAX_HEAD} bytes") from None
-                head = _parse_head(raw)
+                head = await http.request()
                 self._authorize(identity)
                 if head.method not in _METHODS:
-                    raise _ClientError(501, f"method {head.method} is not supported")
-                length = _body_length(head, cfg.api_max_body_bytes)
-                if length and head.version == "HTTP/1.1" and "100-continue" in head.headers.get("Expect", ""):
-                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                body = await reader.readexactly(length) if length else b""
+                    raise ClientError(501, f"method {head.method} is not supported")
+                http.check_body(head, cfg.api_max_body_bytes)
+                writer.write(http.continue_100())
+                body = await http.body(cfg.api_max_body_bytes)
         except TimeoutError:
             self._refused(peer, identity, head, 408, f"request not read within {cfg.api_request_timeout:g} s")
-            await self._answer(writer, json_response(408, {"error": "request not read in time"}))
+            await self._answer(writer, http, json_response(408, {"error": "request not read in time"}))
             return
-        except _ClientError as exc:
+        except ClientError as exc:
             self._refused(peer, identity, head, exc.status, str(exc))
-            await self._answer(writer, exc.response())
+            await self._answer(writer, http, exc.response())
             if head is not None and ("Content-Length" in head.headers or "Transfer-Encoding" in head.headers):
                 await self._drain_unread(reader)  # a body may still be on its way
             return
@@ -365,40 +326,45 @@ class ApiServer:
         if task is not None:
             self._parked.pop(task, None)  # a complete request: no longer a candidate to drop
         if "Upgrade" in head.headers:
-            await self._upgrade(reader, writer, head, body, identity, peer)
+            await self._upgrade(reader, writer, http, head, body, identity, peer)
             return
         pool = self._status_pool if head.method == "GET" and head.path in self._routes else self._pool
         key = head.headers.get("Idempotency-Key") if head.method in _WRITES else None
         assert identity is not None  # authorized above
-        answer, extra = await asyncio.wrap_future(
-            pool.submit(partial(self._respond_with, head.method, head.path, body, key, head.query, identity))
-        )
+        try:
+            work = pool.submit(
+                partial(self._respond_with, head.method, head.path, body, key, head.query, identity)
+            )
+        except QueueFull as exc:
+            status = cfg.api_queue_full_status
+            reason = f"the agent is busy: {exc}; try again"
+            self._refused(peer, identity, head, status, reason)
+            await self._answer(writer, http, json_response(status, {"error": reason}), {"Retry-After": "1"})
+            return
+        answer, extra = await asyncio.wrap_future(work)
         status = answer.status if isinstance(answer, Streamed) else answer[0]
         if head.method in _WRITES:
             log.info("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
         else:
             log.debug("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
         if isinstance(answer, Streamed):
-            await self._stream(writer, answer, extra, f"{head.method} {head.path} by {identity}")
+            await self._stream(writer, http, answer, extra, f"{head.method} {head.path} by {identity}")
         else:
-            await self._answer(writer, answer, extra)
+            await self._answer(writer, http, answer, extra)
 
     async def _stream(
-        self, writer: asyncio.StreamWriter, answer: Streamed, extra: dict[str, str], what: str
+        self, writer: asyncio.StreamWriter, http: Exchange, answer: Streamed, extra: dict[str, str], what: str
     ) -> None:
-        """Send `answer` chunked, pulling each chunk in a stream thread, until it ends or the
-        client goes away; at MAX_STREAMS open already, 429."""
+        """Send `answer` as it is made (h11: chunked), pulling each chunk in a stream thread, until it
+        ends or the client goes away; at MAX_STREAMS open already, 429."""
         if self._streaming >= MAX_STREAMS:
             await asyncio.wrap_future(self._stream_pool.submit(answer.close))
             message = f"{MAX_STREAMS} streams are open already: end one first\n"
-            await self._answer(writer, (429, "text/plain; charset=utf-8", message.encode()))
+            await self._answer(writer, http, (429, "text/plain; charset=utf-8", message.encode()))
             return
         self._streaming += 1
         try:
-            head = f"HTTP/1.1 {answer.status} {http.HTTPStatus(answer.status).phrase}\r\n"
-            head += f"Content-Type: {answer.content_type}\r\nTransfer-Encoding: chunked\r\n"
-            head += "".join(f"{k}: {v}\r\n" for k, v in extra.items())
-            writer.write((head + "Connection: close\r\n\r\n").encode("latin-1"))
+            writer.write(http.stream_head(answer.status, answer.content_type, extra))
             while True:
                 chunk = await asyncio.wrap_future(
                     self._stream_pool.submit(partial(next, answer.chunks, None))
@@ -406,12 +372,12 @@ class ApiServer:
                 if chunk is None:
                     break
                 if chunk:
-                    writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    writer.write(http.chunk(chunk))
                 if writer.is_closing():
                     raise ConnectionResetError("the client went away")
                 async with asyncio.timeout(self._config.api_request_timeout):
                     await writer.drain()
-            writer.write(b"0\r\n\r\n")
+            writer.write(http.end())
             async with asyncio.timeout(self._config.api_request_timeout):
                 await writer.drain()
         except Exception as exc:  # the client went away, or the stream broke: end it either way
@@ -425,7 +391,8 @@ class ApiServer:
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        head: _Head,
+        http: Exchange,
+        head: Request,
         body: bytes,
         identity: str | None,
         peer: str,
@@ -445,18 +412,18 @@ class ApiServer:
             if opener is not None:
                 reason += f" (it takes {upgrade.name})"
             self._refused(peer, identity, head, 400, reason)
-            await self._answer(writer, json_response(400, {"error": reason}))
+            await self._answer(writer, http, json_response(400, {"error": reason}))
             return
         try:
             extra = upgrade.headers(head.headers)
         except ValueError as exc:
             self._refused(peer, identity, head, 400, str(exc))
-            await self._answer(writer, json_response(400, {"error": str(exc)}))
+            await self._answer(writer, http, json_response(400, {"error": str(exc)}))
             return
         if self._sessions >= MAX_SESSIONS:
             reason = f"{MAX_SESSIONS} interactive sessions are open already: end one first"
             self._refused(peer, identity, head, 429, reason)
-            await self._answer(writer, json_response(429, {"error": reason}))
+            await self._answer(writer, http, json_response(429, {"error": reason}))
             return
         self._sessions += 1
         try:
@@ -465,24 +432,22 @@ class ApiServer:
             )
             log.info("api %s %s (interactive) by %s from %s", head.method, head.path, identity, peer)
             if isinstance(opened, tuple):
-                await self._answer(writer, opened)
+                await self._answer(writer, http, opened)
                 return
-            lines = "".join(f"{k}: {v}\r\n" for k, v in extra.items())
-            writer.write(
-                b"HTTP/1.1 101 Switching Protocols\r\n"
-                + f"Upgrade: {upgrade.name}\r\nConnection: Upgrade\r\n{lines}\r\n".encode()
-            )
+            switched, early = http.switch(upgrade.name, extra)
+            writer.write(switched)
             # The session's output waits (drain) at half the bound: the rest is room for what the
             # codec answers itself (a websocket's pongs and close), past which the client is dropped.
             writer.transport.set_write_buffer_limits(high=self._limits.write_buffer // 2)
-            codec = upgrade.codec(reader, writer, self._limits)
-            await apistream.pump(reader, writer, opened, f"exec session {head.path} by {identity}", codec)
+            sent = apistream.Prefixed(early, reader)  # what the client sent right after its request
+            codec = upgrade.codec(sent, writer, self._limits)
+            await apistream.pump(sent, writer, opened, f"exec session {head.path} by {identity}", codec)
         finally:
             self._sessions -= 1
 
     @staticmethod
     def _open(
-        opener: StreamOpener, groups: tuple[str, ...], body: bytes, head: _Head
+        opener: StreamOpener, groups: tuple[str, ...], body: bytes, head: Request
     ) -> Response | ExecSession:
         _request.query = head.query  # query_params() in the opener (Nomad's exec: task, tty, command)
         try:
@@ -496,31 +461,25 @@ class ApiServer:
 
     def _authorize(self, identity: str | None) -> None:
         if identity is None:
-            raise _ClientError(403, "the client cert has no single subject CN to authorize", identity=None)
+            raise ClientError(403, "the client cert has no single subject CN to authorize", identity=None)
         if identity not in self._allowed:
-            raise _ClientError(
+            raise ClientError(
                 403, f"client identity {identity!r} may not call this agent's API", identity=identity
             )
 
     @staticmethod
-    def _refused(peer: str, identity: str | None, head: _Head | None, status: int, reason: str) -> None:
+    def _refused(peer: str, identity: str | None, head: Request | None, status: int, reason: str) -> None:
         method, path = (head.method, head.path) if head else ("-", "-")
         log.warning("api %s %s from %s (identity %r): %d %s", method, path, peer, identity, status, reason)
 
     async def _answer(
-        self, writer: asyncio.StreamWriter, response: Response, extra: dict[str, str] | None = None
+        self,
+        writer: asyncio.StreamWriter,
+        http: Exchange,
+        response: Response,
+        extra: dict[str, str] | None = None,
     ) -> None:
-        status, ctype, body = response
-        try:
-            reason = http.HTTPStatus(status).phrase
-        except ValueError:
-            reason = "Unknown"
-        head = (
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-            + "".join(f"{k}: {v}\r\n" for k, v in (extra or {}).items())
-            + "Connection: close\r\n\r\n"
-        )
-        writer.write(head.encode("latin-1") + body)
+        writer.write(http.response(response, extra))
         async with asyncio.timeout(self._config.api_request_timeout):
             await writer.drain()
 

@@ -48,10 +48,36 @@ class Codec(Protocol):
         """The client's next (STDIN | CLOSE_STDIN | RESIZE, payload); None when it closed."""
 
 
+class Reader(Protocol):
+    """What a codec reads the client's bytes from."""
+
+    async def read(self, n: int = -1) -> bytes: ...
+
+    async def readexactly(self, n: int) -> bytes: ...
+
+
+class Prefixed:
+    """An upgraded connection's reader: first what the client sent right after its request (read
+    already, with the request), then the connection."""
+
+    def __init__(self, first: bytes, reader: asyncio.StreamReader) -> None:
+        self._first, self._reader = first, reader
+
+    async def read(self, n: int = -1) -> bytes:
+        if self._first:
+            got, self._first = (self._first, b"") if n < 0 else (self._first[:n], self._first[n:])
+            return got
+        return await self._reader.read(n)
+
+    async def readexactly(self, n: int) -> bytes:
+        got, self._first = self._first[:n], self._first[n:]
+        return got + (await self._reader.readexactly(n - len(got)) if len(got) < n else b"")
+
+
 class FrameCodec:
     """The agent's own session frames (`Upgrade: fieldlab-exec`)."""
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: Reader) -> None:
         self.reader = reader
 
     def output(self, kind: bytes, data: bytes) -> Iterable[bytes]:
@@ -96,14 +122,14 @@ class Upgrade:
 
     name: str
     headers: Callable[[http.client.HTTPMessage], dict[str, str]]
-    codec: Callable[[asyncio.StreamReader, asyncio.StreamWriter, Limits], Codec]
+    codec: Callable[[Reader, asyncio.StreamWriter, Limits], Codec]
 
 
 FIELDLAB_EXEC = Upgrade(ef.PROTOCOL, lambda _: {}, lambda reader, _writer, _limits: FrameCodec(reader))
 
 
 async def pump(
-    reader: asyncio.StreamReader,
+    reader: Reader,
     writer: asyncio.StreamWriter,
     session: ExecSession,
     what: str,
@@ -115,7 +141,7 @@ async def pump(
 class _Pump:
     def __init__(
         self,
-        reader: asyncio.StreamReader,
+        reader: Reader,
         writer: asyncio.StreamWriter,
         session: ExecSession,
         what: str,

@@ -31,7 +31,7 @@ from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import generate_accept_token
 
 from agent.api.server import Response, StreamOpener, Upgrade, query_params
-from agent.api.stream import Limits
+from agent.api.stream import Limits, Reader
 from agent.drivers import execframes as ef
 from agent.drivers.base import DriverError
 from agent.drivers.session import ExecSession
@@ -83,7 +83,7 @@ class WsCodec:
     own connection. The output side runs in the session's output thread, the input side on the
     loop: a lock keeps their uses of the wsproto connection apart."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: Limits) -> None:
+    def __init__(self, reader: Reader, writer: asyncio.StreamWriter, limits: Limits) -> None:
         self.reader, self.writer, self.limits = reader, writer, limits
         self._ws = Connection(ConnectionType.SERVER)
         self._lock = threading.Lock()

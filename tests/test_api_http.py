@@ -1,0 +1,135 @@
+"""The API's HTTP/1.1 (h11) limits as configuration, over real mTLS to the real ApiServer: a bodyless
+POST or PUT is an empty body (as Nomad's agent takes `curl --request POST`), a head over
+`api_max_header_bytes` is a 431, a client address past `api_max_conns_per_client` gets 429, and a
+request past `api_max_queued_requests` waiting for busy handlers is answered (503 or 429, as
+configured) without running, never queued without bound; health answers throughout.
+
+What a bug would break: a bodyless write refused, a limit that is not the configured one, requests
+(and their bodies) piling up in memory behind busy handlers, a refused request run anyway."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from agent.api.server import Response, json_response
+from lab.waits import wait_until
+from tests.test_agent_api import Served, serve
+
+__all__ = ["serve"]  # the fixture, from the API's tests (re-exported so it is used)
+
+WAIT = 10.0  # seconds for requests to reach the state a test sets up
+
+
+def _answer(tls: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of the answer on `tls`, read to its close."""
+    got = b""
+    while chunk := tls.recv(65536):
+        got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split(" ")[1]), headers, body
+
+
+def test_a_bodyless_post_or_put_is_an_empty_body(serve: Callable[..., Served]) -> None:
+    got: list[bytes] = []
+
+    def put(groups: tuple[str, ...], body: bytes) -> Response:
+        got.append(body)
+        return json_response(200, {"bytes": len(body)})
+
+    api = serve([("PUT", r"/v1/echo", put)])
+    assert api.raw(b"POST /v1/echo HTTP/1.1\r\nHost: x\r\n\r\n") == (200, {"bytes": 0})
+    assert api.raw(b"PUT /v1/echo HTTP/1.1\r\nHost: x\r\n\r\n") == (200, {"bytes": 0})
+    assert api.calls == [("echo", b"")] and got == [b""]
+
+
+def test_a_head_over_the_configured_size_is_a_431_and_one_under_it_is_answered(
+    serve: Callable[..., Served],
+) -> None:
+    api = serve(api_max_header_bytes=4096)
+    pad = "X-Pad: " + "a" * 6000
+    status, body = api.raw(f"GET /v1/agent/health HTTP/1.1\r\nHost: x\r\n{pad}\r\n\r\n".encode())
+    assert status == 431 and "4096" in body["error"], body
+    small = "X-Pad: " + "a" * 2000
+    assert api.raw(f"GET /v1/agent/health HTTP/1.1\r\nHost: x\r\n{small}\r\n\r\n".encode())[0] == 200
+
+
+def test_a_client_address_past_its_connections_gets_429_and_one_closed_makes_room(
+    serve: Callable[..., Served],
+) -> None:
+    api = serve(api_max_conns_per_client=3, api_handshake_timeout=30.0, api_request_timeout=30.0)
+    held = [api.tls() for _ in range(3)]  # TLS done, no request: each holds its place
+    try:
+        with api.tls() as extra:
+            extra.sendall(b"GET /v1/agent/health HTTP/1.1\r\nHost: x\r\n\r\n")
+            status, _, body = _answer(extra)
+        assert status == 429, body
+        assert "too many connections from 127.0.0.1: at most 3" in json.loads(body)["error"]
+        held.pop().close()
+
+        def answered() -> tuple[int | None, str]:
+            status = api.request("GET", "/v1/agent/health")[0]
+            return (status if status == 200 else None), f"answered {status}"
+
+        wait_until(answered, timeout=WAIT, what="a request once a connection closed", interval=0.1)
+    finally:
+        for s in held:
+            s.close()
+
+
+@pytest.mark.parametrize("full_status", [503, 429])
+def test_requests_past_the_queue_bound_are_answered_without_running(
+    serve: Callable[..., Served], full_status: int
+) -> None:
+    release = threading.Event()
+    ran: list[bytes] = []
+
+    def slow(groups: tuple[str, ...], body: bytes) -> Response:
+        ran.append(body)
+        release.wait(WAIT)
+        return json_response(200, {})
+
+    api = serve(
+        [("POST", r"/v1/slow", slow)],
+        api_max_connections=1,
+        api_max_queued_requests=2,
+        api_queue_full_status=full_status,
+    )
+    answers: list[int] = []
+    clients = [
+        threading.Thread(target=lambda i=i: answers.append(api.request("POST", "/v1/slow", b"%d" % i)[0]))
+        for i in range(3)
+    ]
+    try:
+        for t in clients:
+            t.start()
+        wait_until(
+            lambda: (
+                True if len(ran) == 1 and api.server.queued_requests() == 2 else None,
+                f"{len(ran)} running",
+            ),
+            timeout=WAIT,
+            what="one request running and two waiting",
+            interval=0.05,
+        )
+        with api.tls() as tls:
+            tls.sendall(b"POST /v1/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nlast")
+            status, headers, body = _answer(tls)
+        assert status == full_status and headers.get("Retry-After") == "1", (status, headers)
+        assert "1 busy handlers" in json.loads(body)["error"]
+        t0 = time.monotonic()
+        assert api.request("GET", "/v1/agent/health")[0] == 200  # the status lane is not queued
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        release.set()
+        for t in clients:
+            t.join(WAIT)
+    assert sorted(answers) == [200, 200, 200]
+    assert b"last" not in ran and len(ran) == 3
