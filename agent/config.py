@@ -203,10 +203,11 @@ class Config:
     # HTTP/1.1 (h11): the largest request line and headers (more: 431; Nomad's Go server takes 1 MiB,
     # the agent 64 KiB, so 256 parked clients hold at most 16 MiB), a client address's connections
     # open at once (Nomad's http_max_conns_per_client: one more gets 429), and the requests that may
-    # wait for a busy handler (one more is answered api_queue_full_status, 503 or 429, not run).
+    # wait for a busy handler (one more is answered api_queue_full_status, 503 or 429, before its
+    # body is read, and not run: 64 of at most api_max_body_bytes each bound what they hold).
     api_max_header_bytes: int = 64 * 1024
     api_max_conns_per_client: int = 100
-    api_max_queued_requests: int = 256
+    api_max_queued_requests: int = 64
     api_queue_full_status: int = 503
     # -- templates ------------------------------------------------------------------------------
     template_render_timeout: float = 2.0  # seconds one template may take to render

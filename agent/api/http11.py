@@ -32,10 +32,13 @@ def json_response(status: int, body: Any) -> Response:
 class ClientError(Exception):
     """A request answered with a 4xx (or 5xx) JSON error and one WARNING line."""
 
-    def __init__(self, status: int, message: str, **extra: Any) -> None:
+    def __init__(
+        self, status: int, message: str, headers: dict[str, str] | None = None, **extra: Any
+    ) -> None:
         super().__init__(message)
         self.status = status
-        self.extra = extra
+        self.headers = headers or {}  # sent with the answer (Retry-After)
+        self.extra = extra  # more fields of the JSON error
 
     def response(self) -> Response:
         return json_response(self.status, {"error": str(self), **self.extra})

@@ -35,11 +35,23 @@ class HandlerPool:
         self._waiting = 0  # submitted, not yet taken by a thread
         self._busy = 0  # threads running a handler
 
+    def _full(self) -> bool:
+        return self._max_queued is not None and self._busy >= self._size and self._waiting >= self._max_queued
+
+    def full(self) -> bool:
+        """Every handler busy and max_queued requests waiting: one more would be QueueFull."""
+        with self._lock:
+            return self._full()
+
+    def busy(self) -> str:
+        """Why the pool is full, in words."""
+        with self._lock:
+            return f"{self._waiting} requests wait for one of {self._size} busy handlers"
+
     def submit(self, fn: Callable[[], _R]) -> concurrent.futures.Future[_R]:
         fut: concurrent.futures.Future[_R] = concurrent.futures.Future()
         with self._lock:
-            full = self._busy >= self._size and self._max_queued is not None
-            if full and self._waiting >= (self._max_queued or 0):
+            if self._full():
                 raise QueueFull(f"{self._waiting} requests wait for one of {self._size} busy handlers")
             self._waiting += 1
             self._queue.put((fn, fut))

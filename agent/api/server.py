@@ -309,6 +309,9 @@ class ApiServer:
                 if head.method not in _METHODS:
                     raise ClientError(501, f"method {head.method} is not supported")
                 http.check_body(head, cfg.api_max_body_bytes)
+                pool = self._pool_for(head)
+                if pool.full():  # answered before its body is read: a refused body costs no memory
+                    raise self._busy(pool.busy())
                 writer.write(http.continue_100())
                 body = await http.body(cfg.api_max_body_bytes)
         except TimeoutError:
@@ -317,7 +320,7 @@ class ApiServer:
             return
         except ClientError as exc:
             self._refused(peer, identity, head, exc.status, str(exc))
-            await self._answer(writer, http, exc.response())
+            await self._answer(writer, http, exc.response(), exc.headers)
             if head is not None and ("Content-Length" in head.headers or "Transfer-Encoding" in head.headers):
                 await self._drain_unread(reader)  # a body may still be on its way
             return
@@ -328,7 +331,6 @@ class ApiServer:
         if "Upgrade" in head.headers:
             await self._upgrade(reader, writer, http, head, body, identity, peer)
             return
-        pool = self._status_pool if head.method == "GET" and head.path in self._routes else self._pool
         key = head.headers.get("Idempotency-Key") if head.method in _WRITES else None
         assert identity is not None  # authorized above
         try:
@@ -336,10 +338,9 @@ class ApiServer:
                 partial(self._respond_with, head.method, head.path, body, key, head.query, identity)
             )
         except QueueFull as exc:
-            status = cfg.api_queue_full_status
-            reason = f"the agent is busy: {exc}; try again"
-            self._refused(peer, identity, head, status, reason)
-            await self._answer(writer, http, json_response(status, {"error": reason}), {"Retry-After": "1"})
+            busy = self._busy(str(exc))
+            self._refused(peer, identity, head, busy.status, str(busy))
+            await self._answer(writer, http, busy.response(), busy.headers)
             return
         answer, extra = await asyncio.wrap_future(work)
         status = answer.status if isinstance(answer, Streamed) else answer[0]
@@ -351,6 +352,15 @@ class ApiServer:
             await self._stream(writer, http, answer, extra, f"{head.method} {head.path} by {identity}")
         else:
             await self._answer(writer, http, answer, extra)
+
+    def _pool_for(self, head: Request) -> HandlerPool:
+        """The agent's own GET routes (health, metrics) have a lane of their own."""
+        return self._status_pool if head.method == "GET" and head.path in self._routes else self._pool
+
+    def _busy(self, why: str) -> ClientError:
+        """A request past api_max_queued_requests: answered, never run (a retry after a second is safe)."""
+        status = self._config.api_queue_full_status
+        return ClientError(status, f"the agent is busy: {why}; try again", headers={"Retry-After": "1"})
 
     async def _stream(
         self, writer: asyncio.StreamWriter, http: Exchange, answer: Streamed, extra: dict[str, str], what: str
