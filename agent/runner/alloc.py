@@ -458,9 +458,6 @@ class AllocRunner:
     def restore(self, observed: ObservedAlloc | None = None) -> RestoreAction:
         return self.restorer.restore(observed)
 
-    def handle_running(self, t: Task, h: TaskHandle) -> bool:
-        return self.tasks[t.name].handle_running(h)
-
     def _running_tasks(self, which: Callable[[Task], bool]) -> list[tuple[Task, TaskHandle]]:
         running: list[tuple[Task, TaskHandle]] = []
         for tr in self.tasks.values():

@@ -105,7 +105,7 @@ class Coordinator:
                 r.state.put_task(name, record.with_(state=TaskState.DEAD, completed=True, restart_due=0.0))
                 r.event(name, *why)
                 h = r.state.handle(name)
-                if h is not None and r.handle_running(t, h):
+                if h is not None and r.tasks[t.name].handle_running(h):
                     stopping.append((t, h))
         order = plan_kill_order([(t.name, stage(t)) for t, _ in stopping], r.d.bugs)
         phases = [[(t, h) for t, h in stopping if t.name in names] for names in order]
@@ -153,7 +153,7 @@ class Coordinator:
                     waiting = True
             elif p is Phase.LIVE:
                 h = r.state.handle(t.name)
-                if h is not None and r.handle_running(t, h):
+                if h is not None and r.tasks[t.name].handle_running(h):
                     waiting = True
                 else:  # it ended while the agent was down: its exit status is not known
                     r.state.put_task(t.name, record.with_(state=TaskState.DEAD, failed=True))
