@@ -109,8 +109,9 @@ def service_address(
         bad = f'invalid port: "{label}": {bad}'
     elif custom:
         return f'cannot use custom advertise address with "{mode}" address mode'
-    elif mode in ("auto", MODE_HOST):
-        address, port = node_address or alloc_address, found.host if found else numeric
+    elif mode in ("auto", MODE_HOST):  # a port on a named host network: its address there (HostIP)
+        host_ip = found.host_ip if found else ""
+        address, port = host_ip or node_address or alloc_address, found.host if found else numeric
         bad = f'invalid port "{label}": port label not found'
     elif mode == MODE_ALLOC:
         if not alloc_address:
@@ -129,6 +130,9 @@ def _host_target(
 ) -> CheckTarget | str:
     if found is None:
         return f'port "{label}" is not a port this alloc reserved (its group network has no such label)'
+    if found.host_ip:  # a port on a named host network is checked at its address there (HostIP)
+        why = f'port "{label}" is bound on {found.host_ip} (its host network): checks never go to loopback'
+        return why if is_local_address(found.host_ip) else CheckTarget(found.host_ip, found.host)
     if alloc_address and (not node_address or is_local_address(node_address)):
         return CheckTarget(alloc_address, found.to or found.host)  # the alloc's own address
     if not node_address:

@@ -17,6 +17,7 @@ from agent.identity.vaultlogin import DEFAULT_JWT_MOUNT, VAULT_IDENTITY, VaultJw
 from agent.jobspec.limits import DEFAULT_MAX_SHUTDOWN_DELAY
 from agent.layout import NodeLayout
 from agent.model import WorkloadIdentity
+from agent.node.hostnetworks import HostNetwork, parse_host_networks
 
 DEFAULT_CONFIG = Path("/etc/fieldlab-agent/config.json")
 
@@ -225,6 +226,9 @@ class Config:
     # Nomad's client host_volume blocks: name -> a dir of the node that a group's `volume` of type
     # host may ask for, read only to every task when set so.
     host_volumes: tuple[tuple[str, str, bool], ...] = ()
+    # Nomad's client host_network blocks (agent.node.hostnetworks): the host networks a group
+    # network's port may name in its `host_network`, besides "default"
+    host_networks: tuple[HostNetwork, ...] = ()
     # -- artifacts (agent.getter) -----------------------------------------------------------------
     # Where a task's artifacts may come from: networks (CIDR) or host names. None unless the config
     # says (the lab's role gives its servers). Loopback and link-local addresses only when an entry is
@@ -676,6 +680,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "exec_allow_root": lambda: _bool(p, raw, "exec_allow_root"),
         "chroot_env": lambda: _chroot_env(p, raw, "chroot_env"),
         "host_volumes": lambda: _host_volumes(p, raw, "host_volumes"),
+        "host_networks": lambda: parse_host_networks(p, raw, "host_networks"),
         "artifact_allowed_hosts": lambda: _allowed_hosts(p, raw, "artifact_allowed_hosts"),
         "artifact_max_bytes": lambda: _count(p, raw, "artifact_max_bytes"),
         "artifact_http_read_timeout": lambda: _finite_seconds(p, raw, "artifact_http_read_timeout"),

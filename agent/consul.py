@@ -46,7 +46,10 @@ def registrations(
     Nomad's "external-source", Consul's own fields (kind, enable_tag_override, weights,
     tagged_addresses), and the checks (`check_definition`). A service whose address cannot be
     resolved raises ConsulError with Nomad's reason."""
-    allocated = [PortAlloc(str(p["label"]), int(p["host"]), int(p.get("to") or 0)) for p in ports]
+    allocated = [
+        PortAlloc(str(p["label"]), int(p["host"]), int(p.get("to") or 0), str(p.get("host_ip") or ""))
+        for p in ports
+    ]
     out = []
     for svc in services:
         got = service_address(

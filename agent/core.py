@@ -40,6 +40,7 @@ from agent.killpoints import KillHook, sigkill_at
 from agent.model import Job
 from agent.network.base import Network
 from agent.node.gc import TERMINAL_STATUSES, GarbageCollector, GcReport, alloc_fs_usage
+from agent.node.hostnetworks import alias_addresses, parse_port_ranges
 from agent.node.nodeinfo import node_attributes
 from agent.node.sweeper import Sweeper, SweepReport
 from agent.offload import Offload, threaded
@@ -521,10 +522,15 @@ class Core:
         group = next(g for g in job.groups if g.name == group_name)
         used = self._used_ports()
         ports = []
+        named = alias_addresses(self.node.node_networks)
         for p in group.network.ports if group.network else ():
-            host = p.static or next(x for x in DYNAMIC_PORTS if x not in used)
+            # a named host network's first address (Nomad's AssignPorts), its reserved_ports never given
+            found = named.get(p.host_network) if p.host_network != "default" else None
+            address = found[0] if found else None
+            reserved = set(parse_port_ranges(address.reserved_ports)) if address else set()
+            host = p.static or next(x for x in DYNAMIC_PORTS if x not in used and x not in reserved)
             used.add(host)
-            ports.append(PortAlloc(p.label, host, p.to or host))
+            ports.append(PortAlloc(p.label, host, p.to or host, address.address if address else ""))
         version = int((self.store.get("job", job.id) or {}).get("version", 0))
         rec = AllocRecord(str(uuid.uuid4()), job.id, group.name, created=time.time(), ports=tuple(ports))
         rec = rec.with_(replaces=replaces, job_version=version, layout=layout.current())

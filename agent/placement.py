@@ -32,6 +32,7 @@ from agent.goversion import (
     version_constraints,
 )
 from agent.model import Constraint, Group, Job
+from agent.node.hostnetworks import HostNetwork, NodeNetwork, alias_addresses, parse_port_ranges
 
 DISTINCT_HOSTS = "distinct_hosts"
 DISTINCT_PROPERTY = "distinct_property"
@@ -81,8 +82,12 @@ class NodeFacts:
     meta: Mapping[str, str] = field(default_factory=dict)
     disk_mb: int | None = None  # free MB in the data dir at start (Nomad's node disk); None: unknown
     host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # name -> (path, read_only)
-    # the client's host networks besides "default" (Nomad's client `host_network` blocks): none here
+    # the client's host networks besides "default" that have an address on this node (Nomad's client
+    # `host_network` blocks, fingerprinted: agent.node.hostnetworks), and the node's networks
+    # (NodeResources.NodeNetworks: each address's alias and reserved ports)
     host_networks: frozenset[str] = frozenset()
+    node_networks: tuple[NodeNetwork, ...] = ()
+    host_network_config: tuple[HostNetwork, ...] = ()  # the blocks as configured (Node.HostNetworks)
 
 
 @dataclass(frozen=True)
@@ -367,15 +372,7 @@ def refusals(job: Job, node: NodeFacts) -> list[tuple[str, str]]:
                     ' free in its data dir: Nomad would not place it here (dimension "disk" exhausted)',
                 )
             )
-        for p in g.network.ports if g.network else ():
-            if p.host_network != "default" and p.host_network not in node.host_networks:
-                out.append(
-                    (
-                        f"job.{job.id}.group.{g.name}.network.port.{p.label}.host_network",
-                        f'missing host network "{p.host_network}" for port "{p.label}": this client has'
-                        ' only the "default" host network; Nomad would not place it here',
-                    )
-                )
+        out += _port_refusals(job, g, node)
         for v in g.volumes:
             if v.source not in node.host_volumes:
                 have = ", ".join(sorted(node.host_volumes)) or "none"
@@ -386,4 +383,36 @@ def refusals(job: Job, node: NodeFacts) -> list[tuple[str, str]]:
                         " Nomad would not place it here (missing compatible host volumes)",
                     )
                 )
+    return out
+
+
+def _port_refusals(job: Job, g: Group, node: NodeFacts) -> list[tuple[str, str]]:
+    """A port naming a host network this node does not have (Nomad's NetworkChecker: "missing host
+    network"), and a static port among its host network's reserved_ports on every address of it
+    (Nomad's AssignPorts: "reserved port collision")."""
+    out = []
+    aliases = alias_addresses(node.node_networks)
+    for p in g.network.ports if g.network else ():
+        where = f"job.{job.id}.group.{g.name}.network.port.{p.label}"
+        if p.host_network != "default" and p.host_network not in node.host_networks:
+            have = ", ".join(f'"{n}"' for n in sorted(node.host_networks))
+            has = f'the host networks "default", {have}' if have else 'only the "default" host network'
+            out.append(
+                (
+                    f"{where}.host_network",
+                    f'missing host network "{p.host_network}" for port "{p.label}": this client has'
+                    f" {has}; Nomad would not place it here",
+                )
+            )
+            continue
+        addresses = aliases.get(p.host_network, [])
+        if p.static and addresses and all(p.static in parse_port_ranges(a.reserved_ports) for a in addresses):
+            out.append(
+                (
+                    f"{where}.static",
+                    f"reserved port collision {p.label}={p.static}: port {p.static} is in the"
+                    f' reserved_ports "{addresses[0].reserved_ports}" of host network "{p.host_network}";'
+                    " Nomad would not place it here",
+                )
+            )
     return out

@@ -81,9 +81,13 @@ class PortAlloc:
     label: str
     host: int  # port on the node
     to: int  # port inside the alloc's network namespace
+    # Nomad's AllocatedPortMapping.HostIP of a port on a named host network (its address on this
+    # node, agent.node.hostnetworks); "" on the default one (the node's address, as before)
+    host_ip: str = ""
 
     def to_record(self) -> dict[str, Any]:
-        return {"label": self.label, "host": self.host, "to": self.to}
+        out: dict[str, Any] = {"label": self.label, "host": self.host, "to": self.to}
+        return out | ({"host_ip": self.host_ip} if self.host_ip else {})
 
 
 def _enum(kind: str, key: str, cls: type[Any], value: Any, default: Any) -> Any:
@@ -242,6 +246,7 @@ class AllocRecord:
                     str(p["label"]),
                     _int("alloc", key, f"ports[{i}].host", p.get("host")),
                     _int("alloc", key, f"ports[{i}].to", p.get("to")),
+                    str(p.get("host_ip") or ""),
                 )
             )
         return cls(

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from agent.checktarget import fingerprinted_address
@@ -41,6 +41,7 @@ from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.networks import NetworkSet
 from agent.network.plugins import check_supported, plugin_version
+from agent.node.hostnetworks import HostNetwork, NodeNetwork, node_networks
 from agent.node.nodeinfo import disk_free_mb, load_node_id, node_attributes, storage_attributes
 from agent.node.sweeper import Sweeper, SweepPolicy
 from agent.placement import NodeFacts
@@ -74,6 +75,7 @@ class CoreSettings:
     exec_allow_root: bool = False
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
     host_volumes: tuple[tuple[str, str, bool], ...] = ()  # (name, path, read_only), the config's
+    host_networks: tuple[HostNetwork, ...] = ()  # the config's host_network blocks
     # the agent's own files and dirs besides data_dir, which no host volume may lead into (agent.hostvolumes)
     own_paths: tuple[Path, ...] = ()
     artifacts: HttpGetter = field(default_factory=HttpGetter)  # how tasks' artifacts are fetched
@@ -109,6 +111,7 @@ class CoreSettings:
             exec_allow_root=cfg.exec_allow_root,
             chroot_env=cfg.chroot_env,
             host_volumes=cfg.host_volumes,
+            host_networks=cfg.host_networks,
             own_paths=own_paths(cfg),
             artifacts=HttpGetter(
                 allowed_hosts=cfg.artifact_allowed_hosts,
@@ -226,6 +229,10 @@ def build_core(
         disk_mb=disk_free_mb(settings.data_dir),
         host_volumes={name: (path, ro) for name, path, ro in settings.host_volumes},
     )
+    nets = _node_networks(settings.host_networks)
+    named = {a.alias for n in nets for a in n.addresses} - {"default"}
+    node = replace(node, node_networks=nets, host_networks=frozenset(named))
+    node = replace(node, host_network_config=settings.host_networks)
     core = Core(
         store,
         registry,
@@ -250,6 +257,22 @@ def build_core(
     core.deps.own_paths = settings.own_paths  # what a task's host volume may never lead into
     core.deps.node_address = settings.advertise_address or _fingerprinted_address()
     return core
+
+
+def _node_networks(networks: Sequence[HostNetwork]) -> tuple[NodeNetwork, ...]:
+    """The node's networks as Nomad's network fingerprint finds them (agent.node.hostnetworks), once
+    at start; a host network with no address on this node is not there (a port naming it is not
+    placed), and said so."""
+    try:
+        nets = node_networks(host_addresses(), networks)
+    except (OSError, ImportError) as exc:
+        log.warning("no host networks fingerprinted (ports name only the default one): %s", exc)
+        return ()
+    found = {a.alias for n in nets for a in n.addresses}
+    for hn in networks:
+        if hn.name not in found:
+            log.warning("config host_networks.%s: no address of this node is in it", hn.name)
+    return nets
 
 
 def _fingerprinted_address() -> str:

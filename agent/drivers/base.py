@@ -128,6 +128,8 @@ class TaskContext:
     # as its own container's DNS options (inside one it shares the pause container's resolv.conf)
     sandbox: Sandbox = NO_SANDBOX
     ports: tuple[tuple[str, int, int], ...] = ()  # the alloc's ports: (label, host port, to)
+    # label -> the address a port on a named host network is bound on (its HostIP; others: none)
+    port_host_ips: Mapping[str, str] = field(default_factory=dict)
     output: TaskOutput | None = None  # a process task's stdout/stderr (None: /dev/null, `logs` disabled)
     mounts: tuple[Mount, ...] = ()  # its host volumes (volume_mount), resolved against the node's config
     task_dirs: tuple[str, ...] = ("alloc", "local", "secrets")  # mounted at /<name> (plan_task_dir_mounts)

@@ -362,7 +362,9 @@ class DockerDriver:
             # Nomad's docker driver in a host-mode group (or network_mode "bridge"): docker's own
             # bridge, and each port the task lists in `ports` published from its host port to `to` (the
             # same number when `to` is 0), or to its port_map's.
-            kw["ports"] = published(ctx.ports, cfg.get("ports"), opts.port_map, self.publish_address)
+            kw["ports"] = published(
+                ctx.ports, cfg.get("ports"), opts.port_map, self.publish_address, ctx.port_host_ips
+            )
         elif mode in ("host", "none"):
             kw["network_mode"] = mode
         self._group_network_files(ctx, mode, kw)

@@ -463,19 +463,25 @@ def port_map_env(port_map: Mapping[str, int]) -> dict[str, str]:
 
 
 def published(
-    ports: Iterable[tuple[str, int, int]], wanted: object, port_map: Mapping[str, int], address: str
+    ports: Iterable[tuple[str, int, int]],
+    wanted: object,
+    port_map: Mapping[str, int],
+    address: str,
+    host_ips: Mapping[str, str] | None = None,
 ) -> dict[str, tuple[str, int] | int]:
     """Nomad's port publishing on docker's bridge (a host-mode group, or network_mode bridge): each
     alloc port (label, host, to) the task lists in `ports` (or, legacy, in `port_map`) published
     from its host port (on `address`, "" every address) to its port_map's, else `to`, else the host
-    port, tcp and udp."""
+    port, tcp and udp. A port on a named host network is bound on its address there (`host_ips`:
+    label -> its HostIP, as Nomad's driver binds each mapping's HostIP)."""
     labels = {str(label) for label in wanted} if isinstance(wanted, list | tuple) else set()
     labels = labels or set(port_map)
     out: dict[str, tuple[str, int] | int] = {}
     for label, host, to in ports:
         if label in labels:
+            bind = (host_ips or {}).get(label) or address
             for proto in ("tcp", "udp"):
-                out[f"{port_map.get(label, to) or host}/{proto}"] = (address, host) if address else host
+                out[f"{port_map.get(label, to) or host}/{proto}"] = (bind, host) if bind else host
     return out
 
 

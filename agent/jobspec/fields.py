@@ -107,7 +107,8 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     "network": frozenset({"mode", "port", "reserved_ports", "cni", "hostname", "dns"}),
     "cni": frozenset({"args"}),
     "dns": frozenset({"servers", "searches", "options"}),
-    # host_network: "default" only (this client's only one); ignore_collision: false only
+    # host_network: "default" or a host network of the client's config (agent.node.hostnetworks: placed
+    # on its address there, the port's HostIP; another name fails placement); ignore_collision: false only
     "port": frozenset({"to", "static", "host_network", "ignore_collision"}),
     "restart": frozenset({"attempts", "interval", "delay", "mode", "render_templates"}),
     "task": frozenset(

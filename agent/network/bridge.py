@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 
 
 def port_mappings(ports: Sequence[PortAlloc]) -> list[PortMapping]:
-    return [PortMapping(p.host, p.to) for p in ports]
+    """CNI's portMappings of the alloc's ports: a port on a named host network bound on its address
+    there only (Nomad's getPortMapping: the port's HostIP as the portmap's hostIP)."""
+    return [PortMapping(p.host, p.to, host_ip=p.host_ip) for p in ports]
 
 
 class FlowFlusher(Protocol):

@@ -128,6 +128,7 @@ class NomadApi:
             "meta": dict(facts.meta),
             "node_class": facts.node_class,
             "node_pool": facts.pool,
+            "node_networks": [n.json() for n in facts.node_networks],
             "status": "ready",
             "create_index": self.core.changes.start,
             "modify_index": self.core.changes.current(("node",)),
@@ -139,7 +140,10 @@ class NomadApi:
             structs.node_event(e.message, e.subsystem, e.details, e.timestamp, e.index)
             for e in self.node_events.events
         ]
-        return structs.node_json(**fields, host_volumes=dict(facts.host_volumes), events=events)
+        host_networks = {h.name: h.json() for h in facts.host_network_config}
+        return structs.node_json(
+            **fields, host_volumes=dict(facts.host_volumes), host_networks=host_networks, events=events
+        )
 
     def all_alloc_views(self, job_id: str = "") -> list[dict[str, Any]]:
         adopted = [v for v in self.core.adoption.views() if not job_id or v.get("job") == job_id]

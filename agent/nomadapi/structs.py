@@ -80,10 +80,16 @@ def _alloc_network(view: Mapping[str, Any], job: Mapping[str, Any] | None) -> di
         return None
     tg = _job_group(job, str(view.get("group", "")))
     static: set[str] = set()
+    named: dict[str, str] = {}  # label -> the port's host network, as the job asks
     for n in (tg or {}).get("Networks") or []:
         static |= {p["Label"] for p in n.get("ReservedPorts") or []}
-    reserved = [port_json(p["label"], int(p["host"]), int(p["to"])) for p in ports if p["label"] in static]
-    dynamic = [port_json(p["label"], int(p["host"]), int(p["to"])) for p in ports if p["label"] not in static]
+        for p in (n.get("ReservedPorts") or []) + (n.get("DynamicPorts") or []):
+            named[p["Label"]] = str(p.get("HostNetwork") or "default")
+    reserved: list[dict[str, Any]] = []
+    dynamic: list[dict[str, Any]] = []
+    for p in ports:
+        out = port_json(p["label"], int(p["host"]), int(p["to"]), named.get(p["label"], "default"))
+        (reserved if p["label"] in static else dynamic).append(out)
     return network_json(mode, reserved, dynamic, ip=str(net.get("address") or ""))
 
 
@@ -91,9 +97,9 @@ def _allocated(view: Mapping[str, Any], job: Mapping[str, Any] | None) -> dict[s
     """api.AllocatedResources (api/allocations.go)."""
     net = view.get("network") or {}
     network = _alloc_network(view, job)
-    host_ip = str(net.get("address") or "")
-    mappings = [
-        {"Label": p["label"], "Value": int(p["host"]), "To": int(p["to"]), "HostIP": host_ip}
+    ip = str(net.get("address") or "")
+    mappings = [  # a port on a named host network: its address there (Nomad's AssignPorts HostIP)
+        {"Label": p["label"], "Value": int(p["host"]), "To": int(p["to"]), "HostIP": p.get("host_ip") or ip}
         for p in net.get("ports") or []
     ]
     return {
@@ -330,9 +336,13 @@ def _host(address: str) -> str:
     return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
 
 
-def _node_resources(attributes: Mapping[str, str]) -> dict[str, Any]:
+def _node_resources(
+    attributes: Mapping[str, str], node_networks: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
     """api.NodeResources (api/nodes.go) from the fingerprint attributes Nomad derives them from
-    (cpu.totalcompute, cpu.numcores, memory.totalbytes, unique.storage.bytestotal); 0 when absent."""
+    (cpu.totalcompute, cpu.numcores, memory.totalbytes, unique.storage.bytestotal); 0 when absent.
+    NodeNetworks as the server's structs.NodeResources has them (the node's host networks: each
+    address with its Alias, agent.node.hostnetworks)."""
     mb = 1024 * 1024
     return {
         "Cpu": {
@@ -343,6 +353,7 @@ def _node_resources(attributes: Mapping[str, str]) -> dict[str, Any]:
         "Memory": {"MemoryMB": go_int(attributes.get("memory.totalbytes")) // mb},
         "Disk": {"DiskMB": go_int(attributes.get("unique.storage.bytestotal")) // mb},
         "Networks": None,
+        "NodeNetworks": [dict(n) for n in node_networks] or None,
         "Devices": None,
         "MinDynamicPort": 20000,  # Nomad's default dynamic port range
         "MaxDynamicPort": 32000,
@@ -372,6 +383,8 @@ def node_json(
     node_class: str = "",
     node_pool: str = "default",
     host_volumes: Mapping[str, tuple[str, bool]] | None = None,
+    node_networks: Sequence[Mapping[str, Any]] = (),
+    host_networks: Mapping[str, Mapping[str, str]] | None = None,
     create_index: int,
     modify_index: int,
     tls: bool = True,
@@ -392,7 +405,7 @@ def node_json(
         "Attributes": dict(attributes),
         "Resources": None,
         "Reserved": None,
-        "NodeResources": _node_resources(attributes),
+        "NodeResources": _node_resources(attributes, node_networks),
         "ReservedResources": _reserved(),
         "Links": None,
         "Meta": dict(meta),
@@ -410,7 +423,7 @@ def node_json(
         "HostVolumes": {n: {"Path": p, "ReadOnly": ro} for n, (p, ro) in sorted((host_volumes or {}).items())}
         or None,
         "GCVolumesOnNodeGC": False,
-        "HostNetworks": None,
+        "HostNetworks": {n: dict(h) for n, h in sorted((host_networks or {}).items())} or None,
         "CSIControllerPlugins": None,
         "CSINodePlugins": None,
         "LastDrain": dict(last_drain) if last_drain is not None else None,
@@ -445,6 +458,7 @@ def node_stub(
     status: str = "ready",
     node_class: str = "",
     node_pool: str = "default",
+    node_networks: Sequence[Mapping[str, Any]] = (),
     create_index: int,
     modify_index: int,
     with_resources: bool = False,
@@ -474,7 +488,7 @@ def node_stub(
         "Drivers": {n: _driver_info(n, d) for n, d in drivers.items()},
     }
     if with_resources:
-        out["NodeResources"] = _node_resources(attributes)
+        out["NodeResources"] = _node_resources(attributes, node_networks)
         out["ReservedResources"] = _reserved()
     drained = dict(last_drain) if last_drain is not None else None
     return out | {"LastDrain": drained, "CreateIndex": create_index, "ModifyIndex": modify_index}

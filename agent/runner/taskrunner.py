@@ -259,11 +259,11 @@ class TaskRunner:
             label = _ENV_UNSAFE.sub("_", p.label)  # Nomad's CleanEnvVar: a dashed label is allowed
             env[f"NOMAD_PORT_{label}"] = str(p.to)
             env[f"NOMAD_HOST_PORT_{label}"] = str(p.host)
-            if host_ip:
+            if ip := p.host_ip or host_ip:  # a port's own host network address wins (its HostIP)
                 for prefix in ("NOMAD_IP_", "NOMAD_HOST_IP_"):
-                    env[prefix + label] = host_ip
+                    env[prefix + label] = ip
                 for prefix in ("NOMAD_ADDR_", "NOMAD_HOST_ADDR_"):
-                    env[prefix + label] = f"{host_ip}:{p.host}"
+                    env[prefix + label] = f"[{ip}]:{p.host}" if ":" in ip else f"{ip}:{p.host}"
             if address := self.alloc_address():
                 to = asked[p.label].to if p.label in asked else p.to
                 env[f"NOMAD_ALLOC_INTERFACE_{label}"] = "eth0"
@@ -360,6 +360,7 @@ class TaskRunner:
                 netns_owner=self.state.handle(NETNS_OWNER) if ar.bridge else None,
                 sandbox=ar.network.sandbox(),
                 ports=tuple((p.label, p.host, p.to) for p in ar.rec.ports),
+                port_host_ips={p.label: p.host_ip for p in ar.rec.ports if p.host_ip},
                 output=req.output,
                 mounts=req.mounts,
                 task_dirs=plan_task_dir_mounts(self.d.bugs),
