@@ -151,3 +151,34 @@ def test_the_dispatch_payload_hook_writes_the_payload_through_the_task_port(tmp_
     DispatchPayloadHook().setup(cast(TaskHost, Task_(cast(AllocContext, host), t, task_dir)), results.append)
     assert results == [None]
     assert (task_dir / "local" / "input.txt").read_bytes() == b"hi"
+
+
+def test_each_hook_is_called_at_the_points_it_implements_in_nomads_order() -> None:
+    from agent.runner.interfaces import HookPoints
+    from agent.runner.taskhooks import task_hooks
+
+    points = HookPoints.of(task_hooks())
+    names = {
+        point: [h.name for h in getattr(points, point)]
+        for point in ("setup", "prestart", "poststart", "exited", "restore", "reattached", "stop")
+    }
+    assert [h.name for h in points.all] == [
+        "task_dir",
+        "identity",
+        "logmon",
+        "dispatch_payload",
+        "artifacts",
+        "vault",
+        "template",
+        "volumes",
+        "checks",
+    ]
+    assert names == {
+        "setup": ["task_dir", "identity", "dispatch_payload", "artifacts", "vault", "template"],
+        "prestart": ["identity", "logmon", "vault", "volumes"],
+        "poststart": ["logmon", "checks"],
+        "exited": ["identity", "logmon", "checks"],
+        "restore": ["task_dir", "vault"],
+        "reattached": ["identity", "logmon", "checks"],
+        "stop": ["identity", "vault", "checks"],
+    }

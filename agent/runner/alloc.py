@@ -583,7 +583,7 @@ class AllocRunner:
         if self.bridge:
             self.network.teardown()
         for tr in self.tasks.values():
-            for hook in tr.hooks:
+            for hook in tr.hooks.stop:
                 hook.stop(tr)
         self.d.task_logs.stop_all(self.alloc_dir)
         self.d.task_dirs.cleanup(self.alloc_dir)

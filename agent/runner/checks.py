@@ -33,7 +33,6 @@ from agent.runner.checks_script import (
     script_status,
     update_ttl,
 )
-from agent.runner.hooks import BaseHook
 from agent.runner.interfaces import TaskHost
 from agent.taskdecisions import (
     CHECK_OUTPUT_LIMIT,
@@ -134,7 +133,7 @@ def _send(conn: http.client.HTTPConnection, method: str, target: str, c: Check) 
     conn.endheaders(body or None)
 
 
-class ChecksHook(BaseHook):
+class ChecksHook:
     name = "checks"
 
     def __init__(self) -> None:

@@ -9,7 +9,6 @@ import base64
 import binascii
 
 from agent.errors import AgentError
-from agent.runner.hooks import BaseHook
 from agent.runner.interfaces import TaskHost, Then
 from agent.runner.owner import task_file_owner
 from agent.sandbox import SandboxError, sandbox_path, write_file
@@ -21,7 +20,7 @@ class DispatchPayloadError(AgentError):
     pass
 
 
-class DispatchPayloadHook(BaseHook):
+class DispatchPayloadHook:
     name = "dispatch_payload"
 
     def setup(self, tr: TaskHost, then: Then) -> None:

@@ -13,8 +13,9 @@ runner calls its own hooks:
 - `reattached`: the task was found running at that restore;
 - `stop`: the alloc is torn down, after the task's handle is removed.
 
-A hook implements the points it needs; the others are the base class's no-ops. The task runner
-(agent.runner.taskrunner) runs them in the order of `task_hooks`, as Nomad's does.
+A hook implements the points it needs and no others (agent.runner.interfaces: one protocol per
+point). The task runner (agent.runner.taskrunner) runs each point's hooks in the order of
+`task_hooks` (agent.runner.taskhooks), as Nomad's does.
 """
 
 from __future__ import annotations
@@ -37,30 +38,7 @@ DOWNLOADING_ARTIFACTS = "Downloading Artifacts"  # Nomad's TaskDownloadingArtifa
 ARTIFACT_DOWNLOAD_FAILED = "Failed Artifact Download"  # Nomad's TaskArtifactDownloadFailed
 
 
-class BaseHook:
-    """A hook's points it does not need: no-ops (agent.runner.interfaces.TaskHook)."""
-
-    name = "hook"
-
-    def setup(self, tr: TaskHost, then: Then) -> None:
-        """Before the task's first start; `then(None)` when done (it may finish off the main loop,
-        on it), `then(exc)` when it failed. Raising is a failure too."""
-        then(None)
-
-    def prestart(self, tr: TaskHost, req: StartRequest) -> None: ...
-
-    def poststart(self, tr: TaskHost, handle: TaskHandle) -> None: ...
-
-    def exited(self, tr: TaskHost) -> None: ...
-
-    def restore(self, tr: TaskHost) -> None: ...
-
-    def reattached(self, tr: TaskHost, handle: TaskHandle) -> None: ...
-
-    def stop(self, tr: TaskHost) -> None: ...
-
-
-class TaskDirHook(BaseHook):
+class TaskDirHook:
     """The task's directory (local/, secrets/ on a tmpfs, the alloc's shared dir)."""
 
     name = "task_dir"
@@ -77,7 +55,7 @@ class TaskDirHook(BaseHook):
             tr.event("Task Setup", "secrets/ tmpfs mounted again (it is gone after a reboot)")
 
 
-class LogmonHook(BaseHook):
+class LogmonHook:
     """A process task's stdout/stderr go through its logmon (agent.runner.logmonhook), started when
     none runs; a container's log is copied into the same pipes by a logger per container (Nomad's
     docker_logger). A task whose `logs` are disabled has neither."""
@@ -124,7 +102,7 @@ class LogmonHook(BaseHook):
         self.poststart(tr, handle)
 
 
-class ArtifactHook(BaseHook):
+class ArtifactHook:
     """The task's artifacts (Nomad's artifact hook), fetched into its task dir before its first start,
     off the main loop, one after the other, by the agent's getter (agent.getter). Not fetched again at
     a restore: the task dir kept them. A download that failed is a "Failed Artifact Download" event
@@ -176,7 +154,7 @@ def _failure(exc: Exception, message: str) -> Exception:
     return AgentError(message)
 
 
-class VaultHook(BaseHook):
+class VaultHook:
     """The task's own Vault token (agent.runner.vaulttoken): made at setup, made again at a start
     when it expired while the task was down, checked at restore, revoked at the teardown."""
 
@@ -213,7 +191,7 @@ class VaultHook(BaseHook):
             token.revoke()
 
 
-class TemplateHook(BaseHook):
+class TemplateHook:
     """The task's templates: the first render before its first start, off the main loop
     (agent.templates.runner.SetupPass). Their re-renders and change_mode live in the template
     runner; a restore's render is the restorer's (all tasks' at once, agent.runner.restorer)."""
@@ -247,7 +225,7 @@ class TemplateHook(BaseHook):
         tr.ar.serial.off_loop(f"render {tr.t.name}", lambda: tt.run_render_all(setup), done)
 
 
-class VolumeHook(BaseHook):
+class VolumeHook:
     """The task's volume_mounts on this node's host volumes (Nomad's volume hook): read only when
     the client's volume, the group's request or the mount says so. A volume the node no longer has
     (its config changed since the job was placed) fails the start, naming it. Each path is resolved

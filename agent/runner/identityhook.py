@@ -18,7 +18,6 @@ from agent.decisions import StartCause
 from agent.errors import AgentError
 from agent.identity.claims import Workload, effective_ttl, identity_claims, renew_at, workload_job_id
 from agent.model import WorkloadIdentity
-from agent.runner.hooks import BaseHook
 from agent.runner.interfaces import StartRequest, TaskHost, Then
 from agent.runner.owner import task_file_owner
 from agent.sandbox import SandboxError, sandbox_path, write_file
@@ -58,7 +57,7 @@ def sign_identity(tr: TaskHost, wid: WorkloadIdentity) -> str:
     return keyring.sign(claims)
 
 
-class IdentityHook(BaseHook):
+class IdentityHook:
     name = "identity"
 
     def __init__(self) -> None:

@@ -14,8 +14,8 @@ the runner's package has no import circle (`make lint` counts them).
 - `TaskHost`: what a hook reads and calls on its task runner;
 - `RunningTask`: what the alloc runner's parts (the restorer, the coordinator, a network recovery)
   call on a task runner besides;
-- one protocol per hook point (setup, prestart, poststart, exited, restore, stop), and `TaskHook`,
-  a hook with every point (agent.runner.hooks.BaseHook gives the ones a hook does not need).
+- one protocol per hook point (setup, prestart, poststart, exited, restore, reattached, stop): a
+  hook implements the points it needs, and the task runner calls each point's hooks (HookPoints).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from agent.decisions import RestartDecision, StartCause
 from agent.drivers.base import Mount, NetnsOwner, Sandbox, TaskDriver, TaskHandle, TaskOutput
@@ -216,7 +216,7 @@ class RunningTask(TaskHost, Protocol):
     """What the alloc runner's parts call on a task runner besides what its hooks do."""
 
     @property
-    def hooks(self) -> Sequence[TaskHook]: ...
+    def hooks(self) -> HookPoints: ...
 
     def handle_running(self, h: TaskHandle) -> bool: ...
 
@@ -230,6 +230,9 @@ class RunningTask(TaskHost, Protocol):
 
 
 # -- the hook points -----------------------------------------------------------------------------------
+# A hook implements the points it needs, no others (as Nomad's hooks implement its interfaces); the
+# task runner calls each point's hooks in the order of the task's list (HookPoints.of).
+@runtime_checkable
 class SetupHook(Protocol):
     def setup(self, tr: TaskHost, then: Then) -> None:
         """Before the task's first start; `then(None)` when done (it may finish off the main loop,
@@ -237,42 +240,77 @@ class SetupHook(Protocol):
         ...
 
 
+@runtime_checkable
 class PrestartHook(Protocol):
     def prestart(self, tr: TaskHost, req: StartRequest) -> None:
         """At every start: the hook's part of the start's context."""
         ...
 
 
+@runtime_checkable
 class PoststartHook(Protocol):
     def poststart(self, tr: TaskHost, handle: TaskHandle) -> None:
         """After the start is recorded."""
         ...
 
 
+@runtime_checkable
 class ExitedHook(Protocol):
     def exited(self, tr: TaskHost) -> None:
         """The task is done for good (it will not be started again)."""
         ...
 
 
+@runtime_checkable
 class RestoreHook(Protocol):
     def restore(self, tr: TaskHost) -> None:
         """The agent started again and the alloc is being restored, before anything restarts."""
         ...
 
+
+@runtime_checkable
+class ReattachHook(Protocol):
     def reattached(self, tr: TaskHost, handle: TaskHandle) -> None:
         """The task was found running at that restore."""
         ...
 
 
+@runtime_checkable
 class StopHook(Protocol):
     def stop(self, tr: TaskHost) -> None:
         """The alloc is torn down, after the task's handle is removed."""
         ...
 
 
-class TaskHook(SetupHook, PrestartHook, PoststartHook, ExitedHook, RestoreHook, StopHook, Protocol):
-    """A task's hook at every point, in the task runner's list (agent.runner.taskhooks.task_hooks)."""
+class TaskHook(Protocol):
+    """A task's hook (agent.runner.taskhooks.task_hooks): its name, and the points it implements."""
 
     @property
     def name(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class HookPoints:
+    """A task's hooks at each point, each point's in the order of the task's list."""
+
+    all: tuple[TaskHook, ...] = ()
+    setup: tuple[SetupHook, ...] = ()
+    prestart: tuple[PrestartHook, ...] = ()
+    poststart: tuple[PoststartHook, ...] = ()
+    exited: tuple[ExitedHook, ...] = ()
+    restore: tuple[RestoreHook, ...] = ()
+    reattached: tuple[ReattachHook, ...] = ()
+    stop: tuple[StopHook, ...] = ()
+
+    @classmethod
+    def of(cls, hooks: Sequence[TaskHook]) -> HookPoints:
+        return cls(
+            all=tuple(hooks),
+            setup=tuple(h for h in hooks if isinstance(h, SetupHook)),
+            prestart=tuple(h for h in hooks if isinstance(h, PrestartHook)),
+            poststart=tuple(h for h in hooks if isinstance(h, PoststartHook)),
+            exited=tuple(h for h in hooks if isinstance(h, ExitedHook)),
+            restore=tuple(h for h in hooks if isinstance(h, RestoreHook)),
+            reattached=tuple(h for h in hooks if isinstance(h, ReattachHook)),
+            stop=tuple(h for h in hooks if isinstance(h, StopHook)),
+        )

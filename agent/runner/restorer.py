@@ -99,7 +99,7 @@ class Restorer:
         main loop (the alloc's next operations wait behind them); `then` on the loop after them."""
         pending: list[tuple[RunningTask, TaskTemplates, SetupPass]] = []
         for tr in self.ar.tasks.values():
-            for hook in tr.hooks:
+            for hook in tr.hooks.restore:
                 hook.restore(tr)
             if not tr.t.templates:
                 continue
@@ -192,5 +192,5 @@ class Restorer:
             record = tr.state.task(tr.name)
             if record.state is not TaskState.RUNNING:
                 tr.state.put_task(tr.name, record.with_(state=TaskState.RUNNING))
-            for hook in tr.hooks:
+            for hook in tr.hooks.reattached:
                 hook.reattached(tr, h)

@@ -44,7 +44,7 @@ from agent.model import Task
 from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
 from agent.runner.deps import RunnerDeps
 from agent.runner.identityhook import sign_identity
-from agent.runner.interfaces import AllocHost, StartRequest, TaskHook, Then
+from agent.runner.interfaces import AllocHost, HookPoints, StartRequest, TaskHook, Then
 from agent.runner.kill import exit_text, stop_for_restart
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
@@ -75,7 +75,7 @@ class TaskRunner:
     def __init__(self, ar: AllocHost, t: Task, hooks: Sequence[TaskHook]) -> None:
         self.ar = ar
         self.t = t
-        self.hooks = hooks
+        self.hooks = HookPoints.of(hooks)  # each point's hooks (agent.runner.interfaces)
         self.workload_env: dict[str, str] = {}  # the identities' tokens with env = true
         self._templates: TaskTemplates | None = None
         self._vault_token: TaskVaultToken | None = None
@@ -315,7 +315,7 @@ class TaskRunner:
         self._setup_from(0, then)
 
     def _setup_from(self, i: int, then: Then) -> None:
-        if i == len(self.hooks):
+        if i == len(self.hooks.setup):
             then(None)
             return
 
@@ -326,7 +326,7 @@ class TaskRunner:
             self._setup_from(i + 1, then)
 
         try:
-            self.hooks[i].setup(self, next_hook)
+            self.hooks.setup[i].setup(self, next_hook)
         except (AgentError, OSError) as exc:
             then(exc)
 
@@ -340,7 +340,7 @@ class TaskRunner:
         self.state.bump(t.name)
         req = StartRequest()
         try:  # the hooks' held dirs (host volumes) stay open until the driver's start returned
-            for hook in self.hooks:
+            for hook in self.hooks.prestart:
                 hook.prestart(self, req)
             self._started_env = env = {**self.env(), **self.template_env()}
             config = interpolate_config(dict(t.config), self.task_view(env), self.d.node_table)
@@ -388,8 +388,8 @@ class TaskRunner:
             self.state.update_task(t.name, state=TaskState.RUNNING, failed=False)
             self.event("Started", "Task started by client", **details)
         ar.kill_point("start.after-task-record")
-        for hook in self.hooks:
-            hook.poststart(self, h)
+        for after in self.hooks.poststart:
+            after.poststart(self, h)
 
     # -- exit and restart ---------------------------------------------------------------------------
     def exited(self, code: int | None, *, while_down: bool = False) -> None:
@@ -429,7 +429,7 @@ class TaskRunner:
             if all_done:  # what the alloc holds on the node goes; a kill before leaves it to the sweep
                 ar.teardown()
             else:  # this task is done for good (its logmon drains and ends); the next stage's turn
-                for hook in self.hooks:
+                for hook in self.hooks.exited:
                     hook.exited(self)
                 ar.coord.advance()
             return
