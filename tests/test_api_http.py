@@ -16,12 +16,18 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from agent.api.server import Response, json_response
+from agent.api.client import ApiClient, ApiError
+from agent.api.server import ApiServer, Response, json_response
+from agent.config import Config, TLSConfig
+from agent.drivers import execframes as ef
+from agent.drivers.session import ExecSession, ProcessSession
 from lab.waits import wait_until
-from tests.test_agent_api import Served, serve
+from tests.pki import TestCA
+from tests.test_agent_api import OPERATOR, Served, serve
 
 __all__ = ["serve"]  # the fixture, from the API's tests (re-exported so it is used)
 
@@ -192,3 +198,51 @@ def test_1mib_bodies_past_the_queue_bound_are_refused_before_they_are_read(
         for t in first:
             t.join(WAIT)
     assert len(ran) == 3
+
+
+def test_the_agents_client_opens_a_session_on_h11_and_reads_a_refusal(tmp_path: Path) -> None:
+    """`ApiClient.upgrade` (fieldlab-exec): the 101 and the session's frames after it, or the
+    agent's refusal as an ApiError with its status and JSON."""
+    ca = TestCA(tmp_path)
+    srv, op = ca.issue("client1.agent.fieldlab", server=True), ca.issue(OPERATOR, server=False)
+    cfg = Config(
+        node_name="client1",
+        data_dir=tmp_path / "data",
+        bind_address="127.0.0.1",
+        port=0,
+        tls=TLSConfig(srv.cert, srv.key, ca.ca_file),
+    )
+
+    def opener(groups: tuple[str, ...], body: bytes) -> Response | ExecSession:
+        if json.loads(body)["cmd"] == ["refuse"]:
+            return json_response(409, {"error": "task web is not running"})
+        return ProcessSession(["/bin/sh", "-c", "printf hi; exit 3"], None, "/", tty=False)
+
+    server = ApiServer(cfg, {}, [], [("POST", r"/v1/exec", opener)])
+    server.start()
+    try:
+        client = ApiClient(
+            f"https://127.0.0.1:{server.port}", str(ca.ca_file), str(op.cert), str(op.key), 10, 1, "localhost"
+        )
+        sock, got = client.upgrade("/v1/exec", {"cmd": ["sh"]}, ef.PROTOCOL)
+        frames: list[tuple[bytes, bytes]] = []
+        with sock:
+            sock.settimeout(WAIT)
+            while not frames or frames[-1][0] != ef.EXIT:
+                while (
+                    len(got) < ef.HEADER.size
+                    or len(got) < ef.HEADER.size + ef.header(got[: ef.HEADER.size], ef.FROM_AGENT)[1]
+                ):
+                    more = sock.recv(65536)
+                    assert more, f"closed after {frames}"
+                    got += more
+                kind, length = ef.header(got[: ef.HEADER.size], ef.FROM_AGENT)
+                frames.append((kind, got[ef.HEADER.size : ef.HEADER.size + length]))
+                got = got[ef.HEADER.size + length :]
+        assert b"".join(p for k, p in frames if k == ef.STDOUT) == b"hi"
+        assert ef.parse_exit(frames[-1][1]) == (3, None)
+        with pytest.raises(ApiError) as refused:
+            client.upgrade("/v1/exec", {"cmd": ["refuse"]}, ef.PROTOCOL)
+        assert (refused.value.status, refused.value.body) == (409, {"error": "task web is not running"})
+    finally:
+        server.stop(5)

@@ -14,6 +14,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import h11
+
 from agent.errors import AgentError
 
 NOT_CARRIED_OUT = 503  # the agent withdrew the request before acting: a retry is safe
@@ -120,52 +122,53 @@ class ApiClient:
     def upgrade(self, path: str, body: Any, protocol: str) -> tuple[ssl.SSLSocket, bytes]:
         """POST `body` to `path` asking to switch to `protocol` (an interactive exec session): the
         TLS socket once the agent has answered 101, and what it sent after its answer's head.
-        ApiError with the agent's answer when it refused."""
+        ApiError with the agent's answer when it refused. HTTP/1.1 is h11's."""
         ctx = self._context()
         url = urllib.parse.urlsplit(self.address)
         host, port = url.hostname or "127.0.0.1", url.port or 443
         data = json.dumps(body).encode()
+        conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=65536)
+        headers = [
+            ("Host", url.netloc),
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("Connection", "Upgrade"),
+            ("Upgrade", protocol),
+        ]
+        request = conn.send(h11.Request(method="POST", target=path, headers=headers)) or b""
+        request += (conn.send(h11.Data(data=data)) or b"") + (conn.send(h11.EndOfMessage()) or b"")
+        answer: list[bytes] = []
         try:
             raw = socket.create_connection((host, port), timeout=self.timeout)
             sock = ctx.wrap_socket(raw, server_hostname=host)
-            sock.sendall(
-                f"POST {path} HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(data)}\r\nConnection: Upgrade\r\nUpgrade: {protocol}\r\n\r\n".encode()
-                + data
-            )
-            got = b""
-            while b"\r\n\r\n" not in got:
-                more = sock.recv(65536)
-                if not more:
-                    raise ConnectionError("the agent closed the connection before it answered")
-                got += more
-                if len(got) > 65536:
-                    raise ConnectionError("the agent's answer has no end of its head")
+            sock.sendall(request)
+            status = 0
+            while True:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    conn.receive_data(sock.recv(65536))
+                elif isinstance(event, h11.InformationalResponse) and event.status_code == 101:
+                    sock.settimeout(None)
+                    return sock, bytes(conn.trailing_data[0])
+                elif isinstance(event, h11.Response):
+                    status = event.status_code
+                elif isinstance(event, h11.Data):
+                    answer.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                    break
+        except h11.RemoteProtocolError as exc:
+            raise AgentError(
+                f"the agent at {self.address} answered no HTTP/1.1 this client reads: {exc}"
+            ) from None
         except (OSError, ssl.SSLError) as exc:
             raise AgentError(f"cannot reach the agent at {self.address}: {exc}") from None
-        head, _, rest = got.partition(b"\r\n\r\n")
-        status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-        parts = status_line.split(" ", 2)
-        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-        if status == 101:
-            sock.settimeout(None)
-            return sock, rest
-        answer = self._rest_of_body(sock, head, rest)
         sock.close()
+        text = b"".join(answer)
         try:
-            parsed: Any = json.loads(answer)
+            parsed: Any = json.loads(text)
         except ValueError:
-            parsed = answer.decode(errors="replace") or status_line
+            parsed = text.decode(errors="replace") or f"HTTP {status}"
         raise ApiError(status, parsed)
-
-    @staticmethod
-    def _rest_of_body(sock: ssl.SSLSocket, head: bytes, got: bytes) -> bytes:
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length" and value.strip().isdigit():
-                length = int(value.strip())
-        return read_body(sock, got, length)
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         return json.loads(self.request_raw(method, path, body)[1] or b"null")
