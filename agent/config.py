@@ -196,11 +196,12 @@ class Config:
     api_request_timeout: float = 10.0  # seconds to read a request's head and body
     api_max_body_bytes: int = 1024 * 1024  # larger request bodies get 413
     api_max_connections: int = 64  # handler threads; more clients wait, they never stop the API
-    # A websocket (Nomad's exec): the largest message a client may send (more is closed 1009), and the
-    # most bytes a connection may leave unsent (a client that does not read is dropped past it;
-    # Nomad's websocket buffers 2 KiB and then blocks on the socket).
+    # A websocket (Nomad's exec): the largest message a client may send (more is closed 1009). Any
+    # connection: the most bytes it may leave unsent (a websocket client past it is dropped, a stream
+    # waits at it and is dropped after api_request_timeout; Nomad's websocket buffers 2 KiB and then
+    # blocks on the socket).
     api_ws_max_message_bytes: int = 1024 * 1024
-    api_ws_write_buffer_bytes: int = 64 * 1024
+    api_write_buffer_bytes: int = 64 * 1024
     # HTTP/1.1 (h11): the largest request line and headers (more: 431; Nomad's Go server takes 1 MiB,
     # the agent 64 KiB, so 256 parked clients hold at most 16 MiB), a client address's connections
     # open at once (Nomad's http_max_conns_per_client: one more gets 429), and the requests that may
@@ -667,7 +668,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "api_max_body_bytes": lambda: _count(p, raw, "api_max_body_bytes"),
         "api_max_connections": lambda: _count(p, raw, "api_max_connections"),
         "api_ws_max_message_bytes": lambda: _count(p, raw, "api_ws_max_message_bytes"),
-        "api_ws_write_buffer_bytes": lambda: _count(p, raw, "api_ws_write_buffer_bytes", minimum=4096),
+        "api_write_buffer_bytes": lambda: _count(p, raw, "api_write_buffer_bytes", minimum=4096),
         "api_max_header_bytes": lambda: _count(p, raw, "api_max_header_bytes", minimum=1024),
         "api_max_conns_per_client": lambda: _count(p, raw, "api_max_conns_per_client"),
         "api_max_queued_requests": lambda: _count(p, raw, "api_max_queued_requests", minimum=0),

@@ -15,13 +15,13 @@ import socket
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from agent.api.client import ApiClient, ApiError
-from agent.api.server import ApiServer, Response, json_response
+from agent.api.server import ApiServer, Response, Streamed, json_response
 from agent.config import Config, TLSConfig
 from agent.drivers import execframes as ef
 from agent.drivers.session import ExecSession, ProcessSession
@@ -246,3 +246,29 @@ def test_the_agents_client_opens_a_session_on_h11_and_reads_a_refusal(tmp_path: 
         assert (refused.value.status, refused.value.body) == (409, {"error": "task web is not running"})
     finally:
         server.stop(5)
+
+
+def test_a_stream_to_a_client_that_does_not_read_ends_at_the_request_timeout_with_little_unsent(
+    serve: Callable[..., Served],
+) -> None:
+    closed = threading.Event()
+    made = [0]
+
+    def chunks() -> Iterator[bytes]:
+        while True:
+            made[0] += 1
+            yield b"x" * 65536
+
+    def follow(groups: tuple[str, ...], body: bytes) -> Streamed:
+        return Streamed(200, "application/json", chunks(), closed.set)
+
+    api = serve([("GET", r"/v1/follow", follow)], api_request_timeout=1.0)
+    unsent = 0
+    with api.tls() as tls:
+        tls.sendall(b"GET /v1/follow HTTP/1.1\r\nHost: x\r\n\r\n")  # and never reads
+        deadline = time.monotonic() + WAIT
+        while not closed.is_set() and time.monotonic() < deadline:
+            unsent = max(unsent, api.server.unsent_bytes())
+            closed.wait(0.05)
+    assert closed.is_set(), f"the stream still runs after {WAIT:g} s ({made[0]} chunks made)"
+    assert unsent <= 4 * 65536, f"{unsent} bytes unsent to a client that does not read"

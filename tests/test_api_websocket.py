@@ -126,9 +126,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
 @pytest.fixture
 def served_small(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     """Limits set small: 64 KiB unsent per connection, messages of at most 4 KiB."""
-    yield from _serve(
-        tmp_path, monkeypatch, api_ws_write_buffer_bytes=64 * 1024, api_ws_max_message_bytes=4096
-    )
+    yield from _serve(tmp_path, monkeypatch, api_write_buffer_bytes=64 * 1024, api_ws_max_message_bytes=4096)
 
 
 def _client_frame(opcode: int, payload: bytes, *, fin: bool = True) -> bytes:
@@ -264,15 +262,15 @@ def test_a_ping_is_answered_and_the_session_goes_on(served: Served) -> None:
 def test_the_websocket_limits_are_configuration_with_bad_values_refused(tmp_path: Path) -> None:
     p = tmp_path / "config.json"
     p.write_text(
-        json.dumps({"node_name": "c", "api_ws_max_message_bytes": 4096, "api_ws_write_buffer_bytes": 8192})
+        json.dumps({"node_name": "c", "api_ws_max_message_bytes": 4096, "api_write_buffer_bytes": 8192})
     )
     c = load_config(p)
-    assert (c.api_ws_max_message_bytes, c.api_ws_write_buffer_bytes) == (4096, 8192)
-    assert (Config("c").api_ws_max_message_bytes, Config("c").api_ws_write_buffer_bytes) == (MiB, 64 * 1024)
+    assert (c.api_ws_max_message_bytes, c.api_write_buffer_bytes) == (4096, 8192)
+    assert (Config("c").api_ws_max_message_bytes, Config("c").api_write_buffer_bytes) == (MiB, 64 * 1024)
     for key, value, why in (
         ("api_ws_max_message_bytes", 0, "must be a whole number >= 1"),
-        ("api_ws_write_buffer_bytes", 1024, "must be a whole number >= 4096"),
-        ("api_ws_write_buffer_bytes", "64k", "must be a whole number"),
+        ("api_write_buffer_bytes", 1024, "must be a whole number >= 4096"),
+        ("api_write_buffer_bytes", "64k", "must be a whole number"),
     ):
         p.write_text(json.dumps({"node_name": "c", key: value}))
         with pytest.raises(ConfigError, match=f"{key}: {why}"):

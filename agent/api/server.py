@@ -143,7 +143,7 @@ class ApiServer:
             (st[0], re.compile(st[1]), st[2], st[3] if len(st) > 3 else FIELDLAB_EXEC) for st in streams or []
         ]
         self._sessions = 0
-        self._limits = apistream.Limits(config.api_ws_max_message_bytes, config.api_ws_write_buffer_bytes)
+        self._limits = apistream.Limits(config.api_ws_max_message_bytes, config.api_write_buffer_bytes)
         self._transports: set[asyncio.WriteTransport] = set()  # open connections (unsent_bytes)
         self.replays = Replays()  # answers to writes with an Idempotency-Key: a retry acts once
         family = socket.AF_INET6 if ":" in config.bind_address else socket.AF_INET
@@ -373,6 +373,9 @@ class ApiServer:
             await self._answer(writer, http, (429, "text/plain; charset=utf-8", message.encode()))
             return
         self._streaming += 1
+        # At most the write bound waits for a slow reader (asyncio's own for TLS is 512 KiB); one that
+        # takes nothing for api_request_timeout is dropped.
+        writer.transport.set_write_buffer_limits(high=self._limits.write_buffer)
         try:
             writer.write(http.stream_head(answer.status, answer.content_type, extra))
             while True:

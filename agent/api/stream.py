@@ -107,8 +107,9 @@ class Streamed:
 
 @dataclass(frozen=True)
 class Limits:
-    """What an upgraded connection may cost (agent.config's api_ws_*): the largest message a client
-    may send, and the most bytes left unsent to a client before it is dropped as not reading."""
+    """What a connection may cost (agent.config's api_ws_max_message_bytes, api_write_buffer_bytes):
+    the largest message a client may send on an upgraded one, and the most bytes left unsent to a
+    client before it is dropped as not reading (a stream waits at it)."""
 
     max_message: int = 1024 * 1024
     write_buffer: int = 64 * 1024

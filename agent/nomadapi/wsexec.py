@@ -8,7 +8,7 @@ frame. wsproto refuses what RFC 6455 refuses (an unmasked client frame, a contro
 bytes, bad UTF-8 in a text message): the agent closes with wsproto's code (1002, 1007) and the
 session ends as a broken format (the command is killed). A message over the configured size
 (`api_ws_max_message_bytes`) is closed 1009, counted as its fragments come. Pings are answered;
-a client whose answers pile up unsent past `api_ws_write_buffer_bytes` (it does not read) is dropped.
+a client whose answers pile up unsent past `api_write_buffer_bytes` (it does not read) is dropped.
 """
 
 from __future__ import annotations
