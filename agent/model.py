@@ -45,8 +45,9 @@ class Port:
     label: str
     to: int = 0
     static: int = 0
-    # the client host network it is bound on: "default" (its advertise address) is the only one a
-    # client without `host_network` blocks has; another fails placement (agent.placement.refusals)
+    # the client host network it is bound on: "default" (its advertise address), or one of the
+    # client's `host_network` blocks (config host_networks: the port's HostIP is its address there,
+    # agent.node.hostnetworks); a name the node lacks fails placement (agent.placement.refusals)
     host_network: str = "default"
 
 
