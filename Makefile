@@ -110,6 +110,7 @@ lint: install ## ruff, mypy (strict), import contracts, yamllint, ansible-lint (
 	$(BIN)/ruff format --check agent lab e2e tests scripts molecule
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/python scripts/import_cycles.py
 	$(BIN)/yamllint -s .
 	$(BIN)/ansible-lint
 	$(BIN)/python scripts/role_docs.py --check
