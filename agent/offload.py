@@ -36,10 +36,15 @@ def run_inline(what: str, blocking: Callable[[], object], then: Then) -> None:
     then(result, None)
 
 
-def threaded(post: Callable[[Callable[[], None]], None]) -> Offload:
-    """Run each step in its own daemon thread and `post` its continuation to the main loop."""
+class _Threaded:
+    """Each step in its own daemon thread, its continuation `post`ed to the main loop."""
 
-    def offload(what: str, blocking: Callable[[], object], then: Then) -> None:
+    def __init__(self, post: Callable[[Callable[[], None]], None]) -> None:
+        self.post = post
+
+    def __call__(self, what: str, blocking: Callable[[], object], then: Then) -> None:
+        post = self.post
+
         def work() -> None:
             try:
                 result = blocking()
@@ -51,7 +56,19 @@ def threaded(post: Callable[[Callable[[], None]], None]) -> Offload:
 
         threading.Thread(target=work, name=f"offload-{what}", daemon=True).start()
 
-    return offload
+
+def threaded(post: Callable[[Callable[[], None]], None]) -> Offload:
+    """Run each step in its own daemon thread and `post` its continuation to the main loop."""
+    return _Threaded(post)
+
+
+def loop_post(offload: Offload) -> Callable[[Callable[[], None]], None]:
+    """How a step still running off the loop hands something to the main loop as it happens (an
+    image pull's events): the threaded offload's post; under `run_inline` the step runs on the
+    caller's thread, so at once (another offload: through it, a step that does nothing)."""
+    if isinstance(offload, _Threaded):
+        return offload.post
+    return lambda fn: offload("post", lambda: None, lambda _r, _e: fn())
 
 
 class Serial:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agent.drivers import errors as _errors
 from agent.drivers.usage import Usage
@@ -137,6 +137,20 @@ class TaskContext:
     logs_read_only: bool = True  # alloc/logs bound read-only over /alloc (plan_logs_read_only)
     # a task event of type "Driver" (message, details), as Nomad's driver EventEmitter (a pull's)
     driver_event: Callable[[str, Mapping[str, str]], None] | None = None
+    # the driver's `prepare` (PreparesStart) ran for this start, off the main loop: not done again
+    prepared: bool = False
+
+
+@runtime_checkable
+class PreparesStart(Protocol):
+    """A driver whose start has a blocking first step (docker: the image pull, which may take up
+    to image_pull_timeout), as Nomad's driver does it in the task runner's own goroutine: the task
+    runner runs `prepare` off the main loop (agent.offload), then `start` on it with
+    `ctx.prepared`. Exec and raw_exec have none."""
+
+    def prepare(self, ctx: TaskContext) -> None:
+        """What the start needs on the node before it starts (in a worker thread; its events go
+        through ctx.driver_event); DriverError when it cannot be had, as the start's own."""
 
 
 class TaskDriver(Protocol):

@@ -238,6 +238,16 @@ class DockerDriver:
 
     # -- tasks ---------------------------------------------------------------------------------
     @engine_errors("start")
+    def prepare(self, ctx: TaskContext) -> None:
+        """The task's image, pulled as Nomad's driver pulls it (createImage; a `Driver` event
+        "Downloading image"); the runner runs this off the main loop before the start. A failed
+        pull is the start's DriverError (recoverable unless the image was not found)."""
+        task = ctx.task
+        image = str(task.config.get("image", ""))
+        emit = ctx.driver_event or _no_event
+        self.puller.ensure(image, task_pull(task.config, DockerOpts()), emit, f"task {task.name}")
+
+    @engine_errors("start")
     def start(self, ctx: TaskContext) -> TaskHandle:
         # the host volumes' held dirs, bound for dockerd until the container runs
         with contextlib.ExitStack() as staged:
@@ -368,11 +378,8 @@ class DockerDriver:
         elif mode in ("host", "none"):
             kw["network_mode"] = mode
         self._group_network_files(ctx, mode, kw)
-        # the image, pulled as Nomad's driver pulls it (a `Driver` event "Downloading image"); a
-        # failed pull is the start's DriverError (recoverable unless the image was not found)
-        self.puller.ensure(
-            image, task_pull(cfg, DockerOpts()), ctx.driver_event or _no_event, f"task {task.name}"
-        )
+        if not ctx.prepared:  # the image pull, unless the runner ran it off the loop already
+            self.prepare(ctx)
         try:
             c = self.client.containers.run(image, **kw)
         except docker.errors.ImageNotFound:

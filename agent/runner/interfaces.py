@@ -104,6 +104,8 @@ class Lifecycle(Protocol):
 
     def advance(self) -> None: ...
 
+    def first_tasks(self) -> list[Task]: ...
+
 
 class AllocHost(AllocContext, TemplateHost, Protocol):
     """What the alloc runner's parts and its task runners read and call on it."""

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from agent.drivers.base import (
     RESTARTED,
     TASK_PATH_VARS,
     DriverError,
+    PreparesStart,
     TaskContext,
     TaskDriver,
     TaskHandle,
@@ -41,6 +42,7 @@ from agent.drivers.base import (
 from agent.errors import AgentError
 from agent.identity.vaultlogin import plan_vault_login
 from agent.model import Task
+from agent.offload import loop_post
 from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
 from agent.runner.deps import RunnerDeps
 from agent.runner.identityhook import sign_identity
@@ -71,6 +73,15 @@ ALL_TASKS_COMPLETE = "All tasks have completed"  # the reason of an alloc whose 
 _ENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """The driver's prepare (docker's image pull) done off the main loop for the task's next start:
+    the task config it was done for and its error, raised where the start's own would be."""
+
+    config: dict[str, Any]
+    error: DriverError | None = None
+
+
 class TaskRunner:
     def __init__(self, ar: AllocHost, t: Task, hooks: Sequence[TaskHook]) -> None:
         self.ar = ar
@@ -84,6 +95,8 @@ class TaskRunner:
         self._started_env: dict[str, str] | None = None
         self.vault_changed_on_restore = False  # the restore gave it a new token (VaultHook.restore)
         self.killed_as_failure = False  # its next exit follows a check_restart kill: a failure
+        self._prepared: _Prepared | None = None  # for the next start (_prepare)
+        self._preparing = False  # a restart waits for the driver's prepare off the loop
 
     @property
     def d(self) -> RunnerDeps:
@@ -316,7 +329,7 @@ class TaskRunner:
 
     def _setup_from(self, i: int, then: Then) -> None:
         if i == len(self.hooks.setup):
-            then(None)
+            self._prepare_first_start(lambda: then(None))
             return
 
         def next_hook(failed: Exception | None) -> None:
@@ -330,6 +343,64 @@ class TaskRunner:
         except (AgentError, OSError) as exc:
             then(exc)
 
+    def _prepare_first_start(self, then: Callable[[], None]) -> None:
+        """A task the alloc's setup starts (one of its first tasks): the driver's prepare (docker's
+        image pull) off the main loop, then `then` on the loop (the setup goes on to the start)."""
+        ar = self.ar
+        first = any(x.name == self.t.name for x in ar.coord.first_tasks())
+        if ar.rec.desired is DesiredStatus.STOP or not first:
+            then()
+            return
+
+        def prepare() -> None:
+            if not self._prepare(then):
+                then()
+
+        ar.serial.run(prepare)
+
+    def _prepare(self, then: Callable[[], None]) -> bool:
+        """Nomad's driver does its blocking first step (the image pull) in the task runner's own
+        goroutine: here the driver's `prepare` runs off the main loop (the alloc's other operations
+        wait behind it in its Serial; a stop then comes after it, as the pull cannot be cancelled
+        for one task: others may wait on the same pull) and its events reach the store on the loop
+        as they happen. `then` on the loop when it is done; the next start uses what it did (or
+        raises its DriverError). False (`then` not called): nothing to prepare, or no config to
+        prepare it for (the start meets that error on its own path)."""
+        driver, t, ar = self.driver, self.t, self.ar
+        if not isinstance(driver, PreparesStart):
+            return False
+        try:
+            env = self.env()
+            config = interpolate_config(dict(t.config), self.task_view(env), self.d.node_table)
+        except (AgentError, OSError, ValueError, VaultError):
+            return False
+        post = loop_post(self.d.offload)
+
+        def driver_event(message: str, details: Mapping[str, str]) -> None:  # in the worker thread
+            copied = dict(details)
+            post(lambda: self.event("Driver", message, **copied))
+
+        ctx = TaskContext(
+            job=ar.job.id,
+            group=ar.group.name,
+            alloc_id=ar.id,
+            task=replace(t, config=config),
+            task_dir=self.task_dir,
+            env=env,
+            driver_event=driver_event,
+        )
+
+        def done(result: object, exc: Exception | None) -> None:
+            if exc is None or isinstance(exc, DriverError):
+                self._prepared = _Prepared(config, exc)
+            else:  # not the driver's word: the start does it again on its own
+                log.error("alloc=%s task=%s: prepare failed: %s", ar.id[:8], t.name, exc)
+                self._prepared = None
+            then()
+
+        ar.serial.off_loop(f"prepare {t.name}", lambda: driver.prepare(ctx), done)
+        return True
+
     def start(self, cause: StartCause, why: str = "", *, restart: bool = False) -> None:
         """Start the task once, for one decision (`cause`, in the "Started" event's details). Any
         restart still on a timer for the task is cancelled by it (the generation moves on).
@@ -338,6 +409,7 @@ class TaskRunner:
         t, ar = self.t, self.ar
         self.killed_as_failure = False
         self.state.bump(t.name)
+        prepared, self._prepared = self._prepared, None
         req = StartRequest()
         try:  # the hooks' held dirs (host volumes) stay open until the driver's start returned
             for hook in self.hooks.prestart:
@@ -348,6 +420,8 @@ class TaskRunner:
             host_namespaces, refused = plan_host_namespaces(asked, self.d.bugs)
             if refused:
                 raise DriverError(t.driver, t.name, refused)
+            if prepared is not None and prepared.config != config:
+                prepared = None  # prepared for another config: the driver's start does it
             ctx = TaskContext(
                 job=ar.job.id,
                 group=ar.group.name,
@@ -367,6 +441,7 @@ class TaskRunner:
                 host_namespaces=host_namespaces,
                 logs_read_only=plan_logs_read_only(self.d.bugs),
                 driver_event=lambda message, details: self.event("Driver", message, **details),
+                prepared=prepared is not None,
             )
             record = self.state.task(t.name)
             self.state.put_task(
@@ -374,6 +449,8 @@ class TaskRunner:
                 (record.restarted() if restart else record).with_(state=TaskState.STARTING, completed=False),
             )
             ar.kill_point("start.before-task-start")
+            if prepared is not None and prepared.error is not None:
+                raise prepared.error  # the prepare's failure is the start's
             h = self.driver.start(ctx)  # replaces a leftover of this task whose start was not recorded
         finally:
             req.release()
@@ -474,16 +551,25 @@ class TaskRunner:
         self.d.schedule(delay, lambda: self.ar.serial.run(fire))
 
     def restart(
-        self, cause: StartCause, why: str = "", *, count: bool = True, rendered: bool = False
+        self,
+        cause: StartCause,
+        why: str = "",
+        *,
+        count: bool = True,
+        rendered: bool = False,
+        prepared: bool = False,
     ) -> None:
         """Start the task again now, for one decision. Only RESTART_POLICY restarts were counted (by
         the decision that scheduled them); every restart shows in `restarts` (`count`: False when a
         restore finishes a start that was already counted). With `restart { render_templates }`
-        the templates are rendered anew first (`rendered`: that is done)."""
+        the templates are rendered anew first (`rendered`: that is done), then the driver's prepare
+        runs off the loop (`prepared`: that is done)."""
         ar = self.ar
         if ar.rec.status is not AllocStatus.RUNNING or ar.rec.desired is DesiredStatus.STOP:
             return
         if not rendered and self._render_before_restart(cause, why, count):
+            return
+        if not prepared and self._prepare_before_restart(cause, why, count):
             return
         ar.kill_point("restart.before-start")
         try:
@@ -534,6 +620,34 @@ class TaskRunner:
             ar.serial.off_loop(f"render {self.t.name}", lambda: tt.run_render_all(setup), done)
 
         ar.serial.run(render)
+        return True
+
+    def _prepare_before_restart(self, cause: StartCause, why: str, count: bool) -> bool:
+        """The driver's prepare (docker's pull) off the loop before the start, in the alloc's turn;
+        whether the restart goes on once it is done. A restart asked while one waits for its
+        prepare joins it (the coordinator asks again for a task still pending)."""
+        if not isinstance(self.driver, PreparesStart):
+            return False
+        if self._preparing:
+            return True
+        ar = self.ar
+        self._preparing = True
+
+        def go(off_loop: bool) -> None:
+            self._preparing = False
+            self.restart(cause, why, count=count, rendered=True, prepared=True)
+            self._prepared = None  # used by its start, or not started (stopped meanwhile): gone
+            if off_loop and ar.rec.status is AllocStatus.RUNNING:
+                ar.coord.advance()  # its start may open the next lifecycle stage: the caller's turn
+
+        def prepare() -> None:
+            if ar.rec.status is not AllocStatus.RUNNING or ar.rec.desired is DesiredStatus.STOP:
+                self._preparing = False
+                return
+            if not self._prepare(lambda: go(True)):
+                go(False)
+
+        ar.serial.run(prepare)
         return True
 
     def first_start(self, cause: StartCause, why: str = "") -> None:
