@@ -5,10 +5,11 @@ stats, checks) is agent.nomadapi.clientroutes; its files and logs agent.nomadapi
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.server import Handler, Response, Streamed, query_params
 from agent.nomadapi.context import (
     ALLOC_KINDS,
     AllocViews,
@@ -16,22 +17,25 @@ from agent.nomadapi.context import (
     EvalWrites,
     JobViews,
     find_alloc,
-    listing_order,
     prefix_of,
     reverse_of,
 )
-from agent.nomadapi.http import answer, answer_list, blocking, check_scope, meta_headers
+from agent.nomadapi.http import answer, blocking, check_scope, meta_headers
 from agent.nomadapi.node import Eval
+from agent.nomadapi.stubcache import CHUNK, StubCache, release_freed_memory
+from agent.nomadapi.stubcache import chunks as stub_chunks
 
 
 class AllocPort(CorePort, AllocViews, JobViews, EvalWrites, Protocol):
-    pass
+    def deployment_of(self, alloc_id: str) -> dict[str, Any]: ...
 
 
 def alloc_routes(api: AllocPort) -> list[tuple[str, str, Handler]]:
     core = api.core
 
-    def allocs(groups: tuple[str, ...], body: bytes) -> Response:
+    cache = StubCache()  # the terminal allocs' encoded stubs (agent.nomadapi.stubcache)
+
+    def allocs(groups: tuple[str, ...], body: bytes) -> Response | Streamed:
         params = query_params()
         check_scope(params, api.node.region, listing=True)
         prefix = prefix_of(params)
@@ -39,22 +43,26 @@ def alloc_routes(api: AllocPort) -> list[tuple[str, str, Handler]]:
         resources = params.get("resources", "false").lower() in ("true", "1")
         start = core.changes.start  # the CreateIndex of an alloc whose record did not keep one
 
-        def views() -> list[dict[str, Any]]:
-            return listing_order(
-                [v for v in core.call(api.all_alloc_views) if str(v["id"]).startswith(prefix)],
-                by_id=bool(prefix),
-                reverse=reverse_of(params),
-                id_of=lambda v: str(v["id"]),
-                create_of=lambda v: int(v.get("create_index") or 0) or start,
+        def read() -> tuple[list[tuple[bytes, bool]], int]:
+            listing = core.call(lambda: cache.gather(core, api.deployment_of, prefix, resources))
+            items, size = cache.encode_listing(
+                listing,
+                lambda view, events: api.alloc_dict(view, stub=True, resources=resources, events=events),
+                core.store.events_by_alloc,
+                core.store.events,
+                start,
+                resources,
             )
+            # Nomad's order, as listing_order: the ID index for a prefix, else CreateIndex then ID
+            items.sort(key=itemgetter(1) if prefix else itemgetter(0, 1), reverse=reverse_of(params))
+            return [(data, packed) for _, _, data, packed in items], size
 
-        return answer_list(
-            blocking(
-                core.changes,
-                ALLOC_KINDS,
-                lambda: api.alloc_dicts(views(), stub=True, resources=resources),
-            )
-        )
+        encoded, size = blocking(core.changes, ALLOC_KINDS, read)
+        pieces = stub_chunks(encoded, cache.unpack)
+        if size <= CHUNK:  # small: whole, with its Content-Length
+            return 200, "application/json", b"".join(pieces)
+        # each piece joined as it is sent; what they took given back once sent
+        return Streamed(200, "application/json", pieces, _give_back)
 
     def alloc(groups: tuple[str, ...], body: bytes) -> Response:
         check_scope(query_params(), api.node.region)
@@ -99,3 +107,8 @@ def alloc_routes(api: AllocPort) -> list[tuple[str, str, Handler]]:
         ("PUT", r"/v1/allocation/([^/]+)/stop", stop),
         ("POST", r"/v1/allocation/([^/]+)/stop", stop),
     ]
+
+
+def _give_back() -> None:
+    """After a long listing is sent: the memory its pieces took back to the system."""
+    release_freed_memory()

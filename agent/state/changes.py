@@ -84,6 +84,12 @@ class ChangeIndex:
         with self._cond:
             return self._by_key.get((kind, key), self._start)
 
+    def of_each(self, records: Iterable[tuple[str, str]]) -> list[int]:
+        """`of` of each (kind, key), read under the lock once (a listing checks thousands)."""
+        with self._cond:
+            get, start = self._by_key.get, self._start
+            return [get(r, start) for r in records]
+
     def wait(self, after: int, timeout: float, kinds: Collection[str] = ()) -> int:
         """Block until a change of `kinds` is past `after`, or `timeout` seconds; the index then."""
         deadline = time.monotonic() + timeout
