@@ -37,7 +37,7 @@ class InProgress(AgentError):
 class Unavailable(AgentError):
     """A server the agent depends on (Vault, Consul) cannot answer now (refused, timeout, sealed,
     5xx): retryable, unlike a denial or a bad request. A task's first render that fails this way is
-    retried with backoff before its setup fails (agent.decisions.plan_setup_retry), as Nomad's
+    retried with backoff before its setup fails (agent.decide.decisions.plan_setup_retry), as Nomad's
     template runner retries Vault (vault_retry)."""
 
 
@@ -45,6 +45,6 @@ class RateLimited(AgentError):
     """A server refused a request over its rate limit (HTTP 429), or the agent's own cap refused to
     send it: retryable. `retry_after` is what the server said to wait (its Retry-After header, in
     seconds), None when it said nothing; a retry waits at least that long, with backoff and jitter
-    on top (agent.decisions.plan_rate_limit_retry)."""
+    on top (agent.decide.decisions.plan_rate_limit_retry)."""
 
     retry_after: float | None = None

@@ -119,8 +119,8 @@ def _list_p50(d: Daemon, n: int = 30, path: str = "/v1/allocations") -> float:
 
 def _write_history(lab: AgentLab, n: int) -> float:
     """n terminal allocs of 100 jobs, each with a task record and three events, through the store."""
-    from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskRecord, TaskState
     from agent.state import SqliteStore, record_key
+    from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, TaskRecord, TaskState
 
     t0 = time.monotonic()
     store = SqliteStore(lab.data_dir / "state" / "state.db")
@@ -151,7 +151,7 @@ def _profile_restore(lab: AgentLab) -> str:
     """The restore of this node's state in-process (the daemon's own build_core and restore), under
     cProfile on the main loop's thread, where restore runs: the ten functions with the most
     cumulative time (the concurrent observation shows as the wall time of _observe_all)."""
-    from agent.core import Core
+    from agent.client.core import Core
 
     profile = cProfile.Profile()
     original = Core.restore
@@ -176,7 +176,10 @@ def _import_cost() -> str:
     """`python -X importtime` of the daemon's module as `fieldlab-agent run` imports it (the unused
     SDKs left out first): the total, and the self time of imports summed by package (agent's own by
     subpackage), costliest first."""
-    code = "from agent.lean import leave_out_unused_sdks; leave_out_unused_sdks(); import agent.daemon"
+    code = (
+        "from agent.command.lean import leave_out_unused_sdks; leave_out_unused_sdks(); "
+        "import agent.command.daemon"
+    )
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", code],
         capture_output=True,
@@ -195,10 +198,10 @@ def _import_cost() -> str:
         parts = name.split(".")
         package = ".".join(parts[:2]) if parts[0] == "agent" else parts[0]
         by_package[package] = by_package.get(package, 0) + int(self_us)
-        if name == "agent.daemon":
+        if name == "agent.command.daemon":
             total = int(cumulative)
     worst = sorted(by_package.items(), key=lambda kv: -kv[1])[:8]
-    return f"import agent.daemon: {total / 1000:.0f} ms; by package: " + ", ".join(
+    return f"import agent.command.daemon: {total / 1000:.0f} ms; by package: " + ", ".join(
         f"{name} {us / 1000:.0f} ms" for name, us in worst
     )
 

@@ -35,12 +35,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.model import Service, Task, Template
-from agent.records import DesiredStatus, PortAlloc
 from agent.runner.services import NomadData
 from agent.state import SqliteStore
 from agent.state.changes import ChangeIndex
 from agent.state.watched import WatchedStore
+from agent.structs.model import Service, Task, Template
+from agent.structs.records import DesiredStatus, PortAlloc
 from agent.templates.nomadwatch import follow, task_view
 
 LIST_ALL = Template("local/all.conf", data="{{ range nomadServices }}{{ .Name }} {{ end }}")
@@ -227,8 +227,8 @@ def bench_agent(
     each look of the watch held the loop. Returns the jobspec's size and the looks' times."""
     import threading
 
-    from agent.core import Core
-    from agent.faults import Faults
+    from agent.client.core import Core
+    from agent.fieldbugs.faults import Faults
     from tests.fakes import FakeNode
 
     node = FakeNode(tmp)

@@ -13,7 +13,7 @@ from typing import Any
 
 sys.path.insert(0, sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parents[1]))
 
-from agent.model import Template
+from agent.structs.model import Template
 from agent.templates import render as R
 
 GO = hasattr(R, "KNOWN_FUNCTIONS")

@@ -76,7 +76,7 @@ EOT
 
 def _calibrate(budget: float) -> int:
     """Iterations of an empty `range loop` that take about HEAVY_SHARE of `budget` in the worker."""
-    from agent.model import Template
+    from agent.structs.model import Template
     from agent.templates.render import render
 
     n = 200_000
@@ -90,7 +90,7 @@ def _calibrate(budget: float) -> int:
 
 
 def one(scenario: str) -> dict[str, Any]:
-    from agent.records import AllocStatus
+    from agent.structs.records import AllocStatus
     from tests.fakes import FakeNode
 
     budget = 2.0

@@ -15,9 +15,9 @@ import requests
 
 from agent import __version__
 from agent.api.server import ApiServer, Response
-from agent.config import Config, TLSConfig
-from agent.core import Core
-from agent.daemon import health_stats
+from agent.client.core import Core
+from agent.command.config import Config, TLSConfig
+from agent.command.daemon import health_stats
 from agent.node.nodeinfo import driver_health
 from agent.nomadapi import structs
 from agent.nomadapi.http import answer

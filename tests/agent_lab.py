@@ -28,22 +28,22 @@ from typing import Any
 
 import pytest
 
-from agent import layout
 from agent.api import server as agent_api
 from agent.api.client import ApiClient, ApiError
 from agent.api.server import Response, Streamed
-from agent.core import Core
+from agent.client.core import Core
+from agent.command.wiring import CoreSettings, build_core, start_core
 from agent.drivers.base import LABEL_ALLOC, LABEL_MANAGED
 from agent.drivers.docker import DockerDriver
-from agent.faults import Faults
-from agent.layout import netns_owner
+from agent.fieldbugs.faults import Faults
 from agent.network import iptables
 from agent.network.cni import CniNetwork
 from agent.node.nodeinfo import driver_health
 from agent.nomadapi.node import NodeIdentity
 from agent.nomadapi.routes import NomadApi, build_nomad_routes
 from agent.state import SqliteStore
-from agent.wiring import CoreSettings, build_core, start_core
+from agent.structs import layout
+from agent.structs.layout import netns_owner
 from lab.config import PROJECT_DIR
 from lab.waits import wait_until
 from tests.cniconf import bridge_conflist
@@ -257,7 +257,7 @@ class AgentLab:
         advertise_address: str = "",
     ) -> AgentUnderTest:
         """`conflist`: the network new allocs join (the lab's own by default); `former_conflists`: an
-        earlier layout's networks, kept for the allocs attached to them (agent.layout)."""
+        earlier layout's networks, kept for the allocs attached to them (agent.structs.layout)."""
         store = SqliteStore(self.data_dir / "state" / "state.db")
         cni = CniNetwork(conflist or self.conflist, PLUGIN_DIR, self.data_dir / "cni")
         former = [CniNetwork(p, PLUGIN_DIR, self.data_dir / "cni") for p in former_conflists]
@@ -309,8 +309,8 @@ class AgentLab:
         return wait_until(answered, timeout=timeout, what=f"HTTP answer on {GATEWAY}:{port}", interval=0.5)
 
     def cleanup(self) -> None:
+        from agent.allocdir.fsutil import unmount_below
         from agent.drivers.cgroups import Cgroups
-        from agent.fsutil import unmount_below
         from agent.network import netns
 
         for c in self.containers():

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.core import Core
-from agent.decisions import NO_BUGS, Bugs
+from agent.client.core import Core
+from agent.decide.decisions import NO_BUGS, Bugs
 from agent.drivers.base import (
     NO_SANDBOX,
     RESTARTED,
@@ -29,13 +29,13 @@ from agent.drivers.base import (
 from agent.drivers.registry import DriverRegistry
 from agent.drivers.session import ExecSession
 from agent.drivers.usage import Usage
-from agent.model import Task
 from agent.network.base import BRIDGE, AttachSpec, Network
 from agent.node.sweeper import Removal, Sweeper, SweepReport
-from agent.records import AllocRecord, PortAlloc
 from agent.runner.alloc import AllocRunner
 from agent.runner.deps import RunnerDeps
 from agent.state import SqliteStore
+from agent.structs.model import Task
+from agent.structs.records import AllocRecord, PortAlloc
 from agent.templates.render import SecretSource
 from agent.templates.runner import TemplateDeps
 from agent.vault import TokenGrant, VaultDenied, VaultUnavailable
@@ -353,13 +353,13 @@ class FakeNode:
     def core(self, **overrides: Any) -> Core:
         """An agent's Core on this node (its store, drivers, network and task dirs); `overrides`
         are Core's keyword arguments (sweeper, offload, gc_limits, ...)."""
-        from agent.faults import Faults
+        from agent.fieldbugs.faults import Faults
 
         kw: dict[str, Any] = {"data_dir": self.root / "data", "faults": Faults(), "task_dirs": self.dirs}
         return Core(self.store, self.registry, self.network, **{**kw, **overrides})
 
     def runner(self, record: AllocRecord, job_group: tuple[object, object]) -> AllocRunner:
-        from agent.model import Group, Job
+        from agent.structs.model import Group, Job
 
         job, group = job_group
         assert isinstance(job, Job) and isinstance(group, Group)

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.jobupdate import DESIRED_UPDATES
+from agent.decide.jobupdate import DESIRED_UPDATES
 
 NULL = type(None)
 
@@ -706,7 +706,7 @@ STRUCTS: dict[str, dict[str, Spec]] = {
         "DesiredTGUpdates": MapOf(Struct("DesiredUpdates", null=True)),
         "PreemptedAllocs": ListOf(Struct("AllocationListStub", null=True)),
     },
-    "DesiredUpdates": dict.fromkeys(DESIRED_UPDATES, INT),  # agent.jobupdate's list, checked below
+    "DesiredUpdates": dict.fromkeys(DESIRED_UPDATES, INT),  # agent.decide.jobupdate's list, checked below
     # api/scaling.go: `nomad job scale` / `GET /v1/job/:id/scale`
     "JobScaleStatusResponse": {
         "JobID": STR,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.core import Core
+from agent.client.core import Core
 from agent.drivers.base import LABEL_ALLOC, LABEL_GROUP, LABEL_JOB, LABEL_MANAGED, LABEL_ROLE, LABEL_TASK
 from agent.node.sweeper import Observed, SeenChain, SeenContainer, SweepReport, plan_sweep
 from agent.runner.adopt import (

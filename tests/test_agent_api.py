@@ -30,9 +30,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from agent import cli
 from agent.api import server as agent_api
 from agent.api.server import ApiServer, Handler, Response, json_response
-from agent.config import Config, TLSConfig, VaultConfig
-from agent.core import Core
-from agent.daemon import Agent
+from agent.client.core import Core
+from agent.command.config import Config, TLSConfig, VaultConfig
+from agent.command.daemon import Agent
 from agent.nomadapi.routes import NomadApi, build_nomad_routes
 from agent.state.changes import ChangeIndex
 from tests.agent_lab import NODE, NomadRoutes

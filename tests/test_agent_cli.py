@@ -32,7 +32,7 @@ from agent.cli import logs as cli_logs
 from agent.cli import session as cli_session
 from agent.cli.calls import Nomad
 from agent.cli.parser import split_command
-from agent.daemon import health_stats
+from agent.command.daemon import health_stats
 from agent.drivers import execframes as ef
 from agent.drivers.base import TaskHandle
 from agent.errors import AgentError

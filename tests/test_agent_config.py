@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.cli import main
-from agent.config import load_config
+from agent.command.config import load_config
 from agent.errors import ConfigError
 
 

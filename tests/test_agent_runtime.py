@@ -338,7 +338,7 @@ def _plant_exec_orphans(ghost: str) -> int:
     from agent.drivers.cgroups import Cgroups
     from agent.network import netns
 
-    netns.create(f"fl-{ghost}", exist_ok=True)  # an earlier layout's name (agent.layout): still swept
+    netns.create(f"fl-{ghost}", exist_ok=True)  # an earlier layout's name (agent.structs.layout): still swept
     cg = Cgroups(f"{ghost}.web")
     cg.create(32, 100)
     joins = "; ".join(f"echo $$ > {p}" for p in cg.procs_files())
@@ -530,7 +530,7 @@ def test_the_http_api_runs_stops_and_refuses_bad_jobs(lab: AgentLab, tmp_path: P
 
     from agent.api.client import ApiClient, ApiError
     from agent.api.server import ApiServer
-    from agent.config import Config, TLSConfig
+    from agent.command.config import Config, TLSConfig
     from tests.pki import TestCA
 
     ca = TestCA(tmp_path)
@@ -794,7 +794,7 @@ def _delete_alloc_dir(lab: AgentLab, alloc: str) -> Path:
     """What a wiped alloc_dir disk leaves: the directory is gone (its secrets/ tmpfs unmounted first)."""
     import shutil
 
-    from agent.fsutil import unmount_below
+    from agent.allocdir.fsutil import unmount_below
 
     alloc_dir = lab.data_dir / "alloc" / alloc
     unmount_below(alloc_dir)

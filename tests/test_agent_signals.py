@@ -18,8 +18,8 @@ SCRIPT = textwrap.dedent(
     """
     import os, signal, sys, threading, time
     from pathlib import Path
-    from agent.config import Config
-    from agent.daemon import Agent
+    from agent.command.config import Config
+    from agent.command.daemon import Agent
 
     agent = Agent(Config(node_name="n", data_dir=Path(sys.argv[1])))
     agent.install_signal_handlers()

@@ -18,8 +18,8 @@ from agent.api.server import Response, Streamed
 from agent.nomadapi.context import listing_order
 from agent.nomadapi.http import answer_list
 from agent.nomadapi.stubcache import CHUNK
-from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskRecord, TaskState
 from agent.state import record_key
+from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, TaskRecord, TaskState
 from tests.fakes import FakeNode
 from tests.test_routes_ops import ONE_TASK, TWO_TASKS, Api, start_api
 

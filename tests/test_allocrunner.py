@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.decisions import Bugs, RestoreAction
+from agent.decide.decisions import Bugs, RestoreAction
 from agent.drivers.base import DriverError
 from agent.drivers.registry import DriverRegistry
-from agent.model import Group, Job, Network, Port, RestartPolicy, Service, Task, Template
-from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, PortAlloc, TaskState
 from agent.runner.alloc import AllocRunner
 from agent.runner.state import NETNS_OWNER
+from agent.structs.model import Group, Job, Network, Port, RestartPolicy, Service, Task, Template
+from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, PortAlloc, TaskState
 from tests.fakes import FakeNode
 
 POLICY = RestartPolicy(attempts=2, interval=600, delay=3, mode="fail")
@@ -453,8 +453,8 @@ def test_driver_error_names_driver_and_reason() -> None:
 def test_stopping_a_job_marks_its_failed_alloc_stopped_too(tmp_path: Path) -> None:
     """As Nomad's `job stop`: a failed (terminal) alloc of the job gets desired "stop" as well, so no
     replacement starts and nothing reports it as "failed and not replaced"."""
-    from agent.core import Core
-    from agent.faults import Faults
+    from agent.client.core import Core
+    from agent.fieldbugs.faults import Faults
 
     node = FakeNode(tmp_path)
     node.network.fail_adds = 1
@@ -493,8 +493,8 @@ job "web" {
 def test_a_job_for_other_datacenters_is_refused_and_meta_reaches_the_task_env(tmp_path: Path) -> None:
     """Nomad places a job only in its datacenters (globs); meta of job, group and task becomes
     NOMAD_META_<key> (as written and upper-cased, the task's winning), as Nomad's task env."""
-    from agent.core import Core
-    from agent.faults import Faults
+    from agent.client.core import Core
+    from agent.fieldbugs.faults import Faults
     from agent.jobspec import JobspecError
 
     node = FakeNode(tmp_path)
@@ -753,8 +753,8 @@ job "web" {
 
 
 def test_a_replacement_pending_at_a_kill_is_started_at_restore_once(tmp_path: Path) -> None:
-    from agent.core import Core
-    from agent.faults import Faults
+    from agent.client.core import Core
+    from agent.fieldbugs.faults import Faults
 
     node = FakeNode(tmp_path)
 
@@ -789,8 +789,8 @@ def test_a_replacement_pending_at_a_kill_is_started_at_restore_once(tmp_path: Pa
 
 
 def test_an_owed_replacement_already_started_is_only_recorded_at_restore(tmp_path: Path) -> None:
-    from agent.core import Core
-    from agent.faults import Faults
+    from agent.client.core import Core
+    from agent.fieldbugs.faults import Faults
 
     node = FakeNode(tmp_path)
     first = Core(
@@ -1066,8 +1066,8 @@ def test_a_batch_task_found_exited_0_at_restore_is_complete(tmp_path: Path) -> N
 def test_a_sticky_ephemeral_disk_is_taken_over_by_the_replacement_and_only_then(tmp_path: Path) -> None:
     """Nomad's sticky ephemeral_disk on one node: the replacement of a failed alloc gets its alloc/data
     and its tasks' local/ (moved, before anything of it runs); without sticky it starts empty."""
-    from agent.core import Core
-    from agent.faults import Faults
+    from agent.client.core import Core
+    from agent.fieldbugs.faults import Faults
 
     def run(spec: str, where: Path) -> tuple[Path, Path]:
         node = FakeNode(where)

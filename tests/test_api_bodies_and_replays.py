@@ -23,7 +23,7 @@ import pytest
 
 from agent.api.idempotency import Replays
 from agent.api.server import ApiServer, Handler, Response, json_response
-from agent.config import Config, TLSConfig
+from agent.command.config import Config, TLSConfig
 from tests.pki import Issued, TestCA
 from tests.test_agent_api import OPERATOR, _ctx, _decoded, _free_port, stand_in_routes
 

@@ -22,7 +22,7 @@ import pytest
 
 from agent.api.client import ApiClient, ApiError
 from agent.api.server import ApiServer, Response, Streamed, json_response
-from agent.config import Config, TLSConfig
+from agent.command.config import Config, TLSConfig
 from agent.drivers import execframes as ef
 from agent.drivers.session import ExecSession, ProcessSession
 from lab.waits import wait_until

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from agent.api.server import ApiServer, json_response
-from agent.config import Config, TLSConfig, load_config
+from agent.command.config import Config, TLSConfig, load_config
 from agent.drivers.base import TaskHandle
 from agent.drivers.session import ProcessSession
 from agent.errors import ConfigError

@@ -12,7 +12,7 @@ import pytest
 from agent.getter.getter import HttpGetter
 from agent.getter.plan import ArtifactError, destination_in_task, plan_fetch
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.model import Artifact
+from agent.structs.model import Artifact
 from tests.test_artifacts import LOOPBACK, Server, _spec, server
 
 __all__ = ["server"]  # the fixture, shared

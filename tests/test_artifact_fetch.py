@@ -24,16 +24,16 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_config
+from agent.client.offload import threaded
+from agent.command.config import load_config
+from agent.command.wiring import CoreSettings
 from agent.errors import ConfigError
 from agent.getter.fetch import ArtifactUnavailable, FetchLimits, download
 from agent.getter.getter import HttpGetter
 from agent.getter.plan import ArtifactError
-from agent.model import Artifact, Group, Job, RestartPolicy, Task
-from agent.offload import threaded
-from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
-from agent.wiring import CoreSettings
+from agent.structs.model import Artifact, Group, Job, RestartPolicy, Task
+from agent.structs.records import AllocRecord, AllocStatus
 from lab.waits import wait_until
 from tests.fakes import FakeNode
 from tests.pki import TestCA

@@ -26,17 +26,17 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import Config
+from agent.allocdir.sandbox import sandbox_path
+from agent.command.config import Config
 from agent.getter.fetch import ArtifactUnavailable, FetchLimits
 from agent.getter.getter import HttpGetter, chown_tree
 from agent.getter.plan import DEFAULT_ALLOWED, ArtifactError, Checksum, host_allowed, plan_fetch
 from agent.getter.unpack import UnpackLimits, unpack
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.model import Artifact, Group, Job, RestartPolicy, Task
 from agent.nomadapi.jobjson import parsed_job_json
-from agent.records import AllocRecord, AllocStatus, TaskState
 from agent.runner.alloc import AllocRunner
-from agent.sandbox import sandbox_path
+from agent.structs.model import Artifact, Group, Job, RestartPolicy, Task
+from agent.structs.records import AllocRecord, AllocStatus, TaskState
 from tests.fakes import FakeNode
 
 SHA = hashlib.sha256

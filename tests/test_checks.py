@@ -1,5 +1,5 @@
 """Nomad service checks run by the agent (agent.runner.checks) and check_restart
-(agent.taskdecisions.plan_check_restart): the decisions over plain data, then a real agent whose
+(agent.decide.taskdecisions.plan_check_restart): the decisions over plain data, then a real agent whose
 raw_exec task serves HTTP until told to fail, the check results read through Nomad's API route and
 the task restarted by its check as Nomad's check watcher restarts it."""
 
@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
+from agent.decide.taskdecisions import CheckWatch, check_result, plan_check_restart
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.taskdecisions import CheckWatch, check_result, plan_check_restart
 from lab.waits import wait_until
 from tests.agent_lab import AgentLab
 
@@ -155,7 +155,7 @@ def _own_address() -> str:
 
 @pytest.mark.root
 def test_an_unhealthy_check_restarts_its_task_and_the_results_are_nomads(lab: AgentLab) -> None:
-    # host-mode checks go to the node's address, never to loopback (agent.checktarget)
+    # host-mode checks go to the node's address, never to loopback (agent.client.checktarget)
     agent = lab.start_agent(raw_exec_enabled=True, advertise_address=_own_address())
     try:
         (alloc,) = agent.core.call(lambda: agent.core.submit(SERVICE, None, source="test"))["allocs"]

@@ -2,7 +2,7 @@
 reserved, or a literal port, or a reserved static port that is a host service's, and the agent's
 default `advertise_address = ""` sent it to the host's loopback (a stub there saw
 `DELETE /v1/kv/?recurse`). Checks go only to the alloc's own reserved ports and addresses, never
-to loopback (agent.checktarget), and such a jobspec is refused at submission as Nomad refuses it."""
+to loopback (agent.client.checktarget), and such a jobspec is refused at submission as Nomad refuses it."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.model import Check, Group, Network, Service, Task
-from agent.records import PortAlloc
 from agent.runner.checkresults import CheckResults
 from agent.runner.checks import ChecksHook
+from agent.structs.model import Check, Group, Network, Service, Task
+from agent.structs.records import PortAlloc
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
@@ -54,13 +54,13 @@ def loopback_stub() -> Iterator[tuple[int, list[str]]]:
 @dataclass
 class _Deps:
     advertise_address: str = ""
-    node_address: str = ""  # fingerprinted (agent.checktarget.fingerprinted_address)
+    node_address: str = ""  # fingerprinted (agent.client.checktarget.fingerprinted_address)
     check_results: CheckResults = field(default_factory=CheckResults)
     bugs: Any = None
     queue: list[Callable[[], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        from agent.bugs import NO_BUGS
+        from agent.fieldbugs.bugs import NO_BUGS
 
         self.bugs = NO_BUGS
 
@@ -145,7 +145,7 @@ def test_a_loopback_advertise_address_is_not_used_either(loopback_stub: tuple[in
 
 
 def test_checks_go_to_the_allocs_own_address_and_reserved_ports() -> None:
-    from agent.checktarget import CheckTarget, check_target
+    from agent.client.checktarget import CheckTarget, check_target
 
     ports = (PortAlloc("http", 25001, 8080),)
     bridge = {"ports": ports, "alloc_address": "172.26.64.7"}

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from agent.consul import ConsulClient, registrations
-from agent.core import Core
+from agent.client.core import Core
+from agent.consul.catalog import ConsulClient, registrations
 from agent.drivers.base import TaskHandle
-from agent.faults import Faults
+from agent.fieldbugs.faults import Faults
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.model import Check, Service
 from agent.runner.checks_script import consul_check_id, script_status
+from agent.structs.model import Check, Service
 from tests.fakes import FakeNode
 
 DEADLINE = 20.0  # seconds a result may take to reach the fake Consul

@@ -1,6 +1,6 @@
 """A nomad check of a host-network alloc on a node with `advertise_address = ""` (the default) goes
 to the node's own address, as Nomad's client fingerprints it (the interface of the default route)
-and reserves the alloc's ports on, never to loopback (issue 51): agent.checktarget."""
+and reserves the alloc's ports on, never to loopback (issue 51): agent.client.checktarget."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from agent.checktarget import CheckTarget, check_target, fingerprinted_address
-from agent.model import Check
-from agent.records import PortAlloc
+from agent.client.checktarget import CheckTarget, check_target, fingerprinted_address
+from agent.structs.model import Check
+from agent.structs.records import PortAlloc
 from agent.templates.sockaddr import host_addresses
 from tests.test_checks_hostile import _outputs, _Recorder, _run_checks
 

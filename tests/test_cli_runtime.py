@@ -13,7 +13,7 @@ import pytest
 
 from agent import cli
 from agent.api.server import ApiServer
-from agent.config import Config, TLSConfig
+from agent.command.config import Config, TLSConfig
 from agent.drivers.base import LABEL_TASK
 from agent.nomadapi.node import NodeIdentity
 from agent.nomadapi.routes import NomadApi, build_nomad_routes

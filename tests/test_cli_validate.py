@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent import cli, validate
+from agent import cli
+from agent.cli import validate
 
 GOOD = """\
 job "good" {

@@ -3,7 +3,7 @@ pure decision, and its data scenario (e2e/scenarios/nomad-<n>.yml) on one of the
 networks:
 
 - nomad-23764 (`cni-args-change-in-place`): a job update that changes only `cni { args }` was an
-  in-place update, so the running alloc kept the network its old CNI_ARGS made (agent.jobupdate);
+  in-place update, so the running alloc kept the network its old CNI_ARGS made (agent.decide.jobupdate);
 - nomad-7537 (`cni-unloaded-at-teardown`): the CNI config was loaded by an alloc's setup only, so the
   teardown of an alloc restored at an agent start ran no DEL and left its reservation, chains and
   kept result behind (agent.network.networks.plan_cni_teardown).
@@ -21,14 +21,14 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.faults import FAULTS, IMPLEMENTED_FAULTS
+from agent.decide.jobupdate import plan_job_update
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
+from agent.fieldbugs.faults import FAULTS, IMPLEMENTED_FAULTS
 from agent.jobspec import load_jobspec
-from agent.jobupdate import plan_job_update
-from agent.model import Job
 from agent.network.base import AttachSpec
 from agent.network.networks import NetworkSet, plan_cni_teardown
-from agent.records import PortAlloc
+from agent.structs.model import Job
+from agent.structs.records import PortAlloc
 from e2e.harness.scenario import SCENARIOS, Step, load
 from e2e.harness.scenario_judge import SWEPT_KEY, check_problems
 

@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 
+from agent.decide.placement import NodeFacts, refusals
 from agent.drivers.base import NO_SANDBOX, Sandbox, TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.dockernames import etc_hosts, pause_name, pause_sandbox
 from agent.errors import AgentError
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.model import Group, Job, Network, Task
 from agent.network import iptables, netns
 from agent.network.base import BRIDGE, AttachSpec, plan_cni_args
 from agent.network.bridge import BridgeNetwork
@@ -37,9 +37,9 @@ from agent.network.cni import CniNetwork
 from agent.network.networks import NetworkSet, bridge_of, find_conflist
 from agent.network.result import CniError
 from agent.node.sweeper import Sweeper, plan_sweep
-from agent.placement import NodeFacts, refusals
-from agent.records import AllocRecord, PortAlloc
 from agent.runner.alloc import AllocRunner
+from agent.structs.model import Group, Job, Network, Task
+from agent.structs.records import AllocRecord, PortAlloc
 from tests.cniconf import bridge_conflist, scrub_test_network
 from tests.fakes import FakeNetwork, FakeNode
 

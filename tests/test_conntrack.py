@@ -37,7 +37,7 @@ from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.conntrack import FlowEntry, FlowTarget, parse_cli_line, select_stale, stale_flow
 from agent.network.result import CachedAttachment, CniError, CniResult, DelReport, PortMapping
-from agent.records import PortAlloc
+from agent.structs.records import PortAlloc
 from tests.cniconf import bridge_conflist, scrub_test_network
 
 TCP, UDP, ICMP = socket.IPPROTO_TCP, socket.IPPROTO_UDP, socket.IPPROTO_ICMP

@@ -1,7 +1,7 @@
 """`constraint` blocks end to end without a lab: read from HCL (every form jobspec2 takes), HCL's JSON
 syntax and Nomad's API JSON into the model; refused with the field's path where Nomad's server refuses
 them; answered by GET /v1/job/:id so that a job read back and registered again is the same job; and a
-job whose constraints this node fails refused at register, naming them (agent.core._refuse)."""
+job whose constraints this node fails refused at register, naming them (agent.client.core._refuse)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from agent.api.client import ApiError
-from agent.core import Core
-from agent.jobcodec import decode_job, encode_job
+from agent.client.core import Core
+from agent.decide.jobupdate import plan_job_update
+from agent.decide.placement import NodeFacts
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.jobupdate import plan_job_update
-from agent.model import Constraint, Job
 from agent.nomadapi.jobjson import parsed_job_json
-from agent.placement import NodeFacts
+from agent.structs.jobcodec import decode_job, encode_job
+from agent.structs.model import Constraint, Job
 from tests.agent_lab import NODE, NomadRoutes, run_job
 from tests.fakes import FakeNode
 
@@ -408,10 +408,10 @@ def test_a_core_without_facts_fingerprints_this_host_with_its_drivers(tmp_path: 
 
 
 def test_build_core_gives_the_node_its_settings_name_and_the_data_dirs_id(tmp_path: Path) -> None:
-    from agent.faults import Faults
+    from agent.command.wiring import CoreSettings, build_core
+    from agent.fieldbugs.faults import Faults
     from agent.node.nodeinfo import load_node_id
     from agent.state.sqlite import SqliteStore
-    from agent.wiring import CoreSettings, build_core
 
     settings = CoreSettings(
         data_dir=tmp_path, bridge="b0", node_name="client7", datacenter="dc9", docker_enabled=False

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from agent.consul import ConsulClient, registrations
-from agent.model import Check, Service
+from agent.consul.catalog import ConsulClient, registrations
+from agent.structs.model import Check, Service
 from lab.waits import wait_until
 
 SVC = Service(
@@ -75,7 +75,7 @@ def test_register_and_deregister_round_trip(consul_agent: str) -> None:
 
 
 def test_templates_read_keys_and_services_from_consul(consul_agent: str) -> None:
-    from agent.consul import ConsulData
+    from agent.consul.catalog import ConsulData
 
     requests.put(f"{consul_agent}/v1/kv/fieldlab/greeting", data=b"hi", timeout=5)
     data = ConsulData(consul_agent)

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from agent.decisions import (
+from agent.decide.decisions import (
     NO_BUGS,
     RATE_LIMIT_RETRY_MAX,
     RATE_LIMIT_RETRY_MIN,
@@ -43,11 +43,7 @@ from agent.decisions import (
     restarts_on_success,
     trust_recorded_tasks,
 )
-from agent.faults import KNOWN_FAULTS, Faults
-from agent.model import RestartPolicy
-from agent.network.plugins import plan_cni_chain
-from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
-from agent.taskdecisions import (
+from agent.decide.taskdecisions import (
     plan_alloc_addr_port,
     plan_cleanup_failed_restore,
     plan_group_shutdown_delay,
@@ -60,6 +56,10 @@ from agent.taskdecisions import (
     plan_shutdown_delay,
     plan_task_network_address,
 )
+from agent.fieldbugs.faults import KNOWN_FAULTS, Faults
+from agent.network.plugins import plan_cni_chain
+from agent.structs.model import RestartPolicy
+from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 
 HEALTHY = ObservedAlloc(
     alloc_dir_exists=True, bridge=True, tasks_running=[True, True], tasks_share_pause_netns=[True, True]

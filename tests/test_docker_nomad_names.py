@@ -82,7 +82,7 @@ def test_an_image_not_on_the_node_is_pulled_and_a_failed_pull_is_the_starts_erro
     leaves the machine) fails the start with the pull's error, recoverable (the restart policy
     retries it, as Nomad's recoverablePullError), and no container is made."""
     from agent.drivers.base import DriverError, TaskContext
-    from agent.model import Task
+    from agent.structs.model import Task
 
     image = "127.0.0.1:1/fieldlab-no-such/redis:7"
     events: list[tuple[str, object]] = []

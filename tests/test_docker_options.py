@@ -16,10 +16,10 @@ from typing import Any
 import docker
 import pytest
 
-from agent.config import NOMAD_DEFAULT_CAPS, DockerPlugin
+from agent.command.config import NOMAD_DEFAULT_CAPS, DockerPlugin
 from agent.drivers.base import TaskContext
 from agent.drivers.docker import DockerDriver
-from agent.model import Resources, Task
+from agent.structs.model import Resources, Task
 from tests.agent_lab import why_not_ready
 
 pytestmark = [pytest.mark.root]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.config import load_config
+from agent.command.config import load_config
 from agent.drivers.base import DriverError
 from agent.drivers.dockerpull import Puller, resolve_auth
 from agent.drivers.pullconfig import (

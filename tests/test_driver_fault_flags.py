@@ -1,4 +1,5 @@
-"""The driver-option fault flags (agent.faults, catalogue scenarios nomad-1977, 8153, 10572, 16642, 9911):
+"""The driver-option fault flags (agent.fieldbugs.faults, catalogue scenarios nomad-1977, 8153, 10572, 16642,
+9911):
 each one changes its option's mapping exactly where the field bug lived, and nothing while it is off.
 Pure: dockeropts.plan / execopts.exec_plan over plain data, and the docker driver's own options()."""
 
@@ -6,15 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.bugs import Bugs
-from agent.config import DockerPlugin, ExecPlugin, RawExecPlugin
+from agent.command.config import DockerPlugin, ExecPlugin, RawExecPlugin
 from agent.drivers.base import TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.dockeropts import plan
 from agent.drivers.dockervalues import TaskFacts
 from agent.drivers.exec import ExecDriver
 from agent.drivers.execopts import caps_in_mask, exec_plan, raw_exec_plan
-from agent.model import Resources, Task
+from agent.fieldbugs.bugs import Bugs
+from agent.structs.model import Resources, Task
 
 FACTS = TaskFacts(network_mode="host", memory_mb=64, task_dir="/allocs/a1/app", alloc_dir="/allocs/a1")
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from agent.bugs import Bugs
 from agent.drivers.base import DriverError, TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
 from agent.drivers.raw_exec import RawExecDriver
-from agent.model import Resources, Task
+from agent.fieldbugs.bugs import Bugs
+from agent.structs.model import Resources, Task
 from lab.waits import wait_until
 from tests.agent_lab import why_not_ready
 from tests.test_exec_options import (

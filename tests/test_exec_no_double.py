@@ -20,7 +20,7 @@ from agent.drivers.cgroups import Cgroups
 from agent.drivers.exec import ExecDriver
 from agent.drivers.hostproc import proc_start_time
 from agent.drivers.raw_exec import RawExecDriver
-from agent.model import Resources, Task
+from agent.structs.model import Resources, Task
 from lab.waits import wait_until
 
 pytestmark = [pytest.mark.root]

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from agent.config import ExecPlugin, RawExecPlugin
+from agent.command.config import ExecPlugin, RawExecPlugin
 from agent.drivers.base import TaskContext, TaskHandle
 from agent.drivers.cgroups import Cgroups
 from agent.drivers.exec import ExecDriver, task_init
 from agent.drivers.hostproc import children
 from agent.drivers.raw_exec import RawExecDriver
-from agent.model import Resources, Task
 from agent.runner.logmonhook import HOST_LOGMON, LogLimits, LogmonOutput
+from agent.structs.model import Resources, Task
 from lab.waits import wait_until
 
 pytestmark = [pytest.mark.root]

@@ -32,7 +32,7 @@ from agent.api.server import ApiServer
 from agent.cli.calls import CallError
 from agent.cli.session import exec_path
 from agent.cli.wsclient import WebSocket
-from agent.config import Config, TLSConfig
+from agent.command.config import Config, TLSConfig
 from agent.drivers.base import LABEL_TASK
 from agent.drivers.session import set_winsize
 from agent.errors import AgentError

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.config import NOMAD_DEFAULT_CAPS, ExecPlugin, RawExecPlugin, load_config
+from agent.command.config import NOMAD_DEFAULT_CAPS, ExecPlugin, RawExecPlugin, load_config
 from agent.drivers.exec import ROOT_CAPS, ExecDriver
 from agent.drivers.execopts import (
     EXEC_HONOURED,
@@ -30,7 +30,7 @@ from agent.drivers.raw_exec import RawExecDriver, p_script
 from agent.drivers.registry import DriverRegistry, build_registry
 from agent.errors import AgentError, ConfigError
 from agent.jobspec.fields import IMPLEMENTED, UNIMPLEMENTED
-from agent.model import Task
+from agent.structs.model import Task
 from tests.fakes import FakeNode
 
 ROOT = Path(__file__).resolve().parent.parent

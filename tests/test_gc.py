@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from agent.core import Core
-from agent.decisions import GcCandidate, GcLimits, plan_gc
+from agent.client.core import Core
+from agent.client.offload import run_inline
+from agent.decide.decisions import GcCandidate, GcLimits, plan_gc
 from agent.nomadapi.events import alloc_view
-from agent.offload import run_inline
-from agent.records import AllocStatus
+from agent.structs.records import AllocStatus
 from tests.fakes import FakeNode, FakeSweeper
 
 LIMITS = GcLimits(max_allocs=3, disk_usage_threshold=80.0, inodes_usage_threshold=70.0)

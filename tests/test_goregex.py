@@ -1,4 +1,4 @@
-"""agent.goregex: Go's regexp on RE2 for the HCL functions and the templates.
+"""agent.gocompat.goregex: Go's regexp on RE2 for the HCL functions and the templates.
 
 Expected values come from Go's regexp documentation (the examples of pkg.go.dev/regexp), from its test
 tables (src/regexp/find_test.go, all_test.go) and, for the HCL functions, from cty's regexp tests
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent import goregex
+from agent.gocompat import goregex
 from agent.gotemplate import TemplateExecError, consul_functions, parse
 from agent.jobspec.hcleval import Scope, evaluate
 from agent.jobspec.hclexpr import parse_expression

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import DEFAULT_CHROOT_ENV
+from agent.command.config import DEFAULT_CHROOT_ENV
 from agent.drivers.base import DriverError, TaskContext, TaskHandle
 from agent.drivers.cgroups import Cgroups
 from agent.drivers.exec import ExecDriver
 from agent.drivers.raw_exec import RawExecDriver
-from agent.model import Resources, Task
+from agent.structs.model import Resources, Task
 from lab.waits import wait_until
 from tests.test_raw_exec import Exits
 

@@ -18,14 +18,14 @@ import pytest
 import requests
 import yaml
 
-from agent.config import load_config
+from agent.command.config import load_config
 from agent.errors import ConfigError
 from agent.identity.claims import Workload, identity_claims
 from agent.identity.keyring import Keyring
 from agent.jobspec import Limits, parse_jobspec
-from agent.model import Group, Job, RestartPolicy, Task, WorkloadIdentity
-from agent.records import AllocRecord
 from agent.runner.alloc import AllocRunner
+from agent.structs.model import Group, Job, RestartPolicy, Task, WorkloadIdentity
+from agent.structs.records import AllocRecord
 from tests.fakes import FakeNode
 from tests.openbao_server import OpenBaoServer, openbao  # noqa: F401 - the fixture
 from tests.test_identity import verify
@@ -203,8 +203,8 @@ def test_the_lab_role_refuses_a_token_without_exp_after_its_issue(
 
 
 def test_the_configs_limits_reach_the_agents_runners(tmp_path: Path) -> None:
-    """config -> CoreSettings.limits (agent.wiring) -> the runners' deps (agent.core)."""
-    from agent.wiring import CoreSettings
+    """config -> CoreSettings.limits (agent.command.wiring) -> the runners' deps (agent.client.core)."""
+    from agent.command.wiring import CoreSettings
 
     raw = '{"node_name": "c", "identity_default_ttl": 600, "max_shutdown_delay": 120}'
     limits = CoreSettings.from_config(load_config(_config(tmp_path, raw))).limits

@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from agent.config import load_config
+from agent.cli.validate import REFUSED, validate_text
+from agent.command.config import load_config
 from agent.errors import ConfigError
 from agent.identity.claims import DEFAULT_IDENTITY_TTL
 from agent.jobspec import JobspecError, Limits, parse_jobspec
 from agent.jobspec.limits import DEFAULT_MAX_SHUTDOWN_DELAY, stored_limits
-from agent.model import Group, Job, RestartPolicy, Task
-from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
-from agent.validate import REFUSED, validate_text
+from agent.structs.model import Group, Job, RestartPolicy, Task
+from agent.structs.records import AllocRecord, AllocStatus
 from tests.fakes import FakeNode
 
 TEN_YEARS = 87600 * 3600.0
@@ -196,7 +196,7 @@ def test_a_stored_alloc_with_a_ten_year_delay_is_restored_not_lost(tmp_path: Pat
     canonical form, so that the restore parses its source: the job and its alloc are kept; its
     stop then waits the client's cap, not ten years. (Passes on the old code, which had no limit;
     it fails when the restore reads the record with the submission's limits.)"""
-    from agent.offload import run_inline
+    from agent.client.offload import run_inline
     from tests.test_jobcodec import FakeSweeper
 
     fake = FakeNode(tmp_path)

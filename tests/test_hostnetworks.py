@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_config
+from agent.command.config import load_config
+from agent.decide.placement import NodeFacts, refusals
 from agent.drivers.dockeropts import published
 from agent.errors import ConfigError
 from agent.jobspec import parse_jobspec
@@ -28,8 +29,7 @@ from agent.node.hostnetworks import (
     node_networks,
     parse_port_ranges,
 )
-from agent.placement import NodeFacts, refusals
-from agent.records import AllocRecord, PortAlloc
+from agent.structs.records import AllocRecord, PortAlloc
 from tests.agent_lab import NODE as LAB_NODE
 from tests.agent_lab import run_job
 from tests.fakes import FakeNode
@@ -340,7 +340,7 @@ def test_a_docker_task_with_a_port_on_the_loopback_host_network_is_bound_on_127_
 
     from agent.drivers.base import TaskContext
     from agent.drivers.docker import DockerDriver
-    from agent.model import Resources, Task
+    from agent.structs.model import Resources, Task
 
     driver = DockerDriver(publish_address="")
     task = Task("web", "docker", config={"image": "fieldlab/pause:lab", "ports": ["http", "plain"]})
@@ -366,7 +366,7 @@ def test_a_docker_task_with_a_port_on_the_loopback_host_network_is_bound_on_127_
 
 
 def test_a_service_and_a_check_of_a_host_network_port_use_its_address() -> None:
-    from agent.checktarget import CheckTarget, check_target, service_address
+    from agent.client.checktarget import CheckTarget, check_target, service_address
 
     ports = [PortAlloc("lan", 8080, 80, "192.168.5.9"), PortAlloc("lo", 8081, 81, "127.0.0.1")]
     got = service_address(

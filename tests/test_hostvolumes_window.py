@@ -1,6 +1,6 @@
 """No window between a host volume's check and its mount (issue 51): a component of the path
 swapped for a link to the agent's own dir after the check never reaches the task. The runner holds
-the checked dir open (agent.hostvolumes.hold_host_volume) until the driver's start returned; the
+the checked dir open (agent.allocdir.hostvolumes.hold_host_volume) until the driver's start returned; the
 exec driver's setup compares what it mounted with the held dir before the task runs; the docker
 driver gives dockerd a bind of the held dir (root test at the end, real dockerd)."""
 
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from agent.allocdir.hostvolumes import HostVolumeError, dir_identity, hold_host_volume, pin_path
 from agent.drivers.base import Mount, TaskContext, TaskHandle
 from agent.drivers.exec import ExecDriver
-from agent.hostvolumes import HostVolumeError, dir_identity, hold_host_volume, pin_path
 from agent.jobspec import parse_jobspec
-from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
+from agent.structs.records import AllocRecord, AllocStatus
 from tests.fakes import FakeNode
 
 SPEC = """
@@ -175,7 +175,7 @@ def test_the_exec_setup_refuses_a_mount_that_is_not_the_held_dir(
 
 
 def test_a_docker_bind_source_is_pinned_without_following_a_link(tmp_path: Path) -> None:
-    """agent.hostvolumes.pin_path: what the docker driver opens for a task's own bind (config
+    """agent.allocdir.hostvolumes.pin_path: what the docker driver opens for a task's own bind (config
     `volumes`, `mount`), after dockermounts checked its resolved path."""
     volume, data_dir, moved = _layout(tmp_path)
     fd = pin_path(str(volume))
@@ -209,7 +209,7 @@ def test_a_docker_tasks_host_volume_swapped_after_the_check_never_shows_the_plan
     import docker
 
     from agent.drivers.docker import DockerDriver
-    from agent.model import Resources, Task
+    from agent.structs.model import Resources, Task
 
     volume, data_dir, moved = _layout(tmp_path)
     held = hold_host_volume("scratch", str(volume), (data_dir,))  # the runner's check (VolumeHook)
@@ -263,7 +263,7 @@ def test_a_docker_config_volume_swapped_after_its_check_is_refused(tmp_path: Pat
     from agent.drivers.base import DriverError
     from agent.drivers.docker import DockerDriver
     from agent.drivers.dockernames import task_container_name
-    from agent.model import Resources, Task
+    from agent.structs.model import Resources, Task
 
     _, data_dir, _ = _layout(tmp_path)
     driver = DockerDriver(staging_dir=tmp_path / "staging")

@@ -21,10 +21,10 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from agent.identity.claims import Workload, identity_claims, renew_at
 from agent.identity.keyring import Keyring
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.model import Group, Job, RestartPolicy, Task, WorkloadIdentity
 from agent.nomadapi.jobjson import parsed_job_json
-from agent.records import AllocRecord, AllocStatus, TaskState
 from agent.runner.alloc import AllocRunner
+from agent.structs.model import Group, Job, RestartPolicy, Task, WorkloadIdentity
+from agent.structs.records import AllocRecord, AllocStatus, TaskState
 from tests.fakes import FakeNode
 
 SPEC = """

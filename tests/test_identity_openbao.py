@@ -15,9 +15,9 @@ import requests
 
 from agent.identity.claims import Workload, identity_claims
 from agent.identity.keyring import Keyring
-from agent.model import Group, Job, RestartPolicy, Task, WorkloadIdentity
-from agent.records import AllocRecord
 from agent.runner.alloc import AllocRunner
+from agent.structs.model import Group, Job, RestartPolicy, Task, WorkloadIdentity
+from agent.structs.records import AllocRecord
 from tests.fakes import FakeNode
 from tests.openbao_server import OpenBaoServer, openbao  # noqa: F401 - the fixture
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from agent import restore as restore_module
-from agent.core import Core
-from agent.jobcodec import MODEL_VERSION, JobCodecError, decode_job, encode_job
+from agent.client import restore as restore_module
+from agent.client.core import Core
+from agent.client.offload import run_inline
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.offload import run_inline
+from agent.structs.jobcodec import MODEL_VERSION, JobCodecError, decode_job, encode_job
 from tests.fakes import FakeNode, FakeSweeper
 
 JOBSPECS = Path(__file__).parent / "jobspecs"

@@ -21,7 +21,16 @@ from agent.jobspec.fieldclass import (
     value_refusal,
 )
 from agent.jobspec.fields import UNIMPLEMENTED
-from agent.model import ChangeScript, Check, EphemeralDisk, LogConfig, Network, Port, RestartPolicy, Vault
+from agent.structs.model import (
+    ChangeScript,
+    Check,
+    EphemeralDisk,
+    LogConfig,
+    Network,
+    Port,
+    RestartPolicy,
+    Vault,
+)
 
 SPECS = Path(__file__).parent / "jobspecs"
 

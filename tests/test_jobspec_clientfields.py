@@ -13,10 +13,10 @@ import pytest
 
 from agent.jobspec import JobspecError, ParsedJob, parse_jobspec
 from agent.jobspec.update import canary_refusals
-from agent.model import Group, Job, Task
-from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 from agent.runner.alloc import AllocRunner
 from agent.runner.maxrun import EXCEEDED, arm_max_run_duration, enforce_max_run_duration
+from agent.structs.model import Group, Job, Task
+from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 from lab.waits import wait_until
 from tests.fakes import FakeNode
 
@@ -274,8 +274,8 @@ def test_canary_is_read_and_checked_as_nomads_update_strategy() -> None:
 def test_a_new_version_replacing_a_canary_groups_allocs_is_refused(tmp_path: Path) -> None:
     """The first version runs as written (Nomad places canaries only beside an older version); a new
     one that would replace the group's allocs is refused before anything is stopped."""
-    from agent.core import Core
-    from agent.faults import Faults
+    from agent.client.core import Core
+    from agent.fieldbugs.faults import Faults
 
     node = FakeNode(tmp_path)
     core = Core(
@@ -347,7 +347,7 @@ def test_a_device_request_is_refused_with_the_reason() -> None:
 
 
 def _templated(node: FakeNode, render: bool) -> AllocRunner:
-    from agent.model import RestartPolicy, Template
+    from agent.structs.model import RestartPolicy, Template
 
     tpl = Template("local/app.conf", data='a={{ env "NOMAD_TASK_NAME" }}\n', change_mode="noop", splay=0)
     task = Task(name="t", driver="docker", config={"image": "x"}, templates=(tpl,))

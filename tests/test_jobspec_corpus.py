@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import validate
+from agent.cli import validate
 
 CORPUS = Path(__file__).parent / "jobspecs" / "nomad"
 README = CORPUS / "README.md"

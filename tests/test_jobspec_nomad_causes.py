@@ -10,7 +10,7 @@ import pytest
 from agent.errors import AgentError
 from agent.jobspec import JobspecError, Limits, ParsedJob, parse_jobspec
 from agent.jobspec.fieldclass import server_side_warning
-from agent.model import Network, Port
+from agent.structs.model import Network, Port
 
 NOT_IMPLEMENTED = "accepted but not implemented by fieldlab-agent"
 
@@ -272,7 +272,7 @@ def test_a_group_script_check_runs_in_the_task_it_names() -> None:
 
 
 def test_grpc_checks_of_a_consul_service_are_registered_and_refused_for_a_nomad_one() -> None:
-    """Consul runs a grpc check (the agent sends `GRPC`: agent.consul); Nomad's own checks are tcp
+    """Consul runs a grpc check (the agent sends `GRPC`: agent.consul.catalog); Nomad's own checks are tcp
     and http only (ServiceCheck.validateNomad)."""
     group = 'service {\nport = "http"\ncheck {\ntype = "grpc"\ninterval = "10s"\ntimeout = "2s"\n}\n}'
     parsed = _parse(_job(group=group))
@@ -490,7 +490,7 @@ def test_durations_that_overflow_go_are_refused(text: str) -> None:
 
 
 def test_a_jobspec_over_max_bytes_is_refused_before_parsing() -> None:
-    from agent.core import parse_submission  # the core imports the template engine
+    from agent.client.core import parse_submission  # the core imports the template engine
 
     with pytest.raises(JobspecError) as info:
         parse_submission("x" * 2000, None, "<t>", {}, Limits(max_bytes=1000))
@@ -498,7 +498,7 @@ def test_a_jobspec_over_max_bytes_is_refused_before_parsing() -> None:
 
 
 def test_parse_submission_passes_variables_and_checks_templates() -> None:
-    from agent.core import parse_submission  # the core imports the template engine
+    from agent.client.core import parse_submission  # the core imports the template engine
 
     parsed = parse_submission(_job(), "hcl", "<t>", {}, Limits())
     assert parsed.job.id == "j"

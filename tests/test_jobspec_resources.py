@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from agent import fsutil
-from agent.config import DockerPlugin
+from agent.allocdir import fsutil
+from agent.command.config import DockerPlugin
 from agent.drivers.cgroups import Cgroups, memory_limits
 from agent.drivers.dockeropts import plan
 from agent.drivers.dockervalues import TaskFacts
 from agent.jobspec import JobspecError, ParsedJob, parse_jobspec
-from agent.model import Group, Job, Resources, Task
-from agent.records import AllocRecord
 from agent.runner.alloc import AllocRunner
+from agent.structs.model import Group, Job, Resources, Task
+from agent.structs.records import AllocRecord
 from tests.fakes import FakeNode
 
 MIB = 1024 * 1024

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agent.decisions import Bugs
-from agent.jobupdate import DESIRED_UPDATES, desired_updates, plan_job_update
-from agent.model import Group, HostVolume, Job, Network, Port, Task, VolumeMount
+from agent.decide.decisions import Bugs
+from agent.decide.jobupdate import DESIRED_UPDATES, desired_updates, plan_job_update
+from agent.structs.model import Group, HostVolume, Job, Network, Port, Task, VolumeMount
 
 
 def _job(count: int = 2, image: str = "a", meta: dict[str, str] | None = None) -> Job:
@@ -78,7 +78,7 @@ def test_a_removed_group_stops_and_a_new_group_starts() -> None:
 
 
 def test_a_job_keeps_its_last_versions_newest_first_at_most_six_with_the_current() -> None:
-    from agent.jobupdate import TRACKED_VERSIONS, earlier_versions
+    from agent.decide.jobupdate import TRACKED_VERSIONS, earlier_versions
 
     record: dict[str, object] | None = None
     for v in range(9):

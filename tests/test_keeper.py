@@ -1,4 +1,4 @@
-"""agent/keeper.py, the parent of a process task's P that records how P ended (no root: a keeper of
+"""agent/drivers/keeper.py, the parent of a process task's P that records how P ended (no root: a keeper of
 plain commands, its records in a tmp dir). The driver's use of it across agent restarts is in
 tests/test_agent_runtime.py and tests/test_lifecycle_agent.py."""
 

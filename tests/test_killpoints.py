@@ -1,6 +1,7 @@
 """No kill point loses or doubles anything (issue 12).
 
-For every named step in `agent.killpoints.POINTS` and every scenario that reaches it (a start, a task
+For every named step in `agent.fieldbugs.killpoints.POINTS` and every scenario that reaches it (a start, a
+task
 crash with a restart, an operator restart, a pause death with network recovery, an alloc failure with
 replacement, a job stop), the agent is killed there (the hook raises `Killed`, which nothing in the
 agent catches, as after a SIGKILL). Then a NEW core is built on the same fake node and state store (the
@@ -26,13 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.core import Core
+from agent.client.core import Core
+from agent.client.offload import run_inline
 from agent.errors import AgentError
-from agent.faults import ENV_VAR, Faults
-from agent.killpoints import DOCS, POINTS, Killed, no_kill, sigkill_at
-from agent.offload import run_inline
-from agent.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, TaskRecord, TaskState
+from agent.fieldbugs.faults import ENV_VAR, Faults
+from agent.fieldbugs.killpoints import DOCS, POINTS, Killed, no_kill, sigkill_at
 from agent.runner.state import NETNS_OWNER
+from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, NetworkState, TaskRecord, TaskState
 from tests.fakes import FakeNode, FakeSweeper
 
 SPEC = """
@@ -76,7 +77,7 @@ class Hook:
         self.armed, self.recording = point, True
 
     def __call__(self, name: str) -> None:
-        assert name in POINTS, f"kill point {name!r} is not in agent.killpoints.POINTS"
+        assert name in POINTS, f"kill point {name!r} is not in agent.fieldbugs.killpoints.POINTS"
         if self.recording:
             self.reached.append(name)
         if name == self.armed:
@@ -220,7 +221,7 @@ def test_crash_at_is_off_unless_set_and_checks_its_point(tmp_path: Path) -> None
 
 def test_crash_at_sigkills_the_agent_once_per_data_dir(tmp_path: Path) -> None:
     code = (
-        "import sys; from pathlib import Path; from agent.killpoints import sigkill_at; "
+        "import sys; from pathlib import Path; from agent.fieldbugs.killpoints import sigkill_at; "
         "hook = sigkill_at('recovery.after-del', Path(sys.argv[1])); "
         "hook('recovery.after-stop'); hook('recovery.after-del'); print('past it')"
     )

@@ -1,4 +1,4 @@
-"""The node layout (agent.layout): this project's names or a Nomad client's, chosen in the config,
+"""The node layout (agent.structs.layout): this project's names or a Nomad client's, chosen in the config,
 bound by the daemon, read by the netns owner, the process drivers' cgroups and the sweeper; the lab
 role's layouts say the same as the harness's target profiles; `lab up --layout nomad` tells both the
 roles and the harness; and the harness pins every job to its client with a constraint."""
@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent import layout
-from agent.config import Config, load_config
+from agent.command.config import Config, load_config
 from agent.drivers.cgroups import Cgroups, task_cgroup_name
 from agent.errors import ConfigError
-from agent.layout import FIELDLAB, NOMAD, NodeLayout, SeenNames, netns_alloc, unrecorded_layout
 from agent.network.owner import netns_name
 from agent.node.names import seen_names
 from agent.node.sweeper import Observed, plan_sweep
-from agent.records import AllocRecord, RecordError
+from agent.structs import layout
+from agent.structs.layout import FIELDLAB, NOMAD, NodeLayout, SeenNames, netns_alloc, unrecorded_layout
+from agent.structs.records import AllocRecord, RecordError
 from e2e.harness.nomadview import pinned
 from e2e.harness.target import load_target
 from lab.config import LabPaths, LabSpec

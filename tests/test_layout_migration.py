@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agent import layout
 from agent.drivers.cgroups import Cgroups
-from agent.layout import FIELDLAB, NOMAD, NodeLayout
 from agent.network import iptables, netns
-from agent.records import AllocRecord
+from agent.structs import layout
+from agent.structs.layout import FIELDLAB, NOMAD, NodeLayout
+from agent.structs.records import AllocRecord
 from tests.agent_lab import BRIDGE, NETWORK, AgentLab, AgentUnderTest, why_not_ready
 from tests.cniconf import bridge_conflist
 

@@ -1,4 +1,4 @@
-"""The daemon leaves out the SDKs it never uses (agent.lean): the docker SDK still loads and builds
+"""The daemon leaves out the SDKs it never uses (agent.command.lean): the docker SDK still loads and builds
 a client for a unix socket without paramiko (the memory it saves is a figure of make bench-agent)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ def rss():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) // 1024
 import docker
-import agent.daemon  # everything the daemon imports
+import agent.command.daemon  # everything the daemon imports
 client = docker.DockerClient(base_url="unix:///nonexistent.sock", version="1.43")
 print(rss(), "paramiko" in sys.modules and sys.modules["paramiko"] is not None)
 """
@@ -29,14 +29,16 @@ def _run(lean: str) -> tuple[int, bool]:
 
 def test_the_daemon_process_runs_the_docker_sdk_without_paramiko_and_is_lighter() -> None:
     full_rss, full_loaded = _run("")
-    lean_rss, lean_loaded = _run("from agent.lean import leave_out_unused_sdks; leave_out_unused_sdks()")
+    lean_rss, lean_loaded = _run(
+        "from agent.command.lean import leave_out_unused_sdks; leave_out_unused_sdks()"
+    )
     assert full_loaded and not lean_loaded
     print(f"RSS after importing the daemon: {full_rss} MB, lean {lean_rss} MB (figures: make bench-agent)")
 
 
 PARSER_PROBE = """
 import sys
-import agent.daemon  # everything the daemon imports
+import agent.command.daemon  # everything the daemon imports
 before = [m for m in sys.modules if m.startswith("agent.jobspec.hcl") or m == "agent.jobspec.build"]
 from agent.jobspec import parse_jobspec
 spec = 'job "j" { group "g" { task "t" {\\n driver = "exec"\\n config { command = "/bin/true" }\\n } } }'
@@ -88,6 +90,6 @@ def _arenas(cap: str) -> int:
 def test_the_daemon_caps_glibcs_malloc_arenas_before_its_threads_start() -> None:
     """Twelve threads that each allocate through glibc: an arena each (up to 8 per core) without the
     cap, at most two with it, as `fieldlab-agent run` sets it."""
-    capped = _arenas("from agent.lean import fewer_malloc_arenas; assert fewer_malloc_arenas()")
+    capped = _arenas("from agent.command.lean import fewer_malloc_arenas; assert fewer_malloc_arenas()")
     uncapped = _arenas("")
     assert capped <= 2 < uncapped, (capped, uncapped)

@@ -1,5 +1,5 @@
 """Task lifecycle (prestart, poststart, poststop, sidecars) as Nomad's task coordinator orders it:
-the pure plan (agent.lifecycle), the restart tracker's rule for lifecycle tasks, the jobspec's
+the pure plan (agent.decide.lifecycle), the restart tracker's rule for lifecycle tasks, the jobspec's
 `lifecycle` block, and the alloc runner driving it against the fake node (tests/fakes.py)."""
 
 from __future__ import annotations
@@ -9,13 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from agent.decisions import Bugs, RestoreAction, plan_task_restart, restarts_on_success
+from agent.decide.decisions import Bugs, RestoreAction, plan_task_restart, restarts_on_success
+from agent.decide.lifecycle import (
+    LifecycleStep,
+    Phase,
+    Stage,
+    TaskPhase,
+    plan_kill_order,
+    plan_lifecycle,
+    stage_of,
+)
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.lifecycle import LifecycleStep, Phase, Stage, TaskPhase, plan_kill_order, plan_lifecycle, stage_of
-from agent.model import Group, Job, Lifecycle, RestartPolicy, Task
 from agent.nomadapi.jobjson import parsed_job_json
-from agent.records import AllocRecord, AllocStatus, TaskState
 from agent.runner.alloc import AllocRunner
+from agent.structs.model import Group, Job, Lifecycle, RestartPolicy, Task
+from agent.structs.records import AllocRecord, AllocStatus, TaskState
 from tests.fakes import FakeNode
 
 POLICY = RestartPolicy(attempts=1, interval=600, delay=3, mode="fail")

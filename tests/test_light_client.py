@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ConfigError, load_config
+from agent.command.config import ConfigError, load_config
 from agent.drivers.base import DriverError
 from agent.drivers.exec import ExecDriver
 from agent.drivers.registry import DOCKER_DISABLED, build_registry

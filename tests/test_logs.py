@@ -1,4 +1,5 @@
-"""Reading a task's logs (agent.logs) and the node's driver health (agent.node.nodeinfo) with stand-ins
+"""Reading a task's logs (agent.command.logs) and the node's driver health (agent.node.nodeinfo) with
+stand-ins
 for the docker SDK: offsets, chunks, a log replaced by a shorter one, the long poll, a container
 gone or an engine away, and a ping that never answers."""
 
@@ -12,8 +13,7 @@ import docker.errors
 import pytest
 import requests
 
-from agent.drivers.docker import DockerDriver
-from agent.logs import (
+from agent.command.logs import (
     DockerLog,
     FileLog,
     LogChunk,
@@ -26,6 +26,7 @@ from agent.logs import (
     read_log,
     slice_log,
 )
+from agent.drivers.docker import DockerDriver
 from agent.node.nodeinfo import docker_health, driver_health
 from tests.fakes import FakeDriver
 
@@ -194,7 +195,7 @@ def test_rotated_files_are_one_log_and_a_follow_resumes_across_rotation_and_purg
 def test_where_a_read_of_rotated_files_starts(
     offset: int, from_end: bool, resume: tuple[int, int] | None, expected: tuple[int, int]
 ) -> None:
-    from agent.logs import _locate
+    from agent.command.logs import _locate
 
     assert _locate([(10, 4), (11, 2), (12, 3)], offset, from_end, resume) == expected
 

@@ -3,7 +3,7 @@ that hangs until its timeout run off the loop, and another alloc's restart still
 The alloc whose stop hangs takes its next operations in order once the stop is done.
 
 Fakes for the drivers (their stop and exec block until the test releases them), the real Core with
-its real loop thread and threaded offload (agent.offload).
+its real loop thread and threaded offload (agent.client.offload).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.core import Core, NotRun
+from agent.client.core import Core, NotRun
 from agent.drivers.base import TaskHandle
 from agent.drivers.registry import DriverRegistry
-from agent.faults import Faults
-from agent.records import AllocStatus
+from agent.fieldbugs.faults import Faults
 from agent.runner.alloc import AllocRunner
+from agent.structs.records import AllocStatus
 from tests.fakes import FakeDriver, FakeNode, FakeSweeper
 
 HUNG = 60.0  # what a hung stop or script would block for: far past every wait below

@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from agent import validate
+from agent.cli import validate
+from agent.decide.jobupdate import DESIRED_UPDATES
 from agent.jobspec import JobspecError, ParsedJob, parse_jobspec
-from agent.jobupdate import DESIRED_UPDATES
-from agent.model import Job
 from agent.nomadapi import fsjson, jobplan, structs
 from agent.nomadapi.jobdiff import annotate, job_diff
 from agent.nomadapi.jobscale import ScalingEvents, scale_status
 from agent.state.store import Event
+from agent.structs.model import Job
 from tests.nomad_structs import (
     OMITEMPTY_ELSEWHERE,
     SERVER_FIELDS,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent.api.server import ApiServer
-from agent.config import Config, TLSConfig
+from agent.command.config import Config, TLSConfig
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.nomadapi.jobjson import parsed_job_json
 from tests.agent_lab import run_job

@@ -224,8 +224,8 @@ def test_the_payload_is_written_to_the_tasks_dispatch_payload_file(api: Api) -> 
 def test_a_dispatched_jobs_optional_meta_keys_not_given_are_empty_in_the_task_env(api: Api) -> None:
     """nomad-3720 (PR #4403): each meta_optional key starts empty in a dispatched job's task env (as
     written and upper-cased), the dispatch's meta over it; `${NOMAD_META_opt}` then reads ""."""
-    from agent.bugs import Bugs
-    from agent.taskdecisions import plan_optional_meta_defaults
+    from agent.decide.taskdecisions import plan_optional_meta_defaults
+    from agent.fieldbugs.bugs import Bugs
 
     hcl = BATCH_HCL.replace(
         'meta_required = ["time"]', 'meta_required = ["time"]\n    meta_optional = ["opt"]'
@@ -245,7 +245,7 @@ def test_a_dispatched_jobs_optional_meta_keys_not_given_are_empty_in_the_task_en
 def test_a_dispatched_jobs_workload_identity_names_the_parent_job(api: Api) -> None:
     """nomad-13748 (PR #13748, `sub` by PR #23902): a child's token names its parent, as Nomad's
     Job.GetIDforWorkloadIdentity; the `identity-claims-child-job-id` fault names the child."""
-    from agent.bugs import Bugs
+    from agent.fieldbugs.bugs import Bugs
     from agent.identity.claims import workload_job_id
 
     hcl = BATCH_HCL.replace("dispatch_payload {", "identity { file = true }\n      dispatch_payload {")

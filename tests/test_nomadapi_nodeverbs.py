@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent.api.server import Streamed
-from agent.core import Core
+from agent.client.core import Core
 from agent.nomadapi.nodeverbs import DRAIN_TICK
 from tests.agent_lab import NODE, run_job
 from tests.fakes import FakeNode
@@ -332,7 +332,7 @@ def _drained_batch_allocs(root: Path, flags: frozenset[str]) -> list[str]:
     """A batch alloc stopped by a forced drain, the node made eligible again: the job's allocs."""
     import threading
 
-    from agent.faults import Faults
+    from agent.fieldbugs.faults import Faults
     from tests.test_routes_ops import Api as RoutesApi
 
     node = FakeNode(root)
@@ -352,7 +352,7 @@ def _drained_batch_allocs(root: Path, flags: frozenset[str]) -> list[str]:
 def test_a_drained_batch_alloc_is_not_replaced_when_the_node_is_eligible_again(tmp_path: Path) -> None:
     """nomad-28008 (PR #28018, after #26961): a batch alloc a drain stopped is not placed again; the
     `drained-batch-replaced` fault places a second one once the node is eligible."""
-    from agent.bugs import Bugs
+    from agent.fieldbugs.bugs import Bugs
     from agent.nomadapi.nodeverbs import plan_drained_alloc_owed
 
     assert len(_drained_batch_allocs(tmp_path / "fixed", frozenset())) == 1

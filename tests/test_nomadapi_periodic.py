@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from agent.model import Periodic
 from agent.nomadapi.jobperiodic import PeriodicLauncher, launch_time, next_launch
+from agent.structs.model import Periodic
 from tests.fakes import FakeNode
 from tests.test_nomadapi_dispatch import BATCH_HCL
 from tests.test_routes_ops import Api, start_api
@@ -296,7 +296,7 @@ def test_utc_needs_no_zoneinfo_on_the_node(api: Api, monkeypatch: pytest.MonkeyP
 def test_the_launch_missed_while_the_agent_was_down_keeps_prohibit_overlap(api: Api) -> None:
     """nomad-11052 (PR #16583): the launch a restore makes is skipped while a child still runs; the
     `periodic-restore-ignores-overlap` fault makes it beside the running child."""
-    from agent.bugs import Bugs
+    from agent.fieldbugs.bugs import Bugs
 
     _register(api, NIGHTLY % "true")
     first = PeriodicLauncher(api.nomad, Clock(JAN_1_2027_0900_NEW_YORK))
@@ -317,7 +317,7 @@ def test_the_launch_missed_while_the_agent_was_down_keeps_prohibit_overlap(api: 
 def test_a_stopped_periodic_job_is_not_tracked_again_at_the_agents_start(api: Api) -> None:
     """nomad-3201 (PR #3201): the start of the agent leaves a stopped periodic job alone; the
     `periodic-restores-stopped-job` fault tracks it again and it launches on its schedule."""
-    from agent.bugs import Bugs
+    from agent.fieldbugs.bugs import Bugs
 
     _register(api, NIGHTLY % "false")
     assert api.call("DELETE", "/v1/job/nightly")[0] == 200

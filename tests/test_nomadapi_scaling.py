@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.jobcodec import decode_job, encode_job
 from agent.jobspec import JobspecError, parse_jobspec
+from agent.structs.jobcodec import decode_job, encode_job
 from tests.agent_lab import run_job
 from tests.fakes import FakeNode
 from tests.test_routes_ops import Api, start_api

@@ -1,5 +1,5 @@
-"""Constraints as Nomad's scheduler checks them against one node (agent.placement), and the version
-parsers behind the `version` and `semver` operators (agent.goversion): pure, no I/O.
+"""Constraints as Nomad's scheduler checks them against one node (agent.decide.placement), and the version
+parsers behind the `version` and `semver` operators (agent.gocompat.goversion): pure, no I/O.
 
 Tables marked "Nomad's" or "go-version's" are copied from their tests (scheduler/feasible/feasible_test.go,
 helper/constraints/semver/constraints_test.go; go-version v1.9.0 version_test.go, constraint_test.go)
@@ -14,10 +14,16 @@ from pathlib import Path
 import pytest
 
 from agent import __version__
-from agent.goversion import VersionError, parse_semver, parse_version, semver_constraints, version_constraints
-from agent.model import Constraint, Group, Job, Task
+from agent.decide.placement import NodeFacts, failures, meets, refusals, resolve, validate
+from agent.gocompat.goversion import (
+    VersionError,
+    parse_semver,
+    parse_version,
+    semver_constraints,
+    version_constraints,
+)
 from agent.node.nodeinfo import node_attributes
-from agent.placement import NodeFacts, failures, meets, refusals, resolve, validate
+from agent.structs.model import Constraint, Group, Job, Task
 
 NODE = NodeFacts(
     id="5f8e2d1c-0000-4000-8000-000000000001",
@@ -561,9 +567,9 @@ def test_the_clients_node_class_and_meta_come_from_its_config(tmp_path: object) 
     import json
     from pathlib import Path
 
-    from agent.config import load_config
+    from agent.command.config import load_config
+    from agent.command.wiring import CoreSettings
     from agent.errors import ConfigError
-    from agent.wiring import CoreSettings
 
     p = Path(str(tmp_path)) / "config.json"
     p.write_text(json.dumps({"node_name": "n", "node_class": "edge", "node_meta": {"rack": "r1"}}))
@@ -580,8 +586,8 @@ def test_the_clients_node_class_and_meta_come_from_its_config(tmp_path: object) 
 def test_a_group_whose_ephemeral_disks_do_not_fit_the_nodes_disk_is_refused_naming_it() -> None:
     from dataclasses import replace
 
-    from agent.model import EphemeralDisk
     from agent.node.nodeinfo import disk_free_mb, storage_attributes
+    from agent.structs.model import EphemeralDisk
 
     def job(size: int, count: int) -> Job:
         g = Group("g", (Task("t", "exec"),), count=count, ephemeral_disk=EphemeralDisk(size=size))

@@ -1,4 +1,5 @@
-"""The image-pull fault flags (agent.faults, the catalogue's `images` family): each flag's pure decision
+"""The image-pull fault flags (agent.fieldbugs.faults, the catalogue's `images` family): each flag's pure
+decision
 in agent.drivers.pullconfig with the bug and without, and what the Puller then does over a fake engine;
 the docker driver hands its Bugs to its Puller (the flags would otherwise be silent no-ops)."""
 
@@ -11,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.bugs import NO_BUGS, Bugs
 from agent.drivers.base import DriverError
 from agent.drivers.docker import DockerDriver
 from agent.drivers.dockerpull import Puller
 from agent.drivers.pullconfig import PullConfig, TaskPull, downloading_event, engine_auth, pull_timeout
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from lab.waits import wait_until
 from tests.test_dockerpull import WAIT, Events, FakeApi, FakeStream
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from agent.core import Core
+from agent.client.core import Core
 from agent.drivers.base import DriverError, TaskContext, TaskHandle
 from agent.drivers.registry import DriverRegistry
-from agent.faults import Faults
-from agent.records import AllocStatus
+from agent.fieldbugs.faults import Faults
+from agent.structs.records import AllocStatus
 from tests.agent_lab import NomadRoutes, alloc_events, run_job
 from tests.fakes import FakeDriver, FakeNode, FakeSweeper
 
@@ -249,7 +249,7 @@ def test_the_docker_drivers_prepare_pulls_and_its_prepared_start_does_not(
         pytest.skip(reason)
     build_workload_images(tmp_path_factory.mktemp("images"))
     from agent.drivers.docker import DockerDriver
-    from agent.model import Task
+    from agent.structs.model import Task
 
     driver = DockerDriver()
     ensured: list[str] = []

@@ -27,8 +27,8 @@ from agent.drivers.base import DriverError, TaskContext, TaskHandle
 from agent.drivers.cgroups import Cgroups
 from agent.drivers.hostproc import TOOL_PATH, proc_start_time
 from agent.drivers.raw_exec import DISABLED, RawExecDriver
-from agent.model import Resources, Task
 from agent.runner.logmonhook import HOST_LOGMON, LogLimits, LogmonOutput
+from agent.structs.model import Resources, Task
 from lab.waits import wait_until
 
 pytestmark = [pytest.mark.root]

@@ -28,7 +28,7 @@ from agent.drivers.raw_exec import (
     workload_argv,
 )
 from agent.drivers.registry import DriverRegistry, build_registry
-from agent.model import Task
+from agent.structs.model import Task
 
 NOBODY = pwd.getpwnam("nobody")
 

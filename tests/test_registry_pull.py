@@ -24,11 +24,11 @@ import docker
 import pytest
 import requests
 
-from agent.config import DockerPlugin
+from agent.command.config import DockerPlugin
 from agent.drivers.base import DriverError, TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.pullconfig import PullConfig
-from agent.model import Task
+from agent.structs.model import Task
 from lab.waits import wait_until
 from tests.agent_lab import build_workload_images, why_not_ready
 

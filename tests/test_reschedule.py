@@ -1,4 +1,4 @@
-"""Nomad's reschedule policy on one node (issue 52 item 4): the pure decision (agent.decisions
+"""Nomad's reschedule policy on one node (issue 52 item 4): the pure decision (agent.decide.decisions
 .plan_reschedule, next_reschedule_delay, carried_reschedule_events: Nomad's NextDelay,
 NextRescheduleTime and UpdateRescheduleTracker) with plain data, and the `reschedule` blocks read as
 Nomad's api Canonicalize merges them and its ReschedulePolicy.Validate checks them."""
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from agent.decisions import (
+from agent.decide.decisions import (
     RESCHEDULE_WINDOW,
     carried_reschedule_events,
     next_reschedule_delay,
@@ -17,9 +17,9 @@ from agent.decisions import (
 )
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.jobspec.reschedule import go_duration
-from agent.model import ReschedulePolicy
 from agent.nomadapi.jobjson import job_json
-from agent.records import AllocRecord, RescheduleEvent
+from agent.structs.model import ReschedulePolicy
+from agent.structs.records import AllocRecord, RescheduleEvent
 
 SERVICE = ReschedulePolicy(0, 0.0, 30.0, "exponential", 3600.0, True)
 BATCH = ReschedulePolicy(1, 86400.0, 5.0, "constant", 0.0, False)

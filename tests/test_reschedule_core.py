@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent.core import Core
+from agent.client.core import Core
 from tests.agent_lab import NODE, run_job
 from tests.fakes import FakeNode
 from tests.test_routes_ops import CRASHY, Api, _exits, start_api
@@ -242,7 +242,7 @@ def _blocked_reschedule_run(root: Path, flags: frozenset[str]) -> tuple[list[str
     allocs once every owed reschedule is made)."""
     import threading
 
-    from agent.faults import Faults
+    from agent.fieldbugs.faults import Faults
 
     node = FakeNode(root)
     core = node.core(faults=Faults(flags))

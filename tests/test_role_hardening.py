@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.config import load_config
+from agent.command.config import load_config
 from lab.config import PROJECT_DIR, ROLES_DIR, LabPaths
 from lab.inventory import write_inventory
 from lab.providers.base import LabRecord, Node

@@ -21,14 +21,14 @@ import pytest
 
 from agent.api import server as agent_api
 from agent.api.server import ApiServer, Streamed
-from agent.config import Config, TLSConfig
-from agent.core import Core
+from agent.client.core import Core
+from agent.command.config import Config, TLSConfig
 from agent.drivers.base import TaskHandle
 from agent.drivers.session import ProcessSession
 from agent.errors import Conflict
 from agent.nomadapi import clientfs
 from agent.nomadapi.wsexec import exec_stream
-from agent.records import DesiredStatus
+from agent.structs.records import DesiredStatus
 from lab.waits import wait_until
 from tests.agent_lab import NODE, NomadRoutes, alloc_events, run_job, stream_frames
 from tests.fakes import FakeNode

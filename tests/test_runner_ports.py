@@ -10,17 +10,17 @@ import dataclasses
 from pathlib import Path
 from typing import Any, cast
 
-from agent.bugs import Bugs
+from agent.client.offload import Serial
 from agent.drivers.base import TaskDriver, TaskHandle
-from agent.model import Group, Job, Network, Port, Task
-from agent.offload import Serial
-from agent.records import AllocRecord, NetworkState, PortAlloc, TaskState
+from agent.fieldbugs.bugs import Bugs
 from agent.runner.deps import RunnerDeps
 from agent.runner.dispatchhook import DispatchPayloadHook
 from agent.runner.interfaces import AllocContext, AllocHost, TaskHost
 from agent.runner.kill import stop_for_restart
 from agent.runner.network import AllocNetwork
 from agent.runner.state import NETNS_OWNER, AllocState
+from agent.structs.model import Group, Job, Network, Port, Task
+from agent.structs.records import AllocRecord, NetworkState, PortAlloc, TaskState
 from tests.fakes import FakeNode, FakeOwner
 
 ALLOC = "a1b2c3d4-0000-4000-8000-0000000000aa"

@@ -1,6 +1,7 @@
 """Issue 52 item 6: a service's and a check's fields are honoured as Nomad honours them or refused
-with the reason (agent.jobspec.serviceopts, agent.consul, agent.checktarget, agent.runner.checks,
-agent.runner.services, agent.nomadapi.deploywatch). Nomad's texts come from nomad/structs/services.go."""
+with the reason (agent.jobspec.serviceopts, agent.consul.catalog, agent.client.checktarget,
+agent.runner.checks, agent.runner.services, agent.nomadapi.deploywatch). Nomad's texts come from
+nomad/structs/services.go."""
 
 from __future__ import annotations
 
@@ -16,15 +17,15 @@ from typing import Any, ClassVar
 
 import pytest
 
-from agent.checktarget import CheckTarget, check_target, service_address
-from agent.consul import ConsulError, registrations
+from agent.client.checktarget import CheckTarget, check_target, service_address
+from agent.consul.catalog import ConsulError, registrations
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.model import Check, Service
 from agent.nomadapi.deploywatch import alloc_health, nomad_checks_pass
 from agent.nomadapi.jobjson import parsed_job_json
-from agent.records import DesiredStatus, PortAlloc
 from agent.runner.checks import _probe, check_mode
 from agent.runner.services import alloc_registrations
+from agent.structs.model import Check, Service
+from agent.structs.records import DesiredStatus, PortAlloc
 
 JOB = """
 job "j" {

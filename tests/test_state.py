@@ -314,7 +314,7 @@ V2_TASK = {"state": "running", "restarts": 2, "restart_times": [1700000100.0, 17
 
 
 def test_upgrade_from_v2_types_alloc_and_task_records(db: Path) -> None:
-    from agent.records import AllocRecord, AllocStatus, NetworkState, PortAlloc, TaskRecord, TaskState
+    from agent.structs.records import AllocRecord, AllocStatus, NetworkState, PortAlloc, TaskRecord, TaskState
 
     db.parent.mkdir(mode=0o700)
     raw = _raw(db)

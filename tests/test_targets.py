@@ -20,7 +20,7 @@ def test_every_profile_loads_and_the_two_differ_where_a_nomad_client_differs() -
     assert (mine.unit, mine.data_dir, mine.fault_flags) == ("fieldlab-agent", "/var/lib/fieldlab-agent", True)
     assert (nomad.unit, nomad.data_dir, nomad.fault_flags) == ("nomad", "/opt/nomad/data", False)
     assert nomad.docker_alloc_label == "com.hashicorp.nomad.alloc_id" and nomad.pause_prefix == "nomad_init_"
-    # The names outside the data dir are Nomad's in both (agent.layout).
+    # The names outside the data dir are Nomad's in both (agent.structs.layout).
     assert nomad.netns_name(LIVE) == LIVE == mine.netns_name(LIVE)
     assert (
         (mine.cgroup_parent, mine.cni_network)

@@ -1,8 +1,8 @@
 """Every file the agent opens or reads, classified (issue 32): a task owns its dirs (local/, secrets/,
 tmp/, the alloc's shared dir, and for raw_exec whatever its user can write), so anything the agent
 reads there goes through a reader that opens by dir fd, follows no link, never blocks (O_NONBLOCK, a
-FIFO is refused), takes regular files only and caps the size: agent.sandbox (`read_file`),
-agent.logs (`FileLog`, `TaskDirLog`), agent.drivers.hostproc (`read_log_tail`), logmon's rotator
+FIFO is refused), takes regular files only and caps the size: agent.allocdir.sandbox (`read_file`),
+agent.command.logs (`FileLog`, `TaskDirLog`), agent.drivers.hostproc (`read_log_tail`), logmon's rotator
 and the openers of the logmon hook and the task dirs (agent.logmon, agent.runner.logmonhook,
 agent.runner.taskdirs). The rule, grep-able:
 
@@ -29,22 +29,22 @@ TASK = "a task-owned path, through a sandboxed reader (dir fd, O_NOFOLLOW, O_NON
 PROBE = "the lab's probe workload, which runs inside a task: not the agent"
 ARTIFACT = (
     "an artifact: its URL (an allowed host), or the agent's own anonymous temp copy of it and that"
-    " copy's members; what lands in the task dir goes through agent.sandbox"
+    " copy's members; what lands in the task dir goes through agent.allocdir.sandbox"
 )
 
 PIN = (
     "a host volume's or a docker bind's checked path opened O_PATH (nothing read), each component"
-    " O_NOFOLLOW (agent.hostvolumes): never through a link, and held until the mount is made"
+    " O_NOFOLLOW (agent.allocdir.hostvolumes): never through a link, and held until the mount is made"
 )
 
 SITES: dict[tuple[str, str, str], str] = {
-    ("hostvolumes.py", "open_no_links", "os.open"): PIN,
-    ("hostvolumes.py", "pin_path", "os.open"): PIN,
-    ("hostvolumes.py", "staged_bind", "os.open"): PIN,  # the agent's own fresh staging target
+    ("allocdir/hostvolumes.py", "open_no_links", "os.open"): PIN,
+    ("allocdir/hostvolumes.py", "pin_path", "os.open"): PIN,
+    ("allocdir/hostvolumes.py", "staged_bind", "os.open"): PIN,  # the agent's own fresh staging target
     ("cli/jobfiles.py", "variables", "path.read_text"): CLI,
     ("cli/__init__.py", "reader_gone", "os.open"): CLI,  # /dev/null over a closed stdout (`| head`)
     ("cli/commands.py", "job_dispatch", "open"): CLI,  # `job dispatch ... INPUT`: the operator's payload file
-    ("config.py", "_read", "path.read_text"): NODE,
+    ("command/config.py", "_read", "path.read_text"): NODE,
     ("getter/unpack.py", "_unzip", "z.open"): ARTIFACT,
     # `chown = true`: the destination walked by fd, each directory O_NOFOLLOW|O_DIRECTORY, only fchown
     ("getter/getter.py", "chown_tree", "os.open"): TASK,
@@ -66,25 +66,25 @@ SITES: dict[tuple[str, str, str], str] = {
     ("drivers/usage.py", "_read", "(d / name).read_text"): PROC,  # the kernel's cgroup files
     ("drivers/raw_exec.py", "credentials", "Path(f'/proc/{pid}/status').read_text"): PROC,
     ("cli/jobfiles.py", "registration", "args.file.read_text"): CLI,  # `job run FILE`: the operator's
-    ("fsutil.py", "unmount_below", "open"): PROC,  # /proc/self/mounts
+    ("allocdir/fsutil.py", "unmount_below", "open"): PROC,  # /proc/self/mounts
     ("jobspec/__init__.py", "load_jobspec", "path.read_text"): CLI,
     ("jobspec/hclfuncs/net.py", "_read_file", "path.open"): CLI,  # HCL file(): the agent gets a bundle
-    ("killpoints.py", "sigkill_at.hook", "os.open"): NODE,
+    ("fieldbugs/killpoints.py", "sigkill_at.hook", "os.open"): NODE,
     # the workload identity key: <data_dir>/server/keystore (0700 dir, 0600 file, root's)
     ("identity/keyring.py", "Keyring._create", "os.open"): NODE,
     ("identity/keyring.py", "Keyring._read", "path.read_bytes"): NODE,
-    ("logs.py", "FileLog._dir", "os.open"): TASK,  # alloc/ and logs/ by dir fd, O_NOFOLLOW
-    ("logs.py", "FileLog._read", "os.open"): TASK,  # O_NOFOLLOW|O_NONBLOCK, regular only
-    ("logs.py", "TaskDirLog.read", "os.open"): TASK,  # a task started before logmon: the same rules
+    ("command/logs.py", "FileLog._dir", "os.open"): TASK,  # alloc/ and logs/ by dir fd, O_NOFOLLOW
+    ("command/logs.py", "FileLog._read", "os.open"): TASK,  # O_NOFOLLOW|O_NONBLOCK, regular only
+    ("command/logs.py", "TaskDirLog.read", "os.open"): TASK,  # a task started before logmon: the same rules
     # logmon writes the tasks' logs dir (0777) by its fd: O_NOFOLLOW|O_NONBLOCK, regular, one link
     ("logmon/__main__.py", "Rotator._open", "os.open"): TASK,
     ("logmon/docker.py", "follow", "os.open"): NODE,  # its since-file in the alloc's .logmon dir
     # a process task's keeper and the driver reading its record: /run/fieldlab/exits (root's, 0700),
     # /proc/<P>/stat of its own child, /dev/null
     ("drivers/keeperclient.py", "ExitRecords.status", "os.open"): NODE,
-    ("keeper.py", "record", "os.open"): NODE,
-    ("keeper.py", "start_time", "open"): NODE,
-    ("keeper.py", "main", "os.open"): NODE,
+    ("drivers/keeper.py", "record", "os.open"): NODE,
+    ("drivers/keeper.py", "start_time", "open"): NODE,
+    ("drivers/keeper.py", "main", "os.open"): NODE,
     ("runner/logmonhook.py", "_open_fifo", "os.open"): NODE,  # .logmon/ (root's, 0700)
     ("runner/logmonhook.py", "_read_pidfile", "path.read_text"): NODE,  # .logmon/<task>.pid
     ("runner/logmonhook.py", "_open_logs_dir", "os.open"): TASK,  # alloc/ and logs/, O_NOFOLLOW
@@ -108,20 +108,20 @@ SITES: dict[tuple[str, str, str], str] = {
     ("runner/vaulttoken.py", "TaskVaultToken._write_file", "os.open"): TASK,  # O_EXCL|O_NOFOLLOW
     ("state/sqlite.py", "SqliteStore._move_aside", "os.open"): NODE,
     ("state/sqlite.py", "SqliteStore._prepare_files", "os.open"): NODE,
-    ("sandbox.py", "_open_dir", "os.open"): TASK,
-    ("sandbox.py", "_open_root", "os.open"): TASK,
-    ("sandbox.py", "_read_at", "os.open"): TASK,
-    ("sandbox.py", "write_file", "os.open"): TASK,
+    ("allocdir/sandbox.py", "_open_dir", "os.open"): TASK,
+    ("allocdir/sandbox.py", "_open_root", "os.open"): TASK,
+    ("allocdir/sandbox.py", "_read_at", "os.open"): TASK,
+    ("allocdir/sandbox.py", "write_file", "os.open"): TASK,
     ("templates/workerproc.py", "worker_main", "os.open"): NODE,  # /dev/null
-    ("validate.py", "read_jobspec", "path.read_bytes"): CLI,
+    ("cli/validate.py", "read_jobspec", "path.read_bytes"): CLI,
     ("vault/client.py", "VaultClient._credentials", "self.approle_file.read_text"): NODE,
     ("workloads/probe/probe.py", "_read", "open"): PROBE,
 }
 SANDBOXED = {
     ("drivers/hostproc.py", "read_log_tail"),
-    ("logs.py", "FileLog._dir"),
-    ("logs.py", "FileLog._read"),
-    ("logs.py", "TaskDirLog.read"),
+    ("command/logs.py", "FileLog._dir"),
+    ("command/logs.py", "FileLog._read"),
+    ("command/logs.py", "TaskDirLog.read"),
     ("logmon/__main__.py", "Rotator._open"),
     ("runner/logmonhook.py", "_open_logs_dir"),
     ("runner/taskdirs.py", "_dir_with_mode"),
@@ -129,7 +129,7 @@ SANDBOXED = {
     ("nomadapi/allocfs.py", "_open_regular"),
     ("runner/vaulttoken.py", "TaskVaultToken._write_file"),
     ("getter/getter.py", "chown_tree"),
-    *(("sandbox.py", f) for f in ("_open_dir", "_open_root", "_read_at", "write_file")),
+    *(("allocdir/sandbox.py", f) for f in ("_open_dir", "_open_root", "_read_at", "write_file")),
 }
 
 

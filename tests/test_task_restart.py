@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from agent.jobcodec import decode_job, encode_job
 from agent.jobspec import parse_jobspec
-from agent.model import RestartPolicy
+from agent.structs.jobcodec import decode_job, encode_job
+from agent.structs.model import RestartPolicy
 from tests.fakes import FakeNode
 from tests.test_routes_ops import Api, _exits, start_api
 

@@ -1,4 +1,4 @@
-"""The task-level decisions of agent.taskdecisions that the later catalogue entries added: each
+"""The task-level decisions of agent.decide.taskdecisions that the later catalogue entries added: each
 fixed answer, and what its fault flag changes (the field bug's mechanism, in one line each)."""
 
 from __future__ import annotations
@@ -7,14 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from agent.bugs import Bugs
-from agent.decisions import ObservedAlloc, RestoreAction, plan_restore, plan_task_restart
-from agent.jobspec import JobspecError, parse_jobspec
-from agent.jobspec.limits import Limits
-from agent.lifecycle import Stage, plan_kill_order
-from agent.model import RestartPolicy
-from agent.records import PortAlloc
-from agent.taskdecisions import (
+from agent.decide.decisions import ObservedAlloc, RestoreAction, plan_restore, plan_task_restart
+from agent.decide.lifecycle import Stage, plan_kill_order
+from agent.decide.taskdecisions import (
     ValidationChecks,
     plan_env_templates,
     plan_host_namespaces,
@@ -29,6 +24,11 @@ from agent.taskdecisions import (
     plan_vault_token_allowed,
     plan_watched_group,
 )
+from agent.fieldbugs.bugs import Bugs
+from agent.jobspec import JobspecError, parse_jobspec
+from agent.jobspec.limits import Limits
+from agent.structs.model import RestartPolicy
+from agent.structs.records import PortAlloc
 
 
 def test_nomad_19268_a_stopping_alloc_still_gets_vault_tokens_for_its_poststop_tasks() -> None:

@@ -1,12 +1,12 @@
-"""Runtime interpolation of `${...}` in a task's env, meta and driver config (agent.taskenv), as
+"""Runtime interpolation of `${...}` in a task's env, meta and driver config (agent.client.taskenv), as
 Nomad's helper/args.ReplaceEnv and taskenv do it."""
 
 from __future__ import annotations
 
-from agent.decisions import Bugs
-from agent.placement import NodeFacts
-from agent.taskdecisions import plan_interpolate_meta
-from agent.taskenv import build_env, interpolate_config, node_table, replace_env
+from agent.client.taskenv import build_env, interpolate_config, node_table, replace_env
+from agent.decide.decisions import Bugs
+from agent.decide.placement import NodeFacts
+from agent.decide.taskdecisions import plan_interpolate_meta
 
 
 def test_a_reference_is_replaced_from_the_first_table_that_has_it_and_kept_otherwise() -> None:

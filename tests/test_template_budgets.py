@@ -24,24 +24,24 @@ from typing import Any
 
 import pytest
 
-from agent.config import load_config
-from agent.core import Core, parse_submission
-from agent.decisions import plan_render_retry
-from agent.faults import Faults
+from agent.cli.validate import validate_text
+from agent.client.core import Core, parse_submission
+from agent.client.offload import run_inline
+from agent.command.config import load_config
+from agent.command.wiring import CoreSettings, start_core
+from agent.decide.decisions import plan_render_retry
+from agent.fieldbugs.faults import Faults
 from agent.jobspec import JobspecError, Limits
-from agent.model import Group, Job, Task, Template, Vault
-from agent.offload import run_inline
-from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
 from agent.state import SqliteStore
+from agent.structs.model import Group, Job, Task, Template, Vault
+from agent.structs.records import AllocRecord, AllocStatus
 from agent.templates import budget
 from agent.templates.errors import REDACTED, redact, secret_strings
 from agent.templates.render import RenderContext, TemplateRenderError, render
 from agent.templates.runner import TaskHost, TaskTemplates, TemplateDeps
 from agent.templates.wake import WAKE_SPREAD, VaultWake
-from agent.validate import validate_text
 from agent.vault import VaultUnavailable
-from agent.wiring import CoreSettings, start_core
 from lab.waits import wait_until
 from tests.fakes import FakeNode, FakeVault
 
@@ -531,7 +531,7 @@ job "slow" {
 @pytest.fixture
 def slow_agent(tmp_path: Path) -> Iterator[tuple[FakeNode, SlowIssue, Callable[..., Core]]]:
     """A node whose Vault takes 1.5 s to issue; `start()` an agent on it (its loop running, or with
-    `wired=True` as the daemon starts it: agent.wiring.start_core, which restores)."""
+    `wired=True` as the daemon starts it: agent.command.wiring.start_core, which restores)."""
     node = FakeNode(tmp_path)
     source = SlowIssue(1.5)
     vault = FakeVault(source)

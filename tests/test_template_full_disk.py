@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.model import Task, Template
+from agent.structs.model import Task, Template
 from tests.test_template_sandbox import Host
 
 pytestmark = [pytest.mark.root]

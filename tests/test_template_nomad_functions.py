@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.model import Template
+from agent.structs.model import Template
 from agent.templates.errors import TemplateRenderError
 from agent.templates.nomadfuncs import NomadView, Workload, fingerprint, readable_paths
 from agent.templates.render import RenderContext, check_template, render

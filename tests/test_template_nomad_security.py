@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from agent.model import Template
-from agent.records import DesiredStatus
 from agent.runner.services import NomadData
 from agent.state import SqliteStore
 from agent.state.changes import ChangeIndex
+from agent.structs.model import Template
+from agent.structs.records import DesiredStatus
 from agent.templates.errors import TemplateRenderError
 from agent.templates.nomadfuncs import NomadView, Workload, may_read, readable_paths
 from agent.templates.render import RenderContext, render

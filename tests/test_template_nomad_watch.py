@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from agent.core import Core
-from agent.faults import Faults
-from agent.model import Service, Task, Template
-from agent.records import DesiredStatus, PortAlloc
+from agent.client.core import Core
+from agent.fieldbugs.faults import Faults
 from agent.runner.services import NomadData
 from agent.state import SqliteStore
 from agent.state.changes import ChangeIndex
 from agent.state.watched import WatchedStore
+from agent.structs.model import Service, Task, Template
+from agent.structs.records import DesiredStatus, PortAlloc
 from agent.templates import nomadfuncs
 from agent.templates.nomadwatch import NomadWatch, follow, task_view
 from tests.fakes import FakeNode

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agent.jobspec import JobspecError, parse_jobspec
-from agent.model import ChangeScript, Task, Template
 from agent.state import SqliteStore
+from agent.structs.model import ChangeScript, Task, Template
 from agent.templates.render import render
 from agent.templates.runner import TaskTemplates, TemplateDeps
 from tests.test_template_runner import SERIAL_OF, CountingSource, StandInHost, _next_pass

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from agent.faults import Faults
-from agent.model import ChangeScript, Task, Template
+from agent.fieldbugs.faults import Faults
 from agent.state import SqliteStore
+from agent.structs.model import ChangeScript, Task, Template
 from agent.templates.runner import TaskHost, TaskTemplates, TemplateDeps
 
 SCRIPT = ChangeScript("/bin/sh", ("-c", "date >> /local/script-runs"), timeout=5.0)

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from agent import sandbox
-from agent.model import Task, Template
+from agent.allocdir import sandbox
 from agent.state import SqliteStore
+from agent.structs.model import Task, Template
 from agent.templates import render as R
 from agent.templates.render import RenderContext, TemplateRenderError, check_template, render
 from agent.templates.runner import TaskHost, TaskTemplates, TemplateDeps
@@ -271,7 +271,7 @@ def test_a_symlinked_shared_dir_is_refused(tmp_path: Path) -> None:
 
 LOOP = "{{ range 100000 }}{{ range 100000 }}{{ end }}{{ end }}"
 # What Python's re took ages on (it backtracks, one C call holding the GIL): RE2, as Go, runs in
-# time linear in the input (agent.goregex).
+# time linear in the input (agent.gocompat.goregex).
 BACKTRACK = (
     '{{ regexMatch "^(a+)+$" "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!" }}'
 )

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from agent.config import Config
-from agent.daemon import Agent, health_stats
-from agent.model import Template
+from agent.command.config import Config
+from agent.command.daemon import Agent, health_stats
+from agent.structs.model import Template
 from agent.templates import worker
 from agent.templates.errors import TemplateRenderError
 from lab.waits import wait_until

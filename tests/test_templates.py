@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.model import Template
+from agent.structs.model import Template
 from agent.templates.render import RenderContext, TemplateRenderError, render
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ConfigError, load_config
-from agent.model import Group, Job, Task, Vault
-from agent.records import AllocRecord, AllocStatus
+from agent.command.config import ConfigError, load_config
 from agent.runner import vaulttoken
 from agent.runner.alloc import AllocRunner
 from agent.runner.vaulttoken import JobPolicies, PolicyRefused, TaskVaultToken, TokenIssuer
 from agent.state import SqliteStore
+from agent.structs.model import Group, Job, Task, Vault
+from agent.structs.records import AllocRecord, AllocStatus
 from agent.templates.runner import TemplateDeps
 from agent.vault import VaultClient
 from tests.fakes import FakeNode, FakeVault
@@ -246,8 +246,8 @@ def test_the_token_role_grants_another_jobs_policy_so_the_agent_must_refuse_it(
 def test_the_daemon_binds_the_configs_job_policies_at_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent.config import Config, VaultConfig
-    from agent.daemon import Agent
+    from agent.command.config import Config, VaultConfig
+    from agent.command.daemon import Agent
 
     monkeypatch.setattr(vaulttoken, "_job_policies", JobPolicies())
     vault = VaultConfig(job_policy_prefix="fieldlab-job-", job_policies=(("fieldlab-job-probe", ("pki-*",)),))

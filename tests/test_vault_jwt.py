@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_config
+from agent.command.config import load_config
 from agent.errors import ConfigError
 from agent.identity.keyring import Keyring
 from agent.identity.vaultlogin import (
@@ -24,10 +24,10 @@ from agent.identity.vaultlogin import (
     token_role_policies,
     with_implicit_identities,
 )
-from agent.model import Group, Job, Task, Template, Vault, WorkloadIdentity
-from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
 from agent.runner.vaulttoken import TokenIssuer
+from agent.structs.model import Group, Job, Task, Template, Vault, WorkloadIdentity
+from agent.structs.records import AllocRecord, AllocStatus
 from agent.templates.runner import TemplateDeps
 from agent.vault import VaultClient
 from tests.agent_api import Agent

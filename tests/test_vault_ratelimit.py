@@ -30,12 +30,12 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from agent.config import ConfigError, load_config
-from agent.decisions import plan_rate_limit_retry
+from agent.command.config import ConfigError, load_config
+from agent.decide.decisions import plan_rate_limit_retry
 from agent.errors import RateLimited
-from agent.model import ChangeScript, Task, Template
-from agent.records import AllocStatus
 from agent.state import SqliteStore
+from agent.structs.model import ChangeScript, Task, Template
+from agent.structs.records import AllocStatus
 from agent.templates.runner import RATE_LIMITED_EVENT, TaskHost, TaskTemplates, TemplateDeps
 from agent.vault import (
     LOGIN_PATH,

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.jobspec import parse_jobspec
-from agent.model import Task, Vault
 from agent.nomadapi.jobjson import parsed_job_json
 from agent.runner.vaulttoken import TaskVaultToken
 from agent.state import SqliteStore
+from agent.structs.model import Task, Vault
 from tests.fakes import FakeVault
 from tests.openbao_server import JOB_PROBE, TOKEN_ROLE
 from tests.test_vault_tokens import ALLOC, Loop

@@ -30,12 +30,12 @@ import requests
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.model import Group, Job, Task, Template, Vault
-from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
 from agent.runner.vaultlease import TokenAction, TokenLease, plan_token
 from agent.runner.vaulttoken import KIND_VAULT_TOKEN, NoVaultBlock, TaskVaultToken, TokenIssuer
 from agent.state import SqliteStore
+from agent.structs.model import Group, Job, Task, Template, Vault
+from agent.structs.records import AllocRecord, AllocStatus
 from agent.templates.runner import TemplateDeps
 from agent.vault import TokenGrant, VaultClient
 from tests.fakes import OUTSIDE_THE_ROLE, FakeNode, FakeVault
@@ -134,9 +134,9 @@ def test_the_lease_record_round_trips_and_holds_no_token() -> None:
 
 
 def test_the_token_role_is_configured_under_vault_and_defaults_to_the_labs(tmp_path: Path) -> None:
-    from agent.config import load_config
+    from agent.command.config import load_config
+    from agent.command.wiring import CoreSettings
     from agent.errors import ConfigError
-    from agent.wiring import CoreSettings
 
     def load(vault: dict[str, Any]) -> Any:
         path = tmp_path / "config.json"

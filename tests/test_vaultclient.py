@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from agent.config import Config, VaultConfig
-from agent.daemon import VAULT_PROBE_INTERVAL, Agent, needs_vault_probe, newest_vault_status
+from agent.command.config import Config, VaultConfig
+from agent.command.daemon import VAULT_PROBE_INTERVAL, Agent, needs_vault_probe, newest_vault_status
 from agent.vault import (
     LOGIN_PATH,
     SecretResult,
@@ -338,11 +338,12 @@ def test_the_token_role_refuses_other_policies_and_the_client_refuses_none(openb
         agent.create_token("another-role", [JOB_PROBE])
 
 
-# --- Vault as it is now: each request's outcome, and the agent's health from it (agent.daemon)
+# --- Vault as it is now: each request's outcome, and the agent's health from it (agent.command.daemon)
 
 
 def _health(agent: Agent) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The agent's health as /v1/agent/self carries it (Stats["fieldlab"], agent.daemon.health_stats)."""
+    """The agent's health as /v1/agent/self carries it (Stats["fieldlab"],
+    agent.command.daemon.health_stats)."""
     body = agent.health_body()
     return body["vault"], body["vault_status"]
 

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import load_config
+from agent.command.config import load_config
+from agent.decide.placement import NodeFacts, refusals
 from agent.drivers.base import Mount
 from agent.drivers.docker import volume_bind
 from agent.errors import ConfigError
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.jobspec.volumes import CSI_REFUSAL
-from agent.model import HostVolume, VolumeMount
 from agent.nomadapi.jobjson import parsed_job_json
-from agent.placement import NodeFacts, refusals
-from agent.records import AllocRecord, AllocStatus
 from agent.runner.alloc import AllocRunner
+from agent.structs.model import HostVolume, VolumeMount
+from agent.structs.records import AllocRecord, AllocStatus
 from tests.fakes import FakeNode
 
 SPEC = """
@@ -163,10 +163,10 @@ def test_the_clients_host_volumes_config_is_checked(tmp_path: Path) -> None:
 
 
 def test_a_host_volume_that_is_not_a_directory_stops_the_agents_start(tmp_path: Path) -> None:
+    from agent.command.wiring import CoreSettings, build_core
     from agent.errors import AgentError
-    from agent.faults import Faults
+    from agent.fieldbugs.faults import Faults
     from agent.state import SqliteStore
-    from agent.wiring import CoreSettings, build_core
 
     settings = CoreSettings(
         data_dir=tmp_path / "data",
@@ -292,7 +292,7 @@ def test_the_driver_is_handed_the_resolved_path_never_the_link(tmp_path: Path) -
 
 
 def test_host_volume_paths_that_hold_or_enter_the_agents_own_dirs() -> None:
-    from agent.hostvolumes import own_path_problem
+    from agent.allocdir.hostvolumes import own_path_problem
 
     own = [Path("/var/lib/fieldlab-agent"), Path("/etc/fieldlab-agent")]
     assert own_path_problem(Path("/srv/data"), own) is None
@@ -304,10 +304,10 @@ def test_host_volume_paths_that_hold_or_enter_the_agents_own_dirs() -> None:
 
 
 def test_a_host_volume_that_links_into_the_data_dir_stops_the_agents_start(tmp_path: Path) -> None:
+    from agent.command.wiring import CoreSettings, build_core
     from agent.errors import AgentError
-    from agent.faults import Faults
+    from agent.fieldbugs.faults import Faults
     from agent.state import SqliteStore
-    from agent.wiring import CoreSettings, build_core
 
     data_dir = tmp_path / "data"
     (data_dir / "state").mkdir(parents=True)
@@ -326,8 +326,8 @@ def test_a_host_volume_that_links_into_the_data_dir_stops_the_agents_start(tmp_p
 
 def test_the_agents_own_paths_are_its_config_certs_credentials_and_code(tmp_path: Path) -> None:
     import agent
-    from agent.config import Config, TLSConfig, VaultConfig
-    from agent.hostvolumes import own_paths
+    from agent.allocdir.hostvolumes import own_paths
+    from agent.command.config import Config, TLSConfig, VaultConfig
 
     conf = tmp_path / "nomad.d"
     cfg = Config(
@@ -344,9 +344,9 @@ def test_the_agents_own_paths_are_its_config_certs_credentials_and_code(tmp_path
 def test_the_dir_of_the_config_file_the_agent_started_with_is_its_own(tmp_path: Path) -> None:
     """A config outside /etc/fieldlab-agent (an own-hosts layout: `--config /opt/agent/agent.json`)
     keeps its dir out of every host volume, as the default one is."""
-    from agent.config import load_config
+    from agent.allocdir.hostvolumes import own_paths
+    from agent.command.config import load_config
     from agent.errors import ConfigError
-    from agent.hostvolumes import own_paths
 
     conf = tmp_path / "opt-agent"
     conf.mkdir()

@@ -53,7 +53,7 @@ __all__ = [
     "json_response",
 ]
 from agent.api.idempotency import Replays
-from agent.config import Config
+from agent.command.config import Config
 from agent.drivers.session import ExecSession
 from agent.errors import AgentError
 

@@ -107,7 +107,7 @@ class Streamed:
 
 @dataclass(frozen=True)
 class Limits:
-    """What a connection may cost (agent.config's api_ws_max_message_bytes, api_write_buffer_bytes):
+    """What a connection may cost (agent.command.config's api_ws_max_message_bytes, api_write_buffer_bytes):
     the largest message a client may send on an upgraded one, and the most bytes left unsent to a
     client before it is dropped as not reading (a stream waits at it)."""
 

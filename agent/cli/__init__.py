@@ -27,7 +27,7 @@ from agent.cli import commands
 from agent.cli.completion import bash_script, zsh_script
 from agent.cli.jobfiles import validate_command
 from agent.cli.parser import PROG, Command, build_parser, split_command
-from agent.config import load_config
+from agent.command.config import load_config
 from agent.errors import AgentError
 
 
@@ -55,11 +55,11 @@ def _agent_main(args: argparse.Namespace) -> int:
             print(f"{args.config}: ok (node {config.node_name})")
             return 0
         _logging(config.log_level, config.node_name)
-        from agent.lean import fewer_malloc_arenas, leave_out_unused_sdks
+        from agent.command.lean import fewer_malloc_arenas, leave_out_unused_sdks
 
         leave_out_unused_sdks()  # before the docker SDK loads: no paramiko in the daemon
         fewer_malloc_arenas()  # before the daemon's threads start
-        from agent.daemon import Agent
+        from agent.command.daemon import Agent
 
         agent = Agent(config)
         agent.install_signal_handlers()

@@ -67,7 +67,7 @@ def registration(args: argparse.Namespace) -> tuple[dict[str, object], list[str]
 
 
 def validate_command(args: argparse.Namespace) -> int:
-    from agent import validate
+    from agent.cli import validate
 
     try:
         given = variables(args)

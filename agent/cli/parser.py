@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import __version__
-from agent.config import DEFAULT_CONFIG
+from agent.command.config import DEFAULT_CONFIG
 
 PROG = "fieldlab-agent"
 DEFAULT_ADDRESS = "https://127.0.0.1:4646"

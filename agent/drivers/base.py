@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agent.drivers import errors as _errors
 from agent.drivers.usage import Usage
-from agent.model import Task
+from agent.structs.model import Task
 
 DriverError = _errors.DriverError  # named from here by the drivers and runners (defined low, in errors)
 
@@ -106,7 +106,7 @@ class Mount:
     task_path: str
     read_only: bool
     propagation_mode: str = "private"
-    # an O_PATH fd of the checked dir (agent.hostvolumes.hold_host_volume), open until the start
+    # an O_PATH fd of the checked dir (agent.allocdir.hostvolumes.hold_host_volume), open until the start
     # returns: the driver mounts that very dir, never `host_path` resolved again; -1: none
     fd: int = field(default=-1, compare=False)
 
@@ -145,7 +145,7 @@ class TaskContext:
 class PreparesStart(Protocol):
     """A driver whose start has a blocking first step (docker: the image pull, which may take up
     to image_pull_timeout), as Nomad's driver does it in the task runner's own goroutine: the task
-    runner runs `prepare` off the main loop (agent.offload), then `start` on it with
+    runner runs `prepare` off the main loop (agent.client.offload), then `start` on it with
     `ctx.prepared`. Exec and raw_exec have none."""
 
     def prepare(self, ctx: TaskContext) -> None:

@@ -1,5 +1,5 @@
 """A process task's cgroups: <cgroup root>/<parent>/<alloc id>.<task> on v2, or that dir below the
-memory and cpu controllers on v1 (the parent is the alloc's layout's: agent.layout). P joins them
+memory and cpu controllers on v1 (the parent is the alloc's layout's: agent.structs.layout). P joins them
 itself before it exec's the task, so no child escapes them; the orphan sweeper (agent.node.sweeper)
 finds tasks of allocs that are gone by these names (every recognised layout's), whichever driver
 made them."""
@@ -13,20 +13,20 @@ import shlex
 import signal
 from pathlib import Path
 
-from agent import layout
+from agent.structs import layout
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 KILL_WAIT = 5.0  # seconds to wait for a process after SIGKILL
 
 
 def _parents() -> list[str]:
-    """The task cgroups' parents of every recognised layout (agent.layout.recognised)."""
+    """The task cgroups' parents of every recognised layout (agent.structs.layout.recognised)."""
     return list(dict.fromkeys(lay.cgroup_parent for lay in layout.recognised()))
 
 
 class Cgroups:
     """A task's cgroup(s): one dir under each v1 controller it uses, or one dir on v2, below the
-    parent of its alloc's layout (agent.layout.for_alloc) unless one is given."""
+    parent of its alloc's layout (agent.structs.layout.for_alloc) unless one is given."""
 
     def __init__(self, name: str, root: Path = CGROUP_ROOT, parent: str | None = None) -> None:
         self.name = name

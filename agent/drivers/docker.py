@@ -26,8 +26,8 @@ import docker.errors
 import requests
 from docker.types import LogConfig
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.config import DockerPlugin
+from agent.allocdir.hostvolumes import pin_path, staged_bind
+from agent.command.config import DockerPlugin
 from agent.drivers.base import (
     LABEL_ALLOC,
     LABEL_GROUP,
@@ -73,8 +73,8 @@ from agent.drivers.hostproc import EXEC_OUTPUT_MAX
 from agent.drivers.pullconfig import task_pull
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
 from agent.drivers.usage import Usage, docker_usage
-from agent.hostvolumes import pin_path, staged_bind
-from agent.model import Task
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
+from agent.structs.model import Task
 
 log = logging.getLogger(__name__)
 PAUSE_IMAGE = "fieldlab/pause:latest"
@@ -256,7 +256,7 @@ class DockerDriver:
 
     def _volume_bind(self, ctx: TaskContext, m: Mount, staged: contextlib.ExitStack) -> str:
         """A host volume's docker bind. Its held dir (m.fd) is bound on a fresh dir of the agent's
-        own first (agent.hostvolumes.staged_bind), which dockerd is given: dockerd and runc mount it
+        own first (agent.allocdir.hostvolumes.staged_bind), which dockerd is given: dockerd and runc mount it
         in the container's namespace, where the fd's /proc link cannot be a source, and a path a
         task could swap is never resolved again."""
         if m.fd < 0:
@@ -302,7 +302,7 @@ class DockerDriver:
     def _pin_binds(self, ctx: TaskContext, opts: DockerOpts, staged: contextlib.ExitStack) -> None:
         """The task's own binds (config `volumes`, `mount` of type bind: sources checked by
         dockermounts) handed to dockerd as binds of what was checked, made through an fd
-        (agent.hostvolumes.pin_path): a component swapped for a link since the check is refused."""
+        (agent.allocdir.hostvolumes.pin_path): a component swapped for a link since the check is refused."""
 
         def pin(src: str) -> str:
             try:

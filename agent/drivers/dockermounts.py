@@ -2,7 +2,7 @@
 agent.drivers.dockeropts): `volumes` (relative paths in the task's dir, host paths only with the
 plugin's volumes { enabled }), `mount`/`mounts` (bind, volume, tmpfs: Nomad's toDockerMount),
 `devices` (toDockerDevice), and a client host volume's bind. Whatever the plugin config, no bind
-leads into or holds the agent's own files (agent.hostvolumes' rule), links followed once.
+leads into or holds the agent's own files (agent.allocdir.hostvolumes' rule), links followed once.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import posixpath
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.config import DockerPlugin
+from agent.command.config import DockerPlugin
 from agent.drivers.base import Mount
 from agent.drivers.dockervalues import DockerOpts, TaskFacts, read_blocks, read_strs, str_map
 
@@ -39,7 +39,7 @@ def _host_source(
 ) -> str:
     """A bind's host path as Nomad's expandPath (relative: in `base`, the task's dir), refused while volumes
     are off unless it stays in the alloc's dir (Nomad's escapingfs check), and always refused when it
-    leads into or holds the agent's own files (agent.hostvolumes' rule), links followed once."""
+    leads into or holds the agent's own files (agent.allocdir.hostvolumes' rule), links followed once."""
     path = posixpath.normpath(posixpath.join(base or facts.task_dir, src))
     if later(src):
         return path

@@ -29,7 +29,6 @@ import docker
 import docker.errors
 import requests
 
-from agent.bugs import NO_BUGS, Bugs
 from agent.drivers.base import DriverError
 from agent.drivers.pullconfig import (
     DOWNLOADING,
@@ -47,6 +46,7 @@ from agent.drivers.pullconfig import (
     recoverable,
     registry_host,
 )
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The plain data of a docker task's options (agent.drivers.dockeropts; Nomad's plugin config is
-agent.config.DockerPlugin): the task's facts the mapping reads, its result, and the readers of
+agent.command.config.DockerPlugin): the task's facts the mapping reads, its result, and the readers of
 Nomad's HCL spec types (a block may arrive as a list of maps, a number as a string)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.bugs import NO_BUGS, Bugs
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class TaskFacts:
     the host paths of the task's dir and of its alloc's dir (the sandbox of binds while volumes are
     off), the agent's own paths (never mounted), and how a host path resolves (os.path.realpath at
     start; the identity in tests and at submission), and the fault flags the mapping takes (the
-    driver's: agent.faults; NO_BUGS at submission)."""
+    driver's: agent.fieldbugs.faults; NO_BUGS at submission)."""
 
     network_mode: str = "bridge"  # the group's: bridge, host or none
     memory_mb: int = 300

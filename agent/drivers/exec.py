@@ -62,8 +62,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.config import DEFAULT_CHROOT_ENV, ExecPlugin
+from agent.allocdir.hostvolumes import dir_identity
+from agent.command.config import DEFAULT_CHROOT_ENV, ExecPlugin
 from agent.drivers.base import DriverError, ExitReport, Mount, TaskContext, TaskHandle, inside_env
 from agent.drivers.cgroups import cgroup_procs_of
 from agent.drivers.execopts import ExecOpts, caps_in_mask, exec_plan, exec_refusals
@@ -79,8 +79,8 @@ from agent.drivers.hostproc import (
 from agent.drivers.keeperclient import EXITS_DIR, KeptProcess
 from agent.drivers.process import ProcessDriver
 from agent.drivers.session import ExecPlan
-from agent.hostvolumes import dir_identity
-from agent.model import Task
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
+from agent.structs.model import Task
 
 log = logging.getLogger(__name__)
 DEFAULT_USER = "nobody"

@@ -28,9 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.config import ExecPlugin, RawExecPlugin
+from agent.command.config import ExecPlugin, RawExecPlugin
 from agent.drivers.dockervalues import read_str, read_strs
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 
 PRIVATE, HOST = "private", "host"
 EXEC_HONOURED = frozenset({"command", "args", "work_dir", "cap_add", "cap_drop", "pid_mode", "ipc_mode"})

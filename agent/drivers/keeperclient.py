@@ -1,4 +1,4 @@
-"""The agent's side of a process task's keeper (agent/keeper.py, Nomad's executor in this): the
+"""The agent's side of a process task's keeper (agent/drivers/keeper.py, Nomad's executor in this): the
 keeper is started with the task's argv, starts P as its child in a session of its own, says P's pid
 and start time on a pipe, reaps P and records its status in EXITS_DIR/<alloc>.<task>.<pid>-<start
 time> (root's, 0700, on a tmpfs: gone with a reboot, as the tasks are). So a restarted agent still
@@ -23,7 +23,7 @@ from agent.drivers.hostproc import read_capped
 
 log = logging.getLogger(__name__)
 EXITS_DIR = Path("/run/fieldlab/exits")  # the keepers' records: tmpfs, gone with a reboot as the tasks
-KEEPER = str(Path(__file__).resolve().parent.parent / "keeper.py")
+KEEPER = str(Path(__file__).resolve().parent / "keeper.py")
 KEEPER_REPORT_WAIT = 10.0  # seconds for a keeper to say P's pid (a python start, a loaded node)
 RECORD_WAIT = 2.0  # seconds for a keeper to write the record of a P that just ended
 RECORD_POLL = 0.02  # seconds between looks for that record (the poll of a named wait: RECORD_WAIT)

@@ -45,7 +45,7 @@ from agent.drivers.keeperclient import (
     usable_exits_dir,
 )
 from agent.drivers.usage import Usage, cgroup_usage
-from agent.model import Task
+from agent.structs.model import Task
 
 if TYPE_CHECKING:
     from agent.drivers.session import ExecPlan, ExecSession
@@ -153,7 +153,7 @@ class ProcessDriver:
 
         Called before every start of the task: a process still in its cgroup is a leftover (a start
         an agent was killed before recording, or a child of a stopped one), killed first, so the
-        task never runs twice (agent.killpoints: start.after-task-start-before-record)."""
+        task never runs twice (agent.fieldbugs.killpoints: start.after-task-start-before-record)."""
         cg = Cgroups.of_task(alloc_id, task.name)
         leftover = cg.pids()
         if leftover:

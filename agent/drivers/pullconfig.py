@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.bugs import Bugs
 from agent.drivers.dockervalues import Refuses, read_block, read_bool, read_str
+from agent.fieldbugs.bugs import Bugs
 from agent.jobspec.durations import parse_duration
 
 # Nomad's defaults (drivers/docker/config.go): image_pull_timeout "5m", pull_activity_timeout "2m"

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.config import RawExecPlugin
+from agent.command.config import RawExecPlugin
 from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle
 from agent.drivers.cgroups import Cgroups, cgroup_procs_of
 from agent.drivers.execopts import raw_exec_plan, raw_exec_refusals
@@ -45,7 +45,7 @@ from agent.drivers.hostproc import HOST_ENV, TOOL_PATH, carry_env, enter_task_en
 from agent.drivers.keeperclient import EXITS_DIR
 from agent.drivers.process import ProcessDriver
 from agent.drivers.session import ExecPlan
-from agent.model import Task
+from agent.structs.model import Task
 
 NAME = "raw_exec"
 DISABLED = (

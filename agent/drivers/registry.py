@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from agent.drivers.base import DriverError, ExitReport, NetnsOwner, TaskDriver
-from agent.model import Group, Task
+from agent.structs.model import Group, Task
 
 # A driver's check of a task's `config` against this node's plugin config: (config key, why) each
 ConfigCheck = Callable[[Task, str], list[tuple[str, str]]]

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from agent.allocdir.sandbox import SandboxError, SandboxPath, open_parent, sandbox_path
 from agent.getter.fetch import FetchLimits, download
 from agent.getter.plan import DEFAULT_ALLOWED, SINGLE_FILE, ArtifactError, plan_fetch
 from agent.getter.unpack import UnpackLimits, decompress, unpack, write_plain
-from agent.model import Artifact
-from agent.sandbox import SandboxError, SandboxPath, open_parent, sandbox_path
+from agent.structs.model import Artifact
 
 
 class ArtifactGetter(Protocol):

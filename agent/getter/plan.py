@@ -109,7 +109,7 @@ def destination_in_task(dest: str, task_dir: str | None = None) -> str:
     (`task_dir`'s sibling alloc/: what `${NOMAD_TASK_DIR}` and `${NOMAD_ALLOC_DIR}` give) relative to
     the task dir; any other absolute path ("/local/x", "/tmp/x") joined onto the task dir. Still
     leaving the task dir after that (other than into the shared alloc/ dir, as ../alloc/...) is an
-    ArtifactError, Nomad's "escapes alloc directory". Lexical: the writers (agent.sandbox) open every
+    ArtifactError, Nomad's "escapes alloc directory". Lexical: the writers (agent.allocdir.sandbox) open every
     component below the task dir without following a link."""
     given = dest
     if dest.startswith("/"):

@@ -1,4 +1,4 @@
-"""A download written into the task's sandbox (agent.sandbox: a path below the task dir or
+"""A download written into the task's sandbox (agent.allocdir.sandbox: a path below the task dir or
 the alloc's shared dir, each directory opened without following a link, each file replaced
 atomically): a plain file as it is, a compressed file decompressed, an archive's regular files below
 its destination. An archive member that would land outside its destination, a link, a device or a
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol, Self
 
+from agent.allocdir.sandbox import SandboxError, sandbox_path, write_file
 from agent.getter.plan import ArtifactError
-from agent.sandbox import SandboxError, sandbox_path, write_file
 
 CHUNK = 1 << 16
 

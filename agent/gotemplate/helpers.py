@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent import goregex
+from agent.gocompat import goregex
 from agent.gotemplate.builtins import GoError
 from agent.gotemplate.gofmt import LIST_TYPES, MISSING, fmt_v, go_quote, type_name
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.model import WorkloadIdentity
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
+from agent.structs.model import WorkloadIdentity
 
 DEFAULT_IDENTITY_TTL = 3600.0
 """Seconds a token of an identity without a ttl lives (config identity_default_ttl): Nomad signs such

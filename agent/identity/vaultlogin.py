@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agent.model import Job, Task, Vault, WorkloadIdentity
+from agent.structs.model import Job, Task, Vault, WorkloadIdentity
 
 VAULT_IDENTITY = "vault_default"  # Nomad: WorkloadIdentityVaultPrefix + the cluster ("default")
 DEFAULT_JWT_MOUNT = "jwt-nomad"  # Nomad's vault.jwt_auth_backend_path default

@@ -21,7 +21,7 @@ from agent.jobspec.durations import parse_duration
 from agent.jobspec.errors import JobspecError
 from agent.jobspec.limits import DEFAULT_LIMITS, Limits
 from agent.jobspec.tree import Report
-from agent.model import Job
+from agent.structs.model import Job
 
 __all__ = [
     "DEFAULT_LIMITS",

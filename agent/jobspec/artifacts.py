@@ -1,4 +1,4 @@
-"""A task's `artifact` blocks -> agent.model.Artifact, checked as far as can be without the task's
+"""A task's `artifact` blocks -> agent.structs.model.Artifact, checked as far as can be without the task's
 variables: a source (http or https; a go-getter forced getter such as "git::" is refused), a mode,
 a destination inside the task's sandbox (its dir or the alloc's shared alloc/ dir; an absolute one
 joined onto the task dir, as Nomad's client takes it), a checksum of a
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from agent.getter.plan import MODES, ArtifactError, archive_kind, parse_checksum
 from agent.jobspec.templateblocks import task_relative
 from agent.jobspec.tree import Body, join
-from agent.model import Artifact
+from agent.structs.model import Artifact
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader

@@ -11,6 +11,7 @@ import logging
 from dataclasses import replace
 from typing import TypeVar
 
+from agent.decide.taskdecisions import plan_validation
 from agent.identity.vaultlogin import VAULT_IDENTITY
 from agent.jobspec.artifacts import read_artifacts
 from agent.jobspec.clientfields import (
@@ -34,7 +35,7 @@ from agent.jobspec.templateblocks import TemplateBlocks
 from agent.jobspec.tree import Body, Invalid, depth, join
 from agent.jobspec.update import group_update, read_update
 from agent.jobspec.volumes import check_mounts, read_mounts, read_volumes
-from agent.model import (
+from agent.structs.model import (
     EphemeralDisk,
     Group,
     Job,
@@ -46,7 +47,6 @@ from agent.model import (
     UpdateStrategy,
     Vault,
 )
-from agent.taskdecisions import plan_validation
 
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)

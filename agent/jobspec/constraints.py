@@ -1,6 +1,7 @@
-"""`constraint` blocks of a job, a group or a task -> agent.model.Constraint, as Nomad's jobspec2 decodes
+"""`constraint` blocks of a job, a group or a task -> agent.structs.model.Constraint, as Nomad's jobspec2
+decodes
 them (jobspec2/hcl_conversions.go decodeConstraint), checked as Nomad's server validates them on register
-(nomad/structs Constraint.Validate, agent.placement.validate): a constraint Nomad refuses is a problem
+(nomad/structs Constraint.Validate, agent.decide.placement.validate): a constraint Nomad refuses is a problem
 naming the key it was written with (`job.web.constraint[0].operator`, `...constraint[1].regexp`).
 
 The HCL forms: `attribute` / `value` / `operator` (default "="), and the shorthands, each setting the
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agent.decide.placement import DISTINCT_HOSTS, DISTINCT_PROPERTY, validate
 from agent.jobspec.tree import Body, join
-from agent.model import Constraint
-from agent.placement import DISTINCT_HOSTS, DISTINCT_PROPERTY, validate
+from agent.structs.model import Constraint
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader

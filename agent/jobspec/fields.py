@@ -137,7 +137,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "consul",  # as the group's (agent.jobspec.clientfields)
         }
     ),
-    # Nomad's TaskLifecycleConfig: the task's place in the alloc's order (agent.lifecycle)
+    # Nomad's TaskLifecycleConfig: the task's place in the alloc's order (agent.decide.lifecycle)
     "lifecycle": frozenset({"hook", "sidecar"}),
     # Nomad's LogConfig: rotation of alloc/logs/<task>.<stream>.N by the task's logmon
     "logs": frozenset({"max_files", "max_file_size", "disabled"}),
@@ -198,7 +198,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
     "wait": frozenset({"min", "max"}),
     # a group service's `task`: its checks' default (script checks run there: agent.runner.checks_script)
     # Nomad's Service: where its registration points, canary tags and meta, Consul's own fields
-    # (agent.jobspec.serviceopts; sent by agent.consul, listed by agent.runner.services)
+    # (agent.jobspec.serviceopts; sent by agent.consul.catalog, listed by agent.runner.services)
     "service": frozenset(
         {
             "name",
@@ -234,7 +234,7 @@ IMPLEMENTED: Mapping[str, frozenset[str]] = {
             "check_restart",
             "method",
             "address_mode",
-            # agent.jobspec.serviceopts: run by agent.runner.checks, sent to Consul by agent.consul
+            # agent.jobspec.serviceopts: run by agent.runner.checks, sent to Consul by agent.consul.catalog
             "body",
             "expose",
             "failures_before_critical",

@@ -1,4 +1,4 @@
-"""A task's `identity` blocks -> agent.model.WorkloadIdentity, checked as Nomad's jobspec parser
+"""A task's `identity` blocks -> agent.structs.model.WorkloadIdentity, checked as Nomad's jobspec parser
 and WorkloadIdentity.Validate/Warnings: the block without a name (or named "default") is the task's
 default identity, for Nomad itself (its audience is always "nomadproject.io", it takes no ttl);
 a name matches ^[a-zA-Z0-9-_]{1,128}$ and is used once; `change_signal` goes with `change_mode =
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from agent.jobspec.durations import format_duration
 from agent.jobspec.templateblocks import task_relative
 from agent.jobspec.tree import Body, join
-from agent.model import WorkloadIdentity
+from agent.structs.model import WorkloadIdentity
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader

@@ -22,7 +22,7 @@ from croniter import croniter
 
 from agent.jobspec.reader import short
 from agent.jobspec.tree import Body, join
-from agent.model import Parameterized, Periodic
+from agent.structs.model import Parameterized, Periodic
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader

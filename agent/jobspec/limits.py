@@ -1,6 +1,6 @@
 """Bounds on what a jobspec may ask for: the client's `max_count`, `max_kill_timeout`,
 `max_shutdown_delay` and `template_max_per_task`, and the parser's own limits on size and nesting.
-Defaults are the agent's; a client config may change the first four (agent.config), the CLI's
+Defaults are the agent's; a client config may change the first four (agent.command.config), the CLI's
 offline `job validate` uses the defaults."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from agent.bugs import NO_BUGS, Bugs
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.identity.claims import DEFAULT_IDENTITY_TTL
 
 MIB = 1 << 20
@@ -51,7 +51,7 @@ class Limits:
     max_templates: int = 256  # template blocks of one task (the client's template_max_per_task)
     max_bytes: int = MIB  # a jobspec's text (the API answers 413 above it)
     max_depth: int = 64  # nesting of blocks, lists and objects
-    bugs: Bugs = NO_BUGS  # the fault flags of the validation (agent.taskdecisions.plan_validation)
+    bugs: Bugs = NO_BUGS  # the fault flags of the validation (agent.decide.taskdecisions.plan_validation)
 
 
 DEFAULT_LIMITS = Limits()

@@ -1,10 +1,10 @@
-"""A job's and a group's `reschedule` blocks -> agent.model.ReschedulePolicy of each group, as Nomad
+"""A job's and a group's `reschedule` blocks -> agent.structs.model.ReschedulePolicy of each group, as Nomad
 canonicalises them (api/tasks.go TaskGroup.Canonicalize: the job's block copied, the group's fields
 merged over it, the job type's defaults under both) and checks them (nomad/structs ReschedulePolicy
 .Validate and Job.Validate, their texts). A system or sysbatch job has no policy: a block is refused,
 as Nomad refuses it.
 
-What one node does with the policy (agent.decisions.plan_reschedule, Core._replace): a failed alloc
+What one node does with the policy (agent.decide.decisions.plan_reschedule, Core._replace): a failed alloc
 is replaced on this node, the only one, after the policy's delay, while its attempts last."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.jobspec.tree import Body
-from agent.model import ReschedulePolicy
+from agent.structs.model import ReschedulePolicy
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader

@@ -1,4 +1,4 @@
-"""A group's `scaling` block -> agent.model.Scaling, checked as Nomad checks a group's horizontal
+"""A group's `scaling` block -> agent.structs.model.Scaling, checked as Nomad checks a group's horizontal
 scaling policy: its HCL parser (jobspec2: `max` required, a group's `type` only "horizontal"), the
 agent's HTTP register (no `scaling` in a system job) and the server's TaskGroup.Validate
 (ScalingPolicy.Validate, then the group's count between `min` and `max`), with Nomad's texts.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.jobspec.tree import Body, join
-from agent.model import Scaling
+from agent.structs.model import Scaling
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader

@@ -2,9 +2,9 @@
 (nomad/structs/services.go: Service.Validate, ServiceCheck.validateCommon, validateConsul and
 validateNomad, with their texts; api/services.go Canonicalize for the defaults):
 
-- a service's `address` and `address_mode` (Nomad's GetAddress: agent.checktarget.service_address),
+- a service's `address` and `address_mode` (Nomad's GetAddress: agent.client.checktarget.service_address),
   `canary_tags` and `canary_meta`, `on_update` (its checks' default); Consul's own `meta`, `kind`,
-  `enable_tag_override`, `weights` and `tagged_addresses` (sent to Consul: agent.consul);
+  `enable_tag_override`, `weights` and `tagged_addresses` (sent to Consul: agent.consul.catalog);
 - a check's http options (`protocol`, `header`, `body`, `tls_skip_verify`; the agent's checker sends
   them for a Nomad service: agent.runner.checks), `on_update` (a readiness check with "ignore"),
   and Consul's own (`initial_status`, `tls_server_name`, the thresholds, the grpc options);
@@ -21,7 +21,7 @@ from typing import Any
 
 from agent.jobspec.reader import BodyReader, choices, short
 from agent.jobspec.tree import Body, join
-from agent.model import Check
+from agent.structs.model import Check
 
 SERVICE_ADDRESS_MODES = ("auto", "host", "alloc")  # the ones this node resolves (no driver network)
 ON_UPDATE = ("require_healthy", "ignore_warnings", "ignore")

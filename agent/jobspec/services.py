@@ -8,11 +8,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 
-from agent.checktarget import HTTP_METHODS
+from agent.client.checktarget import HTTP_METHODS
 from agent.jobspec.reader import choices, short
 from agent.jobspec.serviceopts import ServiceOptions
 from agent.jobspec.tree import Body, join
-from agent.model import Check, CheckRestart, Network, Port, Service
+from agent.structs.model import Check, CheckRestart, Network, Port, Service
 
 NETWORK_MODES = ("bridge", "host", "none")
 CHECK_TYPES = ("http", "tcp", "script", "grpc")  # grpc: Consul's checks only, run by Consul
@@ -231,7 +231,7 @@ class ServiceBlocks(ServiceOptions):
 
     def _host_network(self, port: Body, label: str, ppath: str) -> str:
         """A port's `host_network` ("default" when unset): whether this client has it is placement's
-        (agent.placement.refusals fails a name the node lacks, as Nomad's scheduler)."""
+        (agent.decide.placement.refusals fails a name the node lacks, as Nomad's scheduler)."""
         name = self._str(port, "host_network", ppath, "default") or "default"
         if "${" in name:
             self.report.error(

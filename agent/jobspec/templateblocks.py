@@ -9,7 +9,7 @@ import re
 
 from agent.jobspec.reader import BodyReader
 from agent.jobspec.tree import Body, join
-from agent.model import ChangeScript, Template
+from agent.structs.model import ChangeScript, Template
 
 CHANGE_MODES = ("noop", "signal", "restart", "script")
 TEMPLATE_DIRS = ("local", "secrets", "alloc")  # alloc/: the alloc's shared dir, as Nomad's sandbox
@@ -27,7 +27,7 @@ def task_relative(raw: str) -> tuple[str, str]:
     the shared alloc/ dir, and what is wrong with it ("" when nothing). Refused as Nomad's sandbox
     refuses what leaves the alloc dir: an absolute path, a `..` out of the task dir other than into
     the shared alloc/ dir (this sandbox does not reach the other tasks' dirs). Lexical: the writers
-    (agent.sandbox) follow no link."""
+    (agent.allocdir.sandbox) follow no link."""
     text = raw
     for var, directory in _TASK_DIR_VARS.items():
         if text.startswith(var):
@@ -118,7 +118,7 @@ class TemplateBlocks(BodyReader):
 
     def _owner_id(self, body: Body, key: str, path: str) -> int | None:
         """A template's `uid` or `gid` (Nomad's Uid, Gid): the rendered file's owner, set on the file
-        the agent wrote inside the task dir (by its descriptor, agent.sandbox.write_file); None when
+        the agent wrote inside the task dir (by its descriptor, agent.allocdir.sandbox.write_file); None when
         absent or negative, as Nomad's template manager leaves the owner alone then (the agent's)."""
         number = self._int(body, key, path, -1)
         if number > _MAX_OWNER_ID:

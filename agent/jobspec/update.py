@@ -1,4 +1,4 @@
-"""A job's and a group's `update` blocks -> agent.model.UpdateStrategy of each group, as Nomad
+"""A job's and a group's `update` blocks -> agent.structs.model.UpdateStrategy of each group, as Nomad
 canonicalises them (api/tasks.go TaskGroup.Canonicalize: the group's fields over the job's, Nomad's
 defaults under both) and checks them (nomad/structs UpdateStrategy.Validate, its texts).
 
@@ -6,7 +6,7 @@ What one node does with them (agent.nomadapi.deploywatch): a service job's versi
 deployment unless `max_parallel` is 0; an alloc's health is judged as Nomad's client does with
 `health_check = "task_states"` (`min_healthy_time`, `healthy_deadline`; `"manual"`: only the
 operator's word), the deployment fails past `progress_deadline`. `max_parallel` and `stagger` pace
-a rollout across nodes: one node replaces a version's allocs at once (agent.jobupdate).
+a rollout across nodes: one node replaces a version's allocs at once (agent.decide.jobupdate).
 `auto_revert`: a failed deployment registers the job's newest stable version again, as Nomad's
 watcher rolls back. `canary`: Nomad places canaries only when a new version replaces allocs,
 so a job's first version runs as written; a new version that would replace the allocs of a group
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.jobspec.durations import format_duration
 from agent.jobspec.tree import Body, join
-from agent.model import Job, UpdateStrategy
+from agent.structs.model import Job, UpdateStrategy
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader

@@ -1,4 +1,4 @@
-"""A group's `volume` blocks and its tasks' `volume_mount` blocks -> agent.model.HostVolume and
+"""A group's `volume` blocks and its tasks' `volume_mount` blocks -> agent.structs.model.HostVolume and
 VolumeMount, checked as Nomad's server checks them on register (nomad/structs VolumeRequest.Validate,
 Task.Validate's volume mounts).
 
@@ -15,7 +15,7 @@ Task.Validate's volume mounts).
   as in Nomad: the engine resolves the destination inside the container (DOCKER_UNDER).
   `propagation_mode` is one of Nomad's three.
 
-Whether the node has the volume is the placement's question (agent.placement), answered when the
+Whether the node has the volume is the placement's question (agent.decide.placement), answered when the
 job is placed.
 """
 
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from agent.jobspec.clientfields import check_host_volume, check_selinux_label
 from agent.jobspec.tree import Body, join
-from agent.model import HostVolume, Task, VolumeMount
+from agent.structs.model import HostVolume, Task, VolumeMount
 
 if TYPE_CHECKING:
     from agent.jobspec.reader import BodyReader

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from agent.records import PortAlloc
+from agent.structs.records import PortAlloc
 
 CNI_MODE_PREFIX = "cni/"
 

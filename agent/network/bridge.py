@@ -8,7 +8,7 @@ address, and DNATed from its host ports) are deleted, and after ADD the host-por
 but the new address (made between DEL and ADD, or left by an earlier alloc on those ports). See
 `agent.network.conntrack`; a failing cleanup is logged and never fails the DEL or the ADD.
 
-An alloc made under an earlier layout (agent.layout) keeps its network (`former`: the same bridge and
+An alloc made under an earlier layout (agent.structs.layout) keeps its network (`former`: the same bridge and
 subnet under another CNI name) until it stops; the addresses its allocs hold are reserved in the
 current network's host-local dir too (`carry_reservations`), and released there with their DEL."""
 
@@ -19,14 +19,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from agent import layout
 from agent.network import hostlocal
 from agent.network.base import BRIDGE, AttachSpec
 from agent.network.cni import CniNetwork
 from agent.network.conntrack import FlowTarget, flush_stale_flows
 from agent.network.result import CachedAttachment, CniError, PortMapping
 from agent.network.verify import verify_network
-from agent.records import PortAlloc
+from agent.structs import layout
+from agent.structs.records import PortAlloc
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,8 @@ class BridgeNetwork:
         self.optional_portmap = optional_portmap
         self.run_check = run_check
         self.flush_flows = flush_flows
-        # Earlier layouts' networks on the same bridge and subnet (agent.layout): their allocs keep them.
+        # Earlier layouts' networks on the same bridge and subnet (agent.structs.layout): their allocs keep
+        # them.
         self.former = {n.name: n for n in former if n.name != cni.name}
         self.carry_reservations()
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.bugs import NO_BUGS, Bugs
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.network import hostlocal, iptables
 from agent.network.cnicache import ResultCache
 from agent.network.netns import is_netns

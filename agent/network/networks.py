@@ -22,13 +22,13 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from agent.bugs import NO_BUGS, Bugs
 from agent.errors import AgentError
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.network.base import BRIDGE, AttachSpec
 from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.result import CniError
-from agent.records import PortAlloc
+from agent.structs.records import PortAlloc
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,14 @@
 """A network namespace the agent creates by name (`/run/netns/<prefix><alloc>`, the alloc's layout:
-agent.layout), for bridge groups whose tasks all join a netns by path (exec, raw processes). A host
+agent.structs.layout), for bridge groups whose tasks all join a netns by path (exec, raw processes). A host
 reboot clears /run: the owner is then gone and restore rebuilds the network."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from agent import layout
 from agent.drivers.base import NO_SANDBOX, Sandbox, TaskHandle, TaskStatus
 from agent.network import netns
+from agent.structs import layout
 
 
 def netns_name(alloc_id: str) -> str:

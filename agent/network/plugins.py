@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.bugs import NO_BUGS, Bugs
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 
 
 @dataclass(frozen=True, order=True)

@@ -4,12 +4,12 @@ A stopped or failed alloc keeps its records, events and alloc dir once it has en
 still listed and its events and logs can be read, by a restarted agent too. The GC removes them when
 more allocs are tracked (live and terminal) than gc_max_allocs, or while the alloc dirs' filesystem
 is over its disk or inode threshold (measured again after each alloc), oldest first; every terminal
-alloc when forced (`POST /v1/client/gc`). Which ones go is the pure `agent.decisions.plan_gc`; this
+alloc when forced (`POST /v1/client/gc`). Which ones go is the pure `agent.decide.decisions.plan_gc`; this
 module measures, collects and removes. One alloc's records, events and dir go together, then every
 job none of whose allocs is left. Never an alloc whose replacement is owed or that still has a
 step off the main loop. `job stop -purge` removes one job and its allocs the same way.
 
-Everything here runs on the main loop: the Core (agent.core) holds one `GarbageCollector` and
+Everything here runs on the main loop: the Core (agent.client.core) holds one `GarbageCollector` and
 delegates to it; what the GC uses of the Core is `GcHost`. Nomad's client collects on a goroutine of
 its own; here a long backlog (10,000 allocs of an earlier run: seconds of deletes) is collected in
 turns of at most `GC_TURN` seconds, the loop's other work (API calls, restarts) served between them.
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from agent.decisions import GcCandidate, GcLimits, plan_gc
+from agent.decide.decisions import GcCandidate, GcLimits, plan_gc
 from agent.errors import AgentError, Conflict, NotFound
-from agent.model import Job
 from agent.runner.alloc import AllocRunner
 from agent.runner.deps import RunnerDeps
 from agent.state import StateStore, drop_alloc
+from agent.structs.model import Job
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class GcReport:
 
 
 class GcHost(Protocol):
-    """What the GC uses of the Core (agent.core.Core): its store, runners and jobs, where the alloc
+    """What the GC uses of the Core (agent.client.core.Core): its store, runners and jobs, where the alloc
     dirs are (deps), its limits and its timers."""
 
     store: StateStore
@@ -83,7 +83,7 @@ class GarbageCollector:
         self._owed_jobs: set[str] = set()  # of a pass's turns so far: purged once the pass ends
 
     def gc(self, *, force: bool = False, turn: float | None = None) -> GcReport:
-        """Collect terminal allocs as Nomad's client GC does (agent.decisions.plan_gc): each one's
+        """Collect terminal allocs as Nomad's client GC does (agent.decide.decisions.plan_gc): each one's
         records, events and alloc dir go together; then the jobs none of whose allocs is left.
         Never an alloc whose replacement is owed or that still has a step off the loop. `turn`:
         stop after that many seconds (the report says `more`), the rest for a later call."""

@@ -1,6 +1,6 @@
-"""What is on the node of one alloc under each recognised layout's names (agent.layout.SeenNames):
+"""What is on the node of one alloc under each recognised layout's names (agent.structs.layout.SeenNames):
 read for an alloc whose record an earlier agent wrote without its names, so that restore can tell
-which netns, task cgroups and CNI network are its (agent.layout.unrecorded_layout decides)."""
+which netns, task cgroups and CNI network are its (agent.structs.layout.unrecorded_layout decides)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from agent.drivers.cgroups import CGROUP_ROOT
-from agent.layout import NodeLayout, SeenNames
 from agent.network import netns
 from agent.network.cnicache import ResultCache
+from agent.structs.layout import NodeLayout, SeenNames
 
 
 def seen_names(

@@ -1,5 +1,5 @@
 """What the agent's node is, as Nomad's client fingerprints it: its ID (kept in the data dir), the
-attributes `GET /v1/node/:id` shows and constraints are checked against (agent.placement), and each
+attributes `GET /v1/node/:id` shows and constraints are checked against (agent.decide.placement), and each
 driver it runs with whether that driver's runtime answers (the docker engine is pinged, with a deadline;
 the process drivers need nothing that could be down; an API handler thread asks, never the main loop)."""
 

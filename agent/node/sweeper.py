@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent import layout
+from agent.allocdir.fsutil import unmount_below
 from agent.drivers.base import LABEL_ALLOC, LABEL_ROLE
 from agent.drivers.cgroups import Cgroups
 from agent.drivers.docker import DockerDriver
-from agent.fsutil import unmount_below
-from agent.layout import FIELDLAB, NOMAD, netns_owner
 from agent.network import iptables, netns
 from agent.network.cni import CniNetwork
+from agent.structs import layout
+from agent.structs.layout import FIELDLAB, NOMAD, netns_owner
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class Observed:
     # ("<alloc>.<task>", pids) of process tasks: exec and raw_exec (agent.drivers.cgroups)
     task_cgroups: Sequence[tuple[str, Sequence[int]]] = ()
     forward_ips: Sequence[str] = ()  # addresses with firewall-plugin rules in CNI-FORWARD (no comment)
-    # The recognised layouts' (agent.layout.recognised): which netns names are the agent's.
+    # The recognised layouts' (agent.structs.layout.recognised): which netns names are the agent's.
     netns_prefixes: Sequence[str] = (NOMAD.netns_prefix, FIELDLAB.netns_prefix)
 
 
@@ -145,7 +145,8 @@ class Sweeper:
     ) -> None:
         self.docker = docker
         self.cni = cni
-        # The networks of earlier layouts still on the node (agent.layout): their allocs' leftovers too.
+        # The networks of earlier layouts still on the node (agent.structs.layout): their allocs' leftovers
+        # too.
         self.own_networks = [n for n in (cni, *former_cni) if n is not None]
         # The cni/<name> networks (agent.network.networks.NetworkSet.sweep_networks): asked at each
         # sweep, as their kept results come and go (nomad-12216 for a cni/* alloc as for a bridge one).

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from agent import __version__
 from agent.api.server import Handler, Response, query_params
-from agent.core import Core
+from agent.client.core import Core
 from agent.nomadapi import structs
 from agent.nomadapi.http import answer, check_scope, meta_headers
 from agent.nomadapi.node import NodeIdentity

@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.node.gc import TERMINAL_STATUSES
-from agent.records import AllocRecord, RecordError
+from agent.structs.records import AllocRecord, RecordError
 
 if TYPE_CHECKING:
-    from agent.core import Core
+    from agent.client.core import Core
 
 _KEYS = ("id", "job", "group", "status")
 

@@ -3,7 +3,7 @@ read the alloc dir (`/v1/client/fs/{ls,stat,cat,readat,stream}/:alloc`) and the 
 (`/v1/client/fs/logs/:alloc`).
 
 The alloc dir is read by agent.nomadapi.allocfs (by dir fd, never following a link, never leaving
-the alloc dir); logs are the tasks' own (agent.logs), served as Nomad serves them: a stream of
+the alloc dir); logs are the tasks' own (agent.command.logs), served as Nomad serves them: a stream of
 StreamFrame JSON objects, or the bytes themselves with `plain=true`; `follow=true` keeps the stream
 open, sending what the task writes as it comes (and an empty frame every HEARTBEAT seconds).
 An adopted alloc's files and logs are read as a managed one's.
@@ -19,8 +19,8 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, Streamed, query_params
-from agent.core import Core
-from agent.logs import STREAMS, LogChunk, LogSource, adopted_log_source, log_source, read_log
+from agent.client.core import Core
+from agent.command.logs import STREAMS, LogChunk, LogSource, adopted_log_source, log_source, read_log
 from agent.nomadapi import allocfs, fsjson
 from agent.nomadapi.context import find_alloc
 from agent.nomadapi.http import HttpError, answer

@@ -10,14 +10,14 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.core import Core
+from agent.client.core import Core
+from agent.decide.taskdecisions import plan_user_restart
 from agent.errors import Conflict, NotFound
 from agent.nomadapi.context import find_alloc
 from agent.nomadapi.hoststats import host_stats
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
 from agent.nomadapi.signals import NOT_SENT, signal_error, signal_name
 from agent.nomadapi.usage import CpuSamples, alloc_usage, no_usage
-from agent.taskdecisions import plan_user_restart
 
 
 class ClientAllocPort(Protocol):

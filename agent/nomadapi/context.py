@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.core import Core
+from agent.client.core import Core
 from agent.errors import AgentError, NotFound
-from agent.model import Job
 from agent.nomadapi.http import HttpError
 from agent.nomadapi.node import Eval, Evals, NodeIdentity
 from agent.state.store import Event
+from agent.structs.model import Job
 
 NS = "default"  # the one namespace this agent answers for
 JOB_KINDS = ("job", "alloc", "eval")  # the changes a job's read waits on (its allocs and evals too)

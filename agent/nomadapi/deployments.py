@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.core import Core
+from agent.client.core import Core
 from agent.errors import NotFound
 from agent.nomadapi.context import job_id_of
 from agent.nomadapi.deploywatch import DeploymentError, Deployments, group_counts, look

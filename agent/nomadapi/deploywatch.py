@@ -31,11 +31,11 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from agent.core import Core
-from agent.jobupdate import TRACKED_VERSIONS
-from agent.model import Job, UpdateStrategy
+from agent.client.core import Core
+from agent.decide.jobupdate import TRACKED_VERSIONS
 from agent.state.changes import ChangeIndex
 from agent.state.store import Event, StateStore
+from agent.structs.model import Job, UpdateStrategy
 
 KIND = "deployment"  # the store's kind (key: the deployment's ID)
 MARKS = "job_stable"  # the store's kind of `/stable` marks (key: job@version)

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.core import Core
+from agent.client.core import Core
 from agent.errors import NotFound
 from agent.nomadapi import structs
 from agent.nomadapi.context import ALLOC_KINDS, NS, AllocViews, listing_order, prefix_of, reverse_of

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from agent.api.server import Handler, Streamed, query_params, query_values
-from agent.core import Core
+from agent.client.core import Core
 from agent.errors import AgentError
 from agent.nomadapi import structs
 from agent.nomadapi.context import AllocViews, JobViews, NodeViews

@@ -21,9 +21,9 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any, TypeVar
 
 from agent.api.server import Response, Streamed, query_params, response_header
+from agent.command.logs import LogsGone, LogsUnavailable
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.jobspec import JobspecError
-from agent.logs import LogsGone, LogsUnavailable
 from agent.state.changes import ChangeIndex
 
 NAMESPACE = "default"

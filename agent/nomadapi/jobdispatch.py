@@ -30,14 +30,14 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from agent.api.server import Handler, Response, query_params
-from agent.core import Core
+from agent.client.core import Core
 from agent.jobspec import ParsedJob
-from agent.model import Job
 from agent.nomadapi.context import job_id_of
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
 from agent.nomadapi.jobjson import DEFAULT_PRIORITY, parsed_job_json
 from agent.nomadapi.jobperiodic import periodic_routes
 from agent.nomadapi.node import Eval, NodeIdentity
+from agent.structs.model import Job
 
 DISPATCH_PAYLOAD_LIMIT = 16 * 1024  # nomad/job_endpoint.go DispatchPayloadSizeLimit
 DISPATCH_SUFFIX = "/dispatch-"  # structs.DispatchLaunchSuffix

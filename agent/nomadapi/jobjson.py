@@ -17,7 +17,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agent.model import (
+from agent.nomadapi.gojson import ZERO_TIME, nil_list, nil_map, ns, plain
+from agent.structs.model import (
     Check,
     CheckRestart,
     Constraint,
@@ -34,7 +35,6 @@ from agent.model import (
     Vault,
     WorkloadIdentity,
 )
-from agent.nomadapi.gojson import ZERO_TIME, nil_list, nil_map, ns, plain
 
 DEFAULT_PRIORITY = 50  # api.JobDefaultPriority
 # The agent's alloc statuses -> the TaskGroupSummary counter they count in (adopted: found running).

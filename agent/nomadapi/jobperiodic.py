@@ -23,15 +23,15 @@ from typing import Any, Protocol
 from croniter import croniter
 
 from agent.api.server import Handler, Response, query_params
-from agent.bugs import NO_BUGS, Bugs
-from agent.core import Core
+from agent.client.core import Core
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.jobspec import ParsedJob
 from agent.jobspec.jobtypes import time_zone
-from agent.model import Job, Periodic
 from agent.nomadapi.http import HttpError, answer, check_scope, meta_headers
 from agent.nomadapi.jobjson import parsed_job_json
 from agent.nomadapi.node import Eval, NodeIdentity
-from agent.records import DesiredStatus
+from agent.structs.model import Job, Periodic
+from agent.structs.records import DesiredStatus
 
 log = logging.getLogger(__name__)
 LAUNCH_SUFFIX = "/periodic-"  # structs.PeriodicLaunchSuffix

@@ -3,7 +3,7 @@ would do on this node, decided as a register decides it and changing nothing.
 
 The answer is Nomad's api.JobPlanResponse: the job's current JobModifyIndex (0 for a new job: the
 `-check-index` of `nomad job run`), the JobDiff from the running version (agent.nomadapi.jobdiff)
-annotated as Nomad's scheduler annotates it, the per-group DesiredTGUpdates (agent.jobupdate:
+annotated as Nomad's scheduler annotates it, the per-group DesiredTGUpdates (agent.decide.jobupdate:
 placed, stopped, replaced, updated in place, ignored), and FailedTGAllocs for the groups this node
 would not take (a driver it does not run, a datacenter it is not in, a constraint it fails: the
 reasons a register is refused for, as one node's AllocationMetric). No evaluation is created.
@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from agent.api.server import Handler, Response
-from agent.jobupdate import desired_updates, plan_job_update
-from agent.model import Job
+from agent.decide.jobupdate import desired_updates, plan_job_update
 from agent.nomadapi.context import CorePort, JobViews
 from agent.nomadapi.http import answer, meta_headers
 from agent.nomadapi.jobdiff import annotate, job_diff
 from agent.nomadapi.jobjson import NO_NODE_METRIC
 from agent.nomadapi.jobwrites import read_job_write
+from agent.structs.model import Job
 
 
 class PlanPort(CorePort, JobViews, Protocol):

@@ -4,7 +4,7 @@ validate (`/v1/validate/job`) and deregister (`DELETE /v1/job/:id`, `?purge=true
 A register takes the job as Nomad's API JSON (`{"Job": {...}}`, what `nomad job run` sends after
 parsing), parses it in the handler's thread as any jobspec (agent.jobspec) and commits it on the
 main loop; each write answers an EvalID. The same job registered again while it runs is a no-op,
-as in Nomad; a changed one is a new version (agent.jobupdate decides what its allocs become). The
+as in Nomad; a changed one is a new version (agent.decide.jobupdate decides what its allocs become). The
 register's options are Nomad's JobRegisterRequest's: `EnforceIndex` with `JobModifyIndex` (`nomad
 job run -check-index`: written only over that version of the job, else refused with Nomad's
 message), `PreserveCounts` (`-preserve-counts`: the running groups keep their counts),
@@ -20,15 +20,15 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.core import parse_submission
+from agent.client.core import parse_submission
+from agent.decide.jobupdate import UpdatePlan
 from agent.errors import NotFound
 from agent.jobspec import JobspecError, ParsedJob
-from agent.jobupdate import UpdatePlan
 from agent.nomadapi.context import NS, CorePort, EvalWrites, JobViews, go_bool, go_int, job_id_of
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
 from agent.nomadapi.jobjson import DEFAULT_PRIORITY, parsed_job_json
 from agent.nomadapi.node import Eval
-from agent.records import DesiredStatus
+from agent.structs.records import DesiredStatus
 
 STOP_MARGIN = 30.0  # seconds a job stop may take past the longest kill_timeout before it answers
 ENFORCE_INDEX_PREFIX = "Enforcing job modify index"  # api.RegisterEnforceIndexErrPrefix (api/jobs.go)

@@ -33,16 +33,16 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from agent.api.server import Handler, Response
-from agent.bugs import NO_BUGS, Bugs
-from agent.core import Core
+from agent.client.core import Core
+from agent.decide.jobupdate import UpdatePlan
 from agent.errors import AgentError, NotFound
-from agent.jobupdate import UpdatePlan
-from agent.model import Job
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.node.driverevents import NodeEvent, NodeEvents
 from agent.nomadapi.gojson import go_time
 from agent.nomadapi.http import HttpError, answer, meta_headers
 from agent.nomadapi.node import Evals, NodeIdentity
-from agent.records import DesiredStatus
+from agent.structs.model import Job
+from agent.structs.records import DesiredStatus
 
 log = logging.getLogger(__name__)
 

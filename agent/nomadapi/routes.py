@@ -21,11 +21,9 @@ from typing import Any
 
 from agent.api.server import Handler, Response
 from agent.api.views import alloc_counts, job_status
-from agent.core import Core
+from agent.client.core import Core
 from agent.errors import NotFound
 from agent.identity.vaultlogin import with_implicit_identities
-from agent.jobcodec import JobCodecError, decode_job
-from agent.model import Job
 from agent.node.driverevents import NodeEvent, NodeEvents, driver_changes
 from agent.nomadapi import structs
 from agent.nomadapi.agentroutes import agent_routes
@@ -52,6 +50,8 @@ from agent.nomadapi.services import service_routes
 from agent.nomadapi.usage import CpuSamples
 from agent.nomadapi.variables import variable_routes
 from agent.state.store import Event
+from agent.structs.jobcodec import JobCodecError, decode_job
+from agent.structs.model import Job
 
 
 class NomadApi:
@@ -117,7 +117,7 @@ class NomadApi:
             n: {"healthy": d["healthy"], "detected": True, "description": d["detail"]}
             for n, d in health.items()
         }
-        facts = self.core.node  # what constraints are checked against (agent.placement)
+        facts = self.core.node  # what constraints are checked against (agent.decide.placement)
         fields: dict[str, Any] = {
             "node_id": self.node.id,
             "name": self.node.name,

@@ -1,5 +1,5 @@
 """Nomad's scaling policies (command/agent/scaling_endpoint.go: `/v1/scaling/policies`,
-`/v1/scaling/policy/:id`): each group's `scaling` block (agent.model.Scaling) as Nomad's server keeps
+`/v1/scaling/policy/:id`): each group's `scaling` block (agent.structs.model.Scaling) as Nomad's server keeps
 it, read from the jobs the agent has, its ID named by the job and group
 (agent.nomadapi.jobjson.scaling_policy_id: the same after a restart and at every version of the
 job). A job's scale and scale status are agent.nomadapi.jobscale.
@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.core import Core
+from agent.client.core import Core
 from agent.errors import NotFound
 from agent.nomadapi.context import CorePort
 from agent.nomadapi.http import answer, blocking, check_scope

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.core import Core
+from agent.client.core import Core
 from agent.nomadapi.http import HttpError, answer, blocking, body_json, meta_headers
 from agent.runner.services import VAR_KIND, variable_json
 

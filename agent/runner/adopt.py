@@ -34,8 +34,8 @@ from agent.drivers.docker import DockerDriver
 from agent.drivers.hostproc import task_environ
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError
-from agent.records import MIN_PREFIX
 from agent.state import StateStore
+from agent.structs.records import MIN_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ never imports it back.
 Every transition is written to the state store before it is acted on, so a crash at any point
 leaves a record the next start can act on. All methods run on the agent's main loop thread; what
 blocks (a task's stop up to its kill_timeout, a change script up to its timeout) runs off it
-(agent.offload) while the alloc's next operations wait in order behind it. The
+(agent.client.offload) while the alloc's next operations wait in order behind it. The
 runner knows drivers, netns owners and the network only by their protocols (agent.drivers.base,
 agent.network.base); what a fault flag changes is decided by the pure `plan_*` functions.
 """
@@ -25,7 +25,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agent.decisions import (
+from agent.client.offload import Serial
+from agent.decide.decisions import (
     SETUP_RETRY_ATTEMPTS,
     ObservedAlloc,
     PauseDeathAction,
@@ -34,13 +35,16 @@ from agent.decisions import (
     plan_pause_death,
     plan_setup_retry,
 )
+from agent.decide.lifecycle import Stage, plan_kill_order
+from agent.decide.taskdecisions import (
+    plan_group_shutdown_delay,
+    plan_kill_signal,
+    plan_kill_timeout,
+    plan_shutdown_delay,
+)
 from agent.drivers.base import DriverError, NetnsOwner, TaskDriver, TaskHandle
 from agent.errors import AgentError, Unavailable
 from agent.jobspec.durations import format_duration
-from agent.lifecycle import Stage, plan_kill_order
-from agent.model import Group, Job, Task
-from agent.offload import Serial
-from agent.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 from agent.runner.coordinator import Coordinator, stage
 from agent.runner.deps import RunnerDeps
 from agent.runner.kill import (
@@ -61,12 +65,8 @@ from agent.runner.taskhooks import task_hooks
 from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner
 from agent.runner.vaulttoken import TaskVaultToken
 from agent.runner.view import alloc_view
-from agent.taskdecisions import (
-    plan_group_shutdown_delay,
-    plan_kill_signal,
-    plan_kill_timeout,
-    plan_shutdown_delay,
-)
+from agent.structs.model import Group, Job, Task
+from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 from agent.templates.render import SecretSource, TemplateRenderError
 from agent.templates.runner import TaskTemplates
 from agent.vault import VaultError
@@ -192,7 +192,8 @@ class AllocRunner:
 
     # -- start ---------------------------------------------------------------------------------
     def kill_point(self, name: str) -> None:
-        """A named step (agent.killpoints): where the `crash-at` setting or a test kills the agent."""
+        """A named step (agent.fieldbugs.killpoints): where the `crash-at` setting or a test kills the
+        agent."""
         self.d.kill_point(name)
 
     def start(self, cause: StartCause = StartCause.FIRST_START, why: str = "", *, attempt: int = 0) -> None:

@@ -3,10 +3,10 @@ checks of its `provider = "nomad"` services (and of its group's services whose c
 `task`) are run every `interval` while the task runs, the first after half an interval, each with
 its `timeout`; their last results are what `GET /v1/client/allocation/:id/checks` answers. A check
 with `check_restart` (limit > 0) restarts the task once it has stayed unhealthy for its limit
-(agent.taskdecisions.plan_check_restart): the task is killed with its kill signal, and its exit
+(agent.decide.taskdecisions.plan_check_restart): the task is killed with its kill signal, and its exit
 goes to the restart policy as any failure does (Nomad's watcher restarts with failure = true).
 
-Where a check goes (agent.checktarget, Nomad's GetAddress): a port the alloc reserved at the node's
+Where a check goes (agent.client.checktarget, Nomad's GetAddress): a port the alloc reserved at the node's
 advertise address (`address_mode = "host"`, the default), or the alloc's own address
 (`address_mode = "alloc"`, and a bridge alloc on a node with no advertise address): never another
 host, never loopback, resolved once per probe. Consul services' checks are Consul's to run.
@@ -22,9 +22,17 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from agent.checktarget import CheckTarget, check_target, http_request, is_local_address
+from agent.client.checktarget import CheckTarget, check_target, http_request, is_local_address
+from agent.decide.taskdecisions import (
+    CHECK_OUTPUT_LIMIT,
+    CheckWatch,
+    check_result,
+    plan_check_restart,
+    plan_kill_signal,
+    plan_kill_timeout,
+    plan_watched_group,
+)
 from agent.drivers.base import TaskHandle
-from agent.model import Check, Service
 from agent.runner.checks_script import (
     PASSING,
     ScriptCheck,
@@ -34,15 +42,7 @@ from agent.runner.checks_script import (
     update_ttl,
 )
 from agent.runner.interfaces import TaskHost
-from agent.taskdecisions import (
-    CHECK_OUTPUT_LIMIT,
-    CheckWatch,
-    check_result,
-    plan_check_restart,
-    plan_kill_signal,
-    plan_kill_timeout,
-    plan_watched_group,
-)
+from agent.structs.model import Check, Service
 
 log = logging.getLogger(__name__)
 RUN_TYPES = ("http", "tcp")  # the check types Nomad's client runs for its own services
@@ -248,7 +248,7 @@ class ChecksHook:
         return gen == self._generation and h is not None and h.id == handle.id and tr.ar.alloc_running()
 
     def _target(self, tr: TaskHost, w: Watched) -> CheckTarget | str:
-        """Where the check goes (agent.checktarget): the alloc's own reserved ports and addresses."""
+        """Where the check goes (agent.client.checktarget): the alloc's own reserved ports and addresses."""
         return check_target(
             mode=w.check.address_mode,
             label=w.check.port or w.service.port,

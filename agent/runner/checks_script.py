@@ -4,7 +4,7 @@ environment, is run inside the task through its driver (as a change script is: `
 every `interval`, the first at once, each with its `timeout`; exit code 0 is "passing", 1
 "warning", anything else (or a command that could not run or timed out) "critical", the output or
 the error as the check's output. The result goes to Consul as the TTL check the service was
-registered with (agent.consul.registrations: a script check is a TTL check there), `PUT
+registered with (agent.consul.catalog.registrations: a script check is a TTL check there), `PUT
 /v1/agent/check/update/<id>`; a check with `check_restart` restarts the task as the other checks'
 watcher does. Nomad runs script checks only for Consul services (a `provider = "nomad"` service
 refuses them at submission); without a Consul address no service is registered, and no script is
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 import requests
 
+from agent.decide.taskdecisions import CHECK_OUTPUT_LIMIT
 from agent.getter.plan import interpolate
-from agent.model import Check, Service
 from agent.runner.interfaces import TaskHost
-from agent.taskdecisions import CHECK_OUTPUT_LIMIT
+from agent.structs.model import Check, Service
 
 if TYPE_CHECKING:
-    from agent.consul import ConsulClient
+    from agent.consul.catalog import ConsulClient
 
 log = logging.getLogger(__name__)
 CONSUL_UPDATE_TIMEOUT = 5.0
@@ -42,7 +42,7 @@ class ScriptCheck:
 def consul_check_id(alloc_id: str, task: str, service: Service, index: int) -> str:
     """The ID Consul gives the `index`th check of a service registered without check IDs (Consul's
     AddService: "service:<service ID>", with ":<n>" counted from 1 when the service has more than
-    one); the service ID is agent.consul.registrations'."""
+    one); the service ID is agent.consul.catalog.registrations'."""
     service_id = f"_fieldlab-{alloc_id}-{task or 'group'}-{service.name}"
     return f"service:{service_id}" + (f":{index + 1}" if len(service.checks) > 1 else "")
 

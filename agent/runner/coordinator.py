@@ -2,7 +2,7 @@
 sidecars that are left alone, and runs poststop tasks at the end (Nomad's tasklifecycle coordinator
 and the task-state handler of its alloc runner).
 
-The order itself is decided by agent.lifecycle (pure). This adapter reads the tasks' records, acts
+The order itself is decided by agent.decide.lifecycle (pure). This adapter reads the tasks' records, acts
 through the runner and keeps one thing of its own: what to do once the poststop tasks of an ending
 alloc (a stop, a failure) have exited.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from agent.lifecycle import (
+from agent.decide.lifecycle import (
     Phase,
     Stage,
     TaskPhase,
@@ -20,10 +20,10 @@ from agent.lifecycle import (
     plan_lifecycle,
     stage_of,
 )
-from agent.model import Task
-from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
 from agent.runner.interfaces import AllocHost
 from agent.runner.kill import kill_in_phases, stop_for_restart
+from agent.structs.model import Task
+from agent.structs.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
 
 if TYPE_CHECKING:
     from agent.drivers.base import TaskHandle

@@ -10,17 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.config import DEFAULT_TOKEN_ROLE
+from agent.client.offload import Offload, run_inline
+from agent.command.config import DEFAULT_TOKEN_ROLE
 from agent.drivers.registry import DriverRegistry
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
+from agent.fieldbugs.killpoints import KillHook, no_kill
 from agent.getter.getter import ArtifactGetter, HttpGetter
 from agent.identity.claims import DEFAULT_IDENTITY_TTL
 from agent.identity.keyring import Keyring
 from agent.identity.vaultlogin import VaultJwt
 from agent.jobspec.limits import DEFAULT_MAX_SHUTDOWN_DELAY
-from agent.killpoints import KillHook, no_kill
 from agent.network.base import Network
-from agent.offload import Offload, run_inline
 from agent.runner.checkresults import CheckResults
 from agent.runner.logmonhook import HOST_LOGMON, TaskLogs
 from agent.runner.registrar import ServiceRegistrar
@@ -46,7 +46,7 @@ class RunnerDeps:
     task_logs: TaskLogs = HOST_LOGMON  # process tasks' logmons (agent.runner.logmonhook)
     services: ServiceRegistrar | None = None
     advertise_address: str = ""
-    # the node's address fingerprinted at start (agent.checktarget.fingerprinted_address): where a
+    # the node's address fingerprinted at start (agent.client.checktarget.fingerprinted_address): where a
     # host-mode check goes when advertise_address is "" (Nomad: the port mapping's HostIP)
     node_address: str = ""
     vault: TokenIssuer | None = None  # the agent's Vault client: creates and revokes tasks' tokens
@@ -54,12 +54,13 @@ class RunnerDeps:
     vault_jwt: VaultJwt = field(default_factory=VaultJwt)  # the workload identity workflow's settings
     clock: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep  # a task's shutdown_delay, in its stop's thread
-    # At each named step (agent.killpoints): a no-op, the `crash-at` SIGKILL, or a test's Killed.
+    # At each named step (agent.fieldbugs.killpoints): a no-op, the `crash-at` SIGKILL, or a test's Killed.
     kill_point: KillHook = no_kill
-    # Where blocking steps run (agent.offload): threads whose continuations come back to the loop.
+    # Where blocking steps run (agent.client.offload): threads whose continuations come back to the loop.
     offload: Offload = run_inline
     host_volumes: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # the node's, by name
-    # The agent's own files and dirs besides data_dir: a host volume never leads into them (agent.hostvolumes)
+    # The agent's own files and dirs besides data_dir: a host volume never leads into them
+    # (agent.allocdir.hostvolumes)
     own_paths: tuple[Path, ...] = ()
     getter: ArtifactGetter = field(default_factory=HttpGetter)  # tasks' artifacts (agent.getter)
     max_kill_timeout: float = 30.0  # the client's cap on a task's kill_timeout (Nomad's max_kill_timeout)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import base64
 import binascii
 
+from agent.allocdir.sandbox import SandboxError, sandbox_path, write_file
 from agent.errors import AgentError
 from agent.runner.interfaces import TaskHost, Then
 from agent.runner.owner import task_file_owner
-from agent.sandbox import SandboxError, sandbox_path, write_file
 
 PAYLOAD_PERMS = 0o755
 

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import logging
 
+from agent.allocdir.hostvolumes import HostVolumeError, hold_host_volume
+from agent.decide.taskdecisions import plan_remount_secrets, plan_restart_logmon, plan_vault_token_allowed
 from agent.drivers.base import DriverError, Mount, TaskHandle, TaskOutput
 from agent.errors import AgentError, Unavailable
-from agent.hostvolumes import HostVolumeError, hold_host_volume
-from agent.records import DesiredStatus
 from agent.runner.interfaces import StartRequest, TaskHost, Then
 from agent.runner.logmonhook import LogLimits, LogmonOutput
 from agent.runner.owner import task_user_owner
-from agent.taskdecisions import plan_remount_secrets, plan_restart_logmon, plan_vault_token_allowed
+from agent.structs.records import DesiredStatus
 from agent.templates.render import TemplateRenderError
 from agent.vault.errors import VaultError
 
@@ -91,7 +91,7 @@ class LogmonHook:
     def reattached(self, tr: TaskHost, handle: TaskHandle) -> None:
         """Its logmon outlived the agent as a rule; one that did not is started again and copies what
         waited in the pipe. A process task an agent before logmon started writes its own file
-        (agent.logs.TaskDirLog): none."""
+        (agent.command.logs.TaskDirLog): none."""
         if not plan_restart_logmon(tr.d.bugs):
             return
         if tr.driver.container_log or tr.d.task_logs.has_pipes(tr.ar.alloc_dir, tr.t.name):
@@ -230,7 +230,7 @@ class VolumeHook:
     the client's volume, the group's request or the mount says so. A volume the node no longer has
     (its config changed since the job was placed) fails the start, naming it. Each path is resolved
     at every start and refused when it leads into the agent's own dirs, and held open until the
-    driver has mounted it (agent.hostvolumes: no window between the check and the mount)."""
+    driver has mounted it (agent.allocdir.hostvolumes: no window between the check and the mount)."""
 
     name = "volumes"
 

@@ -14,13 +14,13 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
-from agent.decisions import StartCause
+from agent.allocdir.sandbox import SandboxError, sandbox_path, write_file
+from agent.decide.decisions import StartCause
 from agent.errors import AgentError
 from agent.identity.claims import Workload, effective_ttl, identity_claims, renew_at, workload_job_id
-from agent.model import WorkloadIdentity
 from agent.runner.interfaces import StartRequest, TaskHost, Then
 from agent.runner.owner import task_file_owner
-from agent.sandbox import SandboxError, sandbox_path, write_file
+from agent.structs.model import WorkloadIdentity
 
 if TYPE_CHECKING:
     from agent.drivers.base import TaskHandle

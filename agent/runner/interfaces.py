@@ -26,16 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from agent.decisions import RestartDecision, StartCause
+from agent.allocdir.hostvolumes import HeldVolume
+from agent.client.offload import Serial
+from agent.decide.decisions import RestartDecision, StartCause
 from agent.drivers.base import Mount, NetnsOwner, Sandbox, TaskDriver, TaskHandle, TaskOutput
-from agent.hostvolumes import HeldVolume
-from agent.model import Group, Job, Task
 from agent.network.base import AttachSpec
-from agent.offload import Serial
-from agent.records import AllocRecord, TaskRecord
 from agent.runner.deps import RunnerDeps
 from agent.runner.state import AllocState
 from agent.runner.vaulttoken import TaskVaultToken
+from agent.structs.model import Group, Job, Task
+from agent.structs.records import AllocRecord, TaskRecord
 from agent.templates.deps import TaskHost as TemplateHost
 from agent.templates.runner import TaskTemplates
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from agent.drivers.base import TaskDriver, TaskHandle
 from agent.errors import AgentError
 from agent.jobspec.durations import format_duration
-from agent.model import Task
-from agent.records import TaskState
 from agent.runner.interfaces import AllocHost
+from agent.structs.model import Task
+from agent.structs.records import TaskState
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def kill_in_phases(
 ) -> None:
     """An alloc's stop: each phase's tasks killed together (each after its shutdown_delay, capped at
     the client's max_shutdown_delay), the next phase once they are all dead
-    (agent.lifecycle.plan_kill_order: sidecars last), then `then`."""
+    (agent.decide.lifecycle.plan_kill_order: sidecars last), then `then`."""
     if not phases:
         then()
         return

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
-from agent.records import DesiredStatus
 from agent.runner.interfaces import AllocHost
+from agent.structs.records import DesiredStatus
 
 EXCEEDED = "allocation exceeded max_run_duration"  # structs.AllocTimeoutReasonMaxRunDuration
 

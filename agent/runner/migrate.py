@@ -3,8 +3,8 @@ a new one replaces is taken over before any task or template of the new one runs
 
 from __future__ import annotations
 
+from agent.decide.taskdecisions import plan_keep_previous_alloc_dir
 from agent.runner.interfaces import AllocHost
-from agent.taskdecisions import plan_keep_previous_alloc_dir
 
 
 def migrate_previous(ar: AllocHost) -> None:

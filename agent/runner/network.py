@@ -8,15 +8,19 @@ by the pure `plan_*` functions.
 
 from __future__ import annotations
 
-from agent.decisions import plan_network_recovery, plan_network_teardown
+from agent.decide.decisions import plan_network_recovery, plan_network_teardown
+from agent.decide.taskdecisions import (
+    plan_mapped_ports,
+    plan_remove_agent_netns,
+    plan_teardown_restored_network,
+)
 from agent.drivers.base import Sandbox
 from agent.errors import AgentError
 from agent.identity.claims import DEFAULT_NAMESPACE, DEFAULT_REGION
 from agent.network.base import AttachSpec, plan_cni_args
-from agent.records import NetworkState
 from agent.runner.interfaces import AllocHost
 from agent.runner.state import NETNS_OWNER
-from agent.taskdecisions import plan_mapped_ports, plan_remove_agent_netns, plan_teardown_restored_network
+from agent.structs.records import NetworkState
 
 RECOVERY_RETRY_MAX = 30.0  # seconds between tries of a network recovery while the engine is away
 

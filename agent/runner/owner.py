@@ -9,7 +9,7 @@ import os
 import pwd
 
 from agent.drivers.exec import DEFAULT_USER
-from agent.model import Task
+from agent.structs.model import Task
 
 
 def task_file_owner(task: Task) -> tuple[int, int] | None:

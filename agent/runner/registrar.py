@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent.consul import ConsulClient, ConsulError, registrations
-from agent.model import Group
-from agent.records import AllocRecord
+from agent.consul.catalog import ConsulClient, ConsulError, registrations
+from agent.structs.model import Group
+from agent.structs.records import AllocRecord
 
 EventSink = Callable[[str, str, str], None]  # (task, type, message)
 

@@ -9,19 +9,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from agent.decisions import (
+from agent.decide.decisions import (
     ObservedAlloc,
     RestoreAction,
     RestorePlan,
     StartCause,
     plan_restore,
 )
+from agent.decide.taskdecisions import plan_cleanup_failed_restore
 from agent.drivers.base import RESTARTED
 from agent.errors import AgentError, Unavailable
-from agent.records import NetworkState, TaskState
 from agent.runner.interfaces import AllocHost, RunningTask
 from agent.runner.state import NETNS_OWNER
-from agent.taskdecisions import plan_cleanup_failed_restore
+from agent.structs.records import NetworkState, TaskState
 from agent.templates.render import TemplateRenderError
 from agent.templates.runner import SetupPass, TaskTemplates
 
@@ -149,7 +149,7 @@ class Restorer:
     def _after_render(self, plan: RestorePlan, obs: ObservedAlloc) -> None:
         try:
             self._act(plan, obs)
-        except Exception as exc:  # as agent.restore does for a restore that raises
+        except Exception as exc:  # as agent.client.restore does for a restore that raises
             log.exception("alloc=%s: restore failed", self.ar.id[:8])
             self.ar.fail(f"restore failed: {exc}")
 

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.checktarget import service_address
-from agent.consul import advertised_tags
-from agent.records import DesiredStatus
+from agent.client.checktarget import service_address
+from agent.consul.catalog import advertised_tags
 from agent.runner.interfaces import AllocContext
 from agent.runner.registrar import ServiceRegistrar
 from agent.state import StateStore
 from agent.state.changes import ChangeIndex
+from agent.structs.records import DesiredStatus
 from agent.templates.nomadfuncs import NomadView, ServiceCatalogue, Workload, readable_paths
 from agent.templates.nomadwatch import NomadWatch, Probe
 

@@ -7,8 +7,8 @@ import logging
 from typing import Any
 
 from agent.drivers.base import TaskHandle
-from agent.records import AllocRecord, TaskRecord
 from agent.state import StateStore
+from agent.structs.records import AllocRecord, TaskRecord
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +19,7 @@ class AllocState:
     def __init__(self, store: StateStore, record: AllocRecord) -> None:
         self.store = store
         self.rec = record
-        # Per task, bumped by every decision about it (agent.decisions.PendingRestart): kept in
+        # Per task, bumped by every decision about it (agent.decide.decisions.PendingRestart): kept in
         # memory only, as the timers it guards die with the agent (a restore resumes an owed
         # restart from the task record's restart_due).
         self._generations: dict[str, int] = {}

@@ -7,15 +7,15 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from agent.drivers.base import TaskHandle
-from agent.jobcodec import JobCodecError, decode_job
-from agent.model import Group, Job, Task
 from agent.node.gc import TERMINAL_STATUSES
-from agent.records import AllocRecord, RecordError, TaskRecord
 from agent.runner.alloc import AllocRunner
 from agent.runner.deps import RunnerDeps
 from agent.runner.state import NETNS_OWNER
 from agent.runner.view import alloc_view
 from agent.state import StateStore
+from agent.structs.jobcodec import JobCodecError, decode_job
+from agent.structs.model import Group, Job, Task
+from agent.structs.records import AllocRecord, RecordError, TaskRecord
 
 TaskNames = Mapping[str, list[str]]  # alloc id -> the names of its task records
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from agent.fsutil import mount_secrets, unmount_below
+from agent.allocdir.fsutil import mount_secrets, unmount_below
 from agent.runner.logmonhook import HOST_LOGMON
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """One task of an alloc (Nomad's task runner): its hooks around the driver's start, its start, its
-exit through the restart policy (the restart tracker is agent.decisions.plan_task_restart), its
+exit through the restart policy (the restart tracker is agent.decide.decisions.plan_task_restart), its
 restarts, signals and commands, its environment, templates and Vault token.
 
 The alloc runner (agent.runner.alloc) owns the alloc (its dir, network, lifecycle order, status)
@@ -17,7 +17,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agent.decisions import (
+from agent.allocdir.sandbox import SandboxError, read_file
+from agent.client.offload import loop_post
+from agent.client.taskenv import build_env, interpolate_config
+from agent.decide.decisions import (
     UNRECOVERABLE,
     DeadOnRestore,
     PendingRestart,
@@ -28,6 +31,17 @@ from agent.decisions import (
     plan_pending_restart,
     plan_start_failure,
     plan_task_restart,
+)
+from agent.decide.taskdecisions import (
+    HOST_NAMESPACE_KEYS,
+    plan_alloc_addr_port,
+    plan_env_templates,
+    plan_host_namespaces,
+    plan_interpolate_meta,
+    plan_logs_read_only,
+    plan_optional_meta_defaults,
+    plan_task_dir_mounts,
+    plan_task_network_address,
 )
 from agent.drivers.base import (
     RESTARTED,
@@ -41,28 +55,14 @@ from agent.drivers.base import (
 )
 from agent.errors import AgentError
 from agent.identity.vaultlogin import plan_vault_login
-from agent.model import Task
-from agent.offload import loop_post
-from agent.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
 from agent.runner.deps import RunnerDeps
 from agent.runner.identityhook import sign_identity
 from agent.runner.interfaces import AllocHost, HookPoints, StartRequest, TaskHook, Then
 from agent.runner.kill import exit_text, stop_for_restart
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
-from agent.sandbox import SandboxError, read_file
-from agent.taskdecisions import (
-    HOST_NAMESPACE_KEYS,
-    plan_alloc_addr_port,
-    plan_env_templates,
-    plan_host_namespaces,
-    plan_interpolate_meta,
-    plan_logs_read_only,
-    plan_optional_meta_defaults,
-    plan_task_dir_mounts,
-    plan_task_network_address,
-)
-from agent.taskenv import build_env, interpolate_config
+from agent.structs.model import Task
+from agent.structs.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
 from agent.templates.envfile import parse_env_file
 from agent.templates.render import SecretSource
 from agent.templates.runner import TaskTemplates
@@ -242,7 +242,7 @@ class TaskRunner:
             clean = _ENV_UNSAFE.sub("_", key)
             meta[f"NOMAD_META_{clean}"] = meta[f"NOMAD_META_{clean.upper()}"] = value
         # Nomad's order: the client's variables, the meta, the task's env (each interpolated with
-        # the node and what comes before it: agent.taskenv). References resolve as the task sees its
+        # the node and what comes before it: agent.client.taskenv). References resolve as the task sees its
         # dirs (/local in a container or a chroot); the dirs' own variables stay host paths here:
         # each driver maps them to its view (inside_env).
         interpolate = plan_interpolate_meta(self.d.bugs)

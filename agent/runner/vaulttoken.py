@@ -45,15 +45,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.decisions import plan_rate_limit_retry
+from agent.allocdir.sandbox import SandboxError
+from agent.allocdir.sandbox import read_file as read_task_file
+from agent.decide.decisions import plan_rate_limit_retry
 from agent.errors import AgentError, RateLimited
 from agent.identity.vaultlogin import JwtLogin, token_role_policies
-from agent.model import Task, WorkloadIdentity
 from agent.runner.owner import task_file_owner
 from agent.runner.vaultlease import TokenAction, TokenLease, plan_token
-from agent.sandbox import SandboxError
-from agent.sandbox import read_file as read_task_file
 from agent.state import StateStore
+from agent.structs.model import Task, WorkloadIdentity
 from agent.templates.render import RestartPaced
 from agent.vault import (
     TokenGrant,

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.drivers.base import TaskHandle
-from agent.model import Group
-from agent.records import AllocRecord, TaskRecord
+from agent.structs.model import Group
+from agent.structs.records import AllocRecord, TaskRecord
 
 
 def alloc_view(

@@ -38,10 +38,10 @@ def _upgrade_1_to_2(conn: sqlite3.Connection) -> None:
 
 
 def _upgrade_2_to_3(conn: sqlite3.Connection) -> None:
-    """Version 3: alloc and task records in the typed form of `agent.records` (enum states, every
+    """Version 3: alloc and task records in the typed form of `agent.structs.records` (enum states, every
     field present, a `format` number). A record that does not fit is left as it is: restore then
     reports it as corrupt and replaces that alloc, exactly as before the upgrade."""
-    from agent.records import AllocRecord, RecordError, TaskRecord
+    from agent.structs.records import AllocRecord, RecordError, TaskRecord
 
     typed: dict[str, Callable[[dict[str, Any], str], Any]] = {
         "alloc": AllocRecord.from_record,

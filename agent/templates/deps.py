@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.model import Task
-from agent.offload import Offload, run_inline
+from agent.client.offload import Offload, run_inline
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.state import StateStore
+from agent.structs.model import Task
 from agent.templates.budget import DEFAULT_MAX_TEMPLATES, DEFAULT_PASS_BUDGET
 from agent.templates.nomadfuncs import NomadSource
 from agent.templates.render import ConsulSource, RenderContext, SecretSource
@@ -62,7 +62,7 @@ class TemplateDeps:
     bugs: Bugs = NO_BUGS
     render_timeout: float = 2.0  # seconds one template may take (client config template_render_timeout)
     max_bytes: int = 4 * 1024 * 1024  # largest rendered template (client config template_max_bytes)
-    # Where a periodic pass's renders run (agent.offload): worker threads (the agent) or at
+    # Where a periodic pass's renders run (agent.client.offload): worker threads (the agent) or at
     # once (tests of the fakes).
     offload: Offload = run_inline
     clock: Callable[[], float] = time.time  # wall clock: the re-issue times kept in the templates' states

@@ -3,7 +3,7 @@ of the action that failed when a template error is the cause. A render that fail
 (or the agent's own cap) refused a request over its rate limit keeps that refusal as
 `rate_limited`: the runner retries such a pass with its own backoff (agent.templates.runner). One
 that failed because a server could not answer at all (agent.errors.Unavailable) says so in
-`unavailable`: a task's first render is retried then (agent.decisions.plan_setup_retry)."""
+`unavailable`: a task's first render is retried then (agent.decide.decisions.plan_setup_retry)."""
 
 from __future__ import annotations
 

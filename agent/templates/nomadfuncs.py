@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent.model import Template
+from agent.structs.model import Template
 from agent.templates.errors import TemplateRenderError
 
 NAMESPACE = "default"  # the only namespace of this agent

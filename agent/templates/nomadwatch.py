@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from agent.model import Task
+from agent.structs.model import Task
 from agent.templates.nomadfuncs import NomadSource, NomadView, fingerprint, uses_nomad
 
 log = logging.getLogger(__name__)

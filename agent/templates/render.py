@@ -12,7 +12,7 @@ fetched once, so a cert and its key rendered into two files match, and a re-issu
 Vault request per dynamic secret. Functions that run programs (`plugin`) or write files are refused
 at submission, naming the function, the template and the line.
 
-File access goes through agent.sandbox; the time, memory and size budgets are the
+File access goes through agent.allocdir.sandbox; the time, memory and size budgets are the
 worker's. Every exception of a render becomes a TemplateRenderError naming the destination, and a
 template error names its line and column too (the runner makes it a `Template Failed` task event
 and retries). Vault paths under `auth/`, `sys/` and `cubbyhole/` are refused at submission (when
@@ -32,9 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from agent import gotemplate
-from agent.errors import AgentError, RateLimited, Unavailable
-from agent.model import Template
-from agent.sandbox import (
+from agent.allocdir.sandbox import (
     DEFAULT_MAX_BYTES,
     SandboxError,
     perms_of,
@@ -43,6 +41,8 @@ from agent.sandbox import (
     vault_path_problem,
     write_file,
 )
+from agent.errors import AgentError, RateLimited, Unavailable
+from agent.structs.model import Template
 from agent.templates.budget import MAX_ENV_NAME, RenderMeter
 from agent.templates.envfile import parse_env_file
 from agent.templates.errors import TemplateRenderError, secret_strings
@@ -90,7 +90,7 @@ class RestartPaced(Protocol):
 
 
 class ConsulSource(Protocol):
-    """Consul's KV store and catalog, in consul-template's shapes (agent.consul.ConsulData)."""
+    """Consul's KV store and catalog, in consul-template's shapes (agent.consul.catalog.ConsulData)."""
 
     def key(self, path: str) -> str | None: ...
 

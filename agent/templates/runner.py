@@ -32,17 +32,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from agent.decisions import (
+from agent.allocdir.sandbox import SandboxError, read_file
+from agent.decide.decisions import (
     AfterRestore,
     plan_after_restore,
     plan_rate_limit_retry,
     plan_render_retry,
     plan_restore_render,
 )
+from agent.decide.taskdecisions import plan_templates_to_render
 from agent.errors import AgentError, Unavailable
-from agent.model import ChangeScript, Task
-from agent.sandbox import SandboxError, read_file
-from agent.taskdecisions import plan_templates_to_render
+from agent.structs.model import ChangeScript, Task
 from agent.templates.budget import too_many_templates
 from agent.templates.changemode import (
     Plan,
@@ -204,7 +204,7 @@ class TaskTemplates:
 
     def _spread_restore(self) -> bool:
         """After an agent restart: put the re-issue on a timer at this task's point of the restart
-        window when that is safe (agent.decisions.plan_restore_render). Returns whether it did."""
+        window when that is safe (agent.decide.decisions.plan_restore_render). Returns whether it did."""
         states = self.states()
         if not states or any(s.renew_by is None or not s.rendered for s in states):
             return False  # never rendered, or rendered by an agent that kept no re-issue time

@@ -1,7 +1,7 @@
 """Renders that failed because Vault could not answer are woken when Vault answers again.
 
 A task whose render pass found Vault sealed or unreachable retries with backoff (up to a minute,
-agent.decisions.plan_render_retry); an alloc whose setup did retries on its own backoff (up to a
+agent.decide.decisions.plan_render_retry); an alloc whose setup did retries on its own backoff (up to a
 minute, plan_setup_retry). Without more, renders would resume only when each one's backoff ran out,
 long after an unseal. `VaultWake` is the callback registry they subscribe to when they fail that way:
 while anyone waits, it asks Vault's unauthenticated `sys/health` every `interval` seconds, off the
@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from agent.offload import Offload
+from agent.client.offload import Offload
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agent.model import Template
+from agent.structs.model import Template
 from agent.templates.budget import (
     MAX_CALL_BYTES,
     MAX_CALL_FRAME,

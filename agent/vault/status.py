@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from agent.config import VaultConfig
+from agent.command.config import VaultConfig
 from agent.vault.client import VaultClient
 from agent.vault.errors import VaultError
 

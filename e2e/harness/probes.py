@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.config import DEFAULT_TOKEN_ROLE as TOKEN_ROLE
+from agent.command.config import DEFAULT_TOKEN_ROLE as TOKEN_ROLE
 from agent.drivers.cgroups import CGROUP_ROOT
 from agent.errors import AgentError
 from e2e.harness.checkers import (

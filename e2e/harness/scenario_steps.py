@@ -249,8 +249,8 @@ class ScenarioRun:
     def _wait_launch_due(self, step: Step) -> None:
         """The next cron time after the newest child's launch (its ID's `periodic-<unix>`) passed, by
         the agent's own rule (agent.nomadapi.jobperiodic.next_launch) over the job's Periodic."""
-        from agent.model import Periodic
         from agent.nomadapi.jobperiodic import launch_time, next_launch
+        from agent.structs.model import Periodic
 
         if self.periodic is None:
             raise AssertionError("wait launch_due: the scenario's job is not periodic")

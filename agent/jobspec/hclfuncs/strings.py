@@ -1,11 +1,12 @@
-"""String functions, Go's regular expressions (agent.goregex) and Go's format verbs (format, formatlist)."""
+"""String functions, Go's regular expressions (agent.gocompat.goregex) and Go's format verbs (format,
+formatlist)."""
 
 from __future__ import annotations
 
 import json
 import re
 
-from agent import goregex
+from agent.gocompat import goregex
 from agent.jobspec.hclfuncs.encoding import json_encode
 from agent.jobspec.hclfuncs.registry import arg_int, arg_list, arg_str, function
 from agent.jobspec.hclvalues import (
@@ -84,7 +85,7 @@ def _replace(ctx: Context, a: list[object]) -> object:
 
 
 # Regular expressions are Go's (RE2: linear in the input, no backreferences or lookarounds), as cty's
-# regex, regexall, regex_replace and replace(s, "/re/", r) run them in Nomad: agent.goregex.
+# regex, regexall, regex_replace and replace(s, "/re/", r) run them in Nomad: agent.gocompat.goregex.
 
 
 def _regex(pattern: str) -> goregex.Regexp:

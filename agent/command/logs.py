@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.bugs import NO_BUGS, Bugs
+from agent.decide.taskdecisions import plan_next_log_file
 from agent.errors import AgentError
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.logmon.rotate import index_of
-from agent.taskdecisions import plan_next_log_file
 
 STREAMS = ("stdout", "stderr")
 READ_LIMIT = 256 * 1024  # bytes per answer

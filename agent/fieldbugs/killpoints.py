@@ -5,7 +5,7 @@ The runner and the core call their `kill_point(name)` hook at each of these step
 production). `tests/test_killpoints.py` enumerates `POINTS`: for each one it kills the agent there
 (the hook raises `Killed`, a BaseException nothing in the agent catches, as a SIGKILL leaves no
 handler a chance), builds a new agent on the same node and state, restores, and checks that every
-alloc that should run runs its tasks once. The fault setting `crash-at=<point>` (agent.faults) makes
+alloc that should run runs its tasks once. The fault setting `crash-at=<point>` (agent.fieldbugs.faults) makes
 the real agent SIGKILL itself at that point once per data dir, for the lab.
 
 This module is the one list of the names: a new step is one `KillPoint` here plus one call, and the

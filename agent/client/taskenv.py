@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agent.placement import NodeFacts
+from agent.decide.placement import NodeFacts
 
 _REF = re.compile(r"\$\{[a-zA-Z0-9_\-.]+\}")
 

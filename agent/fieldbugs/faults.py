@@ -8,7 +8,7 @@ per flag, checked by a test, so a typo cannot make a flag silently do nothing), 
 
 Kill points (not a field bug, the same variable): an item `crash-at=<point>` makes the agent SIGKILL
 itself when it reaches that named step of start, restart, network recovery, replacement or stop
-(`agent.killpoints.POINTS`, each documented there), once per data dir (a marker file there lets the
+(`agent.fieldbugs.killpoints.POINTS`, each documented there), once per data dir (a marker file there lets the
 restarted agent get past it). Off unless set; an unknown point is a startup error like an unknown flag.
 It is how the lab shows that no kill point loses or doubles anything (issue 12).
 """
@@ -20,12 +20,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agent.bugs import Bugs
 from agent.errors import AgentError
-from agent.killpoints import POINTS, check_point
+from agent.fieldbugs.bugs import Bugs
+from agent.fieldbugs.killpoints import POINTS, check_point
 
 ENV_VAR = "FIELDLAB_AGENT_FAULTS"
-CRASH_AT = "crash-at="  # the kill point item: crash-at=<point> (agent.killpoints)
+CRASH_AT = "crash-at="  # the kill point item: crash-at=<point> (agent.fieldbugs.killpoints)
 
 
 @dataclass(frozen=True)
@@ -572,7 +572,7 @@ class FaultError(AgentError):
 @dataclass(frozen=True)
 class Faults:
     """The active fault flags; `Faults()` is the default: none. `crash_at`: the kill point at which
-    the agent SIGKILLs itself ("" for none; agent.killpoints)."""
+    the agent SIGKILLs itself ("" for none; agent.fieldbugs.killpoints)."""
 
     active: frozenset[str] = frozenset()
     crash_at: str = ""

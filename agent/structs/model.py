@@ -15,7 +15,7 @@ from typing import Any
 class Constraint:
     """A `constraint` block, as Nomad's api.Constraint: `ltarget` (the jobspec's `attribute`) and
     `rtarget` (`value`) are node targets ("${attr.kernel.name}", "${meta.rack}", "${node.unique.name}")
-    or literals; `operand` (`operator`) is one of agent.placement.OPERANDS. Nomad's String() of it,
+    or literals; `operand` (`operator`) is one of agent.decide.placement.OPERANDS. Nomad's String() of it,
     what a placement failure names, is `str(constraint)`."""
 
     ltarget: str = ""
@@ -47,7 +47,7 @@ class Port:
     static: int = 0
     # the client host network it is bound on: "default" (its advertise address), or one of the
     # client's `host_network` blocks (config host_networks: the port's HostIP is its address there,
-    # agent.node.hostnetworks); a name the node lacks fails placement (agent.placement.refusals)
+    # agent.node.hostnetworks); a name the node lacks fails placement (agent.decide.placement.refusals)
     host_network: str = "default"
 
 
@@ -142,9 +142,9 @@ class Check:
     task: str = ""  # a group-level script check: the task it runs in
     restart: CheckRestart | None = None  # check_restart (agent.runner.checks for provider "nomad")
     method: str = "GET"  # http checks
-    address_mode: str = ""  # "" (host), "host" or "alloc" (agent.checktarget)
+    address_mode: str = ""  # "" (host), "host" or "alloc" (agent.client.checktarget)
     # http checks: the scheme ("": http), headers (name -> values), body, TLS verification; grpc
-    # checks (Consul's): the service asked about and TLS. Sent as Nomad sends them (agent.consul,
+    # checks (Consul's): the service asked about and TLS. Sent as Nomad sends them (agent.consul.catalog,
     # agent.runner.checks).
     protocol: str = ""
     header: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -172,7 +172,7 @@ class Service:
     provider: str = "consul"
     # Where the registration points (Nomad's GetAddress: "auto", "host", "alloc"; a custom `address`
     # with "auto" only), its tags and meta when the alloc is a canary, and Consul's own fields
-    # (agent.consul.registrations; agent.runner.services for provider "nomad")
+    # (agent.consul.catalog.registrations; agent.runner.services for provider "nomad")
     address: str = ""
     address_mode: str = "auto"
     canary_tags: tuple[str, ...] = ()
@@ -299,7 +299,9 @@ class Task:
     logs: LogConfig = field(default_factory=LogConfig)
     shutdown_delay: float = 0.0  # seconds between its services' deregistration and its kill signal
     lifecycle: Lifecycle | None = None  # None: a main task
-    leader: bool = False  # the group's leader: killed first at a stop (agent.lifecycle.plan_kill_order)
+    leader: bool = (
+        False  # the group's leader: killed first at a stop (agent.decide.lifecycle.plan_kill_order)
+    )
     volume_mounts: tuple[VolumeMount, ...] = ()
     artifacts: tuple[Artifact, ...] = ()
     identities: tuple[WorkloadIdentity, ...] = ()  # the default one first, when the job has it
@@ -340,7 +342,7 @@ class UpdateStrategy:
 @dataclass(frozen=True)
 class ReschedulePolicy:
     """A service or batch group's `reschedule` block over its job's (Nomad's ReschedulePolicy, its
-    defaults per job type): whether and when a failed alloc is replaced (agent.decisions
+    defaults per job type): whether and when a failed alloc is replaced (agent.decide.decisions
     .plan_reschedule). Durations in seconds; `delay_function` "constant", "exponential" or
     "fibonacci"; `attempts` in `interval` unless `unlimited`. Disabled when `attempts` is 0 and
     not `unlimited`."""

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.model import ReschedulePolicy, RestartPolicy
-from agent.records import AllocRecord, AllocStatus, DesiredStatus, RescheduleEvent, TaskState
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
+from agent.structs.model import ReschedulePolicy, RestartPolicy
+from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, RescheduleEvent, TaskState
 
 
 class RestoreAction(Enum):

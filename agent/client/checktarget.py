@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import quote
 
-from agent.records import PortAlloc
+from agent.structs.records import PortAlloc
 
 # Nomad's helper.IsMethodHTTP: the methods a nomad-provider http check may use.
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "CONNECT", "OPTIONS", "TRACE")

@@ -22,14 +22,14 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
-from agent import __version__, layout
+from agent import __version__
 from agent.api.server import ApiServer, Handler, StreamOpener, Upgrade, query_params
-from agent.config import Config
-from agent.consul import ConsulClient
-from agent.core import Core
+from agent.client.core import Core
+from agent.command.config import Config
+from agent.command.wiring import CoreSettings, build_core, start_core
+from agent.consul.catalog import ConsulClient
 from agent.errors import AgentError
-from agent.faults import Faults
-from agent.layout import NodeLayout
+from agent.fieldbugs.faults import Faults
 from agent.network.cni import CniNetwork
 from agent.network.result import CniError
 from agent.node.nodeinfo import driver_health
@@ -42,6 +42,8 @@ from agent.nomadapi.routes import NomadApi, build_nomad_routes
 from agent.nomadapi.wsexec import exec_stream
 from agent.runner.vaulttoken import JobPolicies, bind_job_policies
 from agent.state import SqliteStore
+from agent.structs import layout
+from agent.structs.layout import NodeLayout
 from agent.templates import worker as render_worker
 from agent.vault import (
     VAULT_DENIED,
@@ -52,7 +54,6 @@ from agent.vault import (
     check_vault,
     vault_client,
 )
-from agent.wiring import CoreSettings, build_core, start_core
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ class Agent:
         return core
 
     def _former_networks(self) -> list[CniNetwork]:
-        """The bridge networks of earlier layouts whose conflist is still on the node (agent.layout):
+        """The bridge networks of earlier layouts whose conflist is still on the node (agent.structs.layout):
         the allocs an earlier agent attached to them keep them until they stop."""
         cfg = self.config
         found = []

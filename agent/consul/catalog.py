@@ -12,10 +12,10 @@ from typing import Any
 
 import requests
 
-from agent.checktarget import service_address
+from agent.client.checktarget import service_address
 from agent.errors import AgentError
-from agent.model import Check, Service
-from agent.records import PortAlloc
+from agent.structs.model import Check, Service
+from agent.structs.records import PortAlloc
 
 log = logging.getLogger(__name__)
 CONSUL_TIMEOUT = 5.0
@@ -41,7 +41,7 @@ def registrations(
 ) -> list[dict[str, Any]]:
     """Consul service definitions (api.AgentServiceRegistration) for one task's (or group's)
     services, as Nomad's service client builds them: the address and port of its `address_mode`
-    (agent.checktarget.service_address: "auto" is the node's `address` and the mapped host port, or
+    (agent.client.checktarget.service_address: "auto" is the node's `address` and the mapped host port, or
     a custom `address`), the canary's tags and meta when `canary` and it has some, `meta` with
     Nomad's "external-source", Consul's own fields (kind, enable_tag_override, weights,
     tagged_addresses), and the checks (`check_definition`). A service whose address cannot be

@@ -9,7 +9,7 @@ names it:
   also names host-local's reservations dir and the plugins' iptables chains.
 
 The daemon binds one layout at start (`bind`), before any alloc runs, from its config. An alloc keeps
-the names it was made with for its whole life (its record holds them, agent.records): an alloc made
+the names it was made with for its whole life (its record holds them, agent.structs.records): an alloc made
 by an agent of an earlier layout (this project's own, `FORMER`: netns `fl-<id>`, cgroup `fieldlab`,
 network `fieldlab`) is `pin`ned to its names at restore, and everything that names an alloc's
 things asks `for_alloc`. The sweeper recognises the names of every layout in `recognised()`.

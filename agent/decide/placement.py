@@ -12,7 +12,7 @@ constraint target in Nomad: the jobspec refuses it (`validate`).
 `distinct_hosts` and `distinct_property` count allocs: on one node, `distinct_hosts` lets one alloc of the
 group (of the job, at job level) be placed, and `distinct_property` as many as its value allows (default
 1) per value of the property, which the node must have. A group asking for more fails: Nomad would place
-what fits and leave the rest pending; this agent refuses the job at register instead (agent.core).
+what fits and leave the rest pending; this agent refuses the job at register instead (agent.client.core).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from agent import goregex
-from agent.goversion import (
+from agent.gocompat import goregex
+from agent.gocompat.goversion import (
     Constraints,
     VersionError,
     go_parse_int,
@@ -31,8 +31,8 @@ from agent.goversion import (
     semver_constraints,
     version_constraints,
 )
-from agent.model import Constraint, Group, Job
 from agent.node.hostnetworks import HostNetwork, NodeNetwork, alias_addresses, parse_port_ranges
+from agent.structs.model import Constraint, Group, Job
 
 DISTINCT_HOSTS = "distinct_hosts"
 DISTINCT_PROPERTY = "distinct_property"

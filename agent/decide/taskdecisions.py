@@ -1,15 +1,15 @@
-"""Decisions about one task's life on the node (pure, over plain data), beside agent.decisions: the
+"""Decisions about one task's life on the node (pure, over plain data), beside agent.decide.decisions: the
 signal and the waits of its stop, the addresses its start is given, its dirs across a restore or a
 replacement, what a failed restore leaves, its logs' rotation as read back. Each fault flag of
-these bugs is a parameter here, as in agent.decisions."""
+these bugs is a parameter here, as in agent.decide.decisions."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.records import PortAlloc
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
+from agent.structs.records import PortAlloc
 
 
 def plan_kill_signal(asked: str, driver: str, bugs: Bugs = NO_BUGS) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from agent.bugs import NO_BUGS, Bugs
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
 
 
 class Stage(Enum):

@@ -3,7 +3,7 @@
 It is the main loop's first task. The jobs are rebuilt from their canonical form (no parsing); every
 live alloc gets its runner back, and what its record says is compared with what is on the node
 (containers, netns, CNI attachment) to reattach it, restart its dead tasks, recreate its network or
-fail and replace it (agent.decisions.plan_restore, acted on by AllocRunner.restore). Those reads are
+fail and replace it (agent.decide.decisions.plan_restore, acted on by AllocRunner.restore). Those reads are
 independent per alloc, so they are done for all allocs at once, before any alloc is acted on. An
 alloc the agent was killed while setting up is set up again, one it was killed while stopping is
 stopped, a replacement still owed is started once (plan_owed_replacements), and an alloc whose
@@ -12,7 +12,7 @@ record is unreadable is replaced from its containers' labels. Only what restore 
 Last, what runs with no record at all (the state DB was lost) is adopted (agent.runner.adopt) and
 the orphan sweep runs.
 
-The Core (agent.core) holds one `Restore` and delegates to it; what the restore uses of the Core is
+The Core (agent.client.core) holds one `Restore` and delegates to it; what the restore uses of the Core is
 `RestoreHost`: the new allocs it starts are started by the Core's own `_new_alloc` and
 `_replace` / `resume_reschedule`, as at run time.
 """
@@ -26,23 +26,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Protocol
 
-from agent import layout
-from agent.decisions import ObservedAlloc, plan_owed_replacements, plan_restore_statuses
+from agent.decide.decisions import ObservedAlloc, plan_owed_replacements, plan_restore_statuses
 from agent.drivers.base import LABEL_GROUP, LABEL_JOB
 from agent.drivers.registry import DriverRegistry
-from agent.jobcodec import JobCodecError, decode_job, encode_job
 from agent.jobspec import JobspecError, Limits, parse_jobspec
 from agent.jobspec.limits import stored_limits
-from agent.layout import unrecorded_layout
-from agent.model import Job
 from agent.network import iptables
 from agent.node.names import seen_names
 from agent.node.sweeper import SweepReport
-from agent.records import AllocRecord, AllocStatus, DesiredStatus, RecordError
 from agent.runner.adopt import Adoption
 from agent.runner.alloc import AllocRunner
 from agent.runner.deps import RunnerDeps
 from agent.state import StateStore
+from agent.structs import layout
+from agent.structs.jobcodec import JobCodecError, decode_job, encode_job
+from agent.structs.layout import unrecorded_layout
+from agent.structs.model import Job
+from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, RecordError
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ RESTORE_PARALLEL = 8  # allocs observed at once
 
 
 class RestoreHost(Protocol):
-    """What the restore uses of the Core (agent.core.Core)."""
+    """What the restore uses of the Core (agent.client.core.Core)."""
 
     store: StateStore
     drivers: DriverRegistry
@@ -117,7 +117,7 @@ class Restore:
         core.sweep()
 
     def _named(self, rec: AllocRecord) -> AllocRecord:
-        """An alloc keeps the names it was made with (pinned: agent.layout). A record an earlier agent
+        """An alloc keeps the names it was made with (pinned: agent.structs.layout). A record an earlier agent
         wrote without them (the state schema upgrade) gets those found on the node, written back."""
         if rec.layout is None:
             candidates = layout.recognised()

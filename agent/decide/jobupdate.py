@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agent.bugs import NO_BUGS, Bugs
-from agent.model import Group, Job
+from agent.fieldbugs.bugs import NO_BUGS, Bugs
+from agent.structs.model import Group, Job
 
 
 @dataclass(frozen=True)

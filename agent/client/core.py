@@ -2,7 +2,8 @@
 timers only put work on its queue, so no two changes to an alloc ever race.
 
 The Core keeps the loop, the jobs and their allocs (submit, stop, replacements) and the orphan
-sweeps. Two larger steps it runs on the loop have their own modules: the startup restore (agent.restore)
+sweeps. Two larger steps it runs on the loop have their own modules: the startup restore
+(agent.client.restore)
 and the GC of terminal allocs (agent.node.gc); `restore`, `gc`, `start_periodic_gc`, `purge_job` use them.
 """
 
@@ -24,29 +25,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agent import layout
-from agent.config import DEFAULT_TOKEN_ROLE
-from agent.consul import ConsulClient, ConsulData
-from agent.decisions import GcLimits, carried_reschedule_events, plan_orphan_sweep, plan_reschedule
+from agent.client.offload import Offload, threaded
+from agent.client.restore import LIVE_STATUSES, Restore
+from agent.client.taskenv import node_table
+from agent.command.config import DEFAULT_TOKEN_ROLE
+from agent.consul.catalog import ConsulClient, ConsulData
+from agent.decide.decisions import GcLimits, carried_reschedule_events, plan_orphan_sweep, plan_reschedule
+from agent.decide.jobupdate import UpdatePlan, earlier_versions, plan_job_update
+from agent.decide.placement import NodeFacts, refusals
 from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
-from agent.faults import Faults
+from agent.fieldbugs.faults import Faults
+from agent.fieldbugs.killpoints import KillHook, sigkill_at
 from agent.getter.getter import ArtifactGetter, HttpGetter
 from agent.identity.vaultlogin import VaultJwt
-from agent.jobcodec import encode_job
 from agent.jobspec import DEFAULT_LIMITS, JobspecError, Limits, ParsedJob, parse_jobspec
-from agent.jobupdate import UpdatePlan, earlier_versions, plan_job_update
-from agent.killpoints import KillHook, sigkill_at
-from agent.model import Job
 from agent.network.base import Network
 from agent.node.gc import TERMINAL_STATUSES, GarbageCollector, GcReport, alloc_fs_usage
 from agent.node.hostnetworks import alias_addresses, parse_port_ranges
 from agent.node.nodeinfo import node_attributes
 from agent.node.sweeper import Sweeper, SweepReport
-from agent.offload import Offload, threaded
-from agent.placement import NodeFacts, refusals
-from agent.records import AllocRecord, AllocStatus, DesiredStatus, PortAlloc, RescheduleEvent, one_by_prefix
-from agent.restore import LIVE_STATUSES, Restore
 from agent.runner.adopt import Adoption, node_of
 from agent.runner.alloc import AllocRunner
 from agent.runner.deps import RunnerDeps
@@ -57,7 +55,17 @@ from agent.runner.vaulttoken import TokenIssuer
 from agent.state import CorruptRecordError, StateStore
 from agent.state.changes import ChangeIndex, highest_kept
 from agent.state.watched import WatchedStore
-from agent.taskenv import node_table
+from agent.structs import layout
+from agent.structs.jobcodec import encode_job
+from agent.structs.model import Job
+from agent.structs.records import (
+    AllocRecord,
+    AllocStatus,
+    DesiredStatus,
+    PortAlloc,
+    RescheduleEvent,
+    one_by_prefix,
+)
 from agent.templates.budget import DEFAULT_PASS_BUDGET
 from agent.templates.deps import TemplateDeps
 from agent.templates.render import check_template
@@ -148,7 +156,7 @@ class Core:
         self.bugs = faults.bugs()  # read once; only the plan_* decisions look at it
         # What a jobspec may ask for (the client's max_count, max_kill_timeout), with the checks' flags.
         self.limits = replace(limits, bugs=self.bugs)
-        # The named steps a kill must not break (agent.killpoints): a no-op unless `crash-at` is set
+        # The named steps a kill must not break (agent.fieldbugs.killpoints): a no-op unless `crash-at` is set
         # (then the agent SIGKILLs itself there, once per data dir), or a test's hook.
         self.kill_point = kill_point if kill_point is not None else sigkill_at(faults.crash_at, data_dir)
         self.runners: dict[str, AllocRunner] = {}
@@ -165,7 +173,7 @@ class Core:
         self._seq = itertools.count()
         self._stop = threading.Event()
         # Blocking steps (a task's stop, a change script) run in worker threads whose continuations
-        # come back to this loop (agent.offload); tests of the fakes pass run_inline.
+        # come back to this loop (agent.client.offload); tests of the fakes pass run_inline.
         self.offload = offload if offload is not None else threaded(self._q.put)
         nomad = NomadData(
             store, lambda: self.runners, self.changes, self.schedule, datacenter, advertise_address, data_dir
@@ -294,7 +302,7 @@ class Core:
         if runner is not None:
             runner.on_task_exit(handle_id)
 
-    # -- startup restore (agent.restore) -------------------------------------------------------
+    # -- startup restore (agent.client.restore) -------------------------------------------------------
     def restore(self) -> None:
         """The allocs of the last run picked up again, then adoption and the orphan sweep."""
         self.restorer.restore()
@@ -445,7 +453,7 @@ class Core:
     def refusals(self, job: Job) -> list[tuple[str, str]]:
         """(path, why) of each reason this client would not place the job: a driver it does not run
         (or its config leaves off, as raw_exec), a task option its driver's plugin config refuses,
-        and agent.placement's (datacenter, constraints)."""
+        and agent.decide.placement's (datacenter, constraints)."""
         drivers = [
             (f"job.{job.id}.group.{g.name}.task.{t.name}.driver", t.driver)
             for g in job.groups
@@ -476,7 +484,7 @@ class Core:
         )
 
     def plan_update(self, parsed: ParsedJob, source: str) -> UpdatePlan | None:
-        """On the loop, registering a job that runs, as Nomad (agent.jobupdate): the plan, and the
+        """On the loop, registering a job that runs, as Nomad (agent.decide.jobupdate): the plan, and the
         allocs it replaces or drops told to stop (the caller waits for them, then `commit`s with
         the plan). None when the job does not run (a plain commit)."""
         job = parsed.job
@@ -545,7 +553,7 @@ class Core:
 
     def _replace(self, failed: AllocRunner, reason: str) -> None:
         """A failed alloc rescheduled on this node as Nomad's scheduler does when no other node fits
-        (agent.decisions.plan_reschedule over its group's policy and its reschedules so far): placed
+        (agent.decide.decisions.plan_reschedule over its group's policy and its reschedules so far): placed
         at once when due within Nomad's window, else after its delay by a follow-up evaluation (its
         FollowupEvalID; the due time is in its record, so a restore resumes the wait), or never once
         the policy owes none (its attempts used up, a system job's): it stays failed."""

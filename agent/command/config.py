@@ -15,9 +15,9 @@ from agent.errors import ConfigError
 from agent.identity.claims import DEFAULT_IDENTITY_TTL
 from agent.identity.vaultlogin import DEFAULT_JWT_MOUNT, VAULT_IDENTITY, VaultJwt
 from agent.jobspec.limits import DEFAULT_MAX_SHUTDOWN_DELAY
-from agent.layout import NodeLayout
-from agent.model import WorkloadIdentity
 from agent.node.hostnetworks import HostNetwork, parse_host_networks
+from agent.structs.layout import NodeLayout
+from agent.structs.model import WorkloadIdentity
 
 DEFAULT_CONFIG = Path("/etc/fieldlab-agent/config.json")
 
@@ -174,7 +174,7 @@ class Config:
     cni_conf_dir: Path = Path("/etc/cni/net.d")
     cni_network: str = "nomad"  # the conflist <cni_conf_dir>/<cni_network>.conflist (Nomad's name)
     cni_bridge: str = "fieldlab0"
-    # Names outside the data dir (agent.layout): an exec group's netns /run/netns/<prefix><alloc id>,
+    # Names outside the data dir (agent.structs.layout): an exec group's netns /run/netns/<prefix><alloc id>,
     # a process task's cgroup <root>/<parent>/<alloc>.<task>; Nomad's by default.
     netns_prefix: str = ""
     cgroup_parent: str = "nomad.slice"
@@ -259,7 +259,7 @@ class Config:
     # sets no ttl: Nomad signs such a token without `exp` (a warning only); this agent never does.
     identity_default_ttl: float = DEFAULT_IDENTITY_TTL
     # The file this config was read from (set by load_config, never a key of it): its dir is one of the
-    # agent's own, which no host volume may lead into (agent.hostvolumes.own_paths).
+    # agent's own, which no host volume may lead into (agent.allocdir.hostvolumes.own_paths).
     config_file: Path | None = None
 
 
@@ -471,7 +471,7 @@ def _allowed_hosts(p: str, raw: dict[str, Any], key: str) -> tuple[str, ...]:
 def _host_volumes(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str, bool], ...]:
     """{"name": {"path": "/abs/dir", "read_only": false}}: each name one of letters, digits, '_', '.',
     '-', each path absolute (that it is a directory is checked on the node, at the agent's start:
-    agent.wiring.build_core)."""
+    agent.command.wiring.build_core)."""
     value = raw[key]
     if not isinstance(value, dict):
         raise ConfigError(p, key, 'must be an object of name -> {"path": ..., "read_only": ...}')

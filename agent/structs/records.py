@@ -15,8 +15,8 @@ from enum import Enum
 from typing import Any
 
 from agent.errors import AgentError, NotFound
-from agent.layout import NodeLayout
-from agent.layout import from_record as layout_from_record
+from agent.structs.layout import NodeLayout
+from agent.structs.layout import from_record as layout_from_record
 
 RECORD_FORMAT = 1  # bumped with a state-schema upgrade step when a record's shape changes
 RESTART_TIMES_KEPT = 20
@@ -127,7 +127,7 @@ def _layout(key: str, raw: Any) -> NodeLayout | None:
 @dataclass(frozen=True)
 class RescheduleEvent:
     """One entry of Nomad's RescheduleTracker: the alloc `prev_alloc` (on node `prev_node`) was
-    replaced at `time` (unix seconds) after `delay` seconds (agent.decisions.plan_reschedule)."""
+    replaced at `time` (unix seconds) after `delay` seconds (agent.decide.decisions.plan_reschedule)."""
 
     time: float
     prev_alloc: str
@@ -177,7 +177,7 @@ class AllocRecord:
     # recorded): a restore after a kill in between starts it (Core.restore).
     replace_pending: bool = False
     job_version: int = 0  # the version of its job the alloc was placed for (api.Allocation's JobVersion)
-    # The names of its netns, task cgroups and CNI network (agent.layout), kept for its whole life;
+    # The names of its netns, task cgroups and CNI network (agent.structs.layout), kept for its whole life;
     # None: written by an agent before records held them (restore finds them on the node).
     layout: NodeLayout | None = None
     # Nomad's Allocation.EvalID (the evaluation that placed it: agent.nomadapi.node.Evals) and
@@ -187,7 +187,7 @@ class AllocRecord:
     create_index: int = 0
     # Nomad's RescheduleTracker: the reschedules that led to this alloc, the last one its own
     reschedule_events: tuple[RescheduleEvent, ...] = ()
-    # Failed and owed a replacement after a delay (agent.decisions.plan_reschedule): the evaluation
+    # Failed and owed a replacement after a delay (agent.decide.decisions.plan_reschedule): the evaluation
     # that places it (Nomad's FollowupEvalID), when it is due (unix seconds) and the delay it waits
     followup_eval_id: str = ""
     reschedule_due: float = 0.0

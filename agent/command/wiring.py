@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from agent.checktarget import fingerprinted_address
-from agent.config import (
+from agent.allocdir.hostvolumes import HostVolumeError, own_paths, resolve_host_volume, sweep_staged
+from agent.client.checktarget import fingerprinted_address
+from agent.client.core import Core
+from agent.command.config import (
     DEFAULT_CHROOT_ENV,
     DEFAULT_TOKEN_ROLE,
     Config,
@@ -23,18 +25,17 @@ from agent.config import (
     ExecPlugin,
     RawExecPlugin,
 )
-from agent.consul import ConsulClient
-from agent.core import Core
-from agent.decisions import GcLimits, plan_orphan_sweep
+from agent.consul.catalog import ConsulClient
+from agent.decide.decisions import GcLimits, plan_orphan_sweep
+from agent.decide.placement import NodeFacts
 from agent.drivers.docker import DockerDriver
 from agent.drivers.exec import ExecDriver
 from agent.drivers.raw_exec import RawExecDriver
 from agent.drivers.registry import build_registry
 from agent.errors import AgentError
-from agent.faults import Faults
+from agent.fieldbugs.faults import Faults
 from agent.getter.fetch import FetchLimits
 from agent.getter.getter import HttpGetter
-from agent.hostvolumes import HostVolumeError, own_paths, resolve_host_volume, sweep_staged
 from agent.identity.vaultlogin import VaultJwt
 from agent.jobspec import DEFAULT_LIMITS, Limits
 from agent.network.bridge import BridgeNetwork
@@ -44,7 +45,6 @@ from agent.network.plugins import check_supported, plugin_version
 from agent.node.hostnetworks import HostNetwork, NodeNetwork, node_networks
 from agent.node.nodeinfo import disk_free_mb, load_node_id, node_attributes, storage_attributes
 from agent.node.sweeper import Sweeper, SweepPolicy
-from agent.placement import NodeFacts
 from agent.runner.restorer import RESTORE_RENDER
 from agent.runner.vaulttoken import TokenIssuer
 from agent.state import StateStore
@@ -76,7 +76,8 @@ class CoreSettings:
     chroot_env: tuple[tuple[str, str], ...] = DEFAULT_CHROOT_ENV
     host_volumes: tuple[tuple[str, str, bool], ...] = ()  # (name, path, read_only), the config's
     host_networks: tuple[HostNetwork, ...] = ()  # the config's host_network blocks
-    # the agent's own files and dirs besides data_dir, which no host volume may lead into (agent.hostvolumes)
+    # the agent's own files and dirs besides data_dir, which no host volume may lead into
+    # (agent.allocdir.hostvolumes)
     own_paths: tuple[Path, ...] = ()
     artifacts: HttpGetter = field(default_factory=HttpGetter)  # how tasks' artifacts are fetched
     docker_pids_limit: int = 0
@@ -176,7 +177,9 @@ def build_core(
             bugs=faults.bugs(),
             staging_dir=settings.data_dir / "hostvolumes",
         )
-        sweep_staged(settings.data_dir / "hostvolumes")  # a crashed start's binds (agent.hostvolumes)
+        sweep_staged(
+            settings.data_dir / "hostvolumes"
+        )  # a crashed start's binds (agent.allocdir.hostvolumes)
     else:
         docker = None
     exec_driver = ExecDriver(

@@ -1,7 +1,7 @@
-"""The field bugs the agent can put back on demand (`agent.faults`), as one frozen value.
+"""The field bugs the agent can put back on demand (`agent.fieldbugs.faults`), as one frozen value.
 
 The pure decisions take it as a parameter; nothing else branches on it. Kept apart from
-agent.decisions so the list of bugs can grow without that module growing past one purpose.
+agent.decide.decisions so the list of bugs can grow without that module growing past one purpose.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 class Bugs:
     """The field bugs put back by fault flags (FIELD-BUGS.md), read once at start.
 
-    One field per flag of `agent.faults`, named like the flag with `_` for `-`. Every field False
+    One field per flag of `agent.fieldbugs.faults`, named like the flag with `_` for `-`. Every field False
     is the fixed agent. Imperative code never asks whether a bug is on: it hands this object to
     the `plan_*` decisions, which are the only place a bug changes what the agent does.
     """
@@ -96,7 +96,7 @@ class Bugs:
 
     @classmethod
     def from_flags(cls, flags: Iterable[str]) -> Bugs:
-        """Flags are checked by `agent.faults.Faults`; a flag with no field here is a bug of the
+        """Flags are checked by `agent.fieldbugs.faults.Faults`; a flag with no field here is a bug of the
         agent (a test enumerates the catalogue), so it raises rather than being ignored."""
         known = {f.name for f in fields(cls)}
         on = {cls.field_name(f) for f in flags}

@@ -1,4 +1,4 @@
-"""A parsed job in canonical form: the model (agent.model) as versioned JSON, so that restore
+"""A parsed job in canonical form: the model (agent.structs.model) as versioned JSON, so that restore
 rebuilds every job without parsing HCL again (the jobspec source is kept for display only).
 
 `encode_job` walks the dataclasses; `decode_job` rebuilds them from their type hints. A record of
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.errors import AgentError
-from agent.model import Job
+from agent.structs.model import Job
 
 MODEL_VERSION = 1  # bump when a model field changes meaning or type
 

@@ -1,7 +1,7 @@
 """A process task's keeper: its parent, which outlives agent restarts and records how it ended (the
 part of Nomad's executor that keeps a task's exit status for a client that restarted).
 
-    python -I -S agent/keeper.py EXITS_DIR PREFIX REPORT_FD ARGV...
+    python -I -S agent/drivers/keeper.py EXITS_DIR PREFIX REPORT_FD ARGV...
 
 Run by agent.drivers.keeperclient with the task's own environment, its output fds as 1 and 2, and a pipe
 as REPORT_FD. It starts ARGV (the task's P) in a session of its own with every signal at its default,

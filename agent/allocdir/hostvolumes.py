@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import agent
-from agent.config import DEFAULT_CONFIG, Config
+from agent.command.config import DEFAULT_CONFIG, Config
 from agent.errors import AgentError
 
 

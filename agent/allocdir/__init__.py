@@ -1,0 +1,1 @@
+"""An alloc's directories on the host: the template sandbox, safe file operations, host volumes."""

@@ -1,0 +1,1 @@
+"""Consul's catalog API (beside agent/vault)."""

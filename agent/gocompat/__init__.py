@@ -1,0 +1,1 @@
+"""Go's behaviour where Nomad's users meet it (RE2 regexps, hashicorp/go-version)."""

@@ -1,0 +1,1 @@
+"""The nouns every part shares, lowest in the house (Nomad's nomad/structs)."""
