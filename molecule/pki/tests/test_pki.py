@@ -267,7 +267,7 @@ def _signed(data_dir: Path, key_pem: bytes | None, job: str, aud: str = "vault.i
 
     from agent.identity.claims import Workload, identity_claims
     from agent.identity.keyring import Keyring
-    from agent.model import WorkloadIdentity
+    from agent.structs.model import WorkloadIdentity
 
     if key_pem is not None:
         (data_dir / "server" / "keystore").mkdir(parents=True, mode=0o700)
