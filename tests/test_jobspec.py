@@ -62,6 +62,7 @@ def test_cni_check_seed_is_a_bridge_job_with_a_mapped_port() -> None:
     assert (task.name, task.driver) == ("nginx", "docker")
     assert dict(task.config) == {
         "image": "fieldlab/busybox:lab",
+        "init": True,
         "command": "httpd",
         "args": ["-f", "-p", "80"],
         "ports": ["http"],
@@ -170,6 +171,7 @@ def test_hcl_json_syntax_gives_the_same_job() -> None:
                                 "driver": "docker",
                                 "config": {
                                     "image": "fieldlab/busybox:lab",
+                                    "init": True,
                                     "command": "httpd",
                                     "args": ["-f", "-p", "80"],
                                     "ports": ["http"],

@@ -43,6 +43,7 @@ job "{job}" {{
       driver = "docker"
       config {{
         image   = "fieldlab/busybox:latest"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "httpd"
         args    = ["-f", "-p", "80"]
         {ports}

@@ -60,6 +60,7 @@ job "hostile-{kind}" {{
       driver = "docker"
       config {{
         image   = "fieldlab/busybox:latest"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "/bin/sh"
         args    = ["-c", <<EOS
 until [ -s /local/x.txt ]; do sleep 0.2; done
@@ -99,6 +100,7 @@ job "{job}" {{
       driver = "docker"
       config {{
         image   = "fieldlab/busybox:latest"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "sleep"
         args    = ["3600"]
       }}
@@ -472,6 +474,7 @@ job "hostile-token-{kind}" {{
       driver = "docker"
       config {{
         image   = "fieldlab/busybox:latest"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "/bin/sh"
         args    = ["-c", <<EOS
 until [ -s /secrets/vault_token ]; do sleep 0.2; done

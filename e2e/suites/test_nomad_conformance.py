@@ -51,6 +51,7 @@ job "conformance" {
       driver = "docker"
       config {
         image   = "fieldlab/busybox:latest"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "sh"
         args    = ["-c", "echo started; trap 'echo got-usr1' USR1; while true; do sleep 0.2; done"]
       }
