@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -268,10 +269,14 @@ def test_the_installed_collection_runs_node_base_on_a_lab_node(installed: Path, 
         ]
         env = collection.clean_env(installed.parents[2], work)
         recaps = []
-        for _ in range(2):  # converge, then the same again: nothing may change
-            proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, check=False)
-            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-            recaps.append(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M))
+        # ssh's control sockets in a short dir: under the test's tmp_path (~/.ansible/cp of HOME=work)
+        # the socket path passes the 108 bytes a unix socket may have once pytest's run counter grows
+        with tempfile.TemporaryDirectory(prefix="flcp-", dir="/tmp") as cp_dir:
+            env["ANSIBLE_SSH_CONTROL_PATH_DIR"] = cp_dir
+            for _ in range(2):  # converge, then the same again: nothing may change
+                proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, check=False)
+                assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+                recaps.append(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M))
         assert {h for h, _ in recaps[0]} == {"server1", "client1"}
         assert [c for _, c in recaps[1]] == ["0", "0"], f"second run changed something: {recaps[1]}"
         for node in record.nodes:

@@ -19,6 +19,7 @@ class WsClient:
     def __init__(self, host: str, port: int, path: str, ctx: ssl.SSLContext, timeout: float = 30.0) -> None:
         raw = socket.create_connection((host, port), timeout=timeout)
         self.sock = ctx.wrap_socket(raw, server_hostname=host)
+        self.close_code: int | None = None  # the close frame's status code, once messages() saw it
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall(
             (
@@ -84,6 +85,7 @@ class WsClient:
         while True:
             opcode, payload = self.recv()
             if opcode == 0x8:
+                self.close_code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else None
                 return out
             out.append(json.loads(payload))
 
