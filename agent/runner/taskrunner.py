@@ -628,6 +628,11 @@ class TaskRunner:
         prepare joins it (the coordinator asks again for a task still pending)."""
         if not isinstance(self.driver, PreparesStart):
             return False
+        if cause is StartCause.RESTORE:
+            # a restore's start stays in the restore's turn (the pull on the loop, as before): the
+            # restore judges the alloc right after (lifecycle_changed), and a task still waiting for
+            # its pull would be judged dead: nomad-5883's rerun would end the alloc instead
+            return False
         if self._preparing:
             return True
         ar = self.ar

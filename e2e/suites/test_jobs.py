@@ -13,12 +13,13 @@ import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.errors import AgentError
 from e2e.harness.cluster import Agent, Cluster
-from e2e.harness.waits import AGENT_HEALTHY, wait_until
+from e2e.harness.waits import AGENT_HEALTHY, ALLOC_RECOVERED, wait_until
 
 JOBSPEC = Path(__file__).resolve().parents[2] / "tests" / "jobspecs" / "cni-check-on-restore.hcl"
 
@@ -39,8 +40,12 @@ def test_seed_job_answers_on_its_mapped_port_from_the_other_client(
     cluster: Cluster, seed_job: tuple[Agent, str]
 ) -> None:
     agent, alloc_id = seed_job
-    alloc = agent.raw_alloc(alloc_id)  # Nomad's api.Allocation
-    assert alloc["ClientStatus"] == "running", json.dumps(alloc, indent=2)
+
+    def running() -> tuple[dict[str, Any] | None, str]:  # the register answers before the pull is done
+        alloc = agent.raw_alloc(alloc_id)  # Nomad's api.Allocation
+        return (alloc if alloc["ClientStatus"] == "running" else None), json.dumps(alloc, indent=2)
+
+    alloc = wait_until(running, timeout=ALLOC_RECOVERED, what=f"alloc {alloc_id[:8]} running")
     port = alloc["AllocatedResources"]["Shared"]["Ports"][0]["Value"]
     client1, client2 = cluster.clients[0], cluster.clients[1]
     url = f"http://{client1.address}:{port}/bin/busybox"
