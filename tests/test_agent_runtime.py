@@ -1195,6 +1195,7 @@ job "{job}" {{
       kill_timeout = "{kill_timeout}"
       config {{
         image   = "fieldlab/busybox:lab"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "/bin/sh"
         args    = ["-c", "{script}"]
       }}

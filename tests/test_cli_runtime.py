@@ -34,6 +34,7 @@ job "talk" {
       driver = "docker"
       config {
         image   = "fieldlab/busybox:lab"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "sh"
         args    = ["-c", "echo to-stdout; echo to-stderr >&2; exec sleep 600"]
       }

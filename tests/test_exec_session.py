@@ -60,6 +60,7 @@ job "shell" {
       driver = "docker"
       config {
         image   = "fieldlab/busybox:lab"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "sleep"
         args    = ["600"]
       }

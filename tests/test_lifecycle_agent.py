@@ -67,6 +67,7 @@ SIDECAR = """
       }
       config {
         image   = "fieldlab/busybox:lab"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "/bin/sh"
         args    = ["-c", "echo side >> $NOMAD_ALLOC_DIR/data/order; exec sleep 600"]
       }

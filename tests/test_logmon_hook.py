@@ -83,6 +83,7 @@ job "dlogs" {
       driver = "docker"
       config {
         image   = "fieldlab/busybox:lab"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "/bin/sh"
         args    = ["-c", <<EOT
 n=$(cat /local/runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > /local/runs

@@ -55,6 +55,7 @@ job "nomadapi" {
       driver = "docker"
       config {
         image   = "fieldlab/busybox:lab"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "sh"
         args    = ["-c", "echo ${var.greeting}-from-task; trap 'echo got-hup' HUP; ${local.loop}"]
       }
@@ -76,6 +77,7 @@ job "blk" {
       driver = "docker"
       config {
         image   = "fieldlab/busybox:lab"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "sleep"
         args    = ["600"]
       }
@@ -441,6 +443,7 @@ job "svc" {
       driver = "docker"
       config {
         image   = "fieldlab/busybox:lab"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "sleep"
         args    = ["600"]
       }
@@ -606,6 +609,7 @@ job "trap" {
       driver = "docker"
       config {
         image   = "fieldlab/busybox:lab"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "sh"
         args    = ["-c", "${local.plant}; touch /local/planted; sleep 600"]
       }

@@ -796,6 +796,7 @@ job "vault-token" {
       driver = "docker"
       config {
         image   = "fieldlab/busybox:lab"
+        init    = true  # busybox as PID 1 ignores SIGTERM: a stop would wait out kill_timeout
         command = "sleep"
         args    = ["3600"]
       }
