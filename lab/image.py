@@ -8,6 +8,7 @@ the image and builds nothing.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import shutil
@@ -99,17 +100,36 @@ def debootstrap(tree: Path, include: list[str]) -> None:
 
 def ensure_image(client: Any, cache_dir: Path = Path("/var/cache/fieldlab")) -> tuple[str, bool]:
     """Return (tag, built): the cached image when its hash matches, else build it now."""
-    import docker.errors
-
     tag = image_tag()
-    try:
-        client.images.get(tag)
+    if _have_image(client, tag):
         return tag, False
-    except docker.errors.ImageNotFound:
-        pass
     if shutil.which("debootstrap") is None:
         raise ImageBuildError("debootstrap is not installed: run `make bootstrap` (the controller playbook)")
     cache_dir.mkdir(parents=True, exist_ok=True)
+    # One build at a time on this controller: `make test` runs the integration tests (whose docker
+    # provider test starts nodes) beside molecule and lab-up; the second comes to find the first's image.
+    with (cache_dir / "image.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _have_image(client, tag):
+            return tag, False
+        _build(client, tag, cache_dir)
+    return tag, True
+
+
+def _have_image(client: Any, tag: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def _build(client: Any, tag: str, cache_dir: Path) -> None:
+    """debootstrap the rootfs, import it and finish the node image as `tag`."""
+    import docker.errors
+
     tree = Path(tempfile.mkdtemp(prefix=f"rootfs-{input_hash()}-", dir=cache_dir))
     try:
         debootstrap(tree, packages())
@@ -142,7 +162,6 @@ def ensure_image(client: Any, cache_dir: Path = Path("/var/cache/fieldlab")) -> 
         raise ImageBuildError(f"docker could not build {tag}: {exc}") from None
     finally:
         shutil.rmtree(tree, ignore_errors=True)
-    return tag, True
 
 
 def _customise(tree: Path) -> None:
