@@ -237,6 +237,97 @@ def test_a_restarts_pull_is_off_the_loop_and_a_stop_meanwhile_waits_and_wins(
     assert started(core, alloc_id, "restart policy") == 0
 
 
+POSTSTOP = """
+job "ending" {
+  group "g" {
+    task "main" {
+      driver = "exec"
+      config { command = "/bin/sleep" }
+    }
+    task "bye" {
+      driver = "docker"
+      lifecycle { hook = "poststop" }
+      config { image = "busybox:latest" }
+    }
+  }
+}
+"""
+
+
+def test_a_poststop_tasks_pull_is_off_the_loop_and_the_alloc_ends_after_its_run(
+    node: tuple[Core, Pulling, FakeDriver],
+) -> None:
+    """The job's stop runs its poststop task: while that task's pull hangs, the loop answers and
+    the alloc is not complete; once the pull is done the task starts (no second pull) and the
+    alloc completes with its exit."""
+    core, docker, _ = node
+    core.call(lambda: core.submit(POSTSTOP, "hcl"), timeout=10)
+    alloc_id = alloc_of(core, "ending")
+    wait_for("the main task's start", lambda: started(core, alloc_id, "first start") == 1, 5)
+    docker.hang.add("ending")
+    core.call(lambda: core.stop_job("ending"), timeout=ANSWER_WITHIN)
+    wait_for("the poststop task's pull reached the driver", lambda: bool(docker.prepared_on), ANSWER_WITHIN)
+    runner = core.call(lambda: core.runners[alloc_id], timeout=ANSWER_WITHIN)  # the loop answers
+    assert LOOP not in docker.prepared_on and runner.serial.busy == "prepare bye"
+    assert core.call(lambda: runner.rec.status, timeout=ANSWER_WITHIN) is AllocStatus.RUNNING
+
+    docker.release.set()
+    wait_for("the poststop task started", lambda: len(docker.starts) == 1, 5)
+    assert docker.starts[0].prepared and len(docker.prepared_on) == 1
+    (hid,) = docker.running()
+    docker.exit(hid, 0)
+    core.report_exit(alloc_id, hid)
+    wait_for("the alloc completed", lambda: runner.rec.status is AllocStatus.COMPLETE, 5)
+
+
+def test_a_restores_network_recovery_pulls_off_the_loop(tmp_path: Path) -> None:
+    """An agent restart finds the bridge group's pause container dead: the restore recreates the
+    network and starts the task again; its pull hangs off the loop, the restore and the loop answer
+    meanwhile, and once it is done the task starts with what the pull did."""
+    fake = FakeNode(tmp_path)
+    docker = Pulling()
+    fake.docker = docker
+    fake.registry = DriverRegistry([docker, fake.exec], container_netns=fake.pause, path_netns=fake.named)
+    bridge = spec("web", "docker").replace('group "g" {', 'group "g" {\n    network { mode = "bridge" }', 1)
+
+    def agent() -> tuple[Core, threading.Thread]:
+        core = fake.core(sweeper=FakeSweeper(fake))
+        loop = threading.Thread(target=core.run_loop, name=LOOP, daemon=True)
+        loop.start()
+        return core, loop
+
+    first, loop = agent()
+    first.call(lambda: first.submit(bridge, "hcl"), timeout=10)
+    alloc_id = alloc_of(first, "web")
+    wait_for("the first start", lambda: started(first, alloc_id, "first start") == 1, 5)
+    first.stop()
+    loop.join(5)
+    for oid in list(fake.pause.alive):  # the pause container died while the agent was down
+        fake.pause.alive[oid] = False
+    docker.hang.add("web")
+    pulls = len(docker.prepared_on)
+
+    again, loop = agent()
+    try:
+        again.call(again.restore, timeout=ANSWER_WITHIN)
+        wait_for("the recovery's pull", lambda: len(docker.prepared_on) == pulls + 1, ANSWER_WITHIN)
+        assert docker.prepared_on[-1] != LOOP
+        runner = again.call(lambda: again.runners[alloc_id], timeout=ANSWER_WITHIN)  # the loop answers
+        assert "Restore Network" in [e.type for e in again.store.events(alloc_id)]
+        assert runner.serial.busy == "prepare t"
+
+        docker.release.set()
+        wait_for("the task started by the restore", lambda: started(again, alloc_id, "restore") == 1, 5)
+        assert docker.starts[-1].prepared and len(docker.prepared_on) == pulls + 1
+        kinds = [e.type for e in again.store.events(alloc_id)]
+        assert kinds[-2:] == ["Started", "Network Recovered"], kinds
+        assert again.call(lambda: runner.rec.status, timeout=5) is AllocStatus.RUNNING
+    finally:
+        docker.release.set()
+        again.stop()
+        loop.join(5)
+
+
 @pytest.mark.root
 def test_the_docker_drivers_prepare_pulls_and_its_prepared_start_does_not(
     tmp_path_factory: pytest.TempPathFactory,

@@ -62,7 +62,7 @@ from agent.runner.registrar import service_definitions
 from agent.runner.restorer import Restorer
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.taskhooks import task_hooks
-from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner
+from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner, prepare_each
 from agent.runner.vaulttoken import TaskVaultToken
 from agent.runner.view import alloc_view
 from agent.structs.model import Group, Job, Task
@@ -387,18 +387,32 @@ class AllocRunner:
 
     def _recreate(self, why: str, cause: StartCause, attempt: int) -> None:
         self.kill_point("recovery.after-stop")
+        if not self._recovery_step(why, cause, attempt, self.network.recreate):
+            return
+        self.kill_point("recovery.before-tasks")
+
+        def start_tasks() -> None:  # each driver's prepare (docker's pull) done off the loop
+            if self.rec.status is AllocStatus.RUNNING and self.rec.desired is not DesiredStatus.STOP:
+                self._recovery_step(why, cause, attempt, lambda: self._start_recovered(why, cause))
+
+        prepare_each([self.tasks[t.name] for t in self.unfinished()], start_tasks)
+
+    def _start_recovered(self, why: str, cause: StartCause) -> None:
+        for t in self.unfinished():
+            self.kill_point("restart.before-start")
+            self.tasks[t.name].start(cause, why, restart=True)
+        self.event("", "Network Recovered", f"network recreated ({why})", address=self.rec.address)
+
+    def _recovery_step(self, why: str, cause: StartCause, attempt: int, step: Callable[[], None]) -> bool:
+        """One step of the recovery; whether it went through (else it is tried again or failed)."""
         try:
-            self.network.recreate()
-            self.kill_point("recovery.before-tasks")
-            for t in self.unfinished():
-                self.kill_point("restart.before-start")
-                self.tasks[t.name].start(cause, why, restart=True)
-            self.event("", "Network Recovered", f"network recreated ({why})", address=self.rec.address)
+            step()
+            return True
         except DriverError as exc:
             if not exc.unavailable:
                 self.event("", "Driver Failure", str(exc))
                 self.fail(f"network recovery failed: {exc}")
-                return
+                return False
             delay = min(RECOVERY_RETRY_MAX, 2.0 ** (attempt - 1))
             message = f"{exc}; trying again in {delay:.0f}s (attempt {attempt + 1})"
             self.event("", "Network Recovery Retrying", message)
@@ -413,6 +427,7 @@ class AllocRunner:
             self.fail(f"network recovery failed: no Vault token: {exc}")
         except (AgentError, OSError) as exc:
             self.fail(f"network recovery failed: {exc}")
+        return False
 
     def fail(self, reason: str, *, teardown: bool = True) -> None:
         """Mark the alloc failed, tear it down and have a replacement started. The replacement is
@@ -485,18 +500,9 @@ class AllocRunner:
         self.tasks[t.name].restart(StartCause.FIRST_START, f"{stage(t).value} turn", count=False)
 
     def start_poststop(self, t: Task, again: bool = False) -> bool:
-        """A poststop task of an ending alloc (stopped or failed), or `again` by its restart policy;
-        False: it could not start."""
-        try:
-            if again:
-                self.tasks[t.name].start(StartCause.RESTART_POLICY, "", restart=True)
-            else:
-                self.tasks[t.name].start(StartCause.FIRST_START, "the alloc is ending")
-        except (AgentError, OSError) as exc:
-            self.event(t.name, "Driver Failure", str(exc))
-            self.state.update_task(t.name, state=TaskState.DEAD, failed=True)
-            return False
-        return True
+        """A poststop task of an ending alloc (stopped or failed), or `again` by its restart policy,
+        after its driver's prepare off the loop; False: it could not start."""
+        return self.tasks[t.name].start_poststop(again, self.coord.poststop_progress)
 
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, reason: str = "job stopped") -> None:

@@ -193,16 +193,17 @@ class Coordinator:
         if again:
             r.d.schedule(decision.delay, lambda: r.serial.run(lambda: self._poststop_again(t, generation)))
             return
-        self._poststop_progress()
+        self.poststop_progress()
 
     def _poststop_again(self, t: Task, generation: int) -> None:
         """A poststop task's restart timer: started again unless a later decision came first."""
         if self._after_poststop is None or self.r.state.generation(t.name) != generation:
             return
         if not self.r.start_poststop(t, again=True):  # it could not start: dead and failed (start_poststop)
-            self._poststop_progress()
+            self.poststop_progress()
 
-    def _poststop_progress(self) -> None:
+    def poststop_progress(self) -> None:
+        """A poststop task is dead for good: once every one is, the alloc's end goes on."""
         if not self.poststop_owed() and self._after_poststop is not None:
             then, self._after_poststop = self._after_poststop, None
             then()

@@ -358,6 +358,44 @@ class TaskRunner:
 
         ar.serial.run(prepare)
 
+    def prepare_then(self, then: Callable[[], None]) -> None:
+        """The driver's prepare (docker's pull) off the loop for the task's next start, then `then`
+        on the loop (at once when there is nothing to prepare); the start it leads to uses it."""
+        if not self._prepare(then):
+            then()
+
+    def start_poststop(self, again: bool, failed: Callable[[], None]) -> bool:
+        """A poststop task's start as the alloc ends (`again`: by its restart policy), after the
+        driver's prepare off the loop, in the alloc's turn. A start that fails is a "Driver Failure"
+        and the task dead and failed: False when that came before this returned, else `failed()`."""
+        outcome: list[bool] = []  # the start's, when it came before this returned
+        returned = False
+
+        def go() -> None:
+            ok = self._start_poststop(again)
+            if not returned:
+                outcome.append(ok)
+            elif not ok:
+                failed()
+
+        self.ar.serial.run(lambda: self.prepare_then(go))
+        returned = True
+        return all(outcome)
+
+    def _start_poststop(self, again: bool) -> bool:
+        try:
+            if again:
+                self.start(StartCause.RESTART_POLICY, "", restart=True)
+            else:
+                self.start(StartCause.FIRST_START, "the alloc is ending")
+        except (AgentError, OSError) as exc:
+            self.event("Driver Failure", str(exc))
+            self.state.update_task(self.t.name, state=TaskState.DEAD, failed=True)
+            return False
+        finally:
+            self._prepared = None  # used by its start, or not: gone
+        return True
+
     def _prepare(self, then: Callable[[], None]) -> bool:
         """Nomad's driver does its blocking first step (the image pull) in the task runner's own
         goroutine: here the driver's `prepare` runs off the main loop (the alloc's other operations
@@ -742,3 +780,26 @@ class TaskRunner:
         else:
             why = "gone while the agent was down (no exit status to count)" if h else "never started"
             self.restart(StartCause.RESTORE, why)
+
+
+def prepare_each(runners: Sequence[TaskRunner], then: Callable[[], None]) -> None:
+    """Each task's driver prepare (docker's pull) off the loop, one after the other, then `then` on
+    the loop (the starts, which use them); what a start did not use is dropped after it."""
+    if not runners:
+        then()
+        return
+
+    def done() -> None:
+        try:
+            then()
+        finally:
+            for tr in runners:
+                tr._prepared = None
+
+    def chain(i: int) -> None:
+        if i == len(runners):
+            done()
+            return
+        runners[i].prepare_then(lambda: chain(i + 1))
+
+    chain(0)
