@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 import requests
+import wsproto
+import wsproto.events as wsevents
 
 from agent import __version__, cli
 from agent.api.client import ApiClient
@@ -557,29 +559,51 @@ def test_stream_frames_are_read_however_the_pieces_cut_them() -> None:
         list(cli_logs.frames([text[:-3]]))
 
 
-def test_the_websocket_decoder_joins_fragments_and_refuses_masked_frames() -> None:
-    decoder = wsclient.Decoder()
-    frames = (
-        bytes([0x01, 3])
-        + b'{"a'  # a text message's first fragment
-        + bytes([0x89, 2])
-        + b"hi"  # a ping between its fragments
-        + bytes([0x00, 3])
-        + b'":1'  # a continuation
-        + bytes([0x80, 1])
-        + b"}"  # the last
+def _ws_pair() -> tuple[wsproto.WSConnection, wsclient.Messages]:
+    """A wsproto server (the agent's side, as agent.nomadapi.wsexec runs it) and the CLI's Messages
+    over a completed handshake."""
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    server = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
+    server.receive_data(client.send(wsevents.Request(host="agent", target="/v1/client/allocation/a/exec")))
+    (request,) = server.events()
+    assert isinstance(request, wsevents.Request)
+    client.receive_data(server.send(wsevents.AcceptConnection()))
+    assert [type(e) for e in client.events()] == [wsevents.AcceptConnection]
+    return server, wsclient.Messages(client)
+
+
+def test_the_exec_client_joins_fragments_answers_pings_and_takes_the_close() -> None:
+    server, messages = _ws_pair()
+    wire = (
+        server.send(wsevents.TextMessage('{"stdout":', message_finished=False))
+        + server.send(wsevents.Ping(b"hi"))  # a ping between a message's fragments
+        + server.send(wsevents.TextMessage('{"data":"b2s="}}', message_finished=True))
     )
-    got = [f for i in range(len(frames)) for f in decoder.feed(frames[i : i + 1])]
-    assert got == [(wsclient.PING, b"hi"), (wsclient.TEXT, b'{"a":1}')]
-    assert wsclient.Decoder().feed(bytes([0x81, 2]) + b"{}" + bytes([0x88, 4]) + b"\x03\xe8ok") == [
-        (wsclient.TEXT, b"{}"),
-        (wsclient.CLOSE, b"\x03\xe8ok"),
-    ]
-    assert wsclient.parse_close(b"\x03\xf3boom") == wsclient.Closed(1011, "boom")
-    with pytest.raises(wsclient.WsError, match="masked"):
-        wsclient.Decoder().feed(bytes([0x81, 0x82]) + b"mask{}")
-    masked = wsclient.client_frame(wsclient.TEXT, b"{}", mask=b"\x01\x02\x03\x04")
-    assert masked == bytes([0x81, 0x82, 1, 2, 3, 4, ord("{") ^ 1, ord("}") ^ 2])
+    got: list[dict[str, object]] = []
+    reply = b""
+    for i in range(len(wire)):  # however the reads cut the bytes
+        more, closed, answer = messages.feed(wire[i : i + 1])
+        got += more
+        reply += answer
+        assert closed is None
+    assert got == [{"stdout": {"data": "b2s="}}]
+    server.receive_data(reply)
+    assert [type(e) for e in server.events()] == [wsevents.Pong]  # the ping answered
+    more, closed, answer = messages.feed(server.send(wsevents.CloseConnection(code=1011, reason="boom")))
+    assert (more, closed) == ([], wsclient.Closed(1011, "boom"))
+    server.receive_data(answer)
+    assert [type(e) for e in server.events()] == [wsevents.CloseConnection]  # the close answered
+
+
+def test_the_exec_client_refuses_a_masked_frame_and_a_message_over_its_limit() -> None:
+    _, messages = _ws_pair()
+    with pytest.raises(wsclient.WsError, match="broke the websocket protocol"):
+        messages.feed(bytes([0x81, 0x82, 1, 2, 3, 4, ord("{") ^ 1, ord("}") ^ 2]))  # a server frame masked
+    server, messages = _ws_pair()
+    piece = "x" * (1024 * 1024)
+    with pytest.raises(wsclient.WsError, match="over 4194304 bytes"):
+        for _ in range(5):
+            messages.feed(server.send(wsevents.TextMessage(piece, message_finished=False)))
 
 
 # -- completion
