@@ -98,8 +98,8 @@ def _run_checks(
         alloc_running=lambda: True,
     )
     tr = SimpleNamespace(ar=ar, t=task, d=deps, handle=lambda: handle, event=lambda *a: None)
-    hook = ChecksHook()
-    hook.poststart(tr, handle)  # type: ignore[arg-type]
+    hook = ChecksHook(tr)
+    hook.poststart(handle)  # type: ignore[arg-type]
     for _ in range(3):
         pending, deps.queue = deps.queue, []
         for fn in pending:

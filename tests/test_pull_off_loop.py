@@ -309,8 +309,8 @@ def test_a_restores_network_recovery_pulls_off_the_loop(tmp_path: Path) -> None:
 
     again, loop = agent()
     try:
-        again.call(again.restore, timeout=ANSWER_WITHIN)
-        wait_for("the recovery's pull", lambda: len(docker.prepared_on) == pulls + 1, ANSWER_WITHIN)
+        again.call(again.restore, timeout=10)
+        wait_for("the recovery's pull", lambda: len(docker.prepared_on) == pulls + 1, 5)
         assert docker.prepared_on[-1] != LOOP
         runner = again.call(lambda: again.runners[alloc_id], timeout=ANSWER_WITHIN)  # the loop answers
         assert "Restore Network" in [e.type for e in again.store.events(alloc_id)]

@@ -1,11 +1,10 @@
 """The runner's parts and hooks driven through their ports (agent/runner/interfaces.py), with no
 AllocRunner or TaskRunner: a fake host gives each only what the port names. Covers the network part
-of a recovery (AllocNetwork.recreate), the kill's stop for a restart (agent.runner.kill) and a hook
-(the dispatch payload's) over a fake TaskHost."""
+of a recovery (AllocNetwork.recreate) and the kill's stop for a restart (agent.runner.kill); each
+task hook has a test module of its own (tests/test_hook_*.py)."""
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 from pathlib import Path
 from typing import Any, cast
@@ -14,8 +13,7 @@ from agent.client.offload import Serial
 from agent.drivers.base import TaskDriver, TaskHandle
 from agent.fieldbugs.bugs import Bugs
 from agent.runner.deps import RunnerDeps
-from agent.runner.dispatchhook import DispatchPayloadHook
-from agent.runner.interfaces import AllocContext, AllocHost, TaskHost
+from agent.runner.interfaces import AllocHost
 from agent.runner.kill import stop_for_restart
 from agent.runner.network import AllocNetwork
 from agent.runner.state import NETNS_OWNER, AllocState
@@ -130,55 +128,3 @@ def test_a_stop_for_a_restart_of_a_task_without_a_handle_kills_nothing(tmp_path:
     done: list[bool] = []
     stop_for_restart(cast(AllocHost, host), list(group.tasks), lambda: done.append(True))
     assert done == [True] and node.docker.stops == [] and host.events == []
-
-
-class Task_:
-    """A task as its hooks see it (the members of TaskHost the dispatch payload hook uses)."""
-
-    def __init__(self, ar: AllocContext, t: Task, task_dir: Path) -> None:
-        self.ar, self.t, self.task_dir = ar, t, task_dir
-
-
-def test_the_dispatch_payload_hook_writes_the_payload_through_the_task_port(tmp_path: Path) -> None:
-    node = FakeNode(tmp_path)
-    t = Task(name="t0", driver="docker", config={"image": "x"}, dispatch_payload="input.txt")
-    group = Group(name="g", tasks=(t,))
-    job = Job(id="web/dispatch-1", groups=(group,), dispatched=True, payload=base64.b64encode(b"hi").decode())
-    host = Host(node, group, job)
-    task_dir = tmp_path / "alloc" / "t0"
-    (task_dir / "local").mkdir(parents=True)
-    results: list[Exception | None] = []
-    DispatchPayloadHook().setup(cast(TaskHost, Task_(cast(AllocContext, host), t, task_dir)), results.append)
-    assert results == [None]
-    assert (task_dir / "local" / "input.txt").read_bytes() == b"hi"
-
-
-def test_each_hook_is_called_at_the_points_it_implements_in_nomads_order() -> None:
-    from agent.runner.interfaces import HookPoints
-    from agent.runner.taskhooks import task_hooks
-
-    points = HookPoints.of(task_hooks())
-    names = {
-        point: [h.name for h in getattr(points, point)]
-        for point in ("setup", "prestart", "poststart", "exited", "restore", "reattached", "stop")
-    }
-    assert [h.name for h in points.all] == [
-        "task_dir",
-        "identity",
-        "logmon",
-        "dispatch_payload",
-        "artifacts",
-        "vault",
-        "template",
-        "volumes",
-        "checks",
-    ]
-    assert names == {
-        "setup": ["task_dir", "identity", "dispatch_payload", "artifacts", "vault", "template"],
-        "prestart": ["identity", "logmon", "vault", "volumes"],
-        "poststart": ["logmon", "checks"],
-        "exited": ["identity", "logmon", "checks"],
-        "restore": ["task_dir", "vault"],
-        "reattached": ["identity", "logmon", "checks"],
-        "stop": ["identity", "vault", "checks"],
-    }

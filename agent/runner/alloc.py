@@ -97,7 +97,7 @@ class AllocRunner:
         # the loop that can take long (an artifact's download) ends early, as Nomad's hooks' context.
         self.setup_cancel = threading.Event()
         self.tasks: dict[str, TaskRunner] = {
-            t.name: TaskRunner(self, t, task_hooks()) for t in self.group.tasks
+            t.name: TaskRunner(self, t, lambda tr: task_hooks(self, tr)) for t in self.group.tasks
         }
         self._deregistered = False  # its Consul services, once at a stop (shutdown_delay) or teardown
         self.coord = Coordinator(self)  # the tasks' lifecycle order
@@ -591,7 +591,7 @@ class AllocRunner:
             self.network.teardown()
         for tr in self.tasks.values():
             for hook in tr.hooks.stop:
-                hook.stop(tr)
+                hook.stop()
         self.d.task_logs.stop_all(self.alloc_dir)
         self.d.task_dirs.cleanup(self.alloc_dir)
 

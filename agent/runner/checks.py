@@ -136,7 +136,8 @@ def _send(conn: http.client.HTTPConnection, method: str, target: str, c: Check) 
 class ChecksHook:
     name = "checks"
 
-    def __init__(self) -> None:
+    def __init__(self, task: TaskHost) -> None:
+        self._task = task  # what the check watcher reads and does of its task
         self._generation = 0
         self._ids: set[str] = set()
 
@@ -158,17 +159,17 @@ class ChecksHook:
                 out.append(Watched(*ids, c, s, grp))
         return out
 
-    def poststart(self, tr: TaskHost, handle: TaskHandle) -> None:
-        self._watch(tr, handle)
+    def poststart(self, handle: TaskHandle) -> None:
+        self._watch(self._task, handle)
 
-    def reattached(self, tr: TaskHost, handle: TaskHandle) -> None:
-        self._watch(tr, handle)
+    def reattached(self, handle: TaskHandle) -> None:
+        self._watch(self._task, handle)
 
-    def exited(self, tr: TaskHost) -> None:
-        self._unwatch(tr)
+    def exited(self) -> None:
+        self._unwatch(self._task)
 
-    def stop(self, tr: TaskHost) -> None:
-        self._unwatch(tr)
+    def stop(self) -> None:
+        self._unwatch(self._task)
 
     def _unwatch(self, tr: TaskHost) -> None:
         self._generation += 1

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+from pathlib import Path
 
 from agent.allocdir.sandbox import SandboxError, sandbox_path, write_file
 from agent.errors import AgentError
-from agent.runner.interfaces import TaskHost, Then
-from agent.runner.owner import task_file_owner
+from agent.runner.interfaces import Then
 
 PAYLOAD_PERMS = 0o755
 
@@ -21,17 +21,21 @@ class DispatchPayloadError(AgentError):
 
 
 class DispatchPayloadHook:
+    """Made only for a task with `dispatch_payload` of a dispatched job: `payload` is the job's
+    (base64, as Nomad's API carries it), `file` where it goes under local/."""
+
     name = "dispatch_payload"
 
-    def setup(self, tr: TaskHost, then: Then) -> None:
-        job, file = tr.ar.job, tr.t.dispatch_payload
-        if job.dispatched and file:
-            try:
-                data = base64.b64decode(job.payload, validate=True)
-                where = sandbox_path(f"local/{file}")
-                if where.shared or where.parts[:1] != ("local",):  # the jobspec reader refused it already
-                    raise SandboxError(f"{file}: destination escapes the task's local/ dir")
-                write_file(tr.task_dir, where, data, PAYLOAD_PERMS, task_file_owner(tr.t))
-            except (SandboxError, binascii.Error) as exc:
-                raise DispatchPayloadError(f"dispatch_payload: {exc}") from None
+    def __init__(self, payload: str, file: str, task_dir: Path, owner: tuple[int, int] | None) -> None:
+        self.payload, self.file, self.task_dir, self.owner = payload, file, task_dir, owner
+
+    def setup(self, then: Then) -> None:
+        try:
+            data = base64.b64decode(self.payload, validate=True)
+            where = sandbox_path(f"local/{self.file}")
+            if where.shared or where.parts[:1] != ("local",):  # the jobspec reader refused it already
+                raise SandboxError(f"{self.file}: destination escapes the task's local/ dir")
+            write_file(self.task_dir, where, data, PAYLOAD_PERMS, self.owner)
+        except (SandboxError, binascii.Error) as exc:
+            raise DispatchPayloadError(f"dispatch_payload: {exc}") from None
         then(None)

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.allocdir.sandbox import SandboxError, sandbox_path, write_file
 from agent.decide.decisions import StartCause
 from agent.errors import AgentError
 from agent.identity.claims import Workload, effective_ttl, identity_claims, renew_at, workload_job_id
-from agent.runner.interfaces import StartRequest, TaskHost, Then
+from agent.runner.deps import RunnerDeps
+from agent.runner.interfaces import AllocContext, StartRequest, TaskLifecycle, Then
 from agent.runner.owner import task_file_owner
-from agent.structs.model import WorkloadIdentity
+from agent.structs.model import Task, WorkloadIdentity
 
 if TYPE_CHECKING:
     from agent.drivers.base import TaskHandle
@@ -45,66 +49,91 @@ class IdentityError(AgentError):
     pass
 
 
-def sign_identity(tr: TaskHost, wid: WorkloadIdentity) -> str:
-    """A fresh JWT of the task's identity `wid`, signed with the agent's key."""
-    keyring = tr.d.keyring
-    if keyring is None:
-        raise IdentityError(f"identity {wid.name}: this agent has no workload identity key")
-    ar = tr.ar
-    job_id = workload_job_id(ar.job.id, ar.job.parent_id, tr.d.bugs)
-    workload = Workload(job_id, ar.group.name, ar.id, tr.t.name)
-    claims = identity_claims(workload, wid, tr.d.clock(), str(uuid.uuid4()), tr.d.identity_ttl)
-    return keyring.sign(claims)
+def identity_signer(d: RunnerDeps, ar: AllocContext, task: str) -> Callable[[WorkloadIdentity], str]:
+    """What signs a fresh JWT of one of the task's identities with the agent's key (the identity
+    hook's, and the Vault login's of the workload identity workflow)."""
+
+    def sign(wid: WorkloadIdentity) -> str:
+        keyring = d.keyring
+        if keyring is None:
+            raise IdentityError(f"identity {wid.name}: this agent has no workload identity key")
+        job_id = workload_job_id(ar.job.id, ar.job.parent_id, d.bugs)
+        workload = Workload(job_id, ar.group.name, ar.id, task)
+        claims = identity_claims(workload, wid, d.clock(), str(uuid.uuid4()), d.identity_ttl)
+        return keyring.sign(claims)
+
+    return sign
+
+
+@dataclass(frozen=True)
+class IdentityPorts:
+    """What the identity hook is handed: its task's lifecycle, how it signs, where it writes, the
+    alloc's turn (a renewal runs in it) and the timer and clock it renews on."""
+
+    lifecycle: TaskLifecycle
+    sign: Callable[[WorkloadIdentity], str]
+    task_dir: Path
+    in_turn: Callable[[Callable[[], None]], None]
+    schedule: Callable[[float, Callable[[], None]], None]
+    clock: Callable[[], float]
+    default_ttl: float
+    alloc_id: str = ""
 
 
 class IdentityHook:
+    """Made only for a task with an identity it exposes (`file` or `env`); the tokens it signed for
+    the environment are its own (`env`)."""
+
     name = "identity"
 
-    def __init__(self) -> None:
+    def __init__(self, task: Task, ports: IdentityPorts) -> None:
+        self.task, self.p = task, ports
+        self.exposed = tuple(w for w in task.identities if w.file or w.env)
+        self.tokens: dict[str, str] = {}  # NOMAD_TOKEN[_<name>]: the identities with env = true
         self.generation = 0  # moves on at a stop or exit: a renewal timer of before does nothing
         self.signed = False  # by this agent process (after a restart: at the reattach or the start)
 
-    @staticmethod
-    def _exposed(tr: TaskHost) -> tuple[WorkloadIdentity, ...]:
-        return tuple(w for w in tr.t.identities if w.file or w.env)
+    def env(self) -> dict[str, str]:
+        return dict(self.tokens)
 
-    def setup(self, tr: TaskHost, then: Then) -> None:
-        self._sign_all(tr)
+    def setup(self, then: Then) -> None:
+        self._sign_all()
         then(None)
 
-    def prestart(self, tr: TaskHost, req: StartRequest) -> None:
+    def prestart(self, req: StartRequest) -> None:
         if not self.signed:
-            self._sign_all(tr)  # started by a restore: no token signed by this agent process yet
+            self._sign_all()  # started by a restore: no token signed by this agent process yet
 
-    def reattached(self, tr: TaskHost, handle: TaskHandle) -> None:
-        self._sign_all(tr)
+    def reattached(self, handle: TaskHandle) -> None:
+        self._sign_all()
 
-    def exited(self, tr: TaskHost) -> None:
+    def exited(self) -> None:
         self.generation += 1
 
-    def stop(self, tr: TaskHost) -> None:
+    def stop(self) -> None:
         self.generation += 1
 
-    def _sign_all(self, tr: TaskHost) -> None:
+    def _sign_all(self) -> None:
         self.generation += 1
         self.signed = True
-        for wid in self._exposed(tr):
-            self._sign(tr, wid)
-            self._arm(tr, wid, self.generation)
+        for wid in self.exposed:
+            self._sign(wid)
+            self._arm(wid, self.generation)
 
-    def _sign(self, tr: TaskHost, wid: WorkloadIdentity) -> None:
-        token = sign_identity(tr, wid)
+    def _sign(self, wid: WorkloadIdentity) -> None:
+        token = self.p.sign(wid)
         if wid.env:
-            tr.workload_env[env_name(wid)] = token
+            self.tokens[env_name(wid)] = token
         if wid.file:
-            owner = task_file_owner(tr.t)
+            owner = task_file_owner(self.task)
             try:
-                write_file(tr.task_dir, sandbox_path(token_path(wid)), token.encode(), 0o600, owner)
+                write_file(self.p.task_dir, sandbox_path(token_path(wid)), token.encode(), 0o600, owner)
             except SandboxError as exc:
                 raise IdentityError(f"identity {wid.name}: {exc}") from None
 
-    def _arm(self, tr: TaskHost, wid: WorkloadIdentity, generation: int) -> None:
-        at = renew_at(tr.d.clock(), effective_ttl(wid.ttl, tr.d.identity_ttl))  # none lives forever
+    def _arm(self, wid: WorkloadIdentity, generation: int) -> None:
+        p = self.p
+        at = renew_at(p.clock(), effective_ttl(wid.ttl, p.default_ttl))  # none lives forever
         if at is None:
             return
 
@@ -112,23 +141,27 @@ class IdentityHook:
             if generation != self.generation:
                 return
             try:
-                self._sign(tr, wid)
+                self._sign(wid)
             except (AgentError, OSError) as exc:
                 log.warning(
-                    "alloc=%s task=%s: identity %s not renewed: %s", tr.ar.id[:8], tr.t.name, wid.name, exc
+                    "alloc=%s task=%s: identity %s not renewed: %s",
+                    p.alloc_id[:8],
+                    self.task.name,
+                    wid.name,
+                    exc,
                 )
                 return
-            self._arm(tr, wid, generation)
-            if tr.running():  # a task waiting for its restart starts with the new token anyway
-                self._changed(tr, wid)
+            self._arm(wid, generation)
+            if p.lifecycle.running():  # a task waiting for its restart starts with the new token anyway
+                self._changed(wid)
 
-        tr.d.schedule(max(0.0, at - tr.d.clock()), lambda: tr.ar.serial.run(fire))
+        p.schedule(max(0.0, at - p.clock()), lambda: p.in_turn(fire))
 
-    @staticmethod
-    def _changed(tr: TaskHost, wid: WorkloadIdentity) -> None:
+    def _changed(self, wid: WorkloadIdentity) -> None:
+        lifecycle = self.p.lifecycle
         if wid.change_mode == "signal":
-            tr.event("Signaling", f"Identity[{wid.name}]: new Identity token acquired")
-            tr.signal(wid.change_signal)
+            lifecycle.event("Signaling", f"Identity[{wid.name}]: new Identity token acquired")
+            lifecycle.signal(wid.change_signal)
         elif wid.change_mode == "restart":
-            tr.event("Restart Signaled", f"Identity[{wid.name}]: new token acquired")
-            tr.stop_then_restart(StartCause.CHANGE_MODE, f"identity {wid.name} renewed")
+            lifecycle.event("Restart Signaled", f"Identity[{wid.name}]: new token acquired")
+            lifecycle.stop_then_restart(StartCause.CHANGE_MODE, f"identity {wid.name} renewed")

@@ -4,18 +4,21 @@ runner's parts and a task runner's hooks may read and call, and nothing else.
 The lowest module of the runner's own: it knows the runner's deps and state, never the runners
 (agent.runner.alloc, agent.runner.taskrunner) nor their parts. The runners sit on top and satisfy
 these protocols; each part (network, coordinator, restorer, kill, migrate, max_run_duration,
-services) is handed an `AllocHost`, each hook a `TaskHost`, so no part imports its runner back and
-the runner's package has no import circle (`make lint` counts them).
+services) is handed an `AllocHost`, each hook the narrow parts of its task it needs (its events,
+its lifecycle, its dirs), so no part imports its runner back and the runner's package has no import
+circle (`make lint` counts them).
 
 - `AllocContext`: what a task's hooks read of the alloc (its record, job, group, dir, its serial and
   the stop's cancel);
 - `AllocHost`: what the alloc runner's parts and its task runners read and call on it (its state,
   its network, its lifecycle order, its kills and its failure);
-- `TaskHost`: what a hook reads and calls on its task runner;
+- `TaskEvents`, `TaskLifecycle`: what a hook may say and do to its task (Nomad's EventEmitter and
+  TaskLifecycle), handed to it when it is made;
+- `TaskHost`: a task as its hooks are made from it (agent.runner.taskhooks) and its checks read it;
 - `RunningTask`: what the alloc runner's parts (the restorer, the coordinator, a network recovery)
   call on a task runner besides;
-- one protocol per hook point (setup, prestart, poststart, exited, restore, reattached, stop): a
-  hook implements the points it needs, and the task runner calls each point's hooks (HookPoints).
+- one protocol per hook point (setup, prestart, env, poststart, exited, restore, reattached, stop):
+  a hook implements the points it needs, and the task runner calls each point's hooks (HookPoints).
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from agent.drivers.base import Mount, NetnsOwner, Sandbox, TaskDriver, TaskHandl
 from agent.network.base import AttachSpec
 from agent.runner.deps import RunnerDeps
 from agent.runner.state import AllocState
-from agent.runner.vaulttoken import TaskVaultToken
 from agent.structs.model import Group, Job, Task
 from agent.structs.records import AllocRecord, TaskRecord
 from agent.templates.deps import TaskHost as TemplateHost
@@ -165,12 +167,28 @@ class AllocHost(AllocContext, TemplateHost, Protocol):
 
 
 # -- the task ----------------------------------------------------------------------------------------
-class TaskHost(Protocol):
-    """What a hook reads and calls on its task runner."""
+class TaskEvents(Protocol):
+    """Where a hook says what happened to its task (Nomad's EventEmitter)."""
 
-    workload_env: dict[str, str]  # the identities' tokens with env = true (identity hook)
-    vault_changed_on_restore: bool  # the restore gave it a new token (vault hook)
-    killed_as_failure: bool  # its next exit follows a check_restart kill (checks hook)
+    def event(self, type_: str, message: str, **details: Any) -> None: ...
+
+
+class TaskLifecycle(TaskEvents, Protocol):
+    """What a hook may do to its running task (Nomad's TaskLifecycle): signal it, stop and start
+    it again for a decision (in the alloc's turn), ask whether it runs."""
+
+    def running(self) -> bool: ...
+
+    def signal(self, sig: str) -> None: ...
+
+    def stop_then_restart(self, cause: StartCause, why: str) -> None: ...
+
+
+class TaskHost(TaskLifecycle, Protocol):
+    """A task as its hooks are made from it (agent.runner.taskhooks: each hook is handed the narrow
+    parts it needs) and as the check watcher reads it."""
+
+    killed_as_failure: bool  # its next exit follows a check_restart kill (the restart tracker's)
 
     @property
     def ar(self) -> AllocContext: ...
@@ -185,19 +203,12 @@ class TaskHost(Protocol):
     def name(self) -> str: ...
 
     @property
-    def state(self) -> AllocState: ...
-
-    @property
     def driver(self) -> TaskDriver: ...
 
     @property
     def task_dir(self) -> Path: ...
 
-    def event(self, type_: str, message: str, **details: Any) -> None: ...
-
     def handle(self) -> TaskHandle | None: ...
-
-    def running(self) -> bool: ...
 
     def env(self) -> dict[str, str]: ...
 
@@ -205,17 +216,15 @@ class TaskHost(Protocol):
 
     def exec(self, argv: list[str], timeout: float, then: Callable[[int, str], None]) -> None: ...
 
-    def signal(self, sig: str) -> None: ...
-
-    def templates(self) -> TaskTemplates: ...
-
-    def vault_token(self) -> TaskVaultToken | None: ...
-
-    def stop_then_restart(self, cause: StartCause, why: str) -> None: ...
-
 
 class RunningTask(TaskHost, Protocol):
-    """What the alloc runner's parts call on a task runner besides what its hooks do."""
+    """What the alloc runner's parts (the restorer, the coordinator, a network recovery) call on a
+    task runner."""
+
+    vault_changed_on_restore: bool  # the restore gave it a new token (its vault hook's word)
+
+    @property
+    def state(self) -> AllocState: ...
 
     @property
     def hooks(self) -> HookPoints: ...
@@ -228,15 +237,18 @@ class RunningTask(TaskHost, Protocol):
 
     def restore_dead(self) -> None: ...
 
+    def templates(self) -> TaskTemplates: ...
+
     def vault_token_changed(self, why: str) -> None: ...
 
 
 # -- the hook points -----------------------------------------------------------------------------------
 # A hook implements the points it needs, no others (as Nomad's hooks implement its interfaces); the
-# task runner calls each point's hooks in the order of the task's list (HookPoints.of).
+# task runner calls each point's hooks in the order of the task's list (HookPoints.of). A hook is
+# made for its task with what it needs (agent.runner.taskhooks), so no point takes the task runner.
 @runtime_checkable
 class SetupHook(Protocol):
-    def setup(self, tr: TaskHost, then: Then) -> None:
+    def setup(self, then: Then) -> None:
         """Before the task's first start; `then(None)` when done (it may finish off the main loop,
         on it), `then(exc)` when it failed. Raising is a failure too."""
         ...
@@ -244,42 +256,49 @@ class SetupHook(Protocol):
 
 @runtime_checkable
 class PrestartHook(Protocol):
-    def prestart(self, tr: TaskHost, req: StartRequest) -> None:
+    def prestart(self, req: StartRequest) -> None:
         """At every start: the hook's part of the start's context."""
         ...
 
 
 @runtime_checkable
+class EnvHook(Protocol):
+    def env(self) -> dict[str, str]:
+        """The hook's variables in the task's environment (Nomad's hook response Env)."""
+        ...
+
+
+@runtime_checkable
 class PoststartHook(Protocol):
-    def poststart(self, tr: TaskHost, handle: TaskHandle) -> None:
+    def poststart(self, handle: TaskHandle) -> None:
         """After the start is recorded."""
         ...
 
 
 @runtime_checkable
 class ExitedHook(Protocol):
-    def exited(self, tr: TaskHost) -> None:
+    def exited(self) -> None:
         """The task is done for good (it will not be started again)."""
         ...
 
 
 @runtime_checkable
 class RestoreHook(Protocol):
-    def restore(self, tr: TaskHost) -> None:
+    def restore(self) -> None:
         """The agent started again and the alloc is being restored, before anything restarts."""
         ...
 
 
 @runtime_checkable
 class ReattachHook(Protocol):
-    def reattached(self, tr: TaskHost, handle: TaskHandle) -> None:
+    def reattached(self, handle: TaskHandle) -> None:
         """The task was found running at that restore."""
         ...
 
 
 @runtime_checkable
 class StopHook(Protocol):
-    def stop(self, tr: TaskHost) -> None:
+    def stop(self) -> None:
         """The alloc is torn down, after the task's handle is removed."""
         ...
 
@@ -298,6 +317,7 @@ class HookPoints:
     all: tuple[TaskHook, ...] = ()
     setup: tuple[SetupHook, ...] = ()
     prestart: tuple[PrestartHook, ...] = ()
+    env: tuple[EnvHook, ...] = ()
     poststart: tuple[PoststartHook, ...] = ()
     exited: tuple[ExitedHook, ...] = ()
     restore: tuple[RestoreHook, ...] = ()
@@ -310,6 +330,7 @@ class HookPoints:
             all=tuple(hooks),
             setup=tuple(h for h in hooks if isinstance(h, SetupHook)),
             prestart=tuple(h for h in hooks if isinstance(h, PrestartHook)),
+            env=tuple(h for h in hooks if isinstance(h, EnvHook)),
             poststart=tuple(h for h in hooks if isinstance(h, PoststartHook)),
             exited=tuple(h for h in hooks if isinstance(h, ExitedHook)),
             restore=tuple(h for h in hooks if isinstance(h, RestoreHook)),

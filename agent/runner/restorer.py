@@ -100,7 +100,7 @@ class Restorer:
         pending: list[tuple[RunningTask, TaskTemplates, SetupPass]] = []
         for tr in self.ar.tasks.values():
             for hook in tr.hooks.restore:
-                hook.restore(tr)
+                hook.restore()
             if not tr.t.templates:
                 continue
             tt = tr.templates()
@@ -193,4 +193,4 @@ class Restorer:
             if record.state is not TaskState.RUNNING:
                 tr.state.put_task(tr.name, record.with_(state=TaskState.RUNNING))
             for hook in tr.hooks.reattached:
-                hook.reattached(tr, h)
+                hook.reattached(h)

@@ -9,7 +9,6 @@ agent's main loop, as the alloc runner does.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +16,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agent.allocdir.sandbox import SandboxError, read_file
 from agent.client.offload import loop_post
 from agent.client.taskenv import build_env, interpolate_config
 from agent.decide.decisions import (
@@ -35,7 +33,6 @@ from agent.decide.decisions import (
 from agent.decide.taskdecisions import (
     HOST_NAMESPACE_KEYS,
     plan_alloc_addr_port,
-    plan_env_templates,
     plan_host_namespaces,
     plan_interpolate_meta,
     plan_logs_read_only,
@@ -54,16 +51,15 @@ from agent.drivers.base import (
     inside_env,
 )
 from agent.errors import AgentError
-from agent.identity.vaultlogin import plan_vault_login
 from agent.runner.deps import RunnerDeps
-from agent.runner.identityhook import sign_identity
 from agent.runner.interfaces import AllocHost, HookPoints, StartRequest, TaskHook, Then
 from agent.runner.kill import exit_text, stop_for_restart
 from agent.runner.state import NETNS_OWNER, AllocState
+from agent.runner.templatehook import TemplateHook
+from agent.runner.vaulthook import VaultHook
 from agent.runner.vaulttoken import NoVaultBlock, TaskVaultToken
 from agent.structs.model import Task
 from agent.structs.records import AllocStatus, DesiredStatus, TaskRecord, TaskState
-from agent.templates.envfile import parse_env_file
 from agent.templates.render import SecretSource
 from agent.templates.runner import TaskTemplates
 from agent.vault import VaultError
@@ -83,20 +79,22 @@ class _Prepared:
 
 
 class TaskRunner:
-    def __init__(self, ar: AllocHost, t: Task, hooks: Sequence[TaskHook]) -> None:
+    def __init__(
+        self, ar: AllocHost, t: Task, make_hooks: Callable[[TaskRunner], Sequence[TaskHook]]
+    ) -> None:
+        """`make_hooks`: the task's hooks, made from this runner's ports (agent.runner.taskhooks)."""
         self.ar = ar
         self.t = t
-        self.hooks = HookPoints.of(hooks)  # each point's hooks (agent.runner.interfaces)
-        self.workload_env: dict[str, str] = {}  # the identities' tokens with env = true
-        self._templates: TaskTemplates | None = None
-        self._vault_token: TaskVaultToken | None = None
         # The environment as its last start was given it: what `alloc exec` and change scripts run
         # in (never one read back from the task, which the task could rewrite).
         self._started_env: dict[str, str] | None = None
-        self.vault_changed_on_restore = False  # the restore gave it a new token (VaultHook.restore)
         self.killed_as_failure = False  # its next exit follows a check_restart kill: a failure
         self._prepared: _Prepared | None = None  # for the next start (_prepare)
         self._preparing = False  # a restart waits for the driver's prepare off the loop
+        hooks = make_hooks(self)
+        self.hooks = HookPoints.of(hooks)  # each point's hooks (agent.runner.interfaces)
+        self._vault = next((h for h in hooks if isinstance(h, VaultHook)), None)
+        self._template = next((h for h in hooks if isinstance(h, TemplateHook)), None)
 
     @property
     def d(self) -> RunnerDeps:
@@ -133,33 +131,17 @@ class TaskRunner:
         st = self.driver.status(h)
         return bool(st.running and st.detail != RESTARTED)
 
-    # -- templates and the Vault token -----------------------------------------------------------
+    # -- templates and the Vault token (their hooks') ---------------------------------------------
     def templates(self) -> TaskTemplates:
-        if self._templates is None:
-            self._templates = TaskTemplates(self.ar, self.t, self.d.templates)
-        return self._templates
+        """The task's template runner (its template hook's); an error for a task without templates."""
+        if self._template is None:
+            raise AgentError(f"task {self.t.name} has no templates")
+        return self._template.templates
 
     def vault_token(self) -> TaskVaultToken | None:
-        """The task's token keeper; None when the task has no vault block or the agent no Vault."""
-        if self.t.vault is None or self.d.vault is None:
-            return None
-        if self._vault_token is None:
-            self._vault_token = TaskVaultToken(
-                alloc_id=self.ar.id,
-                job=self.ar.job.id,
-                task=self.t,
-                issuer=self.d.vault,
-                role=self.d.vault_token_role,
-                store=self.d.store,
-                secrets_dir=self.task_dir / "secrets",
-                schedule=self.d.schedule,
-                event=self.event,
-                on_new_token=self.vault_token_changed,
-                clock=self.d.clock,
-                jwt=plan_vault_login(self.t, self.d.vault_jwt),
-                sign=lambda wid: sign_identity(self, wid),
-            )
-        return self._vault_token
+        """The task's token keeper (its Vault hook's); None when the task has no vault block or the
+        agent no Vault."""
+        return self._vault.token if self._vault is not None else None
 
     def task_vault(self) -> SecretSource | None:
         """What the task's templates read Vault with: its own token; a task without a vault block
@@ -168,54 +150,25 @@ class TaskRunner:
             return None
         return self.vault_token() or NoVaultBlock()
 
+    @property
+    def vault_changed_on_restore(self) -> bool:
+        """The restore gave the task a new token (its Vault hook's restore)."""
+        return self._vault is not None and self._vault.changed_on_restore
+
+    @vault_changed_on_restore.setter
+    def vault_changed_on_restore(self, changed: bool) -> None:
+        if self._vault is not None:
+            self._vault.changed_on_restore = changed
+
     def vault_token_changed(self, why: str) -> None:
-        """A new token replaced the one the running task was given: vault.change_mode says how it hears."""
-        t = self.t
-        if t.vault is None or not self.running() or self.ar.rec.status is not AllocStatus.RUNNING:
-            return
-        if t.vault.change_mode == "signal":
-            self.event("Signaling", f"new Vault token acquired ({why}); sending {t.vault.change_signal}")
-            self.signal(t.vault.change_signal)
-        elif t.vault.change_mode == "restart":
-            self.event("Restart Signaled", f"new Vault token acquired ({why})")
-            self.ar.serial.run(lambda: self.stop_then_restart(StartCause.CHANGE_MODE, "new Vault token"))
+        """A new token replaced the one the running task was given: its vault hook's change_mode."""
+        if self._vault is not None:
+            self._vault.changed(why)
 
     # -- environment -------------------------------------------------------------------------------
     def template_env(self) -> dict[str, str]:
-        """The variables of the task's `env = true` templates as the agent rendered them, kept with
-        the templates' states (agent.templates.changemode.TemplateState.env), at every start, so a
-        change_mode restart picks up new values; they win over the task's env, as in Nomad. The file
-        in the task dir is never read back: the task can write it. A line that was not KEY=VALUE was
-        a "Template Env Failed" event when it was rendered. A state from an agent that kept no values
-        falls back to the file only while it holds exactly what was rendered (its sha256)."""
-        env: dict[str, str] = {}
-        t = self.t
-        if not any(tpl.env for tpl in t.templates):
-            return env
-        states = {s.dest: s for s in self.templates().states()}
-        envs = [
-            (tpl, states[tpl.destination]) for tpl in t.templates if tpl.env and tpl.destination in states
-        ]
-        read = plan_env_templates([st.rendered != st.delivered for _, st in envs], self.d.bugs)
-        for (tpl, st), wanted in zip(envs, read, strict=True):
-            if not wanted:
-                continue
-            if st.env is not None:
-                env.update(st.env)
-                continue
-            why = "not rendered yet"
-            if st.rendered:
-                try:
-                    text = read_file(self.task_dir, tpl.destination)
-                except (SandboxError, OSError) as exc:
-                    why = str(exc)
-                else:
-                    if hashlib.sha256(text.encode()).hexdigest() == st.rendered:
-                        env.update(parse_env_file(text)[0])
-                        continue
-                    why = "changed since it was rendered: not used"
-            self.event("Template Env Failed", f"{tpl.destination}: {why}")
-        return env
+        """The variables of the task's `env = true` templates (its template hook's)."""
+        return self._template.rendered_env() if self._template is not None else {}
 
     def env(self) -> dict[str, str]:
         t, ar = self.t, self.ar
@@ -248,12 +201,8 @@ class TaskRunner:
         interpolate = plan_interpolate_meta(self.d.bugs)
         env = build_env(self.task_view(client), meta, t.env, self.d.node_table, interpolate_meta=interpolate)
         env.update({k: client[k] for k in TASK_PATH_VARS if k in client})
-        token = self.vault_token()
-        if token is not None and t.vault is not None and self.d.vault is not None:
-            env["VAULT_ADDR"] = self.d.vault.address
-            if t.vault.env and token.token:
-                env["VAULT_TOKEN"] = token.token
-        env.update(self.workload_env)  # NOMAD_TOKEN[_<name>] (agent.runner.identityhook)
+        for hook in self.hooks.env:  # VAULT_ADDR, VAULT_TOKEN, NOMAD_TOKEN[_<name>]
+            env.update(hook.env())
         return env
 
     def task_view(self, env: Mapping[str, str]) -> dict[str, str]:
@@ -339,7 +288,7 @@ class TaskRunner:
             self._setup_from(i + 1, then)
 
         try:
-            self.hooks.setup[i].setup(self, next_hook)
+            self.hooks.setup[i].setup(next_hook)
         except (AgentError, OSError) as exc:
             then(exc)
 
@@ -451,7 +400,7 @@ class TaskRunner:
         req = StartRequest()
         try:  # the hooks' held dirs (host volumes) stay open until the driver's start returned
             for hook in self.hooks.prestart:
-                hook.prestart(self, req)
+                hook.prestart(req)
             self._started_env = env = {**self.env(), **self.template_env()}
             config = interpolate_config(dict(t.config), self.task_view(env), self.d.node_table)
             asked = [k for k in HOST_NAMESPACE_KEYS if t.driver == "docker" and config.get(k) == "host"]
@@ -498,13 +447,13 @@ class TaskRunner:
             details["why"] = why
         with self.d.store.transaction():  # the handle, the state and the event land together
             self.state.put_handle(t.name, h)
-            if t.templates:
-                self.templates().task_started()
+            if self._template is not None:
+                self._template.templates.task_started()
             self.state.update_task(t.name, state=TaskState.RUNNING, failed=False)
             self.event("Started", "Task started by client", **details)
         ar.kill_point("start.after-task-record")
         for after in self.hooks.poststart:
-            after.poststart(self, h)
+            after.poststart(h)
 
     # -- exit and restart ---------------------------------------------------------------------------
     def exited(self, code: int | None, *, while_down: bool = False) -> None:
@@ -545,7 +494,7 @@ class TaskRunner:
                 ar.teardown()
             else:  # this task is done for good (its logmon drains and ends); the next stage's turn
                 for hook in self.hooks.exited:
-                    hook.exited(self)
+                    hook.exited()
                 ar.coord.advance()
             return
         if not decision.restart:
