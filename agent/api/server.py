@@ -17,7 +17,9 @@ bounded pool of `api_max_connections` handler threads; at most `api_max_queued_r
 for one, and a request past that is answered `api_queue_full_status` (503, Retry-After) without
 running (health and metrics have a lane of their own, so they answer while every handler waits on
 the core). A bad request is answered with a 4xx JSON error and at most one WARNING line, never a
-traceback (a body nested too deeply to read is a 400 too). One request per connection
+traceback (a body nested too deeply to read is a 400 too). A blocking query (a handler's `Park`)
+is held on the loop with no thread until it is woken, and its read runs in a lane of WOKEN_READS
+threads of its own, never refused (agent.api.waiters). One request per connection
 (`Connection: close`), except a request to a stream route with `Upgrade: fieldlab-exec` (an
 interactive exec session, agent.api.stream): it is answered 101 and the connection carries the
 session's frames until the command ends (at most MAX_SESSIONS at once).
@@ -33,6 +35,7 @@ import socket
 import ssl
 import threading
 import urllib.parse
+from asyncio import sslproto
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -41,6 +44,7 @@ from agent.api import stream as apistream
 from agent.api.http11 import ClientError, Exchange, Request, Response, json_response
 from agent.api.pool import HandlerPool, QueueFull
 from agent.api.stream import FIELDLAB_EXEC, Streamed, Upgrade
+from agent.api.waiters import Park, Rereads, Waiters, hold
 
 __all__ = [
     "FIELDLAB_EXEC",
@@ -70,6 +74,8 @@ StreamOpener = Callable[[tuple[str, ...], bytes], "Response | ExecSession"]
 _MAX_PARKED = 256  # connections handshaking or being read; keeps the agent's own file descriptors safe
 MAX_SESSIONS = 16  # interactive exec sessions at once (each holds two threads and a command)
 MAX_STREAMS = 32  # streamed answers at once (each holds a stream thread while it waits for data)
+WOKEN_READS = 8  # threads running the reads of woken blocking queries (they queue without a bound)
+TLS_READ_BUFFER = 32 * 1024  # bytes each TLS connection reads into (asyncio's default: 256 KiB each)
 _LINGER = 1.0  # seconds to read what a client still sends after an early answer (so it sees the answer)
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE"})
 _WRITES = frozenset({"POST", "PUT", "DELETE"})
@@ -119,6 +125,13 @@ def query_params() -> dict[str, str]:
     }
 
 
+def parking() -> bool | None:
+    """In a handler: whether a blocking query may `Park` (True), has been woken and reads now
+    (False), or waits in its thread (None: called outside a server)."""
+    park: bool | None = getattr(_request, "park", None)
+    return park
+
+
 def query_values(name: str) -> list[str]:
     """In a handler: every value of a repeated query parameter (Nomad's `topic=...&topic=...`)."""
     return urllib.parse.parse_qs(getattr(_request, "query", ""), keep_blank_values=True).get(name, [])
@@ -136,6 +149,9 @@ class ApiServer:
     ) -> None:
         self._config = config
         self._ctx = server_ssl_context(config)
+        # asyncio gives every TLS connection a read buffer of SSLProtocol.max_size, filled with zeros:
+        # 256 KiB each made 1,000 waiting clients cost 250 MB. A TLS record holds 16 KiB at most.
+        sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
         self._allowed = frozenset(config.api_allowed_identities)
         self._routes = routes
         self._handlers = [(m, re.compile(rx), h) for m, rx, h in handlers or []]
@@ -156,6 +172,9 @@ class ApiServer:
         # The agent's own GET routes (health, metrics) never wait behind handlers stuck on the core.
         self._status_pool = HandlerPool(2, config.api_max_queued_requests)
         self._stream_pool = HandlerPool(MAX_STREAMS)
+        self._woken_pool = HandlerPool(WOKEN_READS)  # bounded by the waiters, each admitted already
+        self._waiters = Waiters()
+        self._rereads = Rereads()
         self._streaming = 0
         self._loop = asyncio.new_event_loop()
         self._stopping = asyncio.Event()
@@ -197,6 +216,12 @@ class ApiServer:
         self._pool.stop()
         self._status_pool.stop()
         self._stream_pool.stop()
+        self._woken_pool.stop()
+        self._waiters.stop()
+
+    def waiting(self) -> int:
+        """Blocking queries held now."""
+        return self._waiters.held()
 
     # -- the event loop ----------------------------------------------------------------------
     def _run(self) -> None:
@@ -343,15 +368,30 @@ class ApiServer:
             await self._answer(writer, http, busy.response(), busy.headers)
             return
         answer, extra = await asyncio.wrap_future(work)
+        if isinstance(answer, Park):
+            answer, extra = await self._woken(reader, answer, head, identity)
         status = answer.status if isinstance(answer, Streamed) else answer[0]
-        if head.method in _WRITES:
-            log.info("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
-        else:
-            log.debug("api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
+        level = logging.INFO if head.method in _WRITES else logging.DEBUG  # every write at INFO
+        log.log(level, "api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
         if isinstance(answer, Streamed):
             await self._stream(writer, http, answer, extra, f"{head.method} {head.path} by {identity}")
         else:
             await self._answer(writer, http, answer, extra)
+
+    async def _woken(
+        self, reader: asyncio.StreamReader, park: Park, head: Request, identity: str
+    ) -> tuple[Response | Streamed, dict[str, str]]:
+        """A blocking query held until it is woken, then its handler's answer (it reads at once)."""
+        if not await hold(self._waiters, reader, park):
+            raise ConnectionResetError("the client went away while its query waited")
+        query = head.query
+        read = partial(self._respond_with, head.method, head.path, b"", None, query, identity, woken=True)
+        key = Rereads.key(head.path, query)
+        (answer, extra), mine = await self._rereads.read(key, self._woken_pool.submit, read)
+        if isinstance(answer, Streamed) and not mine:  # sent once, to the query that read it
+            answer, extra = await asyncio.wrap_future(self._woken_pool.submit(read))
+        assert not isinstance(answer, Park)  # a woken handler reads at once
+        return answer, extra
 
     def _pool_for(self, head: Request) -> HandlerPool:
         """The agent's own GET routes (health, metrics) have a lane of their own."""
@@ -463,6 +503,7 @@ class ApiServer:
         opener: StreamOpener, groups: tuple[str, ...], body: bytes, head: Request
     ) -> Response | ExecSession:
         _request.query = head.query  # query_params() in the opener (Nomad's exec: task, tty, command)
+        _request.park = None
         try:
             return opener(groups, body)
         except RecursionError:
@@ -509,11 +550,24 @@ class ApiServer:
 
     # -- in a handler thread -----------------------------------------------------------------
     def _respond_with(
-        self, method: str, path: str, body: bytes, key: str | None, query: str, caller: str
-    ) -> tuple[Response | Streamed, dict[str, str]]:
-        """The handler's answer and the headers it set (agent.api.response_header)."""
+        self,
+        method: str,
+        path: str,
+        body: bytes,
+        key: str | None,
+        query: str,
+        caller: str,
+        *,
+        woken: bool = False,
+    ) -> tuple[Response | Streamed | Park, dict[str, str]]:
+        """The handler's answer and the headers it set (agent.api.response_header), or its Park (a
+        blocking query to hold; `woken`: held already, it reads now)."""
         _request.out_headers = {}
-        answer = self._respond(method, path, body, key, query, caller)
+        _request.park = not woken
+        try:
+            answer = self._respond(method, path, body, key, query, caller)
+        except Park as park:
+            return park, {}
         return answer, dict(_request.out_headers)
 
     def _respond(
@@ -542,6 +596,8 @@ class ApiServer:
                     key,
                 )
             return response
+        except Park:
+            raise
         except RecursionError:  # a body nested deeper than the handler's reading of it can go
             log.warning("api %s %s: 400 %s", method, path, _TOO_DEEP)
             return json_response(400, {"error": _TOO_DEEP})

@@ -4,8 +4,10 @@
 - Every answer carries `X-Nomad-Index` (the change index of what was read, agent.state.changes),
   `X-Nomad-KnownLeader: true` and `X-Nomad-LastContact: 0` (a one-node agent is its own leader).
 - A read with `?index=N` waits until what it reads changes past N, or `wait` (a Go duration,
-  default 5m, at most 10m, as Nomad); at most MAX_BLOCKED such waits at once, more are answered
-  at once (the client asks again with the index it got, as after any wake).
+  default 5m, at most 5m, plus Nomad's jitter of up to wait/16: nomad/rpc.go's blockingRPC). Served
+  by the API server it parks on the server's loop (agent.api.waiters: no thread while it waits, as
+  many at once as connections allow) and the read runs when it is woken; called outside a server
+  (a test calling a handler) it waits in the calling thread.
 - Errors are the status code with a plain-text body, as Nomad's agent answers them.
 - `namespace` other than `default` (or `*` on lists) and `region` other than the agent's are
   errors naming them: the agent has one namespace and one region. `X-Nomad-Token` is read by no
@@ -15,33 +17,35 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 import threading
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, TypeVar
 
-from agent.api.server import Response, Streamed, query_params, response_header
+from agent.api.server import Response, Streamed, parking, query_params, response_header
+from agent.api.waiters import Park, parked_now
 from agent.command.logs import LogsGone, LogsUnavailable
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun
 from agent.jobspec import JobspecError
 from agent.state.changes import ChangeIndex
 
 NAMESPACE = "default"
-DEFAULT_WAIT = 300.0  # seconds: Nomad's default blocking wait
-MAX_WAIT = 600.0  # Nomad caps a blocking wait at 10 minutes
-MAX_BLOCKED = 32  # blocking queries waiting at once (each holds a handler thread)
+DEFAULT_WAIT = 300.0  # seconds: Nomad's default blocking wait (DefaultBlockingRPCQueryTime)
+MAX_WAIT = 300.0  # Nomad caps a blocking wait at 5 minutes (MaxBlockingRPCQueryTime)
+JITTER_FRACTION = 16  # a wait is stretched by up to wait/16 at random (Nomad's JitterFraction)
 
 _T = TypeVar("_T")
 _DURATION = re.compile(r"((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))+")
 _PART = re.compile(r"([0-9]*\.?[0-9]*)(ns|us|µs|ms|s|m|h)")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_blocked = threading.BoundedSemaphore(MAX_BLOCKED)
-_waiting = [0]  # blocking queries waiting now (a gauge in /v1/metrics)
+_waiting = [0]  # blocking queries waiting in a thread now (outside a server)
 _waiting_lock = threading.Lock()
 
 
 def blocked_now() -> int:
-    return _waiting[0]
+    """Blocking queries waiting now (a gauge in /v1/metrics): parked by a server, or in a thread."""
+    return parked_now() + _waiting[0]
 
 
 class HttpError(AgentError):
@@ -94,22 +98,28 @@ def check_scope(params: dict[str, str], region: str, *, listing: bool = False) -
 
 
 def blocking(changes: ChangeIndex, kinds: Collection[str], read: Callable[[], _T]) -> _T:
-    """A read as Nomad serves it: wait first if `?index=` asks to, then `read`, then the headers."""
+    """A read as Nomad serves it: wait first if `?index=` asks to, then `read`, then the headers.
+    In a server's handler the wait is a `Park` (the server holds the request with no thread and
+    calls the handler again when it is woken, and then this reads at once)."""
     params = query_params()
     raw = params.get("index", "")
     if raw:
         if not re.fullmatch(r"[0-9]{1,20}", raw):
             raise HttpError(400, f"index={raw[:32]!r}: a change index (X-Nomad-Index of an earlier answer)")
         wait = min(go_duration(params["wait"], "wait") if params.get("wait") else DEFAULT_WAIT, MAX_WAIT)
-        if _blocked.acquire(blocking=False):
+        wait += random.uniform(0, wait / JITTER_FRACTION)  # noqa: S311 - a stagger, not a secret
+        after = int(raw)
+        park = parking()
+        if park is None:
             with _waiting_lock:
                 _waiting[0] += 1
             try:
-                changes.wait(int(raw), wait, kinds)
+                changes.wait(after, wait, kinds)
             finally:
                 with _waiting_lock:
                     _waiting[0] -= 1
-                _blocked.release()
+        elif park and changes.current(kinds) <= after:
+            raise Park(changes, kinds, after, wait)
     index = changes.current(kinds)
     out = read()
     meta_headers(index)
