@@ -248,11 +248,11 @@ def bench_agent(
         held.append(time.perf_counter() - started)
 
     watch._look = timed  # type: ignore[method-assign]
-    loop = threading.Thread(target=core.run_loop, daemon=True)
+    loop = threading.Thread(target=core.loop.run, daemon=True)
     loop.start()
     spec = agent_job(n_services, n_tasks, each=each)
     try:
-        core.call(lambda: core.submit(spec, "hcl"))
+        core.call(lambda: core.job_registry.submit(spec, "hcl"))
         poll(lambda: watch.watching >= n_tasks, timeout=300, what=f"{n_tasks} tasks watched")
         poll(_Quiet(watch, 1.0), timeout=300, what="no watched task fired for 1 s (the allocs started)")
         looks: list[float] = []

@@ -102,10 +102,12 @@ def one(scenario: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         node = FakeNode(Path(tmp))
         core = node.core()
-        loop = threading.Thread(target=core.run_loop, name="main-loop", daemon=True)
+        loop = threading.Thread(target=core.loop.run, name="main-loop", daemon=True)
         loop.start()
         # A warm agent: the render worker is up before the bomb arrives.
-        core.call(lambda: core.submit(_job(["warm"]).replace('"bomb"', '"warm"'), "hcl"), timeout=60)
+        core.call(
+            lambda: core.job_registry.submit(_job(["warm"]).replace('"bomb"', '"warm"'), "hcl"), timeout=60
+        )
         gc.collect()
         rss_before = _status("VmRSS")
         stalls: list[float] = []
@@ -114,13 +116,13 @@ def one(scenario: str) -> dict[str, Any]:
         def ticker() -> None:
             while not stop.is_set():
                 posted = time.monotonic()
-                core._q.put(lambda posted=posted: stalls.append(time.monotonic() - posted))
+                core.loop._q.put(lambda posted=posted: stalls.append(time.monotonic() - posted))
                 time.sleep(0.005)
 
         tick = threading.Thread(target=ticker, daemon=True)
         tick.start()
         t0 = time.monotonic()
-        result = core.call(lambda: core.submit(_job(templates), "hcl"), timeout=SETTLE_TIMEOUT)
+        result = core.call(lambda: core.job_registry.submit(_job(templates), "hcl"), timeout=SETTLE_TIMEOUT)
         alloc = result["allocs"][0]
         runner = core.runners[alloc]
         while runner.rec.status is AllocStatus.PENDING and time.monotonic() - t0 < SETTLE_TIMEOUT:

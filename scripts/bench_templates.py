@@ -82,7 +82,7 @@ def run(n: int, key: str, ttl: str, root: Path, bao: OpenBaoServer) -> dict[str,
     vault = VaultClient(bao.address, bao.approle_file)
     agent = lab.start_agent(vault=vault)
     try:
-        out = agent.core.call(lambda: agent.core.submit(job(n, ttl), None, source=f"bench-{n}"))
+        out = agent.core.call(lambda: agent.core.job_registry.submit(job(n, ttl), None, source=f"bench-{n}"))
         alloc = out["allocs"][0]
         runner = agent.core.runners[alloc]
         tt = runner.templates(runner.group.tasks[0])

@@ -57,7 +57,7 @@ def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agent]:
         monkeypatch.delenv(key, raising=False)
     node = FakeNode(tmp_path)
     core = node.core()
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     ca = TestCA(tmp_path)
     srv = ca.issue("client1.agent.fieldlab", server=True)
     op: Issued = ca.issue(OPERATOR, server=False)

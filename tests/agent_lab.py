@@ -63,7 +63,7 @@ Request = Callable[..., Any]  # (method, path, body=None) -> the JSON answer; Ap
 class NomadRoutes:
     """The agent's Nomad API over `core`, each handler called in this thread as the API server calls
     it (the path's groups, the body, the query in the thread): what the daemon serves, without a
-    server. The core's loop must run (a thread on `core.run_loop`)."""
+    server. The core's loop must run (a thread on `core.loop.run`)."""
 
     def __init__(self, core: Core, node: NodeIdentity = NODE, *, nomad: NomadApi | None = None) -> None:
         """`nomad`: the NomadApi to serve (the daemon's, say); by default one over `core` as `node`."""
@@ -208,7 +208,7 @@ class AgentUnderTest:
         """Wait (polling) until no alloc has a step off the main loop or operations behind one."""
 
         def idle() -> tuple[bool | None, str]:
-            busy = self.core.call(self.core.busy_allocs)
+            busy = self.core.call(self.core.allocs.busy)
             return (True if not busy else None), f"busy: {busy}"
 
         wait_until(idle, timeout=timeout, what="the agent's allocs to settle", interval=0.05)
@@ -216,7 +216,7 @@ class AgentUnderTest:
     def stop_job(self, job: str, timeout: float = 60.0) -> list[str]:
         """Stop a job as the API does and wait (polling, `timeout`) until each of its allocs is
         complete: the tasks' stops run off the main loop, so the call returns before they end."""
-        stopped = self.core.call(lambda: self.core.stop_job(job))
+        stopped = self.core.call(lambda: self.core.job_registry.stop_job(job))
 
         def done() -> tuple[bool | None, str]:
             states = self.core.call(lambda: {a: self.core.runners[a].rec.status.value for a in stopped})

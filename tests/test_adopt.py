@@ -192,7 +192,7 @@ def looping() -> Iterator[list[Core]]:
 
 
 def _serve(core: Core, looping: list[Core]) -> NomadRoutes:
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     looping.append(core)
     return NomadRoutes(core)
 
@@ -205,7 +205,7 @@ def test_restore_after_a_lost_state_adopts_lists_and_stops_on_request(
     tasks = FakeNodeTasks(list(CONTAINERS), list(CGROUPS))
     sweeper = RecordingSweeper()
     core = _core(node, tasks, sweeper)
-    core.restore()
+    core.restorer.restore()
     assert core.adoption.ids() == {A, B, D}  # B is unknown to this fresh store too
     assert sweeper.calls == [(set(), {A, B, D})]  # swept after adoption, keeping the adopted
     assert tasks.stopped == []
@@ -254,14 +254,14 @@ def test_a_later_restart_adopts_the_same_allocs_again_and_forgets_gone_ones(tmp_
     node = _lost_state_node(tmp_path)
     tasks = FakeNodeTasks(list(CONTAINERS), list(CGROUPS))
     first = _core(node, tasks, RecordingSweeper())
-    first.restore()
+    first.restorer.restore()
     adopted_at = first.adoption.allocs[A].adopted_at
 
     node.store.recovered_from = ""  # the next start finds a healthy file
     tasks.cgroups = []  # D's task exited meanwhile
     sweeper = RecordingSweeper()
     second = _core(node, tasks, sweeper)
-    second.restore()
+    second.restorer.restore()
     assert second.adoption.ids() == {A, B}
     assert second.adoption.allocs[A].adopted_at == adopted_at
     assert sweeper.calls == [(set(), {A, B})]
@@ -275,7 +275,7 @@ def test_no_sweep_while_the_lost_state_could_not_be_matched_against_the_node(tmp
     tasks.fail_list = True
     sweeper = RecordingSweeper()
     core = _core(node, tasks, sweeper)
-    core.restore()
+    core.restorer.restore()
     assert sweeper.calls == [] and core.adoption.pending
     tasks.fail_list = False
     core.sweep()
@@ -290,7 +290,7 @@ def test_a_healthy_store_adopts_nothing_and_a_managed_alloc_is_not_stopped_as_on
     tasks.fail_list = True  # proves the node is not even listed
     sweeper = RecordingSweeper()
     core = _core(node, tasks, sweeper)
-    core.restore()
+    core.restorer.restore()
     assert core.adoption.ids() == set() and not core.adoption.pending
     assert sweeper.calls == [(set(), set())]  # the usual sweep: what runs unowned is the sweeper's
     spec = """
@@ -305,6 +305,6 @@ job "web" {
   }
 }
 """
-    (alloc,) = core.submit(spec, "hcl")["allocs"]
+    (alloc,) = core.job_registry.submit(spec, "hcl")["allocs"]
     with pytest.raises(Conflict, match="fieldlab-agent job stop web"):
-        core.stop_alloc(alloc)
+        core.allocs.stop_alloc(alloc)

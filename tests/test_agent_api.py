@@ -30,6 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from agent import cli
 from agent.api import server as agent_api
 from agent.api.server import ApiServer, Handler, Response, json_response
+from agent.client.allocs import ServerHooks
 from agent.client.core import Core
 from agent.command.config import Config, TLSConfig, VaultConfig
 from agent.command.daemon import Agent
@@ -167,7 +168,7 @@ def test_health_shows_the_start_up_vault_login_of_the_agents_one_client(
     agent = Agent(cfg)
     agent.startup()
     core = FakeNode(tmp_path / "node").core()
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     try:
         op = ca.issue(OPERATOR, server=False)
         with urllib.request.urlopen(
@@ -519,7 +520,8 @@ def stand_in_routes() -> list[tuple[str, str, Handler]]:
     """Nomad's routes over a stand-in core with nothing but its change index (no store: evaluations
     in memory): enough for what a route does with a request before it touches the core (reading its
     body)."""
-    return build_nomad_routes(NomadApi(cast(Core, SimpleNamespace(changes=ChangeIndex(), store=None)), NODE))
+    core = SimpleNamespace(changes=ChangeIndex(), store=None, server=ServerHooks())
+    return build_nomad_routes(NomadApi(cast(Core, core), NODE))
 
 
 @pytest.mark.parametrize(
@@ -563,7 +565,7 @@ def test_the_cli_speaks_nomads_api_with_the_operator_cert_and_names_a_refused_id
     routes over a fake node: every verb is answered by Nomad's routes alone, and does what it says."""
     node = FakeNode(tmp_path / "node")
     core = node.core()
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     seen: list[tuple[str, str, Any]] = []
 
     def recorded(method: str, path: str, handler: Handler) -> tuple[str, str, Handler]:
@@ -603,7 +605,7 @@ def test_the_cli_speaks_nomads_api_with_the_operator_cert_and_names_a_refused_id
         assert ("POST", r"/v1/client/allocation/([^/]+)/signal") in calls, calls
         registered = next(b for m, p, b in seen if (m, p) == ("PUT", r"/v1/jobs"))
         assert registered["Job"]["ID"] == "example" and registered["Submission"]["Source"] == EXAMPLE_JOB
-        assert core.call(lambda: core.runner(alloc).rec.desired.value) == "stop"  # the job stopped
+        assert core.call(lambda: core.allocs.runner(alloc).rec.desired.value) == "stop"  # the job stopped
         assert [sig for _, sig in node.docker.signals] == ["SIGHUP"]
         capsys.readouterr()
         workload = api.ca.issue("web.service.fieldlab", server=False)

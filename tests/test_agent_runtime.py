@@ -65,14 +65,14 @@ def _submit(agent: AgentUnderTest, name: str, job_id: str = "", restart: str = "
             count=1,
         )
         assert "restart {" in text, name
-    out = agent.core.call(lambda: agent.core.submit(text, None, source=name))
+    out = agent.core.call(lambda: agent.core.job_registry.submit(text, None, source=name))
     assert len(out["allocs"]) == 1, out
     agent.settle()  # a task's templates render off the main loop: its setup goes on after them
     return str(out["allocs"][0])
 
 
 def _view(agent: AgentUnderTest, alloc_id: str) -> dict[str, object]:
-    return agent.core.call(lambda: agent.core.runner(alloc_id).view())
+    return agent.core.call(lambda: agent.core.allocs.runner(alloc_id).view())
 
 
 def _host_port(view: dict[str, object]) -> int:
@@ -125,7 +125,7 @@ def test_host_mode_docker_ports_are_published_from_host_port_to_to_as_nomad(lab:
     try:
         text = (JOBS / "pause-container-example.hcl").read_text().replace('mode = "bridge"', 'mode = "host"')
         text = text.replace('port "www" {', 'port "w-w" {').replace('["www"]', '["w-w"]')
-        out = agent.core.call(lambda: agent.core.submit(text, None, source="host-mode.hcl"))
+        out = agent.core.call(lambda: agent.core.job_registry.submit(text, None, source="host-mode.hcl"))
         alloc = str(out["allocs"][0])
         agent.settle()  # its template renders off the main loop
         view = _view(agent, alloc)
@@ -916,7 +916,10 @@ def test_task_that_vanished_while_the_agent_was_down_is_restarted_unless_the_fau
             assert "Task restarting in 1.0s (restart 1 of 2 in 1800s)" in [
                 m for t, m in new_events if t == "Restarting"
             ]
-            assert len(agent.core.call(lambda: agent.core.runner(alloc).state.task(task)).restart_times) == 1
+            assert (
+                len(agent.core.call(lambda: agent.core.allocs.runner(alloc).state.task(task)).restart_times)
+                == 1
+            )
             wait_until(
                 lambda: (True if _view(agent, alloc)["tasks"][task]["state"] == "running" else None, "dead"),  # type: ignore[index]
                 timeout=TIMEOUT,
@@ -1010,7 +1013,7 @@ def test_a_batch_exec_task_that_exits_0_completes_and_stays_readable_after_a_res
     run again. With `rerun-completed-on-restore` (nomad-5883) the restarted agent runs it again:
     the check below fails, as it must."""
     agent = lab.start_agent(faults)
-    out = agent.core.call(lambda: agent.core.submit(BATCH_EXEC, "hcl"))
+    out = agent.core.call(lambda: agent.core.job_registry.submit(BATCH_EXEC, "hcl"))
     (alloc,) = out["allocs"]
     try:
         wait_until(
@@ -1057,7 +1060,7 @@ def test_a_batch_exec_task_that_completes_while_the_agent_is_down_is_complete_no
     from agent.drivers.hostproc import proc_start_time
 
     agent = lab.start_agent()
-    (alloc,) = agent.core.call(lambda: agent.core.submit(BATCH_EXEC, "hcl"))["allocs"]
+    (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(BATCH_EXEC, "hcl"))["allocs"]
     handle = agent.core.store.get("handle", f"{alloc}/once")
     assert handle is not None
     agent.stop()  # the task sleeps 1 s: it ends while no agent runs
@@ -1214,7 +1217,7 @@ def test_a_hung_stop_and_a_hung_change_script_hold_up_no_other_alloc(lab: AgentL
 
         def submit(job: str, script: str, kill_timeout: str = "5s") -> str:
             spec = _busybox_job(job, script, kill_timeout=kill_timeout)
-            return str(agent.core.call(lambda: agent.core.submit(spec, "hcl"))["allocs"][0])
+            return str(agent.core.call(lambda: agent.core.job_registry.submit(spec, "hcl"))["allocs"][0])
 
         stubborn = submit("stubborn", "trap '' TERM; sleep 1000", "25s")
         scripted = submit("scripted", "sleep 1000")
@@ -1226,11 +1229,13 @@ def test_a_hung_stop_and_a_hung_change_script_hold_up_no_other_alloc(lab: AgentL
                 what=f"alloc {alloc[:8]} running",
             )
         t0 = time.monotonic()
-        agent.core.call(lambda: agent.core.stop_job("stubborn"))  # returns: the stop runs off the loop
+        agent.core.call(
+            lambda: agent.core.job_registry.stop_job("stubborn")
+        )  # returns: the stop runs off the loop
         script: Future[tuple[int, str]] = Future()
 
         def change_script() -> None:
-            r = agent.core.runner(scripted)
+            r = agent.core.allocs.runner(scripted)
             r.exec_in_task(
                 r.group.tasks[0], ["sleep", "60"], 25.0, lambda rc, out: script.set_result((rc, out))
             )
@@ -1255,7 +1260,7 @@ def test_a_hung_stop_and_a_hung_change_script_hold_up_no_other_alloc(lab: AgentL
         took = time.monotonic() - killed
         print(f"restart completed {took * 1000:.0f} ms after the kill, while a stop and a script hang")
         assert [c.id for c in lab.containers(crasher)] != [old]
-        assert agent.core.call(lambda: agent.core.runner(stubborn).rec.status.value) == "running"
+        assert agent.core.call(lambda: agent.core.allocs.runner(stubborn).rec.status.value) == "running"
         assert not script.done()
 
         rc, out = script.result(timeout=40)

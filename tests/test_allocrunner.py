@@ -481,10 +481,10 @@ job "web" {
   }
 }
 """
-    (alloc,) = core.submit(spec, "hcl")["allocs"]
-    failed = core.runner(alloc)
+    (alloc,) = core.job_registry.submit(spec, "hcl")["allocs"]
+    failed = core.allocs.runner(alloc)
     assert failed.rec.status is AllocStatus.FAILED and failed.rec.desired is DesiredStatus.RUN
-    assert core.stop_job("web") == []
+    assert core.job_registry.stop_job("web") == []
     assert failed.rec.desired is DesiredStatus.STOP
     stored = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
     assert stored.desired is DesiredStatus.STOP and stored.status is AllocStatus.FAILED
@@ -529,7 +529,7 @@ job "web" {
 }
 """
     with pytest.raises(JobspecError) as info:
-        core.submit(spec, "hcl")
+        core.job_registry.submit(spec, "hcl")
     assert info.value.problems == [
         (
             "job.web.datacenters",
@@ -538,8 +538,8 @@ job "web" {
         )
     ]
     assert node.store.get("job", "web") is None, "nothing stored"
-    (alloc,) = core.submit(spec.replace('["us-*"]', '["us-*", "eu-*"]'), "hcl")["allocs"]
-    r = core.runner(alloc)
+    (alloc,) = core.job_registry.submit(spec.replace('["us-*"]', '["us-*", "eu-*"]'), "hcl")["allocs"]
+    r = core.allocs.runner(alloc)
     env = r.task_env(r.group.tasks[0])
     assert (env["NOMAD_META_owner"], env["NOMAD_META_OWNER"]) == ("task", "task")
     assert (env["NOMAD_META_tier"], env["NOMAD_META_build_id"], env["NOMAD_META_BUILD_ID"]) == (
@@ -764,25 +764,25 @@ def test_a_replacement_pending_at_a_kill_is_started_at_restore_once(tmp_path: Pa
         )
 
     first = core()
-    (alloc,) = first.submit(_RESTART_SPEC, "hcl")["allocs"]
-    _crash(node, first.runner(alloc), "t", 2)
+    (alloc,) = first.job_registry.submit(_RESTART_SPEC, "hcl")["allocs"]
+    _crash(node, first.allocs.runner(alloc), "t", 2)
     failed = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
     assert failed.status is AllocStatus.FAILED and failed.replace_pending and not failed.replaced_by
     # Killed before the loop ran the replacement's timer: a new agent on the same state.
     second = core()
-    second.restore()
+    second.restorer.restore()
     # Nomad's reschedule policy (the service default, 30s): placed when due, not at restore
     failed = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
     assert not failed.replaced_by and failed.replace_pending and failed.reschedule_due
-    (timer,) = [t for t in second._timers if t.due - time.monotonic() > 20]
+    (timer,) = [t for t in second.loop._timers if t.due - time.monotonic() > 20]
     timer.fn()  # the reschedule, due
     failed = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
     assert failed.replaced_by and not failed.replace_pending
-    new = second.runner(failed.replaced_by)
+    new = second.allocs.runner(failed.replaced_by)
     assert new.rec.replaces == alloc and new.alloc_running()
-    assert "Replaced" in _events(node, second.runner(alloc))
+    assert "Replaced" in _events(node, second.allocs.runner(alloc))
     third = core()
-    third.restore()
+    third.restorer.restore()
     allocs = node.store.list("alloc").records
     assert sorted(allocs) == sorted([alloc, failed.replaced_by]), "replaced exactly once"
     assert [c.task.name for c in node.docker.starts] == ["t", "t"]
@@ -796,14 +796,14 @@ def test_an_owed_replacement_already_started_is_only_recorded_at_restore(tmp_pat
     first = Core(
         node.store, node.registry, None, data_dir=tmp_path / "data", faults=Faults(), task_dirs=node.dirs
     )
-    (alloc,) = first.submit(_RESTART_SPEC, "hcl")["allocs"]
-    _crash(node, first.runner(alloc), "t", 2)
+    (alloc,) = first.job_registry.submit(_RESTART_SPEC, "hcl")["allocs"]
+    _crash(node, first.allocs.runner(alloc), "t", 2)
     job = first.jobs["web"]
-    new = first._new_alloc(job, "g", replaces=alloc)  # killed before replaced_by was written
+    new = first.allocs.new_alloc(job, "g", replaces=alloc)  # killed before replaced_by was written
     second = Core(
         node.store, node.registry, None, data_dir=tmp_path / "data", faults=Faults(), task_dirs=node.dirs
     )
-    second.restore()
+    second.restorer.restore()
     failed = AllocRecord.from_record(node.store.get("alloc", alloc) or {})
     assert failed.replaced_by == new.id and not failed.replace_pending
     assert sorted(node.store.list("alloc").records) == sorted([alloc, new.id])
@@ -1074,16 +1074,16 @@ def test_a_sticky_ephemeral_disk_is_taken_over_by_the_replacement_and_only_then(
         core = Core(
             node.store, node.registry, None, data_dir=where / "data", faults=Faults(), task_dirs=node.dirs
         )
-        (alloc,) = core.submit(spec, "hcl")["allocs"]
-        old = core.runner(alloc)
+        (alloc,) = core.job_registry.submit(spec, "hcl")["allocs"]
+        old = core.allocs.runner(alloc)
         (old.alloc_dir / "alloc" / "data").mkdir(parents=True)  # HostTaskDirs.prepare makes it
         (old.alloc_dir / "alloc" / "data" / "db").write_text("rows\n")
         (old.task_dir(old.group.tasks[0]) / "local" / "cache").write_text("warm\n")
         _crash(node, old, "t", 2)
-        while core._timers:  # the replacement, on the core's timer (its loop is not running here)
-            core._timers.sort()
-            core._timers.pop(0).fn()
-        new = core.runner(AllocRecord.from_record(node.store.get("alloc", alloc) or {}).replaced_by)
+        while core.loop._timers:  # the replacement, on the core's timer (its loop is not running here)
+            core.loop._timers.sort()
+            core.loop._timers.pop(0).fn()
+        new = core.allocs.runner(AllocRecord.from_record(node.store.get("alloc", alloc) or {}).replaced_by)
         assert new.rec.replaces == alloc and new.alloc_running()
         return old.alloc_dir, new.alloc_dir
 

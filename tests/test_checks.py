@@ -158,7 +158,9 @@ def test_an_unhealthy_check_restarts_its_task_and_the_results_are_nomads(lab: Ag
     # host-mode checks go to the node's address, never to loopback (agent.client.checktarget)
     agent = lab.start_agent(raw_exec_enabled=True, advertise_address=_own_address())
     try:
-        (alloc,) = agent.core.call(lambda: agent.core.submit(SERVICE, None, source="test"))["allocs"]
+        (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(SERVICE, None, source="test"))[
+            "allocs"
+        ]
         data = lab.data_dir / "alloc" / alloc / "alloc" / "data"
         results = agent.core.deps.check_results
 
@@ -187,7 +189,7 @@ def test_an_unhealthy_check_restarts_its_task_and_the_results_are_nomads(lab: Ag
         (data / "sick").unlink()
         events = [(e.type, e.message) for e in agent.core.call(lambda: agent.core.store.events(alloc, "web"))]
         assert ("Restart Signaled", 'healthcheck: check "alive" unhealthy') in events, events
-        record = agent.core.call(lambda: agent.core.runner(alloc).state.task("web"))
+        record = agent.core.call(lambda: agent.core.allocs.runner(alloc).state.task("web"))
         assert record.restarts >= 1 and len(record.restart_times) >= 1, "the restart policy counted it"
         wait_until(both_pass, timeout=60, what="both checks passing again after the restart")
         agent.stop_job("chk")

@@ -184,7 +184,7 @@ def _running_core(tmp_path: Path, consul: FakeConsul, codes: list[int]) -> tuple
         task_dirs=node.dirs,
         consul=ConsulClient(consul.address),
     )
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     return core, node, ran
 
 
@@ -201,7 +201,7 @@ def test_a_group_script_check_runs_in_its_task_and_reports_to_consuls_ttl_check(
 ) -> None:
     core, _, ran = _running_core(tmp_path, consul, [1, 0])
     try:
-        (alloc,) = core.call(lambda: core.submit(_job(), "hcl"))["allocs"]
+        (alloc,) = core.call(lambda: core.job_registry.submit(_job(), "hcl"))["allocs"]
         check_id = f"service:_fieldlab-{alloc}-group-web"
         _wait("two TTL updates", lambda: len(consul.updates) >= 2)
         (reg,) = [r for r in consul.registered if r["Name"] == "web"]
@@ -224,7 +224,7 @@ def test_a_failing_script_check_with_check_restart_restarts_its_task(
     restart = "check_restart {\n          limit = 1\n        }"
     core, _, _ = _running_core(tmp_path, consul, [2, 2, 2])  # the first within check_restart's 1s grace
     try:
-        (alloc,) = core.call(lambda: core.submit(_job(restart=restart), "hcl"))["allocs"]
+        (alloc,) = core.call(lambda: core.job_registry.submit(_job(restart=restart), "hcl"))["allocs"]
 
         def signaled() -> bool:
             events = core.call(lambda: core.store.events(alloc, "t"))
@@ -267,7 +267,7 @@ def test_a_task_script_check_runs_in_its_task_and_reports_to_consul(
 ) -> None:
     core, _, ran = _running_core(tmp_path, consul, [0])
     try:
-        (alloc,) = core.call(lambda: core.submit(TASK_JOB, "hcl"))["allocs"]
+        (alloc,) = core.call(lambda: core.job_registry.submit(TASK_JOB, "hcl"))["allocs"]
         _wait("a TTL update", lambda: len(consul.updates) >= 1)
         assert consul.updates[0] == (
             f"service:_fieldlab-{alloc}-t-own",

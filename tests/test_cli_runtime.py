@@ -90,7 +90,9 @@ def test_logs_and_exec_through_the_cli_against_real_tasks(
         return code, out, err
 
     try:
-        (alloc,) = agent.core.call(lambda: agent.core.submit(JOB, None, source="talk.hcl"))["allocs"]
+        (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(JOB, None, source="talk.hcl"))[
+            "allocs"
+        ]
 
         def logged() -> tuple[bool | None, str]:
             got = [run("alloc", "logs", *flags, alloc[:8], t)[1] for t in ("docker", "proc")]

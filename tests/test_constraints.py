@@ -339,7 +339,7 @@ FACTS = NodeFacts(
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[NomadRoutes]:
     core = FakeNode(tmp_path).core(node=FACTS)
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     yield NomadRoutes(core)
     core.stop()
 

@@ -489,10 +489,10 @@ def test_the_client_refuses_at_submission_what_its_plugin_config_does_not_allow(
         )
         core = node.core()
         if not refused:
-            assert core.refusals(core_job(core)) == []
+            assert core.job_registry.refusals(core_job(core)) == []
             continue
         with pytest.raises(AgentError) as exc:
-            core.submit(PRIVILEGED, None, source="priv.hcl")
+            core.job_registry.submit(PRIVILEGED, None, source="priv.hcl")
         for key in refused:
             assert f"job.priv.group.g.task.t.config.{key}:" in str(exc.value), exc.value
         assert core.runners == {}, "a refused job started allocs"

@@ -41,14 +41,14 @@ def lab(tmp_path: Path) -> Iterator[AgentLab]:
 
 
 def _submit(agent: AgentUnderTest, text: str) -> str:
-    out = agent.core.call(lambda: agent.core.submit(text, None, source="test"))
+    out = agent.core.call(lambda: agent.core.job_registry.submit(text, None, source="test"))
     assert len(out["allocs"]) == 1, out
     agent.settle()  # a task's templates render off the main loop: its setup goes on after them
     return str(out["allocs"][0])
 
 
 def _view(agent: AgentUnderTest, alloc: str) -> dict[str, object]:
-    return agent.core.call(lambda: agent.core.runner(alloc).view())
+    return agent.core.call(lambda: agent.core.allocs.runner(alloc).view())
 
 
 def _events(agent: AgentUnderTest, alloc: str) -> list[tuple[str, str]]:
@@ -375,7 +375,7 @@ EOT
 
 def _signal(agent: AgentUnderTest, alloc: str, sig: str) -> None:
     def send() -> None:
-        r = agent.core.runner(alloc)
+        r = agent.core.allocs.runner(alloc)
         r.signal_task(r.group.tasks[0], sig)
 
     agent.core.call(send)
@@ -416,7 +416,7 @@ def test_signals_change_script_restart_and_stop_reach_the_isolated_workload(lab:
         ran: Future[tuple[int, str]] = Future()
 
         def change_script() -> None:
-            r = agent.core.runner(alloc)
+            r = agent.core.allocs.runner(alloc)
             r.exec_in_task(
                 r.group.tasks[0],
                 ["/bin/sh", "/local/change.sh"],

@@ -187,10 +187,12 @@ def served(
     server.start()
     api = ApiClient(f"https://127.0.0.1:{port}", str(ca.ca_file), str(op.cert), str(op.key))
     try:
-        (alloc,) = agent.core.call(lambda: agent.core.submit(JOB, None, source="shell.hcl"))["allocs"]
+        (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(JOB, None, source="shell.hcl"))[
+            "allocs"
+        ]
 
         def running() -> tuple[bool | None, str]:
-            view = agent.core.call(lambda: agent.core.runner(alloc).view())
+            view = agent.core.call(lambda: agent.core.allocs.runner(alloc).view())
             states = {name: t["state"] for name, t in view["tasks"].items()}
             return (True if set(states.values()) == {"running"} else None), str(states)
 

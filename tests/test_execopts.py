@@ -201,7 +201,7 @@ def test_the_client_refuses_at_submission_what_its_plugin_config_does_not_allow(
     )
     core = node.core()
     with pytest.raises(AgentError) as exc:
-        core.submit(JOB, None, source="opts.hcl")
+        core.job_registry.submit(JOB, None, source="opts.hcl")
     for key in ("cap_add", "pid_mode", "work_dir"):
         assert f"job.opts.group.g.task.t.config.{key}:" in str(exc.value), exc.value
     assert core.runners == {}, "a refused job started allocs"

@@ -78,8 +78,8 @@ def node(tmp_path: Path) -> tuple[FakeNode, Core]:
 
 
 def _run_and_stop(core: Core, job: str) -> str:
-    (alloc,) = core.submit(spec(job), "hcl")["allocs"]
-    core.stop_job(job)
+    (alloc,) = core.job_registry.submit(spec(job), "hcl")["allocs"]
+    core.job_registry.stop_job(job)
     assert core.runners[alloc].rec.status is AllocStatus.COMPLETE
     return str(alloc)
 
@@ -89,8 +89,8 @@ def test_gc_collects_the_oldest_terminal_allocs_over_max_allocs_and_their_jobs(
 ) -> None:
     fake, core = node
     done = [_run_and_stop(core, f"old{i}") for i in range(4)]
-    (live,) = core.submit(spec("web"), "hcl")["allocs"]
-    report = core.gc()  # 5 tracked, limit 3: the two oldest terminal allocs go
+    (live,) = core.job_registry.submit(spec("web"), "hcl")["allocs"]
+    report = core.collector.gc()  # 5 tracked, limit 3: the two oldest terminal allocs go
     assert report.collected == done[:2]
     for alloc in done[:2]:
         assert fake.store.get("alloc", alloc) is None and fake.store.events(alloc) == []
@@ -99,18 +99,18 @@ def test_gc_collects_the_oldest_terminal_allocs_over_max_allocs_and_their_jobs(
     assert report.jobs_purged == ["old0", "old1"]
     assert fake.store.get("job", "old0") is None and "old0" not in core.jobs
     assert fake.store.get("job", "old2") is not None, "a job whose alloc is still kept stays"
-    assert core.gc().collected == [], "at the limit: nothing more"
-    forced = core.gc(force=True)
+    assert core.collector.gc().collected == [], "at the limit: nothing more"
+    forced = core.collector.gc(force=True)
     assert forced.collected == done[2:] and forced.jobs_purged == ["old2", "old3"]
     assert core.runners[live].rec.status is AllocStatus.RUNNING and fake.store.get("job", "web") is not None
 
 
 def test_gc_never_collects_a_failed_alloc_whose_replacement_is_owed(node: tuple[FakeNode, Core]) -> None:
     fake, core = node
-    (alloc,) = core.submit(spec("crashy"), "hcl")["allocs"]
+    (alloc,) = core.job_registry.submit(spec("crashy"), "hcl")["allocs"]
     runner = core.runners[alloc]
     runner.state.save(status=AllocStatus.FAILED, replace_pending=True)  # killed before the replacement
-    assert core.gc(force=True).collected == []
+    assert core.collector.gc(force=True).collected == []
     assert fake.store.get("alloc", alloc) is not None
 
 
@@ -119,14 +119,14 @@ def test_a_restore_reads_no_collected_alloc_and_the_gc_finds_terminal_ones_of_ea
 ) -> None:
     fake, core = node
     done = [_run_and_stop(core, f"old{i}") for i in range(2)]
-    (live,) = core.submit(spec("web"), "hcl")["allocs"]
+    (live,) = core.job_registry.submit(spec("web"), "hcl")["allocs"]
     again = _agent(fake)  # the agent restarted on the same node
-    again.restore()
+    again.restorer.restore()
     assert set(again.runners) == {live}, "restore read terminal allocs"
-    listed = {v["id"]: v["status"] for v in again.alloc_views()}
+    listed = {v["id"]: v["status"] for v in again.allocs.views()}
     assert listed == {live: "running", done[0]: "complete", done[1]: "complete"}, "tracked until the GC"
-    assert again.recorded_allocs() == {live, *done}
-    assert again.gc(force=True).collected == done
+    assert again.allocs.recorded() == {live, *done}
+    assert again.collector.gc(force=True).collected == done
     assert fake.store.get("job", "old0") is None and fake.store.get("job", "web") is not None
 
 
@@ -135,7 +135,7 @@ def test_disk_over_its_threshold_collects_until_it_is_under(node: tuple[FakeNode
     done = [_run_and_stop(core, f"old{i}") for i in range(3)]
     usage = iter([(95.0, 10.0), (90.0, 10.0), (50.0, 10.0)])
     core.collector.usage = lambda: next(usage)
-    assert core.gc().collected == done[:2]  # measured again after each: under after two
+    assert core.collector.gc().collected == done[:2]  # measured again after each: under after two
 
 
 def test_a_terminal_alloc_of_a_group_a_later_version_dropped_stays_listed_until_the_gc(
@@ -147,13 +147,13 @@ def test_a_terminal_alloc_of_a_group_a_later_version_dropped_stays_listed_until_
     disk (the e2e orphan check saw their dirs as orphans)."""
     fake, core = node
     old = _run_and_stop(core, "example")
-    core.submit(spec("example").replace('group "g"', 'group "other"'), "hcl")
+    core.job_registry.submit(spec("example").replace('group "g"', 'group "other"'), "hcl")
     again = _agent(fake)
-    again.restore()
-    listed = {v["id"]: (v["group"], v["status"]) for v in again.alloc_views()}
+    again.restorer.restore()
+    listed = {v["id"]: (v["group"], v["status"]) for v in again.allocs.views()}
     assert listed[old] == ("g", "complete"), listed
-    assert again.alloc(old[:8]).id == old
-    assert old in again.gc(force=True).collected
+    assert again.allocs.alloc(old[:8]).id == old
+    assert old in again.collector.gc(force=True).collected
 
 
 def test_a_terminal_alloc_whose_group_no_kept_version_has_is_still_listed_until_the_gc(
@@ -166,13 +166,13 @@ def test_a_terminal_alloc_whose_group_no_kept_version_has_is_still_listed_until_
     fake, core = node
     old = _run_and_stop(core, "example")
     for i in range(7):
-        core.submit(spec("example").replace('group "g"', f'group "other{i}"'), "hcl")
-        core.stop_job("example")
+        core.job_registry.submit(spec("example").replace('group "g"', f'group "other{i}"'), "hcl")
+        core.job_registry.stop_job("example")
     again = _agent(fake)
-    again.restore()
-    listed = {v["id"]: (v["group"], v["status"]) for v in again.alloc_views()}
+    again.restorer.restore()
+    listed = {v["id"]: (v["group"], v["status"]) for v in again.allocs.views()}
     assert listed[old] == ("g", "complete"), listed
-    assert old in again.gc(force=True).collected
+    assert old in again.collector.gc(force=True).collected
 
 
 def test_a_long_backlog_is_collected_in_turns_and_the_periodic_gc_goes_on_at_once(
@@ -187,11 +187,11 @@ def test_a_long_backlog_is_collected_in_turns_and_the_periodic_gc_goes_on_at_onc
     first = core.collector.gc(turn=0.0)
     assert first.collected == done[:1] and first.more, first
     monkeypatch.setattr("agent.node.gc.GC_TURN", 0.0)
-    core.start_periodic_gc(3600.0)
+    core.collector.start_periodic_gc(3600.0)
 
     def gc_timer() -> Any:
-        (timer,) = [t for t in core._timers if "start_periodic_gc" in t.fn.__qualname__]
-        core._timers.remove(timer)
+        (timer,) = [t for t in core.loop._timers if "start_periodic_gc" in t.fn.__qualname__]
+        core.loop._timers.remove(timer)
         return timer
 
     delays = []
@@ -203,7 +203,7 @@ def test_a_long_backlog_is_collected_in_turns_and_the_periodic_gc_goes_on_at_onc
         timer.fn()
     assert delays == [3600, 0, 0, 3600], delays  # 5 tracked, limit 3: the other two, one per turn
     assert [a for a in done if fake.store.get("alloc", a) is not None] == done[3:]
-    assert core.gc().collected == [] and not core.gc().more
+    assert core.collector.gc().collected == [] and not core.collector.gc().more
 
 
 def test_the_listed_views_of_an_earlier_runs_terminal_allocs_are_their_stored_runners_views(
@@ -218,16 +218,16 @@ def test_the_listed_views_of_an_earlier_runs_terminal_allocs_are_their_stored_ru
     gone = _run_and_stop(core, "gone")
     core.runners.pop(gone)
     fake.store.delete("job", "gone")  # its group now known from its task records only
-    (failed,) = core.submit(spec("crashy"), "hcl")["allocs"]
+    (failed,) = core.job_registry.submit(spec("crashy"), "hcl")["allocs"]
     core.runners[failed].state.save(status=AllocStatus.FAILED)
     again = _agent(fake)
-    again.restore()
-    listed = {v["id"]: v for v in again.alloc_views()}
+    again.restorer.restore()
+    listed = {v["id"]: v for v in again.allocs.views()}
     assert set(listed) == {kept, gone, failed}, listed
     for alloc in (kept, gone, failed):
-        assert listed[alloc] == again.alloc(alloc).view(), alloc
+        assert listed[alloc] == again.allocs.alloc(alloc).view(), alloc
     assert listed[failed]["status"] == "failed" and listed[gone]["tasks"]["t"]["driver"] == "docker"
-    assert [v["id"] for v in again.alloc_views("kept")] == [kept]
+    assert [v["id"] for v in again.allocs.views("kept")] == [kept]
     assert alloc_view(again, gone) == listed[gone]  # the event stream's lookup of one alloc
-    again.gc(force=True)
+    again.collector.gc(force=True)
     assert alloc_view(again, gone) is None, "an alloc the GC collected has no view"

@@ -206,12 +206,12 @@ def test_a_stored_alloc_with_a_ten_year_delay_is_restored_not_lost(tmp_path: Pat
     spec = TASK_DELAY.replace('driver = "exec"', 'driver = "docker"').replace(
         'config { command = "/bin/sleep" }', 'config { image = "x" }'
     )
-    (alloc,) = before.submit(spec, "hcl")["allocs"]
+    (alloc,) = before.job_registry.submit(spec, "hcl")["allocs"]
     record = fake.store.get("job", "j") or {}
     fake.store.put("job", "j", {k: v for k, v in record.items() if k != "canonical"})
 
     after = fake.core(sweeper=FakeSweeper(fake), offload=run_inline)  # today's limit: 30 s
-    after.restore()
+    after.restorer.restore()
     assert "j" in after.jobs, "the stored job was lost at the restore"
     assert after.jobs["j"].groups[0].tasks[0].shutdown_delay == TEN_YEARS
     assert after.runners[alloc].rec.live

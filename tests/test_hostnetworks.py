@@ -231,7 +231,7 @@ def test_a_port_is_placed_on_a_host_network_the_node_has_not_one_it_lacks_nor_on
 def api(tmp_path: Path) -> Iterator[Api]:
     node = FakeNode(tmp_path)
     core = node.core(node=NODE)
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     yield Api(node, core)
     core.stop()
 

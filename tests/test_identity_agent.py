@@ -67,7 +67,7 @@ def test_an_exec_task_reads_its_own_identity_and_not_the_agents_key(lab: AgentLa
     try:
         keystore = lab.data_dir / "server" / "keystore"
         text = JOB.replace("@KEYSTORE@", str(keystore))
-        out = agent.core.call(lambda: agent.core.submit(text, None, source="test"))
+        out = agent.core.call(lambda: agent.core.job_registry.submit(text, None, source="test"))
         (alloc,) = out["allocs"]
         agent.settle()
         lines = task_report(lab.data_dir, alloc, "t", TIMEOUT).splitlines()

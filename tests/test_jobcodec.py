@@ -87,14 +87,14 @@ def _core(fake: FakeNode, tmp_path: Path) -> Core:
 def test_restore_rebuilds_jobs_without_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeNode(tmp_path)
     first = _core(fake, tmp_path)
-    (alloc,) = first.submit(SPEC, "hcl")["allocs"]
+    (alloc,) = first.job_registry.submit(SPEC, "hcl")["allocs"]
 
     def no_parsing(*args: object, **kwargs: object) -> None:
         raise AssertionError("restore parsed a jobspec")
 
     monkeypatch.setattr(restore_module, "parse_jobspec", no_parsing)
     again = _core(fake, tmp_path)
-    again.restore()
+    again.restorer.restore()
     assert again.jobs["web"] == first.jobs["web"]
     assert again.runners[alloc].rec.live
 
@@ -102,11 +102,11 @@ def test_restore_rebuilds_jobs_without_parsing(tmp_path: Path, monkeypatch: pyte
 def test_a_job_stored_before_canonical_forms_is_parsed_once_and_rewritten(tmp_path: Path) -> None:
     fake = FakeNode(tmp_path)
     first = _core(fake, tmp_path)
-    first.submit(SPEC, "hcl")
+    first.job_registry.submit(SPEC, "hcl")
     record = fake.store.get("job", "web") or {}
     legacy = {k: v for k, v in record.items() if k != "canonical"}  # as the previous agent wrote it
     fake.store.put("job", "web", legacy)
     again = _core(fake, tmp_path)
-    again.restore()
+    again.restorer.restore()
     assert again.jobs["web"] == first.jobs["web"]
     assert (fake.store.get("job", "web") or {}).get("canonical") == encode_job(first.jobs["web"])

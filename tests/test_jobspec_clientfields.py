@@ -287,12 +287,12 @@ def test_a_new_version_replacing_a_canary_groups_allocs_is_refused(tmp_path: Pat
         task_dirs=node.dirs,
     )
     spec = _job(group="update {\ncanary = 1\n}", task='env {\nV = "1"\n}')
-    (alloc,) = core.submit(spec, "hcl")["allocs"]
+    (alloc,) = core.job_registry.submit(spec, "hcl")["allocs"]
     with pytest.raises(JobspecError) as info:
-        core.plan_update(_parse(spec.replace('V = "1"', 'V = "2"')), "<t>")  # as a register's
+        core.job_registry.plan_update(_parse(spec.replace('V = "1"', 'V = "2"')), "<t>")  # as a register's
     ((where, why),) = info.value.problems
     assert where == "job.j.group.g.update.canary" and "does not place canaries" in why
-    assert core.runner(alloc).rec.desired is DesiredStatus.RUN, "the running alloc was not stopped"
+    assert core.allocs.runner(alloc).rec.desired is DesiredStatus.RUN, "the running alloc was not stopped"
     job = _parse(spec).job
     assert canary_refusals(job, ()) == [] and canary_refusals(job, ("g",))
     no_canary = dataclasses.replace(

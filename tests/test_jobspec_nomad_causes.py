@@ -490,7 +490,7 @@ def test_durations_that_overflow_go_are_refused(text: str) -> None:
 
 
 def test_a_jobspec_over_max_bytes_is_refused_before_parsing() -> None:
-    from agent.client.core import parse_submission  # the core imports the template engine
+    from agent.client.jobs import parse_submission  # the core imports the template engine
 
     with pytest.raises(JobspecError) as info:
         parse_submission("x" * 2000, None, "<t>", {}, Limits(max_bytes=1000))
@@ -498,7 +498,7 @@ def test_a_jobspec_over_max_bytes_is_refused_before_parsing() -> None:
 
 
 def test_parse_submission_passes_variables_and_checks_templates() -> None:
-    from agent.client.core import parse_submission  # the core imports the template engine
+    from agent.client.jobs import parse_submission  # the core imports the template engine
 
     parsed = parse_submission(_job(), "hcl", "<t>", {}, Limits())
     assert parsed.job.id == "j"

@@ -107,10 +107,10 @@ class Agent:
     def drain(self) -> None:
         """Run every timer now (the fake clock jumps to it), and those they set, in order."""
         for _ in range(100):
-            if not self.core._timers:
+            if not self.core.loop._timers:
                 return
-            self.core._timers.sort()
-            self.core._timers.pop(0).fn()
+            self.core.loop._timers.sort()
+            self.core.loop._timers.pop(0).fn()
         raise AssertionError("timers keep coming")
 
     def alloc(self) -> str:
@@ -122,25 +122,25 @@ class Agent:
         (hid,) = [h for h, p in self.node.docker.procs.items() if p.running and p.ctx.alloc_id == alloc]
         assert task == "t0"
         self.node.docker.exit(hid, code)
-        self.core._task_exited(alloc, hid)
+        self.core.allocs._task_exited(alloc, hid)
 
 
 # -- scenarios: set up (not armed), then `hook.go` and the action -----------------------------------
 def _start(a: Agent, point: str) -> None:
     a.hook.go(point)
-    a.core.submit(SPEC, "hcl")
+    a.core.job_registry.submit(SPEC, "hcl")
     a.drain()
 
 
 def _restart(a: Agent, point: str) -> None:
-    a.core.submit(SPEC, "hcl")
+    a.core.job_registry.submit(SPEC, "hcl")
     a.hook.go(point)
     a.crash()
     a.drain()
 
 
 def _operator_restart(a: Agent, point: str) -> None:
-    a.core.submit(SPEC, "hcl")
+    a.core.job_registry.submit(SPEC, "hcl")
     r = a.core.runners[a.alloc()]
     a.hook.go(point)
     r.user_restart(r.group.tasks[0])
@@ -148,18 +148,18 @@ def _operator_restart(a: Agent, point: str) -> None:
 
 
 def _recovery(a: Agent, point: str) -> None:
-    a.core.submit(SPEC, "hcl")
+    a.core.job_registry.submit(SPEC, "hcl")
     alloc = a.alloc()
     pause = a.core.runners[alloc].state.handle(NETNS_OWNER)
     assert pause is not None
     a.hook.go(point)
     a.node.pause.alive[pause.id] = False
-    a.core._task_exited(alloc, pause.id)
+    a.core.allocs._task_exited(alloc, pause.id)
     a.drain()
 
 
 def _replace(a: Agent, point: str) -> None:
-    a.core.submit(SPEC, "hcl")
+    a.core.job_registry.submit(SPEC, "hcl")
     a.crash()
     a.drain()  # the one restart attempts = 1 allows
     a.hook.go(point)
@@ -168,9 +168,9 @@ def _replace(a: Agent, point: str) -> None:
 
 
 def _stop(a: Agent, point: str) -> None:
-    a.core.submit(SPEC, "hcl")
+    a.core.job_registry.submit(SPEC, "hcl")
     a.hook.go(point)
-    a.core.stop_job("web")
+    a.core.job_registry.stop_job("web")
     a.drain()
 
 
@@ -360,7 +360,7 @@ def test_a_kill_at_each_point_loses_and_doubles_nothing(tmp_path: Path, point: s
     }
     # A new agent on the same node and state: restore, its timers, the periodic sweep.
     second = Agent(node, Hook())
-    second.core.restore()
+    second.core.restorer.restore()
     second.drain()
     second.core.sweep()
     cells = _check(node, scenario, before)

@@ -42,7 +42,7 @@ def lab(tmp_path: Path) -> Iterator[AgentLab]:
 
 def _submit(agent: AgentUnderTest, job_id: str) -> str:
     text = JOB.replace('job "exec-web"', f'job "{job_id}"', 1)
-    out = agent.core.call(lambda: agent.core.submit(text, None, source=job_id))
+    out = agent.core.call(lambda: agent.core.job_registry.submit(text, None, source=job_id))
     assert len(out["allocs"]) == 1, out
     agent.settle()
     return str(out["allocs"][0])
@@ -55,7 +55,7 @@ def _pid(agent: AgentUnderTest, alloc: str) -> int:
 
 
 def _view(agent: AgentUnderTest, alloc: str) -> dict[str, object]:
-    return agent.core.call(lambda: agent.core.runner(alloc).view())
+    return agent.core.call(lambda: agent.core.allocs.runner(alloc).view())
 
 
 def _reserved(lab: AgentLab, network: str) -> dict[str, str]:

@@ -75,12 +75,12 @@ SIDECAR = """
 
 
 def _submit(agent: AgentUnderTest, text: str) -> str:
-    (alloc,) = agent.core.call(lambda: agent.core.submit(text, None, source="test"))["allocs"]
+    (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(text, None, source="test"))["allocs"]
     return str(alloc)
 
 
 def _view(agent: AgentUnderTest, alloc: str) -> dict[str, Any]:
-    views = agent.core.call(agent.core.alloc_views)
+    views = agent.core.call(agent.core.allocs.views)
     return next(v for v in views if v["id"] == alloc)
 
 
@@ -240,7 +240,7 @@ def test_restart_all_tasks_runs_the_finished_prestart_again_then_the_main_task(l
             return (got if len(got) >= n else None), str(got)
 
         wait_until(lambda: lines(2), timeout=WAIT, what="init then web")
-        agent.core.call(lambda: agent.core.runner(alloc).user_restart_all())
+        agent.core.call(lambda: agent.core.allocs.runner(alloc).user_restart_all())
         assert wait_until(lambda: lines(4), timeout=WAIT, what="init then web again") == [
             "init",
             "web",

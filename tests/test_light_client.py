@@ -85,15 +85,15 @@ def test_a_light_client_refuses_docker_jobs_and_runs_exec_bridge_jobs(lab: objec
         core = agent.core
         assert core.sweeper is not None and core.sweeper.docker is None
         with pytest.raises(AgentError) as refused:
-            core.call(lambda: core.submit(DOCKER_JOB, None, source="light.hcl"))
+            core.call(lambda: core.job_registry.submit(DOCKER_JOB, None, source="light.hcl"))
         assert "docker_enabled = false" in str(refused.value), refused.value
         assert core.runners == {}, "a refused job started allocs"
 
         text = (JOBS / "exec-bridge.hcl").read_text()
-        out = core.call(lambda: core.submit(text, None, source="exec-bridge.hcl"))
+        out = core.call(lambda: core.job_registry.submit(text, None, source="exec-bridge.hcl"))
         alloc = str(out["allocs"][0])
         agent.settle()  # its template renders off the main loop
-        view = core.call(lambda: core.runner(alloc).view())
+        view = core.call(lambda: core.allocs.runner(alloc).view())
         assert view["status"] == "running", view
         assert netns.exists(alloc), "the exec group's named netns is missing"
         port = int(view["network"]["ports"][0]["host"])
@@ -105,7 +105,7 @@ def test_a_light_client_refuses_docker_jobs_and_runs_exec_bridge_jobs(lab: objec
     # Restore without docker: the exec task is adopted again, not restarted.
     agent = lab.start_agent(docker_enabled=False)  # type: ignore[attr-defined]
     try:
-        view = agent.core.call(lambda: agent.core.runner(alloc).view())
+        view = agent.core.call(lambda: agent.core.allocs.runner(alloc).view())
         assert view["status"] == "running" and view["tasks"]["httpd"]["restarts"] == 0, view
         agent.stop_job("exec-web")
         assert not netns.exists(alloc)

@@ -122,7 +122,7 @@ def _logmon_pid(alloc_dir: Path, task: str) -> int:
 
 def test_rotated_files_hold_every_line_once_across_an_agent_stop_and_a_killed_logmon(lab: AgentLab) -> None:
     agent = lab.start_agent(raw_exec_enabled=True, docker_enabled=True)
-    (alloc,) = agent.core.call(lambda: agent.core.submit(JOB, None, source="test"))["allocs"]
+    (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(JOB, None, source="test"))["allocs"]
     alloc_dir = lab.data_dir / "alloc" / alloc
     logs = alloc_dir / "alloc" / "logs"
     counter = alloc_dir / "counter"
@@ -176,7 +176,9 @@ def test_a_docker_tasks_log_lands_in_the_alloc_dir_across_its_containers_and_a_k
     (a new container) adds to the same files; a docker logger killed while the agent is down is
     started again on restore and writes nothing twice."""
     agent = lab.start_agent()
-    (alloc,) = agent.core.call(lambda: agent.core.submit(DOCKER_JOB, None, source="test"))["allocs"]
+    (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(DOCKER_JOB, None, source="test"))[
+        "allocs"
+    ]
     alloc_dir = lab.data_dir / "alloc" / alloc
     logs, local = alloc_dir / "alloc" / "logs", alloc_dir / "d" / "local"
     try:
@@ -192,7 +194,7 @@ def test_a_docker_tasks_log_lands_in_the_alloc_dir_across_its_containers_and_a_k
         logger = _logmon_pid(alloc_dir, "d.docker")
 
         def restart() -> None:
-            r = agent.core.runner(alloc)
+            r = agent.core.allocs.runner(alloc)
             r.user_restart(r.group.tasks[0])
 
         agent.core.call(restart)
@@ -251,7 +253,7 @@ EOT
 """
     agent = lab.start_agent()
     try:
-        (alloc,) = agent.core.call(lambda: agent.core.submit(job, None, source="test"))["allocs"]
+        (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(job, None, source="test"))["allocs"]
         alloc_dir = lab.data_dir / "alloc" / alloc
         logs = alloc_dir / "alloc" / "logs"
         wait_until(lambda: _there(alloc_dir / "t" / "local" / "done"), timeout=WAIT, what="the flood written")

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.client.core import Core, NotRun
+from agent.client.core import Core
 from agent.drivers.base import TaskHandle
 from agent.drivers.registry import DriverRegistry
+from agent.errors import NotRun
 from agent.fieldbugs.faults import Faults
 from agent.runner.alloc import AllocRunner
 from agent.structs.records import AllocStatus
@@ -102,7 +103,7 @@ def node(tmp_path: Path) -> Iterator[tuple[Core, Hanging, Hanging]]:
         task_dirs=fake.dirs,
         sweeper=FakeSweeper(fake),
     )
-    loop = threading.Thread(target=core.run_loop, name="main-loop", daemon=True)
+    loop = threading.Thread(target=core.loop.run, name="main-loop", daemon=True)
     loop.start()
     yield core, docker, exec_
     docker.release.set()
@@ -126,12 +127,14 @@ def started(core: Core, alloc_id: str, cause: str) -> int:
 def test_hung_stop_and_hung_script_hold_up_no_other_alloc(node: tuple[Core, Hanging, Hanging]) -> None:
     core, docker, exec_ = node
     for job, driver in (("hung-stop", "docker"), ("hung-script", "docker"), ("crasher", "exec")):
-        core.call(lambda job=job, driver=driver: core.submit(spec(job, driver), "hcl"), timeout=10)
+        core.call(
+            lambda job=job, driver=driver: core.job_registry.submit(spec(job, driver), "hcl"), timeout=10
+        )
     docker.hang |= {"hung-stop", "hung-script"}
 
     # One stop that hangs (docker stop past its kill_timeout) ...
     stopping = runner_of(core, "hung-stop")
-    core.call(lambda: core.stop_job("hung-stop"), timeout=5)
+    core.call(lambda: core.job_registry.stop_job("hung-stop"), timeout=5)
     wait_for("the hung stop reached the driver", lambda: "stop" in docker.blocked, 5)
     # ... and one change script that hangs until its timeout.
     scripted = runner_of(core, "hung-script")
@@ -148,7 +151,7 @@ def test_hung_stop_and_hung_script_hold_up_no_other_alloc(node: tuple[Core, Hang
     crasher = runner_of(core, "crasher")
     (hid,) = exec_.running()
     exec_.exit(hid, 7)
-    core.report_exit(crasher.id, hid)
+    core.allocs.report_exit(crasher.id, hid)
     took = wait_for(
         "the crashed task of another alloc restarted",
         lambda: started(core, crasher.id, "restart policy") == 1,
@@ -163,7 +166,7 @@ def test_hung_stop_and_hung_script_hold_up_no_other_alloc(node: tuple[Core, Hang
 
     # What arrives for the stopping alloc meanwhile waits for the stop, in order.
     (stop_hid,) = [h for h, p in docker.procs.items() if p.ctx.job == "hung-stop"]
-    core.report_exit(stopping.id, stop_hid)
+    core.allocs.report_exit(stopping.id, stop_hid)
     wait_for("the exit report queued behind the stop", lambda: stopping.serial.waiting == 1, 5)
 
     docker.release.set()
@@ -180,12 +183,12 @@ def test_a_stop_during_a_hung_restart_waits_and_wins(node: tuple[Core, Hanging, 
     (a kill now would finish it at restore); when the restart's stop returns, the task is not
     started again, and the alloc completes. One start in all: the first."""
     core, docker, _ = node
-    core.call(lambda: core.submit(spec("web", "docker"), "hcl"), timeout=10)
+    core.call(lambda: core.job_registry.submit(spec("web", "docker"), "hcl"), timeout=10)
     docker.hang.add("web")
     r = runner_of(core, "web")
     core.call(lambda: r.user_restart(r.group.tasks[0]), timeout=5)
     wait_for("the restart's stop reached the driver", lambda: docker.blocked == ["stop"], 5)
-    core.call(lambda: core.stop_job("web"), timeout=5)
+    core.call(lambda: core.job_registry.stop_job("web"), timeout=5)
     assert r.rec.desired.value == "stop"
     docker.release.set()
     wait_for("the alloc completed", lambda: r.rec.status is AllocStatus.COMPLETE, 5)
@@ -201,7 +204,7 @@ def test_a_call_the_loop_did_not_take_in_time_is_withdrawn_not_run_later(tmp_pat
     ran: list[str] = []
     with pytest.raises(NotRun, match="not carried out"):
         core.call(lambda: ran.append("late"), timeout=0.2)  # no loop runs yet: nobody takes it
-    loop = threading.Thread(target=core.run_loop, daemon=True)
+    loop = threading.Thread(target=core.loop.run, daemon=True)
     loop.start()
     assert core.call(lambda: ran.append("now") or "ok", timeout=5) == "ok"
     core.stop()

@@ -337,7 +337,7 @@ def _drained_batch_allocs(root: Path, flags: frozenset[str]) -> list[str]:
 
     node = FakeNode(root)
     core = node.core(faults=Faults(flags))
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     api = RoutesApi(node, core)
     try:
         (alloc,) = run_job(api.request, BATCH)

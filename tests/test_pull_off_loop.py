@@ -106,7 +106,7 @@ def node(tmp_path: Path) -> Iterator[tuple[Core, Pulling, FakeDriver]]:
         task_dirs=fake.dirs,
         sweeper=FakeSweeper(fake),
     )
-    loop = threading.Thread(target=core.run_loop, name=LOOP, daemon=True)
+    loop = threading.Thread(target=core.loop.run, name=LOOP, daemon=True)
     loop.start()
     yield core, docker, exec_
     docker.release.set()
@@ -131,7 +131,7 @@ def restart_another_alloc(core: Core, exec_: FakeDriver) -> float:
     alloc_id = alloc_of(core, "other")
     (hid,) = exec_.running()
     exec_.exit(hid, 7)
-    core.report_exit(alloc_id, hid)
+    core.allocs.report_exit(alloc_id, hid)
     return wait_for(
         "the crashed task of another alloc restarted",
         lambda: started(core, alloc_id, "restart policy") == 1,
@@ -192,13 +192,13 @@ def test_a_failed_pull_off_the_loop_is_a_start_failure_through_the_restart_polic
     core, docker, _ = node
     docker.fail_recoverable = True
     docker.fail_starts = 1
-    core.call(lambda: core.submit(spec("start-fails", "docker"), "hcl"), timeout=10)
+    core.call(lambda: core.job_registry.submit(spec("start-fails", "docker"), "hcl"), timeout=10)
     failed_start = alloc_of(core, "start-fails")
     wait_for("the start failure restarted", lambda: started(core, failed_start, "restart policy") == 1, 5)
     pulls_before = len(docker.prepared_on)
 
     docker.fail_prepares = 1
-    core.call(lambda: core.submit(spec("pull-fails", "docker"), "hcl"), timeout=10)
+    core.call(lambda: core.job_registry.submit(spec("pull-fails", "docker"), "hcl"), timeout=10)
     failed_pull = alloc_of(core, "pull-fails")
     wait_for("the pull failure restarted", lambda: started(core, failed_pull, "restart policy") == 1, 5)
 
@@ -215,19 +215,19 @@ def test_a_restarts_pull_is_off_the_loop_and_a_stop_meanwhile_waits_and_wins(
     """The task crashes; its restart's pull hangs: another alloc's restart completes meanwhile; the
     job's stop waits behind the pull and, once it is done, the task is not started again."""
     core, docker, exec_ = node
-    core.call(lambda: core.submit(spec("other", "exec"), "hcl"), timeout=10)
-    core.call(lambda: core.submit(spec("web", "docker"), "hcl"), timeout=10)
+    core.call(lambda: core.job_registry.submit(spec("other", "exec"), "hcl"), timeout=10)
+    core.call(lambda: core.job_registry.submit(spec("web", "docker"), "hcl"), timeout=10)
     alloc_id = alloc_of(core, "web")
     wait_for("the first start", lambda: started(core, alloc_id, "first start") == 1, 5)
     docker.hang.add("web")
     (hid,) = docker.running()
     docker.exit(hid, 1)
-    core.report_exit(alloc_id, hid)
+    core.allocs.report_exit(alloc_id, hid)
     wait_for("the restart's pull reached the driver", lambda: len(docker.prepared_on) == 2, ANSWER_WITHIN)
     assert docker.prepared_on[-1] != LOOP
 
     restart_another_alloc(core, exec_)
-    core.call(lambda: core.stop_job("web"), timeout=ANSWER_WITHIN)
+    core.call(lambda: core.job_registry.stop_job("web"), timeout=ANSWER_WITHIN)
     runner = core.call(lambda: core.runners[alloc_id], timeout=5)
     assert runner.serial.busy == "prepare t" and runner.rec.status is AllocStatus.RUNNING
 
@@ -261,11 +261,11 @@ def test_a_poststop_tasks_pull_is_off_the_loop_and_the_alloc_ends_after_its_run(
     the alloc is not complete; once the pull is done the task starts (no second pull) and the
     alloc completes with its exit."""
     core, docker, _ = node
-    core.call(lambda: core.submit(POSTSTOP, "hcl"), timeout=10)
+    core.call(lambda: core.job_registry.submit(POSTSTOP, "hcl"), timeout=10)
     alloc_id = alloc_of(core, "ending")
     wait_for("the main task's start", lambda: started(core, alloc_id, "first start") == 1, 5)
     docker.hang.add("ending")
-    core.call(lambda: core.stop_job("ending"), timeout=ANSWER_WITHIN)
+    core.call(lambda: core.job_registry.stop_job("ending"), timeout=ANSWER_WITHIN)
     wait_for("the poststop task's pull reached the driver", lambda: bool(docker.prepared_on), ANSWER_WITHIN)
     runner = core.call(lambda: core.runners[alloc_id], timeout=ANSWER_WITHIN)  # the loop answers
     assert LOOP not in docker.prepared_on and runner.serial.busy == "prepare bye"
@@ -276,7 +276,7 @@ def test_a_poststop_tasks_pull_is_off_the_loop_and_the_alloc_ends_after_its_run(
     assert docker.starts[0].prepared and len(docker.prepared_on) == 1
     (hid,) = docker.running()
     docker.exit(hid, 0)
-    core.report_exit(alloc_id, hid)
+    core.allocs.report_exit(alloc_id, hid)
     wait_for("the alloc completed", lambda: runner.rec.status is AllocStatus.COMPLETE, 5)
 
 
@@ -292,12 +292,12 @@ def test_a_restores_network_recovery_pulls_off_the_loop(tmp_path: Path) -> None:
 
     def agent() -> tuple[Core, threading.Thread]:
         core = fake.core(sweeper=FakeSweeper(fake))
-        loop = threading.Thread(target=core.run_loop, name=LOOP, daemon=True)
+        loop = threading.Thread(target=core.loop.run, name=LOOP, daemon=True)
         loop.start()
         return core, loop
 
     first, loop = agent()
-    first.call(lambda: first.submit(bridge, "hcl"), timeout=10)
+    first.call(lambda: first.job_registry.submit(bridge, "hcl"), timeout=10)
     alloc_id = alloc_of(first, "web")
     wait_for("the first start", lambda: started(first, alloc_id, "first start") == 1, 5)
     first.stop()
@@ -309,7 +309,7 @@ def test_a_restores_network_recovery_pulls_off_the_loop(tmp_path: Path) -> None:
 
     again, loop = agent()
     try:
-        again.call(again.restore, timeout=10)
+        again.call(again.restorer.restore, timeout=10)
         wait_for("the recovery's pull", lambda: len(docker.prepared_on) == pulls + 1, 5)
         assert docker.prepared_on[-1] != LOOP
         runner = again.call(lambda: again.runners[alloc_id], timeout=ANSWER_WITHIN)  # the loop answers

@@ -408,7 +408,7 @@ def test_a_disabled_raw_exec_is_refused_at_submission(tmp_path: Path) -> None:
             assert not agent.core.drivers.enabled("raw_exec")
             assert agent.core.drivers.refusal("raw_exec") == DISABLED
             with pytest.raises(AgentError) as refused:
-                agent.core.call(lambda: agent.core.submit(RAW_JOB, None, source="test"))
+                agent.core.call(lambda: agent.core.job_registry.submit(RAW_JOB, None, source="test"))
             if "unsupported driver" in str(refused.value):
                 pytest.skip("the jobspec does not take driver raw_exec yet")
             assert "raw_exec_enabled" in str(refused.value), refused.value

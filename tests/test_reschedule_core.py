@@ -62,8 +62,8 @@ def pending_reschedules(core: Core) -> list[float]:
         now = time.monotonic()
         return [
             t.due - now
-            for t in core._timers
-            if isinstance(t.fn, functools.partial) and t.fn.func == core._start_replacement
+            for t in core.loop._timers
+            if isinstance(t.fn, functools.partial) and t.fn.func == core.allocs._start_replacement
         ]
 
     return core.call(look)
@@ -75,10 +75,10 @@ def reschedule_now(core: Core) -> int:
 
     def move() -> int:
         moved = 0
-        for t in core._timers:
-            if isinstance(t.fn, functools.partial) and t.fn.func == core._start_replacement:
+        for t in core.loop._timers:
+            if isinstance(t.fn, functools.partial) and t.fn.func == core.allocs._start_replacement:
                 t.due, moved = 0.0, moved + 1
-        heapq.heapify(core._timers)
+        heapq.heapify(core.loop._timers)
         return moved
 
     return core.call(move)
@@ -246,7 +246,7 @@ def _blocked_reschedule_run(root: Path, flags: frozenset[str]) -> tuple[list[str
 
     node = FakeNode(root)
     core = node.core(faults=Faults(flags))
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     api = Api(node, core)
     try:
         (first,) = run_job(api.request, CRASHY_BATCH)

@@ -72,7 +72,7 @@ class Api(NomadRoutes):
         self.node = node
 
     def submit(self, spec: str) -> list[str]:
-        out = self.core.call(lambda: self.core.submit(spec, "hcl"))
+        out = self.core.call(lambda: self.core.job_registry.submit(spec, "hcl"))
         return list(out["allocs"])
 
     def alloc_ids(self, target: str) -> list[str]:
@@ -85,8 +85,8 @@ def start_api(node: FakeNode, *, restore: bool = False) -> tuple[Core, Api]:
     """The node's Core on a loop thread of its own (restored first when asked) and its routes."""
     core = node.core()
     if restore:
-        core.restore()
-    threading.Thread(target=core.run_loop, daemon=True).start()
+        core.restorer.restore()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     return core, Api(node, core)
 
 
@@ -369,7 +369,7 @@ def test_exec_runs_through_the_driver_off_the_loop_and_answers_code_and_output(
 ) -> None:
     (alloc,) = api.submit(ONE_TASK)
     loop = api.core.call(threading.get_ident)
-    handle = api.core.call(lambda: api.core.runner(alloc).state.handle("srv"))
+    handle = api.core.call(lambda: api.core.allocs.runner(alloc).state.handle("srv"))
     seen: list[tuple[str, list[str], int, dict[str, str]]] = []
 
     def session(
@@ -448,7 +448,7 @@ def test_signal_without_a_task_reaches_every_running_task(api: Api) -> None:
     status, out = api.call("POST", f"/v1/client/allocation/{alloc}/signal", {"Signal": "SIGHUP"})
     assert status == 200 and out == {}
     assert [s for _, s in api.node.docker.signals] == ["SIGHUP", "SIGHUP"]
-    handle_b = api.core.call(lambda: api.core.runner(alloc).state.handle("b"))
+    handle_b = api.core.call(lambda: api.core.allocs.runner(alloc).state.handle("b"))
     status, out = api.call(
         "POST", f"/v1/client/allocation/{alloc}/signal", {"Signal": "SIGUSR1", "Task": "b"}
     )
@@ -527,7 +527,7 @@ def test_a_static_port_held_by_another_alloc_is_refused_naming_the_holder(api: A
     with pytest.raises(Conflict, match=rf"static port 8088 held by alloc {alloc[:8]} of job first"):
         api.submit(STATIC.replace("JOB", "second"))
     # a stop in progress: desired "stop" recorded, its tasks still being killed
-    api.core.call(lambda: api.core.runner(alloc).state.save(desired=DesiredStatus.STOP))
+    api.core.call(lambda: api.core.allocs.runner(alloc).state.save(desired=DesiredStatus.STOP))
     with pytest.raises(
         Conflict, match=rf"held by alloc {alloc[:8]}, which is stopping: run the job again once"
     ):
@@ -560,8 +560,8 @@ def test_adopted_allocs_are_listed_by_job_and_node_read_but_never_acted_on(tmp_p
     core = node.core()
     core.adoption.node = FakeNodeTasks(list(CONTAINERS), list(CGROUPS))
     core.sweeper = RecordingSweeper()  # type: ignore[assignment]
-    core.restore()
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    core.restorer.restore()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     try:
         api = Api(node, core)
         (stub,) = api.request("GET", "/v1/job/batch/allocations")
@@ -656,12 +656,12 @@ job "once" {
 
 def _exits(api: Api, alloc: str, code: int) -> None:
     """The alloc's only task exits with `code`, reported as a driver reports it."""
-    runner = api.core.call(lambda: api.core.runner(alloc))
+    runner = api.core.call(lambda: api.core.allocs.runner(alloc))
     handle = api.core.call(lambda: runner.state.handle(runner.group.tasks[0].name))
     assert handle is not None
     fake = api.node.exec if handle.driver == "exec" else api.node.docker
     fake.exit(handle.id, code)
-    api.core.report_exit(alloc, handle.id)
+    api.core.allocs.report_exit(alloc, handle.id)
 
 
 def test_every_alloc_listed_after_an_agent_restart_is_read_with_its_tasks_and_events(tmp_path: Path) -> None:
@@ -670,7 +670,7 @@ def test_every_alloc_listed_after_an_agent_restart_is_read_with_its_tasks_and_ev
     task states and events, its logs and its job's allocations, however often the agent restarts."""
     node = FakeNode(tmp_path)
     core = node.core()
-    threading.Thread(target=core.run_loop, daemon=True).start()
+    threading.Thread(target=core.loop.run, daemon=True).start()
     api = Api(node, core)
     (stopped,) = api.submit(ONE_TASK)
     assert api.call("DELETE", "/v1/job/web")[0] == 200
@@ -683,8 +683,8 @@ def test_every_alloc_listed_after_an_agent_restart_is_read_with_its_tasks_and_ev
     for _ in range(2):  # the agent restarted, then restarted again
         core.stop()
         core = node.core()
-        core.restore()
-        threading.Thread(target=core.run_loop, daemon=True).start()
+        core.restorer.restore()
+        threading.Thread(target=core.loop.run, daemon=True).start()
         api = Api(node, core)
         listed = {a["ID"]: a["ClientStatus"] for a in api.request("GET", "/v1/allocations")}
         assert {a: listed.get(a) for a in expected} == {a: s for a, (s, _) in expected.items()}

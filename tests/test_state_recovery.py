@@ -49,14 +49,14 @@ def lab(images: None, tmp_path: Path) -> Iterator[AgentLab]:
 
 def _submit(agent: AgentUnderTest, name: str) -> str:
     text = (JOBS / name).read_text()
-    out = agent.core.call(lambda: agent.core.submit(text, None, source=name))
+    out = agent.core.call(lambda: agent.core.job_registry.submit(text, None, source=name))
     assert len(out["allocs"]) == 1, out
     agent.settle()  # a task's templates render off the main loop: its setup goes on after them
     return str(out["allocs"][0])
 
 
 def _port(agent: AgentUnderTest, alloc: str) -> int:
-    view = agent.core.call(lambda: agent.core.runner(alloc).view())
+    view = agent.core.call(lambda: agent.core.allocs.runner(alloc).view())
     assert view["status"] == "running", view
     return int(view["network"]["ports"][0]["host"])
 

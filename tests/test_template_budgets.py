@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from agent.cli.validate import validate_text
-from agent.client.core import Core, parse_submission
+from agent.client.core import Core
+from agent.client.jobs import parse_submission
 from agent.client.offload import run_inline
 from agent.command.config import load_config
 from agent.command.wiring import CoreSettings, start_core
@@ -542,7 +543,7 @@ def slow_agent(tmp_path: Path) -> Iterator[tuple[FakeNode, SlowIssue, Callable[.
         if wired:
             (loop, *_) = start_core(core, restore_timeout=PROMPT)
         else:
-            loop = threading.Thread(target=core.run_loop, daemon=True)
+            loop = threading.Thread(target=core.loop.run, daemon=True)
             loop.start()
         cores.append((core, loop))
         return core
@@ -577,7 +578,7 @@ def test_a_setup_and_a_restore_render_off_the_main_loop(
     _, source, start = slow_agent
     core = start()
     t0 = time.monotonic()
-    alloc = core.call(lambda: core.submit(SLOW_JOB, "hcl"), timeout=PROMPT)["allocs"][0]
+    alloc = core.call(lambda: core.job_registry.submit(SLOW_JOB, "hcl"), timeout=PROMPT)["allocs"][0]
     submitted = time.monotonic() - t0
     stall = _ping(core)
     assert submitted < 1.0 and stall < 1.0, (submitted, stall)
@@ -589,7 +590,7 @@ def test_a_setup_and_a_restore_render_off_the_main_loop(
     core.stop()
     again = start()
     t0 = time.monotonic()
-    again.call(again.restore, timeout=PROMPT)
+    again.call(again.restorer.restore, timeout=PROMPT)
     restored = time.monotonic() - t0
     stall = _ping(again)
     assert restored < 1.0 and stall < 1.0, (restored, stall)
@@ -605,14 +606,14 @@ def test_the_agent_answers_once_the_restores_renders_are_done(
     when it ran inside the restore: an agent that answers has its tasks' files rendered anew."""
     _, _, start = slow_agent
     core = start()
-    alloc = core.call(lambda: core.submit(SLOW_JOB, "hcl"), timeout=PROMPT)["allocs"][0]
+    alloc = core.call(lambda: core.job_registry.submit(SLOW_JOB, "hcl"), timeout=PROMPT)["allocs"][0]
     r = _settle(core, alloc)
     serial = r.task_dir(r.group.tasks[0]) / "secrets" / "serial"
     core.stop()
     t0 = time.monotonic()
     again = start(wired=True)
     assert time.monotonic() - t0 >= 1.0 and again.restore_seconds >= 1.0
-    assert serial.read_text() == "serial-2" and again.call(again.busy_allocs) == []
+    assert serial.read_text() == "serial-2" and again.call(again.allocs.busy) == []
 
 
 def test_a_stop_while_the_setup_renders_waits_for_it_and_starts_nothing(
@@ -620,8 +621,10 @@ def test_a_stop_while_the_setup_renders_waits_for_it_and_starts_nothing(
 ) -> None:
     node, _, start = slow_agent
     core = start()
-    alloc = core.call(lambda: core.submit(SLOW_JOB, "hcl"), timeout=PROMPT)["allocs"][0]
-    core.call(lambda: core.stop_job("slow"), timeout=PROMPT)  # the render is still waiting on Vault
+    alloc = core.call(lambda: core.job_registry.submit(SLOW_JOB, "hcl"), timeout=PROMPT)["allocs"][0]
+    core.call(
+        lambda: core.job_registry.stop_job("slow"), timeout=PROMPT
+    )  # the render is still waiting on Vault
     r = _settle(core, alloc)
     assert r.rec.status is AllocStatus.COMPLETE and node.docker.starts == []
     assert "Started" not in [e.type for e in core.store.events(alloc)]
@@ -671,10 +674,12 @@ def test_renders_resume_within_seconds_of_an_unseal_not_after_their_backoff(
     client.login()
     node = FakeNode(tmp_path)
     core = node.core(vault=client)
-    loop = threading.Thread(target=core.run_loop, daemon=True)
+    loop = threading.Thread(target=core.loop.run, daemon=True)
     loop.start()
     try:
-        alloc = core.call(lambda: core.submit(WAKE_JOB % JOB_PROBE, "hcl"), timeout=30)["allocs"][0]
+        alloc = core.call(lambda: core.job_registry.submit(WAKE_JOB % JOB_PROBE, "hcl"), timeout=30)[
+            "allocs"
+        ][0]
         assert _settle(core, alloc).rec.status is AllocStatus.RUNNING
 
         def events(kind: str) -> list[str]:

@@ -143,11 +143,11 @@ def test_a_variable_written_and_a_service_started_re_render_the_template(tmp_pat
     nomad = core.deps.templates.nomad
     assert isinstance(nomad, NomadData)
     nomad.watcher.interval = 0.05
-    loop = threading.Thread(target=core.run_loop, daemon=True)
+    loop = threading.Thread(target=core.loop.run, daemon=True)
     loop.start()
     try:
         _put_var(core, "nomad/jobs/app", "first-password")
-        (alloc,) = core.call(lambda: core.submit(JOB, "hcl"))["allocs"]
+        (alloc,) = core.call(lambda: core.job_registry.submit(JOB, "hcl"))["allocs"]
         conf = tmp_path / "data" / "alloc" / alloc / "t" / "local" / "app.conf"
         # The first render ran in the alloc's setup, before its service was registered; the alloc's
         # start registers it, and the template renders again with it.

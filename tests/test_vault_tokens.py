@@ -830,10 +830,12 @@ def test_a_docker_task_gets_its_token_keeps_it_across_an_agent_restart_and_loses
     first_client.login()
     agent = lab.start_agent(vault=first_client)
     try:
-        out = agent.core.call(lambda: agent.core.submit(ROOT_JOB, None, source="vault-token.hcl"))
+        out = agent.core.call(
+            lambda: agent.core.job_registry.submit(ROOT_JOB, None, source="vault-token.hcl")
+        )
         alloc = str(out["allocs"][0])
         agent.settle()  # its templates render off the main loop
-        view = agent.core.call(lambda: agent.core.runner(alloc).view())
+        view = agent.core.call(lambda: agent.core.allocs.runner(alloc).view())
         assert view["status"] == "running", [(e.type, e.message) for e in agent.core.store.events(alloc)]
         task_dir = lab.data_dir / "alloc" / alloc / "web"
         token_file = task_dir / "secrets" / "vault_token"
@@ -854,7 +856,7 @@ def test_a_docker_task_gets_its_token_keeps_it_across_an_agent_restart_and_loses
         # Restore re-rendered with the task's token, which it read back: same token, no restart.
         assert (task_dir / "local" / "owner").read_text() == JOB_PROBE
         assert token_file.read_text() == token
-        view = agent.core.call(lambda: agent.core.runner(alloc).view())
+        view = agent.core.call(lambda: agent.core.allocs.runner(alloc).view())
         assert view["status"] == "running" and view["tasks"]["web"]["restarts"] == 0
         info = _lookup_self(openbao, token)
         assert info is not None and info["policies"] == ["default", JOB_PROBE]

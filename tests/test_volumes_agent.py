@@ -55,7 +55,7 @@ job "vol-{driver}" {{
 
 
 def _view(agent: AgentUnderTest, alloc: str) -> dict[str, Any]:
-    return next(v for v in agent.core.call(agent.core.alloc_views) if v["id"] == alloc)
+    return next(v for v in agent.core.call(agent.core.allocs.views) if v["id"] == alloc)
 
 
 def _ended(agent: AgentUnderTest, alloc: str) -> dict[str, Any]:
@@ -77,7 +77,9 @@ def test_a_task_sees_the_host_volume_and_writes_it_only_when_read_write(
     (shared / "in").write_text("from the host\n")
     agent = lab.start_agent(host_volumes=(("shared", str(shared), False),))
     try:
-        (alloc,) = agent.core.call(lambda: agent.core.submit(_job(driver, read_only), "hcl"))["allocs"]
+        (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(_job(driver, read_only), "hcl"))[
+            "allocs"
+        ]
         view = _ended(agent, alloc)
         assert view["status"] == "complete", view
         local = lab.data_dir / "alloc" / alloc / "t" / "local"
@@ -96,7 +98,9 @@ def test_a_read_only_host_volume_of_the_client_stays_read_only(lab: AgentLab, tm
     (shared / "in").write_text("ro\n")
     agent = lab.start_agent(host_volumes=(("shared", str(shared), True),))
     try:
-        (alloc,) = agent.core.call(lambda: agent.core.submit(_job("exec", "false"), "hcl"))["allocs"]
+        (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(_job("exec", "false"), "hcl"))[
+            "allocs"
+        ]
         assert _ended(agent, alloc)["status"] == "complete"
         assert (lab.data_dir / "alloc" / alloc / "t" / "local" / "wrote").read_text().strip() == "no"
         assert not (shared / "out-t").exists()
@@ -109,7 +113,9 @@ def test_raw_exec_is_refused_a_host_volume_as_nomad_refuses_it(lab: AgentLab, tm
     shared.mkdir()
     agent = lab.start_agent(raw_exec_enabled=True, host_volumes=(("shared", str(shared), False),))
     try:
-        (alloc,) = agent.core.call(lambda: agent.core.submit(_job("raw_exec", "false"), "hcl"))["allocs"]
+        (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(_job("raw_exec", "false"), "hcl"))[
+            "allocs"
+        ]
         view = _ended(agent, alloc)
         assert view["status"] == "failed", view
         assert 'task driver "raw_exec" for "t" does not support host volumes' in view["reason"], view
@@ -132,7 +138,7 @@ def test_a_host_volume_that_became_a_link_to_the_data_dir_is_not_mounted(
         job = _job(driver, "true").replace(
             "cat /data/in > $NOMAD_TASK_DIR/seen", "ls /data > $NOMAD_TASK_DIR/seen"
         )
-        (alloc,) = agent.core.call(lambda: agent.core.submit(job, "hcl"))["allocs"]
+        (alloc,) = agent.core.call(lambda: agent.core.job_registry.submit(job, "hcl"))["allocs"]
         view = _ended(agent, alloc)
         seen = lab.data_dir / "alloc" / alloc / "t" / "local" / "seen"
         assert not seen.exists() or "state" not in seen.read_text(), seen.read_text()

@@ -62,17 +62,24 @@ class RestoreHost(Protocol):
     adoption: Adoption
     restore_seconds: float
 
+    @property
+    def allocs(self) -> RestoreAllocs: ...
+
     def sweep(self) -> SweepReport | None: ...
 
-    def _new_alloc(self, job: Job, group_name: str, replaces: str = "") -> AllocRunner: ...
 
-    def _replace(self, failed: AllocRunner, reason: str) -> None: ...
+class RestoreAllocs(Protocol):
+    """What the restore uses of the alloc registry (agent.client.allocs.AllocRegistry)."""
+
+    def new_alloc(self, job: Job, group_name: str, replaces: str = "") -> AllocRunner: ...
+
+    def replace(self, failed: AllocRunner, reason: str) -> None: ...
 
     def resume_reschedule(self, failed: AllocRunner, reason: str) -> None: ...
 
 
 class Restore:
-    """The Core's startup restore (Core.restore), run once, on the main loop."""
+    """The Core's startup restore (Core.restorer), run once, on the main loop."""
 
     def __init__(self, core: RestoreHost) -> None:
         self.core = core
@@ -241,9 +248,9 @@ class Restore:
                 continue
             reason = f"{rec.reason} (replacement owed at restore)"
             if rec.reschedule_due:  # decided before the kill: placed when due, not at once
-                self.core.resume_reschedule(failed, reason)
-            else:  # failed before its reschedule was decided: decided now (Core._replace)
-                self.core._replace(failed, reason)
+                self.core.allocs.resume_reschedule(failed, reason)
+            else:  # failed before its reschedule was decided: decided now (AllocRegistry.replace)
+                self.core.allocs.replace(failed, reason)
 
     def _replace_unreadable(self, alloc_id: str) -> None:
         """An alloc whose record cannot be read: its containers' labels still say which job and
@@ -258,7 +265,7 @@ class Restore:
             )
             return
         self.core.store.delete("alloc", alloc_id)
-        new = self.core._new_alloc(job, group, replaces=alloc_id)
+        new = self.core.allocs.new_alloc(job, group, replaces=alloc_id)
         self.core.store.append_event(
             alloc_id, "", "Replaced", f"replaced by alloc {new.id}: its record was unreadable"
         )

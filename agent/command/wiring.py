@@ -311,14 +311,14 @@ def start_core(
 ) -> list[threading.Thread]:
     """The main loop, the drivers' exit watches (exits seen during restore queue behind it), restore
     on the loop, then the periodic sweep. Returns the threads, the main loop first."""
-    loop = threading.Thread(target=core.run_loop, name="core", daemon=True)
+    loop = threading.Thread(target=core.loop.run, name="core", daemon=True)
     loop.start()
     watches = core.watch_exits()
     began = time.monotonic()
-    core.call(core.restore, timeout=restore_timeout)
+    core.call(core.restorer.restore, timeout=restore_timeout)
     _await_restore_renders(core, began + restore_timeout)
     if sweep_interval is not None:
         core.start_periodic_sweep(sweep_interval)
     if gc_interval is not None:
-        core.start_periodic_gc(gc_interval)
+        core.collector.start_periodic_gc(gc_interval)
     return [loop, *watches]

@@ -31,7 +31,7 @@ class KillPoint:
 
 
 CATALOGUE: tuple[KillPoint, ...] = (
-    # -- start (Core._new_alloc, AllocRunner.start; the task steps also on every restart) ------------
+    # -- start (AllocRegistry.new_alloc, AllocRunner.start; the task steps also on every restart) ------------
     KillPoint(
         "start.after-alloc-record",
         "the new alloc's record is written (pending), nothing of it is set up yet",

@@ -86,7 +86,7 @@ def agent_routes(api: AgentPort) -> list[tuple[str, str, Handler]]:
         (force); on one node that is the client's forced GC pass (terminal allocs collected, the jobs
         left without allocs purged). Nomad answers 200 with no body."""
         check_scope(query_params(), node.region)
-        api.core.call(lambda: api.core.gc(force=True))
+        api.core.call(lambda: api.core.collector.gc(force=True))
         return 200, "text/plain; charset=utf-8", b""
 
     def reconcile(groups: tuple[str, ...], body: bytes) -> Response:

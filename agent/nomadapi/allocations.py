@@ -90,10 +90,10 @@ def alloc_routes(api: AllocPort) -> list[tuple[str, str, Handler]]:
         def do() -> Eval:
             adopted = core.adoption.find(ref)
             if adopted is not None:
-                core.stop_alloc(adopted.id)
+                core.allocs.stop_alloc(adopted.id)
                 return api.evals.create(adopted.job, "alloc-stop", "service")
             r = find_alloc(core, ref)
-            new = core.stop_and_replace(r.id)
+            new = core.allocs.stop_and_replace(r.id)
             return api.evaluate(r.job.id, "alloc-stop", r.job.type, (new,) if new else ())
 
         ev = core.call(do)

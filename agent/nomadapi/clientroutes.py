@@ -137,7 +137,7 @@ def _gc_routes(api: ClientAllocPort, managed: Any) -> list[tuple[str, str, Handl
         return answer({})
 
     def gc_node(groups: tuple[str, ...], body: bytes) -> Response:
-        core.call(lambda: core.gc(force=True))
+        core.call(lambda: core.collector.gc(force=True))
         return answer({})
 
     def stats(groups: tuple[str, ...], body: bytes) -> Response:

@@ -151,7 +151,7 @@ def find_alloc(core: Core, ref: str) -> Any:
     if len(ref) < 2:
         raise HttpError(400, f"alloc ID {ref!r}: give the ID, or a prefix of at least 2 characters")
     try:
-        return core.alloc(ref)
+        return core.allocs.alloc(ref)
     except NotFound:
         raise NotFound("alloc not found") from None
     except AgentError as exc:  # a prefix more than one alloc has

@@ -127,7 +127,7 @@ def _deployment_reads(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
             d = deployments.find(ref)  # none: no allocs, as Nomad's AllocsByDeployment
             if d is None:
                 return []
-            views = [v for v in core.alloc_views(d["job_id"]) if str(v["id"]) in d["allocs"]]
+            views = [v for v in core.allocs.views(d["job_id"]) if str(v["id"]) in d["allocs"]]
             return [api.alloc_dict(v, stub=True) for v in views]
 
         return answer(blocking(core.changes, ("deployment", "alloc"), _fresh(api, read)))

@@ -491,7 +491,7 @@ def look(core: Core, deployments: Deployments) -> None:
     """On the loop: every active deployment brought up to date with its allocs, and the next look
     scheduled while one is active (as Nomad's watcher follows a deployment until it ends)."""
     active = deployments.refresh(
-        core.jobs, core.alloc_views, core.store.events, time.time(), core.deps.check_results.of
+        core.jobs, core.allocs.views, core.store.events, time.time(), core.deps.check_results.of
     )
     if active and not deployments.ticking:
         deployments.ticking = True

@@ -88,7 +88,7 @@ def alloc_view(core: Core, alloc_id: str) -> dict[str, Any] | None:
     if adopted is not None:
         return adopted
     try:
-        found = core.alloc(alloc_id)
+        found = core.allocs.alloc(alloc_id)
     except AgentError:  # collected (NotFound); never two allocs for a full id
         return None
     return found.view() if found.id == alloc_id else None

@@ -206,7 +206,7 @@ def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
                         }
             child = dispatched_job(parent, req, dispatched_id(job_id, req.prefix, time.time()))
             text = json.dumps({"Job": parsed_job_json(child, api.node.region)})
-            done = core.commit(ParsedJob(child, ()), text, "json", {}, f"job {child.id}")
+            done = core.job_registry.commit(ParsedJob(child, ()), text, "json", {}, f"job {child.id}")
             placed = tuple(str(a) for a in done.get("allocs") or ())
             ev = api.evaluate(
                 child.id, "job-register", child.type, placed, priority=req.priority or DEFAULT_PRIORITY

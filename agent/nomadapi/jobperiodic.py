@@ -154,7 +154,7 @@ class PeriodicLauncher:
         if self.core.jobs.get(child.id) == child:  # launched this second already: Nomad's no-op register
             return self.api.evaluate(child.id, TRIGGER, child.type)
         text = json.dumps({"Job": parsed_job_json(child, self.api.node.region)})
-        done = self.core.commit(ParsedJob(child, ()), text, "json", {}, f"job {child.id}")
+        done = self.core.job_registry.commit(ParsedJob(child, ()), text, "json", {}, f"job {child.id}")
         placed = tuple(str(a) for a in done.get("allocs") or ())
         return self.api.evaluate(child.id, TRIGGER, child.type, placed)
 

@@ -86,13 +86,13 @@ def job_plan_routes(api: PlanPort) -> list[tuple[str, str, Handler]]:
         def decide() -> _Decided:
             old = core.jobs.get(job_id)
             live: dict[str, list[str]] = {}
-            for r in core.running_allocs(job_id):
+            for r in core.allocs.running(job_id):
                 live.setdefault(r.group.name, []).append(r.id)
             update = plan_job_update(old, new, live, core.bugs) if old is not None and live else None
             desired = desired_updates(old, new, live, update)
             before = api.job_dict(old) if old is not None else {}
             after = {**api.job_dict(new, allocs=[]), "Version": before.get("Version", 0)}
-            refused = core.refusals(new)
+            refused = core.job_registry.refusals(new)
             index = core.changes.of("job", job_id) if old is not None else 0
             return before, after, desired, index, refused
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.client.core import parse_submission
+from agent.client.jobs import parse_submission
 from agent.decide.jobupdate import UpdatePlan
 from agent.errors import NotFound
 from agent.jobspec import JobspecError, ParsedJob
@@ -204,8 +204,8 @@ def write_job(
             refused = enforce_index(current, enforced)
             if refused is not None:
                 return refused, False, None, []
-        same = core.jobs.get(job_id) == parsed.job and bool(core.running_allocs(job_id))
-        plan = None if same else core.plan_update(parsed, source)
+        same = core.jobs.get(job_id) == parsed.job and bool(core.allocs.running(job_id))
+        plan = None if same else core.job_registry.plan_update(parsed, source)
         stopping = [
             r.id
             for r in core.runners.values()
@@ -220,7 +220,7 @@ def write_job(
     if not same:
         # A new version stops what it replaces first (a one-node cluster cannot place the new
         # allocs beside the old: static ports), bounded as a job stop is.
-        left = core.await_stopped(stopping, core.limits.max_kill_timeout + STOP_MARGIN)
+        left = core.allocs.await_stopped(stopping, core.limits.max_kill_timeout + STOP_MARGIN)
         if left:
             raise HttpError(
                 500, f"job {job_id}: allocs {', '.join(a[:8] for a in left)} did not stop in time"
@@ -228,7 +228,7 @@ def write_job(
         shown, fmt, given = _submission(data, text)
 
         def commit() -> Eval:  # one turn of the loop: no alloc is ever read without its EvalID
-            done = core.commit(parsed, shown, fmt, given, source, plan=plan)
+            done = core.job_registry.commit(parsed, shown, fmt, given, source, plan=plan)
             placed = tuple(str(a) for a in done.get("allocs") or ())
             return api.evaluate(job_id, trigger, parsed.job.type, placed, priority=priority)
 
@@ -284,15 +284,17 @@ def job_write_routes(api: JobWritePort) -> list[tuple[str, str, Handler]]:
             if job is None and not core.adoption.of_job(job_id):
                 raise NotFound("job not found")
             kind = job.type if job is not None else "service"
-            return core.stop_job(job_id), api.evals.create(job_id, "job-deregister", kind, priority=priority)
+            return core.job_registry.stop_job(job_id), api.evals.create(
+                job_id, "job-deregister", kind, priority=priority
+            )
 
         stopped, ev = core.call(stop)
         # As Nomad's: the answer comes once the stop is decided (the allocs' desired status is
         # "stop"), while their tasks are still being killed; `nomad job stop` then watches them. A
         # purge waits for them to end first (their records go with the job): then the job is gone
         # when the answer comes, as it is at once on Nomad's server.
-        if purge and not core.await_stopped(stopped, core.limits.max_kill_timeout + STOP_MARGIN):
-            core.call(lambda: core.purge_job(job_id) if job_id in core.jobs else [])
+        if purge and not core.allocs.await_stopped(stopped, core.limits.max_kill_timeout + STOP_MARGIN):
+            core.call(lambda: core.collector.purge_job(job_id) if job_id in core.jobs else [])
         index = core.changes.current()
         meta_headers(index)
         return answer(

@@ -152,7 +152,7 @@ class NodeSchedule:
             self.api.node_events.add(NodeEvent(message, subsystem, dict(details), time.time(), index))
         return index
 
-    # -- the placement gate (Core.hold) and the evaluations' hook (Evals.hook) -----------------
+    # -- the placement gate (ServerHooks.hold) and the evaluations' hook (Evals.hook) -----------------
     def hold(self, job: Job, plan: UpdatePlan | None) -> bool:
         if self.eligibility == ELIGIBLE or getattr(job, "parameterized_parent", False):
             return False
@@ -216,7 +216,7 @@ class NodeSchedule:
             return
         placed: list[str] = []
         try:
-            self.core._check_static_ports(job, set(entry["groups"]))
+            self.core.allocs.check_static_ports(job, set(entry["groups"]))
             for group, count in sorted(entry["groups"].items()):
                 if any(g.name == group for g in job.groups):
                     placed += [self._place(job, group) for _ in range(int(count))]
@@ -238,10 +238,10 @@ class NodeSchedule:
     def _place(self, job: Job, group: str) -> str:
         """One alloc the blocked evaluation owes: a held reschedule's replacement, which carries the
         failed alloc's RescheduleTracker, else a new one."""
-        failed = self.core.blocked_reschedule(job.id, group)
+        failed = self.core.allocs.blocked_reschedule(job.id, group)
         if failed is not None and plan_blocked_reschedule_tracker(getattr(self.core, "bugs", NO_BUGS)):
-            return self.core.place_replacement(failed, "the node takes new allocs again").id
-        return self.core._new_alloc(job, group).id
+            return self.core.allocs.place_replacement(failed, "the node takes new allocs again").id
+        return self.core.allocs.new_alloc(job, group).id
 
     def node_evals(self) -> tuple[list[str], int]:
         """Nomad's createNodeEvals: one "node-update" evaluation per job with an alloc on the node
@@ -437,7 +437,7 @@ def node_verb_routes(api: NodeVerbPort) -> list[tuple[str, str, Handler]]:
     core = api.core
     sched = NodeSchedule(api)
     api.node_fields = sched.fields
-    core.hold = sched.hold
+    core.server.hold = sched.hold
     api.evals.hook = sched
     if sched.drain is not None:  # a drain that ran when the agent stopped goes on
         core.schedule(0.0, sched.tick)

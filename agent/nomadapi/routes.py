@@ -72,7 +72,9 @@ class NomadApi:
         self.node = node
         self.evals = Evals(core.changes, core.store)
         self.deployments = Deployments(core.changes, core.store)  # agent.nomadapi.deploywatch
-        core.evaluate = lambda job, trigger, placed: self.evaluate(job.id, trigger, job.type, placed).id
+        core.server.evaluate = lambda job, trigger, placed: (
+            self.evaluate(job.id, trigger, job.type, placed).id
+        )
         self.cpu_samples = CpuSamples()  # the last CPU sample per task, for the stats' percentages
         self.driver_health = driver_health  # () -> {driver: {"healthy", "detected", "description"}}
         # /v1/agent/health's answer (the daemon's: 500 while degraded), and Stats["fieldlab"] of
@@ -147,7 +149,7 @@ class NomadApi:
 
     def all_alloc_views(self, job_id: str = "") -> list[dict[str, Any]]:
         adopted = [v for v in self.core.adoption.views() if not job_id or v.get("job") == job_id]
-        return self.core.alloc_views(job_id) + adopted
+        return self.core.allocs.views(job_id) + adopted
 
     def alloc_briefs(self) -> list[dict[str, Any]]:
         return alloc_briefs(self.core)

@@ -199,12 +199,12 @@ def _views_of(core: Any, ids: list[str]) -> dict[str, dict[str, Any]]:
         out = {}
         for alloc_id in ids:
             try:
-                view = core.alloc(alloc_id).view()
+                view = core.allocs.alloc(alloc_id).view()
             except AgentError:  # unreadable or gone: not listed, as alloc_views skips it
                 continue
             out[alloc_id] = view
         return out
-    return {str(v["id"]): v for v in core.alloc_views() if v["id"] in wanted}
+    return {str(v["id"]): v for v in core.allocs.views() if v["id"] in wanted}
 
 
 def chunks(items: list[tuple[bytes, bool]], unpack: Callable[[bytes], bytes]) -> Iterator[bytes]:

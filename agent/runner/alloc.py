@@ -507,7 +507,7 @@ class AllocRunner:
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, reason: str = "job stopped") -> None:
         """Stop and tear down; every step is safe to do again, so a restore after a kill in between
-        finishes the stop (Core.restore). The decision is recorded at once; the tasks are stopped
+        finishes the stop (Restore.restore). The decision is recorded at once; the tasks are stopped
         when the alloc's operation in progress (a restart's stop) is done."""
         self.state.save(desired=DesiredStatus.STOP)
         self.setup_cancel.set()

@@ -174,7 +174,7 @@ class AllocRecord:
     replaces: str = ""
     replaced_by: str = ""
     # Failed and a replacement is owed (written with the failure, cleared when the replacement is
-    # recorded): a restore after a kill in between starts it (Core.restore).
+    # recorded): a restore after a kill in between starts it (Restore.restore).
     replace_pending: bool = False
     job_version: int = 0  # the version of its job the alloc was placed for (api.Allocation's JobVersion)
     # The names of its netns, task cgroups and CNI network (agent.structs.layout), kept for its whole life;
