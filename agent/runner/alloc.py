@@ -58,11 +58,12 @@ from agent.runner.kill import (
 from agent.runner.maxrun import arm_max_run_duration
 from agent.runner.migrate import migrate_previous
 from agent.runner.network import RECOVERY_RETRY_MAX, AllocNetwork
+from agent.runner.prepare import prepare_each
 from agent.runner.registrar import service_definitions
 from agent.runner.restorer import Restorer
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.taskhooks import task_hooks
-from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner, prepare_each
+from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner
 from agent.runner.vaulttoken import TaskVaultToken
 from agent.runner.view import alloc_view
 from agent.structs.model import Group, Job, Task
@@ -395,7 +396,7 @@ class AllocRunner:
             if self.rec.status is AllocStatus.RUNNING and self.rec.desired is not DesiredStatus.STOP:
                 self._recovery_step(why, cause, attempt, lambda: self._start_recovered(why, cause))
 
-        prepare_each([self.tasks[t.name] for t in self.unfinished()], start_tasks)
+        prepare_each([self.tasks[t.name].prep for t in self.unfinished()], start_tasks)
 
     def _start_recovered(self, why: str, cause: StartCause) -> None:
         for t in self.unfinished():

@@ -221,7 +221,10 @@ class RunningTask(TaskHost, Protocol):
     """What the alloc runner's parts (the restorer, the coordinator, a network recovery) call on a
     task runner."""
 
-    vault_changed_on_restore: bool  # the restore gave it a new token (its vault hook's word)
+    @property
+    def vault_changed_on_restore(self) -> bool:
+        """The restore gave it a new token (its vault hook's word)."""
+        ...
 
     @property
     def state(self) -> AllocState: ...

@@ -85,8 +85,6 @@ class Restorer:
         obs = observed if observed is not None else self.observe()
         plan = plan_restore(obs, ar.d.bugs, [tr.running() for tr in ar.tasks.values()])
         log.info("alloc=%s restore: %s (%s)", ar.id[:8], plan.action.value, plan.reason)
-        for tr in ar.tasks.values():
-            tr.vault_changed_on_restore = False
         if plan.action is RestoreAction.REPLACE:
             self._act(plan, obs)
         else:

@@ -1,6 +1,9 @@
 """One task of an alloc (Nomad's task runner): its hooks around the driver's start, its start, its
 exit through the restart policy (the restart tracker is agent.decide.decisions.plan_task_restart), its
-restarts, signals and commands, its environment, templates and Vault token.
+restarts, signals and commands. Its hooks are made for it from its task (agent.runner.taskhooks) and
+own their state (its Vault token: agent.runner.vaulthook; its templates: agent.runner.templatehook);
+its environment is agent.runner.env, the driver's prepare for a start (docker's pull) off the main
+loop agent.runner.prepare.
 
 The alloc runner (agent.runner.alloc) owns the alloc (its dir, network, lifecycle order, status)
 and makes one TaskRunner per task; a task runner acts on the alloc only through it. It runs on the
@@ -10,14 +13,12 @@ agent's main loop, as the alloc runner does.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agent.client.offload import loop_post
-from agent.client.taskenv import build_env, interpolate_config
+from agent.client.taskenv import interpolate_config
 from agent.decide.decisions import (
     UNRECOVERABLE,
     DeadOnRestore,
@@ -32,28 +33,24 @@ from agent.decide.decisions import (
 )
 from agent.decide.taskdecisions import (
     HOST_NAMESPACE_KEYS,
-    plan_alloc_addr_port,
     plan_host_namespaces,
-    plan_interpolate_meta,
     plan_logs_read_only,
-    plan_optional_meta_defaults,
     plan_task_dir_mounts,
-    plan_task_network_address,
 )
 from agent.drivers.base import (
     RESTARTED,
-    TASK_PATH_VARS,
     DriverError,
     PreparesStart,
     TaskContext,
     TaskDriver,
     TaskHandle,
-    inside_env,
 )
 from agent.errors import AgentError
 from agent.runner.deps import RunnerDeps
+from agent.runner.env import task_env, task_view
 from agent.runner.interfaces import AllocHost, HookPoints, StartRequest, TaskHook, Then
 from agent.runner.kill import exit_text, stop_for_restart
+from agent.runner.prepare import StartPrepare
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.templatehook import TemplateHook
 from agent.runner.vaulthook import VaultHook
@@ -66,16 +63,6 @@ from agent.vault import VaultError
 
 log = logging.getLogger(__name__)
 ALL_TASKS_COMPLETE = "All tasks have completed"  # the reason of an alloc whose tasks all completed, as Nomad
-_ENV_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    """The driver's prepare (docker's image pull) done off the main loop for the task's next start:
-    the task config it was done for and its error, raised where the start's own would be."""
-
-    config: dict[str, Any]
-    error: DriverError | None = None
 
 
 class TaskRunner:
@@ -89,7 +76,7 @@ class TaskRunner:
         # in (never one read back from the task, which the task could rewrite).
         self._started_env: dict[str, str] | None = None
         self.killed_as_failure = False  # its next exit follows a check_restart kill: a failure
-        self._prepared: _Prepared | None = None  # for the next start (_prepare)
+        self.prep = StartPrepare(self)  # the driver's prepare for its next start (docker's pull)
         self._preparing = False  # a restart waits for the driver's prepare off the loop
         hooks = make_hooks(self)
         self.hooks = HookPoints.of(hooks)  # each point's hooks (agent.runner.interfaces)
@@ -155,11 +142,6 @@ class TaskRunner:
         """The restore gave the task a new token (its Vault hook's restore)."""
         return self._vault is not None and self._vault.changed_on_restore
 
-    @vault_changed_on_restore.setter
-    def vault_changed_on_restore(self, changed: bool) -> None:
-        if self._vault is not None:
-            self._vault.changed_on_restore = changed
-
     def vault_token_changed(self, why: str) -> None:
         """A new token replaced the one the running task was given: its vault hook's change_mode."""
         if self._vault is not None:
@@ -171,72 +153,8 @@ class TaskRunner:
         return self._template.rendered_env() if self._template is not None else {}
 
     def env(self) -> dict[str, str]:
-        t, ar = self.t, self.ar
-        client = {
-            "NOMAD_ALLOC_ID": ar.id,
-            "NOMAD_TASK_NAME": t.name,
-            "NOMAD_JOB_ID": ar.job.id,
-            "NOMAD_JOB_NAME": ar.job.name or ar.job.id,
-            "NOMAD_GROUP_NAME": ar.group.name,
-            "NOMAD_ALLOC_IP": self.alloc_address(),
-            "NOMAD_ALLOC_DIR": str(ar.alloc_dir / "alloc"),  # the shared dir (HostTaskDirs.prepare)
-            # host paths, as raw_exec sees them; exec and docker see /local and /secrets (inside_env)
-            "NOMAD_TASK_DIR": str(self.task_dir / "local"),
-            "NOMAD_SECRETS_DIR": str(self.task_dir / "secrets"),
-            **self._port_env(),
-        }
-        meta = {}
-        optional = ar.job.parameterized.meta_optional if ar.job.parameterized is not None else ()
-        if ar.job.dispatched and plan_optional_meta_defaults(self.d.bugs):  # each starts empty
-            for key in optional:
-                clean = _ENV_UNSAFE.sub("_", key)
-                meta[f"NOMAD_META_{clean}"] = meta[f"NOMAD_META_{clean.upper()}"] = ""
-        for key, value in {**ar.job.meta, **ar.group.meta, **t.meta}.items():  # the task's wins
-            clean = _ENV_UNSAFE.sub("_", key)
-            meta[f"NOMAD_META_{clean}"] = meta[f"NOMAD_META_{clean.upper()}"] = value
-        # Nomad's order: the client's variables, the meta, the task's env (each interpolated with
-        # the node and what comes before it: agent.client.taskenv). References resolve as the task sees its
-        # dirs (/local in a container or a chroot); the dirs' own variables stay host paths here:
-        # each driver maps them to its view (inside_env).
-        interpolate = plan_interpolate_meta(self.d.bugs)
-        env = build_env(self.task_view(client), meta, t.env, self.d.node_table, interpolate_meta=interpolate)
-        env.update({k: client[k] for k in TASK_PATH_VARS if k in client})
-        for hook in self.hooks.env:  # VAULT_ADDR, VAULT_TOKEN, NOMAD_TOKEN[_<name>]
-            env.update(hook.env())
-        return env
-
-    def task_view(self, env: Mapping[str, str]) -> dict[str, str]:
-        """`env` as the task sees it: docker and exec tasks see their dirs at /alloc, /local and
-        /secrets (their own root); a raw_exec task sees the host's paths."""
-        return dict(env) if self.t.driver == "raw_exec" else inside_env(env)
-
-    def _port_env(self) -> dict[str, str]:
-        """Each port's variables, as Nomad's taskenv builds them: the host's side (NOMAD_IP_,
-        NOMAD_HOST_PORT_, NOMAD_ADDR_, NOMAD_HOST_IP_, NOMAD_HOST_ADDR_), the task's (NOMAD_PORT_) and,
-        in a group network namespace, the alloc's (NOMAD_ALLOC_INTERFACE_, _IP_, _ADDR_)."""
-        ar, env = self.ar, {}
-        asked = {p.label: p for p in (ar.group.network.ports if ar.group.network else ())}
-        host_ip = self.d.advertise_address
-        for p in ar.rec.ports:
-            label = _ENV_UNSAFE.sub("_", p.label)  # Nomad's CleanEnvVar: a dashed label is allowed
-            env[f"NOMAD_PORT_{label}"] = str(p.to)
-            env[f"NOMAD_HOST_PORT_{label}"] = str(p.host)
-            if ip := p.host_ip or host_ip:  # a port's own host network address wins (its HostIP)
-                for prefix in ("NOMAD_IP_", "NOMAD_HOST_IP_"):
-                    env[prefix + label] = ip
-                for prefix in ("NOMAD_ADDR_", "NOMAD_HOST_ADDR_"):
-                    env[prefix + label] = f"[{ip}]:{p.host}" if ":" in ip else f"{ip}:{p.host}"
-            if address := self.alloc_address():
-                to = asked[p.label].to if p.label in asked else p.to
-                env[f"NOMAD_ALLOC_INTERFACE_{label}"] = "eth0"
-                env[f"NOMAD_ALLOC_IP_{label}"] = address
-                port = plan_alloc_addr_port(to, p.host, self.d.bugs)
-                env[f"NOMAD_ALLOC_ADDR_{label}"] = f"{address}:{port}"
-        return env
-
-    def alloc_address(self) -> str:
-        """The alloc's address as the task's start is given it (Nomad's network status)."""
-        return plan_task_network_address(self.ar.rec.address, self.ar.network_from_state, self.d.bugs)
+        """The task's environment (agent.runner.env), its hooks' variables last."""
+        return task_env(self.ar, self.d, self.t, self.task_dir, self.hooks.env)
 
     def exec_env(self) -> dict[str, str]:
         """The environment a command run in the task gets: the one its last start was given, or
@@ -301,17 +219,7 @@ class TaskRunner:
             then()
             return
 
-        def prepare() -> None:
-            if not self._prepare(then):
-                then()
-
-        ar.serial.run(prepare)
-
-    def prepare_then(self, then: Callable[[], None]) -> None:
-        """The driver's prepare (docker's pull) off the loop for the task's next start, then `then`
-        on the loop (at once when there is nothing to prepare); the start it leads to uses it."""
-        if not self._prepare(then):
-            then()
+        ar.serial.run(lambda: self.prep.then(then))
 
     def start_poststop(self, again: bool, failed: Callable[[], None]) -> bool:
         """A poststop task's start as the alloc ends (`again`: by its restart policy), after the
@@ -327,7 +235,7 @@ class TaskRunner:
             elif not ok:
                 failed()
 
-        self.ar.serial.run(lambda: self.prepare_then(go))
+        self.ar.serial.run(lambda: self.prep.then(go))
         returned = True
         return all(outcome)
 
@@ -342,50 +250,7 @@ class TaskRunner:
             self.state.update_task(self.t.name, state=TaskState.DEAD, failed=True)
             return False
         finally:
-            self._prepared = None  # used by its start, or not: gone
-        return True
-
-    def _prepare(self, then: Callable[[], None]) -> bool:
-        """Nomad's driver does its blocking first step (the image pull) in the task runner's own
-        goroutine: here the driver's `prepare` runs off the main loop (the alloc's other operations
-        wait behind it in its Serial; a stop then comes after it, as the pull cannot be cancelled
-        for one task: others may wait on the same pull) and its events reach the store on the loop
-        as they happen. `then` on the loop when it is done; the next start uses what it did (or
-        raises its DriverError). False (`then` not called): nothing to prepare, or no config to
-        prepare it for (the start meets that error on its own path)."""
-        driver, t, ar = self.driver, self.t, self.ar
-        if not isinstance(driver, PreparesStart):
-            return False
-        try:
-            env = self.env()
-            config = interpolate_config(dict(t.config), self.task_view(env), self.d.node_table)
-        except (AgentError, OSError, ValueError, VaultError):
-            return False
-        post = loop_post(self.d.offload)
-
-        def driver_event(message: str, details: Mapping[str, str]) -> None:  # in the worker thread
-            copied = dict(details)
-            post(lambda: self.event("Driver", message, **copied))
-
-        ctx = TaskContext(
-            job=ar.job.id,
-            group=ar.group.name,
-            alloc_id=ar.id,
-            task=replace(t, config=config),
-            task_dir=self.task_dir,
-            env=env,
-            driver_event=driver_event,
-        )
-
-        def done(result: object, exc: Exception | None) -> None:
-            if exc is None or isinstance(exc, DriverError):
-                self._prepared = _Prepared(config, exc)
-            else:  # not the driver's word: the start does it again on its own
-                log.error("alloc=%s task=%s: prepare failed: %s", ar.id[:8], t.name, exc)
-                self._prepared = None
-            then()
-
-        ar.serial.off_loop(f"prepare {t.name}", lambda: driver.prepare(ctx), done)
+            self.prep.drop()  # used by its start, or not: gone
         return True
 
     def start(self, cause: StartCause, why: str = "", *, restart: bool = False) -> None:
@@ -396,13 +261,13 @@ class TaskRunner:
         t, ar = self.t, self.ar
         self.killed_as_failure = False
         self.state.bump(t.name)
-        prepared, self._prepared = self._prepared, None
+        prepared = self.prep.take()
         req = StartRequest()
         try:  # the hooks' held dirs (host volumes) stay open until the driver's start returned
             for hook in self.hooks.prestart:
                 hook.prestart(req)
             self._started_env = env = {**self.env(), **self.template_env()}
-            config = interpolate_config(dict(t.config), self.task_view(env), self.d.node_table)
+            config = interpolate_config(dict(t.config), task_view(self.t, env), self.d.node_table)
             asked = [k for k in HOST_NAMESPACE_KEYS if t.driver == "docker" and config.get(k) == "host"]
             host_namespaces, refused = plan_host_namespaces(asked, self.d.bugs)
             if refused:
@@ -583,28 +448,17 @@ class TaskRunner:
         restore's start is not a restart of the task: the restore renders on its own."""
         policy = self.t.restart or self.ar.group.restart
         first = cause in (StartCause.RESTORE, StartCause.FIRST_START)
-        if not self.t.templates or not policy.render_templates or first:
+        hook, ar = self._template, self.ar
+        if hook is None or not policy.render_templates or first:
             return False
-        tt, ar = self.templates(), self.ar
+
+        def failed(exc: Exception) -> None:  # a render's failure fails the start, said
+            self.event("Template Failed", str(exc))
+            ar.fail(f"task {self.t.name} could not start: templates not rendered: {exc}")
 
         def render() -> None:  # in the alloc's turn: no other operation of it is off the loop
-            if ar.rec.status is not AllocStatus.RUNNING or ar.rec.desired is DesiredStatus.STOP:
-                return
-            setup = tt.begin_render_all()
-            if setup is None:
-                self.restart(cause, why, count=count, rendered=True)
-                return
-
-            def done(result: object, exc: Exception | None) -> None:
-                try:
-                    tt.finish_render_all(setup, result if isinstance(result, list) else None, exc)
-                except Exception as failed:  # a render's failure fails the start, said
-                    self.event("Template Failed", str(failed))
-                    ar.fail(f"task {self.t.name} could not start: templates not rendered: {failed}")
-                    return
-                self.restart(cause, why, count=count, rendered=True)
-
-            ar.serial.off_loop(f"render {self.t.name}", lambda: tt.run_render_all(setup), done)
+            if ar.rec.status is AllocStatus.RUNNING and ar.rec.desired is not DesiredStatus.STOP:
+                hook.render_again(lambda: self.restart(cause, why, count=count, rendered=True), failed)
 
         ar.serial.run(render)
         return True
@@ -628,7 +482,7 @@ class TaskRunner:
         def go(off_loop: bool) -> None:
             self._preparing = False
             self.restart(cause, why, count=count, rendered=True, prepared=True)
-            self._prepared = None  # used by its start, or not started (stopped meanwhile): gone
+            self.prep.drop()  # used by its start, or not started (stopped meanwhile): gone
             if off_loop and ar.rec.status is AllocStatus.RUNNING:
                 ar.coord.advance()  # its start may open the next lifecycle stage: the caller's turn
 
@@ -636,7 +490,7 @@ class TaskRunner:
             if ar.rec.status is not AllocStatus.RUNNING or ar.rec.desired is DesiredStatus.STOP:
                 self._preparing = False
                 return
-            if not self._prepare(lambda: go(True)):
+            if not self.prep.run(lambda: go(True)):
                 go(False)
 
         ar.serial.run(prepare)
@@ -729,26 +583,3 @@ class TaskRunner:
         else:
             why = "gone while the agent was down (no exit status to count)" if h else "never started"
             self.restart(StartCause.RESTORE, why)
-
-
-def prepare_each(runners: Sequence[TaskRunner], then: Callable[[], None]) -> None:
-    """Each task's driver prepare (docker's pull) off the loop, one after the other, then `then` on
-    the loop (the starts, which use them); what a start did not use is dropped after it."""
-    if not runners:
-        then()
-        return
-
-    def done() -> None:
-        try:
-            then()
-        finally:
-            for tr in runners:
-                tr._prepared = None
-
-    def chain(i: int) -> None:
-        if i == len(runners):
-            done()
-            return
-        runners[i].prepare_then(lambda: chain(i + 1))
-
-    chain(0)

@@ -72,6 +72,26 @@ class TemplateHook:
 
         self.p.serial.off_loop(f"render {self.task}", lambda: tt.run_render_all(setup), done)
 
+    def render_again(self, then: Callable[[], None], failed: Callable[[Exception], None]) -> None:
+        """Every template rendered anew, off the main loop in the alloc's turn (a restart with
+        `restart { render_templates }`, as Nomad's hook's prestart), then `then`; `failed(exc)`
+        when a render failed (the task's start fails)."""
+        tt = self.templates
+        setup = tt.begin_render_all()
+        if setup is None:
+            then()
+            return
+
+        def done(result: object, exc: Exception | None) -> None:
+            try:
+                tt.finish_render_all(setup, result if isinstance(result, list) else None, exc)
+            except Exception as render_failed:
+                failed(render_failed)
+                return
+            then()
+
+        self.p.serial.off_loop(f"render {self.task}", lambda: tt.run_render_all(setup), done)
+
     def rendered_env(self) -> dict[str, str]:
         """The variables of the task's `env = true` templates as the agent rendered them, kept with
         the templates' states (agent.templates.changemode.TemplateState.env), at every start, so a

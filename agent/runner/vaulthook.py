@@ -71,8 +71,7 @@ class VaultHook:
             )
 
     def restore(self) -> None:
-        if self.token.restore():
-            self.changed_on_restore = True
+        self.changed_on_restore = self.token.restore()
 
     def stop(self) -> None:
         self.token.revoke()
