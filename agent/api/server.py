@@ -32,24 +32,24 @@ import contextlib
 import logging
 import re
 import socket
-import ssl
 import threading
 import urllib.parse
 from asyncio import sslproto
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
 
 from agent.api import stream as apistream
 from agent.api.http11 import ClientError, Exchange, Request, Response, json_response
 from agent.api.pool import HandlerPool, QueueFull
-from agent.api.stream import FIELDLAB_EXEC, Streamed, Upgrade
+from agent.api.stream import FIELDLAB_EXEC, Idle, Streamed, Upgrade
+from agent.api.tls import peer_identity, server_ssl_context
 from agent.api.waiters import Park, Rereads, Waiters, hold
 
 __all__ = [
     "FIELDLAB_EXEC",
     "ApiServer",
     "Handler",
+    "Idle",
     "Response",
     "StreamOpener",
     "Streamed",
@@ -73,38 +73,14 @@ StreamOpener = Callable[[tuple[str, ...], bytes], "Response | ExecSession"]
 
 _MAX_PARKED = 256  # connections handshaking or being read; keeps the agent's own file descriptors safe
 MAX_SESSIONS = 16  # interactive exec sessions at once (each holds two threads and a command)
-MAX_STREAMS = 32  # streamed answers at once (each holds a stream thread while it waits for data)
+MAX_STREAMS = 1024  # streamed answers open at once (an idle one holds no thread: stream.Idle)
+STREAM_THREADS = 32  # threads pulling the streams' next chunks (each pull is short)
 WOKEN_READS = 8  # threads running the reads of woken blocking queries (they queue without a bound)
 TLS_READ_BUFFER = 32 * 1024  # bytes each TLS connection reads into (asyncio's default: 256 KiB each)
 _LINGER = 1.0  # seconds to read what a client still sends after an early answer (so it sees the answer)
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE"})
 _WRITES = frozenset({"POST", "PUT", "DELETE"})
 _TOO_DEEP = "the request is nested too deeply to handle (arrays or objects within each other)"
-
-
-def server_ssl_context(config: Config) -> ssl.SSLContext:
-    if config.tls is None:
-        raise AgentError("config has no tls section: the agent API only serves mTLS")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        ctx.load_cert_chain(str(config.tls.cert_file), str(config.tls.key_file))
-        ctx.load_verify_locations(cafile=str(config.tls.ca_file))
-    except (OSError, ssl.SSLError) as exc:
-        raise AgentError(
-            f"cannot load the API's TLS files ({config.tls.cert_file}, {config.tls.key_file}, "
-            f"{config.tls.ca_file}): {exc}"
-        ) from None
-    ctx.verify_mode = ssl.CERT_REQUIRED  # no cert that chains to the CA: no TLS session
-    return ctx
-
-
-def peer_identity(peercert: Any) -> str | None:
-    """The subject CN of a verified client cert; None when it has none, or more than one."""
-    if not isinstance(peercert, dict):
-        return None
-    names = [str(v) for rdn in peercert.get("subject", ()) for k, v in rdn if k == "commonName"]
-    return names[0] if len(names) == 1 else None
 
 
 _request = threading.local()  # the request a handler thread is answering
@@ -130,6 +106,12 @@ def parking() -> bool | None:
     (False), or waits in its thread (None: called outside a server)."""
     park: bool | None = getattr(_request, "park", None)
     return park
+
+
+def pulled() -> bool:
+    """In a handler: whether the stream it answers is pulled by a server (it may yield `Idle`), or
+    in the caller's own thread (a test calling the handler: it waits in that thread instead)."""
+    return getattr(_request, "park", None) is not None
 
 
 def query_values(name: str) -> list[str]:
@@ -171,7 +153,7 @@ class ApiServer:
         self._pool = HandlerPool(config.api_max_connections, config.api_max_queued_requests)
         # The agent's own GET routes (health, metrics) never wait behind handlers stuck on the core.
         self._status_pool = HandlerPool(2, config.api_max_queued_requests)
-        self._stream_pool = HandlerPool(MAX_STREAMS)
+        self._stream_pool = HandlerPool(STREAM_THREADS)
         self._woken_pool = HandlerPool(WOKEN_READS)  # bounded by the waiters, each admitted already
         self._waiters = Waiters()
         self._rereads = Rereads()
@@ -222,6 +204,10 @@ class ApiServer:
     def waiting(self) -> int:
         """Blocking queries held now."""
         return self._waiters.held()
+
+    def streaming(self) -> int:
+        """Streamed answers open now."""
+        return self._streaming
 
     # -- the event loop ----------------------------------------------------------------------
     def _run(self) -> None:
@@ -374,7 +360,8 @@ class ApiServer:
         level = logging.INFO if head.method in _WRITES else logging.DEBUG  # every write at INFO
         log.log(level, "api %s %s by %s from %s -> %d", head.method, head.path, identity, peer, status)
         if isinstance(answer, Streamed):
-            await self._stream(writer, http, answer, extra, f"{head.method} {head.path} by {identity}")
+            what = f"{head.method} {head.path} by {identity}"
+            await self._stream(reader, writer, http, answer, extra, what)
         else:
             await self._answer(writer, http, answer, extra)
 
@@ -382,7 +369,7 @@ class ApiServer:
         self, reader: asyncio.StreamReader, park: Park, head: Request, identity: str
     ) -> tuple[Response | Streamed, dict[str, str]]:
         """A blocking query held until it is woken, then its handler's answer (it reads at once)."""
-        if not await hold(self._waiters, reader, park):
+        if not await hold(reader, self._waiters.wait(park)):
             raise ConnectionResetError("the client went away while its query waited")
         query = head.query
         read = partial(self._respond_with, head.method, head.path, b"", None, query, identity, woken=True)
@@ -392,6 +379,11 @@ class ApiServer:
             answer, extra = await asyncio.wrap_future(self._woken_pool.submit(read))
         assert not isinstance(answer, Park)  # a woken handler reads at once
         return answer, extra
+
+    def _idle(self, idle: Idle) -> Awaitable[object]:
+        if idle.changes is None:
+            return asyncio.sleep(idle.seconds)
+        return self._waiters.wait(Park(idle.changes, (), idle.after, idle.seconds))
 
     def _pool_for(self, head: Request) -> HandlerPool:
         """The agent's own GET routes (health, metrics) have a lane of their own."""
@@ -403,10 +395,17 @@ class ApiServer:
         return ClientError(status, f"the agent is busy: {why}; try again", headers={"Retry-After": "1"})
 
     async def _stream(
-        self, writer: asyncio.StreamWriter, http: Exchange, answer: Streamed, extra: dict[str, str], what: str
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        http: Exchange,
+        answer: Streamed,
+        extra: dict[str, str],
+        what: str,
     ) -> None:
-        """Send `answer` as it is made (h11: chunked), pulling each chunk in a stream thread, until it
-        ends or the client goes away; at MAX_STREAMS open already, 429."""
+        """Send `answer` as it is made (h11: chunked), pulling each chunk in a stream thread and
+        waiting out an `Idle` one on the loop, until it ends or the client goes away; at MAX_STREAMS
+        open already, 429."""
         if self._streaming >= MAX_STREAMS:
             await asyncio.wrap_future(self._stream_pool.submit(answer.close))
             message = f"{MAX_STREAMS} streams are open already: end one first\n"
@@ -424,6 +423,10 @@ class ApiServer:
                 )
                 if chunk is None:
                     break
+                if isinstance(chunk, Idle):
+                    if not await hold(reader, self._idle(chunk)):
+                        raise ConnectionResetError("the client went away")
+                    continue
                 if chunk:
                     writer.write(http.chunk(chunk))
                 if writer.is_closing():

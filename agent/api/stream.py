@@ -19,7 +19,8 @@ import contextlib
 import http.client
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -92,16 +93,52 @@ class FrameCodec:
         return kind, (await self.reader.readexactly(length) if length else b"")
 
 
+class Changes(Protocol):
+    """What an idle stream waits on (agent.state.changes.ChangeIndex)."""
+
+    def current(self, kinds: Collection[str] = ()) -> int: ...
+
+    def wait(self, after: int, timeout: float, kinds: Collection[str] = ()) -> int: ...
+
+
+@dataclass(frozen=True)
+class Idle:
+    """A stream's word that it has nothing to send for `seconds`, or until `changes` pass `after`
+    (when given): the server waits on its loop, with no thread, then pulls the next chunk. A
+    stream yields it only when a server pulls it (agent.api.server.pulled()); pulled in a test's
+    own thread, a stream sleeps or waits instead."""
+
+    seconds: float
+    changes: Changes | None = None
+    after: int = 0
+
+    def wait(self) -> None:
+        """In the stream's own thread (not pulled by a server): the same wait, blocking."""
+        if self.changes is None:
+            time.sleep(self.seconds)
+        else:
+            self.changes.wait(self.after, self.seconds)
+
+    def waited(self, served: bool) -> Iterator[Idle]:
+        """In a stream, `yield from idle.waited(served)`: handed to the server that pulls it
+        (`served`), else waited out in this thread."""
+        if served:
+            yield self
+        else:
+            self.wait()
+
+
 @dataclass
 class Streamed:
     """An answer whose body is made as it goes (a followed log, Nomad's StreamFrames): sent with
     `Transfer-Encoding: chunked`, each chunk as `chunks` yields it (in a stream thread: it may
-    block). An empty chunk sends nothing but checks the client is still there; `close` runs when
-    the stream ends, the client goes away or the server stops."""
+    block, briefly). An empty chunk sends nothing but checks the client is still there; an `Idle`
+    one waits on the server's loop with no thread; `close` runs when the stream ends, the client
+    goes away or the server stops."""
 
     status: int
     content_type: str
-    chunks: Iterator[bytes]
+    chunks: Iterator[bytes | Idle]
     close: Callable[[], None] = lambda: None
 
 

@@ -17,7 +17,7 @@ import concurrent.futures
 import contextlib
 import threading
 import urllib.parse
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Protocol, TypeVar
 
 _T = TypeVar("_T")
@@ -115,17 +115,17 @@ class Waiters:
         self._stop.set()
 
 
-async def hold(waiters: Waiters, reader: asyncio.StreamReader, park: Park) -> bool:
-    """Hold a parked request until it is woken or its wait ends (True: answer it now), or until
-    its client goes away (False: drop it). The client sends nothing more on its connection (one
-    request each); what it does send is read and dropped while it waits."""
+async def hold(reader: asyncio.StreamReader, wait: Awaitable[object]) -> bool:
+    """Wait for `wait` (a parked query's `Waiters.wait`, an idle stream's) with no thread: True when
+    it is over, False when the client went away first (drop it). The client sends nothing more on
+    its connection (one request each); what it does send is read and dropped meanwhile."""
 
     async def gone() -> None:
         with contextlib.suppress(OSError):
             while await reader.read(64 * 1024):
                 pass
 
-    waiting = asyncio.ensure_future(waiters.wait(park))
+    waiting = asyncio.ensure_future(wait)
     watching = asyncio.ensure_future(gone())
     try:
         await asyncio.wait({waiting, watching}, return_when=asyncio.FIRST_COMPLETED)

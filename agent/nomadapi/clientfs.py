@@ -13,14 +13,22 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Response, Streamed, query_params
+from agent.api.server import Handler, Idle, Response, Streamed, pulled, query_params
 from agent.client.core import Core
-from agent.command.logs import STREAMS, LogChunk, LogSource, adopted_log_source, log_source, read_log
+from agent.command.logs import (
+    FOLLOW_POLL,
+    STREAMS,
+    LogChunk,
+    LogSource,
+    adopted_log_source,
+    log_source,
+    read_log,
+)
 from agent.nomadapi import allocfs, fsjson
 from agent.nomadapi.context import find_alloc
 from agent.nomadapi.http import HttpError, answer
@@ -97,7 +105,7 @@ def fs_routes(api: FsPort) -> list[tuple[str, str, Handler]]:
             raise HttpError(400, f"file {json.dumps(path)} is a directory")
         size = found.size
         start = max(0, size - offset) if origin == "end" else offset
-        return Streamed(200, "application/json", _file_frames(where, path, start, follow))
+        return Streamed(200, "application/json", _file_frames(where, path, start, follow, pulled()))
 
     def readat(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
@@ -187,15 +195,18 @@ def _logs(api: FsPort) -> Handler:
         return Streamed(
             200,
             "text/plain; charset=utf-8" if plain else "application/json",
-            _log_chunks(source, first, follow, plain, file),
+            _log_chunks(source, first, follow, plain, file, pulled()),
         )
 
     return logs
 
 
-def _log_chunks(source: LogSource, chunk: LogChunk, follow: bool, plain: bool, file: str) -> Iterator[bytes]:
+def _log_chunks(
+    source: LogSource, chunk: LogChunk, follow: bool, plain: bool, file: str, served: bool = False
+) -> Iterator[bytes | Idle]:
     """What the log holds from its first read `chunk` on, then, when following, what is written
-    next; each piece as bytes (plain) or a StreamFrame."""
+    next; each piece as bytes (plain) or a StreamFrame. `served`: a server pulls it, and waits out
+    the follow's polls on its loop (Idle) rather than in a thread."""
     while True:
         if chunk.data:
             if plain:
@@ -220,13 +231,29 @@ def _log_chunks(source: LogSource, chunk: LogChunk, follow: bool, plain: bool, f
             return
         if not follow:
             return
-        chunk = read_log(source, at, limit=FRAME_BYTES, follow=True, wait=HEARTBEAT, resume=resume)
+        if served:
+            chunk = yield from _follow(source, at, resume)
+        else:
+            chunk = read_log(source, at, limit=FRAME_BYTES, follow=True, wait=HEARTBEAT, resume=resume)
+
+
+def _follow(source: LogSource, at: int, resume: tuple[int, int] | None) -> Generator[Idle, None, LogChunk]:
+    """read_log's follow (a look every FOLLOW_POLL seconds for up to HEARTBEAT), each pause an Idle."""
+    deadline = time.monotonic() + HEARTBEAT
+    chunk = read_log(source, at, limit=FRAME_BYTES, resume=resume)
+    at, resume = chunk.next_offset, chunk.resume
+    while not chunk.data and not chunk.reset and time.monotonic() < deadline:
+        yield Idle(FOLLOW_POLL)
+        chunk = read_log(source, at, limit=FRAME_BYTES, resume=resume)
+    return chunk
 
 
 FILE_POLL = 0.25  # seconds between looks at a followed file for appended bytes
 
 
-def _file_frames(alloc_dir: Path, path: str, at: int, follow: bool) -> Iterator[bytes]:
+def _file_frames(
+    alloc_dir: Path, path: str, at: int, follow: bool, served: bool = False
+) -> Iterator[bytes | Idle]:
     """Frames of what the file holds from `at`; when following, of what is appended (a heartbeat
     `{}` each HEARTBEAT seconds without any), until the file goes or the client does."""
     idle_since = time.monotonic()
@@ -245,4 +272,4 @@ def _file_frames(alloc_dir: Path, path: str, at: int, follow: bool) -> Iterator[
         if time.monotonic() - idle_since >= HEARTBEAT:
             yield b"{}"
             idle_since = time.monotonic()
-        time.sleep(FILE_POLL)  # polling the file for appended bytes (no change notification here)
+        yield from Idle(FILE_POLL).waited(served)  # polling the file for appended bytes (no notification)

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from agent.api.server import Handler, Streamed, query_params, query_values
+from agent.api.server import Handler, Idle, Streamed, pulled, query_params, query_values
 from agent.client.core import Core
 from agent.errors import AgentError
 from agent.nomadapi import structs
@@ -127,11 +127,12 @@ def event_stream(api: EventPort) -> Handler:
         if not raw.isdigit() or len(raw) > 20:
             raise HttpError(400, f"index={raw[:32]!r}: a change index")
         start = int(raw)
+        served = pulled()  # a server waits out an idle stream on its loop, with no thread
 
-        def lines() -> Iterator[bytes]:
+        def lines() -> Iterator[bytes | Idle]:
             at = start if start else core.changes.current()
             while True:
-                core.changes.wait(at, HEARTBEAT)
+                yield from Idle(HEARTBEAT, core.changes, at).waited(served)
                 changes = core.changes.since(at)
                 if not changes:
                     yield b"{}\n"
