@@ -44,11 +44,11 @@ def docker_like(node: FakeNode) -> None:
     node.docker.log_files = node.docker.container_log = True
 
 
-def test_a_plain_docker_task_gets_its_dir_and_its_logmon_only(tmp_path: Path) -> None:
+def test_a_plain_docker_task_gets_its_dir_its_logmon_and_its_logger_only(tmp_path: Path) -> None:
     node = FakeNode(tmp_path)
     docker_like(node)
     t = Task(name="web", driver="docker", config={"image": "busybox"})
-    assert names(hooks_of(node, t)) == ["task_dir", "logmon"]
+    assert names(hooks_of(node, t)) == ["task_dir", "logmon", "docker_logger"]
     quiet = Task(name="web", driver="docker", config={"image": "busybox"}, logs=LogConfig(disabled=True))
     assert names(hooks_of(node, quiet)) == ["task_dir"]
     # a driver that keeps no log (the fakes'): no logmon either
@@ -67,8 +67,9 @@ def test_a_template_and_vault_task_gets_their_hooks_and_vault_only_with_an_agent
         vault=Vault(policies=("app",)),
         templates=(Template(destination="local/app.env", data="A=1", env=True),),
     )
-    assert names(hooks_of(node, t, vault=FakeVault())) == ["task_dir", "logmon", "vault", "template"]
-    assert names(hooks_of(node, t)) == ["task_dir", "logmon", "template"]  # the agent has no Vault
+    with_vault = ["task_dir", "logmon", "docker_logger", "vault", "template"]
+    assert names(hooks_of(node, t, vault=FakeVault())) == with_vault
+    assert names(hooks_of(node, t)) == ["task_dir", "logmon", "docker_logger", "template"]  # no agent Vault
 
 
 def test_a_task_needing_every_hook_gets_each_at_its_points_in_nomads_order(tmp_path: Path) -> None:
@@ -93,6 +94,7 @@ def test_a_task_needing_every_hook_gets_each_at_its_points_in_nomads_order(tmp_p
         "task_dir",
         "identity",
         "logmon",
+        "docker_logger",
         "dispatch_payload",
         "artifacts",
         "vault",
@@ -104,10 +106,10 @@ def test_a_task_needing_every_hook_gets_each_at_its_points_in_nomads_order(tmp_p
         "setup": ["task_dir", "identity", "dispatch_payload", "artifacts", "vault", "template"],
         "prestart": ["identity", "logmon", "vault", "volumes"],
         "env": ["identity", "vault"],
-        "poststart": ["logmon", "checks"],
+        "poststart": ["docker_logger", "checks"],
         "exited": ["identity", "logmon", "checks"],
         "restore": ["task_dir", "vault"],
-        "reattached": ["identity", "logmon", "checks"],
+        "reattached": ["identity", "logmon", "docker_logger", "checks"],
         "stop": ["identity", "vault", "checks"],
     }
 

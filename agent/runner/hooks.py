@@ -1,5 +1,6 @@
-"""A task runner's plain hooks (Nomad's task_dir, logmon, artifact and volume hooks); the identity,
-dispatch payload, Vault, template and check hooks have files of their own.
+"""A task runner's plain hooks (Nomad's task_dir, logmon, artifact and volume hooks, and a docker
+task's logger, which Nomad's docker driver starts itself); the identity, dispatch payload, Vault,
+template and check hooks have files of their own.
 
 Each hook does one part of a task's life around the driver's start, at the points Nomad's task
 runner calls its own hooks:
@@ -69,10 +70,11 @@ class TaskDirHook:
 
 
 class LogmonHook:
-    """A process task's stdout/stderr go through its logmon (agent.runner.logmonhook), started when
-    none runs (`files`: the driver writes the task's output to the logmon's pipes); a container's
-    log is copied into the same pipes by a logger per container (`container`: Nomad's
-    docker_logger). Made only for a task whose driver has either and whose `logs` are enabled."""
+    """The task's stdout/stderr go through its logmon (agent.runner.logmonhook), started before each
+    start when none runs; the driver gives the task the logmon's pipes. Made only for a task whose
+    driver writes its output to files (`log_files`) and whose `logs` are enabled. `always`: every
+    start of the task wrote to the pipes (a container's logger copies into them), so a restore
+    brings back a logmon that is gone without asking whether the task was given pipes."""
 
     name = "logmon"
 
@@ -84,16 +86,14 @@ class LogmonHook:
         task: str,
         limits: LogLimits,
         *,
-        files: bool,
-        container: bool,
+        always: bool,
         bugs: Bugs,
     ) -> None:
         self.events, self.logs, self.alloc_dir, self.task, self.limits = events, logs, alloc_dir, task, limits
-        self.files, self.container, self.bugs = files, container, bugs
+        self.always, self.bugs = always, bugs
 
     def prestart(self, req: StartRequest) -> None:
-        if self.files:
-            req.output = self._output()
+        req.output = self._output()
 
     def _output(self) -> TaskOutput:
         try:
@@ -102,17 +102,8 @@ class LogmonHook:
             raise DriverError("logmon", f"task {self.task}", f"cannot start its logmon: {exc}") from None
         return LogmonOutput(self.logs, self.alloc_dir, self.task)
 
-    def poststart(self, handle: TaskHandle) -> None:
-        """A logger that cannot start is an event, not a failed task."""
-        if not self.container:
-            return
-        try:
-            self.logs.follow_container(self.alloc_dir, self.task, handle.id)
-        except OSError as exc:
-            self.events.event("Logmon Failure", f"cannot follow its container's log: {exc}")
-
     def exited(self) -> None:
-        self.logs.stop(self.alloc_dir, self.task)  # it drains its pipes and ends
+        self.logs.stop(self.alloc_dir, self.task)  # it drains its pipes (and its logger) and ends
 
     def reattached(self, handle: TaskHandle) -> None:
         """Its logmon outlived the agent as a rule; one that did not is started again and copies what
@@ -120,12 +111,33 @@ class LogmonHook:
         (agent.command.logs.TaskDirLog): none."""
         if not plan_restart_logmon(self.bugs):
             return
-        if self.files and (self.container or self.logs.has_pipes(self.alloc_dir, self.task)):
+        if self.always or self.logs.has_pipes(self.alloc_dir, self.task):
             try:
                 self._output()
             except DriverError as exc:
                 self.events.event("Logmon Failure", f"{exc.reason}: its output waits in the pipe")
-        self.poststart(handle)
+
+
+class DockerLoggerHook:
+    """A container's log copied into its task's logmon pipes by a logger per container (Nomad's
+    docker_logger), started after each start and again at a restore. Made only for a task whose
+    driver has a container log (`container_log`) and whose `logs` are enabled; a logger that
+    cannot start is an event, not a failed task."""
+
+    name = "docker_logger"
+
+    def __init__(self, events: TaskEvents, logs: TaskLogs, alloc_dir: Path, task: str, bugs: Bugs) -> None:
+        self.events, self.logs, self.alloc_dir, self.task, self.bugs = events, logs, alloc_dir, task, bugs
+
+    def poststart(self, handle: TaskHandle) -> None:
+        try:
+            self.logs.follow_container(self.alloc_dir, self.task, handle.id)
+        except OSError as exc:
+            self.events.event("Logmon Failure", f"cannot follow its container's log: {exc}")
+
+    def reattached(self, handle: TaskHandle) -> None:
+        if plan_restart_logmon(self.bugs):  # nomad-5577's fault: nothing is started again
+            self.poststart(handle)
 
 
 class ArtifactHook:

@@ -4,7 +4,8 @@ uses (agent.runner.interfaces), never the task runner:
 
 - task_dir: always;
 - identity: an identity the task exposes (`file` or `env`);
-- logmon: a driver that writes the task's output to files or has a container log, `logs` enabled;
+- logmon: a driver that writes the task's output to files, `logs` enabled;
+- docker_logger: a driver with a container log (docker), `logs` enabled;
 - dispatch_payload: a dispatched job's task with `dispatch_payload`;
 - artifacts: artifacts;
 - vault: a vault block, on an agent with Vault;
@@ -19,7 +20,7 @@ from agent.drivers.base import DriverError, TaskDriver
 from agent.identity.vaultlogin import plan_vault_login
 from agent.runner.checks import ChecksHook
 from agent.runner.dispatchhook import DispatchPayloadHook
-from agent.runner.hooks import ArtifactHook, LogmonHook, TaskDirHook, VolumeHook
+from agent.runner.hooks import ArtifactHook, DockerLoggerHook, LogmonHook, TaskDirHook, VolumeHook
 from agent.runner.identityhook import IdentityHook, IdentityPorts, identity_signer
 from agent.runner.interfaces import TaskHook, TaskHost
 from agent.runner.logmonhook import LogLimits
@@ -50,14 +51,13 @@ def task_hooks(alloc: TemplateHost, tr: TaskHost) -> tuple[TaskHook, ...]:
         driver: TaskDriver | None = tr.driver
     except DriverError:  # a driver this agent does not run: the task's start says so
         driver = None
-    if driver is not None and not t.logs.disabled and (driver.log_files or driver.container_log):
+    logs = driver is not None and not t.logs.disabled
+    if logs and driver is not None and driver.log_files:
         limits = LogLimits(t.logs.max_files, t.logs.max_file_size)
-        files, container = driver.log_files, driver.container_log
-        hooks.append(
-            LogmonHook(
-                tr, d.task_logs, ar.alloc_dir, t.name, limits, files=files, container=container, bugs=d.bugs
-            )
-        )
+        always = driver.container_log  # a container's logger writes to the pipes at every start
+        hooks.append(LogmonHook(tr, d.task_logs, ar.alloc_dir, t.name, limits, always=always, bugs=d.bugs))
+    if logs and driver is not None and driver.container_log:
+        hooks.append(DockerLoggerHook(tr, d.task_logs, ar.alloc_dir, t.name, d.bugs))
     if ar.job.dispatched and t.dispatch_payload:
         hooks.append(DispatchPayloadHook(ar.job.payload, t.dispatch_payload, tr.task_dir, task_file_owner(t)))
     if t.artifacts:
