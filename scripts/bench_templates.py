@@ -85,7 +85,7 @@ def run(n: int, key: str, ttl: str, root: Path, bao: OpenBaoServer) -> dict[str,
         out = agent.core.call(lambda: agent.core.job_registry.submit(job(n, ttl), None, source=f"bench-{n}"))
         alloc = out["allocs"][0]
         runner = agent.core.runners[alloc]
-        tt = runner.templates(runner.group.tasks[0])
+        tt = runner.tasks[runner.group.tasks[0].name].templates()
         began, first_fetches = time.monotonic(), tt.fetches
         span = MEASURE_TTLS * _seconds(ttl)
 
@@ -109,7 +109,7 @@ def run(n: int, key: str, ttl: str, root: Path, bao: OpenBaoServer) -> dict[str,
         agent.stop()
         agent = lab.start_agent(vault=vault)
         runner = agent.core.runners[alloc]
-        tt2 = runner.templates(runner.group.tasks[0])
+        tt2 = runner.tasks[runner.group.tasks[0].name].templates()
         wait_until(
             lambda: (True if tt2.passes >= 1 else None, "no pass yet"), timeout=60, what="restore render"
         )

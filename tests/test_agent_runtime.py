@@ -1236,8 +1236,8 @@ def test_a_hung_stop_and_a_hung_change_script_hold_up_no_other_alloc(lab: AgentL
 
         def change_script() -> None:
             r = agent.core.allocs.runner(scripted)
-            r.exec_in_task(
-                r.group.tasks[0], ["sleep", "60"], 25.0, lambda rc, out: script.set_result((rc, out))
+            r.tasks[r.group.tasks[0].name].exec(
+                ["sleep", "60"], 25.0, lambda rc, out: script.set_result((rc, out))
             )
 
         agent.core.call(change_script)

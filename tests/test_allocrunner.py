@@ -81,8 +81,8 @@ def test_bridge_docker_group_gets_a_pause_owner_an_address_and_running_tasks(tmp
     assert r.rec.status is AllocStatus.RUNNING and r.rec.network_state is NetworkState.READY
     assert r.rec.address == "10.9.0.1" and node.pause.created == ["pause-1"] and node.named.created == []
     assert [c.netns_owner.id if c.netns_owner else None for c in node.docker.starts] == ["pause-1"] * 2
-    assert r.task_env(r.group.tasks[0])["NOMAD_ALLOC_IP"] == "10.9.0.1"
-    assert r.task_env(r.group.tasks[0])["NOMAD_HOST_PORT_http"] == "20001"
+    assert r.tasks[r.group.tasks[0].name].env()["NOMAD_ALLOC_IP"] == "10.9.0.1"
+    assert r.tasks[r.group.tasks[0].name].env()["NOMAD_HOST_PORT_http"] == "20001"
     view = r.view()
     assert view["network"]["pause_container"] == "pause-1" and view["status"] == "running"
     assert {t["state"] for t in view["tasks"].values()} == {"running"}
@@ -540,7 +540,7 @@ job "web" {
     assert node.store.get("job", "web") is None, "nothing stored"
     (alloc,) = core.job_registry.submit(spec.replace('["us-*"]', '["us-*", "eu-*"]'), "hcl")["allocs"]
     r = core.allocs.runner(alloc)
-    env = r.task_env(r.group.tasks[0])
+    env = r.tasks[r.group.tasks[0].name].env()
     assert (env["NOMAD_META_owner"], env["NOMAD_META_OWNER"]) == ("task", "task")
     assert (env["NOMAD_META_tier"], env["NOMAD_META_build_id"], env["NOMAD_META_BUILD_ID"]) == (
         "gold",
@@ -612,7 +612,7 @@ def test_operator_and_change_mode_restarts_are_not_counted(tmp_path: Path) -> No
     r = _started(node, policy=RestartPolicy(attempts=0, interval=600, delay=3, mode="fail"))
     for _ in range(3):
         r.user_restart(r.group.tasks[0])
-    r.restart_for_template(r.group.tasks[0])
+    r.tasks[r.group.tasks[0].name].restart_for_template()
     assert r.alloc_running() and r.state.task("t0").restarts == 4 and r.state.task("t0").restart_times == ()
     assert _causes(node, r) == ["first start", *["operator restart"] * 3, "change_mode restart"]
     _crash(node, r)  # the task's own exit is the only thing attempts = 0 refuses
@@ -717,7 +717,7 @@ def test_a_network_recreated_at_restore_starts_each_task_once_with_cause_restore
 def test_a_template_change_mode_restart_names_its_cause(tmp_path: Path) -> None:
     node = FakeNode(tmp_path)
     r = _started(node)
-    r.restart_for_template(r.group.tasks[1])
+    r.tasks[r.group.tasks[1].name].restart_for_template()
     assert _causes(node, r, "t1") == ["first start", "change_mode restart"]
     assert {e.details.get("why") for e in node.store.events(r.id, "t1") if e.type == "Started"} == {
         None,
@@ -836,7 +836,7 @@ def test_env_templates_reach_the_task_env_at_every_start_and_win_over_the_tasks_
 
     # The task rewrites its env file: its next start still gets what the agent rendered.
     (r.task_dir(task) / "secrets" / "app.env").write_text("DB_PASS=rotated\nLD_PRELOAD=/tmp/evil.so\n")
-    r.restart_for_template(task)
+    r.tasks[task.name].restart_for_template()
     env = node.docker.starts[-1].env
     assert env["DB_PASS"] == "s1-pw-1" and "LD_PRELOAD" not in env, env
     assert _events(node, r).count("Template Env Failed") == 1, "named once, at its render"
@@ -844,13 +844,13 @@ def test_env_templates_reach_the_task_env_at_every_start_and_win_over_the_tasks_
     # A re-render (what it read changed) is what the next start gets, and the same after an agent
     # restart (the values are in the agent's state, not in the task's file).
     (r.task_dir(task) / "local" / "gen").write_text("2")
-    r.templates(task).schedule_rerender(0.0)
+    r.tasks[task.name].templates().schedule_rerender(0.0)
     node.run_timers()
     env = node.docker.starts[-1].env
     assert (env["DB_PASS"], env["MODE"]) == ("s1-pw-2", "blue"), env
     (r.task_dir(task) / "secrets" / "app.env").write_text("DB_PASS=rotated\n")
     again = _again(node, r)
-    assert again.template_env(task)["DB_PASS"] == "s1-pw-2"
+    assert again.tasks[task.name].template_env()["DB_PASS"] == "s1-pw-2"
 
 
 def test_env_template_state_from_an_older_agent_reads_the_file_only_while_it_is_as_rendered(
@@ -868,9 +868,9 @@ def test_env_template_state_from_an_older_agent_reads_the_file_only_while_it_is_
     key = f"{r.id}/t0/secrets/app.env"
     old = {k: v for k, v in (node.store.get("template", key) or {}).items() if k != "env"}
     node.store.put("template", key, old)
-    assert r.template_env(task) == {"A": "1"}
+    assert r.tasks[task.name].template_env() == {"A": "1"}
     (r.task_dir(task) / "secrets" / "app.env").write_text("A=2\nLD_PRELOAD=/x.so\n")
-    assert r.template_env(task) == {}
+    assert r.tasks[task.name].template_env() == {}
     (msg,) = [e.message for e in node.store.events(r.id, "t0") if e.type == "Template Env Failed"]
     assert "changed since it was rendered" in msg
 

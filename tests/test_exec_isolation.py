@@ -376,7 +376,7 @@ EOT
 def _signal(agent: AgentUnderTest, alloc: str, sig: str) -> None:
     def send() -> None:
         r = agent.core.allocs.runner(alloc)
-        r.signal_task(r.group.tasks[0], sig)
+        r.tasks[r.group.tasks[0].name].signal(sig)
 
     agent.core.call(send)
 
@@ -417,8 +417,7 @@ def test_signals_change_script_restart_and_stop_reach_the_isolated_workload(lab:
 
         def change_script() -> None:
             r = agent.core.allocs.runner(alloc)
-            r.exec_in_task(
-                r.group.tasks[0],
+            r.tasks[r.group.tasks[0].name].exec(
                 ["/bin/sh", "/local/change.sh"],
                 10.0,
                 lambda rc, out: ran.set_result((rc, out)),

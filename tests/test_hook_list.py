@@ -23,7 +23,6 @@ from agent.structs.model import (
     VolumeMount,
     WorkloadIdentity,
 )
-from agent.templates.deps import TaskHost as TemplateHost
 from tests.fakes import FakeNode, FakeVault
 from tests.hook_fakes import Task_
 
@@ -32,7 +31,7 @@ POINTS = ("setup", "prestart", "env", "poststart", "exited", "restore", "reattac
 
 def hooks_of(node: FakeNode, t: Task, job: Job | None = None, **deps: object) -> HookPoints:
     tr = Task_(node, t, job, **deps)
-    return HookPoints.of(task_hooks(cast(TemplateHost, tr.ar), cast(TaskHost, tr)))
+    return HookPoints.of(task_hooks(cast(TaskHost, tr)))
 
 
 def names(points: HookPoints) -> list[str]:

@@ -140,8 +140,8 @@ def test_hung_stop_and_hung_script_hold_up_no_other_alloc(node: tuple[Core, Hang
     scripted = runner_of(core, "hung-script")
     script_done: list[tuple[int, str]] = []
     core.call(
-        lambda: scripted.exec_in_task(
-            scripted.group.tasks[0], ["/hang"], HUNG, lambda rc, out: script_done.append((rc, out))
+        lambda: scripted.tasks[scripted.group.tasks[0].name].exec(
+            ["/hang"], HUNG, lambda rc, out: script_done.append((rc, out))
         ),
         timeout=5,
     )

@@ -71,7 +71,8 @@ class Host:
 
     def __init__(self, root: Path, env: Mapping[str, str] | None = None, vault: Any = None) -> None:
         self.root = root
-        self.env: Mapping[str, str] = env if env is not None else {}
+        self.variables: Mapping[str, str] = env if env is not None else {}
+        self.task_name = ""  # the task of its last `templates`
         self.vault = vault
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.events: list[tuple[str, str]] = []
@@ -79,6 +80,7 @@ class Host:
 
     def templates(self, task: Task, **deps: Any) -> TaskTemplates:
         checked: TaskHost = self
+        self.task_name = task.name
         return TaskTemplates(checked, task, TemplateDeps(self.store, self.schedule, **deps))
 
     @property
@@ -88,30 +90,29 @@ class Host:
     def alloc_running(self) -> bool:
         return True
 
-    def task_env(self, t: Task) -> Mapping[str, str]:
-        return self.env
+    def env(self) -> Mapping[str, str]:
+        return self.variables
 
-    def task_dir(self, t: Task) -> Path:
-        return self.root / t.name
+    @property
+    def task_dir(self) -> Path:
+        return self.root / self.task_name
 
-    def task_vault(self, t: Task) -> Any:
+    def task_vault(self) -> Any:
         return self.vault
 
-    def task_running(self, t: Task) -> bool:
+    def running(self) -> bool:
         return True
 
-    def event(self, task: str, type_: str, message: str) -> None:
+    def event(self, type_: str, message: str) -> None:
         self.events.append((type_, message))
 
-    def signal_task(self, t: Task, sig: str) -> None:
+    def signal(self, sig: str) -> None:
         pass
 
-    def exec_in_task(
-        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
-    ) -> None:
+    def exec(self, argv: list[str], timeout: float, then: Callable[[int, str], None]) -> None:
         then(0, "")
 
-    def restart_for_template(self, t: Task) -> None:
+    def restart_for_template(self) -> None:
         pass
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:

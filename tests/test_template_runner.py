@@ -58,6 +58,7 @@ class StandInHost:
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.events: list[tuple[str, str]] = []
         self.scripts_run: list[list[str]] = []
+        self.task_name = TASK.name  # the one task it hosts
 
     @property
     def alloc_id(self) -> str:
@@ -66,30 +67,29 @@ class StandInHost:
     def alloc_running(self) -> bool:
         return True
 
-    def task_env(self, t: Task) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         return {"NOMAD_ALLOC_ID": self.alloc_id}
 
-    def task_dir(self, t: Task) -> Path:
-        return self.root / t.name
+    @property
+    def task_dir(self) -> Path:
+        return self.root / self.task_name
 
-    def task_vault(self, t: Task) -> NewSerialEachFetch | None:
+    def task_vault(self) -> NewSerialEachFetch | None:
         return self.vault
 
-    def task_running(self, t: Task) -> bool:
+    def running(self) -> bool:
         return True
 
-    def event(self, task: str, type_: str, message: str) -> None:
+    def event(self, type_: str, message: str) -> None:
         self.events.append((type_, message))
 
-    def signal_task(self, t: Task, sig: str) -> None:
+    def signal(self, sig: str) -> None:
         raise AssertionError("no signal templates here")
 
-    def restart_for_template(self, t: Task) -> None:
+    def restart_for_template(self) -> None:
         raise AssertionError("no restart expected")
 
-    def exec_in_task(
-        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
-    ) -> None:
+    def exec(self, argv: list[str], timeout: float, then: Callable[[int, str], None]) -> None:
         self.scripts_run.append(argv)
         then(0, "")
 
@@ -303,8 +303,8 @@ def test_a_periodic_pass_renders_only_the_templates_whose_reads_changed(
     source = CountingSource()
     host = StandInHost(tmp_path / "alloc")
     host.vault = source  # type: ignore[assignment]
-    (host.task_dir(task) / "local").mkdir(parents=True)
-    (host.task_dir(task) / "local" / "input").write_text("one")
+    (host.task_dir / "local").mkdir(parents=True)
+    (host.task_dir / "local" / "input").write_text("one")
     deps = TemplateDeps(
         SqliteStore(tmp_path / "state" / "state.db"),
         host.schedule,
@@ -324,7 +324,7 @@ def test_a_periodic_pass_renders_only_the_templates_whose_reads_changed(
     assert len(rendered) == 2 * 22, "a task's setup renders every template"
     source.fetched.clear()
     before = _serials(tmp_path, names)
-    (host.task_dir(task) / "local" / "input").write_text("two")
+    (host.task_dir / "local" / "input").write_text("two")
     passes = 0
     while set(before) - set(source.fetched):
         delay, rerender = _next_pass(host)
@@ -335,7 +335,7 @@ def test_a_periodic_pass_renders_only_the_templates_whose_reads_changed(
         due = {f"secrets/{n}" for n in source.fetched[fetched_before:]}
         this_pass = rendered[rendered_before:]
         assert sorted(this_pass) == sorted([*due, *due, "local/copy", "local/copy"]), this_pass
-        assert (host.task_dir(task) / "local" / "copy").read_text() == "two"
+        assert (host.task_dir / "local" / "copy").read_text() == "two"
         states = tt.states()
         assert len({s.renew_by for s in states}) == 1, "every template's state has the next re-issue time"
     assert passes > 1 and sorted(source.fetched) == sorted(names), "each secret renewed, on its own"

@@ -525,13 +525,15 @@ class Host:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.env: dict[str, str] = {"V": "1"}
+        self.variables: dict[str, str] = {"V": "1"}
+        self.task_name = ""  # the task of its last `templates`
         self.timers: list[tuple[float, Callable[[], None]]] = []
         self.events: list[tuple[str, str]] = []
         self.store = SqliteStore(root.parent / f"{root.name}-state.db")
 
     def templates(self, task: Task, **deps: Any) -> TaskTemplates:
         checked: TaskHost = self
+        self.task_name = task.name
         return TaskTemplates(checked, task, TemplateDeps(self.store, self.schedule, **deps))
 
     @property
@@ -541,30 +543,29 @@ class Host:
     def alloc_running(self) -> bool:
         return True
 
-    def task_env(self, t: Task) -> dict[str, str]:
-        return dict(self.env)
+    def env(self) -> dict[str, str]:
+        return dict(self.variables)
 
-    def task_dir(self, t: Task) -> Path:
-        return self.root / t.name
+    @property
+    def task_dir(self) -> Path:
+        return self.root / self.task_name
 
-    def task_vault(self, t: Task) -> None:
+    def task_vault(self) -> None:
         return None
 
-    def task_running(self, t: Task) -> bool:
+    def running(self) -> bool:
         return True
 
-    def event(self, task: str, type_: str, message: str) -> None:
+    def event(self, type_: str, message: str) -> None:
         self.events.append((type_, message))
 
-    def signal_task(self, t: Task, sig: str) -> None:
+    def signal(self, sig: str) -> None:
         pass
 
-    def exec_in_task(
-        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
-    ) -> None:
+    def exec(self, argv: list[str], timeout: float, then: Callable[[int, str], None]) -> None:
         then(0, "")
 
-    def restart_for_template(self, t: Task) -> None:
+    def restart_for_template(self) -> None:
         pass
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:
@@ -584,10 +585,10 @@ def test_the_periodic_render_survives_any_exception_and_delivers_when_space_retu
     task = Task("web", "exec", templates=(Template("local/cfg", data='v={{ env "V" }}', change_mode="noop"),))
     tt = host.templates(task)
     tt.render_all()
-    dest = host.task_dir(task) / "local" / "cfg"
+    dest = host.task_dir / "local" / "cfg"
     assert dest.read_text() == "v=1"
 
-    host.env["V"] = "2"
+    host.variables["V"] = "2"
     _fail_file_writes(monkeypatch)
     tt.schedule_rerender(0.0)
     host.fire()

@@ -177,7 +177,7 @@ def test_the_runner_logs_in_with_the_tasks_signed_identity_not_through_the_token
     assert claims["nomad_task"] == "web"
     assert claims["sub"] == "global:default:probe:g:web:vault_default"
     token = (r.task_dir(task) / "secrets" / "vault_token").read_text()
-    assert token in vault.live and vault.live[token] == r.vault_token(task).lease.accessor  # type: ignore[union-attr]
+    assert token in vault.live and vault.live[token] == r.tasks[task.name].vault_token().lease.accessor  # type: ignore[union-attr]
     assert any(
         t == "Vault Token" and "logged in with identity vault_default at auth/jwt-nomad as role shop" in m
         for t, m in [(e.type, e.message) for e in node.store.events(ALLOC)]

@@ -121,7 +121,8 @@ class Host:
 
     def __init__(self, root: Path, vault: Any, loop: Loop | None = None, running: bool = True) -> None:
         self.root, self.vault, self.loop = root, vault, loop or Loop()
-        self.running = running
+        self.is_running = running
+        self.task_name = ""  # the task of its templates (`runner`)
         self.events: list[tuple[str, str]] = []
         self.scripts: list[str] = []  # the destination each change script ran for
         self.lock = threading.Lock()
@@ -133,31 +134,30 @@ class Host:
     def alloc_running(self) -> bool:
         return True
 
-    def task_env(self, t: Task) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         return {}
 
-    def task_dir(self, t: Task) -> Path:
-        return self.root / t.name
+    @property
+    def task_dir(self) -> Path:
+        return self.root / self.task_name
 
-    def task_vault(self, t: Task) -> Any:
+    def task_vault(self) -> Any:
         return self.vault
 
-    def task_running(self, t: Task) -> bool:
-        return self.running
+    def running(self) -> bool:
+        return self.is_running
 
-    def event(self, task: str, type_: str, message: str) -> None:
+    def event(self, type_: str, message: str) -> None:
         with self.lock:
             self.events.append((type_, message))
 
-    def signal_task(self, t: Task, sig: str) -> None:
+    def signal(self, sig: str) -> None:
         raise AssertionError("no signal templates here")
 
-    def restart_for_template(self, t: Task) -> None:
+    def restart_for_template(self) -> None:
         raise AssertionError("no restart expected")
 
-    def exec_in_task(
-        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
-    ) -> None:
+    def exec(self, argv: list[str], timeout: float, then: Callable[[int, str], None]) -> None:
         self.scripts.append(argv[-1])
         then(0, "")
 
@@ -188,6 +188,7 @@ def cert_task(n: int, *, prefix: str = "t", ttl: str = "1h") -> Task:
 
 def runner(host: Host, task: Task, store: SqliteStore, **deps: Any) -> TaskTemplates:
     checked: TaskHost = host
+    host.task_name = task.name
     deps.setdefault("monotonic", host.loop.clock)
     return TaskTemplates(checked, task, TemplateDeps(store, host.loop.schedule, **deps))
 
@@ -513,7 +514,7 @@ def _certs_valid(tt: TaskTemplates, host: Host, task: Task) -> list[str]:
     problems = []
     states = {s.dest: s for s in tt.states()}
     for tpl in task.templates:
-        path = host.task_dir(task) / tpl.destination
+        path = host.task_dir / tpl.destination
         text = path.read_text()
         cert = x509.load_pem_x509_certificate(text.encode())
         cn = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value
@@ -529,7 +530,7 @@ def _certs_valid(tt: TaskTemplates, host: Host, task: Task) -> list[str]:
 def _serials(host: Host, task: Task) -> dict[str, int]:
     return {
         tpl.destination: x509.load_pem_x509_certificate(
-            (host.task_dir(task) / tpl.destination).read_bytes()
+            (host.task_dir / tpl.destination).read_bytes()
         ).serial_number
         for tpl in task.templates
     }
@@ -694,7 +695,7 @@ def test_a_restarted_agent_spreads_its_login_and_re_issue_and_delivers_one_actio
     again.restore()
     assert again.rec.status is AllocStatus.RUNNING, _events(node)
     assert out.read_text() == serial, "the restore re-issued inside itself"
-    assert again.templates(task).spread_restores == 1
+    assert again.tasks[task.name].templates().spread_restores == 1
     loop.advance(3.01)  # the window: the spread re-issue fires, and its one action
     assert out.read_text() != serial, "not re-issued within the restart window"
     assert len(node.docker.starts) == starts + 1, _events(node)

@@ -550,7 +550,7 @@ def test_after_an_agent_restart_the_running_task_keeps_its_token(tmp_path: Path)
     again.restore()
     assert len(vault.created) == 1 and vault.revoked == []
     assert vault.fetched[-1] == ("task-token-1", "pki_int/issue/fieldlab-workload")  # the re-render
-    assert again.task_env(task)["VAULT_TOKEN"] == "task-token-1"
+    assert again.tasks[task.name].env()["VAULT_TOKEN"] == "task-token-1"
 
 
 def test_after_an_agent_restart_a_lost_token_is_replaced_and_the_task_restarted(tmp_path: Path) -> None:
@@ -667,7 +667,7 @@ def test_a_job_without_the_policy_gets_a_template_failed_event_naming_the_path(
     assert r.rec.status is AllocStatus.FAILED, what
     failed = [m for t, m in _events(node) if t == "Template Failed"]
     assert len(failed) == 1 and f"{path}: permission denied" in failed[0], (what, failed)
-    token = next(c for c in [r.vault_token(r.group.tasks[0])] if c is not None)
+    token = next(c for c in [r.tasks[r.group.tasks[0].name].vault_token()] if c is not None)
     assert token.lease is None  # the failed setup revoked it
 
 
@@ -698,7 +698,7 @@ def test_the_tasks_token_is_revoked_when_the_alloc_stops(
     r = _runner(node, agent_vault, task)
     r.start()
     token = (r.task_dir(task) / "secrets" / "vault_token").read_text()
-    lease = r.vault_token(task).lease  # type: ignore[union-attr]
+    lease = r.tasks[task.name].vault_token().lease  # type: ignore[union-attr]
     assert lease is not None and _lookup_accessor(openbao, lease.accessor) == 200
     r.stop()
     assert _lookup_self(openbao, token) is None, "the task's token still works after the alloc stopped"
@@ -748,7 +748,7 @@ def test_the_token_is_renewed_before_it_expires(
     task = _real_task("web", KV_PROBE, (JOB_PROBE,))
     r = _runner(node, agent_vault, task, loop=loop)
     r.start()
-    keeper = r.vault_token(task)
+    keeper = r.tasks[task.name].vault_token()
     assert keeper is not None and keeper.lease is not None and keeper.lease.ttl == short_period
     token = keeper.token
     loop.run_for(2.5 * short_period)  # the token would have expired twice over without renewals

@@ -69,7 +69,9 @@ def client_routes(api: ClientAllocPort) -> list[tuple[str, str, Handler]]:
                 tasks = [task]
             else:
                 tasks = list(r.group.tasks)
-            names, refused = plan_user_restart([(t.name, r.task_running(t)) for t in tasks], name, core.bugs)
+            names, refused = plan_user_restart(
+                [(t.name, r.tasks[t.name].running()) for t in tasks], name, core.bugs
+            )
             if refused:
                 raise Conflict(f"Failed to restart: alloc {r.id}: {refused}")
             reason = "User requested task to restart" if name else "User requested running tasks to restart"
@@ -86,7 +88,9 @@ def client_routes(api: ClientAllocPort) -> list[tuple[str, str, Handler]]:
 
         def do() -> None:
             r = managed(unquote(groups[0]))
-            names = [t.name for t in r.group.tasks if r.task_running(t) and (not name or t.name == name)]
+            names = [
+                t.name for t in r.group.tasks if r.tasks[t.name].running() and (not name or t.name == name)
+            ]
             if name and name not in {t.name for t in r.group.tasks}:
                 raise NotFound(f"Failed to signal task: {name!r} not found in alloc {r.id}")
             if not names:
@@ -152,7 +156,7 @@ def _gc_routes(api: ClientAllocPort, managed: Any) -> list[tuple[str, str, Handl
                 (t.name, r.driver(t), h)
                 for t in r.group.tasks
                 if (not only or t.name == only)
-                and r.task_running(t)
+                and r.tasks[t.name].running()
                 and (h := r.state.handle(t.name)) is not None
             ]
             return r.id, tasks

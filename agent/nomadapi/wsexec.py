@@ -233,9 +233,9 @@ def exec_stream(api: NomadApi) -> tuple[str, str, StreamOpener, Upgrade]:
             if task is None:
                 raise NotFound(f"task {name!r} not found in alloc {r.id}")
             handle = r.state.handle(task.name)
-            if handle is None or not r.task_running(task):
+            if handle is None or not r.tasks[task.name].running():
                 raise Conflict(f"task {name} of alloc {r.id} is not running")
-            return r.driver(task), handle, r.id, r.exec_env(task)
+            return r.driver(task), handle, r.id, r.tasks[task.name].exec_env()
 
         try:
             driver, handle, alloc_id, env = core.call(find)

@@ -64,12 +64,10 @@ from agent.runner.restorer import Restorer
 from agent.runner.state import NETNS_OWNER, AllocState
 from agent.runner.taskhooks import task_hooks
 from agent.runner.taskrunner import ALL_TASKS_COMPLETE, TaskRunner
-from agent.runner.vaulttoken import TaskVaultToken
 from agent.runner.view import alloc_view
 from agent.structs.model import Group, Job, Task
 from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
-from agent.templates.render import SecretSource, TemplateRenderError
-from agent.templates.runner import TaskTemplates
+from agent.templates.render import TemplateRenderError
 from agent.vault import VaultError
 
 log = logging.getLogger(__name__)
@@ -98,7 +96,7 @@ class AllocRunner:
         # the loop that can take long (an artifact's download) ends early, as Nomad's hooks' context.
         self.setup_cancel = threading.Event()
         self.tasks: dict[str, TaskRunner] = {
-            t.name: TaskRunner(self, t, lambda tr: task_hooks(self, tr)) for t in self.group.tasks
+            t.name: TaskRunner(self, t, task_hooks) for t in self.group.tasks
         }
         self._deregistered = False  # its Consul services, once at a stop (shutdown_delay) or teardown
         self.coord = Coordinator(self)  # the tasks' lifecycle order
@@ -111,50 +109,11 @@ class AllocRunner:
     def rec(self) -> AllocRecord:
         return self.state.rec
 
-    # -- what the template runner needs of a task's host (agent.templates.deps.TaskHost) -----------
-    @property
-    def alloc_id(self) -> str:
-        return self.id
-
     def alloc_running(self) -> bool:
         return self.rec.status is AllocStatus.RUNNING
 
-    def task_env(self, t: Task) -> dict[str, str]:
-        return self.tasks[t.name].env()
-
-    def task_vault(self, t: Task) -> SecretSource | None:
-        return self.tasks[t.name].task_vault()
-
-    def task_running(self, t: Task) -> bool:
-        return self.tasks[t.name].running()
-
-    def signal_task(self, t: Task, sig: str) -> None:
-        self.tasks[t.name].signal(sig)
-
-    def exec_in_task(
-        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
-    ) -> None:
-        self.tasks[t.name].exec(argv, timeout, then)
-
-    def restart_for_template(self, t: Task) -> None:
-        tr = self.tasks[t.name]
-        self.serial.run(lambda: tr.stop_then_restart(StartCause.CHANGE_MODE, "template re-rendered"))
-
     def event(self, task: str, type_: str, message: str, **details: Any) -> None:
         self.state.event(task, type_, message, **details)
-
-    # -- a task's parts, by its task runner --------------------------------------------------------
-    def templates(self, t: Task) -> TaskTemplates:
-        return self.tasks[t.name].templates()
-
-    def template_env(self, t: Task) -> dict[str, str]:
-        return self.tasks[t.name].template_env()
-
-    def vault_token(self, t: Task) -> TaskVaultToken | None:
-        return self.tasks[t.name].vault_token()
-
-    def exec_env(self, t: Task) -> dict[str, str]:
-        return self.tasks[t.name].exec_env()
 
     # -- what the alloc is -----------------------------------------------------------------------
     @property

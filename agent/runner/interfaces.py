@@ -109,7 +109,7 @@ class Lifecycle(Protocol):
     def first_tasks(self) -> list[Task]: ...
 
 
-class AllocHost(AllocContext, TemplateHost, Protocol):
+class AllocHost(AllocContext, Protocol):
     """What the alloc runner's parts and its task runners read and call on it."""
 
     network_from_state: bool  # its network taken over at a restore, not created in this run
@@ -184,9 +184,9 @@ class TaskLifecycle(TaskEvents, Protocol):
     def stop_then_restart(self, cause: StartCause, why: str) -> None: ...
 
 
-class TaskHost(TaskLifecycle, Protocol):
+class TaskHost(TaskLifecycle, TemplateHost, Protocol):
     """A task as its hooks are made from it (agent.runner.taskhooks: each hook is handed the narrow
-    parts it needs) and as the check watcher reads it."""
+    parts it needs), as the check watcher reads it and as its template runner is given it."""
 
     killed_as_failure: bool  # its next exit follows a check_restart kill (the restart tracker's)
 

@@ -29,14 +29,12 @@ from agent.runner.templatehook import TemplateHook, TemplatePorts
 from agent.runner.vaulthook import NewToken, VaultHook, VaultPorts
 from agent.runner.vaulttoken import TaskVaultToken
 from agent.structs.records import DesiredStatus
-from agent.templates.deps import TaskHost as TemplateHost
 from agent.templates.runner import TaskTemplates
 
 
-def task_hooks(alloc: TemplateHost, tr: TaskHost) -> tuple[TaskHook, ...]:
+def task_hooks(tr: TaskHost) -> tuple[TaskHook, ...]:
     """The hooks of the task of `tr` in Nomad's order (validate has no hook here: the jobspec
-    reader checks), then the check watcher's. `alloc` is what the task's template runner is
-    given (the alloc runner)."""
+    reader checks), then the check watcher's. The task's template runner is given `tr`."""
     t, d, ar = tr.t, tr.d, tr.ar
     hooks: list[TaskHook] = [
         TaskDirHook(tr, d.task_dirs, ar.alloc_dir, tr.task_dir, t.resources.secrets, d.bugs)
@@ -94,9 +92,7 @@ def task_hooks(alloc: TemplateHost, tr: TaskHost) -> tuple[TaskHook, ...]:
         hooks.append(VaultHook(t.vault, vault))
     if t.templates:
         templates = d.templates
-        rendering = TemplatePorts(
-            lambda: TaskTemplates(alloc, t, templates), tr, ar.serial, tr.task_dir, d.bugs
-        )
+        rendering = TemplatePorts(lambda: TaskTemplates(tr, t, templates), tr, ar.serial, tr.task_dir, d.bugs)
         hooks.append(TemplateHook(t.name, t.templates, rendering))
     if t.volume_mounts:
         requests = {v.alias: v for v in ar.group.volumes}

@@ -101,10 +101,22 @@ class TaskRunner:
 
     @property
     def task_dir(self) -> Path:
-        return self.ar.task_dir(self.t)
+        return self.ar.alloc_dir / self.t.name
 
     def event(self, type_: str, message: str, **details: Any) -> None:
         self.ar.event(self.t.name, type_, message, **details)
+
+    # -- what its template runner reads of it besides (agent.templates.deps.TaskHost) ----------
+    @property
+    def alloc_id(self) -> str:
+        return self.ar.id
+
+    def alloc_running(self) -> bool:
+        return self.ar.alloc_running()
+
+    def restart_for_template(self) -> None:
+        """A change_mode restart: in the alloc's turn, after what runs in it."""
+        self.ar.serial.run(lambda: self.stop_then_restart(StartCause.CHANGE_MODE, "template re-rendered"))
 
     def handle(self) -> TaskHandle | None:
         return self.state.handle(self.t.name)

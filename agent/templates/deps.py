@@ -1,4 +1,4 @@
-"""What a task's template runner (agent.templates.runner) is given: its host (`TaskHost`, the alloc
+"""What a task's template runner (agent.templates.runner) is given: its host (`TaskHost`, the task
 runner), what every task's runner shares (`TemplateDeps`) and a setup pass in flight (`SetupPass`)."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Protocol
 from agent.client.offload import Offload, run_inline
 from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.state import StateStore
-from agent.structs.model import Task
 from agent.templates.budget import DEFAULT_MAX_TEMPLATES, DEFAULT_PASS_BUDGET
 from agent.templates.nomadfuncs import NomadSource
 from agent.templates.render import ConsulSource, RenderContext, SecretSource
@@ -21,34 +20,34 @@ from agent.templates.wake import VaultWake
 
 
 class TaskHost(Protocol):
-    """What the template runner needs of the alloc that runs its task."""
+    """What the template runner needs of its task's runner (agent.runner.taskrunner.TaskRunner, as
+    Nomad's template hook is handed its task's lifecycle and event emitter)."""
 
     @property
     def alloc_id(self) -> str: ...
 
     def alloc_running(self) -> bool: ...
 
-    def task_env(self, t: Task) -> Mapping[str, str]: ...
+    def env(self) -> Mapping[str, str]: ...
 
-    def task_dir(self, t: Task) -> Path: ...
+    @property
+    def task_dir(self) -> Path: ...
 
-    def task_vault(self, t: Task) -> SecretSource | None:
+    def task_vault(self) -> SecretSource | None:
         """The task's own Vault access (its token, never the agent's); None: no Vault configured."""
         ...
 
-    def event(self, task: str, type_: str, message: str) -> None: ...
+    def event(self, type_: str, message: str) -> None: ...
 
-    def task_running(self, t: Task) -> bool: ...
+    def running(self) -> bool: ...
 
-    def signal_task(self, t: Task, sig: str) -> None: ...
+    def signal(self, sig: str) -> None: ...
 
-    def exec_in_task(
-        self, t: Task, argv: list[str], timeout: float, then: Callable[[int, str], None]
-    ) -> None:
+    def exec(self, argv: list[str], timeout: float, then: Callable[[int, str], None]) -> None:
         """Run argv in the task off the main loop; `then(exit code, output)` on it when done."""
         ...
 
-    def restart_for_template(self, t: Task) -> None: ...
+    def restart_for_template(self) -> None: ...
 
 
 @dataclass(frozen=True)

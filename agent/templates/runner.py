@@ -1,7 +1,7 @@
 """A task's templates over time: render, persist the change_mode states, re-render before dynamic
 secrets expire, and deliver exactly one action per change (see agent.templates.changemode).
 
-Driven on the agent's main loop by whatever hosts the task (`TaskHost`: the alloc runner, or a
+Driven on the agent's main loop by whatever hosts the task (`TaskHost`: the task runner, or a
 fake in the unit tests); every pass's renders run off it (a setup and a restore too: `SetupPass`).
 Vault being down is retried with backoff and reported as task events, and retried at once when Vault
 answers again (agent.templates.wake); the watcher never stops silently (nomad-28016) unless the
@@ -194,7 +194,7 @@ class TaskTemplates:
         self._rendering = False
         self.rate_limited += setup.rate_limited
         for type_, message in setup.events:
-            self.r.event(self.t.name, type_, message)
+            self.r.event(type_, message)
         if exc is not None:
             if rate_limited_cause(exc) is not None:
                 self._keep_fetched(setup.ctx, setup.started)
@@ -208,13 +208,13 @@ class TaskTemplates:
         states = self.states()
         if not states or any(s.renew_by is None or not s.rendered for s in states):
             return False  # never rendered, or rendered by an agent that kept no re-issue time
-        vault = self.r.task_vault(self.t)
+        vault = self.r.task_vault()
         spread = vault.restart_delay() if isinstance(vault, RestartPaced) else None
         if spread is None:
             return False
         due = [s.renew_by for s in states if s.renew_by]
         delay = plan_restore_render(
-            task_running=self.r.task_running(self.t),
+            task_running=self.r.running(),
             content_intact=self._content_intact(states),
             now=self.d.clock(),
             renew_by=min(due) if due else 0.0,
@@ -236,7 +236,7 @@ class TaskTemplates:
 
     def _content_intact(self, states: list[TemplateState]) -> bool:
         """Every destination holds what was rendered there (its sha256), read inside the sandbox."""
-        task_dir = self.r.task_dir(self.t)
+        task_dir = self.r.task_dir
         for s in states:
             try:
                 text = read_file(task_dir, s.dest, self.d.max_bytes)
@@ -249,7 +249,7 @@ class TaskTemplates:
     def _context(self, *, reuse_held: bool) -> RenderContext:
         """A pass's render context. `reuse_held`: the held secrets not due yet are rendered from as
         they are (a periodic pass); otherwise every secret is fetched (a setup, a restore)."""
-        ctx = RenderContext(self.r.task_env(self.t), vault=self.r.task_vault(self.t), consul=self.d.consul)
+        ctx = RenderContext(self.r.env(), vault=self.r.task_vault(), consul=self.d.consul)
         ctx.nomad = task_view(self.d.nomad, self.r.alloc_id, self.t)
         if reuse_held:
             ctx.cache.update(reusable(self._held, self.d.monotonic()))
@@ -307,7 +307,7 @@ class TaskTemplates:
                 try:
                     _, digest, did_change = render(
                         tpl,
-                        self.r.task_dir(self.t),
+                        self.r.task_dir,
                         ctx,
                         timeout=min(self.d.render_timeout, left),
                         max_bytes=self.d.max_bytes,
@@ -350,12 +350,12 @@ class TaskTemplates:
             states[dest] = on_render(states[dest], digest)
             changed |= did_change
             if did_change:
-                self.r.event(self.t.name, "Template Rendered", f"rendered {dest}")
+                self.r.event("Template Rendered", f"rendered {dest}")
         changed_dests = {dest for dest, _, did_change in renders if did_change}
         for dest, (values, bad) in ctx.env_files.items():
             if bad and (dest in changed_dests or states[dest].env is None):
                 lines = ", ".join(str(n) for n in bad[:10])
-                self.r.event(self.t.name, "Template Env Failed", f"{dest}: not KEY=VALUE at line(s) {lines}")
+                self.r.event("Template Env Failed", f"{dest}: not KEY=VALUE at line(s) {lines}")
             states[dest] = replace(states[dest], env=tuple(values.items()))
         self.save(list(states.values()))
         self.failures = 0
@@ -452,7 +452,7 @@ class TaskTemplates:
         retry = plan_render_retry(self.failures, all_noop, self.d.bugs, vault_down=vault_down)
         if retry.give_up:
             self.dead = True
-            self.r.event(self.t.name, "Template Failed", f"{exc}; the template runner stops (fault)")
+            self.r.event("Template Failed", f"{exc}; the template runner stops (fault)")
             log.error(
                 "alloc=%s task=%s template runner gave up after %d failures",
                 self.r.alloc_id[:8],
@@ -469,13 +469,11 @@ class TaskTemplates:
             self._stalled = 0 if progressed else self._stalled + 1
             attempt = max(1, self._stalled)
             delay = plan_rate_limit_retry(attempt, limited.retry_after, random.random())  # noqa: S311
-            self.r.event(
-                self.t.name, RATE_LIMITED_EVENT, f"{exc}: rate limited by Vault, retrying in {delay:.1f}s"
-            )
+            self.r.event(RATE_LIMITED_EVENT, f"{exc}: rate limited by Vault, retrying in {delay:.1f}s")
             self.schedule_rerender(delay)
             return
         delay = retry.delay * random.uniform(0.8, 1.2)  # noqa: S311
-        self.r.event(self.t.name, "Template Failed", f"{exc}; retrying in {delay:.1f}s")
+        self.r.event("Template Failed", f"{exc}; retrying in {delay:.1f}s")
         self.schedule_rerender(delay)
         self.wake_when_vault_answers(retry.wake_on_vault)
 
@@ -523,7 +521,7 @@ class TaskTemplates:
             self.d.schedule(0.0, lambda: self._first_render_scripts(scripts))
 
     def _first_render_scripts(self, scripts: list[ChangeScript]) -> None:
-        if not self.r.alloc_running() or not self.r.task_running(self.t):
+        if not self.r.alloc_running() or not self.r.running():
             return  # exited (or stopped) before: nothing to exec in, as Nomad's poststart
         for script in scripts:
             self._run_script(script)
@@ -539,7 +537,7 @@ class TaskTemplates:
         if not self.r.alloc_running():
             return
         lew = self.d.bugs.last_event_wins
-        running = self.r.task_running(self.t)
+        running = self.r.running()
         states = self.states()
         plan = plan_actions(
             states,
@@ -550,8 +548,8 @@ class TaskTemplates:
         if plan.empty:
             return
         if plan.restart:
-            self.r.event(self.t.name, "Restart Signaled", "Template with change_mode restart re-rendered")
-            self.r.restart_for_template(self.t)  # its start records on_task_started
+            self.r.event("Restart Signaled", "Template with change_mode restart re-rendered")
+            self.r.restart_for_template()  # its start records on_task_started
             return
         self._deliver(plan, running, handle_ready)
         self.save(on_delivered(states, plan, last_event_wins=lew))
@@ -564,9 +562,9 @@ class TaskTemplates:
                 self.after_fetch_latencies.append(now - self._owed_fetched)
             self._owed_since = self._owed_fetched = None
         for sig in plan.signals:
-            self.r.event(self.t.name, "Signaling", f"Template re-rendered; sending {sig}")
+            self.r.event("Signaling", f"Template re-rendered; sending {sig}")
             if running:
-                self.r.signal_task(self.t, sig)
+                self.r.signal(sig)
         for dest in plan.scripts:
             tpl = next(x for x in self.t.templates if x.destination == dest)
             if tpl.change_script is None or not running:
@@ -575,7 +573,6 @@ class TaskTemplates:
                 # nomad-15851/24051: no driver handle to exec in yet; the script is skipped, not
                 # retried, and the caller records the action as delivered: it is lost.
                 self.r.event(
-                    self.t.name,
                     "Template Script Failed",
                     f"{tpl.change_script.command}: no driver handle for the restored task yet; "
                     "change script not run",
@@ -586,12 +583,12 @@ class TaskTemplates:
     def _run_script(self, script: ChangeScript) -> None:
         def ran(rc: int, out: str) -> None:
             kind = "Template Script" if rc == 0 else "Template Script Failed"
-            self.r.event(self.t.name, kind, f"{script.command} exited {rc}: {out.strip()[-200:]}")
+            self.r.event(kind, f"{script.command} exited {rc}: {out.strip()[-200:]}")
             if rc != 0 and script.fail_on_error:
-                self.r.restart_for_template(self.t)
+                self.r.restart_for_template()
 
         # Off the main loop: a script that hangs until its timeout holds nothing else up.
-        self.r.exec_in_task(self.t, [script.command, *script.args], script.timeout, ran)
+        self.r.exec([script.command, *script.args], script.timeout, ran)
 
     def after_restore(self) -> None:
         """After an agent restart and re-render: the running task is owed exactly one action if the
