@@ -186,10 +186,11 @@ repro: install ## Reproduce a field bug on the running lab: BUG=<id> (flag on: R
 	$(BIN)/python -m e2e.drivers.repro --lab $(LAB) $(if $(TARGET),--target $(TARGET)) $(if $(MARKDOWN),--markdown) $(BUG)
 
 .PHONY: bench
-bench: bootstrap ## Every bench in one sitting (floors, agent, templates, lab), then one table: figure | value | target | ratio to floor
+bench: bootstrap ## Every bench in one sitting (floors, agent, API, templates, lab), then one table: figure | value | target | ratio to floor
 	$(BIN)/python scripts/bench_table.py --reset
 	$(BIN)/python scripts/bench_floors.py
 	$(BIN)/python scripts/bench_agent.py
+	$(BIN)/python scripts/bench_api.py
 	$(BIN)/python scripts/bench_render.py
 	$(BIN)/python scripts/bench_templates.py
 	$(BIN)/python scripts/bench_lab.py
@@ -206,6 +207,10 @@ bench-lab: bootstrap ## Lab cost: bare node boot, cold and warm lab-up, converge
 .PHONY: bench-agent
 bench-agent: bootstrap ## Agent restore time, task restarts and RSS with 1, 10, 50 allocs (BENCH_ALLOCS=1,10,50)
 	$(BIN)/python scripts/bench_agent.py
+
+.PHONY: bench-api
+bench-api: bootstrap ## The API under watchers: 1,000 blocking queries held (answered early, wake p50/p99, idle CPU, RSS), 200 followed log streams and 16 exec sessions (BENCH_WAITERS, BENCH_STREAMS, BENCH_EXECS)
+	$(BIN)/python scripts/bench_api.py
 
 .PHONY: bench-templates
 bench-templates: bootstrap ## Render time per template, secret change -> action latency (p50/p99), Vault requests per cycle

@@ -18,6 +18,7 @@ import h11
 import pytest
 
 from agent.api.server import ApiServer
+from agent.api.waiters import Rereads
 from agent.client.core import Core
 from agent.command.config import Config, TLSConfig
 from agent.nomadapi.http import JITTER_FRACTION, blocked_now
@@ -260,3 +261,42 @@ def test_the_watch_thread_ends_with_the_server(served: Served) -> None:
         )
     finally:
         clients.close()
+
+
+def test_queries_woken_together_share_one_read_that_starts_after_they_woke() -> None:
+    """agent.api.waiters.Rereads: joining a read not started yet; a read started already is not
+    joined (it may have missed the change that woke the later query)."""
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    gate = threading.Event()
+    calls: list[int] = []
+
+    def read() -> int:
+        calls.append(len(calls))
+        gate.wait(HOLD_TIMEOUT)
+        return len(calls)
+
+    async def woken_together() -> tuple[list[tuple[int, bool]], list[tuple[int, bool]]]:
+        rereads = Rereads()
+        key = Rereads.key("/v1/jobs", "index=7&wait=60s&prefix=web")
+        assert key == Rereads.key("/v1/jobs", "prefix=web&index=9")  # the same read, whatever index
+        blocker = pool.submit(gate.wait, HOLD_TIMEOUT)  # the one thread busy: the read waits to start
+        first = [asyncio.ensure_future(rereads.read(key, pool.submit, read)) for _ in range(50)]
+        await asyncio.sleep(0)
+        gate.set()
+        blocker.result(HOLD_TIMEOUT)
+        done = await asyncio.gather(*first)
+        gate.clear()
+        started = asyncio.ensure_future(rereads.read(key, pool.submit, read))
+        while not calls[1:]:  # the second read has started (it waits on the gate)
+            await asyncio.sleep(0.01)
+        later = asyncio.ensure_future(rereads.read(key, pool.submit, read))
+        gate.set()
+        return done, [await started, await later]
+
+    try:
+        done, after = asyncio.run(woken_together())
+    finally:
+        gate.set()
+        pool.shutdown()
+    assert done == [(1, True)] + [(1, False)] * 49  # 50 queries, one read, one of them its owner
+    assert after == [(2, True), (3, True)] and len(calls) == 3  # started already: read anew
