@@ -18,6 +18,7 @@ import pytest
 
 from agent.api.server import STREAM_THREADS, ApiServer
 from agent.command.config import Config, TLSConfig
+from agent.nomadapi.http import blocked_now
 from lab.waits import wait_until
 from tests.fakes import FakeNode
 from tests.pki import TestCA
@@ -111,6 +112,7 @@ def test_a_hundred_event_streams_are_served_with_no_thread_each_and_get_the_next
             what=f"{STREAMS} event streams open",
         )  # today's server: 32 at most (a stream thread each), the rest answered 429
         assert {s.status for s in streams} == {200}
+        assert blocked_now() == 0  # idle streams are not blocking queries (the metrics' gauge)
         # The handler threads and at most STREAM_THREADS pulling chunks: none is a stream's own.
         assert threading.active_count() - before <= STREAM_THREADS + 10 < STREAMS
         api.submit(ONE_TASK)

@@ -383,7 +383,7 @@ class ApiServer:
     def _idle(self, idle: Idle) -> Awaitable[object]:
         if idle.changes is None:
             return asyncio.sleep(idle.seconds)
-        return self._waiters.wait(Park(idle.changes, (), idle.after, idle.seconds))
+        return self._waiters.wait(Park(idle.changes, (), idle.after, idle.seconds), query=False)
 
     def _pool_for(self, head: Request) -> HandlerPool:
         """The agent's own GET routes (health, metrics) have a lane of their own."""

@@ -67,8 +67,9 @@ class Waiters:
     def held(self) -> int:
         return sum(len(w.waiters) for w in self._watches.values())
 
-    async def wait(self, park: Park) -> bool:
-        """Until what `park` reads changes past its index (True) or its wait ends (False)."""
+    async def wait(self, park: Park, *, query: bool = True) -> bool:
+        """Until what `park` reads changes past its index (True) or its wait ends (False). `query`:
+        a blocking query (counted in parked_now), not an idle stream."""
         loop = asyncio.get_running_loop()
         changes = park.changes
         watch = self._watches.get(id(changes))
@@ -82,7 +83,8 @@ class Waiters:
             return True
         fut: asyncio.Future[None] = loop.create_future()
         watch.waiters[fut] = (park.kinds, park.after)
-        _parked[0] += 1
+        counted = int(query)
+        _parked[0] += counted
         try:
             async with asyncio.timeout(park.wait):
                 await fut
@@ -90,7 +92,7 @@ class Waiters:
         except TimeoutError:
             return False
         finally:
-            _parked[0] -= 1
+            _parked[0] -= counted
             watch.waiters.pop(fut, None)
 
     def _wake(self, watch: _Watch) -> None:
