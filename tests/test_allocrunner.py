@@ -827,15 +827,17 @@ def test_env_templates_reach_the_task_env_at_every_start_and_win_over_the_tasks_
     group = Group(name="g", tasks=(task,), restart=POLICY)
     r = AllocRunner(node.deps(), _record(), Job(id="web", groups=(group,)), group)
     node.store.put("alloc", r.id, r.rec.to_record())
-    (r.task_dir(task) / "local").mkdir(parents=True)
-    (r.task_dir(task) / "local" / "gen").write_text("1")
+    (r.tasks[task.name].task_dir / "local").mkdir(parents=True)
+    (r.tasks[task.name].task_dir / "local" / "gen").write_text("1")
     r.start()
     env = node.docker.starts[-1].env
     assert (env["DB_PASS"], env["MODE"], env["PORT"]) == ("s1-pw-1", "blue", "8080"), env
     assert _events(node, r).count("Template Env Failed") == 1  # "not a pair", named at the render
 
     # The task rewrites its env file: its next start still gets what the agent rendered.
-    (r.task_dir(task) / "secrets" / "app.env").write_text("DB_PASS=rotated\nLD_PRELOAD=/tmp/evil.so\n")
+    (r.tasks[task.name].task_dir / "secrets" / "app.env").write_text(
+        "DB_PASS=rotated\nLD_PRELOAD=/tmp/evil.so\n"
+    )
     r.tasks[task.name].restart_for_template()
     env = node.docker.starts[-1].env
     assert env["DB_PASS"] == "s1-pw-1" and "LD_PRELOAD" not in env, env
@@ -843,12 +845,12 @@ def test_env_templates_reach_the_task_env_at_every_start_and_win_over_the_tasks_
 
     # A re-render (what it read changed) is what the next start gets, and the same after an agent
     # restart (the values are in the agent's state, not in the task's file).
-    (r.task_dir(task) / "local" / "gen").write_text("2")
+    (r.tasks[task.name].task_dir / "local" / "gen").write_text("2")
     r.tasks[task.name].templates().schedule_rerender(0.0)
     node.run_timers()
     env = node.docker.starts[-1].env
     assert (env["DB_PASS"], env["MODE"]) == ("s1-pw-2", "blue"), env
-    (r.task_dir(task) / "secrets" / "app.env").write_text("DB_PASS=rotated\n")
+    (r.tasks[task.name].task_dir / "secrets" / "app.env").write_text("DB_PASS=rotated\n")
     again = _again(node, r)
     assert again.tasks[task.name].template_env()["DB_PASS"] == "s1-pw-2"
 
@@ -869,7 +871,7 @@ def test_env_template_state_from_an_older_agent_reads_the_file_only_while_it_is_
     old = {k: v for k, v in (node.store.get("template", key) or {}).items() if k != "env"}
     node.store.put("template", key, old)
     assert r.tasks[task.name].template_env() == {"A": "1"}
-    (r.task_dir(task) / "secrets" / "app.env").write_text("A=2\nLD_PRELOAD=/x.so\n")
+    (r.tasks[task.name].task_dir / "secrets" / "app.env").write_text("A=2\nLD_PRELOAD=/x.so\n")
     assert r.tasks[task.name].template_env() == {}
     (msg,) = [e.message for e in node.store.events(r.id, "t0") if e.type == "Template Env Failed"]
     assert "changed since it was rendered" in msg
@@ -1078,7 +1080,7 @@ def test_a_sticky_ephemeral_disk_is_taken_over_by_the_replacement_and_only_then(
         old = core.allocs.runner(alloc)
         (old.alloc_dir / "alloc" / "data").mkdir(parents=True)  # HostTaskDirs.prepare makes it
         (old.alloc_dir / "alloc" / "data" / "db").write_text("rows\n")
-        (old.task_dir(old.group.tasks[0]) / "local" / "cache").write_text("warm\n")
+        (old.tasks[old.group.tasks[0].name].task_dir / "local" / "cache").write_text("warm\n")
         _crash(node, old, "t", 2)
         while core.loop._timers:  # the replacement, on the core's timer (its loop is not running here)
             core.loop._timers.sort()

@@ -237,4 +237,6 @@ def test_a_stop_ends_the_artifact_download_it_would_wait_behind(server: Server, 
     events = [e.type for e in node.store.events(runner.id, "t")]
     assert "Failed Artifact Download" not in events and "Started" not in events, events
     assert not node.exec.starts
-    assert not (runner.task_dir(task) / "local" / "slow").exists(), "the download was not cancelled"
+    assert not (runner.tasks[task.name].task_dir / "local" / "slow").exists(), (
+        "the download was not cancelled"
+    )

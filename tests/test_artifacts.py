@@ -470,7 +470,7 @@ def test_the_artifact_is_in_the_task_dir_before_the_first_start_and_not_fetched_
     server.files["/conf.txt"] = b"v1"
     r = _runner(node, server, Artifact(server.url + "/conf.txt", "local/"))
     assert r.rec.status is AllocStatus.RUNNING and [c.task.name for c in node.exec.starts] == ["t"]
-    assert (r.task_dir(r.group.tasks[0]) / "local" / "conf.txt").read_bytes() == b"v1"
+    assert (r.tasks[r.group.tasks[0].name].task_dir / "local" / "conf.txt").read_bytes() == b"v1"
     events = [e.type for e in node.store.events(r.id, "t")]
     assert events.index("Downloading Artifacts") < events.index("Started"), events
     again = AllocRunner(
@@ -489,14 +489,14 @@ def test_chown_gives_what_the_artifact_wrote_to_the_tasks_user(server: Server, t
         FakeNode(tmp_path), server, Artifact(server.url + "/app.tar.gz", "local/x", chown=True), "nobody"
     )
     assert r.rec.status is AllocStatus.RUNNING, r.rec.reason
-    dest = r.task_dir(r.group.tasks[0]) / "local" / "x"
+    dest = r.tasks[r.group.tasks[0].name].task_dir / "local" / "x"
     for p in (dest, dest / "app", dest / "app" / "bin" / "run.sh", dest / "app" / "README"):
         st = p.lstat()
         assert (st.st_uid, st.st_gid) == (nobody.pw_uid, nobody.pw_gid), p
     plain = _runner(
         FakeNode(tmp_path / "n2"), server, Artifact(server.url + "/app.tar.gz", "local/x"), "nobody"
     )
-    st = (plain.task_dir(plain.group.tasks[0]) / "local" / "x" / "app" / "README").lstat()
+    st = (plain.tasks[plain.group.tasks[0].name].task_dir / "local" / "x" / "app" / "README").lstat()
     assert st.st_uid == os.geteuid(), "without chown the files stay the agent's"
 
 
@@ -589,4 +589,4 @@ def test_a_server_that_does_not_answer_is_tried_again_with_the_setup(server: Ser
     server.files["/conf.txt"], server.status["/conf.txt"] = b"v2", 200
     node.run_timers()
     assert r.rec.status is AllocStatus.RUNNING
-    assert (r.task_dir(r.group.tasks[0]) / "local" / "conf.txt").read_bytes() == b"v2"
+    assert (r.tasks[r.group.tasks[0].name].task_dir / "local" / "conf.txt").read_bytes() == b"v2"

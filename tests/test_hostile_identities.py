@@ -108,7 +108,7 @@ def test_an_identity_without_ttl_gets_a_token_that_expires_and_is_renewed(tmp_pa
     no_ttl = WorkloadIdentity("oidc", ("oidc.example.com",), file=True)  # ttl 0, as the jobspec said
     r = _runner(node, no_ttl, WorkloadIdentity(file=True), now=now)  # and the default (Nomad's) one
     jwks = r.d.keyring.jwks()  # type: ignore[union-attr]
-    secrets = r.task_dir(r.group.tasks[0]) / "secrets"
+    secrets = r.tasks[r.group.tasks[0].name].task_dir / "secrets"
     oidc = verify((secrets / "nomad_oidc.jwt").read_text(), jwks)
     default = verify((secrets / "nomad_token").read_text(), jwks)
     assert oidc.get("exp") == 1000 + 3600, f"a token without exp is good forever: {oidc}"
@@ -125,7 +125,7 @@ def test_the_default_ttl_is_the_clients_setting(tmp_path: Path) -> None:
     node = FakeNode(tmp_path)
     now = [1000.0]
     r = _runner(node, WorkloadIdentity("oidc", ("x",), file=True), now=now, identity_ttl=120.0)
-    token = (r.task_dir(r.group.tasks[0]) / "secrets" / "nomad_oidc.jwt").read_text()
+    token = (r.tasks[r.group.tasks[0].name].task_dir / "secrets" / "nomad_oidc.jwt").read_text()
     assert verify(token, r.d.keyring.jwks())["exp"] == 1120  # type: ignore[union-attr]
     assert [round(d) for d, _ in node.timers] == [60]
 

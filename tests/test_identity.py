@@ -214,7 +214,7 @@ def test_tokens_are_in_the_task_dir_0600_and_in_its_env_before_its_first_start(t
         WorkloadIdentity("unused", ("x",)),
     )
     assert r.alloc_running()
-    task_dir = r.task_dir(r.group.tasks[0])
+    task_dir = r.tasks[r.group.tasks[0].name].task_dir
     jwks = node.deps().keyring.jwks()  # type: ignore[union-attr]
     default = (task_dir / "secrets" / "nomad_token").read_text()
     for path in (task_dir / "secrets" / "nomad_token", task_dir / "secrets" / "nomad_vault_default.jwt"):
@@ -236,7 +236,7 @@ def test_a_token_with_a_ttl_is_signed_again_and_the_task_told_by_its_change_mode
     now = [1000.0]
     sig = WorkloadIdentity("s", ("s",), file=True, ttl=100, change_mode="signal", change_signal="SIGHUP")
     r = _runner(node, sig, now=now)
-    path = r.task_dir(r.group.tasks[0]) / "secrets" / "nomad_s.jwt"
+    path = r.tasks[r.group.tasks[0].name].task_dir / "secrets" / "nomad_s.jwt"
     first = path.read_text()
     assert [round(d) for d, _ in node.timers] == [50], "renewed half way to its expiry"
     now[0] = 1050.0

@@ -54,7 +54,7 @@ def test_the_tasks_vault_identity_logs_in_and_others_do_not(
     r = AllocRunner(deps, AllocRecord(id=ALLOC, job="shop", group="g"), job, group)
     node.store.put("alloc", r.id, r.rec.to_record())
     r.start()
-    secrets = r.task_dir(task) / "secrets"
+    secrets = r.tasks[task.name].task_dir / "secrets"
 
     ok = _login(openbao, (secrets / "nomad_vault_default.jwt").read_text())
     assert ok.status_code == 200, ok.text

@@ -368,7 +368,7 @@ def test_render_templates_renders_every_template_anew_before_a_restart(tmp_path:
     runner = _templated(node, render)
     passes = runner.tasks["t"].templates().passes
     assert passes == 1 and runner.state.task("t").state is TaskState.RUNNING
-    conf = runner.task_dir(runner.group.tasks[0]) / "local" / "app.conf"
+    conf = runner.tasks[runner.group.tasks[0].name].task_dir / "local" / "app.conf"
     conf.write_text("changed by hand\n")
     (hid,) = [h for h in node.docker.running() if h.startswith("docker-t")]
     node.docker.exit(hid, 3)

@@ -585,7 +585,7 @@ def test_a_setup_and_a_restore_render_off_the_main_loop(
     assert submitted < 1.0 and stall < 1.0, (submitted, stall)
     r = _settle(core, alloc)
     assert r.rec.status is AllocStatus.RUNNING and source.n == 1
-    serial = r.task_dir(r.group.tasks[0]) / "secrets" / "serial"
+    serial = r.tasks[r.group.tasks[0].name].task_dir / "secrets" / "serial"
     assert serial.read_text() == "serial-1"
 
     core.stop()
@@ -609,7 +609,7 @@ def test_the_agent_answers_once_the_restores_renders_are_done(
     core = start()
     alloc = core.call(lambda: core.job_registry.submit(SLOW_JOB, "hcl"), timeout=PROMPT)["allocs"][0]
     r = _settle(core, alloc)
-    serial = r.task_dir(r.group.tasks[0]) / "secrets" / "serial"
+    serial = r.tasks[r.group.tasks[0].name].task_dir / "secrets" / "serial"
     core.stop()
     t0 = time.monotonic()
     again = start(wired=True)

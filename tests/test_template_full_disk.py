@@ -61,11 +61,11 @@ def test_a_render_into_a_full_tmpfs_fails_cleanly_and_delivers_once_space_return
     )
     tt = host.templates(task)
     tt.render_all()
-    dest = host.task_dir(task) / "secrets" / "cert"
+    dest = host.task_dir / "secrets" / "cert"
     assert dest.read_text() == body + "1"
 
     filler = _fill(dest.parent)
-    host.env["V"] = "2"
+    host.variables["V"] = "2"
     tt.schedule_rerender(0.0)
     host.fire()
     failed = [m for kind, m in host.events if kind == "Template Failed"]

@@ -176,7 +176,7 @@ def test_the_runner_logs_in_with_the_tasks_signed_identity_not_through_the_token
     assert claims["aud"] == ["vault.io"] and claims["nomad_job_id"] == "probe"
     assert claims["nomad_task"] == "web"
     assert claims["sub"] == "global:default:probe:g:web:vault_default"
-    token = (r.task_dir(task) / "secrets" / "vault_token").read_text()
+    token = (r.tasks[task.name].task_dir / "secrets" / "vault_token").read_text()
     assert token in vault.live and vault.live[token] == r.tasks[task.name].vault_token().lease.accessor  # type: ignore[union-attr]
     assert any(
         t == "Vault Token" and "logged in with identity vault_default at auth/jwt-nomad as role shop" in m
@@ -220,8 +220,8 @@ def test_a_task_reads_its_own_jobs_secret_with_its_jwt_login_and_another_job_can
     r = _runner(node, agent_vault, task, jwt, jwt_keyring, job="probe")
     r.start()
     assert r.rec.status is AllocStatus.RUNNING, [e.message for e in node.store.events(ALLOC)]
-    assert (r.task_dir(task) / "local" / "out").read_text() == JOB_PROBE
-    token = (r.task_dir(task) / "secrets" / "vault_token").read_text()
+    assert (r.tasks[task.name].task_dir / "local" / "out").read_text() == JOB_PROBE
+    token = (r.tasks[task.name].task_dir / "secrets" / "vault_token").read_text()
     info = openbao._call("POST", "auth/token/lookup", {"token": token})["data"]
     assert info["policies"] == ["default", ROLE] and info["meta"]["role"] == ROLE
     assert info["path"] == f"auth/{MOUNT}/login" and info["period"] == 1800
@@ -251,4 +251,6 @@ def test_a_jwt_for_another_audience_is_refused_and_fails_the_setup_naming_the_lo
     r.start()
     assert r.rec.status is AllocStatus.FAILED
     assert f"auth/{MOUNT}/login" in r.rec.reason and "aud" in r.rec.reason, r.rec.reason
-    assert not any((r.task_dir(r.group.tasks[0]) / "secrets").glob("vault_token")), "no token was had"
+    assert not any((r.tasks[r.group.tasks[0].name].task_dir / "secrets").glob("vault_token")), (
+        "no token was had"
+    )

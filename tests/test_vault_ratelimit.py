@@ -682,7 +682,7 @@ def test_a_restarted_agent_spreads_its_login_and_re_issue_and_delivers_one_actio
     task = _real_task("web", CERT % (ISSUE, "t7.service.fieldlab"), (JOB_PROBE,), mode="restart")
     first = _runner(node, VaultClient(bao.address, bao.approle_file), task)
     first.start()
-    out = first.task_dir(task) / "local" / "out"
+    out = first.tasks[task.name].task_dir / "local" / "out"
     serial, starts = out.read_text(), len(node.docker.starts)
 
     slept: list[float] = []

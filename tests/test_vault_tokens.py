@@ -455,9 +455,9 @@ def test_the_task_gets_its_own_token_in_env_file_and_templates_never_the_agents(
     ]
     # Each task's templates fetched with that task's own token.
     assert [tok for tok, _ in vault.fetched] == ["task-token-1", "task-token-2"]
-    web = r.task_dir(r.group.tasks[0])
+    web = r.tasks[r.group.tasks[0].name].task_dir
     assert (web / "secrets" / "vault_token").read_text() == "task-token-1"
-    assert not (r.task_dir(plain) / "secrets" / "vault_token").exists()
+    assert not (r.tasks[plain.name].task_dir / "secrets" / "vault_token").exists()
 
 
 def test_a_task_without_a_vault_block_cannot_use_secret(tmp_path: Path) -> None:
@@ -527,7 +527,7 @@ def test_a_replaced_token_reaches_the_task_as_its_change_mode_says(tmp_path: Pat
     r.start()
     vault.refuse_renewals = True
     loop.advance(61.0)
-    assert (r.task_dir(r.group.tasks[0]) / "secrets" / "vault_token").read_text() == "task-token-2"
+    assert (r.tasks[r.group.tasks[0].name].task_dir / "secrets" / "vault_token").read_text() == "task-token-2"
     if mode == "restart":
         assert len(node.docker.starts) == 2 and node.docker.starts[1].env["VAULT_TOKEN"] == "task-token-2"
         assert ("Restart Signaled", "new Vault token acquired (the token's renewal was refused)") in _events(
@@ -680,10 +680,10 @@ def test_a_job_with_the_policy_reads_its_kv_and_issues_its_certs(
     r = _runner(node, agent_vault, kv, cert)
     r.start()
     assert r.rec.status is AllocStatus.RUNNING, _events(node)
-    assert (r.task_dir(kv) / "local" / "out").read_text() == JOB_PROBE
-    assert len((r.task_dir(cert) / "local" / "out").read_text().split(":")) > 8  # a serial number
+    assert (r.tasks[kv.name].task_dir / "local" / "out").read_text() == JOB_PROBE
+    assert len((r.tasks[cert.name].task_dir / "local" / "out").read_text().split(":")) > 8  # a serial number
     for t in (kv, cert):
-        token = (r.task_dir(t) / "secrets" / "vault_token").read_text()
+        token = (r.tasks[t.name].task_dir / "secrets" / "vault_token").read_text()
         info = _lookup_self(openbao, token)
         assert info is not None and info["policies"] == ["default", JOB_PROBE] and info["role"] == TOKEN_ROLE
         assert info["orphan"] and info["meta"] == {"alloc_id": r.id, "job": "probe", "task": t.name}
@@ -697,7 +697,7 @@ def test_the_tasks_token_is_revoked_when_the_alloc_stops(
     task = _real_task("web", KV_PROBE, (JOB_PROBE,))
     r = _runner(node, agent_vault, task)
     r.start()
-    token = (r.task_dir(task) / "secrets" / "vault_token").read_text()
+    token = (r.tasks[task.name].task_dir / "secrets" / "vault_token").read_text()
     lease = r.tasks[task.name].vault_token().lease  # type: ignore[union-attr]
     assert lease is not None and _lookup_accessor(openbao, lease.accessor) == 200
     r.stop()
@@ -766,8 +766,8 @@ def test_after_an_agent_restart_the_task_keeps_working_with_its_token(
     task = _real_task("web", CERT % (ISSUE, "probe.service.fieldlab"), (JOB_PROBE,))
     first = _runner(node, agent_vault, task)
     first.start()
-    out = first.task_dir(task) / "local" / "out"
-    token_file = first.task_dir(task) / "secrets" / "vault_token"
+    out = first.tasks[task.name].task_dir / "local" / "out"
+    token_file = first.tasks[task.name].task_dir / "secrets" / "vault_token"
     token, serial = token_file.read_text(), out.read_text()
 
     restarted = VaultClient(openbao.address, openbao.approle_file)  # a new agent: a new login

@@ -140,9 +140,6 @@ class AllocRunner:
     def alloc_dir(self) -> Path:
         return self.d.data_dir / "alloc" / self.id
 
-    def task_dir(self, task: Task) -> Path:
-        return self.alloc_dir / task.name
-
     def owns_container(self, container_id: str) -> str | None:
         for name in [NETNS_OWNER, *self.tasks]:
             h = self.state.handle(name)
@@ -453,16 +450,6 @@ class AllocRunner:
             self.teardown()
             return
         self.coord.advance()
-
-    def start_in_turn(self, t: Task) -> None:
-        """A task whose lifecycle turn came while the alloc runs (a main task once its prestart
-        tasks are done, a poststart task, a poststop task after the others ended)."""
-        self.tasks[t.name].restart(StartCause.FIRST_START, f"{stage(t).value} turn", count=False)
-
-    def start_poststop(self, t: Task, again: bool = False) -> bool:
-        """A poststop task of an ending alloc (stopped or failed), or `again` by its restart policy,
-        after its driver's prepare off the loop; False: it could not start."""
-        return self.tasks[t.name].start_poststop(again, self.coord.poststop_progress)
 
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, reason: str = "job stopped") -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from agent.decide.decisions import StartCause
 from agent.decide.lifecycle import (
     Phase,
     Stage,
@@ -88,8 +89,9 @@ class Coordinator:
                 return
             if not step.start:
                 return
-            for name in step.start:
-                r.start_in_turn(self._task(name))
+            for name in step.start:  # its lifecycle turn came while the alloc runs
+                t = self._task(name)
+                r.tasks[name].restart(StartCause.FIRST_START, f"{stage(t).value} turn", count=False)
 
     def _kill(self, names: tuple[str, ...], why: tuple[str, str]) -> None:
         """Tasks whose group ended (sidecars left alone, every task once the leader is done):
@@ -149,7 +151,7 @@ class Coordinator:
             record = r.state.task(t.name)
             p = phase(record)
             if p is Phase.PENDING:
-                if r.start_poststop(t):
+                if r.tasks[t.name].start_poststop(False, self.poststop_progress):
                     waiting = True
             elif p is Phase.LIVE:
                 h = r.state.handle(t.name)
@@ -199,7 +201,7 @@ class Coordinator:
         """A poststop task's restart timer: started again unless a later decision came first."""
         if self._after_poststop is None or self.r.state.generation(t.name) != generation:
             return
-        if not self.r.start_poststop(t, again=True):  # it could not start: dead and failed (start_poststop)
+        if not self.r.tasks[t.name].start_poststop(True, self.poststop_progress):  # could not start: dead
             self.poststop_progress()
 
     def poststop_progress(self) -> None:
