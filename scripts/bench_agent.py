@@ -151,19 +151,19 @@ def _profile_restore(lab: AgentLab) -> str:
     """The restore of this node's state in-process (the daemon's own build_core and restore), under
     cProfile on the main loop's thread, where restore runs: the ten functions with the most
     cumulative time (the concurrent observation shows as the wall time of _observe_all)."""
-    from agent.client.core import Core
+    from agent.client.restore import Restore
 
     profile = cProfile.Profile()
-    original = Core.restore
+    original = Restore.restore
 
-    def profiled(core: Core) -> None:
-        profile.runcall(original, core)
+    def profiled(restorer: Restore) -> None:
+        profile.runcall(original, restorer)
 
-    Core.restore = profiled  # type: ignore[method-assign,assignment]
+    Restore.restore = profiled  # type: ignore[method-assign,assignment]
     try:
         agent = lab.start_agent()
     finally:
-        Core.restore = original  # type: ignore[method-assign]
+        Restore.restore = original  # type: ignore[method-assign]
     agent.stop()
     out = io.StringIO()
     pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(12)
