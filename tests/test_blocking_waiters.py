@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 import h11
 import pytest
 
-from agent.api.server import ApiServer
+from agent.api.server import WOKEN_READS, ApiServer, Streamed
 from agent.api.waiters import Rereads
 from agent.client.core import Core
 from agent.command.config import Config, TLSConfig
-from agent.nomadapi.http import JITTER_FRACTION, blocked_now
+from agent.nomadapi.http import JITTER_FRACTION, blocked_now, blocking
 from lab.waits import wait_until
 from tests.fakes import FakeNode
 from tests.pki import TestCA
@@ -49,6 +49,7 @@ class Served:
     api: Api
     server: ApiServer
     ctx: ssl.SSLContext
+    cfg: Config
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     server.start()
     ctx = ssl.create_default_context(cafile=str(ca.ca_file))
     ctx.load_cert_chain(str(op.cert), str(op.key))
-    yield Served(core, api, server, ctx)
+    yield Served(core, api, server, ctx, cfg)
     server.stop(5)
     core.stop()
 
@@ -83,6 +84,7 @@ class Answer:
     status: int
     index: int
     seconds: float  # from the request sent to its answer read
+    body: bytes = b""
 
 
 async def _get(
@@ -95,7 +97,7 @@ async def _get(
     writer.write((conn.send(request) or b"") + (conn.send(h11.EndOfMessage()) or b""))
     sent = time.monotonic()
     await opened.put(writer)
-    status, index = 0, 0
+    status, index, body = 0, 0, b""
     try:
         while True:
             event = conn.next_event()
@@ -104,8 +106,10 @@ async def _get(
             elif isinstance(event, h11.Response):
                 status = event.status_code
                 index = int(dict(event.headers).get(b"x-nomad-index", b"0"))
+            elif isinstance(event, h11.Data):
+                body += bytes(event.data)
             elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
-                return Answer(status, index, time.monotonic() - sent)
+                return Answer(status, index, time.monotonic() - sent, body)
     finally:
         writer.close()
 
@@ -300,3 +304,32 @@ def test_queries_woken_together_share_one_read_that_starts_after_they_woke() -> 
         pool.shutdown()
     assert done == [(1, True)] + [(1, False)] * 49  # 50 queries, one read, one of them its owner
     assert after == [(2, True), (3, True)] and len(calls) == 3  # started already: read anew
+
+
+def test_a_woken_stream_answer_is_sent_once_and_its_sharers_read_again(served: Served) -> None:
+    """A blocking read that answers a stream (a large /v1/allocations, encoded as it is sent): a
+    stream can be sent once, so queries woken with it that would share its read read again."""
+
+    def counting(groups: tuple[str, ...], body: bytes) -> Streamed:
+        blocking(served.core.changes, ("var",), lambda: None)
+        return Streamed(200, "text/plain", iter([b"one ", b"stream"]))
+
+    server = ApiServer(served.cfg, {}, [("GET", r"/v1/streamed", counting)], [])
+    server.start()
+    clients = Clients(Served(served.core, served.api, server, served.ctx, served.cfg))
+    try:
+        waiters = clients.get(f"/v1/streamed?index={served.core.changes.current(('var',))}&wait=60s", 6)
+        _held(6)
+        gate = threading.Event()  # the woken reads' threads busy: the 6 are woken before any read
+        for _ in range(WOKEN_READS):
+            server._woken_pool.submit(lambda: gate.wait(HOLD_TIMEOUT))
+        try:
+            served.api.call("PUT", "/v1/var/app/config", {"Items": {"k": "v"}})
+            _held(0)
+        finally:
+            gate.set()
+        answers = _answered(waiters, "every stream waiter answered after a variable's write")
+        assert [(a.status, a.body) for a in answers] == [(200, b"one stream")] * 6
+    finally:
+        clients.close()
+        server.stop(5)
