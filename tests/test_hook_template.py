@@ -124,3 +124,24 @@ def test_an_old_state_without_values_reads_the_file_only_while_it_is_what_was_re
 def test_a_task_without_env_templates_makes_no_runner_for_its_env(tmp_path: Path) -> None:
     h, _, made = hook(tmp_path, Runner())
     assert h.rendered_env() == {} and made == []
+
+
+def test_a_restarts_re_render_goes_on_or_fails_the_start(tmp_path: Path) -> None:
+    """restart { render_templates }: every template rendered anew off the loop, then the restart
+    goes on; a failed render goes to `failed` (the start fails) and the restart does not go on."""
+    runner = Runner()
+    h, _, _ = hook(tmp_path, runner)
+    went_on: list[bool] = []
+    failed: list[Exception] = []
+    h.render_again(lambda: went_on.append(True), failed.append)
+    assert went_on == [True] and failed == [] and runner.calls == ["begin", "run", "finish ['rendered']"]
+
+    broken = TemplateRenderError("local/a", "missing key")
+    h, _, _ = hook(tmp_path, Runner(fail=broken))
+    went_on.clear()
+    h.render_again(lambda: went_on.append(True), failed.append)
+    assert went_on == [] and failed == [broken]
+
+    h, _, _ = hook(tmp_path, Runner(nothing=True))
+    h.render_again(lambda: went_on.append(True), failed.append)
+    assert went_on == [True] and failed == [broken]
