@@ -1,6 +1,7 @@
 """`make bench-api`: the agent's API under many watchers. Runs the real daemon (`fieldlab-agent run`,
-the docker driver off: no allocs are needed) and, over mTLS from one client process (asyncio, with
-h11 making and reading every request: no hand-written HTTP):
+the docker driver off: no allocs are needed) and, over mTLS from client processes (asyncio, with
+h11 making and reading every request: no hand-written HTTP; the waiters in BENCH_CLIENTS=4 processes
+of their own, so that reading 1,000 answers is not one process's work):
 
 - BENCH_WAITERS=1000 blocking queries (`GET /v1/vars?index=<current>&wait=60s`) held at once: how
   many were answered before anything changed (must be 0), the agent's RSS and its idle CPU over
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import multiprocessing
 import os
 import ssl
 import statistics
@@ -29,6 +31,7 @@ import tempfile
 import time
 import urllib.parse
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import h11
@@ -47,7 +50,8 @@ EXECS = int(os.environ.get("BENCH_EXECS", "16"))
 HOLD_WAIT = float(os.environ.get("BENCH_HOLD_WAIT", "120"))  # s for every waiter to be held (else: what was)
 IDLE = 10.0  # seconds of idle CPU measured with every waiter held
 HOLD = 60.0  # seconds a blocking query asks to wait: far past the measurements
-CONNECTING = 64  # connections the bench opens at once
+CONNECTING = 64  # connections the bench opens at once (its waiting clients together)
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))  # processes holding the waiters
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 LOGGER = """job "logger" {
   group "g" {
@@ -72,11 +76,13 @@ class Got:
 
 
 class Client:
-    def __init__(self, port: int, ctx: ssl.SSLContext) -> None:
-        self.port, self.ctx = port, ctx
+    def __init__(
+        self, port: int, ctx: ssl.SSLContext, connecting: int = 0, files: tuple[str, ...] = ()
+    ) -> None:
+        self.port, self.ctx, self.ctx_files = port, ctx, files
         # Connections handshaking at once: the agent drops the oldest of more than 256 (a flood);
         # watchers arrive over a moment, not in the same millisecond.
-        self.opening = asyncio.Semaphore(CONNECTING)
+        self.opening = asyncio.Semaphore(connecting or CONNECTING)
 
     async def request(
         self, method: str, target: str, body: bytes = b"", sent: asyncio.Event | None = None
@@ -165,10 +171,15 @@ async def _waiters(client: Client, pid: int) -> list[Figure]:
     first = await client.request("GET", "/v1/vars")
     index = int(first.headers[b"x-nomad-index"])
     quiet_health = await _health_ms(client)
-    tasks = [
-        asyncio.create_task(client.request("GET", f"/v1/vars?index={index}&wait={HOLD:g}s"))
-        for _ in range(WAITERS)
-    ]
+    target = f"/v1/vars?index={index}&wait={HOLD:g}s"
+    spawn = multiprocessing.get_context("spawn")
+    pipes = []
+    for i in range(CLIENTS):
+        got, send = spawn.Pipe(duplex=False)
+        n = WAITERS // CLIENTS + (1 if i < WAITERS % CLIENTS else 0)
+        files = (client.ctx_files[0], client.ctx_files[1], client.ctx_files[2])
+        spawn.Process(target=_waiting_client, args=(client.port, files, target, n, send), daemon=True).start()
+        pipes.append(got)
     t0 = time.monotonic()
     while (held := await _blocking(client)) < WAITERS and time.monotonic() - t0 < HOLD_WAIT:
         await asyncio.sleep(0.2)  # polled against the named deadline: the agent's own gauge
@@ -178,17 +189,15 @@ async def _waiters(client: Client, pid: int) -> list[Figure]:
     idle_pct = 100 * (_cpu_seconds(pid) - cpu0) / (time.monotonic() - w0)
     rss = _rss_mb(pid)
     busy_health = await _health_ms(client)
-    early = sum(t.done() for t in tasks)  # each answered at most once: a client asking again is not
     sent = asyncio.Event()
     write = asyncio.create_task(client.request("PUT", "/v1/var/bench/wake", b'{"Items":{"k":"v"}}', sent))
     await sent.wait()
-    w, cpu_w = time.monotonic(), _cpu_seconds(pid)
-    answers = await asyncio.gather(*tasks)
+    w, cpu_w = time.monotonic(), _cpu_seconds(pid)  # CLOCK_MONOTONIC: the same in every process
+    answers = [a for pipe in pipes for a in await asyncio.to_thread(pipe.recv)]
     wake_cpu = _cpu_seconds(pid) - cpu_w
     assert (await write).status == 200
-    woken = [
-        (a.at - w) * 1000 for a in answers if a.status == 200 and int(a.headers[b"x-nomad-index"]) > index
-    ]
+    early = sum(at < w for _, _, at in answers)  # each answered at most once: none asks again
+    woken = [(at - w) * 1000 for status, got, at in answers if status == 200 and got > index and at >= w]
     print(f"{held} of {WAITERS} waiters held after {held_s:.1f} s; answered before the write: {early}")
     print(f"idle CPU with {WAITERS} waiting: {idle_pct:.2f} % of a core over {IDLE:g} s; RSS {rss:.1f} MB")
     print(f"/v1/agent/health p50: {quiet_health:.1f} ms alone, {busy_health:.1f} ms with {WAITERS} waiting")
@@ -205,6 +214,20 @@ async def _waiters(client: Client, pid: int) -> list[Figure]:
         Figure(f"api: agent RSS ({WAITERS} waiting)", rss, "MB"),
         Figure(f"api: /v1/agent/health p50 ({WAITERS} waiting)", busy_health, "ms"),
     ]
+
+
+def _waiting_client(port: int, files: tuple[str, str, str], target: str, n: int, out: Connection) -> None:
+    """A client process of its own (so that reading the answers is not one process's work): `n`
+    blocking queries, and each answer's (status, X-Nomad-Index, when it was read) sent to `out`."""
+
+    async def run() -> list[tuple[int, int, float]]:
+        ctx = ssl.create_default_context(cafile=files[0])
+        ctx.load_cert_chain(files[1], files[2])
+        client = Client(port, ctx, CONNECTING // CLIENTS)
+        got = await asyncio.gather(*(client.request("GET", target) for _ in range(n)), return_exceptions=True)
+        return [(a.status, _index(a), a.at) if isinstance(a, Got) else (0, 0, time.monotonic()) for a in got]
+
+    out.send(asyncio.run(run()))
 
 
 async def _blocking(client: Client) -> int:
@@ -266,7 +289,7 @@ async def _streams(client: Client, d: Daemon, alloc: str) -> list[Figure]:
 async def _bench(d: Daemon, pid: int, alloc: str) -> list[Figure]:
     ctx = ssl.create_default_context(cafile=d.api.ca_file)
     ctx.load_cert_chain(d.api.cert_file, d.api.key_file)
-    client = Client(d.port, ctx)
+    client = Client(d.port, ctx, files=(d.api.ca_file, d.api.cert_file, d.api.key_file))
     figures = await _waiters(client, pid)
     return figures + (await _streams(client, d, alloc) if alloc else [])
 
