@@ -215,6 +215,9 @@ def test_the_unit_keeps_tasks_on_restart_and_sigterm_is_a_clean_exit(
     assert {"KillMode=process", f"KillSignal={int(signal.SIGINT)}", "ActiveState=active"} <= set(unit), unit
 
     pid = sh(client, "systemctl show -p MainPID --value fieldlab-agent").strip()
+    # Nomad's packaged unit's limits: each blocking query, followed log and exec session is a descriptor
+    limits = sh(client, f"grep '^Max open files' /proc/{pid}/limits").split()
+    assert limits[3:5] == ["65536", "65536"], f"the agent's open-file limit: {' '.join(limits)}"
     sh(client, f"kill -TERM {pid}")
 
     def stopped() -> tuple[str | None, str]:
