@@ -9,6 +9,7 @@ alloc's events (`alloc_events`), a log's StreamFrames (`stream_frames`)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -283,7 +284,9 @@ class AgentLab:
     # -- observations -------------------------------------------------------------------------
     def containers(self, alloc_id: str | None = None) -> list[Any]:
         label = f"{LABEL_ALLOC}={alloc_id}" if alloc_id else f"{LABEL_MANAGED}=true"
-        return list(self.docker.client.containers.list(all=True, filters={"label": label}))
+        return list(
+            self.docker.client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
+        )
 
     def reservations(self) -> list[str]:
         d = self.ipam_dir / NETWORK
@@ -309,12 +312,15 @@ class AgentLab:
         return wait_until(answered, timeout=timeout, what=f"HTTP answer on {GATEWAY}:{port}", interval=0.5)
 
     def cleanup(self) -> None:
+        import docker.errors
+
         from agent.allocdir.fsutil import unmount_below
         from agent.drivers.cgroups import Cgroups
         from agent.network import netns
 
         for c in self.containers():
-            c.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):  # gone meanwhile: its agent removed it
+                c.remove(force=True)
         for name in Cgroups.names():  # exec tasks of this lab's allocs (the agent leaves tasks running)
             if (self.data_dir / "alloc" / name.rsplit(".", 1)[0]).exists():
                 Cgroups(name).kill_all()

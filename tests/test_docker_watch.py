@@ -43,7 +43,7 @@ class _Engine:
     def containers(self) -> _Engine:
         return self
 
-    def list(self, all: bool, filters: dict[str, Any]) -> list[_Container]:
+    def list(self, all: bool, filters: dict[str, Any], ignore_removed: bool = False) -> list[_Container]:
         assert filters["status"] == ["exited", "dead"] and all
         return self.dead
 

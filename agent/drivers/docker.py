@@ -639,7 +639,13 @@ class DockerDriver:
 
     @engine_errors("list containers")
     def managed_containers(self) -> list[Any]:
-        return list(self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=true"}))
+        # ignore_removed: a container removed between docker's list and docker-py's inspect of it
+        # (its alloc stopping in another thread, a second agent on the engine) is simply gone
+        return list(
+            self.client.containers.list(
+                all=True, filters={"label": f"{LABEL_MANAGED}=true"}, ignore_removed=True
+            )
+        )
 
     @engine_errors("list containers")
     def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
@@ -688,7 +694,9 @@ class DockerDriver:
     def _dead_managed(self) -> list[tuple[str, str]]:
         """(container id, alloc id) of each managed container that exited or is dead."""
         found = self.client.containers.list(
-            all=True, filters={"label": f"{LABEL_MANAGED}=true", "status": ["exited", "dead"]}
+            all=True,
+            filters={"label": f"{LABEL_MANAGED}=true", "status": ["exited", "dead"]},
+            ignore_removed=True,
         )
         return [(str(c.id), str(c.labels.get(LABEL_ALLOC, ""))) for c in found]
 
