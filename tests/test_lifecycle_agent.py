@@ -106,7 +106,15 @@ def test_prestart_then_main_then_sidecar_killed_then_poststop_in_a_batch_job(
     job = _job(
         "lcbatch",
         "batch",
-        _sh("init", 'sleep 1; echo init >> "$NOMAD_ALLOC_DIR/data/order"', "prestart"),
+        # the prestart task ends once the sidecar has written (30 s at most): started beside it, the
+        # sidecar is there before main however slow docker is; started after it, it is not
+        _sh(
+            "init",
+            'for i in $(seq 300); do grep -qx side "$NOMAD_ALLOC_DIR/data/order" 2>/dev/null && break\n'
+            "sleep 0.1; done\n"
+            'echo init >> "$NOMAD_ALLOC_DIR/data/order"',
+            "prestart",
+        ),
         SIDECAR,
         _sh("main", 'echo main >> "$NOMAD_ALLOC_DIR/data/order"; sleep 1'),
         _poststop_copy(out),
