@@ -148,25 +148,44 @@ def _write_history(lab: AgentLab, n: int) -> float:
 
 
 def _profile_restore(lab: AgentLab) -> str:
-    """The restore of this node's state in-process (the daemon's own build_core and restore), under
-    cProfile on the main loop's thread, where restore runs: the ten functions with the most
-    cumulative time (the concurrent observation shows as the wall time of _observe_all)."""
+    """The restore of this node's state in-process (the daemon's own build_core and restore) under
+    cProfile, in CPU time (time.thread_time: what a loaded machine does not inflate) of every thread
+    it runs on: the main loop's (agent.client.restore.Restore.restore) and the observation's pool
+    (AllocRunner.observe, one profile per call, merged). The twelve functions with the most
+    cumulative CPU time."""
+    import threading
+
     from agent.client.restore import Restore
+    from agent.runner.alloc import AllocRunner
 
-    profile = cProfile.Profile()
-    original = Restore.restore
+    profiles: list[cProfile.Profile] = []
+    lock = threading.Lock()
+    original_restore, original_observe = Restore.restore, AllocRunner.observe
 
-    def profiled(restorer: Restore) -> None:
-        profile.runcall(original, restorer)
+    def profiled(fn: Any) -> Any:
+        def run(*args: Any) -> Any:
+            profile = cProfile.Profile(time.thread_time)
+            try:
+                return profile.runcall(fn, *args)
+            finally:
+                with lock:
+                    profiles.append(profile)
 
-    Restore.restore = profiled  # type: ignore[method-assign,assignment]
+        return run
+
+    Restore.restore = profiled(original_restore)  # type: ignore[method-assign]
+    AllocRunner.observe = profiled(original_observe)  # type: ignore[method-assign]
     try:
         agent = lab.start_agent()
     finally:
-        Restore.restore = original  # type: ignore[method-assign]
+        Restore.restore = original_restore  # type: ignore[method-assign]
+        AllocRunner.observe = original_observe  # type: ignore[method-assign]
     agent.stop()
     out = io.StringIO()
-    pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(12)
+    stats = pstats.Stats(profiles[0], stream=out)
+    for more in profiles[1:]:
+        stats.add(more)
+    stats.sort_stats("cumulative").print_stats(12)
     lines = [line for line in out.getvalue().splitlines() if line.strip()]
     start = next((i for i, line in enumerate(lines) if "ncalls" in line), 0)
     return "\n".join(lines[start : start + 13])
@@ -239,7 +258,8 @@ def _extra_rows(
     d.stop()
     took = _write_history(lab, HISTORY)
     print(f"  wrote {HISTORY} terminal allocs (+ task records, 3 events each) in {took:.1f}s", flush=True)
-    print("  cProfile of the restore with that history (in-process):\n" + _profile_restore(lab), flush=True)
+    profile = _profile_restore(lab)
+    print("  cProfile of the restore with that history (in-process, CPU time):\n" + profile, flush=True)
     d.start()
     row = _restart_row(d, f"{n} running + {HISTORY} terminal", n)  # the first GC pass is gc_interval away
     rows.append(row)

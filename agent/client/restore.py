@@ -114,7 +114,7 @@ class Restore:
         observed = self._observe_all([r for r in records if r.live])
         for rec in records:
             if rec.live:
-                self._restore_alloc(rec, observed.get(rec.id))
+                self._restore_alloc(rec, *observed.get(rec.id, (None, None)))
         for alloc_id, _ in unreadable:
             self._replace_unreadable(alloc_id)
         self._start_owed_replacements(records)
@@ -168,10 +168,11 @@ class Restore:
         self.core.store.put("job", job_id, {**job_rec, "canonical": encode_job(job)})
         return job
 
-    def _observe_all(self, records: list[AllocRecord]) -> dict[str, ObservedAlloc]:
+    def _observe_all(self, records: list[AllocRecord]) -> dict[str, tuple[AllocRunner, ObservedAlloc | None]]:
         """What is on the node for every running alloc, looked at concurrently (docker inspects, CNI
-        CHECK, netns reads: reads only, independent per alloc). One that cannot be observed is
-        left out: its own restore observes it again and fails it with the reason."""
+        CHECK, netns reads: reads only, independent per alloc), with the runner that looked: the
+        one the alloc is restored with. One that cannot be observed has no observation: its own
+        restore observes it again and fails it with the reason."""
         runners = []
         for rec in records:
             job = self.core.jobs.get(rec.job)
@@ -179,14 +180,14 @@ class Restore:
             if job and group and rec.status is AllocStatus.RUNNING and rec.desired is DesiredStatus.RUN:
                 runners.append(AllocRunner(self.core.deps, rec, job, group))
         if len(runners) < 2:
-            return {}
+            return {r.id: (r, None) for r in runners}  # observed by its own restore
 
-        def look(runner: AllocRunner) -> tuple[str, ObservedAlloc | None]:
+        def look(runner: AllocRunner) -> tuple[str, tuple[AllocRunner, ObservedAlloc | None]]:
             try:
-                return runner.id, runner.observe()
+                return runner.id, (runner, runner.observe())
             except Exception as exc:
                 log.warning("alloc=%s: observing at restore failed: %s", runner.id[:8], exc)
-                return runner.id, None
+                return runner.id, (runner, None)
 
         # One iptables-save for all of them (each alloc's portmap check reads the nat table), and one
         # docker listing (each container then inspected once, not once per question about it).
@@ -195,17 +196,20 @@ class Restore:
             self.core.drivers.one_look(),
             ThreadPoolExecutor(RESTORE_PARALLEL, thread_name_prefix="restore") as pool,
         ):
-            return {a: obs for a, obs in pool.map(look, runners) if obs is not None}
+            return dict(pool.map(look, runners))
 
-    def _restore_alloc(self, rec: AllocRecord, observed: ObservedAlloc | None = None) -> None:
+    def _restore_alloc(
+        self, rec: AllocRecord, runner: AllocRunner | None = None, observed: ObservedAlloc | None = None
+    ) -> None:
         """One live alloc: restored; one the agent was killed while setting up (pending) set up
-        again; one it was killed while stopping (desired stop) stopped."""
+        again; one it was killed while stopping (desired stop) stopped. `runner`: the one that
+        observed it (`_observe_all`), with what it found."""
         job = self.core.jobs.get(rec.job)
         group = next((g for g in job.groups if g.name == rec.group), None) if job else None
         if job is None or group is None:
             log.error("alloc=%s: job %s or group %s unknown; cannot restore", rec.id[:8], rec.job, rec.group)
             return
-        runner = AllocRunner(self.core.deps, rec, job, group)
+        runner = runner or AllocRunner(self.core.deps, rec, job, group)
         self.core.runners[rec.id] = runner
         try:
             if rec.desired is DesiredStatus.STOP:

@@ -154,7 +154,7 @@ class Restorer:
     def _act(self, plan: RestorePlan, obs: ObservedAlloc) -> None:
         ar = self.ar
         if plan.action is RestoreAction.REATTACH:
-            self._record_reattached()
+            self._record_reattached(obs)
             ar.event("", "Restored", f"reattached: {plan.reason}")
             for tr in ar.tasks.values():
                 if tr.t.templates:
@@ -165,7 +165,7 @@ class Restorer:
             ar.lifecycle_changed()
         elif plan.action is RestoreAction.RESTART_TASKS:
             ar.event("", "Restored", plan.reason)
-            self._record_reattached()
+            self._record_reattached(obs)
             for tr, running in zip(ar.tasks.values(), obs.tasks_running, strict=True):
                 if not running:
                     tr.restore_dead()
@@ -179,13 +179,16 @@ class Restorer:
             ar.event("", "Restore Failed", plan.reason)
             ar.fail(plan.reason, teardown=plan_cleanup_failed_restore(ar.d.bugs))
 
-    def _record_reattached(self) -> None:
+    def _record_reattached(self, obs: ObservedAlloc) -> None:
         """A task found running whose record is not 'running' (the agent was killed between the
         start being recorded and the state catching up): recorded running now; its hooks hear that
-        it was reattached (a process task whose logmon is gone gets a new one)."""
-        for tr in self.ar.tasks.values():
+        it was reattached (a process task whose logmon is gone gets a new one). "Found running" is
+        the observation the plan was made from (`observe`: the driver asked once per task, as
+        Nomad's task runner recovers a handle once); a task that dies after it was observed is
+        reported by its driver's exit watch as any exit is, handled after the restore's turn."""
+        for tr, running in zip(self.ar.tasks.values(), obs.tasks_running, strict=True):
             h = tr.handle()
-            if h is None or not tr.handle_running(h):
+            if h is None or not running:
                 continue
             record = tr.state.task(tr.name)
             if record.state is not TaskState.RUNNING:
