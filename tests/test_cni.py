@@ -272,6 +272,32 @@ def test_del_runs_in_reverse_goes_on_past_a_failure_and_drops_the_cache(fake: Fa
     assert all("prevResult" not in c["conf"] for c in last)
 
 
+def test_a_del_never_runs_in_the_hosts_netns_through_a_pid_that_is_another_process_now(fake: Fake) -> None:
+    """A pause container's netns as /proc/<pid>/ns/net: once the container is gone its pid may be a
+    host process's (seen in a rehearsal: the host's lo was taken down). Such a path is refused, and
+    a DEL without a netns of its own does not fall back to the ADD's /proc path."""
+    host_process = subprocess.Popen(["sleep", "60"])
+    try:
+        stale = f"/proc/{host_process.pid}/ns/net"
+        net = fake.network(*_chain3())
+        with pytest.raises(CniError, match=r"refusing CNI ADD in /proc/\d+/ns/net: .* agent's own network"):
+            net.add("ctr-1", stale)
+        assert fake.calls() == [], "a plugin ran in the host's netns"
+
+        net.add("ctr-2", f"/proc/{os.getpid()}/ns/net")  # (fake plugins touch no netns)
+        report = net.delete("ctr-2", None)  # the alloc's netns is gone: no path of its own
+        dels = [c for c in fake.calls() if c["cmd"] == "DEL"]
+        assert [c["env"]["CNI_NETNS"] for c in dels] == ["", "", ""], "DEL fell back to the ADD's /proc path"
+        assert report.had_cached_result
+
+        report = net.delete("ctr-3", stale)
+        assert len(report.plugin_errors) == 3 and all("refusing CNI DEL" in e for e in report.plugin_errors)
+        assert len([c for c in fake.calls() if c["cmd"] == "DEL"]) == 3, "a plugin ran in the host's netns"
+    finally:
+        host_process.kill()
+        host_process.wait()
+
+
 def test_plugin_error_object_becomes_cni_error_and_add_cleans_up(fake: Fake) -> None:
     fail = {"ADD": {"code": 999, "msg": "failed to allocate for range 0: boom"}}
     net = fake.network(*_chain3(b={"fail": fail}))

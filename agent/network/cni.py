@@ -44,7 +44,7 @@ from typing import Any
 from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.network import hostlocal, iptables
 from agent.network.cnicache import ResultCache
-from agent.network.netns import is_netns
+from agent.network.netns import another_process_in_own_netns, is_netns
 from agent.network.plugins import plan_cni_chain
 from agent.network.result import (
     CachedAttachment,
@@ -222,6 +222,14 @@ class CniNetwork:
         cni_args: str = "",
     ) -> dict[str, Any] | None:
         binary = self.plugin_dir / plugin.type
+        if netns and another_process_in_own_netns(netns):
+            raise CniError(
+                f"refusing CNI {command} in {netns}: that process is in the agent's own network namespace "
+                "(the container it named is gone and its pid belongs to another process now)",
+                plugin=plugin.type,
+                command=command,
+                container_id=container_id,
+            )
         env = self._env(command, container_id, netns, ifname, cni_args)
         started = time.monotonic()
         try:
@@ -505,7 +513,10 @@ class CniNetwork:
                 att, cache_problem = None, str(exc)
             if att is not None:
                 prev, mappings = att.result.raw, att.port_mappings
-                netns = netns or att.netns
+                # The ADD's path only when it names the netns itself (/run/netns/<name>, docker's
+                # sandbox): a /proc/<pid>/ns/net one may be another process's by now.
+                if not netns and not att.netns.startswith("/proc/"):
+                    netns = att.netns
             report = self._delete_locked(container_id, netns, ifname, prev, mappings, cni_args)
             if cache_problem:
                 report.plugin_errors.insert(0, cache_problem)

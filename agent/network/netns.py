@@ -159,6 +159,21 @@ def same_netns(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
         return False
 
 
+_PROC_NETNS = re.compile(r"^/proc/(\d+)/ns/net$")
+
+
+def another_process_in_own_netns(path: str | os.PathLike[str]) -> bool:
+    """True when `path` is /proc/<pid>/ns/net of another process that sits in the caller's own netns.
+
+    A container's netns named by its pid outlives the container as a path: once the pid is given
+    to a process of the host (pid_max is 32768 here), the path names the host's namespace, where a
+    CNI DEL would take the host's loopback down and delete its interface of the alloc's name."""
+    m = _PROC_NETNS.match(os.fspath(path))
+    if m is None or int(m.group(1)) == os.getpid():
+        return False
+    return same_netns(path, "/proc/self/ns/net")
+
+
 CLONE_NEWNET = 0x40000000
 
 
