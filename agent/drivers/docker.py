@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import wraps
@@ -81,6 +82,7 @@ PAUSE_IMAGE = "fieldlab/pause:latest"
 # where a host volume's held dir is bound for dockerd during a start (the agent passes its data dir's)
 STAGING_DIR = Path("/run/fieldlab-agent/hostvolumes")
 WATCH_RECONNECT = 1.0  # seconds between tries to reopen the event stream while dockerd restarts
+EXEC_START_WAIT = 10.0  # seconds a timed-out exec is given to show its pid so it can be killed
 
 
 P = ParamSpec("P")
@@ -530,7 +532,7 @@ class DockerDriver:
         runner.join(timeout)
         try:
             if runner.is_alive():
-                self._kill_exec(api.exec_inspect(exec_id).get("Pid") or 0)
+                self._kill_exec(api, exec_id)
                 runner.join(5.0)
                 raise DriverError("docker", what, f"{argv[0]} ran past its {timeout:g}s timeout: killed")
             if "error" in result:
@@ -561,16 +563,25 @@ class DockerDriver:
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise DriverError("docker", what, str(exc)) from None
         raw = getattr(sock, "_sock", sock)  # the socket under docker-py's SocketIO on a unix socket
-        session = DockerSession(api, exec_id, raw, tty=tty, kill=self._kill_exec)
+        session = DockerSession(api, exec_id, raw, tty=tty, kill=_kill_pid)
         session.resize(rows, cols)
         return session
 
     @staticmethod
-    def _kill_exec(pid: int) -> None:
+    def _kill_exec(api: Any, exec_id: str) -> None:
         """SIGKILL an exec'd process and its descendants (host pids: the agent runs in the host's pid
-        namespace)."""
-        if pid > 0:
-            kill_tree(pid)
+        namespace). An exec whose process docker has not started yet (no Pid; under load a second
+        can pass) is polled for it, EXEC_START_WAIT at most, so that it is not left to run."""
+        deadline = time.monotonic() + EXEC_START_WAIT
+        while True:
+            info = api.exec_inspect(exec_id)
+            pid = int(info.get("Pid") or 0)
+            if pid > 0:
+                kill_tree(pid)
+                return
+            if info.get("ExitCode") is not None or time.monotonic() >= deadline:
+                return  # it ran and ended, or never started
+            time.sleep(0.05)
 
     # -- reads: one look at the engine inside a window -----------------------------------------
     @contextlib.contextmanager
@@ -705,6 +716,12 @@ class DockerDriver:
         events = getattr(self, "_events", None)
         if events is not None:
             events.close()
+
+
+def _kill_pid(pid: int) -> None:
+    """An exec session's kill: its process and descendants, when docker gave it a pid."""
+    if pid > 0:
+        kill_tree(pid)
 
 
 FULL_ID_LEN = 64  # a container's full id; a shorter one (a name, a prefix) is always inspected

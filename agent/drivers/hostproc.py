@@ -49,6 +49,16 @@ def proc_start_time(pid: int, *, zombie_ok: bool = False) -> str | None:
     return fields[19]
 
 
+def proc_state(pid: int) -> str:
+    """The process's state letter from /proc/<pid>/stat ("" when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    rest = stat.rpartition(")")[2].split()
+    return rest[0] if rest else ""
+
+
 def children(pid: int) -> list[int]:
     try:
         return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]

@@ -26,7 +26,7 @@ from typing import Protocol
 
 from agent.drivers.errors import DriverError
 from agent.drivers.execframes import STDERR, STDOUT
-from agent.drivers.hostproc import children
+from agent.drivers.hostproc import children, proc_state
 
 READ_SIZE = 64 * 1024
 EXITED_CHECK = 0.5  # seconds a read waits for output before it looks whether the command has ended
@@ -182,16 +182,31 @@ class ProcessSession:
                     pipe.close()
 
 
+STOP_WAIT = 1.0  # seconds a process is given to show it stopped before its children are read
+
+
 def kill_tree(pid: int) -> None:
-    """SIGKILL `pid` and its descendants (found first, then killed: none is reparented away)."""
+    """SIGKILL `pid` and its descendants: each is stopped (SIGSTOP, and seen stopped) before its
+    children are read, so none forks a child the walk misses (a shell between its `&` and its next
+    command, seen under load), then all are killed: none is reparented away before."""
     todo, seen = [pid], []
     while todo:
         p = todo.pop()
+        _stopped(p)
         seen.append(p)
         todo.extend(children(p))
     for p in seen:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, signal.SIGKILL)
+
+
+def _stopped(pid: int) -> None:
+    """SIGSTOP `pid` and poll (STOP_WAIT at most) until its state says stopped, dead or gone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + STOP_WAIT
+    while proc_state(pid) not in ("", "T", "t", "Z", "X") and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
 @dataclass(frozen=True)
