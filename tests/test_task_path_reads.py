@@ -54,6 +54,7 @@ SITES: dict[tuple[str, str, str], str] = {
     ("drivers/exec.py", "agent_bounding_set", "Path('/proc/self/status').read_text"): PROC,  # nomad-5783
     ("drivers/hostproc.py", "proc_start_time", "Path(f'/proc/{pid}/stat').read_text"): PROC,
     ("drivers/hostproc.py", "children", "Path(f'/proc/{pid}/task/{pid}/children').read_text"): PROC,
+    ("drivers/hostproc.py", "proc_state", "Path(f'/proc/{pid}/stat').read_text"): PROC,
     ("drivers/cgroups.py", "Cgroups.of_pid", "Path(f'/proc/{pid}/cgroup').read_text"): PROC,
     ("drivers/cgroups.py", "Cgroups.pids", "f.read_text"): PROC,  # cgroup.procs: the kernel's
     # A task's environ is read only to find the carried environment of the agent's own root
