@@ -83,6 +83,7 @@ PAUSE_IMAGE = "fieldlab/pause:latest"
 STAGING_DIR = Path("/run/fieldlab-agent/hostvolumes")
 WATCH_RECONNECT = 1.0  # seconds between tries to reopen the event stream while dockerd restarts
 EXEC_START_WAIT = 10.0  # seconds a timed-out exec is given to show its pid so it can be killed
+EXEC_START_POLL = 0.05  # seconds between looks at that exec
 
 
 P = ParamSpec("P")
@@ -581,7 +582,7 @@ class DockerDriver:
                 return
             if info.get("ExitCode") is not None or time.monotonic() >= deadline:
                 return  # it ran and ended, or never started
-            time.sleep(0.05)
+            time.sleep(EXEC_START_POLL)
 
     # -- reads: one look at the engine inside a window -----------------------------------------
     @contextlib.contextmanager

@@ -183,6 +183,7 @@ class ProcessSession:
 
 
 STOP_WAIT = 1.0  # seconds a process is given to show it stopped before its children are read
+STOP_POLL = 0.002  # seconds between looks at its state
 
 
 def kill_tree(pid: int) -> None:
@@ -206,7 +207,7 @@ def _stopped(pid: int) -> None:
         os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + STOP_WAIT
     while proc_state(pid) not in ("", "T", "t", "Z", "X") and time.monotonic() < deadline:
-        time.sleep(0.002)
+        time.sleep(STOP_POLL)
 
 
 @dataclass(frozen=True)
