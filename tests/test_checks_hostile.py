@@ -17,7 +17,7 @@ import pytest
 
 from agent.jobspec import JobspecError, parse_jobspec
 from agent.runner.checkresults import CheckResults
-from agent.runner.checks import ChecksHook
+from agent.runner.checks import CheckPorts, ChecksHook
 from agent.structs.model import Check, Group, Network, Service, Task
 from agent.structs.records import PortAlloc
 
@@ -97,8 +97,23 @@ def _run_checks(
         rec=SimpleNamespace(ports=ports, address=address),
         alloc_running=lambda: True,
     )
-    tr = SimpleNamespace(ar=ar, t=task, d=deps, handle=lambda: handle, event=lambda *a: None)
-    hook = ChecksHook(tr)
+    lifecycle = SimpleNamespace(handle=lambda: handle, event=lambda *a: None)
+    ports = CheckPorts(
+        task=task,
+        alloc=ar,  # type: ignore[arg-type]
+        lifecycle=lifecycle,  # type: ignore[arg-type]
+        stop_task=lambda h, timeout, sig: None,
+        mark_failed=lambda: None,
+        results=deps.check_results,
+        services=None,
+        address=lambda: deps.advertise_address or deps.node_address,
+        max_kill_timeout=30.0,
+        bugs=deps.bugs,
+        clock=deps.clock,
+        schedule=deps.schedule,
+        offload=deps.offload,
+    )
+    hook = ChecksHook(ports)
     hook.poststart(handle)  # type: ignore[arg-type]
     for _ in range(3):
         pending, deps.queue = deps.queue, []

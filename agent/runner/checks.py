@@ -19,10 +19,12 @@ import http.client
 import logging
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agent.client.checktarget import CheckTarget, check_target, http_request, is_local_address
+from agent.client.offload import Offload
 from agent.decide.taskdecisions import (
     CHECK_OUTPUT_LIMIT,
     CheckWatch,
@@ -33,6 +35,8 @@ from agent.decide.taskdecisions import (
     plan_watched_group,
 )
 from agent.drivers.base import TaskHandle
+from agent.fieldbugs.bugs import Bugs
+from agent.runner.checkresults import CheckResults
 from agent.runner.checks_script import (
     PASSING,
     ScriptCheck,
@@ -41,8 +45,9 @@ from agent.runner.checks_script import (
     script_status,
     update_ttl,
 )
-from agent.runner.interfaces import TaskHost
-from agent.structs.model import Check, Service
+from agent.runner.interfaces import AllocContext, TaskEvents
+from agent.runner.registrar import ServiceRegistrar
+from agent.structs.model import Check, Service, Task
 
 log = logging.getLogger(__name__)
 RUN_TYPES = ("http", "tcp")  # the check types Nomad's client runs for its own services
@@ -133,22 +138,54 @@ def _send(conn: http.client.HTTPConnection, method: str, target: str, c: Check) 
     conn.endheaders(body or None)
 
 
+class CheckedTask(TaskEvents, Protocol):
+    """What the check watcher reads and does of its task: its handle (which run it watches), a
+    command run in it (a script check) in the environment its last start had, its events."""
+
+    def handle(self) -> TaskHandle | None: ...
+
+    def exec_env(self) -> dict[str, str]: ...
+
+    def exec(self, argv: list[str], timeout: float, then: Callable[[int, str], None]) -> None: ...
+
+
+@dataclass(frozen=True)
+class CheckPorts:
+    """What the check watcher is handed (agent.runner.taskhooks): its task, the alloc it reads,
+    the task's lifecycle as it uses it, where results go, Consul (script checks' TTLs), and the
+    loop's clock, timers and offload."""
+
+    task: Task
+    alloc: AllocContext
+    lifecycle: CheckedTask
+    stop_task: Callable[[TaskHandle, float, str], None]  # the driver's stop (blocking: offloaded)
+    mark_failed: Callable[[], None]  # the task's next exit is a failure (a check_restart kill)
+    results: CheckResults
+    services: ServiceRegistrar | None
+    address: Callable[[], str]  # the node's advertise address, else its fingerprinted one
+    max_kill_timeout: float
+    bugs: Bugs
+    clock: Callable[[], float]
+    schedule: Callable[[float, Callable[[], None]], None]
+    offload: Offload
+
+
 class ChecksHook:
     name = "checks"
 
-    def __init__(self, task: TaskHost) -> None:
-        self._task = task  # what the check watcher reads and does of its task
+    def __init__(self, ports: CheckPorts) -> None:
+        self.p = ports
         self._generation = 0
         self._ids: set[str] = set()
 
-    def _checks(self, tr: TaskHost) -> list[Watched]:
+    def _checks(self) -> list[Watched]:
         """The task's checks; a group service's check that names no task is run by the group's
         first main task (Nomad's alloc-level checker runs it while the alloc runs: here while that
         task does), shown with no task, and restarts nothing."""
-        ar, task = tr.ar, tr.t.name
-        watched_group = plan_watched_group(ar.group.name, tr.d.bugs)
+        ar, task = self.p.alloc, self.p.task.name
+        watched_group = plan_watched_group(ar.group.name, self.p.bugs)
         carrier = next((t.name for t in ar.group.tasks if t.lifecycle is None), "")
-        found = [(s, False) for s in tr.t.services] + [(s, True) for s in ar.group.services]
+        found = [(s, False) for s in self.p.task.services] + [(s, True) for s in ar.group.services]
         out = []
         for s, grp in found:
             for c in s.checks if s.provider == "nomad" else ():
@@ -160,26 +197,27 @@ class ChecksHook:
         return out
 
     def poststart(self, handle: TaskHandle) -> None:
-        self._watch(self._task, handle)
+        self._watch(handle)
 
     def reattached(self, handle: TaskHandle) -> None:
-        self._watch(self._task, handle)
+        self._watch(handle)
 
     def exited(self) -> None:
-        self._unwatch(self._task)
+        self._unwatch()
 
     def stop(self) -> None:
-        self._unwatch(self._task)
+        self._unwatch()
 
-    def _unwatch(self, tr: TaskHost) -> None:
+    def _unwatch(self) -> None:
         self._generation += 1
-        tr.d.check_results.drop(tr.ar.id, self._ids)
+        self.p.results.drop(self.p.alloc.id, self._ids)
 
-    def _watch(self, tr: TaskHost, handle: TaskHandle) -> None:
+    def _watch(self, handle: TaskHandle) -> None:
         """Start (again) watching the task's checks: a new run of the task, a new grace."""
+        p = self.p
         self._generation += 1
-        generation, now = self._generation, tr.d.clock()
-        for w in self._checks(tr):
+        generation, now = self._generation, p.clock()
+        for w in self._checks():
             self._ids.add(w.id)
             r = w.check.restart if not (w.group_level and not w.check.task) else None
             watch = CheckWatch(
@@ -188,17 +226,17 @@ class ChecksHook:
                 grace_until=now + (r.grace if r else 0.0),
                 ignore_warnings=r.ignore_warnings if r else False,
             )
-            tr.d.check_results.put(tr.ar.id, self._result(tr, w, "pending", "", None, now))
-            self._schedule(tr, handle, w, watch, generation, w.check.interval / 2)
-        scripts = script_checks(tr)  # Consul's TTL checks: run when there is a Consul to tell
-        for sc in scripts if scripts and tr.d.services is not None else ():
+            p.results.put(p.alloc.id, self._result(w, "pending", "", None, now))
+            self._schedule(handle, w, watch, generation, w.check.interval / 2)
+        scripts = script_checks(p.alloc.id, p.alloc.group, p.task)  # Consul's TTL checks
+        for sc in scripts if scripts and p.services is not None else ():  # when there is a Consul
             # the first run at once, as Nomad's (once the loop has seen the alloc's tasks started)
-            self._schedule_script(tr, handle, sc, self._script_watch(sc.check, now), generation, 0.0)
+            self._schedule_script(handle, sc, self._script_watch(sc.check, now), generation, 0.0)
 
     def _schedule_script(
-        self, tr: TaskHost, handle: TaskHandle, sc: ScriptCheck, watch: CheckWatch, gen: int, delay: float
+        self, handle: TaskHandle, sc: ScriptCheck, watch: CheckWatch, gen: int, delay: float
     ) -> None:
-        tr.d.schedule(delay, lambda: self._run_script(tr, handle, sc, watch, gen))
+        self.p.schedule(delay, lambda: self._run_script(handle, sc, watch, gen))
 
     @staticmethod
     def _script_watch(c: Check, now: float) -> CheckWatch:
@@ -210,59 +248,58 @@ class ChecksHook:
             ignore_warnings=r.ignore_warnings if r else False,
         )
 
-    def _run_script(
-        self, tr: TaskHost, handle: TaskHandle, sc: ScriptCheck, watch: CheckWatch, gen: int
-    ) -> None:
+    def _run_script(self, handle: TaskHandle, sc: ScriptCheck, watch: CheckWatch, gen: int) -> None:
         """One run of a script check in its task (agent.runner.checks_script), its result sent to
         Consul, check_restart applied; the next one an interval later."""
-        if not self._current(tr, handle, gen):
-            if gen == self._generation and (h := tr.handle()) is not None and h.id == handle.id:
-                self._schedule_script(tr, handle, sc, watch, gen, sc.check.interval)  # not running yet
+        p = self.p
+        if not self._current(handle, gen):
+            if gen == self._generation and (h := p.lifecycle.handle()) is not None and h.id == handle.id:
+                self._schedule_script(handle, sc, watch, gen, sc.check.interval)  # not running yet
             return
-        services = tr.d.services
+        services = p.services
 
         def ran(code: int, output: str) -> None:
-            if not self._current(tr, handle, gen) or services is None:
+            if not self._current(handle, gen) or services is None:
                 return
             status, text = script_status(code, output)
-            tr.d.offload(
-                f"check-ttl-{tr.t.name}",
+            p.offload(
+                f"check-ttl-{p.task.name}",
                 lambda: update_ttl(services.consul, sc.consul_id, status, text),
-                lambda why, exc: _ttl_failed(tr, sc, why, exc),
+                lambda why, exc: self._ttl_failed(sc, why, exc),
             )
             seen = "success" if status == PASSING else status  # the watcher's word for healthy
-            after, restart = plan_check_restart(watch, seen, tr.d.clock())
+            after, restart = plan_check_restart(watch, seen, p.clock())
             if restart:
-                self._restart(tr, handle, sc.check)
+                self._restart(handle, sc.check)
                 return
-            self._schedule_script(tr, handle, sc, after, gen, sc.check.interval)
+            self._schedule_script(handle, sc, after, gen, sc.check.interval)
 
-        tr.exec(script_argv(sc.check, tr.exec_env()), sc.check.timeout, ran)
+        p.lifecycle.exec(script_argv(sc.check, p.lifecycle.exec_env()), sc.check.timeout, ran)
 
-    def _schedule(
-        self, tr: TaskHost, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int, delay: float
-    ) -> None:
-        tr.d.schedule(delay, lambda: self._run(tr, handle, w, watch, gen))
+    def _schedule(self, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int, delay: float) -> None:
+        self.p.schedule(delay, lambda: self._run(handle, w, watch, gen))
 
-    def _current(self, tr: TaskHost, handle: TaskHandle, gen: int) -> bool:
-        h = tr.handle()
-        return gen == self._generation and h is not None and h.id == handle.id and tr.ar.alloc_running()
+    def _current(self, handle: TaskHandle, gen: int) -> bool:
+        h = self.p.lifecycle.handle()
+        same_run = gen == self._generation and h is not None and h.id == handle.id
+        return same_run and self.p.alloc.alloc_running()
 
-    def _target(self, tr: TaskHost, w: Watched) -> CheckTarget | str:
+    def _target(self, w: Watched) -> CheckTarget | str:
         """Where the check goes (agent.client.checktarget): the alloc's own reserved ports and addresses."""
+        rec = self.p.alloc.rec
         return check_target(
             mode=w.check.address_mode,
             label=w.check.port or w.service.port,
-            ports=tr.ar.rec.ports,
-            alloc_address=tr.ar.rec.address,
-            node_address=tr.d.advertise_address or tr.d.node_address,
+            ports=rec.ports,
+            alloc_address=rec.address,
+            node_address=self.p.address(),
             custom=w.service.address,
         )
 
-    def _run(self, tr: TaskHost, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int) -> None:
-        if not self._current(tr, handle, gen):
+    def _run(self, handle: TaskHandle, w: Watched, watch: CheckWatch, gen: int) -> None:
+        if not self._current(handle, gen):
             return
-        target = self._target(tr, w)
+        p, target = self.p, self._target(w)
 
         def blocking() -> tuple[int | None, str, str]:
             if isinstance(target, str):
@@ -270,64 +307,65 @@ class ChecksHook:
             return _probe(w.check.type, target, w.check)
 
         def done(got: object, exc: Exception | None) -> None:
-            if not self._current(tr, handle, gen):
+            if not self._current(handle, gen):
                 return
             code, error, body = got if isinstance(got, tuple) else (None, str(exc), "")
             status, output = check_result(w.check.type, code, error, body)
-            now = tr.d.clock()
-            tr.d.check_results.put(tr.ar.id, self._result(tr, w, status, output, code, now))
+            now = p.clock()
+            p.results.put(p.alloc.id, self._result(w, status, output, code, now))
             # the watcher judges the status it finds under its own ID of the check (Nomad's)
-            found = tr.d.check_results.of(tr.ar.id).get(w.watcher_id)
+            found = p.results.of(p.alloc.id).get(w.watcher_id)
             if found is None:
                 if now >= watch.grace_until and watch.limit > 0:
-                    log.warning(
-                        "alloc=%s task=%s: watched check %r not found", tr.ar.id[:8], tr.t.name, w.check.name
-                    )
-                self._schedule(tr, handle, w, watch, gen, w.check.interval)
+                    where = f"alloc={p.alloc.id[:8]} task={p.task.name}"
+                    log.warning("%s: watched check %r not found", where, w.check.name)
+                self._schedule(handle, w, watch, gen, w.check.interval)
                 return
             after, restart = plan_check_restart(watch, str(found["Status"]), now)
             if restart:
-                self._restart(tr, handle, w.check)
+                self._restart(handle, w.check)
                 return
-            self._schedule(tr, handle, w, after, gen, w.check.interval)
+            self._schedule(handle, w, after, gen, w.check.interval)
 
-        tr.d.offload(f"check-{tr.t.name}", blocking, done)
+        p.offload(f"check-{p.task.name}", blocking, done)
 
-    def _restart(self, tr: TaskHost, handle: TaskHandle, check: Check) -> None:
+    def _restart(self, handle: TaskHandle, check: Check) -> None:
         """check_restart: the task is killed; its exit is the restart policy's (a failure)."""
+        p, t = self.p, self.p.task
         self._generation += 1  # every check of the task waits for its next start
-        tr.killed_as_failure = True  # its exit is a failure, whatever its code
-        tr.event("Restart Signaled", f'healthcheck: check "{check.name}" unhealthy')
-        log.info("alloc=%s task=%s: check %r unhealthy: restarting", tr.ar.id[:8], tr.t.name, check.name)
-        t = tr.t
-        sig = plan_kill_signal(t.kill_signal, t.driver, tr.d.bugs)
-        timeout = plan_kill_timeout(t.kill_timeout, tr.d.max_kill_timeout, tr.d.bugs)
-        tr.d.offload(f"check-restart-{t.name}", lambda: tr.driver.stop(handle, timeout, sig), _ignore)
+        p.mark_failed()  # its exit is a failure, whatever its code
+        p.lifecycle.event("Restart Signaled", f'healthcheck: check "{check.name}" unhealthy')
+        log.info("alloc=%s task=%s: check %r unhealthy: restarting", p.alloc.id[:8], t.name, check.name)
+        sig = plan_kill_signal(t.kill_signal, t.driver, p.bugs)
+        timeout = plan_kill_timeout(t.kill_timeout, p.max_kill_timeout, p.bugs)
+        p.offload(f"check-restart-{t.name}", lambda: p.stop_task(handle, timeout, sig), _ignore)
 
-    def _result(
-        self, tr: TaskHost, w: Watched, status: str, output: str, code: int | None, now: float
-    ) -> dict[str, Any]:
+    def _result(self, w: Watched, status: str, output: str, code: int | None, now: float) -> dict[str, Any]:
         """api.AllocCheckStatus."""
+        ar = self.p.alloc
         return {
             "ID": w.id,
             "Check": w.check.name,
-            "Group": f"{tr.ar.job.id}.{tr.ar.group.name}[0]",  # the alloc's Name, as Nomad's
+            "Group": f"{ar.job.id}.{ar.group.name}[0]",  # the alloc's Name, as Nomad's
             "Mode": check_mode(w.check),
             "Output": output,
             "Service": w.service.name,
-            "Task": "" if w.group_level else tr.t.name,  # the service's task: none for a group's
+            "Task": "" if w.group_level else self.p.task.name,  # the service's task: none for a group's
             "Status": status,
             "StatusCode": code or 0,
             "Timestamp": int(now),
         }
 
-
-def _ttl_failed(tr: TaskHost, sc: ScriptCheck, why: object, exc: Exception | None) -> None:
-    """A TTL update Consul did not take: logged (Nomad's hook logs it and tries at the next run)."""
-    if exc is not None or why:
-        log.warning(
-            "alloc=%s task=%s: script check %r: %s", tr.ar.id[:8], tr.t.name, sc.check.name, exc or why
-        )
+    def _ttl_failed(self, sc: ScriptCheck, why: object, exc: Exception | None) -> None:
+        """A TTL update Consul did not take: logged (Nomad's hook logs it and tries at the next run)."""
+        if exc is not None or why:
+            log.warning(
+                "alloc=%s task=%s: script check %r: %s",
+                self.p.alloc.id[:8],
+                self.p.task.name,
+                sc.check.name,
+                exc or why,
+            )
 
 
 def _ignore(result: object, exc: Exception | None) -> None:

@@ -20,8 +20,7 @@ import requests
 
 from agent.decide.taskdecisions import CHECK_OUTPUT_LIMIT
 from agent.getter.plan import interpolate
-from agent.runner.interfaces import TaskHost
-from agent.structs.model import Check, Service
+from agent.structs.model import Check, Group, Service, Task
 
 if TYPE_CHECKING:
     from agent.consul.catalog import ConsulClient
@@ -47,11 +46,11 @@ def consul_check_id(alloc_id: str, task: str, service: Service, index: int) -> s
     return f"service:{service_id}" + (f":{index + 1}" if len(service.checks) > 1 else "")
 
 
-def script_checks(tr: TaskHost) -> list[ScriptCheck]:
-    """The script checks this task runs: its own Consul services', and its group's Consul services'
+def script_checks(alloc_id: str, group: Group, t: Task) -> list[ScriptCheck]:
+    """The script checks task `t` runs: its own Consul services', and its group's Consul services'
     that name it."""
-    alloc_id, task = tr.ar.id, tr.t.name
-    found = [(s, False) for s in tr.t.services] + [(s, True) for s in tr.ar.group.services]
+    task = t.name
+    found = [(s, False) for s in t.services] + [(s, True) for s in group.services]
     out = []
     for service, group_level in found:
         if service.provider != "consul":

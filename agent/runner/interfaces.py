@@ -14,7 +14,7 @@ circle (`make lint` counts them).
   its network, its lifecycle order, its kills and its failure);
 - `TaskEvents`, `TaskLifecycle`: what a hook may say and do to its task (Nomad's EventEmitter and
   TaskLifecycle), handed to it when it is made;
-- `TaskHost`: a task as its hooks are made from it (agent.runner.taskhooks) and its checks read it;
+- `TaskHost`: a task as its hooks are made from it (agent.runner.taskhooks);
 - `RunningTask`: what the alloc runner's parts (the restorer, the coordinator, a network recovery)
   call on a task runner besides;
 - one protocol per hook point (setup, prestart, env, poststart, exited, restore, reattached, stop):
@@ -182,7 +182,7 @@ class TaskLifecycle(TaskEvents, Protocol):
 
 class TaskHost(TaskLifecycle, TemplateHost, Protocol):
     """A task as its hooks are made from it (agent.runner.taskhooks: each hook is handed the narrow
-    parts it needs), as the check watcher reads it and as its template runner is given it."""
+    parts it needs, the check watcher its CheckPorts) and as its template runner is given it."""
 
     killed_as_failure: bool  # its next exit follows a check_restart kill (the restart tracker's)
 

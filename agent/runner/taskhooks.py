@@ -16,9 +16,9 @@ uses (agent.runner.interfaces), never the task runner:
 
 from __future__ import annotations
 
-from agent.drivers.base import DriverError, TaskDriver
+from agent.drivers.base import DriverError, TaskDriver, TaskHandle
 from agent.identity.vaultlogin import plan_vault_login
-from agent.runner.checks import ChecksHook
+from agent.runner.checks import CheckPorts, ChecksHook
 from agent.runner.dispatchhook import DispatchPayloadHook
 from agent.runner.hooks import ArtifactHook, DockerLoggerHook, LogmonHook, TaskDirHook, VolumeHook
 from agent.runner.identityhook import IdentityHook, IdentityPorts, identity_signer
@@ -103,5 +103,27 @@ def task_hooks(tr: TaskHost) -> tuple[TaskHook, ...]:
         own = (d.data_dir, *d.own_paths)
         hooks.append(VolumeHook(t.name, t.volume_mounts, requests, host_volume, own))
     if any(s.checks for s in (*t.services, *ar.group.services)):
-        hooks.append(ChecksHook(tr))
+
+        def mark_failed() -> None:
+            tr.killed_as_failure = True
+
+        def stop_task(h: TaskHandle, timeout: float, sig: str) -> None:
+            tr.driver.stop(h, timeout, sig)  # the driver as it is then (never cached at the hook's making)
+
+        checks = CheckPorts(
+            task=t,
+            alloc=ar,
+            lifecycle=tr,
+            stop_task=stop_task,
+            mark_failed=mark_failed,
+            results=d.check_results,
+            services=d.services,
+            address=lambda: d.advertise_address or d.node_address,
+            max_kill_timeout=d.max_kill_timeout,
+            bugs=d.bugs,
+            clock=d.clock,
+            schedule=d.schedule,
+            offload=d.offload,
+        )
+        hooks.append(ChecksHook(checks))
     return tuple(hooks)
