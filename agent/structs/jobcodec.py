@@ -9,6 +9,7 @@ caller parses the source instead. Pure: no I/O.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -52,8 +53,11 @@ def _plain(value: object) -> Any:
     raise JobCodecError(f"a {type(value).__name__} has no canonical form")
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+@functools.cache
+def _shape(cls: type) -> tuple[Mapping[str, Any], frozenset[str]]:
+    """A model class's field types and names, resolved once per class (the model's classes do not
+    change while the agent runs; resolving the hints took most of a restore's decode)."""
+    return typing.get_type_hints(cls), frozenset(f.name for f in dataclasses.fields(cls))
 
 
 def _build(hint: Any, value: object, where: str) -> Any:  # noqa: PLR0911 - one branch per kind of type
@@ -63,10 +67,9 @@ def _build(hint: Any, value: object, where: str) -> Any:  # noqa: PLR0911 - one 
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, Mapping):
             raise JobCodecError(f"{where}: expected an object for {hint.__name__}")
-        hints = _hints(hint)
-        known = {f.name for f in dataclasses.fields(hint)}
-        unknown = sorted(set(value) - known)
-        if unknown:
+        hints, known = _shape(hint)
+        if not known.issuperset(value):
+            unknown = sorted(set(value) - known)
             raise JobCodecError(f"{where}: unknown field {unknown[0]!r} of {hint.__name__}")
         return hint(**{k: _build(hints[k], v, f"{where}.{k}") for k, v in value.items()})
     if origin in (types.UnionType, typing.Union):
