@@ -6,6 +6,7 @@ Nomad's labels; a pause container this agent started under its earlier name is f
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -43,6 +44,18 @@ def test_the_pause_container_has_nomads_name_and_alloc_label(driver: DockerDrive
     assert c.name == f"nomad_init_{alloc_id}"
     assert c.labels[NOMAD_LABEL_ALLOC] == alloc_id
     assert driver.start_pause("web", "g", alloc_id).id == handle.id, "started again: the same container"
+
+
+def test_the_managed_list_shows_a_container_as_inspect_does(driver: DockerDriver, alloc_id: str) -> None:
+    """The sweeper and the adoption read docker's list, not an inspect per container: the same id,
+    name, labels, state and creation time (the sweeper's grace counts from it)."""
+    handle = driver.start_pause("web", "g", alloc_id)
+    inspected = driver.client.api.inspect_container(handle.id)
+    (listed,) = [c for c in driver.managed_containers() if c.id == handle.id]
+    assert listed.name == inspected["Name"].lstrip("/") == pause_name(alloc_id)
+    assert listed.labels == inspected["Config"]["Labels"] and listed.labels[NOMAD_LABEL_ALLOC] == alloc_id
+    assert listed.status == inspected["State"]["Status"] == "running"
+    assert 0 <= time.time() - listed.created < 120, listed.created
 
 
 def test_a_pause_container_of_the_earlier_name_is_kept(driver: DockerDriver, alloc_id: str) -> None:

@@ -1,10 +1,12 @@
 """What the agent names and writes for the containers of a docker task (pure): Nomad's labels and
 container names, the pause container's hostname and DNS options, the /etc/hosts of a group network's
-task, the engine's log bounds, and why an image is missing."""
+task, the engine's log bounds, why an image is missing, and a managed container as docker's list
+shows it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from agent.drivers.base import Sandbox
 
@@ -82,3 +84,30 @@ def no_image(image: str, local: list[str], shown: int = 12) -> str:
         f"image {image!r} is not on this node (removed since it was found or pulled): the node has "
         f"{listed or 'no images'}; the lab's images are in its registry (docs/drivers.md, image pulls)"
     )
+
+
+@dataclass(frozen=True)
+class ManagedContainer:
+    """A container the agent made, as docker's container list shows it (`GET /containers/json`):
+    what the sweeper and the adoption read, with no inspect per container."""
+
+    id: str
+    name: str
+    status: str  # docker's State: "created", "running", "exited", "dead", ...
+    created: float  # unix seconds
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def listed(cls, entry: Mapping[str, object]) -> ManagedContainer:
+        """One entry of docker's list (Id, Names ["/name"], State, Created, Labels)."""
+        names = entry.get("Names")
+        name = str(names[0]).lstrip("/") if isinstance(names, list) and names else ""
+        labels = entry.get("Labels")
+        created = entry.get("Created")
+        return cls(
+            id=str(entry.get("Id", "")),
+            name=name,
+            status=str(entry.get("State", "")),
+            created=float(created) if isinstance(created, int | float) else 0.0,
+            labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {},
+        )

@@ -14,7 +14,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from agent.allocdir.fsutil import unmount_below
@@ -167,8 +166,7 @@ class Sweeper:
         containers = []
         # No docker engine on this client (docker_enabled false): no container is ours to sweep.
         for c in self.docker.managed_containers() if self.docker is not None else []:
-            created = c.attrs.get("Created", "")
-            age = now - _parse_docker_time(created) if created else 1e9
+            age = now - c.created if c.created else 1e9
             containers.append(
                 SeenContainer(c.id, c.name, c.labels.get(LABEL_ALLOC, ""), c.labels.get(LABEL_ROLE, ""), age)
             )
@@ -242,9 +240,3 @@ class Sweeper:
             iptables.remove_forward_rules([r.target])
         elif r.kind == "task_process":
             Cgroups.found(r.target).kill_all()
-
-
-def _parse_docker_time(text: str) -> float:
-    """Docker's "2026-11-30T04:10:20.123456789Z" as epoch seconds (sub-second part dropped)."""
-    base = text.split(".", maxsplit=1)[0].rstrip("Z")
-    return datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
