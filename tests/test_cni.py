@@ -509,6 +509,27 @@ def _nat_chains() -> set[str]:
 needs_root = pytest.mark.root
 
 
+@pytest.mark.root
+def test_a_del_falls_back_to_the_adds_netns_only_while_it_still_is_one(fake: Fake) -> None:
+    """A DEL given no netns runs in the ADD's (a named netns, docker's sandbox) while that path is
+    still a live netns; once it is gone (docker removes a dead container's sandbox file, or leaves it
+    a plain file for a while), the plugins get none and release the address only."""
+    name = f"fl-del-{os.getpid()}"
+    path = str(netns.create(name))
+    try:
+        net = fake.network(*_chain3())
+        net.add("ctr-live", path)
+        net.add("ctr-gone", path)
+        net.delete("ctr-live", None)
+        live = [c["env"]["CNI_NETNS"] for c in fake.calls() if c["cmd"] == "DEL"]
+        assert live == [path] * 3, "a DEL without a path of its own must run in the ADD's live netns"
+    finally:
+        netns.delete(name)
+    net.delete("ctr-gone", None)
+    gone = [c["env"]["CNI_NETNS"] for c in fake.calls() if c["cmd"] == "DEL"][3:]
+    assert gone == ["", "", ""], f"DEL ran in a netns that is no more: {gone}"
+
+
 @needs_root
 def test_netns_create_identity_and_idempotent_delete(lab: Lab) -> None:
     path = lab.netns()

@@ -15,6 +15,7 @@ import pytest
 
 from agent.drivers.docker import DockerDriver
 from agent.drivers.dockernames import NOMAD_LABEL_ALLOC, legacy_pause_name, pause_name
+from agent.network import netns
 from tests.agent_lab import build_workload_images, why_not_ready
 
 pytestmark = [pytest.mark.root]
@@ -44,6 +45,19 @@ def test_the_pause_container_has_nomads_name_and_alloc_label(driver: DockerDrive
     assert c.name == f"nomad_init_{alloc_id}"
     assert c.labels[NOMAD_LABEL_ALLOC] == alloc_id
     assert driver.start_pause("web", "g", alloc_id).id == handle.id, "started again: the same container"
+
+
+def test_a_pause_netns_is_dockers_sandbox_key(driver: DockerDriver, alloc_id: str) -> None:
+    """CNI is handed docker's SandboxKey (as Nomad's network hook), not /proc/<pid>/ns/net: the
+    sandbox file names that netns only and goes with the container, where a pid can come back as a
+    host process's (a CNI DEL run there took the host's lo down)."""
+    handle = driver.start_pause("web", "g", alloc_id)
+    path = driver.netns_path(handle)
+    key = driver.client.api.inspect_container(handle.id)["NetworkSettings"]["SandboxKey"]
+    assert str(path) == key and key.startswith("/var/run/docker/netns/"), path
+    assert netns.same_netns(path, f"/proc/{driver.pid(handle)}/ns/net")
+    driver.remove_container(handle.id)
+    assert not netns.is_netns(path), "the sandbox's netns outlived its container"
 
 
 def test_the_managed_list_shows_a_container_as_inspect_does(driver: DockerDriver, alloc_id: str) -> None:

@@ -76,6 +76,7 @@ from agent.drivers.pullconfig import task_pull
 from agent.drivers.session import DockerSession, ExecSession, kill_tree
 from agent.drivers.usage import Usage, docker_usage
 from agent.fieldbugs.bugs import NO_BUGS, Bugs
+from agent.network.netns import same_netns
 from agent.structs.model import Task
 
 log = logging.getLogger(__name__)
@@ -227,13 +228,20 @@ class DockerDriver:
 
     @engine_errors("netns of a container")
     def netns_path(self, handle: TaskHandle) -> Path:
-        """The network namespace of a running container, as a path CNI can use."""
-        pid = self.pid(handle)
-        if not pid:
+        """The network namespace of a running container, as a path CNI can use: docker's own handle
+        of the container's sandbox (NetworkSettings.SandboxKey, the path Nomad's network hook hands
+        CNI), which names that netns only and goes away with it; `/proc/<pid>/ns/net` only where the
+        engine gives no live one. A /proc path outlives its container as a number: once the pid is
+        another process's, a CNI command run in it would act on that process's netns (the host's)."""
+        attrs = self._attrs(handle.id)
+        pid = int(attrs["State"]["Pid"] or 0) if attrs is not None else 0
+        if attrs is None or not pid:
             raise DriverError(
                 "docker", f"container {handle.id[:12]}", "not running: it has no network namespace"
             )
-        return Path(f"/proc/{pid}/ns/net")
+        by_pid = f"/proc/{pid}/ns/net"
+        key = str((attrs.get("NetworkSettings") or {}).get("SandboxKey") or "")
+        return Path(key if key and same_netns(key, by_pid) else by_pid)
 
     @engine_errors("inspect")
     def pid(self, handle: TaskHandle) -> int:

@@ -514,8 +514,9 @@ class CniNetwork:
             if att is not None:
                 prev, mappings = att.result.raw, att.port_mappings
                 # The ADD's path only when it names the netns itself (/run/netns/<name>, docker's
-                # sandbox): a /proc/<pid>/ns/net one may be another process's by now.
-                if not netns and not att.netns.startswith("/proc/"):
+                # sandbox) and still is one: a /proc/<pid>/ns/net one may be another process's by
+                # now, and a gone one is no netns (the plugins then release the address only).
+                if not netns and not att.netns.startswith("/proc/") and is_netns(att.netns):
                     netns = att.netns
             report = self._delete_locked(container_id, netns, ifname, prev, mappings, cni_args)
             if cache_problem:
