@@ -34,6 +34,7 @@ from agent.client.allocs import ServerHooks
 from agent.client.core import Core
 from agent.command.config import Config, TLSConfig, VaultConfig
 from agent.command.daemon import Agent
+from agent.fieldbugs.bugs import NO_BUGS
 from agent.nomadapi.routes import NomadApi, build_nomad_routes
 from agent.state.changes import ChangeIndex
 from tests.agent_lab import NODE, NomadRoutes
@@ -518,9 +519,12 @@ def test_handlers_run_on_a_bounded_pool_and_health_does_not_wait_for_it(
 
 def stand_in_routes() -> list[tuple[str, str, Handler]]:
     """Nomad's routes over a stand-in core with nothing but its change index (no store: evaluations
-    in memory): enough for what a route does with a request before it touches the core (reading its
-    body)."""
-    core = SimpleNamespace(changes=ChangeIndex(), store=None, server=ServerHooks())
+    in memory, a loop whose timers never run): enough for what a route does with a request before it
+    touches the core (reading its body)."""
+    never = lambda delay, fn: None  # noqa: E731
+    core = SimpleNamespace(
+        changes=ChangeIndex(), store=None, server=ServerHooks(), schedule=never, bugs=NO_BUGS
+    )
     return build_nomad_routes(NomadApi(cast(Core, core), NODE))
 
 

@@ -9,14 +9,13 @@ from typing import Protocol
 
 from agent import __version__
 from agent.api.server import Handler, Response, query_params
-from agent.client.core import Core
 from agent.nomadapi import structs
+from agent.nomadapi.context import Changes, NodeParts, OnLoop
 from agent.nomadapi.http import answer, check_scope, meta_headers
 from agent.nomadapi.node import NodeIdentity
 
 
-class AgentPort(Protocol):
-    core: Core
+class AgentPort(OnLoop, Changes, NodeParts, Protocol):
     node: NodeIdentity
     agent_health: Callable[[], Response]  # /v1/agent/health's answer (the daemon's)
     agent_stats: Callable[[], dict[str, str]]  # Stats["fieldlab"] of /v1/agent/self
@@ -26,7 +25,7 @@ def agent_routes(api: AgentPort) -> list[tuple[str, str, Handler]]:
     node = api.node
 
     def self_(groups: tuple[str, ...], body: bytes) -> Response:
-        meta_headers(api.core.changes.current())
+        meta_headers(api.changes.current())
         config = {
             "Datacenter": node.datacenter,
             "NodeName": node.name,
@@ -77,7 +76,7 @@ def agent_routes(api: AgentPort) -> list[tuple[str, str, Handler]]:
 
     def jwks(groups: tuple[str, ...], body: bytes) -> Response:
         """The public keys of the workload identities this agent signs (Nomad's JWKSPath)."""
-        keyring = api.core.deps.keyring
+        keyring = api.deps.keyring
         assert keyring is not None  # RunnerDeps makes one
         return answer(keyring.jwks())
 
@@ -86,7 +85,7 @@ def agent_routes(api: AgentPort) -> list[tuple[str, str, Handler]]:
         (force); on one node that is the client's forced GC pass (terminal allocs collected, the jobs
         left without allocs purged). Nomad answers 200 with no body."""
         check_scope(query_params(), node.region)
-        api.core.call(lambda: api.core.collector.gc(force=True))
+        api.call(lambda: api.collector.gc(force=True))
         return 200, "text/plain; charset=utf-8", b""
 
     def reconcile(groups: tuple[str, ...], body: bytes) -> Response:

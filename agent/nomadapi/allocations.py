@@ -31,7 +31,6 @@ class AllocPort(CorePort, AllocViews, JobViews, EvalWrites, Protocol):
 
 
 def alloc_routes(api: AllocPort) -> list[tuple[str, str, Handler]]:
-    core = api.core
 
     cache = StubCache()  # the terminal allocs' encoded stubs (agent.nomadapi.stubcache)
 
@@ -41,15 +40,15 @@ def alloc_routes(api: AllocPort) -> list[tuple[str, str, Handler]]:
         prefix = prefix_of(params)
         # `?resources=true`: each stub with its AllocatedResources (Nomad's list_allocations)
         resources = params.get("resources", "false").lower() in ("true", "1")
-        start = core.changes.start  # the CreateIndex of an alloc whose record did not keep one
+        start = api.changes.start  # the CreateIndex of an alloc whose record did not keep one
 
         def read() -> tuple[list[tuple[bytes, bool]], int]:
-            listing = core.call(lambda: cache.gather(core, api.deployment_of, prefix, resources))
+            listing = api.call(lambda: cache.gather(api, api.deployment_of, prefix, resources))
             items, size = cache.encode_listing(
                 listing,
                 lambda view, events: api.alloc_dict(view, stub=True, resources=resources, events=events),
-                core.store.events_by_alloc,
-                core.store.events,
+                api.store.events_by_alloc,
+                api.store.events,
                 start,
                 resources,
             )
@@ -57,7 +56,7 @@ def alloc_routes(api: AllocPort) -> list[tuple[str, str, Handler]]:
             items.sort(key=itemgetter(1) if prefix else itemgetter(0, 1), reverse=reverse_of(params))
             return [(data, packed) for _, _, data, packed in items], size
 
-        encoded, size = blocking(core.changes, ALLOC_KINDS, read)
+        encoded, size = blocking(api.changes, ALLOC_KINDS, read)
         pieces = stub_chunks(encoded, cache.unpack)
         if size <= CHUNK:  # small: whole, with its Content-Length
             return 200, "application/json", b"".join(pieces)
@@ -69,35 +68,35 @@ def alloc_routes(api: AllocPort) -> list[tuple[str, str, Handler]]:
         ref = unquote(groups[0])
 
         def gather() -> tuple[dict[str, Any], dict[str, Any] | None]:
-            adopted = core.adoption.find(ref)
+            adopted = api.adoption.find(ref)
             if adopted is not None:
                 view = adopted.view()
-                job = core.jobs.get(str(view.get("job")))
+                job = api.jobs.get(str(view.get("job")))
                 return view, api.job_dict(job) if job is not None else None
-            runner = find_alloc(core, ref)  # its Job is the version it was placed for, as Nomad's
+            runner = find_alloc(api, ref)  # its Job is the version it was placed for, as Nomad's
             view = runner.view()
             return view, {**api.job_dict(runner.job), "Version": runner.rec.job_version}
 
         def read() -> dict[str, Any]:
-            view, job = core.call(gather)
+            view, job = api.call(gather)
             return api.alloc_dict(view, stub=False, job=job)
 
-        return answer(blocking(core.changes, ALLOC_KINDS, read))
+        return answer(blocking(api.changes, ALLOC_KINDS, read))
 
     def stop(groups: tuple[str, ...], body: bytes) -> Response:
         ref = unquote(groups[0])
 
         def do() -> Eval:
-            adopted = core.adoption.find(ref)
+            adopted = api.adoption.find(ref)
             if adopted is not None:
-                core.allocs.stop_alloc(adopted.id)
+                api.allocs.stop_alloc(adopted.id)
                 return api.evals.create(adopted.job, "alloc-stop", "service")
-            r = find_alloc(core, ref)
-            new = core.allocs.stop_and_replace(r.id)
+            r = find_alloc(api, ref)
+            new = api.allocs.stop_and_replace(r.id)
             return api.evaluate(r.job.id, "alloc-stop", r.job.type, (new,) if new else ())
 
-        ev = core.call(do)
-        index = core.changes.current()
+        ev = api.call(do)
+        index = api.changes.current()
         meta_headers(index)
         return answer({"EvalID": ev.id, "Index": index})
 

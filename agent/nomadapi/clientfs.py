@@ -19,7 +19,6 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Idle, Response, Streamed, pulled, query_params
-from agent.client.core import Core
 from agent.command.logs import (
     FOLLOW_POLL,
     STREAMS,
@@ -30,7 +29,7 @@ from agent.command.logs import (
     read_log,
 )
 from agent.nomadapi import allocfs, fsjson
-from agent.nomadapi.context import find_alloc
+from agent.nomadapi.context import Allocs, NodeParts, OnLoop, find_alloc
 from agent.nomadapi.http import HttpError, answer
 
 MAX_READ = 8 * 1024 * 1024  # bytes of one cat/readat answer
@@ -38,8 +37,8 @@ FRAME_BYTES = 64 * 1024  # bytes of log per frame
 HEARTBEAT = 5.0  # seconds a followed stream waits for new bytes before an empty frame
 
 
-class FsPort(Protocol):
-    core: Core
+class FsPort(OnLoop, Allocs, NodeParts, Protocol):
+    pass
 
 
 def _flag(params: dict[str, str], name: str) -> bool:
@@ -59,14 +58,13 @@ def _count(params: dict[str, str], name: str, default: int) -> int:
 
 
 def fs_routes(api: FsPort) -> list[tuple[str, str, Handler]]:
-    core = api.core
 
     def alloc_dir(ref: str) -> Path:
         def find() -> str:
-            adopted = core.adoption.find(ref)
-            return adopted.id if adopted is not None else str(find_alloc(core, ref).id)
+            adopted = api.adoption.find(ref)
+            return adopted.id if adopted is not None else str(find_alloc(api, ref).id)
 
-        return core.deps.data_dir / "alloc" / core.call(find)
+        return api.deps.data_dir / "alloc" / api.call(find)
 
     def path_param(required: bool = True) -> str:
         """`?path=`: "/" when ls is given none; stat, cat, readat and stream need one (Nomad's 400)."""
@@ -144,7 +142,6 @@ def _info(e: allocfs.Entry) -> dict[str, Any]:
 
 
 def _logs(api: FsPort) -> Handler:
-    core = api.core
 
     def logs(groups: tuple[str, ...], body: bytes) -> Response | Streamed:
         params = query_params()
@@ -169,15 +166,15 @@ def _logs(api: FsPort) -> Handler:
         follow, plain = _flag(params, "follow"), _flag(params, "plain")
 
         def resolve() -> LogSource:
-            adopted = core.adoption.find(ref)
+            adopted = api.adoption.find(ref)
             if adopted is not None:
                 at = next((t for t in adopted.tasks if t.role != "pause" and t.task == name), None)
                 if at is None:  # Nomad's client answers 400 here (client/fs_endpoint.go), not 404
                     raise HttpError(400, f"unknown task name {json.dumps(name)}")
-                alloc_dir = core.deps.data_dir / "alloc" / adopted.id
-                drivers = core.drivers.all().values()
+                alloc_dir = api.deps.data_dir / "alloc" / adopted.id
+                drivers = api.drivers.all().values()
                 return adopted_log_source(drivers, alloc_dir, at.task, at.kind, at.target, stream)
-            r = find_alloc(core, ref)
+            r = find_alloc(api, ref)
             task = next((t for t in r.group.tasks if t.name == name), None)
             if task is None:
                 raise HttpError(400, f"unknown task name {json.dumps(name)}")
@@ -186,7 +183,7 @@ def _logs(api: FsPort) -> Handler:
                 r.driver(task), r.alloc_dir, task.name, handle.id if handle else None, stream, r.d.bugs
             )
 
-        source = core.call(resolve)
+        source = api.call(resolve)
         file = f"alloc/logs/{name}.{stream}.0"
         # The first read here, before the status is sent: a log that cannot be read (a symlink or a
         # FIFO the task planted, its container gone, the engine not answering) is an error status,

@@ -10,38 +10,35 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.client.core import Core
 from agent.decide.taskdecisions import plan_user_restart
 from agent.errors import Conflict, NotFound
-from agent.nomadapi.context import find_alloc
+from agent.nomadapi.context import Allocs, Changes, NodeParts, OnLoop, find_alloc
 from agent.nomadapi.hoststats import host_stats
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers
 from agent.nomadapi.signals import NOT_SENT, signal_error, signal_name
 from agent.nomadapi.usage import CpuSamples, alloc_usage, no_usage
 
 
-class ClientAllocPort(Protocol):
-    core: Core
+class ClientAllocPort(OnLoop, Changes, Allocs, NodeParts, Protocol):
     cpu_samples: CpuSamples  # the last CPU sample per task, for the stats' percentages
 
 
-def managed_alloc(core: Core, ref: str) -> Any:
+def managed_alloc(api: Allocs, ref: str) -> Any:
     """On the loop: the managed alloc `ref` names, to act in (restart, signal, exec, GC); an adopted
     one (agent.runner.adopt) is refused with a 409 saying how to end it."""
-    adopted = core.adoption.find(ref)
+    adopted = api.adoption.find(ref)
     if adopted is not None:
         raise Conflict(
             f"alloc {adopted.id} is adopted (found running after the state database was lost): the agent "
             f"does not manage it; stop it with `fieldlab-agent alloc stop {adopted.id}`"
         )
-    return find_alloc(core, ref)
+    return find_alloc(api, ref)
 
 
 def client_routes(api: ClientAllocPort) -> list[tuple[str, str, Handler]]:
-    core = api.core
 
     def managed(ref: str) -> Any:
-        return managed_alloc(core, ref)
+        return managed_alloc(api, ref)
 
     def restart(groups: tuple[str, ...], body: bytes) -> Response:
         data = body_json(body)
@@ -70,7 +67,7 @@ def client_routes(api: ClientAllocPort) -> list[tuple[str, str, Handler]]:
             else:
                 tasks = list(r.group.tasks)
             names, refused = plan_user_restart(
-                [(t.name, r.tasks[t.name].running()) for t in tasks], name, core.bugs
+                [(t.name, r.tasks[t.name].running()) for t in tasks], name, api.bugs
             )
             if refused:
                 raise Conflict(f"Failed to restart: alloc {r.id}: {refused}")
@@ -79,8 +76,8 @@ def client_routes(api: ClientAllocPort) -> list[tuple[str, str, Handler]]:
                 if t.name in names:
                     r.user_restart(t, reason)
 
-        core.call(do)
-        meta_headers(core.changes.current())
+        api.call(do)
+        meta_headers(api.changes.current())
         return answer({})
 
     def send_signal(groups: tuple[str, ...], body: bytes) -> Response:
@@ -102,8 +99,8 @@ def client_routes(api: ClientAllocPort) -> list[tuple[str, str, Handler]]:
             for n in names:
                 r.user_signal(n, sig)
 
-        core.call(do)
-        meta_headers(core.changes.current())
+        api.call(do)
+        meta_headers(api.changes.current())
         return answer({})
 
     routes: list[tuple[str, str, Handler]] = [
@@ -128,20 +125,19 @@ def _signal_request(data: dict[str, Any]) -> tuple[str, str | None]:
 
 
 def _gc_routes(api: ClientAllocPort, managed: Any) -> list[tuple[str, str, Handler]]:
-    core = api.core
 
     def gc_alloc(groups: tuple[str, ...], body: bytes) -> Response:
         def do() -> None:
             r = managed(unquote(groups[0]))
             if r.rec.live:
                 raise Conflict(f"alloc {r.id} is still running: stop it first (nomad alloc stop {r.id[:8]})")
-            core.collector.collect_one(r.id)
+            api.collector.collect_one(r.id)
 
-        core.call(do)
+        api.call(do)
         return answer({})
 
     def gc_node(groups: tuple[str, ...], body: bytes) -> Response:
-        core.call(lambda: core.collector.gc(force=True))
+        api.call(lambda: api.collector.gc(force=True))
         return answer({})
 
     def stats(groups: tuple[str, ...], body: bytes) -> Response:
@@ -161,7 +157,7 @@ def _gc_routes(api: ClientAllocPort, managed: Any) -> list[tuple[str, str, Handl
             ]
             return r.id, tasks
 
-        alloc_id, tasks = core.call(running)
+        alloc_id, tasks = api.call(running)
         found = {}
         for name, driver, handle in tasks:  # off the loop: the engine's stats, cgroup files
             u = driver.usage(alloc_id, name, handle)
@@ -171,15 +167,15 @@ def _gc_routes(api: ClientAllocPort, managed: Any) -> list[tuple[str, str, Handl
 
     def checks(groups: tuple[str, ...], body: bytes) -> Response:
         """api.AllocCheckStatuses: the last result of each nomad service check (agent.runner.checks)."""
-        alloc_id = core.call(lambda: str(managed(unquote(groups[0])).id))
-        return answer(core.deps.check_results.of(alloc_id))
+        alloc_id = api.call(lambda: str(managed(unquote(groups[0])).id))
+        return answer(api.deps.check_results.of(alloc_id))
 
     return [
         ("GET", r"/v1/client/allocation/([^/]+)/checks", checks),
         ("GET", r"/v1/client/allocation/([^/]+)/gc", gc_alloc),
         ("PUT", r"/v1/client/allocation/([^/]+)/gc", gc_alloc),
         ("GET", r"/v1/client/allocation/([^/]+)/stats", stats),
-        ("GET", r"/v1/client/stats", lambda groups, body: answer(host_stats(core.deps.data_dir))),
+        ("GET", r"/v1/client/stats", lambda groups, body: answer(host_stats(api.deps.data_dir))),
         ("GET", r"/v1/client/gc", gc_node),
         ("PUT", r"/v1/client/gc", gc_node),
         ("POST", r"/v1/client/gc", gc_node),

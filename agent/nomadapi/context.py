@@ -6,31 +6,121 @@ A route module names the ports it reads (a Protocol composed of the ones here, o
 agent.nomadapi.agentroutes does); agent.nomadapi.routes.NomadApi satisfies every one, and only
 agent.nomadapi.routes builds the table from the route modules. No route module imports another's
 routes or agent.nomadapi.routes, so the package holds no import circle.
+
+No route module is handed the core whole: each names the parts of it it reads (the loop, the
+change index, the store, the job registry, the allocs, the node's parts), which NomadApi lends
+from the core it was made with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote
 
-from agent.client.core import Core
+from agent.client.allocs import AllocRegistry, ServerHooks
+from agent.client.jobs import JobRegistry
+from agent.drivers.registry import DriverRegistry
 from agent.errors import AgentError, NotFound
+from agent.fieldbugs.bugs import Bugs
+from agent.jobspec import Limits
+from agent.node.gc import GarbageCollector
 from agent.nomadapi.http import HttpError
 from agent.nomadapi.node import Eval, Evals, NodeIdentity
+from agent.runner.adopt import Adoption
+from agent.runner.alloc import AllocRunner
+from agent.runner.deps import RunnerDeps
+from agent.state import StateStore
+from agent.state.changes import ChangeIndex
 from agent.state.store import Event
 from agent.structs.model import Job
+
+T = TypeVar("T")
 
 NS = "default"  # the one namespace this agent answers for
 JOB_KINDS = ("job", "alloc", "eval")  # the changes a job's read waits on (its allocs and evals too)
 ALLOC_KINDS = ("alloc",)
 
 
-# -- the ports ------------------------------------------------------------------------------------
-class CorePort(Protocol):
-    """The core (its loop, registries and store) and this node."""
+# -- the core's parts -----------------------------------------------------------------------------
+class OnLoop(Protocol):
+    """The agent's main loop (agent.client.loop): run a function on it and wait for its result
+    (from an API thread), or run one on it later (from the loop)."""
 
-    core: Core
+    def call(self, fn: Callable[[], T], timeout: float = ...) -> T: ...
+
+    def schedule(self, delay: float, fn: Callable[[], None]) -> None: ...
+
+
+class Changes(Protocol):
+    """The change index blocking queries and event streams wait on."""
+
+    @property
+    def changes(self) -> ChangeIndex: ...
+
+
+class Kept(Protocol):
+    """The agent's state store (None in a stand-in core: nothing is kept)."""
+
+    @property
+    def store(self) -> StateStore: ...
+
+
+class Jobs(Protocol):
+    """The jobs this node runs, and the registry that registers, updates and stops them (on the loop)."""
+
+    @property
+    def jobs(self) -> dict[str, Job]: ...
+
+    @property
+    def job_registry(self) -> JobRegistry: ...
+
+
+class Allocs(Protocol):
+    """The allocs: the registry (placement, replacement, a managed alloc by id or prefix), its
+    runners by id, and the adopted allocs of an earlier agent's lost state (on the loop)."""
+
+    @property
+    def allocs(self) -> AllocRegistry: ...
+
+    @property
+    def runners(self) -> dict[str, AllocRunner]: ...
+
+    @property
+    def adoption(self) -> Adoption: ...
+
+
+class NodeParts(Protocol):
+    """This node's own parts the routes read: the runners' dependencies (Vault's JWT, the keyring,
+    the data dir), its drivers, its GC, a jobspec's limits, the field-bug flags, and what Nomad's
+    server would decide (the placement hold, the evaluation)."""
+
+    node: NodeIdentity
+
+    @property
+    def deps(self) -> RunnerDeps: ...
+
+    @property
+    def drivers(self) -> DriverRegistry: ...
+
+    @property
+    def collector(self) -> GarbageCollector: ...
+
+    @property
+    def limits(self) -> Limits: ...
+
+    @property
+    def bugs(self) -> Bugs: ...
+
+    @property
+    def server(self) -> ServerHooks: ...
+
+
+# -- the ports ------------------------------------------------------------------------------------
+class CorePort(OnLoop, Changes, Kept, Jobs, Allocs, Protocol):
+    """The core's parts most resources read (its loop, change index, store, jobs and allocs) and
+    this node."""
+
     node: NodeIdentity
 
 
@@ -145,7 +235,7 @@ def go_bool(params: Mapping[str, str], name: str) -> bool:
     return raw in _GO_TRUE
 
 
-def find_alloc(core: Core, ref: str) -> Any:
+def find_alloc(core: Allocs, ref: str) -> Any:
     """On the loop: the managed alloc (its runner) an ID or a prefix of at least 2 characters names;
     404 when none, 400 when the prefix is shared."""
     if len(ref) < 2:

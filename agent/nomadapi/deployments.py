@@ -15,9 +15,8 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.client.core import Core
 from agent.errors import NotFound
-from agent.nomadapi.context import job_id_of
+from agent.nomadapi.context import CorePort, NodeParts, job_id_of
 from agent.nomadapi.deploywatch import DeploymentError, Deployments, group_counts, look
 from agent.nomadapi.gojson import go_time, ns
 from agent.nomadapi.http import HttpError, answer, blocking, body_json, check_scope, meta_headers
@@ -29,8 +28,7 @@ EVAL_TRIGGER = "deployment-watcher"  # Nomad's EvalTriggerDeploymentWatcher
 _KINDS = ("deployment", "job")
 
 
-class DeploymentPort(Protocol):
-    core: Core
+class DeploymentPort(CorePort, NodeParts, Protocol):
     node: NodeIdentity
     evals: Evals
     deployments: Deployments
@@ -87,16 +85,16 @@ def _fresh(api: DeploymentPort, read: Callable[[], Any]) -> Callable[[], Any]:
 
     def fresh() -> Any:
         def on_loop() -> Any:
-            look(api.core, api.deployments)
+            look(api, api.deployments)
             return read()
 
-        return api.core.call(on_loop)
+        return api.call(on_loop)
 
     return fresh
 
 
 def _deployment_reads(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
-    core, deployments = api.core, api.deployments
+    deployments = api.deployments
 
     def found(ref: str) -> dict[str, Any]:
         d = deployments.find(ref)
@@ -112,12 +110,12 @@ def _deployment_reads(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
         def read() -> list[dict[str, Any]]:
             return [deployment_json(d) for d in deployments.all() if str(d["id"]).startswith(prefix)]
 
-        return answer(blocking(core.changes, _KINDS, _fresh(api, read)))
+        return answer(blocking(api.changes, _KINDS, _fresh(api, read)))
 
     def one(groups: tuple[str, ...], body: bytes) -> Response:
         check_scope(query_params(), api.node.region)
         ref = unquote(groups[0])
-        return answer(blocking(core.changes, _KINDS, _fresh(api, lambda: deployment_json(found(ref)))))
+        return answer(blocking(api.changes, _KINDS, _fresh(api, lambda: deployment_json(found(ref)))))
 
     def allocations(groups: tuple[str, ...], body: bytes) -> Response:
         check_scope(query_params(), api.node.region)
@@ -127,10 +125,10 @@ def _deployment_reads(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
             d = deployments.find(ref)  # none: no allocs, as Nomad's AllocsByDeployment
             if d is None:
                 return []
-            views = [v for v in core.allocs.views(d["job_id"]) if str(v["id"]) in d["allocs"]]
+            views = [v for v in api.allocs.views(d["job_id"]) if str(v["id"]) in d["allocs"]]
             return [api.alloc_dict(v, stub=True) for v in views]
 
-        return answer(blocking(core.changes, ("deployment", "alloc"), _fresh(api, read)))
+        return answer(blocking(api.changes, ("deployment", "alloc"), _fresh(api, read)))
 
     def of_job(groups: tuple[str, ...], body: bytes) -> Response:
         check_scope(query_params(), api.node.region)
@@ -139,7 +137,7 @@ def _deployment_reads(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
         def read() -> list[dict[str, Any]]:  # an unknown job has none: [], as Nomad's
             return [deployment_json(d) for d in deployments.of_job(job_id)]
 
-        return answer(blocking(core.changes, _KINDS, _fresh(api, read)))
+        return answer(blocking(api.changes, _KINDS, _fresh(api, read)))
 
     def latest(groups: tuple[str, ...], body: bytes) -> Response:
         """The job's newest deployment, null when it has none or there is no such job (Nomad's
@@ -151,7 +149,7 @@ def _deployment_reads(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
             mine = deployments.of_job(job_id)
             return deployment_json(mine[0]) if mine else None
 
-        return answer(blocking(core.changes, _KINDS, _fresh(api, read)))
+        return answer(blocking(api.changes, _KINDS, _fresh(api, read)))
 
     return [
         ("GET", r"/v1/deployments", listing),
@@ -205,7 +203,7 @@ def _ids(data: Mapping[str, Any], name: str) -> list[str]:
 
 
 def _deployment_verbs(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
-    core, deployments = api.core, api.deployments
+    deployments = api.deployments
 
     def verb(act: Callable[[str, dict[str, Any]], dict[str, Any]]) -> Handler:
         """A verb on the loop: Nomad's DeploymentUpdateResponse, with the evaluation the watcher
@@ -217,13 +215,13 @@ def _deployment_verbs(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
             data = go_fields(body_json(body), _VERB_FIELDS)
 
             def do() -> dict[str, Any]:
-                look(core, deployments)
+                look(api, deployments)
                 d = act(deployment_id, data)
                 out: dict[str, Any] = {"EvalID": "", "EvalCreateIndex": 0}
                 if not (act is pause and data.get("Pause") is True):
                     ev = api.evals.create(d["job_id"], EVAL_TRIGGER, "service")
                     out = {"EvalID": ev.id, "EvalCreateIndex": ev.create_index}
-                look(core, deployments)
+                look(api, deployments)
                 reverted = d.get("reverted_to") if act is fail else None
                 return {
                     **out,
@@ -232,10 +230,10 @@ def _deployment_verbs(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
                 }
 
             try:
-                out = core.call(do)
+                out = api.call(do)
             except DeploymentError as exc:
                 return refused(exc)
-            index = core.changes.current()
+            index = api.changes.current()
             meta_headers(index)
             return answer({**out, "Index": index, "LastContact": 0, "KnownLeader": True})
 
@@ -272,7 +270,7 @@ def _deployment_verbs(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
 
 def _stable_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
     """`PUT /v1/job/:id/stable` (Nomad's Job.Stable): a version of the job marked stable or not."""
-    core, deployments = api.core, api.deployments
+    deployments = api.deployments
 
     def stable(groups: tuple[str, ...], body: bytes) -> Response:
         check_scope(query_params(), api.node.region)
@@ -292,7 +290,7 @@ def _stable_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
             raise HttpError(400, f'"Stable" must be true or false, not {json.dumps(mark)[:32]}')
 
         def do() -> int:
-            record = core.store.get("job", job_id) if job_id in core.jobs else None
+            record = api.store.get("job", job_id) if job_id in api.jobs else None
             kept = [record, *(record.get("history") or [])] if record else []
             submit = next((h.get("submit_time") for h in kept if int(h.get("version", -1)) == version), None)
             if submit is None:
@@ -300,7 +298,7 @@ def _stable_routes(api: DeploymentPort) -> list[tuple[str, str, Handler]]:
             return deployments.mark_stable(job_id, version, float(submit or 0.0), mark)
 
         try:
-            index = core.call(do)
+            index = api.call(do)
         except DeploymentError as exc:
             return refused(exc)
         meta_headers(index)

@@ -29,10 +29,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from agent.client.core import Core
 from agent.decide.jobupdate import TRACKED_VERSIONS
+from agent.nomadapi.context import Allocs, Changes, Jobs, Kept, OnLoop
+from agent.runner.deps import RunnerDeps
 from agent.state.changes import ChangeIndex
 from agent.state.store import Event, StateStore
 from agent.structs.model import Job, UpdateStrategy
@@ -476,28 +477,36 @@ def _mark_key(job_id: str, version: int) -> str:
     return f"{job_id}@{version}"
 
 
-def written(core: Core, deployments: Deployments, job_id: str) -> None:
+class WatchPort(OnLoop, Changes, Kept, Jobs, Allocs, Protocol):
+    """What the deployment watcher reads on the loop: the jobs and their records, the allocs' views
+    and events, the checks' results (the runners' deps), and the loop's timer for its next look."""
+
+    @property
+    def deps(self) -> RunnerDeps: ...
+
+
+def written(api: WatchPort, deployments: Deployments, job_id: str) -> None:
     """On the loop, once a write's evaluation is made: the deployment of the job's version."""
-    job = core.jobs.get(job_id)
-    record = core.store.get("job", job_id) if job is not None else None
+    job = api.jobs.get(job_id)
+    record = api.store.get("job", job_id) if job is not None else None
     if job is None or record is None:
         return
     version, submit = int(record.get("version", 0)), float(record.get("submit_time") or 0.0)
-    deployments.job_written(job, version, submit, core.changes.of("job", job_id))
-    look(core, deployments)
+    deployments.job_written(job, version, submit, api.changes.of("job", job_id))
+    look(api, deployments)
 
 
-def look(core: Core, deployments: Deployments) -> None:
+def look(api: WatchPort, deployments: Deployments) -> None:
     """On the loop: every active deployment brought up to date with its allocs, and the next look
     scheduled while one is active (as Nomad's watcher follows a deployment until it ends)."""
     active = deployments.refresh(
-        core.jobs, core.allocs.views, core.store.events, time.time(), core.deps.check_results.of
+        api.jobs, api.allocs.views, api.store.events, time.time(), api.deps.check_results.of
     )
     if active and not deployments.ticking:
         deployments.ticking = True
 
         def tick() -> None:
             deployments.ticking = False
-            look(core, deployments)
+            look(api, deployments)
 
-        core.schedule(TICK, tick)
+        api.schedule(TICK, tick)

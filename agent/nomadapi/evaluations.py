@@ -8,21 +8,27 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.client.core import Core
 from agent.errors import NotFound
 from agent.nomadapi import structs
-from agent.nomadapi.context import ALLOC_KINDS, NS, AllocViews, listing_order, prefix_of, reverse_of
+from agent.nomadapi.context import (
+    ALLOC_KINDS,
+    NS,
+    AllocViews,
+    Changes,
+    OnLoop,
+    listing_order,
+    prefix_of,
+    reverse_of,
+)
 from agent.nomadapi.http import answer, blocking
 from agent.nomadapi.node import Evals, eval_fields
 
 
-class EvalReadPort(AllocViews, Protocol):
-    core: Core
+class EvalReadPort(OnLoop, Changes, AllocViews, Protocol):
     evals: Evals
 
 
 def eval_routes(api: EvalReadPort) -> list[tuple[str, str, Handler]]:
-    core = api.core
 
     def evaluations(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
@@ -38,7 +44,7 @@ def eval_routes(api: EvalReadPort) -> list[tuple[str, str, Handler]]:
             )
             return [structs.evaluation(**eval_fields(e), namespace=NS) for e in found]
 
-        return answer(blocking(core.changes, ("eval",), read))
+        return answer(blocking(api.changes, ("eval",), read))
 
     def evaluation(groups: tuple[str, ...], body: bytes) -> Response:
         def read() -> dict[str, Any]:
@@ -47,7 +53,7 @@ def eval_routes(api: EvalReadPort) -> list[tuple[str, str, Handler]]:
                 raise NotFound("eval not found")
             return structs.evaluation(**eval_fields(ev), namespace=NS)
 
-        return answer(blocking(core.changes, ("eval",), read))
+        return answer(blocking(api.changes, ("eval",), read))
 
     def eval_allocs(groups: tuple[str, ...], body: bytes) -> Response:
         ev = api.evals.find(unquote(groups[0]))
@@ -55,11 +61,11 @@ def eval_routes(api: EvalReadPort) -> list[tuple[str, str, Handler]]:
             raise NotFound("eval not found")
         return answer(
             blocking(
-                core.changes,
+                api.changes,
                 ALLOC_KINDS,
                 lambda: [
                     api.alloc_dict(v, stub=True)
-                    for v in core.call(lambda: api.all_alloc_views(ev.job_id))
+                    for v in api.call(lambda: api.all_alloc_views(ev.job_id))
                     if v.get("eval_id") == ev.id  # the allocs whose EvalID it is, as Nomad's
                 ],
             )

@@ -19,10 +19,9 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from agent.api.server import Handler, Idle, Streamed, pulled, query_params, query_values
-from agent.client.core import Core
 from agent.errors import AgentError
 from agent.nomadapi import structs
-from agent.nomadapi.context import AllocViews, JobViews, NodeViews
+from agent.nomadapi.context import Allocs, AllocViews, Changes, Jobs, JobViews, NodeViews, OnLoop
 from agent.nomadapi.http import HttpError
 from agent.nomadapi.node import Evals, eval_fields
 
@@ -45,8 +44,7 @@ _NODE_TYPES = {
 }
 
 
-class EventPort(JobViews, AllocViews, NodeViews, Protocol):
-    core: Core
+class EventPort(OnLoop, Changes, Jobs, Allocs, JobViews, AllocViews, NodeViews, Protocol):
     evals: Evals
 
 
@@ -78,27 +76,26 @@ def wanted(topics: dict[str, set[str]], topic: str, key: str, filter_keys: list[
     return "*" in keys or key in keys or any(k in keys for k in filter_keys)
 
 
-def alloc_view(core: Core, alloc_id: str) -> dict[str, Any] | None:
+def alloc_view(api: Allocs, alloc_id: str) -> dict[str, Any] | None:
     """On the loop: the alloc's view, None once collected: its runner's, an adopted one's, else its
     stored runner's (not every alloc's views for one: with 10,000 terminal allocs of an earlier run
     that cost the loop half a second for each change of any alloc)."""
-    if (runner := core.runners.get(alloc_id)) is not None:
+    if (runner := api.runners.get(alloc_id)) is not None:
         return runner.view()
-    adopted = next((v for v in core.adoption.views() if v.get("id") == alloc_id), None)
+    adopted = next((v for v in api.adoption.views() if v.get("id") == alloc_id), None)
     if adopted is not None:
         return adopted
     try:
-        found = core.allocs.alloc(alloc_id)
+        found = api.allocs.alloc(alloc_id)
     except AgentError:  # collected (NotFound); never two allocs for a full id
         return None
     return found.view() if found.id == alloc_id else None
 
 
 def event_stream(api: EventPort) -> Handler:
-    core = api.core
 
     def job_event(key: str) -> tuple[str, str, list[str], dict[str, Any]]:
-        job = core.jobs.get(key)
+        job = api.jobs.get(key)
         if job is None:
             return "Job", "JobDeregistered", [], {"Job": {"ID": key, "Namespace": "default"}}
         return "Job", "JobRegistered", [], {"Job": api.job_dict(job)}
@@ -111,7 +108,7 @@ def event_stream(api: EventPort) -> Handler:
         if kind in _NODE_TYPES:
             return "Node", _NODE_TYPES[kind], [], {"Node": api.node_dict(stub=False)}
         if kind == "alloc":
-            view = alloc_view(core, key)
+            view = alloc_view(api, key)
             alloc = {"Allocation": api.alloc_dict(view, stub=False)} if view is not None else None
             return ("Allocation", "AllocationUpdated", [str(view["job"])], alloc) if view and alloc else None
         ev = api.evals.find(key) if kind == "eval" else None
@@ -130,10 +127,10 @@ def event_stream(api: EventPort) -> Handler:
         served = pulled()  # a server waits out an idle stream on its loop, with no thread
 
         def lines() -> Iterator[bytes | Idle]:
-            at = start if start else core.changes.current()
+            at = start if start else api.changes.current()
             while True:
-                yield from Idle(HEARTBEAT, core.changes, at).waited(served)
-                changes = core.changes.since(at)
+                yield from Idle(HEARTBEAT, api.changes, at).waited(served)
+                changes = api.changes.since(at)
                 if not changes:
                     yield b"{}\n"
                     continue
@@ -166,7 +163,7 @@ def event_stream(api: EventPort) -> Handler:
                             )
                     return out
 
-                events = core.call(build)
+                events = api.call(build)
                 if events:
                     yield json.dumps({"Index": at, "Events": events}, separators=(",", ":")).encode() + b"\n"
 

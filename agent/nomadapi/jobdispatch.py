@@ -30,9 +30,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from agent.api.server import Handler, Response, query_params
-from agent.client.core import Core
 from agent.jobspec import ParsedJob
-from agent.nomadapi.context import job_id_of
+from agent.nomadapi.context import Allocs, Changes, Jobs, NodeParts, OnLoop, job_id_of
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
 from agent.nomadapi.jobjson import DEFAULT_PRIORITY, parsed_job_json
 from agent.nomadapi.jobperiodic import periodic_routes
@@ -45,8 +44,7 @@ MAX_PRIORITY = 100  # the server's default job_max_priority
 MIN_PRIORITY = 1  # structs.JobMinPriority
 
 
-class DispatchPort(Protocol):
-    core: Core
+class DispatchPort(OnLoop, Changes, Jobs, Allocs, NodeParts, Protocol):
     node: NodeIdentity
 
     def evaluate(
@@ -164,7 +162,6 @@ def job_dispatch_routes(api: DispatchPort) -> list[tuple[str, str, Handler]]:
 
 
 def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
-    core = api.core
 
     def dispatch(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
@@ -181,7 +178,7 @@ def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
 
     def dispatched(job_id: str, req: DispatchRequest) -> Response:
         def do() -> dict[str, Any]:  # one turn of the loop: no other write between check and commit
-            parent = core.jobs.get(job_id)
+            parent = api.jobs.get(job_id)
             if parent is None:
                 raise HttpError(500, "parameterized job not found")
             if not parent.parameterized_parent:
@@ -194,9 +191,9 @@ def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
             if problem:
                 raise HttpError(500, problem)
             if req.token:
-                for other in core.jobs.values():
+                for other in api.jobs.values():
                     if other.parent_id == job_id and other.dispatch_token == req.token:
-                        index = core.changes.of("job", other.id)
+                        index = api.changes.of("job", other.id)
                         return {
                             "DispatchedJobID": other.id,
                             "EvalID": "",
@@ -206,12 +203,12 @@ def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
                         }
             child = dispatched_job(parent, req, dispatched_id(job_id, req.prefix, time.time()))
             text = json.dumps({"Job": parsed_job_json(child, api.node.region)})
-            done = core.job_registry.commit(ParsedJob(child, ()), text, "json", {}, f"job {child.id}")
+            done = api.job_registry.commit(ParsedJob(child, ()), text, "json", {}, f"job {child.id}")
             placed = tuple(str(a) for a in done.get("allocs") or ())
             ev = api.evaluate(
                 child.id, "job-register", child.type, placed, priority=req.priority or DEFAULT_PRIORITY
             )
-            index = core.changes.of("job", child.id)
+            index = api.changes.of("job", child.id)
             return {
                 "DispatchedJobID": child.id,
                 "EvalID": ev.id,
@@ -220,7 +217,7 @@ def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
                 "Index": index,
             }
 
-        out = core.call(do)
+        out = api.call(do)
         meta_headers(out["Index"])
         return answer({**out, "LastContact": 0, "KnownLeader": True})
 
@@ -228,7 +225,6 @@ def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
 
 
 def _evaluate(api: DispatchPort) -> Handler:
-    core = api.core
 
     def evaluate(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
@@ -252,16 +248,16 @@ def _evaluate(api: DispatchPort) -> Handler:
                 )
 
         def do() -> tuple[Eval, int]:
-            job = core.jobs.get(job_id)
+            job = api.jobs.get(job_id)
             if job is None:
                 raise HttpError(500, "job not found")
             if job.periodic is not None:
                 raise HttpError(500, "can't evaluate periodic job")
             if job.parameterized_parent:
                 raise HttpError(500, "can't evaluate parameterized job")
-            return api.evaluate(job_id, "job-register", job.type), core.changes.of("job", job_id)
+            return api.evaluate(job_id, "job-register", job.type), api.changes.of("job", job_id)
 
-        ev, job_index = core.call(do)
+        ev, job_index = api.call(do)
         meta_headers(ev.create_index)
         return answer(
             {

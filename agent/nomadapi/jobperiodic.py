@@ -23,10 +23,10 @@ from typing import Any, Protocol
 from croniter import croniter
 
 from agent.api.server import Handler, Response, query_params
-from agent.client.core import Core
 from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.jobspec import ParsedJob
 from agent.jobspec.jobtypes import time_zone
+from agent.nomadapi.context import Allocs, Jobs, NodeParts, OnLoop
 from agent.nomadapi.http import HttpError, answer, check_scope, meta_headers
 from agent.nomadapi.jobjson import parsed_job_json
 from agent.nomadapi.node import Eval, NodeIdentity
@@ -40,8 +40,7 @@ TICK = 1.0  # seconds between looks for a due launch
 MISSED = 60.0  # seconds late past which a launch is made at the time it is made, not the time it was due
 
 
-class PeriodicPort(Protocol):
-    core: Core
+class PeriodicPort(OnLoop, Jobs, Allocs, NodeParts, Protocol):
     node: NodeIdentity
 
     def evaluate(
@@ -95,9 +94,8 @@ class PeriodicLauncher:
 
     def __init__(self, api: PeriodicPort, clock: Callable[[], float], bugs: Bugs | None = None) -> None:
         self.api = api
-        self.core = api.core
         self.clock = clock
-        self.bugs = bugs if bugs is not None else getattr(api.core, "bugs", NO_BUGS)
+        self.bugs = bugs if bugs is not None else api.bugs
         self.kept: set[str] = set()  # stopped jobs tracked from the start on (only a fault does that)
         self.due: dict[str, float] = {}  # job -> its next launch (Unix seconds)
         self.restored = False  # the first look (the agent's start) made: later jobs launch from now
@@ -115,15 +113,15 @@ class PeriodicLauncher:
         now = self.clock()
         restoring, self.restored = not self.restored, True
         if restoring and plan_track_stopped_at_start(self.bugs):
-            self.kept = {j.id for j in self.core.jobs.values() if self._active(j) and self.api.stopped(j.id)}
-        jobs = {j.id: j for j in self.core.jobs.values() if self.tracked(j) or j.id in self.kept}
+            self.kept = {j.id for j in self.api.jobs.values() if self._active(j) and self.api.stopped(j.id)}
+        jobs = {j.id: j for j in self.api.jobs.values() if self.tracked(j) or j.id in self.kept}
         for gone in set(self.due) - set(jobs):
             del self.due[gone]
         for job_id, job in jobs.items():
             periodic = job.periodic
             assert periodic is not None
             if job_id not in self.due:  # at the agent's start: from its last launch (a missed one is made)
-                kids = self.core.jobs if restoring else ()
+                kids = self.api.jobs if restoring else ()
                 last = max((t for c in kids if (t := launch_time(job_id, c)) is not None), default=None)
                 self.due[job_id] = next_launch(periodic, last if last is not None else now)
             if self.due[job_id] > now:
@@ -145,33 +143,30 @@ class PeriodicLauncher:
     def running_children(self, job_id: str) -> bool:
         return any(
             r.job.parent_id == job_id and r.rec.live and r.rec.desired is DesiredStatus.RUN
-            for r in self.core.runners.values()
+            for r in self.api.runners.values()
         )
 
     def launch(self, parent: Job, at: int) -> Eval:
         """Register the child of the launch at `at` and evaluate it (Nomad's createEval)."""
         child = derived_job(parent, at)
-        if self.core.jobs.get(child.id) == child:  # launched this second already: Nomad's no-op register
+        if self.api.jobs.get(child.id) == child:  # launched this second already: Nomad's no-op register
             return self.api.evaluate(child.id, TRIGGER, child.type)
         text = json.dumps({"Job": parsed_job_json(child, self.api.node.region)})
-        done = self.core.job_registry.commit(ParsedJob(child, ()), text, "json", {}, f"job {child.id}")
+        done = self.api.job_registry.commit(ParsedJob(child, ()), text, "json", {}, f"job {child.id}")
         placed = tuple(str(a) for a in done.get("allocs") or ())
         return self.api.evaluate(child.id, TRIGGER, child.type, placed)
 
 
 def periodic_routes(api: PeriodicPort, clock: Callable[[], float]) -> list[tuple[str, str, Handler]]:
-    core = api.core
     launcher = PeriodicLauncher(api, clock)
-    schedule = getattr(core, "schedule", None)  # a stand-in core (tests reading bodies) has no loop
 
     def tick() -> None:
         try:
             launcher.tick()
         finally:
-            core.schedule(TICK, tick)
+            api.schedule(TICK, tick)
 
-    if schedule is not None:
-        schedule(TICK, tick)
+    api.schedule(TICK, tick)
 
     def force(groups: tuple[str, ...], body: bytes) -> Response:
         from urllib.parse import unquote
@@ -181,7 +176,7 @@ def periodic_routes(api: PeriodicPort, clock: Callable[[], float]) -> list[tuple
         job_id = unquote(groups[0])
 
         def do() -> Eval:
-            job = core.jobs.get(job_id)
+            job = api.jobs.get(job_id)
             if job is None:
                 raise HttpError(500, "job not found")
             if job.periodic is None:
@@ -194,7 +189,7 @@ def periodic_routes(api: PeriodicPort, clock: Callable[[], float]) -> list[tuple
                 )
             return launcher.launch(job, int(clock()))
 
-        ev = core.call(do)
+        ev = api.call(do)
         meta_headers(ev.create_index)
         out: dict[str, Any] = {"EvalID": ev.id, "EvalCreateIndex": ev.create_index, "Index": ev.create_index}
         return answer({**out, "LastContact": 0, "KnownLeader": True})

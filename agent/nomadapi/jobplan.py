@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from agent.api.server import Handler, Response
 from agent.decide.jobupdate import desired_updates, plan_job_update
-from agent.nomadapi.context import CorePort, JobViews
+from agent.nomadapi.context import CorePort, JobViews, NodeParts
 from agent.nomadapi.http import answer, meta_headers
 from agent.nomadapi.jobdiff import annotate, job_diff
 from agent.nomadapi.jobjson import NO_NODE_METRIC
@@ -24,7 +24,7 @@ from agent.nomadapi.jobwrites import read_job_write
 from agent.structs.model import Job
 
 
-class PlanPort(CorePort, JobViews, Protocol):
+class PlanPort(CorePort, NodeParts, JobViews, Protocol):
     pass
 
 
@@ -77,33 +77,32 @@ def plan_response(
 
 
 def job_plan_routes(api: PlanPort) -> list[tuple[str, str, Handler]]:
-    core = api.core
 
     def plan(groups: tuple[str, ...], body: bytes) -> Response:
         data, job_id, parsed, _ = read_job_write(api, groups, body, "job plan")
         new = parsed.job
 
         def decide() -> _Decided:
-            old = core.jobs.get(job_id)
+            old = api.jobs.get(job_id)
             live: dict[str, list[str]] = {}
-            for r in core.allocs.running(job_id):
+            for r in api.allocs.running(job_id):
                 live.setdefault(r.group.name, []).append(r.id)
-            update = plan_job_update(old, new, live, core.bugs) if old is not None and live else None
+            update = plan_job_update(old, new, live, api.bugs) if old is not None and live else None
             desired = desired_updates(old, new, live, update)
             before = api.job_dict(old) if old is not None else {}
             after = {**api.job_dict(new, allocs=[]), "Version": before.get("Version", 0)}
-            refused = core.job_registry.refusals(new)
-            index = core.changes.of("job", job_id) if old is not None else 0
+            refused = api.job_registry.refusals(new)
+            index = api.changes.of("job", job_id) if old is not None else 0
             return before, after, desired, index, refused
 
-        before, after, desired, index, refused = core.call(decide)
+        before, after, desired, index, refused = api.call(decide)
         diff = None
         if data.get("Diff") is True:
             diff = annotate(job_diff(before, after), desired)
             if not before:
                 diff["Type"] = "Added"
         out = plan_response(index, diff, desired, failed_groups(new, refused), parsed.warnings)
-        current = core.changes.current()
+        current = api.changes.current()
         meta_headers(current)
         return answer({**out, "Index": current, "LastContact": 0, "KnownLeader": True})
 

@@ -4,7 +4,7 @@ mode answers them. The writes are in agent.nomadapi.jobwrites, plan, scale, disp
 launches beside it.
 
 Handlers are thin: they read the request in their own thread, gather plain data on the main loop
-(`core.call`) and shape it with the pure views of agent.nomadapi.structs; reads are blocking
+(`api.call`) and shape it with the pure views of agent.nomadapi.structs; reads are blocking
 queries (agent.nomadapi.http)."""
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ class JobReadPort(CorePort, JobViews, AllocViews, Protocol):
 
 
 def job_routes(api: JobReadPort) -> list[tuple[str, str, Handler]]:
-    core = api.core
 
     def jobs(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
@@ -48,21 +47,21 @@ def job_routes(api: JobReadPort) -> list[tuple[str, str, Handler]]:
             for a in api.alloc_briefs():  # once, not once per job
                 by_job.setdefault(str(a.get("job")), []).append(a)
             out = []
-            for job_id in sorted(core.jobs, reverse=reverse):
+            for job_id in sorted(api.jobs, reverse=reverse):
                 if job_id.startswith(prefix):
-                    spec, allocs = core.jobs[job_id], by_job.get(job_id, [])
+                    spec, allocs = api.jobs[job_id], by_job.get(job_id, [])
                     job = api.job_dict(spec, allocs)
                     summary = api.summary(job_id, [g.name for g in spec.groups], allocs)
                     out.append(structs.job_stub(job, status=job["Status"], summary=summary))
             return out
 
-        return answer(blocking(core.changes, JOB_KINDS, lambda: core.call(read)))
+        return answer(blocking(api.changes, JOB_KINDS, lambda: api.call(read)))
 
     def job(groups: tuple[str, ...], body: bytes) -> Response:
         check_scope(query_params(), api.node.region)
         job_id = job_id_of(groups[0])
         return answer(
-            blocking(core.changes, JOB_KINDS, lambda: core.call(lambda: api.job_dict(api.job_or_404(job_id))))
+            blocking(api.changes, JOB_KINDS, lambda: api.call(lambda: api.job_dict(api.job_or_404(job_id))))
         )
 
     def job_allocs(groups: tuple[str, ...], body: bytes) -> Response:
@@ -70,18 +69,18 @@ def job_routes(api: JobReadPort) -> list[tuple[str, str, Handler]]:
         job_id = job_id_of(groups[0])
 
         def read() -> list[dict[str, Any]]:
-            views = core.call(lambda: api.all_alloc_views(job_id))
+            views = api.call(lambda: api.all_alloc_views(job_id))
             return [api.alloc_dict(v, stub=True) for v in views]  # events read here, off the loop
 
-        return answer(blocking(core.changes, ALLOC_KINDS, read))
+        return answer(blocking(api.changes, ALLOC_KINDS, read))
 
     def summary(groups: tuple[str, ...], body: bytes) -> Response:
         job_id = job_id_of(groups[0])
         return answer(
             blocking(
-                core.changes,
+                api.changes,
                 JOB_KINDS,
-                lambda: core.call(
+                lambda: api.call(
                     lambda: api.summary(job_id, [g.name for g in api.job_or_404(job_id).groups])
                 ),
             )
@@ -90,8 +89,8 @@ def job_routes(api: JobReadPort) -> list[tuple[str, str, Handler]]:
     def versions(groups: tuple[str, ...], body: bytes) -> Response:
         """`?diffs=true`: Diffs[i] is Versions[i+1] -> Versions[i] (agent.nomadapi.jobdiff)."""
         job_id = job_id_of(groups[0])
-        versions = blocking(core.changes, JOB_KINDS, lambda: core.call(lambda: api.job_versions(job_id)))
-        index = core.changes.current(JOB_KINDS)
+        versions = blocking(api.changes, JOB_KINDS, lambda: api.call(lambda: api.job_versions(job_id)))
+        index = api.changes.current(JOB_KINDS)
         diffs = None
         if query_params().get("diffs") == "true":
             diffs = [job_diff(versions[i + 1], versions[i]) for i in range(len(versions) - 1)]
@@ -103,7 +102,7 @@ def job_routes(api: JobReadPort) -> list[tuple[str, str, Handler]]:
         job_id = job_id_of(groups[0])
         return answer(
             blocking(
-                core.changes,
+                api.changes,
                 ("eval",),
                 lambda: [
                     structs.evaluation(**eval_fields(e), namespace=NS) for e in api.evals.of_job(job_id)
@@ -126,7 +125,6 @@ def job_routes(api: JobReadPort) -> list[tuple[str, str, Handler]]:
 def _job_submission(api: CorePort) -> Handler:
     """`GET /v1/job/:id/submission?version=N`: the jobspec as submitted (`nomad job inspect -hcl`),
     kept for the job's current version; 404 "job source not found" for any other, as Nomad."""
-    core = api.core
 
     def submission(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
@@ -137,13 +135,13 @@ def _job_submission(api: CorePort) -> Handler:
             raise HttpError(400, "Unable to parse job submission version parameter")
 
         def read() -> dict[str, Any]:
-            record = core.store.get("job", job_id) if job_id in core.jobs else None
+            record = api.store.get("job", job_id) if job_id in api.jobs else None
             if record is None or int(record.get("version", 0)) != int(raw) or not record.get("source"):
                 raise NotFound("job source not found")
             return structs.job_submission(
                 str(record["source"]), record.get("format"), record.get("variables") or {}
             )
 
-        return answer(blocking(core.changes, ("job",), lambda: core.call(read)))
+        return answer(blocking(api.changes, ("job",), lambda: api.call(read)))
 
     return submission

@@ -150,12 +150,11 @@ def rollback(api: ScalePort) -> Callable[[str, int], None]:
     """What agent.nomadapi.deploywatch calls, on the loop, when a deployment of a group with
     `auto_revert` failed: the job's newest stable `version` registered again off the loop, through
     the revert's own write, as Nomad's deployment watcher rolls back."""
-    core = api.core
 
     def roll_back(job_id: str, version: int) -> None:
         def run() -> None:
             try:
-                versions = core.call(lambda: api.job_versions(job_id) if job_id in core.jobs else [])
+                versions = api.call(lambda: api.job_versions(job_id) if job_id in api.jobs else [])
                 target = next((v for v in versions[1:] if int(v.get("Version") or 0) == version), None)
                 if target is None:
                     return  # the version went (purged, or past the tracked ones) meanwhile
@@ -170,10 +169,10 @@ def rollback(api: ScalePort) -> Callable[[str, int], None]:
 
 
 def job_scale_routes(api: ScalePort) -> list[tuple[str, str, Handler]]:
-    core, events = api.core, ScalingEvents()
+    events = ScalingEvents()
 
     def current(job_id: str) -> dict[str, Any]:
-        return core.call(lambda: api.job_dict(api.job_or_404(job_id)))
+        return api.call(lambda: api.job_dict(api.job_or_404(job_id)))
 
     def scale(groups: tuple[str, ...], body: bytes) -> Response:
         job_id = job_id_of(groups[0])
@@ -194,7 +193,7 @@ def job_scale_routes(api: ScalePort) -> list[tuple[str, str, Handler]]:
         if count is None:  # an event only (the autoscaler's report): no new version, no eval
             if before is None:
                 raise HttpError(400, f'task group "{group}" specified for scaling does not exist in job')
-            events.add(job_id, group, {**event, "CreateIndex": core.changes.current()})
+            events.add(job_id, group, {**event, "CreateIndex": api.changes.current()})
             out = {"EvalID": "", "EvalCreateIndex": 0, "JobModifyIndex": job["ModifyIndex"], "Warnings": ""}
         else:
             new = scaled(job, group, count)
@@ -207,7 +206,7 @@ def job_scale_routes(api: ScalePort) -> list[tuple[str, str, Handler]]:
             events.add(
                 job_id, group, {**event, "EvalID": out["EvalID"], "CreateIndex": out["JobModifyIndex"]}
             )
-        meta_headers(core.changes.current())
+        meta_headers(api.changes.current())
         return answer({**out, "Index": out["JobModifyIndex"], "LastContact": 0, "KnownLeader": True})
 
     def status(groups: tuple[str, ...], body: bytes) -> Response:
@@ -218,8 +217,8 @@ def job_scale_routes(api: ScalePort) -> list[tuple[str, str, Handler]]:
             allocs = api.all_alloc_views(job_id)
             return scale_status(job, allocs, events.of(job_id))
 
-        out = core.call(read)
-        meta_headers(core.changes.current())
+        out = api.call(read)
+        meta_headers(api.changes.current())
         return answer(out)
 
     def revert(groups: tuple[str, ...], body: bytes) -> Response:
@@ -231,13 +230,13 @@ def job_scale_routes(api: ScalePort) -> list[tuple[str, str, Handler]]:
             raise HttpError(400, "Job ID does not match")
         version = _whole(data, "JobVersion", True)
         prior = _whole(data, "EnforcePriorVersion", False)
-        versions = core.call(lambda: api.job_versions(job_id) if job_id in core.jobs else [])
+        versions = api.call(lambda: api.job_versions(job_id) if job_id in api.jobs else [])
         if not versions:
             raise HttpError(500, f'job "{job_id}" not found')
         target = revert_target(versions, job_id, int(version or 0), prior)
         parsed, text = parse_job(api, target, f"job {job_id} version {version}")
         out = write_job(api, job_id, parsed, text, {}, versions[0]["JobModifyIndex"], "job-register")
-        meta_headers(core.changes.current())
+        meta_headers(api.changes.current())
         return answer({**out, "Index": out["JobModifyIndex"], "LastContact": 0, "KnownLeader": True})
 
     api.deployments.reverter = rollback(api)

@@ -24,7 +24,7 @@ from agent.client.jobs import parse_submission
 from agent.decide.jobupdate import UpdatePlan
 from agent.errors import NotFound
 from agent.jobspec import JobspecError, ParsedJob
-from agent.nomadapi.context import NS, CorePort, EvalWrites, JobViews, go_bool, go_int, job_id_of
+from agent.nomadapi.context import NS, CorePort, EvalWrites, JobViews, NodeParts, go_bool, go_int, job_id_of
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers
 from agent.nomadapi.jobjson import DEFAULT_PRIORITY, parsed_job_json
 from agent.nomadapi.node import Eval
@@ -35,8 +35,8 @@ ENFORCE_INDEX_PREFIX = "Enforcing job modify index"  # api.RegisterEnforceIndexE
 MAX_EVAL_PRIORITY = 100  # command/agent/job_endpoint.go: validateEvalPriorityOpt
 
 
-class JobWriter(CorePort, EvalWrites, Protocol):
-    """What a write of a job needs (write_job): the core, and the evaluation it makes."""
+class JobWriter(CorePort, NodeParts, EvalWrites, Protocol):
+    """What a write of a job needs (write_job): the core's parts, and the evaluation it makes."""
 
 
 class JobWritePort(JobWriter, JobViews, Protocol):
@@ -152,13 +152,13 @@ def _submission(data: Mapping[str, Any], text: str) -> tuple[str, str, dict[str,
     return str(sub["Source"]), fmt, given
 
 
-def parse_job(api: CorePort, job: Mapping[str, Any], source: str) -> tuple[ParsedJob, str]:
+def parse_job(api: NodeParts, job: Mapping[str, Any], source: str) -> tuple[ParsedJob, str]:
     text = json.dumps({"Job": job})
-    return parse_submission(text, "json", source, {}, api.core.limits), text
+    return parse_submission(text, "json", source, {}, api.limits), text
 
 
 def read_job_write(
-    api: CorePort,
+    api: NodeParts,
     groups: tuple[str, ...],
     body: bytes,
     where: str,
@@ -192,7 +192,6 @@ def write_job(
     """Register `parsed` as the job's next version (or nothing, when the same job runs already) and
     answer Nomad's JobRegisterResponse fields; `enforced`: the JobModifyIndex the job must have
     (None: any), `trigger` the evaluation's TriggeredBy. What a register, a scale and a revert share."""
-    core = api.core
     source = f"job {job_id}"
 
     def prepare() -> tuple[str | None, bool, UpdatePlan | None, list[str]]:
@@ -200,27 +199,27 @@ def write_job(
         of the job being stopped): decided in one turn of the loop, so no other write comes
         between the index check and the commit's decision."""
         if enforced is not None:
-            current = core.changes.of("job", job_id) if job_id in core.jobs else None
+            current = api.changes.of("job", job_id) if job_id in api.jobs else None
             refused = enforce_index(current, enforced)
             if refused is not None:
                 return refused, False, None, []
-        same = core.jobs.get(job_id) == parsed.job and bool(core.allocs.running(job_id))
-        plan = None if same else core.job_registry.plan_update(parsed, source)
+        same = api.jobs.get(job_id) == parsed.job and bool(api.allocs.running(job_id))
+        plan = None if same else api.job_registry.plan_update(parsed, source)
         stopping = [
             r.id
-            for r in core.runners.values()
+            for r in api.runners.values()
             if r.job.id == job_id and r.rec.live and r.rec.desired is DesiredStatus.STOP
         ]
         return None, same, plan, stopping
 
-    refused, same, plan, stopping = core.call(prepare)
+    refused, same, plan, stopping = api.call(prepare)
     if refused is not None:  # Nomad answers the RPC's error: 500 with the message
         raise HttpError(500, refused)
     warnings = "\n".join(parsed.warnings)
     if not same:
         # A new version stops what it replaces first (a one-node cluster cannot place the new
         # allocs beside the old: static ports), bounded as a job stop is.
-        left = core.allocs.await_stopped(stopping, core.limits.max_kill_timeout + STOP_MARGIN)
+        left = api.allocs.await_stopped(stopping, api.limits.max_kill_timeout + STOP_MARGIN)
         if left:
             raise HttpError(
                 500, f"job {job_id}: allocs {', '.join(a[:8] for a in left)} did not stop in time"
@@ -228,35 +227,34 @@ def write_job(
         shown, fmt, given = _submission(data, text)
 
         def commit() -> Eval:  # one turn of the loop: no alloc is ever read without its EvalID
-            done = core.job_registry.commit(parsed, shown, fmt, given, source, plan=plan)
+            done = api.job_registry.commit(parsed, shown, fmt, given, source, plan=plan)
             placed = tuple(str(a) for a in done.get("allocs") or ())
             return api.evaluate(job_id, trigger, parsed.job.type, placed, priority=priority)
 
-        ev = core.call(commit)
+        ev = api.call(commit)
     else:  # the same job again places nothing, as Nomad's no-op eval
-        ev = core.call(lambda: api.evaluate(job_id, trigger, parsed.job.type, (), priority=priority))
+        ev = api.call(lambda: api.evaluate(job_id, trigger, parsed.job.type, (), priority=priority))
     out = {
         "EvalID": ev.id,
         "EvalCreateIndex": ev.create_index,
-        "JobModifyIndex": core.changes.of("job", job_id),
+        "JobModifyIndex": api.changes.of("job", job_id),
         "Warnings": "" if same else warnings,
     }
     return out
 
 
 def job_write_routes(api: JobWritePort) -> list[tuple[str, str, Handler]]:
-    core = api.core
 
     def counts_kept(data: Mapping[str, Any], job_id: str, job: dict[str, Any]) -> dict[str, Any]:
         def counts() -> dict[str, int]:
-            old = core.jobs.get(job_id)
+            old = api.jobs.get(job_id)
             return {g.name: g.count for g in old.groups} if old is not None else {}
 
         _, preserve = register_options(data)
         if preserve:
-            job = preserved_counts(job, core.call(counts))
+            job = preserved_counts(job, api.call(counts))
         if data.get("PreserveResources") is True:
-            old = core.call(lambda: core.jobs.get(job_id))
+            old = api.call(lambda: api.jobs.get(job_id))
             job = preserved_resources(job, api.job_dict(old)) if old is not None else job
         return job
 
@@ -266,7 +264,7 @@ def job_write_routes(api: JobWritePort) -> list[tuple[str, str, Handler]]:
         priority = eval_priority(data.get("EvalPriority"))
 
         out = write_job(api, job_id, parsed, text, data, enforced, "job-register", priority)
-        meta_headers(core.changes.current())
+        meta_headers(api.changes.current())
         return answer({**out, "Index": out["JobModifyIndex"], "LastContact": 0, "KnownLeader": True})
 
     def deregister(groups: tuple[str, ...], body: bytes) -> Response:
@@ -280,22 +278,22 @@ def job_write_routes(api: JobWritePort) -> list[tuple[str, str, Handler]]:
             # A job known only by its adopted allocs (found running after the state database was
             # lost, agent.runner.adopt: the jobspec went with it) is stopped too: their event tells
             # the operator to `nomad job stop` it, there is no other job-wide way to end them.
-            job = core.jobs.get(job_id)
-            if job is None and not core.adoption.of_job(job_id):
+            job = api.jobs.get(job_id)
+            if job is None and not api.adoption.of_job(job_id):
                 raise NotFound("job not found")
             kind = job.type if job is not None else "service"
-            return core.job_registry.stop_job(job_id), api.evals.create(
+            return api.job_registry.stop_job(job_id), api.evals.create(
                 job_id, "job-deregister", kind, priority=priority
             )
 
-        stopped, ev = core.call(stop)
+        stopped, ev = api.call(stop)
         # As Nomad's: the answer comes once the stop is decided (the allocs' desired status is
         # "stop"), while their tasks are still being killed; `nomad job stop` then watches them. A
         # purge waits for them to end first (their records go with the job): then the job is gone
         # when the answer comes, as it is at once on Nomad's server.
-        if purge and not core.allocs.await_stopped(stopped, core.limits.max_kill_timeout + STOP_MARGIN):
-            core.call(lambda: core.collector.purge_job(job_id) if job_id in core.jobs else [])
-        index = core.changes.current()
+        if purge and not api.allocs.await_stopped(stopped, api.limits.max_kill_timeout + STOP_MARGIN):
+            api.call(lambda: api.collector.purge_job(job_id) if job_id in api.jobs else [])
+        index = api.changes.current()
         meta_headers(index)
         return answer(
             {
@@ -319,8 +317,7 @@ def job_write_routes(api: JobWritePort) -> list[tuple[str, str, Handler]]:
     ]
 
 
-def _parse_routes(api: CorePort) -> list[tuple[str, str, Handler]]:
-    core = api.core
+def _parse_routes(api: NodeParts) -> list[tuple[str, str, Handler]]:
 
     def parse(groups: tuple[str, ...], body: bytes) -> Response:
         data = body_json(body)
@@ -335,7 +332,7 @@ def _parse_routes(api: CorePort) -> list[tuple[str, str, Handler]]:
             from agent.jobspec.hclvars import parse_var_file
 
             variables = dict(parse_var_file(var_text, "Variables"))
-        parsed = parse_submission(hcl, "hcl", "JobHCL", variables, core.limits)
+        parsed = parse_submission(hcl, "hcl", "JobHCL", variables, api.limits)
         return answer(parsed_job_json(parsed.job, api.node.region))
 
     def validate(groups: tuple[str, ...], body: bytes) -> Response:

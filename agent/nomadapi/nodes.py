@@ -18,7 +18,6 @@ class NodeReadPort(CorePort, NodeViews, AllocViews, Protocol):
 
 
 def node_routes(api: NodeReadPort) -> list[tuple[str, str, Handler]]:
-    core = api.core
 
     def nodes(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
@@ -26,7 +25,7 @@ def node_routes(api: NodeReadPort) -> list[tuple[str, str, Handler]]:
         # Nomad's NodeStubFields (command/agent/http.go parseNodeListStubFields)
         resources, os = go_bool(params, "resources"), go_bool(params, "os")
         out = blocking(
-            core.changes,
+            api.changes,
             ("node",),
             lambda: (
                 [api.node_dict(stub=True, resources=resources, os=os)]
@@ -39,16 +38,16 @@ def node_routes(api: NodeReadPort) -> list[tuple[str, str, Handler]]:
     def node(groups: tuple[str, ...], body: bytes) -> Response:
         if not api.node.id.startswith(unquote(groups[0])) or not groups[0]:
             raise NotFound("node not found")
-        return answer(blocking(core.changes, ("node",), lambda: api.node_dict(stub=False)))
+        return answer(blocking(api.changes, ("node",), lambda: api.node_dict(stub=False)))
 
     def node_allocs(groups: tuple[str, ...], body: bytes) -> Response:
         if unquote(groups[0]) != api.node.id:
             raise NotFound("node not found")
         return answer_list(
             blocking(
-                core.changes,
+                api.changes,
                 ALLOC_KINDS,
-                lambda: api.alloc_dicts(core.call(api.all_alloc_views), stub=False),
+                lambda: api.alloc_dicts(api.call(api.all_alloc_views), stub=False),
             )
         )
 

@@ -33,11 +33,11 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from agent.api.server import Handler, Response
-from agent.client.core import Core
 from agent.decide.jobupdate import UpdatePlan
 from agent.errors import AgentError, NotFound
 from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.node.driverevents import NodeEvent, NodeEvents
+from agent.nomadapi.context import CorePort, NodeParts
 from agent.nomadapi.gojson import go_time
 from agent.nomadapi.http import HttpError, answer, meta_headers
 from agent.nomadapi.node import Evals, NodeIdentity
@@ -82,8 +82,7 @@ def plan_drained_alloc_owed(job_type: str, bugs: Bugs = NO_BUGS) -> bool:
     return job_type not in SYSTEM_TYPES
 
 
-class NodeVerbPort(Protocol):
-    core: Core
+class NodeVerbPort(CorePort, NodeParts, Protocol):
     node: NodeIdentity
     evals: Evals
     node_events: NodeEvents
@@ -96,8 +95,7 @@ class NodeSchedule:
 
     def __init__(self, api: NodeVerbPort) -> None:
         self.api = api
-        self.core = api.core
-        store = self.core.store  # None in a stand-in core (tests reading request bodies): nothing kept
+        store = self.api.store  # None in a stand-in core (tests reading request bodies): nothing kept
         rec = (store.get(KIND, api.node.id) if store is not None else None) or {}
         self.eligibility = str(rec.get("eligibility", ELIGIBLE))
         self.drain: dict[str, Any] | None = rec.get("drain")
@@ -114,7 +112,7 @@ class NodeSchedule:
             "last_drain": self.last_drain,
             "owed": self.owed,
         }
-        self.core.store.put(KIND, self.api.node.id, record)
+        self.api.store.put(KIND, self.api.node.id, record)
 
     def fields(self) -> dict[str, Any]:
         """node_json / node_stub's eligibility, drain_strategy (api.DrainStrategy) and last_drain
@@ -146,8 +144,8 @@ class NodeSchedule:
         ModifyIndex (blocking queries on the node wake); with the node event Nomad writes."""
         self.save()
         node_id = self.api.node.id
-        self.core.changes.bump(kind, node_id)
-        index = self.core.changes.bump("node", node_id)
+        self.api.changes.bump(kind, node_id)
+        index = self.api.changes.bump("node", node_id)
         if message:
             self.api.node_events.add(NodeEvent(message, subsystem, dict(details), time.time(), index))
         return index
@@ -183,14 +181,14 @@ class NodeSchedule:
         ev = self.api.evals.find(eval_id) if eval_id else None
         if ev is not None and ev.status == "blocked":
             self.api.evals.put(replace(ev, status="canceled"))
-            self.core.changes.bump("eval", ev.id)
+            self.api.changes.bump("eval", ev.id)
 
     # -- eligibility ---------------------------------------------------------------------------
     def set_eligibility(self, eligibility: str) -> tuple[int, list[str], int]:
         """(NodeModifyIndex, EvalIDs, EvalCreateIndex) of Nomad's NodeEligibilityUpdateResponse."""
         if self.drain is not None and eligibility == ELIGIBLE:
             raise HttpError(400, "can not set node's scheduling eligibility to eligible while it is draining")
-        node_index = self.core.changes.current(("node",))
+        node_index = self.api.changes.current(("node",))
         if eligibility == self.eligibility:
             return node_index, [], 0  # nothing to do, as Nomad's
         self.eligibility = eligibility
@@ -211,12 +209,12 @@ class NodeSchedule:
     def _unblock(self, job_id: str) -> None:
         entry = self.owed.pop(job_id)
         self.save()
-        job = self.core.jobs.get(job_id)
+        job = self.api.jobs.get(job_id)
         if job is None:
             return
         placed: list[str] = []
         try:
-            self.core.allocs.check_static_ports(job, set(entry["groups"]))
+            self.api.allocs.check_static_ports(job, set(entry["groups"]))
             for group, count in sorted(entry["groups"].items()):
                 if any(g.name == group for g in job.groups):
                     placed += [self._place(job, group) for _ in range(int(count))]
@@ -231,31 +229,31 @@ class NodeSchedule:
         else:
             ev = replace(ev, status="complete", placed=tuple(placed))
             self.api.evals.put(ev)
-            self.core.changes.bump("eval", ev.id)
+            self.api.changes.bump("eval", ev.id)
         for alloc_id in placed:
-            self.core.runners[alloc_id].state.save(eval_id=ev.id)
+            self.api.runners[alloc_id].state.save(eval_id=ev.id)
 
     def _place(self, job: Job, group: str) -> str:
         """One alloc the blocked evaluation owes: a held reschedule's replacement, which carries the
         failed alloc's RescheduleTracker, else a new one."""
-        failed = self.core.allocs.blocked_reschedule(job.id, group)
-        if failed is not None and plan_blocked_reschedule_tracker(getattr(self.core, "bugs", NO_BUGS)):
-            return self.core.allocs.place_replacement(failed, "the node takes new allocs again").id
-        return self.core.allocs.new_alloc(job, group).id
+        failed = self.api.allocs.blocked_reschedule(job.id, group)
+        if failed is not None and plan_blocked_reschedule_tracker(self.api.bugs):
+            return self.api.allocs.place_replacement(failed, "the node takes new allocs again").id
+        return self.api.allocs.new_alloc(job, group).id
 
     def node_evals(self) -> tuple[list[str], int]:
         """Nomad's createNodeEvals: one "node-update" evaluation per job with an alloc on the node
         that is not done (service: not stopped and terminal; batch: not terminal), and per system
         job that runs; (their IDs, the index of the last; 0 when none)."""
         jobs: dict[str, Job] = {}
-        for r in self.core.runners.values():
+        for r in self.api.runners.values():
             if r.job.type in SYSTEM_TYPES:
                 continue
             if r.rec.live or (r.job.type == "service" and r.rec.desired is not DesiredStatus.STOP):
                 jobs.setdefault(r.job.id, r.job)
-        for job in self.core.jobs.values():
+        for job in self.api.jobs.values():
             if job.type == "system" and any(
-                r.job.id == job.id and r.rec.desired is DesiredStatus.RUN for r in self.core.runners.values()
+                r.job.id == job.id and r.rec.desired is DesiredStatus.RUN for r in self.api.runners.values()
             ):
                 jobs.setdefault(job.id, job)
         evals = [
@@ -314,7 +312,7 @@ class NodeSchedule:
         if d is None:
             return
         now = time.time()
-        live = [r for r in self.core.runners.values() if r.rec.live]
+        live = [r for r in self.api.runners.values() if r.rec.live]
         others = [r for r in live if r.job.type not in SYSTEM_TYPES]
         system = [r for r in live if r.job.type in SYSTEM_TYPES and not d["ignore_system"]]
         if d["deadline"] < 0 or (d["force_deadline"] and now >= d["force_deadline"]):
@@ -337,13 +335,13 @@ class NodeSchedule:
             return
         if not self.ticking:
             self.ticking = True
-            self.core.schedule(DRAIN_TICK, self.tick)
+            self.api.schedule(DRAIN_TICK, self.tick)
 
     def _stop(self, runners: list[Any]) -> None:
         """Stop the allocs as the drainer migrates them: nothing placed elsewhere (no other node);
         a service job's are owed to it (one "node-drain" evaluation, blocked, per job), a batch
         job's are not (its "node-drain" evaluation places nothing)."""
-        bugs = getattr(self.core, "bugs", NO_BUGS)
+        bugs = self.api.bugs
         by_job: dict[str, dict[str, int]] = {}
         owed: set[str] = set()
         for r in runners:
@@ -359,7 +357,7 @@ class NodeSchedule:
                 for g, n in groups.items():
                     entry["groups"][g] = int(entry["groups"].get(g, 0)) + n
                 self.fresh[job_id] = groups
-            self.api.evals.create(job_id, "node-drain", self.core.jobs[job_id].type, ())
+            self.api.evals.create(job_id, "node-drain", self.api.jobs[job_id].type, ())
         self.save()
 
     def _complete(self, details: Mapping[str, str]) -> None:
@@ -434,13 +432,12 @@ def _drain_request(body: bytes) -> tuple[dict[str, Any] | None, bool, dict[str, 
 
 
 def node_verb_routes(api: NodeVerbPort) -> list[tuple[str, str, Handler]]:
-    core = api.core
     sched = NodeSchedule(api)
     api.node_fields = sched.fields
-    core.server.hold = sched.hold
+    api.server.hold = sched.hold
     api.evals.hook = sched
     if sched.drain is not None:  # a drain that ran when the agent stopped goes on
-        core.schedule(0.0, sched.tick)
+        api.schedule(0.0, sched.tick)
 
     def node_id(raw: str) -> None:
         if raw != api.node.id:
@@ -460,22 +457,22 @@ def node_verb_routes(api: NodeVerbPort) -> list[tuple[str, str, Handler]]:
             raise HttpError(
                 400, f"invalid scheduling eligibility {value[:64]!r}: {ELIGIBLE!r} or {INELIGIBLE!r}"
             )
-        return reply(*core.call(lambda: sched.set_eligibility(value)))
+        return reply(*api.call(lambda: sched.set_eligibility(value)))
 
     def drain(groups: tuple[str, ...], body: bytes) -> Response:
         node_id(groups[0])
         spec, mark, meta = _drain_request(body)
-        return reply(*core.call(lambda: sched.set_drain(spec, mark, meta)))
+        return reply(*api.call(lambda: sched.set_drain(spec, mark, meta)))
 
     def evaluate(groups: tuple[str, ...], body: bytes) -> Response:
         node_id(groups[0])
 
         def do() -> tuple[list[str], int, int]:
             ids, at = sched.node_evals()
-            return ids, at, core.changes.current(("node",))
+            return ids, at, api.changes.current(("node",))
 
-        ids, at, node_index = core.call(do)
-        index = at or core.changes.current(("eval",))
+        ids, at, node_index = api.call(do)
+        index = at or api.changes.current(("eval",))
         meta_headers(index)
         return answer(
             {

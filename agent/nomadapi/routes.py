@@ -17,14 +17,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from agent.api.server import Handler, Response
 from agent.api.views import alloc_counts, job_status
+from agent.client.allocs import AllocRegistry, ServerHooks
 from agent.client.core import Core
+from agent.client.jobs import JobRegistry
+from agent.drivers.registry import DriverRegistry
 from agent.errors import NotFound
+from agent.fieldbugs.bugs import Bugs
 from agent.identity.vaultlogin import with_implicit_identities
+from agent.jobspec import Limits
 from agent.node.driverevents import NodeEvent, NodeEvents, driver_changes
+from agent.node.gc import GarbageCollector
 from agent.nomadapi import structs
 from agent.nomadapi.agentroutes import agent_routes
 from agent.nomadapi.allocations import alloc_routes
@@ -49,9 +55,16 @@ from agent.nomadapi.scaling import scaling_routes
 from agent.nomadapi.services import service_routes
 from agent.nomadapi.usage import CpuSamples
 from agent.nomadapi.variables import variable_routes
+from agent.runner.adopt import Adoption
+from agent.runner.alloc import AllocRunner
+from agent.runner.deps import RunnerDeps
+from agent.state import StateStore
+from agent.state.changes import ChangeIndex
 from agent.state.store import Event
 from agent.structs.jobcodec import JobCodecError, decode_job
 from agent.structs.model import Job
+
+T = TypeVar("T")
 
 
 class NomadApi:
@@ -87,6 +100,65 @@ class NomadApi:
         self.node_events = NodeEvents()
         self.node_events.add(NodeEvent("Node registered", "Cluster", {}, time.time(), index))
 
+    # -- the core's parts the route modules read (agent.nomadapi.context), lent from the core ------
+    def call(self, fn: Callable[[], T], timeout: float = 120.0) -> T:
+        return self.core.call(fn, timeout)
+
+    def schedule(self, delay: float, fn: Callable[[], None]) -> None:
+        self.core.schedule(delay, fn)
+
+    @property
+    def changes(self) -> ChangeIndex:
+        return self.core.changes
+
+    @property
+    def store(self) -> StateStore:
+        return self.core.store
+
+    @property
+    def jobs(self) -> dict[str, Job]:
+        return self.core.jobs
+
+    @property
+    def job_registry(self) -> JobRegistry:
+        return self.core.job_registry
+
+    @property
+    def allocs(self) -> AllocRegistry:
+        return self.core.allocs
+
+    @property
+    def runners(self) -> dict[str, AllocRunner]:
+        return self.core.runners
+
+    @property
+    def adoption(self) -> Adoption:
+        return self.core.adoption
+
+    @property
+    def deps(self) -> RunnerDeps:
+        return self.core.deps
+
+    @property
+    def drivers(self) -> DriverRegistry:
+        return self.core.drivers
+
+    @property
+    def collector(self) -> GarbageCollector:
+        return self.core.collector
+
+    @property
+    def limits(self) -> Limits:
+        return self.core.limits
+
+    @property
+    def bugs(self) -> Bugs:
+        return self.core.bugs
+
+    @property
+    def server(self) -> ServerHooks:
+        return self.core.server
+
     def drivers_checked(self, health: dict[str, dict[str, Any]]) -> None:
         """On the loop: the drivers' health as a periodic look found it; a change is a node event
         (NodeStreamEvent) and a node update (NodeRegistration), as Nomad's client reports one."""
@@ -104,7 +176,7 @@ class NomadApi:
         """On the loop: the evaluation of a write, kept as the EvalID of each alloc it placed (as
         Nomad's scheduler writes it into the allocs of its plan)."""
         ev = self.evals.create(job_id, trigger, job_type, placed, priority=priority)
-        written(self.core, self.deployments, job_id)  # a new version's deployment, as Nomad's scheduler
+        written(self, self.deployments, job_id)  # a new version's deployment, as Nomad's scheduler
         for alloc_id in placed:
             if (runner := self.core.runners.get(alloc_id)) is not None:
                 runner.state.save(eval_id=ev.id)

@@ -8,22 +8,30 @@ job). A job's scale and scale status are agent.nomadapi.jobscale.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.client.core import Core
 from agent.errors import NotFound
-from agent.nomadapi.context import CorePort
+from agent.nomadapi.context import Changes, Jobs, OnLoop
 from agent.nomadapi.http import answer, blocking, check_scope
 from agent.nomadapi.jobjson import scaling_policy, scaling_stub
+from agent.nomadapi.node import NodeIdentity
 
 
-def policies(core: Core) -> list[dict[str, Any]]:
+class PolicyPort(OnLoop, Changes, Jobs, Protocol):
+    """The jobs and their change indexes, read on the loop."""
+
+
+class ScalingPort(PolicyPort, Protocol):
+    node: NodeIdentity
+
+
+def policies(api: PolicyPort) -> list[dict[str, Any]]:
     """On the loop: every group's scaling policy (structs.ScalingPolicy), by ID."""
     out = []
-    for job_id, job in core.jobs.items():
-        index = core.changes.of("job", job_id)
+    for job_id, job in api.jobs.items():
+        index = api.changes.of("job", job_id)
         for g in job.groups:
             if g.scaling is not None:
                 out.append(scaling_policy(job_id, g.name, g.scaling, create_index=index, modify_index=index))
@@ -43,14 +51,13 @@ def listed(found: list[dict[str, Any]], params: Mapping[str, str]) -> list[dict[
     ]
 
 
-def scaling_routes(api: CorePort) -> list[tuple[str, str, Handler]]:
-    core = api.core
+def scaling_routes(api: ScalingPort) -> list[tuple[str, str, Handler]]:
 
     def scaling_policies(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         check_scope(params, api.node.region, listing=True)
         return answer(
-            blocking(core.changes, ("job",), lambda: listed(core.call(lambda: policies(core)), params))
+            blocking(api.changes, ("job",), lambda: listed(api.call(lambda: policies(api)), params))
         )
 
     def scaling_policy_one(groups: tuple[str, ...], body: bytes) -> Response:
@@ -58,12 +65,12 @@ def scaling_routes(api: CorePort) -> list[tuple[str, str, Handler]]:
         policy_id = unquote(groups[0])
 
         def read() -> dict[str, Any]:
-            found = [p for p in core.call(lambda: policies(core)) if p["ID"] == policy_id]
+            found = [p for p in api.call(lambda: policies(api)) if p["ID"] == policy_id]
             if not found:
                 raise NotFound("policy not found")
             return found[0]
 
-        return answer(blocking(core.changes, ("job",), read))
+        return answer(blocking(api.changes, ("job",), read))
 
     return [
         ("GET", r"/v1/scaling/policies", scaling_policies),

@@ -9,30 +9,32 @@ A task's templates read the same registrations with `nomadService` and `nomadSer
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response
-from agent.nomadapi.context import CorePort
+from agent.nomadapi.context import Allocs, Changes, NodeParts, OnLoop
 from agent.nomadapi.http import answer, blocking
 from agent.runner.services import nomad_registrations
 
 
-def registrations(api: CorePort) -> list[dict[str, Any]]:
+class ServicePort(OnLoop, Changes, Allocs, NodeParts, Protocol):
+    """The runners (their services), the node's advertise address, the loop and the change index."""
+
+
+def registrations(api: ServicePort) -> list[dict[str, Any]]:
     """On the loop: every nomad-provider service of the running allocs (what the tasks' templates
     read too: agent.runner.services.NomadData)."""
-    core = api.core
     return nomad_registrations(
-        core.runners.values(),
-        advertise_address=core.deps.advertise_address,
+        api.runners.values(),
+        advertise_address=api.deps.advertise_address,
         node_id=api.node.id,
         datacenter=api.node.datacenter,
-        index_of=lambda alloc_id: core.changes.of("alloc", alloc_id),
+        index_of=lambda alloc_id: api.changes.of("alloc", alloc_id),
     )
 
 
-def service_routes(api: CorePort) -> list[tuple[str, str, Handler]]:
-    core = api.core
+def service_routes(api: ServicePort) -> list[tuple[str, str, Handler]]:
 
     def services(groups: tuple[str, ...], body: bytes) -> Response:
         def read() -> list[dict[str, Any]]:
@@ -42,15 +44,15 @@ def service_routes(api: CorePort) -> list[tuple[str, str, Handler]]:
             stubs = [{"ServiceName": n, "Tags": sorted(t)} for n, t in sorted(tags.items())]
             return [{"Namespace": "default", "Services": stubs}] if stubs else []
 
-        return answer(blocking(core.changes, ("alloc",), lambda: core.call(read)))
+        return answer(blocking(api.changes, ("alloc",), lambda: api.call(read)))
 
     def service(groups: tuple[str, ...], body: bytes) -> Response:
         name = unquote(groups[0])
         return answer(
             blocking(
-                core.changes,
+                api.changes,
                 ("alloc",),
-                lambda: core.call(lambda: [s for s in registrations(api) if s["ServiceName"] == name]),
+                lambda: api.call(lambda: [s for s in registrations(api) if s["ServiceName"] == name]),
             )
         )
 

@@ -24,10 +24,11 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from agent.errors import AgentError
 from agent.node.gc import TERMINAL_STATUSES
+from agent.nomadapi.context import Allocs, Changes, Kept
 from agent.runner.state import NETNS_OWNER
 from agent.state.store import Event
 
@@ -42,6 +43,11 @@ Shape = Callable[[Mapping[str, Any], Sequence[Event] | None], dict[str, Any]]
 def encode(stub: Mapping[str, Any]) -> bytes:
     """One stub as the listing sends it (compact JSON, as agent.nomadapi.http.answer_list)."""
     return json.dumps(stub, separators=(",", ":")).encode()
+
+
+class GatherPort(Changes, Kept, Allocs, Protocol):
+    """What a listing gathers on the loop: the live and adopted allocs, the terminal allocs' records
+    and the change indexes their kept stubs are keyed by."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +96,17 @@ class StubCache:
             return sum(len(e) for e in self._entries.values())
 
     # -- on the loop -------------------------------------------------------------------------------
-    def gather(self, core: Any, deployment_of: Callable[[str], Any], prefix: str, resources: bool) -> Listing:
+    def gather(
+        self, api: GatherPort, deployment_of: Callable[[str], Any], prefix: str, resources: bool
+    ) -> Listing:
         """On the loop: the live and adopted allocs' views, the terminal allocs' kept stubs where
         their key is unchanged and the views of the others."""
-        runners = core.runners
-        live = [r.view() for r in runners.values()] + list(core.adoption.views())
+        runners = api.runners
+        live = [r.view() for r in runners.values()] + list(api.adoption.views())
         shape = [v for v in live if str(v["id"]).startswith(prefix)]
         ids = [
             row.key
-            for row in core.store.index("alloc", TERMINAL_STATUSES)
+            for row in api.store.index("alloc", TERMINAL_STATUSES)
             if row.key not in runners and row.key.startswith(prefix)
         ]
         with self._lock:
@@ -110,7 +118,7 @@ class StubCache:
                         self._entries[flag] = {a: e for a, e in self._entries[flag].items() if a in wanted}
                 entries = self._entries[resources]
             known = [(a, entries.get(a)) for a in ids]
-        changes = core.changes
+        changes = api.changes
         jobs_now = changes.current(("job",))
         flat = [r for _, entry in known if entry is not None for r in entry.records]
         indexes = changes.of_each(flat)  # every record's change index under the lock once
@@ -131,7 +139,7 @@ class StubCache:
                 missing.append(alloc_id)
         keys: dict[str, tuple[Key, tuple[tuple[str, str], ...]]] = {}
         if missing:
-            views = _views_of(core, missing)
+            views = _views_of(api, missing)
             for alloc_id in missing:
                 view = views.get(alloc_id)
                 records = _records(alloc_id, view)
@@ -191,7 +199,7 @@ def _records(alloc_id: str, view: Mapping[str, Any] | None) -> tuple[tuple[str, 
     return tuple(records)
 
 
-def _views_of(core: Any, ids: list[str]) -> dict[str, dict[str, Any]]:
+def _views_of(api: Allocs, ids: list[str]) -> dict[str, dict[str, Any]]:
     """On the loop: the views of these terminal allocs as the store's views give them (those it
     skips are missing)."""
     wanted = set(ids)
@@ -199,12 +207,12 @@ def _views_of(core: Any, ids: list[str]) -> dict[str, dict[str, Any]]:
         out = {}
         for alloc_id in ids:
             try:
-                view = core.allocs.alloc(alloc_id).view()
+                view = api.allocs.alloc(alloc_id).view()
             except AgentError:  # unreadable or gone: not listed, as alloc_views skips it
                 continue
             out[alloc_id] = view
         return out
-    return {str(v["id"]): v for v in core.allocs.views() if v["id"] in wanted}
+    return {str(v["id"]): v for v in api.allocs.views() if v["id"] in wanted}
 
 
 def chunks(items: list[tuple[bytes, bool]], unpack: Callable[[bytes], bytes]) -> Iterator[bytes]:

@@ -24,13 +24,13 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from agent.api.server import Handler, Response, query_params
-from agent.client.core import Core
+from agent.nomadapi.context import Changes, Kept, OnLoop
 from agent.nomadapi.http import HttpError, answer, blocking, body_json, meta_headers
 from agent.runner.services import VAR_KIND, variable_json
 
 
-class VariablePort(Protocol):
-    core: Core
+class VariablePort(OnLoop, Changes, Kept, Protocol):
+    """The store (variables are records of it), the loop and the change index."""
 
 
 MAX_SIZE = 65536  # Nomad's maxVariableSize: the items' keys and values together
@@ -69,31 +69,30 @@ def _cas(params: dict[str, str]) -> int | None:
 
 
 def variable_routes(api: VariablePort) -> list[tuple[str, str, Handler]]:
-    core = api.core
 
     def listing(groups: tuple[str, ...], body: bytes) -> Response:
         prefix = query_params().get("prefix", "")
 
         def read() -> list[dict[str, Any]]:
-            recs = core.store.list(_KIND).records
+            recs = api.store.list(_KIND).records
             return [
                 variable_json(p, dict(r), metadata=True)
                 for p, r in sorted(recs.items())
                 if p.startswith(prefix)
             ]
 
-        return answer(blocking(core.changes, (_KIND,), lambda: core.call(read)))
+        return answer(blocking(api.changes, (_KIND,), lambda: api.call(read)))
 
     def get(groups: tuple[str, ...], body: bytes) -> Response:
         path = check_path(unquote(groups[0]))
 
         def read() -> dict[str, Any]:
-            rec = core.store.get(_KIND, path)
+            rec = api.store.get(_KIND, path)
             if rec is None:
                 raise HttpError(404, "variable not found")
             return variable_json(path, dict(rec))
 
-        return answer(blocking(core.changes, (_KIND,), lambda: core.call(read)))
+        return answer(blocking(api.changes, (_KIND,), lambda: api.call(read)))
 
     def put(groups: tuple[str, ...], body: bytes) -> Response:
         path = check_path(unquote(groups[0]))
@@ -107,12 +106,12 @@ def variable_routes(api: VariablePort) -> list[tuple[str, str, Handler]]:
         items = _items(data)
 
         def write() -> tuple[int, dict[str, Any]]:
-            rec = core.store.get(_KIND, path)
+            rec = api.store.get(_KIND, path)
             current = dict(rec) if rec is not None else None
             if cas is not None and (current or {}).get("modify_index", 0) != cas:
                 return 409, variable_json(path, current) if current else {}
             now = time.time_ns()
-            index = core.changes.current() + 1
+            index = api.changes.current() + 1
             new = {
                 "items": items,
                 "create_index": (current or {}).get("create_index", index),
@@ -120,11 +119,11 @@ def variable_routes(api: VariablePort) -> list[tuple[str, str, Handler]]:
                 "modify_index": index,
                 "modify_time": now,
             }
-            core.store.put(_KIND, path, new)
+            api.store.put(_KIND, path, new)
             return 200, variable_json(path, new)
 
-        status, out = core.call(write)
-        meta_headers(core.changes.current())
+        status, out = api.call(write)
+        meta_headers(api.changes.current())
         return answer(out, status)
 
     def delete(groups: tuple[str, ...], body: bytes) -> Response:
@@ -132,14 +131,14 @@ def variable_routes(api: VariablePort) -> list[tuple[str, str, Handler]]:
         cas = _cas(query_params())
 
         def remove() -> tuple[int, dict[str, Any] | None]:
-            rec = core.store.get(_KIND, path)
+            rec = api.store.get(_KIND, path)
             if cas is not None and rec is not None and dict(rec).get("modify_index") != cas:
                 return 409, variable_json(path, dict(rec))
-            core.store.delete(_KIND, path)
+            api.store.delete(_KIND, path)
             return 200, None
 
-        status, out = core.call(remove)
-        meta_headers(core.changes.current())
+        status, out = api.call(remove)
+        meta_headers(api.changes.current())
         return (status, "application/json", json.dumps(out).encode()) if out else (200, "text/plain", b"")
 
     rx = r"/v1/var/(.+)"

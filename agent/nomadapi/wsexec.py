@@ -217,7 +217,6 @@ def _exec_args(params: dict[str, str]) -> tuple[str, bool, list[str]]:
 
 def exec_stream(api: NomadApi) -> tuple[str, str, StreamOpener, Upgrade]:
     """`GET /v1/client/allocation/:id/exec` as `nomad alloc exec` opens it."""
-    core = api.core
 
     def open_session(groups: tuple[str, ...], body: bytes) -> Response | ExecSession:
         try:
@@ -228,7 +227,7 @@ def exec_stream(api: NomadApi) -> tuple[str, str, StreamOpener, Upgrade]:
         def find() -> tuple[Any, Any, str, dict[str, str]]:
             from agent.nomadapi.clientroutes import managed_alloc
 
-            r = managed_alloc(core, unquote(groups[0]))  # an adopted alloc: 409 saying how to end it
+            r = managed_alloc(api, unquote(groups[0]))  # an adopted alloc: 409 saying how to end it
             task = next((t for t in r.group.tasks if t.name == name), None)
             if task is None:
                 raise NotFound(f"task {name!r} not found in alloc {r.id}")
@@ -238,7 +237,7 @@ def exec_stream(api: NomadApi) -> tuple[str, str, StreamOpener, Upgrade]:
             return r.driver(task), handle, r.id, r.tasks[task.name].exec_env()
 
         try:
-            driver, handle, alloc_id, env = core.call(find)
+            driver, handle, alloc_id, env = api.call(find)
             log.info(
                 "nomad exec in alloc=%s task=%s: %s (%d args, tty %s)",
                 alloc_id[:8],
