@@ -12,9 +12,12 @@ over GetAllInterfaces (`include`, `exclude`, `sort`, `attr`...) are refused with
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from agent.errors import AgentError
 
@@ -65,25 +68,40 @@ def evaluate(expr: str, addresses: list[HostAddress]) -> str:
     return " ".join(str(h.address) for h in found) if many else str(found[0].address)
 
 
-def host_addresses() -> list[HostAddress]:
-    """This host's addresses (netlink), with the interfaces that hold a default route marked."""
-    from pyroute2 import IPRoute
+IP_TIMEOUT = 5.0  # seconds for one `ip -j` listing
 
-    with IPRoute() as ipr:
-        names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
-        default = {
-            route.get_attr("RTA_OIF")
-            for family in (2, 10)
-            for route in ipr.get_routes(family=family)
-            if route["dst_len"] == 0 and route.get_attr("RTA_OIF") is not None
-        }
-        out = []
-        for addr in ipr.get_addr():
-            text = addr.get_attr("IFA_ADDRESS")
-            if not text:
-                continue
-            index = addr["index"]
-            out.append(HostAddress(str(names.get(index, "")), ipaddress.ip_address(text), index in default))
+
+def _ip_json(args: list[str]) -> list[dict[str, Any]]:
+    """`ip -j <args>` (iproute2's JSON), an OSError when it cannot be had."""
+    try:
+        out = subprocess.run(
+            ["ip", "-j", *args], capture_output=True, text=True, timeout=IP_TIMEOUT, check=True
+        ).stdout
+        found = json.loads(out or "[]")
+    except (subprocess.SubprocessError, ValueError) as exc:
+        raise OSError(f"ip -j {' '.join(args)}: {exc}") from None
+    if not isinstance(found, list):
+        raise OSError(f"ip -j {' '.join(args)}: not a list")
+    return [x for x in found if isinstance(x, dict)]
+
+
+def host_addresses() -> list[HostAddress]:
+    """This host's addresses, with the interfaces that hold a default route (of the main table)
+    marked: iproute2's `ip -j` listings, as the agent runs `ip netns`, so that this fingerprint
+    at start (and a template's sockaddr) loads no netlink library into the daemon (pyroute2 is
+    12 MB of its RSS; only a bridge alloc's network check needs it)."""
+    default = {
+        str(r.get("dev", ""))
+        for family in ("-4", "-6")
+        for r in _ip_json([family, "route", "show", "default"])
+    }
+    out = []
+    for link in _ip_json(["addr", "show"]):
+        name = str(link.get("ifname", ""))
+        for a in link.get("addr_info") or ():
+            text = a.get("local") if isinstance(a, dict) else None
+            if text:
+                out.append(HostAddress(name, ipaddress.ip_address(str(text)), name in default))
     return out
 
 
