@@ -31,7 +31,6 @@ class AllocPort(CorePort, AllocViews, JobViews, EvalWrites, Protocol):
 
 
 def alloc_routes(api: AllocPort) -> list[tuple[str, str, Handler]]:
-
     cache = StubCache()  # the terminal allocs' encoded stubs (agent.nomadapi.stubcache)
 
     def allocs(groups: tuple[str, ...], body: bytes) -> Response | Streamed:

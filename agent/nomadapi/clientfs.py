@@ -38,7 +38,7 @@ HEARTBEAT = 5.0  # seconds a followed stream waits for new bytes before an empty
 
 
 class FsPort(OnLoop, Allocs, NodeParts, Protocol):
-    pass
+    """The allocs (managed and adopted) found on the loop, and the node's data dir and drivers."""
 
 
 def _flag(params: dict[str, str], name: str) -> bool:
@@ -58,7 +58,6 @@ def _count(params: dict[str, str], name: str, default: int) -> int:
 
 
 def fs_routes(api: FsPort) -> list[tuple[str, str, Handler]]:
-
     def alloc_dir(ref: str) -> Path:
         def find() -> str:
             adopted = api.adoption.find(ref)
@@ -142,7 +141,6 @@ def _info(e: allocfs.Entry) -> dict[str, Any]:
 
 
 def _logs(api: FsPort) -> Handler:
-
     def logs(groups: tuple[str, ...], body: bytes) -> Response | Streamed:
         params = query_params()
         ref = unquote(groups[0])

@@ -36,7 +36,6 @@ def managed_alloc(api: Allocs, ref: str) -> Any:
 
 
 def client_routes(api: ClientAllocPort) -> list[tuple[str, str, Handler]]:
-
     def managed(ref: str) -> Any:
         return managed_alloc(api, ref)
 
@@ -125,7 +124,6 @@ def _signal_request(data: dict[str, Any]) -> tuple[str, str | None]:
 
 
 def _gc_routes(api: ClientAllocPort, managed: Any) -> list[tuple[str, str, Handler]]:
-
     def gc_alloc(groups: tuple[str, ...], body: bytes) -> Response:
         def do() -> None:
             r = managed(unquote(groups[0]))

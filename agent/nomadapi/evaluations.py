@@ -29,7 +29,6 @@ class EvalReadPort(OnLoop, Changes, AllocViews, Protocol):
 
 
 def eval_routes(api: EvalReadPort) -> list[tuple[str, str, Handler]]:
-
     def evaluations(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         prefix = prefix_of(params)

@@ -93,7 +93,6 @@ def alloc_view(api: Allocs, alloc_id: str) -> dict[str, Any] | None:
 
 
 def event_stream(api: EventPort) -> Handler:
-
     def job_event(key: str) -> tuple[str, str, list[str], dict[str, Any]]:
         job = api.jobs.get(key)
         if job is None:

@@ -162,7 +162,6 @@ def job_dispatch_routes(api: DispatchPort) -> list[tuple[str, str, Handler]]:
 
 
 def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
-
     def dispatch(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         check_scope(params, api.node.region)
@@ -225,7 +224,6 @@ def _dispatch(api: DispatchPort) -> tuple[Handler, Handler]:
 
 
 def _evaluate(api: DispatchPort) -> Handler:
-
     def evaluate(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         check_scope(params, api.node.region)

@@ -77,7 +77,6 @@ def plan_response(
 
 
 def job_plan_routes(api: PlanPort) -> list[tuple[str, str, Handler]]:
-
     def plan(groups: tuple[str, ...], body: bytes) -> Response:
         data, job_id, parsed, _ = read_job_write(api, groups, body, "job plan")
         new = parsed.job

@@ -35,7 +35,6 @@ class JobReadPort(CorePort, JobViews, AllocViews, Protocol):
 
 
 def job_routes(api: JobReadPort) -> list[tuple[str, str, Handler]]:
-
     def jobs(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         check_scope(params, api.node.region, listing=True)

@@ -244,7 +244,6 @@ def write_job(
 
 
 def job_write_routes(api: JobWritePort) -> list[tuple[str, str, Handler]]:
-
     def counts_kept(data: Mapping[str, Any], job_id: str, job: dict[str, Any]) -> dict[str, Any]:
         def counts() -> dict[str, int]:
             old = api.jobs.get(job_id)
@@ -318,7 +317,6 @@ def job_write_routes(api: JobWritePort) -> list[tuple[str, str, Handler]]:
 
 
 def _parse_routes(api: NodeParts) -> list[tuple[str, str, Handler]]:
-
     def parse(groups: tuple[str, ...], body: bytes) -> Response:
         data = body_json(body)
         hcl = data.get("JobHCL")

@@ -18,7 +18,6 @@ class NodeReadPort(CorePort, NodeViews, AllocViews, Protocol):
 
 
 def node_routes(api: NodeReadPort) -> list[tuple[str, str, Handler]]:
-
     def nodes(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         prefix = prefix_of(params)

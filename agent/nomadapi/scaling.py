@@ -52,7 +52,6 @@ def listed(found: list[dict[str, Any]], params: Mapping[str, str]) -> list[dict[
 
 
 def scaling_routes(api: ScalingPort) -> list[tuple[str, str, Handler]]:
-
     def scaling_policies(groups: tuple[str, ...], body: bytes) -> Response:
         params = query_params()
         check_scope(params, api.node.region, listing=True)

@@ -35,7 +35,6 @@ def registrations(api: ServicePort) -> list[dict[str, Any]]:
 
 
 def service_routes(api: ServicePort) -> list[tuple[str, str, Handler]]:
-
     def services(groups: tuple[str, ...], body: bytes) -> Response:
         def read() -> list[dict[str, Any]]:
             tags: dict[str, set[str]] = {}

@@ -69,7 +69,6 @@ def _cas(params: dict[str, str]) -> int | None:
 
 
 def variable_routes(api: VariablePort) -> list[tuple[str, str, Handler]]:
-
     def listing(groups: tuple[str, ...], body: bytes) -> Response:
         prefix = query_params().get("prefix", "")
 
