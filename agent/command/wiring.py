@@ -42,6 +42,7 @@ from agent.network.bridge import BridgeNetwork
 from agent.network.cni import CniNetwork
 from agent.network.networks import NetworkSet
 from agent.network.plugins import check_supported, plugin_version
+from agent.network.verify import load_netlink
 from agent.node.hostnetworks import HostNetwork, NodeNetwork, node_networks
 from agent.node.nodeinfo import disk_free_mb, load_node_id, node_attributes, storage_attributes
 from agent.node.sweeper import Sweeper, SweepPolicy
@@ -232,6 +233,8 @@ def build_core(
         disk_mb=disk_free_mb(settings.data_dir),
         host_volumes={name: (path, ro) for name, path, ro in settings.host_volumes},
     )
+    if cni is not None:
+        load_netlink()  # the restore's network checks need it (agent.network.verify)
     nets = _node_networks(settings.host_networks)
     named = {a.alias for n in nets for a in n.addresses} - {"default"}
     node = replace(node, node_networks=nets, host_networks=frozenset(named))
