@@ -40,12 +40,13 @@ class _Engine:
     dead: list[_Container] = field(default_factory=list)
 
     @property
-    def containers(self) -> _Engine:
+    def api(self) -> _Engine:
         return self
 
-    def list(self, all: bool, filters: dict[str, Any], ignore_removed: bool = False) -> list[_Container]:
+    def containers(self, all: bool, filters: dict[str, Any]) -> list[dict[str, Any]]:
+        """Docker's container list (`/containers/json`): the dead ones, as the engine lists them."""
         assert filters["status"] == ["exited", "dead"] and all
-        return self.dead
+        return [{"Id": c.id, "Names": [f"/{c.id}"], "State": "exited", "Labels": c.labels} for c in self.dead]
 
     def events(self, decode: bool, filters: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if not self.connections:
