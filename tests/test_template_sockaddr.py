@@ -4,6 +4,7 @@ and once over this host's real interfaces."""
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 import pytest
 
@@ -60,22 +61,32 @@ def test_the_hosts_addresses_are_netlinks_and_the_daemon_loads_no_netlink_librar
 
     from agent.templates.sockaddr import host_addresses
 
-    with IPRoute() as ipr:
-        names = {link["index"]: link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
-        default = {
-            names.get(r.get_attr("RTA_OIF"))
-            for family in (2, 10)
-            for r in ipr.get_routes(family=family, table=254)
-            if r["dst_len"] == 0 and r.get_attr("RTA_OIF") is not None
-        }
-        want = {
-            (str(names[a["index"]]), ipaddress.ip_address(a.get_attr("IFA_ADDRESS")))
-            for a in ipr.get_addr()
-            if a.get_attr("IFA_ADDRESS")
-        }
+    def netlink() -> tuple[set[tuple[str, Any]], set[str]]:
+        """(interface, address) pairs and the default route's interfaces, as netlink answers."""
+        with IPRoute() as ipr:
+            names = {link["index"]: str(link.get_attr("IFLA_IFNAME")) for link in ipr.get_links()}
+            default = {
+                names.get(r.get_attr("RTA_OIF"), "")
+                for family in (2, 10)
+                for r in ipr.get_routes(family=family, table=254)
+                if r["dst_len"] == 0 and r.get_attr("RTA_OIF") is not None
+            }
+            pairs = {
+                (names.get(a["index"], ""), ipaddress.ip_address(a.get_attr("IFA_ADDRESS")))
+                for a in ipr.get_addr()
+                if a.get_attr("IFA_ADDRESS")
+            }
+        return pairs, default - {""}
+
+    # read between two netlink reads: a link that comes or goes meanwhile (a container starting
+    # beside the test) may be in one answer and not the other, every other one must match
+    before = netlink()
     found = host_addresses()
-    assert {(h.interface, h.address) for h in found} == want
-    assert {h.interface for h in found if h.default_route} == default - {None}
+    after = netlink()
+    pairs = {(h.interface, h.address) for h in found}
+    assert before[0] & after[0] <= pairs <= before[0] | after[0], (before[0] ^ pairs, after[0] ^ pairs)
+    defaults = {h.interface for h in found if h.default_route}
+    assert before[1] & after[1] <= defaults <= before[1] | after[1]
     code = (
         "import sys; from agent.templates.sockaddr import host_addresses; "
         "host_addresses(); print('pyroute2' in sys.modules)"
