@@ -149,7 +149,40 @@ def test_node_eligibility_and_the_cleanup_put_back_what_the_steps_changed(tmp_pa
         },
         {"NodeID": "n1", "DrainSpec": None, "MarkEligible": True},  # the cleanup: drain off, eligible
     ]
-    assert agent.stopped == ["p/dispatch-1-abc", "p/dispatch-2-def", "p"]
+    assert agent.stopped == ["p", "p/dispatch-1-abc", "p/dispatch-2-def"]
+
+
+def test_an_earlier_runs_children_are_not_this_runs(tmp_path: Path) -> None:
+    """A repro's second half registers the job again while the first half's launches are kept
+    (stopped, not purged, as Nomad keeps them): they neither satisfy a wait nor count in a check."""
+    agent = FakeAgent(PERIODIC)
+    agent.kids = {"p/periodic-1699999880": ["old1"], "p/periodic-1699999940": ["old2"]}
+    run = _run(tmp_path, agent)
+    run._step_run(Step("run"))
+    with pytest.raises(WaitTimeout, match="0 child jobs"):
+        run._step_wait(Step("wait", {"children": 1}, timeout=0.1))
+    agent.kids["p/periodic-1700000000"] = ["a7"]
+    run._step_wait(Step("wait", {"children": 1}, timeout=1))
+    assert (run.alloc_id, run.children) == ("a7", ["p/periodic-1700000000"])
+    assert [k["id"] for k in run.job_children()] == ["p/periodic-1700000000"]
+    assert run._family_problems(Step("children", {"count": 1}), {}) == []
+
+
+def test_the_cleanup_stops_a_child_launched_while_it_stops_the_parent(tmp_path: Path) -> None:
+    """The parent is stopped before its children are listed: a launch that came just before the
+    stop took effect is listed and stopped too, not left running into the next run."""
+
+    class LaunchingAgent(FakeAgent):
+        def stop_job(self, job: str, timeout: float = 0.0, *, must_end: bool = True) -> None:
+            if job == "p":
+                self.kids["p/periodic-1700000060"] = ["late"]
+            super().stop_job(job, timeout, must_end=must_end)
+
+    agent = LaunchingAgent(PERIODIC)
+    run = _run(tmp_path, agent)
+    run._step_run(Step("run"))
+    run.cleanup()
+    assert agent.stopped == ["p", "p/periodic-1700000060"]
 
 
 def test_the_children_and_allocs_checks_say_what_is_wrong() -> None:

@@ -65,6 +65,8 @@ class ScenarioRun:
     registry: RegistryFault | None = None  # the registry fault in effect: `registry: up` or cleanup heals
     earlier: set[str] = field(default_factory=set)  # the job's allocs listed before `run` (an earlier
     # run's, kept until the GC as Nomad keeps them): not this run's, so no `allocs` check counts them
+    earlier_children: set[str] = field(default_factory=set)  # the job's child jobs listed before
+    # `run` (an earlier run's launches, stopped but kept as Nomad keeps them): not this run's children
 
     @property
     def agent(self) -> Agent:
@@ -89,9 +91,11 @@ class ScenarioRun:
         if step.arg is not None:
             self._refused(text, source.name, str(step.arg["refused"]))
             return
-        self.earlier = set(self._listed_allocs(scenario_jobspec.job_id(text)))
+        job_id = scenario_jobspec.job_id(text)
+        self.earlier = set(self._listed_allocs(job_id))
+        self.earlier_children = {str(j["ID"]) for j in self.agent.jobs() if j.get("ParentID") == job_id}
         job, ids = self._register(text, source.name)
-        self.job = str(job.get("ID") or scenario_jobspec.job_id(text))
+        self.job = str(job.get("ID") or job_id)
         periodic = job.get("Periodic") if (job.get("Periodic") or {}).get("Enabled") else None
         if job.get("ParameterizedJob") or periodic:  # Nomad places nothing until a dispatch or launch
             self.periodic = periodic
@@ -221,8 +225,13 @@ class ScenarioRun:
         self.agent.request("PUT", f"/v1/node/{quote(str(info['ID']), safe='')}/drain", body)
 
     def job_children(self) -> list[dict[str, Any]]:
-        """The job's child jobs, oldest first: {"id", "live"} (live: an alloc pending or running)."""
-        kids = sorted(str(j["ID"]) for j in self.agent.jobs() if j.get("ParentID") == self.job)
+        """This run's child jobs, oldest first: {"id", "live"} (live: an alloc pending or running).
+        An earlier run's children of the same job (a repro's other half) are not this run's."""
+        kids = sorted(
+            str(j["ID"])
+            for j in self.agent.jobs()
+            if j.get("ParentID") == self.job and str(j["ID"]) not in self.earlier_children
+        )
         out = []
         for kid in kids:
             allocs = self.agent.request("GET", f"/v1/job/{quote(kid, safe='')}/allocations")
@@ -483,7 +492,13 @@ class ScenarioRun:
                 self._drain(None)
             except Exception as exc:
                 print(f"[e2e] could not make {self.node.name} eligible again: {exc}")
-        if self.job:  # a child job is a job of its own: `job stop` of the parent leaves it running
+        # the parent first, so that no launch comes between listing its children and stopping it
+        if self.job:
+            try:
+                self.agent.stop_job(self.job)
+            except Exception as exc:  # the agent may be what broke: say so, let the test's error stand
+                print(f"[e2e] could not stop job {self.job} on {self.node.name}: {exc}")
+            # a child job is a job of its own: `job stop` of the parent leaves it running
             try:
                 self.children += [c["id"] for c in self.job_children() if c["id"] not in self.children]
             except Exception as exc:
@@ -493,11 +508,6 @@ class ScenarioRun:
                 self.agent.stop_job(child)
             except Exception as exc:
                 print(f"[e2e] could not stop job {child} on {self.node.name}: {exc}")
-        if self.job:
-            try:
-                self.agent.stop_job(self.job)
-            except Exception as exc:  # the agent may be what broke: say so, let the test's error stand
-                print(f"[e2e] could not stop job {self.job} on {self.node.name}: {exc}")
         if self.policies is not None:
             try:
                 self.policies.undo()
