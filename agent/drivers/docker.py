@@ -16,11 +16,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import docker
 import docker.errors
@@ -39,8 +38,6 @@ from agent.drivers.base import (
     NO_SANDBOX,
     RESTARTED,
     DriverError,
-    ExitReport,
-    KnownDeaths,
     Mount,
     Sandbox,
     TaskContext,
@@ -48,12 +45,12 @@ from agent.drivers.base import (
     TaskStatus,
     inside_env,
 )
+from agent.drivers.dockerengine import EngineReads, engine_errors
 from agent.drivers.dockermounts import volume_bind
 from agent.drivers.dockernames import (
     CONTAINER_LOG_OPTS,
     NOMAD_LABEL_ALLOC,
     NOMAD_LABEL_PREFIX,
-    ManagedContainer,
     etc_hosts,
     legacy_pause_name,
     no_image,
@@ -83,36 +80,8 @@ log = logging.getLogger(__name__)
 PAUSE_IMAGE = "fieldlab/pause:latest"
 # where a host volume's held dir is bound for dockerd during a start (the agent passes its data dir's)
 STAGING_DIR = Path("/run/fieldlab-agent/hostvolumes")
-WATCH_RECONNECT = 1.0  # seconds between tries to reopen the event stream while dockerd restarts
 EXEC_START_WAIT = 10.0  # seconds a timed-out exec is given to show its pid so it can be killed
 EXEC_START_POLL = 0.05  # seconds between looks at that exec
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def engine_errors(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Every docker SDK or HTTP error that a method does not handle itself becomes a DriverError;
-    one where the engine did not answer (connection refused or reset, a timeout, the socket gone
-    while dockerd restarts) is `unavailable`, so that the caller retries rather than gives up."""
-
-    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
-        @wraps(fn)
-        def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return fn(*args, **kwargs)
-            except docker.errors.APIError as exc:
-                raise DriverError("docker", what, str(exc.explanation or exc)) from None
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                raise DriverError("docker", what, f"engine unavailable: {exc}", unavailable=True) from None
-            except (docker.errors.DockerException, requests.RequestException) as exc:
-                unavailable = "Connection" in str(exc) or "connect" in str(exc)
-                raise DriverError("docker", what, str(exc), unavailable=unavailable) from None
-
-        return guarded
-
-    return wrap
 
 
 def _no_event(message: str, details: Mapping[str, str]) -> None:
@@ -120,7 +89,7 @@ def _no_event(message: str, details: Mapping[str, str]) -> None:
     log.info("%s %s", message, dict(details))
 
 
-class DockerDriver:
+class DockerDriver(EngineReads):
     name = "docker"
     joins_container_netns = True
     keeps_exit_status = True  # the engine keeps it with the container
@@ -141,7 +110,7 @@ class DockerDriver:
     ) -> None:
         self._client = client
         self.node_name = node_name  # Nomad's label com.hashicorp.nomad.node_name
-        self._look = _Look()
+        super().__init__()
         self.plugin = plugin or DockerPlugin()  # Nomad's plugin "docker" config
         self.pids_limit = pids_limit  # of every task container; 0: none (client config docker_pids_limit)
         self.own_paths = tuple(own_paths)  # the agent's own files: no bind reaches them (hostvolumes)
@@ -593,155 +562,8 @@ class DockerDriver:
                 return  # it ran and ended, or never started
             time.sleep(EXEC_START_POLL)
 
-    # -- reads: one look at the engine inside a window -----------------------------------------
-    @contextlib.contextmanager
-    def one_look(self) -> Iterator[None]:
-        """Inside: which containers exist comes from one listing of the managed ones (a handle not
-        in it is gone, with no inspect), and each one that exists is inspected once, whatever number
-        of questions (status, pid, netns, the pause container's) the threads ask about it."""
-        look = self._look
-        with look.lock:
-            if not look.open:
-                look.reset()
-            look.open += 1
-        try:
-            yield
-        finally:
-            with look.lock:
-                look.open -= 1
-                if not look.open:
-                    look.reset()
-
-    def _attrs(self, cid: str) -> dict[str, Any] | None:
-        """A container's inspect attributes, None when it does not exist (see `one_look`)."""
-        look = self._look
-        with look.lock:
-            shared = look.open > 0
-            one = look.per_id.setdefault(cid, threading.Lock()) if shared else None
-        if one is None:
-            return self._inspect(cid)
-        with one:  # the first thread asking about `cid` inspects it; the others wait for its answer
-            with look.lock:
-                if cid in look.inspected:
-                    return look.inspected[cid]
-            attrs = None if not self._listed(cid) else self._inspect(cid)
-            with look.lock:
-                if look.open:
-                    look.inspected[cid] = attrs
-            return attrs
-
-    def _listed(self, cid: str) -> bool:
-        """Whether the window's one listing of managed containers has `cid` (a name or a short id
-        is not in its terms: True, so that it is inspected)."""
-        if len(cid) != FULL_ID_LEN:
-            return True
-        look = self._look
-        with look.list_lock:
-            with look.lock:
-                listed = look.listed
-            if listed is None:
-                found = self.client.api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=true"})
-                listed = frozenset(str(c["Id"]) for c in found)
-                with look.lock:
-                    look.listed = listed
-        return cid in listed
-
-    def _inspect(self, cid: str) -> dict[str, Any] | None:
-        try:
-            attrs: dict[str, Any] = self.client.api.inspect_container(cid)
-        except docker.errors.NotFound:
-            return None
-        return attrs
-
-    def looks(self) -> tuple[bool, int]:
-        """(inside a window, containers inspected in it): for tests and the bench."""
-        with self._look.lock:
-            return self._look.open > 0, len(self._look.inspected)
-
-    @engine_errors("list containers")
-    def managed_containers(self) -> list[ManagedContainer]:
-        """The agent's containers as docker lists them: one request, no inspect per container (a
-        container removed meanwhile is simply not listed)."""
-        found = self.client.api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=true"})
-        return [ManagedContainer.listed(entry) for entry in found]
-
-    @engine_errors("list containers")
-    def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
-        """The labels of a container of this alloc (job, group): who it was, when its record is lost."""
-        for c in self.managed_containers():
-            if c.labels.get(LABEL_ALLOC) == alloc_id:
-                return dict(c.labels)
-        return None
-
-    def watch(self, report: ExitReport, stop: threading.Event, reconnect: float = WATCH_RECONNECT) -> None:
-        """Report deaths of managed containers until `stop` is set (run in a thread; reconnects
-        while dockerd restarts). A death while the stream was broken (dockerd stopping closes it,
-        and may not send the die events of the containers it stops last) is found when it comes
-        back: each managed container dead then whose death was not reported is reported. Those dead
-        at the first connection are the restore's, not reported here. A task container's id is never
-        reused (each start creates one); a pause container's is (docker restarts it), and each of
-        its deaths the stream sends is reported."""
-        known = KnownDeaths()
-        first = True
-        while not stop.is_set():
-            try:
-                stream = self.client.events(
-                    decode=True,
-                    filters={"type": "container", "event": ["die"], "label": [f"{LABEL_MANAGED}=true"]},
-                )
-                self._events = stream
-                dead = self._dead_managed()  # listed after the stream opened: no death falls between
-                for cid, alloc in dead:
-                    if known.add(cid) and not first:
-                        log.warning("container %s died while the docker event stream was down", cid[:12])
-                        report(alloc, cid)
-                first = False
-                for ev in stream:
-                    cid = str(ev.get("id") or ev.get("Actor", {}).get("ID", ""))
-                    alloc = ev.get("Actor", {}).get("Attributes", {}).get(LABEL_ALLOC, "")
-                    known.add(cid)  # every die is reported: a pause container docker restarted dies again
-                    report(str(alloc), cid)
-                    if stop.is_set():
-                        return
-            except Exception as exc:  # dockerd restarting: reconnect
-                if stop.is_set():
-                    return
-                log.warning("docker event stream broke (%s); reconnecting", exc)
-                stop.wait(reconnect)
-
-    def _dead_managed(self) -> list[tuple[str, str]]:
-        """(container id, alloc id) of each managed container that exited or is dead."""
-        found = self.client.api.containers(
-            all=True, filters={"label": f"{LABEL_MANAGED}=true", "status": ["exited", "dead"]}
-        )
-        return [(c.id, c.labels.get(LABEL_ALLOC, "")) for c in map(ManagedContainer.listed, found)]
-
-    def close(self) -> None:
-        """Ends a running watch (the blocking event stream)."""
-        events = getattr(self, "_events", None)
-        if events is not None:
-            events.close()
-
 
 def _kill_pid(pid: int) -> None:
     """An exec session's kill: its process and descendants, when docker gave it a pid."""
     if pid > 0:
         kill_tree(pid)
-
-
-FULL_ID_LEN = 64  # a container's full id; a shorter one (a name, a prefix) is always inspected
-
-
-class _Look:
-    """What one `one_look` window has seen (guarded by `lock`; `open` counts nested windows)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.list_lock = threading.Lock()  # one listing per window, however many threads ask
-        self.open = 0
-        self.listed: frozenset[str] | None = None
-        self.inspected: dict[str, dict[str, Any] | None] = {}
-        self.per_id: dict[str, threading.Lock] = {}
-
-    def reset(self) -> None:
-        self.listed, self.inspected, self.per_id = None, {}, {}
