@@ -16,7 +16,7 @@ from typing import Any
 import docker
 import pytest
 
-from agent.command.config import NOMAD_DEFAULT_CAPS, DockerPlugin
+from agent.command.plugins import NOMAD_DEFAULT_CAPS, DockerPlugin
 from agent.drivers.base import TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.structs.model import Resources, Task

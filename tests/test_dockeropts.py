@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from agent.command.config import NOMAD_DEFAULT_CAPS, DockerPlugin, load_config
+from agent.command.config import load_config
+from agent.command.plugins import NOMAD_DEFAULT_CAPS, DockerPlugin
 from agent.drivers.base import Sandbox, TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.dockernames import etc_hosts
@@ -450,7 +451,7 @@ def test_the_plugin_config_is_read_with_nomads_names_and_defaults(tmp_path: Path
         ({"docker": {"config": {"allow_privileged": "yes"}}}, "plugin.docker.config.allow_privileged"),
         ({"docker": {"config": {"volumes": {"enabled": 1}}}}, "plugin.docker.config.volumes"),
         ({"docker": {"config": {"gpu": 1}}}, "plugin.docker.config.gpu"),
-        ({"java": {}}, "plugin"),  # exec and raw_exec are read too (agent.command.config.ExecPlugin)
+        ({"java": {}}, "plugin"),  # exec and raw_exec are read too (agent.command.plugins.ExecPlugin)
     ):
         with pytest.raises(ConfigError, match=re.escape(where)):
             load_config(_config(tmp_path, bad))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.command.config import DockerPlugin, ExecPlugin, RawExecPlugin
+from agent.command.plugins import DockerPlugin, ExecPlugin, RawExecPlugin
 from agent.drivers.base import TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.dockeropts import plan

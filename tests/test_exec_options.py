@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent.command.config import ExecPlugin, RawExecPlugin
+from agent.command.plugins import ExecPlugin, RawExecPlugin
 from agent.drivers.base import TaskContext, TaskHandle
 from agent.drivers.cgroups import Cgroups
 from agent.drivers.exec import ExecDriver, task_init

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from agent.command.config import NOMAD_DEFAULT_CAPS, ExecPlugin, RawExecPlugin, load_config
+from agent.command.config import load_config
+from agent.command.plugins import NOMAD_DEFAULT_CAPS, ExecPlugin, RawExecPlugin
 from agent.drivers.exec import ROOT_CAPS, ExecDriver
 from agent.drivers.execopts import (
     EXEC_HONOURED,

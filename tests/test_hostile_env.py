@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.command.config import DEFAULT_CHROOT_ENV
+from agent.command.plugins import DEFAULT_CHROOT_ENV
 from agent.drivers.base import DriverError, TaskContext, TaskHandle
 from agent.drivers.cgroups import Cgroups
 from agent.drivers.exec import ExecDriver

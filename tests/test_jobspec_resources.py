@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agent.allocdir import fsutil
-from agent.command.config import DockerPlugin
+from agent.command.plugins import DockerPlugin
 from agent.drivers.cgroups import Cgroups, memory_limits
 from agent.drivers.dockeropts import plan
 from agent.drivers.dockervalues import TaskFacts

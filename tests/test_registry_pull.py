@@ -24,7 +24,7 @@ import docker
 import pytest
 import requests
 
-from agent.command.config import DockerPlugin
+from agent.command.plugins import DockerPlugin
 from agent.drivers.base import DriverError, TaskContext
 from agent.drivers.docker import DockerDriver
 from agent.drivers.pullconfig import PullConfig

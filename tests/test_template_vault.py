@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agent.command.config import DEFAULT_CHROOT_ENV
+from agent.command.plugins import DEFAULT_CHROOT_ENV
 from lab.waits import wait_until
 from tests.agent_lab import (
     AgentLab,

@@ -9,8 +9,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agent.drivers.pullconfig import PLUGIN_KEYS as PULL_PLUGIN_KEYS
-from agent.drivers.pullconfig import PullConfig, pull_plugin
+from agent.command.plugins import (
+    DEFAULT_CHROOT_ENV,
+    DockerPlugin,
+    ExecPlugin,
+    RawExecPlugin,
+    chroot_env,
+    docker_plugin,
+    exec_plugins,
+)
 from agent.errors import ConfigError
 from agent.identity.claims import DEFAULT_IDENTITY_TTL
 from agent.identity.vaultlogin import DEFAULT_JWT_MOUNT, VAULT_IDENTITY, VaultJwt
@@ -20,81 +27,6 @@ from agent.structs.layout import NodeLayout
 from agent.structs.model import WorkloadIdentity
 
 DEFAULT_CONFIG = Path("/etc/fieldlab-agent/config.json")
-
-
-DEFAULT_CHROOT_ENV: tuple[tuple[str, str], ...] = (
-    ("/bin", "/bin"),
-    ("/etc/ld.so.cache", "/etc/ld.so.cache"),
-    ("/etc/ld.so.conf", "/etc/ld.so.conf"),
-    ("/etc/ld.so.conf.d", "/etc/ld.so.conf.d"),
-    ("/etc/passwd", "/etc/passwd"),
-    ("/etc/group", "/etc/group"),
-    ("/etc/nsswitch.conf", "/etc/nsswitch.conf"),
-    ("/etc/hosts", "/etc/hosts"),
-    ("/etc/resolv.conf", "/etc/resolv.conf"),
-    ("/etc/ssl/certs", "/etc/ssl/certs"),
-    ("/lib", "/lib"),
-    ("/lib64", "/lib64"),
-    ("/sbin", "/sbin"),
-    ("/usr", "/usr"),
-)
-"""Host paths bind-mounted read-only into an exec task's chroot (as Nomad's chroot_env)."""
-
-
-# Nomad's capabilities.HCLSpecLiteral (the default allow_caps) and Docker's default set (its
-# DockerDefaults: Nomad's plus NET_RAW, which Nomad therefore drops unless allowed).
-NOMAD_DEFAULT_CAPS = (
-    "AUDIT_WRITE",
-    "CHOWN",
-    "DAC_OVERRIDE",
-    "FOWNER",
-    "FSETID",
-    "KILL",
-    "MKNOD",
-    "NET_BIND_SERVICE",
-    "SETFCAP",
-    "SETGID",
-    "SETPCAP",
-    "SETUID",
-    "SYS_CHROOT",
-)
-DOCKER_DEFAULT_CAPS = (*NOMAD_DEFAULT_CAPS, "NET_RAW")
-NOMAD_ALLOW_RUNTIMES = ("runc", "nvidia")
-
-
-@dataclass(frozen=True)
-class DockerPlugin:
-    """Nomad's `plugin "docker" { config { ... } }` as far as this agent reads it (names and
-    defaults as Nomad's drivers/docker/config.go); in the config file
-    `"plugin": {"docker": {"config": {"allow_privileged": ..., "allow_caps": [...], "volumes":
-    {"enabled": ...}, "allow_runtimes": [...]}}}` (agent.drivers.dockeropts reads it)."""
-
-    allow_privileged: bool = False
-    allow_caps: tuple[str, ...] = NOMAD_DEFAULT_CAPS
-    volumes_enabled: bool = False  # volumes { enabled }
-    allow_runtimes: tuple[str, ...] = NOMAD_ALLOW_RUNTIMES
-    pids_limit: int = 0  # the agent's docker_pids_limit: a task's pids_limit may not exceed it
-    # image_pull_timeout, pull_activity_timeout, auth { config, helper } (agent.drivers.pullconfig)
-    pull: PullConfig = field(default_factory=PullConfig)
-
-
-@dataclass(frozen=True)
-class ExecPlugin:
-    """Nomad's `plugin "exec" { config { ... } }` as far as this agent reads it (names and defaults as
-    Nomad's drivers/exec/driver.go): `"plugin": {"exec": {"config": {"default_pid_mode": ...,
-    "default_ipc_mode": ..., "allow_caps": [...]}}}` (agent.drivers.execopts reads it)."""
-
-    default_pid_mode: str = "private"
-    default_ipc_mode: str = "private"
-    allow_caps: tuple[str, ...] = NOMAD_DEFAULT_CAPS
-
-
-@dataclass(frozen=True)
-class RawExecPlugin:
-    """Nomad's `plugin "raw_exec" { config { denied_envvars = [...] } }` (its `enabled` is the
-    agent's raw_exec_enabled, which it also takes here)."""
-
-    denied_envvars: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -245,9 +177,11 @@ class Config:
     docker_enabled: bool = True
     raw_exec_enabled: bool = False  # the raw_exec driver (no isolation), off as in Nomad's plugin config
     # Nomad's `plugin "docker" { config { ... } }`: the gates of a docker task's options (DockerPlugin)
-    plugin: DockerPlugin = DockerPlugin()
-    exec_plugin: ExecPlugin = ExecPlugin()  # Nomad's `plugin "exec" { config { ... } }`
-    raw_exec_plugin: RawExecPlugin = RawExecPlugin()  # Nomad's `plugin "raw_exec" { config { ... } }`
+    plugin: DockerPlugin = field(default_factory=DockerPlugin)
+    exec_plugin: ExecPlugin = field(default_factory=ExecPlugin)  # Nomad's `plugin "exec" { config { ... } }`
+    raw_exec_plugin: RawExecPlugin = field(
+        default_factory=RawExecPlugin
+    )  # Nomad's `plugin "raw_exec" { config { ... } }`
     # -- what a jobspec may ask for ---------------------------------------------------------------
     max_count: int = 1000  # a group's count
     max_kill_timeout: float = 30.0  # seconds; longer kill_timeouts are capped (Nomad's client default)
@@ -344,114 +278,6 @@ def _strings(p: str, raw: dict[str, Any], key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise ConfigError(p, key, "must be a list of non-empty strings")
     return tuple(value)
-
-
-def _docker_plugin(p: str, raw: dict[str, Any], key: str) -> DockerPlugin:
-    """`"plugin": {"docker": {"config": {...}}}`: Nomad's names; another plugin is not Nomad's here."""
-    plugins = raw[key]
-    if not isinstance(plugins, dict) or set(plugins) - {"docker", "exec", "raw_exec"}:
-        raise ConfigError(p, key, 'must be {"docker"|"exec"|"raw_exec": {"config": {...}}}')
-    body = plugins.get("docker") or {}
-    cfg = body.get("config", {}) if isinstance(body, dict) and not set(body) - {"config"} else None
-    if not isinstance(cfg, dict):
-        raise ConfigError(p, f"{key}.docker", 'must be {"config": {...}}')
-    where = f"{key}.docker.config."
-    known = {"allow_privileged", "allow_caps", "volumes", "allow_runtimes", *PULL_PLUGIN_KEYS}
-    if unknown := sorted(set(cfg) - known):
-        raise ConfigError(p, where + unknown[0], f"unknown key (known: {', '.join(sorted(known))})")
-    kw: dict[str, Any] = {}
-    if "allow_privileged" in cfg:
-        if not isinstance(cfg["allow_privileged"], bool):
-            raise ConfigError(p, where + "allow_privileged", "must be true or false")
-        kw["allow_privileged"] = cfg["allow_privileged"]
-    for name in ("allow_caps", "allow_runtimes"):
-        if name in cfg:
-            value = cfg[name]
-            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-                raise ConfigError(p, where + name, "must be a list of non-empty strings")
-            kw[name] = tuple(value)
-    if "volumes" in cfg:
-        vol = cfg["volumes"]
-        if (
-            not isinstance(vol, dict)
-            or set(vol) - {"enabled"}
-            or not isinstance(vol.get("enabled", False), bool)
-        ):
-            raise ConfigError(p, where + "volumes", 'must be {"enabled": true|false}')
-        kw["volumes_enabled"] = vol.get("enabled", False)
-    kw["pull"], bad = pull_plugin(cfg)
-    if bad:
-        raise ConfigError(p, where + bad[0][0], bad[0][1])
-    return DockerPlugin(**kw)
-
-
-def _plugin_config(p: str, raw: dict[str, Any], key: str, name: str, known: set[str]) -> dict[str, Any]:
-    body = raw[key].get(name) or {}
-    cfg = body.get("config", {}) if isinstance(body, dict) and not set(body) - {"config"} else None
-    if not isinstance(cfg, dict):
-        raise ConfigError(p, f"{key}.{name}", 'must be {"config": {...}}')
-    if unknown := sorted(set(cfg) - known):
-        where = f"{key}.{name}.config.{unknown[0]}"
-        raise ConfigError(p, where, f"unknown key (known: {', '.join(sorted(known))})")
-    for k, value in cfg.items():
-        if isinstance(value, list) and not all(isinstance(v, str) and v for v in value):
-            raise ConfigError(p, f"{key}.{name}.config.{k}", "must be a list of non-empty strings")
-    return cfg
-
-
-def _exec_plugin(p: str, raw: dict[str, Any], key: str) -> ExecPlugin:
-    """`"plugin": {"exec": {"config": {...}}}`, Nomad's names, defaults and validation."""
-    cfg = _plugin_config(p, raw, key, "exec", {"default_pid_mode", "default_ipc_mode", "allow_caps"})
-    kw: dict[str, Any] = {}
-    for name in ("default_pid_mode", "default_ipc_mode"):
-        if name in cfg:
-            if cfg[name] not in ("private", "host"):
-                raise ConfigError(
-                    p, f"{key}.exec.config.{name}", f'must be "private" or "host", got {cfg[name]!r}'
-                )
-            kw[name] = cfg[name]
-    if "allow_caps" in cfg:
-        if not isinstance(cfg["allow_caps"], list):
-            raise ConfigError(p, f"{key}.exec.config.allow_caps", "must be a list of non-empty strings")
-        kw["allow_caps"] = tuple(cfg["allow_caps"])
-    return ExecPlugin(**kw)
-
-
-def _raw_exec_plugin(p: str, raw: dict[str, Any], key: str) -> tuple[RawExecPlugin, bool | None]:
-    """`"plugin": {"raw_exec": {"config": {"enabled": ..., "denied_envvars": [...]}}}`."""
-    cfg = _plugin_config(p, raw, key, "raw_exec", {"enabled", "denied_envvars"})
-    if "enabled" in cfg and not isinstance(cfg["enabled"], bool):
-        raise ConfigError(p, f"{key}.raw_exec.config.enabled", "must be true or false")
-    denied = cfg.get("denied_envvars", [])
-    if not isinstance(denied, list):
-        raise ConfigError(p, f"{key}.raw_exec.config.denied_envvars", "must be a list of non-empty strings")
-    return RawExecPlugin(denied_envvars=tuple(denied)), cfg.get("enabled")
-
-
-def _exec_plugins(p: str, raw: dict[str, Any], key: str) -> dict[str, Any]:
-    """Config fields of the exec and raw_exec plugin blocks (a raw_exec `enabled` is raw_exec_enabled)."""
-    kw: dict[str, Any] = {}
-    if not isinstance(raw.get(key), dict):
-        return kw
-    if "exec" in raw[key]:
-        kw["exec_plugin"] = _exec_plugin(p, raw, key)
-    if "raw_exec" in raw[key]:
-        kw["raw_exec_plugin"], enabled = _raw_exec_plugin(p, raw, key)
-        if enabled is not None:
-            kw["raw_exec_enabled"] = enabled
-    return kw
-
-
-def _chroot_env(p: str, raw: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:
-    value = raw[key]
-    if not isinstance(value, dict):
-        raise ConfigError(p, key, "must be an object of host path -> path inside the chroot")
-    out = []
-    for host, inside in value.items():
-        if not isinstance(inside, str) or not host.startswith("/") or not inside.startswith("/"):
-            raise ConfigError(p, f"{key}.{host}", "host path and chroot path must be absolute paths")
-        out.append((host, inside))
-    return tuple(out)
 
 
 def _allowed_hosts(p: str, raw: dict[str, Any], key: str) -> tuple[str, ...]:
@@ -679,7 +505,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "template_pass_budget": lambda: _seconds(p, raw, "template_pass_budget"),
         "template_worker_fail_closed": lambda: _bool(p, raw, "template_worker_fail_closed"),
         "exec_allow_root": lambda: _bool(p, raw, "exec_allow_root"),
-        "chroot_env": lambda: _chroot_env(p, raw, "chroot_env"),
+        "chroot_env": lambda: chroot_env(p, raw, "chroot_env"),
         "host_volumes": lambda: _host_volumes(p, raw, "host_volumes"),
         "host_networks": lambda: parse_host_networks(p, raw, "host_networks"),
         "artifact_allowed_hosts": lambda: _allowed_hosts(p, raw, "artifact_allowed_hosts"),
@@ -689,7 +515,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
         "docker_pids_limit": lambda: _count(p, raw, "docker_pids_limit", minimum=0),
         "raw_exec_enabled": lambda: _bool(p, raw, "raw_exec_enabled"),
         "docker_enabled": lambda: _bool(p, raw, "docker_enabled"),
-        "plugin": lambda: _docker_plugin(p, raw, "plugin"),
+        "plugin": lambda: docker_plugin(p, raw, "plugin"),
         "max_count": lambda: _count(p, raw, "max_count"),
         "max_kill_timeout": lambda: _seconds(p, raw, "max_kill_timeout"),
         "max_shutdown_delay": lambda: _bound(p, raw, "max_shutdown_delay", "0: no shutdown_delay allowed"),
@@ -698,7 +524,7 @@ def load_config(path: Path = DEFAULT_CONFIG) -> Config:
     for key, check in checks.items():
         if key in raw:
             kw[key] = check()
-    kw.update(_exec_plugins(p, raw, "plugin"))
+    kw.update(exec_plugins(p, raw, "plugin"))
     if "shutdown_timeout" in raw:
         kw["shutdown_timeout"] = _seconds(p, raw, "shutdown_timeout")
     try:

@@ -17,14 +17,8 @@ from pathlib import Path
 from agent.allocdir.hostvolumes import HostVolumeError, own_paths, resolve_host_volume, sweep_staged
 from agent.client.checktarget import fingerprinted_address
 from agent.client.core import Core
-from agent.command.config import (
-    DEFAULT_CHROOT_ENV,
-    DEFAULT_TOKEN_ROLE,
-    Config,
-    DockerPlugin,
-    ExecPlugin,
-    RawExecPlugin,
-)
+from agent.command.config import DEFAULT_TOKEN_ROLE, Config
+from agent.command.plugins import DEFAULT_CHROOT_ENV, DockerPlugin, ExecPlugin, RawExecPlugin
 from agent.consul.catalog import ConsulClient
 from agent.decide.decisions import GcLimits, plan_orphan_sweep
 from agent.decide.placement import NodeFacts

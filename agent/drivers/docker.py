@@ -27,7 +27,7 @@ import requests
 from docker.types import LogConfig
 
 from agent.allocdir.hostvolumes import pin_path, staged_bind
-from agent.command.config import DockerPlugin
+from agent.command.plugins import DockerPlugin
 from agent.drivers.base import (
     LABEL_ALLOC,
     LABEL_GROUP,

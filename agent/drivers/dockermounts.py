@@ -11,7 +11,7 @@ import posixpath
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent.command.config import DockerPlugin
+from agent.command.plugins import DockerPlugin
 from agent.drivers.base import Mount
 from agent.drivers.dockervalues import DockerOpts, TaskFacts, read_blocks, read_strs, str_map
 

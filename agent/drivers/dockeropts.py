@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from agent.command.config import DOCKER_DEFAULT_CAPS, DockerPlugin
+from agent.command.plugins import DOCKER_DEFAULT_CAPS, DockerPlugin
 from agent.drivers.dockermounts import mounts
 from agent.drivers.dockervalues import (
     DockerOpts,

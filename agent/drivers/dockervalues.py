@@ -1,5 +1,5 @@
 """The plain data of a docker task's options (agent.drivers.dockeropts; Nomad's plugin config is
-agent.command.config.DockerPlugin): the task's facts the mapping reads, its result, and the readers of
+agent.command.plugins.DockerPlugin): the task's facts the mapping reads, its result, and the readers of
 Nomad's HCL spec types (a block may arrive as a list of maps, a number as a string)."""
 
 from __future__ import annotations

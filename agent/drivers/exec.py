@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.allocdir.hostvolumes import dir_identity
-from agent.command.config import DEFAULT_CHROOT_ENV, ExecPlugin
+from agent.command.plugins import DEFAULT_CHROOT_ENV, ExecPlugin
 from agent.drivers.base import DriverError, ExitReport, Mount, TaskContext, TaskHandle, inside_env
 from agent.drivers.cgroups import cgroup_procs_of
 from agent.drivers.execopts import ExecOpts, caps_in_mask, exec_plan, exec_refusals

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.command.config import ExecPlugin, RawExecPlugin
+from agent.command.plugins import ExecPlugin, RawExecPlugin
 from agent.drivers.dockervalues import read_str, read_strs
 from agent.fieldbugs.bugs import NO_BUGS, Bugs
 

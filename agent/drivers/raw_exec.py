@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.command.config import RawExecPlugin
+from agent.command.plugins import RawExecPlugin
 from agent.drivers.base import DriverError, ExitReport, TaskContext, TaskHandle
 from agent.drivers.cgroups import Cgroups, cgroup_procs_of
 from agent.drivers.execopts import raw_exec_plan, raw_exec_refusals
