@@ -14,7 +14,8 @@ import pytest
 import requests
 
 from agent import __version__
-from agent.api.server import ApiServer, Response
+from agent.api.handler import Response
+from agent.api.server import ApiServer
 from agent.client.core import Core
 from agent.command.config import Config, TLSConfig
 from agent.command.daemon import health_stats

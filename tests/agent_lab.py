@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
-from agent.api import server as agent_api
+from agent.api import handler as agent_api
 from agent.api.client import ApiClient, ApiError
-from agent.api.server import Response, Streamed
+from agent.api.handler import Response, Streamed
 from agent.client.core import Core
 from agent.command.wiring import CoreSettings, build_core, start_core
 from agent.drivers.base import LABEL_ALLOC, LABEL_MANAGED
@@ -76,7 +76,7 @@ class NomadRoutes:
     def answer(self, method: str, target: str, body: Any = None) -> Response | Streamed:
         """The handler's answer as it is (a Streamed one not read yet)."""
         raw = body if isinstance(body, bytes) else (b"" if body is None else json.dumps(body).encode())
-        path, _, agent_api._request.query = target.partition("?")
+        path, _, agent_api.current_request.query = target.partition("?")
         for m, rx, handler in self.routes:
             match = rx.fullmatch(path)
             if m == method and match:

@@ -29,7 +29,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from agent import cli
 from agent.api import server as agent_api
-from agent.api.server import ApiServer, Handler, Response, json_response
+from agent.api.handler import Handler, Response, json_response
+from agent.api.server import ApiServer
 from agent.client.allocs import ServerHooks
 from agent.client.core import Core
 from agent.command.config import Config, TLSConfig, VaultConfig

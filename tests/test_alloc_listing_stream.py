@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.api.server import Response, Streamed
+from agent.api.handler import Response, Streamed
 from agent.nomadapi.context import listing_order
 from agent.nomadapi.http import answer_list
 from agent.nomadapi.stubcache import CHUNK

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
+from agent.api.handler import Handler, Response, json_response
 from agent.api.idempotency import Replays
-from agent.api.server import ApiServer, Handler, Response, json_response
+from agent.api.server import ApiServer
 from agent.command.config import Config, TLSConfig
 from tests.pki import Issued, TestCA
 from tests.test_agent_api import OPERATOR, _ctx, _decoded, _free_port, stand_in_routes

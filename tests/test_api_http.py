@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from agent.api.client import ApiClient, ApiError
-from agent.api.server import ApiServer, Response, Streamed, json_response
+from agent.api.handler import Response, Streamed, json_response
+from agent.api.server import ApiServer
 from agent.command.config import Config, TLSConfig
 from agent.drivers import execframes as ef
 from agent.drivers.session import ExecSession, ProcessSession

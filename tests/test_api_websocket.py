@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from agent.api.server import ApiServer, json_response
+from agent.api.handler import json_response
+from agent.api.server import ApiServer
 from agent.command.config import Config, TLSConfig, load_config
 from agent.drivers.base import TaskHandle
 from agent.drivers.session import ProcessSession

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 import h11
 import pytest
 
-from agent.api.server import WOKEN_READS, ApiServer, Streamed
+from agent.api.handler import Streamed
+from agent.api.server import WOKEN_READS, ApiServer
 from agent.api.waiters import Rereads
 from agent.client.core import Core
 from agent.command.config import Config, TLSConfig

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.api.server import Streamed
+from agent.api.handler import Streamed
 from agent.client.core import Core
 from agent.nomadapi.nodeverbs import DRAIN_TICK
 from tests.agent_lab import NODE, run_job

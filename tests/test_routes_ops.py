@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from agent.api import server as agent_api
-from agent.api.server import ApiServer, Streamed
+from agent.api import handler as agent_api
+from agent.api.handler import Streamed
+from agent.api.server import ApiServer
 from agent.client.core import Core
 from agent.command.config import Config, TLSConfig
 from agent.drivers.base import TaskHandle
@@ -581,7 +582,7 @@ def test_adopted_allocs_are_listed_by_job_and_node_read_but_never_acted_on(tmp_p
             b"still here\n",
         )
         opener = exec_stream(api.nomad)[2]
-        agent_api._request.query = "task=worker&command=%5B%22ls%22%5D"  # as the server sets it
+        agent_api.current_request.query = "task=worker&command=%5B%22ls%22%5D"  # as the server sets it
         refused = opener((D,), b"")
         assert isinstance(refused, tuple), refused
         status, _, body = refused

@@ -33,43 +33,28 @@ import logging
 import re
 import socket
 import threading
-import urllib.parse
 from asyncio import sslproto
 from collections.abc import Awaitable, Callable
 from functools import partial
 
 from agent.api import stream as apistream
+from agent.api.handler import (
+    Handler,
+    StreamOpener,
+    current_request,
+)
 from agent.api.http11 import ClientError, Exchange, Request, Response, json_response
+from agent.api.idempotency import Replays
 from agent.api.pool import HandlerPool, QueueFull
 from agent.api.stream import FIELDLAB_EXEC, Idle, Streamed, Upgrade
 from agent.api.tls import peer_identity, server_ssl_context
 from agent.api.waiters import Park, Rereads, Waiters, hold
-
-__all__ = [
-    "FIELDLAB_EXEC",
-    "ApiServer",
-    "Handler",
-    "Idle",
-    "Response",
-    "StreamOpener",
-    "Streamed",
-    "Upgrade",
-    "json_response",
-]
-from agent.api.idempotency import Replays
 from agent.command.config import Config
 from agent.drivers.session import ExecSession
 from agent.errors import AgentError
 
 log = logging.getLogger(__name__)
-
-# A handler gets the path's regex groups and the request body.
-Handler = Callable[[tuple[str, ...], bytes], "Response | Streamed"]
 Route = Callable[[], Response]
-
-
-# A stream opener (`Upgrade: fieldlab-exec`): the session to carry, or a Response refusing it.
-StreamOpener = Callable[[tuple[str, ...], bytes], "Response | ExecSession"]
 
 _MAX_PARKED = 256  # connections handshaking or being read; keeps the agent's own file descriptors safe
 MAX_SESSIONS = 16  # interactive exec sessions at once (each holds two threads and a command)
@@ -81,42 +66,6 @@ _LINGER = 1.0  # seconds to read what a client still sends after an early answer
 _METHODS = frozenset({"GET", "POST", "PUT", "DELETE"})
 _WRITES = frozenset({"POST", "PUT", "DELETE"})
 _TOO_DEEP = "the request is nested too deeply to handle (arrays or objects within each other)"
-
-
-_request = threading.local()  # the request a handler thread is answering
-
-
-def response_header(name: str, value: str) -> None:
-    """In a handler: a header to send with its answer (Nomad's X-Nomad-Index and the like)."""
-    headers = getattr(_request, "out_headers", None)
-    if headers is not None:  # None: called outside a request (a test calling a handler directly)
-        headers[name] = value
-
-
-def query_params() -> dict[str, str]:
-    """In a handler: the request's query parameters (the last value of each), e.g. {"purge": "true"}."""
-    return {
-        k: v[-1]
-        for k, v in urllib.parse.parse_qs(getattr(_request, "query", ""), keep_blank_values=True).items()
-    }
-
-
-def parking() -> bool | None:
-    """In a handler: whether a blocking query may `Park` (True), has been woken and reads now
-    (False), or waits in its thread (None: called outside a server)."""
-    park: bool | None = getattr(_request, "park", None)
-    return park
-
-
-def pulled() -> bool:
-    """In a handler: whether the stream it answers is pulled by a server (it may yield `Idle`), or
-    in the caller's own thread (a test calling the handler: it waits in that thread instead)."""
-    return getattr(_request, "park", None) is not None
-
-
-def query_values(name: str) -> list[str]:
-    """In a handler: every value of a repeated query parameter (Nomad's `topic=...&topic=...`)."""
-    return urllib.parse.parse_qs(getattr(_request, "query", ""), keep_blank_values=True).get(name, [])
 
 
 class ApiServer:
@@ -505,8 +454,8 @@ class ApiServer:
     def _open(
         opener: StreamOpener, groups: tuple[str, ...], body: bytes, head: Request
     ) -> Response | ExecSession:
-        _request.query = head.query  # query_params() in the opener (Nomad's exec: task, tty, command)
-        _request.park = None
+        current_request.query = head.query  # query_params() in the opener (Nomad's exec: task, tty, command)
+        current_request.park = None
         try:
             return opener(groups, body)
         except RecursionError:
@@ -565,13 +514,13 @@ class ApiServer:
     ) -> tuple[Response | Streamed | Park, dict[str, str]]:
         """The handler's answer and the headers it set (agent.api.response_header), or its Park (a
         blocking query to hold; `woken`: held already, it reads now)."""
-        _request.out_headers = {}
-        _request.park = not woken
+        current_request.out_headers = {}
+        current_request.park = not woken
         try:
             answer = self._respond(method, path, body, key, query, caller)
         except Park as park:
             return park, {}
-        return answer, dict(_request.out_headers)
+        return answer, dict(current_request.out_headers)
 
     def _respond(
         self, method: str, path: str, body: bytes, key: str | None = None, query: str = "", caller: str = ""
@@ -579,7 +528,7 @@ class ApiServer:
         """The handler's answer; a write with an Idempotency-Key is answered once per key of `caller`
         (the client cert identity authorized for it): a retry gets the first answer, another caller's
         key is not this caller's (agent.api.idempotency)."""
-        _request.query = query
+        current_request.query = query
         try:
             if key is None:
                 return self._route(method, path, body)

@@ -105,7 +105,7 @@ class Changes(Protocol):
 class Idle:
     """A stream's word that it has nothing to send for `seconds`, or until `changes` pass `after`
     (when given): the server waits on its loop, with no thread, then pulls the next chunk. A
-    stream yields it only when a server pulls it (agent.api.server.pulled()); pulled in a test's
+    stream yields it only when a server pulls it (agent.api.handler.pulled()); pulled in a test's
     own thread, a stream sleeps or waits instead."""
 
     seconds: float

@@ -23,7 +23,8 @@ from types import FrameType
 from typing import Any
 
 from agent import __version__
-from agent.api.server import ApiServer, Handler, StreamOpener, Upgrade, query_params
+from agent.api.handler import Handler, StreamOpener, Upgrade, query_params
+from agent.api.server import ApiServer
 from agent.client.core import Core
 from agent.command.config import Config
 from agent.command.wiring import CoreSettings, build_core, start_core

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from agent import __version__
-from agent.api.server import Handler, Response, query_params
+from agent.api.handler import Handler, Response, query_params
 from agent.nomadapi import structs
 from agent.nomadapi.context import Changes, NodeParts, OnLoop
 from agent.nomadapi.http import answer, check_scope, meta_headers

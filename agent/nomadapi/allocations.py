@@ -9,7 +9,7 @@ from operator import itemgetter
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Response, Streamed, query_params
+from agent.api.handler import Handler, Response, Streamed, query_params
 from agent.nomadapi.context import (
     ALLOC_KINDS,
     AllocViews,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Idle, Response, Streamed, pulled, query_params
+from agent.api.handler import Handler, Idle, Response, Streamed, pulled, query_params
 from agent.command.logs import (
     FOLLOW_POLL,
     STREAMS,

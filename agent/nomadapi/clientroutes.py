@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.handler import Handler, Response, query_params
 from agent.decide.taskdecisions import plan_user_restart
 from agent.errors import Conflict, NotFound
 from agent.nomadapi.context import Allocs, Changes, NodeParts, OnLoop, find_alloc

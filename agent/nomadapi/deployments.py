@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.handler import Handler, Response, query_params
 from agent.errors import NotFound
 from agent.nomadapi.context import CorePort, NodeParts, job_id_of
 from agent.nomadapi.deploywatch import DeploymentError, Deployments, group_counts, look

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from agent.api.server import Handler, Idle, Streamed, pulled, query_params, query_values
+from agent.api.handler import Handler, Idle, Streamed, pulled, query_params, query_values
 from agent.errors import AgentError
 from agent.nomadapi import structs
 from agent.nomadapi.context import Allocs, AllocViews, Changes, Jobs, JobViews, NodeViews, OnLoop

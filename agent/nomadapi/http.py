@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, TypeVar
 
-from agent.api.server import Response, Streamed, parking, query_params, response_header
+from agent.api.handler import Response, Streamed, parking, query_params, response_header
 from agent.api.waiters import Park, parked_now
 from agent.command.logs import LogsGone, LogsUnavailable
 from agent.errors import AgentError, Conflict, InProgress, NotFound, NotRun

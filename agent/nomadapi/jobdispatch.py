@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.handler import Handler, Response, query_params
 from agent.jobspec import ParsedJob
 from agent.nomadapi.context import Allocs, Changes, Jobs, NodeParts, OnLoop, job_id_of
 from agent.nomadapi.http import HttpError, answer, body_json, check_scope, meta_headers

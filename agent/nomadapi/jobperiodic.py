@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from croniter import croniter
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.handler import Handler, Response, query_params
 from agent.fieldbugs.bugs import NO_BUGS, Bugs
 from agent.jobspec import ParsedJob
 from agent.jobspec.jobtypes import time_zone

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from agent.api.server import Handler, Response
+from agent.api.handler import Handler, Response
 from agent.decide.jobupdate import desired_updates, plan_job_update
 from agent.nomadapi.context import CorePort, JobViews, NodeParts
 from agent.nomadapi.http import answer, meta_headers

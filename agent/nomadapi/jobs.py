@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.handler import Handler, Response, query_params
 from agent.errors import NotFound
 from agent.nomadapi import structs
 from agent.nomadapi.context import (

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from agent.api.server import Handler, Response
+from agent.api.handler import Handler, Response
 from agent.nomadapi.context import NS, AllocViews, JobViews, job_id_of
 from agent.nomadapi.deploywatch import Deployments
 from agent.nomadapi.http import HttpError, answer, body_json, meta_headers

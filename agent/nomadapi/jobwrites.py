@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.handler import Handler, Response, query_params
 from agent.client.jobs import parse_submission
 from agent.decide.jobupdate import UpdatePlan
 from agent.errors import NotFound

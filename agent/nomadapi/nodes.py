@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.handler import Handler, Response, query_params
 from agent.errors import NotFound
 from agent.nomadapi.context import ALLOC_KINDS, AllocViews, CorePort, NodeViews, go_bool, prefix_of
 from agent.nomadapi.http import answer, answer_list, blocking

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from agent.api.server import Handler, Response
+from agent.api.handler import Handler, Response
 from agent.decide.jobupdate import UpdatePlan
 from agent.errors import AgentError, NotFound
 from agent.fieldbugs.bugs import NO_BUGS, Bugs

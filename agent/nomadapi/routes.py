@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from agent.api.server import Handler, Response
+from agent.api.handler import Handler, Response
 from agent.api.views import alloc_counts, job_status
 from agent.client.allocs import AllocRegistry, ServerHooks
 from agent.client.core import Core

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.handler import Handler, Response, query_params
 from agent.errors import NotFound
 from agent.nomadapi.context import Changes, Jobs, OnLoop
 from agent.nomadapi.http import answer, blocking, check_scope

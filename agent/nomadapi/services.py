@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Response
+from agent.api.handler import Handler, Response
 from agent.nomadapi.context import Allocs, Changes, NodeParts, OnLoop
 from agent.nomadapi.http import answer, blocking
 from agent.runner.services import nomad_registrations

@@ -23,7 +23,7 @@ import time
 from typing import Any, Protocol
 from urllib.parse import unquote
 
-from agent.api.server import Handler, Response, query_params
+from agent.api.handler import Handler, Response, query_params
 from agent.nomadapi.context import Changes, Kept, OnLoop
 from agent.nomadapi.http import HttpError, answer, blocking, body_json, meta_headers
 from agent.runner.services import VAR_KIND, variable_json

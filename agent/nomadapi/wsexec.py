@@ -30,7 +30,7 @@ from wsproto.events import BytesMessage, CloseConnection, Event, Ping, TextMessa
 from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import generate_accept_token
 
-from agent.api.server import Response, StreamOpener, Upgrade, query_params
+from agent.api.handler import Response, StreamOpener, Upgrade, query_params
 from agent.api.stream import Limits, Reader
 from agent.drivers import execframes as ef
 from agent.drivers.base import DriverError
