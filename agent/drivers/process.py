@@ -21,6 +21,7 @@ into the task: a change script's `exec`, and `exec_session` for `alloc exec -i/-
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import logging
 import os
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class ProcessDriver:
+class ProcessDriver(abc.ABC):
     """The TaskDriver protocol for a task that is one process P (and its process group); subclasses
     give `name`, `start` (spawn + adopt) and `exec`."""
 
@@ -105,12 +106,12 @@ class ProcessDriver:
             proc.wait()
 
     # -- a command in the task ---------------------------------------------------------------------
+    @abc.abstractmethod
     def _exec_plan(
         self, handle: TaskHandle, argv: list[str], env: Mapping[str, str] | None
     ) -> ExecPlan | str:
         """The command line, environment and dir that run argv as the task runs, in the task's
-        environment `env` (carried: see HOST_ENV); why not, as text."""
-        raise NotImplementedError
+        environment `env` (carried: see HOST_ENV); why not, as text (each driver says how)."""
 
     def exec(
         self,
@@ -249,7 +250,7 @@ class ProcessDriver:
         """Processes are read from /proc, cheaply, each time: nothing to share."""
         return contextlib.nullcontext()
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op on purpose, not left for a subclass
         """The pidfd waiters are daemon threads: nothing to end."""
 
     def alloc_labels(self, alloc_id: str) -> dict[str, str] | None:
