@@ -19,7 +19,7 @@ from agent.decide.jobupdate import desired_updates, plan_job_update
 from agent.nomadapi.context import CorePort, JobViews, NodeParts
 from agent.nomadapi.http import answer, meta_headers
 from agent.nomadapi.jobdiff import annotate, job_diff
-from agent.nomadapi.jobjson import NO_NODE_METRIC
+from agent.nomadapi.joblists import NO_NODE_METRIC
 from agent.nomadapi.jobwrites import read_job_write
 from agent.structs.model import Job
 

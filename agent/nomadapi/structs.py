@@ -19,15 +19,8 @@ from agent.nomadapi.gojson import (
     go_time,
     ns,
 )
-from agent.nomadapi.jobjson import (
-    evaluation,
-    job_json,
-    job_stub,
-    job_summary,
-    network_json,
-    port_json,
-    resources,
-)
+from agent.nomadapi.jobjson import job_json, network_json, port_json, resources
+from agent.nomadapi.joblists import evaluation, job_stub, job_summary
 from agent.nomadapi.taskstates import TaskEventLike, events_by_task, task_event, task_state
 
 __all__ = [  # re-exported
