@@ -45,6 +45,6 @@ class RateLimited(AgentError):
     """A server refused a request over its rate limit (HTTP 429), or the agent's own cap refused to
     send it: retryable. `retry_after` is what the server said to wait (its Retry-After header, in
     seconds), None when it said nothing; a retry waits at least that long, with backoff and jitter
-    on top (agent.decide.decisions.plan_rate_limit_retry)."""
+    on top (agent.decide.vaultrate.plan_rate_limit_retry)."""
 
     retry_after: float | None = None

@@ -8,8 +8,6 @@ import pytest
 
 from agent.decide.decisions import (
     NO_BUGS,
-    RATE_LIMIT_RETRY_MAX,
-    RATE_LIMIT_RETRY_MIN,
     AfterRestore,
     Bugs,
     DeadOnRestore,
@@ -17,7 +15,6 @@ from agent.decide.decisions import (
     OwedReplacement,
     PauseDeathAction,
     PendingRestart,
-    RateBucket,
     RestoreAction,
     StartCause,
     StartFailure,
@@ -31,8 +28,6 @@ from agent.decide.decisions import (
     plan_owed_replacements,
     plan_pause_death,
     plan_pending_restart,
-    plan_rate_cap,
-    plan_rate_limit_retry,
     plan_render_retry,
     plan_restore,
     plan_restore_render,
@@ -55,6 +50,13 @@ from agent.decide.taskdecisions import (
     plan_restart_logmon,
     plan_shutdown_delay,
     plan_task_network_address,
+)
+from agent.decide.vaultrate import (
+    RATE_LIMIT_RETRY_MAX,
+    RATE_LIMIT_RETRY_MIN,
+    RateBucket,
+    plan_rate_cap,
+    plan_rate_limit_retry,
 )
 from agent.fieldbugs.faults import KNOWN_FAULTS, Faults
 from agent.network.plugins import plan_cni_chain

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from agent.decide.decisions import (
+from agent.decide.reschedule import (
     RESCHEDULE_WINDOW,
     carried_reschedule_events,
     next_reschedule_delay,

@@ -31,7 +31,7 @@ import pytest
 from cryptography import x509
 
 from agent.command.config import ConfigError, load_config
-from agent.decide.decisions import plan_rate_limit_retry
+from agent.decide.vaultrate import plan_rate_limit_retry
 from agent.errors import RateLimited
 from agent.state import SqliteStore
 from agent.structs.model import ChangeScript, Task, Template

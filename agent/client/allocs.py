@@ -20,9 +20,9 @@ from typing import Any
 
 from agent.client.loop import Loop
 from agent.client.restore import LIVE_STATUSES
-from agent.decide.decisions import carried_reschedule_events, plan_reschedule
 from agent.decide.jobupdate import UpdatePlan
 from agent.decide.placement import NodeFacts
+from agent.decide.reschedule import carried_reschedule_events, plan_reschedule
 from agent.errors import AgentError, Conflict, NotFound
 from agent.fieldbugs.killpoints import KillHook
 from agent.node.gc import TERMINAL_STATUSES
@@ -210,7 +210,7 @@ class AllocRegistry:
     # -- a failed alloc's replacement ----------------------------------------------------------
     def replace(self, failed: AllocRunner, reason: str) -> None:
         """A failed alloc rescheduled on this node as Nomad's scheduler does when no other node fits
-        (agent.decide.decisions.plan_reschedule over its group's policy and its reschedules so far): placed
+        (agent.decide.reschedule.plan_reschedule over its group's policy and its reschedules so far): placed
         at once when due within Nomad's window, else after its delay by a follow-up evaluation (its
         FollowupEvalID; the due time is in its record, so a restore resumes the wait), or never once
         the policy owes none (its attempts used up, a system job's): it stays failed."""

@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from agent.fieldbugs.bugs import NO_BUGS, Bugs
-from agent.structs.model import ReschedulePolicy, RestartPolicy
-from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, RescheduleEvent, TaskState
+from agent.structs.model import RestartPolicy
+from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, TaskState
 
 
 class RestoreAction(Enum):
@@ -331,71 +331,6 @@ def plan_owed_replacements(records: Sequence[AllocRecord]) -> list[OwedReplaceme
     ]
 
 
-# -- rescheduling a failed alloc (Nomad's scheduler, on the one node there is) ---------------------
-RESCHEDULE_WINDOW = 1.0  # Nomad's rescheduleWindowSize: due this close to now, placed at once
-PAST_RESCHEDULE_EVENTS = 5  # Nomad's maxPastRescheduleEvents, what an unlimited policy carries
-
-
-@dataclass(frozen=True)
-class Reschedule:
-    delay: float  # seconds the replacement waits after the failure (Nomad's NextDelay)
-    due: float  # when it is placed (failure time + delay, unix seconds)
-    now: bool  # due within RESCHEDULE_WINDOW: placed by the failure's own evaluation
-
-
-def next_reschedule_delay(
-    policy: ReschedulePolicy, events: Sequence[RescheduleEvent], fail_time: float
-) -> float:
-    """Nomad's Allocation.NextDelay: the policy's delay, grown by its delay function over the
-    previous reschedules' delays, capped at max_delay; once capped, a failure more than the cap
-    after the last reschedule starts the series again at `delay`."""
-    delay = policy.delay
-    if not events:
-        return delay
-    if policy.delay_function == "exponential":
-        delay = events[-1].delay * 2
-    elif policy.delay_function == "fibonacci":
-        if len(events) > 1:  # the two previous delays
-            n1, n2 = events[-1].delay, events[-2].delay
-            delay = n1 if (n2 == policy.max_delay and n1 == policy.delay) else n1 + n2
-    else:
-        return delay
-    if policy.max_delay > 0 and delay > policy.max_delay:
-        delay = policy.max_delay
-        if fail_time - events[-1].time > delay:
-            delay = policy.delay
-    return delay
-
-
-def plan_reschedule(
-    policy: ReschedulePolicy | None, events: Sequence[RescheduleEvent], fail_time: float, now: float
-) -> Reschedule | None:
-    """A failed alloc (its reschedules so far `events`, failed at `fail_time`): when its replacement
-    is placed, or None when the policy owes none (disabled, a system job's, its attempts used up in
-    the interval), as Nomad's NextRescheduleTime and its reconciler's reschedule now/later."""
-    if policy is None or not policy.enabled:
-        return None
-    delay = next_reschedule_delay(policy, events, fail_time)
-    eligible = policy.unlimited or not events
-    if policy.attempts > 0 and events:
-        attempted = sum(1 for e in events if fail_time - e.time < policy.interval)
-        eligible = attempted < policy.attempts and delay < policy.interval
-    if not eligible:
-        return None
-    due = fail_time + delay
-    return Reschedule(delay, due, due - now <= RESCHEDULE_WINDOW)
-
-
-def carried_reschedule_events(
-    policy: ReschedulePolicy | None, events: Sequence[RescheduleEvent], now: float
-) -> tuple[RescheduleEvent, ...]:
-    """What a replacement's tracker keeps of the failed alloc's (Nomad's UpdateRescheduleTracker,
-    before the new event): with attempts, those within the interval; else the last few."""
-    if policy is not None and policy.attempts > 0:
-        return tuple(e for e in events if policy.interval > 0 and now - e.time <= policy.interval)
-    return tuple(events[-PAST_RESCHEDULE_EVENTS:])
-
-
 # -- network recovery, teardown and task start failures -------------------------------------------
 class PauseDeathAction(Enum):
     RECOVER_NETWORK = "recover-network"  # DEL, fresh netns owner, ADD, restart the group's tasks
@@ -526,65 +461,6 @@ def plan_setup_retry(attempt: int, unavailable: bool) -> float | None:
     if not unavailable or attempt > SETUP_RETRY_ATTEMPTS:
         return None
     return float(min(SETUP_RETRY_MAX, SETUP_RETRY_BASE * 2.0 ** (attempt - 1)))
-
-
-# -- Vault under a storm: rate limits, the agent's own cap, the restart window ------------------
-RATE_LIMIT_RETRY_BASE = 1.0  # seconds: the first retry's window
-RATE_LIMIT_RETRY_MAX = 30.0  # no retry waits longer, whatever the attempt or the server's Retry-After
-RATE_LIMIT_RETRY_MIN = 0.1  # nor shorter: a draw near 0 does not turn into a busy loop
-
-
-def plan_rate_limit_retry(
-    attempt: int,
-    retry_after: float | None,
-    draw: float,
-    *,
-    base: float = RATE_LIMIT_RETRY_BASE,
-    cap: float = RATE_LIMIT_RETRY_MAX,
-) -> float:
-    """Seconds to wait before retrying what Vault refused over its rate limit (HTTP 429), or what the
-    agent's own cap refused to send, for the `attempt`-th time in a row (1-based).
-
-    Exponential backoff with full jitter: `draw` (uniform in [0, 1), the caller's random number) picks
-    a point of a window that doubles with each attempt (base, 2 base, 4 base, ... capped at `cap`),
-    so that clients refused together do not come back together. The server's Retry-After is
-    honoured: the wait starts after it (never earlier than the server said), the jitter on top. The
-    whole is bounded: between RATE_LIMIT_RETRY_MIN and `cap`."""
-    window = min(cap, base * 2.0 ** min(max(attempt - 1, 0), 32))
-    floor = min(cap, max(0.0, retry_after or 0.0))
-    jitter = min(1.0, max(0.0, draw)) * window
-    return max(RATE_LIMIT_RETRY_MIN, min(cap, floor + jitter))
-
-
-@dataclass(frozen=True)
-class RateBucket:
-    """The agent's own cap on Vault requests, a token bucket: `tokens` at time `at` (monotonic). Below
-    zero, requests have booked slots ahead and are waiting for them."""
-
-    tokens: float
-    at: float
-
-
-@dataclass(frozen=True)
-class RateCapPlan:
-    bucket: RateBucket  # the bucket after this request
-    wait: float  # seconds until the request's slot (0: at once)
-    granted: bool  # False: the slot is further than the caller may wait; nothing was booked
-
-
-def plan_rate_cap(
-    bucket: RateBucket, now: float, rate: float, max_wait: float, burst: float = 1.0
-) -> RateCapPlan:
-    """One request asks the cap for a slot: the bucket refills at `rate` tokens a second up to
-    `burst`, and the request takes one token, waiting for it if there is none (the slots are booked in
-    order, so concurrent requests are spaced 1/rate apart). With a burst of 1 no window of a second
-    ever holds more than rate + 1 requests: a server quota of more than that is never hit. A slot
-    further away than `max_wait` is refused and nothing is booked (the caller retries later)."""
-    tokens = min(burst, bucket.tokens + max(0.0, now - bucket.at) * rate)
-    wait = max(0.0, (1.0 - tokens) / rate)
-    if wait > max_wait:
-        return RateCapPlan(RateBucket(tokens, now), wait, granted=False)
-    return RateCapPlan(RateBucket(tokens - 1.0, now), wait, granted=True)
 
 
 def plan_restore_render(

@@ -4,7 +4,7 @@ merged over it, the job type's defaults under both) and checks them (nomad/struc
 .Validate and Job.Validate, their texts). A system or sysbatch job has no policy: a block is refused,
 as Nomad refuses it.
 
-What one node does with the policy (agent.decide.decisions.plan_reschedule,
+What one node does with the policy (agent.decide.reschedule.plan_reschedule,
 agent.client.allocs.AllocRegistry.replace): a failed alloc is replaced on this node, the only one,
 after the policy's delay, while its attempts last."""
 

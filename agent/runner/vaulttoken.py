@@ -47,7 +47,7 @@ from typing import Any, Protocol
 
 from agent.allocdir.sandbox import SandboxError
 from agent.allocdir.sandbox import read_file as read_task_file
-from agent.decide.decisions import plan_rate_limit_retry
+from agent.decide.vaultrate import plan_rate_limit_retry
 from agent.errors import AgentError, RateLimited
 from agent.identity.vaultlogin import JwtLogin, token_role_policies
 from agent.runner.owner import task_file_owner

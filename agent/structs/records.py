@@ -127,7 +127,7 @@ def _layout(key: str, raw: Any) -> NodeLayout | None:
 @dataclass(frozen=True)
 class RescheduleEvent:
     """One entry of Nomad's RescheduleTracker: the alloc `prev_alloc` (on node `prev_node`) was
-    replaced at `time` (unix seconds) after `delay` seconds (agent.decide.decisions.plan_reschedule)."""
+    replaced at `time` (unix seconds) after `delay` seconds (agent.decide.reschedule.plan_reschedule)."""
 
     time: float
     prev_alloc: str
@@ -187,7 +187,7 @@ class AllocRecord:
     create_index: int = 0
     # Nomad's RescheduleTracker: the reschedules that led to this alloc, the last one its own
     reschedule_events: tuple[RescheduleEvent, ...] = ()
-    # Failed and owed a replacement after a delay (agent.decide.decisions.plan_reschedule): the evaluation
+    # Failed and owed a replacement after a delay (agent.decide.reschedule.plan_reschedule): the evaluation
     # that places it (Nomad's FollowupEvalID), when it is due (unix seconds) and the delay it waits
     followup_eval_id: str = ""
     reschedule_due: float = 0.0

@@ -33,14 +33,9 @@ from dataclasses import replace
 from typing import Any
 
 from agent.allocdir.sandbox import SandboxError, read_file
-from agent.decide.decisions import (
-    AfterRestore,
-    plan_after_restore,
-    plan_rate_limit_retry,
-    plan_render_retry,
-    plan_restore_render,
-)
+from agent.decide.decisions import AfterRestore, plan_after_restore, plan_render_retry, plan_restore_render
 from agent.decide.taskdecisions import plan_templates_to_render
+from agent.decide.vaultrate import plan_rate_limit_retry
 from agent.errors import AgentError, Unavailable
 from agent.structs.model import ChangeScript, Task
 from agent.templates.budget import too_many_templates

@@ -9,7 +9,7 @@
 - Errors: `VaultUnavailable` (connection refused, timeout, sealed, 5xx) is for the caller to
   retry with `backoff(attempt)`; `VaultDenied` (403) and `VaultNotFound` (404) are not retried.
   `VaultRateLimited` (a VaultUnavailable) is a 429 from a rate-limit quota, with the server's
-  Retry-After when it sends one: callers retry it with `agent.decide.decisions.plan_rate_limit_retry`
+  Retry-After when it sends one: callers retry it with `agent.decide.vaultrate.plan_rate_limit_retry`
   (exponential backoff, full jitter, after the Retry-After), any request alike (login, renew, reads,
   PKI issue).
 - Load (`VaultLoad`, one per agent, shared by its own client and every task's): an optional cap on

@@ -15,7 +15,7 @@ import hvac.adapters
 import hvac.exceptions
 import requests
 
-from agent.decide.decisions import RateBucket, plan_rate_cap
+from agent.decide.vaultrate import RateBucket, plan_rate_cap
 from agent.errors import RateLimited
 from agent.vault.errors import VaultDenied, VaultNotFound, VaultRateLimited, VaultUnavailable
 
@@ -36,7 +36,7 @@ class VaultLoad:
     task's (`VaultClient.token_client`), so one cap covers them all.
 
     With `max_requests_per_second` (> 0) every request first takes a slot of a token bucket
-    (agent.decide.decisions.plan_rate_cap, burst 1): requests are spaced 1/rate apart, waiting on the
+    (agent.decide.vaultrate.plan_rate_cap, burst 1): requests are spaced 1/rate apart, waiting on the
     calling thread; one whose slot is more than `max_wait` away is refused as VaultRateLimited
     without being sent (retried by its caller like a 429). 0: no cap. Thread-safe."""
 
