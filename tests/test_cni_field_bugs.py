@@ -23,7 +23,7 @@ from typing import Any
 
 from agent.decide.jobupdate import plan_job_update
 from agent.fieldbugs.bugs import NO_BUGS, Bugs
-from agent.fieldbugs.faults import FAULTS, IMPLEMENTED_FAULTS
+from agent.fieldbugs.catalogue import FAULTS, IMPLEMENTED_FAULTS
 from agent.jobspec import load_jobspec
 from agent.network.base import AttachSpec
 from agent.network.networks import NetworkSet, plan_cni_teardown

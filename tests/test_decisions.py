@@ -58,7 +58,8 @@ from agent.decide.vaultrate import (
     plan_rate_cap,
     plan_rate_limit_retry,
 )
-from agent.fieldbugs.faults import KNOWN_FAULTS, Faults
+from agent.fieldbugs.catalogue import KNOWN_FAULTS
+from agent.fieldbugs.faults import Faults
 from agent.network.plugins import plan_cni_chain
 from agent.structs.model import RestartPolicy
 from agent.structs.records import AllocRecord, AllocStatus, DesiredStatus, TaskState

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.fieldbugs.faults import IMPLEMENTED_FAULTS
+from agent.fieldbugs.catalogue import IMPLEMENTED_FAULTS
 from e2e.drivers import repro
 from e2e.harness import faults, history
 from e2e.harness.chaos import KINDS, schedule

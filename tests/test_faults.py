@@ -7,7 +7,8 @@ import logging
 import pytest
 
 from agent.decide.decisions import NO_BUGS
-from agent.fieldbugs.faults import ENV_VAR, KNOWN_FAULTS, FaultError, Faults
+from agent.fieldbugs.catalogue import KNOWN_FAULTS
+from agent.fieldbugs.faults import ENV_VAR, FaultError, Faults
 
 AGENT_FLAGS = {
     "no-network-check-on-restore": "nomad-24292",
@@ -140,7 +141,8 @@ def test_announce_one_loud_line_per_flag(caplog: pytest.LogCaptureFixture) -> No
 
 
 def test_every_known_flag_is_implemented() -> None:
-    from agent.fieldbugs.faults import IMPLEMENTED_FAULTS, KNOWN_FAULTS, Faults
+    from agent.fieldbugs.catalogue import IMPLEMENTED_FAULTS, KNOWN_FAULTS
+    from agent.fieldbugs.faults import Faults
 
     assert set(KNOWN_FAULTS) == IMPLEMENTED_FAULTS
     Faults(IMPLEMENTED_FAULTS).require_implemented()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent.fieldbugs.faults import IMPLEMENTED_FAULTS
+from agent.fieldbugs.catalogue import IMPLEMENTED_FAULTS
 from e2e.drivers import repro
 from e2e.harness import history
 from e2e.harness.history import History

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.fieldbugs.faults import FAULTS, IMPLEMENTED_FAULTS
+from agent.fieldbugs.catalogue import FAULTS, IMPLEMENTED_FAULTS
 from e2e.drivers import repro
 from e2e.harness.scenario import (
     SCENARIOS,
@@ -29,7 +29,7 @@ def test_every_catalogue_file_loads_and_names_a_real_flag_of_the_same_bug() -> N
     assert len(scenarios) >= 16
     for s in scenarios:
         assert s.flag in IMPLEMENTED_FAULTS, f"{s.path}: flag {s.flag} is not one the agent can put back"
-        # agent/fieldbugs/faults.py names the same bug (its first id; a suffix such as -orphans is the
+        # agent/fieldbugs/catalogue.py names the same bug (its first id; a suffix such as -orphans is the
         # entry's)
         number = s.bug.split("-")[1]
         assert FAULTS[s.flag].bug.split("/")[0].startswith(f"{s.bug.split('-')[0]}-{number}"), s.bug

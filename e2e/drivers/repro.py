@@ -318,8 +318,8 @@ def markdown_table() -> str:
 
 
 def flags_table() -> str:
-    """The README's table of the agent's fault flags, from the catalogue and agent/fieldbugs/faults.py."""
-    from agent.fieldbugs.faults import FAULTS
+    """The README's table of the agent's fault flags, from the catalogue and agent/fieldbugs/catalogue.py."""
+    from agent.fieldbugs.catalogue import FAULTS
 
     rows = ["| flag | field bug | what it does |", "|---|---|---|"]
     for b in CATALOGUE:

@@ -240,7 +240,7 @@ def set_agent_faults(cluster: Cluster, flags: list[str], nodes: list[Remote] | N
     """Run the agents with FIELDLAB_AGENT_FAULTS=<flags> (a systemd drop-in; empty flags remove it),
     restart them and check that the agent announced every flag. An unknown flag is refused before
     any node is touched (the agent would refuse to start with it)."""
-    from agent.fieldbugs.faults import IMPLEMENTED_FAULTS
+    from agent.fieldbugs.catalogue import IMPLEMENTED_FAULTS
 
     unit = cluster.target.unit
     if flags and not cluster.target.fault_flags:

@@ -522,7 +522,7 @@ def load(path: Path, in_catalogue: bool | None = None) -> Scenario:
 
 def _names(path: Path, raw: dict[str, Any], in_catalogue: bool) -> dict[str, str]:
     """The scenario's head fields, checked: every scenario's, and a catalogue entry's stricter ones."""
-    from agent.fieldbugs.faults import IMPLEMENTED_FAULTS
+    from agent.fieldbugs.catalogue import IMPLEMENTED_FAULTS
 
     values = {key: _text(path, raw, key) for key in REQUIRED}
     try:

@@ -8,10 +8,9 @@
 - A catalogue entry (e2e/scenarios/) keeps the stricter form: `nomad-<issue number>` (a suffix for a
   second entry of one issue, `nomad-12216-orphans`) with its public Nomad issue or pull request as
   `link`, or `fieldlab-<n>` for a bug of this project's own history.
-- A fault flag is one the agent implements (agent/fieldbugs/faults.py), several joined by commas; an unknown
-one
-  is named with the closest known ones (difflib), never the whole list. `none` (or no `flag`) is a
-  scenario without one: it runs once, PRESENT or ABSENT.
+- A fault flag is one the agent implements (agent/fieldbugs/catalogue.py), several joined by commas;
+  an unknown one is named with the closest known ones (difflib), never the whole list. `none` (or no
+  `flag`) is a scenario without one: it runs once, PRESENT or ABSENT.
 """
 
 from __future__ import annotations
@@ -94,7 +93,8 @@ def unknown_flags_message(unknown: Iterable[str], known: Iterable[str]) -> str:
         hint = f"did you mean {', '.join(close)}?" if close else "no known flag is close"
         said.append(f"unknown agent fault flag {flag!r} ({hint})")
     return "; ".join(said) + (
-        f"; the {len(choices)} flags the agent implements: `make repro BUG=list` (agent/fieldbugs/faults.py)"
+        f"; the {len(choices)} flags the agent implements: `make repro BUG=list` "
+        "(agent/fieldbugs/catalogue.py)"
     )
 
 

@@ -38,7 +38,7 @@ bug: {bug}
 title: "the report's title"
 {link}# versions: "the Nomad versions the report names"
 # family: restore   # {families}
-# flag: an-agent-fault-flag   # agent/fieldbugs/faults.py (make repro BUG=list)
+# flag: an-agent-fault-flag   # agent/fieldbugs/catalogue.py (make repro BUG=list)
 """
 HEAD_CATALOGUE = """\
 ---
@@ -48,7 +48,7 @@ bug: {bug}
 title: "the report's title"
 {link}versions: "the Nomad versions the report names"
 family: restore   # {families}
-flag: the-agent-fault-flag   # agent/fieldbugs/faults.py; a new bug needs a new flag (a Bugs field)
+flag: the-agent-fault-flag   # agent/fieldbugs/catalogue.py; a new bug needs a new flag (a Bugs field)
 """
 BODY = """\
 symptom: "a regex of the failure message that shows the field symptom"
