@@ -29,6 +29,7 @@ import subprocess
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from agent.errors import AgentError
@@ -73,9 +74,9 @@ class Rule:
                 return self.args[i + 1]
         return None
 
-    @property
+    @cached_property
     def target(self) -> str | None:
-        """The chain or target after -j/-g."""
+        """The chain or target after -j/-g (read once: a restore asks it of every rule per alloc)."""
         return self.option("-j", "-g", "--jump", "--goto")
 
     @property
@@ -100,12 +101,27 @@ class Table:
     name: str
     chains: list[str] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
+    # rules by chain and by target, made on the first question and again when `rules` grew: a
+    # restore asks fifty allocs' questions of one table
+    _index: tuple[int, dict[str, list[Rule]], dict[str | None, list[Rule]]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def _indexed(self) -> tuple[dict[str, list[Rule]], dict[str | None, list[Rule]]]:
+        if self._index is None or self._index[0] != len(self.rules):
+            by_chain: dict[str, list[Rule]] = {}
+            by_target: dict[str | None, list[Rule]] = {}
+            for r in self.rules:
+                by_chain.setdefault(r.chain, []).append(r)
+                by_target.setdefault(r.target, []).append(r)
+            self._index = (len(self.rules), by_chain, by_target)
+        return self._index[1], self._index[2]
 
     def rules_in(self, chain: str) -> list[Rule]:
-        return [r for r in self.rules if r.chain == chain]
+        return list(self._indexed()[0].get(chain, ()))
 
     def jumps_to(self, chain: str) -> list[Rule]:
-        return [r for r in self.rules if r.target == chain]
+        return list(self._indexed()[1].get(chain, ()))
 
 
 @dataclass(frozen=True)
@@ -139,7 +155,8 @@ def parse_save(text: str, table: str) -> Table:
         if line.startswith(":"):
             out.chains.append(line[1:].split()[0])
         elif line.startswith("-A "):
-            parts = shlex.split(line)
+            # only a rule with a quoted argument (a comment) needs shell-style splitting
+            parts = shlex.split(line) if any(c in line for c in "\"'\\") else line.split()
             out.rules.append(Rule(table, parts[1], tuple(parts[2:])))
     return out
 
