@@ -126,9 +126,13 @@ class DockerDriver(EngineReads):
     def client(self) -> Any:
         if self._client is None:
             try:
-                self._client = docker.from_env(timeout=60)
+                client = docker.from_env(timeout=60)
             except docker.errors.DockerException as exc:
                 raise DriverError("docker", "connect", str(exc), unavailable=True) from None
+            # The engine's socket takes no HTTP proxy and no .netrc: without this, requests reads the
+            # environment's proxy settings for every call (a third of an inspect's CPU at restore).
+            client.api.trust_env = False
+            self._client = client
         return self._client
 
     def _labels(self, job: str, group: str, alloc_id: str, task: str, role: str) -> dict[str, str]:
