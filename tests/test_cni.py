@@ -631,6 +631,22 @@ def test_verify_reports_exactly_what_differs(lab: Lab) -> None:
         f"host veth {veth} is not on bridge {BRIDGE} (it is on no bridge)"
     ]
     subprocess.run(["ip", "link", "set", veth, "master", BRIDGE], check=True)
+    assert verify_network(path, result, BRIDGE, pm) == []
+
+    # The interface by its name inside (one request): down, then under another name, then back.
+    _ip_netns(path.name, "link", "set", "eth0", "down")  # the kernel drops its routes with it
+    assert verify_network(path, result, BRIDGE, pm) == [
+        f"interface eth0 inside netns {path} is down",
+        f"no IPv4 default route inside netns {path}",
+    ]
+    _ip_netns(path.name, "link", "set", "eth0", "name", "eth9")
+    assert verify_network(path, result, BRIDGE, pm) == [f"interface eth0 is missing inside netns {path}"]
+    _ip_netns(path.name, "link", "set", "eth9", "name", "eth0")
+    _ip_netns(path.name, "link", "set", "eth0", "up")
+    _ip_netns(path.name, "route", "add", "default", "via", GATEWAY)
+    assert verify_network(path, result, BRIDGE, pm) == []
+    # The bridge by its name on the host: a bridge of another name is not there.
+    assert verify_network(path, result, BRIDGE + "x", pm) == [f"bridge {BRIDGE}x is missing on the host"]
 
     dn = iptables.chain_names(NETWORK, cid)["dnat"]
     removed = iptables.remove_chain("nat", dn)

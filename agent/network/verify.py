@@ -97,16 +97,22 @@ def _recorded_default(result: CniResult, family: int) -> bool:
 def _check_inside(
     ipr: Any, path: str, ifname: str, result: CniResult, inside: dict[str, Any], *, any_default: bool
 ) -> list[str]:
+    from pyroute2.netlink.exceptions import NetlinkError
+
     problems: list[str] = []
-    idx = ipr.link_lookup(ifname=ifname)
-    if not idx:
+    try:  # one request by name (link_lookup, then get_links, made two)
+        links = list(ipr.link("get", ifname=ifname))
+    except NetlinkError:
+        links = []
+    if not links:
         return [f"interface {ifname} is missing inside netns {path}"]
-    link = ipr.get_links(idx[0])[0]
-    inside["index"] = idx[0]
+    link = links[0]
+    index = link["index"]
+    inside["index"] = index
     inside["peer_index"] = _attr(link, "IFLA_LINK")
     if not link["flags"] & IFF_UP:
         problems.append(f"interface {ifname} inside netns {path} is down")
-    have = {f"{_attr(a, 'IFA_ADDRESS')}/{a['prefixlen']}" for a in ipr.get_addr(index=idx[0])}
+    have = {f"{_attr(a, 'IFA_ADDRESS')}/{a['prefixlen']}" for a in ipr.get_addr(index=index)}
     shown = sorted(a for a in have if not ipaddress.ip_interface(a).is_link_local)
     for want in result.ips_of(ifname):
         if want.address not in have:
@@ -145,7 +151,7 @@ def _check_host(ipr: Any, bridge: str, ifname: str, result: CniResult, inside: d
     from pyroute2.netlink.exceptions import NetlinkError
 
     problems: list[str] = []
-    br = ipr.link_lookup(ifname=bridge)
+    br = _host_index(bridge)
     if not br:
         problems.append(f"bridge {bridge} is missing on the host")
     if "index" not in inside:
@@ -161,7 +167,7 @@ def _check_host(ipr: Any, bridge: str, ifname: str, result: CniResult, inside: d
     names = [i.name for i in result.host_interfaces() if i.name != bridge]
     if host_link is None:
         for name in names:
-            idx = ipr.link_lookup(ifname=name)
+            idx = _host_index(name)
             if idx:
                 host_link = ipr.get_links(idx[0])[0]
                 break
@@ -181,6 +187,15 @@ def _check_host(ipr: Any, bridge: str, ifname: str, result: CniResult, inside: d
     return problems
 
 
+def _host_index(name: str) -> list[int]:
+    """[the ifindex of link `name` in the calling thread's netns], or [] when there is none: the
+    kernel's lookup by name (if_nametoindex), with no netlink request."""
+    try:
+        return [socket.if_nametoindex(name)]
+    except OSError:
+        return []
+
+
 def _check_portmap(result: CniResult, ifname: str, port_mappings: Sequence[PortMapping]) -> list[str]:
     try:
         nat = iptables.read_table("nat")
@@ -197,9 +212,8 @@ def _check_portmap(result: CniResult, ifname: str, port_mappings: Sequence[PortM
         rule = next(
             (
                 r
-                for r in nat.rules
+                for r in nat.jumps_to("DNAT")
                 if r.chain.startswith("CNI-DN-")
-                and r.target == "DNAT"
                 and r.option("--to-destination") == f"{ip}:{m.container_port}"
                 and r.option("--dport") == str(m.host_port)
                 and r.option("-p") == m.protocol
