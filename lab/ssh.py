@@ -102,8 +102,9 @@ def _dial(target: SshTarget, *, probe: bool = False) -> paramiko.SSHClient:
     """A new connection (`probe`: one handshake attempt), or ProviderError naming the node."""
     try:
         return connect(target) if probe else connect_busy(target)
-    except (OSError, paramiko.SSHException) as exc:
-        raise ProviderError(f"{target.name} ({target.host}): ssh failed: {exc}") from None
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        # EOFError: the node closed the connection mid-handshake (sshd stopping or starting at a reboot)
+        raise ProviderError(f"{target.name} ({target.host}): ssh failed: {exc!r}") from None
 
 
 def run(
